@@ -1,0 +1,1 @@
+"""FastAPI app, settings, auth, errors and the ``fibertensor`` command line."""

@@ -1,0 +1,1 @@
+"""Jobs: read inputs, call :mod:`gpu`, write outputs; the Celery app, tasks and job storage."""

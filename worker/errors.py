@@ -1,0 +1,23 @@
+"""Errors a job raises that users can act on."""
+
+from __future__ import annotations
+
+__all__ = ["InputError", "JobCancelled"]
+
+
+class InputError(ValueError):
+    """An input a user supplied is unusable.
+
+    ``title`` is a short category ("Wrong number of volumes"); ``detail`` says what is wrong
+    and how to fix it. The CLI prints ``detail`` as one line; the API returns both as
+    ``application/problem+json`` with status 422.
+    """
+
+    def __init__(self, title: str, detail: str):
+        super().__init__(detail)
+        self.title = title
+        self.detail = detail
+
+
+class JobCancelled(Exception):
+    """Raised inside a running job when its cancellation was requested."""

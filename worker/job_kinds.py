@@ -1,0 +1,90 @@
+"""The contract between job families and the job machinery (CLI, Celery tasks, REST routes).
+
+A job family (peaks, cp-conv, tucker-conv, compress, decompress) describes itself with a
+:class:`JobKind`: its parameters as a pydantic model, its input files, a validation step that
+reads only headers (run before a job is queued) and the run step itself. The machinery never
+needs to know more about a family than this.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel
+
+from worker.errors import JobCancelled
+
+__all__ = ["InputSlot", "JobContext", "JobKind", "job_kinds", "get_job_kind"]
+
+# Modules that define job families; each exposes ``JOB_KINDS: list[JobKind]``.
+_FAMILY_MODULES = (
+    "worker.peaks_job",
+)
+
+
+@dataclass(frozen=True)
+class InputSlot:
+    """One uploaded file of a job: form field name, whether required, accepted suffixes."""
+
+    name: str
+    required: bool
+    suffixes: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass
+class JobContext:
+    """What a running job gets: its input paths, output folder, parameters and callbacks.
+
+    ``progress(fraction)`` reports 0..1; ``should_stop()`` is polled between chunks of work
+    and, when it returns True, the job calls :meth:`check_cancelled` which raises
+    :class:`JobCancelled`.
+    """
+
+    inputs: dict[str, Path]
+    out_dir: Path
+    params: BaseModel
+    progress: Callable[[float], None] = lambda fraction: None
+    should_stop: Callable[[], bool] = lambda: False
+    log: Callable[[str], None] = lambda message: None
+
+    def check_cancelled(self) -> None:
+        if self.should_stop():
+            raise JobCancelled("cancelled by request")
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """A job family.
+
+    ``validate(inputs, params)`` reads headers only and raises
+    :class:`worker.errors.InputError`; ``run(ctx)`` writes result files into ``ctx.out_dir``
+    (through a temporary name and a rename) and returns their paths, sidecar included.
+    """
+
+    name: str
+    summary: str
+    params_model: type[BaseModel]
+    inputs: tuple[InputSlot, ...]
+    validate: Callable[[dict[str, Path], BaseModel], None]
+    run: Callable[[JobContext], list[Path]]
+    result_names: tuple[str, ...] = field(default=())
+
+
+def job_kinds() -> dict[str, JobKind]:
+    """All job families by name, in a stable order."""
+    kinds: dict[str, JobKind] = {}
+    for module_name in _FAMILY_MODULES:
+        for kind in importlib.import_module(module_name).JOB_KINDS:
+            kinds[kind.name] = kind
+    return kinds
+
+
+def get_job_kind(name: str) -> JobKind:
+    kinds = job_kinds()
+    if name not in kinds:
+        raise KeyError(f"unknown job kind {name!r}; known: {', '.join(kinds)}")
+    return kinds[name]
