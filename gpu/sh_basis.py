@@ -1,0 +1,99 @@
+"""Real, even-order spherical-harmonic (SH) bases of MRtrix3 and DIPY.
+
+Coefficients are ordered by degree l = 0, 2, …, lmax and, within a degree, by order
+m = −l … l, so index(l, m) = l(l+1)/2 + m (the MRtrix3 and DIPY convention).
+
+With Y_l^m the complex SH of :func:`scipy.special.sph_harm_y` (Condon–Shortley phase included):
+
+* ``mrtrix`` (MRtrix3; identical to DIPY's ``tournier07`` with ``legacy=False``):
+  Y_lm = √2·Im(Y_l^|m|) for m < 0, Y_l^0 for m = 0, √2·Re(Y_l^m) for m > 0.
+* ``dipy`` (DIPY's default ``descoteaux07`` with ``legacy=True``):
+  Y_lm = √2·Re(Y_l^|m|) for m < 0, Y_l^0 for m = 0, √2·Im(Y_l^m) for m > 0.
+
+Both are orthonormal on the sphere and differ only by the swap m ↔ −m.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import sph_harm_y
+
+__all__ = [
+    "SH_BASES",
+    "SUPPORTED_LMAX",
+    "n_coeffs",
+    "lmax_from_ncoeffs",
+    "sh_degrees_orders",
+    "real_sh_matrix",
+    "convert_sh_basis",
+]
+
+SH_BASES = ("mrtrix", "dipy")
+SUPPORTED_LMAX = (2, 4, 6, 8, 10, 12)
+
+
+def n_coeffs(lmax: int) -> int:
+    """Number of even-order SH coefficients up to degree lmax: (lmax+1)(lmax+2)/2."""
+    return (lmax + 1) * (lmax + 2) // 2
+
+
+_LMAX_BY_COUNT = {n_coeffs(l): l for l in SUPPORTED_LMAX}
+
+
+def lmax_from_ncoeffs(count: int) -> int:
+    """lmax for a number of SH volumes; any count but 6, 15, 28, 45, 66, 91 is an error."""
+    if count not in _LMAX_BY_COUNT:
+        valid = ", ".join(f"{n} (lmax {l})" for n, l in _LMAX_BY_COUNT.items())
+        raise ValueError(
+            f"{count} SH coefficients do not match an even-order SH series; "
+            f"the number of volumes must be one of {valid}"
+        )
+    return _LMAX_BY_COUNT[count]
+
+
+def sh_degrees_orders(lmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """Degree l and order m of each coefficient, in storage order."""
+    if lmax not in SUPPORTED_LMAX:
+        raise ValueError(f"lmax must be one of {SUPPORTED_LMAX}, not {lmax}")
+    ls, ms = [], []
+    for l in range(0, lmax + 1, 2):
+        for m in range(-l, l + 1):
+            ls.append(l)
+            ms.append(m)
+    return np.array(ls), np.array(ms)
+
+
+def real_sh_matrix(lmax: int, directions: np.ndarray, basis: str = "mrtrix") -> np.ndarray:
+    """SH basis functions at unit ``directions`` (N, 3): the (N, n_coeffs) float64 matrix B
+    with amplitude(directions) = B @ coefficients."""
+    if basis not in SH_BASES:
+        raise ValueError(f"basis must be one of {SH_BASES}, not {basis!r}")
+    d = np.asarray(directions, dtype=np.float64)
+    d = d / np.linalg.norm(d, axis=-1, keepdims=True)
+    polar = np.arccos(np.clip(d[:, 2], -1.0, 1.0))[:, None]
+    azimuth = np.arctan2(d[:, 1], d[:, 0])[:, None]
+    l, m = sh_degrees_orders(lmax)
+    ylm = sph_harm_y(l[None, :], np.abs(m)[None, :], polar, azimuth)
+    scale = np.where(m == 0, 1.0, np.sqrt(2.0))
+    if basis == "mrtrix":
+        part = np.where(m < 0, ylm.imag, ylm.real)
+    else:
+        part = np.where(m > 0, ylm.imag, ylm.real)
+    return part * scale
+
+
+def convert_sh_basis(coeffs: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """Re-express SH coefficients (last axis) from basis ``src`` in basis ``dst``.
+
+    The two bases differ by the swap m ↔ −m within each degree, so this is a permutation.
+    """
+    for b in (src, dst):
+        if b not in SH_BASES:
+            raise ValueError(f"basis must be one of {SH_BASES}, not {b!r}")
+    coeffs = np.asarray(coeffs)
+    if src == dst:
+        return coeffs
+    lmax = lmax_from_ncoeffs(coeffs.shape[-1])
+    l, m = sh_degrees_orders(lmax)
+    permutation = l * (l + 1) // 2 - m
+    return coeffs[..., permutation]
