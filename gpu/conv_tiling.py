@@ -1,0 +1,187 @@
+"""Tile selection for the Tucker core convolution (Xiang et al., TDC, Sections 5.3–5.5).
+
+A tiling (TH, TW, TC) cuts the output into TH×TW tiles and the input channels into chunks
+of TC; each (tile, chunk, image) is one thread block of one thread per output channel.
+The analytic model ranks every candidate by its computation latency
+
+    comp_latency = comp_waves · comp_latency_blk,
+    comp_waves   = ⌈(#blocks · N) / (GPU_ths · occupancy)⌉                      (Eq. 14)
+    comp_latency_blk = 2·(TH+R−1)·(TW+S−1)·TC·GPU_ths·R·S / GPU_peak           (Sec. 5.3)
+
+keeps the best ``top_fraction`` (the paper: 5 % on the A100, 15 % on the 2080 Ti) and among
+those picks the smallest global data volume
+
+    volume_k = ⌈H/TH⌉·⌈W/TW⌉·C·N·R·S                                          (Eq. 16)
+    volume_x = ⌈H/TH⌉·⌈W/TW⌉·C·(TH+R−1)·(TW+S−1)                               (Eq. 17)
+    volume_y = H·W·N·⌈C/TC⌉                                                    (Eq. 18)
+    volume   = volume_x + volume_k + volume_y.                                 (Eq. 19)
+
+Eq. 16 as printed omits the R·S taps of each (c, n) weight that every block loads; they are
+counted here. With stride and dilation the input tile is (TH−1)·σ + (R−1)·δ + 1 rows.
+The exhaustive tuner (Sec. 5.5, "oracle") times every candidate instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from gpu.conv_codegen import TUCKER_TILES
+
+__all__ = [
+    "CoreTile",
+    "GpuSpec",
+    "gpu_spec",
+    "core_block_threads",
+    "tile_candidates",
+    "occupancy",
+    "comp_latency",
+    "data_volume",
+    "select_tile_model",
+    "select_tile_exhaustive",
+    "shared_bytes",
+]
+
+#: Dynamic shared memory a block may use without an opt-in attribute.
+_SHARED_LIMIT = 48 * 1024
+
+
+@dataclass(frozen=True)
+class CoreTile:
+    th: int
+    tw: int
+    tc: int
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """What the model needs of a GPU. Defaults: an H100 SXM (fp32 without tensor cores)."""
+
+    sms: int = 132
+    threads_per_sm: int = 2048
+    blocks_per_sm: int = 32
+    regs_per_sm: int = 65536
+    shared_per_sm: int = 228 * 1024
+    peak_flops: float = 67e12
+
+    @property
+    def gpu_threads(self) -> int:
+        return self.sms * self.threads_per_sm
+
+
+def gpu_spec() -> GpuSpec:
+    """The current CUDA device's figures, or the H100 defaults without a GPU."""
+    from gpu.cuda_runtime import cuda_available
+
+    if not cuda_available():
+        return GpuSpec()
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    return GpuSpec(
+        sms=dev.MULTIPROCESSOR_COUNT,
+        threads_per_sm=dev.MAX_THREADS_PER_MULTI_PROCESSOR,
+        regs_per_sm=dev.MAX_REGISTERS_PER_MULTIPROCESSOR,
+        shared_per_sm=dev.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+    )
+
+
+def core_block_threads(n_out: int) -> int:
+    """Threads per block: one per output channel (TDC), whole warps, at most 256 (more
+    output channels take several blocks)."""
+    return min(256, 32 * math.ceil(n_out / 32))
+
+
+def _input_tile(tile: CoreTile, shape) -> tuple[int, int]:
+    r, s, sh, sw, dh, dw = shape["kh"], shape["kw"], shape["sh"], shape["sw"], shape["dh"], shape["dw"]
+    return (tile.th - 1) * sh + (r - 1) * dh + 1, (tile.tw - 1) * sw + (s - 1) * dw + 1
+
+
+def shared_bytes(tile: CoreTile, shape) -> int:
+    hi, wi = _input_tile(tile, shape)
+    return 4 * tile.tc * hi * wi
+
+
+def tile_candidates(shape) -> list[CoreTile]:
+    """All generated (TH, TW) that fit the output, with TC a power of two below C or C itself,
+    whose input tile fits the shared-memory limit.
+
+    ``shape``: dict with C, N, Ho, Wo, kh, kw, sh, sw, dh, dw (and batch).
+    """
+    c = shape["C"]
+    tcs = sorted({min(c, 2**i) for i in range(0, max(1, math.ceil(math.log2(c))) + 1)})
+    out = []
+    for th, tw in TUCKER_TILES:
+        if th > shape["Ho"] or tw > shape["Wo"]:
+            continue
+        for tc in tcs:
+            t = CoreTile(th, tw, tc)
+            if shared_bytes(t, shape) <= _SHARED_LIMIT:
+                out.append(t)
+    return out
+
+
+def occupancy(tile: CoreTile, shape, spec: GpuSpec) -> float:
+    """Resident threads per SM / maximum, from threads, shared memory and registers per block.
+
+    Registers per thread are estimated as the TH·TW accumulators plus 32 for addresses and
+    loop state.
+    """
+    threads = core_block_threads(shape["N"])
+    regs = tile.th * tile.tw + 32
+    blocks = min(
+        spec.blocks_per_sm,
+        spec.threads_per_sm // threads,
+        spec.shared_per_sm // max(1, shared_bytes(tile, shape) + 1024),
+        spec.regs_per_sm // (regs * threads),
+    )
+    return max(blocks, 0) * threads / spec.threads_per_sm
+
+
+def _blocks(tile: CoreTile, shape) -> int:
+    groups = math.ceil(shape["N"] / core_block_threads(shape["N"]))
+    return (
+        math.ceil(shape["Ho"] / tile.th) * math.ceil(shape["Wo"] / tile.tw)
+        * math.ceil(shape["C"] / tile.tc) * shape.get("batch", 1) * groups
+    )
+
+
+def comp_latency(tile: CoreTile, shape, spec: GpuSpec) -> float:
+    """Eq. 14 waves × the per-block latency of Sec. 5.3, in seconds (inf if it cannot run)."""
+    occ = occupancy(tile, shape, spec)
+    if occ <= 0:
+        return math.inf
+    threads = _blocks(tile, shape) * core_block_threads(shape["N"])
+    waves = math.ceil(threads / (spec.gpu_threads * occ))
+    r, s = shape["kh"], shape["kw"]
+    blk = 2 * (tile.th + r - 1) * (tile.tw + s - 1) * tile.tc * spec.gpu_threads * r * s / spec.peak_flops
+    return waves * blk
+
+
+def data_volume(tile: CoreTile, shape) -> int:
+    """Eqs. 16–19: elements moved through global memory."""
+    tiles = math.ceil(shape["Ho"] / tile.th) * math.ceil(shape["Wo"] / tile.tw) * shape.get("batch", 1)
+    hi, wi = _input_tile(tile, shape)
+    vol_k = tiles * shape["C"] * shape["N"] * shape["kh"] * shape["kw"]
+    vol_x = tiles * shape["C"] * hi * wi
+    vol_y = shape["Ho"] * shape["Wo"] * shape["N"] * math.ceil(shape["C"] / tile.tc) * shape.get("batch", 1)
+    return vol_x + vol_k + vol_y
+
+
+def select_tile_model(shape, spec: GpuSpec | None = None, top_fraction: float = 0.05) -> CoreTile:
+    """TDC's analytic choice (Sec. 5.5): the top fraction by computation latency, then the
+    least data volume."""
+    spec = spec or GpuSpec()
+    cands = tile_candidates(shape)
+    if not cands:
+        raise ValueError("no Tucker core tiling fits this shape in 48 KiB of shared memory")
+    ranked = sorted(cands, key=lambda t: (comp_latency(t, shape, spec), data_volume(t, shape)))
+    keep = ranked[: max(1, math.ceil(top_fraction * len(ranked)))]
+    return min(keep, key=lambda t: (data_volume(t, shape), comp_latency(t, shape, spec)))
+
+
+def select_tile_exhaustive(shape, time_tile: Callable[[CoreTile], float]) -> tuple[CoreTile, dict]:
+    """TDC's "oracle" tuner: time every candidate with ``time_tile`` (seconds), keep the fastest."""
+    timings = {t: time_tile(t) for t in tile_candidates(shape)}
+    return min(timings, key=timings.get), timings
