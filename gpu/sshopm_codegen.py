@@ -1,0 +1,342 @@
+"""Generate :mod:`gpu.sshopm_generated`: fully unrolled SS-HOPM code for each tensor order.
+
+For each even order m in 2…12 the generated module holds
+
+* ``axm_m{m}(a, x, y, z)``   → A x^m (a scalar),
+* ``axm1_m{m}(a, x, y, z)``  → A x^(m−1) (3 components),
+* ``axm2_m{m}(a, x, y, z)``  → A x^(m−2) (the 6 entries of a symmetric 3×3 matrix),
+
+written out term by term over the unique entries a (lexicographic index classes) with the
+multinomial multiplicities baked in as constants (Ballard, Kolda & Plantenga 2011, Eqs. 3–6,
+Figs. 2–4, "loop unrolling", Sec. III-C); then the per-start iteration ``climb_m{m}``, the
+CUDA kernel ``sshopm_cuda_m{m}`` (one block per voxel, one thread per start) and the CPU
+loop ``sshopm_cpu_m{m}`` (numba ``prange`` over voxels), which differ only in how the starts
+of a voxel are spread over threads. Order-independent math lives in :mod:`gpu.sshopm_math`.
+
+The generated file is committed so it can be read and so numba can cache the compiled
+kernels on disk; ``python -m gpu.sshopm_codegen`` rewrites it and a test checks it is current.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gpu.symmetric_tensor import index_classes, monomial_exponents, multiplicities
+
+__all__ = ["ORDERS", "MAX_STARTS", "generate_module", "generated_path", "write_module"]
+
+ORDERS = (2, 4, 6, 8, 10, 12)
+MAX_STARTS = 256
+_AXES = "xyz"
+_PAIRS = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))
+
+
+def _monomial(exponents) -> list[str]:
+    """Factors of x^a y^b z^c using the precomputed powers (``x3`` for x³)."""
+    factors = []
+    for axis, power in zip(_AXES, exponents):
+        if power == 1:
+            factors.append(axis)
+        elif power > 1:
+            factors.append(f"{axis}{power}")
+    return factors
+
+
+def _powers(degree: int) -> list[str]:
+    """Lines computing x², …, x^degree (and y, z) by repeated multiplication."""
+    lines = []
+    for axis in _AXES:
+        for p in range(2, degree + 1):
+            previous = axis if p == 2 else f"{axis}{p - 1}"
+            lines.append(f"    {axis}{p} = {previous} * {axis}")
+    return lines
+
+
+def _term(coefficient: int, entry: int, factors: list[str]) -> str:
+    parts = ([f"S{coefficient}"] if coefficient != 1 else []) + [f"a[{entry}]"] + factors
+    return " * ".join(parts)
+
+
+def _sum(terms: list[str], indent: str = "        ") -> str:
+    return ("\n" + indent + "+ ").join(terms)
+
+
+def _class_index(order: int) -> dict[tuple[int, ...], int]:
+    return {tuple(c): k for k, c in enumerate(index_classes(order))}
+
+
+def _contraction(order: int, free: tuple[int, ...]) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(multiplicity, entry, monomial exponents) of (A x^(m−p))_free, p = len(free).
+
+    (A x^(m−p))_{j_1…j_p} = Σ_{J ∈ classes(m−p)} σ_{m−p}(J) a_{J ∪ {j_1…j_p}} x^J
+    (Ballard et al., Def. 2).
+    """
+    lower = order - len(free)
+    index = _class_index(order)
+    terms = []
+    for cls, exps, sigma in zip(index_classes(lower), monomial_exponents(lower), multiplicities(lower)):
+        entry = index[tuple(sorted(tuple(cls) + free))]
+        terms.append((int(sigma), entry, tuple(int(e) for e in exps)))
+    return terms
+
+
+def _axm(order: int) -> str:
+    terms = [
+        _term(int(s), k, _monomial(e))
+        for k, (e, s) in enumerate(zip(monomial_exponents(order), multiplicities(order)))
+    ]
+    return "\n".join(
+        [
+            "@register_jitable",
+            f"def axm_m{order}(a, x, y, z):",
+            f'    """A x^{order} = Σ_k σ(k) a_k x^k over the {len(terms)} unique entries (Ballard et al., Eq. 3)."""',
+            *_powers(order),
+            f"    return (\n        {_sum(terms)}\n    )",
+        ]
+    )
+
+
+def _contracted(order: int, name: str, frees: tuple[tuple[int, ...], ...], what: str, outputs: list[str]) -> str:
+    lower = order - len(frees[0])
+    monomials = [_monomial(e) for e in monomial_exponents(lower)]
+    lines = [
+        "@register_jitable",
+        f"def {name}_m{order}(a, x, y, z):",
+        f'    """{what} (Ballard et al., Def. 2 and Fig. {3 if len(frees[0]) == 1 else 4}); returns {", ".join(outputs)}."""',
+        *_powers(lower),
+    ]
+    names = []
+    for j, factors in enumerate(monomials):
+        if len(factors) == 0:
+            names.append([])
+        elif len(factors) == 1:
+            names.append(factors)
+        else:
+            lines.append(f"    t{j} = {' * '.join(factors)}")
+            names.append([f"t{j}"])
+    for out, free in zip(outputs, frees):
+        terms = [_term(sigma, entry, names[j]) for j, (sigma, entry, _) in enumerate(_contraction(order, free))]
+        lines.append(f"    {out} = (\n        {_sum(terms)}\n    )")
+    lines.append(f"    return {', '.join(outputs)}")
+    return "\n".join(lines)
+
+
+def _axm1(order: int) -> str:
+    return _contracted(order, "axm1", ((0,), (1,), (2,)), f"A x^{order - 1}", ["gx", "gy", "gz"])
+
+
+def _axm2(order: int) -> str:
+    return _contracted(order, "axm2", _PAIRS, f"A x^{order - 2}", ["mxx", "mxy", "mxz", "myy", "myz", "mzz"])
+
+
+def _climb(order: int) -> str:
+    return f'''@register_jitable
+def climb_m{order}(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z) for order {order} (gpu.sshopm_math.sshopm_step).
+
+    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
+    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
+    hit_cap, negative_definite).
+    """
+    lam_prev = axm_m{order}(a, x, y, z)
+    negdef = False
+    for it in range(max_iter):
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m{order}(a, x, y, z)
+        x, y, z, lam, step, negdef = sm.sshopm_step(
+            {order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
+        )
+        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
+            return x, y, z, axm_m{order}(a, x, y, z), it + 1, False, negdef
+        lam_prev = lam
+    return x, y, z, axm_m{order}(a, x, y, z), max_iter, True, negdef'''
+
+
+def _cuda_kernel(order: int, n_unique: int) -> str:
+    return f'''@cuda.jit(cache=True)
+def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order {order}."""
+    v = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    count = cuda.blockDim.x
+    a = cuda.shared.array({n_unique}, float32)
+    cx = cuda.shared.array(MAX_STARTS, float32)
+    cy = cuda.shared.array(MAX_STARTS, float32)
+    cz = cuda.shared.array(MAX_STARTS, float32)
+    cl = cuda.shared.array(MAX_STARTS, float32)
+    valid = cuda.shared.array(MAX_STARTS, int32)
+    keep = cuda.shared.array(MAX_STARTS, int32)
+    best = cuda.shared.array(1, float32)
+    for k in range(t, {n_unique}, count):
+        a[k] = tensors[v, k]
+    cuda.syncthreads()
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    f0 = axm_m{order}(a, x, y, z)
+    cl[t] = f0
+    cuda.syncthreads()
+    seed = f0 > 0
+    if seed and iparams[P_SEED_LOCAL] != 0:
+        for q in range(neighbors.shape[1]):
+            j = neighbors[t, q]
+            if cl[j] > f0 or (cl[j] == f0 and j < t):
+                seed = False
+    cuda.syncthreads()
+    lam = f0
+    ok = False
+    if seed:
+        x, y, z, lam, its, capped, negdef = climb_m{order}(
+            a, x, y, z, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0, fparams[P_MAX_STEP],
+            fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        )
+        ok = negdef and not capped and lam > 0
+        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
+        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
+        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
+        if capped:
+            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
+        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
+    cx[t] = x
+    cy[t] = y
+    cz[t] = z
+    cl[t] = lam
+    valid[t] = 1 if ok else 0
+    cuda.syncthreads()
+    keep[t] = 1 if ok and not sm.is_duplicate(t, count, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
+    cuda.syncthreads()
+    rank = count
+    if keep[t] != 0:
+        rank = sm.unique_rank(t, count, cl, keep)
+        if rank == 0:
+            best[0] = lam
+    cuda.syncthreads()
+    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * best[0]:
+        if z < 0:
+            x, y, z = -x, -y, -z
+        out_dirs[v, rank, 0] = x
+        out_dirs[v, rank, 1] = y
+        out_dirs[v, rank, 2] = z
+        out_amps[v, rank] = lam
+        cuda.atomic.add(out_count, v, 1)'''
+
+
+def _cpu_loop(order: int) -> str:
+    return f'''@njit(parallel=True, cache=True)
+def sshopm_cpu_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+    """The CUDA kernel's algorithm for order {order}, voxels spread over CPU threads."""
+    n_chunks = iter_hist.shape[0]
+    n_voxels = tensors.shape[0]
+    count = starts.shape[0]
+    for c in prange(n_chunks):
+        cx = np.empty(count, tensors.dtype)
+        cy = np.empty(count, tensors.dtype)
+        cz = np.empty(count, tensors.dtype)
+        cl = np.empty(count, tensors.dtype)
+        f0 = np.empty(count, tensors.dtype)
+        valid = np.zeros(count, np.int32)
+        keep = np.zeros(count, np.int32)
+        rank = np.empty(count, np.int64)
+        for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
+            a = tensors[v]
+            for t in range(count):
+                f0[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+            for t in range(count):
+                x = starts[t, 0]
+                y = starts[t, 1]
+                z = starts[t, 2]
+                lam = f0[t]
+                seed = f0[t] > 0
+                if seed and iparams[P_SEED_LOCAL] != 0:
+                    for q in range(neighbors.shape[1]):
+                        j = neighbors[t, q]
+                        if f0[j] > f0[t] or (f0[j] == f0[t] and j < t):
+                            seed = False
+                ok = False
+                if seed:
+                    x, y, z, lam, its, capped, negdef = climb_m{order}(
+                        a, x, y, z, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0, fparams[P_MAX_STEP],
+                        fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    )
+                    ok = negdef and not capped and lam > 0
+                    out_stats[v, S_ITERATIONS] += its
+                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
+                    out_stats[v, S_SEEDS] += 1
+                    if capped:
+                        out_stats[v, S_CAPPED] += 1
+                    iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
+                cx[t] = x
+                cy[t] = y
+                cz[t] = z
+                cl[t] = lam
+                valid[t] = 1 if ok else 0
+            for t in range(count):
+                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, count, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
+            best = cl[0]
+            for t in range(count):
+                rank[t] = count
+                if keep[t] != 0:
+                    rank[t] = sm.unique_rank(t, count, cl, keep)
+                    if rank[t] == 0:
+                        best = cl[t]
+            for t in range(count):
+                lam = cl[t]
+                if rank[t] < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * best:
+                    s = -1 if cz[t] < 0 else 1
+                    out_dirs[v, rank[t], 0] = s * cx[t]
+                    out_dirs[v, rank[t], 1] = s * cy[t]
+                    out_dirs[v, rank[t], 2] = s * cz[t]
+                    out_amps[v, rank[t]] = lam
+                    out_count[v] += 1'''
+
+
+_HEADER = '''"""SS-HOPM code for symmetric tensors of order 2–12 in R^3 — GENERATED, do not edit.
+
+Written by gpu/sshopm_codegen.py (``python -m gpu.sshopm_codegen``); see that module for
+what each function computes and gpu/sshopm_math.py for the order-independent steps.
+"""
+
+import numpy as np
+from numba import cuda, float32, int32, njit, prange
+from numba.extending import register_jitable
+
+from gpu import sshopm_math as sm
+from gpu.sshopm_layout import (
+    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_LOCAL,
+    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
+    S_SEEDS,
+)
+
+MAX_STARTS = {max_starts}
+
+# Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
+# the CUDA kernels in single precision while float64 CPU data stays float64.
+{constants}
+'''
+
+
+def generate_module() -> str:
+    """The full source of :mod:`gpu.sshopm_generated`."""
+    sigmas = sorted({int(s) for m in ORDERS for k in (m, m - 1, m - 2) for s in multiplicities(k)} - {1})
+    constants = "\n".join(f"S{s} = np.float32({s})" for s in sigmas)
+    parts = [_HEADER.format(max_starts=MAX_STARTS, constants=constants)]
+    for m in ORDERS:
+        n_unique = len(index_classes(m))
+        parts += [f"\n# ---- order {m}: {n_unique} unique entries ----\n", _axm(m), _axm1(m), _axm2(m),
+                  _climb(m), _cuda_kernel(m, n_unique), _cpu_loop(m)]
+    return "\n\n\n".join(parts).rstrip() + "\n"
+
+
+def generated_path() -> Path:
+    return Path(__file__).with_name("sshopm_generated.py")
+
+
+def write_module() -> Path:
+    path = generated_path()
+    path.write_text(generate_module())
+    return path
+
+
+if __name__ == "__main__":
+    print(write_module())

@@ -1,0 +1,38 @@
+"""Positions in the small parameter and statistics arrays the SS-HOPM kernels share.
+
+Kernels take their scalar settings as two arrays (floats in the working precision, ints) so
+one compiled kernel serves every setting; these names keep host and device code in step.
+"""
+
+__all__ = [
+    "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "N_FPARAMS",
+    "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "N_IPARAMS",
+    "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "N_STATS", "HIST_BINS",
+]
+
+# float parameters
+P_TOL_LAMBDA = 0
+P_STEP_TOL = 1
+P_MAX_STEP = 2
+P_COS_MERGE = 3
+P_THRESHOLD = 4
+P_REL_THRESHOLD = 5
+N_FPARAMS = 6
+
+# integer parameters
+P_MAX_ITER = 0
+P_SHIFT = 1
+P_NEWTON = 2
+P_SEED_LOCAL = 3
+P_NPEAKS = 4
+N_IPARAMS = 5
+
+# per-voxel statistics (int32)
+S_ITERATIONS = 0
+S_MAX_ITERATIONS = 1
+S_SEEDS = 2
+S_CAPPED = 3
+N_STATS = 4
+
+# iterations-per-start histogram; the last bin collects everything beyond
+HIST_BINS = 128
