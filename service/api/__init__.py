@@ -1,0 +1,1 @@
+"""REST routers: health, job submission (one route per job kind) and jobs."""

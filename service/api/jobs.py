@@ -1,0 +1,121 @@
+"""Reading, listing, downloading and cancelling or deleting jobs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import FileResponse, JSONResponse
+
+from service.deps import StoreDep, TenantDep
+from service.problems import PROBLEM_RESPONSES, Problem
+from service.schemas import JobListOut, JobOut
+from worker.job_store import TERMINAL_STATUSES, JobNotFound, JobRecord, JobStatus, JobStore, utc_now
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM_RESPONSES[401]})
+
+
+def _not_found(job_id: str) -> Problem:
+    return Problem(404, f"no job {job_id!r} here; list your jobs with GET /v1/jobs")
+
+
+def _own_job(store: JobStore, job_id: str, tenant: str) -> JobRecord:
+    """The job, if it exists and belongs to ``tenant``; others' jobs are 404, as if absent."""
+    try:
+        record = store.read(job_id)
+    except JobNotFound:
+        raise _not_found(job_id) from None
+    if record.tenant != tenant:
+        raise _not_found(job_id)
+    return record
+
+
+@router.get(
+    "",
+    response_model=JobListOut,
+    summary="List and poll jobs (newest first)",
+    responses={422: PROBLEM_RESPONSES[422]},
+)
+def list_jobs(
+    request: Request,
+    store: StoreDep,
+    tenant: TenantDep,
+    status_: Annotated[JobStatus | None, Query(alias="status")] = None,
+    label: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> JobListOut:
+    records, next_cursor = store.list(
+        tenant=tenant, status=status_, label=label, limit=limit, cursor=cursor
+    )
+    return JobListOut(jobs=[JobOut.from_record(r, request) for r in records], next_cursor=next_cursor)
+
+
+@router.get(
+    "/{job_id}",
+    response_model=JobOut,
+    summary="A job's status, progress and results",
+    responses={404: PROBLEM_RESPONSES[404]},
+)
+def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -> JobOut:
+    return JobOut.from_record(_own_job(store, job_id, tenant), request)
+
+
+@router.get(
+    "/{job_id}/results/{name}",
+    response_class=FileResponse,
+    summary="Download a result file",
+    responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404]},
+)
+def download_result(job_id: str, name: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
+    record = _own_job(store, job_id, tenant)
+    result = next((r for r in record.results if r.name == name), None)
+    if result is None:
+        names = ", ".join(r.name for r in record.results) or "none yet"
+        raise Problem(404, f"job {job_id} has no result {name!r}; its results: {names}")
+    etag = f'"{result.sha256}"'
+    if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+    return FileResponse(
+        store.outputs_dir(job_id) / name,
+        media_type="application/octet-stream",
+        filename=name,
+        headers={"ETag": etag},
+    )
+
+
+@router.delete(
+    "/{job_id}",
+    summary="Cancel a queued or running job, or delete a finished one and its files",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={
+        200: {"model": JobOut, "description": "A queued job, now cancelled"},
+        202: {"model": JobOut, "description": "A running job, asked to stop at its next chunk"},
+        204: {"description": "A finished job, deleted with its files"},
+        404: PROBLEM_RESPONSES[404],
+    },
+)
+def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
+    _own_job(store, job_id, tenant)
+
+    def cancel(record: JobRecord) -> JobRecord | None:
+        if record.status in TERMINAL_STATUSES:
+            return None
+        record.cancel_requested = True
+        if record.status is JobStatus.queued:
+            record.status = JobStatus.cancelled
+            record.finished_at = utc_now()
+        return record
+
+    try:
+        store.mark_cancel_requested(job_id)
+        record = store.update(job_id, cancel)
+        if record is None:
+            store.delete(job_id)
+            return Response(status_code=status.HTTP_204_NO_CONTENT)
+    except JobNotFound:
+        raise _not_found(job_id) from None
+    code = status.HTTP_200_OK if record.status is JobStatus.cancelled else status.HTTP_202_ACCEPTED
+    return JSONResponse(JobOut.from_record(record, request).model_dump(mode="json"), status_code=code)

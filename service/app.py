@@ -1,0 +1,114 @@
+"""The FastAPI application: ``create_app(settings)``.
+
+Besides the routes, the app runs a janitor while it lives: every ``janitor_interval``
+seconds it requeues (or fails) ``running`` jobs whose worker died and clears staging
+folders a crashed upload left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Mapping
+
+from celery import Celery
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from service.api import health, jobs, submit
+from service.problems import install_problem_handlers
+from service.settings import Settings, get_settings
+from worker.celery_app import create_celery_app, publish_job
+from worker.job_kinds import JobKind, job_kinds
+from worker.job_runner import reap_orphans
+from worker.job_store import JobStore
+
+__all__ = ["create_app", "celery_app_for", "sweep_once"]
+
+logger = logging.getLogger(__name__)
+
+# Staging folders older than this were left by an upload whose API process died.
+_STALE_STAGING_SECONDS = 24 * 3600
+
+
+def celery_app_for(settings: Settings) -> Celery:
+    """The Celery app the API and the workers build from the same settings."""
+    return create_celery_app(
+        data_dir=settings.data_dir,
+        broker_url=settings.broker_url,
+        queue=settings.queue,
+        concurrency=settings.worker_concurrency,
+        soft_time_limit=settings.job_soft_time_limit,
+        time_limit=settings.job_time_limit,
+        visibility_timeout=settings.visibility_timeout,
+        heartbeat_interval=settings.heartbeat_interval,
+        heartbeat_timeout=settings.heartbeat_timeout,
+        max_worker_losses=settings.max_worker_losses,
+        transient_retries=settings.transient_retries,
+    )
+
+
+def sweep_once(app: FastAPI) -> list[str]:
+    """One janitor pass; returns the ids of jobs it requeued or failed."""
+    settings: Settings = app.state.settings
+    store: JobStore = app.state.store
+    celery: Celery = app.state.celery
+    reaped = reap_orphans(
+        store,
+        lambda job_id: publish_job(celery, job_id),
+        heartbeat_timeout=settings.heartbeat_timeout,
+        max_worker_losses=settings.max_worker_losses,
+    )
+    store.sweep_staging(older_than=_STALE_STAGING_SECONDS)
+    return reaped
+
+
+async def _janitor(app: FastAPI, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            reaped = await run_in_threadpool(sweep_once, app)
+            if reaped:
+                logger.warning("requeued or failed jobs whose worker died: %s", ", ".join(reaped))
+        except Exception:  # a broker outage must not end the janitor; the next pass retries
+            logger.exception("janitor pass failed")
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    task = asyncio.create_task(_janitor(app, app.state.settings.janitor_interval))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    kinds: Mapping[str, JobKind] | None = None,
+    celery: Celery | None = None,
+) -> FastAPI:
+    """The API for ``settings`` (default: from the environment), with a submit route for
+    each job kind (default: every registered kind)."""
+    settings = settings or get_settings()
+    kinds = dict(job_kinds() if kinds is None else kinds)
+    app = FastAPI(
+        title="fibertensor",
+        version="0.1.0",
+        description="Diffusion-MRI tensor jobs on GPU workers: upload NIfTI inputs, poll jobs "
+        "in batches, download NIfTI results. Errors are application/problem+json.",
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = JobStore(settings.data_dir)
+    app.state.celery = celery or celery_app_for(settings)
+    app.state.kinds = kinds
+    install_problem_handlers(app)
+    app.include_router(health.router)
+    app.include_router(submit.build_submit_router(kinds))
+    app.include_router(jobs.router)
+    return app

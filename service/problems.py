@@ -1,0 +1,145 @@
+"""Errors as RFC 9457 ``application/problem+json``: every error says what is wrong and how
+to fix it, in ``detail``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+__all__ = ["PROBLEM_JSON", "Problem", "problem_response", "install_problem_handlers", "PROBLEM_RESPONSES"]
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+
+_PROBLEM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+        "errors": {"type": "array", "items": {"type": "object"}},
+    },
+    "required": ["title", "status", "detail"],
+}
+
+
+def _problem_doc(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {PROBLEM_JSON: {"schema": _PROBLEM_SCHEMA}}}
+
+
+#: OpenAPI ``responses`` entries for the errors routes return.
+PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _problem_doc("Missing or unknown API key"),
+    404: _problem_doc("No such job (or not yours)"),
+    409: _problem_doc("The job is not in a state that allows this"),
+    413: _problem_doc("Upload larger than the limit"),
+    415: _problem_doc("Not a multipart/form-data request"),
+    422: _problem_doc("Invalid input files or parameters"),
+    503: _problem_doc("Queue unavailable"),
+}
+
+_TITLES = {
+    400: "Bad request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Upload too large",
+    415: "Unsupported media type",
+    422: "Invalid request",
+    500: "Internal server error",
+    503: "Service unavailable",
+}
+
+
+class Problem(Exception):
+    """Raise in a route to answer with a problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        title: str | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ):
+        super().__init__(detail)
+        self.status = status
+        self.title = title or _TITLES.get(status, "Error")
+        self.detail = detail
+        self.headers = headers
+        self.extra = extra
+
+
+def problem_response(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    instance: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if instance:
+        body["instance"] = instance
+    body.update(extra)
+    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc if part not in ("body", "query", "path", "header"))
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        return problem_response(
+            exc.status, exc.title, exc.detail, instance=request.url.path, headers=exc.headers, **exc.extra
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _field_path(tuple(err.get("loc", ()))), "message": err.get("msg", "")}
+            for err in exc.errors()
+        ]
+        detail = "; ".join(f"{e['field'] or 'request'}: {e['message']}" for e in errors)
+        return problem_response(
+            422, "Invalid request", f"{detail}. Fix these values and send the request again.",
+            instance=request.url.path, errors=errors,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        status = exc.status_code
+        if status == 404:
+            detail = f"there is no route {request.url.path}; the API is under /v1 (see /docs)"
+        elif status == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}; see /docs for the methods"
+        else:
+            detail = str(exc.detail)
+        return problem_response(
+            status, _TITLES.get(status, "Error"), detail, instance=request.url.path,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem_response(
+            500, "Internal server error",
+            f"the server failed on this request ({type(exc).__name__}); this is a fault of the "
+            "service, please report it with the time of the request",
+            instance=request.url.path,
+        )

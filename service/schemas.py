@@ -1,0 +1,80 @@
+"""Shapes of the API's JSON answers."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import Request
+from pydantic import BaseModel, Field
+
+from worker.job_store import JobRecord, JobStatus
+
+__all__ = ["JobErrorOut", "ResultOut", "JobOut", "JobListOut", "HealthOut", "ReadyOut"]
+
+
+class JobErrorOut(BaseModel):
+    title: str
+    detail: str
+
+
+class ResultOut(BaseModel):
+    name: str
+    url: str = Field(description="Where to download the file (GET).")
+    bytes: int
+    sha256: str
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    label: str | None
+    status: JobStatus
+    progress: float = Field(ge=0.0, le=1.0)
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    params: dict[str, Any]
+    error: JobErrorOut | None
+    results: list[ResultOut]
+
+    @classmethod
+    def from_record(cls, record: JobRecord, request: Request) -> "JobOut":
+        return cls(
+            id=record.id,
+            kind=record.kind,
+            label=record.label,
+            status=record.status,
+            progress=record.progress,
+            created_at=record.created_at,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+            params=record.params,
+            error=JobErrorOut(**record.error.model_dump()) if record.error else None,
+            results=[
+                ResultOut(
+                    name=r.name,
+                    url=str(request.url_for("download_result", job_id=record.id, name=r.name)),
+                    bytes=r.bytes,
+                    sha256=r.sha256,
+                )
+                for r in record.results
+            ],
+        )
+
+
+class JobListOut(BaseModel):
+    jobs: list[JobOut]
+    next_cursor: str | None = Field(
+        description="Pass as ?cursor= to get the next page; null on the last page."
+    )
+
+
+class HealthOut(BaseModel):
+    status: str
+
+
+class ReadyOut(BaseModel):
+    status: str
+    broker: str
+    workers: list[str]

@@ -1,0 +1,126 @@
+"""Every setting of the service, read from ``FIBERTENSOR_*`` environment variables.
+
+The README's settings table lists these fields; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+
+class Settings(BaseSettings):
+    """Service settings; environment variables are the field names upper-cased with prefix
+    ``FIBERTENSOR_`` (``data_dir`` ← ``FIBERTENSOR_DATA_DIR``)."""
+
+    model_config = SettingsConfigDict(env_prefix="FIBERTENSOR_", extra="ignore")
+
+    data_dir: Path = Field(
+        Path("fibertensor-data"),
+        description="Job folders (inputs, job.json, outputs, log); shared by API and workers.",
+    )
+    broker_url: str = Field(
+        "",
+        description="Celery broker, e.g. redis://host:6379/0. Empty: the embedded broker, "
+        "a folder under data_dir (one machine, no server).",
+    )
+    queue: str = Field("fibertensor", description="Celery queue name the jobs go to.")
+    api_keys: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="API keys and their tenants, as key=tenant pairs separated by commas, or "
+        "a JSON object. Empty: no authentication, one tenant.",
+    )
+    max_upload_bytes: int = Field(
+        2 * 1024**3, gt=0, description="Largest request body accepted (413 above)."
+    )
+    max_input_bytes: int = Field(
+        8 * 1024**3,
+        gt=0,
+        description="Largest decompressed input array (header dims × dtype size), checked "
+        "before any data is decompressed (protects against gzip bombs).",
+    )
+    max_voxels: int = Field(
+        64 * 1024**2, gt=0, description="Largest number of voxels (spatial grid) of an input."
+    )
+    worker_concurrency: int = Field(
+        1, ge=1, description="Job processes per worker; keep 1 per GPU and run a worker per GPU."
+    )
+    job_soft_time_limit: int = Field(
+        3300, gt=0, description="Seconds after which a job is asked to stop and fails."
+    )
+    job_time_limit: int = Field(
+        3600, gt=0, description="Seconds after which a job's process is killed and it fails."
+    )
+    visibility_timeout: int = Field(
+        7200,
+        gt=0,
+        description="Seconds before Redis hands an unacknowledged job to another worker; "
+        "must exceed job_time_limit.",
+    )
+    heartbeat_interval: float = Field(
+        5.0, gt=0, description="Seconds between a running job's heartbeats."
+    )
+    heartbeat_timeout: float = Field(
+        120.0,
+        gt=0,
+        description="A running job whose heartbeat is older than this is treated as "
+        "orphaned (its worker died): requeued, or failed after max_worker_losses.",
+    )
+    max_worker_losses: int = Field(
+        3,
+        ge=1,
+        description="A job whose worker died this many times while running it fails "
+        "instead of being requeued again.",
+    )
+    transient_retries: int = Field(
+        3, ge=0, description="Retries of a job that hit a transient error (I/O, connection)."
+    )
+    janitor_interval: float = Field(
+        10.0, gt=0, description="Seconds between the API's sweeps for orphaned jobs."
+    )
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_api_keys(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text:
+            return {}
+        if text.startswith("{"):
+            return json.loads(text)
+        keys: dict[str, str] = {}
+        for pair in text.split(","):
+            key, sep, tenant = pair.strip().partition("=")
+            if not sep or not key or not tenant:
+                raise ValueError(
+                    "FIBERTENSOR_API_KEYS must be key=tenant pairs separated by commas "
+                    '(e.g. "k1=lab-a,k2=lab-b") or a JSON object'
+                )
+            keys[key] = tenant
+        return keys
+
+    @model_validator(mode="after")
+    def _limits_nest(self) -> "Settings":
+        if not self.job_soft_time_limit < self.job_time_limit < self.visibility_timeout:
+            raise ValueError(
+                "need job_soft_time_limit < job_time_limit < visibility_timeout, so a job is "
+                "stopped before it is killed and killed before Redis hands it to another worker"
+            )
+        return self
+
+    @property
+    def embedded_broker(self) -> bool:
+        return not self.broker_url
+
+
+@functools.cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,349 @@
+"""Multipart uploads streamed to disk, and the checks an input passes before it is queued.
+
+The request body is parsed as it arrives (python-multipart's push parser) and each file part
+goes straight into the job's staging folder in chunks, so an upload of any size costs a few
+kilobytes of memory; the body is cut off at ``max_upload_bytes``. Inputs are then checked
+from their headers: sizes claimed by a header are compared with the limits *before* any data
+is decompressed, so a tiny .nii.gz that claims terabytes (a gzip bomb) is rejected without
+being inflated; only then is the compressed stream read through once to prove it is whole.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import nibabel as nib
+import numpy as np
+from fastapi import Request
+from starlette.requests import ClientDisconnect
+from pydantic import BaseModel, ValidationError
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from service.problems import Problem
+from worker.errors import InputError
+from worker.job_kinds import InputSlot, JobKind
+
+__all__ = ["Upload", "receive_upload", "parse_fields", "check_inputs", "upload_form_schema"]
+
+# Form fields that are not files are parameters: short strings.
+_MAX_FIELD_BYTES = 64 * 1024
+_MAX_LABEL_CHARS = 200
+_LABEL_FIELD = "label"
+_NIFTI_SUFFIXES = (".nii.gz", ".nii")
+# Bytes a compressed NIfTI may inflate to beyond what its header accounts for (padding).
+_GZIP_SLACK = 1 << 20
+
+
+@dataclass
+class Upload:
+    """What a multipart request carried: saved input files by slot, and text fields."""
+
+    files: dict[str, Path] = field(default_factory=dict)
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def _slot_suffix(slot: InputSlot, filename: str) -> str:
+    lower = filename.lower()
+    for suffix in sorted(slot.suffixes, key=len, reverse=True):
+        if lower.endswith(suffix.lower()):
+            return suffix
+    raise Problem(
+        422,
+        f"file {filename!r} in field {slot.name!r} has the wrong type: {slot.name} must end "
+        f"in {' or '.join(slot.suffixes)}",
+        title="Unsupported file type",
+    )
+
+
+class _PartWriter:
+    """python-multipart callbacks: route each part to a file in ``inputs`` or a field."""
+
+    def __init__(self, kind: JobKind, inputs_dir: Path, upload: Upload):
+        self.slots = {slot.name: slot for slot in kind.inputs}
+        self.params = set(kind.params_model.model_fields) | {_LABEL_FIELD}
+        self.inputs_dir = inputs_dir
+        self.upload = upload
+        self.header_field = b""
+        self.header_value = b""
+        self.headers: dict[bytes, bytes] = {}
+        self.sink: BinaryIO | None = None
+        self.field_name: str | None = None
+        self.field_value = bytearray()
+
+    def callbacks(self) -> dict[str, Any]:
+        return {
+            "on_part_begin": self.on_part_begin,
+            "on_header_field": lambda data, start, end: self._grow("header_field", data[start:end]),
+            "on_header_value": lambda data, start, end: self._grow("header_value", data[start:end]),
+            "on_header_end": self.on_header_end,
+            "on_headers_finished": self.on_headers_finished,
+            "on_part_data": self.on_part_data,
+            "on_part_end": self.on_part_end,
+        }
+
+    def _grow(self, name: str, data: bytes) -> None:
+        value = getattr(self, name) + data
+        if len(value) > _MAX_FIELD_BYTES:
+            raise Problem(400, "a multipart part header is too long; send a normal form upload")
+        setattr(self, name, value)
+
+    def on_part_begin(self) -> None:
+        self.headers = {}
+        self.field_name = None
+        self.field_value = bytearray()
+
+    def on_header_end(self) -> None:
+        self.headers[self.header_field.lower()] = self.header_value
+        self.header_field = b""
+        self.header_value = b""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self.headers.get(b"content-disposition", b""))
+        name = options.get(b"name", b"").decode("utf-8", "replace")
+        filename = options.get(b"filename")
+        known = ", ".join([*self.slots, *sorted(self.params)])
+        if filename is not None:
+            slot = self.slots.get(name)
+            if slot is None:
+                raise Problem(
+                    422, f"unexpected file field {name!r}; this job takes the files "
+                    f"{', '.join(self.slots)}", title="Unknown field",
+                )
+            if name in self.upload.files:
+                raise Problem(422, f"field {name!r} was sent twice; send one file per field")
+            suffix = _slot_suffix(slot, filename.decode("utf-8", "replace"))
+            path = self.inputs_dir / f"{name}{suffix}"
+            self.sink = open(path, "wb")
+            self.upload.files[name] = path
+        else:
+            if name in self.slots:
+                raise Problem(422, f"field {name!r} must be a file upload, not a text value")
+            if name not in self.params:
+                raise Problem(
+                    422, f"unexpected field {name!r}; the fields are {known}", title="Unknown field"
+                )
+            self.field_name = name
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self.sink is not None:
+            self.sink.write(data[start:end])
+        else:
+            self.field_value += data[start:end]
+            if len(self.field_value) > _MAX_FIELD_BYTES:
+                raise Problem(422, f"field {self.field_name!r} is longer than {_MAX_FIELD_BYTES} bytes")
+
+    def on_part_end(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+            self.sink = None
+        elif self.field_name is not None:
+            self.upload.fields[self.field_name] = self.field_value.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.close()
+
+
+async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_bytes: int) -> Upload:
+    """Stream a multipart/form-data body into ``inputs_dir``; at most ``max_bytes``."""
+    content_type, options = parse_options_header(request.headers.get("content-type", ""))
+    boundary = options.get(b"boundary")
+    if content_type != b"multipart/form-data" or not boundary:
+        raise Problem(
+            415,
+            "send the job as multipart/form-data: the input files as file fields and the "
+            "parameters as text fields (e.g. curl -F fod=@fod.nii.gz -F npeaks=3)",
+        )
+    too_large = Problem(
+        413,
+        f"the upload is larger than this server's limit of {max_bytes} bytes "
+        "(FIBERTENSOR_MAX_UPLOAD_BYTES); crop or mask the volume, or ask the operator to raise it",
+    )
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    upload = Upload()
+    writer = _PartWriter(kind, inputs_dir, upload)
+    parser = MultipartParser(boundary, writer.callbacks())
+    received = 0
+    try:
+        async for chunk in request.stream():
+            received += len(chunk)
+            if received > max_bytes:
+                raise too_large
+            parser.write(chunk)
+        parser.finalize()
+    except (Problem, ClientDisconnect):
+        raise
+    except Exception as exc:
+        raise Problem(400, f"the multipart body could not be parsed ({exc}); send a valid "
+                      "multipart/form-data request") from exc
+    finally:
+        writer.close()
+    return upload
+
+
+def parse_fields(kind: JobKind, fields: Mapping[str, str]) -> tuple[BaseModel, str | None]:
+    """The job's parameters (validated by its model) and its label, from text fields."""
+    values = dict(fields)
+    label = values.pop(_LABEL_FIELD, None)
+    if label is not None:
+        label = label.strip() or None
+    if label is not None and (len(label) > _MAX_LABEL_CHARS or not label.isprintable()):
+        raise Problem(422, f"label must be printable text of at most {_MAX_LABEL_CHARS} characters")
+    try:
+        params = kind.params_model.model_validate(values)
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors()
+        ]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        raise Problem(422, f"invalid parameters: {detail}", title="Invalid parameters", errors=errors) from None
+    return params, label
+
+
+def _check_nifti(slot: str, path: Path, max_input_bytes: int, max_voxels: int) -> None:
+    compressed = path.name.endswith(".gz")
+    if compressed:
+        with open(path, "rb") as handle:
+            if handle.read(2) != b"\x1f\x8b":
+                raise InputError("Not gzip-compressed", f"{slot}: the file ends in .gz but is not gzip data; "
+                                 "rename it to .nii if it is uncompressed, or compress it with gzip")
+    try:
+        image = nib.load(path)
+        header = image.header
+        shape = tuple(int(n) for n in image.shape)
+        itemsize = np.dtype(header.get_data_dtype()).itemsize
+        offset = int(header.get("vox_offset", 0) or 0)
+    except Exception as exc:
+        raise InputError(
+            "Not a NIfTI file",
+            f"{slot}: the file is not a readable NIfTI-1/2 image ({exc}); upload a .nii or "
+            ".nii.gz file (convert with mrconvert or nibabel)",
+        ) from None
+    voxels = math.prod(shape[:3]) if shape else 0
+    if voxels > max_voxels:
+        raise InputError(
+            "Too many voxels",
+            f"{slot}: the image grid {'×'.join(map(str, shape[:3]))} has {voxels} voxels, more "
+            f"than this server's limit of {max_voxels} (FIBERTENSOR_MAX_VOXELS); crop it",
+        )
+    data_bytes = math.prod(shape) * itemsize
+    if data_bytes > max_input_bytes:
+        raise InputError(
+            "Input too large",
+            f"{slot}: the header declares {data_bytes} bytes of image data "
+            f"({'×'.join(map(str, shape))} × {itemsize} bytes), more than this server's limit "
+            f"of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES); crop the volume",
+        )
+    expected = offset + data_bytes
+    if compressed:
+        inflated = _gunzip_size(path, limit=expected + _GZIP_SLACK, slot=slot)
+    else:
+        inflated = path.stat().st_size
+    if inflated < expected:
+        raise InputError(
+            "Truncated file",
+            f"{slot}: the header declares {data_bytes} bytes of image data but the file holds "
+            f"only {max(0, inflated - offset)}; the upload or the file is incomplete, send it again",
+        )
+
+
+def _gunzip_size(path: Path, *, limit: int, slot: str) -> int:
+    """Inflate a gzip file once, in chunks, counting bytes; stop past ``limit``."""
+    total = 0
+    try:
+        with gzip.open(path, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                total += len(chunk)
+                if total > limit:
+                    raise InputError(
+                        "Input larger than its header",
+                        f"{slot}: the compressed data inflates to more than its header declares; "
+                        "the file is damaged, write it again",
+                    )
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise InputError(
+            "Truncated or damaged file",
+            f"{slot}: the gzip stream is incomplete or corrupt ({exc}); the upload or the file "
+            "was cut short, send it again",
+        ) from None
+    return total
+
+
+def _check_npy(slot: str, path: Path, max_input_bytes: int) -> None:
+    try:
+        with open(path, "rb") as handle:
+            major, _ = np.lib.format.read_magic(handle)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(handle)
+            offset = handle.tell()
+    except Exception as exc:
+        raise InputError("Not a .npy file", f"{slot}: not a readable NumPy .npy file ({exc}); "
+                         "save it with numpy.save") from None
+    data_bytes = math.prod(shape) * np.dtype(dtype).itemsize
+    if data_bytes > max_input_bytes:
+        raise InputError("Input too large", f"{slot}: the array holds {data_bytes} bytes, more "
+                         f"than this server's limit of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES)")
+    if path.stat().st_size < offset + data_bytes:
+        raise InputError("Truncated file", f"{slot}: the .npy header declares {data_bytes} bytes "
+                         "of data but the file is shorter; send it again")
+
+
+def check_inputs(
+    kind: JobKind, files: Mapping[str, Path], params: BaseModel, *, max_input_bytes: int, max_voxels: int
+) -> None:
+    """All checks before queueing: required files, service limits, then the job's own
+    header validation. Raises :class:`Problem` (422)."""
+    missing = [slot.name for slot in kind.inputs if slot.required and slot.name not in files]
+    if missing:
+        raise Problem(
+            422, f"missing required file field(s) {', '.join(missing)}; attach them "
+            f"(e.g. -F {missing[0]}=@file)", title="Missing input",
+        )
+    try:
+        for slot, path in files.items():
+            if path.stat().st_size == 0:
+                raise InputError("Empty file", f"{slot}: the uploaded file is empty")
+            if path.name.endswith(_NIFTI_SUFFIXES):
+                _check_nifti(slot, path, max_input_bytes, max_voxels)
+            elif path.name.endswith(".npy"):
+                _check_npy(slot, path, max_input_bytes)
+        kind.validate(dict(files), params)
+    except InputError as exc:
+        raise Problem(422, exc.detail, title=exc.title) from None
+
+
+def upload_form_schema(kind: JobKind) -> dict[str, Any]:
+    """OpenAPI request body of ``POST /v1/jobs/{kind}``: the input slots as file fields, the
+    parameters (from the kind's pydantic model) and ``label`` as text fields."""
+    params_schema = kind.params_model.model_json_schema()
+    properties: dict[str, Any] = {
+        slot.name: {
+            "type": "string",
+            "format": "binary",
+            "description": (slot.description + " " if slot.description else "")
+            + f"({', '.join(slot.suffixes)})",
+        }
+        for slot in kind.inputs
+    }
+    properties.update(params_schema.get("properties", {}))
+    properties[_LABEL_FIELD] = {
+        "type": "string",
+        "maxLength": _MAX_LABEL_CHARS,
+        "description": "Batch name; list a batch with GET /v1/jobs?label=...",
+    }
+    required = [slot.name for slot in kind.inputs if slot.required] + list(params_schema.get("required", []))
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    if "$defs" in params_schema:
+        schema["$defs"] = params_schema["$defs"]
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}

@@ -1,0 +1,92 @@
+"""The Celery application: broker, queue and delivery guarantees.
+
+Two brokers: Redis (``broker_url="redis://..."``) for any number of workers on any number of
+hosts, and the embedded one (empty ``broker_url``): kombu's filesystem transport in
+``<data_dir>/broker``, which needs no server and serves the API and workers of one machine.
+There is no Celery result backend: the job folder (:mod:`worker.job_store`) holds every
+job's state and results, so the queue only carries job ids.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+__all__ = ["RUN_JOB_TASK", "create_celery_app", "publish_job"]
+
+#: Name of the task that runs a job, given its id (see :mod:`worker.tasks`).
+RUN_JOB_TASK = "fibertensor.run_job"
+
+
+def _broker(broker_url: str, data_dir: Path, visibility_timeout: int) -> tuple[str, dict[str, Any]]:
+    if broker_url:
+        # Redis hands an unacknowledged message to another worker after this long; it must
+        # exceed the hard time limit or long jobs would run twice.
+        return broker_url, {
+            "visibility_timeout": visibility_timeout,
+            "socket_connect_timeout": 5,
+            "socket_timeout": 30,
+        }
+    folder = Path(data_dir) / "broker"
+    for sub in ("queue", "control"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    return "filesystem://", {
+        "data_folder_in": str(folder / "queue"),
+        "data_folder_out": str(folder / "queue"),
+        "control_folder": str(folder / "control"),
+        # Seconds between scans of the queue folder when it is empty.
+        "polling_interval": 0.2,
+    }
+
+
+def create_celery_app(
+    *,
+    data_dir: Path | str,
+    broker_url: str = "",
+    queue: str = "fibertensor",
+    concurrency: int = 1,
+    soft_time_limit: int = 3300,
+    time_limit: int = 3600,
+    visibility_timeout: int = 7200,
+    heartbeat_interval: float = 5.0,
+    heartbeat_timeout: float = 120.0,
+    max_worker_losses: int = 3,
+    transient_retries: int = 3,
+) -> Celery:
+    """A configured Celery app; the ``fibertensor_*`` keys are read by :mod:`worker.tasks`."""
+    url, transport_options = _broker(broker_url, Path(data_dir), visibility_timeout)
+    app = Celery("fibertensor")
+    app.conf.update(
+        broker_url=url,
+        broker_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        # Ids only, as JSON: never pickle, so a message cannot execute code.
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        result_backend=None,
+        task_default_queue=queue,
+        # A job's message is acknowledged when it ends, and handed back to the queue if its
+        # process dies; each worker process takes one job at a time.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_concurrency=concurrency,
+        task_soft_time_limit=soft_time_limit,
+        task_time_limit=time_limit,
+        worker_hijack_root_logger=False,
+        include=["worker.tasks"],
+        fibertensor_data_dir=str(data_dir),
+        fibertensor_heartbeat_interval=heartbeat_interval,
+        fibertensor_heartbeat_timeout=heartbeat_timeout,
+        fibertensor_max_worker_losses=max_worker_losses,
+        fibertensor_transient_retries=transient_retries,
+    )
+    return app
+
+
+def publish_job(app: Celery, job_id: str) -> None:
+    """Queue a job by id (raises kombu/redis errors when the broker is unreachable)."""
+    app.send_task(RUN_JOB_TASK, args=[job_id], queue=app.conf.task_default_queue, retry=False)

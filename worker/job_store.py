@@ -1,0 +1,305 @@
+"""Job folders on the data volume: the source of truth for every job.
+
+One folder per job under ``<data_dir>/jobs/<id>/``::
+
+    job.json      the job record (status, progress, params, results), replaced atomically
+    job.lock      flock target serialising read-modify-write of job.json across processes
+    heartbeat     touched by the running job; its mtime tells whether the runner is alive
+    cancel        present once cancellation was requested
+    inputs/       uploaded files, named after their input slot
+    outputs/      results, renamed into place from ``outputs.partial-N`` when a run finishes
+    log.txt       what the job reported while running
+
+Uploads are assembled in ``<data_dir>/staging/<id>/`` (same file system) and renamed into
+``jobs/`` in one step, so a job either exists completely or not at all. The queue carries
+only job ids; a worker reads everything else from here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "JobStatus",
+    "TERMINAL_STATUSES",
+    "JobError",
+    "ResultFile",
+    "JobRecord",
+    "JobNotFound",
+    "JobStore",
+    "new_job_id",
+    "utc_now",
+]
+
+_ID_HEX = 28
+
+
+class JobStatus(str, Enum):
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+TERMINAL_STATUSES = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+
+
+class JobError(BaseModel):
+    title: str
+    detail: str
+
+
+class ResultFile(BaseModel):
+    name: str
+    bytes: int
+    sha256: str
+
+
+class JobRecord(BaseModel):
+    """The content of ``job.json``."""
+
+    id: str
+    kind: str
+    tenant: str
+    label: str | None = None
+    status: JobStatus = JobStatus.queued
+    progress: float = 0.0
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, str] = Field(default_factory=dict)
+    error: JobError | None = None
+    results: list[ResultFile] = Field(default_factory=list)
+    attempts: int = 0
+    worker_losses: int = 0
+    runner: str | None = None
+    cancel_requested: bool = False
+
+
+class JobNotFound(KeyError):
+    """No job with this id (or it was deleted)."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_job_id() -> str:
+    """28 hex digits: milliseconds since the epoch, then 64 random bits.
+
+    Ids sort by creation time, which gives listing its order and cursors their meaning.
+    """
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
+
+
+def _is_job_id(text: str) -> bool:
+    return len(text) == _ID_HEX and all(c in "0123456789abcdef" for c in text)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class JobStore:
+    """Create, read, update, list and delete job folders under ``data_dir``."""
+
+    def __init__(self, data_dir: Path | str):
+        self.data_dir = Path(data_dir)
+        self.jobs_dir = self.data_dir / "jobs"
+        self.staging_dir = self.data_dir / "staging"
+        self.trash_dir = self.data_dir / "trash"
+        for folder in (self.jobs_dir, self.staging_dir, self.trash_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+
+    # -- paths ---------------------------------------------------------------------------
+    def job_dir(self, job_id: str) -> Path:
+        if not _is_job_id(job_id):
+            raise JobNotFound(job_id)
+        return self.jobs_dir / job_id
+
+    def inputs_dir(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "inputs"
+
+    def outputs_dir(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "outputs"
+
+    def log_path(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "log.txt"
+
+    def result_path(self, job_id: str, name: str) -> Path:
+        """Path of a listed result file; raises :class:`JobNotFound` for any other name."""
+        record = self.read(job_id)
+        if name not in {result.name for result in record.results}:
+            raise JobNotFound(f"{job_id}/{name}")
+        return self.outputs_dir(job_id) / name
+
+    # -- creation ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[tuple[str, Path]]:
+        """A fresh ``(job_id, folder)`` to assemble a job in; removed unless committed."""
+        job_id = new_job_id()
+        folder = self.staging_dir / job_id
+        (folder / "inputs").mkdir(parents=True)
+        try:
+            yield job_id, folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def commit(self, folder: Path, record: JobRecord) -> JobRecord:
+        """Write ``job.json`` into a staging folder and move it into ``jobs/`` in one rename."""
+        _write_atomic(folder / "job.json", record.model_dump_json(indent=1).encode())
+        os.replace(folder, self.jobs_dir / record.id)
+        return record
+
+    # -- reading and updating ------------------------------------------------------------
+    def read(self, job_id: str) -> JobRecord:
+        try:
+            text = (self.job_dir(job_id) / "job.json").read_bytes()
+        except FileNotFoundError:
+            raise JobNotFound(job_id) from None
+        return JobRecord.model_validate_json(text)
+
+    @contextlib.contextmanager
+    def _locked(self, job_id: str) -> Iterator[None]:
+        folder = self.job_dir(job_id)
+        try:
+            handle = open(folder / "job.lock", "a+b")
+        except FileNotFoundError:
+            raise JobNotFound(job_id) from None
+        with handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def update(
+        self, job_id: str, change: Callable[[JobRecord], JobRecord | None]
+    ) -> JobRecord | None:
+        """Read, change and write back ``job.json`` under the job's lock.
+
+        ``change`` gets the current record and returns the new one, or None to leave it as
+        it is (then None is returned).
+        """
+        with self._locked(job_id):
+            record = self.read(job_id)
+            changed = change(record.model_copy(deep=True))
+            if changed is None:
+                return None
+            try:
+                _write_atomic(
+                    self.job_dir(job_id) / "job.json", changed.model_dump_json(indent=1).encode()
+                )
+            except FileNotFoundError:  # deleted meanwhile
+                raise JobNotFound(job_id) from None
+            return changed
+
+    def set_progress(self, job_id: str, fraction: float) -> None:
+        def change(record: JobRecord) -> JobRecord | None:
+            if record.status is not JobStatus.running:
+                return None
+            record.progress = min(1.0, max(record.progress, float(fraction)))
+            return record
+
+        self.update(job_id, change)
+
+    # -- liveness and cancellation -------------------------------------------------------
+    def touch_heartbeat(self, job_id: str) -> None:
+        path = self.job_dir(job_id) / "heartbeat"
+        path.touch()
+        os.utime(path)
+
+    def heartbeat_age(self, job_id: str) -> float:
+        """Seconds since the last heartbeat (infinite when there was none)."""
+        try:
+            return max(0.0, time.time() - (self.job_dir(job_id) / "heartbeat").stat().st_mtime)
+        except FileNotFoundError:
+            return float("inf")
+
+    def mark_cancel_requested(self, job_id: str) -> None:
+        (self.job_dir(job_id) / "cancel").touch()
+
+    def cancel_requested(self, job_id: str) -> bool:
+        return (self.job_dir(job_id) / "cancel").exists()
+
+    def append_log(self, job_id: str, message: str) -> None:
+        stamp = utc_now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        with open(self.log_path(job_id), "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} {message}\n")
+
+    # -- listing and deleting ------------------------------------------------------------
+    def job_ids(self) -> list[str]:
+        """All job ids, newest first."""
+        return sorted((n for n in os.listdir(self.jobs_dir) if _is_job_id(n)), reverse=True)
+
+    def list(
+        self,
+        *,
+        tenant: str | None = None,
+        status: JobStatus | None = None,
+        label: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[JobRecord], str | None]:
+        """Jobs newest first, filtered; returns the page and the cursor of the next page.
+
+        ``cursor`` is the id of the last job of the previous page.
+        """
+        records: list[JobRecord] = []
+        for job_id in self.job_ids():
+            if cursor is not None and job_id >= cursor:
+                continue
+            try:
+                record = self.read(job_id)
+            except JobNotFound:  # deleted while listing
+                continue
+            if tenant is not None and record.tenant != tenant:
+                continue
+            if status is not None and record.status is not status:
+                continue
+            if label is not None and record.label != label:
+                continue
+            if len(records) == limit:
+                return records, records[-1].id
+            records.append(record)
+        return records, None
+
+    def delete(self, job_id: str) -> None:
+        """Remove a job folder; it disappears in one rename, then its files are removed."""
+        folder = self.job_dir(job_id)
+        grave = self.trash_dir / f"{job_id}.{secrets.token_hex(4)}"
+        try:
+            os.replace(folder, grave)
+        except FileNotFoundError:
+            raise JobNotFound(job_id) from None
+        shutil.rmtree(grave, ignore_errors=True)
+
+    def sweep_staging(self, older_than: float) -> int:
+        """Remove staging folders older than ``older_than`` seconds (left by a crashed API)."""
+        removed = 0
+        now = time.time()
+        for base in (self.staging_dir, self.trash_dir):
+            for entry in os.scandir(base):
+                if now - entry.stat(follow_symlinks=False).st_mtime > older_than:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed += 1
+        return removed
