@@ -15,10 +15,13 @@ of a voxel are spread over threads. Order-independent math lives in :mod:`gpu.ss
 
 The generated file is committed so it can be read and so numba can cache the compiled
 kernels on disk; ``python -m gpu.sshopm_codegen`` rewrites it and a test checks it is current.
+It records hashes of the modules it inlines, so editing them changes it and invalidates
+numba's cache, which watches only the file a function is defined in.
 """
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -297,6 +300,10 @@ Written by gpu/sshopm_codegen.py (``python -m gpu.sshopm_codegen``); see that mo
 what each function computes and gpu/sshopm_math.py for the order-independent steps.
 """
 
+# numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
+# sshopm_math.py sha256 {math_hash}
+# sshopm_layout.py sha256 {layout_hash}
+
 import numpy as np
 from numba import cuda, float32, int32, njit, prange
 from numba.extending import register_jitable
@@ -320,7 +327,12 @@ def generate_module() -> str:
     """The full source of :mod:`gpu.sshopm_generated`."""
     sigmas = sorted({int(s) for m in ORDERS for k in (m, m - 1, m - 2) for s in multiplicities(k)} - {1})
     constants = "\n".join(f"S{s} = np.float32({s})" for s in sigmas)
-    parts = [_HEADER.format(max_starts=MAX_STARTS, constants=constants)]
+    here = Path(__file__).parent
+    hashes = {
+        f"{name}_hash": hashlib.sha256((here / f"sshopm_{name}.py").read_bytes()).hexdigest()
+        for name in ("math", "layout")
+    }
+    parts = [_HEADER.format(max_starts=MAX_STARTS, constants=constants, **hashes)]
     for m in ORDERS:
         n_unique = len(index_classes(m))
         parts += [f"\n# ---- order {m}: {n_unique} unique entries ----\n", _axm(m), _axm1(m), _axm2(m),

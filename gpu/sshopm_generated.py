@@ -4,6 +4,10 @@ Written by gpu/sshopm_codegen.py (``python -m gpu.sshopm_codegen``); see that mo
 what each function computes and gpu/sshopm_math.py for the order-independent steps.
 """
 
+# numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
+# sshopm_math.py sha256 6511b54fa08e38339578f58c9ea8855136b541ed05ba6edf4d27feb73d6626a6
+# sshopm_layout.py sha256 5538f7005b7b156509fd02f73a2715d5b729824132dd1d10826e77ba2bc9f7e7
+
 import numpy as np
 from numba import cuda, float32, int32, njit, prange
 from numba.extending import register_jitable

@@ -136,6 +136,30 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
         nx = gx + alpha * x
         ny = gy + alpha * y
         nz = gz + alpha * z
+        gu = ux * gx + uy * gy + uz * gz
+        gv = vx * gx + vy * gy + vz * gz
+        n = math.sqrt(nx * nx + ny * ny + nz * nz)
+        if huu + hvv > 0 or det < 0:
+            # H has a positive eigenvalue μ: near a saddle or on a ridge the shifted power
+            # step crawls (its length is |∇f|/(λ+α)), so when it is shorter than max_step
+            # move max_step along μ's eigenvector instead, uphill: f grows by ≈ ½μ·max_step².
+            half = like(x, 0.5)
+            mean = half * (huu + hvv)
+            gap = math.sqrt(half * half * (huu - hvv) * (huu - hvv) + cuv * cuv)
+            mu = mean + gap
+            if math.sqrt(gu * gu + gv * gv) < max_step * n:
+                if abs(cuv) > abs(mu - huu) * like(x, 1e-6):
+                    eu, ev = cuv, mu - huu
+                elif huu >= hvv:
+                    eu, ev = like(x, 1.0), like(x, 0.0)
+                else:
+                    eu, ev = like(x, 0.0), like(x, 1.0)
+                scale = max_step / math.sqrt(eu * eu + ev * ev)
+                if eu * gu + ev * gv < 0:
+                    scale = -scale
+                nx = x + scale * (eu * ux + ev * vx)
+                ny = y + scale * (eu * uy + ev * vy)
+                nz = z + scale * (eu * uz + ev * vz)
     n = math.sqrt(nx * nx + ny * ny + nz * nz)
     nx, ny, nz = nx / n, ny / n, nz / n
     # |x' − x| for the nearer of ±x', from differences: 1 − x'·x loses the small angles
