@@ -14,6 +14,8 @@ __all__ = ["main", "build_parser"]
 
 _COMMAND_MODULES = (
     "service.cli.peaks",
+    "service.cli.server",
+    "service.cli.client",
 )
 
 

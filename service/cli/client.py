@@ -1,0 +1,296 @@
+"""``fibertensor submit KIND ...`` and ``fibertensor jobs``: the service's batch client.
+
+``submit`` gets one sub-command per job kind, built from the kind's input slots (the first
+required one positional, the others ``--slot``) and its parameter model (``--param``, sent
+only when given so the server's defaults apply). A folder in place of the first input
+submits every matching file in it as one batch, labelled with the folder's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tqdm import tqdm
+
+from service.cli import CommandError
+from worker.job_kinds import JobKind, job_kinds
+
+__all__ = ["register", "ServiceClient"]
+
+_TERMINAL = {"succeeded", "failed", "cancelled"}
+_DEFAULT_SERVER = "http://127.0.0.1:8000"
+_POLL_SECONDS = 0.5
+
+
+class ServiceClient:
+    """A thin httpx wrapper that turns problem documents into :class:`CommandError`."""
+
+    def __init__(self, server: str, api_key: str | None, timeout: float = 60.0):
+        headers = {"X-API-Key": api_key} if api_key else {}
+        self.server = server.rstrip("/")
+        self.http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+
+    def __enter__(self) -> "ServiceClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.close()
+
+    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self.http.request(method, url, **kwargs)
+        except httpx.TransportError as exc:
+            raise CommandError(
+                f"cannot reach {self.server} ({exc}); start the service with `fibertensor "
+                "serve` or pass --server"
+            ) from None
+        if response.status_code >= 400:
+            try:
+                problem = response.json()
+                message = f"{problem.get('title', 'error')}: {problem.get('detail', response.text)}"
+            except ValueError:
+                message = response.text
+            raise CommandError(f"{method} {url} -> {response.status_code} {message}")
+        return response
+
+    def submit(self, kind: str, files: dict[str, Path], fields: dict[str, str]) -> dict[str, Any]:
+        handles = {slot: open(path, "rb") for slot, path in files.items()}
+        try:
+            return self.request(
+                "POST",
+                f"/v1/jobs/{kind}",
+                files={slot: (files[slot].name, handle) for slot, handle in handles.items()},
+                data=fields,
+            ).json()
+        finally:
+            for handle in handles.values():
+                handle.close()
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/jobs/{job_id}").json()
+
+    def jobs(self, *, label: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"limit": 1000}
+        if label:
+            params["label"] = label
+        if status:
+            params["status"] = status
+        while True:
+            page = self.request("GET", "/v1/jobs", params=params).json()
+            found.extend(page["jobs"])
+            if not page["next_cursor"]:
+                return found
+            params["cursor"] = page["next_cursor"]
+
+    def delete(self, job_id: str) -> int:
+        return self.request("DELETE", f"/v1/jobs/{job_id}").status_code
+
+    def download(self, result: dict[str, Any], folder: Path) -> Path:
+        """Stream one result into ``folder`` (temporary name, then rename), checking sha256."""
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / result["name"]
+        partial = folder / f".{result['name']}.part"
+        digest = hashlib.sha256()
+        try:
+            with self.http.stream("GET", result["url"]) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise CommandError(f"download of {result['url']} failed: {response.status_code} {response.text}")
+                with open(partial, "wb") as handle:
+                    for block in response.iter_bytes(1 << 20):
+                        digest.update(block)
+                        handle.write(block)
+        except httpx.TransportError as exc:
+            partial.unlink(missing_ok=True)
+            raise CommandError(f"download of {result['url']} failed ({exc})") from None
+        if digest.hexdigest() != result["sha256"]:
+            partial.unlink(missing_ok=True)
+            raise CommandError(f"{result['name']}: downloaded bytes do not match the sha256 the server listed; download again")
+        os.replace(partial, target)
+        return target
+
+
+def _wait(client: ServiceClient, job_ids: list[str], quiet: bool) -> list[dict[str, Any]]:
+    """Poll until every job is finished, with one progress bar over the batch."""
+    jobs = {job_id: client.job(job_id) for job_id in job_ids}
+    bar = tqdm(total=len(job_ids), unit="job", disable=quiet, file=sys.stderr, bar_format=
+               "{l_bar}{bar}| {n:.2f}/{total} jobs [{elapsed}<{remaining}]")
+    try:
+        while True:
+            done = sum(1.0 if j["status"] in _TERMINAL else j["progress"] for j in jobs.values())
+            bar.n = done
+            counts: dict[str, int] = {}
+            for j in jobs.values():
+                counts[j["status"]] = counts.get(j["status"], 0) + 1
+            bar.set_postfix_str(" ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+            if all(j["status"] in _TERMINAL for j in jobs.values()):
+                return list(jobs.values())
+            time.sleep(_POLL_SECONDS)
+            for job_id, j in jobs.items():
+                if j["status"] not in _TERMINAL:
+                    jobs[job_id] = client.job(job_id)
+    finally:
+        bar.close()
+
+
+def _report(client: ServiceClient, jobs: list[dict[str, Any]], out: Path | None, names: dict[str, str]) -> int:
+    """Download succeeded jobs' results (a sub-folder per job in a batch); print failures."""
+    failed = 0
+    for job in jobs:
+        if job["status"] == "succeeded":
+            if out is not None:
+                folder = out / names[job["id"]] if len(jobs) > 1 else out
+                for result in job["results"]:
+                    client.download(result, folder)
+                print(f"{job['id']} succeeded -> {folder}")
+            else:
+                print(f"{job['id']} succeeded ({len(job['results'])} results)")
+        else:
+            failed += 1
+            error = job.get("error") or {}
+            reason = f": {error.get('title')}: {error.get('detail')}" if error else ""
+            print(f"{job['id']} {job['status']}{reason}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _batch_inputs(path: Path, kind: JobKind) -> list[Path]:
+    slot = _primary_slot(kind)
+    if not path.is_dir():
+        if not path.is_file():
+            raise CommandError(f"{path} does not exist")
+        return [path]
+    suffixes = tuple(s.lower() for s in slot.suffixes)
+    found = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(suffixes))
+    if not found:
+        raise CommandError(f"{path} holds no {' or '.join(slot.suffixes)} files to submit")
+    return found
+
+
+def _primary_slot(kind: JobKind):
+    return next(slot for slot in kind.inputs if slot.required)
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".nii.gz", ".nii", ".npy", ".npz"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def _submit(args: argparse.Namespace) -> int:
+    kind: JobKind = args.kind
+    primary = _primary_slot(kind)
+    path = Path(getattr(args, primary.name))
+    inputs = _batch_inputs(path, kind)
+    extra = {
+        slot.name: Path(getattr(args, slot.name))
+        for slot in kind.inputs
+        if slot is not primary and getattr(args, slot.name, None)
+    }
+    fields = {
+        name: str(getattr(args, f"param_{name}"))
+        for name in kind.params_model.model_fields
+        if getattr(args, f"param_{name}") is not None
+    }
+    label = args.label or (path.name if path.is_dir() else None)
+    if label:
+        fields["label"] = label
+    with ServiceClient(args.server, args.api_key) as client:
+        names: dict[str, str] = {}
+        for source in inputs:
+            job = client.submit(kind.name, {primary.name: source, **extra}, fields)
+            names[job["id"]] = _stem(source)
+            print(f"{job['id']} queued ({source.name})")
+        if not (args.wait or args.out):
+            return 0
+        finished = _wait(client, list(names), args.quiet)
+        return _report(client, finished, Path(args.out) if args.out else None, names)
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    with ServiceClient(args.server, args.api_key) as client:
+        if args.ids:
+            jobs = [client.job(job_id) for job_id in args.ids]
+        else:
+            jobs = client.jobs(label=args.label, status=args.status)
+        if args.cancel:
+            if not (args.ids or args.label):
+                raise CommandError("--cancel needs job ids or --label, so it never hits every job by accident")
+            for job in jobs:
+                code = client.delete(job["id"])
+                print(f"{job['id']} {'deleted' if code == 204 else 'cancelled'}")
+            return 0
+        if args.wait or args.out:
+            jobs = _wait(client, [j["id"] for j in jobs], args.quiet)
+            names = {j["id"]: j["id"] for j in jobs}
+            return _report(client, jobs, Path(args.out) if args.out else None, names)
+        print(f"{'id':28}  {'kind':12}  {'status':9}  {'progress':>8}  label")
+        for job in jobs:
+            print(f"{job['id']:28}  {job['kind']:12}  {job['status']:9}  {job['progress']:8.0%}  {job['label'] or ''}")
+        return 0
+
+
+def _connection_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server", default=os.environ.get("FIBERTENSOR_SERVER", _DEFAULT_SERVER),
+        help=f"service URL (default FIBERTENSOR_SERVER or {_DEFAULT_SERVER})",
+    )
+    parser.add_argument(
+        "--api-key", default=os.environ.get("FIBERTENSOR_API_KEY"),
+        help="API key sent as X-API-Key (default FIBERTENSOR_API_KEY)",
+    )
+    parser.add_argument("--wait", action="store_true", help="wait until the jobs finish, with a progress bar")
+    parser.add_argument("--out", help="download results here (implies --wait); a sub-folder per job of a batch")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_kind_parser(sub: argparse._SubParsersAction, kind: JobKind) -> None:
+    primary = _primary_slot(kind)
+    parser = sub.add_parser(kind.name, help=kind.summary, description=kind.summary)
+    parser.add_argument(
+        primary.name, metavar=primary.name.upper(),
+        help=f"{primary.description or primary.name} ({', '.join(primary.suffixes)}), or a folder of them (a batch)",
+    )
+    for slot in kind.inputs:
+        if slot is not primary:
+            parser.add_argument(f"--{slot.name.replace('_', '-')}", dest=slot.name,
+                                help=f"{slot.description or slot.name} ({', '.join(slot.suffixes)})")
+    for name, info in kind.params_model.model_fields.items():
+        default = "required" if info.is_required() else f"server default {info.default!r}"
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=f"param_{name}",
+                            help=f"{info.description or name} ({default})")
+    parser.add_argument("--label", help="batch name (default: the folder's name for a folder)")
+    _connection_args(parser)
+    parser.set_defaults(func=_submit, kind=kind)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    submit = subparsers.add_parser(
+        "submit", help="submit jobs to a fibertensor service",
+        description="Upload inputs to a fibertensor service; with --wait or --out, wait for "
+        "the jobs and download their results.",
+    )
+    kinds = submit.add_subparsers(dest="kind_name", required=True, metavar="KIND")
+    for kind in job_kinds().values():
+        _add_kind_parser(kinds, kind)
+
+    jobs = subparsers.add_parser(
+        "jobs", help="list, wait for, download or cancel jobs on a fibertensor service",
+        description="List jobs (newest first), optionally filtered; --wait/--out wait for "
+        "them and download results; --cancel cancels or deletes them.",
+    )
+    jobs.add_argument("ids", nargs="*", metavar="ID", help="job ids (default: all matching the filters)")
+    jobs.add_argument("--label", help="only jobs of this batch")
+    jobs.add_argument("--status", choices=sorted(_TERMINAL | {"queued", "running"}), help="only jobs in this state")
+    jobs.add_argument("--cancel", action="store_true", help="cancel queued/running jobs, delete finished ones")
+    _connection_args(jobs)
+    jobs.set_defaults(func=_jobs)
