@@ -1,0 +1,207 @@
+"""Fiber-peaks benchmark: ours (CUDA and/or CPU backend) vs MRtrix3 sh2peaks and DIPY.
+
+Same phantom (known fibers), one run, side by side: voxels/s, ratios to the peers, fiber
+count agreement and angular error vs the ground truth, offset of each reported peak from
+the exact (float64) local maximum, iterations per climb and starts climbed per voxel.
+
+    python bench/peaks.py --shape 96 96 60 --backends cpu --peers sh2peaks dipy   # here
+    python bench/peaks.py --shape 96 96 60 --backends cuda cpu                    # on the GPU
+
+Peers run only where installed (sh2peaks from MRtrix3, dipy). Kernel times come from CUDA
+events around the launches; "host" is the whole call (conversion, transfers, launches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu.fod_phantom import fod_phantom  # noqa: E402
+from gpu.peak_metrics import exact_peak_offsets, match_peaks  # noqa: E402
+from gpu.peaks import PeaksOptions, sshopm_peaks  # noqa: E402
+from gpu.sh_basis import n_coeffs  # noqa: E402
+from gpu.symmetric_tensor import sh_to_tensor  # noqa: E402
+
+H100_FP32_TFLOPS = 66.9  # H100 SXM5, non-tensor FP32 peak
+
+
+def _flops_per_iteration(order: int) -> tuple[int, int]:
+    """(flops of one climb iteration, flops of one A x^m evaluation) of the generated code."""
+    from gpu.symmetric_tensor import index_classes
+
+    lower = len(index_classes(order - 2))
+    full = len(index_classes(order))
+    powers = 3 * (order - 1)
+    # axm2: 6 sums of `lower` terms (σ·a·monomial: 2 mul + 1 add) + monomials; the step: ~110.
+    per_iteration = 6 * lower * 3 + lower + powers + 110
+    per_value = full * 4 + powers
+    return per_iteration, per_value
+
+
+def run_ours(sh, truth, options, backend, repeats, check_voxels, order):
+    sshopm_peaks(sh[:2, :2, :2], options=options, backend=backend)  # compile / load the cache
+    runs = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = sshopm_peaks(sh, options=options, backend=backend)
+        runs.append((time.perf_counter() - started, result))
+    host, result = min(runs, key=lambda r: r[0])
+    n = int(np.prod(sh.shape[:-1]))
+    matched = match_peaks(result.directions, result.count, truth["directions"], truth["count"])
+    flat = sh.reshape(-1, sh.shape[-1])
+    pick = np.random.default_rng(0).choice(n, size=min(check_voxels, n), replace=False)
+    offsets = exact_peak_offsets(sh_to_tensor(flat[pick]), result.directions.reshape(n, -1, 3)[pick],
+                                 result.count.reshape(-1)[pick], order)
+    stats = result.stats
+    row = {
+        "method": f"ours-{backend} ({options.starts} starts)",
+        "seconds": host,
+        "voxels_per_s": n / host,
+        "count_agreement": matched["count_agreement"],
+        "mean_error_deg": matched["mean_error"],
+        "p95_error_deg": matched["p95_error"],
+        "max_offset_from_exact_deg": float(offsets.max()) if offsets.size else 0.0,
+        "starts_climbed_per_voxel": stats["starts_climbed_per_voxel"],
+        "iterations": stats["iterations_per_climb"],
+        "starts_hit_cap": stats["starts_hit_cap"],
+    }
+    if "kernel" in stats["seconds"]:
+        kernel = min(r[1].stats["seconds"]["kernel"] for r in runs)
+        per_iteration, per_value = _flops_per_iteration(order)
+        flops = stats["iterations_total"] * per_iteration + n * options.starts * per_value
+        row["kernel_ms"] = kernel * 1e3
+        row["kernel_voxels_per_s"] = n / kernel
+        row["fp32_peak_share"] = flops / kernel / (H100_FP32_TFLOPS * 1e12)
+    return row
+
+
+def run_sh2peaks(sh, truth, npeaks, relative_threshold):
+    exe = shutil.which("sh2peaks")
+    if exe is None:
+        return None
+    import nibabel as nib
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp, "fod.nii"), Path(tmp, "peaks.nii")
+        nib.save(nib.Nifti1Image(sh, np.eye(4)), src)
+        started = time.perf_counter()
+        subprocess.run([exe, "-quiet", "-num", str(npeaks), "-nthreads", str(os.cpu_count()), str(src), str(dst)],
+                       check=True)
+        seconds = time.perf_counter() - started
+        peaks = np.asarray(nib.load(dst).dataobj, np.float64).reshape(*sh.shape[:-1], npeaks, 3)
+    amplitude = np.linalg.norm(peaks, axis=-1)
+    amplitude[~np.isfinite(amplitude)] = 0.0
+    keep = (amplitude > 0) & (amplitude >= relative_threshold * amplitude.max(axis=-1, keepdims=True))
+    order = np.argsort(-np.where(keep, amplitude, -1.0), axis=-1, kind="stable")
+    directions = np.take_along_axis(peaks / np.maximum(amplitude, 1e-30)[..., None], order[..., None], axis=-2)
+    count = keep.sum(axis=-1)
+    matched = match_peaks(directions, count, truth["directions"], truth["count"])
+    n = int(np.prod(sh.shape[:-1]))
+    return {"method": "MRtrix3 sh2peaks", "seconds": seconds, "voxels_per_s": n / seconds,
+            "count_agreement": matched["count_agreement"], "mean_error_deg": matched["mean_error"],
+            "p95_error_deg": matched["p95_error"]}
+
+
+def run_dipy(sh, truth, npeaks, relative_threshold, voxels):
+    try:
+        from dipy.data import default_sphere
+        from dipy.direction.peaks import peak_directions
+        from dipy.reconst.shm import sh_to_sf_matrix
+    except ImportError:
+        return None
+    flat = sh.reshape(-1, sh.shape[-1]).astype(np.float64)[:voxels]
+    lmax = {n_coeffs(l): l for l in (2, 4, 6, 8, 10, 12)}[sh.shape[-1]]
+    b_matrix, _ = sh_to_sf_matrix(default_sphere, sh_order_max=lmax, basis_type="tournier07", legacy=False)
+    started = time.perf_counter()
+    directions = np.full((flat.shape[0], npeaks, 3), np.nan)
+    count = np.zeros(flat.shape[0], int)
+    for v, coeffs in enumerate(flat):
+        dirs, _, _ = peak_directions(coeffs @ b_matrix, default_sphere, relative_peak_threshold=relative_threshold,
+                                     min_separation_angle=25)
+        k = min(npeaks, len(dirs))
+        directions[v, :k] = dirs[:k]
+        count[v] = k
+    seconds = time.perf_counter() - started
+    flat_truth = {key: truth[key].reshape(-1, *truth[key].shape[3:])[:voxels] for key in ("directions", "count")}
+    matched = match_peaks(directions, count, flat_truth["directions"], flat_truth["count"])
+    return {"method": f"DIPY peak_directions ({len(default_sphere.vertices)} pts, 1 core)", "seconds": seconds,
+            "voxels_per_s": flat.shape[0] / seconds, "count_agreement": matched["count_agreement"],
+            "mean_error_deg": matched["mean_error"], "p95_error_deg": matched["p95_error"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
+    parser.add_argument("--lmax", type=int, default=8)
+    parser.add_argument("--starts", type=int, nargs="+", default=[128])
+    parser.add_argument("--backends", nargs="+", default=["cpu"], choices=["cpu", "cuda"])
+    parser.add_argument("--peers", nargs="*", default=["sh2peaks", "dipy"], choices=["sh2peaks", "dipy"])
+    parser.add_argument("--dipy-voxels", type=int, default=20000, help="DIPY is slow: time it on this many voxels")
+    parser.add_argument("--relative-threshold", type=float, default=0.1)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--check-voxels", type=int, default=2000)
+    parser.add_argument("--compare-backends", type=int, default=0, metavar="N",
+                        help="also check CUDA against the CPU backend on the first N voxels")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    shape = tuple(args.shape)
+    started = time.perf_counter()
+    truth = fod_phantom(shape, args.lmax, seed=0)
+    sh = truth["sh"]
+    print(f"phantom {shape} lmax {args.lmax}: {int(np.prod(shape))} voxels, made in {time.perf_counter() - started:.1f} s",
+          flush=True)
+    if args.compare_backends:
+        part = sh.reshape(-1, sh.shape[-1])[: args.compare_backends]
+        cpu = sshopm_peaks(part, backend="cpu")
+        gpu = sshopm_peaks(part, backend="cuda")
+        same = cpu.count == gpu.count
+        both = np.isfinite(cpu.amplitudes) & np.isfinite(gpu.amplitudes)
+        angle = np.degrees(np.arccos(np.clip(np.abs((cpu.directions * gpu.directions).sum(-1))[both], 0, 1)))
+        rel = np.abs(cpu.amplitudes - gpu.amplitudes)[both] / np.abs(cpu.amplitudes[both])
+        print(f"CUDA vs CPU on {part.shape[0]} voxels: same count in {same.mean():.4f}, "
+              f"max angle {angle.max():.2e} deg, max relative amplitude difference {rel.max():.2e}", flush=True)
+    rows = []
+    for backend in args.backends:
+        for starts in args.starts:
+            options = PeaksOptions(starts=starts, relative_threshold=args.relative_threshold)
+            rows.append(run_ours(sh, truth, options, backend, args.repeats, args.check_voxels, args.lmax))
+            print(json.dumps(rows[-1]), flush=True)
+    if "sh2peaks" in args.peers and (row := run_sh2peaks(sh, truth, 3, args.relative_threshold)):
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if "dipy" in args.peers and (row := run_dipy(sh, truth, 3, args.relative_threshold, args.dipy_voxels)):
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+    reference = next((r for r in rows if r["method"] == "MRtrix3 sh2peaks"), rows[-1])
+    print(f"\n{'method':44s} {'vox/s':>10s} {'× ' + reference['method'][:10]:>14s} {'kernel ms':>9s} "
+          f"{'count ok':>8s} {'mean°':>6s} {'p95°':>6s} {'exact°':>8s} {'climbs':>6s} {'it mean/p99/max':>16s}")
+    for r in rows:
+        it = r.get("iterations")
+        it_text = f"{it['mean']:.1f}/{it['p99']}/{it['max']}" if it else ""
+        print(f"{r['method']:44s} {r['voxels_per_s']:10.0f} {r['voxels_per_s'] / reference['voxels_per_s']:14.2f} "
+              f"{r.get('kernel_ms', float('nan')):9.2f} {r['count_agreement']:8.3f} {r['mean_error_deg']:6.2f} "
+              f"{r['p95_error_deg']:6.2f} {r.get('max_offset_from_exact_deg', float('nan')):8.1e} "
+              f"{r.get('starts_climbed_per_voxel', float('nan')):6.1f} {it_text:>16s}")
+    for r in rows:
+        if "fp32_peak_share" in r:
+            print(f"{r['method']}: kernel {r['kernel_ms']:.2f} ms = {r['kernel_voxels_per_s'] / 1e6:.1f} M voxels/s, "
+                  f"{100 * r['fp32_peak_share']:.1f}% of FP32 peak")
+
+
+if __name__ == "__main__":
+    main()
