@@ -79,11 +79,20 @@ def gpu_spec() -> GpuSpec:
     from numba import cuda
 
     dev = cuda.get_current_device()
+    default = GpuSpec()
+
+    def attr(name: str, fallback: int) -> int:
+        # not every numba-cuda release maps every driver attribute
+        try:
+            return int(getattr(dev, name))
+        except (AttributeError, KeyError, ValueError):
+            return fallback
+
     return GpuSpec(
-        sms=dev.MULTIPROCESSOR_COUNT,
-        threads_per_sm=dev.MAX_THREADS_PER_MULTI_PROCESSOR,
-        regs_per_sm=dev.MAX_REGISTERS_PER_MULTIPROCESSOR,
-        shared_per_sm=dev.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+        sms=attr("MULTIPROCESSOR_COUNT", default.sms),
+        threads_per_sm=attr("MAX_THREADS_PER_MULTI_PROCESSOR", default.threads_per_sm),
+        regs_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR", default.regs_per_sm),
+        shared_per_sm=attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", default.shared_per_sm),
     )
 
 

@@ -169,17 +169,12 @@ class TuckerCorePlan:
         )
 
 
-def _time_core_tile(core, g: ConvGeometry, d_z, d_out, repeats: int = 5):
+def _time_core_tile(core, g: ConvGeometry, d_z, d_out):
+    from gpu.conv_timing import device_time
+
     def time_tile(tile: CoreTile) -> float:
         plan = TuckerCorePlan(core, g, tile)
-        plan(d_z, d_out)
-        start, stop = cuda.event(), cuda.event()
-        start.record()
-        for _ in range(repeats):
-            plan(d_z, d_out)
-        stop.record()
-        stop.synchronize()
-        return cuda.event_elapsed_time(start, stop) / 1e3 / repeats
+        return device_time(lambda: plan(d_z, d_out), repeats=10)[0]
 
     return time_tile
 
@@ -283,10 +278,17 @@ class TuckerConvPlan:
         arrays = [self._u_in, self._u_out_t, self._zero_d1, self._bias, self._z1, self._z2]
         return sum(a.nbytes for a in arrays) + self.core.device_bytes
 
+    def stages(self, d_x, d_out, stream=0) -> dict:
+        """The three launches apart (1×1 in, core, 1×1 out), for timing each stage."""
+        return {
+            "in": lambda: _launch_pointwise(d_x, self._u_in, self._zero_d1, self._z1, stream),
+            "core": lambda: self.core(self._z1, self._z2, stream),
+            "out": lambda: _launch_pointwise(self._z2, self._u_out_t, self._bias, d_out, stream),
+        }
+
     def __call__(self, d_x, d_out, stream=0):
-        _launch_pointwise(d_x, self._u_in, self._zero_d1, self._z1, stream)
-        self.core(self._z1, self._z2, stream)
-        _launch_pointwise(self._z2, self._u_out_t, self._bias, d_out, stream)
+        for launch in self.stages(d_x, d_out, stream).values():
+            launch()
 
 
 def tucker_conv2d(x, u_in, core, u_out, bias=None, stride=1, padding=0, dilation=1, backend="auto",

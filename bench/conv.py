@@ -1,0 +1,308 @@
+"""Factorized conv benchmark: fused CP and Tucker core kernels vs cuDNN and the PyTorch
+pairwise sequence, on one GPU, in one run.
+
+    python3 bench/conv.py [--quick] [--out DIR]
+
+Kernel times are GPU time per call from CUDA events around back-to-back launches queued
+behind a sleeping kernel (gpu/conv_timing.py), the same for every side; "host" is the
+Python-side time per call (launch only). cuDNN is PyTorch fp32 with TF32 off and
+``cudnn.benchmark`` on. Memory: PyTorch's peak allocation during one call (inputs,
+weights, output, workspace, intermediates), and for ours the exact sum of our device
+buffers (input, output, factors, tables, intermediates).
+
+``--quick`` checks every kernel against a float64 direct convolution on small random
+shapes and against cuDNN on the five layers, then times one layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from numba import cuda  # noqa: E402
+
+from gpu.conv_direct import cp_kernel, direct_conv2d, tucker_kernel  # noqa: E402
+from gpu.conv_index_tables import conv_geometry  # noqa: E402
+from gpu.conv_tiling import gpu_spec, select_tile_exhaustive, select_tile_model  # noqa: E402
+from gpu.conv_timing import device_time  # noqa: E402
+from gpu.cp_conv import CPConvPlan, check_cp_factors, cp_conv2d  # noqa: E402
+from gpu.tucker_conv import TuckerConvPlan, TuckerCorePlan, check_tucker_factors, tucker_conv2d  # noqa: E402
+
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.benchmark = True
+
+# Reustle, Rabbani & Huang, Table 1: (C, H, W), (T, kh, kw), padding; stride 1.
+REUSTLE_LAYERS = [
+    ((3, 224, 224), (96, 11, 11), 5),
+    ((48, 55, 55), (256, 5, 5), 2),
+    ((256, 27, 27), (384, 3, 3), 0),
+    ((192, 13, 13), (384, 3, 3), 0),
+    ((192, 13, 13), (256, 3, 3), 1),
+]
+RANKS = (1, 2, 4, 8, 16)
+BATCHES = (1, 32)
+# Xiang et al. (TDC) core shapes (C, N, H, W), 3×3, padding 1, batch 1.
+TDC_SHAPES = [
+    (64, 32, 224, 224), (64, 32, 112, 112), (32, 32, 56, 56), (64, 32, 56, 56), (64, 64, 56, 56),
+    (32, 32, 28, 28), (64, 32, 28, 28), (96, 64, 28, 28), (160, 96, 28, 28), (192, 96, 28, 28),
+    (32, 32, 14, 14), (64, 32, 14, 14), (128, 96, 14, 14), (192, 96, 14, 14), (32, 32, 7, 7),
+    (64, 32, 7, 7), (96, 64, 7, 7), (192, 160, 7, 7),
+]
+
+
+def torch_peak_bytes(fn) -> int:
+    """Peak bytes PyTorch holds during one call (tensors alive before the call included)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    del out
+    return peak
+
+
+def reps_for(seconds_per_call: float) -> int:
+    return int(min(200, max(5, 0.02 / max(seconds_per_call, 1e-6))))
+
+
+def timed(fn):
+    gpu1, _ = device_time(fn, repeats=3)
+    return device_time(fn, repeats=reps_for(gpu1))
+
+
+def rel_err(a, b) -> float:
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def random_cp(rng, c, kh, kw, t, rank):
+    # scale so that the reconstructed kernel has entries of order 1/sqrt(C·kh·kw)
+    s = rng.standard_normal((c, rank)) / math.sqrt(c)
+    return check_cp_factors(
+        s, rng.standard_normal((kh, rank)) / math.sqrt(kh), rng.standard_normal((kw, rank)) / math.sqrt(kw),
+        rng.standard_normal((t, rank)) / math.sqrt(rank), rng.standard_normal(t) * 0.1,
+    )
+
+
+def pairwise(x, w1, wh, ww, w2, b, pad):
+    """PyTorch pairwise CP sequence: 1×1 (C→R) → depthwise kh×1 → depthwise 1×kw → 1×1 (R→T)."""
+    r = w1.shape[0]
+    y = F.conv2d(x, w1)
+    y = F.conv2d(y, wh, padding=(pad, 0), groups=r)
+    y = F.conv2d(y, ww, padding=(0, pad), groups=r)
+    return F.conv2d(y, w2, b)
+
+
+def check_small(rng, log) -> list[str]:
+    """Every kernel vs float64 direct conv on small random shapes (strides, dilations, ranks)."""
+    lines = []
+    worst = 0.0
+    for trial in range(24):
+        n = int(rng.integers(1, 4))
+        c = int(rng.integers(1, 40))
+        h, w = int(rng.integers(5, 20)), int(rng.integers(5, 20))
+        kh, kw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        t = int(rng.integers(1, 40))
+        rank = int(rng.integers(1, 21))
+        stride, dil = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        pad = "same" if stride == 1 and trial % 2 else int(rng.integers(0, 3))
+        try:
+            conv_geometry((n, c, h, w), (kh, kw), stride, pad, dil)
+        except ValueError:
+            continue
+        u = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        f = random_cp(rng, c, kh, kw, t, rank)
+        ref = direct_conv2d(u, cp_kernel(f.s, f.h, f.w, f.t), f.bias, stride, pad, dil)
+        out = cp_conv2d(u, f.s, f.h, f.w, f.t, f.bias, stride, pad, dil, backend="cuda")
+        e_cp = rel_err(out, ref)
+        d1, d2 = int(rng.integers(1, c + 1)), int(rng.integers(1, t + 1))
+        tf = check_tucker_factors(rng.standard_normal((c, d1)), rng.standard_normal((d2, d1, kh, kw)),
+                                  rng.standard_normal((t, d2)), rng.standard_normal(t))
+        ref_t = direct_conv2d(u, tucker_kernel(tf.u_in, tf.core, tf.u_out), tf.bias, stride, pad, dil)
+        out_t = tucker_conv2d(u, tf.u_in, tf.core, tf.u_out, tf.bias, stride, pad, dil, backend="cuda")
+        e_t = rel_err(out_t, ref_t)
+        worst = max(worst, e_cp, e_t)
+        log({"check": "small", "shape": [n, c, h, w], "kernel": [t, kh, kw], "rank": rank, "stride": stride,
+             "pad": pad, "dil": dil, "tucker_ranks": [d1, d2], "err_cp": e_cp, "err_tucker": e_t})
+    lines.append(f"small random shapes vs float64 direct conv: worst relative error {worst:.2e}")
+    return lines
+
+
+def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
+    rows = ["layer  batch rank | ours µs  host µs | cuDNN µs ratio | pairwise µs ratio | MiB ours cuDNN pair | err"]
+    for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
+        for n in batches:
+            u = rng.standard_normal((n, c, h, w)).astype(np.float32)
+            x = torch.from_numpy(u).cuda()
+            g = conv_geometry(u.shape, (kh, kw), 1, pad, 1)
+            for rank in ranks:
+                f = random_cp(rng, c, kh, kw, t, rank)
+                plan = CPConvPlan(f, g)
+                d_u = cuda.to_device(u)
+                d_out = cuda.device_array((n, t, g.out_h, g.out_w), np.float32)
+                ours, ours_host = timed(lambda: plan(d_u, d_out))
+                ours_bytes = d_u.nbytes + d_out.nbytes + plan.device_bytes
+                k_full = torch.from_numpy(cp_kernel(f.s, f.h, f.w, f.t).astype(np.float32)).cuda()
+                b = torch.from_numpy(f.bias).cuda()
+                w1 = torch.from_numpy(np.ascontiguousarray(f.s.T[:, :, None, None])).cuda()
+                wh = torch.from_numpy(np.ascontiguousarray(f.h.T[:, None, :, None])).cuda()
+                ww = torch.from_numpy(np.ascontiguousarray(f.w.T[:, None, None, :])).cuda()
+                w2 = torch.from_numpy(np.ascontiguousarray(f.t[:, :, None, None])).cuda()
+                full = lambda: F.conv2d(x, k_full, b, padding=pad)  # noqa: E731
+                pair = lambda: pairwise(x, w1, wh, ww, w2, b, pad)  # noqa: E731
+                # the first image only: batch-32 outputs of layer 1 are 600 MB
+                ref = full()[:1].cpu().numpy()
+                err = max(rel_err(d_out[:1].copy_to_host(), ref), rel_err(pair()[:1].cpu().numpy(), ref))
+                cudnn, cudnn_host = timed(full)
+                pw, pw_host = timed(pair)
+                mem_full, mem_pair = torch_peak_bytes(full), torch_peak_bytes(pair)
+                rec = {"bench": "cp", "layer": li, "batch": n, "rank": rank, "lanes": plan.lanes,
+                       "ours_us": ours * 1e6, "ours_host_us": ours_host * 1e6, "cudnn_us": cudnn * 1e6,
+                       "cudnn_host_us": cudnn_host * 1e6, "pairwise_us": pw * 1e6, "pairwise_host_us": pw_host * 1e6,
+                       "ours_bytes": ours_bytes, "cudnn_bytes": mem_full, "pairwise_bytes": mem_pair, "max_rel_err": err}
+                log(rec)
+                rows.append(
+                    f"L{li} {n:>7} {rank:>4} | {ours * 1e6:7.1f} {ours_host * 1e6:8.1f} | {cudnn * 1e6:8.1f} "
+                    f"{cudnn / ours:5.2f} | {pw * 1e6:11.1f} {pw / ours:5.2f} | {ours_bytes / 2**20:8.2f} "
+                    f"{mem_full / 2**20:6.2f} {mem_pair / 2**20:6.2f} | {err:.1e}"
+                )
+                del k_full, b, w1, wh, ww, w2
+            del x
+    return rows
+
+
+def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
+    rows = ["TDC core (C,N,H,W)     | model tile  µs   | oracle tile  µs  | cuDNN µs | cuDNN/model cuDNN/oracle | MiB ours cuDNN | err"]
+    spec = gpu_spec()
+    ratios_model, ratios_best = [], []
+    for c, nn, h, w in shapes:
+        z = rng.standard_normal((1, c, h, w)).astype(np.float32)
+        core = (rng.standard_normal((nn, c, 3, 3)) / math.sqrt(9 * c)).astype(np.float32)
+        g = conv_geometry(z.shape, (3, 3), 1, 1, 1)
+        shape = dict(C=c, N=nn, Ho=h, Wo=w, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, batch=1)
+        d_z = cuda.to_device(z)
+        d_out = cuda.device_array((1, nn, h, w), np.float32)
+        tile_m = select_tile_model(shape, spec)
+        plan = TuckerCorePlan(core, g, tile_m)
+        t_model, host = timed(lambda: plan(d_z, d_out))
+        out_model = d_out.copy_to_host()
+        if exhaustive:
+            def time_tile(tile):
+                p = TuckerCorePlan(core, g, tile)
+                return device_time(lambda: p(d_z, d_out), repeats=10)[0]
+            tile_o, _ = select_tile_exhaustive(shape, time_tile)
+            plan_o = TuckerCorePlan(core, g, tile_o)
+            t_oracle, _ = timed(lambda: plan_o(d_z, d_out))
+        else:
+            tile_o, t_oracle = tile_m, t_model
+        x = torch.from_numpy(z).cuda()
+        k = torch.from_numpy(core).cuda()
+        full = lambda: F.conv2d(x, k, padding=1)  # noqa: E731
+        ref = full().cpu().numpy()
+        err = rel_err(out_model, ref)
+        cudnn, cudnn_host = timed(full)
+        mem = torch_peak_bytes(full)
+        ours_bytes = d_z.nbytes + d_out.nbytes + plan.device_bytes
+        ratios_model.append(cudnn / t_model)
+        ratios_best.append(cudnn / min(t_model, t_oracle))
+        log({"bench": "tdc", "shape": [c, nn, h, w], "tile_model": [tile_m.th, tile_m.tw, tile_m.tc],
+             "tile_oracle": [tile_o.th, tile_o.tw, tile_o.tc], "model_us": t_model * 1e6, "oracle_us": t_oracle * 1e6,
+             "host_us": host * 1e6, "cudnn_us": cudnn * 1e6, "cudnn_host_us": cudnn_host * 1e6,
+             "ours_bytes": ours_bytes, "cudnn_bytes": mem, "max_rel_err": err})
+        rows.append(
+            f"({c:3},{nn:3},{h:3},{w:3}) | {tile_m.th}x{tile_m.tw}x{tile_m.tc:<4} {t_model * 1e6:7.1f} | "
+            f"{tile_o.th}x{tile_o.tw}x{tile_o.tc:<4} {t_oracle * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
+            f"{cudnn / t_model:11.2f} {cudnn / t_oracle:12.2f} | {ours_bytes / 2**20:5.2f} {mem / 2**20:6.2f} | {err:.1e}"
+        )
+    gm = lambda r: math.exp(sum(map(math.log, r)) / len(r))  # noqa: E731
+    rows.append(f"geometric mean cuDNN/ours: model tiles {gm(ratios_model):.2f}x, best of model/oracle {gm(ratios_best):.2f}x")
+    return rows
+
+
+def bench_tucker_stages(rng, log, layers, batches) -> list[str]:
+    """Full Tucker layers (D1 = C/4, D2 = T/4): the three stages apart, to decide on fusion."""
+    rows = ["Tucker layer batch (D1,D2) | 1x1 in µs  core µs  1x1 out µs | total µs | cuDNN full µs ratio | err"]
+    for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
+        d1, d2 = max(1, c // 4), max(1, t // 4)
+        tf = check_tucker_factors(rng.standard_normal((c, d1)) / math.sqrt(c),
+                                  rng.standard_normal((d2, d1, kh, kw)) / math.sqrt(d1 * kh * kw),
+                                  rng.standard_normal((t, d2)) / math.sqrt(d2), rng.standard_normal(t) * 0.1)
+        for n in batches:
+            u = rng.standard_normal((n, c, h, w)).astype(np.float32)
+            g = conv_geometry(u.shape, (kh, kw), 1, pad, 1)
+            plan = TuckerConvPlan(tf, g)
+            d_u = cuda.to_device(u)
+            d_out = cuda.device_array((n, t, g.out_h, g.out_w), np.float32)
+            total, _ = timed(lambda: plan(d_u, d_out))
+            st_in, st_core, st_out = (timed(launch)[0] for launch in plan.stages(d_u, d_out).values())
+            x = torch.from_numpy(u).cuda()
+            k = torch.from_numpy(tucker_kernel(tf.u_in, tf.core, tf.u_out).astype(np.float32)).cuda()
+            b = torch.from_numpy(tf.bias).cuda()
+            full = lambda: F.conv2d(x, k, b, padding=pad)  # noqa: E731
+            plan(d_u, d_out)
+            err = rel_err(d_out[:1].copy_to_host(), full()[:1].cpu().numpy())
+            cudnn, _ = timed(full)
+            log({"bench": "tucker_stages", "layer": li, "batch": n, "ranks": [d1, d2], "in_us": st_in * 1e6,
+                 "core_us": st_core * 1e6, "out_us": st_out * 1e6, "total_us": total * 1e6, "cudnn_us": cudnn * 1e6,
+                 "tile": [plan.core.tile.th, plan.core.tile.tw, plan.core.tile.tc], "max_rel_err": err})
+            rows.append(f"L{li} {n:>13} ({d1},{d2}) | {st_in * 1e6:9.1f} {st_core * 1e6:8.1f} {st_out * 1e6:10.1f} | "
+                        f"{total * 1e6:8.1f} | {cudnn * 1e6:13.1f} {cudnn / total:5.2f} | {err:.1e}")
+            del x, k, b
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="correctness checks and one timing (smoke test)")
+    ap.add_argument("--no-exhaustive", action="store_true", help="skip the exhaustive tile tuner")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for conv_bench.jsonl")
+    args = ap.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_file = open(out_dir / "conv_bench.jsonl", "w")
+
+    def log(rec):
+        log_file.write(json.dumps(rec) + "\n")
+        log_file.flush()
+
+    rng = np.random.default_rng(2026)
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    header = (f"device {name}; torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+              f"TF32 off, cudnn.benchmark on; numpy {np.__version__}")
+    print(header, flush=True)
+    log({"header": header})
+    t0 = time.time()
+    sections = []
+    if args.quick:
+        sections.append(check_small(rng, log))
+        sections.append(bench_cp(rng, log, REUSTLE_LAYERS, (4,), (1,)))
+        sections.append(bench_tdc(rng, log, TDC_SHAPES[::6], exhaustive=False))
+        sections.append(bench_tucker_stages(rng, log, REUSTLE_LAYERS[3:4], (1,)))
+    else:
+        sections.append(check_small(rng, log))
+        sections.append(bench_cp(rng, log, REUSTLE_LAYERS, RANKS, BATCHES))
+        sections.append(bench_tdc(rng, log, TDC_SHAPES, exhaustive=not args.no_exhaustive))
+        sections.append(bench_tucker_stages(rng, log, REUSTLE_LAYERS, BATCHES))
+    for rows in sections:
+        for r in rows:
+            print(r, flush=True)
+    print(f"total bench time {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
