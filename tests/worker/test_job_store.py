@@ -1,0 +1,121 @@
+"""The job folder as source of truth: atomic creation, locked updates, listing, deletion."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import pytest
+
+from worker.job_store import JobNotFound, JobRecord, JobStatus, JobStore, new_job_id, utc_now
+
+
+def _create(store: JobStore, tenant="t", label=None) -> JobRecord:
+    with store.staging() as (job_id, folder):
+        (folder / "inputs" / "volume.nii").write_bytes(b"x")
+        record = JobRecord(id=job_id, kind="scale", tenant=tenant, label=label, created_at=utc_now(),
+                           inputs={"volume": "volume.nii"})
+        return store.commit(folder, record)
+
+
+def test_ids_sort_by_creation_time():
+    first = new_job_id()
+    time.sleep(0.002)
+    second = new_job_id()
+    assert len(first) == 28 and first < second
+
+
+def test_commit_moves_a_complete_job_into_place(tmp_path):
+    store = JobStore(tmp_path)
+    record = _create(store)
+    assert list(store.staging_dir.iterdir()) == []
+    assert sorted(p.name for p in store.job_dir(record.id).iterdir()) == ["inputs", "job.json"]
+    assert store.read(record.id) == record
+
+
+def test_staging_is_removed_when_the_upload_fails(tmp_path):
+    store = JobStore(tmp_path)
+    with pytest.raises(RuntimeError):
+        with store.staging() as (_, folder):
+            (folder / "inputs" / "partial.nii").write_bytes(b"half")
+            raise RuntimeError("client went away")
+    assert list(store.staging_dir.iterdir()) == [] and store.job_ids() == []
+
+
+def _bump(data_dir, job_id, n):
+    store = JobStore(data_dir)
+    for _ in range(n):
+        store.update(job_id, lambda r: r.model_copy(update={"attempts": r.attempts + 1}))
+
+
+def test_updates_from_many_processes_are_not_lost(tmp_path):
+    store = JobStore(tmp_path)
+    job_id = _create(store).id
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_bump, args=(tmp_path, job_id, 50)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert store.read(job_id).attempts == 150
+    # no temporary files left from the atomic replaces
+    assert sorted(p.name for p in store.job_dir(job_id).iterdir()) == ["inputs", "job.json", "job.lock"]
+
+
+def test_update_returning_none_changes_nothing(tmp_path):
+    store = JobStore(tmp_path)
+    record = _create(store)
+    assert store.update(record.id, lambda r: None) is None
+    assert store.read(record.id) == record
+
+
+def test_list_filters_and_cursor(tmp_path):
+    store = JobStore(tmp_path)
+    made = []
+    for i in range(5):
+        made.append(_create(store, tenant="a" if i < 4 else "b", label=f"L{i % 2}"))
+        time.sleep(0.002)
+    ids = [r.id for r in made]
+    page, cursor = store.list(tenant="a", limit=3)
+    assert [r.id for r in page] == ids[3::-1][:3] and cursor == ids[1]
+    page, cursor = store.list(tenant="a", limit=3, cursor=cursor)
+    assert [r.id for r in page] == [ids[0]] and cursor is None
+    assert [r.id for r in store.list(label="L1")[0]] == [ids[3], ids[1]]
+    assert store.list(status=JobStatus.running)[0] == []
+
+
+def test_delete_and_bad_ids(tmp_path):
+    store = JobStore(tmp_path)
+    record = _create(store)
+    store.delete(record.id)
+    assert store.job_ids() == [] and list(store.trash_dir.iterdir()) == []
+    with pytest.raises(JobNotFound):
+        store.read(record.id)
+    with pytest.raises(JobNotFound):
+        store.delete(record.id)
+    for bad in ("../jobs", "x" * 28, "", "0" * 27):
+        with pytest.raises(JobNotFound):
+            store.job_dir(bad)
+
+
+def test_heartbeat_cancel_and_log(tmp_path):
+    store = JobStore(tmp_path)
+    job_id = _create(store).id
+    assert store.heartbeat_age(job_id) == float("inf") and not store.cancel_requested(job_id)
+    store.touch_heartbeat(job_id)
+    assert store.heartbeat_age(job_id) < 5
+    store.mark_cancel_requested(job_id)
+    assert store.cancel_requested(job_id)
+    store.append_log(job_id, "hello")
+    assert store.log_path(job_id).read_text().endswith(" hello\n")
+
+
+def test_sweep_staging_removes_only_old_leftovers(tmp_path):
+    store = JobStore(tmp_path)
+    (store.staging_dir / "old").mkdir()
+    (store.staging_dir / "new").mkdir()
+    import os
+
+    os.utime(store.staging_dir / "old", (time.time() - 100, time.time() - 100))
+    assert store.sweep_staging(older_than=50) == 1
+    assert [p.name for p in store.staging_dir.iterdir()] == ["new"]
