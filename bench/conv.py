@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +35,10 @@ from numba import cuda  # noqa: E402
 
 from gpu.conv_direct import cp_kernel, direct_conv2d, tucker_kernel  # noqa: E402
 from gpu.conv_index_tables import conv_geometry  # noqa: E402
-from gpu.conv_tiling import gpu_spec, select_tile_exhaustive, select_tile_model  # noqa: E402
+from gpu.conv_tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates  # noqa: E402
 from gpu.conv_timing import device_time  # noqa: E402
 from gpu.cp_conv import CPConvPlan, check_cp_factors, cp_conv2d  # noqa: E402
-from gpu.tucker_conv import TuckerConvPlan, TuckerCorePlan, check_tucker_factors, tucker_conv2d  # noqa: E402
+from gpu.tucker_conv import TuckerConvPlan, TuckerCorePlan, check_tucker_factors, tucker_conv2d, tucker_core_conv2d  # noqa: E402
 
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -134,9 +135,17 @@ def check_small(rng, log) -> list[str]:
         ref_t = direct_conv2d(u, tucker_kernel(tf.u_in, tf.core, tf.u_out), tf.bias, stride, pad, dil)
         out_t = tucker_conv2d(u, tf.u_in, tf.core, tf.u_out, tf.bias, stride, pad, dil, backend="cuda")
         e_t = rel_err(out_t, ref_t)
+        # one more core run with a random candidate tile, so that many generated tiles run
+        z = rng.standard_normal((n, d1, h, w)).astype(np.float32)
+        gz = conv_geometry(z.shape, (kh, kw), stride, pad, dil)
+        cands = tile_candidates(dict(C=d1, N=d2, Ho=gz.out_h, Wo=gz.out_w, kh=kh, kw=kw, sh=stride, sw=stride,
+                                     dh=dil, dw=dil, batch=n))
+        tile = cands[int(rng.integers(len(cands)))]
+        out_c = tucker_core_conv2d(z, tf.core, stride, pad, dil, backend="cuda", tiling=tile)
+        e_t = max(e_t, rel_err(out_c, direct_conv2d(z, tf.core, None, stride, pad, dil)))
         worst = max(worst, e_cp, e_t)
         log({"check": "small", "shape": [n, c, h, w], "kernel": [t, kh, kw], "rank": rank, "stride": stride,
-             "pad": pad, "dil": dil, "tucker_ranks": [d1, d2], "err_cp": e_cp, "err_tucker": e_t})
+             "pad": pad, "dil": dil, "tucker_ranks": [d1, d2], "tile": [tile.th, tile.tw, tile.tc], "err_cp": e_cp, "err_tucker": e_t})
     lines.append(f"small random shapes vs float64 direct conv: worst relative error {worst:.2e}")
     return lines
 
@@ -286,20 +295,34 @@ def main() -> int:
     print(header, flush=True)
     log({"header": header})
     t0 = time.time()
-    sections = []
     if args.quick:
-        sections.append(check_small(rng, log))
-        sections.append(bench_cp(rng, log, REUSTLE_LAYERS, (4,), (1,)))
-        sections.append(bench_tdc(rng, log, TDC_SHAPES[::6], exhaustive=False))
-        sections.append(bench_tucker_stages(rng, log, REUSTLE_LAYERS[3:4], (1,)))
+        plan = [
+            ("check", lambda: check_small(rng, log)),
+            ("cp", lambda: bench_cp(rng, log, REUSTLE_LAYERS, (4,), (1,))),
+            ("tdc", lambda: bench_tdc(rng, log, TDC_SHAPES[::6], exhaustive=False)),
+            ("tucker", lambda: bench_tucker_stages(rng, log, REUSTLE_LAYERS[3:4], (1,))),
+        ]
     else:
-        sections.append(check_small(rng, log))
-        sections.append(bench_cp(rng, log, REUSTLE_LAYERS, RANKS, BATCHES))
-        sections.append(bench_tdc(rng, log, TDC_SHAPES, exhaustive=not args.no_exhaustive))
-        sections.append(bench_tucker_stages(rng, log, REUSTLE_LAYERS, BATCHES))
+        plan = [
+            ("check", lambda: check_small(rng, log)),
+            ("cp", lambda: bench_cp(rng, log, REUSTLE_LAYERS, RANKS, BATCHES)),
+            ("tdc", lambda: bench_tdc(rng, log, TDC_SHAPES, exhaustive=not args.no_exhaustive)),
+            ("tucker", lambda: bench_tucker_stages(rng, log, REUSTLE_LAYERS, BATCHES)),
+        ]
+    sections, failures = [], []
+    for name, run in plan:
+        # one failing section must not cost the others' figures
+        try:
+            sections.append(run())
+        except Exception as exc:  # noqa: BLE001
+            traceback.print_exc()
+            log({"failed": name, "error": repr(exc)})
+            failures.append((name, repr(exc)))
     for rows in sections:
         for r in rows:
             print(r, flush=True)
+    for name, exc in failures:
+        print(f"FAILED {name}: {exc}")
     print(f"total bench time {time.time() - t0:.0f} s")
     return 0
 

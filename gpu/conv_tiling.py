@@ -90,7 +90,7 @@ def gpu_spec() -> GpuSpec:
 
     return GpuSpec(
         sms=attr("MULTIPROCESSOR_COUNT", default.sms),
-        threads_per_sm=attr("MAX_THREADS_PER_MULTI_PROCESSOR", default.threads_per_sm),
+        threads_per_sm=attr("MAX_THREADS_PER_MULTIPROCESSOR", default.threads_per_sm),
         regs_per_sm=attr("MAX_REGISTERS_PER_MULTIPROCESSOR", default.regs_per_sm),
         shared_per_sm=attr("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", default.shared_per_sm),
     )

@@ -197,14 +197,9 @@ class CPConvPlan:
 
 
 def _resident_threads() -> int:
-    from gpu.cuda_runtime import cuda_available
+    from gpu.conv_tiling import gpu_spec
 
-    if not cuda_available():
-        return _RESIDENT_THREADS
-    from numba import cuda
-
-    dev = cuda.get_current_device()
-    return dev.MULTIPROCESSOR_COUNT * dev.MAX_THREADS_PER_MULTI_PROCESSOR
+    return gpu_spec().gpu_threads
 
 
 def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend="auto", lanes=None):
