@@ -1,0 +1,425 @@
+"""CUDA backend of the TTMc: numba.cuda kernels for norms, scaling, recovery and the GEMM.
+
+Kernels (all on the C-ordered tensor, no transposed copies):
+
+* ``stats``: one pass computing every mode's slice maxima ``max |X|``, ``‖X‖_F²`` and the
+  number of non-finite entries: the inputs of the Kronecker scales (poster Section 2) and
+  of the bound (poster Section 3). The tensor is viewed as rows (leading modes) × columns
+  (trailing modes); column maxima stay in shared memory, row maxima are reduced in groups.
+* ``kron_scale``: ``X̃ = X ×_n diag(2^{e_n})`` rounded once to the storage format; the same
+  kernel recovers ``Y = Ỹ ×_n diag(2^{−r_n})`` and counts non-finite outputs.
+* ``fiber_scale`` / ``fiber_unscale``: the one-sided scaling of ``X_(n)``'s columns.
+* ``strided_gemm``: a shared-memory tiled batched GEMM ``C[b] = A[b] B[b]`` with element
+  strides, accumulating in FP32 (FP16/FP32) or FP64; the mode-n product runs on the
+  ``(P, I_n, Q)`` view as ``Y[p] = U X[p]``.
+
+Dense GEMMs go through cuBLAS (CuPy's ``matmul``: FP32 accumulation for FP16, no TF32)
+when CuPy is installed, because it measures faster (``bench/ttmc.py``); numba has no access
+to the tensor cores. ``gemm='numba'`` forces our kernel; CuPy stays optional.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+
+import numpy as np
+from numba import cuda, float32, float64
+
+from gpu.ttmc_bound import Precision
+from gpu.ttmc_cpu import mode_view
+
+__all__ = ["CudaTTMcOps", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel"]
+
+_BLOCK = 256
+_GROUP = 8  # rows whose maxima are reduced together (one pair of barriers per group)
+_CHUNK = 4096  # column maxima kept in shared memory per block
+_TILE = 16
+
+
+@cuda.jit
+def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_dims, trail_off,
+                 maxima, sumsq, nonfinite):
+    """Slice maxima of every mode, Σx² and the non-finite count of the (rows × cols) view."""
+    colmax = cuda.shared.array(_CHUNK, float32)
+    buf = cuda.shared.array((_GROUP, _BLOCK), float32)
+    buf2 = cuda.shared.array((_GROUP, _GROUP), float32)
+    ssbuf = cuda.shared.array(_BLOCK, float64)
+    t = cuda.threadIdx.x
+    c0 = cuda.blockIdx.y * _CHUNK
+    c1 = min(c0 + _CHUNK, n_cols)
+    r_start = cuda.blockIdx.x * rows_per_block
+    r_end = min(r_start + rows_per_block, n_rows)
+    for c in range(t, _CHUNK, _BLOCK):
+        colmax[c] = 0.0
+    ss = 0.0
+    bad = 0
+    cuda.syncthreads()
+    for rg in range(r_start, r_end, _GROUP):
+        for j in range(_GROUP):
+            r = rg + j
+            vmax = float32(0.0)
+            if r < r_end:
+                for c in range(c0 + t, c1, _BLOCK):
+                    a = abs(float64(x[r * n_cols + c]))
+                    if not math.isfinite(a):
+                        bad += 1
+                        a = 0.0
+                    af = float32(a)
+                    if af > colmax[c - c0]:
+                        colmax[c - c0] = af
+                    if af > vmax:
+                        vmax = af
+                    ss += a * a
+            buf[j, t] = vmax
+        cuda.syncthreads()
+        if t < _GROUP * _GROUP:
+            j = t // _GROUP
+            part = t % _GROUP
+            m = float32(0.0)
+            for k in range(part * (_BLOCK // _GROUP), (part + 1) * (_BLOCK // _GROUP)):
+                if buf[j, k] > m:
+                    m = buf[j, k]
+            buf2[j, part] = m
+        cuda.syncthreads()
+        if t < _GROUP and rg + t < r_end:
+            m = float32(0.0)
+            for k in range(_GROUP):
+                if buf2[t, k] > m:
+                    m = buf2[t, k]
+            r = rg + t
+            for n in range(lead_dims.shape[0] - 1, -1, -1):
+                cuda.atomic.max(maxima, lead_off[n] + r % lead_dims[n], m)
+                r //= lead_dims[n]
+        cuda.syncthreads()
+    for c in range(c0 + t, c1, _BLOCK):
+        m = colmax[c - c0]
+        rest = c
+        for n in range(trail_dims.shape[0] - 1, -1, -1):
+            cuda.atomic.max(maxima, trail_off[n] + rest % trail_dims[n], m)
+            rest //= trail_dims[n]
+    ssbuf[t] = ss
+    cuda.syncthreads()
+    s = _BLOCK // 2
+    while s > 0:
+        if t < s:
+            ssbuf[t] += ssbuf[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        cuda.atomic.add(sumsq, 0, ssbuf[0])
+    if bad > 0:
+        cuda.atomic.add(nonfinite, 0, bad)
+
+
+@cuda.jit
+def kron_scale_kernel(x, out, n_cols, row_factor, col_factor, nonfinite):
+    """``out[r, c] = x[r, c] · f_row[r] · f_col[c]`` (powers of two, one rounding), counting non-finite."""
+    bad = 0
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for idx in range(start, x.shape[0], stride):
+        r = idx // n_cols
+        c = idx - r * n_cols
+        v = float64(x[idx]) * (row_factor[r] * col_factor[c])
+        out[idx] = v
+        w = float64(out[idx])
+        if not math.isfinite(w):
+            bad += 1
+    if bad > 0:
+        cuda.atomic.add(nonfinite, 0, bad)
+
+
+@cuda.jit
+def count_nonfinite_kernel(x, nonfinite):
+    bad = 0
+    for idx in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        if not math.isfinite(float64(x[idx])):
+            bad += 1
+    if bad > 0:
+        cuda.atomic.add(nonfinite, 0, bad)
+
+
+@cuda.jit
+def fiber_scale_kernel(x, out, n_p, n_i, n_q, target, s_out, inv_sq):
+    """One-sided column scaling: fiber (p, ·, q) of ``X_(n)`` to max ≤ 2^target; Σ 2^{−2s}."""
+    ssbuf = cuda.shared.array(_BLOCK, float64)
+    t = cuda.threadIdx.x
+    acc = 0.0
+    for f in range(cuda.grid(1), n_p * n_q, cuda.gridsize(1)):
+        p = f // n_q
+        q = f - p * n_q
+        base = p * n_i * n_q + q
+        m = 0.0
+        for i in range(n_i):
+            a = abs(float64(x[base + i * n_q]))
+            if a > m:
+                m = a
+        s = 0
+        if m > 0.0:
+            mant, e = math.frexp(m)
+            if mant == 0.5:
+                e -= 1
+            s = target - e
+        s_out[f] = s
+        factor = math.ldexp(1.0, s)
+        for i in range(n_i):
+            out[base + i * n_q] = float64(x[base + i * n_q]) * factor
+        acc += math.ldexp(1.0, -2 * s)
+    ssbuf[t] = acc
+    cuda.syncthreads()
+    h = _BLOCK // 2
+    while h > 0:
+        if t < h:
+            ssbuf[t] += ssbuf[t + h]
+        cuda.syncthreads()
+        h //= 2
+    if t == 0:
+        cuda.atomic.add(inv_sq, 0, ssbuf[0])
+
+
+@cuda.jit
+def fiber_unscale_kernel(y, out, n_j, n_q, row_factor, s):
+    """``out[p, j, q] = y[p, j, q] · 2^{−r_j} · 2^{−s_{pq}}`` (exact)."""
+    for idx in range(cuda.grid(1), y.shape[0], cuda.gridsize(1)):
+        q = idx % n_q
+        pj = idx // n_q
+        j = pj % n_j
+        p = pj // n_j
+        out[idx] = float64(y[idx]) * row_factor[j] * math.ldexp(1.0, -int(s[p * n_q + q]))
+
+
+def _make_gemm(acc_t):
+    @cuda.jit
+    def gemm(a, b, c, m_dim, n_dim, k_dim, sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, batch):
+        """``C[z] = A[z] B[z]`` in tiles of 16×16×16 with ``acc_t`` accumulation."""
+        a_tile = cuda.shared.array((_TILE, _TILE), acc_t)
+        b_tile = cuda.shared.array((_TILE, _TILE), acc_t)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        row = cuda.blockIdx.y * _TILE + ty
+        col = cuda.blockIdx.x * _TILE + tx
+        for z in range(cuda.blockIdx.z, batch, cuda.gridDim.z):
+            acc = acc_t(0.0)
+            for k0 in range(0, k_dim, _TILE):
+                ka = k0 + tx
+                kb = k0 + ty
+                if row < m_dim and ka < k_dim:
+                    a_tile[ty, tx] = acc_t(a[z * sab + row * sam + ka * sak])
+                else:
+                    a_tile[ty, tx] = acc_t(0.0)
+                if kb < k_dim and col < n_dim:
+                    b_tile[ty, tx] = acc_t(b[z * sbb + kb * sbk + col * sbn])
+                else:
+                    b_tile[ty, tx] = acc_t(0.0)
+                cuda.syncthreads()
+                for kk in range(_TILE):
+                    acc += a_tile[ty, kk] * b_tile[kk, tx]
+                cuda.syncthreads()
+            if row < m_dim and col < n_dim:
+                c[z * scb + row * scm + col * scn] = acc
+
+    return gemm
+
+
+strided_gemm_kernel = {np.dtype(np.float32): _make_gemm(float32), np.dtype(np.float64): _make_gemm(float64)}
+
+
+def _on_device(a) -> bool:
+    return hasattr(a, "copy_to_host") or hasattr(a, "__cuda_array_interface__")
+
+
+def _flat(a):
+    """A 1-D numba view of a C-contiguous device array (CuPy arrays without a stream sync)."""
+    arr = a if hasattr(a, "copy_to_host") else cuda.as_cuda_array(a, sync=False)
+    return arr.reshape(arr.size)
+
+
+def _launch_1d(n: int) -> tuple[int, int]:
+    return max(1, min(math.ceil(n / _BLOCK), 4096)), _BLOCK
+
+
+def _split(shape: tuple[int, ...]) -> int:
+    """Leading modes [0, k) become rows, trailing [k, N) columns, with ≥ 128 columns if possible."""
+    k = len(shape)
+    cols = 1
+    while k > 0 and cols < 128:
+        k -= 1
+        cols *= shape[k]
+    return k
+
+
+def _kron_vector(exps: list[np.ndarray]) -> np.ndarray:
+    """Flattened ``2^{Σ_n e_n[i_n]}`` over the given modes (C order), exact in float64."""
+    total = np.zeros(1, dtype=np.int64)
+    for e in exps:
+        total = (total[:, None] + np.asarray(e, dtype=np.int64)[None, :]).reshape(-1)
+    return np.ldexp(1.0, total)
+
+
+class CudaTTMcOps:
+    """The TTMc operations on the GPU (or numba's simulator); times phases with CUDA events."""
+
+    name = "cuda"
+
+    def __init__(self, gemm: str = "auto") -> None:
+        if gemm not in ("auto", "cublas", "numba"):
+            raise ValueError(f"gemm must be auto, cublas or numba, not {gemm!r}")
+        self._cupy = None
+        if gemm in ("auto", "cublas"):
+            try:
+                import cupy
+
+                self._cupy = cupy
+            except ImportError:
+                if gemm == "cublas":
+                    raise RuntimeError("gemm='cublas' needs CuPy (pip install fibertensor[cuda])") from None
+        self.gemm = "cublas" if self._cupy is not None else "numba"
+        self.times: list = []
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        if _simulating():
+            start = time.perf_counter()
+            yield
+            self.times.append((name, time.perf_counter() - start))
+            return
+        begin, end = cuda.event(), cuda.event()
+        begin.record()
+        yield
+        end.record()
+        self.times.append((name, begin, end))
+
+    def finish(self) -> list[tuple[str, float]]:
+        if _simulating():
+            return list(self.times)
+        cuda.synchronize()
+        return [(name, cuda.event_elapsed_time(b, e) / 1e3) for name, b, e in self.times]
+
+    # Arrays: CuPy when present (its matmul consumes them directly), numba device arrays else.
+    def empty(self, shape, dtype):
+        if self._cupy is not None:
+            return self._cupy.empty(shape, dtype=dtype)
+        return cuda.device_array(shape, dtype=dtype)
+
+    def asarray(self, a, dtype=None):
+        if _on_device(a):
+            if dtype is None or np.dtype(a.dtype) == np.dtype(dtype):
+                return a
+            return self.cast(a, dtype)
+        host = np.ascontiguousarray(a, dtype=dtype)
+        if self._cupy is not None:
+            return self._cupy.asarray(host)
+        return cuda.to_device(host)
+
+    def to_host(self, a) -> np.ndarray:
+        if hasattr(a, "copy_to_host"):
+            return a.copy_to_host()
+        return self._cupy.asnumpy(a)
+
+    def _counter(self, dtype=np.int64):
+        return cuda.to_device(np.zeros(1, dtype=dtype))
+
+    def stats(self, x):
+        shape = tuple(int(s) for s in x.shape)
+        k = _split(shape)
+        lead, trail = shape[:k], shape[k:]
+        n_rows = int(np.prod(lead, dtype=np.int64))
+        n_cols = int(np.prod(trail, dtype=np.int64))
+        offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
+        # One spare slot takes the row maxima when every mode is a column mode (k == 0).
+        maxima = cuda.to_device(np.zeros(int(offsets[-1]) + 1, dtype=np.float32))
+        sumsq = self._counter(np.float64)
+        bad = self._counter()
+        row_blocks = max(1, min(math.ceil(n_rows / _GROUP), 1024))
+        rows_per_block = math.ceil(n_rows / row_blocks)
+        grid = (math.ceil(n_rows / rows_per_block), math.ceil(n_cols / _CHUNK))
+        stats_kernel[grid, _BLOCK](
+            _flat(x), n_rows, n_cols, rows_per_block,
+            cuda.to_device(np.array(lead if lead else (1,), dtype=np.int64)),
+            cuda.to_device(offsets[:k] if k else np.array([offsets[-1]], dtype=np.int64)),
+            cuda.to_device(np.array(trail, dtype=np.int64)),
+            cuda.to_device(offsets[k:-1]),
+            maxima, sumsq, bad,
+        )
+        m = maxima.copy_to_host().astype(np.float64)
+        return (
+            [m[offsets[n] : offsets[n + 1]] for n in range(len(shape))],
+            float(sumsq.copy_to_host()[0]),
+            int(bad.copy_to_host()[0]),
+        )
+
+    def kron_scale(self, x, exps, dtype):
+        shape = tuple(int(s) for s in x.shape)
+        k = _split(shape)
+        out = self.empty(shape, dtype)
+        bad = self._counter()
+        n_cols = int(np.prod(shape[k:], dtype=np.int64))
+        blocks, threads = _launch_1d(int(np.prod(shape, dtype=np.int64)))
+        kron_scale_kernel[blocks, threads](
+            _flat(x), _flat(out), n_cols,
+            cuda.to_device(_kron_vector(exps[:k])), cuda.to_device(_kron_vector(exps[k:])), bad,
+        )
+        return out, int(bad.copy_to_host()[0])
+
+    def cast(self, x, dtype):
+        out, _ = self.kron_scale(x, [np.zeros(int(s), np.int64) for s in x.shape], dtype)
+        return out
+
+    def count_nonfinite(self, x) -> int:
+        bad = self._counter()
+        blocks, threads = _launch_1d(int(x.size))
+        count_nonfinite_kernel[blocks, threads](_flat(x), bad)
+        return int(bad.copy_to_host()[0])
+
+    def ttm(self, x, u, mode: int, precision: Precision):
+        shape = tuple(int(s) for s in x.shape)
+        p, i, q = mode_view(shape, mode)
+        j = int(u.shape[0])
+        out_shape = shape[:mode] + (j,) + shape[mode + 1 :]
+        if self.gemm == "cublas":
+            cp = self._cupy
+            xc, uc = cp.asarray(x), cp.asarray(u)
+            if q == 1:
+                y = cp.matmul(xc.reshape(p, i), uc.T)
+            else:
+                y = cp.matmul(uc, xc.reshape(p, i, q))
+            return y.reshape(out_shape)
+        y = self.empty(out_shape, precision.storage)
+        kernel = strided_gemm_kernel[np.dtype(precision.accumulate)]
+        if q == 1:
+            # Y (P×J) = X (P×I) · Uᵀ (I×J): U read through strides, no transposed copy.
+            args = (_flat(x), _flat(u), _flat(y), p, j, i, 0, i, 1, 0, 1, i, 0, j, 1, 1)
+            grid = (math.ceil(j / _TILE), math.ceil(p / _TILE), 1)
+        else:
+            args = (_flat(u), _flat(x), _flat(y), j, q, i, 0, i, 1, i * q, q, 1, j * q, q, 1, p)
+            grid = (math.ceil(q / _TILE), math.ceil(j / _TILE), min(p, 65535))
+        kernel[grid, (_TILE, _TILE)](*args)
+        return y
+
+    def fiber_scale(self, x, mode: int, target: int, dtype):
+        shape = tuple(int(s) for s in x.shape)
+        p, i, q = mode_view(shape, mode)
+        out = self.empty(shape, dtype)
+        s = cuda.device_array(p * q, dtype=np.int32)
+        inv_sq = self._counter(np.float64)
+        blocks, threads = _launch_1d(p * q)
+        fiber_scale_kernel[blocks, threads](_flat(x), _flat(out), p, i, q, target, s, inv_sq)
+        return out, s, math.sqrt(float(inv_sq.copy_to_host()[0]))
+
+    def fiber_unscale(self, y, mode: int, row_exp, s, dtype):
+        shape = tuple(int(v) for v in y.shape)
+        _, j, q = mode_view(shape, mode)
+        out = self.empty(shape, dtype)
+        blocks, threads = _launch_1d(int(np.prod(shape, dtype=np.int64)))
+        fiber_unscale_kernel[blocks, threads](
+            _flat(y), _flat(out), j, q, cuda.to_device(np.ldexp(1.0, -np.asarray(row_exp))), s
+        )
+        return out
+
+
+def _simulating() -> bool:
+    from gpu.cuda_runtime import simulator_active
+
+    return simulator_active()
