@@ -49,7 +49,7 @@ class PeaksOptions:
     seeding: Literal["local-max", "all"] = "local-max"
     shift: Literal["adaptive", "fixed"] = "adaptive"
     newton: bool = True
-    max_iter: int = 50
+    max_iter: int = 30
     tol_lambda: float = 1e-6
     step_tol: float = 1e-4
     max_step: float = 0.25

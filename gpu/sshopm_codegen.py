@@ -159,40 +159,48 @@ def climb_m{order}(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_la
 def _cuda_kernel(order: int, n_unique: int) -> str:
     return f'''@cuda.jit(cache=True)
 def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order {order}."""
+    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order {order}.
+
+    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
+    the first threads in start order, so the climbing threads fill whole warps instead of
+    idling in a warp beside 30 threads whose start was not a seed.
+    """
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
+    f = cuda.shared.array(MAX_STARTS, float32)
+    flag = cuda.shared.array(MAX_STARTS, int32)
+    seed_start = cuda.shared.array(MAX_STARTS, int32)
     cx = cuda.shared.array(MAX_STARTS, float32)
     cy = cuda.shared.array(MAX_STARTS, float32)
     cz = cuda.shared.array(MAX_STARTS, float32)
     cl = cuda.shared.array(MAX_STARTS, float32)
     valid = cuda.shared.array(MAX_STARTS, int32)
     keep = cuda.shared.array(MAX_STARTS, int32)
-    best = cuda.shared.array(1, float32)
+    shared_scalars = cuda.shared.array(1, float32)
+    n_seeds = cuda.shared.array(1, int32)
     for k in range(t, {n_unique}, count):
         a[k] = tensors[v, k]
     cuda.syncthreads()
-    x = starts[t, 0]
-    y = starts[t, 1]
-    z = starts[t, 2]
-    f0 = axm_m{order}(a, x, y, z)
-    cl[t] = f0
+    f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
     cuda.syncthreads()
-    seed = f0 > 0
-    if seed and iparams[P_SEED_LOCAL] != 0:
-        for q in range(neighbors.shape[1]):
-            j = neighbors[t, q]
-            if cl[j] > f0 or (cl[j] == f0 and j < t):
-                seed = False
+    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0) else 0
     cuda.syncthreads()
-    lam = f0
+    slot = sm.count_flags_before(t, flag)
+    if flag[t] != 0:
+        seed_start[slot] = t
+    if t == count - 1:
+        n_seeds[0] = slot + flag[t]
+    cuda.syncthreads()
+    n = n_seeds[0]
+    lam = f[t]
     ok = False
-    if seed:
+    if t < n:
+        s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m{order}(
-            a, x, y, z, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0, fparams[P_MAX_STEP],
-            fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
         cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
@@ -201,26 +209,27 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
         if capped:
             cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
         cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-    cx[t] = x
-    cy[t] = y
-    cz[t] = z
-    cl[t] = lam
-    valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    keep[t] = 1 if ok and not sm.is_duplicate(t, count, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if keep[t] != 0:
-        rank = sm.unique_rank(t, count, cl, keep)
-        if rank == 0:
-            best[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * best[0]:
         if z < 0:
             x, y, z = -x, -y, -z
-        out_dirs[v, rank, 0] = x
-        out_dirs[v, rank, 1] = y
-        out_dirs[v, rank, 2] = z
+        cx[t] = x
+        cy[t] = y
+        cz[t] = z
+        cl[t] = lam
+        valid[t] = 1 if ok else 0
+    cuda.syncthreads()
+    if t < n:
+        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
+    cuda.syncthreads()
+    rank = count
+    if t < n and keep[t] != 0:
+        rank = sm.unique_rank(t, n, cl, keep)
+        if rank == 0:
+            shared_scalars[0] = lam
+    cuda.syncthreads()
+    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
+        out_dirs[v, rank, 0] = cx[t]
+        out_dirs[v, rank, 1] = cy[t]
+        out_dirs[v, rank, 2] = cz[t]
         out_amps[v, rank] = lam
         cuda.atomic.add(out_count, v, 1)'''
 
@@ -233,64 +242,58 @@ def sshopm_cpu_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, ou
     n_voxels = tensors.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
+        f = np.empty(count, tensors.dtype)
+        seed_start = np.empty(count, np.int64)
         cx = np.empty(count, tensors.dtype)
         cy = np.empty(count, tensors.dtype)
         cz = np.empty(count, tensors.dtype)
         cl = np.empty(count, tensors.dtype)
-        f0 = np.empty(count, tensors.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             a = tensors[v]
             for t in range(count):
-                f0[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+            n = 0
             for t in range(count):
-                x = starts[t, 0]
-                y = starts[t, 1]
-                z = starts[t, 2]
-                lam = f0[t]
-                seed = f0[t] > 0
-                if seed and iparams[P_SEED_LOCAL] != 0:
-                    for q in range(neighbors.shape[1]):
-                        j = neighbors[t, q]
-                        if f0[j] > f0[t] or (f0[j] == f0[t] and j < t):
-                            seed = False
-                ok = False
-                if seed:
-                    x, y, z, lam, its, capped, negdef = climb_m{order}(
-                        a, x, y, z, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0, fparams[P_MAX_STEP],
-                        fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-                    )
-                    ok = negdef and not capped and lam > 0
-                    out_stats[v, S_ITERATIONS] += its
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
-                    out_stats[v, S_SEEDS] += 1
-                    if capped:
-                        out_stats[v, S_CAPPED] += 1
-                    iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
+                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0):
+                    seed_start[n] = t
+                    n += 1
+            for t in range(n):
+                s = seed_start[t]
+                x, y, z, lam, its, capped, negdef = climb_m{order}(
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                )
+                out_stats[v, S_ITERATIONS] += its
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
+                out_stats[v, S_SEEDS] += 1
+                if capped:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
+                if z < 0:
+                    x, y, z = -x, -y, -z
                 cx[t] = x
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if ok else 0
-            for t in range(count):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, count, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
+                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            for t in range(n):
+                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
-            for t in range(count):
+            for t in range(n):
                 rank[t] = count
                 if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, count, cl, keep)
+                    rank[t] = sm.unique_rank(t, n, cl, keep)
                     if rank[t] == 0:
                         best = cl[t]
-            for t in range(count):
-                lam = cl[t]
-                if rank[t] < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * best:
-                    s = -1 if cz[t] < 0 else 1
-                    out_dirs[v, rank[t], 0] = s * cx[t]
-                    out_dirs[v, rank[t], 1] = s * cy[t]
-                    out_dirs[v, rank[t], 2] = s * cz[t]
-                    out_amps[v, rank[t]] = lam
+            for t in range(n):
+                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
+                    out_dirs[v, rank[t], 0] = cx[t]
+                    out_dirs[v, rank[t], 1] = cy[t]
+                    out_dirs[v, rank[t], 2] = cz[t]
+                    out_amps[v, rank[t]] = cl[t]
                     out_count[v] += 1'''
 
 

@@ -31,6 +31,8 @@ __all__ = [
     "like",
     "tangent_basis",
     "sshopm_step",
+    "is_seed",
+    "count_flags_before",
     "is_duplicate",
     "unique_rank",
     "SHIFT_ADAPTIVE",
@@ -169,6 +171,29 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
     dx, dy, dz = nx - x, ny - y, nz - z
     step = math.sqrt(dx * dx + dy * dy + dz * dz)
     return nx, ny, nz, lam, step, negdef
+
+
+@register_jitable
+def is_seed(t, f, neighbors, local_max_only):
+    """Start t seeds a climb when the FOD there is positive and, with ``local_max_only``, at
+    least its neighbours' values (ties go to the lower index): a discrete local maximum."""
+    if f[t] <= 0:
+        return False
+    if local_max_only:
+        for q in range(neighbors.shape[1]):
+            j = neighbors[t, q]
+            if f[j] > f[t] or (f[j] == f[t] and j < t):
+                return False
+    return True
+
+
+@register_jitable
+def count_flags_before(t, flag):
+    """Σ_{j<t} flag[j]: the slot of entry t when the flagged entries are packed in order."""
+    total = 0
+    for j in range(t):
+        total += flag[j]
+    return total
 
 
 @register_jitable
