@@ -201,8 +201,10 @@ def run_job(
     if record is None:
         return None
     me = record.runner or runner_id()
+    # Leftovers of attempts whose runner died; this process owns the job now.
+    for stale in store.job_dir(job_id).glob("outputs.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     partial = store.job_dir(job_id) / f"outputs.partial-{record.attempts}"
-    shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
     store.append_log(job_id, f"attempt {record.attempts} started on {me}")
 

@@ -1,0 +1,127 @@
+"""Real processes for integration tests: a redis-server on a free port, Celery workers and
+``fibertensor serve``, each in its own session so a test can SIGKILL a whole worker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+__all__ = ["free_port", "start_redis", "start_worker", "start_serve", "stop", "wait_for", "REPO"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
+    """A private redis-server; CI installs it, so a missing binary fails the test."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed (apt-get install redis-server); CI installs it")
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+
+    def answers() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    wait_for(answers, 15, "redis-server to answer")
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+def service_env(data_dir: Path, broker_url: str = "", **settings: object) -> dict[str, str]:
+    env = dict(os.environ, FIBERTENSOR_DATA_DIR=str(data_dir), FIBERTENSOR_BROKER_URL=broker_url,
+               PYTHONPATH=str(REPO))
+    env.update({f"FIBERTENSOR_{k.upper()}": str(v) for k, v in settings.items()})
+    return env
+
+
+def start_worker(env: dict[str, str], log: Path, node: str) -> subprocess.Popen:
+    """``fibertensor worker`` with the test job kind, waiting until it answers a ping."""
+    handle = open(log, "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.service.toy_worker", "--hostname", node, "--log-level", "info"],
+        cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    handle.close()
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"worker exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        return b"ready." in log.read_bytes()
+
+    wait_for(ready, 60, f"worker {node} to start")
+    return proc
+
+
+def start_serve(env: dict[str, str], log: Path, port: int) -> subprocess.Popen:
+    """``fibertensor serve`` (API + embedded worker), waiting until /readyz says ready."""
+    import httpx
+
+    handle = open(log, "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "serve", "--port", str(port)],
+        cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    handle.close()
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(ready, 90, "fibertensor serve to be ready", interval=0.5)
+    return proc
+
+
+def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    """Signal the process's whole session (it leads one), then make sure it is gone."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            pass
+    else:
+        try:  # the leader exited; its pool children may live on
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
