@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "service.cli.peaks",
     "service.cli.server",
     "service.cli.client",
+    "service.cli.compress",
 )
 
 
