@@ -202,14 +202,23 @@ def _resident_threads() -> int:
     return gpu_spec().gpu_threads
 
 
-def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend="auto", lanes=None):
+def _output_array(out, shape) -> np.ndarray:
+    if out is None:
+        return np.empty(shape, np.float32)
+    if out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float32 array of shape {shape}")
+    return out
+
+
+def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend="auto", lanes=None, out=None):
     """Convolve an (N, C, H, W) float32 input with a CP-decomposed (T, C, kh, kw) kernel.
 
     Equals ``torch.nn.functional.conv2d(u, K, bias, stride, padding, dilation)`` with
     K[t,s,h,w] = Σ_r T[t,r]·S[s,r]·H[h,r]·W[w,r] (Reustle et al. Eqs. 6, 8–9), in float32.
     ``padding`` is an integer, a pair or ``"same"`` (stride 1). ``backend`` is
     ``auto|cpu|cuda``; with ``cuda`` a numba device array in gives a device array out.
-    ``lanes`` overrides the channel lanes per pixel of the GPU kernel.
+    ``lanes`` overrides the channel lanes per pixel of the GPU kernel. ``out``: a host
+    float32 array to write into (its old contents are never read).
     """
     f = check_cp_factors(s, h, w, t, bias)
     backend = resolve_backend(backend)
@@ -223,12 +232,18 @@ def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend
         from numba import cuda
 
         plan = CPConvPlan(f, g, lanes)
-        d_u = u if on_device else cuda.to_device(np.ascontiguousarray(u, dtype=np.float32))
-        d_out = cuda.device_array((g.batch, f.t.shape[0], g.out_h, g.out_w), np.float32)
-        plan(d_u, d_out)
-        return d_out if on_device else d_out.copy_to_host()
+        shape = (g.batch, f.t.shape[0], g.out_h, g.out_w)
+        if on_device:
+            d_out = cuda.device_array(shape, np.float32)
+            plan(u, d_out)
+            return d_out
+        out = _output_array(out, shape)
+        d_out = cuda.to_device(out)
+        plan(cuda.to_device(np.ascontiguousarray(u, dtype=np.float32)), d_out)
+        d_out.copy_to_host(out)
+        return out
     u32 = np.ascontiguousarray(u, dtype=np.float32)
-    out = np.empty((g.batch, f.t.shape[0], g.out_h, g.out_w), np.float32)
+    out = _output_array(out, (g.batch, f.t.shape[0], g.out_h, g.out_w))
     inc = pointer_increments(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, g.width), g.height * g.width)
     bias_arr = f.bias if f.bias is not None else np.zeros(f.t.shape[0], np.float32)
     _cp_conv_cpu(u32.ravel(), out.ravel(), inc, _tap_weights(f, g), f.s, f.t, bias_arr, _geo_array(g, f.t.shape[0]))

@@ -24,7 +24,7 @@ from gpu.sh_basis import lmax_from_ncoeffs
 from gpu.sshopm_codegen import MAX_STARTS
 from gpu.sshopm_layout import (
     N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
-    P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
+    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
     S_MAX_ITERATIONS, S_SEEDS,
 )
 from gpu.sshopm_math import SHIFT_ADAPTIVE, SHIFT_FIXED
@@ -40,6 +40,17 @@ class PeaksOptions:
 
     Amplitudes are FOD values (the SH series) at the peak. A peak is reported when its
     amplitude is ≥ ``threshold`` and ≥ ``relative_threshold`` × the voxel's largest peak.
+
+    Of the ``starts`` well-spread start vectors, a start climbs when (``seeding``
+    "local-max") its FOD value is a discrete local maximum among its neighbours and at least
+    ``seed_fraction`` × the least reportable amplitude (with the largest start value standing
+    in for the largest peak). A start lies within half the start spacing of any lobe's peak,
+    where an lmax ≤ 12 FOD lobe keeps well over half its height, so 0.5 loses no reportable
+    peak; 0 climbs from every positive local maximum. ``shift`` "adaptive" is GEAP's shift,
+    "fixed" the convexity bound; ``newton`` finishes with Newton steps once the tangent
+    Hessian is negative definite. A climb stops when it moves less than ``step_tol``
+    radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
+    (then it is dropped and counted). Peaks closer than ``merge_angle`` degrees are one.
     """
 
     npeaks: int = 3
@@ -47,6 +58,7 @@ class PeaksOptions:
     relative_threshold: float = 0.1
     starts: int = 128
     seeding: Literal["local-max", "all"] = "local-max"
+    seed_fraction: float = 0.5
     shift: Literal["adaptive", "fixed"] = "adaptive"
     newton: bool = True
     max_iter: int = 30
@@ -70,6 +82,8 @@ class PeaksOptions:
             raise ValueError(f"seeding must be 'local-max' or 'all', not {self.seeding!r}")
         if self.shift not in ("adaptive", "fixed"):
             raise ValueError(f"shift must be 'adaptive' or 'fixed', not {self.shift!r}")
+        if not 0.0 <= self.seed_fraction <= 1.0:
+            raise ValueError(f"seed_fraction must be in [0, 1], not {self.seed_fraction}")
         if self.max_iter < 1:
             raise ValueError("max_iter must be at least 1")
 
@@ -114,6 +128,7 @@ def _kernel_params(options: PeaksOptions) -> tuple[np.ndarray, np.ndarray]:
     fparams[P_COS_MERGE] = math.cos(math.radians(options.merge_angle))
     fparams[P_THRESHOLD] = options.threshold
     fparams[P_REL_THRESHOLD] = options.relative_threshold
+    fparams[P_SEED_FRACTION] = options.seed_fraction
     iparams = np.zeros(N_IPARAMS, np.int64)
     iparams[P_MAX_ITER] = options.max_iter
     iparams[P_SHIFT] = SHIFT_FIXED if options.shift == "fixed" else SHIFT_ADAPTIVE

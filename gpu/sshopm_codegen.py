@@ -157,7 +157,7 @@ def climb_m{order}(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_la
 
 
 def _cuda_kernel(order: int, n_unique: int) -> str:
-    return f'''@cuda.jit(cache=True)
+    return f'''@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
 def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order {order}.
 
@@ -170,6 +170,7 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     seed_start = cuda.shared.array(MAX_STARTS, int32)
     cx = cuda.shared.array(MAX_STARTS, float32)
@@ -184,8 +185,19 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
         a[k] = tensors[v, k]
     cuda.syncthreads()
     f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    g[t] = f[t]
+    half = 1
+    while half < count:
+        half *= 2
+    half //= 2
     cuda.syncthreads()
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0) else 0
+    while half > 0:
+        if t < half and t + half < count:
+            g[t] = max(g[t], g[t + half])
+        half //= 2
+        cuda.syncthreads()
+    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     cuda.syncthreads()
     slot = sm.count_flags_before(t, flag)
     if flag[t] != 0:
@@ -255,9 +267,10 @@ def sshopm_cpu_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, ou
             a = tensors[v]
             for t in range(count):
                 f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+            floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0):
+                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
@@ -313,12 +326,16 @@ from numba.extending import register_jitable
 
 from gpu import sshopm_math as sm
 from gpu.sshopm_layout import (
-    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_LOCAL,
+    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
     P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
     S_SEEDS,
 )
 
 MAX_STARTS = {max_starts}
+
+# Fully unrolled code keeps every monomial live (209 registers at order 8); capping the
+# registers lets 4× more blocks share an SM, which measured 1.9× faster on an H100.
+MAX_REGISTERS = 64
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
 # the CUDA kernels in single precision while float64 CPU data stays float64.

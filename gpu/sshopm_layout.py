@@ -5,7 +5,7 @@ one compiled kernel serves every setting; these names keep host and device code 
 """
 
 __all__ = [
-    "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "N_FPARAMS",
+    "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "P_SEED_FRACTION", "N_FPARAMS",
     "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "N_IPARAMS",
     "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "N_STATS", "HIST_BINS",
 ]
@@ -17,7 +17,8 @@ P_MAX_STEP = 2
 P_COS_MERGE = 3
 P_THRESHOLD = 4
 P_REL_THRESHOLD = 5
-N_FPARAMS = 6
+P_SEED_FRACTION = 6
+N_FPARAMS = 7
 
 # integer parameters
 P_MAX_ITER = 0

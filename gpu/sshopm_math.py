@@ -32,6 +32,7 @@ __all__ = [
     "tangent_basis",
     "sshopm_step",
     "is_seed",
+    "seed_floor",
     "count_flags_before",
     "is_duplicate",
     "unique_rank",
@@ -174,10 +175,12 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
 
 
 @register_jitable
-def is_seed(t, f, neighbors, local_max_only):
-    """Start t seeds a climb when the FOD there is positive and, with ``local_max_only``, at
-    least its neighbours' values (ties go to the lower index): a discrete local maximum."""
-    if f[t] <= 0:
+def is_seed(t, f, neighbors, local_max_only, floor):
+    """Start t seeds a climb when the FOD there is positive and ≥ ``floor`` and, with
+    ``local_max_only``, at least its neighbours' values (ties go to the lower index): a
+    discrete local maximum. A climb only increases λ, so seeds far below the thresholds
+    would only find peaks that are dropped anyway (see PeaksOptions.seed_fraction)."""
+    if f[t] <= 0 or f[t] < floor:
         return False
     if local_max_only:
         for q in range(neighbors.shape[1]):
@@ -185,6 +188,12 @@ def is_seed(t, f, neighbors, local_max_only):
             if f[j] > f[t] or (f[j] == f[t] and j < t):
                 return False
     return True
+
+
+@register_jitable
+def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
+    """Least start value that may seed: seed_fraction × the least amplitude a peak may have."""
+    return seed_fraction * max(threshold, rel_threshold * fmax)
 
 
 @register_jitable

@@ -23,6 +23,7 @@ from numba import cuda, njit, prange
 
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.conv_tiling import CoreTile, core_block_threads, gpu_spec, select_tile_exhaustive, select_tile_model
+from gpu.cp_conv import _output_array
 from gpu.cuda_runtime import resolve_backend
 
 __all__ = [
@@ -292,12 +293,12 @@ class TuckerConvPlan:
 
 
 def tucker_conv2d(x, u_in, core, u_out, bias=None, stride=1, padding=0, dilation=1, backend="auto",
-                  tiling="model"):
+                  tiling="model", out=None):
     """Convolve an (N, C, H, W) float32 input with a Tucker-2 kernel (Xiang et al. Eqs. 1–4).
 
     Equals ``torch.nn.functional.conv2d`` with K[t,c,h,w] = Σ core[d2,d1,h,w]·U_in[c,d1]·
-    U_out[t,d2]. Arguments as :func:`gpu.cp_conv.cp_conv2d`; ``tiling`` as
-    :func:`tucker_core_conv2d`.
+    U_out[t,d2]. Arguments as :func:`gpu.cp_conv.cp_conv2d` (``out`` included); ``tiling``
+    as :func:`tucker_core_conv2d`.
     """
     f = check_tucker_factors(u_in, core, u_out, bias)
     backend = resolve_backend(backend)
@@ -310,9 +311,19 @@ def tucker_conv2d(x, u_in, core, u_out, bias=None, stride=1, padding=0, dilation
     if backend == "cpu":
         z1 = _pointwise_cpu(np.asarray(x, dtype=np.float32), f.u_in)
         z2 = _core_cpu(z1, f.core, replace(g, channels=z1.shape[1]))
-        return _pointwise_cpu(z2, np.ascontiguousarray(f.u_out.T), f.bias)
+        result = _pointwise_cpu(z2, np.ascontiguousarray(f.u_out.T), f.bias)
+        if out is None:
+            return result
+        _output_array(out, result.shape)[...] = result
+        return out
     plan = TuckerConvPlan(f, g, tiling)
-    d_x = x if on_device else cuda.to_device(np.ascontiguousarray(x, dtype=np.float32))
-    d_out = cuda.device_array((g.batch, plan.n_out, g.out_h, g.out_w), np.float32)
-    plan(d_x, d_out)
-    return d_out if on_device else d_out.copy_to_host()
+    shape = (g.batch, plan.n_out, g.out_h, g.out_w)
+    if on_device:
+        d_out = cuda.device_array(shape, np.float32)
+        plan(x, d_out)
+        return d_out
+    out = _output_array(out, shape)
+    d_out = cuda.to_device(out)
+    plan(cuda.to_device(np.ascontiguousarray(x, dtype=np.float32)), d_out)
+    d_out.copy_to_host(out)
+    return out
