@@ -9,7 +9,7 @@ what each function computes and gpu/sshopm_math.py for the order-independent ste
 # sshopm_layout.py sha256 eeee731e0dc4d9220ca9f3e5a92eb225529c528b070504a0665e811d2a0fda72
 
 import numpy as np
-from numba import cuda, float32, int32, njit, prange
+from numba import config, cuda, float32, int32, njit, prange
 from numba.extending import register_jitable
 
 from gpu import sshopm_math as sm
@@ -23,7 +23,8 @@ MAX_STARTS = 256
 
 # Fully unrolled code keeps every monomial live (209 registers at order 8); capping the
 # registers lets 4× more blocks share an SM, which measured 1.9× faster on an H100.
-MAX_REGISTERS = 64
+# (The simulator takes no register limit.)
+KERNEL_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
 # the CUDA kernels in single precision while float64 CPU data stays float64.
@@ -192,7 +193,7 @@ def climb_m2(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
     return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(**KERNEL_OPTIONS)
 def sshopm_cuda_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 2.
 
@@ -516,7 +517,7 @@ def climb_m4(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
     return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(**KERNEL_OPTIONS)
 def sshopm_cuda_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 4.
 
@@ -978,7 +979,7 @@ def climb_m6(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
     return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(**KERNEL_OPTIONS)
 def sshopm_cuda_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 6.
 
@@ -1626,7 +1627,7 @@ def climb_m8(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
     return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(**KERNEL_OPTIONS)
 def sshopm_cuda_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 8.
 
@@ -2508,7 +2509,7 @@ def climb_m10(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda,
     return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(**KERNEL_OPTIONS)
 def sshopm_cuda_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 10.
 
@@ -3672,7 +3673,7 @@ def climb_m12(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda,
     return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(cache=True, max_registers=MAX_REGISTERS)
+@cuda.jit(**KERNEL_OPTIONS)
 def sshopm_cuda_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 12.
 
