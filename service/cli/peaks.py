@@ -1,0 +1,97 @@
+"""``fibertensor peaks`` and ``fibertensor sample``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from service.cli import CommandError
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    peaks = subparsers.add_parser(
+        "peaks",
+        help="fiber directions of an SH FOD volume (SS-HOPM, GPU or CPU)",
+        description="Find the fiber directions (FOD maxima) of a 4D NIfTI of SH coefficients and write "
+        "OUT_PREFIX_peaks.nii.gz (MRtrix3 sh2peaks layout), _amplitudes.nii.gz, _count.nii.gz and OUT_PREFIX.json.",
+    )
+    peaks.add_argument("input", type=Path, metavar="IN", help="4D NIfTI of even-order SH coefficients")
+    peaks.add_argument("out_prefix", type=Path, metavar="OUT_PREFIX")
+    peaks.add_argument("--mask", type=Path, help="3D NIfTI mask on the same grid")
+    peaks.add_argument("--basis", choices=["mrtrix", "dipy"], default="mrtrix",
+                       help="SH basis of IN: MRtrix3's (default) or DIPY's descoteaux07")
+    peaks.add_argument("--npeaks", type=int, default=3, help="peaks per voxel (default 3)")
+    peaks.add_argument("--threshold", type=float, default=0.0, help="least peak amplitude (default 0)")
+    peaks.add_argument("--relative-threshold", type=float, default=0.1,
+                       help="least peak amplitude relative to the voxel's largest (default 0.1)")
+    peaks.add_argument("--starts", type=int, default=128, help="start vectors per voxel (default 128)")
+    peaks.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
+    peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    peaks.set_defaults(func=_peaks)
+
+    sample = subparsers.add_parser("sample", help="write a small FOD phantom with known fibers",
+                                   description="Write OUTDIR/fod.nii.gz, mask.nii.gz and the ground truth.")
+    sample.add_argument("outdir", type=Path, metavar="OUTDIR")
+    sample.add_argument("--shape", type=int, nargs=3, default=[24, 24, 12], metavar=("X", "Y", "Z"))
+    sample.add_argument("--lmax", type=int, default=8, choices=[2, 4, 6, 8, 10, 12])
+    sample.add_argument("--noise", type=float, default=0.02)
+    sample.add_argument("--seed", type=int, default=0)
+    sample.set_defaults(func=_sample)
+
+
+def _peaks(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from worker.errors import InputError
+    from worker.peaks_job import PeaksOutputs, PeaksParams, run_peaks
+
+    try:
+        params = PeaksParams(basis=args.basis, npeaks=args.npeaks, threshold=args.threshold,
+                             relative_threshold=args.relative_threshold, starts=args.starts, backend=args.backend)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise CommandError(f"--{problem['loc'][0].replace('_', '-')}: {problem['msg']}") from None
+    for path, what in ((args.input, "input"), (args.mask, "mask")):
+        if path is not None and not path.is_file():
+            raise CommandError(f"{what} file {str(path)!r} does not exist")
+    bar = None
+    if not args.quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=100, unit="%", desc="peaks", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed}<{remaining}")
+
+    def progress(fraction: float) -> None:
+        if bar is not None:
+            bar.n = round(100 * fraction)
+            bar.refresh()
+
+    try:
+        sidecar = run_peaks(args.input, PeaksOutputs.with_prefix(args.out_prefix), params, mask=args.mask,
+                            progress=progress)
+    except InputError as exc:
+        raise CommandError(exc.detail) from None
+    except (ValueError, RuntimeError) as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    if not args.quiet:
+        s = sidecar["seconds"]
+        print(f"{sidecar['voxels_processed']} voxels, lmax {sidecar['lmax']}, backend {sidecar['backend']} "
+              f"({sidecar['device']}): {sidecar['voxels_with_peaks']} with peaks, "
+              f"{sidecar['nonfinite_voxels']} non-finite, {sidecar['starts_hit_cap']} climbs hit the iteration cap; "
+              f"{s['total']:.2f} s (read {s['read']:.2f}, peaks {s['peaks_total']:.2f}, write {s['write']:.2f})")
+        print(f"wrote {args.out_prefix}_peaks.nii.gz, _amplitudes.nii.gz, _count.nii.gz, {args.out_prefix}.json")
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    from worker.peaks_sample import write_sample
+
+    paths = write_sample(args.outdir, tuple(args.shape), args.lmax, args.noise, args.seed)
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    print(f"next: fibertensor peaks {paths['fod']} {args.outdir / 'out'}")
+    return 0
