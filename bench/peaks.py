@@ -140,6 +140,34 @@ def run_dipy(sh, truth, npeaks, relative_threshold, voxels):
             "mean_error_deg": matched["mean_error"], "p95_error_deg": matched["p95_error"]}
 
 
+def file_to_file(sh, backend, starts):
+    """Seconds from .nii.gz to written outputs: in a warm process (second call of the job
+    function) and as a fresh ``fibertensor peaks`` process (compiled kernels come from
+    numba's on-disk cache, which the warm runs filled)."""
+    import nibabel as nib
+
+    from worker.peaks_job import PeaksOutputs, PeaksParams, run_peaks
+
+    timings = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        fod = Path(tmp, "fod.nii.gz")
+        nib.save(nib.Nifti1Image(sh, np.eye(4)), fod)
+        params = PeaksParams(backend=backend, starts=starts)
+        for attempt in range(2):
+            started = time.perf_counter()
+            sidecar = run_peaks(fod, PeaksOutputs.with_prefix(Path(tmp, f"warm{attempt}")), params)
+            timings["warm_worker_s"] = time.perf_counter() - started
+        timings["warm_read_s"] = sidecar["seconds"]["read"]
+        timings["warm_write_s"] = sidecar["seconds"]["write"]
+        timings["warm_peaks_s"] = sidecar["seconds"]["peaks_total"]
+        command = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "cold")), "--backend", backend,
+                   "--starts", str(starts), "--quiet"]
+        started = time.perf_counter()
+        subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        timings["cold_cli_s"] = time.perf_counter() - started
+    return timings
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
@@ -153,6 +181,8 @@ def main() -> None:
     parser.add_argument("--check-voxels", type=int, default=2000)
     parser.add_argument("--compare-backends", type=int, default=0, metavar="N",
                         help="also check CUDA against the CPU backend on the first N voxels")
+    parser.add_argument("--file-to-file", action="store_true",
+                        help="also time .nii.gz to outputs in a warm worker and from a fresh CLI process")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -184,8 +214,13 @@ def main() -> None:
     if "dipy" in args.peers and (row := run_dipy(sh, truth, 3, args.relative_threshold, args.dipy_voxels)):
         rows.append(row)
         print(json.dumps(row), flush=True)
+    files = {}
+    if args.file_to_file:
+        for backend in args.backends:
+            files[backend] = file_to_file(sh, backend, args.starts[0])
+            print(json.dumps({backend: files[backend]}), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"rows": rows, "file_to_file": files}, indent=2))
 
     reference = next((r for r in rows if r["method"] == "MRtrix3 sh2peaks"), rows[-1])
     print(f"\n{'method':44s} {'vox/s':>10s} {'× ' + reference['method'][:10]:>14s} {'kernel ms':>9s} "
@@ -197,6 +232,10 @@ def main() -> None:
               f"{r.get('kernel_ms', float('nan')):9.2f} {r['count_agreement']:8.3f} {r['mean_error_deg']:6.2f} "
               f"{r['p95_error_deg']:6.2f} {r.get('max_offset_from_exact_deg', float('nan')):8.1e} "
               f"{r.get('starts_climbed_per_voxel', float('nan')):6.1f} {it_text:>16s}")
+    for backend, t in files.items():
+        print(f"file to file ({backend}, {args.starts[0]} starts): warm worker {t['warm_worker_s']:.2f} s "
+              f"(read {t['warm_read_s']:.2f}, peaks {t['warm_peaks_s']:.2f}, write {t['warm_write_s']:.2f}); "
+              f"fresh CLI process {t['cold_cli_s']:.2f} s")
     for r in rows:
         if "fp32_peak_share" in r:
             print(f"{r['method']}: kernel {r['kernel_ms']:.2f} ms = {r['kernel_voxels_per_s'] / 1e6:.1f} M voxels/s, "
