@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+# the small layers launch fewer blocks than SMs on purpose; numba's warning is noise here
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
@@ -111,7 +113,7 @@ def check_small(rng, log) -> list[str]:
     """Every kernel vs float64 direct conv on small random shapes (strides, dilations, ranks)."""
     lines = []
     worst = 0.0
-    for trial in range(24):
+    for trial in range(16):
         n = int(rng.integers(1, 4))
         c = int(rng.integers(1, 40))
         h, w = int(rng.integers(5, 20)), int(rng.integers(5, 20))

@@ -2,7 +2,7 @@
 ``python3 -m gpu.conv_codegen``.
 """
 # fmt: off
-from numba import cuda, float32
+from numba import cuda, float32, int32, uint64
 
 from gpu.cuda_runtime import simulator_active
 
@@ -27,8 +27,10 @@ CP_BLOCK = 256
 @cuda.jit(cache=True)
 def cp_conv_r1(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 1. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·1); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·1); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·1 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -39,9 +41,16 @@ def cp_conv_r1(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 1, cuda.blockDim.x):
+    kr_all = n_taps * 1
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -57,18 +66,43 @@ def cp_conv_r1(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
             p0 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 1
+                    p0 += v0 * hw_s[kr + 0]
+                    p0 += v1 * hw_s[kr + 1]
+                    p0 += v2 * hw_s[kr + 2]
+                    p0 += v3 * hw_s[kr + 3]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 1
                     p0 += v * hw_s[kr + 0]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 1
+                        p0 += v * hw_s[kr + 0]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             ptr += skip
     m = s_tile >> 1
@@ -87,8 +121,10 @@ def cp_conv_r1(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r2(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 2. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·2); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·2); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·2 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -99,9 +135,16 @@ def cp_conv_r2(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 2, cuda.blockDim.x):
+    kr_all = n_taps * 2
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -118,20 +161,50 @@ def cp_conv_r2(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
             p0 = float32(0.0)
             p1 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 2
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p0 += v1 * hw_s[kr + 2]
+                    p1 += v1 * hw_s[kr + 3]
+                    p0 += v2 * hw_s[kr + 4]
+                    p1 += v2 * hw_s[kr + 5]
+                    p0 += v3 * hw_s[kr + 6]
+                    p1 += v3 * hw_s[kr + 7]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 2
                     p0 += v * hw_s[kr + 0]
                     p1 += v * hw_s[kr + 1]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 2
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             ptr += skip
@@ -152,8 +225,10 @@ def cp_conv_r2(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r3(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 3. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·3); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·3); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·3 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -164,9 +239,16 @@ def cp_conv_r3(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 3, cuda.blockDim.x):
+    kr_all = n_taps * 3
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -184,22 +266,57 @@ def cp_conv_r3(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
             p0 = float32(0.0)
             p1 = float32(0.0)
             p2 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 3
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p0 += v1 * hw_s[kr + 3]
+                    p1 += v1 * hw_s[kr + 4]
+                    p2 += v1 * hw_s[kr + 5]
+                    p0 += v2 * hw_s[kr + 6]
+                    p1 += v2 * hw_s[kr + 7]
+                    p2 += v2 * hw_s[kr + 8]
+                    p0 += v3 * hw_s[kr + 9]
+                    p1 += v3 * hw_s[kr + 10]
+                    p2 += v3 * hw_s[kr + 11]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 3
                     p0 += v * hw_s[kr + 0]
                     p1 += v * hw_s[kr + 1]
                     p2 += v * hw_s[kr + 2]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 3
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -222,8 +339,10 @@ def cp_conv_r3(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r4(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 4. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·4); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·4); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·4 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -234,9 +353,16 @@ def cp_conv_r4(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 4, cuda.blockDim.x):
+    kr_all = n_taps * 4
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -255,6 +381,7 @@ def cp_conv_r4(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -262,17 +389,56 @@ def cp_conv_r4(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p1 = float32(0.0)
             p2 = float32(0.0)
             p3 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 4
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p0 += v1 * hw_s[kr + 4]
+                    p1 += v1 * hw_s[kr + 5]
+                    p2 += v1 * hw_s[kr + 6]
+                    p3 += v1 * hw_s[kr + 7]
+                    p0 += v2 * hw_s[kr + 8]
+                    p1 += v2 * hw_s[kr + 9]
+                    p2 += v2 * hw_s[kr + 10]
+                    p3 += v2 * hw_s[kr + 11]
+                    p0 += v3 * hw_s[kr + 12]
+                    p1 += v3 * hw_s[kr + 13]
+                    p2 += v3 * hw_s[kr + 14]
+                    p3 += v3 * hw_s[kr + 15]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 4
                     p0 += v * hw_s[kr + 0]
                     p1 += v * hw_s[kr + 1]
                     p2 += v * hw_s[kr + 2]
                     p3 += v * hw_s[kr + 3]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 4
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -297,8 +463,10 @@ def cp_conv_r4(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r5(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 5. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·5); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·5); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·5 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -309,9 +477,16 @@ def cp_conv_r5(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 5, cuda.blockDim.x):
+    kr_all = n_taps * 5
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -331,6 +506,7 @@ def cp_conv_r5(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -339,8 +515,40 @@ def cp_conv_r5(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p2 = float32(0.0)
             p3 = float32(0.0)
             p4 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 5
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p0 += v1 * hw_s[kr + 5]
+                    p1 += v1 * hw_s[kr + 6]
+                    p2 += v1 * hw_s[kr + 7]
+                    p3 += v1 * hw_s[kr + 8]
+                    p4 += v1 * hw_s[kr + 9]
+                    p0 += v2 * hw_s[kr + 10]
+                    p1 += v2 * hw_s[kr + 11]
+                    p2 += v2 * hw_s[kr + 12]
+                    p3 += v2 * hw_s[kr + 13]
+                    p4 += v2 * hw_s[kr + 14]
+                    p0 += v3 * hw_s[kr + 15]
+                    p1 += v3 * hw_s[kr + 16]
+                    p2 += v3 * hw_s[kr + 17]
+                    p3 += v3 * hw_s[kr + 18]
+                    p4 += v3 * hw_s[kr + 19]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 5
                     p0 += v * hw_s[kr + 0]
@@ -348,9 +556,21 @@ def cp_conv_r5(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p2 += v * hw_s[kr + 2]
                     p3 += v * hw_s[kr + 3]
                     p4 += v * hw_s[kr + 4]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 5
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -377,8 +597,10 @@ def cp_conv_r5(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r6(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 6. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·6); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·6); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·6 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -389,9 +611,16 @@ def cp_conv_r6(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 6, cuda.blockDim.x):
+    kr_all = n_taps * 6
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -412,6 +641,7 @@ def cp_conv_r6(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -421,8 +651,44 @@ def cp_conv_r6(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p3 = float32(0.0)
             p4 = float32(0.0)
             p5 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 6
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p0 += v1 * hw_s[kr + 6]
+                    p1 += v1 * hw_s[kr + 7]
+                    p2 += v1 * hw_s[kr + 8]
+                    p3 += v1 * hw_s[kr + 9]
+                    p4 += v1 * hw_s[kr + 10]
+                    p5 += v1 * hw_s[kr + 11]
+                    p0 += v2 * hw_s[kr + 12]
+                    p1 += v2 * hw_s[kr + 13]
+                    p2 += v2 * hw_s[kr + 14]
+                    p3 += v2 * hw_s[kr + 15]
+                    p4 += v2 * hw_s[kr + 16]
+                    p5 += v2 * hw_s[kr + 17]
+                    p0 += v3 * hw_s[kr + 18]
+                    p1 += v3 * hw_s[kr + 19]
+                    p2 += v3 * hw_s[kr + 20]
+                    p3 += v3 * hw_s[kr + 21]
+                    p4 += v3 * hw_s[kr + 22]
+                    p5 += v3 * hw_s[kr + 23]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 6
                     p0 += v * hw_s[kr + 0]
@@ -431,9 +697,22 @@ def cp_conv_r6(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p3 += v * hw_s[kr + 3]
                     p4 += v * hw_s[kr + 4]
                     p5 += v * hw_s[kr + 5]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 6
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -462,8 +741,10 @@ def cp_conv_r6(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r7(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 7. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·7); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·7); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·7 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -474,9 +755,16 @@ def cp_conv_r7(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 7, cuda.blockDim.x):
+    kr_all = n_taps * 7
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -498,6 +786,7 @@ def cp_conv_r7(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -508,8 +797,48 @@ def cp_conv_r7(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p4 = float32(0.0)
             p5 = float32(0.0)
             p6 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 7
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p0 += v1 * hw_s[kr + 7]
+                    p1 += v1 * hw_s[kr + 8]
+                    p2 += v1 * hw_s[kr + 9]
+                    p3 += v1 * hw_s[kr + 10]
+                    p4 += v1 * hw_s[kr + 11]
+                    p5 += v1 * hw_s[kr + 12]
+                    p6 += v1 * hw_s[kr + 13]
+                    p0 += v2 * hw_s[kr + 14]
+                    p1 += v2 * hw_s[kr + 15]
+                    p2 += v2 * hw_s[kr + 16]
+                    p3 += v2 * hw_s[kr + 17]
+                    p4 += v2 * hw_s[kr + 18]
+                    p5 += v2 * hw_s[kr + 19]
+                    p6 += v2 * hw_s[kr + 20]
+                    p0 += v3 * hw_s[kr + 21]
+                    p1 += v3 * hw_s[kr + 22]
+                    p2 += v3 * hw_s[kr + 23]
+                    p3 += v3 * hw_s[kr + 24]
+                    p4 += v3 * hw_s[kr + 25]
+                    p5 += v3 * hw_s[kr + 26]
+                    p6 += v3 * hw_s[kr + 27]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 7
                     p0 += v * hw_s[kr + 0]
@@ -519,9 +848,23 @@ def cp_conv_r7(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p4 += v * hw_s[kr + 4]
                     p5 += v * hw_s[kr + 5]
                     p6 += v * hw_s[kr + 6]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 7
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -552,8 +895,10 @@ def cp_conv_r7(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r8(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 8. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·8); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·8); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·8 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -564,9 +909,16 @@ def cp_conv_r8(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 8, cuda.blockDim.x):
+    kr_all = n_taps * 8
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -589,6 +941,7 @@ def cp_conv_r8(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -600,8 +953,52 @@ def cp_conv_r8(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p5 = float32(0.0)
             p6 = float32(0.0)
             p7 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 8
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p0 += v1 * hw_s[kr + 8]
+                    p1 += v1 * hw_s[kr + 9]
+                    p2 += v1 * hw_s[kr + 10]
+                    p3 += v1 * hw_s[kr + 11]
+                    p4 += v1 * hw_s[kr + 12]
+                    p5 += v1 * hw_s[kr + 13]
+                    p6 += v1 * hw_s[kr + 14]
+                    p7 += v1 * hw_s[kr + 15]
+                    p0 += v2 * hw_s[kr + 16]
+                    p1 += v2 * hw_s[kr + 17]
+                    p2 += v2 * hw_s[kr + 18]
+                    p3 += v2 * hw_s[kr + 19]
+                    p4 += v2 * hw_s[kr + 20]
+                    p5 += v2 * hw_s[kr + 21]
+                    p6 += v2 * hw_s[kr + 22]
+                    p7 += v2 * hw_s[kr + 23]
+                    p0 += v3 * hw_s[kr + 24]
+                    p1 += v3 * hw_s[kr + 25]
+                    p2 += v3 * hw_s[kr + 26]
+                    p3 += v3 * hw_s[kr + 27]
+                    p4 += v3 * hw_s[kr + 28]
+                    p5 += v3 * hw_s[kr + 29]
+                    p6 += v3 * hw_s[kr + 30]
+                    p7 += v3 * hw_s[kr + 31]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 8
                     p0 += v * hw_s[kr + 0]
@@ -612,9 +1009,24 @@ def cp_conv_r8(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p5 += v * hw_s[kr + 5]
                     p6 += v * hw_s[kr + 6]
                     p7 += v * hw_s[kr + 7]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 8
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -647,8 +1059,10 @@ def cp_conv_r8(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r9(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 9. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·9); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·9); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·9 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -659,9 +1073,16 @@ def cp_conv_r9(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 9, cuda.blockDim.x):
+    kr_all = n_taps * 9
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -685,6 +1106,7 @@ def cp_conv_r9(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -697,8 +1119,56 @@ def cp_conv_r9(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p6 = float32(0.0)
             p7 = float32(0.0)
             p8 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 9
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p0 += v1 * hw_s[kr + 9]
+                    p1 += v1 * hw_s[kr + 10]
+                    p2 += v1 * hw_s[kr + 11]
+                    p3 += v1 * hw_s[kr + 12]
+                    p4 += v1 * hw_s[kr + 13]
+                    p5 += v1 * hw_s[kr + 14]
+                    p6 += v1 * hw_s[kr + 15]
+                    p7 += v1 * hw_s[kr + 16]
+                    p8 += v1 * hw_s[kr + 17]
+                    p0 += v2 * hw_s[kr + 18]
+                    p1 += v2 * hw_s[kr + 19]
+                    p2 += v2 * hw_s[kr + 20]
+                    p3 += v2 * hw_s[kr + 21]
+                    p4 += v2 * hw_s[kr + 22]
+                    p5 += v2 * hw_s[kr + 23]
+                    p6 += v2 * hw_s[kr + 24]
+                    p7 += v2 * hw_s[kr + 25]
+                    p8 += v2 * hw_s[kr + 26]
+                    p0 += v3 * hw_s[kr + 27]
+                    p1 += v3 * hw_s[kr + 28]
+                    p2 += v3 * hw_s[kr + 29]
+                    p3 += v3 * hw_s[kr + 30]
+                    p4 += v3 * hw_s[kr + 31]
+                    p5 += v3 * hw_s[kr + 32]
+                    p6 += v3 * hw_s[kr + 33]
+                    p7 += v3 * hw_s[kr + 34]
+                    p8 += v3 * hw_s[kr + 35]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 9
                     p0 += v * hw_s[kr + 0]
@@ -710,9 +1180,25 @@ def cp_conv_r9(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p6 += v * hw_s[kr + 6]
                     p7 += v * hw_s[kr + 7]
                     p8 += v * hw_s[kr + 8]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 9
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -747,8 +1233,10 @@ def cp_conv_r9(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r10(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 10. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·10); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·10); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·10 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -759,9 +1247,16 @@ def cp_conv_r10(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 10, cuda.blockDim.x):
+    kr_all = n_taps * 10
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -786,6 +1281,7 @@ def cp_conv_r10(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -799,8 +1295,60 @@ def cp_conv_r10(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p7 = float32(0.0)
             p8 = float32(0.0)
             p9 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 10
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p9 += v0 * hw_s[kr + 9]
+                    p0 += v1 * hw_s[kr + 10]
+                    p1 += v1 * hw_s[kr + 11]
+                    p2 += v1 * hw_s[kr + 12]
+                    p3 += v1 * hw_s[kr + 13]
+                    p4 += v1 * hw_s[kr + 14]
+                    p5 += v1 * hw_s[kr + 15]
+                    p6 += v1 * hw_s[kr + 16]
+                    p7 += v1 * hw_s[kr + 17]
+                    p8 += v1 * hw_s[kr + 18]
+                    p9 += v1 * hw_s[kr + 19]
+                    p0 += v2 * hw_s[kr + 20]
+                    p1 += v2 * hw_s[kr + 21]
+                    p2 += v2 * hw_s[kr + 22]
+                    p3 += v2 * hw_s[kr + 23]
+                    p4 += v2 * hw_s[kr + 24]
+                    p5 += v2 * hw_s[kr + 25]
+                    p6 += v2 * hw_s[kr + 26]
+                    p7 += v2 * hw_s[kr + 27]
+                    p8 += v2 * hw_s[kr + 28]
+                    p9 += v2 * hw_s[kr + 29]
+                    p0 += v3 * hw_s[kr + 30]
+                    p1 += v3 * hw_s[kr + 31]
+                    p2 += v3 * hw_s[kr + 32]
+                    p3 += v3 * hw_s[kr + 33]
+                    p4 += v3 * hw_s[kr + 34]
+                    p5 += v3 * hw_s[kr + 35]
+                    p6 += v3 * hw_s[kr + 36]
+                    p7 += v3 * hw_s[kr + 37]
+                    p8 += v3 * hw_s[kr + 38]
+                    p9 += v3 * hw_s[kr + 39]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 10
                     p0 += v * hw_s[kr + 0]
@@ -813,9 +1361,26 @@ def cp_conv_r10(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p7 += v * hw_s[kr + 7]
                     p8 += v * hw_s[kr + 8]
                     p9 += v * hw_s[kr + 9]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 10
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                        p9 += v * hw_s[kr + 9]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -852,8 +1417,10 @@ def cp_conv_r10(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r11(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 11. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·11); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·11); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·11 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -864,9 +1431,16 @@ def cp_conv_r11(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 11, cuda.blockDim.x):
+    kr_all = n_taps * 11
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -892,6 +1466,7 @@ def cp_conv_r11(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -906,8 +1481,64 @@ def cp_conv_r11(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p8 = float32(0.0)
             p9 = float32(0.0)
             p10 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 11
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p9 += v0 * hw_s[kr + 9]
+                    p10 += v0 * hw_s[kr + 10]
+                    p0 += v1 * hw_s[kr + 11]
+                    p1 += v1 * hw_s[kr + 12]
+                    p2 += v1 * hw_s[kr + 13]
+                    p3 += v1 * hw_s[kr + 14]
+                    p4 += v1 * hw_s[kr + 15]
+                    p5 += v1 * hw_s[kr + 16]
+                    p6 += v1 * hw_s[kr + 17]
+                    p7 += v1 * hw_s[kr + 18]
+                    p8 += v1 * hw_s[kr + 19]
+                    p9 += v1 * hw_s[kr + 20]
+                    p10 += v1 * hw_s[kr + 21]
+                    p0 += v2 * hw_s[kr + 22]
+                    p1 += v2 * hw_s[kr + 23]
+                    p2 += v2 * hw_s[kr + 24]
+                    p3 += v2 * hw_s[kr + 25]
+                    p4 += v2 * hw_s[kr + 26]
+                    p5 += v2 * hw_s[kr + 27]
+                    p6 += v2 * hw_s[kr + 28]
+                    p7 += v2 * hw_s[kr + 29]
+                    p8 += v2 * hw_s[kr + 30]
+                    p9 += v2 * hw_s[kr + 31]
+                    p10 += v2 * hw_s[kr + 32]
+                    p0 += v3 * hw_s[kr + 33]
+                    p1 += v3 * hw_s[kr + 34]
+                    p2 += v3 * hw_s[kr + 35]
+                    p3 += v3 * hw_s[kr + 36]
+                    p4 += v3 * hw_s[kr + 37]
+                    p5 += v3 * hw_s[kr + 38]
+                    p6 += v3 * hw_s[kr + 39]
+                    p7 += v3 * hw_s[kr + 40]
+                    p8 += v3 * hw_s[kr + 41]
+                    p9 += v3 * hw_s[kr + 42]
+                    p10 += v3 * hw_s[kr + 43]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 11
                     p0 += v * hw_s[kr + 0]
@@ -921,9 +1552,27 @@ def cp_conv_r11(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p8 += v * hw_s[kr + 8]
                     p9 += v * hw_s[kr + 9]
                     p10 += v * hw_s[kr + 10]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 11
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                        p9 += v * hw_s[kr + 9]
+                        p10 += v * hw_s[kr + 10]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -962,8 +1611,10 @@ def cp_conv_r11(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r12(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 12. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·12); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·12); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·12 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -974,9 +1625,16 @@ def cp_conv_r12(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 12, cuda.blockDim.x):
+    kr_all = n_taps * 12
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -1003,6 +1661,7 @@ def cp_conv_r12(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -1018,8 +1677,68 @@ def cp_conv_r12(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p9 = float32(0.0)
             p10 = float32(0.0)
             p11 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 12
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p9 += v0 * hw_s[kr + 9]
+                    p10 += v0 * hw_s[kr + 10]
+                    p11 += v0 * hw_s[kr + 11]
+                    p0 += v1 * hw_s[kr + 12]
+                    p1 += v1 * hw_s[kr + 13]
+                    p2 += v1 * hw_s[kr + 14]
+                    p3 += v1 * hw_s[kr + 15]
+                    p4 += v1 * hw_s[kr + 16]
+                    p5 += v1 * hw_s[kr + 17]
+                    p6 += v1 * hw_s[kr + 18]
+                    p7 += v1 * hw_s[kr + 19]
+                    p8 += v1 * hw_s[kr + 20]
+                    p9 += v1 * hw_s[kr + 21]
+                    p10 += v1 * hw_s[kr + 22]
+                    p11 += v1 * hw_s[kr + 23]
+                    p0 += v2 * hw_s[kr + 24]
+                    p1 += v2 * hw_s[kr + 25]
+                    p2 += v2 * hw_s[kr + 26]
+                    p3 += v2 * hw_s[kr + 27]
+                    p4 += v2 * hw_s[kr + 28]
+                    p5 += v2 * hw_s[kr + 29]
+                    p6 += v2 * hw_s[kr + 30]
+                    p7 += v2 * hw_s[kr + 31]
+                    p8 += v2 * hw_s[kr + 32]
+                    p9 += v2 * hw_s[kr + 33]
+                    p10 += v2 * hw_s[kr + 34]
+                    p11 += v2 * hw_s[kr + 35]
+                    p0 += v3 * hw_s[kr + 36]
+                    p1 += v3 * hw_s[kr + 37]
+                    p2 += v3 * hw_s[kr + 38]
+                    p3 += v3 * hw_s[kr + 39]
+                    p4 += v3 * hw_s[kr + 40]
+                    p5 += v3 * hw_s[kr + 41]
+                    p6 += v3 * hw_s[kr + 42]
+                    p7 += v3 * hw_s[kr + 43]
+                    p8 += v3 * hw_s[kr + 44]
+                    p9 += v3 * hw_s[kr + 45]
+                    p10 += v3 * hw_s[kr + 46]
+                    p11 += v3 * hw_s[kr + 47]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 12
                     p0 += v * hw_s[kr + 0]
@@ -1034,9 +1753,28 @@ def cp_conv_r12(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p9 += v * hw_s[kr + 9]
                     p10 += v * hw_s[kr + 10]
                     p11 += v * hw_s[kr + 11]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 12
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                        p9 += v * hw_s[kr + 9]
+                        p10 += v * hw_s[kr + 10]
+                        p11 += v * hw_s[kr + 11]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -1077,8 +1815,10 @@ def cp_conv_r12(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r13(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 13. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·13); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·13); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·13 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -1089,9 +1829,16 @@ def cp_conv_r13(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 13, cuda.blockDim.x):
+    kr_all = n_taps * 13
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -1119,6 +1866,7 @@ def cp_conv_r13(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -1135,8 +1883,72 @@ def cp_conv_r13(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p10 = float32(0.0)
             p11 = float32(0.0)
             p12 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 13
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p9 += v0 * hw_s[kr + 9]
+                    p10 += v0 * hw_s[kr + 10]
+                    p11 += v0 * hw_s[kr + 11]
+                    p12 += v0 * hw_s[kr + 12]
+                    p0 += v1 * hw_s[kr + 13]
+                    p1 += v1 * hw_s[kr + 14]
+                    p2 += v1 * hw_s[kr + 15]
+                    p3 += v1 * hw_s[kr + 16]
+                    p4 += v1 * hw_s[kr + 17]
+                    p5 += v1 * hw_s[kr + 18]
+                    p6 += v1 * hw_s[kr + 19]
+                    p7 += v1 * hw_s[kr + 20]
+                    p8 += v1 * hw_s[kr + 21]
+                    p9 += v1 * hw_s[kr + 22]
+                    p10 += v1 * hw_s[kr + 23]
+                    p11 += v1 * hw_s[kr + 24]
+                    p12 += v1 * hw_s[kr + 25]
+                    p0 += v2 * hw_s[kr + 26]
+                    p1 += v2 * hw_s[kr + 27]
+                    p2 += v2 * hw_s[kr + 28]
+                    p3 += v2 * hw_s[kr + 29]
+                    p4 += v2 * hw_s[kr + 30]
+                    p5 += v2 * hw_s[kr + 31]
+                    p6 += v2 * hw_s[kr + 32]
+                    p7 += v2 * hw_s[kr + 33]
+                    p8 += v2 * hw_s[kr + 34]
+                    p9 += v2 * hw_s[kr + 35]
+                    p10 += v2 * hw_s[kr + 36]
+                    p11 += v2 * hw_s[kr + 37]
+                    p12 += v2 * hw_s[kr + 38]
+                    p0 += v3 * hw_s[kr + 39]
+                    p1 += v3 * hw_s[kr + 40]
+                    p2 += v3 * hw_s[kr + 41]
+                    p3 += v3 * hw_s[kr + 42]
+                    p4 += v3 * hw_s[kr + 43]
+                    p5 += v3 * hw_s[kr + 44]
+                    p6 += v3 * hw_s[kr + 45]
+                    p7 += v3 * hw_s[kr + 46]
+                    p8 += v3 * hw_s[kr + 47]
+                    p9 += v3 * hw_s[kr + 48]
+                    p10 += v3 * hw_s[kr + 49]
+                    p11 += v3 * hw_s[kr + 50]
+                    p12 += v3 * hw_s[kr + 51]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 13
                     p0 += v * hw_s[kr + 0]
@@ -1152,9 +1964,29 @@ def cp_conv_r13(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p10 += v * hw_s[kr + 10]
                     p11 += v * hw_s[kr + 11]
                     p12 += v * hw_s[kr + 12]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 13
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                        p9 += v * hw_s[kr + 9]
+                        p10 += v * hw_s[kr + 10]
+                        p11 += v * hw_s[kr + 11]
+                        p12 += v * hw_s[kr + 12]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -1197,8 +2029,10 @@ def cp_conv_r13(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r14(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 14. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·14); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·14); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·14 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -1209,9 +2043,16 @@ def cp_conv_r14(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 14, cuda.blockDim.x):
+    kr_all = n_taps * 14
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -1240,6 +2081,7 @@ def cp_conv_r14(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -1257,8 +2099,76 @@ def cp_conv_r14(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p11 = float32(0.0)
             p12 = float32(0.0)
             p13 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 14
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p9 += v0 * hw_s[kr + 9]
+                    p10 += v0 * hw_s[kr + 10]
+                    p11 += v0 * hw_s[kr + 11]
+                    p12 += v0 * hw_s[kr + 12]
+                    p13 += v0 * hw_s[kr + 13]
+                    p0 += v1 * hw_s[kr + 14]
+                    p1 += v1 * hw_s[kr + 15]
+                    p2 += v1 * hw_s[kr + 16]
+                    p3 += v1 * hw_s[kr + 17]
+                    p4 += v1 * hw_s[kr + 18]
+                    p5 += v1 * hw_s[kr + 19]
+                    p6 += v1 * hw_s[kr + 20]
+                    p7 += v1 * hw_s[kr + 21]
+                    p8 += v1 * hw_s[kr + 22]
+                    p9 += v1 * hw_s[kr + 23]
+                    p10 += v1 * hw_s[kr + 24]
+                    p11 += v1 * hw_s[kr + 25]
+                    p12 += v1 * hw_s[kr + 26]
+                    p13 += v1 * hw_s[kr + 27]
+                    p0 += v2 * hw_s[kr + 28]
+                    p1 += v2 * hw_s[kr + 29]
+                    p2 += v2 * hw_s[kr + 30]
+                    p3 += v2 * hw_s[kr + 31]
+                    p4 += v2 * hw_s[kr + 32]
+                    p5 += v2 * hw_s[kr + 33]
+                    p6 += v2 * hw_s[kr + 34]
+                    p7 += v2 * hw_s[kr + 35]
+                    p8 += v2 * hw_s[kr + 36]
+                    p9 += v2 * hw_s[kr + 37]
+                    p10 += v2 * hw_s[kr + 38]
+                    p11 += v2 * hw_s[kr + 39]
+                    p12 += v2 * hw_s[kr + 40]
+                    p13 += v2 * hw_s[kr + 41]
+                    p0 += v3 * hw_s[kr + 42]
+                    p1 += v3 * hw_s[kr + 43]
+                    p2 += v3 * hw_s[kr + 44]
+                    p3 += v3 * hw_s[kr + 45]
+                    p4 += v3 * hw_s[kr + 46]
+                    p5 += v3 * hw_s[kr + 47]
+                    p6 += v3 * hw_s[kr + 48]
+                    p7 += v3 * hw_s[kr + 49]
+                    p8 += v3 * hw_s[kr + 50]
+                    p9 += v3 * hw_s[kr + 51]
+                    p10 += v3 * hw_s[kr + 52]
+                    p11 += v3 * hw_s[kr + 53]
+                    p12 += v3 * hw_s[kr + 54]
+                    p13 += v3 * hw_s[kr + 55]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 14
                     p0 += v * hw_s[kr + 0]
@@ -1275,9 +2185,30 @@ def cp_conv_r14(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p11 += v * hw_s[kr + 11]
                     p12 += v * hw_s[kr + 12]
                     p13 += v * hw_s[kr + 13]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 14
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                        p9 += v * hw_s[kr + 9]
+                        p10 += v * hw_s[kr + 10]
+                        p11 += v * hw_s[kr + 11]
+                        p12 += v * hw_s[kr + 12]
+                        p13 += v * hw_s[kr + 13]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -1322,8 +2253,10 @@ def cp_conv_r14(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r15(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 15. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·15); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·15); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·15 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -1334,9 +2267,16 @@ def cp_conv_r15(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 15, cuda.blockDim.x):
+    kr_all = n_taps * 15
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -1366,6 +2306,7 @@ def cp_conv_r15(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -1384,8 +2325,80 @@ def cp_conv_r15(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p12 = float32(0.0)
             p13 = float32(0.0)
             p14 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 15
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p9 += v0 * hw_s[kr + 9]
+                    p10 += v0 * hw_s[kr + 10]
+                    p11 += v0 * hw_s[kr + 11]
+                    p12 += v0 * hw_s[kr + 12]
+                    p13 += v0 * hw_s[kr + 13]
+                    p14 += v0 * hw_s[kr + 14]
+                    p0 += v1 * hw_s[kr + 15]
+                    p1 += v1 * hw_s[kr + 16]
+                    p2 += v1 * hw_s[kr + 17]
+                    p3 += v1 * hw_s[kr + 18]
+                    p4 += v1 * hw_s[kr + 19]
+                    p5 += v1 * hw_s[kr + 20]
+                    p6 += v1 * hw_s[kr + 21]
+                    p7 += v1 * hw_s[kr + 22]
+                    p8 += v1 * hw_s[kr + 23]
+                    p9 += v1 * hw_s[kr + 24]
+                    p10 += v1 * hw_s[kr + 25]
+                    p11 += v1 * hw_s[kr + 26]
+                    p12 += v1 * hw_s[kr + 27]
+                    p13 += v1 * hw_s[kr + 28]
+                    p14 += v1 * hw_s[kr + 29]
+                    p0 += v2 * hw_s[kr + 30]
+                    p1 += v2 * hw_s[kr + 31]
+                    p2 += v2 * hw_s[kr + 32]
+                    p3 += v2 * hw_s[kr + 33]
+                    p4 += v2 * hw_s[kr + 34]
+                    p5 += v2 * hw_s[kr + 35]
+                    p6 += v2 * hw_s[kr + 36]
+                    p7 += v2 * hw_s[kr + 37]
+                    p8 += v2 * hw_s[kr + 38]
+                    p9 += v2 * hw_s[kr + 39]
+                    p10 += v2 * hw_s[kr + 40]
+                    p11 += v2 * hw_s[kr + 41]
+                    p12 += v2 * hw_s[kr + 42]
+                    p13 += v2 * hw_s[kr + 43]
+                    p14 += v2 * hw_s[kr + 44]
+                    p0 += v3 * hw_s[kr + 45]
+                    p1 += v3 * hw_s[kr + 46]
+                    p2 += v3 * hw_s[kr + 47]
+                    p3 += v3 * hw_s[kr + 48]
+                    p4 += v3 * hw_s[kr + 49]
+                    p5 += v3 * hw_s[kr + 50]
+                    p6 += v3 * hw_s[kr + 51]
+                    p7 += v3 * hw_s[kr + 52]
+                    p8 += v3 * hw_s[kr + 53]
+                    p9 += v3 * hw_s[kr + 54]
+                    p10 += v3 * hw_s[kr + 55]
+                    p11 += v3 * hw_s[kr + 56]
+                    p12 += v3 * hw_s[kr + 57]
+                    p13 += v3 * hw_s[kr + 58]
+                    p14 += v3 * hw_s[kr + 59]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 15
                     p0 += v * hw_s[kr + 0]
@@ -1403,9 +2416,31 @@ def cp_conv_r15(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p12 += v * hw_s[kr + 12]
                     p13 += v * hw_s[kr + 13]
                     p14 += v * hw_s[kr + 14]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 15
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                        p9 += v * hw_s[kr + 9]
+                        p10 += v * hw_s[kr + 10]
+                        p11 += v * hw_s[kr + 11]
+                        p12 += v * hw_s[kr + 12]
+                        p13 += v * hw_s[kr + 13]
+                        p14 += v * hw_s[kr + 14]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]
@@ -1452,8 +2487,10 @@ def cp_conv_r15(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 @cuda.jit(cache=True)
 def cp_conv_r16(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     """Fused CP conv, rank 16. u, out: flat NCHW; inc: pointer increments (K, 3);
-    hw: H∘W per tap, flat (K·16); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K."""
+    hw: H∘W per tap, flat (K·16); geo: N, C, H, W, T, Ho, Wo, sh, sw, pt, pl, K,
+    (kh−1)·dil_h, (kw−1)·dil_w. Dynamic shared memory: K·16 floats, then 3·K ints."""
     hw_s = cuda.shared.array(0, float32)
+    inc_s = cuda.shared.array(0, int32)
     scratch = cuda.shared.array(CP_BLOCK, float32)
     tid = cuda.threadIdx.x
     n_img = geo[0]
@@ -1464,9 +2501,16 @@ def cp_conv_r16(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
     out_h = geo[5]
     out_w = geo[6]
     n_taps = geo[11]
-    for i in range(tid, n_taps * 16, cuda.blockDim.x):
+    kr_all = n_taps * 16
+    for i in range(tid, kr_all, cuda.blockDim.x):
         hw_s[i] = hw[i]
+    for i in range(tid, n_taps, cuda.blockDim.x):
+        inc_s[kr_all + i] = inc[i, 0]
+        inc_s[kr_all + n_taps + i] = inc[i, 1]
+        inc_s[kr_all + 2 * n_taps + i] = inc[i, 2]
     cuda.syncthreads()
+    o_dy = kr_all + n_taps
+    o_dx = kr_all + 2 * n_taps
     lane = tid % s_tile
     pix = cuda.blockIdx.x * (cuda.blockDim.x // s_tile) + tid // s_tile
     plane_out = out_h * out_w
@@ -1497,6 +2541,7 @@ def cp_conv_r16(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
         ox = rem - oy * out_w
         y = oy * geo[7] - geo[9]
         x = ox * geo[8] - geo[10]
+        interior = y >= 0 and y + geo[12] < height and x >= 0 and x + geo[13] < width
         ptr = ((n * chans + lane) * height + y) * width + x
         skip = (s_tile - 1) * height * width
         for s in range(lane, chans, s_tile):
@@ -1516,8 +2561,84 @@ def cp_conv_r16(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             p13 = float32(0.0)
             p14 = float32(0.0)
             p15 = float32(0.0)
-            for k in range(n_taps):
-                if y >= 0 and y < height and x >= 0 and x < width:
+            if interior:
+                k = 0
+                while k + 4 <= n_taps:
+                    a1 = ptr + inc_s[kr_all + k]
+                    a2 = a1 + inc_s[kr_all + k + 1]
+                    a3 = a2 + inc_s[kr_all + k + 2]
+                    v0 = u[ptr]
+                    v1 = u[a1]
+                    v2 = u[a2]
+                    v3 = u[a3]
+                    ptr = a3 + inc_s[kr_all + k + 3]
+                    kr = k * 16
+                    p0 += v0 * hw_s[kr + 0]
+                    p1 += v0 * hw_s[kr + 1]
+                    p2 += v0 * hw_s[kr + 2]
+                    p3 += v0 * hw_s[kr + 3]
+                    p4 += v0 * hw_s[kr + 4]
+                    p5 += v0 * hw_s[kr + 5]
+                    p6 += v0 * hw_s[kr + 6]
+                    p7 += v0 * hw_s[kr + 7]
+                    p8 += v0 * hw_s[kr + 8]
+                    p9 += v0 * hw_s[kr + 9]
+                    p10 += v0 * hw_s[kr + 10]
+                    p11 += v0 * hw_s[kr + 11]
+                    p12 += v0 * hw_s[kr + 12]
+                    p13 += v0 * hw_s[kr + 13]
+                    p14 += v0 * hw_s[kr + 14]
+                    p15 += v0 * hw_s[kr + 15]
+                    p0 += v1 * hw_s[kr + 16]
+                    p1 += v1 * hw_s[kr + 17]
+                    p2 += v1 * hw_s[kr + 18]
+                    p3 += v1 * hw_s[kr + 19]
+                    p4 += v1 * hw_s[kr + 20]
+                    p5 += v1 * hw_s[kr + 21]
+                    p6 += v1 * hw_s[kr + 22]
+                    p7 += v1 * hw_s[kr + 23]
+                    p8 += v1 * hw_s[kr + 24]
+                    p9 += v1 * hw_s[kr + 25]
+                    p10 += v1 * hw_s[kr + 26]
+                    p11 += v1 * hw_s[kr + 27]
+                    p12 += v1 * hw_s[kr + 28]
+                    p13 += v1 * hw_s[kr + 29]
+                    p14 += v1 * hw_s[kr + 30]
+                    p15 += v1 * hw_s[kr + 31]
+                    p0 += v2 * hw_s[kr + 32]
+                    p1 += v2 * hw_s[kr + 33]
+                    p2 += v2 * hw_s[kr + 34]
+                    p3 += v2 * hw_s[kr + 35]
+                    p4 += v2 * hw_s[kr + 36]
+                    p5 += v2 * hw_s[kr + 37]
+                    p6 += v2 * hw_s[kr + 38]
+                    p7 += v2 * hw_s[kr + 39]
+                    p8 += v2 * hw_s[kr + 40]
+                    p9 += v2 * hw_s[kr + 41]
+                    p10 += v2 * hw_s[kr + 42]
+                    p11 += v2 * hw_s[kr + 43]
+                    p12 += v2 * hw_s[kr + 44]
+                    p13 += v2 * hw_s[kr + 45]
+                    p14 += v2 * hw_s[kr + 46]
+                    p15 += v2 * hw_s[kr + 47]
+                    p0 += v3 * hw_s[kr + 48]
+                    p1 += v3 * hw_s[kr + 49]
+                    p2 += v3 * hw_s[kr + 50]
+                    p3 += v3 * hw_s[kr + 51]
+                    p4 += v3 * hw_s[kr + 52]
+                    p5 += v3 * hw_s[kr + 53]
+                    p6 += v3 * hw_s[kr + 54]
+                    p7 += v3 * hw_s[kr + 55]
+                    p8 += v3 * hw_s[kr + 56]
+                    p9 += v3 * hw_s[kr + 57]
+                    p10 += v3 * hw_s[kr + 58]
+                    p11 += v3 * hw_s[kr + 59]
+                    p12 += v3 * hw_s[kr + 60]
+                    p13 += v3 * hw_s[kr + 61]
+                    p14 += v3 * hw_s[kr + 62]
+                    p15 += v3 * hw_s[kr + 63]
+                    k += 4
+                while k < n_taps:
                     v = u[ptr]
                     kr = k * 16
                     p0 += v * hw_s[kr + 0]
@@ -1536,9 +2657,32 @@ def cp_conv_r16(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                     p13 += v * hw_s[kr + 13]
                     p14 += v * hw_s[kr + 14]
                     p15 += v * hw_s[kr + 15]
-                ptr += inc[k, 0]
-                y += inc[k, 1]
-                x += inc[k, 2]
+                    ptr += inc_s[kr_all + k]
+                    k += 1
+            else:
+                for k in range(n_taps):
+                    if y >= 0 and y < height and x >= 0 and x < width:
+                        v = u[ptr]
+                        kr = k * 16
+                        p0 += v * hw_s[kr + 0]
+                        p1 += v * hw_s[kr + 1]
+                        p2 += v * hw_s[kr + 2]
+                        p3 += v * hw_s[kr + 3]
+                        p4 += v * hw_s[kr + 4]
+                        p5 += v * hw_s[kr + 5]
+                        p6 += v * hw_s[kr + 6]
+                        p7 += v * hw_s[kr + 7]
+                        p8 += v * hw_s[kr + 8]
+                        p9 += v * hw_s[kr + 9]
+                        p10 += v * hw_s[kr + 10]
+                        p11 += v * hw_s[kr + 11]
+                        p12 += v * hw_s[kr + 12]
+                        p13 += v * hw_s[kr + 13]
+                        p14 += v * hw_s[kr + 14]
+                        p15 += v * hw_s[kr + 15]
+                    ptr += inc_s[kr_all + k]
+                    y += inc_s[o_dy + k]
+                    x += inc_s[o_dx + k]
             q0 += p0 * s_f[s, 0]
             q1 += p1 * s_f[s, 1]
             q2 += p2 * s_f[s, 2]

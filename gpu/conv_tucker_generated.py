@@ -2,7 +2,7 @@
 ``python3 -m gpu.conv_codegen``.
 """
 # fmt: off
-from numba import cuda, float32
+from numba import cuda, float32, int32, uint64
 
 from gpu.cuda_runtime import simulator_active
 
@@ -5523,6 +5523,16966 @@ def tucker_core_8x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
             else:
                 out[ob + (ty0 + 7) * out_w + tx0 + 7] = a7_7
 
+@cuda.jit(cache=True)
+def tucker_core_1x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x1 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+
+@cuda.jit(cache=True)
+def tucker_core_1x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x2 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+
+@cuda.jit(cache=True)
+def tucker_core_1x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x4 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+
+@cuda.jit(cache=True)
+def tucker_core_1x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x7 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+
+@cuda.jit(cache=True)
+def tucker_core_1x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x8 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+
+@cuda.jit(cache=True)
+def tucker_core_1x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x16 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a0_8 = float32(0.0)
+        a0_9 = float32(0.0)
+        a0_10 = float32(0.0)
+        a0_11 = float32(0.0)
+        a0_12 = float32(0.0)
+        a0_13 = float32(0.0)
+        a0_14 = float32(0.0)
+        a0_15 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_8 += v8 * w0
+                a0_9 += v9 * w0
+                a0_10 += v10 * w0
+                a0_11 += v11 * w0
+                a0_12 += v12 * w0
+                a0_13 += v13 * w0
+                a0_14 += v14 * w0
+                a0_15 += v15 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_8 += v9 * w1
+                a0_9 += v10 * w1
+                a0_10 += v11 * w1
+                a0_11 += v12 * w1
+                a0_12 += v13 * w1
+                a0_13 += v14 * w1
+                a0_14 += v15 * w1
+                a0_15 += v16 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_8 += v10 * w2
+                a0_9 += v11 * w2
+                a0_10 += v12 * w2
+                a0_11 += v13 * w2
+                a0_12 += v14 * w2
+                a0_13 += v15 * w2
+                a0_14 += v16 * w2
+                a0_15 += v17 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 0 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 8, a0_8)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 8] = a0_8
+        if ty0 + 0 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 9, a0_9)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 9] = a0_9
+        if ty0 + 0 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 10, a0_10)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 10] = a0_10
+        if ty0 + 0 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 11, a0_11)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 11] = a0_11
+        if ty0 + 0 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 12, a0_12)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 12] = a0_12
+        if ty0 + 0 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 13, a0_13)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 13] = a0_13
+        if ty0 + 0 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 14, a0_14)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 14] = a0_14
+        if ty0 + 0 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 15, a0_15)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 15] = a0_15
+
+@cuda.jit(cache=True)
+def tucker_core_2x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x1 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+
+@cuda.jit(cache=True)
+def tucker_core_2x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x2 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+
+@cuda.jit(cache=True)
+def tucker_core_2x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x4 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+
+@cuda.jit(cache=True)
+def tucker_core_2x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x7 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+
+@cuda.jit(cache=True)
+def tucker_core_2x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x8 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+
+@cuda.jit(cache=True)
+def tucker_core_2x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x16 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a0_8 = float32(0.0)
+        a0_9 = float32(0.0)
+        a0_10 = float32(0.0)
+        a0_11 = float32(0.0)
+        a0_12 = float32(0.0)
+        a0_13 = float32(0.0)
+        a0_14 = float32(0.0)
+        a0_15 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a1_8 = float32(0.0)
+        a1_9 = float32(0.0)
+        a1_10 = float32(0.0)
+        a1_11 = float32(0.0)
+        a1_12 = float32(0.0)
+        a1_13 = float32(0.0)
+        a1_14 = float32(0.0)
+        a1_15 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_8 += v8 * w0
+                a0_9 += v9 * w0
+                a0_10 += v10 * w0
+                a0_11 += v11 * w0
+                a0_12 += v12 * w0
+                a0_13 += v13 * w0
+                a0_14 += v14 * w0
+                a0_15 += v15 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_8 += v9 * w1
+                a0_9 += v10 * w1
+                a0_10 += v11 * w1
+                a0_11 += v12 * w1
+                a0_12 += v13 * w1
+                a0_13 += v14 * w1
+                a0_14 += v15 * w1
+                a0_15 += v16 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_8 += v10 * w2
+                a0_9 += v11 * w2
+                a0_10 += v12 * w2
+                a0_11 += v13 * w2
+                a0_12 += v14 * w2
+                a0_13 += v15 * w2
+                a0_14 += v16 * w2
+                a0_15 += v17 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_8 += v8 * w0
+                a1_9 += v9 * w0
+                a1_10 += v10 * w0
+                a1_11 += v11 * w0
+                a1_12 += v12 * w0
+                a1_13 += v13 * w0
+                a1_14 += v14 * w0
+                a1_15 += v15 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_8 += v9 * w1
+                a1_9 += v10 * w1
+                a1_10 += v11 * w1
+                a1_11 += v12 * w1
+                a1_12 += v13 * w1
+                a1_13 += v14 * w1
+                a1_14 += v15 * w1
+                a1_15 += v16 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_8 += v10 * w2
+                a1_9 += v11 * w2
+                a1_10 += v12 * w2
+                a1_11 += v13 * w2
+                a1_12 += v14 * w2
+                a1_13 += v15 * w2
+                a1_14 += v16 * w2
+                a1_15 += v17 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 0 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 8, a0_8)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 8] = a0_8
+        if ty0 + 0 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 9, a0_9)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 9] = a0_9
+        if ty0 + 0 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 10, a0_10)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 10] = a0_10
+        if ty0 + 0 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 11, a0_11)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 11] = a0_11
+        if ty0 + 0 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 12, a0_12)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 12] = a0_12
+        if ty0 + 0 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 13, a0_13)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 13] = a0_13
+        if ty0 + 0 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 14, a0_14)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 14] = a0_14
+        if ty0 + 0 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 15, a0_15)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 15] = a0_15
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 1 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 8, a1_8)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 8] = a1_8
+        if ty0 + 1 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 9, a1_9)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 9] = a1_9
+        if ty0 + 1 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 10, a1_10)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 10] = a1_10
+        if ty0 + 1 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 11, a1_11)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 11] = a1_11
+        if ty0 + 1 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 12, a1_12)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 12] = a1_12
+        if ty0 + 1 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 13, a1_13)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 13] = a1_13
+        if ty0 + 1 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 14, a1_14)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 14] = a1_14
+        if ty0 + 1 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 15, a1_15)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 15] = a1_15
+
+@cuda.jit(cache=True)
+def tucker_core_4x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x1 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a2_0 += v0 * w0
+                a2_0 += v1 * w1
+                a2_0 += v2 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a3_0 += v0 * w0
+                a3_0 += v1 * w1
+                a3_0 += v2 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+
+@cuda.jit(cache=True)
+def tucker_core_4x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x2 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+
+@cuda.jit(cache=True)
+def tucker_core_4x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x4 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+
+@cuda.jit(cache=True)
+def tucker_core_4x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x7 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+
+@cuda.jit(cache=True)
+def tucker_core_4x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x8 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+
+@cuda.jit(cache=True)
+def tucker_core_4x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x16 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a0_8 = float32(0.0)
+        a0_9 = float32(0.0)
+        a0_10 = float32(0.0)
+        a0_11 = float32(0.0)
+        a0_12 = float32(0.0)
+        a0_13 = float32(0.0)
+        a0_14 = float32(0.0)
+        a0_15 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a1_8 = float32(0.0)
+        a1_9 = float32(0.0)
+        a1_10 = float32(0.0)
+        a1_11 = float32(0.0)
+        a1_12 = float32(0.0)
+        a1_13 = float32(0.0)
+        a1_14 = float32(0.0)
+        a1_15 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a2_8 = float32(0.0)
+        a2_9 = float32(0.0)
+        a2_10 = float32(0.0)
+        a2_11 = float32(0.0)
+        a2_12 = float32(0.0)
+        a2_13 = float32(0.0)
+        a2_14 = float32(0.0)
+        a2_15 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        a3_8 = float32(0.0)
+        a3_9 = float32(0.0)
+        a3_10 = float32(0.0)
+        a3_11 = float32(0.0)
+        a3_12 = float32(0.0)
+        a3_13 = float32(0.0)
+        a3_14 = float32(0.0)
+        a3_15 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_8 += v8 * w0
+                a0_9 += v9 * w0
+                a0_10 += v10 * w0
+                a0_11 += v11 * w0
+                a0_12 += v12 * w0
+                a0_13 += v13 * w0
+                a0_14 += v14 * w0
+                a0_15 += v15 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_8 += v9 * w1
+                a0_9 += v10 * w1
+                a0_10 += v11 * w1
+                a0_11 += v12 * w1
+                a0_12 += v13 * w1
+                a0_13 += v14 * w1
+                a0_14 += v15 * w1
+                a0_15 += v16 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_8 += v10 * w2
+                a0_9 += v11 * w2
+                a0_10 += v12 * w2
+                a0_11 += v13 * w2
+                a0_12 += v14 * w2
+                a0_13 += v15 * w2
+                a0_14 += v16 * w2
+                a0_15 += v17 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_8 += v8 * w0
+                a1_9 += v9 * w0
+                a1_10 += v10 * w0
+                a1_11 += v11 * w0
+                a1_12 += v12 * w0
+                a1_13 += v13 * w0
+                a1_14 += v14 * w0
+                a1_15 += v15 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_8 += v9 * w1
+                a1_9 += v10 * w1
+                a1_10 += v11 * w1
+                a1_11 += v12 * w1
+                a1_12 += v13 * w1
+                a1_13 += v14 * w1
+                a1_14 += v15 * w1
+                a1_15 += v16 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_8 += v10 * w2
+                a1_9 += v11 * w2
+                a1_10 += v12 * w2
+                a1_11 += v13 * w2
+                a1_12 += v14 * w2
+                a1_13 += v15 * w2
+                a1_14 += v16 * w2
+                a1_15 += v17 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_8 += v8 * w0
+                a2_9 += v9 * w0
+                a2_10 += v10 * w0
+                a2_11 += v11 * w0
+                a2_12 += v12 * w0
+                a2_13 += v13 * w0
+                a2_14 += v14 * w0
+                a2_15 += v15 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_8 += v9 * w1
+                a2_9 += v10 * w1
+                a2_10 += v11 * w1
+                a2_11 += v12 * w1
+                a2_12 += v13 * w1
+                a2_13 += v14 * w1
+                a2_14 += v15 * w1
+                a2_15 += v16 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                a2_8 += v10 * w2
+                a2_9 += v11 * w2
+                a2_10 += v12 * w2
+                a2_11 += v13 * w2
+                a2_12 += v14 * w2
+                a2_13 += v15 * w2
+                a2_14 += v16 * w2
+                a2_15 += v17 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_8 += v8 * w0
+                a3_9 += v9 * w0
+                a3_10 += v10 * w0
+                a3_11 += v11 * w0
+                a3_12 += v12 * w0
+                a3_13 += v13 * w0
+                a3_14 += v14 * w0
+                a3_15 += v15 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_8 += v9 * w1
+                a3_9 += v10 * w1
+                a3_10 += v11 * w1
+                a3_11 += v12 * w1
+                a3_12 += v13 * w1
+                a3_13 += v14 * w1
+                a3_14 += v15 * w1
+                a3_15 += v16 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+                a3_8 += v10 * w2
+                a3_9 += v11 * w2
+                a3_10 += v12 * w2
+                a3_11 += v13 * w2
+                a3_12 += v14 * w2
+                a3_13 += v15 * w2
+                a3_14 += v16 * w2
+                a3_15 += v17 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 0 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 8, a0_8)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 8] = a0_8
+        if ty0 + 0 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 9, a0_9)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 9] = a0_9
+        if ty0 + 0 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 10, a0_10)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 10] = a0_10
+        if ty0 + 0 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 11, a0_11)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 11] = a0_11
+        if ty0 + 0 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 12, a0_12)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 12] = a0_12
+        if ty0 + 0 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 13, a0_13)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 13] = a0_13
+        if ty0 + 0 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 14, a0_14)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 14] = a0_14
+        if ty0 + 0 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 15, a0_15)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 15] = a0_15
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 1 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 8, a1_8)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 8] = a1_8
+        if ty0 + 1 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 9, a1_9)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 9] = a1_9
+        if ty0 + 1 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 10, a1_10)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 10] = a1_10
+        if ty0 + 1 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 11, a1_11)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 11] = a1_11
+        if ty0 + 1 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 12, a1_12)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 12] = a1_12
+        if ty0 + 1 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 13, a1_13)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 13] = a1_13
+        if ty0 + 1 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 14, a1_14)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 14] = a1_14
+        if ty0 + 1 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 15, a1_15)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 15] = a1_15
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 2 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 8, a2_8)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 8] = a2_8
+        if ty0 + 2 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 9, a2_9)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 9] = a2_9
+        if ty0 + 2 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 10, a2_10)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 10] = a2_10
+        if ty0 + 2 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 11, a2_11)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 11] = a2_11
+        if ty0 + 2 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 12, a2_12)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 12] = a2_12
+        if ty0 + 2 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 13, a2_13)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 13] = a2_13
+        if ty0 + 2 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 14, a2_14)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 14] = a2_14
+        if ty0 + 2 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 15, a2_15)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 15] = a2_15
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+        if ty0 + 3 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 8, a3_8)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 8] = a3_8
+        if ty0 + 3 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 9, a3_9)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 9] = a3_9
+        if ty0 + 3 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 10, a3_10)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 10] = a3_10
+        if ty0 + 3 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 11, a3_11)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 11] = a3_11
+        if ty0 + 3 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 12, a3_12)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 12] = a3_12
+        if ty0 + 3 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 13, a3_13)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 13] = a3_13
+        if ty0 + 3 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 14, a3_14)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 14] = a3_14
+        if ty0 + 3 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 15, a3_15)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 15] = a3_15
+
+@cuda.jit(cache=True)
+def tucker_core_7x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x1 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        a4_0 = float32(0.0)
+        a5_0 = float32(0.0)
+        a6_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a2_0 += v0 * w0
+                a2_0 += v1 * w1
+                a2_0 += v2 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a3_0 += v0 * w0
+                a3_0 += v1 * w1
+                a3_0 += v2 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a4_0 += v0 * w0
+                a4_0 += v1 * w1
+                a4_0 += v2 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a5_0 += v0 * w0
+                a5_0 += v1 * w1
+                a5_0 += v2 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a6_0 += v0 * w0
+                a6_0 += v1 * w1
+                a6_0 += v2 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+
+@cuda.jit(cache=True)
+def tucker_core_7x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x2 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+
+@cuda.jit(cache=True)
+def tucker_core_7x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x4 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+
+@cuda.jit(cache=True)
+def tucker_core_7x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x7 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+
+@cuda.jit(cache=True)
+def tucker_core_7x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x8 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a4_7 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a5_7 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a6_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_7 += v7 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_7 += v8 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                a4_7 += v9 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_7 += v7 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_7 += v8 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                a5_7 += v9 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_7 += v7 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_7 += v8 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+                a6_7 += v9 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 4 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 7, a4_7)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 7] = a4_7
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 5 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 7, a5_7)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 7] = a5_7
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+        if ty0 + 6 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 7, a6_7)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 7] = a6_7
+
+@cuda.jit(cache=True)
+def tucker_core_8x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x1 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        a4_0 = float32(0.0)
+        a5_0 = float32(0.0)
+        a6_0 = float32(0.0)
+        a7_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a2_0 += v0 * w0
+                a2_0 += v1 * w1
+                a2_0 += v2 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a3_0 += v0 * w0
+                a3_0 += v1 * w1
+                a3_0 += v2 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a4_0 += v0 * w0
+                a4_0 += v1 * w1
+                a4_0 += v2 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a5_0 += v0 * w0
+                a5_0 += v1 * w1
+                a5_0 += v2 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a6_0 += v0 * w0
+                a6_0 += v1 * w1
+                a6_0 += v2 * w2
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                a7_0 += v0 * w0
+                a7_0 += v1 * w1
+                a7_0 += v2 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+
+@cuda.jit(cache=True)
+def tucker_core_8x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x2 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+
+@cuda.jit(cache=True)
+def tucker_core_8x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x4 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_2 += v2 * w0
+                a7_3 += v3 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_2 += v3 * w1
+                a7_3 += v4 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+                a7_2 += v4 * w2
+                a7_3 += v5 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+        if ty0 + 7 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 2, a7_2)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 2] = a7_2
+        if ty0 + 7 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 3, a7_3)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 3] = a7_3
+
+@cuda.jit(cache=True)
+def tucker_core_8x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x7 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        a7_5 = float32(0.0)
+        a7_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_2 += v2 * w0
+                a7_3 += v3 * w0
+                a7_4 += v4 * w0
+                a7_5 += v5 * w0
+                a7_6 += v6 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_2 += v3 * w1
+                a7_3 += v4 * w1
+                a7_4 += v5 * w1
+                a7_5 += v6 * w1
+                a7_6 += v7 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+                a7_2 += v4 * w2
+                a7_3 += v5 * w2
+                a7_4 += v6 * w2
+                a7_5 += v7 * w2
+                a7_6 += v8 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+        if ty0 + 7 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 2, a7_2)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 2] = a7_2
+        if ty0 + 7 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 3, a7_3)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 3] = a7_3
+        if ty0 + 7 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 4, a7_4)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 4] = a7_4
+        if ty0 + 7 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 5, a7_5)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 5] = a7_5
+        if ty0 + 7 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 6, a7_6)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 6] = a7_6
+
+@cuda.jit(cache=True)
+def tucker_core_8x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x8 output tile, kernel width 3, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a4_7 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a5_7 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a6_7 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        a7_5 = float32(0.0)
+        a7_6 = float32(0.0)
+        a7_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 3 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_7 += v7 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_7 += v8 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                a4_7 += v9 * w2
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_7 += v7 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_7 += v8 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                a5_7 += v9 * w2
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_7 += v7 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_7 += v8 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+                a6_7 += v9 * w2
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_2 += v2 * w0
+                a7_3 += v3 * w0
+                a7_4 += v4 * w0
+                a7_5 += v5 * w0
+                a7_6 += v6 * w0
+                a7_7 += v7 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_2 += v3 * w1
+                a7_3 += v4 * w1
+                a7_4 += v5 * w1
+                a7_5 += v6 * w1
+                a7_6 += v7 * w1
+                a7_7 += v8 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+                a7_2 += v4 * w2
+                a7_3 += v5 * w2
+                a7_4 += v6 * w2
+                a7_5 += v7 * w2
+                a7_6 += v8 * w2
+                a7_7 += v9 * w2
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 4 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 7, a4_7)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 7] = a4_7
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 5 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 7, a5_7)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 7] = a5_7
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+        if ty0 + 6 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 7, a6_7)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 7] = a6_7
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+        if ty0 + 7 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 2, a7_2)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 2] = a7_2
+        if ty0 + 7 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 3, a7_3)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 3] = a7_3
+        if ty0 + 7 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 4, a7_4)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 4] = a7_4
+        if ty0 + 7 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 5, a7_5)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 5] = a7_5
+        if ty0 + 7 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 6, a7_6)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 6] = a7_6
+        if ty0 + 7 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 7, a7_7)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 7] = a7_7
+
+@cuda.jit(cache=True)
+def tucker_core_1x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x1 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                a0_0 += v3 * w3
+                a0_0 += v4 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+
+@cuda.jit(cache=True)
+def tucker_core_1x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x2 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+
+@cuda.jit(cache=True)
+def tucker_core_1x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x4 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+
+@cuda.jit(cache=True)
+def tucker_core_1x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x7 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+
+@cuda.jit(cache=True)
+def tucker_core_1x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x8 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+
+@cuda.jit(cache=True)
+def tucker_core_1x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 1x16 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a0_8 = float32(0.0)
+        a0_9 = float32(0.0)
+        a0_10 = float32(0.0)
+        a0_11 = float32(0.0)
+        a0_12 = float32(0.0)
+        a0_13 = float32(0.0)
+        a0_14 = float32(0.0)
+        a0_15 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                v18 = tile[rb + uint64(18)]
+                v19 = tile[rb + uint64(19)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_8 += v8 * w0
+                a0_9 += v9 * w0
+                a0_10 += v10 * w0
+                a0_11 += v11 * w0
+                a0_12 += v12 * w0
+                a0_13 += v13 * w0
+                a0_14 += v14 * w0
+                a0_15 += v15 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_8 += v9 * w1
+                a0_9 += v10 * w1
+                a0_10 += v11 * w1
+                a0_11 += v12 * w1
+                a0_12 += v13 * w1
+                a0_13 += v14 * w1
+                a0_14 += v15 * w1
+                a0_15 += v16 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_8 += v10 * w2
+                a0_9 += v11 * w2
+                a0_10 += v12 * w2
+                a0_11 += v13 * w2
+                a0_12 += v14 * w2
+                a0_13 += v15 * w2
+                a0_14 += v16 * w2
+                a0_15 += v17 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_8 += v11 * w3
+                a0_9 += v12 * w3
+                a0_10 += v13 * w3
+                a0_11 += v14 * w3
+                a0_12 += v15 * w3
+                a0_13 += v16 * w3
+                a0_14 += v17 * w3
+                a0_15 += v18 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+                a0_8 += v12 * w4
+                a0_9 += v13 * w4
+                a0_10 += v14 * w4
+                a0_11 += v15 * w4
+                a0_12 += v16 * w4
+                a0_13 += v17 * w4
+                a0_14 += v18 * w4
+                a0_15 += v19 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 0 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 8, a0_8)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 8] = a0_8
+        if ty0 + 0 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 9, a0_9)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 9] = a0_9
+        if ty0 + 0 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 10, a0_10)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 10] = a0_10
+        if ty0 + 0 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 11, a0_11)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 11] = a0_11
+        if ty0 + 0 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 12, a0_12)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 12] = a0_12
+        if ty0 + 0 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 13, a0_13)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 13] = a0_13
+        if ty0 + 0 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 14, a0_14)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 14] = a0_14
+        if ty0 + 0 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 15, a0_15)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 15] = a0_15
+
+@cuda.jit(cache=True)
+def tucker_core_2x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x1 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                a0_0 += v3 * w3
+                a0_0 += v4 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+                a1_0 += v3 * w3
+                a1_0 += v4 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+
+@cuda.jit(cache=True)
+def tucker_core_2x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x2 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+
+@cuda.jit(cache=True)
+def tucker_core_2x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x4 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+
+@cuda.jit(cache=True)
+def tucker_core_2x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x7 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+
+@cuda.jit(cache=True)
+def tucker_core_2x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x8 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_7 += v10 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                a1_7 += v11 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+
+@cuda.jit(cache=True)
+def tucker_core_2x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 2x16 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a0_8 = float32(0.0)
+        a0_9 = float32(0.0)
+        a0_10 = float32(0.0)
+        a0_11 = float32(0.0)
+        a0_12 = float32(0.0)
+        a0_13 = float32(0.0)
+        a0_14 = float32(0.0)
+        a0_15 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a1_8 = float32(0.0)
+        a1_9 = float32(0.0)
+        a1_10 = float32(0.0)
+        a1_11 = float32(0.0)
+        a1_12 = float32(0.0)
+        a1_13 = float32(0.0)
+        a1_14 = float32(0.0)
+        a1_15 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                v18 = tile[rb + uint64(18)]
+                v19 = tile[rb + uint64(19)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_8 += v8 * w0
+                a0_9 += v9 * w0
+                a0_10 += v10 * w0
+                a0_11 += v11 * w0
+                a0_12 += v12 * w0
+                a0_13 += v13 * w0
+                a0_14 += v14 * w0
+                a0_15 += v15 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_8 += v9 * w1
+                a0_9 += v10 * w1
+                a0_10 += v11 * w1
+                a0_11 += v12 * w1
+                a0_12 += v13 * w1
+                a0_13 += v14 * w1
+                a0_14 += v15 * w1
+                a0_15 += v16 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_8 += v10 * w2
+                a0_9 += v11 * w2
+                a0_10 += v12 * w2
+                a0_11 += v13 * w2
+                a0_12 += v14 * w2
+                a0_13 += v15 * w2
+                a0_14 += v16 * w2
+                a0_15 += v17 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_8 += v11 * w3
+                a0_9 += v12 * w3
+                a0_10 += v13 * w3
+                a0_11 += v14 * w3
+                a0_12 += v15 * w3
+                a0_13 += v16 * w3
+                a0_14 += v17 * w3
+                a0_15 += v18 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+                a0_8 += v12 * w4
+                a0_9 += v13 * w4
+                a0_10 += v14 * w4
+                a0_11 += v15 * w4
+                a0_12 += v16 * w4
+                a0_13 += v17 * w4
+                a0_14 += v18 * w4
+                a0_15 += v19 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                v18 = tile[rb + uint64(18)]
+                v19 = tile[rb + uint64(19)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_8 += v8 * w0
+                a1_9 += v9 * w0
+                a1_10 += v10 * w0
+                a1_11 += v11 * w0
+                a1_12 += v12 * w0
+                a1_13 += v13 * w0
+                a1_14 += v14 * w0
+                a1_15 += v15 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_8 += v9 * w1
+                a1_9 += v10 * w1
+                a1_10 += v11 * w1
+                a1_11 += v12 * w1
+                a1_12 += v13 * w1
+                a1_13 += v14 * w1
+                a1_14 += v15 * w1
+                a1_15 += v16 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_8 += v10 * w2
+                a1_9 += v11 * w2
+                a1_10 += v12 * w2
+                a1_11 += v13 * w2
+                a1_12 += v14 * w2
+                a1_13 += v15 * w2
+                a1_14 += v16 * w2
+                a1_15 += v17 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_7 += v10 * w3
+                a1_8 += v11 * w3
+                a1_9 += v12 * w3
+                a1_10 += v13 * w3
+                a1_11 += v14 * w3
+                a1_12 += v15 * w3
+                a1_13 += v16 * w3
+                a1_14 += v17 * w3
+                a1_15 += v18 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                a1_7 += v11 * w4
+                a1_8 += v12 * w4
+                a1_9 += v13 * w4
+                a1_10 += v14 * w4
+                a1_11 += v15 * w4
+                a1_12 += v16 * w4
+                a1_13 += v17 * w4
+                a1_14 += v18 * w4
+                a1_15 += v19 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 0 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 8, a0_8)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 8] = a0_8
+        if ty0 + 0 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 9, a0_9)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 9] = a0_9
+        if ty0 + 0 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 10, a0_10)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 10] = a0_10
+        if ty0 + 0 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 11, a0_11)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 11] = a0_11
+        if ty0 + 0 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 12, a0_12)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 12] = a0_12
+        if ty0 + 0 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 13, a0_13)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 13] = a0_13
+        if ty0 + 0 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 14, a0_14)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 14] = a0_14
+        if ty0 + 0 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 15, a0_15)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 15] = a0_15
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 1 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 8, a1_8)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 8] = a1_8
+        if ty0 + 1 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 9, a1_9)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 9] = a1_9
+        if ty0 + 1 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 10, a1_10)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 10] = a1_10
+        if ty0 + 1 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 11, a1_11)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 11] = a1_11
+        if ty0 + 1 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 12, a1_12)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 12] = a1_12
+        if ty0 + 1 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 13, a1_13)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 13] = a1_13
+        if ty0 + 1 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 14, a1_14)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 14] = a1_14
+        if ty0 + 1 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 15, a1_15)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 15] = a1_15
+
+@cuda.jit(cache=True)
+def tucker_core_4x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x1 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                a0_0 += v3 * w3
+                a0_0 += v4 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+                a1_0 += v3 * w3
+                a1_0 += v4 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a2_0 += v0 * w0
+                a2_0 += v1 * w1
+                a2_0 += v2 * w2
+                a2_0 += v3 * w3
+                a2_0 += v4 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a3_0 += v0 * w0
+                a3_0 += v1 * w1
+                a3_0 += v2 * w2
+                a3_0 += v3 * w3
+                a3_0 += v4 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+
+@cuda.jit(cache=True)
+def tucker_core_4x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x2 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+
+@cuda.jit(cache=True)
+def tucker_core_4x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x4 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+
+@cuda.jit(cache=True)
+def tucker_core_4x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x7 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_4 += v7 * w3
+                a2_5 += v8 * w3
+                a2_6 += v9 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                a2_4 += v8 * w4
+                a2_5 += v9 * w4
+                a2_6 += v10 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_4 += v7 * w3
+                a3_5 += v8 * w3
+                a3_6 += v9 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                a3_4 += v8 * w4
+                a3_5 += v9 * w4
+                a3_6 += v10 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+
+@cuda.jit(cache=True)
+def tucker_core_4x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x8 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_7 += v10 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                a1_7 += v11 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_4 += v7 * w3
+                a2_5 += v8 * w3
+                a2_6 += v9 * w3
+                a2_7 += v10 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                a2_4 += v8 * w4
+                a2_5 += v9 * w4
+                a2_6 += v10 * w4
+                a2_7 += v11 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_4 += v7 * w3
+                a3_5 += v8 * w3
+                a3_6 += v9 * w3
+                a3_7 += v10 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                a3_4 += v8 * w4
+                a3_5 += v9 * w4
+                a3_6 += v10 * w4
+                a3_7 += v11 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+
+@cuda.jit(cache=True)
+def tucker_core_4x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 4x16 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a0_8 = float32(0.0)
+        a0_9 = float32(0.0)
+        a0_10 = float32(0.0)
+        a0_11 = float32(0.0)
+        a0_12 = float32(0.0)
+        a0_13 = float32(0.0)
+        a0_14 = float32(0.0)
+        a0_15 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a1_8 = float32(0.0)
+        a1_9 = float32(0.0)
+        a1_10 = float32(0.0)
+        a1_11 = float32(0.0)
+        a1_12 = float32(0.0)
+        a1_13 = float32(0.0)
+        a1_14 = float32(0.0)
+        a1_15 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a2_8 = float32(0.0)
+        a2_9 = float32(0.0)
+        a2_10 = float32(0.0)
+        a2_11 = float32(0.0)
+        a2_12 = float32(0.0)
+        a2_13 = float32(0.0)
+        a2_14 = float32(0.0)
+        a2_15 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        a3_8 = float32(0.0)
+        a3_9 = float32(0.0)
+        a3_10 = float32(0.0)
+        a3_11 = float32(0.0)
+        a3_12 = float32(0.0)
+        a3_13 = float32(0.0)
+        a3_14 = float32(0.0)
+        a3_15 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                v18 = tile[rb + uint64(18)]
+                v19 = tile[rb + uint64(19)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_8 += v8 * w0
+                a0_9 += v9 * w0
+                a0_10 += v10 * w0
+                a0_11 += v11 * w0
+                a0_12 += v12 * w0
+                a0_13 += v13 * w0
+                a0_14 += v14 * w0
+                a0_15 += v15 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_8 += v9 * w1
+                a0_9 += v10 * w1
+                a0_10 += v11 * w1
+                a0_11 += v12 * w1
+                a0_12 += v13 * w1
+                a0_13 += v14 * w1
+                a0_14 += v15 * w1
+                a0_15 += v16 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_8 += v10 * w2
+                a0_9 += v11 * w2
+                a0_10 += v12 * w2
+                a0_11 += v13 * w2
+                a0_12 += v14 * w2
+                a0_13 += v15 * w2
+                a0_14 += v16 * w2
+                a0_15 += v17 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_8 += v11 * w3
+                a0_9 += v12 * w3
+                a0_10 += v13 * w3
+                a0_11 += v14 * w3
+                a0_12 += v15 * w3
+                a0_13 += v16 * w3
+                a0_14 += v17 * w3
+                a0_15 += v18 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+                a0_8 += v12 * w4
+                a0_9 += v13 * w4
+                a0_10 += v14 * w4
+                a0_11 += v15 * w4
+                a0_12 += v16 * w4
+                a0_13 += v17 * w4
+                a0_14 += v18 * w4
+                a0_15 += v19 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                v18 = tile[rb + uint64(18)]
+                v19 = tile[rb + uint64(19)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_8 += v8 * w0
+                a1_9 += v9 * w0
+                a1_10 += v10 * w0
+                a1_11 += v11 * w0
+                a1_12 += v12 * w0
+                a1_13 += v13 * w0
+                a1_14 += v14 * w0
+                a1_15 += v15 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_8 += v9 * w1
+                a1_9 += v10 * w1
+                a1_10 += v11 * w1
+                a1_11 += v12 * w1
+                a1_12 += v13 * w1
+                a1_13 += v14 * w1
+                a1_14 += v15 * w1
+                a1_15 += v16 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_8 += v10 * w2
+                a1_9 += v11 * w2
+                a1_10 += v12 * w2
+                a1_11 += v13 * w2
+                a1_12 += v14 * w2
+                a1_13 += v15 * w2
+                a1_14 += v16 * w2
+                a1_15 += v17 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_7 += v10 * w3
+                a1_8 += v11 * w3
+                a1_9 += v12 * w3
+                a1_10 += v13 * w3
+                a1_11 += v14 * w3
+                a1_12 += v15 * w3
+                a1_13 += v16 * w3
+                a1_14 += v17 * w3
+                a1_15 += v18 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                a1_7 += v11 * w4
+                a1_8 += v12 * w4
+                a1_9 += v13 * w4
+                a1_10 += v14 * w4
+                a1_11 += v15 * w4
+                a1_12 += v16 * w4
+                a1_13 += v17 * w4
+                a1_14 += v18 * w4
+                a1_15 += v19 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                v18 = tile[rb + uint64(18)]
+                v19 = tile[rb + uint64(19)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_8 += v8 * w0
+                a2_9 += v9 * w0
+                a2_10 += v10 * w0
+                a2_11 += v11 * w0
+                a2_12 += v12 * w0
+                a2_13 += v13 * w0
+                a2_14 += v14 * w0
+                a2_15 += v15 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_8 += v9 * w1
+                a2_9 += v10 * w1
+                a2_10 += v11 * w1
+                a2_11 += v12 * w1
+                a2_12 += v13 * w1
+                a2_13 += v14 * w1
+                a2_14 += v15 * w1
+                a2_15 += v16 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                a2_8 += v10 * w2
+                a2_9 += v11 * w2
+                a2_10 += v12 * w2
+                a2_11 += v13 * w2
+                a2_12 += v14 * w2
+                a2_13 += v15 * w2
+                a2_14 += v16 * w2
+                a2_15 += v17 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_4 += v7 * w3
+                a2_5 += v8 * w3
+                a2_6 += v9 * w3
+                a2_7 += v10 * w3
+                a2_8 += v11 * w3
+                a2_9 += v12 * w3
+                a2_10 += v13 * w3
+                a2_11 += v14 * w3
+                a2_12 += v15 * w3
+                a2_13 += v16 * w3
+                a2_14 += v17 * w3
+                a2_15 += v18 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                a2_4 += v8 * w4
+                a2_5 += v9 * w4
+                a2_6 += v10 * w4
+                a2_7 += v11 * w4
+                a2_8 += v12 * w4
+                a2_9 += v13 * w4
+                a2_10 += v14 * w4
+                a2_11 += v15 * w4
+                a2_12 += v16 * w4
+                a2_13 += v17 * w4
+                a2_14 += v18 * w4
+                a2_15 += v19 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                v12 = tile[rb + uint64(12)]
+                v13 = tile[rb + uint64(13)]
+                v14 = tile[rb + uint64(14)]
+                v15 = tile[rb + uint64(15)]
+                v16 = tile[rb + uint64(16)]
+                v17 = tile[rb + uint64(17)]
+                v18 = tile[rb + uint64(18)]
+                v19 = tile[rb + uint64(19)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_8 += v8 * w0
+                a3_9 += v9 * w0
+                a3_10 += v10 * w0
+                a3_11 += v11 * w0
+                a3_12 += v12 * w0
+                a3_13 += v13 * w0
+                a3_14 += v14 * w0
+                a3_15 += v15 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_8 += v9 * w1
+                a3_9 += v10 * w1
+                a3_10 += v11 * w1
+                a3_11 += v12 * w1
+                a3_12 += v13 * w1
+                a3_13 += v14 * w1
+                a3_14 += v15 * w1
+                a3_15 += v16 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+                a3_8 += v10 * w2
+                a3_9 += v11 * w2
+                a3_10 += v12 * w2
+                a3_11 += v13 * w2
+                a3_12 += v14 * w2
+                a3_13 += v15 * w2
+                a3_14 += v16 * w2
+                a3_15 += v17 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_4 += v7 * w3
+                a3_5 += v8 * w3
+                a3_6 += v9 * w3
+                a3_7 += v10 * w3
+                a3_8 += v11 * w3
+                a3_9 += v12 * w3
+                a3_10 += v13 * w3
+                a3_11 += v14 * w3
+                a3_12 += v15 * w3
+                a3_13 += v16 * w3
+                a3_14 += v17 * w3
+                a3_15 += v18 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                a3_4 += v8 * w4
+                a3_5 += v9 * w4
+                a3_6 += v10 * w4
+                a3_7 += v11 * w4
+                a3_8 += v12 * w4
+                a3_9 += v13 * w4
+                a3_10 += v14 * w4
+                a3_11 += v15 * w4
+                a3_12 += v16 * w4
+                a3_13 += v17 * w4
+                a3_14 += v18 * w4
+                a3_15 += v19 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 0 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 8, a0_8)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 8] = a0_8
+        if ty0 + 0 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 9, a0_9)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 9] = a0_9
+        if ty0 + 0 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 10, a0_10)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 10] = a0_10
+        if ty0 + 0 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 11, a0_11)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 11] = a0_11
+        if ty0 + 0 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 12, a0_12)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 12] = a0_12
+        if ty0 + 0 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 13, a0_13)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 13] = a0_13
+        if ty0 + 0 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 14, a0_14)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 14] = a0_14
+        if ty0 + 0 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 15, a0_15)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 15] = a0_15
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 1 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 8, a1_8)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 8] = a1_8
+        if ty0 + 1 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 9, a1_9)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 9] = a1_9
+        if ty0 + 1 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 10, a1_10)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 10] = a1_10
+        if ty0 + 1 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 11, a1_11)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 11] = a1_11
+        if ty0 + 1 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 12, a1_12)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 12] = a1_12
+        if ty0 + 1 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 13, a1_13)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 13] = a1_13
+        if ty0 + 1 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 14, a1_14)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 14] = a1_14
+        if ty0 + 1 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 15, a1_15)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 15] = a1_15
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 2 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 8, a2_8)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 8] = a2_8
+        if ty0 + 2 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 9, a2_9)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 9] = a2_9
+        if ty0 + 2 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 10, a2_10)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 10] = a2_10
+        if ty0 + 2 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 11, a2_11)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 11] = a2_11
+        if ty0 + 2 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 12, a2_12)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 12] = a2_12
+        if ty0 + 2 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 13, a2_13)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 13] = a2_13
+        if ty0 + 2 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 14, a2_14)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 14] = a2_14
+        if ty0 + 2 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 15, a2_15)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 15] = a2_15
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+        if ty0 + 3 < out_h and tx0 + 8 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 8, a3_8)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 8] = a3_8
+        if ty0 + 3 < out_h and tx0 + 9 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 9, a3_9)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 9] = a3_9
+        if ty0 + 3 < out_h and tx0 + 10 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 10, a3_10)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 10] = a3_10
+        if ty0 + 3 < out_h and tx0 + 11 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 11, a3_11)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 11] = a3_11
+        if ty0 + 3 < out_h and tx0 + 12 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 12, a3_12)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 12] = a3_12
+        if ty0 + 3 < out_h and tx0 + 13 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 13, a3_13)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 13] = a3_13
+        if ty0 + 3 < out_h and tx0 + 14 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 14, a3_14)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 14] = a3_14
+        if ty0 + 3 < out_h and tx0 + 15 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 15, a3_15)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 15] = a3_15
+
+@cuda.jit(cache=True)
+def tucker_core_7x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x1 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        a4_0 = float32(0.0)
+        a5_0 = float32(0.0)
+        a6_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                a0_0 += v3 * w3
+                a0_0 += v4 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+                a1_0 += v3 * w3
+                a1_0 += v4 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a2_0 += v0 * w0
+                a2_0 += v1 * w1
+                a2_0 += v2 * w2
+                a2_0 += v3 * w3
+                a2_0 += v4 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a3_0 += v0 * w0
+                a3_0 += v1 * w1
+                a3_0 += v2 * w2
+                a3_0 += v3 * w3
+                a3_0 += v4 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a4_0 += v0 * w0
+                a4_0 += v1 * w1
+                a4_0 += v2 * w2
+                a4_0 += v3 * w3
+                a4_0 += v4 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a5_0 += v0 * w0
+                a5_0 += v1 * w1
+                a5_0 += v2 * w2
+                a5_0 += v3 * w3
+                a5_0 += v4 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a6_0 += v0 * w0
+                a6_0 += v1 * w1
+                a6_0 += v2 * w2
+                a6_0 += v3 * w3
+                a6_0 += v4 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+
+@cuda.jit(cache=True)
+def tucker_core_7x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x2 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+
+@cuda.jit(cache=True)
+def tucker_core_7x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x4 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_2 += v5 * w3
+                a4_3 += v6 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                a4_2 += v6 * w4
+                a4_3 += v7 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_2 += v5 * w3
+                a5_3 += v6 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                a5_2 += v6 * w4
+                a5_3 += v7 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_2 += v5 * w3
+                a6_3 += v6 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+                a6_2 += v6 * w4
+                a6_3 += v7 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+
+@cuda.jit(cache=True)
+def tucker_core_7x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x7 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_4 += v7 * w3
+                a2_5 += v8 * w3
+                a2_6 += v9 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                a2_4 += v8 * w4
+                a2_5 += v9 * w4
+                a2_6 += v10 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_4 += v7 * w3
+                a3_5 += v8 * w3
+                a3_6 += v9 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                a3_4 += v8 * w4
+                a3_5 += v9 * w4
+                a3_6 += v10 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_2 += v5 * w3
+                a4_3 += v6 * w3
+                a4_4 += v7 * w3
+                a4_5 += v8 * w3
+                a4_6 += v9 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                a4_2 += v6 * w4
+                a4_3 += v7 * w4
+                a4_4 += v8 * w4
+                a4_5 += v9 * w4
+                a4_6 += v10 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_2 += v5 * w3
+                a5_3 += v6 * w3
+                a5_4 += v7 * w3
+                a5_5 += v8 * w3
+                a5_6 += v9 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                a5_2 += v6 * w4
+                a5_3 += v7 * w4
+                a5_4 += v8 * w4
+                a5_5 += v9 * w4
+                a5_6 += v10 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_2 += v5 * w3
+                a6_3 += v6 * w3
+                a6_4 += v7 * w3
+                a6_5 += v8 * w3
+                a6_6 += v9 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+                a6_2 += v6 * w4
+                a6_3 += v7 * w4
+                a6_4 += v8 * w4
+                a6_5 += v9 * w4
+                a6_6 += v10 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+
+@cuda.jit(cache=True)
+def tucker_core_7x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 7x8 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a4_7 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a5_7 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a6_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_7 += v10 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                a1_7 += v11 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_4 += v7 * w3
+                a2_5 += v8 * w3
+                a2_6 += v9 * w3
+                a2_7 += v10 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                a2_4 += v8 * w4
+                a2_5 += v9 * w4
+                a2_6 += v10 * w4
+                a2_7 += v11 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_4 += v7 * w3
+                a3_5 += v8 * w3
+                a3_6 += v9 * w3
+                a3_7 += v10 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                a3_4 += v8 * w4
+                a3_5 += v9 * w4
+                a3_6 += v10 * w4
+                a3_7 += v11 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_7 += v7 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_7 += v8 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                a4_7 += v9 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_2 += v5 * w3
+                a4_3 += v6 * w3
+                a4_4 += v7 * w3
+                a4_5 += v8 * w3
+                a4_6 += v9 * w3
+                a4_7 += v10 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                a4_2 += v6 * w4
+                a4_3 += v7 * w4
+                a4_4 += v8 * w4
+                a4_5 += v9 * w4
+                a4_6 += v10 * w4
+                a4_7 += v11 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_7 += v7 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_7 += v8 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                a5_7 += v9 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_2 += v5 * w3
+                a5_3 += v6 * w3
+                a5_4 += v7 * w3
+                a5_5 += v8 * w3
+                a5_6 += v9 * w3
+                a5_7 += v10 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                a5_2 += v6 * w4
+                a5_3 += v7 * w4
+                a5_4 += v8 * w4
+                a5_5 += v9 * w4
+                a5_6 += v10 * w4
+                a5_7 += v11 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_7 += v7 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_7 += v8 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+                a6_7 += v9 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_2 += v5 * w3
+                a6_3 += v6 * w3
+                a6_4 += v7 * w3
+                a6_5 += v8 * w3
+                a6_6 += v9 * w3
+                a6_7 += v10 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+                a6_2 += v6 * w4
+                a6_3 += v7 * w4
+                a6_4 += v8 * w4
+                a6_5 += v9 * w4
+                a6_6 += v10 * w4
+                a6_7 += v11 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 4 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 7, a4_7)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 7] = a4_7
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 5 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 7, a5_7)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 7] = a5_7
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+        if ty0 + 6 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 7, a6_7)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 7] = a6_7
+
+@cuda.jit(cache=True)
+def tucker_core_8x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x1 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        a4_0 = float32(0.0)
+        a5_0 = float32(0.0)
+        a6_0 = float32(0.0)
+        a7_0 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a0_0 += v0 * w0
+                a0_0 += v1 * w1
+                a0_0 += v2 * w2
+                a0_0 += v3 * w3
+                a0_0 += v4 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a1_0 += v0 * w0
+                a1_0 += v1 * w1
+                a1_0 += v2 * w2
+                a1_0 += v3 * w3
+                a1_0 += v4 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a2_0 += v0 * w0
+                a2_0 += v1 * w1
+                a2_0 += v2 * w2
+                a2_0 += v3 * w3
+                a2_0 += v4 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a3_0 += v0 * w0
+                a3_0 += v1 * w1
+                a3_0 += v2 * w2
+                a3_0 += v3 * w3
+                a3_0 += v4 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a4_0 += v0 * w0
+                a4_0 += v1 * w1
+                a4_0 += v2 * w2
+                a4_0 += v3 * w3
+                a4_0 += v4 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a5_0 += v0 * w0
+                a5_0 += v1 * w1
+                a5_0 += v2 * w2
+                a5_0 += v3 * w3
+                a5_0 += v4 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a6_0 += v0 * w0
+                a6_0 += v1 * w1
+                a6_0 += v2 * w2
+                a6_0 += v3 * w3
+                a6_0 += v4 * w4
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                a7_0 += v0 * w0
+                a7_0 += v1 * w1
+                a7_0 += v2 * w2
+                a7_0 += v3 * w3
+                a7_0 += v4 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+
+@cuda.jit(cache=True)
+def tucker_core_8x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x2 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+                a7_0 += v3 * w3
+                a7_1 += v4 * w3
+                a7_0 += v4 * w4
+                a7_1 += v5 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+
+@cuda.jit(cache=True)
+def tucker_core_8x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x4 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_2 += v5 * w3
+                a4_3 += v6 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                a4_2 += v6 * w4
+                a4_3 += v7 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_2 += v5 * w3
+                a5_3 += v6 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                a5_2 += v6 * w4
+                a5_3 += v7 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_2 += v5 * w3
+                a6_3 += v6 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+                a6_2 += v6 * w4
+                a6_3 += v7 * w4
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_2 += v2 * w0
+                a7_3 += v3 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_2 += v3 * w1
+                a7_3 += v4 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+                a7_2 += v4 * w2
+                a7_3 += v5 * w2
+                a7_0 += v3 * w3
+                a7_1 += v4 * w3
+                a7_2 += v5 * w3
+                a7_3 += v6 * w3
+                a7_0 += v4 * w4
+                a7_1 += v5 * w4
+                a7_2 += v6 * w4
+                a7_3 += v7 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+        if ty0 + 7 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 2, a7_2)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 2] = a7_2
+        if ty0 + 7 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 3, a7_3)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 3] = a7_3
+
+@cuda.jit(cache=True)
+def tucker_core_8x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x7 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        a7_5 = float32(0.0)
+        a7_6 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_4 += v7 * w3
+                a2_5 += v8 * w3
+                a2_6 += v9 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                a2_4 += v8 * w4
+                a2_5 += v9 * w4
+                a2_6 += v10 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_4 += v7 * w3
+                a3_5 += v8 * w3
+                a3_6 += v9 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                a3_4 += v8 * w4
+                a3_5 += v9 * w4
+                a3_6 += v10 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_2 += v5 * w3
+                a4_3 += v6 * w3
+                a4_4 += v7 * w3
+                a4_5 += v8 * w3
+                a4_6 += v9 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                a4_2 += v6 * w4
+                a4_3 += v7 * w4
+                a4_4 += v8 * w4
+                a4_5 += v9 * w4
+                a4_6 += v10 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_2 += v5 * w3
+                a5_3 += v6 * w3
+                a5_4 += v7 * w3
+                a5_5 += v8 * w3
+                a5_6 += v9 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                a5_2 += v6 * w4
+                a5_3 += v7 * w4
+                a5_4 += v8 * w4
+                a5_5 += v9 * w4
+                a5_6 += v10 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_2 += v5 * w3
+                a6_3 += v6 * w3
+                a6_4 += v7 * w3
+                a6_5 += v8 * w3
+                a6_6 += v9 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+                a6_2 += v6 * w4
+                a6_3 += v7 * w4
+                a6_4 += v8 * w4
+                a6_5 += v9 * w4
+                a6_6 += v10 * w4
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_2 += v2 * w0
+                a7_3 += v3 * w0
+                a7_4 += v4 * w0
+                a7_5 += v5 * w0
+                a7_6 += v6 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_2 += v3 * w1
+                a7_3 += v4 * w1
+                a7_4 += v5 * w1
+                a7_5 += v6 * w1
+                a7_6 += v7 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+                a7_2 += v4 * w2
+                a7_3 += v5 * w2
+                a7_4 += v6 * w2
+                a7_5 += v7 * w2
+                a7_6 += v8 * w2
+                a7_0 += v3 * w3
+                a7_1 += v4 * w3
+                a7_2 += v5 * w3
+                a7_3 += v6 * w3
+                a7_4 += v7 * w3
+                a7_5 += v8 * w3
+                a7_6 += v9 * w3
+                a7_0 += v4 * w4
+                a7_1 += v5 * w4
+                a7_2 += v6 * w4
+                a7_3 += v7 * w4
+                a7_4 += v8 * w4
+                a7_5 += v9 * w4
+                a7_6 += v10 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+        if ty0 + 7 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 2, a7_2)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 2] = a7_2
+        if ty0 + 7 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 3, a7_3)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 3] = a7_3
+        if ty0 + 7 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 4, a7_4)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 4] = a7_4
+        if ty0 + 7 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 5, a7_5)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 5] = a7_5
+        if ty0 + 7 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 6, a7_6)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 6] = a7_6
+
+@cuda.jit(cache=True)
+def tucker_core_8x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+    """Tucker core conv, 8x8 output tile, kernel width 5, unit horizontal stride and
+    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_w_in = geo[12]
+    plane = geo[11] * tile_w_in
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    for i in range(tid, count * plane, cuda.blockDim.x):
+        c = i // plane
+        rem = i - c * plane
+        yy = rem // tile_w_in
+        iy = iy0 + yy
+        ix = ix0 + rem - yy * tile_w_in
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+    cuda.syncthreads()
+    if nch < n_out:
+        row_step = geo[6] * tile_w_in
+        dil_step = geo[13] * tile_w_in
+        n_rows = geo[14]
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a4_7 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a5_7 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a6_7 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        a7_5 = float32(0.0)
+        a7_6 = float32(0.0)
+        a7_7 = float32(0.0)
+        for c in range(count):
+            cb = c * plane
+            wb = (c0 + c) * n_taps * n_out + nch
+            for r in range(n_rows):
+                wr = wb + r * 5 * n_out
+                w0 = wk[wr + 0 * n_out]
+                w1 = wk[wr + 1 * n_out]
+                w2 = wk[wr + 2 * n_out]
+                w3 = wk[wr + 3 * n_out]
+                w4 = wk[wr + 4 * n_out]
+                cr = cb + r * dil_step
+                rb = uint64(cr)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a0_0 += v0 * w0
+                a0_1 += v1 * w0
+                a0_2 += v2 * w0
+                a0_3 += v3 * w0
+                a0_4 += v4 * w0
+                a0_5 += v5 * w0
+                a0_6 += v6 * w0
+                a0_7 += v7 * w0
+                a0_0 += v1 * w1
+                a0_1 += v2 * w1
+                a0_2 += v3 * w1
+                a0_3 += v4 * w1
+                a0_4 += v5 * w1
+                a0_5 += v6 * w1
+                a0_6 += v7 * w1
+                a0_7 += v8 * w1
+                a0_0 += v2 * w2
+                a0_1 += v3 * w2
+                a0_2 += v4 * w2
+                a0_3 += v5 * w2
+                a0_4 += v6 * w2
+                a0_5 += v7 * w2
+                a0_6 += v8 * w2
+                a0_7 += v9 * w2
+                a0_0 += v3 * w3
+                a0_1 += v4 * w3
+                a0_2 += v5 * w3
+                a0_3 += v6 * w3
+                a0_4 += v7 * w3
+                a0_5 += v8 * w3
+                a0_6 += v9 * w3
+                a0_7 += v10 * w3
+                a0_0 += v4 * w4
+                a0_1 += v5 * w4
+                a0_2 += v6 * w4
+                a0_3 += v7 * w4
+                a0_4 += v8 * w4
+                a0_5 += v9 * w4
+                a0_6 += v10 * w4
+                a0_7 += v11 * w4
+                rb = uint64(cr + 1 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a1_0 += v0 * w0
+                a1_1 += v1 * w0
+                a1_2 += v2 * w0
+                a1_3 += v3 * w0
+                a1_4 += v4 * w0
+                a1_5 += v5 * w0
+                a1_6 += v6 * w0
+                a1_7 += v7 * w0
+                a1_0 += v1 * w1
+                a1_1 += v2 * w1
+                a1_2 += v3 * w1
+                a1_3 += v4 * w1
+                a1_4 += v5 * w1
+                a1_5 += v6 * w1
+                a1_6 += v7 * w1
+                a1_7 += v8 * w1
+                a1_0 += v2 * w2
+                a1_1 += v3 * w2
+                a1_2 += v4 * w2
+                a1_3 += v5 * w2
+                a1_4 += v6 * w2
+                a1_5 += v7 * w2
+                a1_6 += v8 * w2
+                a1_7 += v9 * w2
+                a1_0 += v3 * w3
+                a1_1 += v4 * w3
+                a1_2 += v5 * w3
+                a1_3 += v6 * w3
+                a1_4 += v7 * w3
+                a1_5 += v8 * w3
+                a1_6 += v9 * w3
+                a1_7 += v10 * w3
+                a1_0 += v4 * w4
+                a1_1 += v5 * w4
+                a1_2 += v6 * w4
+                a1_3 += v7 * w4
+                a1_4 += v8 * w4
+                a1_5 += v9 * w4
+                a1_6 += v10 * w4
+                a1_7 += v11 * w4
+                rb = uint64(cr + 2 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a2_0 += v0 * w0
+                a2_1 += v1 * w0
+                a2_2 += v2 * w0
+                a2_3 += v3 * w0
+                a2_4 += v4 * w0
+                a2_5 += v5 * w0
+                a2_6 += v6 * w0
+                a2_7 += v7 * w0
+                a2_0 += v1 * w1
+                a2_1 += v2 * w1
+                a2_2 += v3 * w1
+                a2_3 += v4 * w1
+                a2_4 += v5 * w1
+                a2_5 += v6 * w1
+                a2_6 += v7 * w1
+                a2_7 += v8 * w1
+                a2_0 += v2 * w2
+                a2_1 += v3 * w2
+                a2_2 += v4 * w2
+                a2_3 += v5 * w2
+                a2_4 += v6 * w2
+                a2_5 += v7 * w2
+                a2_6 += v8 * w2
+                a2_7 += v9 * w2
+                a2_0 += v3 * w3
+                a2_1 += v4 * w3
+                a2_2 += v5 * w3
+                a2_3 += v6 * w3
+                a2_4 += v7 * w3
+                a2_5 += v8 * w3
+                a2_6 += v9 * w3
+                a2_7 += v10 * w3
+                a2_0 += v4 * w4
+                a2_1 += v5 * w4
+                a2_2 += v6 * w4
+                a2_3 += v7 * w4
+                a2_4 += v8 * w4
+                a2_5 += v9 * w4
+                a2_6 += v10 * w4
+                a2_7 += v11 * w4
+                rb = uint64(cr + 3 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a3_0 += v0 * w0
+                a3_1 += v1 * w0
+                a3_2 += v2 * w0
+                a3_3 += v3 * w0
+                a3_4 += v4 * w0
+                a3_5 += v5 * w0
+                a3_6 += v6 * w0
+                a3_7 += v7 * w0
+                a3_0 += v1 * w1
+                a3_1 += v2 * w1
+                a3_2 += v3 * w1
+                a3_3 += v4 * w1
+                a3_4 += v5 * w1
+                a3_5 += v6 * w1
+                a3_6 += v7 * w1
+                a3_7 += v8 * w1
+                a3_0 += v2 * w2
+                a3_1 += v3 * w2
+                a3_2 += v4 * w2
+                a3_3 += v5 * w2
+                a3_4 += v6 * w2
+                a3_5 += v7 * w2
+                a3_6 += v8 * w2
+                a3_7 += v9 * w2
+                a3_0 += v3 * w3
+                a3_1 += v4 * w3
+                a3_2 += v5 * w3
+                a3_3 += v6 * w3
+                a3_4 += v7 * w3
+                a3_5 += v8 * w3
+                a3_6 += v9 * w3
+                a3_7 += v10 * w3
+                a3_0 += v4 * w4
+                a3_1 += v5 * w4
+                a3_2 += v6 * w4
+                a3_3 += v7 * w4
+                a3_4 += v8 * w4
+                a3_5 += v9 * w4
+                a3_6 += v10 * w4
+                a3_7 += v11 * w4
+                rb = uint64(cr + 4 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a4_0 += v0 * w0
+                a4_1 += v1 * w0
+                a4_2 += v2 * w0
+                a4_3 += v3 * w0
+                a4_4 += v4 * w0
+                a4_5 += v5 * w0
+                a4_6 += v6 * w0
+                a4_7 += v7 * w0
+                a4_0 += v1 * w1
+                a4_1 += v2 * w1
+                a4_2 += v3 * w1
+                a4_3 += v4 * w1
+                a4_4 += v5 * w1
+                a4_5 += v6 * w1
+                a4_6 += v7 * w1
+                a4_7 += v8 * w1
+                a4_0 += v2 * w2
+                a4_1 += v3 * w2
+                a4_2 += v4 * w2
+                a4_3 += v5 * w2
+                a4_4 += v6 * w2
+                a4_5 += v7 * w2
+                a4_6 += v8 * w2
+                a4_7 += v9 * w2
+                a4_0 += v3 * w3
+                a4_1 += v4 * w3
+                a4_2 += v5 * w3
+                a4_3 += v6 * w3
+                a4_4 += v7 * w3
+                a4_5 += v8 * w3
+                a4_6 += v9 * w3
+                a4_7 += v10 * w3
+                a4_0 += v4 * w4
+                a4_1 += v5 * w4
+                a4_2 += v6 * w4
+                a4_3 += v7 * w4
+                a4_4 += v8 * w4
+                a4_5 += v9 * w4
+                a4_6 += v10 * w4
+                a4_7 += v11 * w4
+                rb = uint64(cr + 5 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a5_0 += v0 * w0
+                a5_1 += v1 * w0
+                a5_2 += v2 * w0
+                a5_3 += v3 * w0
+                a5_4 += v4 * w0
+                a5_5 += v5 * w0
+                a5_6 += v6 * w0
+                a5_7 += v7 * w0
+                a5_0 += v1 * w1
+                a5_1 += v2 * w1
+                a5_2 += v3 * w1
+                a5_3 += v4 * w1
+                a5_4 += v5 * w1
+                a5_5 += v6 * w1
+                a5_6 += v7 * w1
+                a5_7 += v8 * w1
+                a5_0 += v2 * w2
+                a5_1 += v3 * w2
+                a5_2 += v4 * w2
+                a5_3 += v5 * w2
+                a5_4 += v6 * w2
+                a5_5 += v7 * w2
+                a5_6 += v8 * w2
+                a5_7 += v9 * w2
+                a5_0 += v3 * w3
+                a5_1 += v4 * w3
+                a5_2 += v5 * w3
+                a5_3 += v6 * w3
+                a5_4 += v7 * w3
+                a5_5 += v8 * w3
+                a5_6 += v9 * w3
+                a5_7 += v10 * w3
+                a5_0 += v4 * w4
+                a5_1 += v5 * w4
+                a5_2 += v6 * w4
+                a5_3 += v7 * w4
+                a5_4 += v8 * w4
+                a5_5 += v9 * w4
+                a5_6 += v10 * w4
+                a5_7 += v11 * w4
+                rb = uint64(cr + 6 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a6_0 += v0 * w0
+                a6_1 += v1 * w0
+                a6_2 += v2 * w0
+                a6_3 += v3 * w0
+                a6_4 += v4 * w0
+                a6_5 += v5 * w0
+                a6_6 += v6 * w0
+                a6_7 += v7 * w0
+                a6_0 += v1 * w1
+                a6_1 += v2 * w1
+                a6_2 += v3 * w1
+                a6_3 += v4 * w1
+                a6_4 += v5 * w1
+                a6_5 += v6 * w1
+                a6_6 += v7 * w1
+                a6_7 += v8 * w1
+                a6_0 += v2 * w2
+                a6_1 += v3 * w2
+                a6_2 += v4 * w2
+                a6_3 += v5 * w2
+                a6_4 += v6 * w2
+                a6_5 += v7 * w2
+                a6_6 += v8 * w2
+                a6_7 += v9 * w2
+                a6_0 += v3 * w3
+                a6_1 += v4 * w3
+                a6_2 += v5 * w3
+                a6_3 += v6 * w3
+                a6_4 += v7 * w3
+                a6_5 += v8 * w3
+                a6_6 += v9 * w3
+                a6_7 += v10 * w3
+                a6_0 += v4 * w4
+                a6_1 += v5 * w4
+                a6_2 += v6 * w4
+                a6_3 += v7 * w4
+                a6_4 += v8 * w4
+                a6_5 += v9 * w4
+                a6_6 += v10 * w4
+                a6_7 += v11 * w4
+                rb = uint64(cr + 7 * row_step)
+                v0 = tile[rb + uint64(0)]
+                v1 = tile[rb + uint64(1)]
+                v2 = tile[rb + uint64(2)]
+                v3 = tile[rb + uint64(3)]
+                v4 = tile[rb + uint64(4)]
+                v5 = tile[rb + uint64(5)]
+                v6 = tile[rb + uint64(6)]
+                v7 = tile[rb + uint64(7)]
+                v8 = tile[rb + uint64(8)]
+                v9 = tile[rb + uint64(9)]
+                v10 = tile[rb + uint64(10)]
+                v11 = tile[rb + uint64(11)]
+                a7_0 += v0 * w0
+                a7_1 += v1 * w0
+                a7_2 += v2 * w0
+                a7_3 += v3 * w0
+                a7_4 += v4 * w0
+                a7_5 += v5 * w0
+                a7_6 += v6 * w0
+                a7_7 += v7 * w0
+                a7_0 += v1 * w1
+                a7_1 += v2 * w1
+                a7_2 += v3 * w1
+                a7_3 += v4 * w1
+                a7_4 += v5 * w1
+                a7_5 += v6 * w1
+                a7_6 += v7 * w1
+                a7_7 += v8 * w1
+                a7_0 += v2 * w2
+                a7_1 += v3 * w2
+                a7_2 += v4 * w2
+                a7_3 += v5 * w2
+                a7_4 += v6 * w2
+                a7_5 += v7 * w2
+                a7_6 += v8 * w2
+                a7_7 += v9 * w2
+                a7_0 += v3 * w3
+                a7_1 += v4 * w3
+                a7_2 += v5 * w3
+                a7_3 += v6 * w3
+                a7_4 += v7 * w3
+                a7_5 += v8 * w3
+                a7_6 += v9 * w3
+                a7_7 += v10 * w3
+                a7_0 += v4 * w4
+                a7_1 += v5 * w4
+                a7_2 += v6 * w4
+                a7_3 += v7 * w4
+                a7_4 += v8 * w4
+                a7_5 += v9 * w4
+                a7_6 += v10 * w4
+                a7_7 += v11 * w4
+        ob = (img * n_out + nch) * out_h * out_w
+        if ty0 + 0 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 0, a0_0)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 0] = a0_0
+        if ty0 + 0 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 1, a0_1)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 1] = a0_1
+        if ty0 + 0 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 2, a0_2)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 2] = a0_2
+        if ty0 + 0 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 3, a0_3)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 3] = a0_3
+        if ty0 + 0 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 4, a0_4)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 4] = a0_4
+        if ty0 + 0 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 5, a0_5)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 5] = a0_5
+        if ty0 + 0 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 6, a0_6)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 6] = a0_6
+        if ty0 + 0 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 0) * out_w + tx0 + 7, a0_7)
+            else:
+                out[ob + (ty0 + 0) * out_w + tx0 + 7] = a0_7
+        if ty0 + 1 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 0, a1_0)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 0] = a1_0
+        if ty0 + 1 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 1, a1_1)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 1] = a1_1
+        if ty0 + 1 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 2, a1_2)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 2] = a1_2
+        if ty0 + 1 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 3, a1_3)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 3] = a1_3
+        if ty0 + 1 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 4, a1_4)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 4] = a1_4
+        if ty0 + 1 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 5, a1_5)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 5] = a1_5
+        if ty0 + 1 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 6, a1_6)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 6] = a1_6
+        if ty0 + 1 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 1) * out_w + tx0 + 7, a1_7)
+            else:
+                out[ob + (ty0 + 1) * out_w + tx0 + 7] = a1_7
+        if ty0 + 2 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 0, a2_0)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 0] = a2_0
+        if ty0 + 2 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 1, a2_1)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 1] = a2_1
+        if ty0 + 2 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 2, a2_2)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 2] = a2_2
+        if ty0 + 2 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 3, a2_3)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 3] = a2_3
+        if ty0 + 2 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 4, a2_4)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 4] = a2_4
+        if ty0 + 2 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 5, a2_5)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 5] = a2_5
+        if ty0 + 2 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 6, a2_6)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 6] = a2_6
+        if ty0 + 2 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 2) * out_w + tx0 + 7, a2_7)
+            else:
+                out[ob + (ty0 + 2) * out_w + tx0 + 7] = a2_7
+        if ty0 + 3 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 0, a3_0)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 0] = a3_0
+        if ty0 + 3 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 1, a3_1)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 1] = a3_1
+        if ty0 + 3 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 2, a3_2)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 2] = a3_2
+        if ty0 + 3 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 3, a3_3)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 3] = a3_3
+        if ty0 + 3 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 4, a3_4)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 4] = a3_4
+        if ty0 + 3 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 5, a3_5)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 5] = a3_5
+        if ty0 + 3 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 6, a3_6)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 6] = a3_6
+        if ty0 + 3 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 3) * out_w + tx0 + 7, a3_7)
+            else:
+                out[ob + (ty0 + 3) * out_w + tx0 + 7] = a3_7
+        if ty0 + 4 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 0, a4_0)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 0] = a4_0
+        if ty0 + 4 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 1, a4_1)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 1] = a4_1
+        if ty0 + 4 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 2, a4_2)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 2] = a4_2
+        if ty0 + 4 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 3, a4_3)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 3] = a4_3
+        if ty0 + 4 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 4, a4_4)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 4] = a4_4
+        if ty0 + 4 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 5, a4_5)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 5] = a4_5
+        if ty0 + 4 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 6, a4_6)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 6] = a4_6
+        if ty0 + 4 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 4) * out_w + tx0 + 7, a4_7)
+            else:
+                out[ob + (ty0 + 4) * out_w + tx0 + 7] = a4_7
+        if ty0 + 5 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 0, a5_0)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 0] = a5_0
+        if ty0 + 5 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 1, a5_1)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 1] = a5_1
+        if ty0 + 5 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 2, a5_2)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 2] = a5_2
+        if ty0 + 5 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 3, a5_3)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 3] = a5_3
+        if ty0 + 5 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 4, a5_4)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 4] = a5_4
+        if ty0 + 5 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 5, a5_5)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 5] = a5_5
+        if ty0 + 5 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 6, a5_6)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 6] = a5_6
+        if ty0 + 5 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 5) * out_w + tx0 + 7, a5_7)
+            else:
+                out[ob + (ty0 + 5) * out_w + tx0 + 7] = a5_7
+        if ty0 + 6 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 0, a6_0)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 0] = a6_0
+        if ty0 + 6 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 1, a6_1)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 1] = a6_1
+        if ty0 + 6 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 2, a6_2)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 2] = a6_2
+        if ty0 + 6 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 3, a6_3)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 3] = a6_3
+        if ty0 + 6 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 4, a6_4)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 4] = a6_4
+        if ty0 + 6 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 5, a6_5)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 5] = a6_5
+        if ty0 + 6 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 6, a6_6)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 6] = a6_6
+        if ty0 + 6 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 6) * out_w + tx0 + 7, a6_7)
+            else:
+                out[ob + (ty0 + 6) * out_w + tx0 + 7] = a6_7
+        if ty0 + 7 < out_h and tx0 + 0 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 0, a7_0)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 0] = a7_0
+        if ty0 + 7 < out_h and tx0 + 1 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 1, a7_1)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 1] = a7_1
+        if ty0 + 7 < out_h and tx0 + 2 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 2, a7_2)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 2] = a7_2
+        if ty0 + 7 < out_h and tx0 + 3 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 3, a7_3)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 3] = a7_3
+        if ty0 + 7 < out_h and tx0 + 4 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 4, a7_4)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 4] = a7_4
+        if ty0 + 7 < out_h and tx0 + 5 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 5, a7_5)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 5] = a7_5
+        if ty0 + 7 < out_h and tx0 + 6 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 6, a7_6)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 6] = a7_6
+        if ty0 + 7 < out_h and tx0 + 7 < out_w:
+            if atomic:
+                cuda.atomic.add(out, ob + (ty0 + 7) * out_w + tx0 + 7, a7_7)
+            else:
+                out[ob + (ty0 + 7) * out_w + tx0 + 7] = a7_7
+
 
 TUCKER_CORE_KERNELS = {
     (1, 1): tucker_core_1x1,
@@ -5553,4 +22513,64 @@ TUCKER_CORE_KERNELS = {
     (8, 4): tucker_core_8x4,
     (8, 7): tucker_core_8x7,
     (8, 8): tucker_core_8x8,
+}
+
+# (TH, TW, kernel width) -> kernel for unit horizontal stride and dilation
+TUCKER_CORE_ROW_KERNELS = {
+    (1, 1, 3): tucker_core_1x1_kw3,
+    (1, 2, 3): tucker_core_1x2_kw3,
+    (1, 4, 3): tucker_core_1x4_kw3,
+    (1, 7, 3): tucker_core_1x7_kw3,
+    (1, 8, 3): tucker_core_1x8_kw3,
+    (1, 16, 3): tucker_core_1x16_kw3,
+    (2, 1, 3): tucker_core_2x1_kw3,
+    (2, 2, 3): tucker_core_2x2_kw3,
+    (2, 4, 3): tucker_core_2x4_kw3,
+    (2, 7, 3): tucker_core_2x7_kw3,
+    (2, 8, 3): tucker_core_2x8_kw3,
+    (2, 16, 3): tucker_core_2x16_kw3,
+    (4, 1, 3): tucker_core_4x1_kw3,
+    (4, 2, 3): tucker_core_4x2_kw3,
+    (4, 4, 3): tucker_core_4x4_kw3,
+    (4, 7, 3): tucker_core_4x7_kw3,
+    (4, 8, 3): tucker_core_4x8_kw3,
+    (4, 16, 3): tucker_core_4x16_kw3,
+    (7, 1, 3): tucker_core_7x1_kw3,
+    (7, 2, 3): tucker_core_7x2_kw3,
+    (7, 4, 3): tucker_core_7x4_kw3,
+    (7, 7, 3): tucker_core_7x7_kw3,
+    (7, 8, 3): tucker_core_7x8_kw3,
+    (8, 1, 3): tucker_core_8x1_kw3,
+    (8, 2, 3): tucker_core_8x2_kw3,
+    (8, 4, 3): tucker_core_8x4_kw3,
+    (8, 7, 3): tucker_core_8x7_kw3,
+    (8, 8, 3): tucker_core_8x8_kw3,
+    (1, 1, 5): tucker_core_1x1_kw5,
+    (1, 2, 5): tucker_core_1x2_kw5,
+    (1, 4, 5): tucker_core_1x4_kw5,
+    (1, 7, 5): tucker_core_1x7_kw5,
+    (1, 8, 5): tucker_core_1x8_kw5,
+    (1, 16, 5): tucker_core_1x16_kw5,
+    (2, 1, 5): tucker_core_2x1_kw5,
+    (2, 2, 5): tucker_core_2x2_kw5,
+    (2, 4, 5): tucker_core_2x4_kw5,
+    (2, 7, 5): tucker_core_2x7_kw5,
+    (2, 8, 5): tucker_core_2x8_kw5,
+    (2, 16, 5): tucker_core_2x16_kw5,
+    (4, 1, 5): tucker_core_4x1_kw5,
+    (4, 2, 5): tucker_core_4x2_kw5,
+    (4, 4, 5): tucker_core_4x4_kw5,
+    (4, 7, 5): tucker_core_4x7_kw5,
+    (4, 8, 5): tucker_core_4x8_kw5,
+    (4, 16, 5): tucker_core_4x16_kw5,
+    (7, 1, 5): tucker_core_7x1_kw5,
+    (7, 2, 5): tucker_core_7x2_kw5,
+    (7, 4, 5): tucker_core_7x4_kw5,
+    (7, 7, 5): tucker_core_7x7_kw5,
+    (7, 8, 5): tucker_core_7x8_kw5,
+    (8, 1, 5): tucker_core_8x1_kw5,
+    (8, 2, 5): tucker_core_8x2_kw5,
+    (8, 4, 5): tucker_core_8x4_kw5,
+    (8, 7, 5): tucker_core_8x7_kw5,
+    (8, 8, 5): tucker_core_8x8_kw5,
 }

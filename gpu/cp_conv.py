@@ -88,7 +88,8 @@ def choose_lane_count(channels: int, pixels: int, resident_threads: int = _RESID
 def _geo_array(g: ConvGeometry, n_out: int) -> np.ndarray:
     return np.array(
         [g.batch, g.channels, g.height, g.width, n_out, g.out_h, g.out_w,
-         g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.taps],
+         g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.taps,
+         (g.kh - 1) * g.dil_h, (g.kw - 1) * g.dil_w],
         dtype=np.int64,
     )
 
@@ -174,7 +175,7 @@ class CPConvPlan:
                 cuda.to_device(np.ascontiguousarray(factors.s[:, r0:r1])),
                 cuda.to_device(np.ascontiguousarray(factors.t[:, r0:r1])),
                 bias if i == 0 else zero_bias,
-                g.taps * (r1 - r0) * 4,
+                (g.taps * (r1 - r0) + 3 * g.taps) * 4,
                 i > 0,
             ))
 

@@ -128,7 +128,7 @@ class TuckerCorePlan:
     table, tiling and launch shape on the device."""
 
     def __init__(self, core: np.ndarray, geometry: ConvGeometry, tile: CoreTile):
-        from gpu.conv_tucker_generated import TUCKER_CORE_KERNELS
+        from gpu.conv_tucker_generated import TUCKER_CORE_KERNELS, TUCKER_CORE_ROW_KERNELS
 
         g = geometry
         self.geometry = g
@@ -136,7 +136,11 @@ class TuckerCorePlan:
         self.n_out = core.shape[0]
         if (tile.th, tile.tw) not in TUCKER_CORE_KERNELS:
             raise ValueError(f"no generated Tucker core kernel for a {tile.th}x{tile.tw} output tile")
-        self._kernel = TUCKER_CORE_KERNELS[(tile.th, tile.tw)]
+        row_key = (tile.th, tile.tw, g.kw)
+        if g.stride_w == 1 and g.dil_w == 1 and row_key in TUCKER_CORE_ROW_KERNELS:
+            self._kernel = TUCKER_CORE_ROW_KERNELS[row_key]
+        else:
+            self._kernel = TUCKER_CORE_KERNELS[(tile.th, tile.tw)]
         hi = (tile.th - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1
         wi = (tile.tw - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1
         # TDC stores the kernel as CRSN so that consecutive threads (output channels) load
@@ -146,7 +150,7 @@ class TuckerCorePlan:
         self._taps = cuda.to_device(np.ascontiguousarray(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, wi)[:, 0]))
         self._geo = cuda.to_device(np.array(
             [g.channels, g.height, g.width, self.n_out, g.out_h, g.out_w, g.stride_h, g.stride_w,
-             g.pad_top, g.pad_left, g.taps, hi, wi], dtype=np.int64))
+             g.pad_top, g.pad_left, g.taps, hi, wi, g.dil_h, g.kh], dtype=np.int64))
         self.tiles_w = math.ceil(g.out_w / tile.tw)
         self.block = core_block_threads(self.n_out)
         self.groups = math.ceil(self.n_out / self.block)

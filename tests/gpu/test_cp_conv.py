@@ -1,0 +1,169 @@
+"""Fused CP convolution: CPU backend and CUDA kernels (simulator) against a float64 direct
+convolution of the reconstructed kernel, and against PyTorch's conv2d."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpu import conv_codegen
+from gpu.conv_direct import cp_kernel, direct_conv2d
+from gpu.conv_index_tables import conv_geometry, pointer_increments, tap_offsets
+from gpu.cp_conv import CPConvPlan, check_cp_factors, choose_lane_count, cp_conv2d
+
+TOL = 1e-5
+
+
+def rel_err(a, b):
+    return np.abs(np.asarray(a, np.float64) - b).max() / np.abs(b).max()
+
+
+def random_case(rng, n, c, h, w, t, kh, kw, rank, bias=True):
+    u = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    s, hf, wf, tf = (rng.standard_normal((d, rank)).astype(np.float32) for d in (c, kh, kw, t))
+    b = rng.standard_normal(t).astype(np.float32) if bias else None
+    return u, (s, hf, wf, tf), b
+
+
+def poisoned(shape):
+    return np.full(shape, np.nan, np.float32)
+
+
+# (N, C, H, W, T, kh, kw, rank, stride, padding, dilation): ranks 1–16, strides 1–2,
+# dilations 1–2, odd and even kernels, batch 1 and > 1, "same" and integer padding.
+CPU_CASES = [
+    (1, 3, 17, 19, 5, 3, 3, 1, 1, "same", 1),
+    (2, 8, 16, 15, 7, 4, 4, 2, 1, "same", 2),
+    (3, 5, 12, 13, 9, 5, 2, 3, 2, 1, 1),
+    (1, 16, 20, 18, 12, 2, 3, 4, 2, 2, 2),
+    (2, 7, 11, 11, 4, 1, 1, 5, 1, 0, 1),
+    (1, 12, 14, 17, 16, 3, 5, 6, 1, 2, 1),
+    (4, 4, 9, 10, 3, 3, 3, 7, 2, 0, 2),
+    (1, 32, 13, 13, 24, 3, 3, 8, 1, 1, 1),
+    (2, 6, 15, 9, 11, 6, 4, 9, 1, "same", 1),
+    (1, 9, 10, 21, 6, 4, 3, 10, 2, 3, 1),
+    (3, 10, 8, 8, 5, 3, 2, 11, 1, "same", 2),
+    (1, 20, 16, 16, 10, 5, 5, 12, 2, 2, 2),
+    (2, 3, 19, 12, 8, 7, 7, 13, 1, 3, 1),
+    (1, 14, 12, 12, 13, 2, 2, 14, 1, 0, 2),
+    (2, 11, 9, 14, 15, 3, 4, 15, 2, 1, 1),
+    (1, 48, 27, 27, 64, 3, 3, 16, 1, 0, 1),
+]
+
+
+@pytest.mark.parametrize("case", CPU_CASES, ids=[f"r{c[7]}" for c in CPU_CASES])
+def test_cpu_backend_equals_float64_direct_conv(case):
+    n, c, h, w, t, kh, kw, rank, stride, pad, dil = case
+    rng = np.random.default_rng(rank)
+    u, f, b = random_case(rng, n, c, h, w, t, kh, kw, rank)
+    g = conv_geometry(u.shape, (kh, kw), stride, pad, dil)
+    out = poisoned((n, t, g.out_h, g.out_w))
+    cp_conv2d(u, *f, b, stride, pad, dil, backend="cpu", out=out)
+    ref = direct_conv2d(u, cp_kernel(*f), b, stride, pad, dil)
+    assert out.shape == ref.shape
+    assert not np.isnan(out).any()
+    assert rel_err(out, ref) < TOL
+
+
+# Simulator: every thread is a Python thread, so a few small grids; lanes forced to cover
+# the warp-shuffle butterfly (1 to 32 lanes) and the rank chunking above 16.
+SIM_CASES = [
+    # (N, C, H, W, T, kh, kw, rank, stride, padding, dilation, lanes)
+    (1, 3, 5, 6, 4, 3, 3, 1, 1, "same", 1, 1),
+    (2, 4, 5, 4, 3, 2, 2, 3, 1, "same", 2, 2),
+    (1, 6, 7, 6, 5, 3, 2, 4, 2, 1, 1, 4),
+    (2, 5, 6, 5, 3, 4, 3, 8, 2, 2, 2, 8),
+    (1, 40, 4, 4, 6, 3, 3, 16, 1, 1, 1, 32),
+    (1, 4, 4, 5, 7, 1, 1, 5, 1, 0, 1, 16),
+    (1, 3, 4, 4, 5, 3, 3, 18, 1, 1, 1, 2),
+]
+
+
+@pytest.mark.parametrize("case", SIM_CASES, ids=[f"r{c[7]}-lanes{c[11]}" for c in SIM_CASES])
+def test_cuda_kernel_equals_float64_direct_conv(case):
+    from numba import cuda
+
+    n, c, h, w, t, kh, kw, rank, stride, pad, dil, lanes = case
+    rng = np.random.default_rng(100 + rank)
+    u, f, b = random_case(rng, n, c, h, w, t, kh, kw, rank)
+    g = conv_geometry(u.shape, (kh, kw), stride, pad, dil)
+    plan = CPConvPlan(check_cp_factors(*f, b), g, lanes=lanes)
+    d_out = cuda.to_device(poisoned((n, t, g.out_h, g.out_w)))
+    plan(cuda.to_device(u), d_out)
+    out = d_out.copy_to_host()
+    ref = direct_conv2d(u, cp_kernel(*f), b, stride, pad, dil)
+    assert not np.isnan(out).any()
+    assert rel_err(out, ref) < TOL
+
+
+def test_cuda_backend_through_public_function_writes_every_element():
+    rng = np.random.default_rng(7)
+    u, f, _ = random_case(rng, 2, 5, 6, 6, 4, 3, 3, 2, bias=False)
+    out = poisoned((2, 4, 6, 6))
+    cp_conv2d(u, *f, padding="same", backend="cuda", out=out)
+    assert rel_err(out, direct_conv2d(u, cp_kernel(*f), None, 1, "same", 1)) < TOL
+
+
+def test_cpu_backend_equals_torch_conv2d():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    for stride, pad, dil in [(1, "same", 1), (2, 1, 2), (1, 2, 2)]:
+        u, f, b = random_case(rng, 3, 16, 23, 21, 20, 3, 5, 6)
+        ours = cp_conv2d(u, *f, b, stride, pad, dil, backend="cpu")
+        k = torch.from_numpy(cp_kernel(*f).astype(np.float32))
+        ref = torch.nn.functional.conv2d(torch.from_numpy(u), k, torch.from_numpy(b), stride, pad, dil).numpy()
+        assert ours.shape == ref.shape
+        assert np.abs(ours - ref).max() / np.abs(ref).max() < TOL
+
+
+def test_factor_errors_say_what_is_wrong():
+    rng = np.random.default_rng(0)
+    u, (s, h, w, t), b = random_case(rng, 1, 4, 6, 6, 3, 3, 3, 2)
+    with pytest.raises(ValueError, match="share one rank"):
+        cp_conv2d(u, s, h, w[:, :1], t)
+    bad = s.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cp_conv2d(u, bad, h, w, t)
+    with pytest.raises(ValueError, match="4 channels but factor S has 5 rows"):
+        cp_conv2d(u, np.vstack([s, s[:1]]), h, w, t)
+    with pytest.raises(ValueError, match="bias"):
+        cp_conv2d(u, s, h, w, t, bias=np.ones(7))
+    with pytest.raises(ValueError, match="same"):
+        cp_conv2d(u, s, h, w, t, stride=2, padding="same")
+
+
+def test_pointer_increments_walk_the_taps_and_channels():
+    offsets = tap_offsets(3, 2, 2, 1, row_stride=10)
+    assert offsets[:, 0].tolist() == [0, 1, 20, 21, 40, 41]
+    inc = pointer_increments(offsets, channel_stride=100)
+    ptr, visited = 0, []
+    for _ in range(2):
+        for k in range(len(inc)):
+            visited.append(ptr)
+            ptr += inc[k, 0]
+    assert visited == [0, 1, 20, 21, 40, 41, 100, 101, 120, 121, 140, 141]
+    assert inc[:, 1].sum() == 0 and inc[:, 2].sum() == 0
+
+
+def test_same_padding_matches_pytorch_rule():
+    g = conv_geometry((1, 1, 10, 9), (4, 3), 1, "same", 2)
+    assert (g.out_h, g.out_w, g.pad_top, g.pad_left) == (10, 9, 3, 2)
+
+
+def test_lane_count_is_a_power_of_two_within_the_channels():
+    assert choose_lane_count(3, 50176) == 2
+    assert choose_lane_count(256, 625) == 32
+    assert choose_lane_count(1, 10) == 1
+
+
+def test_generated_module_is_current_and_each_rank_compiles(capsys):
+    path = Path(conv_codegen.__file__).parent
+    assert (path / "conv_cp_generated.py").read_text() == conv_codegen.cp_module_source()
+    assert (path / "conv_tucker_generated.py").read_text() == conv_codegen.tucker_module_source()
+    for rank in conv_codegen.CP_RANKS:
+        source = conv_codegen.cp_kernel_source(rank)
+        compile(source, f"<cp_conv_r{rank}>", "exec")
+        assert source.count(f"q{rank - 1} +=") >= 2
+    print(conv_codegen.cp_kernel_source(2))
+    assert "def cp_conv_r2" in capsys.readouterr().out
