@@ -29,7 +29,7 @@ from gpu.sshopm_layout import (
 )
 from gpu.sshopm_math import SHIFT_ADAPTIVE, SHIFT_FIXED
 from gpu.sshopm_starts import hemisphere_starts, start_neighbors
-from gpu.symmetric_tensor import index_classes, multiplicities, sh_to_tensor
+from gpu.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
 
 __all__ = ["PeaksOptions", "PeaksResult", "sshopm_peaks", "convexity_shift"]
 
@@ -184,8 +184,12 @@ def sshopm_peaks(
     nonfinite = int((selected & ~finite).sum())
     selected &= finite
     chosen = resolve_backend(backend)
-    tensors = sh_to_tensor(flat[selected], basis)
-    alphas = convexity_shift(tensors, lmax) if options.shift == "fixed" else np.zeros(tensors.shape[0])
+    coeffs = flat if selected.all() else flat[selected]
+    sh2t = sh_to_tensor_matrix(lmax, basis)
+    if options.shift == "fixed":
+        alphas = convexity_shift(sh_to_tensor(coeffs, basis), lmax)
+    else:
+        alphas = np.zeros(coeffs.shape[0])
     starts = hemisphere_starts(options.starts)
     neighbors = start_neighbors(options.starts)
     fparams, iparams = _kernel_params(options)
@@ -193,12 +197,12 @@ def sshopm_peaks(
     if chosen == "cuda":
         from gpu.sshopm_cuda import run_sshopm_cuda
 
-        run = run_sshopm_cuda(lmax, tensors, alphas, starts, neighbors, fparams, iparams, options.npeaks,
+        run = run_sshopm_cuda(lmax, coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, options.npeaks,
                               progress=progress, **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
     else:
         from gpu.sshopm_cpu import run_sshopm_cpu
 
-        run = run_sshopm_cpu(lmax, tensors, alphas, starts, neighbors, fparams, iparams, options.npeaks,
+        run = run_sshopm_cpu(lmax, coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, options.npeaks,
                              progress=progress, **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
     n_total = flat.shape[0]
     k = options.npeaks

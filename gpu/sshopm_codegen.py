@@ -126,6 +126,46 @@ def _contracted(order: int, name: str, frees: tuple[tuple[int, ...], ...], what:
     return "\n".join(lines)
 
 
+def _hessian_weights(order: int) -> str:
+    """Tables that fold the multiplicities into the entries once per voxel (see axm2w)."""
+    entries, scales = [], []
+    for free in _PAIRS:
+        for sigma, entry, _ in _contraction(order, free):
+            entries.append(entry)
+            scales.append(sigma)
+    n = len(entries) // 6
+    return "\n".join([
+        f"# w[{n}·p + j] = σ_j · a[AXM2_ENTRY_m{order}[{n}·p + j]] for entry p of A x^{order - 2} and monomial j",
+        f"AXM2_ENTRY_m{order} = np.array({entries}, dtype=np.int32)",
+        f"AXM2_SCALE_m{order} = np.array({scales}, dtype=np.float32)",
+    ])
+
+
+def _axm2w(order: int) -> str:
+    lower = order - 2
+    n = len(index_classes(lower))
+    lines = [
+        "@register_jitable",
+        f"def axm2w_m{order}(w, x, y, z):",
+        f'    """A x^{lower} from per-voxel weights w = AXM2_SCALE_m{order} · a[AXM2_ENTRY_m{order}]: one multiply-add',
+        '    per term inside the iteration, the multiplicities folded in once per voxel."""',
+        *_powers(lower),
+    ]
+    names = []
+    for j, factors in enumerate(_monomial(e) for e in monomial_exponents(lower)):
+        if len(factors) > 1:
+            lines.append(f"    t{j} = {' * '.join(factors)}")
+            names.append(f"t{j}")
+        else:
+            names.append(factors[0] if factors else "")
+    outputs = ["mxx", "mxy", "mxz", "myy", "myz", "mzz"]
+    for p, out in enumerate(outputs):
+        terms = [f"w[{p * n + j}] * {name}" if name else f"w[{p * n + j}]" for j, name in enumerate(names)]
+        lines.append(f"    {out} = (\n        {_sum(terms)}\n    )")
+    lines.append(f"    return {', '.join(outputs)}")
+    return "\n".join(lines)
+
+
 def _axm1(order: int) -> str:
     return _contracted(order, "axm1", ((0,), (1,), (2,)), f"A x^{order - 1}", ["gx", "gy", "gz"])
 
@@ -136,17 +176,17 @@ def _axm2(order: int) -> str:
 
 def _climb(order: int) -> str:
     return f'''@register_jitable
-def climb_m{order}(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m{order}(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z) for order {order} (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    hit_cap, negative_definite); w holds the weights of axm2w_m{order}, lam_start = A x^{order} at the start.
     """
-    lam_prev = axm_m{order}(a, x, y, z)
+    lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2_m{order}(a, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2w_m{order}(w, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             {order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -157,8 +197,9 @@ def climb_m{order}(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_la
 
 
 def _cuda_kernel(order: int, n_unique: int) -> str:
+    n_weights = 6 * len(index_classes(order - 2))
     return f'''@cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cuda_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order {order}.
 
     Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
@@ -169,6 +210,7 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
+    w = cuda.shared.array({n_weights}, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -181,9 +223,19 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
     keep = cuda.shared.array(MAX_STARTS, int32)
     shared_scalars = cuda.shared.array(1, float32)
     n_seeds = cuda.shared.array(1, int32)
+    c = cuda.shared.array({n_unique}, float32)
     for k in range(t, {n_unique}, count):
-        a[k] = tensors[v, k]
+        c[k] = coeffs[v, k]
     cuda.syncthreads()
+    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
+    for k in range(t, {n_unique}, count):
+        total = float32(0)
+        for j in range({n_unique}):
+            total += sh2t[k, j] * c[j]
+        a[k] = total
+    cuda.syncthreads()
+    for k in range(t, {n_weights}, count):
+        w[k] = AXM2_SCALE_m{order}[k] * a[AXM2_ENTRY_m{order}[k]]
     f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
     g[t] = f[t]
     half = 1
@@ -197,13 +249,21 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    flag[t] = mine
+    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
+    offset = 1
+    while offset < count:
+        cuda.syncthreads()
+        below = flag[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        flag[t] += below
+        offset *= 2
     cuda.syncthreads()
-    slot = sm.count_flags_before(t, flag)
-    if flag[t] != 0:
-        seed_start[slot] = t
+    if mine != 0:
+        seed_start[flag[t] - 1] = t
     if t == count - 1:
-        n_seeds[0] = slot + flag[t]
+        n_seeds[0] = flag[t]
     cuda.syncthreads()
     n = n_seeds[0]
     lam = f[t]
@@ -211,7 +271,7 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
     if t < n:
         s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m{order}(
-            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
             fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
@@ -246,25 +306,34 @@ def sshopm_cuda_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, o
         cuda.atomic.add(out_count, v, 1)'''
 
 
-def _cpu_loop(order: int) -> str:
+def _cpu_loop(order: int, n_unique: int) -> str:
+    n_weights = 6 * len(index_classes(order - 2))
     return f'''@njit(parallel=True, cache=True)
-def sshopm_cpu_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernel's algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = tensors.shape[0]
+    n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
-        f = np.empty(count, tensors.dtype)
+        a = np.empty({n_unique}, sh2t.dtype)
+        f = np.empty(count, sh2t.dtype)
+        w = np.empty({n_weights}, sh2t.dtype)
         seed_start = np.empty(count, np.int64)
-        cx = np.empty(count, tensors.dtype)
-        cy = np.empty(count, tensors.dtype)
-        cz = np.empty(count, tensors.dtype)
-        cl = np.empty(count, tensors.dtype)
+        cx = np.empty(count, sh2t.dtype)
+        cy = np.empty(count, sh2t.dtype)
+        cz = np.empty(count, sh2t.dtype)
+        cl = np.empty(count, sh2t.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
-            a = tensors[v]
+            for k in range({n_unique}):
+                total = 0.0
+                for j in range({n_unique}):
+                    total += sh2t[k, j] * coeffs[v, j]
+                a[k] = total
+            for k in range({n_weights}):
+                w[k] = AXM2_SCALE_m{order}[k] * a[AXM2_ENTRY_m{order}[k]]
             for t in range(count):
                 f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
@@ -276,7 +345,7 @@ def sshopm_cpu_m{order}(tensors, alphas, starts, neighbors, fparams, iparams, ou
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m{order}(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -356,8 +425,8 @@ def generate_module() -> str:
     parts = [_HEADER.format(max_starts=MAX_STARTS, constants=constants, **hashes)]
     for m in ORDERS:
         n_unique = len(index_classes(m))
-        parts += [f"\n# ---- order {m}: {n_unique} unique entries ----\n", _axm(m), _axm1(m), _axm2(m),
-                  _climb(m), _cuda_kernel(m, n_unique), _cpu_loop(m)]
+        parts += [f"# ---- order {m}: {n_unique} unique entries ----", _axm(m), _axm1(m), _axm2(m),
+                  _hessian_weights(m), _axm2w(m), _climb(m), _cuda_kernel(m, n_unique), _cpu_loop(m, n_unique)]
     return "\n\n\n".join(parts).rstrip() + "\n"
 
 

@@ -15,7 +15,8 @@ __all__ = ["run_sshopm_cpu"]
 
 def run_sshopm_cpu(
     order: int,
-    tensors: np.ndarray,
+    coeffs: np.ndarray,
+    sh2t: np.ndarray,
     alphas: np.ndarray,
     starts: np.ndarray,
     neighbors: np.ndarray,
@@ -25,14 +26,16 @@ def run_sshopm_cpu(
     chunk_voxels: int = 16384,
     progress: Callable[[float], None] | None = None,
 ) -> dict:
-    """Run SS-HOPM for each row of ``tensors`` (float64 unique entries).
+    """Run SS-HOPM for each row of SH ``coeffs``; ``sh2t`` maps them to unique tensor
+    entries (:func:`gpu.symmetric_tensor.sh_to_tensor_matrix`), applied in float64 per voxel.
 
     Returns arrays ``directions`` (n, npeaks, 3), ``amplitudes`` (n, npeaks) — NaN where a
     voxel has fewer peaks —, ``count`` (n,), per-voxel ``stats`` (n, N_STATS), the
     iteration histogram ``hist`` and the compute time in seconds.
     """
     loop = getattr(sshopm_generated, f"sshopm_cpu_m{order}")
-    n = tensors.shape[0]
+    n = coeffs.shape[0]
+    sh2t = np.ascontiguousarray(sh2t, np.float64)
     directions = np.full((n, npeaks, 3), np.nan)
     amplitudes = np.full((n, npeaks), np.nan)
     count = np.zeros(n, np.int32)
@@ -43,7 +46,7 @@ def run_sshopm_cpu(
     for lo in range(0, n, chunk_voxels):
         hi = min(n, lo + chunk_voxels)
         chunk_hist = np.zeros((4 * n_threads, HIST_BINS), np.int64)
-        loop(tensors[lo:hi], alphas[lo:hi], starts, neighbors, fparams, iparams,
+        loop(coeffs[lo:hi], sh2t, alphas[lo:hi], starts, neighbors, fparams, iparams,
              directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
         hist += chunk_hist.sum(axis=0)
         if progress is not None:

@@ -19,7 +19,8 @@ __all__ = ["run_sshopm_cuda"]
 
 def run_sshopm_cuda(
     order: int,
-    tensors: np.ndarray,
+    coeffs: np.ndarray,
+    sh2t: np.ndarray,
     alphas: np.ndarray,
     starts: np.ndarray,
     neighbors: np.ndarray,
@@ -37,10 +38,11 @@ def run_sshopm_cuda(
     from numba import cuda
 
     kernel = getattr(sshopm_generated, f"sshopm_cuda_m{order}")
-    n = tensors.shape[0]
+    n = coeffs.shape[0]
     n_starts = starts.shape[0]
     started = time.perf_counter()
-    d_tensors = cuda.to_device(np.ascontiguousarray(tensors, np.float32))
+    d_coeffs = cuda.to_device(np.ascontiguousarray(coeffs, np.float32))
+    d_sh2t = cuda.to_device(np.ascontiguousarray(sh2t, np.float32))
     d_alphas = cuda.to_device(np.ascontiguousarray(alphas, np.float32))
     d_starts = cuda.to_device(np.ascontiguousarray(starts, np.float32))
     d_neighbors = cuda.to_device(np.ascontiguousarray(neighbors, np.int32))
@@ -56,7 +58,7 @@ def run_sshopm_cuda(
         hi = min(n, lo + chunk_voxels)
         begin, end = cuda.event(), cuda.event()
         begin.record()
-        kernel[hi - lo, n_starts](d_tensors[lo:hi], d_alphas[lo:hi], d_starts, d_neighbors, d_fparams, d_iparams,
+        kernel[hi - lo, n_starts](d_coeffs[lo:hi], d_sh2t, d_alphas[lo:hi], d_starts, d_neighbors, d_fparams, d_iparams,
                                   d_directions[lo:hi], d_amplitudes[lo:hi], d_count[lo:hi], d_stats[lo:hi], d_hist)
         end.record()
         end.synchronize()

@@ -5,7 +5,7 @@ what each function computes and gpu/sshopm_math.py for the order-independent ste
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 3a0d53424f7b431555e0e0971d5f87d3ae73f6e584a7394c04e4b638acc57855
+# sshopm_math.py sha256 057cd2cabdd91614c143e8368e7d589efc824450908564a71611b056c83ec9dd
 # sshopm_layout.py sha256 eeee731e0dc4d9220ca9f3e5a92eb225529c528b070504a0665e811d2a0fda72
 
 import numpy as np
@@ -106,9 +106,7 @@ S34650 = np.float32(34650)
 
 
 
-
 # ---- order 2: 6 unique entries ----
-
 
 
 @register_jitable
@@ -172,18 +170,48 @@ def axm2_m2(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
+# w[1·p + j] = σ_j · a[AXM2_ENTRY_m2[1·p + j]] for entry p of A x^0 and monomial j
+AXM2_ENTRY_m2 = np.array([0, 1, 2, 3, 4, 5], dtype=np.int32)
+AXM2_SCALE_m2 = np.array([1, 1, 1, 1, 1, 1], dtype=np.float32)
+
+
 @register_jitable
-def climb_m2(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def axm2w_m2(w, x, y, z):
+    """A x^0 from per-voxel weights w = AXM2_SCALE_m2 · a[AXM2_ENTRY_m2]: one multiply-add
+    per term inside the iteration, the multiplicities folded in once per voxel."""
+    mxx = (
+        w[0]
+    )
+    mxy = (
+        w[1]
+    )
+    mxz = (
+        w[2]
+    )
+    myy = (
+        w[3]
+    )
+    myz = (
+        w[4]
+    )
+    mzz = (
+        w[5]
+    )
+    return mxx, mxy, mxz, myy, myz, mzz
+
+
+@register_jitable
+def climb_m2(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z) for order 2 (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    hit_cap, negative_definite); w holds the weights of axm2w_m2, lam_start = A x^2 at the start.
     """
-    lam_prev = axm_m2(a, x, y, z)
+    lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2_m2(a, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2w_m2(w, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             2, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -194,7 +222,7 @@ def climb_m2(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cuda_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 2.
 
     Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
@@ -205,6 +233,7 @@ def sshopm_cuda_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(6, float32)
+    w = cuda.shared.array(6, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -217,9 +246,19 @@ def sshopm_cuda_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     keep = cuda.shared.array(MAX_STARTS, int32)
     shared_scalars = cuda.shared.array(1, float32)
     n_seeds = cuda.shared.array(1, int32)
+    c = cuda.shared.array(6, float32)
     for k in range(t, 6, count):
-        a[k] = tensors[v, k]
+        c[k] = coeffs[v, k]
     cuda.syncthreads()
+    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
+    for k in range(t, 6, count):
+        total = float32(0)
+        for j in range(6):
+            total += sh2t[k, j] * c[j]
+        a[k] = total
+    cuda.syncthreads()
+    for k in range(t, 6, count):
+        w[k] = AXM2_SCALE_m2[k] * a[AXM2_ENTRY_m2[k]]
     f[t] = axm_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
     g[t] = f[t]
     half = 1
@@ -233,13 +272,21 @@ def sshopm_cuda_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    flag[t] = mine
+    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
+    offset = 1
+    while offset < count:
+        cuda.syncthreads()
+        below = flag[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        flag[t] += below
+        offset *= 2
     cuda.syncthreads()
-    slot = sm.count_flags_before(t, flag)
-    if flag[t] != 0:
-        seed_start[slot] = t
+    if mine != 0:
+        seed_start[flag[t] - 1] = t
     if t == count - 1:
-        n_seeds[0] = slot + flag[t]
+        n_seeds[0] = flag[t]
     cuda.syncthreads()
     n = n_seeds[0]
     lam = f[t]
@@ -247,7 +294,7 @@ def sshopm_cuda_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     if t < n:
         s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m2(
-            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
             fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
@@ -283,23 +330,31 @@ def sshopm_cuda_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
 
 
 @njit(parallel=True, cache=True)
-def sshopm_cpu_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernel's algorithm for order 2, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = tensors.shape[0]
+    n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
-        f = np.empty(count, tensors.dtype)
+        a = np.empty(6, sh2t.dtype)
+        f = np.empty(count, sh2t.dtype)
+        w = np.empty(6, sh2t.dtype)
         seed_start = np.empty(count, np.int64)
-        cx = np.empty(count, tensors.dtype)
-        cy = np.empty(count, tensors.dtype)
-        cz = np.empty(count, tensors.dtype)
-        cl = np.empty(count, tensors.dtype)
+        cx = np.empty(count, sh2t.dtype)
+        cy = np.empty(count, sh2t.dtype)
+        cz = np.empty(count, sh2t.dtype)
+        cl = np.empty(count, sh2t.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
-            a = tensors[v]
+            for k in range(6):
+                total = 0.0
+                for j in range(6):
+                    total += sh2t[k, j] * coeffs[v, j]
+                a[k] = total
+            for k in range(6):
+                w[k] = AXM2_SCALE_m2[k] * a[AXM2_ENTRY_m2[k]]
             for t in range(count):
                 f[t] = axm_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
@@ -311,7 +366,7 @@ def sshopm_cpu_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m2(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -345,9 +400,7 @@ def sshopm_cpu_m2(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
                     out_count[v] += 1
 
 
-
 # ---- order 4: 15 unique entries ----
-
 
 
 @register_jitable
@@ -496,18 +549,84 @@ def axm2_m4(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
+# w[6·p + j] = σ_j · a[AXM2_ENTRY_m4[6·p + j]] for entry p of A x^2 and monomial j
+AXM2_ENTRY_m4 = np.array([0, 1, 2, 3, 4, 5, 1, 3, 4, 6, 7, 8, 2, 4, 5, 7, 8, 9, 3, 6, 7, 10, 11, 12, 4, 7, 8, 11, 12, 13, 5, 8, 9, 12, 13, 14], dtype=np.int32)
+AXM2_SCALE_m4 = np.array([1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1], dtype=np.float32)
+
+
 @register_jitable
-def climb_m4(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def axm2w_m4(w, x, y, z):
+    """A x^2 from per-voxel weights w = AXM2_SCALE_m4 · a[AXM2_ENTRY_m4]: one multiply-add
+    per term inside the iteration, the multiplicities folded in once per voxel."""
+    x2 = x * x
+    y2 = y * y
+    z2 = z * z
+    t1 = x * y
+    t2 = x * z
+    t4 = y * z
+    mxx = (
+        w[0] * x2
+        + w[1] * t1
+        + w[2] * t2
+        + w[3] * y2
+        + w[4] * t4
+        + w[5] * z2
+    )
+    mxy = (
+        w[6] * x2
+        + w[7] * t1
+        + w[8] * t2
+        + w[9] * y2
+        + w[10] * t4
+        + w[11] * z2
+    )
+    mxz = (
+        w[12] * x2
+        + w[13] * t1
+        + w[14] * t2
+        + w[15] * y2
+        + w[16] * t4
+        + w[17] * z2
+    )
+    myy = (
+        w[18] * x2
+        + w[19] * t1
+        + w[20] * t2
+        + w[21] * y2
+        + w[22] * t4
+        + w[23] * z2
+    )
+    myz = (
+        w[24] * x2
+        + w[25] * t1
+        + w[26] * t2
+        + w[27] * y2
+        + w[28] * t4
+        + w[29] * z2
+    )
+    mzz = (
+        w[30] * x2
+        + w[31] * t1
+        + w[32] * t2
+        + w[33] * y2
+        + w[34] * t4
+        + w[35] * z2
+    )
+    return mxx, mxy, mxz, myy, myz, mzz
+
+
+@register_jitable
+def climb_m4(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z) for order 4 (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    hit_cap, negative_definite); w holds the weights of axm2w_m4, lam_start = A x^4 at the start.
     """
-    lam_prev = axm_m4(a, x, y, z)
+    lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2_m4(a, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2w_m4(w, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             4, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -518,7 +637,7 @@ def climb_m4(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cuda_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 4.
 
     Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
@@ -529,6 +648,7 @@ def sshopm_cuda_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(15, float32)
+    w = cuda.shared.array(36, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -541,9 +661,19 @@ def sshopm_cuda_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     keep = cuda.shared.array(MAX_STARTS, int32)
     shared_scalars = cuda.shared.array(1, float32)
     n_seeds = cuda.shared.array(1, int32)
+    c = cuda.shared.array(15, float32)
     for k in range(t, 15, count):
-        a[k] = tensors[v, k]
+        c[k] = coeffs[v, k]
     cuda.syncthreads()
+    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
+    for k in range(t, 15, count):
+        total = float32(0)
+        for j in range(15):
+            total += sh2t[k, j] * c[j]
+        a[k] = total
+    cuda.syncthreads()
+    for k in range(t, 36, count):
+        w[k] = AXM2_SCALE_m4[k] * a[AXM2_ENTRY_m4[k]]
     f[t] = axm_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
     g[t] = f[t]
     half = 1
@@ -557,13 +687,21 @@ def sshopm_cuda_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    flag[t] = mine
+    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
+    offset = 1
+    while offset < count:
+        cuda.syncthreads()
+        below = flag[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        flag[t] += below
+        offset *= 2
     cuda.syncthreads()
-    slot = sm.count_flags_before(t, flag)
-    if flag[t] != 0:
-        seed_start[slot] = t
+    if mine != 0:
+        seed_start[flag[t] - 1] = t
     if t == count - 1:
-        n_seeds[0] = slot + flag[t]
+        n_seeds[0] = flag[t]
     cuda.syncthreads()
     n = n_seeds[0]
     lam = f[t]
@@ -571,7 +709,7 @@ def sshopm_cuda_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     if t < n:
         s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m4(
-            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
             fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
@@ -607,23 +745,31 @@ def sshopm_cuda_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
 
 
 @njit(parallel=True, cache=True)
-def sshopm_cpu_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernel's algorithm for order 4, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = tensors.shape[0]
+    n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
-        f = np.empty(count, tensors.dtype)
+        a = np.empty(15, sh2t.dtype)
+        f = np.empty(count, sh2t.dtype)
+        w = np.empty(36, sh2t.dtype)
         seed_start = np.empty(count, np.int64)
-        cx = np.empty(count, tensors.dtype)
-        cy = np.empty(count, tensors.dtype)
-        cz = np.empty(count, tensors.dtype)
-        cl = np.empty(count, tensors.dtype)
+        cx = np.empty(count, sh2t.dtype)
+        cy = np.empty(count, sh2t.dtype)
+        cz = np.empty(count, sh2t.dtype)
+        cl = np.empty(count, sh2t.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
-            a = tensors[v]
+            for k in range(15):
+                total = 0.0
+                for j in range(15):
+                    total += sh2t[k, j] * coeffs[v, j]
+                a[k] = total
+            for k in range(36):
+                w[k] = AXM2_SCALE_m4[k] * a[AXM2_ENTRY_m4[k]]
             for t in range(count):
                 f[t] = axm_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
@@ -635,7 +781,7 @@ def sshopm_cpu_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m4(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -669,9 +815,7 @@ def sshopm_cpu_m4(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
                     out_count[v] += 1
 
 
-
 # ---- order 6: 28 unique entries ----
-
 
 
 @register_jitable
@@ -958,18 +1102,153 @@ def axm2_m6(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
+# w[15·p + j] = σ_j · a[AXM2_ENTRY_m6[15·p + j]] for entry p of A x^4 and monomial j
+AXM2_ENTRY_m6 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27], dtype=np.int32)
+AXM2_SCALE_m6 = np.array([1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1], dtype=np.float32)
+
+
 @register_jitable
-def climb_m6(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def axm2w_m6(w, x, y, z):
+    """A x^4 from per-voxel weights w = AXM2_SCALE_m6 · a[AXM2_ENTRY_m6]: one multiply-add
+    per term inside the iteration, the multiplicities folded in once per voxel."""
+    x2 = x * x
+    x3 = x2 * x
+    x4 = x3 * x
+    y2 = y * y
+    y3 = y2 * y
+    y4 = y3 * y
+    z2 = z * z
+    z3 = z2 * z
+    z4 = z3 * z
+    t1 = x3 * y
+    t2 = x3 * z
+    t3 = x2 * y2
+    t4 = x2 * y * z
+    t5 = x2 * z2
+    t6 = x * y3
+    t7 = x * y2 * z
+    t8 = x * y * z2
+    t9 = x * z3
+    t11 = y3 * z
+    t12 = y2 * z2
+    t13 = y * z3
+    mxx = (
+        w[0] * x4
+        + w[1] * t1
+        + w[2] * t2
+        + w[3] * t3
+        + w[4] * t4
+        + w[5] * t5
+        + w[6] * t6
+        + w[7] * t7
+        + w[8] * t8
+        + w[9] * t9
+        + w[10] * y4
+        + w[11] * t11
+        + w[12] * t12
+        + w[13] * t13
+        + w[14] * z4
+    )
+    mxy = (
+        w[15] * x4
+        + w[16] * t1
+        + w[17] * t2
+        + w[18] * t3
+        + w[19] * t4
+        + w[20] * t5
+        + w[21] * t6
+        + w[22] * t7
+        + w[23] * t8
+        + w[24] * t9
+        + w[25] * y4
+        + w[26] * t11
+        + w[27] * t12
+        + w[28] * t13
+        + w[29] * z4
+    )
+    mxz = (
+        w[30] * x4
+        + w[31] * t1
+        + w[32] * t2
+        + w[33] * t3
+        + w[34] * t4
+        + w[35] * t5
+        + w[36] * t6
+        + w[37] * t7
+        + w[38] * t8
+        + w[39] * t9
+        + w[40] * y4
+        + w[41] * t11
+        + w[42] * t12
+        + w[43] * t13
+        + w[44] * z4
+    )
+    myy = (
+        w[45] * x4
+        + w[46] * t1
+        + w[47] * t2
+        + w[48] * t3
+        + w[49] * t4
+        + w[50] * t5
+        + w[51] * t6
+        + w[52] * t7
+        + w[53] * t8
+        + w[54] * t9
+        + w[55] * y4
+        + w[56] * t11
+        + w[57] * t12
+        + w[58] * t13
+        + w[59] * z4
+    )
+    myz = (
+        w[60] * x4
+        + w[61] * t1
+        + w[62] * t2
+        + w[63] * t3
+        + w[64] * t4
+        + w[65] * t5
+        + w[66] * t6
+        + w[67] * t7
+        + w[68] * t8
+        + w[69] * t9
+        + w[70] * y4
+        + w[71] * t11
+        + w[72] * t12
+        + w[73] * t13
+        + w[74] * z4
+    )
+    mzz = (
+        w[75] * x4
+        + w[76] * t1
+        + w[77] * t2
+        + w[78] * t3
+        + w[79] * t4
+        + w[80] * t5
+        + w[81] * t6
+        + w[82] * t7
+        + w[83] * t8
+        + w[84] * t9
+        + w[85] * y4
+        + w[86] * t11
+        + w[87] * t12
+        + w[88] * t13
+        + w[89] * z4
+    )
+    return mxx, mxy, mxz, myy, myz, mzz
+
+
+@register_jitable
+def climb_m6(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z) for order 6 (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    hit_cap, negative_definite); w holds the weights of axm2w_m6, lam_start = A x^6 at the start.
     """
-    lam_prev = axm_m6(a, x, y, z)
+    lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2_m6(a, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2w_m6(w, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             6, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -980,7 +1259,7 @@ def climb_m6(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cuda_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 6.
 
     Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
@@ -991,6 +1270,7 @@ def sshopm_cuda_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(28, float32)
+    w = cuda.shared.array(90, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -1003,9 +1283,19 @@ def sshopm_cuda_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     keep = cuda.shared.array(MAX_STARTS, int32)
     shared_scalars = cuda.shared.array(1, float32)
     n_seeds = cuda.shared.array(1, int32)
+    c = cuda.shared.array(28, float32)
     for k in range(t, 28, count):
-        a[k] = tensors[v, k]
+        c[k] = coeffs[v, k]
     cuda.syncthreads()
+    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
+    for k in range(t, 28, count):
+        total = float32(0)
+        for j in range(28):
+            total += sh2t[k, j] * c[j]
+        a[k] = total
+    cuda.syncthreads()
+    for k in range(t, 90, count):
+        w[k] = AXM2_SCALE_m6[k] * a[AXM2_ENTRY_m6[k]]
     f[t] = axm_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
     g[t] = f[t]
     half = 1
@@ -1019,13 +1309,21 @@ def sshopm_cuda_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    flag[t] = mine
+    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
+    offset = 1
+    while offset < count:
+        cuda.syncthreads()
+        below = flag[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        flag[t] += below
+        offset *= 2
     cuda.syncthreads()
-    slot = sm.count_flags_before(t, flag)
-    if flag[t] != 0:
-        seed_start[slot] = t
+    if mine != 0:
+        seed_start[flag[t] - 1] = t
     if t == count - 1:
-        n_seeds[0] = slot + flag[t]
+        n_seeds[0] = flag[t]
     cuda.syncthreads()
     n = n_seeds[0]
     lam = f[t]
@@ -1033,7 +1331,7 @@ def sshopm_cuda_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     if t < n:
         s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m6(
-            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
             fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
@@ -1069,23 +1367,31 @@ def sshopm_cuda_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
 
 
 @njit(parallel=True, cache=True)
-def sshopm_cpu_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernel's algorithm for order 6, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = tensors.shape[0]
+    n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
-        f = np.empty(count, tensors.dtype)
+        a = np.empty(28, sh2t.dtype)
+        f = np.empty(count, sh2t.dtype)
+        w = np.empty(90, sh2t.dtype)
         seed_start = np.empty(count, np.int64)
-        cx = np.empty(count, tensors.dtype)
-        cy = np.empty(count, tensors.dtype)
-        cz = np.empty(count, tensors.dtype)
-        cl = np.empty(count, tensors.dtype)
+        cx = np.empty(count, sh2t.dtype)
+        cy = np.empty(count, sh2t.dtype)
+        cz = np.empty(count, sh2t.dtype)
+        cl = np.empty(count, sh2t.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
-            a = tensors[v]
+            for k in range(28):
+                total = 0.0
+                for j in range(28):
+                    total += sh2t[k, j] * coeffs[v, j]
+                a[k] = total
+            for k in range(90):
+                w[k] = AXM2_SCALE_m6[k] * a[AXM2_ENTRY_m6[k]]
             for t in range(count):
                 f[t] = axm_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
@@ -1097,7 +1403,7 @@ def sshopm_cpu_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m6(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -1131,9 +1437,7 @@ def sshopm_cpu_m6(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
                     out_count[v] += 1
 
 
-
 # ---- order 8: 45 unique entries ----
-
 
 
 @register_jitable
@@ -1606,18 +1910,250 @@ def axm2_m8(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
+# w[28·p + j] = σ_j · a[AXM2_ENTRY_m8[28·p + j]] for entry p of A x^6 and monomial j
+AXM2_ENTRY_m8 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 29, 30, 31, 32, 33, 34, 35, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 29, 30, 31, 32, 33, 34, 37, 38, 39, 40, 41, 42, 43, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27, 30, 31, 32, 33, 34, 35, 38, 39, 40, 41, 42, 43, 44], dtype=np.int32)
+AXM2_SCALE_m8 = np.array([1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1], dtype=np.float32)
+
+
 @register_jitable
-def climb_m8(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def axm2w_m8(w, x, y, z):
+    """A x^6 from per-voxel weights w = AXM2_SCALE_m8 · a[AXM2_ENTRY_m8]: one multiply-add
+    per term inside the iteration, the multiplicities folded in once per voxel."""
+    x2 = x * x
+    x3 = x2 * x
+    x4 = x3 * x
+    x5 = x4 * x
+    x6 = x5 * x
+    y2 = y * y
+    y3 = y2 * y
+    y4 = y3 * y
+    y5 = y4 * y
+    y6 = y5 * y
+    z2 = z * z
+    z3 = z2 * z
+    z4 = z3 * z
+    z5 = z4 * z
+    z6 = z5 * z
+    t1 = x5 * y
+    t2 = x5 * z
+    t3 = x4 * y2
+    t4 = x4 * y * z
+    t5 = x4 * z2
+    t6 = x3 * y3
+    t7 = x3 * y2 * z
+    t8 = x3 * y * z2
+    t9 = x3 * z3
+    t10 = x2 * y4
+    t11 = x2 * y3 * z
+    t12 = x2 * y2 * z2
+    t13 = x2 * y * z3
+    t14 = x2 * z4
+    t15 = x * y5
+    t16 = x * y4 * z
+    t17 = x * y3 * z2
+    t18 = x * y2 * z3
+    t19 = x * y * z4
+    t20 = x * z5
+    t22 = y5 * z
+    t23 = y4 * z2
+    t24 = y3 * z3
+    t25 = y2 * z4
+    t26 = y * z5
+    mxx = (
+        w[0] * x6
+        + w[1] * t1
+        + w[2] * t2
+        + w[3] * t3
+        + w[4] * t4
+        + w[5] * t5
+        + w[6] * t6
+        + w[7] * t7
+        + w[8] * t8
+        + w[9] * t9
+        + w[10] * t10
+        + w[11] * t11
+        + w[12] * t12
+        + w[13] * t13
+        + w[14] * t14
+        + w[15] * t15
+        + w[16] * t16
+        + w[17] * t17
+        + w[18] * t18
+        + w[19] * t19
+        + w[20] * t20
+        + w[21] * y6
+        + w[22] * t22
+        + w[23] * t23
+        + w[24] * t24
+        + w[25] * t25
+        + w[26] * t26
+        + w[27] * z6
+    )
+    mxy = (
+        w[28] * x6
+        + w[29] * t1
+        + w[30] * t2
+        + w[31] * t3
+        + w[32] * t4
+        + w[33] * t5
+        + w[34] * t6
+        + w[35] * t7
+        + w[36] * t8
+        + w[37] * t9
+        + w[38] * t10
+        + w[39] * t11
+        + w[40] * t12
+        + w[41] * t13
+        + w[42] * t14
+        + w[43] * t15
+        + w[44] * t16
+        + w[45] * t17
+        + w[46] * t18
+        + w[47] * t19
+        + w[48] * t20
+        + w[49] * y6
+        + w[50] * t22
+        + w[51] * t23
+        + w[52] * t24
+        + w[53] * t25
+        + w[54] * t26
+        + w[55] * z6
+    )
+    mxz = (
+        w[56] * x6
+        + w[57] * t1
+        + w[58] * t2
+        + w[59] * t3
+        + w[60] * t4
+        + w[61] * t5
+        + w[62] * t6
+        + w[63] * t7
+        + w[64] * t8
+        + w[65] * t9
+        + w[66] * t10
+        + w[67] * t11
+        + w[68] * t12
+        + w[69] * t13
+        + w[70] * t14
+        + w[71] * t15
+        + w[72] * t16
+        + w[73] * t17
+        + w[74] * t18
+        + w[75] * t19
+        + w[76] * t20
+        + w[77] * y6
+        + w[78] * t22
+        + w[79] * t23
+        + w[80] * t24
+        + w[81] * t25
+        + w[82] * t26
+        + w[83] * z6
+    )
+    myy = (
+        w[84] * x6
+        + w[85] * t1
+        + w[86] * t2
+        + w[87] * t3
+        + w[88] * t4
+        + w[89] * t5
+        + w[90] * t6
+        + w[91] * t7
+        + w[92] * t8
+        + w[93] * t9
+        + w[94] * t10
+        + w[95] * t11
+        + w[96] * t12
+        + w[97] * t13
+        + w[98] * t14
+        + w[99] * t15
+        + w[100] * t16
+        + w[101] * t17
+        + w[102] * t18
+        + w[103] * t19
+        + w[104] * t20
+        + w[105] * y6
+        + w[106] * t22
+        + w[107] * t23
+        + w[108] * t24
+        + w[109] * t25
+        + w[110] * t26
+        + w[111] * z6
+    )
+    myz = (
+        w[112] * x6
+        + w[113] * t1
+        + w[114] * t2
+        + w[115] * t3
+        + w[116] * t4
+        + w[117] * t5
+        + w[118] * t6
+        + w[119] * t7
+        + w[120] * t8
+        + w[121] * t9
+        + w[122] * t10
+        + w[123] * t11
+        + w[124] * t12
+        + w[125] * t13
+        + w[126] * t14
+        + w[127] * t15
+        + w[128] * t16
+        + w[129] * t17
+        + w[130] * t18
+        + w[131] * t19
+        + w[132] * t20
+        + w[133] * y6
+        + w[134] * t22
+        + w[135] * t23
+        + w[136] * t24
+        + w[137] * t25
+        + w[138] * t26
+        + w[139] * z6
+    )
+    mzz = (
+        w[140] * x6
+        + w[141] * t1
+        + w[142] * t2
+        + w[143] * t3
+        + w[144] * t4
+        + w[145] * t5
+        + w[146] * t6
+        + w[147] * t7
+        + w[148] * t8
+        + w[149] * t9
+        + w[150] * t10
+        + w[151] * t11
+        + w[152] * t12
+        + w[153] * t13
+        + w[154] * t14
+        + w[155] * t15
+        + w[156] * t16
+        + w[157] * t17
+        + w[158] * t18
+        + w[159] * t19
+        + w[160] * t20
+        + w[161] * y6
+        + w[162] * t22
+        + w[163] * t23
+        + w[164] * t24
+        + w[165] * t25
+        + w[166] * t26
+        + w[167] * z6
+    )
+    return mxx, mxy, mxz, myy, myz, mzz
+
+
+@register_jitable
+def climb_m8(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z) for order 8 (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    hit_cap, negative_definite); w holds the weights of axm2w_m8, lam_start = A x^8 at the start.
     """
-    lam_prev = axm_m8(a, x, y, z)
+    lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2_m8(a, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2w_m8(w, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             8, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -1628,7 +2164,7 @@ def climb_m8(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, 
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cuda_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 8.
 
     Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
@@ -1639,6 +2175,7 @@ def sshopm_cuda_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(45, float32)
+    w = cuda.shared.array(168, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -1651,9 +2188,19 @@ def sshopm_cuda_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     keep = cuda.shared.array(MAX_STARTS, int32)
     shared_scalars = cuda.shared.array(1, float32)
     n_seeds = cuda.shared.array(1, int32)
+    c = cuda.shared.array(45, float32)
     for k in range(t, 45, count):
-        a[k] = tensors[v, k]
+        c[k] = coeffs[v, k]
     cuda.syncthreads()
+    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
+    for k in range(t, 45, count):
+        total = float32(0)
+        for j in range(45):
+            total += sh2t[k, j] * c[j]
+        a[k] = total
+    cuda.syncthreads()
+    for k in range(t, 168, count):
+        w[k] = AXM2_SCALE_m8[k] * a[AXM2_ENTRY_m8[k]]
     f[t] = axm_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
     g[t] = f[t]
     half = 1
@@ -1667,13 +2214,21 @@ def sshopm_cuda_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    flag[t] = mine
+    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
+    offset = 1
+    while offset < count:
+        cuda.syncthreads()
+        below = flag[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        flag[t] += below
+        offset *= 2
     cuda.syncthreads()
-    slot = sm.count_flags_before(t, flag)
-    if flag[t] != 0:
-        seed_start[slot] = t
+    if mine != 0:
+        seed_start[flag[t] - 1] = t
     if t == count - 1:
-        n_seeds[0] = slot + flag[t]
+        n_seeds[0] = flag[t]
     cuda.syncthreads()
     n = n_seeds[0]
     lam = f[t]
@@ -1681,7 +2236,7 @@ def sshopm_cuda_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
     if t < n:
         s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m8(
-            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
             fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
@@ -1717,23 +2272,31 @@ def sshopm_cuda_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
 
 
 @njit(parallel=True, cache=True)
-def sshopm_cpu_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernel's algorithm for order 8, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = tensors.shape[0]
+    n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
-        f = np.empty(count, tensors.dtype)
+        a = np.empty(45, sh2t.dtype)
+        f = np.empty(count, sh2t.dtype)
+        w = np.empty(168, sh2t.dtype)
         seed_start = np.empty(count, np.int64)
-        cx = np.empty(count, tensors.dtype)
-        cy = np.empty(count, tensors.dtype)
-        cz = np.empty(count, tensors.dtype)
-        cl = np.empty(count, tensors.dtype)
+        cx = np.empty(count, sh2t.dtype)
+        cy = np.empty(count, sh2t.dtype)
+        cz = np.empty(count, sh2t.dtype)
+        cl = np.empty(count, sh2t.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
-            a = tensors[v]
+            for k in range(45):
+                total = 0.0
+                for j in range(45):
+                    total += sh2t[k, j] * coeffs[v, j]
+                a[k] = total
+            for k in range(168):
+                w[k] = AXM2_SCALE_m8[k] * a[AXM2_ENTRY_m8[k]]
             for t in range(count):
                 f[t] = axm_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
@@ -1745,7 +2308,7 @@ def sshopm_cpu_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m8(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -1779,9 +2342,7 @@ def sshopm_cpu_m8(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs
                     out_count[v] += 1
 
 
-
 # ---- order 10: 66 unique entries ----
-
 
 
 @register_jitable
@@ -2488,18 +3049,375 @@ def axm2_m10(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
+# w[45·p + j] = σ_j · a[AXM2_ENTRY_m10[45·p + j]] for entry p of A x^8 and monomial j
+AXM2_ENTRY_m10 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 36, 37, 38, 39, 40, 41, 42, 43, 45, 46, 47, 48, 49, 50, 51, 52, 53, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 45, 46, 47, 48, 49, 50, 51, 52, 55, 56, 57, 58, 59, 60, 61, 62, 63, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 29, 30, 31, 32, 33, 34, 37, 38, 39, 40, 41, 42, 43, 46, 47, 48, 49, 50, 51, 52, 53, 56, 57, 58, 59, 60, 61, 62, 63, 64, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27, 30, 31, 32, 33, 34, 35, 38, 39, 40, 41, 42, 43, 44, 47, 48, 49, 50, 51, 52, 53, 54, 57, 58, 59, 60, 61, 62, 63, 64, 65], dtype=np.int32)
+AXM2_SCALE_m10 = np.array([1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1], dtype=np.float32)
+
+
 @register_jitable
-def climb_m10(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def axm2w_m10(w, x, y, z):
+    """A x^8 from per-voxel weights w = AXM2_SCALE_m10 · a[AXM2_ENTRY_m10]: one multiply-add
+    per term inside the iteration, the multiplicities folded in once per voxel."""
+    x2 = x * x
+    x3 = x2 * x
+    x4 = x3 * x
+    x5 = x4 * x
+    x6 = x5 * x
+    x7 = x6 * x
+    x8 = x7 * x
+    y2 = y * y
+    y3 = y2 * y
+    y4 = y3 * y
+    y5 = y4 * y
+    y6 = y5 * y
+    y7 = y6 * y
+    y8 = y7 * y
+    z2 = z * z
+    z3 = z2 * z
+    z4 = z3 * z
+    z5 = z4 * z
+    z6 = z5 * z
+    z7 = z6 * z
+    z8 = z7 * z
+    t1 = x7 * y
+    t2 = x7 * z
+    t3 = x6 * y2
+    t4 = x6 * y * z
+    t5 = x6 * z2
+    t6 = x5 * y3
+    t7 = x5 * y2 * z
+    t8 = x5 * y * z2
+    t9 = x5 * z3
+    t10 = x4 * y4
+    t11 = x4 * y3 * z
+    t12 = x4 * y2 * z2
+    t13 = x4 * y * z3
+    t14 = x4 * z4
+    t15 = x3 * y5
+    t16 = x3 * y4 * z
+    t17 = x3 * y3 * z2
+    t18 = x3 * y2 * z3
+    t19 = x3 * y * z4
+    t20 = x3 * z5
+    t21 = x2 * y6
+    t22 = x2 * y5 * z
+    t23 = x2 * y4 * z2
+    t24 = x2 * y3 * z3
+    t25 = x2 * y2 * z4
+    t26 = x2 * y * z5
+    t27 = x2 * z6
+    t28 = x * y7
+    t29 = x * y6 * z
+    t30 = x * y5 * z2
+    t31 = x * y4 * z3
+    t32 = x * y3 * z4
+    t33 = x * y2 * z5
+    t34 = x * y * z6
+    t35 = x * z7
+    t37 = y7 * z
+    t38 = y6 * z2
+    t39 = y5 * z3
+    t40 = y4 * z4
+    t41 = y3 * z5
+    t42 = y2 * z6
+    t43 = y * z7
+    mxx = (
+        w[0] * x8
+        + w[1] * t1
+        + w[2] * t2
+        + w[3] * t3
+        + w[4] * t4
+        + w[5] * t5
+        + w[6] * t6
+        + w[7] * t7
+        + w[8] * t8
+        + w[9] * t9
+        + w[10] * t10
+        + w[11] * t11
+        + w[12] * t12
+        + w[13] * t13
+        + w[14] * t14
+        + w[15] * t15
+        + w[16] * t16
+        + w[17] * t17
+        + w[18] * t18
+        + w[19] * t19
+        + w[20] * t20
+        + w[21] * t21
+        + w[22] * t22
+        + w[23] * t23
+        + w[24] * t24
+        + w[25] * t25
+        + w[26] * t26
+        + w[27] * t27
+        + w[28] * t28
+        + w[29] * t29
+        + w[30] * t30
+        + w[31] * t31
+        + w[32] * t32
+        + w[33] * t33
+        + w[34] * t34
+        + w[35] * t35
+        + w[36] * y8
+        + w[37] * t37
+        + w[38] * t38
+        + w[39] * t39
+        + w[40] * t40
+        + w[41] * t41
+        + w[42] * t42
+        + w[43] * t43
+        + w[44] * z8
+    )
+    mxy = (
+        w[45] * x8
+        + w[46] * t1
+        + w[47] * t2
+        + w[48] * t3
+        + w[49] * t4
+        + w[50] * t5
+        + w[51] * t6
+        + w[52] * t7
+        + w[53] * t8
+        + w[54] * t9
+        + w[55] * t10
+        + w[56] * t11
+        + w[57] * t12
+        + w[58] * t13
+        + w[59] * t14
+        + w[60] * t15
+        + w[61] * t16
+        + w[62] * t17
+        + w[63] * t18
+        + w[64] * t19
+        + w[65] * t20
+        + w[66] * t21
+        + w[67] * t22
+        + w[68] * t23
+        + w[69] * t24
+        + w[70] * t25
+        + w[71] * t26
+        + w[72] * t27
+        + w[73] * t28
+        + w[74] * t29
+        + w[75] * t30
+        + w[76] * t31
+        + w[77] * t32
+        + w[78] * t33
+        + w[79] * t34
+        + w[80] * t35
+        + w[81] * y8
+        + w[82] * t37
+        + w[83] * t38
+        + w[84] * t39
+        + w[85] * t40
+        + w[86] * t41
+        + w[87] * t42
+        + w[88] * t43
+        + w[89] * z8
+    )
+    mxz = (
+        w[90] * x8
+        + w[91] * t1
+        + w[92] * t2
+        + w[93] * t3
+        + w[94] * t4
+        + w[95] * t5
+        + w[96] * t6
+        + w[97] * t7
+        + w[98] * t8
+        + w[99] * t9
+        + w[100] * t10
+        + w[101] * t11
+        + w[102] * t12
+        + w[103] * t13
+        + w[104] * t14
+        + w[105] * t15
+        + w[106] * t16
+        + w[107] * t17
+        + w[108] * t18
+        + w[109] * t19
+        + w[110] * t20
+        + w[111] * t21
+        + w[112] * t22
+        + w[113] * t23
+        + w[114] * t24
+        + w[115] * t25
+        + w[116] * t26
+        + w[117] * t27
+        + w[118] * t28
+        + w[119] * t29
+        + w[120] * t30
+        + w[121] * t31
+        + w[122] * t32
+        + w[123] * t33
+        + w[124] * t34
+        + w[125] * t35
+        + w[126] * y8
+        + w[127] * t37
+        + w[128] * t38
+        + w[129] * t39
+        + w[130] * t40
+        + w[131] * t41
+        + w[132] * t42
+        + w[133] * t43
+        + w[134] * z8
+    )
+    myy = (
+        w[135] * x8
+        + w[136] * t1
+        + w[137] * t2
+        + w[138] * t3
+        + w[139] * t4
+        + w[140] * t5
+        + w[141] * t6
+        + w[142] * t7
+        + w[143] * t8
+        + w[144] * t9
+        + w[145] * t10
+        + w[146] * t11
+        + w[147] * t12
+        + w[148] * t13
+        + w[149] * t14
+        + w[150] * t15
+        + w[151] * t16
+        + w[152] * t17
+        + w[153] * t18
+        + w[154] * t19
+        + w[155] * t20
+        + w[156] * t21
+        + w[157] * t22
+        + w[158] * t23
+        + w[159] * t24
+        + w[160] * t25
+        + w[161] * t26
+        + w[162] * t27
+        + w[163] * t28
+        + w[164] * t29
+        + w[165] * t30
+        + w[166] * t31
+        + w[167] * t32
+        + w[168] * t33
+        + w[169] * t34
+        + w[170] * t35
+        + w[171] * y8
+        + w[172] * t37
+        + w[173] * t38
+        + w[174] * t39
+        + w[175] * t40
+        + w[176] * t41
+        + w[177] * t42
+        + w[178] * t43
+        + w[179] * z8
+    )
+    myz = (
+        w[180] * x8
+        + w[181] * t1
+        + w[182] * t2
+        + w[183] * t3
+        + w[184] * t4
+        + w[185] * t5
+        + w[186] * t6
+        + w[187] * t7
+        + w[188] * t8
+        + w[189] * t9
+        + w[190] * t10
+        + w[191] * t11
+        + w[192] * t12
+        + w[193] * t13
+        + w[194] * t14
+        + w[195] * t15
+        + w[196] * t16
+        + w[197] * t17
+        + w[198] * t18
+        + w[199] * t19
+        + w[200] * t20
+        + w[201] * t21
+        + w[202] * t22
+        + w[203] * t23
+        + w[204] * t24
+        + w[205] * t25
+        + w[206] * t26
+        + w[207] * t27
+        + w[208] * t28
+        + w[209] * t29
+        + w[210] * t30
+        + w[211] * t31
+        + w[212] * t32
+        + w[213] * t33
+        + w[214] * t34
+        + w[215] * t35
+        + w[216] * y8
+        + w[217] * t37
+        + w[218] * t38
+        + w[219] * t39
+        + w[220] * t40
+        + w[221] * t41
+        + w[222] * t42
+        + w[223] * t43
+        + w[224] * z8
+    )
+    mzz = (
+        w[225] * x8
+        + w[226] * t1
+        + w[227] * t2
+        + w[228] * t3
+        + w[229] * t4
+        + w[230] * t5
+        + w[231] * t6
+        + w[232] * t7
+        + w[233] * t8
+        + w[234] * t9
+        + w[235] * t10
+        + w[236] * t11
+        + w[237] * t12
+        + w[238] * t13
+        + w[239] * t14
+        + w[240] * t15
+        + w[241] * t16
+        + w[242] * t17
+        + w[243] * t18
+        + w[244] * t19
+        + w[245] * t20
+        + w[246] * t21
+        + w[247] * t22
+        + w[248] * t23
+        + w[249] * t24
+        + w[250] * t25
+        + w[251] * t26
+        + w[252] * t27
+        + w[253] * t28
+        + w[254] * t29
+        + w[255] * t30
+        + w[256] * t31
+        + w[257] * t32
+        + w[258] * t33
+        + w[259] * t34
+        + w[260] * t35
+        + w[261] * y8
+        + w[262] * t37
+        + w[263] * t38
+        + w[264] * t39
+        + w[265] * t40
+        + w[266] * t41
+        + w[267] * t42
+        + w[268] * t43
+        + w[269] * z8
+    )
+    return mxx, mxy, mxz, myy, myz, mzz
+
+
+@register_jitable
+def climb_m10(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z) for order 10 (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    hit_cap, negative_definite); w holds the weights of axm2w_m10, lam_start = A x^10 at the start.
     """
-    lam_prev = axm_m10(a, x, y, z)
+    lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2_m10(a, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2w_m10(w, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             10, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -2510,7 +3428,7 @@ def climb_m10(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda,
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cuda_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 10.
 
     Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
@@ -2521,6 +3439,7 @@ def sshopm_cuda_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_di
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(66, float32)
+    w = cuda.shared.array(270, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -2533,9 +3452,19 @@ def sshopm_cuda_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_di
     keep = cuda.shared.array(MAX_STARTS, int32)
     shared_scalars = cuda.shared.array(1, float32)
     n_seeds = cuda.shared.array(1, int32)
+    c = cuda.shared.array(66, float32)
     for k in range(t, 66, count):
-        a[k] = tensors[v, k]
+        c[k] = coeffs[v, k]
     cuda.syncthreads()
+    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
+    for k in range(t, 66, count):
+        total = float32(0)
+        for j in range(66):
+            total += sh2t[k, j] * c[j]
+        a[k] = total
+    cuda.syncthreads()
+    for k in range(t, 270, count):
+        w[k] = AXM2_SCALE_m10[k] * a[AXM2_ENTRY_m10[k]]
     f[t] = axm_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
     g[t] = f[t]
     half = 1
@@ -2549,13 +3478,21 @@ def sshopm_cuda_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_di
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    flag[t] = mine
+    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
+    offset = 1
+    while offset < count:
+        cuda.syncthreads()
+        below = flag[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        flag[t] += below
+        offset *= 2
     cuda.syncthreads()
-    slot = sm.count_flags_before(t, flag)
-    if flag[t] != 0:
-        seed_start[slot] = t
+    if mine != 0:
+        seed_start[flag[t] - 1] = t
     if t == count - 1:
-        n_seeds[0] = slot + flag[t]
+        n_seeds[0] = flag[t]
     cuda.syncthreads()
     n = n_seeds[0]
     lam = f[t]
@@ -2563,7 +3500,7 @@ def sshopm_cuda_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_di
     if t < n:
         s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m10(
-            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
             fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
@@ -2599,23 +3536,31 @@ def sshopm_cuda_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_di
 
 
 @njit(parallel=True, cache=True)
-def sshopm_cpu_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernel's algorithm for order 10, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = tensors.shape[0]
+    n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
-        f = np.empty(count, tensors.dtype)
+        a = np.empty(66, sh2t.dtype)
+        f = np.empty(count, sh2t.dtype)
+        w = np.empty(270, sh2t.dtype)
         seed_start = np.empty(count, np.int64)
-        cx = np.empty(count, tensors.dtype)
-        cy = np.empty(count, tensors.dtype)
-        cz = np.empty(count, tensors.dtype)
-        cl = np.empty(count, tensors.dtype)
+        cx = np.empty(count, sh2t.dtype)
+        cy = np.empty(count, sh2t.dtype)
+        cz = np.empty(count, sh2t.dtype)
+        cl = np.empty(count, sh2t.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
-            a = tensors[v]
+            for k in range(66):
+                total = 0.0
+                for j in range(66):
+                    total += sh2t[k, j] * coeffs[v, j]
+                a[k] = total
+            for k in range(270):
+                w[k] = AXM2_SCALE_m10[k] * a[AXM2_ENTRY_m10[k]]
             for t in range(count):
                 f[t] = axm_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
@@ -2627,7 +3572,7 @@ def sshopm_cpu_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m10(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -2661,9 +3606,7 @@ def sshopm_cpu_m10(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
                     out_count[v] += 1
 
 
-
 # ---- order 12: 91 unique entries ----
-
 
 
 @register_jitable
@@ -3652,18 +4595,528 @@ def axm2_m12(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
+# w[66·p + j] = σ_j · a[AXM2_ENTRY_m12[66·p + j]] for entry p of A x^10 and monomial j
+AXM2_ENTRY_m12 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 36, 37, 38, 39, 40, 41, 42, 43, 45, 46, 47, 48, 49, 50, 51, 52, 53, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 45, 46, 47, 48, 49, 50, 51, 52, 55, 56, 57, 58, 59, 60, 61, 62, 63, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 29, 30, 31, 32, 33, 34, 37, 38, 39, 40, 41, 42, 43, 46, 47, 48, 49, 50, 51, 52, 53, 56, 57, 58, 59, 60, 61, 62, 63, 64, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27, 30, 31, 32, 33, 34, 35, 38, 39, 40, 41, 42, 43, 44, 47, 48, 49, 50, 51, 52, 53, 54, 57, 58, 59, 60, 61, 62, 63, 64, 65, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90], dtype=np.int32)
+AXM2_SCALE_m12 = np.array([1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1], dtype=np.float32)
+
+
 @register_jitable
-def climb_m12(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def axm2w_m12(w, x, y, z):
+    """A x^10 from per-voxel weights w = AXM2_SCALE_m12 · a[AXM2_ENTRY_m12]: one multiply-add
+    per term inside the iteration, the multiplicities folded in once per voxel."""
+    x2 = x * x
+    x3 = x2 * x
+    x4 = x3 * x
+    x5 = x4 * x
+    x6 = x5 * x
+    x7 = x6 * x
+    x8 = x7 * x
+    x9 = x8 * x
+    x10 = x9 * x
+    y2 = y * y
+    y3 = y2 * y
+    y4 = y3 * y
+    y5 = y4 * y
+    y6 = y5 * y
+    y7 = y6 * y
+    y8 = y7 * y
+    y9 = y8 * y
+    y10 = y9 * y
+    z2 = z * z
+    z3 = z2 * z
+    z4 = z3 * z
+    z5 = z4 * z
+    z6 = z5 * z
+    z7 = z6 * z
+    z8 = z7 * z
+    z9 = z8 * z
+    z10 = z9 * z
+    t1 = x9 * y
+    t2 = x9 * z
+    t3 = x8 * y2
+    t4 = x8 * y * z
+    t5 = x8 * z2
+    t6 = x7 * y3
+    t7 = x7 * y2 * z
+    t8 = x7 * y * z2
+    t9 = x7 * z3
+    t10 = x6 * y4
+    t11 = x6 * y3 * z
+    t12 = x6 * y2 * z2
+    t13 = x6 * y * z3
+    t14 = x6 * z4
+    t15 = x5 * y5
+    t16 = x5 * y4 * z
+    t17 = x5 * y3 * z2
+    t18 = x5 * y2 * z3
+    t19 = x5 * y * z4
+    t20 = x5 * z5
+    t21 = x4 * y6
+    t22 = x4 * y5 * z
+    t23 = x4 * y4 * z2
+    t24 = x4 * y3 * z3
+    t25 = x4 * y2 * z4
+    t26 = x4 * y * z5
+    t27 = x4 * z6
+    t28 = x3 * y7
+    t29 = x3 * y6 * z
+    t30 = x3 * y5 * z2
+    t31 = x3 * y4 * z3
+    t32 = x3 * y3 * z4
+    t33 = x3 * y2 * z5
+    t34 = x3 * y * z6
+    t35 = x3 * z7
+    t36 = x2 * y8
+    t37 = x2 * y7 * z
+    t38 = x2 * y6 * z2
+    t39 = x2 * y5 * z3
+    t40 = x2 * y4 * z4
+    t41 = x2 * y3 * z5
+    t42 = x2 * y2 * z6
+    t43 = x2 * y * z7
+    t44 = x2 * z8
+    t45 = x * y9
+    t46 = x * y8 * z
+    t47 = x * y7 * z2
+    t48 = x * y6 * z3
+    t49 = x * y5 * z4
+    t50 = x * y4 * z5
+    t51 = x * y3 * z6
+    t52 = x * y2 * z7
+    t53 = x * y * z8
+    t54 = x * z9
+    t56 = y9 * z
+    t57 = y8 * z2
+    t58 = y7 * z3
+    t59 = y6 * z4
+    t60 = y5 * z5
+    t61 = y4 * z6
+    t62 = y3 * z7
+    t63 = y2 * z8
+    t64 = y * z9
+    mxx = (
+        w[0] * x10
+        + w[1] * t1
+        + w[2] * t2
+        + w[3] * t3
+        + w[4] * t4
+        + w[5] * t5
+        + w[6] * t6
+        + w[7] * t7
+        + w[8] * t8
+        + w[9] * t9
+        + w[10] * t10
+        + w[11] * t11
+        + w[12] * t12
+        + w[13] * t13
+        + w[14] * t14
+        + w[15] * t15
+        + w[16] * t16
+        + w[17] * t17
+        + w[18] * t18
+        + w[19] * t19
+        + w[20] * t20
+        + w[21] * t21
+        + w[22] * t22
+        + w[23] * t23
+        + w[24] * t24
+        + w[25] * t25
+        + w[26] * t26
+        + w[27] * t27
+        + w[28] * t28
+        + w[29] * t29
+        + w[30] * t30
+        + w[31] * t31
+        + w[32] * t32
+        + w[33] * t33
+        + w[34] * t34
+        + w[35] * t35
+        + w[36] * t36
+        + w[37] * t37
+        + w[38] * t38
+        + w[39] * t39
+        + w[40] * t40
+        + w[41] * t41
+        + w[42] * t42
+        + w[43] * t43
+        + w[44] * t44
+        + w[45] * t45
+        + w[46] * t46
+        + w[47] * t47
+        + w[48] * t48
+        + w[49] * t49
+        + w[50] * t50
+        + w[51] * t51
+        + w[52] * t52
+        + w[53] * t53
+        + w[54] * t54
+        + w[55] * y10
+        + w[56] * t56
+        + w[57] * t57
+        + w[58] * t58
+        + w[59] * t59
+        + w[60] * t60
+        + w[61] * t61
+        + w[62] * t62
+        + w[63] * t63
+        + w[64] * t64
+        + w[65] * z10
+    )
+    mxy = (
+        w[66] * x10
+        + w[67] * t1
+        + w[68] * t2
+        + w[69] * t3
+        + w[70] * t4
+        + w[71] * t5
+        + w[72] * t6
+        + w[73] * t7
+        + w[74] * t8
+        + w[75] * t9
+        + w[76] * t10
+        + w[77] * t11
+        + w[78] * t12
+        + w[79] * t13
+        + w[80] * t14
+        + w[81] * t15
+        + w[82] * t16
+        + w[83] * t17
+        + w[84] * t18
+        + w[85] * t19
+        + w[86] * t20
+        + w[87] * t21
+        + w[88] * t22
+        + w[89] * t23
+        + w[90] * t24
+        + w[91] * t25
+        + w[92] * t26
+        + w[93] * t27
+        + w[94] * t28
+        + w[95] * t29
+        + w[96] * t30
+        + w[97] * t31
+        + w[98] * t32
+        + w[99] * t33
+        + w[100] * t34
+        + w[101] * t35
+        + w[102] * t36
+        + w[103] * t37
+        + w[104] * t38
+        + w[105] * t39
+        + w[106] * t40
+        + w[107] * t41
+        + w[108] * t42
+        + w[109] * t43
+        + w[110] * t44
+        + w[111] * t45
+        + w[112] * t46
+        + w[113] * t47
+        + w[114] * t48
+        + w[115] * t49
+        + w[116] * t50
+        + w[117] * t51
+        + w[118] * t52
+        + w[119] * t53
+        + w[120] * t54
+        + w[121] * y10
+        + w[122] * t56
+        + w[123] * t57
+        + w[124] * t58
+        + w[125] * t59
+        + w[126] * t60
+        + w[127] * t61
+        + w[128] * t62
+        + w[129] * t63
+        + w[130] * t64
+        + w[131] * z10
+    )
+    mxz = (
+        w[132] * x10
+        + w[133] * t1
+        + w[134] * t2
+        + w[135] * t3
+        + w[136] * t4
+        + w[137] * t5
+        + w[138] * t6
+        + w[139] * t7
+        + w[140] * t8
+        + w[141] * t9
+        + w[142] * t10
+        + w[143] * t11
+        + w[144] * t12
+        + w[145] * t13
+        + w[146] * t14
+        + w[147] * t15
+        + w[148] * t16
+        + w[149] * t17
+        + w[150] * t18
+        + w[151] * t19
+        + w[152] * t20
+        + w[153] * t21
+        + w[154] * t22
+        + w[155] * t23
+        + w[156] * t24
+        + w[157] * t25
+        + w[158] * t26
+        + w[159] * t27
+        + w[160] * t28
+        + w[161] * t29
+        + w[162] * t30
+        + w[163] * t31
+        + w[164] * t32
+        + w[165] * t33
+        + w[166] * t34
+        + w[167] * t35
+        + w[168] * t36
+        + w[169] * t37
+        + w[170] * t38
+        + w[171] * t39
+        + w[172] * t40
+        + w[173] * t41
+        + w[174] * t42
+        + w[175] * t43
+        + w[176] * t44
+        + w[177] * t45
+        + w[178] * t46
+        + w[179] * t47
+        + w[180] * t48
+        + w[181] * t49
+        + w[182] * t50
+        + w[183] * t51
+        + w[184] * t52
+        + w[185] * t53
+        + w[186] * t54
+        + w[187] * y10
+        + w[188] * t56
+        + w[189] * t57
+        + w[190] * t58
+        + w[191] * t59
+        + w[192] * t60
+        + w[193] * t61
+        + w[194] * t62
+        + w[195] * t63
+        + w[196] * t64
+        + w[197] * z10
+    )
+    myy = (
+        w[198] * x10
+        + w[199] * t1
+        + w[200] * t2
+        + w[201] * t3
+        + w[202] * t4
+        + w[203] * t5
+        + w[204] * t6
+        + w[205] * t7
+        + w[206] * t8
+        + w[207] * t9
+        + w[208] * t10
+        + w[209] * t11
+        + w[210] * t12
+        + w[211] * t13
+        + w[212] * t14
+        + w[213] * t15
+        + w[214] * t16
+        + w[215] * t17
+        + w[216] * t18
+        + w[217] * t19
+        + w[218] * t20
+        + w[219] * t21
+        + w[220] * t22
+        + w[221] * t23
+        + w[222] * t24
+        + w[223] * t25
+        + w[224] * t26
+        + w[225] * t27
+        + w[226] * t28
+        + w[227] * t29
+        + w[228] * t30
+        + w[229] * t31
+        + w[230] * t32
+        + w[231] * t33
+        + w[232] * t34
+        + w[233] * t35
+        + w[234] * t36
+        + w[235] * t37
+        + w[236] * t38
+        + w[237] * t39
+        + w[238] * t40
+        + w[239] * t41
+        + w[240] * t42
+        + w[241] * t43
+        + w[242] * t44
+        + w[243] * t45
+        + w[244] * t46
+        + w[245] * t47
+        + w[246] * t48
+        + w[247] * t49
+        + w[248] * t50
+        + w[249] * t51
+        + w[250] * t52
+        + w[251] * t53
+        + w[252] * t54
+        + w[253] * y10
+        + w[254] * t56
+        + w[255] * t57
+        + w[256] * t58
+        + w[257] * t59
+        + w[258] * t60
+        + w[259] * t61
+        + w[260] * t62
+        + w[261] * t63
+        + w[262] * t64
+        + w[263] * z10
+    )
+    myz = (
+        w[264] * x10
+        + w[265] * t1
+        + w[266] * t2
+        + w[267] * t3
+        + w[268] * t4
+        + w[269] * t5
+        + w[270] * t6
+        + w[271] * t7
+        + w[272] * t8
+        + w[273] * t9
+        + w[274] * t10
+        + w[275] * t11
+        + w[276] * t12
+        + w[277] * t13
+        + w[278] * t14
+        + w[279] * t15
+        + w[280] * t16
+        + w[281] * t17
+        + w[282] * t18
+        + w[283] * t19
+        + w[284] * t20
+        + w[285] * t21
+        + w[286] * t22
+        + w[287] * t23
+        + w[288] * t24
+        + w[289] * t25
+        + w[290] * t26
+        + w[291] * t27
+        + w[292] * t28
+        + w[293] * t29
+        + w[294] * t30
+        + w[295] * t31
+        + w[296] * t32
+        + w[297] * t33
+        + w[298] * t34
+        + w[299] * t35
+        + w[300] * t36
+        + w[301] * t37
+        + w[302] * t38
+        + w[303] * t39
+        + w[304] * t40
+        + w[305] * t41
+        + w[306] * t42
+        + w[307] * t43
+        + w[308] * t44
+        + w[309] * t45
+        + w[310] * t46
+        + w[311] * t47
+        + w[312] * t48
+        + w[313] * t49
+        + w[314] * t50
+        + w[315] * t51
+        + w[316] * t52
+        + w[317] * t53
+        + w[318] * t54
+        + w[319] * y10
+        + w[320] * t56
+        + w[321] * t57
+        + w[322] * t58
+        + w[323] * t59
+        + w[324] * t60
+        + w[325] * t61
+        + w[326] * t62
+        + w[327] * t63
+        + w[328] * t64
+        + w[329] * z10
+    )
+    mzz = (
+        w[330] * x10
+        + w[331] * t1
+        + w[332] * t2
+        + w[333] * t3
+        + w[334] * t4
+        + w[335] * t5
+        + w[336] * t6
+        + w[337] * t7
+        + w[338] * t8
+        + w[339] * t9
+        + w[340] * t10
+        + w[341] * t11
+        + w[342] * t12
+        + w[343] * t13
+        + w[344] * t14
+        + w[345] * t15
+        + w[346] * t16
+        + w[347] * t17
+        + w[348] * t18
+        + w[349] * t19
+        + w[350] * t20
+        + w[351] * t21
+        + w[352] * t22
+        + w[353] * t23
+        + w[354] * t24
+        + w[355] * t25
+        + w[356] * t26
+        + w[357] * t27
+        + w[358] * t28
+        + w[359] * t29
+        + w[360] * t30
+        + w[361] * t31
+        + w[362] * t32
+        + w[363] * t33
+        + w[364] * t34
+        + w[365] * t35
+        + w[366] * t36
+        + w[367] * t37
+        + w[368] * t38
+        + w[369] * t39
+        + w[370] * t40
+        + w[371] * t41
+        + w[372] * t42
+        + w[373] * t43
+        + w[374] * t44
+        + w[375] * t45
+        + w[376] * t46
+        + w[377] * t47
+        + w[378] * t48
+        + w[379] * t49
+        + w[380] * t50
+        + w[381] * t51
+        + w[382] * t52
+        + w[383] * t53
+        + w[384] * t54
+        + w[385] * y10
+        + w[386] * t56
+        + w[387] * t57
+        + w[388] * t58
+        + w[389] * t59
+        + w[390] * t60
+        + w[391] * t61
+        + w[392] * t62
+        + w[393] * t63
+        + w[394] * t64
+        + w[395] * z10
+    )
+    return mxx, mxy, mxz, myy, myz, mzz
+
+
+@register_jitable
+def climb_m12(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z) for order 12 (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    hit_cap, negative_definite); w holds the weights of axm2w_m12, lam_start = A x^12 at the start.
     """
-    lam_prev = axm_m12(a, x, y, z)
+    lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2_m12(a, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2w_m12(w, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             12, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -3674,7 +5127,7 @@ def climb_m12(a, x, y, z, shift_mode, alpha_fixed, newton, max_step, tol_lambda,
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cuda_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 12.
 
     Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
@@ -3685,6 +5138,7 @@ def sshopm_cuda_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_di
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(91, float32)
+    w = cuda.shared.array(396, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -3697,9 +5151,19 @@ def sshopm_cuda_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_di
     keep = cuda.shared.array(MAX_STARTS, int32)
     shared_scalars = cuda.shared.array(1, float32)
     n_seeds = cuda.shared.array(1, int32)
+    c = cuda.shared.array(91, float32)
     for k in range(t, 91, count):
-        a[k] = tensors[v, k]
+        c[k] = coeffs[v, k]
     cuda.syncthreads()
+    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
+    for k in range(t, 91, count):
+        total = float32(0)
+        for j in range(91):
+            total += sh2t[k, j] * c[j]
+        a[k] = total
+    cuda.syncthreads()
+    for k in range(t, 396, count):
+        w[k] = AXM2_SCALE_m12[k] * a[AXM2_ENTRY_m12[k]]
     f[t] = axm_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
     g[t] = f[t]
     half = 1
@@ -3713,13 +5177,21 @@ def sshopm_cuda_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_di
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    flag[t] = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    flag[t] = mine
+    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
+    offset = 1
+    while offset < count:
+        cuda.syncthreads()
+        below = flag[t - offset] if t >= offset else 0
+        cuda.syncthreads()
+        flag[t] += below
+        offset *= 2
     cuda.syncthreads()
-    slot = sm.count_flags_before(t, flag)
-    if flag[t] != 0:
-        seed_start[slot] = t
+    if mine != 0:
+        seed_start[flag[t] - 1] = t
     if t == count - 1:
-        n_seeds[0] = slot + flag[t]
+        n_seeds[0] = flag[t]
     cuda.syncthreads()
     n = n_seeds[0]
     lam = f[t]
@@ -3727,7 +5199,7 @@ def sshopm_cuda_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_di
     if t < n:
         s = seed_start[t]
         x, y, z, lam, its, capped, negdef = climb_m12(
-            a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
             fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
         )
         ok = negdef and not capped and lam > 0
@@ -3763,23 +5235,31 @@ def sshopm_cuda_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_di
 
 
 @njit(parallel=True, cache=True)
-def sshopm_cpu_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernel's algorithm for order 12, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = tensors.shape[0]
+    n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
-        f = np.empty(count, tensors.dtype)
+        a = np.empty(91, sh2t.dtype)
+        f = np.empty(count, sh2t.dtype)
+        w = np.empty(396, sh2t.dtype)
         seed_start = np.empty(count, np.int64)
-        cx = np.empty(count, tensors.dtype)
-        cy = np.empty(count, tensors.dtype)
-        cz = np.empty(count, tensors.dtype)
-        cl = np.empty(count, tensors.dtype)
+        cx = np.empty(count, sh2t.dtype)
+        cy = np.empty(count, sh2t.dtype)
+        cz = np.empty(count, sh2t.dtype)
+        cl = np.empty(count, sh2t.dtype)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
-            a = tensors[v]
+            for k in range(91):
+                total = 0.0
+                for j in range(91):
+                    total += sh2t[k, j] * coeffs[v, j]
+                a[k] = total
+            for k in range(396):
+                w[k] = AXM2_SCALE_m12[k] * a[AXM2_ENTRY_m12[k]]
             for t in range(count):
                 f[t] = axm_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
@@ -3791,7 +5271,7 @@ def sshopm_cpu_m12(tensors, alphas, starts, neighbors, fparams, iparams, out_dir
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m12(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its

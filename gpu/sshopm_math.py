@@ -33,7 +33,6 @@ __all__ = [
     "sshopm_step",
     "is_seed",
     "seed_floor",
-    "count_flags_before",
     "is_duplicate",
     "unique_rank",
     "SHIFT_ADAPTIVE",
@@ -194,15 +193,6 @@ def is_seed(t, f, neighbors, local_max_only, floor):
 def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
     """Least start value that may seed: seed_fraction × the least amplitude a peak may have."""
     return seed_fraction * max(threshold, rel_threshold * fmax)
-
-
-@register_jitable
-def count_flags_before(t, flag):
-    """Σ_{j<t} flag[j]: the slot of entry t when the flagged entries are packed in order."""
-    total = 0
-    for j in range(t):
-        total += flag[j]
-    return total
 
 
 @register_jitable
