@@ -165,6 +165,8 @@ def file_to_file(sh, backend, starts):
         started = time.perf_counter()
         subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
         timings["cold_cli_s"] = time.perf_counter() - started
+        cold = json.loads(Path(tmp, "cold.json").read_text())["seconds"]
+        timings["cold_cli_inside_s"] = {k: round(v, 3) for k, v in cold.items()}
     return timings
 
 
@@ -235,7 +237,7 @@ def main() -> None:
     for backend, t in files.items():
         print(f"file to file ({backend}, {args.starts[0]} starts): warm worker {t['warm_worker_s']:.2f} s "
               f"(read {t['warm_read_s']:.2f}, peaks {t['warm_peaks_s']:.2f}, write {t['warm_write_s']:.2f}); "
-              f"fresh CLI process {t['cold_cli_s']:.2f} s")
+              f"fresh CLI process {t['cold_cli_s']:.2f} s (inside: {t['cold_cli_inside_s']})")
     for r in rows:
         if "fp32_peak_share" in r:
             print(f"{r['method']}: kernel {r['kernel_ms']:.2f} ms = {r['kernel_voxels_per_s'] / 1e6:.1f} M voxels/s, "
