@@ -248,6 +248,7 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool) -
                 y, nonfinite = ops.kron_scale(y, [-r for r in scales.row_exp], out_dtype)
             else:
                 nonfinite = ops.count_nonfinite(y)
+        nonfinite = ops.read_int(nonfinite)
         row_exp = None if recover else scales.row_exp
     rounding = rounding_of(order)
     report = TTMcReport(
@@ -278,6 +279,7 @@ def _run_onesided(ops, xd, mats, prec: Precision, order, norm_u, thetas):
     with ops.phase("convert"):
         z = xd if xd.dtype == wide else ops.cast(xd, wide)
     underflow = 0.0
+    inv_norms = []
     for k, m in enumerate(order):
         u = mats[m].astype(np.float64)
         p_exp, q_exp = onesided_split(u.shape[1], prec)
@@ -289,10 +291,14 @@ def _run_onesided(ops, xd, mats, prec: Precision, order, norm_u, thetas):
             yt = ops.ttm(xs, ut, m, prec)
         with ops.phase(f"recover{m}"):
             z = ops.fiber_unscale(yt, m, rows, s, wide)
-        inv_r = math.sqrt(float(np.sum(np.ldexp(1.0, -2 * rows))))
-        alpha = prec.eta * (1 + u.shape[1] * 2.0**q_exp) * (1 + thetas[m])
-        underflow += prec.eta * inv_s * after[k]
-        underflow += (alpha * inv_r * inv_s + wide_eta * math.sqrt(math.prod(z.shape))) * after[k + 1]
+        inv_norms.append((k, m, rows, q_exp, inv_s, math.prod(z.shape)))
     with ops.phase("check"):
-        nonfinite = ops.count_nonfinite(z)
+        nonfinite = ops.read_int(ops.count_nonfinite(z))
+    # ‖S⁻¹‖_F of every step is read back only now, so the GEMMs run without a host sync.
+    for k, m, rows, q_exp, inv_s, size in inv_norms:
+        inv_s = ops.read_norm(inv_s)
+        inv_r = math.sqrt(float(np.sum(np.ldexp(1.0, -2 * rows))))
+        alpha = prec.eta * (1 + mats[m].shape[1] * 2.0**q_exp) * (1 + thetas[m])
+        underflow += prec.eta * inv_s * after[k]
+        underflow += (alpha * inv_r * inv_s + wide_eta * math.sqrt(size)) * after[k + 1]
     return z, underflow, nonfinite

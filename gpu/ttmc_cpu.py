@@ -61,6 +61,14 @@ class CpuTTMcOps:
     def finish(self) -> list[tuple[str, float]]:
         return list(self.times)
 
+    @staticmethod
+    def read_int(count) -> int:
+        return int(count)
+
+    @staticmethod
+    def read_norm(value) -> float:
+        return float(value)
+
     def asarray(self, a, dtype=None) -> np.ndarray:
         return np.ascontiguousarray(a, dtype=dtype)
 

@@ -41,7 +41,11 @@ _TILE = 16
 @cuda.jit
 def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_dims, trail_off,
                  maxima, sumsq, nonfinite):
-    """Slice maxima of every mode, Σx² and the non-finite count of the (rows × cols) view."""
+    """Slice maxima of every mode, Σx² and the non-finite count of the (rows × cols) view.
+
+    Maxima are rounded to float32 (as the CPU backend does, so both choose the same scales)
+    and gathered with float64 atomics into one buffer that is copied back once.
+    """
     colmax = cuda.shared.array(_CHUNK, float32)
     buf = cuda.shared.array((_GROUP, _BLOCK), float32)
     buf2 = cuda.shared.array((_GROUP, _GROUP), float32)
@@ -90,14 +94,14 @@ def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_d
                     m = buf2[t, k]
             r = rg + t
             for n in range(lead_dims.shape[0] - 1, -1, -1):
-                cuda.atomic.max(maxima, lead_off[n] + r % lead_dims[n], m)
+                cuda.atomic.max(maxima, lead_off[n] + r % lead_dims[n], float64(m))
                 r //= lead_dims[n]
         cuda.syncthreads()
     for c in range(c0 + t, c1, _BLOCK):
         m = colmax[c - c0]
         rest = c
         for n in range(trail_dims.shape[0] - 1, -1, -1):
-            cuda.atomic.max(maxima, trail_off[n] + rest % trail_dims[n], m)
+            cuda.atomic.max(maxima, trail_off[n] + rest % trail_dims[n], float64(m))
             rest //= trail_dims[n]
     ssbuf[t] = ss
     cuda.syncthreads()
@@ -110,7 +114,7 @@ def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_d
     if t == 0:
         cuda.atomic.add(sumsq, 0, ssbuf[0])
     if bad > 0:
-        cuda.atomic.add(nonfinite, 0, bad)
+        cuda.atomic.add(nonfinite, 0, float64(bad))
 
 
 @cuda.jit
@@ -259,7 +263,13 @@ def _kron_vector(exps: list[np.ndarray]) -> np.ndarray:
 
 
 class CudaTTMcOps:
-    """The TTMc operations on the GPU (or numba's simulator); times phases with CUDA events."""
+    """The TTMc operations on the GPU (or numba's simulator); times phases with CUDA events.
+
+    Counters (non-finite values, ``‖S⁻¹‖``) stay on the device until the driver reads them,
+    so a call synchronises only after the norms pass and at the end. With
+    :meth:`start_log` every launch is also recorded, so a benchmark can replay the call's
+    device work back to back (:meth:`replay`) and time the GPU apart from the host.
+    """
 
     name = "cuda"
 
@@ -277,9 +287,12 @@ class CudaTTMcOps:
                     raise RuntimeError("gemm='cublas' needs CuPy (pip install fibertensor[cuda])") from None
         self.gemm = "cublas" if self._cupy is not None else "numba"
         self.times: list = []
+        self._log: list | None = None
+        self._phase = ""
 
     @contextlib.contextmanager
     def phase(self, name: str):
+        self._phase = name
         if _simulating():
             start = time.perf_counter()
             yield
@@ -297,11 +310,43 @@ class CudaTTMcOps:
         cuda.synchronize()
         return [(name, cuda.event_elapsed_time(b, e) / 1e3) for name, b, e in self.times]
 
-    # Arrays: CuPy when present (its matmul consumes them directly), numba device arrays else.
+    def start_log(self) -> None:
+        self._log = []
+
+    def stop_log(self) -> list[tuple[str, object]]:
+        log, self._log = self._log or [], None
+        return log
+
+    @staticmethod
+    def replay(log, phase: str | None = None) -> None:
+        """Enqueue the logged launches again (all, or one phase's), without synchronising."""
+        for name, launch in log:
+            if phase is None or name == phase:
+                launch()
+
+    def _run(self, launch) -> None:
+        launch()
+        if self._log is not None:
+            self._log.append((self._phase, launch))
+
+    def _kernel(self, kernel, grid, block, *args) -> None:
+        self._run(lambda: kernel[grid, block](*args))
+
+    # Arrays: CuPy when present (pooled allocations; its matmul consumes them directly),
+    # numba device arrays otherwise.
     def empty(self, shape, dtype):
         if self._cupy is not None:
             return self._cupy.empty(shape, dtype=dtype)
         return cuda.device_array(shape, dtype=dtype)
+
+    def _upload(self, host: np.ndarray):
+        host = np.ascontiguousarray(host)
+        if self._cupy is not None:
+            return _flat(self._cupy.asarray(host))
+        return cuda.to_device(host)
+
+    def _zeros(self, n: int, dtype):
+        return self._upload(np.zeros(n, dtype=dtype))
 
     def asarray(self, a, dtype=None):
         if _on_device(a):
@@ -318,8 +363,13 @@ class CudaTTMcOps:
             return a.copy_to_host()
         return self._cupy.asnumpy(a)
 
-    def _counter(self, dtype=np.int64):
-        return cuda.to_device(np.zeros(1, dtype=dtype))
+    @staticmethod
+    def read_int(counter) -> int:
+        return int(counter.copy_to_host()[0])
+
+    @staticmethod
+    def read_float(counter) -> float:
+        return float(counter.copy_to_host()[0])
 
     def stats(self, x):
         shape = tuple(int(s) for s in x.shape)
@@ -328,50 +378,49 @@ class CudaTTMcOps:
         n_rows = int(np.prod(lead, dtype=np.int64))
         n_cols = int(np.prod(trail, dtype=np.int64))
         offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
-        # One spare slot takes the row maxima when every mode is a column mode (k == 0).
-        maxima = cuda.to_device(np.zeros(int(offsets[-1]) + 1, dtype=np.float32))
-        sumsq = self._counter(np.float64)
-        bad = self._counter()
+        total = int(offsets[-1])
+        # One buffer, one copy back: maxima, a spare slot (row maxima when k == 0), Σx², count.
+        out = self._zeros(total + 3, np.float64)
+        dims = self._upload(np.concatenate([lead if lead else (1,), trail]).astype(np.int64))
+        offs = self._upload(np.concatenate([offsets[:k] if k else [total], offsets[k:-1]]).astype(np.int64))
+        n_lead = max(k, 1)
         row_blocks = max(1, min(math.ceil(n_rows / _GROUP), 1024))
         rows_per_block = math.ceil(n_rows / row_blocks)
         grid = (math.ceil(n_rows / rows_per_block), math.ceil(n_cols / _CHUNK))
-        stats_kernel[grid, _BLOCK](
-            _flat(x), n_rows, n_cols, rows_per_block,
-            cuda.to_device(np.array(lead if lead else (1,), dtype=np.int64)),
-            cuda.to_device(offsets[:k] if k else np.array([offsets[-1]], dtype=np.int64)),
-            cuda.to_device(np.array(trail, dtype=np.int64)),
-            cuda.to_device(offsets[k:-1]),
-            maxima, sumsq, bad,
+        self._kernel(
+            stats_kernel, grid, _BLOCK, _flat(x), n_rows, n_cols, rows_per_block,
+            dims[:n_lead], offs[:n_lead], dims[n_lead:], offs[n_lead:],
+            out[: total + 1], out[total + 1 : total + 2], out[total + 2 :],
         )
-        m = maxima.copy_to_host().astype(np.float64)
+        host = out.copy_to_host()
         return (
-            [m[offsets[n] : offsets[n + 1]] for n in range(len(shape))],
-            float(sumsq.copy_to_host()[0]),
-            int(bad.copy_to_host()[0]),
+            [host[offsets[n] : offsets[n + 1]] for n in range(len(shape))],
+            float(host[total + 1]),
+            int(host[total + 2]),
         )
 
     def kron_scale(self, x, exps, dtype):
         shape = tuple(int(s) for s in x.shape)
         k = _split(shape)
         out = self.empty(shape, dtype)
-        bad = self._counter()
+        bad = self._zeros(1, np.int64)
         n_cols = int(np.prod(shape[k:], dtype=np.int64))
         blocks, threads = _launch_1d(int(np.prod(shape, dtype=np.int64)))
-        kron_scale_kernel[blocks, threads](
-            _flat(x), _flat(out), n_cols,
-            cuda.to_device(_kron_vector(exps[:k])), cuda.to_device(_kron_vector(exps[k:])), bad,
+        self._kernel(
+            kron_scale_kernel, blocks, threads, _flat(x), _flat(out), n_cols,
+            self._upload(_kron_vector(exps[:k])), self._upload(_kron_vector(exps[k:])), bad,
         )
-        return out, int(bad.copy_to_host()[0])
+        return out, bad
 
     def cast(self, x, dtype):
         out, _ = self.kron_scale(x, [np.zeros(int(s), np.int64) for s in x.shape], dtype)
         return out
 
-    def count_nonfinite(self, x) -> int:
-        bad = self._counter()
+    def count_nonfinite(self, x):
+        bad = self._zeros(1, np.int64)
         blocks, threads = _launch_1d(int(x.size))
-        count_nonfinite_kernel[blocks, threads](_flat(x), bad)
-        return int(bad.copy_to_host()[0])
+        self._kernel(count_nonfinite_kernel, blocks, threads, _flat(x), bad)
+        return bad
 
     def ttm(self, x, u, mode: int, precision: Precision):
         shape = tuple(int(s) for s in x.shape)
@@ -382,9 +431,10 @@ class CudaTTMcOps:
             cp = self._cupy
             xc, uc = cp.asarray(x), cp.asarray(u)
             if q == 1:
-                y = cp.matmul(xc.reshape(p, i), uc.T)
+                a, b, y = xc.reshape(p, i), uc.T, cp.empty((p, j), dtype=precision.storage)
             else:
-                y = cp.matmul(uc, xc.reshape(p, i, q))
+                a, b, y = uc, xc.reshape(p, i, q), cp.empty((p, j, q), dtype=precision.storage)
+            self._run(lambda: cp.matmul(a, b, out=y))
             return y.reshape(out_shape)
         y = self.empty(out_shape, precision.storage)
         kernel = strided_gemm_kernel[np.dtype(precision.accumulate)]
@@ -395,26 +445,30 @@ class CudaTTMcOps:
         else:
             args = (_flat(u), _flat(x), _flat(y), j, q, i, 0, i, 1, i * q, q, 1, j * q, q, 1, p)
             grid = (math.ceil(q / _TILE), math.ceil(j / _TILE), min(p, 65535))
-        kernel[grid, (_TILE, _TILE)](*args)
+        self._kernel(kernel, grid, (_TILE, _TILE), *args)
         return y
 
     def fiber_scale(self, x, mode: int, target: int, dtype):
         shape = tuple(int(s) for s in x.shape)
         p, i, q = mode_view(shape, mode)
         out = self.empty(shape, dtype)
-        s = cuda.device_array(p * q, dtype=np.int32)
-        inv_sq = self._counter(np.float64)
+        s = self._zeros(p * q, np.int32)
+        inv_sq = self._zeros(1, np.float64)
         blocks, threads = _launch_1d(p * q)
-        fiber_scale_kernel[blocks, threads](_flat(x), _flat(out), p, i, q, target, s, inv_sq)
-        return out, s, math.sqrt(float(inv_sq.copy_to_host()[0]))
+        self._kernel(fiber_scale_kernel, blocks, threads, _flat(x), _flat(out), p, i, q, target, s, inv_sq)
+        return out, s, inv_sq
+
+    def read_norm(self, inv_sq) -> float:
+        return math.sqrt(self.read_float(inv_sq))
 
     def fiber_unscale(self, y, mode: int, row_exp, s, dtype):
         shape = tuple(int(v) for v in y.shape)
         _, j, q = mode_view(shape, mode)
         out = self.empty(shape, dtype)
         blocks, threads = _launch_1d(int(np.prod(shape, dtype=np.int64)))
-        fiber_unscale_kernel[blocks, threads](
-            _flat(y), _flat(out), j, q, cuda.to_device(np.ldexp(1.0, -np.asarray(row_exp))), s
+        self._kernel(
+            fiber_unscale_kernel, blocks, threads,
+            _flat(y), _flat(out), j, q, self._upload(np.ldexp(1.0, -np.asarray(row_exp))), s,
         )
         return out
 

@@ -1,0 +1,319 @@
+"""TTMc and Tucker-compression benchmark: ours vs a plain cuBLAS chain (PyTorch) and TensorLy.
+
+    python3 bench/ttmc.py --section smoke [--out DIR]     # device: kernels vs CPU backend, bounds
+    python3 bench/ttmc.py --section ttmc [--quick]        # device: the TTMc table
+    python3 bench/ttmc.py --section dwi [--backend cpu]   # end to end vs TensorLy tucker (CPU)
+
+TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
+``ssf``. FP64 starts from a float64 X, every other variant from a float32 X (the FP16
+variants include converting/scaling it). "gpu" is the sum of our phase times from CUDA
+events (norms, scale, GEMMs, recover), "gemm" the GEMM phases alone, "host" the wall time
+of the Python call including synchronisation, the median of the repetitions after one
+warm-up. The peer is the same GEMM chain through PyTorch (cuBLAS, TF32 off, FP16 with FP32
+accumulation) on inputs already in the target precision, without scaling or checks.
+Relative error is against the float64 chain on the same float32 input, next to our bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu.ttmc import TTMcOverflowError, make_ops, ttmc  # noqa: E402
+from gpu.ttmc_bound import get_precision  # noqa: E402
+from gpu.tucker_hosvd import st_hosvd, tucker_reconstruct  # noqa: E402
+
+CASES = [
+    ("256x256x2048 r64", (256, 256, 2048), 64),
+    ("80^4 r20", (80, 80, 80, 80), 20),
+    ("512^3 r128", (512, 512, 512), 128),
+]
+QUICK_CASES = [("128x128x512 r32", (128, 128, 512), 32), ("40^4 r10", (40, 40, 40, 40), 10)]
+VARIANTS = [
+    ("FP64", "fp64", "none"),
+    ("FP32", "fp32", "none"),
+    ("FP16", "fp16", "none"),
+    ("FP16 one-sided", "fp16", "onesided"),
+    ("FP16 Kronecker", "fp16", "kronecker"),
+]
+
+
+def orthonormal_rows(rng, j: int, i: int) -> np.ndarray:
+    q, _ = np.linalg.qr(rng.standard_normal((i, j)))
+    return np.ascontiguousarray(q.T)
+
+
+def reference_chain(x, mats, order):
+    """Y in float64 through the FP64 GEMMs of our CUDA backend."""
+    ops = make_ops("cuda", gemm="cublas")
+    y = x.astype("float64")
+    for m in order:
+        y = ops.ttm(y, ops.asarray(mats[m], np.float64), m, get_precision("fp64"))
+    return y
+
+
+def torch_chain_time(x_cupy, mats, order, dtype_name, reps):
+    """GPU ms of the bare chain in PyTorch (cuBLAS), inputs pre-cast, CUDA events."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    dtype = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16}[dtype_name]
+    x = torch.from_dlpack(x_cupy).to(dtype)
+    us = [torch.from_numpy(u).to("cuda", dtype) for u in mats]
+
+    def chain():
+        y = x
+        for m in order:
+            shape = list(y.shape)
+            p, i = math.prod(shape[:m]), shape[m]
+            q = math.prod(shape[m + 1 :])
+            if q == 1:
+                z = y.reshape(p, i) @ us[m].T
+            else:
+                z = torch.matmul(us[m], y.reshape(p, i, q))
+            shape[m] = us[m].shape[0]
+            y = z.reshape(shape)
+        return y
+
+    chain()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        chain()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps
+
+
+def section_ttmc(cases, reps, log):
+    import cupy as cp
+
+    rows = []
+    for label, shape, rank in cases:
+        rng = np.random.default_rng(7)
+        mats = [orthonormal_rows(rng, rank, i) for i in shape]
+        x32 = cp.random.default_rng(7).standard_normal(shape, dtype=cp.float32)
+        x64 = x32.astype(cp.float64)
+        order = tuple(sorted(range(len(shape)), key=lambda m: (shape[m], m)))
+        y64 = reference_chain(x64, mats, order)
+        norm_y = float(cp.linalg.norm(y64.ravel()))
+        peer = {p: torch_chain_time(x32, mats, order, p, reps) for p in ("fp64", "fp32", "fp16")}
+        base = None
+        for name, precision, scaling in VARIANTS:
+            gemms = ["cublas"] + (["numba"] if name in ("FP32", "FP16 Kronecker") else [])
+            for gemm in gemms:
+                ops = make_ops("cuda", gemm=gemm)
+                x = x64 if precision == "fp64" else x32
+                n_reps = reps if gemm == "cublas" else 2
+                try:
+                    result = ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
+                    gpu, gem, host = [], [], []
+                    for _ in range(n_reps):
+                        cp.cuda.Device().synchronize()
+                        t0 = time.perf_counter()
+                        result = ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
+                        cp.cuda.Device().synchronize()
+                        host.append(time.perf_counter() - t0)
+                        gpu.append(result.report.total_time)
+                        gem.append(result.report.phase_time("ttm"))
+                    y = cp.asarray(result.y).astype(cp.float64)
+                    err = float(cp.linalg.norm((y - y64).ravel())) / norm_y
+                    row = dict(case=label, variant=name, gemm=gemm, gpu_ms=1e3 * float(np.median(gpu)),
+                               gemm_ms=1e3 * float(np.median(gem)), host_ms=1e3 * float(np.median(host)),
+                               rel_err=err, bound=result.report.bound / norm_y,
+                               peer_ms=peer[precision], overflow=False,
+                               phases={k: 1e3 * v for k, v in result.report.times})
+                except TTMcOverflowError as exc:
+                    row = dict(case=label, variant=name, gemm=gemm, overflow=True, error=str(exc))
+                if name == "FP64" and gemm == "cublas":
+                    base = row.get("gpu_ms")
+                row["vs_fp64"] = base / row["gpu_ms"] if base and row.get("gpu_ms") else None
+                rows.append(row)
+                log(json.dumps(row))
+                del ops
+        del x32, x64, y64
+        cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def print_ttmc(rows):
+    print(f"{'case':<18}{'variant':<16}{'gemm':<7}{'gpu ms':>9}{'gemm ms':>9}{'host ms':>9}"
+          f"{'torch ms':>9}{'ours/torch':>11}{'x FP64':>8}{'rel err':>10}{'bound':>10}")
+    for r in rows:
+        if r.get("overflow"):
+            print(f"{r['case']:<18}{r['variant']:<16}{r['gemm']:<7}  overflow reported: {r['error'][:60]}")
+            continue
+        print(f"{r['case']:<18}{r['variant']:<16}{r['gemm']:<7}{r['gpu_ms']:>9.3f}{r['gemm_ms']:>9.3f}"
+              f"{r['host_ms']:>9.2f}{r['peer_ms']:>9.3f}{r['gpu_ms'] / r['peer_ms']:>11.2f}"
+              f"{(r['vs_fp64'] or float('nan')):>8.2f}{r['rel_err']:>10.2e}{r['bound']:>10.2e}")
+
+
+def dwi_like(shape=(64, 64, 40), n_dirs=64, seed=3) -> np.ndarray:
+    """A synthetic DWI series: b0 + ``n_dirs`` directions at b=1000, smooth tensor field, noise."""
+    rng = np.random.default_rng(seed)
+    grid = np.meshgrid(*[np.linspace(-1, 1, s) for s in shape], indexing="ij")
+    r2 = sum(g * g for g in grid)
+    s0 = 1000.0 * (r2 < 0.9) * (1.0 + 0.3 * np.cos(3 * grid[0]) * np.sin(2 * grid[1]))
+    k = np.arange(n_dirs) + 0.5
+    phi, theta = np.arccos(1 - 2 * k / n_dirs), np.pi * (1 + 5**0.5) * k
+    dirs = np.stack([np.cos(theta) * np.sin(phi), np.sin(theta) * np.sin(phi), np.cos(phi)], axis=1)
+    fiber = np.stack([np.cos(np.pi * grid[2]), np.sin(np.pi * grid[2]), 0.3 * grid[0]], axis=-1)
+    fiber /= np.linalg.norm(fiber, axis=-1, keepdims=True)
+    cos2 = (fiber @ dirs.T) ** 2
+    adc = 0.3e-3 + 1.4e-3 * cos2 * (r2[..., None] < 0.9)
+    signal = s0[..., None] * np.exp(-1000.0 * adc)
+    volume = np.concatenate([s0[..., None], signal], axis=-1)
+    volume += rng.normal(0, 10.0, volume.shape)
+    return volume.astype(np.float32)
+
+
+def section_dwi(backend, tol, log):
+    x = dwi_like()
+    x64 = x.astype(np.float64)  # norms in float64: a float32 norm errs in the 5th digit
+    norm_x = float(np.linalg.norm(x64))
+    rows = []
+    for precision in ("fp16", "fp32"):
+        st_hosvd(x[:8, :8, :8], tol=tol, precision=precision, backend=backend)  # warm-up/JIT
+        t0 = time.perf_counter()
+        d = st_hosvd(x, tol=tol, precision=precision, backend=backend)
+        elapsed = time.perf_counter() - t0
+        xhat = tucker_reconstruct(d.core, d.factors, d.core_exp)
+        err = float(np.linalg.norm(xhat - x64)) / norm_x
+        nbytes = d.core.nbytes + sum(f.nbytes for f in d.factors)
+        rows.append(dict(side=f"ours {precision} ({backend})", ranks=d.ranks, seconds=elapsed,
+                         rel_err=err, reported_err=d.relative_error, ratio=x.nbytes / nbytes))
+        log(json.dumps(rows[-1], default=str))
+    ranks = rows[0]["ranks"]
+    try:
+        import tensorly as tl
+        from tensorly.decomposition import tucker
+    except ImportError:
+        tl = None
+    if tl is not None:
+        tl.set_backend("numpy")
+        for label, kwargs in (("TensorLy tucker (HOOI, svd init)", {}), ("TensorLy tucker n_iter_max=1", {"n_iter_max": 1})):
+            t0 = time.perf_counter()
+            core, factors = tucker(x, rank=list(ranks), init="svd", tol=1e-6, **kwargs)
+            elapsed = time.perf_counter() - t0
+            xhat = tl.tucker_to_tensor((core, factors)).astype(np.float64)
+            err = float(np.linalg.norm(xhat - x64)) / norm_x
+            nbytes = core.nbytes + sum(f.nbytes for f in factors)
+            rows.append(dict(side=label, ranks=ranks, seconds=elapsed, rel_err=err, reported_err=None,
+                             ratio=x.nbytes / nbytes))
+            log(json.dumps(rows[-1], default=str))
+    print(f"DWI-like volume {x.shape} float32, tol {tol}")
+    print(f"{'side':<36}{'ranks':<18}{'seconds':>9}{'rel err':>11}{'ratio':>8}{'time vs ours fp16':>19}")
+    for r in rows:
+        print(f"{r['side']:<36}{str(tuple(r['ranks'])):<18}{r['seconds']:>9.2f}{r['rel_err']:>11.3e}"
+              f"{r['ratio']:>8.1f}{r['seconds'] / rows[0]['seconds']:>19.2f}")
+
+
+def section_smoke(log):
+    """Kernels on the GPU vs the CPU backend and the float64 reference; bounds hold."""
+    import cupy as cp
+
+    failures = []
+    a = cp.ones((3, 1, 4096), dtype=cp.float16)
+    b = cp.ones((4096, 2), dtype=cp.float16)
+    accum = float(cp.matmul(a, b)[0, 0, 0])
+    log(f"cupy fp16 batched matmul of 4096 ones = {accum} (FP32 accumulation gives 4096)")
+    if accum != 4096.0:
+        failures.append(f"cupy fp16 matmul accumulates in fp16 ({accum})")
+    cpu = make_ops("cpu")
+    rng = np.random.default_rng(5)
+    shapes = [((5, 6, 7), (2, 3, 4)), ((33, 17, 40), (8, 5, 9)), ((4, 5, 6, 3), (2, 2, 3, 2)), ((3, 4, 2, 5, 3), (2, 2, 2, 3, 2))]
+    for shape, ranks in shapes:
+        x = rng.standard_normal(shape) * np.exp(rng.uniform(-4, 4, shape))
+        mats = [rng.standard_normal((r, i)) for r, i in zip(ranks, shape)]
+        y64 = x
+        for m, u in enumerate(mats):
+            y64 = np.moveaxis(np.tensordot(u, y64, axes=([1], [m])), 0, m)
+        for gemm in ("cublas", "numba"):
+            gops = make_ops("cuda", gemm=gemm)
+            mc, sc, _ = cpu.stats(x)
+            mg, sg, _ = gops.stats(gops.asarray(x))
+            if not all(np.array_equal(p, q) for p, q in zip(mc, mg)) or not math.isclose(sc, sg, rel_tol=1e-12):
+                failures.append(f"stats differ {shape}")
+            exps = [rng.integers(-20, 20, s) for s in shape]
+            for dt in (np.float16, np.float32, np.float64):
+                hc, _ = cpu.kron_scale(x, exps, dt)
+                hg, _ = gops.kron_scale(gops.asarray(x), exps, dt)
+                if not np.array_equal(hc, gops.to_host(hg)):
+                    failures.append(f"kron_scale differs {shape} {dt.__name__}")
+            for precision in ("fp64", "fp32", "fp16"):
+                for scaling in ("none", "onesided", "kronecker"):
+                    rc = ttmc(x, mats, precision=precision, scaling=scaling, order="best", ops=cpu)
+                    rg = ttmc(x, mats, precision=precision, scaling=scaling, order="best", ops=gops)
+                    yg = gops.to_host(rg.y).astype(np.float64)
+                    err = np.linalg.norm(yg - y64)
+                    diff = np.linalg.norm(yg - rc.y)
+                    ok = err <= rg.report.bound and diff <= rg.report.bound and rc.report.order == rg.report.order
+                    log(f"{shape} {gemm} {precision} {scaling}: err {err:.3e} cpu-gpu {diff:.3e} bound {rg.report.bound:.3e} {'ok' if ok else 'FAIL'}")
+                    if not ok:
+                        failures.append(f"{shape} {gemm} {precision} {scaling}")
+    # Adversarial: entries 1e-4..1e6, matrices near the FP16 limit.
+    x = rng.standard_normal((24, 20, 16)) * np.exp(rng.uniform(np.log(1e-4), np.log(1e6), (24, 20, 16)))
+    mats = [rng.uniform(-6e4, 6e4, (6, i)) for i in x.shape]
+    gops = make_ops("cuda")
+    try:
+        ttmc(x, mats, precision="fp16", scaling="none", ops=gops)
+        failures.append("unscaled fp16 overflow not reported")
+    except TTMcOverflowError as exc:
+        log(f"adversarial unscaled: {exc}")
+    r = ttmc(x, mats, precision="fp16", scaling="kronecker", ops=gops)
+    y64 = x
+    for m, u in enumerate(mats):
+        y64 = np.moveaxis(np.tensordot(u, y64, axes=([1], [m])), 0, m)
+    err = np.linalg.norm(gops.to_host(r.y) - y64)
+    log(f"adversarial kronecker: rel err {err / np.linalg.norm(y64):.3e} bound {r.report.bound / np.linalg.norm(y64):.3e}")
+    if not err <= r.report.bound:
+        failures.append("adversarial kronecker outside bound")
+    print("SMOKE", "PASS" if not failures else "FAIL", failures)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--section", choices=("smoke", "ttmc", "dwi"), required=True)
+    parser.add_argument("--quick", action="store_true", help="smaller TTMc cases")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--tol", type=float, default=2e-2)
+    parser.add_argument("--out", default=os.environ.get("OUT"))
+    args = parser.parse_args()
+    log_path = Path(args.out) / f"ttmc_{args.section}.log" if args.out else None
+
+    def log(line: str) -> None:
+        if log_path is not None:
+            with open(log_path, "a") as fh:
+                fh.write(line + "\n")
+
+    try:
+        if args.section == "smoke":
+            section_smoke(log)
+        elif args.section == "ttmc":
+            rows = section_ttmc(QUICK_CASES if args.quick else CASES, args.reps, log)
+            print_ttmc(rows)
+        else:
+            section_dwi(args.backend, args.tol, log)
+    except Exception:
+        traceback.print_exc()
+        if log_path is not None:
+            log(traceback.format_exc())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
