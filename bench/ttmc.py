@@ -6,11 +6,14 @@
 
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
 ``ssf``. FP64 starts from a float64 X, every other variant from a float32 X (the FP16
-variants include converting/scaling it). "gpu" is the sum of our phase times from CUDA
-events (norms, scale, GEMMs, recover), "gemm" the GEMM phases alone, "host" the wall time
-of the Python call including synchronisation, the median of the repetitions after one
-warm-up. The peer is the same GEMM chain through PyTorch (cuBLAS, TF32 off, FP16 with FP32
-accumulation) on inputs already in the target precision, without scaling or checks.
+variants include converting/scaling it). "gpu" is the GPU time of one whole TTMc (norms
+pass, scaling, GEMMs, recovery, non-finite check): the call's launches are logged and
+replayed back to back behind a held stream (``gpu.conv_timing.device_time``), so numba's
+launch cost is not in the figure; "gemm" is the GEMM phases alone, timed the same way;
+"host" is the wall time of the Python call with synchronisation (median after a warm-up).
+The peer is the same GEMM chain through PyTorch (cuBLAS, TF32 off, FP16 with FP32
+accumulation) on inputs already in the target precision, without scaling or checks,
+timed the same way.
 Relative error is against the float64 chain on the same float32 input, next to our bound.
 """
 
@@ -62,8 +65,8 @@ def reference_chain(x, mats, order):
     return y
 
 
-def torch_chain_time(x_cupy, mats, order, dtype_name, reps):
-    """GPU ms of the bare chain in PyTorch (cuBLAS), inputs pre-cast, CUDA events."""
+def torch_chain(x_cupy, mats, order, dtype_name):
+    """The bare chain in PyTorch (cuBLAS), inputs pre-cast: returns a launch function."""
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -86,19 +89,13 @@ def torch_chain_time(x_cupy, mats, order, dtype_name, reps):
             y = z.reshape(shape)
         return y
 
-    chain()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        chain()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
+    return chain
 
 
 def section_ttmc(cases, reps, log):
     import cupy as cp
+
+    from gpu.conv_timing import device_time
 
     rows = []
     for label, shape, rank in cases:
@@ -109,7 +106,9 @@ def section_ttmc(cases, reps, log):
         order = tuple(sorted(range(len(shape)), key=lambda m: (shape[m], m)))
         y64 = reference_chain(x64, mats, order)
         norm_y = float(cp.linalg.norm(y64.ravel()))
-        peer = {p: torch_chain_time(x32, mats, order, p, reps) for p in ("fp64", "fp32", "fp16")}
+        peer = {}
+        for p in ("fp64", "fp32", "fp16"):
+            peer[p] = 1e3 * device_time(torch_chain(x32, mats, order, p), repeats=reps)[0]
         base = None
         for name, precision, scaling in VARIANTS:
             gemms = ["cublas"] + (["numba"] if name in ("FP32", "FP16 Kronecker") else [])
@@ -118,23 +117,30 @@ def section_ttmc(cases, reps, log):
                 x = x64 if precision == "fp64" else x32
                 n_reps = reps if gemm == "cublas" else 2
                 try:
-                    result = ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
-                    gpu, gem, host = [], [], []
+                    ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)  # JIT, warm-up
+                    host = []
                     for _ in range(n_reps):
                         cp.cuda.Device().synchronize()
                         t0 = time.perf_counter()
-                        result = ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
+                        ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
                         cp.cuda.Device().synchronize()
                         host.append(time.perf_counter() - t0)
-                        gpu.append(result.report.total_time)
-                        gem.append(result.report.phase_time("ttm"))
+                    ops.start_log()
+                    result = ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
+                    launches = ops.stop_log()
+                    gpu = device_time(lambda: ops.replay(launches), repeats=n_reps)[0]
+                    phases = {}
+                    for phase_name, _ in launches:
+                        if phase_name not in phases:
+                            phases[phase_name] = 1e3 * device_time(
+                                lambda: ops.replay(launches, phase_name), repeats=n_reps)[0]
                     y = cp.asarray(result.y).astype(cp.float64)
                     err = float(cp.linalg.norm((y - y64).ravel())) / norm_y
-                    row = dict(case=label, variant=name, gemm=gemm, gpu_ms=1e3 * float(np.median(gpu)),
-                               gemm_ms=1e3 * float(np.median(gem)), host_ms=1e3 * float(np.median(host)),
-                               rel_err=err, bound=result.report.bound / norm_y,
-                               peer_ms=peer[precision], overflow=False,
-                               phases={k: 1e3 * v for k, v in result.report.times})
+                    row = dict(case=label, variant=name, gemm=gemm, gpu_ms=1e3 * gpu,
+                               gemm_ms=sum(v for k, v in phases.items() if k.startswith("ttm")),
+                               host_ms=1e3 * float(np.median(host)), rel_err=err,
+                               bound=result.report.bound / norm_y, peer_ms=peer[precision],
+                               overflow=False, phases=phases, order=list(result.report.order))
                 except TTMcOverflowError as exc:
                     row = dict(case=label, variant=name, gemm=gemm, overflow=True, error=str(exc))
                 if name == "FP64" and gemm == "cublas":

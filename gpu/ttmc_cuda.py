@@ -118,8 +118,12 @@ def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_d
 
 
 @cuda.jit
-def kron_scale_kernel(x, out, n_cols, row_factor, col_factor, nonfinite):
-    """``out[r, c] = x[r, c] · f_row[r] · f_col[c]`` (powers of two, one rounding), counting non-finite."""
+def kron_scale_kernel(x, out, n_cols, row_factor, col_factor, limit, nonfinite):
+    """``out[r, c] = x[r, c] · f_row[r] · f_col[c]`` (powers of two, one rounding).
+
+    Counts the values that are NaN or round to ±inf in ``out``'s format: ``|v| ≥ limit``,
+    the first value that rounds to infinity (65520 for FP16), so ``out`` is not read back.
+    """
     bad = 0
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -128,8 +132,7 @@ def kron_scale_kernel(x, out, n_cols, row_factor, col_factor, nonfinite):
         c = idx - r * n_cols
         v = float64(x[idx]) * (row_factor[r] * col_factor[c])
         out[idx] = v
-        w = float64(out[idx])
-        if not math.isfinite(w):
+        if not abs(v) < limit:
             bad += 1
     if bad > 0:
         cuda.atomic.add(nonfinite, 0, bad)
@@ -252,6 +255,14 @@ def _split(shape: tuple[int, ...]) -> int:
         k -= 1
         cols *= shape[k]
     return k
+
+
+def _overflow_limit(dtype) -> float:
+    """The smallest magnitude that rounds to infinity in ``dtype`` (inf for float64)."""
+    info = np.finfo(dtype)
+    if info.bits == 64:
+        return math.inf
+    return float(info.max) + float(info.eps) / 2 * 2.0 ** float(info.maxexp - 1)
 
 
 def _kron_vector(exps: list[np.ndarray]) -> np.ndarray:
@@ -408,7 +419,8 @@ class CudaTTMcOps:
         blocks, threads = _launch_1d(int(np.prod(shape, dtype=np.int64)))
         self._kernel(
             kron_scale_kernel, blocks, threads, _flat(x), _flat(out), n_cols,
-            self._upload(_kron_vector(exps[:k])), self._upload(_kron_vector(exps[k:])), bad,
+            self._upload(_kron_vector(exps[:k])), self._upload(_kron_vector(exps[k:])),
+            _overflow_limit(dtype), bad,
         )
         return out, bad
 

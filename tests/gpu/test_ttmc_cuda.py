@@ -127,3 +127,14 @@ def test_ttmc_cuda_backend_equals_cpu_backend(ops, scaling):
             np.testing.assert_array_equal(yg, rc.y)
         else:
             np.testing.assert_allclose(yg, rc.y, rtol=1e-13, atol=1e-13 * np.abs(rc.y).max())
+
+
+def test_overflow_count_matches_rounding_to_infinity(ops):
+    """65519.99 rounds to 65504, 65520 to inf: the kernel counts exactly the latter."""
+    cpu, gpu = ops
+    x = np.array([[[65519.99, 65520.0, -1e6, 1.0]]])
+    zero = [np.zeros(s, np.int64) for s in x.shape]
+    a, bad_a = cpu.kron_scale(x, zero, np.float16)
+    b, bad_b = gpu.kron_scale(gpu.asarray(x), zero, np.float16)
+    assert bad_a == gpu.read_int(bad_b) == 2
+    assert a.tobytes() == gpu.to_host(b).tobytes()
