@@ -23,6 +23,7 @@ __all__ = ["InputSlot", "JobContext", "JobKind", "job_kinds", "get_job_kind"]
 _FAMILY_MODULES = (
     "worker.peaks_job",
     "worker.compress_job",
+    "worker.conv_job",
 )
 
 
