@@ -17,6 +17,7 @@ _COMMAND_MODULES = (
     "service.cli.server",
     "service.cli.client",
     "service.cli.compress",
+    "service.cli.conv",
 )
 
 
