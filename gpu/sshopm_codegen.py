@@ -144,24 +144,24 @@ def _hessian_weights(order: int) -> str:
 def _axm2w(order: int) -> str:
     lower = order - 2
     n = len(index_classes(lower))
+    outputs = ["mxx", "mxy", "mxz", "myy", "myz", "mzz"]
     lines = [
         "@register_jitable",
         f"def axm2w_m{order}(w, x, y, z):",
         f'    """A x^{lower} from per-voxel weights w = AXM2_SCALE_m{order} · a[AXM2_ENTRY_m{order}]: one multiply-add',
-        '    per term inside the iteration, the multiplicities folded in once per voxel."""',
+        "    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by",
+        '    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""',
         *_powers(lower),
     ]
-    names = []
     for j, factors in enumerate(_monomial(e) for e in monomial_exponents(lower)):
         if len(factors) > 1:
-            lines.append(f"    t{j} = {' * '.join(factors)}")
-            names.append(f"t{j}")
+            lines.append(f"    t = {' * '.join(factors)}")
+            name = "t"
         else:
-            names.append(factors[0] if factors else "")
-    outputs = ["mxx", "mxy", "mxz", "myy", "myz", "mzz"]
-    for p, out in enumerate(outputs):
-        terms = [f"w[{p * n + j}] * {name}" if name else f"w[{p * n + j}]" for j, name in enumerate(names)]
-        lines.append(f"    {out} = (\n        {_sum(terms)}\n    )")
+            name = factors[0] if factors else ""
+        for p, out in enumerate(outputs):
+            term = f"w[{p * n + j}] * {name}" if name else f"w[{p * n + j}]"
+            lines.append(f"    {out} = {term}" if j == 0 else f"    {out} += {term}")
     lines.append(f"    return {', '.join(outputs)}")
     return "\n".join(lines)
 

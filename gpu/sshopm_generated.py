@@ -178,25 +178,14 @@ AXM2_SCALE_m2 = np.array([1, 1, 1, 1, 1, 1], dtype=np.float32)
 @register_jitable
 def axm2w_m2(w, x, y, z):
     """A x^0 from per-voxel weights w = AXM2_SCALE_m2 · a[AXM2_ENTRY_m2]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel."""
-    mxx = (
-        w[0]
-    )
-    mxy = (
-        w[1]
-    )
-    mxz = (
-        w[2]
-    )
-    myy = (
-        w[3]
-    )
-    myz = (
-        w[4]
-    )
-    mzz = (
-        w[5]
-    )
+    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
+    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
+    mxx = w[0]
+    mxy = w[1]
+    mxz = w[2]
+    myy = w[3]
+    myz = w[4]
+    mzz = w[5]
     return mxx, mxy, mxz, myy, myz, mzz
 
 
@@ -557,61 +546,50 @@ AXM2_SCALE_m4 = np.array([1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 
 @register_jitable
 def axm2w_m4(w, x, y, z):
     """A x^2 from per-voxel weights w = AXM2_SCALE_m4 · a[AXM2_ENTRY_m4]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel."""
+    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
+    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
     x2 = x * x
     y2 = y * y
     z2 = z * z
-    t1 = x * y
-    t2 = x * z
-    t4 = y * z
-    mxx = (
-        w[0] * x2
-        + w[1] * t1
-        + w[2] * t2
-        + w[3] * y2
-        + w[4] * t4
-        + w[5] * z2
-    )
-    mxy = (
-        w[6] * x2
-        + w[7] * t1
-        + w[8] * t2
-        + w[9] * y2
-        + w[10] * t4
-        + w[11] * z2
-    )
-    mxz = (
-        w[12] * x2
-        + w[13] * t1
-        + w[14] * t2
-        + w[15] * y2
-        + w[16] * t4
-        + w[17] * z2
-    )
-    myy = (
-        w[18] * x2
-        + w[19] * t1
-        + w[20] * t2
-        + w[21] * y2
-        + w[22] * t4
-        + w[23] * z2
-    )
-    myz = (
-        w[24] * x2
-        + w[25] * t1
-        + w[26] * t2
-        + w[27] * y2
-        + w[28] * t4
-        + w[29] * z2
-    )
-    mzz = (
-        w[30] * x2
-        + w[31] * t1
-        + w[32] * t2
-        + w[33] * y2
-        + w[34] * t4
-        + w[35] * z2
-    )
+    mxx = w[0] * x2
+    mxy = w[6] * x2
+    mxz = w[12] * x2
+    myy = w[18] * x2
+    myz = w[24] * x2
+    mzz = w[30] * x2
+    t = x * y
+    mxx += w[1] * t
+    mxy += w[7] * t
+    mxz += w[13] * t
+    myy += w[19] * t
+    myz += w[25] * t
+    mzz += w[31] * t
+    t = x * z
+    mxx += w[2] * t
+    mxy += w[8] * t
+    mxz += w[14] * t
+    myy += w[20] * t
+    myz += w[26] * t
+    mzz += w[32] * t
+    mxx += w[3] * y2
+    mxy += w[9] * y2
+    mxz += w[15] * y2
+    myy += w[21] * y2
+    myz += w[27] * y2
+    mzz += w[33] * y2
+    t = y * z
+    mxx += w[4] * t
+    mxy += w[10] * t
+    mxz += w[16] * t
+    myy += w[22] * t
+    myz += w[28] * t
+    mzz += w[34] * t
+    mxx += w[5] * z2
+    mxy += w[11] * z2
+    mxz += w[17] * z2
+    myy += w[23] * z2
+    myz += w[29] * z2
+    mzz += w[35] * z2
     return mxx, mxy, mxz, myy, myz, mzz
 
 
@@ -1110,7 +1088,8 @@ AXM2_SCALE_m6 = np.array([1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 
 @register_jitable
 def axm2w_m6(w, x, y, z):
     """A x^4 from per-voxel weights w = AXM2_SCALE_m6 · a[AXM2_ENTRY_m6]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel."""
+    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
+    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -1120,120 +1099,108 @@ def axm2w_m6(w, x, y, z):
     z2 = z * z
     z3 = z2 * z
     z4 = z3 * z
-    t1 = x3 * y
-    t2 = x3 * z
-    t3 = x2 * y2
-    t4 = x2 * y * z
-    t5 = x2 * z2
-    t6 = x * y3
-    t7 = x * y2 * z
-    t8 = x * y * z2
-    t9 = x * z3
-    t11 = y3 * z
-    t12 = y2 * z2
-    t13 = y * z3
-    mxx = (
-        w[0] * x4
-        + w[1] * t1
-        + w[2] * t2
-        + w[3] * t3
-        + w[4] * t4
-        + w[5] * t5
-        + w[6] * t6
-        + w[7] * t7
-        + w[8] * t8
-        + w[9] * t9
-        + w[10] * y4
-        + w[11] * t11
-        + w[12] * t12
-        + w[13] * t13
-        + w[14] * z4
-    )
-    mxy = (
-        w[15] * x4
-        + w[16] * t1
-        + w[17] * t2
-        + w[18] * t3
-        + w[19] * t4
-        + w[20] * t5
-        + w[21] * t6
-        + w[22] * t7
-        + w[23] * t8
-        + w[24] * t9
-        + w[25] * y4
-        + w[26] * t11
-        + w[27] * t12
-        + w[28] * t13
-        + w[29] * z4
-    )
-    mxz = (
-        w[30] * x4
-        + w[31] * t1
-        + w[32] * t2
-        + w[33] * t3
-        + w[34] * t4
-        + w[35] * t5
-        + w[36] * t6
-        + w[37] * t7
-        + w[38] * t8
-        + w[39] * t9
-        + w[40] * y4
-        + w[41] * t11
-        + w[42] * t12
-        + w[43] * t13
-        + w[44] * z4
-    )
-    myy = (
-        w[45] * x4
-        + w[46] * t1
-        + w[47] * t2
-        + w[48] * t3
-        + w[49] * t4
-        + w[50] * t5
-        + w[51] * t6
-        + w[52] * t7
-        + w[53] * t8
-        + w[54] * t9
-        + w[55] * y4
-        + w[56] * t11
-        + w[57] * t12
-        + w[58] * t13
-        + w[59] * z4
-    )
-    myz = (
-        w[60] * x4
-        + w[61] * t1
-        + w[62] * t2
-        + w[63] * t3
-        + w[64] * t4
-        + w[65] * t5
-        + w[66] * t6
-        + w[67] * t7
-        + w[68] * t8
-        + w[69] * t9
-        + w[70] * y4
-        + w[71] * t11
-        + w[72] * t12
-        + w[73] * t13
-        + w[74] * z4
-    )
-    mzz = (
-        w[75] * x4
-        + w[76] * t1
-        + w[77] * t2
-        + w[78] * t3
-        + w[79] * t4
-        + w[80] * t5
-        + w[81] * t6
-        + w[82] * t7
-        + w[83] * t8
-        + w[84] * t9
-        + w[85] * y4
-        + w[86] * t11
-        + w[87] * t12
-        + w[88] * t13
-        + w[89] * z4
-    )
+    mxx = w[0] * x4
+    mxy = w[15] * x4
+    mxz = w[30] * x4
+    myy = w[45] * x4
+    myz = w[60] * x4
+    mzz = w[75] * x4
+    t = x3 * y
+    mxx += w[1] * t
+    mxy += w[16] * t
+    mxz += w[31] * t
+    myy += w[46] * t
+    myz += w[61] * t
+    mzz += w[76] * t
+    t = x3 * z
+    mxx += w[2] * t
+    mxy += w[17] * t
+    mxz += w[32] * t
+    myy += w[47] * t
+    myz += w[62] * t
+    mzz += w[77] * t
+    t = x2 * y2
+    mxx += w[3] * t
+    mxy += w[18] * t
+    mxz += w[33] * t
+    myy += w[48] * t
+    myz += w[63] * t
+    mzz += w[78] * t
+    t = x2 * y * z
+    mxx += w[4] * t
+    mxy += w[19] * t
+    mxz += w[34] * t
+    myy += w[49] * t
+    myz += w[64] * t
+    mzz += w[79] * t
+    t = x2 * z2
+    mxx += w[5] * t
+    mxy += w[20] * t
+    mxz += w[35] * t
+    myy += w[50] * t
+    myz += w[65] * t
+    mzz += w[80] * t
+    t = x * y3
+    mxx += w[6] * t
+    mxy += w[21] * t
+    mxz += w[36] * t
+    myy += w[51] * t
+    myz += w[66] * t
+    mzz += w[81] * t
+    t = x * y2 * z
+    mxx += w[7] * t
+    mxy += w[22] * t
+    mxz += w[37] * t
+    myy += w[52] * t
+    myz += w[67] * t
+    mzz += w[82] * t
+    t = x * y * z2
+    mxx += w[8] * t
+    mxy += w[23] * t
+    mxz += w[38] * t
+    myy += w[53] * t
+    myz += w[68] * t
+    mzz += w[83] * t
+    t = x * z3
+    mxx += w[9] * t
+    mxy += w[24] * t
+    mxz += w[39] * t
+    myy += w[54] * t
+    myz += w[69] * t
+    mzz += w[84] * t
+    mxx += w[10] * y4
+    mxy += w[25] * y4
+    mxz += w[40] * y4
+    myy += w[55] * y4
+    myz += w[70] * y4
+    mzz += w[85] * y4
+    t = y3 * z
+    mxx += w[11] * t
+    mxy += w[26] * t
+    mxz += w[41] * t
+    myy += w[56] * t
+    myz += w[71] * t
+    mzz += w[86] * t
+    t = y2 * z2
+    mxx += w[12] * t
+    mxy += w[27] * t
+    mxz += w[42] * t
+    myy += w[57] * t
+    myz += w[72] * t
+    mzz += w[87] * t
+    t = y * z3
+    mxx += w[13] * t
+    mxy += w[28] * t
+    mxz += w[43] * t
+    myy += w[58] * t
+    myz += w[73] * t
+    mzz += w[88] * t
+    mxx += w[14] * z4
+    mxy += w[29] * z4
+    mxz += w[44] * z4
+    myy += w[59] * z4
+    myz += w[74] * z4
+    mzz += w[89] * z4
     return mxx, mxy, mxz, myy, myz, mzz
 
 
@@ -1918,7 +1885,8 @@ AXM2_SCALE_m8 = np.array([1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 1
 @register_jitable
 def axm2w_m8(w, x, y, z):
     """A x^6 from per-voxel weights w = AXM2_SCALE_m8 · a[AXM2_ENTRY_m8]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel."""
+    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
+    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -1934,211 +1902,199 @@ def axm2w_m8(w, x, y, z):
     z4 = z3 * z
     z5 = z4 * z
     z6 = z5 * z
-    t1 = x5 * y
-    t2 = x5 * z
-    t3 = x4 * y2
-    t4 = x4 * y * z
-    t5 = x4 * z2
-    t6 = x3 * y3
-    t7 = x3 * y2 * z
-    t8 = x3 * y * z2
-    t9 = x3 * z3
-    t10 = x2 * y4
-    t11 = x2 * y3 * z
-    t12 = x2 * y2 * z2
-    t13 = x2 * y * z3
-    t14 = x2 * z4
-    t15 = x * y5
-    t16 = x * y4 * z
-    t17 = x * y3 * z2
-    t18 = x * y2 * z3
-    t19 = x * y * z4
-    t20 = x * z5
-    t22 = y5 * z
-    t23 = y4 * z2
-    t24 = y3 * z3
-    t25 = y2 * z4
-    t26 = y * z5
-    mxx = (
-        w[0] * x6
-        + w[1] * t1
-        + w[2] * t2
-        + w[3] * t3
-        + w[4] * t4
-        + w[5] * t5
-        + w[6] * t6
-        + w[7] * t7
-        + w[8] * t8
-        + w[9] * t9
-        + w[10] * t10
-        + w[11] * t11
-        + w[12] * t12
-        + w[13] * t13
-        + w[14] * t14
-        + w[15] * t15
-        + w[16] * t16
-        + w[17] * t17
-        + w[18] * t18
-        + w[19] * t19
-        + w[20] * t20
-        + w[21] * y6
-        + w[22] * t22
-        + w[23] * t23
-        + w[24] * t24
-        + w[25] * t25
-        + w[26] * t26
-        + w[27] * z6
-    )
-    mxy = (
-        w[28] * x6
-        + w[29] * t1
-        + w[30] * t2
-        + w[31] * t3
-        + w[32] * t4
-        + w[33] * t5
-        + w[34] * t6
-        + w[35] * t7
-        + w[36] * t8
-        + w[37] * t9
-        + w[38] * t10
-        + w[39] * t11
-        + w[40] * t12
-        + w[41] * t13
-        + w[42] * t14
-        + w[43] * t15
-        + w[44] * t16
-        + w[45] * t17
-        + w[46] * t18
-        + w[47] * t19
-        + w[48] * t20
-        + w[49] * y6
-        + w[50] * t22
-        + w[51] * t23
-        + w[52] * t24
-        + w[53] * t25
-        + w[54] * t26
-        + w[55] * z6
-    )
-    mxz = (
-        w[56] * x6
-        + w[57] * t1
-        + w[58] * t2
-        + w[59] * t3
-        + w[60] * t4
-        + w[61] * t5
-        + w[62] * t6
-        + w[63] * t7
-        + w[64] * t8
-        + w[65] * t9
-        + w[66] * t10
-        + w[67] * t11
-        + w[68] * t12
-        + w[69] * t13
-        + w[70] * t14
-        + w[71] * t15
-        + w[72] * t16
-        + w[73] * t17
-        + w[74] * t18
-        + w[75] * t19
-        + w[76] * t20
-        + w[77] * y6
-        + w[78] * t22
-        + w[79] * t23
-        + w[80] * t24
-        + w[81] * t25
-        + w[82] * t26
-        + w[83] * z6
-    )
-    myy = (
-        w[84] * x6
-        + w[85] * t1
-        + w[86] * t2
-        + w[87] * t3
-        + w[88] * t4
-        + w[89] * t5
-        + w[90] * t6
-        + w[91] * t7
-        + w[92] * t8
-        + w[93] * t9
-        + w[94] * t10
-        + w[95] * t11
-        + w[96] * t12
-        + w[97] * t13
-        + w[98] * t14
-        + w[99] * t15
-        + w[100] * t16
-        + w[101] * t17
-        + w[102] * t18
-        + w[103] * t19
-        + w[104] * t20
-        + w[105] * y6
-        + w[106] * t22
-        + w[107] * t23
-        + w[108] * t24
-        + w[109] * t25
-        + w[110] * t26
-        + w[111] * z6
-    )
-    myz = (
-        w[112] * x6
-        + w[113] * t1
-        + w[114] * t2
-        + w[115] * t3
-        + w[116] * t4
-        + w[117] * t5
-        + w[118] * t6
-        + w[119] * t7
-        + w[120] * t8
-        + w[121] * t9
-        + w[122] * t10
-        + w[123] * t11
-        + w[124] * t12
-        + w[125] * t13
-        + w[126] * t14
-        + w[127] * t15
-        + w[128] * t16
-        + w[129] * t17
-        + w[130] * t18
-        + w[131] * t19
-        + w[132] * t20
-        + w[133] * y6
-        + w[134] * t22
-        + w[135] * t23
-        + w[136] * t24
-        + w[137] * t25
-        + w[138] * t26
-        + w[139] * z6
-    )
-    mzz = (
-        w[140] * x6
-        + w[141] * t1
-        + w[142] * t2
-        + w[143] * t3
-        + w[144] * t4
-        + w[145] * t5
-        + w[146] * t6
-        + w[147] * t7
-        + w[148] * t8
-        + w[149] * t9
-        + w[150] * t10
-        + w[151] * t11
-        + w[152] * t12
-        + w[153] * t13
-        + w[154] * t14
-        + w[155] * t15
-        + w[156] * t16
-        + w[157] * t17
-        + w[158] * t18
-        + w[159] * t19
-        + w[160] * t20
-        + w[161] * y6
-        + w[162] * t22
-        + w[163] * t23
-        + w[164] * t24
-        + w[165] * t25
-        + w[166] * t26
-        + w[167] * z6
-    )
+    mxx = w[0] * x6
+    mxy = w[28] * x6
+    mxz = w[56] * x6
+    myy = w[84] * x6
+    myz = w[112] * x6
+    mzz = w[140] * x6
+    t = x5 * y
+    mxx += w[1] * t
+    mxy += w[29] * t
+    mxz += w[57] * t
+    myy += w[85] * t
+    myz += w[113] * t
+    mzz += w[141] * t
+    t = x5 * z
+    mxx += w[2] * t
+    mxy += w[30] * t
+    mxz += w[58] * t
+    myy += w[86] * t
+    myz += w[114] * t
+    mzz += w[142] * t
+    t = x4 * y2
+    mxx += w[3] * t
+    mxy += w[31] * t
+    mxz += w[59] * t
+    myy += w[87] * t
+    myz += w[115] * t
+    mzz += w[143] * t
+    t = x4 * y * z
+    mxx += w[4] * t
+    mxy += w[32] * t
+    mxz += w[60] * t
+    myy += w[88] * t
+    myz += w[116] * t
+    mzz += w[144] * t
+    t = x4 * z2
+    mxx += w[5] * t
+    mxy += w[33] * t
+    mxz += w[61] * t
+    myy += w[89] * t
+    myz += w[117] * t
+    mzz += w[145] * t
+    t = x3 * y3
+    mxx += w[6] * t
+    mxy += w[34] * t
+    mxz += w[62] * t
+    myy += w[90] * t
+    myz += w[118] * t
+    mzz += w[146] * t
+    t = x3 * y2 * z
+    mxx += w[7] * t
+    mxy += w[35] * t
+    mxz += w[63] * t
+    myy += w[91] * t
+    myz += w[119] * t
+    mzz += w[147] * t
+    t = x3 * y * z2
+    mxx += w[8] * t
+    mxy += w[36] * t
+    mxz += w[64] * t
+    myy += w[92] * t
+    myz += w[120] * t
+    mzz += w[148] * t
+    t = x3 * z3
+    mxx += w[9] * t
+    mxy += w[37] * t
+    mxz += w[65] * t
+    myy += w[93] * t
+    myz += w[121] * t
+    mzz += w[149] * t
+    t = x2 * y4
+    mxx += w[10] * t
+    mxy += w[38] * t
+    mxz += w[66] * t
+    myy += w[94] * t
+    myz += w[122] * t
+    mzz += w[150] * t
+    t = x2 * y3 * z
+    mxx += w[11] * t
+    mxy += w[39] * t
+    mxz += w[67] * t
+    myy += w[95] * t
+    myz += w[123] * t
+    mzz += w[151] * t
+    t = x2 * y2 * z2
+    mxx += w[12] * t
+    mxy += w[40] * t
+    mxz += w[68] * t
+    myy += w[96] * t
+    myz += w[124] * t
+    mzz += w[152] * t
+    t = x2 * y * z3
+    mxx += w[13] * t
+    mxy += w[41] * t
+    mxz += w[69] * t
+    myy += w[97] * t
+    myz += w[125] * t
+    mzz += w[153] * t
+    t = x2 * z4
+    mxx += w[14] * t
+    mxy += w[42] * t
+    mxz += w[70] * t
+    myy += w[98] * t
+    myz += w[126] * t
+    mzz += w[154] * t
+    t = x * y5
+    mxx += w[15] * t
+    mxy += w[43] * t
+    mxz += w[71] * t
+    myy += w[99] * t
+    myz += w[127] * t
+    mzz += w[155] * t
+    t = x * y4 * z
+    mxx += w[16] * t
+    mxy += w[44] * t
+    mxz += w[72] * t
+    myy += w[100] * t
+    myz += w[128] * t
+    mzz += w[156] * t
+    t = x * y3 * z2
+    mxx += w[17] * t
+    mxy += w[45] * t
+    mxz += w[73] * t
+    myy += w[101] * t
+    myz += w[129] * t
+    mzz += w[157] * t
+    t = x * y2 * z3
+    mxx += w[18] * t
+    mxy += w[46] * t
+    mxz += w[74] * t
+    myy += w[102] * t
+    myz += w[130] * t
+    mzz += w[158] * t
+    t = x * y * z4
+    mxx += w[19] * t
+    mxy += w[47] * t
+    mxz += w[75] * t
+    myy += w[103] * t
+    myz += w[131] * t
+    mzz += w[159] * t
+    t = x * z5
+    mxx += w[20] * t
+    mxy += w[48] * t
+    mxz += w[76] * t
+    myy += w[104] * t
+    myz += w[132] * t
+    mzz += w[160] * t
+    mxx += w[21] * y6
+    mxy += w[49] * y6
+    mxz += w[77] * y6
+    myy += w[105] * y6
+    myz += w[133] * y6
+    mzz += w[161] * y6
+    t = y5 * z
+    mxx += w[22] * t
+    mxy += w[50] * t
+    mxz += w[78] * t
+    myy += w[106] * t
+    myz += w[134] * t
+    mzz += w[162] * t
+    t = y4 * z2
+    mxx += w[23] * t
+    mxy += w[51] * t
+    mxz += w[79] * t
+    myy += w[107] * t
+    myz += w[135] * t
+    mzz += w[163] * t
+    t = y3 * z3
+    mxx += w[24] * t
+    mxy += w[52] * t
+    mxz += w[80] * t
+    myy += w[108] * t
+    myz += w[136] * t
+    mzz += w[164] * t
+    t = y2 * z4
+    mxx += w[25] * t
+    mxy += w[53] * t
+    mxz += w[81] * t
+    myy += w[109] * t
+    myz += w[137] * t
+    mzz += w[165] * t
+    t = y * z5
+    mxx += w[26] * t
+    mxy += w[54] * t
+    mxz += w[82] * t
+    myy += w[110] * t
+    myz += w[138] * t
+    mzz += w[166] * t
+    mxx += w[27] * z6
+    mxy += w[55] * z6
+    mxz += w[83] * z6
+    myy += w[111] * z6
+    myz += w[139] * z6
+    mzz += w[167] * z6
     return mxx, mxy, mxz, myy, myz, mzz
 
 
@@ -3057,7 +3013,8 @@ AXM2_SCALE_m10 = np.array([1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 
 @register_jitable
 def axm2w_m10(w, x, y, z):
     """A x^8 from per-voxel weights w = AXM2_SCALE_m10 · a[AXM2_ENTRY_m10]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel."""
+    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
+    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -3079,330 +3036,318 @@ def axm2w_m10(w, x, y, z):
     z6 = z5 * z
     z7 = z6 * z
     z8 = z7 * z
-    t1 = x7 * y
-    t2 = x7 * z
-    t3 = x6 * y2
-    t4 = x6 * y * z
-    t5 = x6 * z2
-    t6 = x5 * y3
-    t7 = x5 * y2 * z
-    t8 = x5 * y * z2
-    t9 = x5 * z3
-    t10 = x4 * y4
-    t11 = x4 * y3 * z
-    t12 = x4 * y2 * z2
-    t13 = x4 * y * z3
-    t14 = x4 * z4
-    t15 = x3 * y5
-    t16 = x3 * y4 * z
-    t17 = x3 * y3 * z2
-    t18 = x3 * y2 * z3
-    t19 = x3 * y * z4
-    t20 = x3 * z5
-    t21 = x2 * y6
-    t22 = x2 * y5 * z
-    t23 = x2 * y4 * z2
-    t24 = x2 * y3 * z3
-    t25 = x2 * y2 * z4
-    t26 = x2 * y * z5
-    t27 = x2 * z6
-    t28 = x * y7
-    t29 = x * y6 * z
-    t30 = x * y5 * z2
-    t31 = x * y4 * z3
-    t32 = x * y3 * z4
-    t33 = x * y2 * z5
-    t34 = x * y * z6
-    t35 = x * z7
-    t37 = y7 * z
-    t38 = y6 * z2
-    t39 = y5 * z3
-    t40 = y4 * z4
-    t41 = y3 * z5
-    t42 = y2 * z6
-    t43 = y * z7
-    mxx = (
-        w[0] * x8
-        + w[1] * t1
-        + w[2] * t2
-        + w[3] * t3
-        + w[4] * t4
-        + w[5] * t5
-        + w[6] * t6
-        + w[7] * t7
-        + w[8] * t8
-        + w[9] * t9
-        + w[10] * t10
-        + w[11] * t11
-        + w[12] * t12
-        + w[13] * t13
-        + w[14] * t14
-        + w[15] * t15
-        + w[16] * t16
-        + w[17] * t17
-        + w[18] * t18
-        + w[19] * t19
-        + w[20] * t20
-        + w[21] * t21
-        + w[22] * t22
-        + w[23] * t23
-        + w[24] * t24
-        + w[25] * t25
-        + w[26] * t26
-        + w[27] * t27
-        + w[28] * t28
-        + w[29] * t29
-        + w[30] * t30
-        + w[31] * t31
-        + w[32] * t32
-        + w[33] * t33
-        + w[34] * t34
-        + w[35] * t35
-        + w[36] * y8
-        + w[37] * t37
-        + w[38] * t38
-        + w[39] * t39
-        + w[40] * t40
-        + w[41] * t41
-        + w[42] * t42
-        + w[43] * t43
-        + w[44] * z8
-    )
-    mxy = (
-        w[45] * x8
-        + w[46] * t1
-        + w[47] * t2
-        + w[48] * t3
-        + w[49] * t4
-        + w[50] * t5
-        + w[51] * t6
-        + w[52] * t7
-        + w[53] * t8
-        + w[54] * t9
-        + w[55] * t10
-        + w[56] * t11
-        + w[57] * t12
-        + w[58] * t13
-        + w[59] * t14
-        + w[60] * t15
-        + w[61] * t16
-        + w[62] * t17
-        + w[63] * t18
-        + w[64] * t19
-        + w[65] * t20
-        + w[66] * t21
-        + w[67] * t22
-        + w[68] * t23
-        + w[69] * t24
-        + w[70] * t25
-        + w[71] * t26
-        + w[72] * t27
-        + w[73] * t28
-        + w[74] * t29
-        + w[75] * t30
-        + w[76] * t31
-        + w[77] * t32
-        + w[78] * t33
-        + w[79] * t34
-        + w[80] * t35
-        + w[81] * y8
-        + w[82] * t37
-        + w[83] * t38
-        + w[84] * t39
-        + w[85] * t40
-        + w[86] * t41
-        + w[87] * t42
-        + w[88] * t43
-        + w[89] * z8
-    )
-    mxz = (
-        w[90] * x8
-        + w[91] * t1
-        + w[92] * t2
-        + w[93] * t3
-        + w[94] * t4
-        + w[95] * t5
-        + w[96] * t6
-        + w[97] * t7
-        + w[98] * t8
-        + w[99] * t9
-        + w[100] * t10
-        + w[101] * t11
-        + w[102] * t12
-        + w[103] * t13
-        + w[104] * t14
-        + w[105] * t15
-        + w[106] * t16
-        + w[107] * t17
-        + w[108] * t18
-        + w[109] * t19
-        + w[110] * t20
-        + w[111] * t21
-        + w[112] * t22
-        + w[113] * t23
-        + w[114] * t24
-        + w[115] * t25
-        + w[116] * t26
-        + w[117] * t27
-        + w[118] * t28
-        + w[119] * t29
-        + w[120] * t30
-        + w[121] * t31
-        + w[122] * t32
-        + w[123] * t33
-        + w[124] * t34
-        + w[125] * t35
-        + w[126] * y8
-        + w[127] * t37
-        + w[128] * t38
-        + w[129] * t39
-        + w[130] * t40
-        + w[131] * t41
-        + w[132] * t42
-        + w[133] * t43
-        + w[134] * z8
-    )
-    myy = (
-        w[135] * x8
-        + w[136] * t1
-        + w[137] * t2
-        + w[138] * t3
-        + w[139] * t4
-        + w[140] * t5
-        + w[141] * t6
-        + w[142] * t7
-        + w[143] * t8
-        + w[144] * t9
-        + w[145] * t10
-        + w[146] * t11
-        + w[147] * t12
-        + w[148] * t13
-        + w[149] * t14
-        + w[150] * t15
-        + w[151] * t16
-        + w[152] * t17
-        + w[153] * t18
-        + w[154] * t19
-        + w[155] * t20
-        + w[156] * t21
-        + w[157] * t22
-        + w[158] * t23
-        + w[159] * t24
-        + w[160] * t25
-        + w[161] * t26
-        + w[162] * t27
-        + w[163] * t28
-        + w[164] * t29
-        + w[165] * t30
-        + w[166] * t31
-        + w[167] * t32
-        + w[168] * t33
-        + w[169] * t34
-        + w[170] * t35
-        + w[171] * y8
-        + w[172] * t37
-        + w[173] * t38
-        + w[174] * t39
-        + w[175] * t40
-        + w[176] * t41
-        + w[177] * t42
-        + w[178] * t43
-        + w[179] * z8
-    )
-    myz = (
-        w[180] * x8
-        + w[181] * t1
-        + w[182] * t2
-        + w[183] * t3
-        + w[184] * t4
-        + w[185] * t5
-        + w[186] * t6
-        + w[187] * t7
-        + w[188] * t8
-        + w[189] * t9
-        + w[190] * t10
-        + w[191] * t11
-        + w[192] * t12
-        + w[193] * t13
-        + w[194] * t14
-        + w[195] * t15
-        + w[196] * t16
-        + w[197] * t17
-        + w[198] * t18
-        + w[199] * t19
-        + w[200] * t20
-        + w[201] * t21
-        + w[202] * t22
-        + w[203] * t23
-        + w[204] * t24
-        + w[205] * t25
-        + w[206] * t26
-        + w[207] * t27
-        + w[208] * t28
-        + w[209] * t29
-        + w[210] * t30
-        + w[211] * t31
-        + w[212] * t32
-        + w[213] * t33
-        + w[214] * t34
-        + w[215] * t35
-        + w[216] * y8
-        + w[217] * t37
-        + w[218] * t38
-        + w[219] * t39
-        + w[220] * t40
-        + w[221] * t41
-        + w[222] * t42
-        + w[223] * t43
-        + w[224] * z8
-    )
-    mzz = (
-        w[225] * x8
-        + w[226] * t1
-        + w[227] * t2
-        + w[228] * t3
-        + w[229] * t4
-        + w[230] * t5
-        + w[231] * t6
-        + w[232] * t7
-        + w[233] * t8
-        + w[234] * t9
-        + w[235] * t10
-        + w[236] * t11
-        + w[237] * t12
-        + w[238] * t13
-        + w[239] * t14
-        + w[240] * t15
-        + w[241] * t16
-        + w[242] * t17
-        + w[243] * t18
-        + w[244] * t19
-        + w[245] * t20
-        + w[246] * t21
-        + w[247] * t22
-        + w[248] * t23
-        + w[249] * t24
-        + w[250] * t25
-        + w[251] * t26
-        + w[252] * t27
-        + w[253] * t28
-        + w[254] * t29
-        + w[255] * t30
-        + w[256] * t31
-        + w[257] * t32
-        + w[258] * t33
-        + w[259] * t34
-        + w[260] * t35
-        + w[261] * y8
-        + w[262] * t37
-        + w[263] * t38
-        + w[264] * t39
-        + w[265] * t40
-        + w[266] * t41
-        + w[267] * t42
-        + w[268] * t43
-        + w[269] * z8
-    )
+    mxx = w[0] * x8
+    mxy = w[45] * x8
+    mxz = w[90] * x8
+    myy = w[135] * x8
+    myz = w[180] * x8
+    mzz = w[225] * x8
+    t = x7 * y
+    mxx += w[1] * t
+    mxy += w[46] * t
+    mxz += w[91] * t
+    myy += w[136] * t
+    myz += w[181] * t
+    mzz += w[226] * t
+    t = x7 * z
+    mxx += w[2] * t
+    mxy += w[47] * t
+    mxz += w[92] * t
+    myy += w[137] * t
+    myz += w[182] * t
+    mzz += w[227] * t
+    t = x6 * y2
+    mxx += w[3] * t
+    mxy += w[48] * t
+    mxz += w[93] * t
+    myy += w[138] * t
+    myz += w[183] * t
+    mzz += w[228] * t
+    t = x6 * y * z
+    mxx += w[4] * t
+    mxy += w[49] * t
+    mxz += w[94] * t
+    myy += w[139] * t
+    myz += w[184] * t
+    mzz += w[229] * t
+    t = x6 * z2
+    mxx += w[5] * t
+    mxy += w[50] * t
+    mxz += w[95] * t
+    myy += w[140] * t
+    myz += w[185] * t
+    mzz += w[230] * t
+    t = x5 * y3
+    mxx += w[6] * t
+    mxy += w[51] * t
+    mxz += w[96] * t
+    myy += w[141] * t
+    myz += w[186] * t
+    mzz += w[231] * t
+    t = x5 * y2 * z
+    mxx += w[7] * t
+    mxy += w[52] * t
+    mxz += w[97] * t
+    myy += w[142] * t
+    myz += w[187] * t
+    mzz += w[232] * t
+    t = x5 * y * z2
+    mxx += w[8] * t
+    mxy += w[53] * t
+    mxz += w[98] * t
+    myy += w[143] * t
+    myz += w[188] * t
+    mzz += w[233] * t
+    t = x5 * z3
+    mxx += w[9] * t
+    mxy += w[54] * t
+    mxz += w[99] * t
+    myy += w[144] * t
+    myz += w[189] * t
+    mzz += w[234] * t
+    t = x4 * y4
+    mxx += w[10] * t
+    mxy += w[55] * t
+    mxz += w[100] * t
+    myy += w[145] * t
+    myz += w[190] * t
+    mzz += w[235] * t
+    t = x4 * y3 * z
+    mxx += w[11] * t
+    mxy += w[56] * t
+    mxz += w[101] * t
+    myy += w[146] * t
+    myz += w[191] * t
+    mzz += w[236] * t
+    t = x4 * y2 * z2
+    mxx += w[12] * t
+    mxy += w[57] * t
+    mxz += w[102] * t
+    myy += w[147] * t
+    myz += w[192] * t
+    mzz += w[237] * t
+    t = x4 * y * z3
+    mxx += w[13] * t
+    mxy += w[58] * t
+    mxz += w[103] * t
+    myy += w[148] * t
+    myz += w[193] * t
+    mzz += w[238] * t
+    t = x4 * z4
+    mxx += w[14] * t
+    mxy += w[59] * t
+    mxz += w[104] * t
+    myy += w[149] * t
+    myz += w[194] * t
+    mzz += w[239] * t
+    t = x3 * y5
+    mxx += w[15] * t
+    mxy += w[60] * t
+    mxz += w[105] * t
+    myy += w[150] * t
+    myz += w[195] * t
+    mzz += w[240] * t
+    t = x3 * y4 * z
+    mxx += w[16] * t
+    mxy += w[61] * t
+    mxz += w[106] * t
+    myy += w[151] * t
+    myz += w[196] * t
+    mzz += w[241] * t
+    t = x3 * y3 * z2
+    mxx += w[17] * t
+    mxy += w[62] * t
+    mxz += w[107] * t
+    myy += w[152] * t
+    myz += w[197] * t
+    mzz += w[242] * t
+    t = x3 * y2 * z3
+    mxx += w[18] * t
+    mxy += w[63] * t
+    mxz += w[108] * t
+    myy += w[153] * t
+    myz += w[198] * t
+    mzz += w[243] * t
+    t = x3 * y * z4
+    mxx += w[19] * t
+    mxy += w[64] * t
+    mxz += w[109] * t
+    myy += w[154] * t
+    myz += w[199] * t
+    mzz += w[244] * t
+    t = x3 * z5
+    mxx += w[20] * t
+    mxy += w[65] * t
+    mxz += w[110] * t
+    myy += w[155] * t
+    myz += w[200] * t
+    mzz += w[245] * t
+    t = x2 * y6
+    mxx += w[21] * t
+    mxy += w[66] * t
+    mxz += w[111] * t
+    myy += w[156] * t
+    myz += w[201] * t
+    mzz += w[246] * t
+    t = x2 * y5 * z
+    mxx += w[22] * t
+    mxy += w[67] * t
+    mxz += w[112] * t
+    myy += w[157] * t
+    myz += w[202] * t
+    mzz += w[247] * t
+    t = x2 * y4 * z2
+    mxx += w[23] * t
+    mxy += w[68] * t
+    mxz += w[113] * t
+    myy += w[158] * t
+    myz += w[203] * t
+    mzz += w[248] * t
+    t = x2 * y3 * z3
+    mxx += w[24] * t
+    mxy += w[69] * t
+    mxz += w[114] * t
+    myy += w[159] * t
+    myz += w[204] * t
+    mzz += w[249] * t
+    t = x2 * y2 * z4
+    mxx += w[25] * t
+    mxy += w[70] * t
+    mxz += w[115] * t
+    myy += w[160] * t
+    myz += w[205] * t
+    mzz += w[250] * t
+    t = x2 * y * z5
+    mxx += w[26] * t
+    mxy += w[71] * t
+    mxz += w[116] * t
+    myy += w[161] * t
+    myz += w[206] * t
+    mzz += w[251] * t
+    t = x2 * z6
+    mxx += w[27] * t
+    mxy += w[72] * t
+    mxz += w[117] * t
+    myy += w[162] * t
+    myz += w[207] * t
+    mzz += w[252] * t
+    t = x * y7
+    mxx += w[28] * t
+    mxy += w[73] * t
+    mxz += w[118] * t
+    myy += w[163] * t
+    myz += w[208] * t
+    mzz += w[253] * t
+    t = x * y6 * z
+    mxx += w[29] * t
+    mxy += w[74] * t
+    mxz += w[119] * t
+    myy += w[164] * t
+    myz += w[209] * t
+    mzz += w[254] * t
+    t = x * y5 * z2
+    mxx += w[30] * t
+    mxy += w[75] * t
+    mxz += w[120] * t
+    myy += w[165] * t
+    myz += w[210] * t
+    mzz += w[255] * t
+    t = x * y4 * z3
+    mxx += w[31] * t
+    mxy += w[76] * t
+    mxz += w[121] * t
+    myy += w[166] * t
+    myz += w[211] * t
+    mzz += w[256] * t
+    t = x * y3 * z4
+    mxx += w[32] * t
+    mxy += w[77] * t
+    mxz += w[122] * t
+    myy += w[167] * t
+    myz += w[212] * t
+    mzz += w[257] * t
+    t = x * y2 * z5
+    mxx += w[33] * t
+    mxy += w[78] * t
+    mxz += w[123] * t
+    myy += w[168] * t
+    myz += w[213] * t
+    mzz += w[258] * t
+    t = x * y * z6
+    mxx += w[34] * t
+    mxy += w[79] * t
+    mxz += w[124] * t
+    myy += w[169] * t
+    myz += w[214] * t
+    mzz += w[259] * t
+    t = x * z7
+    mxx += w[35] * t
+    mxy += w[80] * t
+    mxz += w[125] * t
+    myy += w[170] * t
+    myz += w[215] * t
+    mzz += w[260] * t
+    mxx += w[36] * y8
+    mxy += w[81] * y8
+    mxz += w[126] * y8
+    myy += w[171] * y8
+    myz += w[216] * y8
+    mzz += w[261] * y8
+    t = y7 * z
+    mxx += w[37] * t
+    mxy += w[82] * t
+    mxz += w[127] * t
+    myy += w[172] * t
+    myz += w[217] * t
+    mzz += w[262] * t
+    t = y6 * z2
+    mxx += w[38] * t
+    mxy += w[83] * t
+    mxz += w[128] * t
+    myy += w[173] * t
+    myz += w[218] * t
+    mzz += w[263] * t
+    t = y5 * z3
+    mxx += w[39] * t
+    mxy += w[84] * t
+    mxz += w[129] * t
+    myy += w[174] * t
+    myz += w[219] * t
+    mzz += w[264] * t
+    t = y4 * z4
+    mxx += w[40] * t
+    mxy += w[85] * t
+    mxz += w[130] * t
+    myy += w[175] * t
+    myz += w[220] * t
+    mzz += w[265] * t
+    t = y3 * z5
+    mxx += w[41] * t
+    mxy += w[86] * t
+    mxz += w[131] * t
+    myy += w[176] * t
+    myz += w[221] * t
+    mzz += w[266] * t
+    t = y2 * z6
+    mxx += w[42] * t
+    mxy += w[87] * t
+    mxz += w[132] * t
+    myy += w[177] * t
+    myz += w[222] * t
+    mzz += w[267] * t
+    t = y * z7
+    mxx += w[43] * t
+    mxy += w[88] * t
+    mxz += w[133] * t
+    myy += w[178] * t
+    myz += w[223] * t
+    mzz += w[268] * t
+    mxx += w[44] * z8
+    mxy += w[89] * z8
+    mxz += w[134] * z8
+    myy += w[179] * z8
+    myz += w[224] * z8
+    mzz += w[269] * z8
     return mxx, mxy, mxz, myy, myz, mzz
 
 
@@ -4603,7 +4548,8 @@ AXM2_SCALE_m12 = np.array([1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 
 @register_jitable
 def axm2w_m12(w, x, y, z):
     """A x^10 from per-voxel weights w = AXM2_SCALE_m12 · a[AXM2_ENTRY_m12]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel."""
+    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
+    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -4631,477 +4577,465 @@ def axm2w_m12(w, x, y, z):
     z8 = z7 * z
     z9 = z8 * z
     z10 = z9 * z
-    t1 = x9 * y
-    t2 = x9 * z
-    t3 = x8 * y2
-    t4 = x8 * y * z
-    t5 = x8 * z2
-    t6 = x7 * y3
-    t7 = x7 * y2 * z
-    t8 = x7 * y * z2
-    t9 = x7 * z3
-    t10 = x6 * y4
-    t11 = x6 * y3 * z
-    t12 = x6 * y2 * z2
-    t13 = x6 * y * z3
-    t14 = x6 * z4
-    t15 = x5 * y5
-    t16 = x5 * y4 * z
-    t17 = x5 * y3 * z2
-    t18 = x5 * y2 * z3
-    t19 = x5 * y * z4
-    t20 = x5 * z5
-    t21 = x4 * y6
-    t22 = x4 * y5 * z
-    t23 = x4 * y4 * z2
-    t24 = x4 * y3 * z3
-    t25 = x4 * y2 * z4
-    t26 = x4 * y * z5
-    t27 = x4 * z6
-    t28 = x3 * y7
-    t29 = x3 * y6 * z
-    t30 = x3 * y5 * z2
-    t31 = x3 * y4 * z3
-    t32 = x3 * y3 * z4
-    t33 = x3 * y2 * z5
-    t34 = x3 * y * z6
-    t35 = x3 * z7
-    t36 = x2 * y8
-    t37 = x2 * y7 * z
-    t38 = x2 * y6 * z2
-    t39 = x2 * y5 * z3
-    t40 = x2 * y4 * z4
-    t41 = x2 * y3 * z5
-    t42 = x2 * y2 * z6
-    t43 = x2 * y * z7
-    t44 = x2 * z8
-    t45 = x * y9
-    t46 = x * y8 * z
-    t47 = x * y7 * z2
-    t48 = x * y6 * z3
-    t49 = x * y5 * z4
-    t50 = x * y4 * z5
-    t51 = x * y3 * z6
-    t52 = x * y2 * z7
-    t53 = x * y * z8
-    t54 = x * z9
-    t56 = y9 * z
-    t57 = y8 * z2
-    t58 = y7 * z3
-    t59 = y6 * z4
-    t60 = y5 * z5
-    t61 = y4 * z6
-    t62 = y3 * z7
-    t63 = y2 * z8
-    t64 = y * z9
-    mxx = (
-        w[0] * x10
-        + w[1] * t1
-        + w[2] * t2
-        + w[3] * t3
-        + w[4] * t4
-        + w[5] * t5
-        + w[6] * t6
-        + w[7] * t7
-        + w[8] * t8
-        + w[9] * t9
-        + w[10] * t10
-        + w[11] * t11
-        + w[12] * t12
-        + w[13] * t13
-        + w[14] * t14
-        + w[15] * t15
-        + w[16] * t16
-        + w[17] * t17
-        + w[18] * t18
-        + w[19] * t19
-        + w[20] * t20
-        + w[21] * t21
-        + w[22] * t22
-        + w[23] * t23
-        + w[24] * t24
-        + w[25] * t25
-        + w[26] * t26
-        + w[27] * t27
-        + w[28] * t28
-        + w[29] * t29
-        + w[30] * t30
-        + w[31] * t31
-        + w[32] * t32
-        + w[33] * t33
-        + w[34] * t34
-        + w[35] * t35
-        + w[36] * t36
-        + w[37] * t37
-        + w[38] * t38
-        + w[39] * t39
-        + w[40] * t40
-        + w[41] * t41
-        + w[42] * t42
-        + w[43] * t43
-        + w[44] * t44
-        + w[45] * t45
-        + w[46] * t46
-        + w[47] * t47
-        + w[48] * t48
-        + w[49] * t49
-        + w[50] * t50
-        + w[51] * t51
-        + w[52] * t52
-        + w[53] * t53
-        + w[54] * t54
-        + w[55] * y10
-        + w[56] * t56
-        + w[57] * t57
-        + w[58] * t58
-        + w[59] * t59
-        + w[60] * t60
-        + w[61] * t61
-        + w[62] * t62
-        + w[63] * t63
-        + w[64] * t64
-        + w[65] * z10
-    )
-    mxy = (
-        w[66] * x10
-        + w[67] * t1
-        + w[68] * t2
-        + w[69] * t3
-        + w[70] * t4
-        + w[71] * t5
-        + w[72] * t6
-        + w[73] * t7
-        + w[74] * t8
-        + w[75] * t9
-        + w[76] * t10
-        + w[77] * t11
-        + w[78] * t12
-        + w[79] * t13
-        + w[80] * t14
-        + w[81] * t15
-        + w[82] * t16
-        + w[83] * t17
-        + w[84] * t18
-        + w[85] * t19
-        + w[86] * t20
-        + w[87] * t21
-        + w[88] * t22
-        + w[89] * t23
-        + w[90] * t24
-        + w[91] * t25
-        + w[92] * t26
-        + w[93] * t27
-        + w[94] * t28
-        + w[95] * t29
-        + w[96] * t30
-        + w[97] * t31
-        + w[98] * t32
-        + w[99] * t33
-        + w[100] * t34
-        + w[101] * t35
-        + w[102] * t36
-        + w[103] * t37
-        + w[104] * t38
-        + w[105] * t39
-        + w[106] * t40
-        + w[107] * t41
-        + w[108] * t42
-        + w[109] * t43
-        + w[110] * t44
-        + w[111] * t45
-        + w[112] * t46
-        + w[113] * t47
-        + w[114] * t48
-        + w[115] * t49
-        + w[116] * t50
-        + w[117] * t51
-        + w[118] * t52
-        + w[119] * t53
-        + w[120] * t54
-        + w[121] * y10
-        + w[122] * t56
-        + w[123] * t57
-        + w[124] * t58
-        + w[125] * t59
-        + w[126] * t60
-        + w[127] * t61
-        + w[128] * t62
-        + w[129] * t63
-        + w[130] * t64
-        + w[131] * z10
-    )
-    mxz = (
-        w[132] * x10
-        + w[133] * t1
-        + w[134] * t2
-        + w[135] * t3
-        + w[136] * t4
-        + w[137] * t5
-        + w[138] * t6
-        + w[139] * t7
-        + w[140] * t8
-        + w[141] * t9
-        + w[142] * t10
-        + w[143] * t11
-        + w[144] * t12
-        + w[145] * t13
-        + w[146] * t14
-        + w[147] * t15
-        + w[148] * t16
-        + w[149] * t17
-        + w[150] * t18
-        + w[151] * t19
-        + w[152] * t20
-        + w[153] * t21
-        + w[154] * t22
-        + w[155] * t23
-        + w[156] * t24
-        + w[157] * t25
-        + w[158] * t26
-        + w[159] * t27
-        + w[160] * t28
-        + w[161] * t29
-        + w[162] * t30
-        + w[163] * t31
-        + w[164] * t32
-        + w[165] * t33
-        + w[166] * t34
-        + w[167] * t35
-        + w[168] * t36
-        + w[169] * t37
-        + w[170] * t38
-        + w[171] * t39
-        + w[172] * t40
-        + w[173] * t41
-        + w[174] * t42
-        + w[175] * t43
-        + w[176] * t44
-        + w[177] * t45
-        + w[178] * t46
-        + w[179] * t47
-        + w[180] * t48
-        + w[181] * t49
-        + w[182] * t50
-        + w[183] * t51
-        + w[184] * t52
-        + w[185] * t53
-        + w[186] * t54
-        + w[187] * y10
-        + w[188] * t56
-        + w[189] * t57
-        + w[190] * t58
-        + w[191] * t59
-        + w[192] * t60
-        + w[193] * t61
-        + w[194] * t62
-        + w[195] * t63
-        + w[196] * t64
-        + w[197] * z10
-    )
-    myy = (
-        w[198] * x10
-        + w[199] * t1
-        + w[200] * t2
-        + w[201] * t3
-        + w[202] * t4
-        + w[203] * t5
-        + w[204] * t6
-        + w[205] * t7
-        + w[206] * t8
-        + w[207] * t9
-        + w[208] * t10
-        + w[209] * t11
-        + w[210] * t12
-        + w[211] * t13
-        + w[212] * t14
-        + w[213] * t15
-        + w[214] * t16
-        + w[215] * t17
-        + w[216] * t18
-        + w[217] * t19
-        + w[218] * t20
-        + w[219] * t21
-        + w[220] * t22
-        + w[221] * t23
-        + w[222] * t24
-        + w[223] * t25
-        + w[224] * t26
-        + w[225] * t27
-        + w[226] * t28
-        + w[227] * t29
-        + w[228] * t30
-        + w[229] * t31
-        + w[230] * t32
-        + w[231] * t33
-        + w[232] * t34
-        + w[233] * t35
-        + w[234] * t36
-        + w[235] * t37
-        + w[236] * t38
-        + w[237] * t39
-        + w[238] * t40
-        + w[239] * t41
-        + w[240] * t42
-        + w[241] * t43
-        + w[242] * t44
-        + w[243] * t45
-        + w[244] * t46
-        + w[245] * t47
-        + w[246] * t48
-        + w[247] * t49
-        + w[248] * t50
-        + w[249] * t51
-        + w[250] * t52
-        + w[251] * t53
-        + w[252] * t54
-        + w[253] * y10
-        + w[254] * t56
-        + w[255] * t57
-        + w[256] * t58
-        + w[257] * t59
-        + w[258] * t60
-        + w[259] * t61
-        + w[260] * t62
-        + w[261] * t63
-        + w[262] * t64
-        + w[263] * z10
-    )
-    myz = (
-        w[264] * x10
-        + w[265] * t1
-        + w[266] * t2
-        + w[267] * t3
-        + w[268] * t4
-        + w[269] * t5
-        + w[270] * t6
-        + w[271] * t7
-        + w[272] * t8
-        + w[273] * t9
-        + w[274] * t10
-        + w[275] * t11
-        + w[276] * t12
-        + w[277] * t13
-        + w[278] * t14
-        + w[279] * t15
-        + w[280] * t16
-        + w[281] * t17
-        + w[282] * t18
-        + w[283] * t19
-        + w[284] * t20
-        + w[285] * t21
-        + w[286] * t22
-        + w[287] * t23
-        + w[288] * t24
-        + w[289] * t25
-        + w[290] * t26
-        + w[291] * t27
-        + w[292] * t28
-        + w[293] * t29
-        + w[294] * t30
-        + w[295] * t31
-        + w[296] * t32
-        + w[297] * t33
-        + w[298] * t34
-        + w[299] * t35
-        + w[300] * t36
-        + w[301] * t37
-        + w[302] * t38
-        + w[303] * t39
-        + w[304] * t40
-        + w[305] * t41
-        + w[306] * t42
-        + w[307] * t43
-        + w[308] * t44
-        + w[309] * t45
-        + w[310] * t46
-        + w[311] * t47
-        + w[312] * t48
-        + w[313] * t49
-        + w[314] * t50
-        + w[315] * t51
-        + w[316] * t52
-        + w[317] * t53
-        + w[318] * t54
-        + w[319] * y10
-        + w[320] * t56
-        + w[321] * t57
-        + w[322] * t58
-        + w[323] * t59
-        + w[324] * t60
-        + w[325] * t61
-        + w[326] * t62
-        + w[327] * t63
-        + w[328] * t64
-        + w[329] * z10
-    )
-    mzz = (
-        w[330] * x10
-        + w[331] * t1
-        + w[332] * t2
-        + w[333] * t3
-        + w[334] * t4
-        + w[335] * t5
-        + w[336] * t6
-        + w[337] * t7
-        + w[338] * t8
-        + w[339] * t9
-        + w[340] * t10
-        + w[341] * t11
-        + w[342] * t12
-        + w[343] * t13
-        + w[344] * t14
-        + w[345] * t15
-        + w[346] * t16
-        + w[347] * t17
-        + w[348] * t18
-        + w[349] * t19
-        + w[350] * t20
-        + w[351] * t21
-        + w[352] * t22
-        + w[353] * t23
-        + w[354] * t24
-        + w[355] * t25
-        + w[356] * t26
-        + w[357] * t27
-        + w[358] * t28
-        + w[359] * t29
-        + w[360] * t30
-        + w[361] * t31
-        + w[362] * t32
-        + w[363] * t33
-        + w[364] * t34
-        + w[365] * t35
-        + w[366] * t36
-        + w[367] * t37
-        + w[368] * t38
-        + w[369] * t39
-        + w[370] * t40
-        + w[371] * t41
-        + w[372] * t42
-        + w[373] * t43
-        + w[374] * t44
-        + w[375] * t45
-        + w[376] * t46
-        + w[377] * t47
-        + w[378] * t48
-        + w[379] * t49
-        + w[380] * t50
-        + w[381] * t51
-        + w[382] * t52
-        + w[383] * t53
-        + w[384] * t54
-        + w[385] * y10
-        + w[386] * t56
-        + w[387] * t57
-        + w[388] * t58
-        + w[389] * t59
-        + w[390] * t60
-        + w[391] * t61
-        + w[392] * t62
-        + w[393] * t63
-        + w[394] * t64
-        + w[395] * z10
-    )
+    mxx = w[0] * x10
+    mxy = w[66] * x10
+    mxz = w[132] * x10
+    myy = w[198] * x10
+    myz = w[264] * x10
+    mzz = w[330] * x10
+    t = x9 * y
+    mxx += w[1] * t
+    mxy += w[67] * t
+    mxz += w[133] * t
+    myy += w[199] * t
+    myz += w[265] * t
+    mzz += w[331] * t
+    t = x9 * z
+    mxx += w[2] * t
+    mxy += w[68] * t
+    mxz += w[134] * t
+    myy += w[200] * t
+    myz += w[266] * t
+    mzz += w[332] * t
+    t = x8 * y2
+    mxx += w[3] * t
+    mxy += w[69] * t
+    mxz += w[135] * t
+    myy += w[201] * t
+    myz += w[267] * t
+    mzz += w[333] * t
+    t = x8 * y * z
+    mxx += w[4] * t
+    mxy += w[70] * t
+    mxz += w[136] * t
+    myy += w[202] * t
+    myz += w[268] * t
+    mzz += w[334] * t
+    t = x8 * z2
+    mxx += w[5] * t
+    mxy += w[71] * t
+    mxz += w[137] * t
+    myy += w[203] * t
+    myz += w[269] * t
+    mzz += w[335] * t
+    t = x7 * y3
+    mxx += w[6] * t
+    mxy += w[72] * t
+    mxz += w[138] * t
+    myy += w[204] * t
+    myz += w[270] * t
+    mzz += w[336] * t
+    t = x7 * y2 * z
+    mxx += w[7] * t
+    mxy += w[73] * t
+    mxz += w[139] * t
+    myy += w[205] * t
+    myz += w[271] * t
+    mzz += w[337] * t
+    t = x7 * y * z2
+    mxx += w[8] * t
+    mxy += w[74] * t
+    mxz += w[140] * t
+    myy += w[206] * t
+    myz += w[272] * t
+    mzz += w[338] * t
+    t = x7 * z3
+    mxx += w[9] * t
+    mxy += w[75] * t
+    mxz += w[141] * t
+    myy += w[207] * t
+    myz += w[273] * t
+    mzz += w[339] * t
+    t = x6 * y4
+    mxx += w[10] * t
+    mxy += w[76] * t
+    mxz += w[142] * t
+    myy += w[208] * t
+    myz += w[274] * t
+    mzz += w[340] * t
+    t = x6 * y3 * z
+    mxx += w[11] * t
+    mxy += w[77] * t
+    mxz += w[143] * t
+    myy += w[209] * t
+    myz += w[275] * t
+    mzz += w[341] * t
+    t = x6 * y2 * z2
+    mxx += w[12] * t
+    mxy += w[78] * t
+    mxz += w[144] * t
+    myy += w[210] * t
+    myz += w[276] * t
+    mzz += w[342] * t
+    t = x6 * y * z3
+    mxx += w[13] * t
+    mxy += w[79] * t
+    mxz += w[145] * t
+    myy += w[211] * t
+    myz += w[277] * t
+    mzz += w[343] * t
+    t = x6 * z4
+    mxx += w[14] * t
+    mxy += w[80] * t
+    mxz += w[146] * t
+    myy += w[212] * t
+    myz += w[278] * t
+    mzz += w[344] * t
+    t = x5 * y5
+    mxx += w[15] * t
+    mxy += w[81] * t
+    mxz += w[147] * t
+    myy += w[213] * t
+    myz += w[279] * t
+    mzz += w[345] * t
+    t = x5 * y4 * z
+    mxx += w[16] * t
+    mxy += w[82] * t
+    mxz += w[148] * t
+    myy += w[214] * t
+    myz += w[280] * t
+    mzz += w[346] * t
+    t = x5 * y3 * z2
+    mxx += w[17] * t
+    mxy += w[83] * t
+    mxz += w[149] * t
+    myy += w[215] * t
+    myz += w[281] * t
+    mzz += w[347] * t
+    t = x5 * y2 * z3
+    mxx += w[18] * t
+    mxy += w[84] * t
+    mxz += w[150] * t
+    myy += w[216] * t
+    myz += w[282] * t
+    mzz += w[348] * t
+    t = x5 * y * z4
+    mxx += w[19] * t
+    mxy += w[85] * t
+    mxz += w[151] * t
+    myy += w[217] * t
+    myz += w[283] * t
+    mzz += w[349] * t
+    t = x5 * z5
+    mxx += w[20] * t
+    mxy += w[86] * t
+    mxz += w[152] * t
+    myy += w[218] * t
+    myz += w[284] * t
+    mzz += w[350] * t
+    t = x4 * y6
+    mxx += w[21] * t
+    mxy += w[87] * t
+    mxz += w[153] * t
+    myy += w[219] * t
+    myz += w[285] * t
+    mzz += w[351] * t
+    t = x4 * y5 * z
+    mxx += w[22] * t
+    mxy += w[88] * t
+    mxz += w[154] * t
+    myy += w[220] * t
+    myz += w[286] * t
+    mzz += w[352] * t
+    t = x4 * y4 * z2
+    mxx += w[23] * t
+    mxy += w[89] * t
+    mxz += w[155] * t
+    myy += w[221] * t
+    myz += w[287] * t
+    mzz += w[353] * t
+    t = x4 * y3 * z3
+    mxx += w[24] * t
+    mxy += w[90] * t
+    mxz += w[156] * t
+    myy += w[222] * t
+    myz += w[288] * t
+    mzz += w[354] * t
+    t = x4 * y2 * z4
+    mxx += w[25] * t
+    mxy += w[91] * t
+    mxz += w[157] * t
+    myy += w[223] * t
+    myz += w[289] * t
+    mzz += w[355] * t
+    t = x4 * y * z5
+    mxx += w[26] * t
+    mxy += w[92] * t
+    mxz += w[158] * t
+    myy += w[224] * t
+    myz += w[290] * t
+    mzz += w[356] * t
+    t = x4 * z6
+    mxx += w[27] * t
+    mxy += w[93] * t
+    mxz += w[159] * t
+    myy += w[225] * t
+    myz += w[291] * t
+    mzz += w[357] * t
+    t = x3 * y7
+    mxx += w[28] * t
+    mxy += w[94] * t
+    mxz += w[160] * t
+    myy += w[226] * t
+    myz += w[292] * t
+    mzz += w[358] * t
+    t = x3 * y6 * z
+    mxx += w[29] * t
+    mxy += w[95] * t
+    mxz += w[161] * t
+    myy += w[227] * t
+    myz += w[293] * t
+    mzz += w[359] * t
+    t = x3 * y5 * z2
+    mxx += w[30] * t
+    mxy += w[96] * t
+    mxz += w[162] * t
+    myy += w[228] * t
+    myz += w[294] * t
+    mzz += w[360] * t
+    t = x3 * y4 * z3
+    mxx += w[31] * t
+    mxy += w[97] * t
+    mxz += w[163] * t
+    myy += w[229] * t
+    myz += w[295] * t
+    mzz += w[361] * t
+    t = x3 * y3 * z4
+    mxx += w[32] * t
+    mxy += w[98] * t
+    mxz += w[164] * t
+    myy += w[230] * t
+    myz += w[296] * t
+    mzz += w[362] * t
+    t = x3 * y2 * z5
+    mxx += w[33] * t
+    mxy += w[99] * t
+    mxz += w[165] * t
+    myy += w[231] * t
+    myz += w[297] * t
+    mzz += w[363] * t
+    t = x3 * y * z6
+    mxx += w[34] * t
+    mxy += w[100] * t
+    mxz += w[166] * t
+    myy += w[232] * t
+    myz += w[298] * t
+    mzz += w[364] * t
+    t = x3 * z7
+    mxx += w[35] * t
+    mxy += w[101] * t
+    mxz += w[167] * t
+    myy += w[233] * t
+    myz += w[299] * t
+    mzz += w[365] * t
+    t = x2 * y8
+    mxx += w[36] * t
+    mxy += w[102] * t
+    mxz += w[168] * t
+    myy += w[234] * t
+    myz += w[300] * t
+    mzz += w[366] * t
+    t = x2 * y7 * z
+    mxx += w[37] * t
+    mxy += w[103] * t
+    mxz += w[169] * t
+    myy += w[235] * t
+    myz += w[301] * t
+    mzz += w[367] * t
+    t = x2 * y6 * z2
+    mxx += w[38] * t
+    mxy += w[104] * t
+    mxz += w[170] * t
+    myy += w[236] * t
+    myz += w[302] * t
+    mzz += w[368] * t
+    t = x2 * y5 * z3
+    mxx += w[39] * t
+    mxy += w[105] * t
+    mxz += w[171] * t
+    myy += w[237] * t
+    myz += w[303] * t
+    mzz += w[369] * t
+    t = x2 * y4 * z4
+    mxx += w[40] * t
+    mxy += w[106] * t
+    mxz += w[172] * t
+    myy += w[238] * t
+    myz += w[304] * t
+    mzz += w[370] * t
+    t = x2 * y3 * z5
+    mxx += w[41] * t
+    mxy += w[107] * t
+    mxz += w[173] * t
+    myy += w[239] * t
+    myz += w[305] * t
+    mzz += w[371] * t
+    t = x2 * y2 * z6
+    mxx += w[42] * t
+    mxy += w[108] * t
+    mxz += w[174] * t
+    myy += w[240] * t
+    myz += w[306] * t
+    mzz += w[372] * t
+    t = x2 * y * z7
+    mxx += w[43] * t
+    mxy += w[109] * t
+    mxz += w[175] * t
+    myy += w[241] * t
+    myz += w[307] * t
+    mzz += w[373] * t
+    t = x2 * z8
+    mxx += w[44] * t
+    mxy += w[110] * t
+    mxz += w[176] * t
+    myy += w[242] * t
+    myz += w[308] * t
+    mzz += w[374] * t
+    t = x * y9
+    mxx += w[45] * t
+    mxy += w[111] * t
+    mxz += w[177] * t
+    myy += w[243] * t
+    myz += w[309] * t
+    mzz += w[375] * t
+    t = x * y8 * z
+    mxx += w[46] * t
+    mxy += w[112] * t
+    mxz += w[178] * t
+    myy += w[244] * t
+    myz += w[310] * t
+    mzz += w[376] * t
+    t = x * y7 * z2
+    mxx += w[47] * t
+    mxy += w[113] * t
+    mxz += w[179] * t
+    myy += w[245] * t
+    myz += w[311] * t
+    mzz += w[377] * t
+    t = x * y6 * z3
+    mxx += w[48] * t
+    mxy += w[114] * t
+    mxz += w[180] * t
+    myy += w[246] * t
+    myz += w[312] * t
+    mzz += w[378] * t
+    t = x * y5 * z4
+    mxx += w[49] * t
+    mxy += w[115] * t
+    mxz += w[181] * t
+    myy += w[247] * t
+    myz += w[313] * t
+    mzz += w[379] * t
+    t = x * y4 * z5
+    mxx += w[50] * t
+    mxy += w[116] * t
+    mxz += w[182] * t
+    myy += w[248] * t
+    myz += w[314] * t
+    mzz += w[380] * t
+    t = x * y3 * z6
+    mxx += w[51] * t
+    mxy += w[117] * t
+    mxz += w[183] * t
+    myy += w[249] * t
+    myz += w[315] * t
+    mzz += w[381] * t
+    t = x * y2 * z7
+    mxx += w[52] * t
+    mxy += w[118] * t
+    mxz += w[184] * t
+    myy += w[250] * t
+    myz += w[316] * t
+    mzz += w[382] * t
+    t = x * y * z8
+    mxx += w[53] * t
+    mxy += w[119] * t
+    mxz += w[185] * t
+    myy += w[251] * t
+    myz += w[317] * t
+    mzz += w[383] * t
+    t = x * z9
+    mxx += w[54] * t
+    mxy += w[120] * t
+    mxz += w[186] * t
+    myy += w[252] * t
+    myz += w[318] * t
+    mzz += w[384] * t
+    mxx += w[55] * y10
+    mxy += w[121] * y10
+    mxz += w[187] * y10
+    myy += w[253] * y10
+    myz += w[319] * y10
+    mzz += w[385] * y10
+    t = y9 * z
+    mxx += w[56] * t
+    mxy += w[122] * t
+    mxz += w[188] * t
+    myy += w[254] * t
+    myz += w[320] * t
+    mzz += w[386] * t
+    t = y8 * z2
+    mxx += w[57] * t
+    mxy += w[123] * t
+    mxz += w[189] * t
+    myy += w[255] * t
+    myz += w[321] * t
+    mzz += w[387] * t
+    t = y7 * z3
+    mxx += w[58] * t
+    mxy += w[124] * t
+    mxz += w[190] * t
+    myy += w[256] * t
+    myz += w[322] * t
+    mzz += w[388] * t
+    t = y6 * z4
+    mxx += w[59] * t
+    mxy += w[125] * t
+    mxz += w[191] * t
+    myy += w[257] * t
+    myz += w[323] * t
+    mzz += w[389] * t
+    t = y5 * z5
+    mxx += w[60] * t
+    mxy += w[126] * t
+    mxz += w[192] * t
+    myy += w[258] * t
+    myz += w[324] * t
+    mzz += w[390] * t
+    t = y4 * z6
+    mxx += w[61] * t
+    mxy += w[127] * t
+    mxz += w[193] * t
+    myy += w[259] * t
+    myz += w[325] * t
+    mzz += w[391] * t
+    t = y3 * z7
+    mxx += w[62] * t
+    mxy += w[128] * t
+    mxz += w[194] * t
+    myy += w[260] * t
+    myz += w[326] * t
+    mzz += w[392] * t
+    t = y2 * z8
+    mxx += w[63] * t
+    mxy += w[129] * t
+    mxz += w[195] * t
+    myy += w[261] * t
+    myz += w[327] * t
+    mzz += w[393] * t
+    t = y * z9
+    mxx += w[64] * t
+    mxy += w[130] * t
+    mxz += w[196] * t
+    myy += w[262] * t
+    myz += w[328] * t
+    mzz += w[394] * t
+    mxx += w[65] * z10
+    mxy += w[131] * z10
+    mxz += w[197] * z10
+    myy += w[263] * z10
+    myz += w[329] * z10
+    mzz += w[395] * z10
     return mxx, mxy, mxz, myy, myz, mzz
 
 
