@@ -1,0 +1,167 @@
+"""``fibertensor sample`` and ``fibertensor peaks``: results equal the job function; bad
+input gives one line ``fibertensor: error: …`` and exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from gpu.peak_metrics import match_peaks
+from service.cli import main
+from worker.peaks_job import PeaksOutputs, PeaksParams, run_peaks
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sample")
+    assert main(["sample", str(folder)]) == 0
+    return folder
+
+
+def load(path):
+    return np.asarray(nib.load(path).dataobj)
+
+
+def test_sample_writes_a_phantom_with_truth(sample):
+    names = sorted(p.name for p in sample.iterdir())
+    assert names == ["fod.nii.gz", "mask.nii.gz", "sample.json", "truth_count.nii.gz", "truth_peaks.nii.gz"]
+    description = json.loads((sample / "sample.json").read_text())
+    assert description["lmax"] == 8 and description["basis"] == "mrtrix" and description["shape"] == [24, 24, 12]
+    fod = nib.load(sample / "fod.nii.gz")
+    assert fod.shape == (24, 24, 12, 45)
+    for name in ("mask.nii.gz", "truth_count.nii.gz", "truth_peaks.nii.gz"):
+        np.testing.assert_allclose(nib.load(sample / name).affine, fod.affine)
+    count = load(sample / "truth_count.nii.gz")
+    assert set(np.unique(count)) == {1, 2, 3}
+    truth = load(sample / "truth_peaks.nii.gz").reshape(24, 24, 12, 3, 3)
+    norms = np.linalg.norm(truth, axis=-1)
+    for k in range(3):
+        assert np.isnan(norms[..., k][count <= k]).all() and (norms[..., k][count > k] >= 0.5 - 1e-6).all()
+
+
+def test_peaks_command_equals_run_peaks_and_recovers_the_truth(sample, tmp_path, capsys):
+    fod, mask = sample / "fod.nii.gz", sample / "mask.nii.gz"
+    prefix = tmp_path / "cli" / "out"
+    assert main(["peaks", str(fod), str(prefix), "--mask", str(mask), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    reference = PeaksOutputs.in_folder(tmp_path / "reference")
+    run_peaks(fod, reference, PeaksParams(), mask=mask)
+    cli = PeaksOutputs.with_prefix(prefix)
+    for name in ("peaks", "amplitudes", "count"):
+        np.testing.assert_array_equal(load(getattr(cli, name)), load(getattr(reference, name)), err_msg=name)
+    sidecar = json.loads(cli.sidecar.read_text())
+    assert sidecar["input"] == {"fod": "fod.nii.gz", "mask": "mask.nii.gz", "shape": [24, 24, 12, 45],
+                                "dtype": "float32"}
+    assert sidecar["backend"] == "cpu" and sidecar["parameters"] == PeaksParams().model_dump()
+
+    # Inside the mask the peaks are the sample's fibers.
+    inside = load(mask) > 0
+    peaks = load(cli.peaks).reshape(24, 24, 12, 3, 3)[inside]
+    truth = load(sample / "truth_peaks.nii.gz").reshape(24, 24, 12, 3, 3)[inside]
+    # Both files hold amplitude (weight) × direction; match_peaks takes unit vectors.
+    peaks = peaks / np.linalg.norm(peaks, axis=-1, keepdims=True)
+    truth = truth / np.linalg.norm(truth, axis=-1, keepdims=True)
+    matched = match_peaks(peaks, load(cli.count)[inside], truth, load(sample / "truth_count.nii.gz")[inside])
+    assert matched["count_agreement"] >= 0.99 and matched["mean_error"] < 1.0
+    assert (load(cli.count)[~inside] == 0).all()
+
+
+def test_peaks_command_options_and_summary(sample, tmp_path, capsys):
+    prefix = tmp_path / "opts"
+    code = main(["peaks", str(sample / "fod.nii.gz"), str(prefix), "--npeaks", "2", "--relative-threshold", "0.5",
+                 "--starts", "64", "--backend", "cpu"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "backend cpu" in out and "wrote" in out and "0 non-finite" in out
+    sidecar = json.loads((tmp_path / "opts.json").read_text())
+    assert sidecar["parameters"]["npeaks"] == 2 and sidecar["options"]["relative_threshold"] == 0.5
+    assert sidecar["options"]["starts"] == 64
+    assert nib.load(tmp_path / "opts_peaks.nii.gz").shape == (24, 24, 12, 6)
+
+
+def write(tmp_path, name, data, affine=None):
+    path = tmp_path / name
+    nib.save(nib.Nifti1Image(data, np.eye(4) if affine is None else affine), path)
+    return path
+
+
+def cli_error(argv, capsys) -> str:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    assert code == 2, (code, captured)
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("fibertensor: error: "), lines[0]
+    return lines[0]
+
+
+def test_error_missing_file(tmp_path, capsys):
+    line = cli_error(["peaks", tmp_path / "absent.nii.gz", tmp_path / "out", "--quiet"], capsys)
+    assert "absent.nii.gz" in line and "does not exist" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_error_missing_mask(sample, tmp_path, capsys):
+    line = cli_error(["peaks", sample / "fod.nii.gz", tmp_path / "out", "--mask", tmp_path / "nomask.nii", "--quiet"],
+                     capsys)
+    assert "mask file" in line and "nomask.nii" in line and "does not exist" in line
+
+
+def test_error_3d_input(tmp_path, capsys):
+    fod = write(tmp_path, "fod3d.nii.gz", np.zeros((4, 4, 4), np.float32))
+    line = cli_error(["peaks", fod, tmp_path / "out", "--quiet"], capsys)
+    assert "fod3d.nii.gz" in line and "(4, 4, 4)" in line and "4D volume" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fod3d.nii.gz"]
+
+
+@pytest.mark.parametrize("volumes", [44, 1, 46])
+def test_error_wrong_volume_count(tmp_path, capsys, volumes):
+    fod = write(tmp_path, "fod.nii", np.zeros((2, 2, 2, volumes), np.float32))
+    line = cli_error(["peaks", fod, tmp_path / "out", "--quiet"], capsys)
+    assert f"{volumes} SH coefficients" in line
+    assert "6 (lmax 2), 15 (lmax 4), 28 (lmax 6), 45 (lmax 8), 66 (lmax 10), 91 (lmax 12)" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fod.nii"]
+
+
+def test_error_not_nifti(tmp_path, capsys):
+    text = tmp_path / "fod.txt"
+    text.write_text("1 2 3\n")
+    line = cli_error(["peaks", text, tmp_path / "out", "--quiet"], capsys)
+    assert "fod.txt" in line and "must be NIfTI (.nii or .nii.gz)" in line
+    garbage = tmp_path / "garbage.nii"
+    garbage.write_bytes(np.random.default_rng(0).bytes(1000))
+    line = cli_error(["peaks", garbage, tmp_path / "out", "--quiet"], capsys)
+    assert "garbage.nii" in line and "could not be read as NIfTI" in line
+
+
+def test_error_wrong_dtype(tmp_path, capsys):
+    fod = write(tmp_path, "fod.nii.gz", np.zeros((2, 2, 2, 15), np.complex64))
+    line = cli_error(["peaks", fod, tmp_path / "out", "--quiet"], capsys)
+    assert "complex64" in line and "float or integer" in line
+
+
+def test_error_truncated_file(sample, tmp_path, capsys):
+    content = (sample / "fod.nii.gz").read_bytes()
+    truncated = tmp_path / "cut.nii.gz"
+    truncated.write_bytes(content[: len(content) // 2])
+    line = cli_error(["peaks", truncated, tmp_path / "out", "--quiet"], capsys)
+    assert "cut.nii.gz" in line and "truncated" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.nii.gz"]
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.2"])
+def test_error_invalid_relative_threshold(sample, tmp_path, capsys, value):
+    line = cli_error(["peaks", sample / "fod.nii.gz", tmp_path / "out", "--relative-threshold", value, "--quiet"],
+                     capsys)
+    assert line.startswith("fibertensor: error: --relative-threshold: ")
+    assert ("less than or equal to 1" in line) if value == "1.5" else ("greater than or equal to 0" in line)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_error_invalid_starts(sample, tmp_path, capsys):
+    line = cli_error(["peaks", sample / "fod.nii.gz", tmp_path / "out", "--starts", "1000", "--quiet"], capsys)
+    assert line.startswith("fibertensor: error: --starts: ") and "256" in line
