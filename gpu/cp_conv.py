@@ -21,7 +21,7 @@ from numba import njit, prange
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.cuda_runtime import resolve_backend
 
-__all__ = ["CPFactors", "check_cp_factors", "cp_conv2d", "CPConvPlan", "choose_lane_count"]
+__all__ = ["CPFactors", "check_cp_factors", "check_out_array", "cp_conv2d", "CPConvPlan", "choose_lane_count"]
 
 #: Threads a GPU keeps resident (H100: 132 SMs × 2048); the lane heuristic aims at this.
 _RESIDENT_THREADS = 132 * 2048
@@ -203,7 +203,9 @@ def _resident_threads() -> int:
     return gpu_spec().gpu_threads
 
 
-def _output_array(out, shape) -> np.ndarray:
+def check_out_array(out, shape) -> np.ndarray:
+    """``out`` if it can receive a conv result of ``shape`` (C-contiguous float32), a new
+    array if it is None; ValueError otherwise."""
     if out is None:
         return np.empty(shape, np.float32)
     if out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
@@ -238,13 +240,13 @@ def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend
             d_out = cuda.device_array(shape, np.float32)
             plan(u, d_out)
             return d_out
-        out = _output_array(out, shape)
+        out = check_out_array(out, shape)
         d_out = cuda.to_device(out)
         plan(cuda.to_device(np.ascontiguousarray(u, dtype=np.float32)), d_out)
         d_out.copy_to_host(out)
         return out
     u32 = np.ascontiguousarray(u, dtype=np.float32)
-    out = _output_array(out, (g.batch, f.t.shape[0], g.out_h, g.out_w))
+    out = check_out_array(out, (g.batch, f.t.shape[0], g.out_h, g.out_w))
     inc = pointer_increments(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, g.width), g.height * g.width)
     bias_arr = f.bias if f.bias is not None else np.zeros(f.t.shape[0], np.float32)
     _cp_conv_cpu(u32.ravel(), out.ravel(), inc, _tap_weights(f, g), f.s, f.t, bias_arr, _geo_array(g, f.t.shape[0]))

@@ -23,7 +23,7 @@ from numba import cuda, njit, prange
 
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.conv_tiling import CoreTile, core_block_threads, gpu_spec, select_tile_exhaustive, select_tile_model
-from gpu.cp_conv import _output_array
+from gpu.cp_conv import check_out_array
 from gpu.cuda_runtime import resolve_backend
 
 __all__ = [
@@ -318,7 +318,7 @@ def tucker_conv2d(x, u_in, core, u_out, bias=None, stride=1, padding=0, dilation
         result = _pointwise_cpu(z2, np.ascontiguousarray(f.u_out.T), f.bias)
         if out is None:
             return result
-        _output_array(out, result.shape)[...] = result
+        check_out_array(out, result.shape)[...] = result
         return out
     plan = TuckerConvPlan(f, g, tiling)
     shape = (g.batch, plan.n_out, g.out_h, g.out_w)
@@ -326,7 +326,7 @@ def tucker_conv2d(x, u_in, core, u_out, bias=None, stride=1, padding=0, dilation
         d_out = cuda.device_array(shape, np.float32)
         plan(x, d_out)
         return d_out
-    out = _output_array(out, shape)
+    out = check_out_array(out, shape)
     d_out = cuda.to_device(out)
     plan(cuda.to_device(np.ascontiguousarray(x, dtype=np.float32)), d_out)
     d_out.copy_to_host(out)
