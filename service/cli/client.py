@@ -118,7 +118,19 @@ class ServiceClient:
         return target
 
 
-def _wait(client: ServiceClient, job_ids: list[str], quiet: bool) -> list[dict[str, Any]]:
+def _refresh(client: ServiceClient, jobs: dict[str, dict[str, Any]], label: str | None) -> None:
+    """Update unfinished jobs: a labelled batch in one listing, other jobs one by one."""
+    pending = [job_id for job_id, j in jobs.items() if j["status"] not in _TERMINAL]
+    if label and len(pending) > 1:
+        for j in client.jobs(label=label):
+            if j["id"] in jobs:
+                jobs[j["id"]] = j
+        return
+    for job_id in pending:
+        jobs[job_id] = client.job(job_id)
+
+
+def _wait(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | None = None) -> list[dict[str, Any]]:
     """Poll until every job is finished, with one progress bar over the batch."""
     jobs = {job_id: client.job(job_id) for job_id in job_ids}
     bar = tqdm(total=len(job_ids), unit="job", disable=quiet, file=sys.stderr, bar_format=
@@ -134,9 +146,7 @@ def _wait(client: ServiceClient, job_ids: list[str], quiet: bool) -> list[dict[s
             if all(j["status"] in _TERMINAL for j in jobs.values()):
                 return list(jobs.values())
             time.sleep(_POLL_SECONDS)
-            for job_id, j in jobs.items():
-                if j["status"] not in _TERMINAL:
-                    jobs[job_id] = client.job(job_id)
+            _refresh(client, jobs, label)
     finally:
         bar.close()
 
@@ -212,7 +222,7 @@ def _submit(args: argparse.Namespace) -> int:
             print(f"{job['id']} queued ({source.name})")
         if not (args.wait or args.out):
             return 0
-        finished = _wait(client, list(names), args.quiet)
+        finished = _wait(client, list(names), args.quiet, label)
         return _report(client, finished, Path(args.out) if args.out else None, names)
 
 
@@ -230,7 +240,7 @@ def _jobs(args: argparse.Namespace) -> int:
                 print(f"{job['id']} {'deleted' if code == 204 else 'cancelled'}")
             return 0
         if args.wait or args.out:
-            jobs = _wait(client, [j["id"] for j in jobs], args.quiet)
+            jobs = _wait(client, [j["id"] for j in jobs], args.quiet, args.label)
             names = {j["id"]: j["id"] for j in jobs}
             return _report(client, jobs, Path(args.out) if args.out else None, names)
         print(f"{'id':28}  {'kind':12}  {'status':9}  {'progress':>8}  label")

@@ -110,18 +110,16 @@ def start_serve(env: dict[str, str], log: Path, port: int) -> subprocess.Popen:
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-    """Signal the process's whole session (it leads one), then make sure it is gone."""
+    """Signal the process (Celery's warm shutdown on SIGTERM stops its own pool), then
+    SIGKILL whatever is left of its session."""
     if proc.poll() is None:
+        proc.send_signal(sig)
         try:
-            os.killpg(proc.pid, sig)
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        except ProcessLookupError:
             pass
-    else:
-        try:  # the leader exited; its pool children may live on
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
