@@ -280,7 +280,7 @@ def _cublas_mode_product(cp, x, u, y, p, i, q, j, precision: Precision):
     cuBLAS is column-major, so it computes ``Y[p]ᵀ = X[p]ᵀ Uᵀ`` on the same buffers:
     m = Q, n = J, k = I, U shared by every batch (stride 0); for Q = 1, ``Yᵀ = U X₂ᵀ``.
     FP16 data use FP32 compute (tensor cores, FP32 accumulation), FP32 plain FP32 (no
-    TF32), FP64 FP64. CuPy's own ``matmul`` measured 8× slower than this in FP16.
+    TF32), FP64 FP64. CuPy's own ``matmul`` measured about 10× slower in FP16.
     """
     cublas = _cublas_module()
     dtype = np.dtype(precision.storage)
