@@ -148,7 +148,6 @@ def section_ttmc(cases, reps, log):
                 row["vs_fp64"] = base / row["gpu_ms"] if base and row.get("gpu_ms") else None
                 rows.append(row)
                 log(json.dumps(row))
-                del ops
         del x32, x64, y64
         cp.get_default_memory_pool().free_all_blocks()
     return rows
