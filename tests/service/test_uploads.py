@@ -153,3 +153,35 @@ async def test_queue_unreachable_is_503_and_leaves_nothing(app_factory, tmp_path
         ready = await client.get("/readyz")
         await _expect(ready, 503, detail="broker is unreachable")
     assert leftovers(JobStore(settings.data_dir)) == []
+
+
+async def test_peaks_uploads_that_are_not_sh_volumes(client, store, tmp_path):
+    """The peaks kind's header checks, through the same upload path."""
+    three_d = write_volume(tmp_path / "fod3d.nii.gz", np.ones((4, 4, 4), np.float32))
+    problem = await _expect(
+        await client.post("/v1/jobs/peaks", files={"fod": (three_d.name, three_d.read_bytes())}),
+        422, "Not a 4D volume",
+    )
+    assert "(4, 4, 4)" in problem["detail"]
+    wrong = write_volume(tmp_path / "fod44.nii.gz", np.ones((4, 4, 4, 44), np.float32))
+    problem = await _expect(
+        await client.post("/v1/jobs/peaks", files={"fod": (wrong.name, wrong.read_bytes())}),
+        422, "Wrong number of volumes",
+    )
+    assert "44" in problem["detail"]
+    good = write_volume(tmp_path / "fod.nii.gz", np.ones((4, 4, 4, 45), np.float32))
+    mask = write_volume(tmp_path / "mask.nii.gz", np.ones((4, 4, 3), np.uint8))
+    await _expect(
+        await client.post("/v1/jobs/peaks", files={"fod": (good.name, good.read_bytes()),
+                                                   "mask": (mask.name, mask.read_bytes())}),
+        422, "Mask grid mismatch",
+    )
+    await _expect(
+        await client.post("/v1/jobs/peaks", files={"fod": (good.name, good.read_bytes())}, data={"npeaks": "0"}),
+        422, "Invalid parameters", "npeaks",
+    )
+    _assert_nothing_left(store)
+    accepted = await client.post("/v1/jobs/peaks", files={"fod": (good.name, good.read_bytes())},
+                                 data={"npeaks": "2", "basis": "dipy"})
+    assert accepted.status_code == 202
+    assert accepted.json()["params"]["npeaks"] == 2 and accepted.json()["params"]["basis"] == "dipy"

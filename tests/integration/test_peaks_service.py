@@ -1,0 +1,99 @@
+"""Peaks through the real service equal ``fibertensor peaks`` on the same file: once through
+Redis and a real Celery worker, once through the embedded default (``fibertensor serve``)
+with the ``fibertensor submit`` client."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import httpx
+import nibabel as nib
+import numpy as np
+import pytest
+import uvicorn
+
+from service.app import create_app
+from service.cli import main
+from service.settings import Settings
+from tests.integration.processes import (
+    free_port,
+    service_env,
+    start_serve,
+    start_worker,
+    stop,
+    wait_for,
+)
+from worker.peaks_sample import write_sample
+
+pytestmark = pytest.mark.slow
+
+_OUTPUTS = ("peaks", "amplitudes", "count")
+
+
+@pytest.fixture(scope="module")
+def phantom(tmp_path_factory) -> dict[str, Path]:
+    """A generated FOD phantom and the bare CLI's peaks of it (the reference)."""
+    folder = tmp_path_factory.mktemp("phantom")
+    paths = write_sample(folder / "sample", shape=(6, 6, 4), seed=5)
+    prefix = folder / "cli" / "ref"
+    prefix.parent.mkdir()
+    assert main(["peaks", str(paths["fod"]), str(prefix), "--mask", str(paths["mask"]),
+                 "--backend", "cpu", "--quiet"]) == 0
+    reference = {name: prefix.with_name(f"ref_{name}.nii.gz") for name in _OUTPUTS}
+    return {"fod": paths["fod"], "mask": paths["mask"], **reference}
+
+
+def _assert_same_peaks(phantom: dict[str, Path], folder: Path) -> None:
+    for name in _OUTPUTS:
+        ours = nib.load(folder / f"{name}.nii.gz")
+        ref = nib.load(phantom[name])
+        np.testing.assert_array_equal(np.asarray(ours.dataobj), np.asarray(ref.dataobj))
+        np.testing.assert_array_equal(ours.affine, ref.affine)
+    count = np.asarray(nib.load(folder / "count.nii.gz").dataobj)
+    assert count.sum() > 0  # the phantom has fibers; the comparison is not of empty volumes
+
+
+def test_peaks_through_redis_and_a_celery_worker(phantom, redis_url, tmp_path):
+    data_dir = tmp_path / "data"
+    settings = Settings(data_dir=data_dir, broker_url=redis_url, queue="peaks-e2e")
+    worker = start_worker(service_env(data_dir, redis_url, queue="peaks-e2e"), tmp_path / "worker.log", "cpu0@test")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
+        with open(phantom["fod"], "rb") as fod, open(phantom["mask"], "rb") as mask:
+            response = httpx.post(f"{base}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", fod), "mask": ("mask.nii.gz", mask)},
+                                  data={"backend": "cpu", "label": "phantom"}, timeout=30)
+        assert response.status_code == 202, response.text
+        location = response.headers["location"]
+        job = wait_for(lambda: (j := httpx.get(location).json())["status"] in ("succeeded", "failed") and j,
+                       120, "the peaks job")
+        assert job["status"] == "succeeded", job["error"]
+        assert [r["name"] for r in job["results"]] == ["peaks.nii.gz", "amplitudes.nii.gz", "count.nii.gz", "peaks.json"]
+        out = tmp_path / "out"
+        out.mkdir()
+        for result in job["results"]:
+            (out / result["name"]).write_bytes(httpx.get(result["url"]).content)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        stop(worker)
+    _assert_same_peaks(phantom, out)
+
+
+def test_peaks_through_the_embedded_default_and_the_client(phantom, tmp_path):
+    port = free_port()
+    serve = start_serve(service_env(tmp_path / "data"), tmp_path / "serve.log", port)
+    try:
+        out = tmp_path / "out"
+        code = main(["submit", "peaks", str(phantom["fod"]), "--mask", str(phantom["mask"]), "--backend", "cpu",
+                     "--server", f"http://127.0.0.1:{port}", "--out", str(out), "--quiet"])
+        assert code == 0
+    finally:
+        stop(serve, timeout=60)
+    _assert_same_peaks(phantom, out)
+    assert not (tmp_path / "data" / "staging").exists() or list((tmp_path / "data" / "staging").iterdir()) == []
