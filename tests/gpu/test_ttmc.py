@@ -220,3 +220,13 @@ def test_input_validation():
         ttmc(bad, [np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 5))], backend="cpu")
     with pytest.raises(ValueError, match="scaling"):
         ttmc(x, [np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 5))], scaling="two-sided", backend="cpu")
+
+
+def test_poster_literal_formula_is_exceeded_where_ours_holds():
+    """Three scalar FP16 products whose roundings add up: the literal Σ∏γ is too small."""
+    x = np.full((1, 1, 1), 1.615234375, dtype=np.float16)
+    mats = [np.full((1, 1), v, dtype=np.float16) for v in (1.3837890625, 1.9970703125, 1.98046875)]
+    exact = float(x[0, 0, 0]) * np.prod([float(u[0, 0]) for u in mats])
+    result = ttmc(x, mats, precision="fp16", scaling="none", backend="cpu")
+    err = abs(float(result.y.ravel()[0]) - exact)
+    assert result.report.bound_poster_literal < err <= result.report.bound
