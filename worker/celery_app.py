@@ -37,7 +37,7 @@ def _broker(broker_url: str, data_dir: Path, visibility_timeout: int) -> tuple[s
         "data_folder_out": str(folder / "queue"),
         "control_folder": str(folder / "control"),
         # Seconds between scans of the queue folder when it is empty.
-        "polling_interval": 0.2,
+        "polling_interval": 0.1,
     }
 
 
