@@ -126,46 +126,6 @@ def _contracted(order: int, name: str, frees: tuple[tuple[int, ...], ...], what:
     return "\n".join(lines)
 
 
-def _hessian_weights(order: int) -> str:
-    """Tables that fold the multiplicities into the entries once per voxel (see axm2w)."""
-    entries, scales = [], []
-    for free in _PAIRS:
-        for sigma, entry, _ in _contraction(order, free):
-            entries.append(entry)
-            scales.append(sigma)
-    n = len(entries) // 6
-    return "\n".join([
-        f"# w[{n}·p + j] = σ_j · a[AXM2_ENTRY_m{order}[{n}·p + j]] for entry p of A x^{order - 2} and monomial j",
-        f"AXM2_ENTRY_m{order} = np.array({entries}, dtype=np.int32)",
-        f"AXM2_SCALE_m{order} = np.array({scales}, dtype=np.float32)",
-    ])
-
-
-def _axm2w(order: int) -> str:
-    lower = order - 2
-    n = len(index_classes(lower))
-    outputs = ["mxx", "mxy", "mxz", "myy", "myz", "mzz"]
-    lines = [
-        "@register_jitable",
-        f"def axm2w_m{order}(w, x, y, z):",
-        f'    """A x^{lower} from per-voxel weights w = AXM2_SCALE_m{order} · a[AXM2_ENTRY_m{order}]: one multiply-add',
-        "    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by",
-        '    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""',
-        *_powers(lower),
-    ]
-    for j, factors in enumerate(_monomial(e) for e in monomial_exponents(lower)):
-        if len(factors) > 1:
-            lines.append(f"    t = {' * '.join(factors)}")
-            name = "t"
-        else:
-            name = factors[0] if factors else ""
-        for p, out in enumerate(outputs):
-            term = f"w[{p * n + j}] * {name}" if name else f"w[{p * n + j}]"
-            lines.append(f"    {out} = {term}" if j == 0 else f"    {out} += {term}")
-    lines.append(f"    return {', '.join(outputs)}")
-    return "\n".join(lines)
-
-
 def _axm1(order: int) -> str:
     return _contracted(order, "axm1", ((0,), (1,), (2,)), f"A x^{order - 1}", ["gx", "gy", "gz"])
 
@@ -176,17 +136,17 @@ def _axm2(order: int) -> str:
 
 def _climb(order: int) -> str:
     return f'''@register_jitable
-def climb_m{order}(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
-    """SS-HOPM from the unit start (x, y, z) for order {order} (gpu.sshopm_math.sshopm_step).
+def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z), where A x^{order} = lam_start (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite); w holds the weights of axm2w_m{order}, lam_start = A x^{order} at the start.
+    hit_cap, negative_definite).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w_m{order}(w, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m{order}(a, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             {order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -196,34 +156,19 @@ def climb_m{order}(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, ma
     return x, y, z, axm_m{order}(a, x, y, z), max_iter, True, negdef'''
 
 
-def _cuda_kernel(order: int, n_unique: int) -> str:
-    n_weights = 6 * len(index_classes(order - 2))
+def _cuda_seed_kernel(order: int, n_unique: int) -> str:
     return f'''@cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order {order}.
-
-    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
-    the first threads in start order, so the climbing threads fill whole warps instead of
-    idling in a warp beside 30 threads whose start was not a seed.
-    """
+def seed_cuda_m{order}(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
+    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
+    SH → tensor entries, A x^{order} at every start, the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
+    c = cuda.shared.array({n_unique}, float32)
     a = cuda.shared.array({n_unique}, float32)
-    w = cuda.shared.array({n_weights}, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
-    seed_start = cuda.shared.array(MAX_STARTS, int32)
-    cx = cuda.shared.array(MAX_STARTS, float32)
-    cy = cuda.shared.array(MAX_STARTS, float32)
-    cz = cuda.shared.array(MAX_STARTS, float32)
-    cl = cuda.shared.array(MAX_STARTS, float32)
-    valid = cuda.shared.array(MAX_STARTS, int32)
-    keep = cuda.shared.array(MAX_STARTS, int32)
-    shared_scalars = cuda.shared.array(1, float32)
-    n_seeds = cuda.shared.array(1, int32)
-    c = cuda.shared.array({n_unique}, float32)
     for k in range(t, {n_unique}, count):
         c[k] = coeffs[v, k]
     cuda.syncthreads()
@@ -233,10 +178,10 @@ def sshopm_cuda_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, ipara
         for j in range({n_unique}):
             total += sh2t[k, j] * c[j]
         a[k] = total
+        tensors[v, k] = total
     cuda.syncthreads()
-    for k in range(t, {n_weights}, count):
-        w[k] = AXM2_SCALE_m{order}[k] * a[AXM2_ENTRY_m{order}[k]]
-    f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
     g[t] = f[t]
     half = 1
     while half < count:
@@ -249,7 +194,7 @@ def sshopm_cuda_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, ipara
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     flag[t] = mine
     # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
     offset = 1
@@ -261,63 +206,49 @@ def sshopm_cuda_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, ipara
         offset *= 2
     cuda.syncthreads()
     if mine != 0:
-        seed_start[flag[t] - 1] = t
+        seed_slots[v, flag[t] - 1] = t
+        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
-        n_seeds[0] = flag[t]
-    cuda.syncthreads()
-    n = n_seeds[0]
-    lam = f[t]
-    ok = False
-    if t < n:
-        s = seed_start[t]
-        x, y, z, lam, its, capped, negdef = climb_m{order}(
-            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        )
-        ok = negdef and not capped and lam > 0
-        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
-        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
-        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
-        if capped:
-            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
-        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-        if z < 0:
-            x, y, z = -x, -y, -z
-        cx[t] = x
-        cy[t] = y
-        cz[t] = z
-        cl[t] = lam
-        valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    if t < n:
-        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if t < n and keep[t] != 0:
-        rank = sm.unique_rank(t, n, cl, keep)
-        if rank == 0:
-            shared_scalars[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
-        out_dirs[v, rank, 0] = cx[t]
-        out_dirs[v, rank, 1] = cy[t]
-        out_dirs[v, rank, 2] = cz[t]
-        out_amps[v, rank] = lam
-        cuda.atomic.add(out_count, v, 1)'''
+        n_seeds[v] = flag[t]'''
+
+
+def _cuda_climb_kernel(order: int) -> str:
+    return f'''@cuda.jit(**KERNEL_OPTIONS)
+def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+    i = cuda.grid(1)
+    if i >= climb_lams.shape[0]:
+        return
+    v = sm.owner(first_climb, i)
+    slot = i - first_climb[v]
+    s = seed_slots[v, slot]
+    x, y, z, lam, its, capped, negdef = climb_m{order}(
+        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+    )
+    if z < 0:
+        x, y, z = -x, -y, -z
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)'''
 
 
 def _cpu_loop(order: int, n_unique: int) -> str:
-    n_weights = 6 * len(index_classes(order - 2))
     return f'''@njit(parallel=True, cache=True)
 def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """The CUDA kernel's algorithm for order {order}, voxels spread over CPU threads."""
+    """The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty({n_unique}, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        w = np.empty({n_weights}, sh2t.dtype)
+        grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
@@ -332,20 +263,22 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                 for j in range({n_unique}):
                     total += sh2t[k, j] * coeffs[v, j]
                 a[k] = total
-            for k in range({n_weights}):
-                w[k] = AXM2_SCALE_m{order}[k] * a[AXM2_ENTRY_m{order}[k]]
             for t in range(count):
-                f[t] = axm_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                grad[t, 0] = gx
+                grad[t, 1] = gy
+                grad[t, 2] = gz
+                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m{order}(
-                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -395,7 +328,7 @@ from numba.extending import register_jitable
 
 from gpu import sshopm_math as sm
 from gpu.sshopm_layout import (
-    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
+    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
     P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
     S_SEEDS,
 )
@@ -425,8 +358,8 @@ def generate_module() -> str:
     parts = [_HEADER.format(max_starts=MAX_STARTS, constants=constants, **hashes)]
     for m in ORDERS:
         n_unique = len(index_classes(m))
-        parts += [f"# ---- order {m}: {n_unique} unique entries ----", _axm(m), _axm1(m), _axm2(m),
-                  _hessian_weights(m), _axm2w(m), _climb(m), _cuda_kernel(m, n_unique), _cpu_loop(m, n_unique)]
+        parts += [f"# ---- order {m}: {n_unique} unique entries ----", _axm(m), _axm1(m), _axm2(m), _climb(m),
+                  _cuda_seed_kernel(m, n_unique), _cuda_climb_kernel(m), _cpu_loop(m, n_unique)]
     return "\n\n\n".join(parts).rstrip() + "\n"
 
 

@@ -1,8 +1,17 @@
-"""CUDA backend of SS-HOPM: the generated ``sshopm_cuda_m{order}`` kernels.
+"""CUDA backend of SS-HOPM, in three launches per chunk of voxels.
 
-One thread block per voxel and one thread per start (Ballard, Kolda & Plantenga 2011,
-Sec. III-D); the tensor's unique entries sit in shared memory. Voxels are launched in chunks
-so long runs report progress and can be cancelled between launches.
+1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
+   tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
+   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are packed in order.
+2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
+   end to end. Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
+   (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
+   the SM; measured on an H100 (lmax 8, 553k voxels), this split took the kernel time
+   from 14.6 ms to the figure in docs/benchmarks.md.
+3. :func:`select_cuda` (below): one block per voxel merges duplicate maxima, ranks them and
+   applies the thresholds, exactly as the CPU backend does.
+
+Voxels go in chunks so long runs report progress and can be cancelled between chunks.
 """
 
 from __future__ import annotations
@@ -11,11 +20,76 @@ import time
 from typing import Callable
 
 import numpy as np
+from numba import cuda, float32, int32
 
 from gpu import sshopm_generated
-from gpu.sshopm_layout import HIST_BINS, N_STATS
+from gpu import sshopm_math as sm
+from gpu.sshopm_codegen import MAX_STARTS
+from gpu.sshopm_generated import KERNEL_OPTIONS
+from gpu.sshopm_layout import (
+    CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
+    S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
+)
 
-__all__ = ["run_sshopm_cuda"]
+__all__ = ["run_sshopm_cuda", "select_cuda"]
+
+SELECT_THREADS = 32
+CLIMB_THREADS = 128
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def select_cuda(first_climb, n_seeds, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams,
+                out_dirs, out_amps, out_count, out_stats):
+    """Phase 3, one block per voxel: drop climbs that did not end at a strict local maximum,
+    merge duplicates (gpu.sshopm_math.is_duplicate), rank by amplitude, threshold, write."""
+    v = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    width = cuda.blockDim.x
+    valid = cuda.shared.array(MAX_STARTS, int32)
+    keep = cuda.shared.array(MAX_STARTS, int32)
+    rank = cuda.shared.array(MAX_STARTS, int32)
+    best = cuda.shared.array(1, float32)
+    base = first_climb[v]
+    n = n_seeds[v]
+    cx = climb_dirs[base:base + n, 0]
+    cy = climb_dirs[base:base + n, 1]
+    cz = climb_dirs[base:base + n, 2]
+    lam = climb_lams[base:base + n]
+    for i in range(t, n, width):
+        valid[i] = 1 if climb_flags[base + i] & CLIMB_PEAK else 0
+    if t == 0:
+        total = 0
+        most = 0
+        capped = 0
+        for i in range(n):
+            total += climb_its[base + i]
+            most = max(most, climb_its[base + i])
+            if climb_flags[base + i] & CLIMB_CAPPED:
+                capped += 1
+        out_stats[v, S_ITERATIONS] = total
+        out_stats[v, S_MAX_ITERATIONS] = most
+        out_stats[v, S_SEEDS] = n
+        out_stats[v, S_CAPPED] = capped
+    cuda.syncthreads()
+    for i in range(t, n, width):
+        keep[i] = 1 if valid[i] != 0 and not sm.is_duplicate(i, n, cx, cy, cz, lam, valid, fparams[P_COS_MERGE]) else 0
+    cuda.syncthreads()
+    for i in range(t, n, width):
+        rank[i] = MAX_STARTS
+        if keep[i] != 0:
+            rank[i] = sm.unique_rank(i, n, lam, keep)
+            if rank[i] == 0:
+                best[0] = lam[i]
+    cuda.syncthreads()
+    for i in range(t, n, width):
+        r = rank[i]
+        if r < iparams[P_NPEAKS] and lam[i] >= fparams[P_THRESHOLD] and lam[i] >= fparams[P_REL_THRESHOLD] * best[0]:
+            out_dirs[v, r, 0] = cx[i]
+            out_dirs[v, r, 1] = cy[i]
+            out_dirs[v, r, 2] = cz[i]
+            out_amps[v, r] = lam[i]
+            cuda.atomic.add(out_count, v, 1)
+
 
 def run_sshopm_cuda(
     order: int,
@@ -32,14 +106,14 @@ def run_sshopm_cuda(
 ) -> dict:
     """Same contract as :func:`gpu.sshopm_cpu.run_sshopm_cpu`, computed in float32 on the GPU.
 
-    ``kernel_seconds`` is measured with CUDA events around the launches (transfers
-    excluded); ``compute_seconds`` is the host wall time including transfers.
+    ``kernel_seconds`` adds up CUDA-event times of the three kernels (transfers and the
+    host's prefix sum between phases excluded); ``compute_seconds`` is the host wall time.
     """
-    from numba import cuda
-
-    kernel = getattr(sshopm_generated, f"sshopm_cuda_m{order}")
+    seed_kernel = getattr(sshopm_generated, f"seed_cuda_m{order}")
+    climb_kernel = getattr(sshopm_generated, f"climb_cuda_m{order}")
     n = coeffs.shape[0]
     n_starts = starts.shape[0]
+    n_unique = sh2t.shape[0]
     started = time.perf_counter()
     d_coeffs = cuda.to_device(np.ascontiguousarray(coeffs, np.float32))
     d_sh2t = cuda.to_device(np.ascontiguousarray(sh2t, np.float32))
@@ -53,16 +127,43 @@ def run_sshopm_cuda(
     d_count = cuda.to_device(np.zeros(n, np.int32))
     d_stats = cuda.to_device(np.zeros((n, N_STATS), np.int32))
     d_hist = cuda.to_device(np.zeros(HIST_BINS, np.int32))
+    chunk = min(chunk_voxels, max(n, 1))
+    d_tensors = cuda.device_array((chunk, n_unique), np.float32)
+    d_slots = cuda.device_array((chunk, n_starts), np.int32)
+    d_values = cuda.device_array((chunk, n_starts), np.float32)
+    d_n_seeds = cuda.device_array(chunk, np.int32)
     kernel_seconds = 0.0
-    for lo in range(0, n, chunk_voxels):
-        hi = min(n, lo + chunk_voxels)
+
+    def timed(launch) -> float:
         begin, end = cuda.event(), cuda.event()
         begin.record()
-        kernel[hi - lo, n_starts](d_coeffs[lo:hi], d_sh2t, d_alphas[lo:hi], d_starts, d_neighbors, d_fparams, d_iparams,
-                                  d_directions[lo:hi], d_amplitudes[lo:hi], d_count[lo:hi], d_stats[lo:hi], d_hist)
+        launch()
         end.record()
         end.synchronize()
-        kernel_seconds += begin.elapsed_time(end) / 1e3
+        return begin.elapsed_time(end) / 1e3
+
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        m = hi - lo
+        kernel_seconds += timed(lambda: seed_kernel[m, n_starts](
+            d_coeffs[lo:hi], d_sh2t, d_starts, d_neighbors, d_fparams, d_iparams,
+            d_tensors[:m], d_slots[:m], d_values[:m], d_n_seeds[:m]))
+        n_seeds = d_n_seeds[:m].copy_to_host()
+        first = np.zeros(m, np.int32)
+        np.cumsum(n_seeds[:-1], out=first[1:])
+        climbs = int(first[-1] + n_seeds[-1])
+        d_first = cuda.to_device(first)
+        d_climb_dirs = cuda.device_array((max(climbs, 1), 3), np.float32)
+        d_climb_lams = cuda.device_array(climbs, np.float32)
+        d_climb_its = cuda.device_array(max(climbs, 1), np.int32)
+        d_climb_flags = cuda.device_array(max(climbs, 1), np.int32)
+        if climbs:
+            kernel_seconds += timed(lambda: climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS](
+                d_tensors[:m], d_alphas[lo:hi], d_starts, d_slots[:m], d_values[:m], d_first, d_fparams, d_iparams,
+                d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_hist))
+        kernel_seconds += timed(lambda: select_cuda[m, SELECT_THREADS](
+            d_first, d_n_seeds[:m], d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_fparams, d_iparams,
+            d_directions[lo:hi], d_amplitudes[lo:hi], d_count[lo:hi], d_stats[lo:hi]))
         if progress is not None:
             progress(hi / n)
     result = {

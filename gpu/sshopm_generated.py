@@ -5,8 +5,8 @@ what each function computes and gpu/sshopm_math.py for the order-independent ste
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 057cd2cabdd91614c143e8368e7d589efc824450908564a71611b056c83ec9dd
-# sshopm_layout.py sha256 eeee731e0dc4d9220ca9f3e5a92eb225529c528b070504a0665e811d2a0fda72
+# sshopm_math.py sha256 49d1576223533e7f4978fbbcf19b9fd222c3a8e8fa91cfa9305c9000f4a0d655
+# sshopm_layout.py sha256 a4df6b1026efa4f3c1508ce353bac4a8a7dc7296b36973cb0e8a737d34456476
 
 import numpy as np
 from numba import config, cuda, float32, int32, njit, prange
@@ -14,7 +14,7 @@ from numba.extending import register_jitable
 
 from gpu import sshopm_math as sm
 from gpu.sshopm_layout import (
-    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
+    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
     P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
     S_SEEDS,
 )
@@ -170,37 +170,18 @@ def axm2_m2(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
-# w[1·p + j] = σ_j · a[AXM2_ENTRY_m2[1·p + j]] for entry p of A x^0 and monomial j
-AXM2_ENTRY_m2 = np.array([0, 1, 2, 3, 4, 5], dtype=np.int32)
-AXM2_SCALE_m2 = np.array([1, 1, 1, 1, 1, 1], dtype=np.float32)
-
-
 @register_jitable
-def axm2w_m2(w, x, y, z):
-    """A x^0 from per-voxel weights w = AXM2_SCALE_m2 · a[AXM2_ENTRY_m2]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
-    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
-    mxx = w[0]
-    mxy = w[1]
-    mxz = w[2]
-    myy = w[3]
-    myz = w[4]
-    mzz = w[5]
-    return mxx, mxy, mxz, myy, myz, mzz
-
-
-@register_jitable
-def climb_m2(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
-    """SS-HOPM from the unit start (x, y, z) for order 2 (gpu.sshopm_math.sshopm_step).
+def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z), where A x^2 = lam_start (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite); w holds the weights of axm2w_m2, lam_start = A x^2 at the start.
+    hit_cap, negative_definite).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w_m2(w, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m2(a, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             2, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -211,31 +192,17 @@ def climb_m2(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 2.
-
-    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
-    the first threads in start order, so the climbing threads fill whole warps instead of
-    idling in a warp beside 30 threads whose start was not a seed.
-    """
+def seed_cuda_m2(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
+    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
+    SH → tensor entries, A x^2 at every start, the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
+    c = cuda.shared.array(6, float32)
     a = cuda.shared.array(6, float32)
-    w = cuda.shared.array(6, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
-    seed_start = cuda.shared.array(MAX_STARTS, int32)
-    cx = cuda.shared.array(MAX_STARTS, float32)
-    cy = cuda.shared.array(MAX_STARTS, float32)
-    cz = cuda.shared.array(MAX_STARTS, float32)
-    cl = cuda.shared.array(MAX_STARTS, float32)
-    valid = cuda.shared.array(MAX_STARTS, int32)
-    keep = cuda.shared.array(MAX_STARTS, int32)
-    shared_scalars = cuda.shared.array(1, float32)
-    n_seeds = cuda.shared.array(1, int32)
-    c = cuda.shared.array(6, float32)
     for k in range(t, 6, count):
         c[k] = coeffs[v, k]
     cuda.syncthreads()
@@ -245,10 +212,10 @@ def sshopm_cuda_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         for j in range(6):
             total += sh2t[k, j] * c[j]
         a[k] = total
+        tensors[v, k] = total
     cuda.syncthreads()
-    for k in range(t, 6, count):
-        w[k] = AXM2_SCALE_m2[k] * a[AXM2_ENTRY_m2[k]]
-    f[t] = axm_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
     g[t] = f[t]
     half = 1
     while half < count:
@@ -261,7 +228,7 @@ def sshopm_cuda_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     flag[t] = mine
     # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
     offset = 1
@@ -273,61 +240,47 @@ def sshopm_cuda_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         offset *= 2
     cuda.syncthreads()
     if mine != 0:
-        seed_start[flag[t] - 1] = t
+        seed_slots[v, flag[t] - 1] = t
+        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
-        n_seeds[0] = flag[t]
-    cuda.syncthreads()
-    n = n_seeds[0]
-    lam = f[t]
-    ok = False
-    if t < n:
-        s = seed_start[t]
-        x, y, z, lam, its, capped, negdef = climb_m2(
-            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        )
-        ok = negdef and not capped and lam > 0
-        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
-        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
-        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
-        if capped:
-            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
-        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-        if z < 0:
-            x, y, z = -x, -y, -z
-        cx[t] = x
-        cy[t] = y
-        cz[t] = z
-        cl[t] = lam
-        valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    if t < n:
-        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if t < n and keep[t] != 0:
-        rank = sm.unique_rank(t, n, cl, keep)
-        if rank == 0:
-            shared_scalars[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
-        out_dirs[v, rank, 0] = cx[t]
-        out_dirs[v, rank, 1] = cy[t]
-        out_dirs[v, rank, 2] = cz[t]
-        out_amps[v, rank] = lam
-        cuda.atomic.add(out_count, v, 1)
+        n_seeds[v] = flag[t]
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def climb_cuda_m2(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+    i = cuda.grid(1)
+    if i >= climb_lams.shape[0]:
+        return
+    v = sm.owner(first_climb, i)
+    slot = i - first_climb[v]
+    s = seed_slots[v, slot]
+    x, y, z, lam, its, capped, negdef = climb_m2(
+        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+    )
+    if z < 0:
+        x, y, z = -x, -y, -z
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
 def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """The CUDA kernel's algorithm for order 2, voxels spread over CPU threads."""
+    """The CUDA kernels' algorithm for order 2, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(6, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        w = np.empty(6, sh2t.dtype)
+        grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
@@ -342,20 +295,22 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 for j in range(6):
                     total += sh2t[k, j] * coeffs[v, j]
                 a[k] = total
-            for k in range(6):
-                w[k] = AXM2_SCALE_m2[k] * a[AXM2_ENTRY_m2[k]]
             for t in range(count):
-                f[t] = axm_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                grad[t, 0] = gx
+                grad[t, 1] = gy
+                grad[t, 2] = gz
+                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m2(
-                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -538,73 +493,18 @@ def axm2_m4(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
-# w[6·p + j] = σ_j · a[AXM2_ENTRY_m4[6·p + j]] for entry p of A x^2 and monomial j
-AXM2_ENTRY_m4 = np.array([0, 1, 2, 3, 4, 5, 1, 3, 4, 6, 7, 8, 2, 4, 5, 7, 8, 9, 3, 6, 7, 10, 11, 12, 4, 7, 8, 11, 12, 13, 5, 8, 9, 12, 13, 14], dtype=np.int32)
-AXM2_SCALE_m4 = np.array([1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1, 1, 2, 2, 1, 2, 1], dtype=np.float32)
-
-
 @register_jitable
-def axm2w_m4(w, x, y, z):
-    """A x^2 from per-voxel weights w = AXM2_SCALE_m4 · a[AXM2_ENTRY_m4]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
-    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
-    x2 = x * x
-    y2 = y * y
-    z2 = z * z
-    mxx = w[0] * x2
-    mxy = w[6] * x2
-    mxz = w[12] * x2
-    myy = w[18] * x2
-    myz = w[24] * x2
-    mzz = w[30] * x2
-    t = x * y
-    mxx += w[1] * t
-    mxy += w[7] * t
-    mxz += w[13] * t
-    myy += w[19] * t
-    myz += w[25] * t
-    mzz += w[31] * t
-    t = x * z
-    mxx += w[2] * t
-    mxy += w[8] * t
-    mxz += w[14] * t
-    myy += w[20] * t
-    myz += w[26] * t
-    mzz += w[32] * t
-    mxx += w[3] * y2
-    mxy += w[9] * y2
-    mxz += w[15] * y2
-    myy += w[21] * y2
-    myz += w[27] * y2
-    mzz += w[33] * y2
-    t = y * z
-    mxx += w[4] * t
-    mxy += w[10] * t
-    mxz += w[16] * t
-    myy += w[22] * t
-    myz += w[28] * t
-    mzz += w[34] * t
-    mxx += w[5] * z2
-    mxy += w[11] * z2
-    mxz += w[17] * z2
-    myy += w[23] * z2
-    myz += w[29] * z2
-    mzz += w[35] * z2
-    return mxx, mxy, mxz, myy, myz, mzz
-
-
-@register_jitable
-def climb_m4(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
-    """SS-HOPM from the unit start (x, y, z) for order 4 (gpu.sshopm_math.sshopm_step).
+def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z), where A x^4 = lam_start (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite); w holds the weights of axm2w_m4, lam_start = A x^4 at the start.
+    hit_cap, negative_definite).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w_m4(w, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m4(a, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             4, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -615,31 +515,17 @@ def climb_m4(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 4.
-
-    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
-    the first threads in start order, so the climbing threads fill whole warps instead of
-    idling in a warp beside 30 threads whose start was not a seed.
-    """
+def seed_cuda_m4(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
+    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
+    SH → tensor entries, A x^4 at every start, the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
+    c = cuda.shared.array(15, float32)
     a = cuda.shared.array(15, float32)
-    w = cuda.shared.array(36, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
-    seed_start = cuda.shared.array(MAX_STARTS, int32)
-    cx = cuda.shared.array(MAX_STARTS, float32)
-    cy = cuda.shared.array(MAX_STARTS, float32)
-    cz = cuda.shared.array(MAX_STARTS, float32)
-    cl = cuda.shared.array(MAX_STARTS, float32)
-    valid = cuda.shared.array(MAX_STARTS, int32)
-    keep = cuda.shared.array(MAX_STARTS, int32)
-    shared_scalars = cuda.shared.array(1, float32)
-    n_seeds = cuda.shared.array(1, int32)
-    c = cuda.shared.array(15, float32)
     for k in range(t, 15, count):
         c[k] = coeffs[v, k]
     cuda.syncthreads()
@@ -649,10 +535,10 @@ def sshopm_cuda_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         for j in range(15):
             total += sh2t[k, j] * c[j]
         a[k] = total
+        tensors[v, k] = total
     cuda.syncthreads()
-    for k in range(t, 36, count):
-        w[k] = AXM2_SCALE_m4[k] * a[AXM2_ENTRY_m4[k]]
-    f[t] = axm_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
     g[t] = f[t]
     half = 1
     while half < count:
@@ -665,7 +551,7 @@ def sshopm_cuda_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     flag[t] = mine
     # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
     offset = 1
@@ -677,61 +563,47 @@ def sshopm_cuda_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         offset *= 2
     cuda.syncthreads()
     if mine != 0:
-        seed_start[flag[t] - 1] = t
+        seed_slots[v, flag[t] - 1] = t
+        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
-        n_seeds[0] = flag[t]
-    cuda.syncthreads()
-    n = n_seeds[0]
-    lam = f[t]
-    ok = False
-    if t < n:
-        s = seed_start[t]
-        x, y, z, lam, its, capped, negdef = climb_m4(
-            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        )
-        ok = negdef and not capped and lam > 0
-        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
-        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
-        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
-        if capped:
-            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
-        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-        if z < 0:
-            x, y, z = -x, -y, -z
-        cx[t] = x
-        cy[t] = y
-        cz[t] = z
-        cl[t] = lam
-        valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    if t < n:
-        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if t < n and keep[t] != 0:
-        rank = sm.unique_rank(t, n, cl, keep)
-        if rank == 0:
-            shared_scalars[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
-        out_dirs[v, rank, 0] = cx[t]
-        out_dirs[v, rank, 1] = cy[t]
-        out_dirs[v, rank, 2] = cz[t]
-        out_amps[v, rank] = lam
-        cuda.atomic.add(out_count, v, 1)
+        n_seeds[v] = flag[t]
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def climb_cuda_m4(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+    i = cuda.grid(1)
+    if i >= climb_lams.shape[0]:
+        return
+    v = sm.owner(first_climb, i)
+    slot = i - first_climb[v]
+    s = seed_slots[v, slot]
+    x, y, z, lam, its, capped, negdef = climb_m4(
+        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+    )
+    if z < 0:
+        x, y, z = -x, -y, -z
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
 def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """The CUDA kernel's algorithm for order 4, voxels spread over CPU threads."""
+    """The CUDA kernels' algorithm for order 4, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(15, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        w = np.empty(36, sh2t.dtype)
+        grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
@@ -746,20 +618,22 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 for j in range(15):
                     total += sh2t[k, j] * coeffs[v, j]
                 a[k] = total
-            for k in range(36):
-                w[k] = AXM2_SCALE_m4[k] * a[AXM2_ENTRY_m4[k]]
             for t in range(count):
-                f[t] = axm_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                grad[t, 0] = gx
+                grad[t, 1] = gy
+                grad[t, 2] = gz
+                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m4(
-                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -1080,142 +954,18 @@ def axm2_m6(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
-# w[15·p + j] = σ_j · a[AXM2_ENTRY_m6[15·p + j]] for entry p of A x^4 and monomial j
-AXM2_ENTRY_m6 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27], dtype=np.int32)
-AXM2_SCALE_m6 = np.array([1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1, 1, 4, 4, 6, 12, 6, 4, 12, 12, 4, 1, 4, 6, 4, 1], dtype=np.float32)
-
-
 @register_jitable
-def axm2w_m6(w, x, y, z):
-    """A x^4 from per-voxel weights w = AXM2_SCALE_m6 · a[AXM2_ENTRY_m6]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
-    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
-    x2 = x * x
-    x3 = x2 * x
-    x4 = x3 * x
-    y2 = y * y
-    y3 = y2 * y
-    y4 = y3 * y
-    z2 = z * z
-    z3 = z2 * z
-    z4 = z3 * z
-    mxx = w[0] * x4
-    mxy = w[15] * x4
-    mxz = w[30] * x4
-    myy = w[45] * x4
-    myz = w[60] * x4
-    mzz = w[75] * x4
-    t = x3 * y
-    mxx += w[1] * t
-    mxy += w[16] * t
-    mxz += w[31] * t
-    myy += w[46] * t
-    myz += w[61] * t
-    mzz += w[76] * t
-    t = x3 * z
-    mxx += w[2] * t
-    mxy += w[17] * t
-    mxz += w[32] * t
-    myy += w[47] * t
-    myz += w[62] * t
-    mzz += w[77] * t
-    t = x2 * y2
-    mxx += w[3] * t
-    mxy += w[18] * t
-    mxz += w[33] * t
-    myy += w[48] * t
-    myz += w[63] * t
-    mzz += w[78] * t
-    t = x2 * y * z
-    mxx += w[4] * t
-    mxy += w[19] * t
-    mxz += w[34] * t
-    myy += w[49] * t
-    myz += w[64] * t
-    mzz += w[79] * t
-    t = x2 * z2
-    mxx += w[5] * t
-    mxy += w[20] * t
-    mxz += w[35] * t
-    myy += w[50] * t
-    myz += w[65] * t
-    mzz += w[80] * t
-    t = x * y3
-    mxx += w[6] * t
-    mxy += w[21] * t
-    mxz += w[36] * t
-    myy += w[51] * t
-    myz += w[66] * t
-    mzz += w[81] * t
-    t = x * y2 * z
-    mxx += w[7] * t
-    mxy += w[22] * t
-    mxz += w[37] * t
-    myy += w[52] * t
-    myz += w[67] * t
-    mzz += w[82] * t
-    t = x * y * z2
-    mxx += w[8] * t
-    mxy += w[23] * t
-    mxz += w[38] * t
-    myy += w[53] * t
-    myz += w[68] * t
-    mzz += w[83] * t
-    t = x * z3
-    mxx += w[9] * t
-    mxy += w[24] * t
-    mxz += w[39] * t
-    myy += w[54] * t
-    myz += w[69] * t
-    mzz += w[84] * t
-    mxx += w[10] * y4
-    mxy += w[25] * y4
-    mxz += w[40] * y4
-    myy += w[55] * y4
-    myz += w[70] * y4
-    mzz += w[85] * y4
-    t = y3 * z
-    mxx += w[11] * t
-    mxy += w[26] * t
-    mxz += w[41] * t
-    myy += w[56] * t
-    myz += w[71] * t
-    mzz += w[86] * t
-    t = y2 * z2
-    mxx += w[12] * t
-    mxy += w[27] * t
-    mxz += w[42] * t
-    myy += w[57] * t
-    myz += w[72] * t
-    mzz += w[87] * t
-    t = y * z3
-    mxx += w[13] * t
-    mxy += w[28] * t
-    mxz += w[43] * t
-    myy += w[58] * t
-    myz += w[73] * t
-    mzz += w[88] * t
-    mxx += w[14] * z4
-    mxy += w[29] * z4
-    mxz += w[44] * z4
-    myy += w[59] * z4
-    myz += w[74] * z4
-    mzz += w[89] * z4
-    return mxx, mxy, mxz, myy, myz, mzz
-
-
-@register_jitable
-def climb_m6(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
-    """SS-HOPM from the unit start (x, y, z) for order 6 (gpu.sshopm_math.sshopm_step).
+def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z), where A x^6 = lam_start (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite); w holds the weights of axm2w_m6, lam_start = A x^6 at the start.
+    hit_cap, negative_definite).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w_m6(w, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m6(a, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             6, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -1226,31 +976,17 @@ def climb_m6(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 6.
-
-    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
-    the first threads in start order, so the climbing threads fill whole warps instead of
-    idling in a warp beside 30 threads whose start was not a seed.
-    """
+def seed_cuda_m6(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
+    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
+    SH → tensor entries, A x^6 at every start, the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
+    c = cuda.shared.array(28, float32)
     a = cuda.shared.array(28, float32)
-    w = cuda.shared.array(90, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
-    seed_start = cuda.shared.array(MAX_STARTS, int32)
-    cx = cuda.shared.array(MAX_STARTS, float32)
-    cy = cuda.shared.array(MAX_STARTS, float32)
-    cz = cuda.shared.array(MAX_STARTS, float32)
-    cl = cuda.shared.array(MAX_STARTS, float32)
-    valid = cuda.shared.array(MAX_STARTS, int32)
-    keep = cuda.shared.array(MAX_STARTS, int32)
-    shared_scalars = cuda.shared.array(1, float32)
-    n_seeds = cuda.shared.array(1, int32)
-    c = cuda.shared.array(28, float32)
     for k in range(t, 28, count):
         c[k] = coeffs[v, k]
     cuda.syncthreads()
@@ -1260,10 +996,10 @@ def sshopm_cuda_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         for j in range(28):
             total += sh2t[k, j] * c[j]
         a[k] = total
+        tensors[v, k] = total
     cuda.syncthreads()
-    for k in range(t, 90, count):
-        w[k] = AXM2_SCALE_m6[k] * a[AXM2_ENTRY_m6[k]]
-    f[t] = axm_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
     g[t] = f[t]
     half = 1
     while half < count:
@@ -1276,7 +1012,7 @@ def sshopm_cuda_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     flag[t] = mine
     # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
     offset = 1
@@ -1288,61 +1024,47 @@ def sshopm_cuda_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         offset *= 2
     cuda.syncthreads()
     if mine != 0:
-        seed_start[flag[t] - 1] = t
+        seed_slots[v, flag[t] - 1] = t
+        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
-        n_seeds[0] = flag[t]
-    cuda.syncthreads()
-    n = n_seeds[0]
-    lam = f[t]
-    ok = False
-    if t < n:
-        s = seed_start[t]
-        x, y, z, lam, its, capped, negdef = climb_m6(
-            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        )
-        ok = negdef and not capped and lam > 0
-        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
-        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
-        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
-        if capped:
-            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
-        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-        if z < 0:
-            x, y, z = -x, -y, -z
-        cx[t] = x
-        cy[t] = y
-        cz[t] = z
-        cl[t] = lam
-        valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    if t < n:
-        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if t < n and keep[t] != 0:
-        rank = sm.unique_rank(t, n, cl, keep)
-        if rank == 0:
-            shared_scalars[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
-        out_dirs[v, rank, 0] = cx[t]
-        out_dirs[v, rank, 1] = cy[t]
-        out_dirs[v, rank, 2] = cz[t]
-        out_amps[v, rank] = lam
-        cuda.atomic.add(out_count, v, 1)
+        n_seeds[v] = flag[t]
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def climb_cuda_m6(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+    i = cuda.grid(1)
+    if i >= climb_lams.shape[0]:
+        return
+    v = sm.owner(first_climb, i)
+    slot = i - first_climb[v]
+    s = seed_slots[v, slot]
+    x, y, z, lam, its, capped, negdef = climb_m6(
+        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+    )
+    if z < 0:
+        x, y, z = -x, -y, -z
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
 def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """The CUDA kernel's algorithm for order 6, voxels spread over CPU threads."""
+    """The CUDA kernels' algorithm for order 6, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(28, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        w = np.empty(90, sh2t.dtype)
+        grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
@@ -1357,20 +1079,22 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 for j in range(28):
                     total += sh2t[k, j] * coeffs[v, j]
                 a[k] = total
-            for k in range(90):
-                w[k] = AXM2_SCALE_m6[k] * a[AXM2_ENTRY_m6[k]]
             for t in range(count):
-                f[t] = axm_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                grad[t, 0] = gx
+                grad[t, 1] = gy
+                grad[t, 2] = gz
+                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m6(
-                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -1877,239 +1601,18 @@ def axm2_m8(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
-# w[28·p + j] = σ_j · a[AXM2_ENTRY_m8[28·p + j]] for entry p of A x^6 and monomial j
-AXM2_ENTRY_m8 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 29, 30, 31, 32, 33, 34, 35, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 29, 30, 31, 32, 33, 34, 37, 38, 39, 40, 41, 42, 43, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27, 30, 31, 32, 33, 34, 35, 38, 39, 40, 41, 42, 43, 44], dtype=np.int32)
-AXM2_SCALE_m8 = np.array([1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1, 1, 6, 6, 15, 30, 15, 20, 60, 60, 20, 15, 60, 90, 60, 15, 6, 30, 60, 60, 30, 6, 1, 6, 15, 20, 15, 6, 1], dtype=np.float32)
-
-
 @register_jitable
-def axm2w_m8(w, x, y, z):
-    """A x^6 from per-voxel weights w = AXM2_SCALE_m8 · a[AXM2_ENTRY_m8]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
-    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
-    x2 = x * x
-    x3 = x2 * x
-    x4 = x3 * x
-    x5 = x4 * x
-    x6 = x5 * x
-    y2 = y * y
-    y3 = y2 * y
-    y4 = y3 * y
-    y5 = y4 * y
-    y6 = y5 * y
-    z2 = z * z
-    z3 = z2 * z
-    z4 = z3 * z
-    z5 = z4 * z
-    z6 = z5 * z
-    mxx = w[0] * x6
-    mxy = w[28] * x6
-    mxz = w[56] * x6
-    myy = w[84] * x6
-    myz = w[112] * x6
-    mzz = w[140] * x6
-    t = x5 * y
-    mxx += w[1] * t
-    mxy += w[29] * t
-    mxz += w[57] * t
-    myy += w[85] * t
-    myz += w[113] * t
-    mzz += w[141] * t
-    t = x5 * z
-    mxx += w[2] * t
-    mxy += w[30] * t
-    mxz += w[58] * t
-    myy += w[86] * t
-    myz += w[114] * t
-    mzz += w[142] * t
-    t = x4 * y2
-    mxx += w[3] * t
-    mxy += w[31] * t
-    mxz += w[59] * t
-    myy += w[87] * t
-    myz += w[115] * t
-    mzz += w[143] * t
-    t = x4 * y * z
-    mxx += w[4] * t
-    mxy += w[32] * t
-    mxz += w[60] * t
-    myy += w[88] * t
-    myz += w[116] * t
-    mzz += w[144] * t
-    t = x4 * z2
-    mxx += w[5] * t
-    mxy += w[33] * t
-    mxz += w[61] * t
-    myy += w[89] * t
-    myz += w[117] * t
-    mzz += w[145] * t
-    t = x3 * y3
-    mxx += w[6] * t
-    mxy += w[34] * t
-    mxz += w[62] * t
-    myy += w[90] * t
-    myz += w[118] * t
-    mzz += w[146] * t
-    t = x3 * y2 * z
-    mxx += w[7] * t
-    mxy += w[35] * t
-    mxz += w[63] * t
-    myy += w[91] * t
-    myz += w[119] * t
-    mzz += w[147] * t
-    t = x3 * y * z2
-    mxx += w[8] * t
-    mxy += w[36] * t
-    mxz += w[64] * t
-    myy += w[92] * t
-    myz += w[120] * t
-    mzz += w[148] * t
-    t = x3 * z3
-    mxx += w[9] * t
-    mxy += w[37] * t
-    mxz += w[65] * t
-    myy += w[93] * t
-    myz += w[121] * t
-    mzz += w[149] * t
-    t = x2 * y4
-    mxx += w[10] * t
-    mxy += w[38] * t
-    mxz += w[66] * t
-    myy += w[94] * t
-    myz += w[122] * t
-    mzz += w[150] * t
-    t = x2 * y3 * z
-    mxx += w[11] * t
-    mxy += w[39] * t
-    mxz += w[67] * t
-    myy += w[95] * t
-    myz += w[123] * t
-    mzz += w[151] * t
-    t = x2 * y2 * z2
-    mxx += w[12] * t
-    mxy += w[40] * t
-    mxz += w[68] * t
-    myy += w[96] * t
-    myz += w[124] * t
-    mzz += w[152] * t
-    t = x2 * y * z3
-    mxx += w[13] * t
-    mxy += w[41] * t
-    mxz += w[69] * t
-    myy += w[97] * t
-    myz += w[125] * t
-    mzz += w[153] * t
-    t = x2 * z4
-    mxx += w[14] * t
-    mxy += w[42] * t
-    mxz += w[70] * t
-    myy += w[98] * t
-    myz += w[126] * t
-    mzz += w[154] * t
-    t = x * y5
-    mxx += w[15] * t
-    mxy += w[43] * t
-    mxz += w[71] * t
-    myy += w[99] * t
-    myz += w[127] * t
-    mzz += w[155] * t
-    t = x * y4 * z
-    mxx += w[16] * t
-    mxy += w[44] * t
-    mxz += w[72] * t
-    myy += w[100] * t
-    myz += w[128] * t
-    mzz += w[156] * t
-    t = x * y3 * z2
-    mxx += w[17] * t
-    mxy += w[45] * t
-    mxz += w[73] * t
-    myy += w[101] * t
-    myz += w[129] * t
-    mzz += w[157] * t
-    t = x * y2 * z3
-    mxx += w[18] * t
-    mxy += w[46] * t
-    mxz += w[74] * t
-    myy += w[102] * t
-    myz += w[130] * t
-    mzz += w[158] * t
-    t = x * y * z4
-    mxx += w[19] * t
-    mxy += w[47] * t
-    mxz += w[75] * t
-    myy += w[103] * t
-    myz += w[131] * t
-    mzz += w[159] * t
-    t = x * z5
-    mxx += w[20] * t
-    mxy += w[48] * t
-    mxz += w[76] * t
-    myy += w[104] * t
-    myz += w[132] * t
-    mzz += w[160] * t
-    mxx += w[21] * y6
-    mxy += w[49] * y6
-    mxz += w[77] * y6
-    myy += w[105] * y6
-    myz += w[133] * y6
-    mzz += w[161] * y6
-    t = y5 * z
-    mxx += w[22] * t
-    mxy += w[50] * t
-    mxz += w[78] * t
-    myy += w[106] * t
-    myz += w[134] * t
-    mzz += w[162] * t
-    t = y4 * z2
-    mxx += w[23] * t
-    mxy += w[51] * t
-    mxz += w[79] * t
-    myy += w[107] * t
-    myz += w[135] * t
-    mzz += w[163] * t
-    t = y3 * z3
-    mxx += w[24] * t
-    mxy += w[52] * t
-    mxz += w[80] * t
-    myy += w[108] * t
-    myz += w[136] * t
-    mzz += w[164] * t
-    t = y2 * z4
-    mxx += w[25] * t
-    mxy += w[53] * t
-    mxz += w[81] * t
-    myy += w[109] * t
-    myz += w[137] * t
-    mzz += w[165] * t
-    t = y * z5
-    mxx += w[26] * t
-    mxy += w[54] * t
-    mxz += w[82] * t
-    myy += w[110] * t
-    myz += w[138] * t
-    mzz += w[166] * t
-    mxx += w[27] * z6
-    mxy += w[55] * z6
-    mxz += w[83] * z6
-    myy += w[111] * z6
-    myz += w[139] * z6
-    mzz += w[167] * z6
-    return mxx, mxy, mxz, myy, myz, mzz
-
-
-@register_jitable
-def climb_m8(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
-    """SS-HOPM from the unit start (x, y, z) for order 8 (gpu.sshopm_math.sshopm_step).
+def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z), where A x^8 = lam_start (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite); w holds the weights of axm2w_m8, lam_start = A x^8 at the start.
+    hit_cap, negative_definite).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w_m8(w, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m8(a, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             8, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -2120,31 +1623,17 @@ def climb_m8(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 8.
-
-    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
-    the first threads in start order, so the climbing threads fill whole warps instead of
-    idling in a warp beside 30 threads whose start was not a seed.
-    """
+def seed_cuda_m8(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
+    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
+    SH → tensor entries, A x^8 at every start, the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
+    c = cuda.shared.array(45, float32)
     a = cuda.shared.array(45, float32)
-    w = cuda.shared.array(168, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
-    seed_start = cuda.shared.array(MAX_STARTS, int32)
-    cx = cuda.shared.array(MAX_STARTS, float32)
-    cy = cuda.shared.array(MAX_STARTS, float32)
-    cz = cuda.shared.array(MAX_STARTS, float32)
-    cl = cuda.shared.array(MAX_STARTS, float32)
-    valid = cuda.shared.array(MAX_STARTS, int32)
-    keep = cuda.shared.array(MAX_STARTS, int32)
-    shared_scalars = cuda.shared.array(1, float32)
-    n_seeds = cuda.shared.array(1, int32)
-    c = cuda.shared.array(45, float32)
     for k in range(t, 45, count):
         c[k] = coeffs[v, k]
     cuda.syncthreads()
@@ -2154,10 +1643,10 @@ def sshopm_cuda_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         for j in range(45):
             total += sh2t[k, j] * c[j]
         a[k] = total
+        tensors[v, k] = total
     cuda.syncthreads()
-    for k in range(t, 168, count):
-        w[k] = AXM2_SCALE_m8[k] * a[AXM2_ENTRY_m8[k]]
-    f[t] = axm_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
     g[t] = f[t]
     half = 1
     while half < count:
@@ -2170,7 +1659,7 @@ def sshopm_cuda_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     flag[t] = mine
     # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
     offset = 1
@@ -2182,61 +1671,47 @@ def sshopm_cuda_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         offset *= 2
     cuda.syncthreads()
     if mine != 0:
-        seed_start[flag[t] - 1] = t
+        seed_slots[v, flag[t] - 1] = t
+        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
-        n_seeds[0] = flag[t]
-    cuda.syncthreads()
-    n = n_seeds[0]
-    lam = f[t]
-    ok = False
-    if t < n:
-        s = seed_start[t]
-        x, y, z, lam, its, capped, negdef = climb_m8(
-            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        )
-        ok = negdef and not capped and lam > 0
-        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
-        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
-        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
-        if capped:
-            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
-        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-        if z < 0:
-            x, y, z = -x, -y, -z
-        cx[t] = x
-        cy[t] = y
-        cz[t] = z
-        cl[t] = lam
-        valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    if t < n:
-        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if t < n and keep[t] != 0:
-        rank = sm.unique_rank(t, n, cl, keep)
-        if rank == 0:
-            shared_scalars[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
-        out_dirs[v, rank, 0] = cx[t]
-        out_dirs[v, rank, 1] = cy[t]
-        out_dirs[v, rank, 2] = cz[t]
-        out_amps[v, rank] = lam
-        cuda.atomic.add(out_count, v, 1)
+        n_seeds[v] = flag[t]
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def climb_cuda_m8(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+    i = cuda.grid(1)
+    if i >= climb_lams.shape[0]:
+        return
+    v = sm.owner(first_climb, i)
+    slot = i - first_climb[v]
+    s = seed_slots[v, slot]
+    x, y, z, lam, its, capped, negdef = climb_m8(
+        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+    )
+    if z < 0:
+        x, y, z = -x, -y, -z
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
 def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """The CUDA kernel's algorithm for order 8, voxels spread over CPU threads."""
+    """The CUDA kernels' algorithm for order 8, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(45, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        w = np.empty(168, sh2t.dtype)
+        grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
@@ -2251,20 +1726,22 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 for j in range(45):
                     total += sh2t[k, j] * coeffs[v, j]
                 a[k] = total
-            for k in range(168):
-                w[k] = AXM2_SCALE_m8[k] * a[AXM2_ENTRY_m8[k]]
             for t in range(count):
-                f[t] = axm_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                grad[t, 0] = gx
+                grad[t, 1] = gy
+                grad[t, 2] = gz
+                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m8(
-                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -3005,364 +2482,18 @@ def axm2_m10(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
-# w[45·p + j] = σ_j · a[AXM2_ENTRY_m10[45·p + j]] for entry p of A x^8 and monomial j
-AXM2_ENTRY_m10 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 36, 37, 38, 39, 40, 41, 42, 43, 45, 46, 47, 48, 49, 50, 51, 52, 53, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 45, 46, 47, 48, 49, 50, 51, 52, 55, 56, 57, 58, 59, 60, 61, 62, 63, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 29, 30, 31, 32, 33, 34, 37, 38, 39, 40, 41, 42, 43, 46, 47, 48, 49, 50, 51, 52, 53, 56, 57, 58, 59, 60, 61, 62, 63, 64, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27, 30, 31, 32, 33, 34, 35, 38, 39, 40, 41, 42, 43, 44, 47, 48, 49, 50, 51, 52, 53, 54, 57, 58, 59, 60, 61, 62, 63, 64, 65], dtype=np.int32)
-AXM2_SCALE_m10 = np.array([1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1, 1, 8, 8, 28, 56, 28, 56, 168, 168, 56, 70, 280, 420, 280, 70, 56, 280, 560, 560, 280, 56, 28, 168, 420, 560, 420, 168, 28, 8, 56, 168, 280, 280, 168, 56, 8, 1, 8, 28, 56, 70, 56, 28, 8, 1], dtype=np.float32)
-
-
 @register_jitable
-def axm2w_m10(w, x, y, z):
-    """A x^8 from per-voxel weights w = AXM2_SCALE_m10 · a[AXM2_ENTRY_m10]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
-    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
-    x2 = x * x
-    x3 = x2 * x
-    x4 = x3 * x
-    x5 = x4 * x
-    x6 = x5 * x
-    x7 = x6 * x
-    x8 = x7 * x
-    y2 = y * y
-    y3 = y2 * y
-    y4 = y3 * y
-    y5 = y4 * y
-    y6 = y5 * y
-    y7 = y6 * y
-    y8 = y7 * y
-    z2 = z * z
-    z3 = z2 * z
-    z4 = z3 * z
-    z5 = z4 * z
-    z6 = z5 * z
-    z7 = z6 * z
-    z8 = z7 * z
-    mxx = w[0] * x8
-    mxy = w[45] * x8
-    mxz = w[90] * x8
-    myy = w[135] * x8
-    myz = w[180] * x8
-    mzz = w[225] * x8
-    t = x7 * y
-    mxx += w[1] * t
-    mxy += w[46] * t
-    mxz += w[91] * t
-    myy += w[136] * t
-    myz += w[181] * t
-    mzz += w[226] * t
-    t = x7 * z
-    mxx += w[2] * t
-    mxy += w[47] * t
-    mxz += w[92] * t
-    myy += w[137] * t
-    myz += w[182] * t
-    mzz += w[227] * t
-    t = x6 * y2
-    mxx += w[3] * t
-    mxy += w[48] * t
-    mxz += w[93] * t
-    myy += w[138] * t
-    myz += w[183] * t
-    mzz += w[228] * t
-    t = x6 * y * z
-    mxx += w[4] * t
-    mxy += w[49] * t
-    mxz += w[94] * t
-    myy += w[139] * t
-    myz += w[184] * t
-    mzz += w[229] * t
-    t = x6 * z2
-    mxx += w[5] * t
-    mxy += w[50] * t
-    mxz += w[95] * t
-    myy += w[140] * t
-    myz += w[185] * t
-    mzz += w[230] * t
-    t = x5 * y3
-    mxx += w[6] * t
-    mxy += w[51] * t
-    mxz += w[96] * t
-    myy += w[141] * t
-    myz += w[186] * t
-    mzz += w[231] * t
-    t = x5 * y2 * z
-    mxx += w[7] * t
-    mxy += w[52] * t
-    mxz += w[97] * t
-    myy += w[142] * t
-    myz += w[187] * t
-    mzz += w[232] * t
-    t = x5 * y * z2
-    mxx += w[8] * t
-    mxy += w[53] * t
-    mxz += w[98] * t
-    myy += w[143] * t
-    myz += w[188] * t
-    mzz += w[233] * t
-    t = x5 * z3
-    mxx += w[9] * t
-    mxy += w[54] * t
-    mxz += w[99] * t
-    myy += w[144] * t
-    myz += w[189] * t
-    mzz += w[234] * t
-    t = x4 * y4
-    mxx += w[10] * t
-    mxy += w[55] * t
-    mxz += w[100] * t
-    myy += w[145] * t
-    myz += w[190] * t
-    mzz += w[235] * t
-    t = x4 * y3 * z
-    mxx += w[11] * t
-    mxy += w[56] * t
-    mxz += w[101] * t
-    myy += w[146] * t
-    myz += w[191] * t
-    mzz += w[236] * t
-    t = x4 * y2 * z2
-    mxx += w[12] * t
-    mxy += w[57] * t
-    mxz += w[102] * t
-    myy += w[147] * t
-    myz += w[192] * t
-    mzz += w[237] * t
-    t = x4 * y * z3
-    mxx += w[13] * t
-    mxy += w[58] * t
-    mxz += w[103] * t
-    myy += w[148] * t
-    myz += w[193] * t
-    mzz += w[238] * t
-    t = x4 * z4
-    mxx += w[14] * t
-    mxy += w[59] * t
-    mxz += w[104] * t
-    myy += w[149] * t
-    myz += w[194] * t
-    mzz += w[239] * t
-    t = x3 * y5
-    mxx += w[15] * t
-    mxy += w[60] * t
-    mxz += w[105] * t
-    myy += w[150] * t
-    myz += w[195] * t
-    mzz += w[240] * t
-    t = x3 * y4 * z
-    mxx += w[16] * t
-    mxy += w[61] * t
-    mxz += w[106] * t
-    myy += w[151] * t
-    myz += w[196] * t
-    mzz += w[241] * t
-    t = x3 * y3 * z2
-    mxx += w[17] * t
-    mxy += w[62] * t
-    mxz += w[107] * t
-    myy += w[152] * t
-    myz += w[197] * t
-    mzz += w[242] * t
-    t = x3 * y2 * z3
-    mxx += w[18] * t
-    mxy += w[63] * t
-    mxz += w[108] * t
-    myy += w[153] * t
-    myz += w[198] * t
-    mzz += w[243] * t
-    t = x3 * y * z4
-    mxx += w[19] * t
-    mxy += w[64] * t
-    mxz += w[109] * t
-    myy += w[154] * t
-    myz += w[199] * t
-    mzz += w[244] * t
-    t = x3 * z5
-    mxx += w[20] * t
-    mxy += w[65] * t
-    mxz += w[110] * t
-    myy += w[155] * t
-    myz += w[200] * t
-    mzz += w[245] * t
-    t = x2 * y6
-    mxx += w[21] * t
-    mxy += w[66] * t
-    mxz += w[111] * t
-    myy += w[156] * t
-    myz += w[201] * t
-    mzz += w[246] * t
-    t = x2 * y5 * z
-    mxx += w[22] * t
-    mxy += w[67] * t
-    mxz += w[112] * t
-    myy += w[157] * t
-    myz += w[202] * t
-    mzz += w[247] * t
-    t = x2 * y4 * z2
-    mxx += w[23] * t
-    mxy += w[68] * t
-    mxz += w[113] * t
-    myy += w[158] * t
-    myz += w[203] * t
-    mzz += w[248] * t
-    t = x2 * y3 * z3
-    mxx += w[24] * t
-    mxy += w[69] * t
-    mxz += w[114] * t
-    myy += w[159] * t
-    myz += w[204] * t
-    mzz += w[249] * t
-    t = x2 * y2 * z4
-    mxx += w[25] * t
-    mxy += w[70] * t
-    mxz += w[115] * t
-    myy += w[160] * t
-    myz += w[205] * t
-    mzz += w[250] * t
-    t = x2 * y * z5
-    mxx += w[26] * t
-    mxy += w[71] * t
-    mxz += w[116] * t
-    myy += w[161] * t
-    myz += w[206] * t
-    mzz += w[251] * t
-    t = x2 * z6
-    mxx += w[27] * t
-    mxy += w[72] * t
-    mxz += w[117] * t
-    myy += w[162] * t
-    myz += w[207] * t
-    mzz += w[252] * t
-    t = x * y7
-    mxx += w[28] * t
-    mxy += w[73] * t
-    mxz += w[118] * t
-    myy += w[163] * t
-    myz += w[208] * t
-    mzz += w[253] * t
-    t = x * y6 * z
-    mxx += w[29] * t
-    mxy += w[74] * t
-    mxz += w[119] * t
-    myy += w[164] * t
-    myz += w[209] * t
-    mzz += w[254] * t
-    t = x * y5 * z2
-    mxx += w[30] * t
-    mxy += w[75] * t
-    mxz += w[120] * t
-    myy += w[165] * t
-    myz += w[210] * t
-    mzz += w[255] * t
-    t = x * y4 * z3
-    mxx += w[31] * t
-    mxy += w[76] * t
-    mxz += w[121] * t
-    myy += w[166] * t
-    myz += w[211] * t
-    mzz += w[256] * t
-    t = x * y3 * z4
-    mxx += w[32] * t
-    mxy += w[77] * t
-    mxz += w[122] * t
-    myy += w[167] * t
-    myz += w[212] * t
-    mzz += w[257] * t
-    t = x * y2 * z5
-    mxx += w[33] * t
-    mxy += w[78] * t
-    mxz += w[123] * t
-    myy += w[168] * t
-    myz += w[213] * t
-    mzz += w[258] * t
-    t = x * y * z6
-    mxx += w[34] * t
-    mxy += w[79] * t
-    mxz += w[124] * t
-    myy += w[169] * t
-    myz += w[214] * t
-    mzz += w[259] * t
-    t = x * z7
-    mxx += w[35] * t
-    mxy += w[80] * t
-    mxz += w[125] * t
-    myy += w[170] * t
-    myz += w[215] * t
-    mzz += w[260] * t
-    mxx += w[36] * y8
-    mxy += w[81] * y8
-    mxz += w[126] * y8
-    myy += w[171] * y8
-    myz += w[216] * y8
-    mzz += w[261] * y8
-    t = y7 * z
-    mxx += w[37] * t
-    mxy += w[82] * t
-    mxz += w[127] * t
-    myy += w[172] * t
-    myz += w[217] * t
-    mzz += w[262] * t
-    t = y6 * z2
-    mxx += w[38] * t
-    mxy += w[83] * t
-    mxz += w[128] * t
-    myy += w[173] * t
-    myz += w[218] * t
-    mzz += w[263] * t
-    t = y5 * z3
-    mxx += w[39] * t
-    mxy += w[84] * t
-    mxz += w[129] * t
-    myy += w[174] * t
-    myz += w[219] * t
-    mzz += w[264] * t
-    t = y4 * z4
-    mxx += w[40] * t
-    mxy += w[85] * t
-    mxz += w[130] * t
-    myy += w[175] * t
-    myz += w[220] * t
-    mzz += w[265] * t
-    t = y3 * z5
-    mxx += w[41] * t
-    mxy += w[86] * t
-    mxz += w[131] * t
-    myy += w[176] * t
-    myz += w[221] * t
-    mzz += w[266] * t
-    t = y2 * z6
-    mxx += w[42] * t
-    mxy += w[87] * t
-    mxz += w[132] * t
-    myy += w[177] * t
-    myz += w[222] * t
-    mzz += w[267] * t
-    t = y * z7
-    mxx += w[43] * t
-    mxy += w[88] * t
-    mxz += w[133] * t
-    myy += w[178] * t
-    myz += w[223] * t
-    mzz += w[268] * t
-    mxx += w[44] * z8
-    mxy += w[89] * z8
-    mxz += w[134] * z8
-    myy += w[179] * z8
-    myz += w[224] * z8
-    mzz += w[269] * z8
-    return mxx, mxy, mxz, myy, myz, mzz
-
-
-@register_jitable
-def climb_m10(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
-    """SS-HOPM from the unit start (x, y, z) for order 10 (gpu.sshopm_math.sshopm_step).
+def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z), where A x^10 = lam_start (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite); w holds the weights of axm2w_m10, lam_start = A x^10 at the start.
+    hit_cap, negative_definite).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w_m10(w, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m10(a, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             10, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -3373,31 +2504,17 @@ def climb_m10(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_ste
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 10.
-
-    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
-    the first threads in start order, so the climbing threads fill whole warps instead of
-    idling in a warp beside 30 threads whose start was not a seed.
-    """
+def seed_cuda_m10(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
+    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
+    SH → tensor entries, A x^10 at every start, the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
+    c = cuda.shared.array(66, float32)
     a = cuda.shared.array(66, float32)
-    w = cuda.shared.array(270, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
-    seed_start = cuda.shared.array(MAX_STARTS, int32)
-    cx = cuda.shared.array(MAX_STARTS, float32)
-    cy = cuda.shared.array(MAX_STARTS, float32)
-    cz = cuda.shared.array(MAX_STARTS, float32)
-    cl = cuda.shared.array(MAX_STARTS, float32)
-    valid = cuda.shared.array(MAX_STARTS, int32)
-    keep = cuda.shared.array(MAX_STARTS, int32)
-    shared_scalars = cuda.shared.array(1, float32)
-    n_seeds = cuda.shared.array(1, int32)
-    c = cuda.shared.array(66, float32)
     for k in range(t, 66, count):
         c[k] = coeffs[v, k]
     cuda.syncthreads()
@@ -3407,10 +2524,10 @@ def sshopm_cuda_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, o
         for j in range(66):
             total += sh2t[k, j] * c[j]
         a[k] = total
+        tensors[v, k] = total
     cuda.syncthreads()
-    for k in range(t, 270, count):
-        w[k] = AXM2_SCALE_m10[k] * a[AXM2_ENTRY_m10[k]]
-    f[t] = axm_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
     g[t] = f[t]
     half = 1
     while half < count:
@@ -3423,7 +2540,7 @@ def sshopm_cuda_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, o
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     flag[t] = mine
     # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
     offset = 1
@@ -3435,61 +2552,47 @@ def sshopm_cuda_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, o
         offset *= 2
     cuda.syncthreads()
     if mine != 0:
-        seed_start[flag[t] - 1] = t
+        seed_slots[v, flag[t] - 1] = t
+        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
-        n_seeds[0] = flag[t]
-    cuda.syncthreads()
-    n = n_seeds[0]
-    lam = f[t]
-    ok = False
-    if t < n:
-        s = seed_start[t]
-        x, y, z, lam, its, capped, negdef = climb_m10(
-            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        )
-        ok = negdef and not capped and lam > 0
-        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
-        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
-        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
-        if capped:
-            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
-        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-        if z < 0:
-            x, y, z = -x, -y, -z
-        cx[t] = x
-        cy[t] = y
-        cz[t] = z
-        cl[t] = lam
-        valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    if t < n:
-        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if t < n and keep[t] != 0:
-        rank = sm.unique_rank(t, n, cl, keep)
-        if rank == 0:
-            shared_scalars[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
-        out_dirs[v, rank, 0] = cx[t]
-        out_dirs[v, rank, 1] = cy[t]
-        out_dirs[v, rank, 2] = cz[t]
-        out_amps[v, rank] = lam
-        cuda.atomic.add(out_count, v, 1)
+        n_seeds[v] = flag[t]
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def climb_cuda_m10(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+    i = cuda.grid(1)
+    if i >= climb_lams.shape[0]:
+        return
+    v = sm.owner(first_climb, i)
+    slot = i - first_climb[v]
+    s = seed_slots[v, slot]
+    x, y, z, lam, its, capped, negdef = climb_m10(
+        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+    )
+    if z < 0:
+        x, y, z = -x, -y, -z
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
 def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """The CUDA kernel's algorithm for order 10, voxels spread over CPU threads."""
+    """The CUDA kernels' algorithm for order 10, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(66, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        w = np.empty(270, sh2t.dtype)
+        grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
@@ -3504,20 +2607,22 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 for j in range(66):
                     total += sh2t[k, j] * coeffs[v, j]
                 a[k] = total
-            for k in range(270):
-                w[k] = AXM2_SCALE_m10[k] * a[AXM2_ENTRY_m10[k]]
             for t in range(count):
-                f[t] = axm_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                grad[t, 0] = gx
+                grad[t, 1] = gy
+                grad[t, 2] = gz
+                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m10(
-                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its
@@ -4540,517 +3645,18 @@ def axm2_m12(a, x, y, z):
     return mxx, mxy, mxz, myy, myz, mzz
 
 
-# w[66·p + j] = σ_j · a[AXM2_ENTRY_m12[66·p + j]] for entry p of A x^10 and monomial j
-AXM2_ENTRY_m12 = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 1, 3, 4, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 36, 37, 38, 39, 40, 41, 42, 43, 45, 46, 47, 48, 49, 50, 51, 52, 53, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 2, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 18, 19, 20, 22, 23, 24, 25, 26, 27, 29, 30, 31, 32, 33, 34, 35, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 3, 6, 7, 10, 11, 12, 15, 16, 17, 18, 21, 22, 23, 24, 25, 28, 29, 30, 31, 32, 33, 36, 37, 38, 39, 40, 41, 42, 45, 46, 47, 48, 49, 50, 51, 52, 55, 56, 57, 58, 59, 60, 61, 62, 63, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 4, 7, 8, 11, 12, 13, 16, 17, 18, 19, 22, 23, 24, 25, 26, 29, 30, 31, 32, 33, 34, 37, 38, 39, 40, 41, 42, 43, 46, 47, 48, 49, 50, 51, 52, 53, 56, 57, 58, 59, 60, 61, 62, 63, 64, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 5, 8, 9, 12, 13, 14, 17, 18, 19, 20, 23, 24, 25, 26, 27, 30, 31, 32, 33, 34, 35, 38, 39, 40, 41, 42, 43, 44, 47, 48, 49, 50, 51, 52, 53, 54, 57, 58, 59, 60, 61, 62, 63, 64, 65, 68, 69, 70, 71, 72, 73, 74, 75, 76, 77, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90], dtype=np.int32)
-AXM2_SCALE_m12 = np.array([1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1, 1, 10, 10, 45, 90, 45, 120, 360, 360, 120, 210, 840, 1260, 840, 210, 252, 1260, 2520, 2520, 1260, 252, 210, 1260, 3150, 4200, 3150, 1260, 210, 120, 840, 2520, 4200, 4200, 2520, 840, 120, 45, 360, 1260, 2520, 3150, 2520, 1260, 360, 45, 10, 90, 360, 840, 1260, 1260, 840, 360, 90, 10, 1, 10, 45, 120, 210, 252, 210, 120, 45, 10, 1], dtype=np.float32)
-
-
 @register_jitable
-def axm2w_m12(w, x, y, z):
-    """A x^10 from per-voxel weights w = AXM2_SCALE_m12 · a[AXM2_ENTRY_m12]: one multiply-add
-    per term inside the iteration, the multiplicities folded in once per voxel. Monomial by
-    monomial, so only the six sums and the powers stay live (register pressure on the GPU)."""
-    x2 = x * x
-    x3 = x2 * x
-    x4 = x3 * x
-    x5 = x4 * x
-    x6 = x5 * x
-    x7 = x6 * x
-    x8 = x7 * x
-    x9 = x8 * x
-    x10 = x9 * x
-    y2 = y * y
-    y3 = y2 * y
-    y4 = y3 * y
-    y5 = y4 * y
-    y6 = y5 * y
-    y7 = y6 * y
-    y8 = y7 * y
-    y9 = y8 * y
-    y10 = y9 * y
-    z2 = z * z
-    z3 = z2 * z
-    z4 = z3 * z
-    z5 = z4 * z
-    z6 = z5 * z
-    z7 = z6 * z
-    z8 = z7 * z
-    z9 = z8 * z
-    z10 = z9 * z
-    mxx = w[0] * x10
-    mxy = w[66] * x10
-    mxz = w[132] * x10
-    myy = w[198] * x10
-    myz = w[264] * x10
-    mzz = w[330] * x10
-    t = x9 * y
-    mxx += w[1] * t
-    mxy += w[67] * t
-    mxz += w[133] * t
-    myy += w[199] * t
-    myz += w[265] * t
-    mzz += w[331] * t
-    t = x9 * z
-    mxx += w[2] * t
-    mxy += w[68] * t
-    mxz += w[134] * t
-    myy += w[200] * t
-    myz += w[266] * t
-    mzz += w[332] * t
-    t = x8 * y2
-    mxx += w[3] * t
-    mxy += w[69] * t
-    mxz += w[135] * t
-    myy += w[201] * t
-    myz += w[267] * t
-    mzz += w[333] * t
-    t = x8 * y * z
-    mxx += w[4] * t
-    mxy += w[70] * t
-    mxz += w[136] * t
-    myy += w[202] * t
-    myz += w[268] * t
-    mzz += w[334] * t
-    t = x8 * z2
-    mxx += w[5] * t
-    mxy += w[71] * t
-    mxz += w[137] * t
-    myy += w[203] * t
-    myz += w[269] * t
-    mzz += w[335] * t
-    t = x7 * y3
-    mxx += w[6] * t
-    mxy += w[72] * t
-    mxz += w[138] * t
-    myy += w[204] * t
-    myz += w[270] * t
-    mzz += w[336] * t
-    t = x7 * y2 * z
-    mxx += w[7] * t
-    mxy += w[73] * t
-    mxz += w[139] * t
-    myy += w[205] * t
-    myz += w[271] * t
-    mzz += w[337] * t
-    t = x7 * y * z2
-    mxx += w[8] * t
-    mxy += w[74] * t
-    mxz += w[140] * t
-    myy += w[206] * t
-    myz += w[272] * t
-    mzz += w[338] * t
-    t = x7 * z3
-    mxx += w[9] * t
-    mxy += w[75] * t
-    mxz += w[141] * t
-    myy += w[207] * t
-    myz += w[273] * t
-    mzz += w[339] * t
-    t = x6 * y4
-    mxx += w[10] * t
-    mxy += w[76] * t
-    mxz += w[142] * t
-    myy += w[208] * t
-    myz += w[274] * t
-    mzz += w[340] * t
-    t = x6 * y3 * z
-    mxx += w[11] * t
-    mxy += w[77] * t
-    mxz += w[143] * t
-    myy += w[209] * t
-    myz += w[275] * t
-    mzz += w[341] * t
-    t = x6 * y2 * z2
-    mxx += w[12] * t
-    mxy += w[78] * t
-    mxz += w[144] * t
-    myy += w[210] * t
-    myz += w[276] * t
-    mzz += w[342] * t
-    t = x6 * y * z3
-    mxx += w[13] * t
-    mxy += w[79] * t
-    mxz += w[145] * t
-    myy += w[211] * t
-    myz += w[277] * t
-    mzz += w[343] * t
-    t = x6 * z4
-    mxx += w[14] * t
-    mxy += w[80] * t
-    mxz += w[146] * t
-    myy += w[212] * t
-    myz += w[278] * t
-    mzz += w[344] * t
-    t = x5 * y5
-    mxx += w[15] * t
-    mxy += w[81] * t
-    mxz += w[147] * t
-    myy += w[213] * t
-    myz += w[279] * t
-    mzz += w[345] * t
-    t = x5 * y4 * z
-    mxx += w[16] * t
-    mxy += w[82] * t
-    mxz += w[148] * t
-    myy += w[214] * t
-    myz += w[280] * t
-    mzz += w[346] * t
-    t = x5 * y3 * z2
-    mxx += w[17] * t
-    mxy += w[83] * t
-    mxz += w[149] * t
-    myy += w[215] * t
-    myz += w[281] * t
-    mzz += w[347] * t
-    t = x5 * y2 * z3
-    mxx += w[18] * t
-    mxy += w[84] * t
-    mxz += w[150] * t
-    myy += w[216] * t
-    myz += w[282] * t
-    mzz += w[348] * t
-    t = x5 * y * z4
-    mxx += w[19] * t
-    mxy += w[85] * t
-    mxz += w[151] * t
-    myy += w[217] * t
-    myz += w[283] * t
-    mzz += w[349] * t
-    t = x5 * z5
-    mxx += w[20] * t
-    mxy += w[86] * t
-    mxz += w[152] * t
-    myy += w[218] * t
-    myz += w[284] * t
-    mzz += w[350] * t
-    t = x4 * y6
-    mxx += w[21] * t
-    mxy += w[87] * t
-    mxz += w[153] * t
-    myy += w[219] * t
-    myz += w[285] * t
-    mzz += w[351] * t
-    t = x4 * y5 * z
-    mxx += w[22] * t
-    mxy += w[88] * t
-    mxz += w[154] * t
-    myy += w[220] * t
-    myz += w[286] * t
-    mzz += w[352] * t
-    t = x4 * y4 * z2
-    mxx += w[23] * t
-    mxy += w[89] * t
-    mxz += w[155] * t
-    myy += w[221] * t
-    myz += w[287] * t
-    mzz += w[353] * t
-    t = x4 * y3 * z3
-    mxx += w[24] * t
-    mxy += w[90] * t
-    mxz += w[156] * t
-    myy += w[222] * t
-    myz += w[288] * t
-    mzz += w[354] * t
-    t = x4 * y2 * z4
-    mxx += w[25] * t
-    mxy += w[91] * t
-    mxz += w[157] * t
-    myy += w[223] * t
-    myz += w[289] * t
-    mzz += w[355] * t
-    t = x4 * y * z5
-    mxx += w[26] * t
-    mxy += w[92] * t
-    mxz += w[158] * t
-    myy += w[224] * t
-    myz += w[290] * t
-    mzz += w[356] * t
-    t = x4 * z6
-    mxx += w[27] * t
-    mxy += w[93] * t
-    mxz += w[159] * t
-    myy += w[225] * t
-    myz += w[291] * t
-    mzz += w[357] * t
-    t = x3 * y7
-    mxx += w[28] * t
-    mxy += w[94] * t
-    mxz += w[160] * t
-    myy += w[226] * t
-    myz += w[292] * t
-    mzz += w[358] * t
-    t = x3 * y6 * z
-    mxx += w[29] * t
-    mxy += w[95] * t
-    mxz += w[161] * t
-    myy += w[227] * t
-    myz += w[293] * t
-    mzz += w[359] * t
-    t = x3 * y5 * z2
-    mxx += w[30] * t
-    mxy += w[96] * t
-    mxz += w[162] * t
-    myy += w[228] * t
-    myz += w[294] * t
-    mzz += w[360] * t
-    t = x3 * y4 * z3
-    mxx += w[31] * t
-    mxy += w[97] * t
-    mxz += w[163] * t
-    myy += w[229] * t
-    myz += w[295] * t
-    mzz += w[361] * t
-    t = x3 * y3 * z4
-    mxx += w[32] * t
-    mxy += w[98] * t
-    mxz += w[164] * t
-    myy += w[230] * t
-    myz += w[296] * t
-    mzz += w[362] * t
-    t = x3 * y2 * z5
-    mxx += w[33] * t
-    mxy += w[99] * t
-    mxz += w[165] * t
-    myy += w[231] * t
-    myz += w[297] * t
-    mzz += w[363] * t
-    t = x3 * y * z6
-    mxx += w[34] * t
-    mxy += w[100] * t
-    mxz += w[166] * t
-    myy += w[232] * t
-    myz += w[298] * t
-    mzz += w[364] * t
-    t = x3 * z7
-    mxx += w[35] * t
-    mxy += w[101] * t
-    mxz += w[167] * t
-    myy += w[233] * t
-    myz += w[299] * t
-    mzz += w[365] * t
-    t = x2 * y8
-    mxx += w[36] * t
-    mxy += w[102] * t
-    mxz += w[168] * t
-    myy += w[234] * t
-    myz += w[300] * t
-    mzz += w[366] * t
-    t = x2 * y7 * z
-    mxx += w[37] * t
-    mxy += w[103] * t
-    mxz += w[169] * t
-    myy += w[235] * t
-    myz += w[301] * t
-    mzz += w[367] * t
-    t = x2 * y6 * z2
-    mxx += w[38] * t
-    mxy += w[104] * t
-    mxz += w[170] * t
-    myy += w[236] * t
-    myz += w[302] * t
-    mzz += w[368] * t
-    t = x2 * y5 * z3
-    mxx += w[39] * t
-    mxy += w[105] * t
-    mxz += w[171] * t
-    myy += w[237] * t
-    myz += w[303] * t
-    mzz += w[369] * t
-    t = x2 * y4 * z4
-    mxx += w[40] * t
-    mxy += w[106] * t
-    mxz += w[172] * t
-    myy += w[238] * t
-    myz += w[304] * t
-    mzz += w[370] * t
-    t = x2 * y3 * z5
-    mxx += w[41] * t
-    mxy += w[107] * t
-    mxz += w[173] * t
-    myy += w[239] * t
-    myz += w[305] * t
-    mzz += w[371] * t
-    t = x2 * y2 * z6
-    mxx += w[42] * t
-    mxy += w[108] * t
-    mxz += w[174] * t
-    myy += w[240] * t
-    myz += w[306] * t
-    mzz += w[372] * t
-    t = x2 * y * z7
-    mxx += w[43] * t
-    mxy += w[109] * t
-    mxz += w[175] * t
-    myy += w[241] * t
-    myz += w[307] * t
-    mzz += w[373] * t
-    t = x2 * z8
-    mxx += w[44] * t
-    mxy += w[110] * t
-    mxz += w[176] * t
-    myy += w[242] * t
-    myz += w[308] * t
-    mzz += w[374] * t
-    t = x * y9
-    mxx += w[45] * t
-    mxy += w[111] * t
-    mxz += w[177] * t
-    myy += w[243] * t
-    myz += w[309] * t
-    mzz += w[375] * t
-    t = x * y8 * z
-    mxx += w[46] * t
-    mxy += w[112] * t
-    mxz += w[178] * t
-    myy += w[244] * t
-    myz += w[310] * t
-    mzz += w[376] * t
-    t = x * y7 * z2
-    mxx += w[47] * t
-    mxy += w[113] * t
-    mxz += w[179] * t
-    myy += w[245] * t
-    myz += w[311] * t
-    mzz += w[377] * t
-    t = x * y6 * z3
-    mxx += w[48] * t
-    mxy += w[114] * t
-    mxz += w[180] * t
-    myy += w[246] * t
-    myz += w[312] * t
-    mzz += w[378] * t
-    t = x * y5 * z4
-    mxx += w[49] * t
-    mxy += w[115] * t
-    mxz += w[181] * t
-    myy += w[247] * t
-    myz += w[313] * t
-    mzz += w[379] * t
-    t = x * y4 * z5
-    mxx += w[50] * t
-    mxy += w[116] * t
-    mxz += w[182] * t
-    myy += w[248] * t
-    myz += w[314] * t
-    mzz += w[380] * t
-    t = x * y3 * z6
-    mxx += w[51] * t
-    mxy += w[117] * t
-    mxz += w[183] * t
-    myy += w[249] * t
-    myz += w[315] * t
-    mzz += w[381] * t
-    t = x * y2 * z7
-    mxx += w[52] * t
-    mxy += w[118] * t
-    mxz += w[184] * t
-    myy += w[250] * t
-    myz += w[316] * t
-    mzz += w[382] * t
-    t = x * y * z8
-    mxx += w[53] * t
-    mxy += w[119] * t
-    mxz += w[185] * t
-    myy += w[251] * t
-    myz += w[317] * t
-    mzz += w[383] * t
-    t = x * z9
-    mxx += w[54] * t
-    mxy += w[120] * t
-    mxz += w[186] * t
-    myy += w[252] * t
-    myz += w[318] * t
-    mzz += w[384] * t
-    mxx += w[55] * y10
-    mxy += w[121] * y10
-    mxz += w[187] * y10
-    myy += w[253] * y10
-    myz += w[319] * y10
-    mzz += w[385] * y10
-    t = y9 * z
-    mxx += w[56] * t
-    mxy += w[122] * t
-    mxz += w[188] * t
-    myy += w[254] * t
-    myz += w[320] * t
-    mzz += w[386] * t
-    t = y8 * z2
-    mxx += w[57] * t
-    mxy += w[123] * t
-    mxz += w[189] * t
-    myy += w[255] * t
-    myz += w[321] * t
-    mzz += w[387] * t
-    t = y7 * z3
-    mxx += w[58] * t
-    mxy += w[124] * t
-    mxz += w[190] * t
-    myy += w[256] * t
-    myz += w[322] * t
-    mzz += w[388] * t
-    t = y6 * z4
-    mxx += w[59] * t
-    mxy += w[125] * t
-    mxz += w[191] * t
-    myy += w[257] * t
-    myz += w[323] * t
-    mzz += w[389] * t
-    t = y5 * z5
-    mxx += w[60] * t
-    mxy += w[126] * t
-    mxz += w[192] * t
-    myy += w[258] * t
-    myz += w[324] * t
-    mzz += w[390] * t
-    t = y4 * z6
-    mxx += w[61] * t
-    mxy += w[127] * t
-    mxz += w[193] * t
-    myy += w[259] * t
-    myz += w[325] * t
-    mzz += w[391] * t
-    t = y3 * z7
-    mxx += w[62] * t
-    mxy += w[128] * t
-    mxz += w[194] * t
-    myy += w[260] * t
-    myz += w[326] * t
-    mzz += w[392] * t
-    t = y2 * z8
-    mxx += w[63] * t
-    mxy += w[129] * t
-    mxz += w[195] * t
-    myy += w[261] * t
-    myz += w[327] * t
-    mzz += w[393] * t
-    t = y * z9
-    mxx += w[64] * t
-    mxy += w[130] * t
-    mxz += w[196] * t
-    myy += w[262] * t
-    myz += w[328] * t
-    mzz += w[394] * t
-    mxx += w[65] * z10
-    mxy += w[131] * z10
-    mxz += w[197] * z10
-    myy += w[263] * z10
-    myz += w[329] * z10
-    mzz += w[395] * z10
-    return mxx, mxy, mxz, myy, myz, mzz
-
-
-@register_jitable
-def climb_m12(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
-    """SS-HOPM from the unit start (x, y, z) for order 12 (gpu.sshopm_math.sshopm_step).
+def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+    """SS-HOPM from the unit start (x, y, z), where A x^12 = lam_start (gpu.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
     is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite); w holds the weights of axm2w_m12, lam_start = A x^12 at the start.
+    hit_cap, negative_definite).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w_m12(w, x, y, z)
+        mxx, mxy, mxz, myy, myz, mzz = axm2_m12(a, x, y, z)
         x, y, z, lam, step, negdef = sm.sshopm_step(
             12, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
@@ -5061,31 +3667,17 @@ def climb_m12(a, w, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_ste
 
 
 @cuda.jit(**KERNEL_OPTIONS)
-def sshopm_cuda_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """One block per voxel, one thread per start (Ballard et al., Sec. III-D), order 12.
-
-    Every thread evaluates its start; the seeds (discrete local maxima) are then packed into
-    the first threads in start order, so the climbing threads fill whole warps instead of
-    idling in a warp beside 30 threads whose start was not a seed.
-    """
+def seed_cuda_m12(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
+    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
+    SH → tensor entries, A x^12 at every start, the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
+    c = cuda.shared.array(91, float32)
     a = cuda.shared.array(91, float32)
-    w = cuda.shared.array(396, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
-    seed_start = cuda.shared.array(MAX_STARTS, int32)
-    cx = cuda.shared.array(MAX_STARTS, float32)
-    cy = cuda.shared.array(MAX_STARTS, float32)
-    cz = cuda.shared.array(MAX_STARTS, float32)
-    cl = cuda.shared.array(MAX_STARTS, float32)
-    valid = cuda.shared.array(MAX_STARTS, int32)
-    keep = cuda.shared.array(MAX_STARTS, int32)
-    shared_scalars = cuda.shared.array(1, float32)
-    n_seeds = cuda.shared.array(1, int32)
-    c = cuda.shared.array(91, float32)
     for k in range(t, 91, count):
         c[k] = coeffs[v, k]
     cuda.syncthreads()
@@ -5095,10 +3687,10 @@ def sshopm_cuda_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, o
         for j in range(91):
             total += sh2t[k, j] * c[j]
         a[k] = total
+        tensors[v, k] = total
     cuda.syncthreads()
-    for k in range(t, 396, count):
-        w[k] = AXM2_SCALE_m12[k] * a[AXM2_ENTRY_m12[k]]
-    f[t] = axm_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
+    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
     g[t] = f[t]
     half = 1
     while half < count:
@@ -5111,7 +3703,7 @@ def sshopm_cuda_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, o
         half //= 2
         cuda.syncthreads()
     floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     flag[t] = mine
     # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
     offset = 1
@@ -5123,61 +3715,47 @@ def sshopm_cuda_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, o
         offset *= 2
     cuda.syncthreads()
     if mine != 0:
-        seed_start[flag[t] - 1] = t
+        seed_slots[v, flag[t] - 1] = t
+        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
-        n_seeds[0] = flag[t]
-    cuda.syncthreads()
-    n = n_seeds[0]
-    lam = f[t]
-    ok = False
-    if t < n:
-        s = seed_start[t]
-        x, y, z, lam, its, capped, negdef = climb_m12(
-            a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-            fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        )
-        ok = negdef and not capped and lam > 0
-        cuda.atomic.add(out_stats, (v, S_ITERATIONS), its)
-        cuda.atomic.max(out_stats, (v, S_MAX_ITERATIONS), its)
-        cuda.atomic.add(out_stats, (v, S_SEEDS), 1)
-        if capped:
-            cuda.atomic.add(out_stats, (v, S_CAPPED), 1)
-        cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
-        if z < 0:
-            x, y, z = -x, -y, -z
-        cx[t] = x
-        cy[t] = y
-        cz[t] = z
-        cl[t] = lam
-        valid[t] = 1 if ok else 0
-    cuda.syncthreads()
-    if t < n:
-        keep[t] = 1 if ok and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-    cuda.syncthreads()
-    rank = count
-    if t < n and keep[t] != 0:
-        rank = sm.unique_rank(t, n, cl, keep)
-        if rank == 0:
-            shared_scalars[0] = lam
-    cuda.syncthreads()
-    if rank < iparams[P_NPEAKS] and lam >= fparams[P_THRESHOLD] and lam >= fparams[P_REL_THRESHOLD] * shared_scalars[0]:
-        out_dirs[v, rank, 0] = cx[t]
-        out_dirs[v, rank, 1] = cy[t]
-        out_dirs[v, rank, 2] = cz[t]
-        out_amps[v, rank] = lam
-        cuda.atomic.add(out_count, v, 1)
+        n_seeds[v] = flag[t]
+
+
+@cuda.jit(**KERNEL_OPTIONS)
+def climb_cuda_m12(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+    i = cuda.grid(1)
+    if i >= climb_lams.shape[0]:
+        return
+    v = sm.owner(first_climb, i)
+    slot = i - first_climb[v]
+    s = seed_slots[v, slot]
+    x, y, z, lam, its, capped, negdef = climb_m12(
+        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+    )
+    if z < 0:
+        x, y, z = -x, -y, -z
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
 def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    """The CUDA kernel's algorithm for order 12, voxels spread over CPU threads."""
+    """The CUDA kernels' algorithm for order 12, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[0]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(91, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        w = np.empty(396, sh2t.dtype)
+        grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
@@ -5192,20 +3770,22 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 for j in range(91):
                     total += sh2t[k, j] * coeffs[v, j]
                 a[k] = total
-            for k in range(396):
-                w[k] = AXM2_SCALE_m12[k] * a[AXM2_ENTRY_m12[k]]
             for t in range(count):
-                f[t] = axm_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
+                grad[t, 0] = gx
+                grad[t, 1] = gy
+                grad[t, 2] = gz
+                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     n += 1
             for t in range(n):
                 s = seed_start[t]
                 x, y, z, lam, its, capped, negdef = climb_m12(
-                    a, w, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
                 )
                 out_stats[v, S_ITERATIONS] += its

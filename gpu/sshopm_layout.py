@@ -8,6 +8,7 @@ __all__ = [
     "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "P_SEED_FRACTION", "N_FPARAMS",
     "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "N_IPARAMS",
     "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "N_STATS", "HIST_BINS",
+    "CLIMB_CAPPED", "CLIMB_PEAK",
 ]
 
 # float parameters
@@ -37,3 +38,7 @@ N_STATS = 4
 
 # iterations-per-start histogram; the last bin collects everything beyond
 HIST_BINS = 128
+
+# per-climb flags (CUDA phase 2 → phase 3)
+CLIMB_CAPPED = 1
+CLIMB_PEAK = 2

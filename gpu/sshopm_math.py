@@ -33,6 +33,7 @@ __all__ = [
     "sshopm_step",
     "is_seed",
     "seed_floor",
+    "owner",
     "is_duplicate",
     "unique_rank",
     "SHIFT_ADAPTIVE",
@@ -174,17 +175,37 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
 
 
 @register_jitable
-def is_seed(t, f, neighbors, local_max_only, floor):
-    """Start t seeds a climb when the FOD there is positive and ≥ ``floor`` and, with
-    ``local_max_only``, at least its neighbours' values (ties go to the lower index): a
-    discrete local maximum. A climb only increases λ, so seeds far below the thresholds
-    would only find peaks that are dropped anyway (see PeaksOptions.seed_fraction)."""
-    if f[t] <= 0 or f[t] < floor:
+def is_seed(t, f, gx, gy, gz, starts, neighbors, local_only, floor):
+    """Whether start t climbs: its FOD value f[t] = A x^m is positive and ≥ ``floor`` and,
+    with ``local_only``, no neighbour uphill of it lies within 60° of its tangent gradient
+    (gx, gy, gz) = A x^(m−1). Discrete local maxima always qualify; so does the start nearest
+    a small lobe that sits on a larger lobe's flank, which a plain discrete-maximum test
+    misses (its neighbours towards the larger lobe are higher, but not where the gradient
+    points). A climb only increases λ, so starts below ``floor`` would only find peaks
+    that are dropped anyway (see PeaksOptions.seed_fraction)."""
+    ft = f[t]
+    if ft <= 0 or ft < floor:
         return False
-    if local_max_only:
-        for q in range(neighbors.shape[1]):
-            j = neighbors[t, q]
-            if f[j] > f[t] or (f[j] == f[t] and j < t):
+    if not local_only:
+        return True
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    ux = gx - ft * x
+    uy = gy - ft * y
+    uz = gz - ft * z
+    unorm = math.sqrt(ux * ux + uy * uy + uz * uz)
+    for q in range(neighbors.shape[1]):
+        j = neighbors[t, q]
+        if f[j] > ft or (f[j] == ft and j < t):
+            dx = starts[j, 0]
+            dy = starts[j, 1]
+            dz = starts[j, 2]
+            if dx * x + dy * y + dz * z < 0:
+                dx, dy, dz = -dx, -dy, -dz
+            dx, dy, dz = dx - x, dy - y, dz - z
+            along = dx * ux + dy * uy + dz * uz
+            if along + along >= unorm * math.sqrt(dx * dx + dy * dy + dz * dz):
                 return False
     return True
 
@@ -193,6 +214,21 @@ def is_seed(t, f, neighbors, local_max_only, floor):
 def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
     """Least start value that may seed: seed_fraction × the least amplitude a peak may have."""
     return seed_fraction * max(threshold, rel_threshold * fmax)
+
+
+@register_jitable
+def owner(first, i):
+    """The voxel v whose climbs include climb i: the last v with first[v] ≤ i, where
+    ``first`` is the exclusive prefix sum of the voxels' climb counts (binary search)."""
+    lo = 0
+    hi = first.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if first[mid] <= i:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 @register_jitable

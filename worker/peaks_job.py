@@ -44,11 +44,13 @@ class PeaksParams(BaseModel):
     threshold: float = Field(0.0, ge=0.0, description="least peak amplitude (FOD value) reported")
     relative_threshold: float = Field(0.1, ge=0.0, le=1.0, description="least peak amplitude as a fraction of the voxel's largest")
     starts: int = Field(128, ge=1, le=256, description="start vectors per voxel (one GPU thread each)")
+    seeding: Literal["local-max", "all"] = Field(
+        "local-max", description="climb from starts with no higher neighbour along their gradient (fast), or from all")
     backend: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto picks CUDA when a GPU is present")
 
     def options(self) -> PeaksOptions:
         return PeaksOptions(npeaks=self.npeaks, threshold=self.threshold,
-                            relative_threshold=self.relative_threshold, starts=self.starts)
+                            relative_threshold=self.relative_threshold, starts=self.starts, seeding=self.seeding)
 
 
 class PeaksOutputs(BaseModel):

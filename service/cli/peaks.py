@@ -28,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     peaks.add_argument("--relative-threshold", type=float, default=0.1,
                        help="least peak amplitude relative to the voxel's largest (default 0.1)")
     peaks.add_argument("--starts", type=int, default=128, help="start vectors per voxel (default 128)")
+    peaks.add_argument("--seeding", choices=["local-max", "all"], default="local-max",
+                       help="climb from the starts with no higher neighbour along their gradient (default), "
+                       "or from every start above the thresholds (exhaustive, ~10x slower)")
     peaks.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
     peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     peaks.set_defaults(func=_peaks)
@@ -50,7 +53,8 @@ def _peaks(args: argparse.Namespace) -> int:
 
     try:
         params = PeaksParams(basis=args.basis, npeaks=args.npeaks, threshold=args.threshold,
-                             relative_threshold=args.relative_threshold, starts=args.starts, backend=args.backend)
+                             relative_threshold=args.relative_threshold, starts=args.starts, seeding=args.seeding,
+                             backend=args.backend)
     except ValidationError as exc:
         problem = exc.errors()[0]
         raise CommandError(f"--{problem['loc'][0].replace('_', '-')}: {problem['msg']}") from None

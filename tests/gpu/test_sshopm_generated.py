@@ -59,7 +59,7 @@ def test_committed_module_is_current():
 
 @pytest.mark.parametrize("order", ORDERS)
 def test_print_generated_source(order):
-    names = ("axm", "axm1", "axm2", "axm2w")
+    names = ("axm", "axm1", "axm2")
     sources = [inspect.getsource(getattr(sshopm_generated, f"{name}_m{order}")) for name in names]
     print(f"\n# ---- generated code, order {order} ----\n" + "\n\n".join(sources))
     n_unique = len(index_classes(order))
@@ -71,7 +71,6 @@ def test_print_generated_source(order):
     n_lower2 = len(index_classes(order - 2))
     assert sources[1].count("a[") == 3 * n_lower1
     assert sources[2].count("a[") == 6 * n_lower2
-    assert len(re.findall(r"w\[\d+\]", sources[3])) == 6 * n_lower2
 
 
 @pytest.mark.parametrize("order", [o for o in ORDERS if o <= 6])
@@ -137,24 +136,6 @@ def test_generated_code_matches_tensor_value_and_its_derivatives(order):
             np.testing.assert_allclose(m * (m - 1) * matrix, hess, rtol=0, atol=1e-6 * np.abs(hess).max())
             # The three outputs are consistent: M x = A x^(m−1), xᵀ M x = A x^m.
             np.testing.assert_allclose(matrix @ x, vector, rtol=0, atol=1e-12 * np.abs(vector).max())
-
-
-@pytest.mark.parametrize("order", ORDERS)
-def test_weighted_hessian_code_equals_axm2(order):
-    # The iteration's A x^(m−2) from per-voxel weights w = σ · a[entry] (multiplicities folded
-    # in once per voxel) equals the plain generated A x^(m−2).
-    entry = getattr(sshopm_generated, f"AXM2_ENTRY_m{order}")
-    scale = getattr(sshopm_generated, f"AXM2_SCALE_m{order}")
-    assert entry.shape == scale.shape == (6 * len(index_classes(order - 2)),)
-    axm2w = compiled("axm2w", order)
-    rng = np.random.default_rng(200 + order)
-    entries = sh_to_tensor(rng.normal(size=n_coeffs(order)))
-    weights = scale.astype(np.float64) * entries[entry]
-    _, _, matrices = evaluate(order, entries, unit_vectors(20, order))
-    for (x, y, z), matrix in zip(unit_vectors(20, order), matrices):
-        mxx, mxy, mxz, myy, myz, mzz = axm2w(weights, x, y, z)
-        got = np.array([[mxx, mxy, mxz], [mxy, myy, myz], [mxz, myz, mzz]])
-        np.testing.assert_allclose(got, matrix, rtol=0, atol=1e-13 * np.abs(matrix).max())
 
 
 @pytest.mark.parametrize("order", ORDERS)
