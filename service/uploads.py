@@ -11,7 +11,9 @@ being inflated; only then is the compressed stream read through once to prove it
 from __future__ import annotations
 
 import gzip
+import json
 import math
+import typing
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -143,6 +145,11 @@ class _PartWriter:
             self.sink.close()
             self.sink = None
         elif self.field_name is not None:
+            if self.field_name in self.upload.fields:
+                raise Problem(
+                    422, f"field {self.field_name!r} was sent twice; send a list as one field "
+                    "with comma-separated values (e.g. ranks=8,8,4)",
+                )
             self.upload.fields[self.field_name] = self.field_value.decode("utf-8", "replace")
 
     def close(self) -> None:
@@ -191,8 +198,11 @@ async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_
 
 def parse_fields(kind: JobKind, fields: Mapping[str, str]) -> tuple[BaseModel, str | None]:
     """The job's parameters (validated by its model) and its label, from text fields."""
-    values = dict(fields)
+    values: dict[str, Any] = dict(fields)
     label = values.pop(_LABEL_FIELD, None)
+    for name, value in values.items():
+        if _is_list(kind.params_model.model_fields[name].annotation):
+            values[name] = _parse_list(value)
     if label is not None:
         label = label.strip() or None
     if label is not None and (len(label) > _MAX_LABEL_CHARS or not label.isprintable()):
@@ -201,12 +211,30 @@ def parse_fields(kind: JobKind, fields: Mapping[str, str]) -> tuple[BaseModel, s
         params = kind.params_model.model_validate(values)
     except ValidationError as exc:
         errors = [
-            {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            {"field": ".".join(str(p) for p in err["loc"]) or "parameters", "message": err["msg"]}
             for err in exc.errors()
         ]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         raise Problem(422, f"invalid parameters: {detail}", title="Invalid parameters", errors=errors) from None
     return params, label
+
+
+def _is_list(annotation: Any) -> bool:
+    """Whether a parameter's type is (or may be) a list, which a form sends as one string."""
+    if typing.get_origin(annotation) is list:
+        return True
+    return any(_is_list(arg) for arg in typing.get_args(annotation))
+
+
+def _parse_list(text: str) -> Any:
+    """``8,8,4`` or ``[8, 8, 4]`` → a list of strings or numbers; the model validates them."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def _check_nifti(slot: str, path: Path, max_input_bytes: int, max_voxels: int) -> None:
@@ -221,7 +249,8 @@ def _check_nifti(slot: str, path: Path, max_input_bytes: int, max_voxels: int) -
         header = image.header
         shape = tuple(int(n) for n in image.shape)
         itemsize = np.dtype(header.get_data_dtype()).itemsize
-        offset = int(header.get("vox_offset", 0) or 0)
+        # the header object nibabel hands back has vox_offset reset; the proxy keeps it
+        offset = int(getattr(image.dataobj, "offset", 0))
     except Exception as exc:
         raise InputError(
             "Not a NIfTI file",
