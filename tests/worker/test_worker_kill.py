@@ -89,3 +89,21 @@ def test_job_survives_a_killed_worker(broker, victim, tmp_path, request):
     assert json.loads((outputs / "scaled.json").read_text())["pid"] != killed_pid
     np.testing.assert_allclose(np.asarray(nib.load(outputs / "scaled.nii.gz").dataobj), 3.0 * volume, rtol=1e-6)
     assert not any(p.name.startswith("outputs.partial") for p in store.job_dir(job_id).iterdir())
+
+
+def test_soft_time_limit_fails_the_job_with_a_reason(tmp_path):
+    data_dir = tmp_path / "data"
+    limits = dict(job_soft_time_limit=1, job_time_limit=5, visibility_timeout=10)
+    settings = Settings(data_dir=data_dir, **limits)
+    store = JobStore(data_dir)
+    job_id = _job(store, np.ones((16, 2, 2), np.float32))  # 16 chunks × 0.25 s: past the soft limit
+    worker = start_worker(service_env(data_dir, **limits), tmp_path / "w.log", "limits@test")
+    try:
+        publish_job(celery_app_for(settings), job_id)
+        final = wait_for(lambda: (r := store.read(job_id)).status in TERMINAL_STATUSES and r, 60, "the job to stop")
+    finally:
+        stop(worker)
+    assert final.status is JobStatus.failed and final.error.title == "Time limit exceeded"
+    assert "FIBERTENSOR_JOB_SOFT_TIME_LIMIT" in final.error.detail
+    assert 0 < final.progress < 1 and final.results == []
+    assert not store.outputs_dir(job_id).exists()
