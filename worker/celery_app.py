@@ -73,6 +73,9 @@ def create_celery_app(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        # Seconds the main process waits on a dead pool process before requeueing its job
+        # (Celery's default 10 s keeps the only pool slot blocked that long).
+        worker_lost_wait=2.0,
         worker_concurrency=concurrency,
         task_soft_time_limit=soft_time_limit,
         task_time_limit=time_limit,
