@@ -81,6 +81,8 @@ def run_ours(sh, truth, options, backend, repeats, check_voxels, order):
         per_iteration, per_value = _flops_per_iteration(order)
         flops = stats["iterations_total"] * per_iteration + n * options.starts * per_value
         row["kernel_ms"] = kernel * 1e3
+        fastest = min(runs, key=lambda r: r[1].stats["seconds"]["kernel"])[1].stats["seconds"]
+        row["kernel_phases_ms"] = {k[7:]: round(v * 1e3, 3) for k, v in fastest.items() if k.startswith("kernel_")}
         row["kernel_voxels_per_s"] = n / kernel
         row["fp32_peak_share"] = flops / kernel / (H100_FP32_TFLOPS * 1e12)
     return row
@@ -241,7 +243,7 @@ def main() -> None:
     for r in rows:
         if "fp32_peak_share" in r:
             print(f"{r['method']}: kernel {r['kernel_ms']:.2f} ms = {r['kernel_voxels_per_s'] / 1e6:.1f} M voxels/s, "
-                  f"{100 * r['fp32_peak_share']:.1f}% of FP32 peak")
+                  f"{100 * r['fp32_peak_share']:.1f}% of FP32 peak; phases (ms) {r['kernel_phases_ms']}")
 
 
 if __name__ == "__main__":

@@ -187,6 +187,120 @@ def cp_conv_r{rank}(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 '''
 
 
+def _tucker_staging_stride(th: int, tw: int) -> int:
+    """Floats per thread in the shared staging area: TH·TW rounded up to an odd number, so
+    that the threads' rows fall in different banks."""
+    return th * tw | 1
+
+
+def _tucker_prologue(th: int) -> str:
+    """Block coordinates and the copy of the block's input tile into shared memory.
+
+    The copy walks the flat tile index with a fixed (channel, row, column) increment per
+    step instead of dividing each index (Tillet's pointer increments): 64-bit integer
+    division costs tens of instructions on the GPU and the copy runs once per element.
+    """
+    return f'''    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * {th}
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * TW_
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+'''
+
+
+def _tucker_epilogue(th: int, tw: int) -> str:
+    """Sum the ``split`` channel slices of the block and store the output tile.
+
+    Every thread parks its TH·TW accumulators in shared memory (the input tile is no longer
+    needed); the block then walks (output channel, pixel) with the pixel fastest, so the
+    stores of a warp are runs of TW consecutive addresses instead of one address per output
+    channel H·W apart. Blocks that own one of several channel tiles add atomically
+    (Listing 2, line 29).
+    """
+    cells = [(i, j) for i in range(th) for j in range(tw)]
+    stride = _tucker_staging_stride(th, tw)
+    park = "\n".join(f"    tile[sb + {i * tw + j}] = a{i}_{j}" for i, j in cells)
+    return f'''    cuda.syncthreads()
+    sb = tid * {stride}
+{park}
+    cuda.syncthreads()
+    part_step = n_thr * {stride}
+    for k in range(tid, n_thr * {th * tw}, step):
+        ln = k // {th * tw}
+        cell = k - ln * {th * tw}
+        oy = ty0 + cell // {tw}
+        ox = tx0 + cell - (cell // {tw}) * {tw}
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * {stride} + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+'''
+
+
+_TUCKER_ARGS = "z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split"
+
+_TUCKER_ARGS_DOC = """z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·{stride}) floats."""
+
+
 def tucker_kernel_source(th: int, tw: int) -> str:
     """The Tucker core conv kernel for one output tile TH×TW (Xiang et al., Listing 2).
 
@@ -198,165 +312,79 @@ def tucker_kernel_source(th: int, tw: int) -> str:
     tw·stride + s·dil)·K(c,r,s,n), the kernel in CRSN layout so that the threads' weight
     loads coalesce. The output-centric loop computes the same sums as the listing's
     input-centric scatter with compile-time accumulator indices. The taps come from a
-    table of shared-memory offsets (Tillet). With more than one channel tile per output,
-    partial sums are added atomically (Listing 2, line 29).
+    table of shared-memory offsets (Tillet).
+
+    Beyond the listing, the block may hold ``split`` slices of threads per output channel
+    that share the input tile and take every split-th channel, summed in shared memory at
+    the end: few output channels still fill a block, and a channel reduction needs neither
+    atomics nor a zero-fill of the output (see :func:`_tucker_epilogue`).
     """
     cells = [(i, j) for i in range(th) for j in range(tw)]
-    zero = "\n".join(f"        a{i}_{j} = float32(0.0)" for i, j in cells)
+    zero = "\n".join(f"    a{i}_{j} = float32(0.0)" for i, j in cells)
     fma = "\n".join(
-        f"                a{i}_{j} += tile[o{'' if i == 0 else f' + {i} * row_step'}{'' if j == 0 else f' + {j} * col_step'}] * wv"
+        f"            a{i}_{j} += tile[o{'' if i == 0 else f' + {i} * row_step'}{'' if j == 0 else f' + {j} * col_step'}] * wv"
         for i, j in cells
     )
-    stores = []
-    for i, j in cells:
-        stores.append(
-            f"""        if ty0 + {i} < out_h and tx0 + {j} < out_w:
-            if atomic:
-                cuda.atomic.add(out, ob + (ty0 + {i}) * out_w + tx0 + {j}, a{i}_{j})
-            else:
-                out[ob + (ty0 + {i}) * out_w + tx0 + {j}] = a{i}_{j}"""
-        )
-    store = "\n".join(stores)
+    doc = _TUCKER_ARGS_DOC.format(stride=_tucker_staging_stride(th, tw))
     return f'''
 @cuda.jit(cache=True)
-def tucker_core_{th}x{tw}(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
-    """Tucker core conv, {th}x{tw} output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
-    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in."""
-    tile = cuda.shared.array(0, float32)
-    tid = cuda.threadIdx.x
-    chans = geo[0]
-    height = geo[1]
-    width = geo[2]
-    n_out = geo[3]
-    out_h = geo[4]
-    out_w = geo[5]
-    n_taps = geo[10]
-    tile_w_in = geo[12]
-    plane = geo[11] * tile_w_in
-    bx = cuda.blockIdx.x
-    ty0 = (bx // tiles_w) * {th}
-    tx0 = (bx - (bx // tiles_w) * tiles_w) * {tw}
-    c0 = cuda.blockIdx.y * tile_c
-    img = cuda.blockIdx.z // n_groups
-    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
-    count = min(tile_c, chans - c0)
-    iy0 = ty0 * geo[6] - geo[8]
-    ix0 = tx0 * geo[7] - geo[9]
-    zb = (img * chans + c0) * height * width
-    for i in range(tid, count * plane, cuda.blockDim.x):
-        c = i // plane
-        rem = i - c * plane
-        yy = rem // tile_w_in
-        iy = iy0 + yy
-        ix = ix0 + rem - yy * tile_w_in
-        v = float32(0.0)
-        if iy >= 0 and iy < height and ix >= 0 and ix < width:
-            v = z[zb + (c * height + iy) * width + ix]
-        tile[i] = v
-    cuda.syncthreads()
-    if nch < n_out:
-        row_step = geo[6] * tile_w_in
-        col_step = geo[7]
+def tucker_core_{th}x{tw}({_TUCKER_ARGS}):
+    """Tucker core conv, {th}x{tw} output tile. {doc}"""
+{_tucker_prologue(th).replace("TW_", str(tw))}    row_step = geo[6] * tile_w_in
+    col_step = geo[7]
 {zero}
-        for c in range(count):
-            cb = c * plane
-            wb = (c0 + c) * n_taps * n_out + nch
-            for k in range(n_taps):
-                wv = wk[wb + k * n_out]
-                o = cb + taps[k]
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_out + nch
+        for k in range(n_taps):
+            wv = wk[wb + k * n_out]
+            o = cb + taps[k]
 {fma}
-        ob = (img * n_out + nch) * out_h * out_w
-{store}
-'''
+{_tucker_epilogue(th, tw)}'''
 
 
 def tucker_rows_kernel_source(th: int, tw: int, kw: int) -> str:
     """The Tucker core kernel specialised for kernel width ``kw``, horizontal stride and
     dilation 1 (the common case; other shapes use :func:`tucker_kernel_source`).
 
-    Same blocks, shared tile and thread-per-output-channel layout (Xiang et al., Listing
-    2); the inner loop runs over (channel, kernel row): the kw weights of the row go to
-    registers, and for each of the TH output rows the TW + kw − 1 input values the row
-    needs are read from shared memory once and feed TW·kw multiply–adds, instead of one
-    shared-memory read per multiply–add. Shared-memory indices are unsigned so no
-    negative-index wraparound is computed.
+    Same blocks, shared tile, channel slices and thread-per-output-channel layout (Xiang
+    et al., Listing 2); the inner loop runs over (channel, kernel row): the kw weights of
+    the row go to registers, and for each of the TH output rows the TW + kw − 1 input
+    values the row needs are read from shared memory once and feed TW·kw multiply–adds,
+    instead of one shared-memory read per multiply–add. Shared-memory indices are unsigned
+    so no negative-index wraparound is computed.
     """
     cells = [(i, j) for i in range(th) for j in range(tw)]
-    zero = "\n".join(f"        a{i}_{j} = float32(0.0)" for i, j in cells)
-    wload = "\n".join(f"                w{s} = wk[wr + {s} * n_out]" for s in range(kw))
+    zero = "\n".join(f"    a{i}_{j} = float32(0.0)" for i, j in cells)
+    wload = "\n".join(f"            w{s} = wk[wr + {s} * n_out]" for s in range(kw))
     rows = []
     for i in range(th):
-        rows.append(f"                rb = uint64(cr + {i} * row_step)" if i else "                rb = uint64(cr)")
+        rows.append(f"            rb = uint64(cr + {i} * row_step)" if i else "            rb = uint64(cr)")
         for j in range(tw + kw - 1):
-            rows.append(f"                v{j} = tile[rb + uint64({j})]")
+            rows.append(f"            v{j} = tile[rb + uint64({j})]")
         for s in range(kw):
             for j in range(tw):
-                rows.append(f"                a{i}_{j} += v{j + s} * w{s}")
+                rows.append(f"            a{i}_{j} += v{j + s} * w{s}")
     body = "\n".join(rows)
-    stores = []
-    for i, j in cells:
-        stores.append(
-            f"""        if ty0 + {i} < out_h and tx0 + {j} < out_w:
-            if atomic:
-                cuda.atomic.add(out, ob + (ty0 + {i}) * out_w + tx0 + {j}, a{i}_{j})
-            else:
-                out[ob + (ty0 + {i}) * out_w + tx0 + {j}] = a{i}_{j}"""
-        )
-    store = "\n".join(stores)
+    doc = _TUCKER_ARGS_DOC.format(stride=_tucker_staging_stride(th, tw))
     return f'''
 @cuda.jit(cache=True)
-def tucker_core_{th}x{tw}_kw{kw}(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic):
+def tucker_core_{th}x{tw}_kw{kw}({_TUCKER_ARGS}):
     """Tucker core conv, {th}x{tw} output tile, kernel width {kw}, unit horizontal stride and
-    dilation. Arguments as the generic kernels; geo[13], geo[14]: dil_h, kh."""
-    tile = cuda.shared.array(0, float32)
-    tid = cuda.threadIdx.x
-    chans = geo[0]
-    height = geo[1]
-    width = geo[2]
-    n_out = geo[3]
-    out_h = geo[4]
-    out_w = geo[5]
-    n_taps = geo[10]
-    tile_w_in = geo[12]
-    plane = geo[11] * tile_w_in
-    bx = cuda.blockIdx.x
-    ty0 = (bx // tiles_w) * {th}
-    tx0 = (bx - (bx // tiles_w) * tiles_w) * {tw}
-    c0 = cuda.blockIdx.y * tile_c
-    img = cuda.blockIdx.z // n_groups
-    nch = (cuda.blockIdx.z - img * n_groups) * cuda.blockDim.x + tid
-    count = min(tile_c, chans - c0)
-    iy0 = ty0 * geo[6] - geo[8]
-    ix0 = tx0 * geo[7] - geo[9]
-    zb = (img * chans + c0) * height * width
-    for i in range(tid, count * plane, cuda.blockDim.x):
-        c = i // plane
-        rem = i - c * plane
-        yy = rem // tile_w_in
-        iy = iy0 + yy
-        ix = ix0 + rem - yy * tile_w_in
-        v = float32(0.0)
-        if iy >= 0 and iy < height and ix >= 0 and ix < width:
-            v = z[zb + (c * height + iy) * width + ix]
-        tile[i] = v
-    cuda.syncthreads()
-    if nch < n_out:
-        row_step = geo[6] * tile_w_in
-        dil_step = geo[13] * tile_w_in
-        n_rows = geo[14]
+    dilation. {doc}"""
+{_tucker_prologue(th).replace("TW_", str(tw))}    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
 {zero}
-        for c in range(count):
-            cb = c * plane
-            wb = (c0 + c) * n_taps * n_out + nch
-            for r in range(n_rows):
-                wr = wb + r * {kw} * n_out
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_out + nch
+        for r in range(n_rows):
+            wr = wb + r * {kw} * n_out
 {wload}
-                cr = cb + r * dil_step
+            cr = cb + r * dil_step
 {body}
-        ob = (img * n_out + nch) * out_h * out_w
-{store}
-'''
+{_tucker_epilogue(th, tw)}'''
 
 
 def cp_module_source() -> str:

@@ -234,6 +234,7 @@ def sshopm_peaks(
             "prepare": prepared - started,
             "compute": run["compute_seconds"],
             **({"kernel": run["kernel_seconds"]} if "kernel_seconds" in run else {}),
+            **{f"kernel_{name}": value for name, value in run.get("kernel_seconds_by_phase", {}).items()},
             "total": time.perf_counter() - started,
         },
     }

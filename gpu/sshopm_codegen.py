@@ -157,28 +157,20 @@ def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_s
 
 
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
-    return f'''@cuda.jit(**KERNEL_OPTIONS)
-def seed_cuda_m{order}(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
-    SH → tensor entries, A x^{order} at every start, the voxel's seeds packed in start order."""
+    return f'''@cuda.jit(**SEED_OPTIONS)
+def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
+    shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
+    the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
-    c = cuda.shared.array({n_unique}, float32)
     a = cuda.shared.array({n_unique}, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, {n_unique}, count):
-        c[k] = coeffs[v, k]
-    cuda.syncthreads()
-    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
-    for k in range(t, {n_unique}, count):
-        total = float32(0)
-        for j in range({n_unique}):
-            total += sh2t[k, j] * c[j]
-        a[k] = total
-        tensors[v, k] = total
+        a[k] = tensors[v, k]
     cuda.syncthreads()
     gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -207,24 +199,26 @@ def seed_cuda_m{order}(coeffs, sh2t, starts, neighbors, fparams, iparams, tensor
     cuda.syncthreads()
     if mine != 0:
         seed_slots[v, flag[t] - 1] = t
-        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
         n_seeds[v] = flag[t]'''
 
 
 def _cuda_climb_kernel(order: int) -> str:
-    return f'''@cuda.jit(**KERNEL_OPTIONS)
-def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    return f'''@cuda.jit(**CLIMB_OPTIONS)
+def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
     i = cuda.grid(1)
     if i >= climb_lams.shape[0]:
         return
     v = sm.owner(first_climb, i)
-    slot = i - first_climb[v]
-    s = seed_slots[v, slot]
+    s = seed_slots[v, i - first_climb[v]]
+    a = tensors[v]
+    x = starts[s, 0]
+    y = starts[s, 1]
+    z = starts[s, 2]
     x, y, z, lam, its, capped, negdef = climb_m{order}(
-        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        a, x, y, z, axm_m{order}(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
     )
     if z < 0:
@@ -335,10 +329,12 @@ from gpu.sshopm_layout import (
 
 MAX_STARTS = {max_starts}
 
-# Fully unrolled code keeps every monomial live (209 registers at order 8); capping the
-# registers lets 4× more blocks share an SM, which measured 1.9× faster on an H100.
-# (The simulator takes no register limit.)
-KERNEL_OPTIONS = {{"cache": True}} if config.ENABLE_CUDASIM else {{"cache": True, "max_registers": 64}}
+# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps
+# measured best on an H100 (lmax 8, 553k voxels): 64 for the block-per-voxel kernels, where
+# the cap lets 4x more blocks share an SM, 128 for the thread-per-climb kernel (spills cost
+# more there than occupancy gains). The simulator takes no register limit.
+SEED_OPTIONS = {{"cache": True}} if config.ENABLE_CUDASIM else {{"cache": True, "max_registers": 64}}
+CLIMB_OPTIONS = {{"cache": True}} if config.ENABLE_CUDASIM else {{"cache": True, "max_registers": 128}}
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
 # the CUDA kernels in single precision while float64 CPU data stays float64.

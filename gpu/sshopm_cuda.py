@@ -1,13 +1,15 @@
-"""CUDA backend of SS-HOPM, in three launches per chunk of voxels.
+"""CUDA backend of SS-HOPM, in four launches per chunk of voxels.
 
+0. :func:`sh_to_tensor_cuda` (below): SH coefficients → unique tensor entries, one thread
+   per entry (gpu.symmetric_tensor.sh_to_tensor_matrix).
 1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
    every start evaluates A x^(m−1) and A x^m and the voxel's seeds are packed in order.
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
    end to end. Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
    (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
-   the SM; measured on an H100 (lmax 8, 553k voxels), this split took the kernel time
-   from 14.6 ms to the figure in docs/benchmarks.md.
+   the SM: on an H100 (lmax 8, 553k voxels, 128 starts) one block-per-voxel kernel took
+   14.6 ms, the split ~8 ms (docs/benchmarks.md).
 3. :func:`select_cuda` (below): one block per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
 
@@ -25,19 +27,34 @@ from numba import cuda, float32, int32
 from gpu import sshopm_generated
 from gpu import sshopm_math as sm
 from gpu.sshopm_codegen import MAX_STARTS
-from gpu.sshopm_generated import KERNEL_OPTIONS
+from gpu.sshopm_generated import SEED_OPTIONS
 from gpu.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
     S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
 
-__all__ = ["run_sshopm_cuda", "select_cuda"]
+__all__ = ["run_sshopm_cuda", "sh_to_tensor_cuda", "select_cuda"]
 
 SELECT_THREADS = 32
 CLIMB_THREADS = 128
+CONVERT_THREADS = 256
 
 
-@cuda.jit(**KERNEL_OPTIONS)
+@cuda.jit(cache=True)
+def sh_to_tensor_cuda(coeffs, sh2t, tensors):
+    """tensors[v] = sh2t @ coeffs[v], one thread per (voxel, unique entry)."""
+    i = cuda.grid(1)
+    n_unique = sh2t.shape[0]
+    v = i // n_unique
+    if v < coeffs.shape[0]:
+        k = i - v * n_unique
+        total = float32(0)
+        for j in range(sh2t.shape[1]):
+            total += sh2t[k, j] * coeffs[v, j]
+        tensors[v, k] = total
+
+
+@cuda.jit(**SEED_OPTIONS)
 def select_cuda(first_climb, n_seeds, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams,
                 out_dirs, out_amps, out_count, out_stats):
     """Phase 3, one block per voxel: drop climbs that did not end at a strict local maximum,
@@ -101,13 +118,14 @@ def run_sshopm_cuda(
     fparams: np.ndarray,
     iparams: np.ndarray,
     npeaks: int,
-    chunk_voxels: int = 1 << 18,
+    chunk_voxels: int = 1 << 20,
     progress: Callable[[float], None] | None = None,
 ) -> dict:
     """Same contract as :func:`gpu.sshopm_cpu.run_sshopm_cpu`, computed in float32 on the GPU.
 
-    ``kernel_seconds`` adds up CUDA-event times of the three kernels (transfers and the
-    host's prefix sum between phases excluded); ``compute_seconds`` is the host wall time.
+    ``kernel_seconds`` adds up CUDA-event times of the four kernels (``kernel_seconds_by_phase``;
+    transfers and the host's prefix sum between phases excluded); ``compute_seconds`` is the
+    host wall time.
     """
     seed_kernel = getattr(sshopm_generated, f"seed_cuda_m{order}")
     climb_kernel = getattr(sshopm_generated, f"climb_cuda_m{order}")
@@ -129,10 +147,9 @@ def run_sshopm_cuda(
     d_hist = cuda.to_device(np.zeros(HIST_BINS, np.int32))
     chunk = min(chunk_voxels, max(n, 1))
     d_tensors = cuda.device_array((chunk, n_unique), np.float32)
-    d_slots = cuda.device_array((chunk, n_starts), np.int32)
-    d_values = cuda.device_array((chunk, n_starts), np.float32)
+    d_slots = cuda.device_array((chunk, n_starts), np.uint8)
     d_n_seeds = cuda.device_array(chunk, np.int32)
-    kernel_seconds = 0.0
+    phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "select": 0.0}
 
     def timed(launch) -> float:
         begin, end = cuda.event(), cuda.event()
@@ -145,9 +162,10 @@ def run_sshopm_cuda(
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
         m = hi - lo
-        kernel_seconds += timed(lambda: seed_kernel[m, n_starts](
-            d_coeffs[lo:hi], d_sh2t, d_starts, d_neighbors, d_fparams, d_iparams,
-            d_tensors[:m], d_slots[:m], d_values[:m], d_n_seeds[:m]))
+        phases["convert"] += timed(lambda: sh_to_tensor_cuda[(m * n_unique + CONVERT_THREADS - 1) // CONVERT_THREADS,
+                                                          CONVERT_THREADS](d_coeffs[lo:hi], d_sh2t, d_tensors[:m]))
+        phases["seed"] += timed(lambda: seed_kernel[m, n_starts](
+            d_tensors[:m], d_starts, d_neighbors, d_fparams, d_iparams, d_slots[:m], d_n_seeds[:m]))
         n_seeds = d_n_seeds[:m].copy_to_host()
         first = np.zeros(m, np.int32)
         np.cumsum(n_seeds[:-1], out=first[1:])
@@ -158,10 +176,10 @@ def run_sshopm_cuda(
         d_climb_its = cuda.device_array(max(climbs, 1), np.int32)
         d_climb_flags = cuda.device_array(max(climbs, 1), np.int32)
         if climbs:
-            kernel_seconds += timed(lambda: climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS](
-                d_tensors[:m], d_alphas[lo:hi], d_starts, d_slots[:m], d_values[:m], d_first, d_fparams, d_iparams,
+            phases["climb"] += timed(lambda: climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS](
+                d_tensors[:m], d_alphas[lo:hi], d_starts, d_slots[:m], d_first, d_fparams, d_iparams,
                 d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_hist))
-        kernel_seconds += timed(lambda: select_cuda[m, SELECT_THREADS](
+        phases["select"] += timed(lambda: select_cuda[m, SELECT_THREADS](
             d_first, d_n_seeds[:m], d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_fparams, d_iparams,
             d_directions[lo:hi], d_amplitudes[lo:hi], d_count[lo:hi], d_stats[lo:hi]))
         if progress is not None:
@@ -172,7 +190,8 @@ def run_sshopm_cuda(
         "count": d_count.copy_to_host(),
         "stats": d_stats.copy_to_host(),
         "hist": d_hist.copy_to_host().astype(np.int64),
-        "kernel_seconds": kernel_seconds,
+        "kernel_seconds": sum(phases.values()),
+        "kernel_seconds_by_phase": phases,
     }
     result["compute_seconds"] = time.perf_counter() - started
     return result

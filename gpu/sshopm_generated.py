@@ -21,10 +21,12 @@ from gpu.sshopm_layout import (
 
 MAX_STARTS = 256
 
-# Fully unrolled code keeps every monomial live (209 registers at order 8); capping the
-# registers lets 4× more blocks share an SM, which measured 1.9× faster on an H100.
-# (The simulator takes no register limit.)
-KERNEL_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
+# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps
+# measured best on an H100 (lmax 8, 553k voxels): 64 for the block-per-voxel kernels, where
+# the cap lets 4x more blocks share an SM, 128 for the thread-per-climb kernel (spills cost
+# more there than occupancy gains). The simulator takes no register limit.
+SEED_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
+CLIMB_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 128}
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
 # the CUDA kernels in single precision while float64 CPU data stays float64.
@@ -191,28 +193,20 @@ def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
     return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def seed_cuda_m2(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
-    SH → tensor entries, A x^2 at every start, the voxel's seeds packed in start order."""
+@cuda.jit(**SEED_OPTIONS)
+def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
+    shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
+    the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
-    c = cuda.shared.array(6, float32)
     a = cuda.shared.array(6, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 6, count):
-        c[k] = coeffs[v, k]
-    cuda.syncthreads()
-    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
-    for k in range(t, 6, count):
-        total = float32(0)
-        for j in range(6):
-            total += sh2t[k, j] * c[j]
-        a[k] = total
-        tensors[v, k] = total
+        a[k] = tensors[v, k]
     cuda.syncthreads()
     gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -241,23 +235,25 @@ def seed_cuda_m2(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, see
     cuda.syncthreads()
     if mine != 0:
         seed_slots[v, flag[t] - 1] = t
-        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
         n_seeds[v] = flag[t]
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def climb_cuda_m2(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+@cuda.jit(**CLIMB_OPTIONS)
+def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
     i = cuda.grid(1)
     if i >= climb_lams.shape[0]:
         return
     v = sm.owner(first_climb, i)
-    slot = i - first_climb[v]
-    s = seed_slots[v, slot]
+    s = seed_slots[v, i - first_climb[v]]
+    a = tensors[v]
+    x = starts[s, 0]
+    y = starts[s, 1]
+    z = starts[s, 2]
     x, y, z, lam, its, capped, negdef = climb_m2(
-        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        a, x, y, z, axm_m2(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
     )
     if z < 0:
@@ -514,28 +510,20 @@ def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
     return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def seed_cuda_m4(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
-    SH → tensor entries, A x^4 at every start, the voxel's seeds packed in start order."""
+@cuda.jit(**SEED_OPTIONS)
+def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
+    shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
+    the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
-    c = cuda.shared.array(15, float32)
     a = cuda.shared.array(15, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 15, count):
-        c[k] = coeffs[v, k]
-    cuda.syncthreads()
-    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
-    for k in range(t, 15, count):
-        total = float32(0)
-        for j in range(15):
-            total += sh2t[k, j] * c[j]
-        a[k] = total
-        tensors[v, k] = total
+        a[k] = tensors[v, k]
     cuda.syncthreads()
     gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -564,23 +552,25 @@ def seed_cuda_m4(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, see
     cuda.syncthreads()
     if mine != 0:
         seed_slots[v, flag[t] - 1] = t
-        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
         n_seeds[v] = flag[t]
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def climb_cuda_m4(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+@cuda.jit(**CLIMB_OPTIONS)
+def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
     i = cuda.grid(1)
     if i >= climb_lams.shape[0]:
         return
     v = sm.owner(first_climb, i)
-    slot = i - first_climb[v]
-    s = seed_slots[v, slot]
+    s = seed_slots[v, i - first_climb[v]]
+    a = tensors[v]
+    x = starts[s, 0]
+    y = starts[s, 1]
+    z = starts[s, 2]
     x, y, z, lam, its, capped, negdef = climb_m4(
-        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        a, x, y, z, axm_m4(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
     )
     if z < 0:
@@ -975,28 +965,20 @@ def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
     return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def seed_cuda_m6(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
-    SH → tensor entries, A x^6 at every start, the voxel's seeds packed in start order."""
+@cuda.jit(**SEED_OPTIONS)
+def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
+    shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
+    the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
-    c = cuda.shared.array(28, float32)
     a = cuda.shared.array(28, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 28, count):
-        c[k] = coeffs[v, k]
-    cuda.syncthreads()
-    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
-    for k in range(t, 28, count):
-        total = float32(0)
-        for j in range(28):
-            total += sh2t[k, j] * c[j]
-        a[k] = total
-        tensors[v, k] = total
+        a[k] = tensors[v, k]
     cuda.syncthreads()
     gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -1025,23 +1007,25 @@ def seed_cuda_m6(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, see
     cuda.syncthreads()
     if mine != 0:
         seed_slots[v, flag[t] - 1] = t
-        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
         n_seeds[v] = flag[t]
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def climb_cuda_m6(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+@cuda.jit(**CLIMB_OPTIONS)
+def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
     i = cuda.grid(1)
     if i >= climb_lams.shape[0]:
         return
     v = sm.owner(first_climb, i)
-    slot = i - first_climb[v]
-    s = seed_slots[v, slot]
+    s = seed_slots[v, i - first_climb[v]]
+    a = tensors[v]
+    x = starts[s, 0]
+    y = starts[s, 1]
+    z = starts[s, 2]
     x, y, z, lam, its, capped, negdef = climb_m6(
-        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        a, x, y, z, axm_m6(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
     )
     if z < 0:
@@ -1622,28 +1606,20 @@ def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
     return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def seed_cuda_m8(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
-    SH → tensor entries, A x^8 at every start, the voxel's seeds packed in start order."""
+@cuda.jit(**SEED_OPTIONS)
+def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
+    shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
+    the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
-    c = cuda.shared.array(45, float32)
     a = cuda.shared.array(45, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 45, count):
-        c[k] = coeffs[v, k]
-    cuda.syncthreads()
-    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
-    for k in range(t, 45, count):
-        total = float32(0)
-        for j in range(45):
-            total += sh2t[k, j] * c[j]
-        a[k] = total
-        tensors[v, k] = total
+        a[k] = tensors[v, k]
     cuda.syncthreads()
     gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -1672,23 +1648,25 @@ def seed_cuda_m8(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, see
     cuda.syncthreads()
     if mine != 0:
         seed_slots[v, flag[t] - 1] = t
-        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
         n_seeds[v] = flag[t]
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def climb_cuda_m8(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+@cuda.jit(**CLIMB_OPTIONS)
+def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
     i = cuda.grid(1)
     if i >= climb_lams.shape[0]:
         return
     v = sm.owner(first_climb, i)
-    slot = i - first_climb[v]
-    s = seed_slots[v, slot]
+    s = seed_slots[v, i - first_climb[v]]
+    a = tensors[v]
+    x = starts[s, 0]
+    y = starts[s, 1]
+    z = starts[s, 2]
     x, y, z, lam, its, capped, negdef = climb_m8(
-        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        a, x, y, z, axm_m8(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
     )
     if z < 0:
@@ -2503,28 +2481,20 @@ def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
     return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def seed_cuda_m10(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
-    SH → tensor entries, A x^10 at every start, the voxel's seeds packed in start order."""
+@cuda.jit(**SEED_OPTIONS)
+def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
+    shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
+    the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
-    c = cuda.shared.array(66, float32)
     a = cuda.shared.array(66, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 66, count):
-        c[k] = coeffs[v, k]
-    cuda.syncthreads()
-    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
-    for k in range(t, 66, count):
-        total = float32(0)
-        for j in range(66):
-            total += sh2t[k, j] * c[j]
-        a[k] = total
-        tensors[v, k] = total
+        a[k] = tensors[v, k]
     cuda.syncthreads()
     gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -2553,23 +2523,25 @@ def seed_cuda_m10(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, se
     cuda.syncthreads()
     if mine != 0:
         seed_slots[v, flag[t] - 1] = t
-        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
         n_seeds[v] = flag[t]
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def climb_cuda_m10(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+@cuda.jit(**CLIMB_OPTIONS)
+def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
     i = cuda.grid(1)
     if i >= climb_lams.shape[0]:
         return
     v = sm.owner(first_climb, i)
-    slot = i - first_climb[v]
-    s = seed_slots[v, slot]
+    s = seed_slots[v, i - first_climb[v]]
+    a = tensors[v]
+    x = starts[s, 0]
+    y = starts[s, 1]
+    z = starts[s, 2]
     x, y, z, lam, its, capped, negdef = climb_m10(
-        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        a, x, y, z, axm_m10(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
     )
     if z < 0:
@@ -3666,28 +3638,20 @@ def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
     return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def seed_cuda_m12(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start (Ballard et al., Sec. III-D):
-    SH → tensor entries, A x^12 at every start, the voxel's seeds packed in start order."""
+@cuda.jit(**SEED_OPTIONS)
+def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
+    shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
+    the voxel's seeds packed in start order."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
-    c = cuda.shared.array(91, float32)
     a = cuda.shared.array(91, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 91, count):
-        c[k] = coeffs[v, k]
-    cuda.syncthreads()
-    # SH coefficients -> unique tensor entries (gpu.symmetric_tensor.sh_to_tensor_matrix)
-    for k in range(t, 91, count):
-        total = float32(0)
-        for j in range(91):
-            total += sh2t[k, j] * c[j]
-        a[k] = total
-        tensors[v, k] = total
+        a[k] = tensors[v, k]
     cuda.syncthreads()
     gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -3716,23 +3680,25 @@ def seed_cuda_m12(coeffs, sh2t, starts, neighbors, fparams, iparams, tensors, se
     cuda.syncthreads()
     if mine != 0:
         seed_slots[v, flag[t] - 1] = t
-        seed_values[v, flag[t] - 1] = f[t]
     if t == count - 1:
         n_seeds[v] = flag[t]
 
 
-@cuda.jit(**KERNEL_OPTIONS)
-def climb_cuda_m12(tensors, alphas, starts, seed_slots, seed_values, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+@cuda.jit(**CLIMB_OPTIONS)
+def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
     i = cuda.grid(1)
     if i >= climb_lams.shape[0]:
         return
     v = sm.owner(first_climb, i)
-    slot = i - first_climb[v]
-    s = seed_slots[v, slot]
+    s = seed_slots[v, i - first_climb[v]]
+    a = tensors[v]
+    x = starts[s, 0]
+    y = starts[s, 1]
+    z = starts[s, 2]
     x, y, z, lam, its, capped, negdef = climb_m12(
-        tensors[v], starts[s, 0], starts[s, 1], starts[s, 2], seed_values[v, slot], iparams[P_SHIFT], alphas[v],
+        a, x, y, z, axm_m12(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
     )
     if z < 0:
