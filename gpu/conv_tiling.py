@@ -49,9 +49,13 @@ _SHARED_LIMIT = 48 * 1024
 
 @dataclass(frozen=True)
 class CoreTile:
+    """TH×TW outputs per thread, TC input channels per block, ``split`` thread slices per
+    output channel inside the block (each takes every split-th of the TC channels)."""
+
     th: int
     tw: int
     tc: int
+    split: int = 1
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,10 @@ def gpu_spec() -> GpuSpec:
     )
 
 
-def core_block_threads(n_out: int) -> int:
-    """Threads per block: one per output channel (TDC), whole warps, at most 256 (more
-    output channels take several blocks)."""
-    return min(256, 32 * math.ceil(n_out / 32))
+def core_block_threads(n_out: int, split: int = 1) -> int:
+    """Threads per channel slice: one per output channel (TDC), whole warps, at most
+    256 / split (more output channels take several blocks)."""
+    return min(256 // split, 32 * math.ceil(n_out / 32))
 
 
 def _input_tile(tile: CoreTile, shape) -> tuple[int, int]:
@@ -108,26 +112,38 @@ def _input_tile(tile: CoreTile, shape) -> tuple[int, int]:
 
 
 def shared_bytes(tile: CoreTile, shape) -> int:
+    """The input tile, or the staging area of the block's TH·TW sums per thread if larger
+    (see :func:`gpu.conv_codegen.tucker_kernel_source`)."""
     hi, wi = _input_tile(tile, shape)
-    return 4 * tile.tc * hi * wi
+    threads = core_block_threads(shape["N"], tile.split) * tile.split
+    return 4 * max(tile.tc * hi * wi, threads * (tile.th * tile.tw | 1))
+
+
+#: Channel slices per block the candidates take.
+SPLITS = (1, 2, 4, 8)
 
 
 def tile_candidates(shape) -> list[CoreTile]:
-    """All generated (TH, TW) that fit the output, with TC a power of two below C or C itself,
-    whose input tile fits the shared-memory limit.
+    """All generated (TH, TW) that fit the output, with TC a power of two below C or C
+    itself, and split ≤ TC slices whose whole warps of output channels fit 256 threads,
+    whose shared memory fits the limit.
 
     ``shape``: dict with C, N, Ho, Wo, kh, kw, sh, sw, dh, dw (and batch).
     """
     c = shape["C"]
     tcs = sorted({min(c, 2**i) for i in range(0, max(1, math.ceil(math.log2(c))) + 1)})
+    warps = 32 * math.ceil(shape["N"] / 32)
     out = []
     for th, tw in TUCKER_TILES:
         if th > shape["Ho"] or tw > shape["Wo"]:
             continue
         for tc in tcs:
-            t = CoreTile(th, tw, tc)
-            if shared_bytes(t, shape) <= _SHARED_LIMIT:
-                out.append(t)
+            for split in SPLITS:
+                if split > tc or (split > 1 and split * warps > 256):
+                    continue
+                t = CoreTile(th, tw, tc, split)
+                if shared_bytes(t, shape) <= _SHARED_LIMIT:
+                    out.append(t)
     return out
 
 
@@ -137,7 +153,7 @@ def occupancy(tile: CoreTile, shape, spec: GpuSpec) -> float:
     Registers per thread are estimated as the TH·TW accumulators plus 32 for addresses and
     loop state.
     """
-    threads = core_block_threads(shape["N"])
+    threads = core_block_threads(shape["N"], tile.split) * tile.split
     regs = tile.th * tile.tw + 32
     blocks = min(
         spec.blocks_per_sm,
@@ -149,7 +165,7 @@ def occupancy(tile: CoreTile, shape, spec: GpuSpec) -> float:
 
 
 def _blocks(tile: CoreTile, shape) -> int:
-    groups = math.ceil(shape["N"] / core_block_threads(shape["N"]))
+    groups = math.ceil(shape["N"] / core_block_threads(shape["N"], tile.split))
     return (
         math.ceil(shape["Ho"] / tile.th) * math.ceil(shape["Wo"] / tile.tw)
         * math.ceil(shape["C"] / tile.tc) * shape.get("batch", 1) * groups
@@ -161,10 +177,11 @@ def comp_latency(tile: CoreTile, shape, spec: GpuSpec) -> float:
     occ = occupancy(tile, shape, spec)
     if occ <= 0:
         return math.inf
-    threads = _blocks(tile, shape) * core_block_threads(shape["N"])
+    threads = _blocks(tile, shape) * core_block_threads(shape["N"], tile.split) * tile.split
     waves = math.ceil(threads / (spec.gpu_threads * occ))
     r, s = shape["kh"], shape["kw"]
-    blk = 2 * (tile.th + r - 1) * (tile.tw + s - 1) * tile.tc * spec.gpu_threads * r * s / spec.peak_flops
+    per_thread_c = math.ceil(tile.tc / tile.split)
+    blk = 2 * (tile.th + r - 1) * (tile.tw + s - 1) * per_thread_c * spec.gpu_threads * r * s / spec.peak_flops
     return waves * blk
 
 

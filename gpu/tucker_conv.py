@@ -22,7 +22,14 @@ import numpy as np
 from numba import cuda, njit, prange
 
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
-from gpu.conv_tiling import CoreTile, core_block_threads, gpu_spec, select_tile_exhaustive, select_tile_model
+from gpu.conv_tiling import (
+    CoreTile,
+    core_block_threads,
+    gpu_spec,
+    select_tile_exhaustive,
+    select_tile_model,
+    shared_bytes,
+)
 from gpu.cp_conv import check_out_array
 from gpu.cuda_runtime import resolve_backend
 
@@ -152,12 +159,13 @@ class TuckerCorePlan:
             [g.channels, g.height, g.width, self.n_out, g.out_h, g.out_w, g.stride_h, g.stride_w,
              g.pad_top, g.pad_left, g.taps, hi, wi, g.dil_h, g.kh], dtype=np.int64))
         self.tiles_w = math.ceil(g.out_w / tile.tw)
-        self.block = core_block_threads(self.n_out)
-        self.groups = math.ceil(self.n_out / self.block)
+        n_thr = core_block_threads(self.n_out, tile.split)
+        self.block = n_thr * tile.split
+        self.groups = math.ceil(self.n_out / n_thr)
         c_tiles = math.ceil(g.channels / tile.tc)
         self.grid = (math.ceil(g.out_h / tile.th) * self.tiles_w, c_tiles, g.batch * self.groups)
         self.atomic = c_tiles > 1
-        self.shared = 4 * tile.tc * hi * wi
+        self.shared = shared_bytes(tile, _shape_dict(g, self.n_out))
 
     @property
     def device_bytes(self) -> int:
@@ -170,7 +178,7 @@ class TuckerCorePlan:
             _fill_kernel[math.ceil(d_out.size / 256), 256, stream](out_flat, np.float32(0.0))
         self._kernel[self.grid, self.block, stream, self.shared](
             d_z.reshape(d_z.size), out_flat, self._wk, self._taps, self._geo,
-            self.tile.tc, self.tiles_w, self.groups, self.atomic,
+            self.tile.tc, self.tiles_w, self.groups, self.atomic, self.tile.split,
         )
 
 

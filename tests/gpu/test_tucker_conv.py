@@ -70,6 +70,16 @@ SIM_CORE_CASES = [
     (2, 2, 5, 6, 6, 2, 3, 2, 0, 1, 2, 1, 2),        # generic: kw 3 but stride 2
     (1, 4, 5, 5, 2, 1, 1, 1, 0, 1, 4, 4, 4),        # generic: 1x1 core
 ]
+# Channel slices inside the block (split), alone and with atomics over channel tiles;
+# channel counts that the slices do not divide, and more output channels than one warp.
+SIM_SPLIT_CASES = [
+    # (N, D1, H, W, D2, kh, kw, stride, padding, dilation, TH, TW, TC, split)
+    (1, 5, 6, 7, 3, 3, 3, 1, 1, 1, 2, 4, 5, 2),        # row kernel, 5 channels over 2 slices
+    (2, 7, 5, 6, 4, 3, 3, 1, "same", 1, 4, 2, 4, 4),   # row kernel, slices and 2 atomic tiles
+    (1, 6, 9, 8, 3, 3, 5, (2, 1), 2, (2, 1), 2, 4, 8, 8),  # row kw5, more slices than channels
+    (1, 5, 8, 9, 2, 3, 3, 2, 1, 2, 2, 2, 2, 2),        # generic, stride 2, dilation 2
+    (1, 3, 5, 4, 34, 3, 3, 1, 1, 1, 1, 2, 2, 2),       # 34 output channels: 64 threads a slice
+]
 
 
 @pytest.mark.parametrize("case", SIM_CORE_CASES)
@@ -82,6 +92,24 @@ def test_cuda_core_kernel_equals_float64_direct_conv(case):
     core = rng.standard_normal((d2, d1, kh, kw)).astype(np.float32)
     g = conv_geometry(z.shape, (kh, kw), stride, pad, dil)
     plan = TuckerCorePlan(core, g, CoreTile(th, tw, tc))
+    d_out = cuda.to_device(np.full((n, d2, g.out_h, g.out_w), np.nan, np.float32))
+    plan(cuda.to_device(z), d_out)
+    out = d_out.copy_to_host()
+    assert not np.isnan(out).any()
+    assert rel_err(out, direct_conv2d(z, core, None, stride, pad, dil)) < TOL
+
+
+@pytest.mark.parametrize("case", SIM_SPLIT_CASES)
+def test_cuda_core_kernel_channel_slices_equal_float64_direct_conv(case):
+    from numba import cuda
+
+    n, d1, h, w, d2, kh, kw, stride, pad, dil, th, tw, tc, split = case
+    rng = np.random.default_rng(th * 1000 + tw * 100 + tc * 10 + split)
+    z = rng.standard_normal((n, d1, h, w)).astype(np.float32)
+    core = rng.standard_normal((d2, d1, kh, kw)).astype(np.float32)
+    g = conv_geometry(z.shape, (kh, kw), stride, pad, dil)
+    plan = TuckerCorePlan(core, g, CoreTile(th, tw, tc, split))
+    assert plan.block == split * 32 * math.ceil(d2 / 32)
     d_out = cuda.to_device(np.full((n, d2, g.out_h, g.out_w), np.nan, np.float32))
     plan(cuda.to_device(z), d_out)
     out = d_out.copy_to_host()
