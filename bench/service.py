@@ -61,15 +61,21 @@ def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
+    # SIGTERM to each leader only (serve stops its worker; a Celery worker its pool), then
+    # SIGKILL whatever is left in their sessions.
     for proc in procs:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM)
     for proc in procs:
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
+            pass
+        try:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        except ProcessLookupError:
+            pass
+        proc.wait()
 
 
 def _wait_ready(base: str, workers: int, procs: list[subprocess.Popen], timeout: float = 120) -> None:

@@ -9,6 +9,7 @@ With ``FIBERTENSOR_BROKER_URL=redis://...``, ``serve --no-worker`` runs the API 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import signal
@@ -67,6 +68,18 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stop_with_parent() -> None:
+    """In the embedded worker (before exec): get SIGTERM when ``serve`` dies, even by
+    SIGKILL, so no worker outlives its API (Linux ``PR_SET_PDEATHSIG``)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -79,12 +92,17 @@ def _serve(args: argparse.Namespace) -> int:
             "serving on %s without FIBERTENSOR_API_KEYS: anyone who reaches this port can "
             "submit and read jobs", args.host,
         )
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; as SystemExit (instead
+    # of the default handler's instant death) it unwinds through the finally below, which
+    # stops the worker.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     worker = None
     if not args.no_worker:
         env = dict(os.environ, FIBERTENSOR_DATA_DIR=str(settings.data_dir))
         worker = subprocess.Popen(
             [sys.executable, "-m", "service", "worker", "--log-level", args.log_level],
             env=env,
+            preexec_fn=_stop_with_parent,
         )
     try:
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
