@@ -1,7 +1,7 @@
 """Factorized conv benchmark: fused CP and Tucker core kernels vs cuDNN and the PyTorch
 pairwise sequence, on one GPU, in one run.
 
-    python3 bench/conv.py [--quick] [--out DIR]
+    python3 bench/conv.py [--quick] [--sections check,cp,tdc,tucker,sweep] [--out DIR]
 
 Kernel times are GPU time per call from CUDA events around back-to-back launches queued
 behind a sleeping kernel (gpu/conv_timing.py), the same for every side; "host" is the
@@ -243,6 +243,52 @@ def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
     return rows
 
 
+# Core shapes of the Tucker layers of bench_tucker_stages (Reustle layers 3 and 4, D1 = C/4,
+# D2 = T/4, no padding) with the batch: the sweep checks the tile model beyond batch 1.
+SWEEP_EXTRA = [((64, 96, 27, 27), 0, 1), ((64, 96, 27, 27), 0, 32), ((48, 96, 13, 13), 0, 1), ((48, 96, 13, 13), 0, 32)]
+
+
+def bench_tile_sweep(rng, log) -> list[str]:
+    """Every tiling candidate of the Tucker core on the TDC shapes (3×3, pad 1, batch 1) and
+    a few layer shapes with batch: the data the tile model is checked against (each
+    candidate's time in the log, ``bench: tile``)."""
+    rows = ["sweep (C,N,H,W) pad batch | cands | best tile      µs | model tile     µs | cuDNN µs | cuDNN/best cuDNN/model | err"]
+    spec = gpu_spec()
+    cases = [(s, 1, 1) for s in TDC_SHAPES] + SWEEP_EXTRA
+    for (c, nn, h, w), pad, batch in cases:
+        z = rng.standard_normal((batch, c, h, w)).astype(np.float32)
+        core = (rng.standard_normal((nn, c, 3, 3)) / math.sqrt(9 * c)).astype(np.float32)
+        g = conv_geometry(z.shape, (3, 3), 1, pad, 1)
+        shape = dict(C=c, N=nn, Ho=g.out_h, Wo=g.out_w, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, batch=batch)
+        d_z = cuda.to_device(z)
+        d_out = cuda.device_array((batch, nn, g.out_h, g.out_w), np.float32)
+        times = {}
+        for tile in tile_candidates(shape):
+            p = TuckerCorePlan(core, g, tile)
+            times[tile] = device_time(lambda: p(d_z, d_out), repeats=10)[0]
+            log({"bench": "tile", "shape": [c, nn, h, w], "pad": pad, "batch": batch,
+                 "tile": [tile.th, tile.tw, tile.tc, tile.split], "us": times[tile] * 1e6})
+        best = min(times, key=times.get)
+        tile_m = select_tile_model(shape, spec)
+        x = torch.from_numpy(z).cuda()
+        k = torch.from_numpy(core).cuda()
+        full = lambda: F.conv2d(x, k, padding=pad)  # noqa: E731
+        ref = full().cpu().numpy()
+        err = 0.0
+        for tile in (best, tile_m):
+            TuckerCorePlan(core, g, tile)(d_z, d_out)
+            err = max(err, rel_err(d_out.copy_to_host(), ref))
+        cudnn, _ = timed(full)
+        log({"bench": "sweep", "shape": [c, nn, h, w], "pad": pad, "batch": batch, "cudnn_us": cudnn * 1e6,
+             "best": [best.th, best.tw, best.tc, best.split], "model": [tile_m.th, tile_m.tw, tile_m.tc, tile_m.split],
+             "max_rel_err": err})
+        fmt = lambda t: f"{t.th}x{t.tw}x{t.tc}/{t.split}"  # noqa: E731
+        rows.append(f"({c:3},{nn:3},{h:3},{w:3}) {pad} {batch:5} | {len(times):5} | {fmt(best):<11} {times[best] * 1e6:7.1f} | "
+                    f"{fmt(tile_m):<11} {times[tile_m] * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
+                    f"{cudnn / times[best]:10.2f} {cudnn / times[tile_m]:11.2f} | {err:.1e}")
+    return rows
+
+
 def bench_tucker_stages(rng, log, layers, batches) -> list[str]:
     """Full Tucker layers (D1 = C/4, D2 = T/4): the three stages apart, to decide on fusion."""
     rows = ["Tucker layer batch (D1,D2) | 1x1 in µs  core µs  1x1 out µs | total µs | cuDNN full µs ratio | err"]
@@ -279,6 +325,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="correctness checks and one timing (smoke test)")
     ap.add_argument("--no-exhaustive", action="store_true", help="skip the exhaustive tile tuner")
+    ap.add_argument("--sections", default="check,cp,tdc,tucker",
+                    help="comma-separated: check, cp, tdc, tucker, sweep (every core tiling candidate)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for conv_bench.jsonl")
     args = ap.parse_args()
     out_dir = Path(args.out)
@@ -310,7 +358,13 @@ def main() -> int:
             ("cp", lambda: bench_cp(rng, log, REUSTLE_LAYERS, RANKS, BATCHES)),
             ("tdc", lambda: bench_tdc(rng, log, TDC_SHAPES, exhaustive=not args.no_exhaustive)),
             ("tucker", lambda: bench_tucker_stages(rng, log, REUSTLE_LAYERS, BATCHES)),
+            ("sweep", lambda: bench_tile_sweep(rng, log)),
         ]
+        wanted = set(args.sections.split(","))
+        unknown = wanted - {name for name, _ in plan}
+        if unknown:
+            ap.error(f"unknown sections {sorted(unknown)}")
+        plan = [(name, run) for name, run in plan if name in wanted]
     sections, failures = [], []
     for name, run in plan:
         # one failing section must not cost the others' figures
