@@ -106,6 +106,10 @@ async def _download(http: httpx.AsyncClient, job: dict, out: Path) -> None:
         (out / f"{job['id']}-{result['name']}").write_bytes(response.content)
 
 
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
 def _run_seconds(job: dict) -> float:
     from datetime import datetime
 
@@ -152,10 +156,10 @@ async def _batch(http: httpx.AsyncClient, fod: Path, out: Path, jobs: int, label
         "succeeded": len(latencies),
         "failed": sum(1 for job in final.values() if job["status"] != "succeeded"),
         "lost": len(began) - len(final),
-        "median": statistics.median(latencies) if latencies else float("nan"),
+        "median": _median(latencies),
         "p95": latencies[max(0, int(np.ceil(0.95 * len(latencies))) - 1)] if latencies else float("nan"),
         "wall": wall,
-        "run_median": statistics.median(_run_seconds(j) for j in final.values() if j["status"] == "succeeded"),
+        "run_median": _median([_run_seconds(j) for j in final.values() if j["status"] == "succeeded"]),
     }
 
 
@@ -163,7 +167,9 @@ async def _measure(base: str, fod: Path, out: Path, jobs: int, warmup: int) -> d
     limits = httpx.Limits(max_connections=jobs + 10, max_keepalive_connections=jobs + 10)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
         # each pool process loads the compiled kernels from numba's cache on its first job
-        await _batch(http, fod, out, warmup, "warmup")
+        warm = await _batch(http, fod, out, warmup, "warmup")
+        if warm["succeeded"] != warmup:
+            raise SystemExit(f"warm-up jobs failed ({warm}); see the job logs under {out.parent}")
         idle = [await _idle_job(http, fod, out) for _ in range(5)]
         result = await _batch(http, fod, out, jobs, "batch")
     result["idle"] = statistics.median(latency for latency, _ in idle)
