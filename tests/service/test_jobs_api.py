@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
+import subprocess
+import sys
 import threading
 
 import anyio
+import httpx
 
 import nibabel as nib
 import numpy as np
 import pytest
 
+from service.settings import Settings
 from tests.service.conftest import run_queued
-from worker.job_store import JobStatus
+from worker.job_store import JobStatus, JobStore
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +181,28 @@ async def test_openapi_documents_the_generated_form(client):
     assert props["factor"]["type"] == "number" and props["fail"]["enum"] == ["none", "input", "crash", "transient"]
     assert set(body["schema"]["required"]) == {"volume"}
     assert (await client.get("/docs")).status_code == 200
+
+
+async def test_janitor_requeues_a_job_whose_worker_died(app_factory, tmp_path, volume):
+    settings = Settings(data_dir=tmp_path / "data", janitor_interval=0.1)
+    app = app_factory(settings)
+    store = JobStore(settings.data_dir)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        job_id = (await _submit(client, volume)).json()["id"]
+    queue = settings.data_dir / "broker" / "queue"
+    for message in queue.iterdir():  # the worker took the message ...
+        message.unlink()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    # ... claimed the job, and died (a SIGKILLed pool process on this host)
+    store.update(job_id, lambda r: r.model_copy(update={
+        "status": JobStatus.running, "runner": f"{socket.gethostname()}:{dead.stdout.strip()}", "attempts": 1}))
+    async with app.router.lifespan_context(app):
+        for _ in range(50):
+            await anyio.sleep(0.1)
+            if store.read(job_id).status is JobStatus.queued:
+                break
+    record = store.read(job_id)
+    assert record.status is JobStatus.queued and record.worker_losses == 1
+    messages = list(queue.iterdir())
+    assert len(messages) == 1 and job_id in messages[0].read_text()
+    assert "runner lost; job is now queued" in store.log_path(job_id).read_text()
