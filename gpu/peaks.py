@@ -151,6 +151,16 @@ def _iteration_summary(hist: np.ndarray) -> dict:
     }
 
 
+def _to_spatial(per_voxel: np.ndarray, spatial: tuple[int, ...], order: str) -> np.ndarray:
+    """(voxels, ...) → (*spatial, ...), voxels numbered in ``order`` (a view, no copy)."""
+    rest = per_voxel.shape[1:]
+    if order == "C":
+        return per_voxel.reshape(*spatial, *rest)
+    d = len(spatial)
+    reversed_grid = per_voxel.reshape(*spatial[::-1], *rest)
+    return reversed_grid.transpose(*range(d - 1, -1, -1), *range(d, d + len(rest)))
+
+
 def sshopm_peaks(
     sh: np.ndarray,
     *,
@@ -173,23 +183,27 @@ def sshopm_peaks(
         raise ValueError("sh must have the SH coefficients along its last axis")
     lmax = lmax_from_ncoeffs(sh.shape[-1])
     spatial = sh.shape[:-1]
-    flat = sh.reshape(-1, sh.shape[-1])
-    selected = np.ones(flat.shape[0], bool)
+    # Coefficient-major (n_coeffs, voxels): a free view of a NIfTI volume, which is stored
+    # x-fastest (Fortran order); voxels are numbered in the volume's own memory order.
+    order = "F" if sh.ndim > 1 and sh.flags.f_contiguous and not sh.flags.c_contiguous else "C"
+    coeffs_t = sh.reshape(-1, sh.shape[-1], order=order).T
+    selected = np.ones(coeffs_t.shape[1], bool)
     if mask is not None:
         mask = np.asarray(mask)
         if mask.shape != spatial:
             raise ValueError(f"mask shape {mask.shape} does not match the SH volume's spatial shape {spatial}")
-        selected &= mask.reshape(-1).astype(bool)
-    finite = np.isfinite(flat).all(axis=1)
+        selected &= mask.reshape(-1, order=order).astype(bool)
+    # One pass over the data; float64 sums of float32 values cannot overflow.
+    finite = np.isfinite(coeffs_t.sum(axis=0, dtype=np.float64))
     nonfinite = int((selected & ~finite).sum())
     selected &= finite
     chosen = resolve_backend(backend)
-    coeffs = flat if selected.all() else flat[selected]
+    coeffs = coeffs_t if selected.all() else coeffs_t[:, selected]
     sh2t = sh_to_tensor_matrix(lmax, basis)
     if options.shift == "fixed":
-        alphas = convexity_shift(sh_to_tensor(coeffs, basis), lmax)
+        alphas = convexity_shift(sh_to_tensor(coeffs.T, basis), lmax)
     else:
-        alphas = np.zeros(coeffs.shape[0])
+        alphas = np.zeros(coeffs.shape[1])
     starts = hemisphere_starts(options.starts)
     neighbors = start_neighbors(options.starts)
     fparams, iparams = _kernel_params(options)
@@ -204,7 +218,7 @@ def sshopm_peaks(
 
         run = run_sshopm_cpu(lmax, coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, options.npeaks,
                              progress=progress, **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
-    n_total = flat.shape[0]
+    n_total = coeffs_t.shape[1]
     k = options.npeaks
     directions = np.full((n_total, k, 3), np.nan, np.float32)
     amplitudes = np.full((n_total, k), np.nan, np.float32)
@@ -239,8 +253,8 @@ def sshopm_peaks(
         },
     }
     return PeaksResult(
-        directions=directions.reshape(*spatial, k, 3),
-        amplitudes=amplitudes.reshape(*spatial, k),
-        count=count.reshape(spatial),
+        directions=_to_spatial(directions, spatial, order),
+        amplitudes=_to_spatial(amplitudes, spatial, order),
+        count=_to_spatial(count, spatial, order),
         stats=stats,
     )

@@ -237,7 +237,7 @@ def _cpu_loop(order: int, n_unique: int) -> str:
 def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = coeffs.shape[0]
+    n_voxels = coeffs.shape[1]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty({n_unique}, sh2t.dtype)
@@ -255,7 +255,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
             for k in range({n_unique}):
                 total = 0.0
                 for j in range({n_unique}):
-                    total += sh2t[k, j] * coeffs[v, j]
+                    total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
             for t in range(count):
                 gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])

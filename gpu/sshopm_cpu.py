@@ -26,15 +26,16 @@ def run_sshopm_cpu(
     chunk_voxels: int = 16384,
     progress: Callable[[float], None] | None = None,
 ) -> dict:
-    """Run SS-HOPM for each row of SH ``coeffs``; ``sh2t`` maps them to unique tensor
-    entries (:func:`gpu.symmetric_tensor.sh_to_tensor_matrix`), applied in float64 per voxel.
+    """Run SS-HOPM for each voxel (column) of SH ``coeffs`` (n_coeffs, voxels); ``sh2t`` maps
+    them to unique tensor entries (:func:`gpu.symmetric_tensor.sh_to_tensor_matrix`), applied
+    in float64 per voxel.
 
     Returns arrays ``directions`` (n, npeaks, 3), ``amplitudes`` (n, npeaks) — NaN where a
     voxel has fewer peaks —, ``count`` (n,), per-voxel ``stats`` (n, N_STATS), the
     iteration histogram ``hist`` and the compute time in seconds.
     """
     loop = getattr(sshopm_generated, f"sshopm_cpu_m{order}")
-    n = coeffs.shape[0]
+    n = coeffs.shape[1]
     sh2t = np.ascontiguousarray(sh2t, np.float64)
     directions = np.full((n, npeaks, 3), np.nan)
     amplitudes = np.full((n, npeaks), np.nan)
@@ -46,7 +47,7 @@ def run_sshopm_cpu(
     for lo in range(0, n, chunk_voxels):
         hi = min(n, lo + chunk_voxels)
         chunk_hist = np.zeros((4 * n_threads, HIST_BINS), np.int64)
-        loop(coeffs[lo:hi], sh2t, alphas[lo:hi], starts, neighbors, fparams, iparams,
+        loop(coeffs[:, lo:hi], sh2t, alphas[lo:hi], starts, neighbors, fparams, iparams,
              directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
         hist += chunk_hist.sum(axis=0)
         if progress is not None:

@@ -42,15 +42,15 @@ CONVERT_THREADS = 256
 
 @cuda.jit(cache=True)
 def sh_to_tensor_cuda(coeffs, sh2t, tensors):
-    """tensors[v] = sh2t @ coeffs[v], one thread per (voxel, unique entry)."""
+    """tensors[v] = sh2t @ coeffs[:, v], one thread per (voxel, unique entry)."""
     i = cuda.grid(1)
     n_unique = sh2t.shape[0]
     v = i // n_unique
-    if v < coeffs.shape[0]:
+    if v < coeffs.shape[1]:
         k = i - v * n_unique
         total = float32(0)
         for j in range(sh2t.shape[1]):
-            total += sh2t[k, j] * coeffs[v, j]
+            total += sh2t[k, j] * coeffs[j, v]
         tensors[v, k] = total
 
 
@@ -129,7 +129,7 @@ def run_sshopm_cuda(
     """
     seed_kernel = getattr(sshopm_generated, f"seed_cuda_m{order}")
     climb_kernel = getattr(sshopm_generated, f"climb_cuda_m{order}")
-    n = coeffs.shape[0]
+    n = coeffs.shape[1]
     n_starts = starts.shape[0]
     n_unique = sh2t.shape[0]
     started = time.perf_counter()
@@ -163,7 +163,7 @@ def run_sshopm_cuda(
         hi = min(n, lo + chunk)
         m = hi - lo
         phases["convert"] += timed(lambda: sh_to_tensor_cuda[(m * n_unique + CONVERT_THREADS - 1) // CONVERT_THREADS,
-                                                          CONVERT_THREADS](d_coeffs[lo:hi], d_sh2t, d_tensors[:m]))
+                                                          CONVERT_THREADS](d_coeffs[:, lo:hi], d_sh2t, d_tensors[:m]))
         phases["seed"] += timed(lambda: seed_kernel[m, n_starts](
             d_tensors[:m], d_starts, d_neighbors, d_fparams, d_iparams, d_slots[:m], d_n_seeds[:m]))
         n_seeds = d_n_seeds[:m].copy_to_host()

@@ -271,7 +271,7 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 2, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = coeffs.shape[0]
+    n_voxels = coeffs.shape[1]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(6, sh2t.dtype)
@@ -289,7 +289,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for k in range(6):
                 total = 0.0
                 for j in range(6):
-                    total += sh2t[k, j] * coeffs[v, j]
+                    total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
             for t in range(count):
                 gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
@@ -588,7 +588,7 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 4, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = coeffs.shape[0]
+    n_voxels = coeffs.shape[1]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(15, sh2t.dtype)
@@ -606,7 +606,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for k in range(15):
                 total = 0.0
                 for j in range(15):
-                    total += sh2t[k, j] * coeffs[v, j]
+                    total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
             for t in range(count):
                 gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
@@ -1043,7 +1043,7 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 6, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = coeffs.shape[0]
+    n_voxels = coeffs.shape[1]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(28, sh2t.dtype)
@@ -1061,7 +1061,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for k in range(28):
                 total = 0.0
                 for j in range(28):
-                    total += sh2t[k, j] * coeffs[v, j]
+                    total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
             for t in range(count):
                 gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
@@ -1684,7 +1684,7 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 8, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = coeffs.shape[0]
+    n_voxels = coeffs.shape[1]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(45, sh2t.dtype)
@@ -1702,7 +1702,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for k in range(45):
                 total = 0.0
                 for j in range(45):
-                    total += sh2t[k, j] * coeffs[v, j]
+                    total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
             for t in range(count):
                 gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
@@ -2559,7 +2559,7 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, ip
 def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 10, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = coeffs.shape[0]
+    n_voxels = coeffs.shape[1]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(66, sh2t.dtype)
@@ -2577,7 +2577,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for k in range(66):
                 total = 0.0
                 for j in range(66):
-                    total += sh2t[k, j] * coeffs[v, j]
+                    total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
             for t in range(count):
                 gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
@@ -3716,7 +3716,7 @@ def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, fparams, ip
 def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 12, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
-    n_voxels = coeffs.shape[0]
+    n_voxels = coeffs.shape[1]
     count = starts.shape[0]
     for c in prange(n_chunks):
         a = np.empty(91, sh2t.dtype)
@@ -3734,7 +3734,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for k in range(91):
                 total = 0.0
                 for j in range(91):
-                    total += sh2t[k, j] * coeffs[v, j]
+                    total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
             for t in range(count):
                 gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
