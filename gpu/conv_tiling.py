@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from gpu.conv_codegen import TUCKER_TILES
+from gpu.conv_codegen import TUCKER_ROW_KW, TUCKER_ROW_TN, TUCKER_TILES
 
 __all__ = [
     "CoreTile",
@@ -50,12 +50,14 @@ _SHARED_LIMIT = 48 * 1024
 @dataclass(frozen=True)
 class CoreTile:
     """TH×TW outputs per thread, TC input channels per block, ``split`` thread slices per
-    output channel inside the block (each takes every split-th of the TC channels)."""
+    output channel inside the block (each takes every split-th of the TC channels), TN
+    output channels per thread (row-register kernels only)."""
 
     th: int
     tw: int
     tc: int
     split: int = 1
+    tn: int = 1
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,12 @@ def gpu_spec() -> GpuSpec:
     )
 
 
-def core_block_threads(n_out: int, split: int = 1) -> int:
-    """Threads per channel slice: one per output channel (TDC), whole warps, at most
-    256 / split (more output channels take several blocks)."""
-    return min(256 // split, 32 * math.ceil(n_out / 32))
+def core_block_threads(n_out: int, split: int = 1, tn: int = 1) -> int:
+    """Threads per channel slice: one per TN output channels (TDC: TN = 1), whole warps
+    (half warps for TN > 1, so that 32 channels still fill a slice), at most 256 / split
+    (more output channels take several blocks)."""
+    unit = 32 if tn == 1 else 16
+    return min(256 // split, unit * math.ceil(math.ceil(n_out / tn) / unit))
 
 
 def _input_tile(tile: CoreTile, shape) -> tuple[int, int]:
@@ -115,8 +119,8 @@ def shared_bytes(tile: CoreTile, shape) -> int:
     """The input tile, or the staging area of the block's TH·TW sums per thread if larger
     (see :func:`gpu.conv_codegen.tucker_kernel_source`)."""
     hi, wi = _input_tile(tile, shape)
-    threads = core_block_threads(shape["N"], tile.split) * tile.split
-    return 4 * max(tile.tc * hi * wi, threads * (tile.th * tile.tw | 1))
+    threads = core_block_threads(shape["N"], tile.split, tile.tn) * tile.split
+    return 4 * max(tile.tc * hi * wi, threads * tile.tn * (tile.th * tile.tw | 1))
 
 
 #: Channel slices per block the candidates take.
@@ -132,18 +136,23 @@ def tile_candidates(shape) -> list[CoreTile]:
     """
     c = shape["C"]
     tcs = sorted({min(c, 2**i) for i in range(0, max(1, math.ceil(math.log2(c))) + 1)})
-    warps = 32 * math.ceil(shape["N"] / 32)
+    rows = shape["sw"] == 1 and shape["dw"] == 1 and shape["kw"] in TUCKER_ROW_KW
+    tns = TUCKER_ROW_TN if rows else (1,)
     out = []
     for th, tw in TUCKER_TILES:
         if th > shape["Ho"] or tw > shape["Wo"]:
             continue
-        for tc in tcs:
-            for split in SPLITS:
-                if split > tc or (split > 1 and split * warps > 256):
-                    continue
-                t = CoreTile(th, tw, tc, split)
-                if shared_bytes(t, shape) <= _SHARED_LIMIT:
-                    out.append(t)
+        for tn in tns:
+            if tn * th * tw > 64:
+                continue
+            slice_threads = core_block_threads(shape["N"], 1, tn)
+            for tc in tcs:
+                for split in SPLITS:
+                    if split > tc or (split > 1 and split * slice_threads > 256):
+                        continue
+                    t = CoreTile(th, tw, tc, split, tn)
+                    if shared_bytes(t, shape) <= _SHARED_LIMIT:
+                        out.append(t)
     return out
 
 
@@ -153,8 +162,8 @@ def occupancy(tile: CoreTile, shape, spec: GpuSpec) -> float:
     Registers per thread are estimated as the TH·TW accumulators plus 32 for addresses and
     loop state.
     """
-    threads = core_block_threads(shape["N"], tile.split) * tile.split
-    regs = tile.th * tile.tw + 32
+    threads = core_block_threads(shape["N"], tile.split, tile.tn) * tile.split
+    regs = tile.tn * tile.th * tile.tw + 32
     blocks = min(
         spec.blocks_per_sm,
         spec.threads_per_sm // threads,
@@ -165,7 +174,7 @@ def occupancy(tile: CoreTile, shape, spec: GpuSpec) -> float:
 
 
 def _blocks(tile: CoreTile, shape) -> int:
-    groups = math.ceil(shape["N"] / core_block_threads(shape["N"], tile.split))
+    groups = math.ceil(shape["N"] / (core_block_threads(shape["N"], tile.split, tile.tn) * tile.tn))
     return (
         math.ceil(shape["Ho"] / tile.th) * math.ceil(shape["Wo"] / tile.tw)
         * math.ceil(shape["C"] / tile.tc) * shape.get("batch", 1) * groups
@@ -177,11 +186,11 @@ def comp_latency(tile: CoreTile, shape, spec: GpuSpec) -> float:
     occ = occupancy(tile, shape, spec)
     if occ <= 0:
         return math.inf
-    threads = _blocks(tile, shape) * core_block_threads(shape["N"], tile.split) * tile.split
+    threads = _blocks(tile, shape) * core_block_threads(shape["N"], tile.split, tile.tn) * tile.split
     waves = math.ceil(threads / (spec.gpu_threads * occ))
     r, s = shape["kh"], shape["kw"]
     per_thread_c = math.ceil(tile.tc / tile.split)
-    blk = 2 * (tile.th + r - 1) * (tile.tw + s - 1) * per_thread_c * spec.gpu_threads * r * s / spec.peak_flops
+    blk = 2 * (tile.th + r - 1) * (tile.tw + s - 1) * per_thread_c * tile.tn * spec.gpu_threads * r * s / spec.peak_flops
     return waves * blk
 
 

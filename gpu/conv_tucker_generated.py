@@ -11,9 +11,9 @@ from gpu.cuda_runtime import simulator_active
 def tucker_core_1x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 1x1 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·1) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·1) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -69,16 +69,17 @@ def tucker_core_1x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
     cuda.syncthreads()
-    sb = tid * 1
+    sb = (tid) * 1
     tile[sb + 0] = a0_0
     cuda.syncthreads()
     part_step = n_thr * 1
@@ -103,9 +104,9 @@ def tucker_core_1x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_1x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 1x2 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·3) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -161,18 +162,19 @@ def tucker_core_1x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 3
+    sb = (tid) * 3
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     cuda.syncthreads()
@@ -198,9 +200,9 @@ def tucker_core_1x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_1x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 1x4 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -256,22 +258,23 @@ def tucker_core_1x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
     a0_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
             a0_2 += tile[o + 2 * col_step] * wv
             a0_3 += tile[o + 3 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -299,9 +302,9 @@ def tucker_core_1x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_1x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 1x7 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·7) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -357,6 +360,7 @@ def tucker_core_1x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -366,9 +370,9 @@ def tucker_core_1x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a0_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -378,7 +382,7 @@ def tucker_core_1x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a0_5 += tile[o + 5 * col_step] * wv
             a0_6 += tile[o + 6 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 7
+    sb = (tid) * 7
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -409,9 +413,9 @@ def tucker_core_1x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_1x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 1x8 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -467,6 +471,7 @@ def tucker_core_1x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -477,9 +482,9 @@ def tucker_core_1x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a0_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -490,7 +495,7 @@ def tucker_core_1x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a0_6 += tile[o + 6 * col_step] * wv
             a0_7 += tile[o + 7 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -522,9 +527,9 @@ def tucker_core_1x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_1x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 1x16 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -580,6 +585,7 @@ def tucker_core_1x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -598,9 +604,9 @@ def tucker_core_1x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
     a0_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -619,7 +625,7 @@ def tucker_core_1x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
             a0_14 += tile[o + 14 * col_step] * wv
             a0_15 += tile[o + 15 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -659,9 +665,9 @@ def tucker_core_1x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
 def tucker_core_2x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 2x1 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·3) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -717,18 +723,19 @@ def tucker_core_2x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a1_0 += tile[o + 1 * row_step] * wv
     cuda.syncthreads()
-    sb = tid * 3
+    sb = (tid) * 3
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     cuda.syncthreads()
@@ -754,9 +761,9 @@ def tucker_core_2x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_2x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 2x2 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -812,22 +819,23 @@ def tucker_core_2x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
     a1_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
             a1_0 += tile[o + 1 * row_step] * wv
             a1_1 += tile[o + 1 * row_step + 1 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -855,9 +863,9 @@ def tucker_core_2x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_2x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 2x4 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -913,6 +921,7 @@ def tucker_core_2x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -923,9 +932,9 @@ def tucker_core_2x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a1_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -936,7 +945,7 @@ def tucker_core_2x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a1_2 += tile[o + 1 * row_step + 2 * col_step] * wv
             a1_3 += tile[o + 1 * row_step + 3 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -968,9 +977,9 @@ def tucker_core_2x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_2x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 2x7 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·15) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -1026,6 +1035,7 @@ def tucker_core_2x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -1042,9 +1052,9 @@ def tucker_core_2x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a1_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -1061,7 +1071,7 @@ def tucker_core_2x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a1_5 += tile[o + 1 * row_step + 5 * col_step] * wv
             a1_6 += tile[o + 1 * row_step + 6 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 15
+    sb = (tid) * 15
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -1099,9 +1109,9 @@ def tucker_core_2x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_2x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 2x8 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -1157,6 +1167,7 @@ def tucker_core_2x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -1175,9 +1186,9 @@ def tucker_core_2x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a1_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -1196,7 +1207,7 @@ def tucker_core_2x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a1_6 += tile[o + 1 * row_step + 6 * col_step] * wv
             a1_7 += tile[o + 1 * row_step + 7 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -1236,9 +1247,9 @@ def tucker_core_2x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_2x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 2x16 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -1294,6 +1305,7 @@ def tucker_core_2x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -1328,9 +1340,9 @@ def tucker_core_2x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
     a1_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -1365,7 +1377,7 @@ def tucker_core_2x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
             a1_14 += tile[o + 1 * row_step + 14 * col_step] * wv
             a1_15 += tile[o + 1 * row_step + 15 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -1421,9 +1433,9 @@ def tucker_core_2x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
 def tucker_core_4x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 4x1 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -1479,22 +1491,23 @@ def tucker_core_4x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
     a3_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a1_0 += tile[o + 1 * row_step] * wv
             a2_0 += tile[o + 2 * row_step] * wv
             a3_0 += tile[o + 3 * row_step] * wv
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -1522,9 +1535,9 @@ def tucker_core_4x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_4x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 4x2 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -1580,6 +1593,7 @@ def tucker_core_4x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -1590,9 +1604,9 @@ def tucker_core_4x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a3_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -1603,7 +1617,7 @@ def tucker_core_4x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a3_0 += tile[o + 3 * row_step] * wv
             a3_1 += tile[o + 3 * row_step + 1 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -1635,9 +1649,9 @@ def tucker_core_4x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_4x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 4x4 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -1693,6 +1707,7 @@ def tucker_core_4x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -1711,9 +1726,9 @@ def tucker_core_4x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a3_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -1732,7 +1747,7 @@ def tucker_core_4x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a3_2 += tile[o + 3 * row_step + 2 * col_step] * wv
             a3_3 += tile[o + 3 * row_step + 3 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -1772,9 +1787,9 @@ def tucker_core_4x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_4x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 4x7 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·29) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -1830,6 +1845,7 @@ def tucker_core_4x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -1860,9 +1876,9 @@ def tucker_core_4x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a3_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -1893,7 +1909,7 @@ def tucker_core_4x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a3_5 += tile[o + 3 * row_step + 5 * col_step] * wv
             a3_6 += tile[o + 3 * row_step + 6 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 29
+    sb = (tid) * 29
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -1945,9 +1961,9 @@ def tucker_core_4x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_4x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 4x8 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -2003,6 +2019,7 @@ def tucker_core_4x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -2037,9 +2054,9 @@ def tucker_core_4x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a3_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -2074,7 +2091,7 @@ def tucker_core_4x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a3_6 += tile[o + 3 * row_step + 6 * col_step] * wv
             a3_7 += tile[o + 3 * row_step + 7 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -2130,9 +2147,9 @@ def tucker_core_4x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_4x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 4x16 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·65) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·65) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -2188,6 +2205,7 @@ def tucker_core_4x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -2254,9 +2272,9 @@ def tucker_core_4x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
     a3_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -2323,7 +2341,7 @@ def tucker_core_4x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
             a3_14 += tile[o + 3 * row_step + 14 * col_step] * wv
             a3_15 += tile[o + 3 * row_step + 15 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 65
+    sb = (tid) * 65
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -2411,9 +2429,9 @@ def tucker_core_4x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
 def tucker_core_7x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 7x1 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·7) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -2469,6 +2487,7 @@ def tucker_core_7x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
@@ -2478,9 +2497,9 @@ def tucker_core_7x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a6_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a1_0 += tile[o + 1 * row_step] * wv
@@ -2490,7 +2509,7 @@ def tucker_core_7x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a5_0 += tile[o + 5 * row_step] * wv
             a6_0 += tile[o + 6 * row_step] * wv
     cuda.syncthreads()
-    sb = tid * 7
+    sb = (tid) * 7
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -2521,9 +2540,9 @@ def tucker_core_7x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_7x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 7x2 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·15) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -2579,6 +2598,7 @@ def tucker_core_7x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -2595,9 +2615,9 @@ def tucker_core_7x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a6_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -2614,7 +2634,7 @@ def tucker_core_7x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a6_0 += tile[o + 6 * row_step] * wv
             a6_1 += tile[o + 6 * row_step + 1 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 15
+    sb = (tid) * 15
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -2652,9 +2672,9 @@ def tucker_core_7x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_7x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 7x4 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·29) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -2710,6 +2730,7 @@ def tucker_core_7x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -2740,9 +2761,9 @@ def tucker_core_7x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a6_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -2773,7 +2794,7 @@ def tucker_core_7x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a6_2 += tile[o + 6 * row_step + 2 * col_step] * wv
             a6_3 += tile[o + 6 * row_step + 3 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 29
+    sb = (tid) * 29
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -2825,9 +2846,9 @@ def tucker_core_7x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_7x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 7x7 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·49) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·49) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -2883,6 +2904,7 @@ def tucker_core_7x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -2934,9 +2956,9 @@ def tucker_core_7x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a6_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -2988,7 +3010,7 @@ def tucker_core_7x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a6_5 += tile[o + 6 * row_step + 5 * col_step] * wv
             a6_6 += tile[o + 6 * row_step + 6 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 49
+    sb = (tid) * 49
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -3061,9 +3083,9 @@ def tucker_core_7x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_7x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 7x8 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·57) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·57) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -3119,6 +3141,7 @@ def tucker_core_7x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -3177,9 +3200,9 @@ def tucker_core_7x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a6_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -3238,7 +3261,7 @@ def tucker_core_7x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a6_6 += tile[o + 6 * row_step + 6 * col_step] * wv
             a6_7 += tile[o + 6 * row_step + 7 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 57
+    sb = (tid) * 57
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -3318,9 +3341,9 @@ def tucker_core_7x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_8x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 8x1 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -3376,6 +3399,7 @@ def tucker_core_8x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
@@ -3386,9 +3410,9 @@ def tucker_core_8x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a7_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a1_0 += tile[o + 1 * row_step] * wv
@@ -3399,7 +3423,7 @@ def tucker_core_8x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a6_0 += tile[o + 6 * row_step] * wv
             a7_0 += tile[o + 7 * row_step] * wv
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -3431,9 +3455,9 @@ def tucker_core_8x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_8x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 8x2 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -3489,6 +3513,7 @@ def tucker_core_8x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -3507,9 +3532,9 @@ def tucker_core_8x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a7_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -3528,7 +3553,7 @@ def tucker_core_8x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a7_0 += tile[o + 7 * row_step] * wv
             a7_1 += tile[o + 7 * row_step + 1 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -3568,9 +3593,9 @@ def tucker_core_8x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_8x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 8x4 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -3626,6 +3651,7 @@ def tucker_core_8x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -3660,9 +3686,9 @@ def tucker_core_8x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a7_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -3697,7 +3723,7 @@ def tucker_core_8x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a7_2 += tile[o + 7 * row_step + 2 * col_step] * wv
             a7_3 += tile[o + 7 * row_step + 3 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -3753,9 +3779,9 @@ def tucker_core_8x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_8x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 8x7 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·57) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·57) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -3811,6 +3837,7 @@ def tucker_core_8x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -3869,9 +3896,9 @@ def tucker_core_8x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a7_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -3930,7 +3957,7 @@ def tucker_core_8x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a7_5 += tile[o + 7 * row_step + 5 * col_step] * wv
             a7_6 += tile[o + 7 * row_step + 6 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 57
+    sb = (tid) * 57
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -4010,9 +4037,9 @@ def tucker_core_8x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 def tucker_core_8x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
     """Tucker core conv, 8x8 output tile. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·65) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·65) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -4068,6 +4095,7 @@ def tucker_core_8x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
         count = 0
     row_step = geo[6] * tile_w_in
     col_step = geo[7]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -4134,9 +4162,9 @@ def tucker_core_8x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     a7_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for k in range(n_taps):
-            wv = wk[wb + k * n_out]
+            wv = wk[wb + k * n_w]
             o = cb + taps[k]
             a0_0 += tile[o] * wv
             a0_1 += tile[o + 1 * col_step] * wv
@@ -4203,7 +4231,7 @@ def tucker_core_8x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
             a7_6 += tile[o + 7 * row_step + 6 * col_step] * wv
             a7_7 += tile[o + 7 * row_step + 7 * col_step] * wv
     cuda.syncthreads()
-    sb = tid * 65
+    sb = (tid) * 65
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -4289,12 +4317,12 @@ def tucker_core_8x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
 
 @cuda.jit(cache=True)
 def tucker_core_1x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x1 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x1 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·1) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·1) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -4351,15 +4379,16 @@ def tucker_core_1x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -4369,7 +4398,7 @@ def tucker_core_1x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_0 += v1 * w1
             a0_0 += v2 * w2
     cuda.syncthreads()
-    sb = tid * 1
+    sb = (tid) * 1
     tile[sb + 0] = a0_0
     cuda.syncthreads()
     part_step = n_thr * 1
@@ -4392,12 +4421,12 @@ def tucker_core_1x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x2 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x2 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·3) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -4454,16 +4483,17 @@ def tucker_core_1x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -4477,7 +4507,7 @@ def tucker_core_1x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_0 += v2 * w2
             a0_1 += v3 * w2
     cuda.syncthreads()
-    sb = tid * 3
+    sb = (tid) * 3
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     cuda.syncthreads()
@@ -4501,12 +4531,12 @@ def tucker_core_1x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x4 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x4 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -4563,18 +4593,19 @@ def tucker_core_1x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
     a0_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -4596,7 +4627,7 @@ def tucker_core_1x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_2 += v4 * w2
             a0_3 += v5 * w2
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -4622,12 +4653,12 @@ def tucker_core_1x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x7 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x7 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·7) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -4684,6 +4715,7 @@ def tucker_core_1x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -4693,12 +4725,12 @@ def tucker_core_1x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a0_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -4732,7 +4764,7 @@ def tucker_core_1x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_5 += v7 * w2
             a0_6 += v8 * w2
     cuda.syncthreads()
-    sb = tid * 7
+    sb = (tid) * 7
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -4761,12 +4793,12 @@ def tucker_core_1x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x8 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x8 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -4823,6 +4855,7 @@ def tucker_core_1x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -4833,12 +4866,12 @@ def tucker_core_1x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a0_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -4876,7 +4909,7 @@ def tucker_core_1x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_6 += v8 * w2
             a0_7 += v9 * w2
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -4906,12 +4939,12 @@ def tucker_core_1x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x16 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x16 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -4968,6 +5001,7 @@ def tucker_core_1x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -4986,12 +5020,12 @@ def tucker_core_1x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     a0_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -5061,7 +5095,7 @@ def tucker_core_1x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
             a0_14 += v16 * w2
             a0_15 += v17 * w2
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -5099,12 +5133,12 @@ def tucker_core_1x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
 
 @cuda.jit(cache=True)
 def tucker_core_2x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x1 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x1 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·3) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -5161,16 +5195,17 @@ def tucker_core_2x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -5187,7 +5222,7 @@ def tucker_core_2x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_0 += v1 * w1
             a1_0 += v2 * w2
     cuda.syncthreads()
-    sb = tid * 3
+    sb = (tid) * 3
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     cuda.syncthreads()
@@ -5211,12 +5246,12 @@ def tucker_core_2x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x2 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x2 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -5273,18 +5308,19 @@ def tucker_core_2x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
     a1_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -5309,7 +5345,7 @@ def tucker_core_2x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_0 += v2 * w2
             a1_1 += v3 * w2
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -5335,12 +5371,12 @@ def tucker_core_2x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x4 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x4 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -5397,6 +5433,7 @@ def tucker_core_2x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -5407,12 +5444,12 @@ def tucker_core_2x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a1_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -5453,7 +5490,7 @@ def tucker_core_2x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_2 += v4 * w2
             a1_3 += v5 * w2
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -5483,12 +5520,12 @@ def tucker_core_2x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x7 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x7 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·15) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -5545,6 +5582,7 @@ def tucker_core_2x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -5561,12 +5599,12 @@ def tucker_core_2x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a1_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -5631,7 +5669,7 @@ def tucker_core_2x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_5 += v7 * w2
             a1_6 += v8 * w2
     cuda.syncthreads()
-    sb = tid * 15
+    sb = (tid) * 15
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -5667,12 +5705,12 @@ def tucker_core_2x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x8 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x8 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -5729,6 +5767,7 @@ def tucker_core_2x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -5747,12 +5786,12 @@ def tucker_core_2x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a1_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -5825,7 +5864,7 @@ def tucker_core_2x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_6 += v8 * w2
             a1_7 += v9 * w2
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -5863,12 +5902,12 @@ def tucker_core_2x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x16 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x16 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -5925,6 +5964,7 @@ def tucker_core_2x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -5959,12 +5999,12 @@ def tucker_core_2x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     a1_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -6101,7 +6141,7 @@ def tucker_core_2x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
             a1_14 += v16 * w2
             a1_15 += v17 * w2
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -6155,12 +6195,12 @@ def tucker_core_2x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
 
 @cuda.jit(cache=True)
 def tucker_core_4x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x1 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x1 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -6217,18 +6257,19 @@ def tucker_core_4x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
     a3_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -6259,7 +6300,7 @@ def tucker_core_4x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_0 += v1 * w1
             a3_0 += v2 * w2
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -6285,12 +6326,12 @@ def tucker_core_4x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x2 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x2 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -6347,6 +6388,7 @@ def tucker_core_4x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -6357,12 +6399,12 @@ def tucker_core_4x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -6409,7 +6451,7 @@ def tucker_core_4x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_0 += v2 * w2
             a3_1 += v3 * w2
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -6439,12 +6481,12 @@ def tucker_core_4x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x4 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x4 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -6501,6 +6543,7 @@ def tucker_core_4x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -6519,12 +6562,12 @@ def tucker_core_4x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -6603,7 +6646,7 @@ def tucker_core_4x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_2 += v4 * w2
             a3_3 += v5 * w2
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -6641,12 +6684,12 @@ def tucker_core_4x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x7 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x7 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·29) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -6703,6 +6746,7 @@ def tucker_core_4x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -6733,12 +6777,12 @@ def tucker_core_4x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -6865,7 +6909,7 @@ def tucker_core_4x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_5 += v7 * w2
             a3_6 += v8 * w2
     cuda.syncthreads()
-    sb = tid * 29
+    sb = (tid) * 29
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -6915,12 +6959,12 @@ def tucker_core_4x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x8 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x8 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -6977,6 +7021,7 @@ def tucker_core_4x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -7011,12 +7056,12 @@ def tucker_core_4x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -7159,7 +7204,7 @@ def tucker_core_4x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_6 += v8 * w2
             a3_7 += v9 * w2
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -7213,12 +7258,12 @@ def tucker_core_4x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x16 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x16 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·65) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·65) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -7275,6 +7320,7 @@ def tucker_core_4x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -7341,12 +7387,12 @@ def tucker_core_4x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     a3_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -7617,7 +7663,7 @@ def tucker_core_4x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
             a3_14 += v16 * w2
             a3_15 += v17 * w2
     cuda.syncthreads()
-    sb = tid * 65
+    sb = (tid) * 65
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -7703,12 +7749,12 @@ def tucker_core_4x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
 
 @cuda.jit(cache=True)
 def tucker_core_7x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x1 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x1 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·7) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -7765,6 +7811,7 @@ def tucker_core_7x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
@@ -7774,12 +7821,12 @@ def tucker_core_7x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -7831,7 +7878,7 @@ def tucker_core_7x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_0 += v1 * w1
             a6_0 += v2 * w2
     cuda.syncthreads()
-    sb = tid * 7
+    sb = (tid) * 7
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -7860,12 +7907,12 @@ def tucker_core_7x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x2 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x2 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·15) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -7922,6 +7969,7 @@ def tucker_core_7x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -7938,12 +7986,12 @@ def tucker_core_7x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -8023,7 +8071,7 @@ def tucker_core_7x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_0 += v2 * w2
             a6_1 += v3 * w2
     cuda.syncthreads()
-    sb = tid * 15
+    sb = (tid) * 15
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -8059,12 +8107,12 @@ def tucker_core_7x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x4 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x4 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·29) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -8121,6 +8169,7 @@ def tucker_core_7x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -8151,12 +8200,12 @@ def tucker_core_7x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -8292,7 +8341,7 @@ def tucker_core_7x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_2 += v4 * w2
             a6_3 += v5 * w2
     cuda.syncthreads()
-    sb = tid * 29
+    sb = (tid) * 29
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -8342,12 +8391,12 @@ def tucker_core_7x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x7 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x7 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·49) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·49) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -8404,6 +8453,7 @@ def tucker_core_7x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -8455,12 +8505,12 @@ def tucker_core_7x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -8680,7 +8730,7 @@ def tucker_core_7x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_5 += v7 * w2
             a6_6 += v8 * w2
     cuda.syncthreads()
-    sb = tid * 49
+    sb = (tid) * 49
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -8751,12 +8801,12 @@ def tucker_core_7x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x8 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x8 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·57) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·57) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -8813,6 +8863,7 @@ def tucker_core_7x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -8871,12 +8922,12 @@ def tucker_core_7x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -9124,7 +9175,7 @@ def tucker_core_7x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_6 += v8 * w2
             a6_7 += v9 * w2
     cuda.syncthreads()
-    sb = tid * 57
+    sb = (tid) * 57
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -9202,12 +9253,12 @@ def tucker_core_7x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x1 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x1 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -9264,6 +9315,7 @@ def tucker_core_8x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
@@ -9274,12 +9326,12 @@ def tucker_core_8x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -9338,7 +9390,7 @@ def tucker_core_8x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_0 += v1 * w1
             a7_0 += v2 * w2
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -9368,12 +9420,12 @@ def tucker_core_8x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x2 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x2 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -9430,6 +9482,7 @@ def tucker_core_8x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -9448,12 +9501,12 @@ def tucker_core_8x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -9544,7 +9597,7 @@ def tucker_core_8x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_0 += v2 * w2
             a7_1 += v3 * w2
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -9582,12 +9635,12 @@ def tucker_core_8x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x4 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x4 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -9644,6 +9697,7 @@ def tucker_core_8x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -9678,12 +9732,12 @@ def tucker_core_8x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -9838,7 +9892,7 @@ def tucker_core_8x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_2 += v4 * w2
             a7_3 += v5 * w2
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -9892,12 +9946,12 @@ def tucker_core_8x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x7 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x7 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·57) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·57) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -9954,6 +10008,7 @@ def tucker_core_8x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -10012,12 +10067,12 @@ def tucker_core_8x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -10268,7 +10323,7 @@ def tucker_core_8x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_5 += v7 * w2
             a7_6 += v8 * w2
     cuda.syncthreads()
-    sb = tid * 57
+    sb = (tid) * 57
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -10346,12 +10401,12 @@ def tucker_core_8x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x8 output tile, kernel width 3, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x8 output tile, 1 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·65) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·65) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -10408,6 +10463,7 @@ def tucker_core_8x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -10474,12 +10530,12 @@ def tucker_core_8x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 3 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -10762,7 +10818,7 @@ def tucker_core_8x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_6 += v8 * w2
             a7_7 += v9 * w2
     cuda.syncthreads()
-    sb = tid * 65
+    sb = (tid) * 65
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -10848,12 +10904,12 @@ def tucker_core_8x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x1 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x1 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·1) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·1) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -10910,17 +10966,18 @@ def tucker_core_1x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -10934,7 +10991,7 @@ def tucker_core_1x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_0 += v3 * w3
             a0_0 += v4 * w4
     cuda.syncthreads()
-    sb = tid * 1
+    sb = (tid) * 1
     tile[sb + 0] = a0_0
     cuda.syncthreads()
     part_step = n_thr * 1
@@ -10957,12 +11014,12 @@ def tucker_core_1x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x2 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x2 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·3) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -11019,18 +11076,19 @@ def tucker_core_1x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -11050,7 +11108,7 @@ def tucker_core_1x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_0 += v4 * w4
             a0_1 += v5 * w4
     cuda.syncthreads()
-    sb = tid * 3
+    sb = (tid) * 3
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     cuda.syncthreads()
@@ -11074,12 +11132,12 @@ def tucker_core_1x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x4 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x4 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -11136,20 +11194,21 @@ def tucker_core_1x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
     a0_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -11181,7 +11240,7 @@ def tucker_core_1x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_2 += v6 * w4
             a0_3 += v7 * w4
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -11207,12 +11266,12 @@ def tucker_core_1x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x7 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x7 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·7) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -11269,6 +11328,7 @@ def tucker_core_1x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -11278,14 +11338,14 @@ def tucker_core_1x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a0_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -11335,7 +11395,7 @@ def tucker_core_1x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_5 += v9 * w4
             a0_6 += v10 * w4
     cuda.syncthreads()
-    sb = tid * 7
+    sb = (tid) * 7
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -11364,12 +11424,12 @@ def tucker_core_1x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x8 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x8 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -11426,6 +11486,7 @@ def tucker_core_1x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -11436,14 +11497,14 @@ def tucker_core_1x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a0_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -11499,7 +11560,7 @@ def tucker_core_1x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a0_6 += v10 * w4
             a0_7 += v11 * w4
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -11529,12 +11590,12 @@ def tucker_core_1x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_1x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 1x16 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 1x16 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -11591,6 +11652,7 @@ def tucker_core_1x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -11609,14 +11671,14 @@ def tucker_core_1x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     a0_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -11720,7 +11782,7 @@ def tucker_core_1x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
             a0_14 += v18 * w4
             a0_15 += v19 * w4
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -11758,12 +11820,12 @@ def tucker_core_1x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
 
 @cuda.jit(cache=True)
 def tucker_core_2x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x1 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x1 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·3) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -11820,18 +11882,19 @@ def tucker_core_2x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -11856,7 +11919,7 @@ def tucker_core_2x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_0 += v3 * w3
             a1_0 += v4 * w4
     cuda.syncthreads()
-    sb = tid * 3
+    sb = (tid) * 3
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     cuda.syncthreads()
@@ -11880,12 +11943,12 @@ def tucker_core_2x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x2 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x2 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -11942,20 +12005,21 @@ def tucker_core_2x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
     a1_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -11992,7 +12056,7 @@ def tucker_core_2x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_0 += v4 * w4
             a1_1 += v5 * w4
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -12018,12 +12082,12 @@ def tucker_core_2x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x4 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x4 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -12080,6 +12144,7 @@ def tucker_core_2x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -12090,14 +12155,14 @@ def tucker_core_2x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a1_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -12158,7 +12223,7 @@ def tucker_core_2x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_2 += v6 * w4
             a1_3 += v7 * w4
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -12188,12 +12253,12 @@ def tucker_core_2x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x7 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x7 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·15) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -12250,6 +12315,7 @@ def tucker_core_2x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -12266,14 +12332,14 @@ def tucker_core_2x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a1_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -12370,7 +12436,7 @@ def tucker_core_2x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_5 += v9 * w4
             a1_6 += v10 * w4
     cuda.syncthreads()
-    sb = tid * 15
+    sb = (tid) * 15
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -12406,12 +12472,12 @@ def tucker_core_2x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x8 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x8 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -12468,6 +12534,7 @@ def tucker_core_2x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -12486,14 +12553,14 @@ def tucker_core_2x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a1_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -12602,7 +12669,7 @@ def tucker_core_2x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a1_6 += v10 * w4
             a1_7 += v11 * w4
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -12640,12 +12707,12 @@ def tucker_core_2x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_2x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 2x16 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 2x16 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -12702,6 +12769,7 @@ def tucker_core_2x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -12736,14 +12804,14 @@ def tucker_core_2x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     a1_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -12948,7 +13016,7 @@ def tucker_core_2x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
             a1_14 += v18 * w4
             a1_15 += v19 * w4
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -13002,12 +13070,12 @@ def tucker_core_2x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
 
 @cuda.jit(cache=True)
 def tucker_core_4x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x1 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x1 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·5) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -13064,20 +13132,21 @@ def tucker_core_4x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
     a3_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -13124,7 +13193,7 @@ def tucker_core_4x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_0 += v3 * w3
             a3_0 += v4 * w4
     cuda.syncthreads()
-    sb = tid * 5
+    sb = (tid) * 5
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -13150,12 +13219,12 @@ def tucker_core_4x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x2 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x2 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -13212,6 +13281,7 @@ def tucker_core_4x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -13222,14 +13292,14 @@ def tucker_core_4x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -13300,7 +13370,7 @@ def tucker_core_4x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_0 += v4 * w4
             a3_1 += v5 * w4
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -13330,12 +13400,12 @@ def tucker_core_4x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x4 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x4 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -13392,6 +13462,7 @@ def tucker_core_4x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -13410,14 +13481,14 @@ def tucker_core_4x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -13536,7 +13607,7 @@ def tucker_core_4x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_2 += v6 * w4
             a3_3 += v7 * w4
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -13574,12 +13645,12 @@ def tucker_core_4x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x7 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x7 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·29) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -13636,6 +13707,7 @@ def tucker_core_4x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -13666,14 +13738,14 @@ def tucker_core_4x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -13864,7 +13936,7 @@ def tucker_core_4x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_5 += v9 * w4
             a3_6 += v10 * w4
     cuda.syncthreads()
-    sb = tid * 29
+    sb = (tid) * 29
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -13914,12 +13986,12 @@ def tucker_core_4x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x8 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x8 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -13976,6 +14048,7 @@ def tucker_core_4x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -14010,14 +14083,14 @@ def tucker_core_4x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a3_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -14232,7 +14305,7 @@ def tucker_core_4x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a3_6 += v10 * w4
             a3_7 += v11 * w4
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -14286,12 +14359,12 @@ def tucker_core_4x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_4x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 4x16 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 4x16 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·65) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·65) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -14348,6 +14421,7 @@ def tucker_core_4x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -14414,14 +14488,14 @@ def tucker_core_4x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     a3_15 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -14828,7 +14902,7 @@ def tucker_core_4x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
             a3_14 += v18 * w4
             a3_15 += v19 * w4
     cuda.syncthreads()
-    sb = tid * 65
+    sb = (tid) * 65
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -14914,12 +14988,12 @@ def tucker_core_4x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
 
 @cuda.jit(cache=True)
 def tucker_core_7x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x1 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x1 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·7) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -14976,6 +15050,7 @@ def tucker_core_7x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
@@ -14985,14 +15060,14 @@ def tucker_core_7x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -15072,7 +15147,7 @@ def tucker_core_7x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_0 += v3 * w3
             a6_0 += v4 * w4
     cuda.syncthreads()
-    sb = tid * 7
+    sb = (tid) * 7
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -15101,12 +15176,12 @@ def tucker_core_7x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x2 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x2 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·15) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -15163,6 +15238,7 @@ def tucker_core_7x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -15179,14 +15255,14 @@ def tucker_core_7x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -15308,7 +15384,7 @@ def tucker_core_7x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_0 += v4 * w4
             a6_1 += v5 * w4
     cuda.syncthreads()
-    sb = tid * 15
+    sb = (tid) * 15
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -15344,12 +15420,12 @@ def tucker_core_7x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x4 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x4 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·29) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -15406,6 +15482,7 @@ def tucker_core_7x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -15436,14 +15513,14 @@ def tucker_core_7x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -15649,7 +15726,7 @@ def tucker_core_7x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_2 += v6 * w4
             a6_3 += v7 * w4
     cuda.syncthreads()
-    sb = tid * 29
+    sb = (tid) * 29
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -15699,12 +15776,12 @@ def tucker_core_7x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x7 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x7 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·49) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·49) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -15761,6 +15838,7 @@ def tucker_core_7x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -15812,14 +15890,14 @@ def tucker_core_7x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -16151,7 +16229,7 @@ def tucker_core_7x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_5 += v9 * w4
             a6_6 += v10 * w4
     cuda.syncthreads()
-    sb = tid * 49
+    sb = (tid) * 49
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -16222,12 +16300,12 @@ def tucker_core_7x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_7x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 7x8 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 7x8 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·57) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·57) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -16284,6 +16362,7 @@ def tucker_core_7x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -16342,14 +16421,14 @@ def tucker_core_7x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a6_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -16723,7 +16802,7 @@ def tucker_core_7x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a6_6 += v10 * w4
             a6_7 += v11 * w4
     cuda.syncthreads()
-    sb = tid * 57
+    sb = (tid) * 57
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -16801,12 +16880,12 @@ def tucker_core_7x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x1 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x1 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·9) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -16863,6 +16942,7 @@ def tucker_core_8x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a1_0 = float32(0.0)
     a2_0 = float32(0.0)
@@ -16873,14 +16953,14 @@ def tucker_core_8x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_0 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -16971,7 +17051,7 @@ def tucker_core_8x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_0 += v3 * w3
             a7_0 += v4 * w4
     cuda.syncthreads()
-    sb = tid * 9
+    sb = (tid) * 9
     tile[sb + 0] = a0_0
     tile[sb + 1] = a1_0
     tile[sb + 2] = a2_0
@@ -17001,12 +17081,12 @@ def tucker_core_8x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x2 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x2 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·17) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -17063,6 +17143,7 @@ def tucker_core_8x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a1_0 = float32(0.0)
@@ -17081,14 +17162,14 @@ def tucker_core_8x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_1 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -17227,7 +17308,7 @@ def tucker_core_8x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_0 += v4 * w4
             a7_1 += v5 * w4
     cuda.syncthreads()
-    sb = tid * 17
+    sb = (tid) * 17
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a1_0
@@ -17265,12 +17346,12 @@ def tucker_core_8x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x4 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x4 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·33) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -17327,6 +17408,7 @@ def tucker_core_8x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -17361,14 +17443,14 @@ def tucker_core_8x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_3 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -17603,7 +17685,7 @@ def tucker_core_8x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_2 += v6 * w4
             a7_3 += v7 * w4
     cuda.syncthreads()
-    sb = tid * 33
+    sb = (tid) * 33
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -17657,12 +17739,12 @@ def tucker_core_8x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x7 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x7 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·57) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·57) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -17719,6 +17801,7 @@ def tucker_core_8x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -17777,14 +17860,14 @@ def tucker_core_8x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_6 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -18163,7 +18246,7 @@ def tucker_core_8x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_5 += v9 * w4
             a7_6 += v10 * w4
     cuda.syncthreads()
-    sb = tid * 57
+    sb = (tid) * 57
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -18241,12 +18324,12 @@ def tucker_core_8x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
 
 @cuda.jit(cache=True)
 def tucker_core_8x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
-    """Tucker core conv, 8x8 output tile, kernel width 5, unit horizontal stride and
-    dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    """Tucker core conv, 8x8 output tile, 1 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
     taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
-    tile_h_in, tile_w_in, dil_h, kh. The block is ``split`` slices of n_thr threads; slice
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
     p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
-    max(TC·tile_h_in·tile_w_in, blockDim·65) floats."""
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·65) floats."""
     tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -18303,6 +18386,7 @@ def tucker_core_8x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     row_step = geo[6] * tile_w_in
     dil_step = geo[13] * tile_w_in
     n_rows = geo[14]
+    n_w = geo[15]
     a0_0 = float32(0.0)
     a0_1 = float32(0.0)
     a0_2 = float32(0.0)
@@ -18369,14 +18453,14 @@ def tucker_core_8x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     a7_7 = float32(0.0)
     for c in range(part, count, split):
         cb = c * plane
-        wb = (c0 + c) * n_taps * n_out + nch
+        wb = (c0 + c) * n_taps * n_w + nch
         for r in range(n_rows):
-            wr = wb + r * 5 * n_out
-            w0 = wk[wr + 0 * n_out]
-            w1 = wk[wr + 1 * n_out]
-            w2 = wk[wr + 2 * n_out]
-            w3 = wk[wr + 3 * n_out]
-            w4 = wk[wr + 4 * n_out]
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
             cr = cb + r * dil_step
             rb = uint64(cr)
             v0 = tile[rb + uint64(0)]
@@ -18803,7 +18887,7 @@ def tucker_core_8x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             a7_6 += v10 * w4
             a7_7 += v11 * w4
     cuda.syncthreads()
-    sb = tid * 65
+    sb = (tid) * 65
     tile[sb + 0] = a0_0
     tile[sb + 1] = a0_1
     tile[sb + 2] = a0_2
@@ -18887,6 +18971,13298 @@ def tucker_core_8x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
             else:
                 out[dst] = val
 
+@cuda.jit(cache=True)
+def tucker_core_1x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x1 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·1) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 1
+    tile[sb + 0] = a0_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 1
+    tile[sb + 0] = a1_0_0
+    cuda.syncthreads()
+    part_step = n_thr * 2
+    for k in range(tid, n_thr * 2, step):
+        ln = k // 1
+        cell = k - ln * 1
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 1 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x2 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 3
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 3
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    cuda.syncthreads()
+    part_step = n_thr * 6
+    for k in range(tid, n_thr * 4, step):
+        ln = k // 2
+        cell = k - ln * 2
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 3 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x4 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 5
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 5
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    cuda.syncthreads()
+    part_step = n_thr * 10
+    for k in range(tid, n_thr * 8, step):
+        ln = k // 4
+        cell = k - ln * 4
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 5 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x7_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x7 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 7
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 7
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    cuda.syncthreads()
+    part_step = n_thr * 14
+    for k in range(tid, n_thr * 14, step):
+        ln = k // 7
+        cell = k - ln * 7
+        oy = ty0 + cell // 7
+        ox = tx0 + cell - (cell // 7) * 7
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 7 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x8_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x8 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 8
+        ox = tx0 + cell - (cell // 8) * 8
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x16_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x16 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a0_8 = float32(0.0)
+    a0_9 = float32(0.0)
+    a0_10 = float32(0.0)
+    a0_11 = float32(0.0)
+    a0_12 = float32(0.0)
+    a0_13 = float32(0.0)
+    a0_14 = float32(0.0)
+    a0_15 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_0_8 = float32(0.0)
+    a1_0_9 = float32(0.0)
+    a1_0_10 = float32(0.0)
+    a1_0_11 = float32(0.0)
+    a1_0_12 = float32(0.0)
+    a1_0_13 = float32(0.0)
+    a1_0_14 = float32(0.0)
+    a1_0_15 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            v12 = tile[rb + uint64(12)]
+            v13 = tile[rb + uint64(13)]
+            v14 = tile[rb + uint64(14)]
+            v15 = tile[rb + uint64(15)]
+            v16 = tile[rb + uint64(16)]
+            v17 = tile[rb + uint64(17)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_8 += v8 * w0
+            a0_9 += v9 * w0
+            a0_10 += v10 * w0
+            a0_11 += v11 * w0
+            a0_12 += v12 * w0
+            a0_13 += v13 * w0
+            a0_14 += v14 * w0
+            a0_15 += v15 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_8 += v9 * w1
+            a0_9 += v10 * w1
+            a0_10 += v11 * w1
+            a0_11 += v12 * w1
+            a0_12 += v13 * w1
+            a0_13 += v14 * w1
+            a0_14 += v15 * w1
+            a0_15 += v16 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a0_8 += v10 * w2
+            a0_9 += v11 * w2
+            a0_10 += v12 * w2
+            a0_11 += v13 * w2
+            a0_12 += v14 * w2
+            a0_13 += v15 * w2
+            a0_14 += v16 * w2
+            a0_15 += v17 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_8 += v8 * w1_0
+            a1_0_9 += v9 * w1_0
+            a1_0_10 += v10 * w1_0
+            a1_0_11 += v11 * w1_0
+            a1_0_12 += v12 * w1_0
+            a1_0_13 += v13 * w1_0
+            a1_0_14 += v14 * w1_0
+            a1_0_15 += v15 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_8 += v9 * w1_1
+            a1_0_9 += v10 * w1_1
+            a1_0_10 += v11 * w1_1
+            a1_0_11 += v12 * w1_1
+            a1_0_12 += v13 * w1_1
+            a1_0_13 += v14 * w1_1
+            a1_0_14 += v15 * w1_1
+            a1_0_15 += v16 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            a1_0_8 += v10 * w1_2
+            a1_0_9 += v11 * w1_2
+            a1_0_10 += v12 * w1_2
+            a1_0_11 += v13 * w1_2
+            a1_0_12 += v14 * w1_2
+            a1_0_13 += v15 * w1_2
+            a1_0_14 += v16 * w1_2
+            a1_0_15 += v17 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a0_8
+    tile[sb + 9] = a0_9
+    tile[sb + 10] = a0_10
+    tile[sb + 11] = a0_11
+    tile[sb + 12] = a0_12
+    tile[sb + 13] = a0_13
+    tile[sb + 14] = a0_14
+    tile[sb + 15] = a0_15
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_0_8
+    tile[sb + 9] = a1_0_9
+    tile[sb + 10] = a1_0_10
+    tile[sb + 11] = a1_0_11
+    tile[sb + 12] = a1_0_12
+    tile[sb + 13] = a1_0_13
+    tile[sb + 14] = a1_0_14
+    tile[sb + 15] = a1_0_15
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 16
+        ox = tx0 + cell - (cell // 16) * 16
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x1 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 3
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 3
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    cuda.syncthreads()
+    part_step = n_thr * 6
+    for k in range(tid, n_thr * 4, step):
+        ln = k // 2
+        cell = k - ln * 2
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 3 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x2 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 5
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 5
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    cuda.syncthreads()
+    part_step = n_thr * 10
+    for k in range(tid, n_thr * 8, step):
+        ln = k // 4
+        cell = k - ln * 4
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 5 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x4 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x7_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x7 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 15
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a1_0
+    tile[sb + 8] = a1_1
+    tile[sb + 9] = a1_2
+    tile[sb + 10] = a1_3
+    tile[sb + 11] = a1_4
+    tile[sb + 12] = a1_5
+    tile[sb + 13] = a1_6
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 15
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_1_0
+    tile[sb + 8] = a1_1_1
+    tile[sb + 9] = a1_1_2
+    tile[sb + 10] = a1_1_3
+    tile[sb + 11] = a1_1_4
+    tile[sb + 12] = a1_1_5
+    tile[sb + 13] = a1_1_6
+    cuda.syncthreads()
+    part_step = n_thr * 30
+    for k in range(tid, n_thr * 28, step):
+        ln = k // 14
+        cell = k - ln * 14
+        oy = ty0 + cell // 7
+        ox = tx0 + cell - (cell // 7) * 7
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 15 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x8_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x8 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_7 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_1_7 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_7 += v7 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_7 += v8 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_7 += v9 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_7 += v7 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_7 += v8 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_7 += v9 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a1_0
+    tile[sb + 9] = a1_1
+    tile[sb + 10] = a1_2
+    tile[sb + 11] = a1_3
+    tile[sb + 12] = a1_4
+    tile[sb + 13] = a1_5
+    tile[sb + 14] = a1_6
+    tile[sb + 15] = a1_7
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_1_0
+    tile[sb + 9] = a1_1_1
+    tile[sb + 10] = a1_1_2
+    tile[sb + 11] = a1_1_3
+    tile[sb + 12] = a1_1_4
+    tile[sb + 13] = a1_1_5
+    tile[sb + 14] = a1_1_6
+    tile[sb + 15] = a1_1_7
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 8
+        ox = tx0 + cell - (cell // 8) * 8
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x16_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x16 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a0_8 = float32(0.0)
+    a0_9 = float32(0.0)
+    a0_10 = float32(0.0)
+    a0_11 = float32(0.0)
+    a0_12 = float32(0.0)
+    a0_13 = float32(0.0)
+    a0_14 = float32(0.0)
+    a0_15 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_7 = float32(0.0)
+    a1_8 = float32(0.0)
+    a1_9 = float32(0.0)
+    a1_10 = float32(0.0)
+    a1_11 = float32(0.0)
+    a1_12 = float32(0.0)
+    a1_13 = float32(0.0)
+    a1_14 = float32(0.0)
+    a1_15 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_0_8 = float32(0.0)
+    a1_0_9 = float32(0.0)
+    a1_0_10 = float32(0.0)
+    a1_0_11 = float32(0.0)
+    a1_0_12 = float32(0.0)
+    a1_0_13 = float32(0.0)
+    a1_0_14 = float32(0.0)
+    a1_0_15 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_1_7 = float32(0.0)
+    a1_1_8 = float32(0.0)
+    a1_1_9 = float32(0.0)
+    a1_1_10 = float32(0.0)
+    a1_1_11 = float32(0.0)
+    a1_1_12 = float32(0.0)
+    a1_1_13 = float32(0.0)
+    a1_1_14 = float32(0.0)
+    a1_1_15 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            v12 = tile[rb + uint64(12)]
+            v13 = tile[rb + uint64(13)]
+            v14 = tile[rb + uint64(14)]
+            v15 = tile[rb + uint64(15)]
+            v16 = tile[rb + uint64(16)]
+            v17 = tile[rb + uint64(17)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_8 += v8 * w0
+            a0_9 += v9 * w0
+            a0_10 += v10 * w0
+            a0_11 += v11 * w0
+            a0_12 += v12 * w0
+            a0_13 += v13 * w0
+            a0_14 += v14 * w0
+            a0_15 += v15 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_8 += v9 * w1
+            a0_9 += v10 * w1
+            a0_10 += v11 * w1
+            a0_11 += v12 * w1
+            a0_12 += v13 * w1
+            a0_13 += v14 * w1
+            a0_14 += v15 * w1
+            a0_15 += v16 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a0_8 += v10 * w2
+            a0_9 += v11 * w2
+            a0_10 += v12 * w2
+            a0_11 += v13 * w2
+            a0_12 += v14 * w2
+            a0_13 += v15 * w2
+            a0_14 += v16 * w2
+            a0_15 += v17 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_8 += v8 * w1_0
+            a1_0_9 += v9 * w1_0
+            a1_0_10 += v10 * w1_0
+            a1_0_11 += v11 * w1_0
+            a1_0_12 += v12 * w1_0
+            a1_0_13 += v13 * w1_0
+            a1_0_14 += v14 * w1_0
+            a1_0_15 += v15 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_8 += v9 * w1_1
+            a1_0_9 += v10 * w1_1
+            a1_0_10 += v11 * w1_1
+            a1_0_11 += v12 * w1_1
+            a1_0_12 += v13 * w1_1
+            a1_0_13 += v14 * w1_1
+            a1_0_14 += v15 * w1_1
+            a1_0_15 += v16 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            a1_0_8 += v10 * w1_2
+            a1_0_9 += v11 * w1_2
+            a1_0_10 += v12 * w1_2
+            a1_0_11 += v13 * w1_2
+            a1_0_12 += v14 * w1_2
+            a1_0_13 += v15 * w1_2
+            a1_0_14 += v16 * w1_2
+            a1_0_15 += v17 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            v12 = tile[rb + uint64(12)]
+            v13 = tile[rb + uint64(13)]
+            v14 = tile[rb + uint64(14)]
+            v15 = tile[rb + uint64(15)]
+            v16 = tile[rb + uint64(16)]
+            v17 = tile[rb + uint64(17)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_7 += v7 * w0
+            a1_8 += v8 * w0
+            a1_9 += v9 * w0
+            a1_10 += v10 * w0
+            a1_11 += v11 * w0
+            a1_12 += v12 * w0
+            a1_13 += v13 * w0
+            a1_14 += v14 * w0
+            a1_15 += v15 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_7 += v8 * w1
+            a1_8 += v9 * w1
+            a1_9 += v10 * w1
+            a1_10 += v11 * w1
+            a1_11 += v12 * w1
+            a1_12 += v13 * w1
+            a1_13 += v14 * w1
+            a1_14 += v15 * w1
+            a1_15 += v16 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_7 += v9 * w2
+            a1_8 += v10 * w2
+            a1_9 += v11 * w2
+            a1_10 += v12 * w2
+            a1_11 += v13 * w2
+            a1_12 += v14 * w2
+            a1_13 += v15 * w2
+            a1_14 += v16 * w2
+            a1_15 += v17 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_7 += v7 * w1_0
+            a1_1_8 += v8 * w1_0
+            a1_1_9 += v9 * w1_0
+            a1_1_10 += v10 * w1_0
+            a1_1_11 += v11 * w1_0
+            a1_1_12 += v12 * w1_0
+            a1_1_13 += v13 * w1_0
+            a1_1_14 += v14 * w1_0
+            a1_1_15 += v15 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_7 += v8 * w1_1
+            a1_1_8 += v9 * w1_1
+            a1_1_9 += v10 * w1_1
+            a1_1_10 += v11 * w1_1
+            a1_1_11 += v12 * w1_1
+            a1_1_12 += v13 * w1_1
+            a1_1_13 += v14 * w1_1
+            a1_1_14 += v15 * w1_1
+            a1_1_15 += v16 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_7 += v9 * w1_2
+            a1_1_8 += v10 * w1_2
+            a1_1_9 += v11 * w1_2
+            a1_1_10 += v12 * w1_2
+            a1_1_11 += v13 * w1_2
+            a1_1_12 += v14 * w1_2
+            a1_1_13 += v15 * w1_2
+            a1_1_14 += v16 * w1_2
+            a1_1_15 += v17 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 33
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a0_8
+    tile[sb + 9] = a0_9
+    tile[sb + 10] = a0_10
+    tile[sb + 11] = a0_11
+    tile[sb + 12] = a0_12
+    tile[sb + 13] = a0_13
+    tile[sb + 14] = a0_14
+    tile[sb + 15] = a0_15
+    tile[sb + 16] = a1_0
+    tile[sb + 17] = a1_1
+    tile[sb + 18] = a1_2
+    tile[sb + 19] = a1_3
+    tile[sb + 20] = a1_4
+    tile[sb + 21] = a1_5
+    tile[sb + 22] = a1_6
+    tile[sb + 23] = a1_7
+    tile[sb + 24] = a1_8
+    tile[sb + 25] = a1_9
+    tile[sb + 26] = a1_10
+    tile[sb + 27] = a1_11
+    tile[sb + 28] = a1_12
+    tile[sb + 29] = a1_13
+    tile[sb + 30] = a1_14
+    tile[sb + 31] = a1_15
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 33
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_0_8
+    tile[sb + 9] = a1_0_9
+    tile[sb + 10] = a1_0_10
+    tile[sb + 11] = a1_0_11
+    tile[sb + 12] = a1_0_12
+    tile[sb + 13] = a1_0_13
+    tile[sb + 14] = a1_0_14
+    tile[sb + 15] = a1_0_15
+    tile[sb + 16] = a1_1_0
+    tile[sb + 17] = a1_1_1
+    tile[sb + 18] = a1_1_2
+    tile[sb + 19] = a1_1_3
+    tile[sb + 20] = a1_1_4
+    tile[sb + 21] = a1_1_5
+    tile[sb + 22] = a1_1_6
+    tile[sb + 23] = a1_1_7
+    tile[sb + 24] = a1_1_8
+    tile[sb + 25] = a1_1_9
+    tile[sb + 26] = a1_1_10
+    tile[sb + 27] = a1_1_11
+    tile[sb + 28] = a1_1_12
+    tile[sb + 29] = a1_1_13
+    tile[sb + 30] = a1_1_14
+    tile[sb + 31] = a1_1_15
+    cuda.syncthreads()
+    part_step = n_thr * 66
+    for k in range(tid, n_thr * 64, step):
+        ln = k // 32
+        cell = k - ln * 32
+        oy = ty0 + cell // 16
+        ox = tx0 + cell - (cell // 16) * 16
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 33 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x1 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a2_0 = float32(0.0)
+    a3_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a2_0 += v0 * w0
+            a2_0 += v1 * w1
+            a2_0 += v2 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_0 += v2 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a3_0 += v0 * w0
+            a3_0 += v1 * w1
+            a3_0 += v2 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_0 += v2 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 5
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    tile[sb + 2] = a2_0
+    tile[sb + 3] = a3_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 5
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    tile[sb + 2] = a1_2_0
+    tile[sb + 3] = a1_3_0
+    cuda.syncthreads()
+    part_step = n_thr * 10
+    for k in range(tid, n_thr * 8, step):
+        ln = k // 4
+        cell = k - ln * 4
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 5 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x2 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    tile[sb + 4] = a2_0
+    tile[sb + 5] = a2_1
+    tile[sb + 6] = a3_0
+    tile[sb + 7] = a3_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    tile[sb + 4] = a1_2_0
+    tile[sb + 5] = a1_2_1
+    tile[sb + 6] = a1_3_0
+    tile[sb + 7] = a1_3_1
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x4 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    tile[sb + 8] = a2_0
+    tile[sb + 9] = a2_1
+    tile[sb + 10] = a2_2
+    tile[sb + 11] = a2_3
+    tile[sb + 12] = a3_0
+    tile[sb + 13] = a3_1
+    tile[sb + 14] = a3_2
+    tile[sb + 15] = a3_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    tile[sb + 8] = a1_2_0
+    tile[sb + 9] = a1_2_1
+    tile[sb + 10] = a1_2_2
+    tile[sb + 11] = a1_2_3
+    tile[sb + 12] = a1_3_0
+    tile[sb + 13] = a1_3_1
+    tile[sb + 14] = a1_3_2
+    tile[sb + 15] = a1_3_3
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x7_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x7 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a2_4 = float32(0.0)
+    a2_5 = float32(0.0)
+    a2_6 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a3_4 = float32(0.0)
+    a3_5 = float32(0.0)
+    a3_6 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_2_4 = float32(0.0)
+    a1_2_5 = float32(0.0)
+    a1_2_6 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_3_4 = float32(0.0)
+    a1_3_5 = float32(0.0)
+    a1_3_6 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_4 += v4 * w0
+            a2_5 += v5 * w0
+            a2_6 += v6 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_4 += v5 * w1
+            a2_5 += v6 * w1
+            a2_6 += v7 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a2_4 += v6 * w2
+            a2_5 += v7 * w2
+            a2_6 += v8 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_4 += v4 * w1_0
+            a1_2_5 += v5 * w1_0
+            a1_2_6 += v6 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_4 += v5 * w1_1
+            a1_2_5 += v6 * w1_1
+            a1_2_6 += v7 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            a1_2_4 += v6 * w1_2
+            a1_2_5 += v7 * w1_2
+            a1_2_6 += v8 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_4 += v4 * w0
+            a3_5 += v5 * w0
+            a3_6 += v6 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_4 += v5 * w1
+            a3_5 += v6 * w1
+            a3_6 += v7 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a3_4 += v6 * w2
+            a3_5 += v7 * w2
+            a3_6 += v8 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_4 += v4 * w1_0
+            a1_3_5 += v5 * w1_0
+            a1_3_6 += v6 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_4 += v5 * w1_1
+            a1_3_5 += v6 * w1_1
+            a1_3_6 += v7 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            a1_3_4 += v6 * w1_2
+            a1_3_5 += v7 * w1_2
+            a1_3_6 += v8 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 29
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a1_0
+    tile[sb + 8] = a1_1
+    tile[sb + 9] = a1_2
+    tile[sb + 10] = a1_3
+    tile[sb + 11] = a1_4
+    tile[sb + 12] = a1_5
+    tile[sb + 13] = a1_6
+    tile[sb + 14] = a2_0
+    tile[sb + 15] = a2_1
+    tile[sb + 16] = a2_2
+    tile[sb + 17] = a2_3
+    tile[sb + 18] = a2_4
+    tile[sb + 19] = a2_5
+    tile[sb + 20] = a2_6
+    tile[sb + 21] = a3_0
+    tile[sb + 22] = a3_1
+    tile[sb + 23] = a3_2
+    tile[sb + 24] = a3_3
+    tile[sb + 25] = a3_4
+    tile[sb + 26] = a3_5
+    tile[sb + 27] = a3_6
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 29
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_1_0
+    tile[sb + 8] = a1_1_1
+    tile[sb + 9] = a1_1_2
+    tile[sb + 10] = a1_1_3
+    tile[sb + 11] = a1_1_4
+    tile[sb + 12] = a1_1_5
+    tile[sb + 13] = a1_1_6
+    tile[sb + 14] = a1_2_0
+    tile[sb + 15] = a1_2_1
+    tile[sb + 16] = a1_2_2
+    tile[sb + 17] = a1_2_3
+    tile[sb + 18] = a1_2_4
+    tile[sb + 19] = a1_2_5
+    tile[sb + 20] = a1_2_6
+    tile[sb + 21] = a1_3_0
+    tile[sb + 22] = a1_3_1
+    tile[sb + 23] = a1_3_2
+    tile[sb + 24] = a1_3_3
+    tile[sb + 25] = a1_3_4
+    tile[sb + 26] = a1_3_5
+    tile[sb + 27] = a1_3_6
+    cuda.syncthreads()
+    part_step = n_thr * 58
+    for k in range(tid, n_thr * 56, step):
+        ln = k // 28
+        cell = k - ln * 28
+        oy = ty0 + cell // 7
+        ox = tx0 + cell - (cell // 7) * 7
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 29 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x8_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x8 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_7 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a2_4 = float32(0.0)
+    a2_5 = float32(0.0)
+    a2_6 = float32(0.0)
+    a2_7 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a3_4 = float32(0.0)
+    a3_5 = float32(0.0)
+    a3_6 = float32(0.0)
+    a3_7 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_1_7 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_2_4 = float32(0.0)
+    a1_2_5 = float32(0.0)
+    a1_2_6 = float32(0.0)
+    a1_2_7 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_3_4 = float32(0.0)
+    a1_3_5 = float32(0.0)
+    a1_3_6 = float32(0.0)
+    a1_3_7 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_7 += v7 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_7 += v8 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_7 += v9 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_7 += v7 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_7 += v8 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_7 += v9 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_4 += v4 * w0
+            a2_5 += v5 * w0
+            a2_6 += v6 * w0
+            a2_7 += v7 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_4 += v5 * w1
+            a2_5 += v6 * w1
+            a2_6 += v7 * w1
+            a2_7 += v8 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a2_4 += v6 * w2
+            a2_5 += v7 * w2
+            a2_6 += v8 * w2
+            a2_7 += v9 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_4 += v4 * w1_0
+            a1_2_5 += v5 * w1_0
+            a1_2_6 += v6 * w1_0
+            a1_2_7 += v7 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_4 += v5 * w1_1
+            a1_2_5 += v6 * w1_1
+            a1_2_6 += v7 * w1_1
+            a1_2_7 += v8 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            a1_2_4 += v6 * w1_2
+            a1_2_5 += v7 * w1_2
+            a1_2_6 += v8 * w1_2
+            a1_2_7 += v9 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_4 += v4 * w0
+            a3_5 += v5 * w0
+            a3_6 += v6 * w0
+            a3_7 += v7 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_4 += v5 * w1
+            a3_5 += v6 * w1
+            a3_6 += v7 * w1
+            a3_7 += v8 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a3_4 += v6 * w2
+            a3_5 += v7 * w2
+            a3_6 += v8 * w2
+            a3_7 += v9 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_4 += v4 * w1_0
+            a1_3_5 += v5 * w1_0
+            a1_3_6 += v6 * w1_0
+            a1_3_7 += v7 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_4 += v5 * w1_1
+            a1_3_5 += v6 * w1_1
+            a1_3_6 += v7 * w1_1
+            a1_3_7 += v8 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            a1_3_4 += v6 * w1_2
+            a1_3_5 += v7 * w1_2
+            a1_3_6 += v8 * w1_2
+            a1_3_7 += v9 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 33
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a1_0
+    tile[sb + 9] = a1_1
+    tile[sb + 10] = a1_2
+    tile[sb + 11] = a1_3
+    tile[sb + 12] = a1_4
+    tile[sb + 13] = a1_5
+    tile[sb + 14] = a1_6
+    tile[sb + 15] = a1_7
+    tile[sb + 16] = a2_0
+    tile[sb + 17] = a2_1
+    tile[sb + 18] = a2_2
+    tile[sb + 19] = a2_3
+    tile[sb + 20] = a2_4
+    tile[sb + 21] = a2_5
+    tile[sb + 22] = a2_6
+    tile[sb + 23] = a2_7
+    tile[sb + 24] = a3_0
+    tile[sb + 25] = a3_1
+    tile[sb + 26] = a3_2
+    tile[sb + 27] = a3_3
+    tile[sb + 28] = a3_4
+    tile[sb + 29] = a3_5
+    tile[sb + 30] = a3_6
+    tile[sb + 31] = a3_7
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 33
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_1_0
+    tile[sb + 9] = a1_1_1
+    tile[sb + 10] = a1_1_2
+    tile[sb + 11] = a1_1_3
+    tile[sb + 12] = a1_1_4
+    tile[sb + 13] = a1_1_5
+    tile[sb + 14] = a1_1_6
+    tile[sb + 15] = a1_1_7
+    tile[sb + 16] = a1_2_0
+    tile[sb + 17] = a1_2_1
+    tile[sb + 18] = a1_2_2
+    tile[sb + 19] = a1_2_3
+    tile[sb + 20] = a1_2_4
+    tile[sb + 21] = a1_2_5
+    tile[sb + 22] = a1_2_6
+    tile[sb + 23] = a1_2_7
+    tile[sb + 24] = a1_3_0
+    tile[sb + 25] = a1_3_1
+    tile[sb + 26] = a1_3_2
+    tile[sb + 27] = a1_3_3
+    tile[sb + 28] = a1_3_4
+    tile[sb + 29] = a1_3_5
+    tile[sb + 30] = a1_3_6
+    tile[sb + 31] = a1_3_7
+    cuda.syncthreads()
+    part_step = n_thr * 66
+    for k in range(tid, n_thr * 64, step):
+        ln = k // 32
+        cell = k - ln * 32
+        oy = ty0 + cell // 8
+        ox = tx0 + cell - (cell // 8) * 8
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 33 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_7x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 7x1 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a2_0 = float32(0.0)
+    a3_0 = float32(0.0)
+    a4_0 = float32(0.0)
+    a5_0 = float32(0.0)
+    a6_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a2_0 += v0 * w0
+            a2_0 += v1 * w1
+            a2_0 += v2 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_0 += v2 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a3_0 += v0 * w0
+            a3_0 += v1 * w1
+            a3_0 += v2 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_0 += v2 * w1_2
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a4_0 += v0 * w0
+            a4_0 += v1 * w1
+            a4_0 += v2 * w2
+            a1_4_0 += v0 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_0 += v2 * w1_2
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a5_0 += v0 * w0
+            a5_0 += v1 * w1
+            a5_0 += v2 * w2
+            a1_5_0 += v0 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_0 += v2 * w1_2
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a6_0 += v0 * w0
+            a6_0 += v1 * w1
+            a6_0 += v2 * w2
+            a1_6_0 += v0 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_0 += v2 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 7
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    tile[sb + 2] = a2_0
+    tile[sb + 3] = a3_0
+    tile[sb + 4] = a4_0
+    tile[sb + 5] = a5_0
+    tile[sb + 6] = a6_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 7
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    tile[sb + 2] = a1_2_0
+    tile[sb + 3] = a1_3_0
+    tile[sb + 4] = a1_4_0
+    tile[sb + 5] = a1_5_0
+    tile[sb + 6] = a1_6_0
+    cuda.syncthreads()
+    part_step = n_thr * 14
+    for k in range(tid, n_thr * 14, step):
+        ln = k // 7
+        cell = k - ln * 7
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 7 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_7x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 7x2 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 15
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    tile[sb + 4] = a2_0
+    tile[sb + 5] = a2_1
+    tile[sb + 6] = a3_0
+    tile[sb + 7] = a3_1
+    tile[sb + 8] = a4_0
+    tile[sb + 9] = a4_1
+    tile[sb + 10] = a5_0
+    tile[sb + 11] = a5_1
+    tile[sb + 12] = a6_0
+    tile[sb + 13] = a6_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 15
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    tile[sb + 4] = a1_2_0
+    tile[sb + 5] = a1_2_1
+    tile[sb + 6] = a1_3_0
+    tile[sb + 7] = a1_3_1
+    tile[sb + 8] = a1_4_0
+    tile[sb + 9] = a1_4_1
+    tile[sb + 10] = a1_5_0
+    tile[sb + 11] = a1_5_1
+    tile[sb + 12] = a1_6_0
+    tile[sb + 13] = a1_6_1
+    cuda.syncthreads()
+    part_step = n_thr * 30
+    for k in range(tid, n_thr * 28, step):
+        ln = k // 14
+        cell = k - ln * 14
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 15 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_7x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 7x4 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a4_2 = float32(0.0)
+    a4_3 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a5_2 = float32(0.0)
+    a5_3 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a6_2 = float32(0.0)
+    a6_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_4_2 = float32(0.0)
+    a1_4_3 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_5_2 = float32(0.0)
+    a1_5_3 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    a1_6_2 = float32(0.0)
+    a1_6_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_2 += v2 * w0
+            a4_3 += v3 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_2 += v3 * w1
+            a4_3 += v4 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a4_2 += v4 * w2
+            a4_3 += v5 * w2
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_2 += v2 * w1_0
+            a1_4_3 += v3 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_2 += v3 * w1_1
+            a1_4_3 += v4 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            a1_4_2 += v4 * w1_2
+            a1_4_3 += v5 * w1_2
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_2 += v2 * w0
+            a5_3 += v3 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_2 += v3 * w1
+            a5_3 += v4 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a5_2 += v4 * w2
+            a5_3 += v5 * w2
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_2 += v2 * w1_0
+            a1_5_3 += v3 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_2 += v3 * w1_1
+            a1_5_3 += v4 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            a1_5_2 += v4 * w1_2
+            a1_5_3 += v5 * w1_2
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_2 += v2 * w0
+            a6_3 += v3 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_2 += v3 * w1
+            a6_3 += v4 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a6_2 += v4 * w2
+            a6_3 += v5 * w2
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_2 += v2 * w1_0
+            a1_6_3 += v3 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_2 += v3 * w1_1
+            a1_6_3 += v4 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+            a1_6_2 += v4 * w1_2
+            a1_6_3 += v5 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 29
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    tile[sb + 8] = a2_0
+    tile[sb + 9] = a2_1
+    tile[sb + 10] = a2_2
+    tile[sb + 11] = a2_3
+    tile[sb + 12] = a3_0
+    tile[sb + 13] = a3_1
+    tile[sb + 14] = a3_2
+    tile[sb + 15] = a3_3
+    tile[sb + 16] = a4_0
+    tile[sb + 17] = a4_1
+    tile[sb + 18] = a4_2
+    tile[sb + 19] = a4_3
+    tile[sb + 20] = a5_0
+    tile[sb + 21] = a5_1
+    tile[sb + 22] = a5_2
+    tile[sb + 23] = a5_3
+    tile[sb + 24] = a6_0
+    tile[sb + 25] = a6_1
+    tile[sb + 26] = a6_2
+    tile[sb + 27] = a6_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 29
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    tile[sb + 8] = a1_2_0
+    tile[sb + 9] = a1_2_1
+    tile[sb + 10] = a1_2_2
+    tile[sb + 11] = a1_2_3
+    tile[sb + 12] = a1_3_0
+    tile[sb + 13] = a1_3_1
+    tile[sb + 14] = a1_3_2
+    tile[sb + 15] = a1_3_3
+    tile[sb + 16] = a1_4_0
+    tile[sb + 17] = a1_4_1
+    tile[sb + 18] = a1_4_2
+    tile[sb + 19] = a1_4_3
+    tile[sb + 20] = a1_5_0
+    tile[sb + 21] = a1_5_1
+    tile[sb + 22] = a1_5_2
+    tile[sb + 23] = a1_5_3
+    tile[sb + 24] = a1_6_0
+    tile[sb + 25] = a1_6_1
+    tile[sb + 26] = a1_6_2
+    tile[sb + 27] = a1_6_3
+    cuda.syncthreads()
+    part_step = n_thr * 58
+    for k in range(tid, n_thr * 56, step):
+        ln = k // 28
+        cell = k - ln * 28
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 29 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_8x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 8x1 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a2_0 = float32(0.0)
+    a3_0 = float32(0.0)
+    a4_0 = float32(0.0)
+    a5_0 = float32(0.0)
+    a6_0 = float32(0.0)
+    a7_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_7_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a2_0 += v0 * w0
+            a2_0 += v1 * w1
+            a2_0 += v2 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_0 += v2 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a3_0 += v0 * w0
+            a3_0 += v1 * w1
+            a3_0 += v2 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_0 += v2 * w1_2
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a4_0 += v0 * w0
+            a4_0 += v1 * w1
+            a4_0 += v2 * w2
+            a1_4_0 += v0 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_0 += v2 * w1_2
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a5_0 += v0 * w0
+            a5_0 += v1 * w1
+            a5_0 += v2 * w2
+            a1_5_0 += v0 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_0 += v2 * w1_2
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a6_0 += v0 * w0
+            a6_0 += v1 * w1
+            a6_0 += v2 * w2
+            a1_6_0 += v0 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_0 += v2 * w1_2
+            rb = uint64(cr + 7 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            a7_0 += v0 * w0
+            a7_0 += v1 * w1
+            a7_0 += v2 * w2
+            a1_7_0 += v0 * w1_0
+            a1_7_0 += v1 * w1_1
+            a1_7_0 += v2 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    tile[sb + 2] = a2_0
+    tile[sb + 3] = a3_0
+    tile[sb + 4] = a4_0
+    tile[sb + 5] = a5_0
+    tile[sb + 6] = a6_0
+    tile[sb + 7] = a7_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    tile[sb + 2] = a1_2_0
+    tile[sb + 3] = a1_3_0
+    tile[sb + 4] = a1_4_0
+    tile[sb + 5] = a1_5_0
+    tile[sb + 6] = a1_6_0
+    tile[sb + 7] = a1_7_0
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_8x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 8x2 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a7_0 = float32(0.0)
+    a7_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    a1_7_0 = float32(0.0)
+    a1_7_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+            rb = uint64(cr + 7 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            a7_0 += v0 * w0
+            a7_1 += v1 * w0
+            a7_0 += v1 * w1
+            a7_1 += v2 * w1
+            a7_0 += v2 * w2
+            a7_1 += v3 * w2
+            a1_7_0 += v0 * w1_0
+            a1_7_1 += v1 * w1_0
+            a1_7_0 += v1 * w1_1
+            a1_7_1 += v2 * w1_1
+            a1_7_0 += v2 * w1_2
+            a1_7_1 += v3 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    tile[sb + 4] = a2_0
+    tile[sb + 5] = a2_1
+    tile[sb + 6] = a3_0
+    tile[sb + 7] = a3_1
+    tile[sb + 8] = a4_0
+    tile[sb + 9] = a4_1
+    tile[sb + 10] = a5_0
+    tile[sb + 11] = a5_1
+    tile[sb + 12] = a6_0
+    tile[sb + 13] = a6_1
+    tile[sb + 14] = a7_0
+    tile[sb + 15] = a7_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    tile[sb + 4] = a1_2_0
+    tile[sb + 5] = a1_2_1
+    tile[sb + 6] = a1_3_0
+    tile[sb + 7] = a1_3_1
+    tile[sb + 8] = a1_4_0
+    tile[sb + 9] = a1_4_1
+    tile[sb + 10] = a1_5_0
+    tile[sb + 11] = a1_5_1
+    tile[sb + 12] = a1_6_0
+    tile[sb + 13] = a1_6_1
+    tile[sb + 14] = a1_7_0
+    tile[sb + 15] = a1_7_1
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_8x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 8x4 output tile, 2 output channel(s) per thread, kernel
+    width 3, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a4_2 = float32(0.0)
+    a4_3 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a5_2 = float32(0.0)
+    a5_3 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a6_2 = float32(0.0)
+    a6_3 = float32(0.0)
+    a7_0 = float32(0.0)
+    a7_1 = float32(0.0)
+    a7_2 = float32(0.0)
+    a7_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_4_2 = float32(0.0)
+    a1_4_3 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_5_2 = float32(0.0)
+    a1_5_3 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    a1_6_2 = float32(0.0)
+    a1_6_3 = float32(0.0)
+    a1_7_0 = float32(0.0)
+    a1_7_1 = float32(0.0)
+    a1_7_2 = float32(0.0)
+    a1_7_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 3 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_2 += v2 * w0
+            a4_3 += v3 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_2 += v3 * w1
+            a4_3 += v4 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a4_2 += v4 * w2
+            a4_3 += v5 * w2
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_2 += v2 * w1_0
+            a1_4_3 += v3 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_2 += v3 * w1_1
+            a1_4_3 += v4 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            a1_4_2 += v4 * w1_2
+            a1_4_3 += v5 * w1_2
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_2 += v2 * w0
+            a5_3 += v3 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_2 += v3 * w1
+            a5_3 += v4 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a5_2 += v4 * w2
+            a5_3 += v5 * w2
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_2 += v2 * w1_0
+            a1_5_3 += v3 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_2 += v3 * w1_1
+            a1_5_3 += v4 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            a1_5_2 += v4 * w1_2
+            a1_5_3 += v5 * w1_2
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_2 += v2 * w0
+            a6_3 += v3 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_2 += v3 * w1
+            a6_3 += v4 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a6_2 += v4 * w2
+            a6_3 += v5 * w2
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_2 += v2 * w1_0
+            a1_6_3 += v3 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_2 += v3 * w1_1
+            a1_6_3 += v4 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+            a1_6_2 += v4 * w1_2
+            a1_6_3 += v5 * w1_2
+            rb = uint64(cr + 7 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a7_0 += v0 * w0
+            a7_1 += v1 * w0
+            a7_2 += v2 * w0
+            a7_3 += v3 * w0
+            a7_0 += v1 * w1
+            a7_1 += v2 * w1
+            a7_2 += v3 * w1
+            a7_3 += v4 * w1
+            a7_0 += v2 * w2
+            a7_1 += v3 * w2
+            a7_2 += v4 * w2
+            a7_3 += v5 * w2
+            a1_7_0 += v0 * w1_0
+            a1_7_1 += v1 * w1_0
+            a1_7_2 += v2 * w1_0
+            a1_7_3 += v3 * w1_0
+            a1_7_0 += v1 * w1_1
+            a1_7_1 += v2 * w1_1
+            a1_7_2 += v3 * w1_1
+            a1_7_3 += v4 * w1_1
+            a1_7_0 += v2 * w1_2
+            a1_7_1 += v3 * w1_2
+            a1_7_2 += v4 * w1_2
+            a1_7_3 += v5 * w1_2
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 33
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    tile[sb + 8] = a2_0
+    tile[sb + 9] = a2_1
+    tile[sb + 10] = a2_2
+    tile[sb + 11] = a2_3
+    tile[sb + 12] = a3_0
+    tile[sb + 13] = a3_1
+    tile[sb + 14] = a3_2
+    tile[sb + 15] = a3_3
+    tile[sb + 16] = a4_0
+    tile[sb + 17] = a4_1
+    tile[sb + 18] = a4_2
+    tile[sb + 19] = a4_3
+    tile[sb + 20] = a5_0
+    tile[sb + 21] = a5_1
+    tile[sb + 22] = a5_2
+    tile[sb + 23] = a5_3
+    tile[sb + 24] = a6_0
+    tile[sb + 25] = a6_1
+    tile[sb + 26] = a6_2
+    tile[sb + 27] = a6_3
+    tile[sb + 28] = a7_0
+    tile[sb + 29] = a7_1
+    tile[sb + 30] = a7_2
+    tile[sb + 31] = a7_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 33
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    tile[sb + 8] = a1_2_0
+    tile[sb + 9] = a1_2_1
+    tile[sb + 10] = a1_2_2
+    tile[sb + 11] = a1_2_3
+    tile[sb + 12] = a1_3_0
+    tile[sb + 13] = a1_3_1
+    tile[sb + 14] = a1_3_2
+    tile[sb + 15] = a1_3_3
+    tile[sb + 16] = a1_4_0
+    tile[sb + 17] = a1_4_1
+    tile[sb + 18] = a1_4_2
+    tile[sb + 19] = a1_4_3
+    tile[sb + 20] = a1_5_0
+    tile[sb + 21] = a1_5_1
+    tile[sb + 22] = a1_5_2
+    tile[sb + 23] = a1_5_3
+    tile[sb + 24] = a1_6_0
+    tile[sb + 25] = a1_6_1
+    tile[sb + 26] = a1_6_2
+    tile[sb + 27] = a1_6_3
+    tile[sb + 28] = a1_7_0
+    tile[sb + 29] = a1_7_1
+    tile[sb + 30] = a1_7_2
+    tile[sb + 31] = a1_7_3
+    cuda.syncthreads()
+    part_step = n_thr * 66
+    for k in range(tid, n_thr * 64, step):
+        ln = k // 32
+        cell = k - ln * 32
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 33 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x1 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·1) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a0_0 += v3 * w3
+            a0_0 += v4 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_0 += v4 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 1
+    tile[sb + 0] = a0_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 1
+    tile[sb + 0] = a1_0_0
+    cuda.syncthreads()
+    part_step = n_thr * 2
+    for k in range(tid, n_thr * 2, step):
+        ln = k // 1
+        cell = k - ln * 1
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 1 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x2 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 3
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 3
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    cuda.syncthreads()
+    part_step = n_thr * 6
+    for k in range(tid, n_thr * 4, step):
+        ln = k // 2
+        cell = k - ln * 2
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 3 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x4 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 5
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 5
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    cuda.syncthreads()
+    part_step = n_thr * 10
+    for k in range(tid, n_thr * 8, step):
+        ln = k // 4
+        cell = k - ln * 4
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 5 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x7_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x7 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 7
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 7
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    cuda.syncthreads()
+    part_step = n_thr * 14
+    for k in range(tid, n_thr * 14, step):
+        ln = k // 7
+        cell = k - ln * 7
+        oy = ty0 + cell // 7
+        ox = tx0 + cell - (cell // 7) * 7
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 7 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x8_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x8 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_7 += v10 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a0_7 += v11 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_7 += v10 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+            a1_0_7 += v11 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 8
+        ox = tx0 + cell - (cell // 8) * 8
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_1x16_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 1x16 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 1
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a0_8 = float32(0.0)
+    a0_9 = float32(0.0)
+    a0_10 = float32(0.0)
+    a0_11 = float32(0.0)
+    a0_12 = float32(0.0)
+    a0_13 = float32(0.0)
+    a0_14 = float32(0.0)
+    a0_15 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_0_8 = float32(0.0)
+    a1_0_9 = float32(0.0)
+    a1_0_10 = float32(0.0)
+    a1_0_11 = float32(0.0)
+    a1_0_12 = float32(0.0)
+    a1_0_13 = float32(0.0)
+    a1_0_14 = float32(0.0)
+    a1_0_15 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            v12 = tile[rb + uint64(12)]
+            v13 = tile[rb + uint64(13)]
+            v14 = tile[rb + uint64(14)]
+            v15 = tile[rb + uint64(15)]
+            v16 = tile[rb + uint64(16)]
+            v17 = tile[rb + uint64(17)]
+            v18 = tile[rb + uint64(18)]
+            v19 = tile[rb + uint64(19)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_8 += v8 * w0
+            a0_9 += v9 * w0
+            a0_10 += v10 * w0
+            a0_11 += v11 * w0
+            a0_12 += v12 * w0
+            a0_13 += v13 * w0
+            a0_14 += v14 * w0
+            a0_15 += v15 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_8 += v9 * w1
+            a0_9 += v10 * w1
+            a0_10 += v11 * w1
+            a0_11 += v12 * w1
+            a0_12 += v13 * w1
+            a0_13 += v14 * w1
+            a0_14 += v15 * w1
+            a0_15 += v16 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a0_8 += v10 * w2
+            a0_9 += v11 * w2
+            a0_10 += v12 * w2
+            a0_11 += v13 * w2
+            a0_12 += v14 * w2
+            a0_13 += v15 * w2
+            a0_14 += v16 * w2
+            a0_15 += v17 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_7 += v10 * w3
+            a0_8 += v11 * w3
+            a0_9 += v12 * w3
+            a0_10 += v13 * w3
+            a0_11 += v14 * w3
+            a0_12 += v15 * w3
+            a0_13 += v16 * w3
+            a0_14 += v17 * w3
+            a0_15 += v18 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a0_7 += v11 * w4
+            a0_8 += v12 * w4
+            a0_9 += v13 * w4
+            a0_10 += v14 * w4
+            a0_11 += v15 * w4
+            a0_12 += v16 * w4
+            a0_13 += v17 * w4
+            a0_14 += v18 * w4
+            a0_15 += v19 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_8 += v8 * w1_0
+            a1_0_9 += v9 * w1_0
+            a1_0_10 += v10 * w1_0
+            a1_0_11 += v11 * w1_0
+            a1_0_12 += v12 * w1_0
+            a1_0_13 += v13 * w1_0
+            a1_0_14 += v14 * w1_0
+            a1_0_15 += v15 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_8 += v9 * w1_1
+            a1_0_9 += v10 * w1_1
+            a1_0_10 += v11 * w1_1
+            a1_0_11 += v12 * w1_1
+            a1_0_12 += v13 * w1_1
+            a1_0_13 += v14 * w1_1
+            a1_0_14 += v15 * w1_1
+            a1_0_15 += v16 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            a1_0_8 += v10 * w1_2
+            a1_0_9 += v11 * w1_2
+            a1_0_10 += v12 * w1_2
+            a1_0_11 += v13 * w1_2
+            a1_0_12 += v14 * w1_2
+            a1_0_13 += v15 * w1_2
+            a1_0_14 += v16 * w1_2
+            a1_0_15 += v17 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_7 += v10 * w1_3
+            a1_0_8 += v11 * w1_3
+            a1_0_9 += v12 * w1_3
+            a1_0_10 += v13 * w1_3
+            a1_0_11 += v14 * w1_3
+            a1_0_12 += v15 * w1_3
+            a1_0_13 += v16 * w1_3
+            a1_0_14 += v17 * w1_3
+            a1_0_15 += v18 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+            a1_0_7 += v11 * w1_4
+            a1_0_8 += v12 * w1_4
+            a1_0_9 += v13 * w1_4
+            a1_0_10 += v14 * w1_4
+            a1_0_11 += v15 * w1_4
+            a1_0_12 += v16 * w1_4
+            a1_0_13 += v17 * w1_4
+            a1_0_14 += v18 * w1_4
+            a1_0_15 += v19 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a0_8
+    tile[sb + 9] = a0_9
+    tile[sb + 10] = a0_10
+    tile[sb + 11] = a0_11
+    tile[sb + 12] = a0_12
+    tile[sb + 13] = a0_13
+    tile[sb + 14] = a0_14
+    tile[sb + 15] = a0_15
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_0_8
+    tile[sb + 9] = a1_0_9
+    tile[sb + 10] = a1_0_10
+    tile[sb + 11] = a1_0_11
+    tile[sb + 12] = a1_0_12
+    tile[sb + 13] = a1_0_13
+    tile[sb + 14] = a1_0_14
+    tile[sb + 15] = a1_0_15
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 16
+        ox = tx0 + cell - (cell // 16) * 16
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x1 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·3) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a0_0 += v3 * w3
+            a0_0 += v4 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_0 += v4 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_0 += v3 * w3
+            a1_0 += v4 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_0 += v4 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 3
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 3
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    cuda.syncthreads()
+    part_step = n_thr * 6
+    for k in range(tid, n_thr * 4, step):
+        ln = k // 2
+        cell = k - ln * 2
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 3 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x2 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 5
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 5
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    cuda.syncthreads()
+    part_step = n_thr * 10
+    for k in range(tid, n_thr * 8, step):
+        ln = k // 4
+        cell = k - ln * 4
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 5 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x4 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x7_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x7 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_4 += v7 * w3
+            a1_5 += v8 * w3
+            a1_6 += v9 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_4 += v8 * w4
+            a1_5 += v9 * w4
+            a1_6 += v10 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_4 += v7 * w1_3
+            a1_1_5 += v8 * w1_3
+            a1_1_6 += v9 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            a1_1_4 += v8 * w1_4
+            a1_1_5 += v9 * w1_4
+            a1_1_6 += v10 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 15
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a1_0
+    tile[sb + 8] = a1_1
+    tile[sb + 9] = a1_2
+    tile[sb + 10] = a1_3
+    tile[sb + 11] = a1_4
+    tile[sb + 12] = a1_5
+    tile[sb + 13] = a1_6
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 15
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_1_0
+    tile[sb + 8] = a1_1_1
+    tile[sb + 9] = a1_1_2
+    tile[sb + 10] = a1_1_3
+    tile[sb + 11] = a1_1_4
+    tile[sb + 12] = a1_1_5
+    tile[sb + 13] = a1_1_6
+    cuda.syncthreads()
+    part_step = n_thr * 30
+    for k in range(tid, n_thr * 28, step):
+        ln = k // 14
+        cell = k - ln * 14
+        oy = ty0 + cell // 7
+        ox = tx0 + cell - (cell // 7) * 7
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 15 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x8_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x8 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_7 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_1_7 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_7 += v10 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a0_7 += v11 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_7 += v10 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+            a1_0_7 += v11 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_7 += v7 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_7 += v8 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_7 += v9 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_4 += v7 * w3
+            a1_5 += v8 * w3
+            a1_6 += v9 * w3
+            a1_7 += v10 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_4 += v8 * w4
+            a1_5 += v9 * w4
+            a1_6 += v10 * w4
+            a1_7 += v11 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_7 += v7 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_7 += v8 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_7 += v9 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_4 += v7 * w1_3
+            a1_1_5 += v8 * w1_3
+            a1_1_6 += v9 * w1_3
+            a1_1_7 += v10 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            a1_1_4 += v8 * w1_4
+            a1_1_5 += v9 * w1_4
+            a1_1_6 += v10 * w1_4
+            a1_1_7 += v11 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a1_0
+    tile[sb + 9] = a1_1
+    tile[sb + 10] = a1_2
+    tile[sb + 11] = a1_3
+    tile[sb + 12] = a1_4
+    tile[sb + 13] = a1_5
+    tile[sb + 14] = a1_6
+    tile[sb + 15] = a1_7
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_1_0
+    tile[sb + 9] = a1_1_1
+    tile[sb + 10] = a1_1_2
+    tile[sb + 11] = a1_1_3
+    tile[sb + 12] = a1_1_4
+    tile[sb + 13] = a1_1_5
+    tile[sb + 14] = a1_1_6
+    tile[sb + 15] = a1_1_7
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 8
+        ox = tx0 + cell - (cell // 8) * 8
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_2x16_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 2x16 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 2
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 16
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a0_8 = float32(0.0)
+    a0_9 = float32(0.0)
+    a0_10 = float32(0.0)
+    a0_11 = float32(0.0)
+    a0_12 = float32(0.0)
+    a0_13 = float32(0.0)
+    a0_14 = float32(0.0)
+    a0_15 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_7 = float32(0.0)
+    a1_8 = float32(0.0)
+    a1_9 = float32(0.0)
+    a1_10 = float32(0.0)
+    a1_11 = float32(0.0)
+    a1_12 = float32(0.0)
+    a1_13 = float32(0.0)
+    a1_14 = float32(0.0)
+    a1_15 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_0_8 = float32(0.0)
+    a1_0_9 = float32(0.0)
+    a1_0_10 = float32(0.0)
+    a1_0_11 = float32(0.0)
+    a1_0_12 = float32(0.0)
+    a1_0_13 = float32(0.0)
+    a1_0_14 = float32(0.0)
+    a1_0_15 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_1_7 = float32(0.0)
+    a1_1_8 = float32(0.0)
+    a1_1_9 = float32(0.0)
+    a1_1_10 = float32(0.0)
+    a1_1_11 = float32(0.0)
+    a1_1_12 = float32(0.0)
+    a1_1_13 = float32(0.0)
+    a1_1_14 = float32(0.0)
+    a1_1_15 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            v12 = tile[rb + uint64(12)]
+            v13 = tile[rb + uint64(13)]
+            v14 = tile[rb + uint64(14)]
+            v15 = tile[rb + uint64(15)]
+            v16 = tile[rb + uint64(16)]
+            v17 = tile[rb + uint64(17)]
+            v18 = tile[rb + uint64(18)]
+            v19 = tile[rb + uint64(19)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_8 += v8 * w0
+            a0_9 += v9 * w0
+            a0_10 += v10 * w0
+            a0_11 += v11 * w0
+            a0_12 += v12 * w0
+            a0_13 += v13 * w0
+            a0_14 += v14 * w0
+            a0_15 += v15 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_8 += v9 * w1
+            a0_9 += v10 * w1
+            a0_10 += v11 * w1
+            a0_11 += v12 * w1
+            a0_12 += v13 * w1
+            a0_13 += v14 * w1
+            a0_14 += v15 * w1
+            a0_15 += v16 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a0_8 += v10 * w2
+            a0_9 += v11 * w2
+            a0_10 += v12 * w2
+            a0_11 += v13 * w2
+            a0_12 += v14 * w2
+            a0_13 += v15 * w2
+            a0_14 += v16 * w2
+            a0_15 += v17 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_7 += v10 * w3
+            a0_8 += v11 * w3
+            a0_9 += v12 * w3
+            a0_10 += v13 * w3
+            a0_11 += v14 * w3
+            a0_12 += v15 * w3
+            a0_13 += v16 * w3
+            a0_14 += v17 * w3
+            a0_15 += v18 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a0_7 += v11 * w4
+            a0_8 += v12 * w4
+            a0_9 += v13 * w4
+            a0_10 += v14 * w4
+            a0_11 += v15 * w4
+            a0_12 += v16 * w4
+            a0_13 += v17 * w4
+            a0_14 += v18 * w4
+            a0_15 += v19 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_8 += v8 * w1_0
+            a1_0_9 += v9 * w1_0
+            a1_0_10 += v10 * w1_0
+            a1_0_11 += v11 * w1_0
+            a1_0_12 += v12 * w1_0
+            a1_0_13 += v13 * w1_0
+            a1_0_14 += v14 * w1_0
+            a1_0_15 += v15 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_8 += v9 * w1_1
+            a1_0_9 += v10 * w1_1
+            a1_0_10 += v11 * w1_1
+            a1_0_11 += v12 * w1_1
+            a1_0_12 += v13 * w1_1
+            a1_0_13 += v14 * w1_1
+            a1_0_14 += v15 * w1_1
+            a1_0_15 += v16 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            a1_0_8 += v10 * w1_2
+            a1_0_9 += v11 * w1_2
+            a1_0_10 += v12 * w1_2
+            a1_0_11 += v13 * w1_2
+            a1_0_12 += v14 * w1_2
+            a1_0_13 += v15 * w1_2
+            a1_0_14 += v16 * w1_2
+            a1_0_15 += v17 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_7 += v10 * w1_3
+            a1_0_8 += v11 * w1_3
+            a1_0_9 += v12 * w1_3
+            a1_0_10 += v13 * w1_3
+            a1_0_11 += v14 * w1_3
+            a1_0_12 += v15 * w1_3
+            a1_0_13 += v16 * w1_3
+            a1_0_14 += v17 * w1_3
+            a1_0_15 += v18 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+            a1_0_7 += v11 * w1_4
+            a1_0_8 += v12 * w1_4
+            a1_0_9 += v13 * w1_4
+            a1_0_10 += v14 * w1_4
+            a1_0_11 += v15 * w1_4
+            a1_0_12 += v16 * w1_4
+            a1_0_13 += v17 * w1_4
+            a1_0_14 += v18 * w1_4
+            a1_0_15 += v19 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            v12 = tile[rb + uint64(12)]
+            v13 = tile[rb + uint64(13)]
+            v14 = tile[rb + uint64(14)]
+            v15 = tile[rb + uint64(15)]
+            v16 = tile[rb + uint64(16)]
+            v17 = tile[rb + uint64(17)]
+            v18 = tile[rb + uint64(18)]
+            v19 = tile[rb + uint64(19)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_7 += v7 * w0
+            a1_8 += v8 * w0
+            a1_9 += v9 * w0
+            a1_10 += v10 * w0
+            a1_11 += v11 * w0
+            a1_12 += v12 * w0
+            a1_13 += v13 * w0
+            a1_14 += v14 * w0
+            a1_15 += v15 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_7 += v8 * w1
+            a1_8 += v9 * w1
+            a1_9 += v10 * w1
+            a1_10 += v11 * w1
+            a1_11 += v12 * w1
+            a1_12 += v13 * w1
+            a1_13 += v14 * w1
+            a1_14 += v15 * w1
+            a1_15 += v16 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_7 += v9 * w2
+            a1_8 += v10 * w2
+            a1_9 += v11 * w2
+            a1_10 += v12 * w2
+            a1_11 += v13 * w2
+            a1_12 += v14 * w2
+            a1_13 += v15 * w2
+            a1_14 += v16 * w2
+            a1_15 += v17 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_4 += v7 * w3
+            a1_5 += v8 * w3
+            a1_6 += v9 * w3
+            a1_7 += v10 * w3
+            a1_8 += v11 * w3
+            a1_9 += v12 * w3
+            a1_10 += v13 * w3
+            a1_11 += v14 * w3
+            a1_12 += v15 * w3
+            a1_13 += v16 * w3
+            a1_14 += v17 * w3
+            a1_15 += v18 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_4 += v8 * w4
+            a1_5 += v9 * w4
+            a1_6 += v10 * w4
+            a1_7 += v11 * w4
+            a1_8 += v12 * w4
+            a1_9 += v13 * w4
+            a1_10 += v14 * w4
+            a1_11 += v15 * w4
+            a1_12 += v16 * w4
+            a1_13 += v17 * w4
+            a1_14 += v18 * w4
+            a1_15 += v19 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_7 += v7 * w1_0
+            a1_1_8 += v8 * w1_0
+            a1_1_9 += v9 * w1_0
+            a1_1_10 += v10 * w1_0
+            a1_1_11 += v11 * w1_0
+            a1_1_12 += v12 * w1_0
+            a1_1_13 += v13 * w1_0
+            a1_1_14 += v14 * w1_0
+            a1_1_15 += v15 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_7 += v8 * w1_1
+            a1_1_8 += v9 * w1_1
+            a1_1_9 += v10 * w1_1
+            a1_1_10 += v11 * w1_1
+            a1_1_11 += v12 * w1_1
+            a1_1_12 += v13 * w1_1
+            a1_1_13 += v14 * w1_1
+            a1_1_14 += v15 * w1_1
+            a1_1_15 += v16 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_7 += v9 * w1_2
+            a1_1_8 += v10 * w1_2
+            a1_1_9 += v11 * w1_2
+            a1_1_10 += v12 * w1_2
+            a1_1_11 += v13 * w1_2
+            a1_1_12 += v14 * w1_2
+            a1_1_13 += v15 * w1_2
+            a1_1_14 += v16 * w1_2
+            a1_1_15 += v17 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_4 += v7 * w1_3
+            a1_1_5 += v8 * w1_3
+            a1_1_6 += v9 * w1_3
+            a1_1_7 += v10 * w1_3
+            a1_1_8 += v11 * w1_3
+            a1_1_9 += v12 * w1_3
+            a1_1_10 += v13 * w1_3
+            a1_1_11 += v14 * w1_3
+            a1_1_12 += v15 * w1_3
+            a1_1_13 += v16 * w1_3
+            a1_1_14 += v17 * w1_3
+            a1_1_15 += v18 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            a1_1_4 += v8 * w1_4
+            a1_1_5 += v9 * w1_4
+            a1_1_6 += v10 * w1_4
+            a1_1_7 += v11 * w1_4
+            a1_1_8 += v12 * w1_4
+            a1_1_9 += v13 * w1_4
+            a1_1_10 += v14 * w1_4
+            a1_1_11 += v15 * w1_4
+            a1_1_12 += v16 * w1_4
+            a1_1_13 += v17 * w1_4
+            a1_1_14 += v18 * w1_4
+            a1_1_15 += v19 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 33
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a0_8
+    tile[sb + 9] = a0_9
+    tile[sb + 10] = a0_10
+    tile[sb + 11] = a0_11
+    tile[sb + 12] = a0_12
+    tile[sb + 13] = a0_13
+    tile[sb + 14] = a0_14
+    tile[sb + 15] = a0_15
+    tile[sb + 16] = a1_0
+    tile[sb + 17] = a1_1
+    tile[sb + 18] = a1_2
+    tile[sb + 19] = a1_3
+    tile[sb + 20] = a1_4
+    tile[sb + 21] = a1_5
+    tile[sb + 22] = a1_6
+    tile[sb + 23] = a1_7
+    tile[sb + 24] = a1_8
+    tile[sb + 25] = a1_9
+    tile[sb + 26] = a1_10
+    tile[sb + 27] = a1_11
+    tile[sb + 28] = a1_12
+    tile[sb + 29] = a1_13
+    tile[sb + 30] = a1_14
+    tile[sb + 31] = a1_15
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 33
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_0_8
+    tile[sb + 9] = a1_0_9
+    tile[sb + 10] = a1_0_10
+    tile[sb + 11] = a1_0_11
+    tile[sb + 12] = a1_0_12
+    tile[sb + 13] = a1_0_13
+    tile[sb + 14] = a1_0_14
+    tile[sb + 15] = a1_0_15
+    tile[sb + 16] = a1_1_0
+    tile[sb + 17] = a1_1_1
+    tile[sb + 18] = a1_1_2
+    tile[sb + 19] = a1_1_3
+    tile[sb + 20] = a1_1_4
+    tile[sb + 21] = a1_1_5
+    tile[sb + 22] = a1_1_6
+    tile[sb + 23] = a1_1_7
+    tile[sb + 24] = a1_1_8
+    tile[sb + 25] = a1_1_9
+    tile[sb + 26] = a1_1_10
+    tile[sb + 27] = a1_1_11
+    tile[sb + 28] = a1_1_12
+    tile[sb + 29] = a1_1_13
+    tile[sb + 30] = a1_1_14
+    tile[sb + 31] = a1_1_15
+    cuda.syncthreads()
+    part_step = n_thr * 66
+    for k in range(tid, n_thr * 64, step):
+        ln = k // 32
+        cell = k - ln * 32
+        oy = ty0 + cell // 16
+        ox = tx0 + cell - (cell // 16) * 16
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 33 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x1 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·5) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a2_0 = float32(0.0)
+    a3_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a0_0 += v3 * w3
+            a0_0 += v4 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_0 += v4 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_0 += v3 * w3
+            a1_0 += v4 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_0 += v4 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a2_0 += v0 * w0
+            a2_0 += v1 * w1
+            a2_0 += v2 * w2
+            a2_0 += v3 * w3
+            a2_0 += v4 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_0 += v4 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a3_0 += v0 * w0
+            a3_0 += v1 * w1
+            a3_0 += v2 * w2
+            a3_0 += v3 * w3
+            a3_0 += v4 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_0 += v4 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 5
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    tile[sb + 2] = a2_0
+    tile[sb + 3] = a3_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 5
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    tile[sb + 2] = a1_2_0
+    tile[sb + 3] = a1_3_0
+    cuda.syncthreads()
+    part_step = n_thr * 10
+    for k in range(tid, n_thr * 8, step):
+        ln = k // 4
+        cell = k - ln * 4
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 5 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x2 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    tile[sb + 4] = a2_0
+    tile[sb + 5] = a2_1
+    tile[sb + 6] = a3_0
+    tile[sb + 7] = a3_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    tile[sb + 4] = a1_2_0
+    tile[sb + 5] = a1_2_1
+    tile[sb + 6] = a1_3_0
+    tile[sb + 7] = a1_3_1
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x4 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_2 += v5 * w3
+            a2_3 += v6 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a2_2 += v6 * w4
+            a2_3 += v7 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_2 += v5 * w1_3
+            a1_2_3 += v6 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            a1_2_2 += v6 * w1_4
+            a1_2_3 += v7 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_2 += v5 * w3
+            a3_3 += v6 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a3_2 += v6 * w4
+            a3_3 += v7 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_2 += v5 * w1_3
+            a1_3_3 += v6 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+            a1_3_2 += v6 * w1_4
+            a1_3_3 += v7 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    tile[sb + 8] = a2_0
+    tile[sb + 9] = a2_1
+    tile[sb + 10] = a2_2
+    tile[sb + 11] = a2_3
+    tile[sb + 12] = a3_0
+    tile[sb + 13] = a3_1
+    tile[sb + 14] = a3_2
+    tile[sb + 15] = a3_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    tile[sb + 8] = a1_2_0
+    tile[sb + 9] = a1_2_1
+    tile[sb + 10] = a1_2_2
+    tile[sb + 11] = a1_2_3
+    tile[sb + 12] = a1_3_0
+    tile[sb + 13] = a1_3_1
+    tile[sb + 14] = a1_3_2
+    tile[sb + 15] = a1_3_3
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x7_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x7 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 7
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a2_4 = float32(0.0)
+    a2_5 = float32(0.0)
+    a2_6 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a3_4 = float32(0.0)
+    a3_5 = float32(0.0)
+    a3_6 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_2_4 = float32(0.0)
+    a1_2_5 = float32(0.0)
+    a1_2_6 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_3_4 = float32(0.0)
+    a1_3_5 = float32(0.0)
+    a1_3_6 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_4 += v7 * w3
+            a1_5 += v8 * w3
+            a1_6 += v9 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_4 += v8 * w4
+            a1_5 += v9 * w4
+            a1_6 += v10 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_4 += v7 * w1_3
+            a1_1_5 += v8 * w1_3
+            a1_1_6 += v9 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            a1_1_4 += v8 * w1_4
+            a1_1_5 += v9 * w1_4
+            a1_1_6 += v10 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_4 += v4 * w0
+            a2_5 += v5 * w0
+            a2_6 += v6 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_4 += v5 * w1
+            a2_5 += v6 * w1
+            a2_6 += v7 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a2_4 += v6 * w2
+            a2_5 += v7 * w2
+            a2_6 += v8 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_2 += v5 * w3
+            a2_3 += v6 * w3
+            a2_4 += v7 * w3
+            a2_5 += v8 * w3
+            a2_6 += v9 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a2_2 += v6 * w4
+            a2_3 += v7 * w4
+            a2_4 += v8 * w4
+            a2_5 += v9 * w4
+            a2_6 += v10 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_4 += v4 * w1_0
+            a1_2_5 += v5 * w1_0
+            a1_2_6 += v6 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_4 += v5 * w1_1
+            a1_2_5 += v6 * w1_1
+            a1_2_6 += v7 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            a1_2_4 += v6 * w1_2
+            a1_2_5 += v7 * w1_2
+            a1_2_6 += v8 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_2 += v5 * w1_3
+            a1_2_3 += v6 * w1_3
+            a1_2_4 += v7 * w1_3
+            a1_2_5 += v8 * w1_3
+            a1_2_6 += v9 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            a1_2_2 += v6 * w1_4
+            a1_2_3 += v7 * w1_4
+            a1_2_4 += v8 * w1_4
+            a1_2_5 += v9 * w1_4
+            a1_2_6 += v10 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_4 += v4 * w0
+            a3_5 += v5 * w0
+            a3_6 += v6 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_4 += v5 * w1
+            a3_5 += v6 * w1
+            a3_6 += v7 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a3_4 += v6 * w2
+            a3_5 += v7 * w2
+            a3_6 += v8 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_2 += v5 * w3
+            a3_3 += v6 * w3
+            a3_4 += v7 * w3
+            a3_5 += v8 * w3
+            a3_6 += v9 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a3_2 += v6 * w4
+            a3_3 += v7 * w4
+            a3_4 += v8 * w4
+            a3_5 += v9 * w4
+            a3_6 += v10 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_4 += v4 * w1_0
+            a1_3_5 += v5 * w1_0
+            a1_3_6 += v6 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_4 += v5 * w1_1
+            a1_3_5 += v6 * w1_1
+            a1_3_6 += v7 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            a1_3_4 += v6 * w1_2
+            a1_3_5 += v7 * w1_2
+            a1_3_6 += v8 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_2 += v5 * w1_3
+            a1_3_3 += v6 * w1_3
+            a1_3_4 += v7 * w1_3
+            a1_3_5 += v8 * w1_3
+            a1_3_6 += v9 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+            a1_3_2 += v6 * w1_4
+            a1_3_3 += v7 * w1_4
+            a1_3_4 += v8 * w1_4
+            a1_3_5 += v9 * w1_4
+            a1_3_6 += v10 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 29
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a1_0
+    tile[sb + 8] = a1_1
+    tile[sb + 9] = a1_2
+    tile[sb + 10] = a1_3
+    tile[sb + 11] = a1_4
+    tile[sb + 12] = a1_5
+    tile[sb + 13] = a1_6
+    tile[sb + 14] = a2_0
+    tile[sb + 15] = a2_1
+    tile[sb + 16] = a2_2
+    tile[sb + 17] = a2_3
+    tile[sb + 18] = a2_4
+    tile[sb + 19] = a2_5
+    tile[sb + 20] = a2_6
+    tile[sb + 21] = a3_0
+    tile[sb + 22] = a3_1
+    tile[sb + 23] = a3_2
+    tile[sb + 24] = a3_3
+    tile[sb + 25] = a3_4
+    tile[sb + 26] = a3_5
+    tile[sb + 27] = a3_6
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 29
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_1_0
+    tile[sb + 8] = a1_1_1
+    tile[sb + 9] = a1_1_2
+    tile[sb + 10] = a1_1_3
+    tile[sb + 11] = a1_1_4
+    tile[sb + 12] = a1_1_5
+    tile[sb + 13] = a1_1_6
+    tile[sb + 14] = a1_2_0
+    tile[sb + 15] = a1_2_1
+    tile[sb + 16] = a1_2_2
+    tile[sb + 17] = a1_2_3
+    tile[sb + 18] = a1_2_4
+    tile[sb + 19] = a1_2_5
+    tile[sb + 20] = a1_2_6
+    tile[sb + 21] = a1_3_0
+    tile[sb + 22] = a1_3_1
+    tile[sb + 23] = a1_3_2
+    tile[sb + 24] = a1_3_3
+    tile[sb + 25] = a1_3_4
+    tile[sb + 26] = a1_3_5
+    tile[sb + 27] = a1_3_6
+    cuda.syncthreads()
+    part_step = n_thr * 58
+    for k in range(tid, n_thr * 56, step):
+        ln = k // 28
+        cell = k - ln * 28
+        oy = ty0 + cell // 7
+        ox = tx0 + cell - (cell // 7) * 7
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 29 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_4x8_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 4x8 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 4
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 8
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a0_4 = float32(0.0)
+    a0_5 = float32(0.0)
+    a0_6 = float32(0.0)
+    a0_7 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a1_4 = float32(0.0)
+    a1_5 = float32(0.0)
+    a1_6 = float32(0.0)
+    a1_7 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a2_4 = float32(0.0)
+    a2_5 = float32(0.0)
+    a2_6 = float32(0.0)
+    a2_7 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a3_4 = float32(0.0)
+    a3_5 = float32(0.0)
+    a3_6 = float32(0.0)
+    a3_7 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_0_4 = float32(0.0)
+    a1_0_5 = float32(0.0)
+    a1_0_6 = float32(0.0)
+    a1_0_7 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_1_4 = float32(0.0)
+    a1_1_5 = float32(0.0)
+    a1_1_6 = float32(0.0)
+    a1_1_7 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_2_4 = float32(0.0)
+    a1_2_5 = float32(0.0)
+    a1_2_6 = float32(0.0)
+    a1_2_7 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_3_4 = float32(0.0)
+    a1_3_5 = float32(0.0)
+    a1_3_6 = float32(0.0)
+    a1_3_7 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_4 += v4 * w0
+            a0_5 += v5 * w0
+            a0_6 += v6 * w0
+            a0_7 += v7 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_4 += v5 * w1
+            a0_5 += v6 * w1
+            a0_6 += v7 * w1
+            a0_7 += v8 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_4 += v6 * w2
+            a0_5 += v7 * w2
+            a0_6 += v8 * w2
+            a0_7 += v9 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_4 += v7 * w3
+            a0_5 += v8 * w3
+            a0_6 += v9 * w3
+            a0_7 += v10 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a0_4 += v8 * w4
+            a0_5 += v9 * w4
+            a0_6 += v10 * w4
+            a0_7 += v11 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_4 += v4 * w1_0
+            a1_0_5 += v5 * w1_0
+            a1_0_6 += v6 * w1_0
+            a1_0_7 += v7 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_4 += v5 * w1_1
+            a1_0_5 += v6 * w1_1
+            a1_0_6 += v7 * w1_1
+            a1_0_7 += v8 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_4 += v6 * w1_2
+            a1_0_5 += v7 * w1_2
+            a1_0_6 += v8 * w1_2
+            a1_0_7 += v9 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_4 += v7 * w1_3
+            a1_0_5 += v8 * w1_3
+            a1_0_6 += v9 * w1_3
+            a1_0_7 += v10 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            a1_0_4 += v8 * w1_4
+            a1_0_5 += v9 * w1_4
+            a1_0_6 += v10 * w1_4
+            a1_0_7 += v11 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_4 += v4 * w0
+            a1_5 += v5 * w0
+            a1_6 += v6 * w0
+            a1_7 += v7 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_4 += v5 * w1
+            a1_5 += v6 * w1
+            a1_6 += v7 * w1
+            a1_7 += v8 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_4 += v6 * w2
+            a1_5 += v7 * w2
+            a1_6 += v8 * w2
+            a1_7 += v9 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_4 += v7 * w3
+            a1_5 += v8 * w3
+            a1_6 += v9 * w3
+            a1_7 += v10 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_4 += v8 * w4
+            a1_5 += v9 * w4
+            a1_6 += v10 * w4
+            a1_7 += v11 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_4 += v4 * w1_0
+            a1_1_5 += v5 * w1_0
+            a1_1_6 += v6 * w1_0
+            a1_1_7 += v7 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_4 += v5 * w1_1
+            a1_1_5 += v6 * w1_1
+            a1_1_6 += v7 * w1_1
+            a1_1_7 += v8 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_4 += v6 * w1_2
+            a1_1_5 += v7 * w1_2
+            a1_1_6 += v8 * w1_2
+            a1_1_7 += v9 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_4 += v7 * w1_3
+            a1_1_5 += v8 * w1_3
+            a1_1_6 += v9 * w1_3
+            a1_1_7 += v10 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            a1_1_4 += v8 * w1_4
+            a1_1_5 += v9 * w1_4
+            a1_1_6 += v10 * w1_4
+            a1_1_7 += v11 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_4 += v4 * w0
+            a2_5 += v5 * w0
+            a2_6 += v6 * w0
+            a2_7 += v7 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_4 += v5 * w1
+            a2_5 += v6 * w1
+            a2_6 += v7 * w1
+            a2_7 += v8 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a2_4 += v6 * w2
+            a2_5 += v7 * w2
+            a2_6 += v8 * w2
+            a2_7 += v9 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_2 += v5 * w3
+            a2_3 += v6 * w3
+            a2_4 += v7 * w3
+            a2_5 += v8 * w3
+            a2_6 += v9 * w3
+            a2_7 += v10 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a2_2 += v6 * w4
+            a2_3 += v7 * w4
+            a2_4 += v8 * w4
+            a2_5 += v9 * w4
+            a2_6 += v10 * w4
+            a2_7 += v11 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_4 += v4 * w1_0
+            a1_2_5 += v5 * w1_0
+            a1_2_6 += v6 * w1_0
+            a1_2_7 += v7 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_4 += v5 * w1_1
+            a1_2_5 += v6 * w1_1
+            a1_2_6 += v7 * w1_1
+            a1_2_7 += v8 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            a1_2_4 += v6 * w1_2
+            a1_2_5 += v7 * w1_2
+            a1_2_6 += v8 * w1_2
+            a1_2_7 += v9 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_2 += v5 * w1_3
+            a1_2_3 += v6 * w1_3
+            a1_2_4 += v7 * w1_3
+            a1_2_5 += v8 * w1_3
+            a1_2_6 += v9 * w1_3
+            a1_2_7 += v10 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            a1_2_2 += v6 * w1_4
+            a1_2_3 += v7 * w1_4
+            a1_2_4 += v8 * w1_4
+            a1_2_5 += v9 * w1_4
+            a1_2_6 += v10 * w1_4
+            a1_2_7 += v11 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            v8 = tile[rb + uint64(8)]
+            v9 = tile[rb + uint64(9)]
+            v10 = tile[rb + uint64(10)]
+            v11 = tile[rb + uint64(11)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_4 += v4 * w0
+            a3_5 += v5 * w0
+            a3_6 += v6 * w0
+            a3_7 += v7 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_4 += v5 * w1
+            a3_5 += v6 * w1
+            a3_6 += v7 * w1
+            a3_7 += v8 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a3_4 += v6 * w2
+            a3_5 += v7 * w2
+            a3_6 += v8 * w2
+            a3_7 += v9 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_2 += v5 * w3
+            a3_3 += v6 * w3
+            a3_4 += v7 * w3
+            a3_5 += v8 * w3
+            a3_6 += v9 * w3
+            a3_7 += v10 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a3_2 += v6 * w4
+            a3_3 += v7 * w4
+            a3_4 += v8 * w4
+            a3_5 += v9 * w4
+            a3_6 += v10 * w4
+            a3_7 += v11 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_4 += v4 * w1_0
+            a1_3_5 += v5 * w1_0
+            a1_3_6 += v6 * w1_0
+            a1_3_7 += v7 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_4 += v5 * w1_1
+            a1_3_5 += v6 * w1_1
+            a1_3_6 += v7 * w1_1
+            a1_3_7 += v8 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            a1_3_4 += v6 * w1_2
+            a1_3_5 += v7 * w1_2
+            a1_3_6 += v8 * w1_2
+            a1_3_7 += v9 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_2 += v5 * w1_3
+            a1_3_3 += v6 * w1_3
+            a1_3_4 += v7 * w1_3
+            a1_3_5 += v8 * w1_3
+            a1_3_6 += v9 * w1_3
+            a1_3_7 += v10 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+            a1_3_2 += v6 * w1_4
+            a1_3_3 += v7 * w1_4
+            a1_3_4 += v8 * w1_4
+            a1_3_5 += v9 * w1_4
+            a1_3_6 += v10 * w1_4
+            a1_3_7 += v11 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 33
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a0_4
+    tile[sb + 5] = a0_5
+    tile[sb + 6] = a0_6
+    tile[sb + 7] = a0_7
+    tile[sb + 8] = a1_0
+    tile[sb + 9] = a1_1
+    tile[sb + 10] = a1_2
+    tile[sb + 11] = a1_3
+    tile[sb + 12] = a1_4
+    tile[sb + 13] = a1_5
+    tile[sb + 14] = a1_6
+    tile[sb + 15] = a1_7
+    tile[sb + 16] = a2_0
+    tile[sb + 17] = a2_1
+    tile[sb + 18] = a2_2
+    tile[sb + 19] = a2_3
+    tile[sb + 20] = a2_4
+    tile[sb + 21] = a2_5
+    tile[sb + 22] = a2_6
+    tile[sb + 23] = a2_7
+    tile[sb + 24] = a3_0
+    tile[sb + 25] = a3_1
+    tile[sb + 26] = a3_2
+    tile[sb + 27] = a3_3
+    tile[sb + 28] = a3_4
+    tile[sb + 29] = a3_5
+    tile[sb + 30] = a3_6
+    tile[sb + 31] = a3_7
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 33
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_0_4
+    tile[sb + 5] = a1_0_5
+    tile[sb + 6] = a1_0_6
+    tile[sb + 7] = a1_0_7
+    tile[sb + 8] = a1_1_0
+    tile[sb + 9] = a1_1_1
+    tile[sb + 10] = a1_1_2
+    tile[sb + 11] = a1_1_3
+    tile[sb + 12] = a1_1_4
+    tile[sb + 13] = a1_1_5
+    tile[sb + 14] = a1_1_6
+    tile[sb + 15] = a1_1_7
+    tile[sb + 16] = a1_2_0
+    tile[sb + 17] = a1_2_1
+    tile[sb + 18] = a1_2_2
+    tile[sb + 19] = a1_2_3
+    tile[sb + 20] = a1_2_4
+    tile[sb + 21] = a1_2_5
+    tile[sb + 22] = a1_2_6
+    tile[sb + 23] = a1_2_7
+    tile[sb + 24] = a1_3_0
+    tile[sb + 25] = a1_3_1
+    tile[sb + 26] = a1_3_2
+    tile[sb + 27] = a1_3_3
+    tile[sb + 28] = a1_3_4
+    tile[sb + 29] = a1_3_5
+    tile[sb + 30] = a1_3_6
+    tile[sb + 31] = a1_3_7
+    cuda.syncthreads()
+    part_step = n_thr * 66
+    for k in range(tid, n_thr * 64, step):
+        ln = k // 32
+        cell = k - ln * 32
+        oy = ty0 + cell // 8
+        ox = tx0 + cell - (cell // 8) * 8
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 33 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_7x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 7x1 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·7) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a2_0 = float32(0.0)
+    a3_0 = float32(0.0)
+    a4_0 = float32(0.0)
+    a5_0 = float32(0.0)
+    a6_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a0_0 += v3 * w3
+            a0_0 += v4 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_0 += v4 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_0 += v3 * w3
+            a1_0 += v4 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_0 += v4 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a2_0 += v0 * w0
+            a2_0 += v1 * w1
+            a2_0 += v2 * w2
+            a2_0 += v3 * w3
+            a2_0 += v4 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_0 += v4 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a3_0 += v0 * w0
+            a3_0 += v1 * w1
+            a3_0 += v2 * w2
+            a3_0 += v3 * w3
+            a3_0 += v4 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_0 += v4 * w1_4
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a4_0 += v0 * w0
+            a4_0 += v1 * w1
+            a4_0 += v2 * w2
+            a4_0 += v3 * w3
+            a4_0 += v4 * w4
+            a1_4_0 += v0 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_0 += v3 * w1_3
+            a1_4_0 += v4 * w1_4
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a5_0 += v0 * w0
+            a5_0 += v1 * w1
+            a5_0 += v2 * w2
+            a5_0 += v3 * w3
+            a5_0 += v4 * w4
+            a1_5_0 += v0 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_0 += v3 * w1_3
+            a1_5_0 += v4 * w1_4
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a6_0 += v0 * w0
+            a6_0 += v1 * w1
+            a6_0 += v2 * w2
+            a6_0 += v3 * w3
+            a6_0 += v4 * w4
+            a1_6_0 += v0 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_0 += v3 * w1_3
+            a1_6_0 += v4 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 7
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    tile[sb + 2] = a2_0
+    tile[sb + 3] = a3_0
+    tile[sb + 4] = a4_0
+    tile[sb + 5] = a5_0
+    tile[sb + 6] = a6_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 7
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    tile[sb + 2] = a1_2_0
+    tile[sb + 3] = a1_3_0
+    tile[sb + 4] = a1_4_0
+    tile[sb + 5] = a1_5_0
+    tile[sb + 6] = a1_6_0
+    cuda.syncthreads()
+    part_step = n_thr * 14
+    for k in range(tid, n_thr * 14, step):
+        ln = k // 7
+        cell = k - ln * 7
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 7 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_7x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 7x2 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·15) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a4_0 += v3 * w3
+            a4_1 += v4 * w3
+            a4_0 += v4 * w4
+            a4_1 += v5 * w4
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            a1_4_0 += v3 * w1_3
+            a1_4_1 += v4 * w1_3
+            a1_4_0 += v4 * w1_4
+            a1_4_1 += v5 * w1_4
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a5_0 += v3 * w3
+            a5_1 += v4 * w3
+            a5_0 += v4 * w4
+            a5_1 += v5 * w4
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            a1_5_0 += v3 * w1_3
+            a1_5_1 += v4 * w1_3
+            a1_5_0 += v4 * w1_4
+            a1_5_1 += v5 * w1_4
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a6_0 += v3 * w3
+            a6_1 += v4 * w3
+            a6_0 += v4 * w4
+            a6_1 += v5 * w4
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+            a1_6_0 += v3 * w1_3
+            a1_6_1 += v4 * w1_3
+            a1_6_0 += v4 * w1_4
+            a1_6_1 += v5 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 15
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    tile[sb + 4] = a2_0
+    tile[sb + 5] = a2_1
+    tile[sb + 6] = a3_0
+    tile[sb + 7] = a3_1
+    tile[sb + 8] = a4_0
+    tile[sb + 9] = a4_1
+    tile[sb + 10] = a5_0
+    tile[sb + 11] = a5_1
+    tile[sb + 12] = a6_0
+    tile[sb + 13] = a6_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 15
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    tile[sb + 4] = a1_2_0
+    tile[sb + 5] = a1_2_1
+    tile[sb + 6] = a1_3_0
+    tile[sb + 7] = a1_3_1
+    tile[sb + 8] = a1_4_0
+    tile[sb + 9] = a1_4_1
+    tile[sb + 10] = a1_5_0
+    tile[sb + 11] = a1_5_1
+    tile[sb + 12] = a1_6_0
+    tile[sb + 13] = a1_6_1
+    cuda.syncthreads()
+    part_step = n_thr * 30
+    for k in range(tid, n_thr * 28, step):
+        ln = k // 14
+        cell = k - ln * 14
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 15 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_7x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 7x4 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·29) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 7
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a4_2 = float32(0.0)
+    a4_3 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a5_2 = float32(0.0)
+    a5_3 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a6_2 = float32(0.0)
+    a6_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_4_2 = float32(0.0)
+    a1_4_3 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_5_2 = float32(0.0)
+    a1_5_3 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    a1_6_2 = float32(0.0)
+    a1_6_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_2 += v5 * w3
+            a2_3 += v6 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a2_2 += v6 * w4
+            a2_3 += v7 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_2 += v5 * w1_3
+            a1_2_3 += v6 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            a1_2_2 += v6 * w1_4
+            a1_2_3 += v7 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_2 += v5 * w3
+            a3_3 += v6 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a3_2 += v6 * w4
+            a3_3 += v7 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_2 += v5 * w1_3
+            a1_3_3 += v6 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+            a1_3_2 += v6 * w1_4
+            a1_3_3 += v7 * w1_4
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_2 += v2 * w0
+            a4_3 += v3 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_2 += v3 * w1
+            a4_3 += v4 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a4_2 += v4 * w2
+            a4_3 += v5 * w2
+            a4_0 += v3 * w3
+            a4_1 += v4 * w3
+            a4_2 += v5 * w3
+            a4_3 += v6 * w3
+            a4_0 += v4 * w4
+            a4_1 += v5 * w4
+            a4_2 += v6 * w4
+            a4_3 += v7 * w4
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_2 += v2 * w1_0
+            a1_4_3 += v3 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_2 += v3 * w1_1
+            a1_4_3 += v4 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            a1_4_2 += v4 * w1_2
+            a1_4_3 += v5 * w1_2
+            a1_4_0 += v3 * w1_3
+            a1_4_1 += v4 * w1_3
+            a1_4_2 += v5 * w1_3
+            a1_4_3 += v6 * w1_3
+            a1_4_0 += v4 * w1_4
+            a1_4_1 += v5 * w1_4
+            a1_4_2 += v6 * w1_4
+            a1_4_3 += v7 * w1_4
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_2 += v2 * w0
+            a5_3 += v3 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_2 += v3 * w1
+            a5_3 += v4 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a5_2 += v4 * w2
+            a5_3 += v5 * w2
+            a5_0 += v3 * w3
+            a5_1 += v4 * w3
+            a5_2 += v5 * w3
+            a5_3 += v6 * w3
+            a5_0 += v4 * w4
+            a5_1 += v5 * w4
+            a5_2 += v6 * w4
+            a5_3 += v7 * w4
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_2 += v2 * w1_0
+            a1_5_3 += v3 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_2 += v3 * w1_1
+            a1_5_3 += v4 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            a1_5_2 += v4 * w1_2
+            a1_5_3 += v5 * w1_2
+            a1_5_0 += v3 * w1_3
+            a1_5_1 += v4 * w1_3
+            a1_5_2 += v5 * w1_3
+            a1_5_3 += v6 * w1_3
+            a1_5_0 += v4 * w1_4
+            a1_5_1 += v5 * w1_4
+            a1_5_2 += v6 * w1_4
+            a1_5_3 += v7 * w1_4
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_2 += v2 * w0
+            a6_3 += v3 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_2 += v3 * w1
+            a6_3 += v4 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a6_2 += v4 * w2
+            a6_3 += v5 * w2
+            a6_0 += v3 * w3
+            a6_1 += v4 * w3
+            a6_2 += v5 * w3
+            a6_3 += v6 * w3
+            a6_0 += v4 * w4
+            a6_1 += v5 * w4
+            a6_2 += v6 * w4
+            a6_3 += v7 * w4
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_2 += v2 * w1_0
+            a1_6_3 += v3 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_2 += v3 * w1_1
+            a1_6_3 += v4 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+            a1_6_2 += v4 * w1_2
+            a1_6_3 += v5 * w1_2
+            a1_6_0 += v3 * w1_3
+            a1_6_1 += v4 * w1_3
+            a1_6_2 += v5 * w1_3
+            a1_6_3 += v6 * w1_3
+            a1_6_0 += v4 * w1_4
+            a1_6_1 += v5 * w1_4
+            a1_6_2 += v6 * w1_4
+            a1_6_3 += v7 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 29
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    tile[sb + 8] = a2_0
+    tile[sb + 9] = a2_1
+    tile[sb + 10] = a2_2
+    tile[sb + 11] = a2_3
+    tile[sb + 12] = a3_0
+    tile[sb + 13] = a3_1
+    tile[sb + 14] = a3_2
+    tile[sb + 15] = a3_3
+    tile[sb + 16] = a4_0
+    tile[sb + 17] = a4_1
+    tile[sb + 18] = a4_2
+    tile[sb + 19] = a4_3
+    tile[sb + 20] = a5_0
+    tile[sb + 21] = a5_1
+    tile[sb + 22] = a5_2
+    tile[sb + 23] = a5_3
+    tile[sb + 24] = a6_0
+    tile[sb + 25] = a6_1
+    tile[sb + 26] = a6_2
+    tile[sb + 27] = a6_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 29
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    tile[sb + 8] = a1_2_0
+    tile[sb + 9] = a1_2_1
+    tile[sb + 10] = a1_2_2
+    tile[sb + 11] = a1_2_3
+    tile[sb + 12] = a1_3_0
+    tile[sb + 13] = a1_3_1
+    tile[sb + 14] = a1_3_2
+    tile[sb + 15] = a1_3_3
+    tile[sb + 16] = a1_4_0
+    tile[sb + 17] = a1_4_1
+    tile[sb + 18] = a1_4_2
+    tile[sb + 19] = a1_4_3
+    tile[sb + 20] = a1_5_0
+    tile[sb + 21] = a1_5_1
+    tile[sb + 22] = a1_5_2
+    tile[sb + 23] = a1_5_3
+    tile[sb + 24] = a1_6_0
+    tile[sb + 25] = a1_6_1
+    tile[sb + 26] = a1_6_2
+    tile[sb + 27] = a1_6_3
+    cuda.syncthreads()
+    part_step = n_thr * 58
+    for k in range(tid, n_thr * 56, step):
+        ln = k // 28
+        cell = k - ln * 28
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 29 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_8x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 8x1 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·9) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 1
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a1_0 = float32(0.0)
+    a2_0 = float32(0.0)
+    a3_0 = float32(0.0)
+    a4_0 = float32(0.0)
+    a5_0 = float32(0.0)
+    a6_0 = float32(0.0)
+    a7_0 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_7_0 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a0_0 += v0 * w0
+            a0_0 += v1 * w1
+            a0_0 += v2 * w2
+            a0_0 += v3 * w3
+            a0_0 += v4 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_0 += v4 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a1_0 += v0 * w0
+            a1_0 += v1 * w1
+            a1_0 += v2 * w2
+            a1_0 += v3 * w3
+            a1_0 += v4 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_0 += v4 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a2_0 += v0 * w0
+            a2_0 += v1 * w1
+            a2_0 += v2 * w2
+            a2_0 += v3 * w3
+            a2_0 += v4 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_0 += v4 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a3_0 += v0 * w0
+            a3_0 += v1 * w1
+            a3_0 += v2 * w2
+            a3_0 += v3 * w3
+            a3_0 += v4 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_0 += v4 * w1_4
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a4_0 += v0 * w0
+            a4_0 += v1 * w1
+            a4_0 += v2 * w2
+            a4_0 += v3 * w3
+            a4_0 += v4 * w4
+            a1_4_0 += v0 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_0 += v3 * w1_3
+            a1_4_0 += v4 * w1_4
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a5_0 += v0 * w0
+            a5_0 += v1 * w1
+            a5_0 += v2 * w2
+            a5_0 += v3 * w3
+            a5_0 += v4 * w4
+            a1_5_0 += v0 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_0 += v3 * w1_3
+            a1_5_0 += v4 * w1_4
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a6_0 += v0 * w0
+            a6_0 += v1 * w1
+            a6_0 += v2 * w2
+            a6_0 += v3 * w3
+            a6_0 += v4 * w4
+            a1_6_0 += v0 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_0 += v3 * w1_3
+            a1_6_0 += v4 * w1_4
+            rb = uint64(cr + 7 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            a7_0 += v0 * w0
+            a7_0 += v1 * w1
+            a7_0 += v2 * w2
+            a7_0 += v3 * w3
+            a7_0 += v4 * w4
+            a1_7_0 += v0 * w1_0
+            a1_7_0 += v1 * w1_1
+            a1_7_0 += v2 * w1_2
+            a1_7_0 += v3 * w1_3
+            a1_7_0 += v4 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 9
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a1_0
+    tile[sb + 2] = a2_0
+    tile[sb + 3] = a3_0
+    tile[sb + 4] = a4_0
+    tile[sb + 5] = a5_0
+    tile[sb + 6] = a6_0
+    tile[sb + 7] = a7_0
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 9
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_1_0
+    tile[sb + 2] = a1_2_0
+    tile[sb + 3] = a1_3_0
+    tile[sb + 4] = a1_4_0
+    tile[sb + 5] = a1_5_0
+    tile[sb + 6] = a1_6_0
+    tile[sb + 7] = a1_7_0
+    cuda.syncthreads()
+    part_step = n_thr * 18
+    for k in range(tid, n_thr * 16, step):
+        ln = k // 8
+        cell = k - ln * 8
+        oy = ty0 + cell // 1
+        ox = tx0 + cell - (cell // 1) * 1
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 9 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_8x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 8x2 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·17) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 2
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a7_0 = float32(0.0)
+    a7_1 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    a1_7_0 = float32(0.0)
+    a1_7_1 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a4_0 += v3 * w3
+            a4_1 += v4 * w3
+            a4_0 += v4 * w4
+            a4_1 += v5 * w4
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            a1_4_0 += v3 * w1_3
+            a1_4_1 += v4 * w1_3
+            a1_4_0 += v4 * w1_4
+            a1_4_1 += v5 * w1_4
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a5_0 += v3 * w3
+            a5_1 += v4 * w3
+            a5_0 += v4 * w4
+            a5_1 += v5 * w4
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            a1_5_0 += v3 * w1_3
+            a1_5_1 += v4 * w1_3
+            a1_5_0 += v4 * w1_4
+            a1_5_1 += v5 * w1_4
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a6_0 += v3 * w3
+            a6_1 += v4 * w3
+            a6_0 += v4 * w4
+            a6_1 += v5 * w4
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+            a1_6_0 += v3 * w1_3
+            a1_6_1 += v4 * w1_3
+            a1_6_0 += v4 * w1_4
+            a1_6_1 += v5 * w1_4
+            rb = uint64(cr + 7 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            a7_0 += v0 * w0
+            a7_1 += v1 * w0
+            a7_0 += v1 * w1
+            a7_1 += v2 * w1
+            a7_0 += v2 * w2
+            a7_1 += v3 * w2
+            a7_0 += v3 * w3
+            a7_1 += v4 * w3
+            a7_0 += v4 * w4
+            a7_1 += v5 * w4
+            a1_7_0 += v0 * w1_0
+            a1_7_1 += v1 * w1_0
+            a1_7_0 += v1 * w1_1
+            a1_7_1 += v2 * w1_1
+            a1_7_0 += v2 * w1_2
+            a1_7_1 += v3 * w1_2
+            a1_7_0 += v3 * w1_3
+            a1_7_1 += v4 * w1_3
+            a1_7_0 += v4 * w1_4
+            a1_7_1 += v5 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 17
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a1_0
+    tile[sb + 3] = a1_1
+    tile[sb + 4] = a2_0
+    tile[sb + 5] = a2_1
+    tile[sb + 6] = a3_0
+    tile[sb + 7] = a3_1
+    tile[sb + 8] = a4_0
+    tile[sb + 9] = a4_1
+    tile[sb + 10] = a5_0
+    tile[sb + 11] = a5_1
+    tile[sb + 12] = a6_0
+    tile[sb + 13] = a6_1
+    tile[sb + 14] = a7_0
+    tile[sb + 15] = a7_1
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 17
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_1_0
+    tile[sb + 3] = a1_1_1
+    tile[sb + 4] = a1_2_0
+    tile[sb + 5] = a1_2_1
+    tile[sb + 6] = a1_3_0
+    tile[sb + 7] = a1_3_1
+    tile[sb + 8] = a1_4_0
+    tile[sb + 9] = a1_4_1
+    tile[sb + 10] = a1_5_0
+    tile[sb + 11] = a1_5_1
+    tile[sb + 12] = a1_6_0
+    tile[sb + 13] = a1_6_1
+    tile[sb + 14] = a1_7_0
+    tile[sb + 15] = a1_7_1
+    cuda.syncthreads()
+    part_step = n_thr * 34
+    for k in range(tid, n_thr * 32, step):
+        ln = k // 16
+        cell = k - ln * 16
+        oy = ty0 + cell // 2
+        ox = tx0 + cell - (cell // 2) * 2
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 17 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
+@cuda.jit(cache=True)
+def tucker_core_8x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, split):
+    """Tucker core conv, 8x4 output tile, 2 output channel(s) per thread, kernel
+    width 5, unit horizontal stride and dilation. z, out: flat NCHW; wk: kernel CRSN, flat;
+    taps: shared-memory tap offsets (K,); geo: C, H, W, N, Ho, Wo, sh, sw, pt, pl, K,
+    tile_h_in, tile_w_in, dil_h, kh, channel stride of wk (N padded). The block is ``split`` slices of n_thr threads; slice
+    p takes the channels p, p + split, ... of the block's TC. Dynamic shared memory:
+    max(TC·tile_h_in·tile_w_in, blockDim·TN·33) floats."""
+    tile = cuda.shared.array(0, float32)
+    tid = cuda.threadIdx.x
+    chans = geo[0]
+    height = geo[1]
+    width = geo[2]
+    n_out = geo[3]
+    out_h = geo[4]
+    out_w = geo[5]
+    n_taps = geo[10]
+    tile_h_in = geo[11]
+    tile_w_in = geo[12]
+    plane = tile_h_in * tile_w_in
+    n_thr = cuda.blockDim.x // split
+    part = tid // n_thr
+    bx = cuda.blockIdx.x
+    ty0 = (bx // tiles_w) * 8
+    tx0 = (bx - (bx // tiles_w) * tiles_w) * 4
+    c0 = cuda.blockIdx.y * tile_c
+    img = cuda.blockIdx.z // n_groups
+    n0 = (cuda.blockIdx.z - img * n_groups) * n_thr * 2
+    nch = n0 + tid - part * n_thr
+    count = min(tile_c, chans - c0)
+    iy0 = ty0 * geo[6] - geo[8]
+    ix0 = tx0 * geo[7] - geo[9]
+    zb = (img * chans + c0) * height * width
+    step = cuda.blockDim.x
+    c = tid // plane
+    yy = (tid - c * plane) // tile_w_in
+    xx = tid - c * plane - yy * tile_w_in
+    step_c = step // plane
+    step_y = (step - step_c * plane) // tile_w_in
+    step_x = step - step_c * plane - step_y * tile_w_in
+    i = tid
+    while i < count * plane:
+        iy = iy0 + yy
+        ix = ix0 + xx
+        v = float32(0.0)
+        if iy >= 0 and iy < height and ix >= 0 and ix < width:
+            v = z[zb + (c * height + iy) * width + ix]
+        tile[i] = v
+        i += step
+        c += step_c
+        yy += step_y
+        xx += step_x
+        if xx >= tile_w_in:
+            xx -= tile_w_in
+            yy += 1
+        if yy >= tile_h_in:
+            yy -= tile_h_in
+            c += 1
+    cuda.syncthreads()
+    if nch >= n_out:
+        count = 0
+    row_step = geo[6] * tile_w_in
+    dil_step = geo[13] * tile_w_in
+    n_rows = geo[14]
+    n_w = geo[15]
+    a0_0 = float32(0.0)
+    a0_1 = float32(0.0)
+    a0_2 = float32(0.0)
+    a0_3 = float32(0.0)
+    a1_0 = float32(0.0)
+    a1_1 = float32(0.0)
+    a1_2 = float32(0.0)
+    a1_3 = float32(0.0)
+    a2_0 = float32(0.0)
+    a2_1 = float32(0.0)
+    a2_2 = float32(0.0)
+    a2_3 = float32(0.0)
+    a3_0 = float32(0.0)
+    a3_1 = float32(0.0)
+    a3_2 = float32(0.0)
+    a3_3 = float32(0.0)
+    a4_0 = float32(0.0)
+    a4_1 = float32(0.0)
+    a4_2 = float32(0.0)
+    a4_3 = float32(0.0)
+    a5_0 = float32(0.0)
+    a5_1 = float32(0.0)
+    a5_2 = float32(0.0)
+    a5_3 = float32(0.0)
+    a6_0 = float32(0.0)
+    a6_1 = float32(0.0)
+    a6_2 = float32(0.0)
+    a6_3 = float32(0.0)
+    a7_0 = float32(0.0)
+    a7_1 = float32(0.0)
+    a7_2 = float32(0.0)
+    a7_3 = float32(0.0)
+    a1_0_0 = float32(0.0)
+    a1_0_1 = float32(0.0)
+    a1_0_2 = float32(0.0)
+    a1_0_3 = float32(0.0)
+    a1_1_0 = float32(0.0)
+    a1_1_1 = float32(0.0)
+    a1_1_2 = float32(0.0)
+    a1_1_3 = float32(0.0)
+    a1_2_0 = float32(0.0)
+    a1_2_1 = float32(0.0)
+    a1_2_2 = float32(0.0)
+    a1_2_3 = float32(0.0)
+    a1_3_0 = float32(0.0)
+    a1_3_1 = float32(0.0)
+    a1_3_2 = float32(0.0)
+    a1_3_3 = float32(0.0)
+    a1_4_0 = float32(0.0)
+    a1_4_1 = float32(0.0)
+    a1_4_2 = float32(0.0)
+    a1_4_3 = float32(0.0)
+    a1_5_0 = float32(0.0)
+    a1_5_1 = float32(0.0)
+    a1_5_2 = float32(0.0)
+    a1_5_3 = float32(0.0)
+    a1_6_0 = float32(0.0)
+    a1_6_1 = float32(0.0)
+    a1_6_2 = float32(0.0)
+    a1_6_3 = float32(0.0)
+    a1_7_0 = float32(0.0)
+    a1_7_1 = float32(0.0)
+    a1_7_2 = float32(0.0)
+    a1_7_3 = float32(0.0)
+    for c in range(part, count, split):
+        cb = c * plane
+        wb = (c0 + c) * n_taps * n_w + nch
+        for r in range(n_rows):
+            wr = wb + r * 5 * n_w
+            w0 = wk[wr + 0 * n_w]
+            w1 = wk[wr + 1 * n_w]
+            w2 = wk[wr + 2 * n_w]
+            w3 = wk[wr + 3 * n_w]
+            w4 = wk[wr + 4 * n_w]
+            w1_0 = wk[wr + 0 * n_w + 1 * n_thr]
+            w1_1 = wk[wr + 1 * n_w + 1 * n_thr]
+            w1_2 = wk[wr + 2 * n_w + 1 * n_thr]
+            w1_3 = wk[wr + 3 * n_w + 1 * n_thr]
+            w1_4 = wk[wr + 4 * n_w + 1 * n_thr]
+            cr = cb + r * dil_step
+            rb = uint64(cr)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a0_0 += v0 * w0
+            a0_1 += v1 * w0
+            a0_2 += v2 * w0
+            a0_3 += v3 * w0
+            a0_0 += v1 * w1
+            a0_1 += v2 * w1
+            a0_2 += v3 * w1
+            a0_3 += v4 * w1
+            a0_0 += v2 * w2
+            a0_1 += v3 * w2
+            a0_2 += v4 * w2
+            a0_3 += v5 * w2
+            a0_0 += v3 * w3
+            a0_1 += v4 * w3
+            a0_2 += v5 * w3
+            a0_3 += v6 * w3
+            a0_0 += v4 * w4
+            a0_1 += v5 * w4
+            a0_2 += v6 * w4
+            a0_3 += v7 * w4
+            a1_0_0 += v0 * w1_0
+            a1_0_1 += v1 * w1_0
+            a1_0_2 += v2 * w1_0
+            a1_0_3 += v3 * w1_0
+            a1_0_0 += v1 * w1_1
+            a1_0_1 += v2 * w1_1
+            a1_0_2 += v3 * w1_1
+            a1_0_3 += v4 * w1_1
+            a1_0_0 += v2 * w1_2
+            a1_0_1 += v3 * w1_2
+            a1_0_2 += v4 * w1_2
+            a1_0_3 += v5 * w1_2
+            a1_0_0 += v3 * w1_3
+            a1_0_1 += v4 * w1_3
+            a1_0_2 += v5 * w1_3
+            a1_0_3 += v6 * w1_3
+            a1_0_0 += v4 * w1_4
+            a1_0_1 += v5 * w1_4
+            a1_0_2 += v6 * w1_4
+            a1_0_3 += v7 * w1_4
+            rb = uint64(cr + 1 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a1_0 += v0 * w0
+            a1_1 += v1 * w0
+            a1_2 += v2 * w0
+            a1_3 += v3 * w0
+            a1_0 += v1 * w1
+            a1_1 += v2 * w1
+            a1_2 += v3 * w1
+            a1_3 += v4 * w1
+            a1_0 += v2 * w2
+            a1_1 += v3 * w2
+            a1_2 += v4 * w2
+            a1_3 += v5 * w2
+            a1_0 += v3 * w3
+            a1_1 += v4 * w3
+            a1_2 += v5 * w3
+            a1_3 += v6 * w3
+            a1_0 += v4 * w4
+            a1_1 += v5 * w4
+            a1_2 += v6 * w4
+            a1_3 += v7 * w4
+            a1_1_0 += v0 * w1_0
+            a1_1_1 += v1 * w1_0
+            a1_1_2 += v2 * w1_0
+            a1_1_3 += v3 * w1_0
+            a1_1_0 += v1 * w1_1
+            a1_1_1 += v2 * w1_1
+            a1_1_2 += v3 * w1_1
+            a1_1_3 += v4 * w1_1
+            a1_1_0 += v2 * w1_2
+            a1_1_1 += v3 * w1_2
+            a1_1_2 += v4 * w1_2
+            a1_1_3 += v5 * w1_2
+            a1_1_0 += v3 * w1_3
+            a1_1_1 += v4 * w1_3
+            a1_1_2 += v5 * w1_3
+            a1_1_3 += v6 * w1_3
+            a1_1_0 += v4 * w1_4
+            a1_1_1 += v5 * w1_4
+            a1_1_2 += v6 * w1_4
+            a1_1_3 += v7 * w1_4
+            rb = uint64(cr + 2 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a2_0 += v0 * w0
+            a2_1 += v1 * w0
+            a2_2 += v2 * w0
+            a2_3 += v3 * w0
+            a2_0 += v1 * w1
+            a2_1 += v2 * w1
+            a2_2 += v3 * w1
+            a2_3 += v4 * w1
+            a2_0 += v2 * w2
+            a2_1 += v3 * w2
+            a2_2 += v4 * w2
+            a2_3 += v5 * w2
+            a2_0 += v3 * w3
+            a2_1 += v4 * w3
+            a2_2 += v5 * w3
+            a2_3 += v6 * w3
+            a2_0 += v4 * w4
+            a2_1 += v5 * w4
+            a2_2 += v6 * w4
+            a2_3 += v7 * w4
+            a1_2_0 += v0 * w1_0
+            a1_2_1 += v1 * w1_0
+            a1_2_2 += v2 * w1_0
+            a1_2_3 += v3 * w1_0
+            a1_2_0 += v1 * w1_1
+            a1_2_1 += v2 * w1_1
+            a1_2_2 += v3 * w1_1
+            a1_2_3 += v4 * w1_1
+            a1_2_0 += v2 * w1_2
+            a1_2_1 += v3 * w1_2
+            a1_2_2 += v4 * w1_2
+            a1_2_3 += v5 * w1_2
+            a1_2_0 += v3 * w1_3
+            a1_2_1 += v4 * w1_3
+            a1_2_2 += v5 * w1_3
+            a1_2_3 += v6 * w1_3
+            a1_2_0 += v4 * w1_4
+            a1_2_1 += v5 * w1_4
+            a1_2_2 += v6 * w1_4
+            a1_2_3 += v7 * w1_4
+            rb = uint64(cr + 3 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a3_0 += v0 * w0
+            a3_1 += v1 * w0
+            a3_2 += v2 * w0
+            a3_3 += v3 * w0
+            a3_0 += v1 * w1
+            a3_1 += v2 * w1
+            a3_2 += v3 * w1
+            a3_3 += v4 * w1
+            a3_0 += v2 * w2
+            a3_1 += v3 * w2
+            a3_2 += v4 * w2
+            a3_3 += v5 * w2
+            a3_0 += v3 * w3
+            a3_1 += v4 * w3
+            a3_2 += v5 * w3
+            a3_3 += v6 * w3
+            a3_0 += v4 * w4
+            a3_1 += v5 * w4
+            a3_2 += v6 * w4
+            a3_3 += v7 * w4
+            a1_3_0 += v0 * w1_0
+            a1_3_1 += v1 * w1_0
+            a1_3_2 += v2 * w1_0
+            a1_3_3 += v3 * w1_0
+            a1_3_0 += v1 * w1_1
+            a1_3_1 += v2 * w1_1
+            a1_3_2 += v3 * w1_1
+            a1_3_3 += v4 * w1_1
+            a1_3_0 += v2 * w1_2
+            a1_3_1 += v3 * w1_2
+            a1_3_2 += v4 * w1_2
+            a1_3_3 += v5 * w1_2
+            a1_3_0 += v3 * w1_3
+            a1_3_1 += v4 * w1_3
+            a1_3_2 += v5 * w1_3
+            a1_3_3 += v6 * w1_3
+            a1_3_0 += v4 * w1_4
+            a1_3_1 += v5 * w1_4
+            a1_3_2 += v6 * w1_4
+            a1_3_3 += v7 * w1_4
+            rb = uint64(cr + 4 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a4_0 += v0 * w0
+            a4_1 += v1 * w0
+            a4_2 += v2 * w0
+            a4_3 += v3 * w0
+            a4_0 += v1 * w1
+            a4_1 += v2 * w1
+            a4_2 += v3 * w1
+            a4_3 += v4 * w1
+            a4_0 += v2 * w2
+            a4_1 += v3 * w2
+            a4_2 += v4 * w2
+            a4_3 += v5 * w2
+            a4_0 += v3 * w3
+            a4_1 += v4 * w3
+            a4_2 += v5 * w3
+            a4_3 += v6 * w3
+            a4_0 += v4 * w4
+            a4_1 += v5 * w4
+            a4_2 += v6 * w4
+            a4_3 += v7 * w4
+            a1_4_0 += v0 * w1_0
+            a1_4_1 += v1 * w1_0
+            a1_4_2 += v2 * w1_0
+            a1_4_3 += v3 * w1_0
+            a1_4_0 += v1 * w1_1
+            a1_4_1 += v2 * w1_1
+            a1_4_2 += v3 * w1_1
+            a1_4_3 += v4 * w1_1
+            a1_4_0 += v2 * w1_2
+            a1_4_1 += v3 * w1_2
+            a1_4_2 += v4 * w1_2
+            a1_4_3 += v5 * w1_2
+            a1_4_0 += v3 * w1_3
+            a1_4_1 += v4 * w1_3
+            a1_4_2 += v5 * w1_3
+            a1_4_3 += v6 * w1_3
+            a1_4_0 += v4 * w1_4
+            a1_4_1 += v5 * w1_4
+            a1_4_2 += v6 * w1_4
+            a1_4_3 += v7 * w1_4
+            rb = uint64(cr + 5 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a5_0 += v0 * w0
+            a5_1 += v1 * w0
+            a5_2 += v2 * w0
+            a5_3 += v3 * w0
+            a5_0 += v1 * w1
+            a5_1 += v2 * w1
+            a5_2 += v3 * w1
+            a5_3 += v4 * w1
+            a5_0 += v2 * w2
+            a5_1 += v3 * w2
+            a5_2 += v4 * w2
+            a5_3 += v5 * w2
+            a5_0 += v3 * w3
+            a5_1 += v4 * w3
+            a5_2 += v5 * w3
+            a5_3 += v6 * w3
+            a5_0 += v4 * w4
+            a5_1 += v5 * w4
+            a5_2 += v6 * w4
+            a5_3 += v7 * w4
+            a1_5_0 += v0 * w1_0
+            a1_5_1 += v1 * w1_0
+            a1_5_2 += v2 * w1_0
+            a1_5_3 += v3 * w1_0
+            a1_5_0 += v1 * w1_1
+            a1_5_1 += v2 * w1_1
+            a1_5_2 += v3 * w1_1
+            a1_5_3 += v4 * w1_1
+            a1_5_0 += v2 * w1_2
+            a1_5_1 += v3 * w1_2
+            a1_5_2 += v4 * w1_2
+            a1_5_3 += v5 * w1_2
+            a1_5_0 += v3 * w1_3
+            a1_5_1 += v4 * w1_3
+            a1_5_2 += v5 * w1_3
+            a1_5_3 += v6 * w1_3
+            a1_5_0 += v4 * w1_4
+            a1_5_1 += v5 * w1_4
+            a1_5_2 += v6 * w1_4
+            a1_5_3 += v7 * w1_4
+            rb = uint64(cr + 6 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a6_0 += v0 * w0
+            a6_1 += v1 * w0
+            a6_2 += v2 * w0
+            a6_3 += v3 * w0
+            a6_0 += v1 * w1
+            a6_1 += v2 * w1
+            a6_2 += v3 * w1
+            a6_3 += v4 * w1
+            a6_0 += v2 * w2
+            a6_1 += v3 * w2
+            a6_2 += v4 * w2
+            a6_3 += v5 * w2
+            a6_0 += v3 * w3
+            a6_1 += v4 * w3
+            a6_2 += v5 * w3
+            a6_3 += v6 * w3
+            a6_0 += v4 * w4
+            a6_1 += v5 * w4
+            a6_2 += v6 * w4
+            a6_3 += v7 * w4
+            a1_6_0 += v0 * w1_0
+            a1_6_1 += v1 * w1_0
+            a1_6_2 += v2 * w1_0
+            a1_6_3 += v3 * w1_0
+            a1_6_0 += v1 * w1_1
+            a1_6_1 += v2 * w1_1
+            a1_6_2 += v3 * w1_1
+            a1_6_3 += v4 * w1_1
+            a1_6_0 += v2 * w1_2
+            a1_6_1 += v3 * w1_2
+            a1_6_2 += v4 * w1_2
+            a1_6_3 += v5 * w1_2
+            a1_6_0 += v3 * w1_3
+            a1_6_1 += v4 * w1_3
+            a1_6_2 += v5 * w1_3
+            a1_6_3 += v6 * w1_3
+            a1_6_0 += v4 * w1_4
+            a1_6_1 += v5 * w1_4
+            a1_6_2 += v6 * w1_4
+            a1_6_3 += v7 * w1_4
+            rb = uint64(cr + 7 * row_step)
+            v0 = tile[rb + uint64(0)]
+            v1 = tile[rb + uint64(1)]
+            v2 = tile[rb + uint64(2)]
+            v3 = tile[rb + uint64(3)]
+            v4 = tile[rb + uint64(4)]
+            v5 = tile[rb + uint64(5)]
+            v6 = tile[rb + uint64(6)]
+            v7 = tile[rb + uint64(7)]
+            a7_0 += v0 * w0
+            a7_1 += v1 * w0
+            a7_2 += v2 * w0
+            a7_3 += v3 * w0
+            a7_0 += v1 * w1
+            a7_1 += v2 * w1
+            a7_2 += v3 * w1
+            a7_3 += v4 * w1
+            a7_0 += v2 * w2
+            a7_1 += v3 * w2
+            a7_2 += v4 * w2
+            a7_3 += v5 * w2
+            a7_0 += v3 * w3
+            a7_1 += v4 * w3
+            a7_2 += v5 * w3
+            a7_3 += v6 * w3
+            a7_0 += v4 * w4
+            a7_1 += v5 * w4
+            a7_2 += v6 * w4
+            a7_3 += v7 * w4
+            a1_7_0 += v0 * w1_0
+            a1_7_1 += v1 * w1_0
+            a1_7_2 += v2 * w1_0
+            a1_7_3 += v3 * w1_0
+            a1_7_0 += v1 * w1_1
+            a1_7_1 += v2 * w1_1
+            a1_7_2 += v3 * w1_1
+            a1_7_3 += v4 * w1_1
+            a1_7_0 += v2 * w1_2
+            a1_7_1 += v3 * w1_2
+            a1_7_2 += v4 * w1_2
+            a1_7_3 += v5 * w1_2
+            a1_7_0 += v3 * w1_3
+            a1_7_1 += v4 * w1_3
+            a1_7_2 += v5 * w1_3
+            a1_7_3 += v6 * w1_3
+            a1_7_0 += v4 * w1_4
+            a1_7_1 += v5 * w1_4
+            a1_7_2 += v6 * w1_4
+            a1_7_3 += v7 * w1_4
+    cuda.syncthreads()
+    sb = (part * 1 * n_thr + tid) * 33
+    tile[sb + 0] = a0_0
+    tile[sb + 1] = a0_1
+    tile[sb + 2] = a0_2
+    tile[sb + 3] = a0_3
+    tile[sb + 4] = a1_0
+    tile[sb + 5] = a1_1
+    tile[sb + 6] = a1_2
+    tile[sb + 7] = a1_3
+    tile[sb + 8] = a2_0
+    tile[sb + 9] = a2_1
+    tile[sb + 10] = a2_2
+    tile[sb + 11] = a2_3
+    tile[sb + 12] = a3_0
+    tile[sb + 13] = a3_1
+    tile[sb + 14] = a3_2
+    tile[sb + 15] = a3_3
+    tile[sb + 16] = a4_0
+    tile[sb + 17] = a4_1
+    tile[sb + 18] = a4_2
+    tile[sb + 19] = a4_3
+    tile[sb + 20] = a5_0
+    tile[sb + 21] = a5_1
+    tile[sb + 22] = a5_2
+    tile[sb + 23] = a5_3
+    tile[sb + 24] = a6_0
+    tile[sb + 25] = a6_1
+    tile[sb + 26] = a6_2
+    tile[sb + 27] = a6_3
+    tile[sb + 28] = a7_0
+    tile[sb + 29] = a7_1
+    tile[sb + 30] = a7_2
+    tile[sb + 31] = a7_3
+    sb = (part * 1 * n_thr + tid + 1 * n_thr) * 33
+    tile[sb + 0] = a1_0_0
+    tile[sb + 1] = a1_0_1
+    tile[sb + 2] = a1_0_2
+    tile[sb + 3] = a1_0_3
+    tile[sb + 4] = a1_1_0
+    tile[sb + 5] = a1_1_1
+    tile[sb + 6] = a1_1_2
+    tile[sb + 7] = a1_1_3
+    tile[sb + 8] = a1_2_0
+    tile[sb + 9] = a1_2_1
+    tile[sb + 10] = a1_2_2
+    tile[sb + 11] = a1_2_3
+    tile[sb + 12] = a1_3_0
+    tile[sb + 13] = a1_3_1
+    tile[sb + 14] = a1_3_2
+    tile[sb + 15] = a1_3_3
+    tile[sb + 16] = a1_4_0
+    tile[sb + 17] = a1_4_1
+    tile[sb + 18] = a1_4_2
+    tile[sb + 19] = a1_4_3
+    tile[sb + 20] = a1_5_0
+    tile[sb + 21] = a1_5_1
+    tile[sb + 22] = a1_5_2
+    tile[sb + 23] = a1_5_3
+    tile[sb + 24] = a1_6_0
+    tile[sb + 25] = a1_6_1
+    tile[sb + 26] = a1_6_2
+    tile[sb + 27] = a1_6_3
+    tile[sb + 28] = a1_7_0
+    tile[sb + 29] = a1_7_1
+    tile[sb + 30] = a1_7_2
+    tile[sb + 31] = a1_7_3
+    cuda.syncthreads()
+    part_step = n_thr * 66
+    for k in range(tid, n_thr * 64, step):
+        ln = k // 32
+        cell = k - ln * 32
+        oy = ty0 + cell // 4
+        ox = tx0 + cell - (cell // 4) * 4
+        if n0 + ln < n_out and oy < out_h and ox < out_w:
+            sp = ln * 33 + cell
+            val = tile[sp]
+            for p in range(1, split):
+                sp += part_step
+                val += tile[sp]
+            dst = ((img * n_out + n0 + ln) * out_h + oy) * out_w + ox
+            if atomic:
+                cuda.atomic.add(out, dst, val)
+            else:
+                out[dst] = val
+
 
 TUCKER_CORE_KERNELS = {
     (1, 1): tucker_core_1x1,
@@ -18919,62 +32295,108 @@ TUCKER_CORE_KERNELS = {
     (8, 8): tucker_core_8x8,
 }
 
-# (TH, TW, kernel width) -> kernel for unit horizontal stride and dilation
+# (TH, TW, kernel width, TN) -> kernel for unit horizontal stride and dilation
 TUCKER_CORE_ROW_KERNELS = {
-    (1, 1, 3): tucker_core_1x1_kw3,
-    (1, 2, 3): tucker_core_1x2_kw3,
-    (1, 4, 3): tucker_core_1x4_kw3,
-    (1, 7, 3): tucker_core_1x7_kw3,
-    (1, 8, 3): tucker_core_1x8_kw3,
-    (1, 16, 3): tucker_core_1x16_kw3,
-    (2, 1, 3): tucker_core_2x1_kw3,
-    (2, 2, 3): tucker_core_2x2_kw3,
-    (2, 4, 3): tucker_core_2x4_kw3,
-    (2, 7, 3): tucker_core_2x7_kw3,
-    (2, 8, 3): tucker_core_2x8_kw3,
-    (2, 16, 3): tucker_core_2x16_kw3,
-    (4, 1, 3): tucker_core_4x1_kw3,
-    (4, 2, 3): tucker_core_4x2_kw3,
-    (4, 4, 3): tucker_core_4x4_kw3,
-    (4, 7, 3): tucker_core_4x7_kw3,
-    (4, 8, 3): tucker_core_4x8_kw3,
-    (4, 16, 3): tucker_core_4x16_kw3,
-    (7, 1, 3): tucker_core_7x1_kw3,
-    (7, 2, 3): tucker_core_7x2_kw3,
-    (7, 4, 3): tucker_core_7x4_kw3,
-    (7, 7, 3): tucker_core_7x7_kw3,
-    (7, 8, 3): tucker_core_7x8_kw3,
-    (8, 1, 3): tucker_core_8x1_kw3,
-    (8, 2, 3): tucker_core_8x2_kw3,
-    (8, 4, 3): tucker_core_8x4_kw3,
-    (8, 7, 3): tucker_core_8x7_kw3,
-    (8, 8, 3): tucker_core_8x8_kw3,
-    (1, 1, 5): tucker_core_1x1_kw5,
-    (1, 2, 5): tucker_core_1x2_kw5,
-    (1, 4, 5): tucker_core_1x4_kw5,
-    (1, 7, 5): tucker_core_1x7_kw5,
-    (1, 8, 5): tucker_core_1x8_kw5,
-    (1, 16, 5): tucker_core_1x16_kw5,
-    (2, 1, 5): tucker_core_2x1_kw5,
-    (2, 2, 5): tucker_core_2x2_kw5,
-    (2, 4, 5): tucker_core_2x4_kw5,
-    (2, 7, 5): tucker_core_2x7_kw5,
-    (2, 8, 5): tucker_core_2x8_kw5,
-    (2, 16, 5): tucker_core_2x16_kw5,
-    (4, 1, 5): tucker_core_4x1_kw5,
-    (4, 2, 5): tucker_core_4x2_kw5,
-    (4, 4, 5): tucker_core_4x4_kw5,
-    (4, 7, 5): tucker_core_4x7_kw5,
-    (4, 8, 5): tucker_core_4x8_kw5,
-    (4, 16, 5): tucker_core_4x16_kw5,
-    (7, 1, 5): tucker_core_7x1_kw5,
-    (7, 2, 5): tucker_core_7x2_kw5,
-    (7, 4, 5): tucker_core_7x4_kw5,
-    (7, 7, 5): tucker_core_7x7_kw5,
-    (7, 8, 5): tucker_core_7x8_kw5,
-    (8, 1, 5): tucker_core_8x1_kw5,
-    (8, 2, 5): tucker_core_8x2_kw5,
-    (8, 4, 5): tucker_core_8x4_kw5,
-    (8, 7, 5): tucker_core_8x7_kw5,
-    (8, 8, 5): tucker_core_8x8_kw5,
+    (1, 1, 3, 1): tucker_core_1x1_kw3,
+    (1, 2, 3, 1): tucker_core_1x2_kw3,
+    (1, 4, 3, 1): tucker_core_1x4_kw3,
+    (1, 7, 3, 1): tucker_core_1x7_kw3,
+    (1, 8, 3, 1): tucker_core_1x8_kw3,
+    (1, 16, 3, 1): tucker_core_1x16_kw3,
+    (2, 1, 3, 1): tucker_core_2x1_kw3,
+    (2, 2, 3, 1): tucker_core_2x2_kw3,
+    (2, 4, 3, 1): tucker_core_2x4_kw3,
+    (2, 7, 3, 1): tucker_core_2x7_kw3,
+    (2, 8, 3, 1): tucker_core_2x8_kw3,
+    (2, 16, 3, 1): tucker_core_2x16_kw3,
+    (4, 1, 3, 1): tucker_core_4x1_kw3,
+    (4, 2, 3, 1): tucker_core_4x2_kw3,
+    (4, 4, 3, 1): tucker_core_4x4_kw3,
+    (4, 7, 3, 1): tucker_core_4x7_kw3,
+    (4, 8, 3, 1): tucker_core_4x8_kw3,
+    (4, 16, 3, 1): tucker_core_4x16_kw3,
+    (7, 1, 3, 1): tucker_core_7x1_kw3,
+    (7, 2, 3, 1): tucker_core_7x2_kw3,
+    (7, 4, 3, 1): tucker_core_7x4_kw3,
+    (7, 7, 3, 1): tucker_core_7x7_kw3,
+    (7, 8, 3, 1): tucker_core_7x8_kw3,
+    (8, 1, 3, 1): tucker_core_8x1_kw3,
+    (8, 2, 3, 1): tucker_core_8x2_kw3,
+    (8, 4, 3, 1): tucker_core_8x4_kw3,
+    (8, 7, 3, 1): tucker_core_8x7_kw3,
+    (8, 8, 3, 1): tucker_core_8x8_kw3,
+    (1, 1, 5, 1): tucker_core_1x1_kw5,
+    (1, 2, 5, 1): tucker_core_1x2_kw5,
+    (1, 4, 5, 1): tucker_core_1x4_kw5,
+    (1, 7, 5, 1): tucker_core_1x7_kw5,
+    (1, 8, 5, 1): tucker_core_1x8_kw5,
+    (1, 16, 5, 1): tucker_core_1x16_kw5,
+    (2, 1, 5, 1): tucker_core_2x1_kw5,
+    (2, 2, 5, 1): tucker_core_2x2_kw5,
+    (2, 4, 5, 1): tucker_core_2x4_kw5,
+    (2, 7, 5, 1): tucker_core_2x7_kw5,
+    (2, 8, 5, 1): tucker_core_2x8_kw5,
+    (2, 16, 5, 1): tucker_core_2x16_kw5,
+    (4, 1, 5, 1): tucker_core_4x1_kw5,
+    (4, 2, 5, 1): tucker_core_4x2_kw5,
+    (4, 4, 5, 1): tucker_core_4x4_kw5,
+    (4, 7, 5, 1): tucker_core_4x7_kw5,
+    (4, 8, 5, 1): tucker_core_4x8_kw5,
+    (4, 16, 5, 1): tucker_core_4x16_kw5,
+    (7, 1, 5, 1): tucker_core_7x1_kw5,
+    (7, 2, 5, 1): tucker_core_7x2_kw5,
+    (7, 4, 5, 1): tucker_core_7x4_kw5,
+    (7, 7, 5, 1): tucker_core_7x7_kw5,
+    (7, 8, 5, 1): tucker_core_7x8_kw5,
+    (8, 1, 5, 1): tucker_core_8x1_kw5,
+    (8, 2, 5, 1): tucker_core_8x2_kw5,
+    (8, 4, 5, 1): tucker_core_8x4_kw5,
+    (8, 7, 5, 1): tucker_core_8x7_kw5,
+    (8, 8, 5, 1): tucker_core_8x8_kw5,
+    (1, 1, 3, 2): tucker_core_1x1_kw3_n2,
+    (1, 2, 3, 2): tucker_core_1x2_kw3_n2,
+    (1, 4, 3, 2): tucker_core_1x4_kw3_n2,
+    (1, 7, 3, 2): tucker_core_1x7_kw3_n2,
+    (1, 8, 3, 2): tucker_core_1x8_kw3_n2,
+    (1, 16, 3, 2): tucker_core_1x16_kw3_n2,
+    (2, 1, 3, 2): tucker_core_2x1_kw3_n2,
+    (2, 2, 3, 2): tucker_core_2x2_kw3_n2,
+    (2, 4, 3, 2): tucker_core_2x4_kw3_n2,
+    (2, 7, 3, 2): tucker_core_2x7_kw3_n2,
+    (2, 8, 3, 2): tucker_core_2x8_kw3_n2,
+    (2, 16, 3, 2): tucker_core_2x16_kw3_n2,
+    (4, 1, 3, 2): tucker_core_4x1_kw3_n2,
+    (4, 2, 3, 2): tucker_core_4x2_kw3_n2,
+    (4, 4, 3, 2): tucker_core_4x4_kw3_n2,
+    (4, 7, 3, 2): tucker_core_4x7_kw3_n2,
+    (4, 8, 3, 2): tucker_core_4x8_kw3_n2,
+    (7, 1, 3, 2): tucker_core_7x1_kw3_n2,
+    (7, 2, 3, 2): tucker_core_7x2_kw3_n2,
+    (7, 4, 3, 2): tucker_core_7x4_kw3_n2,
+    (8, 1, 3, 2): tucker_core_8x1_kw3_n2,
+    (8, 2, 3, 2): tucker_core_8x2_kw3_n2,
+    (8, 4, 3, 2): tucker_core_8x4_kw3_n2,
+    (1, 1, 5, 2): tucker_core_1x1_kw5_n2,
+    (1, 2, 5, 2): tucker_core_1x2_kw5_n2,
+    (1, 4, 5, 2): tucker_core_1x4_kw5_n2,
+    (1, 7, 5, 2): tucker_core_1x7_kw5_n2,
+    (1, 8, 5, 2): tucker_core_1x8_kw5_n2,
+    (1, 16, 5, 2): tucker_core_1x16_kw5_n2,
+    (2, 1, 5, 2): tucker_core_2x1_kw5_n2,
+    (2, 2, 5, 2): tucker_core_2x2_kw5_n2,
+    (2, 4, 5, 2): tucker_core_2x4_kw5_n2,
+    (2, 7, 5, 2): tucker_core_2x7_kw5_n2,
+    (2, 8, 5, 2): tucker_core_2x8_kw5_n2,
+    (2, 16, 5, 2): tucker_core_2x16_kw5_n2,
+    (4, 1, 5, 2): tucker_core_4x1_kw5_n2,
+    (4, 2, 5, 2): tucker_core_4x2_kw5_n2,
+    (4, 4, 5, 2): tucker_core_4x4_kw5_n2,
+    (4, 7, 5, 2): tucker_core_4x7_kw5_n2,
+    (4, 8, 5, 2): tucker_core_4x8_kw5_n2,
+    (7, 1, 5, 2): tucker_core_7x1_kw5_n2,
+    (7, 2, 5, 2): tucker_core_7x2_kw5_n2,
+    (7, 4, 5, 2): tucker_core_7x4_kw5_n2,
+    (8, 1, 5, 2): tucker_core_8x1_kw5_n2,
+    (8, 2, 5, 2): tucker_core_8x2_kw5_n2,
+    (8, 4, 5, 2): tucker_core_8x4_kw5_n2,
 }

@@ -143,25 +143,30 @@ class TuckerCorePlan:
         self.n_out = core.shape[0]
         if (tile.th, tile.tw) not in TUCKER_CORE_KERNELS:
             raise ValueError(f"no generated Tucker core kernel for a {tile.th}x{tile.tw} output tile")
-        row_key = (tile.th, tile.tw, g.kw)
+        row_key = (tile.th, tile.tw, g.kw, tile.tn)
         if g.stride_w == 1 and g.dil_w == 1 and row_key in TUCKER_CORE_ROW_KERNELS:
             self._kernel = TUCKER_CORE_ROW_KERNELS[row_key]
-        else:
+        elif tile.tn == 1:
             self._kernel = TUCKER_CORE_KERNELS[(tile.th, tile.tw)]
+        else:
+            raise ValueError(f"no generated Tucker core kernel with {tile.tn} output channels per thread for a "
+                             f"{tile.th}x{tile.tw} tile, kernel width {g.kw}, stride {g.stride_w}, dilation {g.dil_w}")
         hi = (tile.th - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1
         wi = (tile.tw - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1
+        n_thr = core_block_threads(self.n_out, tile.split, tile.tn)
+        self.groups = math.ceil(self.n_out / (n_thr * tile.tn))
         # TDC stores the kernel as CRSN so that consecutive threads (output channels) load
-        # consecutive weights.
-        crsn = np.ascontiguousarray(np.transpose(core, (1, 2, 3, 0)), dtype=np.float32)
+        # consecutive weights; zero output channels pad N so that every TN slot has weights.
+        n_w = self.groups * n_thr * tile.tn
+        crsn = np.zeros(core.shape[1:] + (n_w,), np.float32)
+        crsn[..., : self.n_out] = np.transpose(core, (1, 2, 3, 0))
         self._wk = cuda.to_device(crsn.ravel())
         self._taps = cuda.to_device(np.ascontiguousarray(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, wi)[:, 0]))
         self._geo = cuda.to_device(np.array(
             [g.channels, g.height, g.width, self.n_out, g.out_h, g.out_w, g.stride_h, g.stride_w,
-             g.pad_top, g.pad_left, g.taps, hi, wi, g.dil_h, g.kh], dtype=np.int64))
+             g.pad_top, g.pad_left, g.taps, hi, wi, g.dil_h, g.kh, n_w], dtype=np.int64))
         self.tiles_w = math.ceil(g.out_w / tile.tw)
-        n_thr = core_block_threads(self.n_out, tile.split)
         self.block = n_thr * tile.split
-        self.groups = math.ceil(self.n_out / n_thr)
         c_tiles = math.ceil(g.channels / tile.tc)
         self.grid = (math.ceil(g.out_h / tile.th) * self.tiles_w, c_tiles, g.batch * self.groups)
         self.atomic = c_tiles > 1

@@ -71,14 +71,18 @@ SIM_CORE_CASES = [
     (1, 4, 5, 5, 2, 1, 1, 1, 0, 1, 4, 4, 4),        # generic: 1x1 core
 ]
 # Channel slices inside the block (split), alone and with atomics over channel tiles;
-# channel counts that the slices do not divide, and more output channels than one warp.
+# channel counts that the slices do not divide, more output channels than one warp, and
+# two output channels per thread (TN = 2, row kernels) with an odd channel count.
 SIM_SPLIT_CASES = [
-    # (N, D1, H, W, D2, kh, kw, stride, padding, dilation, TH, TW, TC, split)
-    (1, 5, 6, 7, 3, 3, 3, 1, 1, 1, 2, 4, 5, 2),        # row kernel, 5 channels over 2 slices
-    (2, 7, 5, 6, 4, 3, 3, 1, "same", 1, 4, 2, 4, 4),   # row kernel, slices and 2 atomic tiles
-    (1, 6, 9, 8, 3, 3, 5, (2, 1), 2, (2, 1), 2, 4, 8, 8),  # row kw5, more slices than channels
-    (1, 5, 8, 9, 2, 3, 3, 2, 1, 2, 2, 2, 2, 2),        # generic, stride 2, dilation 2
-    (1, 3, 5, 4, 34, 3, 3, 1, 1, 1, 1, 2, 2, 2),       # 34 output channels: 64 threads a slice
+    # (N, D1, H, W, D2, kh, kw, stride, padding, dilation, TH, TW, TC, split, TN)
+    (1, 5, 6, 7, 3, 3, 3, 1, 1, 1, 2, 4, 5, 2, 1),        # row kernel, 5 channels over 2 slices
+    (2, 7, 5, 6, 4, 3, 3, 1, "same", 1, 4, 2, 4, 4, 1),   # row kernel, slices and 2 atomic tiles
+    (1, 6, 9, 8, 3, 3, 5, (2, 1), 2, (2, 1), 2, 4, 8, 8, 1),  # row kw5, more slices than channels
+    (1, 5, 8, 9, 2, 3, 3, 2, 1, 2, 2, 2, 2, 2, 1),        # generic, stride 2, dilation 2
+    (1, 3, 5, 4, 34, 3, 3, 1, 1, 1, 1, 2, 2, 2, 1),       # 34 output channels: 64 threads a slice
+    (1, 4, 6, 7, 5, 3, 3, 1, 1, 1, 2, 4, 4, 2, 2),        # TN 2: 5 channels on 16-thread slices
+    (2, 5, 7, 6, 35, 3, 3, 1, "same", 1, 1, 4, 2, 1, 2),  # TN 2, 35 channels, atomic tiles
+    (1, 3, 8, 7, 3, 3, 5, (2, 1), 2, (2, 1), 2, 2, 4, 4, 2),  # TN 2, kw 5, vertical stride
 ]
 
 
@@ -103,13 +107,14 @@ def test_cuda_core_kernel_equals_float64_direct_conv(case):
 def test_cuda_core_kernel_channel_slices_equal_float64_direct_conv(case):
     from numba import cuda
 
-    n, d1, h, w, d2, kh, kw, stride, pad, dil, th, tw, tc, split = case
-    rng = np.random.default_rng(th * 1000 + tw * 100 + tc * 10 + split)
+    n, d1, h, w, d2, kh, kw, stride, pad, dil, th, tw, tc, split, tn = case
+    rng = np.random.default_rng(th * 1000 + tw * 100 + tc * 10 + split + d2)
     z = rng.standard_normal((n, d1, h, w)).astype(np.float32)
     core = rng.standard_normal((d2, d1, kh, kw)).astype(np.float32)
     g = conv_geometry(z.shape, (kh, kw), stride, pad, dil)
-    plan = TuckerCorePlan(core, g, CoreTile(th, tw, tc, split))
-    assert plan.block == split * 32 * math.ceil(d2 / 32)
+    plan = TuckerCorePlan(core, g, CoreTile(th, tw, tc, split, tn))
+    unit = 32 if tn == 1 else 16
+    assert plan.block == split * unit * math.ceil(math.ceil(d2 / tn) / unit)
     d_out = cuda.to_device(np.full((n, d2, g.out_h, g.out_w), np.nan, np.float32))
     plan(cuda.to_device(z), d_out)
     out = d_out.copy_to_host()
@@ -194,7 +199,8 @@ def test_model_picks_a_candidate_and_exhaustive_picks_the_fastest():
 def test_generated_tucker_kernels_compile_for_every_tile(capsys):
     for th, tw in conv_codegen.TUCKER_TILES:
         compile(conv_codegen.tucker_kernel_source(th, tw), f"<tucker_core_{th}x{tw}>", "exec")
-        for kw in conv_codegen.TUCKER_ROW_KW:
-            compile(conv_codegen.tucker_rows_kernel_source(th, tw, kw), f"<tucker_core_{th}x{tw}_kw{kw}>", "exec")
-    print(conv_codegen.tucker_rows_kernel_source(2, 2, 3))
-    assert "a1_1 += v3 * w2" in capsys.readouterr().out
+    for th, tw, kw, tn in conv_codegen.tucker_row_variants():
+        compile(conv_codegen.tucker_rows_kernel_source(th, tw, kw, tn), f"<tucker_core_{th}x{tw}_kw{kw}_n{tn}>", "exec")
+    print(conv_codegen.tucker_rows_kernel_source(2, 2, 3, 2))
+    out = capsys.readouterr().out
+    assert "a1_1 += v3 * w2" in out and "a1_1_1 += v3 * w1_2" in out
