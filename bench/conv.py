@@ -38,7 +38,7 @@ from numba import cuda  # noqa: E402
 from gpu.conv_direct import cp_kernel, direct_conv2d, tucker_kernel  # noqa: E402
 from gpu.conv_index_tables import conv_geometry  # noqa: E402
 from gpu.conv_tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates  # noqa: E402
-from gpu.conv_timing import device_time  # noqa: E402
+from gpu.conv_timing import device_time, device_times  # noqa: E402
 from gpu.cp_conv import CPConvPlan, check_cp_factors, cp_conv2d  # noqa: E402
 from gpu.tucker_conv import TuckerConvPlan, TuckerCorePlan, check_tucker_factors, tucker_conv2d, tucker_core_conv2d  # noqa: E402
 
@@ -252,9 +252,10 @@ def bench_tile_sweep(rng, log) -> list[str]:
     """Every tiling candidate of the Tucker core on the TDC shapes (3×3, pad 1, batch 1) and
     a few layer shapes with batch: the data the tile model is checked against (each
     candidate's time in the log, ``bench: tile``)."""
-    rows = ["sweep (C,N,H,W) pad batch | cands | best tile      µs | model tile     µs | cuDNN µs | cuDNN/best cuDNN/model | err"]
+    rows = ["sweep (C,N,H,W) pad batch | cands | TH x TW x TC/split/TN µs: best | model          | cuDNN µs | cuDNN/best cuDNN/model | err"]
     spec = gpu_spec()
     cases = [(s, 1, 1) for s in TDC_SHAPES] + SWEEP_EXTRA
+    ratios = []
     for (c, nn, h, w), pad, batch in cases:
         z = rng.standard_normal((batch, c, h, w)).astype(np.float32)
         core = (rng.standard_normal((nn, c, 3, 3)) / math.sqrt(9 * c)).astype(np.float32)
@@ -262,12 +263,12 @@ def bench_tile_sweep(rng, log) -> list[str]:
         shape = dict(C=c, N=nn, Ho=g.out_h, Wo=g.out_w, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, batch=batch)
         d_z = cuda.to_device(z)
         d_out = cuda.device_array((batch, nn, g.out_h, g.out_w), np.float32)
-        times = {}
-        for tile in tile_candidates(shape):
-            p = TuckerCorePlan(core, g, tile)
-            times[tile] = device_time(lambda: p(d_z, d_out), repeats=10)[0]
+        cands = tile_candidates(shape)
+        plans = [TuckerCorePlan(core, g, tile) for tile in cands]
+        times = dict(zip(cands, device_times([lambda p=p: p(d_z, d_out) for p in plans], repeats=5)))
+        for tile in cands:
             log({"bench": "tile", "shape": [c, nn, h, w], "pad": pad, "batch": batch,
-                 "tile": [tile.th, tile.tw, tile.tc, tile.split], "us": times[tile] * 1e6})
+                 "tile": [tile.th, tile.tw, tile.tc, tile.split, tile.tn], "us": times[tile] * 1e6})
         best = min(times, key=times.get)
         tile_m = select_tile_model(shape, spec)
         x = torch.from_numpy(z).cuda()
@@ -280,12 +281,18 @@ def bench_tile_sweep(rng, log) -> list[str]:
             err = max(err, rel_err(d_out.copy_to_host(), ref))
         cudnn, _ = timed(full)
         log({"bench": "sweep", "shape": [c, nn, h, w], "pad": pad, "batch": batch, "cudnn_us": cudnn * 1e6,
-             "best": [best.th, best.tw, best.tc, best.split], "model": [tile_m.th, tile_m.tw, tile_m.tc, tile_m.split],
+             "best": [best.th, best.tw, best.tc, best.split, best.tn],
+             "model": [tile_m.th, tile_m.tw, tile_m.tc, tile_m.split, tile_m.tn],
              "max_rel_err": err})
-        fmt = lambda t: f"{t.th}x{t.tw}x{t.tc}/{t.split}"  # noqa: E731
-        rows.append(f"({c:3},{nn:3},{h:3},{w:3}) {pad} {batch:5} | {len(times):5} | {fmt(best):<11} {times[best] * 1e6:7.1f} | "
-                    f"{fmt(tile_m):<11} {times[tile_m] * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
+        fmt = lambda t: f"{t.th}x{t.tw}x{t.tc}/{t.split}/{t.tn}"  # noqa: E731
+        rows.append(f"({c:3},{nn:3},{h:3},{w:3}) {pad} {batch:5} | {len(times):5} | {fmt(best):<13} {times[best] * 1e6:7.1f} | "
+                    f"{fmt(tile_m):<13} {times[tile_m] * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
                     f"{cudnn / times[best]:10.2f} {cudnn / times[tile_m]:11.2f} | {err:.1e}")
+        ratios.append((cudnn / times[best], cudnn / times[tile_m]))
+    tdc = ratios[:len(TDC_SHAPES)]
+    gm = lambda r: math.exp(sum(map(math.log, r)) / len(r))  # noqa: E731
+    rows.append(f"TDC shapes, geometric mean cuDNN/ours: best tiles {gm([b for b, _ in tdc]):.2f}x, "
+                f"model tiles {gm([m for _, m in tdc]):.2f}x")
     return rows
 
 

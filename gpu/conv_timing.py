@@ -10,11 +10,11 @@ GPU time only. The host's own time per call is measured on the side.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from numba import cuda
 
-__all__ = ["device_time"]
+__all__ = ["device_time", "device_times"]
 
 
 @cuda.jit
@@ -45,3 +45,37 @@ def device_time(launch: Callable[[], object], repeats: int = 20, hold_ms: int = 
         if host < 0.9 * held or hold_ms >= 2000:
             return cuda.event_elapsed_time(start, stop) / 1e3 / repeats, host / repeats
         hold_ms *= 4
+
+
+def device_times(launches: Sequence[Callable[[], object]], repeats: int = 5, chunk: int = 32) -> list[float]:
+    """Mean GPU seconds per call of each of many ``launches`` (e.g. every tiling candidate):
+    as :func:`device_time`, but a chunk of launches shares one hold, with an event between
+    consecutive launches' ``repeats`` calls, so each costs the host little more than its
+    own launches."""
+    for launch in launches:
+        launch()
+    cuda.synchronize()
+    times: list[float] = []
+    for first in range(0, len(launches), chunk):
+        part = launches[first:first + chunk]
+        # about 0.2 ms of host time per numba launch, with margin
+        hold_ms = max(2, int(0.2 * repeats * len(part)) + 1)
+        while True:
+            before = cuda.event()
+            marks = [cuda.event() for _ in range(len(part) + 1)]
+            before.record()
+            _hold_stream[1, 1](hold_ms)
+            marks[0].record()
+            t0 = time.perf_counter()
+            for launch, mark in zip(part, marks[1:]):
+                for _ in range(repeats):
+                    launch()
+                mark.record()
+            host = time.perf_counter() - t0
+            marks[-1].synchronize()
+            held = cuda.event_elapsed_time(before, marks[0]) / 1e3
+            if host < 0.9 * held or hold_ms >= 2000:
+                break
+            hold_ms *= 4
+        times += [cuda.event_elapsed_time(a, b) / 1e3 / repeats for a, b in zip(marks, marks[1:])]
+    return times
