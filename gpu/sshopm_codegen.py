@@ -170,7 +170,7 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, {n_unique}, count):
-        a[k] = tensors[v, k]
+        a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -213,7 +213,7 @@ def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, fparam
         return
     v = sm.owner(first_climb, i)
     s = seed_slots[v, i - first_climb[v]]
-    a = tensors[v]
+    a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]

@@ -42,16 +42,17 @@ CONVERT_THREADS = 256
 
 @cuda.jit(cache=True)
 def sh_to_tensor_cuda(coeffs, sh2t, tensors):
-    """tensors[v] = sh2t @ coeffs[:, v], one thread per (voxel, unique entry)."""
+    """tensors[:, v] = sh2t @ coeffs[:, v], one thread per (unique entry, voxel). Both arrays
+    are entry-major, so a warp's loads and stores are contiguous and sh2t[k, j] is shared."""
     i = cuda.grid(1)
-    n_unique = sh2t.shape[0]
-    v = i // n_unique
-    if v < coeffs.shape[1]:
-        k = i - v * n_unique
+    n = coeffs.shape[1]
+    k = i // n
+    if k < sh2t.shape[0]:
+        v = i - k * n
         total = float32(0)
         for j in range(sh2t.shape[1]):
             total += sh2t[k, j] * coeffs[j, v]
-        tensors[v, k] = total
+        tensors[k, v] = total
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -146,7 +147,7 @@ def run_sshopm_cuda(
     d_stats = cuda.to_device(np.zeros((n, N_STATS), np.int32))
     d_hist = cuda.to_device(np.zeros(HIST_BINS, np.int32))
     chunk = min(chunk_voxels, max(n, 1))
-    d_tensors = cuda.device_array((chunk, n_unique), np.float32)
+    d_tensors = cuda.device_array((n_unique, chunk), np.float32)
     d_slots = cuda.device_array((chunk, n_starts), np.uint8)
     d_n_seeds = cuda.device_array(chunk, np.int32)
     phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "select": 0.0}
@@ -163,9 +164,9 @@ def run_sshopm_cuda(
         hi = min(n, lo + chunk)
         m = hi - lo
         phases["convert"] += timed(lambda: sh_to_tensor_cuda[(m * n_unique + CONVERT_THREADS - 1) // CONVERT_THREADS,
-                                                          CONVERT_THREADS](d_coeffs[:, lo:hi], d_sh2t, d_tensors[:m]))
+                                                          CONVERT_THREADS](d_coeffs[:, lo:hi], d_sh2t, d_tensors[:, :m]))
         phases["seed"] += timed(lambda: seed_kernel[m, n_starts](
-            d_tensors[:m], d_starts, d_neighbors, d_fparams, d_iparams, d_slots[:m], d_n_seeds[:m]))
+            d_tensors[:, :m], d_starts, d_neighbors, d_fparams, d_iparams, d_slots[:m], d_n_seeds[:m]))
         n_seeds = d_n_seeds[:m].copy_to_host()
         first = np.zeros(m, np.int32)
         np.cumsum(n_seeds[:-1], out=first[1:])
@@ -177,7 +178,7 @@ def run_sshopm_cuda(
         d_climb_flags = cuda.device_array(max(climbs, 1), np.int32)
         if climbs:
             phases["climb"] += timed(lambda: climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS](
-                d_tensors[:m], d_alphas[lo:hi], d_starts, d_slots[:m], d_first, d_fparams, d_iparams,
+                d_tensors[:, :m], d_alphas[lo:hi], d_starts, d_slots[:m], d_first, d_fparams, d_iparams,
                 d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_hist))
         phases["select"] += timed(lambda: select_cuda[m, SELECT_THREADS](
             d_first, d_n_seeds[:m], d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_fparams, d_iparams,

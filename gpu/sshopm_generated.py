@@ -206,7 +206,7 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 6, count):
-        a[k] = tensors[v, k]
+        a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -248,7 +248,7 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
         return
     v = sm.owner(first_climb, i)
     s = seed_slots[v, i - first_climb[v]]
-    a = tensors[v]
+    a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
@@ -523,7 +523,7 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 15, count):
-        a[k] = tensors[v, k]
+        a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -565,7 +565,7 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
         return
     v = sm.owner(first_climb, i)
     s = seed_slots[v, i - first_climb[v]]
-    a = tensors[v]
+    a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
@@ -978,7 +978,7 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 28, count):
-        a[k] = tensors[v, k]
+        a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -1020,7 +1020,7 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
         return
     v = sm.owner(first_climb, i)
     s = seed_slots[v, i - first_climb[v]]
-    a = tensors[v]
+    a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
@@ -1619,7 +1619,7 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 45, count):
-        a[k] = tensors[v, k]
+        a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -1661,7 +1661,7 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
         return
     v = sm.owner(first_climb, i)
     s = seed_slots[v, i - first_climb[v]]
-    a = tensors[v]
+    a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
@@ -2494,7 +2494,7 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_se
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 66, count):
-        a[k] = tensors[v, k]
+        a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -2536,7 +2536,7 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, ip
         return
     v = sm.owner(first_climb, i)
     s = seed_slots[v, i - first_climb[v]]
-    a = tensors[v]
+    a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
@@ -3651,7 +3651,7 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_se
     g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     for k in range(t, 91, count):
-        a[k] = tensors[v, k]
+        a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
@@ -3693,7 +3693,7 @@ def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, fparams, ip
         return
     v = sm.owner(first_climb, i)
     s = seed_slots[v, i - first_climb[v]]
-    a = tensors[v]
+    a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
