@@ -26,8 +26,9 @@ _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {"data_dir": Path(args.data_dir).resolve()} if args.data_dir else {}
-    settings = Settings(**overrides)
+    settings = Settings(**({"data_dir": Path(args.data_dir)} if args.data_dir else {}))
+    # Absolute, so the embedded worker and the filesystem broker agree whatever their cwd.
+    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     return settings
 
