@@ -9,9 +9,11 @@ For each even order m in 2…12 the generated module holds
 written out term by term over the unique entries a (lexicographic index classes) with the
 multinomial multiplicities baked in as constants (Ballard, Kolda & Plantenga 2011, Eqs. 3–6,
 Figs. 2–4, "loop unrolling", Sec. III-C); then the per-start iteration ``climb_m{m}``, the
-CUDA kernel ``sshopm_cuda_m{m}`` (one block per voxel, one thread per start) and the CPU
-loop ``sshopm_cpu_m{m}`` (numba ``prange`` over voxels), which differ only in how the starts
-of a voxel are spread over threads. Order-independent math lives in :mod:`gpu.sshopm_math`.
+CUDA kernels ``seed_cuda_m{m}`` (one block per voxel, one thread per start) and
+``climb_cuda_m{m}`` (one thread per seed; see :mod:`gpu.sshopm_cuda`) and the CPU loop
+``sshopm_cpu_m{m}`` (numba ``prange`` over voxels), which run the same algorithm and differ
+only in how the work is spread over threads. Order-independent math lives in
+:mod:`gpu.sshopm_math`.
 
 The generated file is committed so it can be read and so numba can cache the compiled
 kernels on disk; ``python -m gpu.sshopm_codegen`` rewrites it and a test checks it is current.
