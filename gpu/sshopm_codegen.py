@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import numpy as np
 
 from gpu.symmetric_tensor import index_classes, monomial_exponents, multiplicities
 
