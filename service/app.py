@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from service.api import health, jobs, submit
 from service.problems import install_problem_handlers
 from service.settings import Settings, get_settings
-from worker.celery_app import create_celery_app, publish_job
+from worker.celery_app import create_celery_app, publish_job, waiting_job_ids
 from worker.job_kinds import JobKind, job_kinds
 from worker.job_runner import reap_orphans
 from worker.job_store import JobStore
@@ -50,7 +50,7 @@ def celery_app_for(settings: Settings) -> Celery:
 
 
 def sweep_once(app: FastAPI) -> list[str]:
-    """One janitor pass; returns the ids of jobs it requeued or failed."""
+    """One janitor pass; returns the ids of jobs it requeued, republished or failed."""
     settings: Settings = app.state.settings
     store: JobStore = app.state.store
     celery: Celery = app.state.celery
@@ -59,6 +59,7 @@ def sweep_once(app: FastAPI) -> list[str]:
         lambda job_id: publish_job(celery, job_id),
         heartbeat_timeout=settings.heartbeat_timeout,
         max_worker_losses=settings.max_worker_losses,
+        waiting_ids=lambda: waiting_job_ids(celery),
     )
     store.sweep_staging(older_than=_STALE_STAGING_SECONDS)
     return reaped

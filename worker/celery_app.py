@@ -9,12 +9,14 @@ job's state and results, so the queue only carries job ids.
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
 from celery import Celery
 
-__all__ = ["RUN_JOB_TASK", "create_celery_app", "publish_job"]
+__all__ = ["RUN_JOB_TASK", "create_celery_app", "publish_job", "waiting_job_ids"]
 
 #: Name of the task that runs a job, given its id (see :mod:`worker.tasks`).
 RUN_JOB_TASK = "fibertensor.run_job"
@@ -88,6 +90,27 @@ def create_celery_app(
         fibertensor_transient_retries=transient_retries,
     )
     return app
+
+
+def waiting_job_ids(app: Celery) -> set[str] | None:
+    """Ids of the jobs whose messages wait in the embedded broker's queue folder.
+
+    None for Redis, which keeps every unacknowledged message itself. The embedded broker
+    deletes a message file when a worker takes it, so a job that is ``queued`` with no file
+    lost its message with a killed worker.
+    """
+    folder = app.conf.broker_transport_options.get("data_folder_in")
+    if not app.conf.broker_url.startswith("filesystem:") or not folder:
+        return None
+    ids = set()
+    for path in Path(folder).glob(f"*.{app.conf.task_default_queue}.msg"):
+        try:
+            message = json.loads(path.read_bytes())
+            args = json.loads(base64.b64decode(message["body"]))[0]
+            ids.add(str(args[0]))
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            continue  # taken by a worker meanwhile, or not one of our messages
+    return ids
 
 
 def publish_job(app: Celery, job_id: str) -> None:

@@ -268,6 +268,7 @@ def run_job(
 
             def requeue(rec: JobRecord) -> JobRecord:
                 rec.status = JobStatus.queued
+                rec.queued_at = utc_now()
                 rec.runner = None
                 return rec
 
@@ -286,24 +287,57 @@ def run_job(
         shutil.rmtree(partial, ignore_errors=True)
 
 
+def _republish_lost(
+    store: JobStore, record: JobRecord, waiting: set[str], publish: Callable[[str], None], patience: float
+) -> bool:
+    """Republish a ``queued`` job that no broker message stands for (its message died with a
+    worker of the embedded broker), once it has waited ``patience`` seconds."""
+    since = record.queued_at or record.created_at
+    if record.id in waiting or (utc_now() - since).total_seconds() < patience:
+        return False
+
+    def change(rec: JobRecord) -> JobRecord | None:
+        if rec.status is not JobStatus.queued or rec.queued_at != record.queued_at:
+            return None
+        rec.queued_at = utc_now()
+        return rec
+
+    if store.update(record.id, change) is None:
+        return False
+    store.append_log(record.id, "queue message lost; republished")
+    publish(record.id)
+    return True
+
+
 def reap_orphans(
     store: JobStore,
     publish: Callable[[str], None],
     *,
     heartbeat_timeout: float,
     max_worker_losses: int,
+    waiting_ids: Callable[[], set[str] | None] = lambda: None,
 ) -> list[str]:
     """Requeue (and republish) or fail ``running`` jobs whose runner died; returns their ids.
 
     A broker may redeliver such a job by itself too (Redis after its visibility timeout);
     the claim makes the second delivery a no-op. The embedded broker cannot, so this sweep is
-    what brings its jobs back.
+    what brings its jobs back. ``waiting_ids`` gives the ids whose messages wait in the
+    broker, or None where the broker keeps unacknowledged messages itself (Redis); with it,
+    ``queued`` jobs without a message are republished too. Duplicates are harmless.
     """
     reaped = []
+    waiting: set[str] | None = None
+    asked = False
     for job_id in store.job_ids():
         try:
             record = store.read(job_id)
         except Exception:  # deleted or being written: the next sweep sees it
+            continue
+        if record.status is JobStatus.queued:
+            if not asked:  # one look at the broker per sweep, and only when a job waits
+                waiting, asked = waiting_ids(), True
+            if waiting is not None and _republish_lost(store, record, waiting, publish, heartbeat_timeout):
+                reaped.append(job_id)
             continue
         if record.status is not JobStatus.running:
             continue
@@ -317,6 +351,7 @@ def reap_orphans(
             if rec.worker_losses >= max_worker_losses:
                 return _finish(rec, JobStatus.failed, _lost_error(rec, max_worker_losses))
             rec.status = JobStatus.queued
+            rec.queued_at = utc_now()
             rec.runner = None
             return rec
 

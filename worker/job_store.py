@@ -78,6 +78,7 @@ class JobRecord(BaseModel):
     status: JobStatus = JobStatus.queued
     progress: float = 0.0
     created_at: datetime
+    queued_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     params: dict[str, Any] = Field(default_factory=dict)

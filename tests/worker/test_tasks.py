@@ -172,3 +172,24 @@ def test_hard_time_limit_fails_the_job(store):
     assert record.status is JobStatus.failed and record.error.title == "Time limit exceeded"
     assert "killed after 60 s" in record.error.detail
     assert run_job_task.name == "fibertensor.run_job"
+
+
+def test_reaper_republishes_queued_jobs_whose_message_was_lost(store):
+    from datetime import timedelta
+
+    old = utc_now() - timedelta(seconds=60)
+    lost, waiting, young = _job(store), _job(store), _job(store)
+    for job_id in (lost, waiting):
+        _set(store, job_id, created_at=old)
+    published = []
+
+    def sweep(waiting_ids):
+        return reap_orphans(store, published.append, heartbeat_timeout=30, max_worker_losses=3,
+                            waiting_ids=waiting_ids)
+
+    assert sweep(lambda: None) == [] and published == []  # Redis: it keeps messages itself
+    assert sweep(lambda: {waiting}) == [lost] and published == [lost]
+    assert "queue message lost; republished" in store.log_path(lost).read_text()
+    # republishing restarts the wait: no second copy on the next sweep
+    assert sweep(lambda: {waiting}) == [] and published == [lost]
+    assert store.read(lost).status is JobStatus.queued and store.read(young).queued_at is None
