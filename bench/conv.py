@@ -85,6 +85,10 @@ def timed(fn):
     return device_time(fn, repeats=reps_for(gpu1))
 
 
+def tile_name(t) -> str:
+    return f"{t.th}x{t.tw}x{t.tc}/{t.split}/{t.tn}"
+
+
 def rel_err(a, b) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -147,7 +151,7 @@ def check_small(rng, log) -> list[str]:
         e_t = max(e_t, rel_err(out_c, direct_conv2d(z, tf.core, None, stride, pad, dil)))
         worst = max(worst, e_cp, e_t)
         log({"check": "small", "shape": [n, c, h, w], "kernel": [t, kh, kw], "rank": rank, "stride": stride,
-             "pad": pad, "dil": dil, "tucker_ranks": [d1, d2], "tile": [tile.th, tile.tw, tile.tc], "err_cp": e_cp, "err_tucker": e_t})
+             "pad": pad, "dil": dil, "tucker_ranks": [d1, d2], "tile": tile_name(tile), "err_cp": e_cp, "err_tucker": e_t})
     lines.append(f"small random shapes vs float64 direct conv: worst relative error {worst:.2e}")
     return lines
 
@@ -196,7 +200,7 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
 
 
 def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
-    rows = ["TDC core (C,N,H,W)     | model tile  µs   | oracle tile  µs  | cuDNN µs | cuDNN/model cuDNN/oracle | MiB ours cuDNN | err"]
+    rows = ["TDC core (C,N,H,W) | TH x TW x TC/split/TN µs: model | oracle        | cuDNN µs | cuDNN/model cuDNN/oracle | MiB ours cuDNN | err"]
     spec = gpu_spec()
     ratios_model, ratios_best = [], []
     for c, nn, h, w in shapes:
@@ -229,13 +233,14 @@ def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
         ours_bytes = d_z.nbytes + d_out.nbytes + plan.device_bytes
         ratios_model.append(cudnn / t_model)
         ratios_best.append(cudnn / min(t_model, t_oracle))
-        log({"bench": "tdc", "shape": [c, nn, h, w], "tile_model": [tile_m.th, tile_m.tw, tile_m.tc],
-             "tile_oracle": [tile_o.th, tile_o.tw, tile_o.tc], "model_us": t_model * 1e6, "oracle_us": t_oracle * 1e6,
+        log({"bench": "tdc", "shape": [c, nn, h, w], "tile_model": [tile_m.th, tile_m.tw, tile_m.tc, tile_m.split, tile_m.tn],
+             "tile_oracle": [tile_o.th, tile_o.tw, tile_o.tc, tile_o.split, tile_o.tn],
+             "model_us": t_model * 1e6, "oracle_us": t_oracle * 1e6,
              "host_us": host * 1e6, "cudnn_us": cudnn * 1e6, "cudnn_host_us": cudnn_host * 1e6,
              "ours_bytes": ours_bytes, "cudnn_bytes": mem, "max_rel_err": err})
         rows.append(
-            f"({c:3},{nn:3},{h:3},{w:3}) | {tile_m.th}x{tile_m.tw}x{tile_m.tc:<4} {t_model * 1e6:7.1f} | "
-            f"{tile_o.th}x{tile_o.tw}x{tile_o.tc:<4} {t_oracle * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
+            f"({c:3},{nn:3},{h:3},{w:3}) | {tile_name(tile_m):<13} {t_model * 1e6:7.1f} | "
+            f"{tile_name(tile_o):<13} {t_oracle * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
             f"{cudnn / t_model:11.2f} {cudnn / t_oracle:12.2f} | {ours_bytes / 2**20:5.2f} {mem / 2**20:6.2f} | {err:.1e}"
         )
     gm = lambda r: math.exp(sum(map(math.log, r)) / len(r))  # noqa: E731
@@ -284,9 +289,8 @@ def bench_tile_sweep(rng, log) -> list[str]:
              "best": [best.th, best.tw, best.tc, best.split, best.tn],
              "model": [tile_m.th, tile_m.tw, tile_m.tc, tile_m.split, tile_m.tn],
              "max_rel_err": err})
-        fmt = lambda t: f"{t.th}x{t.tw}x{t.tc}/{t.split}/{t.tn}"  # noqa: E731
-        rows.append(f"({c:3},{nn:3},{h:3},{w:3}) {pad} {batch:5} | {len(times):5} | {fmt(best):<13} {times[best] * 1e6:7.1f} | "
-                    f"{fmt(tile_m):<13} {times[tile_m] * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
+        rows.append(f"({c:3},{nn:3},{h:3},{w:3}) {pad} {batch:5} | {len(times):5} | {tile_name(best):<13} {times[best] * 1e6:7.1f} | "
+                    f"{tile_name(tile_m):<13} {times[tile_m] * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
                     f"{cudnn / times[best]:10.2f} {cudnn / times[tile_m]:11.2f} | {err:.1e}")
         ratios.append((cudnn / times[best], cudnn / times[tile_m]))
     tdc = ratios[:len(TDC_SHAPES)]
@@ -321,7 +325,7 @@ def bench_tucker_stages(rng, log, layers, batches) -> list[str]:
             cudnn, _ = timed(full)
             log({"bench": "tucker_stages", "layer": li, "batch": n, "ranks": [d1, d2], "in_us": st_in * 1e6,
                  "core_us": st_core * 1e6, "out_us": st_out * 1e6, "total_us": total * 1e6, "cudnn_us": cudnn * 1e6,
-                 "tile": [plan.core.tile.th, plan.core.tile.tw, plan.core.tile.tc], "max_rel_err": err})
+                 "tile": tile_name(plan.core.tile), "max_rel_err": err})
             rows.append(f"L{li} {n:>13} ({d1},{d2}) | {st_in * 1e6:9.1f} {st_core * 1e6:8.1f} {st_out * 1e6:10.1f} | "
                         f"{total * 1e6:8.1f} | {cudnn * 1e6:13.1f} {cudnn / total:5.2f} | {err:.1e}")
             del x, k, b
@@ -372,18 +376,17 @@ def main() -> int:
         if unknown:
             ap.error(f"unknown sections {sorted(unknown)}")
         plan = [(name, run) for name, run in plan if name in wanted]
-    sections, failures = [], []
+    failures = []
     for name, run in plan:
-        # one failing section must not cost the others' figures
+        # one failing section must not cost the others' figures; each prints when done, so
+        # a run cut short still shows the sections it finished
         try:
-            sections.append(run())
+            for r in run():
+                print(r, flush=True)
         except Exception as exc:  # noqa: BLE001
             traceback.print_exc()
             log({"failed": name, "error": repr(exc)})
             failures.append((name, repr(exc)))
-    for rows in sections:
-        for r in rows:
-            print(r, flush=True)
     for name, exc in failures:
         print(f"FAILED {name}: {exc}")
     print(f"total bench time {time.time() - t0:.0f} s")

@@ -19,6 +19,17 @@ those picks the smallest global data volume
 Eq. 16 as printed omits the R·S taps of each (c, n) weight that every block loads; they are
 counted here. With stride and dilation the input tile is (TH−1)·σ + (R−1)·δ + 1 rows.
 The exhaustive tuner (Sec. 5.5, "oracle") times every candidate instead.
+
+Our kernels add two tiling parameters to (TH, TW, TC): ``split`` thread slices per output
+channel inside a block, which share the input tile and reduce in shared memory, and TN
+output channels per thread. TDC's ranking ignores what decided the measured times on the
+H100 (atomic adds and the zero-fill when TC < C, the weight-load latency that each
+thread's channel loop waits on, the uncoalesced tile copy, shared-memory bandwidth), and
+its picks ran at 0.64× cuDNN where the best tiles reached 1.12× (docs/benchmarks.md). So
+``tiling="model"`` uses :func:`tile_time`, a roofline-and-latency estimate of the kernel
+time whose constants (:class:`CostModel`) were fitted to every candidate's time on 22
+shapes (``bench/conv.py --sections sweep``); TDC's rule stays available as
+:func:`select_tile_tdc`.
 """
 
 from __future__ import annotations
@@ -39,6 +50,9 @@ __all__ = [
     "comp_latency",
     "data_volume",
     "select_tile_model",
+    "select_tile_tdc",
+    "CostModel",
+    "tile_time",
     "select_tile_exhaustive",
     "shared_bytes",
 ]
@@ -204,16 +218,100 @@ def data_volume(tile: CoreTile, shape) -> int:
     return vol_x + vol_k + vol_y
 
 
-def select_tile_model(shape, spec: GpuSpec | None = None, top_fraction: float = 0.05) -> CoreTile:
+def select_tile_tdc(shape, spec: GpuSpec | None = None, top_fraction: float = 0.05) -> CoreTile:
     """TDC's analytic choice (Sec. 5.5): the top fraction by computation latency, then the
     least data volume."""
     spec = spec or GpuSpec()
-    cands = tile_candidates(shape)
-    if not cands:
-        raise ValueError("no Tucker core tiling fits this shape in 48 KiB of shared memory")
+    cands = _candidates_or_raise(shape)
     ranked = sorted(cands, key=lambda t: (comp_latency(t, shape, spec), data_volume(t, shape)))
     keep = ranked[: max(1, math.ceil(top_fraction * len(ranked)))]
     return min(keep, key=lambda t: (data_volume(t, shape), comp_latency(t, shape, spec)))
+
+
+def _candidates_or_raise(shape) -> list[CoreTile]:
+    cands = tile_candidates(shape)
+    if not cands:
+        raise ValueError("no Tucker core tiling fits this shape in 48 KiB of shared memory")
+    return cands
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Constants of :func:`tile_time`, fitted on an H100 (2026-11-22) to the times of all
+    18 992 candidates of the 18 TDC shapes and 4 layer shapes with batch 1 and 32: first by
+    least squares on log time, then refined for the quality of the pick (the picks are
+    within 6 % of the best candidate's time on average)."""
+
+    iteration_latency: float = 400.0  # cycles a thread waits per (channel, kernel row): weight loads
+    iteration_overhead: float = 15.0  # warp instructions per iteration besides FMAs and loads
+    copy_instructions: float = 95.0  # issue cost per tile element a thread copies (uncoalesced)
+    copy_latency: float = 580.0  # cycles per tile element a thread copies, on the critical path
+    fill_us: float = 1.8  # the zero-fill launch before atomic accumulation
+    atomic_us_per_million: float = 7.3  # per million atomic adds
+    launch_us: float = 2.8  # a launch back to back
+    issue_per_cycle: float = 2.5  # warp instructions per SM per cycle reached
+    bytes_per_us: float = 2.73e6  # global memory / L2 bandwidth reached
+    clock_mhz: float = 1700.0
+
+
+def _resident_blocks(tile: CoreTile, shape, spec: GpuSpec, threads: int) -> int:
+    regs = tile.tn * (tile.th * tile.tw + shape["kw"]) + tile.tw + shape["kw"] - 1 + 40
+    return max(1, min(
+        spec.blocks_per_sm,
+        spec.threads_per_sm // threads,
+        spec.shared_per_sm // (shared_bytes(tile, shape) + 1024),
+        spec.regs_per_sm // (regs * threads),
+    ))
+
+
+def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostModel | None = None) -> float:
+    """Estimated kernel time of a tiling in µs: the largest of instruction issue, the
+    shared-memory pipe, global traffic and the latency chain of the blocks' waves (Eq. 14
+    with blocks for threads), plus the launch and, with TC < C, the zero-fill and the
+    atomic adds.
+
+    Per warp and (channel, kernel row) iteration a row-register kernel issues TN·TH·TW·S
+    FMAs, TH·(TW+S−1) shared loads (one per SM per cycle) and TN·S weight loads; a thread
+    runs ⌈TC/split⌉·R iterations, each waiting ``iteration_latency`` cycles for its weights
+    unless co-resident warps fill the gap.
+    """
+    spec = spec or GpuSpec()
+    cost = cost or CostModel()
+    r, s = shape["kh"], shape["kw"]
+    n_thr = core_block_threads(shape["N"], tile.split, tile.tn)
+    threads = n_thr * tile.split
+    warps = math.ceil(threads / 32)
+    c_tiles = math.ceil(shape["C"] / tile.tc)
+    blocks = _blocks(tile, shape)
+    hi, wi = _input_tile(tile, shape)
+    copy = tile.tc * hi * wi
+    copy_per_thread = math.ceil(copy / threads)
+    iters = math.ceil(tile.tc / tile.split) * r
+    fma = tile.tn * tile.th * tile.tw * s
+    lds = tile.th * (tile.tw + s - 1)
+    per_iter = fma + lds + tile.tn * s + cost.iteration_overhead
+    epilogue = n_thr * tile.tn * tile.th * tile.tw * tile.split * (8 + 2 * (tile.split - 1)) / 32 / warps
+    warp_instr = iters * per_iter + copy_per_thread * cost.copy_instructions + epilogue
+    cycles_per_us = cost.clock_mhz
+    issue = blocks * warps * warp_instr / (spec.sms * cost.issue_per_cycle) / cycles_per_us
+    shared = blocks * warps * iters * lds / spec.sms / cycles_per_us
+    resident = _resident_blocks(tile, shape, spec, threads)
+    waves = math.ceil(blocks / (spec.sms * resident))
+    busy = per_iter * min(resident * warps, 32) / cost.issue_per_cycle / 8
+    chain = iters * (cost.iteration_latency + busy) + copy_per_thread * cost.copy_latency + cost.iteration_latency
+    latency = waves * chain / cycles_per_us
+    outputs = shape["Ho"] * shape["Wo"] * shape["N"] * shape.get("batch", 1)
+    traffic = 4 * (blocks * copy + blocks * tile.tc * r * s * n_thr * tile.tn + outputs * c_tiles)
+    t = max(issue, shared, traffic / cost.bytes_per_us, latency) + cost.launch_us
+    if c_tiles > 1:
+        t += cost.fill_us + cost.atomic_us_per_million * outputs * c_tiles / 1e6
+    return t
+
+
+def select_tile_model(shape, spec: GpuSpec | None = None, cost: CostModel | None = None) -> CoreTile:
+    """The candidate of least :func:`tile_time`; ties go to the least data volume (Eq. 19)."""
+    spec = spec or GpuSpec()
+    return min(_candidates_or_raise(shape), key=lambda t: (tile_time(t, shape, spec, cost), data_volume(t, shape)))
 
 
 def select_tile_exhaustive(shape, time_tile: Callable[[CoreTile], float]) -> tuple[CoreTile, dict]:

@@ -7,8 +7,9 @@ K[t,c,h,w] = Σ_{d1,d2} core[d2,d1,h,w]·U_in[c,d1]·U_out[t,d2] runs as three c
     Y[n,t,y',x']   = bias[t] + Σ_{d2} U_out[t,d2]·Z2[n,d2,y',x']                 (Eq. 4, 1×1)
 
 The core convolution is TDC's kernel (Listing 2, generated per output tile in
-``gpu/conv_tucker_generated.py``) with tiles from the analytic model or the exhaustive
-tuner of :mod:`gpu.conv_tiling`. The 1×1 stages are separate bandwidth-bound kernels.
+``gpu/conv_tucker_generated.py``, with channel slices per block and TN output channels per
+thread added) with tiles from the cost model, TDC's rule or the exhaustive tuner of
+:mod:`gpu.conv_tiling`. The 1×1 stages are separate bandwidth-bound kernels.
 The CPU backend runs the 1×1 stages as float32 matrix products and the core with a numba
 ``prange`` loop over the same pointer-increment table.
 """
@@ -28,6 +29,7 @@ from gpu.conv_tiling import (
     gpu_spec,
     select_tile_exhaustive,
     select_tile_model,
+    select_tile_tdc,
     shared_bytes,
 )
 from gpu.cp_conv import check_out_array
@@ -203,9 +205,11 @@ def _choose_tile(core, g: ConvGeometry, tiling, d_z=None, d_out=None) -> CoreTil
     shape = _shape_dict(g, core.shape[0])
     if tiling == "model":
         return select_tile_model(shape, gpu_spec())
+    if tiling == "tdc":
+        return select_tile_tdc(shape, gpu_spec())
     if tiling == "exhaustive":
         return select_tile_exhaustive(shape, _time_core_tile(core, g, d_z, d_out))[0]
-    raise ValueError(f"tiling must be 'model', 'exhaustive' or a CoreTile, not {tiling!r}")
+    raise ValueError(f"tiling must be 'model', 'tdc', 'exhaustive' or a CoreTile, not {tiling!r}")
 
 
 @njit(parallel=True, cache=True)
@@ -253,8 +257,9 @@ def _pointwise_cpu(x: np.ndarray, m: np.ndarray, bias=None) -> np.ndarray:
 def tucker_core_conv2d(z, core, stride=1, padding=0, dilation=1, backend="auto", tiling="model"):
     """The core convolution alone (Xiang et al. Eq. 3): (N, D1, H, W) ∗ core (D2, D1, kh, kw).
 
-    ``tiling``: ``"model"`` (TDC's analytic model), ``"exhaustive"`` (time every candidate
-    on the GPU) or a :class:`~gpu.conv_tiling.CoreTile`.
+    ``tiling``: ``"model"`` (the fitted cost model :func:`~gpu.conv_tiling.tile_time`),
+    ``"tdc"`` (TDC's analytic rule, Eqs. 14–19), ``"exhaustive"`` (time every candidate on
+    the GPU) or a :class:`~gpu.conv_tiling.CoreTile`.
     """
     core = _real_finite("core", core, 4)
     backend = resolve_backend(backend)

@@ -64,8 +64,9 @@ class TuckerConvParams(_ConvParams):
 
     rank_in: int | None = Field(None, ge=1, description="Tucker rank D1 (input channels), when a dense kernel is given")
     rank_out: int | None = Field(None, ge=1, description="Tucker rank D2 (output channels), when a dense kernel is given")
-    tiling: Literal["model", "exhaustive"] = Field(
-        "model", description="core tiles from the analytic model (TDC Eqs. 14-19) or by timing every candidate"
+    tiling: Literal["model", "tdc", "exhaustive"] = Field(
+        "model", description="core tiles from the fitted cost model, TDC's analytic rule (Eqs. 14-19) "
+        "or by timing every candidate"
     )
 
 

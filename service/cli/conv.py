@@ -46,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             p.add_argument("--rank", type=int, help="CP rank when --kernel is given")
         else:
             p.add_argument("--ranks", type=_ranks, metavar="D1,D2", help="Tucker ranks when --kernel is given")
-            p.add_argument("--tiling", choices=["model", "exhaustive"], default="model",
-                           help="core tiles: analytic model (default) or exhaustive timing on the GPU")
+            p.add_argument("--tiling", choices=["model", "tdc", "exhaustive"], default="model",
+                           help="core tiles: fitted cost model (default), TDC's analytic rule, or exhaustive "
+                                "timing on the GPU")
         p.add_argument("--out", type=Path, required=True, metavar="Y", help="output .npy, or .nii/.nii.gz for a NIfTI input")
         p.add_argument("--stride", type=int, default=1)
         p.add_argument("--padding", type=_padding, default="same", help="'same' (default, stride 1) or pixels")

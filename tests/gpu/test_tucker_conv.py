@@ -11,12 +11,15 @@ from gpu.conv_direct import direct_conv2d, tucker_kernel
 from gpu.conv_index_tables import conv_geometry
 from gpu.conv_tiling import (
     CoreTile,
+    CostModel,
     GpuSpec,
     comp_latency,
     data_volume,
     select_tile_exhaustive,
     select_tile_model,
+    select_tile_tdc,
     tile_candidates,
+    tile_time,
 )
 from gpu.tucker_conv import TuckerCorePlan, check_tucker_factors, tucker_conv2d, tucker_core_conv2d
 
@@ -204,3 +207,33 @@ def test_generated_tucker_kernels_compile_for_every_tile(capsys):
     print(conv_codegen.tucker_rows_kernel_source(2, 2, 3, 2))
     out = capsys.readouterr().out
     assert "a1_1 += v3 * w2" in out and "a1_1_1 += v3 * w1_2" in out
+
+
+def test_cost_model_picks_its_least_time_and_charges_atomics():
+    cands = tile_candidates(SHAPE)
+    pick = select_tile_model(SHAPE)
+    assert tile_time(pick, SHAPE) == min(tile_time(t, SHAPE) for t in cands)
+    assert select_tile_tdc(SHAPE) in cands
+    # two channel tiles pay the zero-fill and one atomic add per output and channel tile
+    halves = CoreTile(2, 4, 32, 8, 2)
+    free = CostModel(fill_us=0.0, atomic_us_per_million=0.0)
+    extra = tile_time(halves, SHAPE) - tile_time(halves, SHAPE, cost=free)
+    assert extra == pytest.approx(CostModel().fill_us + CostModel().atomic_us_per_million * 28 * 28 * 32 * 2 / 1e6)
+    whole = CoreTile(2, 4, 64, 8, 2)
+    assert tile_time(whole, SHAPE) == tile_time(whole, SHAPE, cost=free)
+
+
+def test_cost_model_time_grows_with_the_image():
+    small = dict(SHAPE, Ho=14, Wo=14)
+    big = dict(SHAPE, Ho=112, Wo=112)
+    tile = CoreTile(4, 8, 64, 8, 2)
+    assert tile_time(tile, small) <= tile_time(tile, SHAPE) < tile_time(tile, big)
+
+
+def test_two_channels_per_thread_only_for_row_kernels():
+    generic = dict(SHAPE, sw=2)
+    assert all(t.tn == 1 for t in tile_candidates(generic))
+    assert any(t.tn == 2 for t in tile_candidates(SHAPE))
+    with pytest.raises(ValueError, match="2 output channels per thread"):
+        g = conv_geometry((1, 4, 9, 9), (3, 3), 2, 1, 1)
+        TuckerCorePlan(np.zeros((3, 4, 3, 3), np.float32), g, CoreTile(2, 2, 4, 1, 2))
