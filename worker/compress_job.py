@@ -10,9 +10,7 @@ the original header and affine. The CLI (``fibertensor compress|decompress``) ca
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from gpu.ttmc import TTMcOverflowError
 from gpu.tucker_hosvd import st_hosvd
+from worker.atomic_files import atomic_path, write_json_atomic
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.tucker_container import FORMAT, archive_volume, load_archive, save_archive
@@ -153,19 +152,10 @@ def decompress_file(in_path: Path, out_path: Path) -> dict:
     except ValueError as exc:
         raise InputError("Unusable archive", f"archive: {exc}") from None
     image = archive_volume(archive)
-    suffix = ".nii.gz" if out_path.name.endswith(".nii.gz") else out_path.suffix
-    tmp = out_path.with_name(f".{out_path.name}.tmp{suffix}")
-    nib.save(image, str(tmp))
-    os.replace(tmp, out_path)
+    with atomic_path(out_path) as temporary:
+        nib.save(image, str(temporary))
     return {"output": out_path.name, "shape": list(archive.shape), "dtype": archive.dtype.name,
             "relative_error": archive.report.get("relative_error")}
-
-
-def _write_json(path: Path, payload: dict) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=float))
-    os.replace(tmp, path)
-    return path
 
 
 def _run_compress(ctx: JobContext) -> list[Path]:
@@ -179,7 +169,7 @@ def _run_compress(ctx: JobContext) -> list[Path]:
         f"ranks {report['ranks']}, ratio {report['compression_ratio']:.1f}, "
         f"relative error {report['relative_error']:.3g} (bound {report['bound']:.3g})"
     )
-    return [archive, _write_json(ctx.out_dir / "compressed.json", report)]
+    return [archive, write_json_atomic(ctx.out_dir / "compressed.json", report)]
 
 
 def _run_decompress(ctx: JobContext) -> list[Path]:
@@ -187,7 +177,7 @@ def _run_decompress(ctx: JobContext) -> list[Path]:
     out = ctx.out_dir / "decompressed.nii.gz"
     report = decompress_file(ctx.inputs["archive"], out)
     ctx.progress(1.0)
-    return [out, _write_json(ctx.out_dir / "decompressed.json", report)]
+    return [out, write_json_atomic(ctx.out_dir / "decompressed.json", report)]
 
 
 JOB_KINDS = [

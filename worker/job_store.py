@@ -31,6 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from worker.atomic_files import write_bytes_atomic
+
 __all__ = [
     "JobStatus",
     "TERMINAL_STATUSES",
@@ -111,15 +113,6 @@ def _is_job_id(text: str) -> bool:
     return len(text) == _ID_HEX and all(c in "0123456789abcdef" for c in text)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 class JobStore:
     """Create, read, update, list and delete job folders under ``data_dir``."""
 
@@ -167,7 +160,7 @@ class JobStore:
 
     def commit(self, folder: Path, record: JobRecord) -> JobRecord:
         """Write ``job.json`` into a staging folder and move it into ``jobs/`` in one rename."""
-        _write_atomic(folder / "job.json", record.model_dump_json(indent=1).encode())
+        write_bytes_atomic(folder / "job.json", record.model_dump_json(indent=1).encode(), fsync=True)
         os.replace(folder, self.jobs_dir / record.id)
         return record
 
@@ -207,8 +200,8 @@ class JobStore:
             if changed is None:
                 return None
             try:
-                _write_atomic(
-                    self.job_dir(job_id) / "job.json", changed.model_dump_json(indent=1).encode()
+                write_bytes_atomic(
+                    self.job_dir(job_id) / "job.json", changed.model_dump_json(indent=1).encode(), fsync=True
                 )
             except FileNotFoundError:  # deleted meanwhile
                 raise JobNotFound(job_id) from None

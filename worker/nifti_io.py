@@ -10,8 +10,6 @@ reading and 3× when writing a whole-brain volume; the files are ordinary gzip.
 
 from __future__ import annotations
 
-import os
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import isal.igzip
 import nibabel as nib
 import numpy as np
 
+from worker.atomic_files import atomic_path, write_bytes_atomic
 from worker.errors import InputError
 
 __all__ = ["NiftiInfo", "read_nifti_header", "load_nifti_data", "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES"]
@@ -113,14 +112,8 @@ def save_nifti_atomic(image: nib.Nifti1Image, path: Path) -> Path:
     """Write ``image`` to a temporary name beside ``path`` and rename it into place, so a
     reader never sees a half-written file."""
     path = Path(path)
-    suffix = ".nii.gz" if path.name.endswith(".nii.gz") else ".nii"
-    temporary = path.with_name(f".{path.name[: -len(suffix)]}.{uuid.uuid4().hex}.partial{suffix}")
-    try:
-        if suffix == ".nii.gz":
-            temporary.write_bytes(isal.igzip.compress(image.to_bytes(), compresslevel=1))
-        else:
-            nib.save(image, temporary)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    if path.name.endswith(".nii.gz"):
+        return write_bytes_atomic(path, isal.igzip.compress(image.to_bytes(), compresslevel=1))
+    with atomic_path(path) as temporary:
+        nib.save(image, temporary)
     return path

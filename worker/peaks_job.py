@@ -12,13 +12,8 @@ Outputs, on the input's grid (same affine and spatial header):
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 from pathlib import Path
 from typing import Callable, Literal
 
@@ -27,9 +22,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpu.peaks import PeaksOptions, sshopm_peaks
 from gpu.sh_basis import lmax_from_ncoeffs
+from worker.atomic_files import write_json_atomic
 from worker.errors import InputError
 from worker.job_kinds import InputSlot, JobContext, JobKind
-from worker.nifti_io import NIFTI_SUFFIXES, NiftiInfo, derived_image, load_nifti_data, read_nifti_header, save_nifti_atomic
+from worker.nifti_io import (
+    NIFTI_SUFFIXES,
+    NiftiInfo,
+    derived_image,
+    load_nifti_data,
+    read_nifti_header,
+    save_nifti_atomic,
+)
+from worker.provenance import package_versions
 
 __all__ = ["PeaksParams", "PeaksOutputs", "check_peaks_inputs", "run_peaks", "JOB_KINDS"]
 
@@ -110,25 +114,6 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple[NiftiInfo, 
     return info, mask_info
 
 
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in ("fibertensor", "numpy", "numba", "nibabel"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
-def _write_json_atomic(path: Path, content: dict) -> None:
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
-    try:
-        temporary.write_text(json.dumps(content, indent=2, default=float))
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def run_peaks(
     fod: Path,
     outputs: PeaksOutputs,
@@ -176,11 +161,11 @@ def run_peaks(
                   "image axes), NaN where absent",
         **stats,
         "voxels_with_peaks": int((result.count > 0).sum()),
-        "versions": _versions(),
+        "versions": package_versions("nibabel", "isal"),
         "seconds": {"read": loaded - started, **{f"peaks_{k_}": v for k_, v in seconds.items()},
                     "write": written - computed, "total": time.perf_counter() - started},
     }
-    _write_json_atomic(outputs.sidecar, sidecar)
+    write_json_atomic(outputs.sidecar, sidecar)
     return sidecar
 
 

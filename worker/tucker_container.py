@@ -26,7 +26,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import nibabel as nib
 import numpy as np
 
 from gpu.tucker_hosvd import TuckerDecomposition, tucker_reconstruct
+from worker.atomic_files import atomic_path
 
 __all__ = ["FORMAT", "VERSION", "TuckerArchive", "save_archive", "load_archive", "archive_volume"]
 
@@ -91,10 +91,8 @@ def save_archive(
     for n, (e, u) in enumerate(zip(decomposition.core_exp, decomposition.factors)):
         arrays[f"core_exp_{n}"] = np.asarray(e, dtype=np.int32)
         arrays[f"factor_{n}"] = np.asarray(u, dtype=np.float64)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-    os.replace(tmp, path)
+    with atomic_path(path) as temporary, open(temporary, "wb") as handle:
+        np.savez(handle, **arrays)
     return path
 
 
