@@ -16,16 +16,22 @@ header); writes go through a temporary name and a rename.
 
 from __future__ import annotations
 
-import os
-import uuid
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from worker.atomic_files import atomic_path
 from worker.errors import InputError
-from worker.nifti_io import NIFTI_SUFFIXES, NiftiInfo, derived_image, load_nifti_data, read_nifti_header, save_nifti_atomic
+from worker.nifti_io import (
+    NIFTI_SUFFIXES,
+    NiftiInfo,
+    derived_image,
+    load_nifti_data,
+    read_nifti_header,
+    save_nifti_atomic,
+)
 
 __all__ = [
     "ConvInputInfo",
@@ -125,12 +131,8 @@ def load_input(info: ConvInputInfo) -> np.ndarray:
 def save_npy_atomic(array: np.ndarray, path: Path) -> Path:
     """``np.save`` to a temporary name beside ``path``, then rename into place."""
     path = Path(path)
-    temporary = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.partial.npy")
-    try:
+    with atomic_path(path) as temporary:
         np.save(temporary, array)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
     return path
 
 
@@ -266,10 +268,6 @@ def save_factors(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     if path.suffix != ".npz":
         raise InputError("Output format", f"the factors file {path.name!r} must end in .npz")
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.stem}.{uuid.uuid4().hex}.partial.npz")
-    try:
+    with atomic_path(path) as temporary:
         np.savez(temporary, **{k: np.asarray(v, np.float32) for k, v in arrays.items() if v is not None})
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
     return path

@@ -10,18 +10,15 @@ sidecar ``conv.json``. The CLI (``fibertensor conv cp|tucker``) calls :func:`run
 
 from __future__ import annotations
 
-import json
-import os
 import platform
 import time
-import uuid
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Callable, Literal, Union
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from worker.atomic_files import write_json_atomic
 from worker.conv_io import (
     ConvInputInfo,
     check_factor_header,
@@ -34,6 +31,7 @@ from worker.conv_io import (
 )
 from worker.errors import InputError
 from worker.job_kinds import InputSlot, JobContext, JobKind
+from worker.provenance import package_versions
 
 __all__ = ["CPConvParams", "TuckerConvParams", "check_conv_inputs", "run_conv", "JOB_KINDS"]
 
@@ -118,25 +116,6 @@ def check_conv_inputs(family: str, input_path: Path, params, factors: Path | Non
     return info, layer
 
 
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in ("fibertensor", "numpy", "numba"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
-def _write_json_atomic(path: Path, content: dict) -> None:
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.partial")
-    try:
-        temporary.write_text(json.dumps(content, indent=2, default=float))
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def _factorize(family: str, kernel: np.ndarray, rank) -> tuple[object, float]:
     from gpu.conv_decompose import cp_als, tucker2_hosvd
     from gpu.cp_conv import check_cp_factors
@@ -214,11 +193,11 @@ def run_conv(
                    "non_finite": int(np.size(out) - np.count_nonzero(np.isfinite(out)))},
         "backend": backend,
         "device": device_name() if backend == "cuda" else platform.processor() or platform.machine(),
-        "versions": _versions(),
+        "versions": package_versions(),
         "seconds": {"read": loaded - started, "conv": computed - loaded, "write": written - computed,
                     "total": time.perf_counter() - started},
     }
-    _write_json_atomic(Path(sidecar_path), sidecar)
+    write_json_atomic(Path(sidecar_path), sidecar)
     return sidecar
 
 
