@@ -41,12 +41,13 @@ class PeaksOptions:
     Amplitudes are FOD values (the SH series) at the peak. A peak is reported when its
     amplitude is ≥ ``threshold`` and ≥ ``relative_threshold`` × the voxel's largest peak.
 
-    Of the ``starts`` well-spread start vectors, a start climbs when (``seeding``
-    "local-max") its FOD value is a discrete local maximum among its neighbours and at least
+    Of the ``starts`` well-spread start vectors, a start climbs when its FOD value is at least
     ``seed_fraction`` × the least reportable amplitude (with the largest start value standing
-    in for the largest peak). A start lies within half the start spacing of any lobe's peak,
-    where an lmax ≤ 12 FOD lobe keeps well over half its height, so 0.5 loses no reportable
-    peak; 0 climbs from every positive local maximum. ``shift`` "adaptive" is GEAP's shift,
+    in for the largest peak) and, with ``seeding`` "local-max", no higher neighbour lies
+    along its gradient (:func:`gpu.sshopm_math.is_seed`); "all" drops the second test. A
+    start lies within half the start spacing of any lobe's peak, where an lmax ≤ 12 FOD lobe
+    keeps well over half its height, so 0.5 loses no reportable peak; 0 climbs from every
+    positive start that passes the neighbour test. ``shift`` "adaptive" is GEAP's shift,
     "fixed" the convexity bound; ``newton`` finishes with Newton steps once the tangent
     Hessian is negative definite. A climb stops when it moves less than ``step_tol``
     radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
