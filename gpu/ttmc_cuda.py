@@ -41,6 +41,20 @@ _CHUNK = 2048  # column maxima kept in shared memory per block
 _TILE = 16
 
 
+@cuda.jit(device=True)
+def _block_sum(buf, t, value):
+    """Sum of ``value`` over the _BLOCK threads of a block (tree in shared ``buf``)."""
+    buf[t] = value
+    cuda.syncthreads()
+    half = _BLOCK // 2
+    while half > 0:
+        if t < half:
+            buf[t] += buf[t + half]
+        cuda.syncthreads()
+        half //= 2
+    return buf[0]
+
+
 @cuda.jit
 def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_dims, trail_off,
                  maxima, sumsq, nonfinite):
@@ -105,16 +119,9 @@ def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_d
         for n in range(trail_dims.shape[0] - 1, -1, -1):
             cuda.atomic.max(maxima, trail_off[n] + rest % trail_dims[n], float64(m))
             rest //= trail_dims[n]
-    ssbuf[t] = ss
-    cuda.syncthreads()
-    s = _BLOCK // 2
-    while s > 0:
-        if t < s:
-            ssbuf[t] += ssbuf[t + s]
-        cuda.syncthreads()
-        s //= 2
+    total = _block_sum(ssbuf, t, ss)
     if t == 0:
-        cuda.atomic.add(sumsq, 0, ssbuf[0])
+        cuda.atomic.add(sumsq, 0, total)
     if bad > 0:
         cuda.atomic.add(nonfinite, 0, float64(bad))
 
@@ -176,16 +183,9 @@ def fiber_scale_kernel(x, out, n_p, n_i, n_q, target, s_out, inv_sq):
         for i in range(n_i):
             out[base + i * n_q] = float64(x[base + i * n_q]) * factor
         acc += math.ldexp(1.0, -2 * s)
-    ssbuf[t] = acc
-    cuda.syncthreads()
-    h = _BLOCK // 2
-    while h > 0:
-        if t < h:
-            ssbuf[t] += ssbuf[t + h]
-        cuda.syncthreads()
-        h //= 2
+    total = _block_sum(ssbuf, t, acc)
     if t == 0:
-        cuda.atomic.add(inv_sq, 0, ssbuf[0])
+        cuda.atomic.add(inv_sq, 0, total)
 
 
 @cuda.jit
