@@ -253,13 +253,17 @@ def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
 SWEEP_EXTRA = [((64, 96, 27, 27), 0, 1), ((64, 96, 27, 27), 0, 32), ((48, 96, 13, 13), 0, 1), ((48, 96, 13, 13), 0, 32)]
 
 
-def bench_tile_sweep(rng, log) -> list[str]:
+def bench_tile_sweep(rng, log, picks=None) -> list[str]:
     """Every tiling candidate of the Tucker core on the TDC shapes (3×3, pad 1, batch 1) and
     a few layer shapes with batch: the data the tile model is checked against (each
-    candidate's time in the log, ``bench: tile``)."""
+    candidate's time in the log, ``bench: tile``). ``picks``: indices into TDC_SHAPES to
+    sweep alone (no layer shapes)."""
     rows = ["sweep (C,N,H,W) pad batch | cands | TH x TW x TC/split/TN µs: best | model          | cuDNN µs | cuDNN/best cuDNN/model | err"]
     spec = gpu_spec()
-    cases = [(s, 1, 1) for s in TDC_SHAPES] + SWEEP_EXTRA
+    if picks is None:
+        cases = [(s, 1, 1) for s in TDC_SHAPES] + SWEEP_EXTRA
+    else:
+        cases = [(TDC_SHAPES[i], 1, 1) for i in picks]
     ratios = []
     for (c, nn, h, w), pad, batch in cases:
         z = rng.standard_normal((batch, c, h, w)).astype(np.float32)
@@ -293,9 +297,9 @@ def bench_tile_sweep(rng, log) -> list[str]:
                     f"{tile_name(tile_m):<13} {times[tile_m] * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
                     f"{cudnn / times[best]:10.2f} {cudnn / times[tile_m]:11.2f} | {err:.1e}")
         ratios.append((cudnn / times[best], cudnn / times[tile_m]))
-    tdc = ratios[:len(TDC_SHAPES)]
+    tdc = ratios[:len(TDC_SHAPES)] if picks is None else ratios
     gm = lambda r: math.exp(sum(map(math.log, r)) / len(r))  # noqa: E731
-    rows.append(f"TDC shapes, geometric mean cuDNN/ours: best tiles {gm([b for b, _ in tdc]):.2f}x, "
+    rows.append(f"{'TDC' if picks is None else 'swept TDC'} shapes, geometric mean cuDNN/ours: best tiles {gm([b for b, _ in tdc]):.2f}x, "
                 f"model tiles {gm([m for _, m in tdc]):.2f}x")
     return rows
 
@@ -338,6 +342,8 @@ def main() -> int:
     ap.add_argument("--no-exhaustive", action="store_true", help="skip the exhaustive tile tuner")
     ap.add_argument("--sections", default="check,cp,tdc,tucker",
                     help="comma-separated: check, cp, tdc, tucker, sweep (every core tiling candidate)")
+    ap.add_argument("--sweep-shapes", default=None,
+                    help="comma-separated indices into the 18 TDC shapes: sweep only these")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for conv_bench.jsonl")
     args = ap.parse_args()
     out_dir = Path(args.out)
@@ -369,7 +375,8 @@ def main() -> int:
             ("cp", lambda: bench_cp(rng, log, REUSTLE_LAYERS, RANKS, BATCHES)),
             ("tdc", lambda: bench_tdc(rng, log, TDC_SHAPES, exhaustive=not args.no_exhaustive)),
             ("tucker", lambda: bench_tucker_stages(rng, log, REUSTLE_LAYERS, BATCHES)),
-            ("sweep", lambda: bench_tile_sweep(rng, log)),
+            ("sweep", lambda: bench_tile_sweep(
+                rng, log, None if args.sweep_shapes is None else [int(i) for i in args.sweep_shapes.split(",")])),
         ]
         wanted = set(args.sections.split(","))
         unknown = wanted - {name for name, _ in plan}

@@ -37,7 +37,8 @@ TUCKER_TILES = tuple((th, tw) for th in (1, 2, 4, 7, 8) for tw in (1, 2, 4, 7, 8
 #: and dilation).
 TUCKER_ROW_KW = (3, 5)
 #: Output channels per thread (TN) of the row-register kernels; TN·TH·TW ≤ 64 accumulators.
-TUCKER_ROW_TN = (1, 2)
+#: TN = 4 reads each shared-memory value once per 4·kw multiply–adds.
+TUCKER_ROW_TN = (1, 2, 4)
 
 
 def tucker_row_variants() -> tuple[tuple[int, int, int, int], ...]:
@@ -211,7 +212,12 @@ def _tucker_prologue(th: int, tn: int = 1) -> str:
     The copy walks the flat tile index with a fixed (channel, row, column) increment per
     step instead of dividing each index (Tillet's pointer increments): 64-bit integer
     division costs tens of instructions on the GPU and the copy runs once per element.
+    Each thread takes ``_COPY_UNROLL`` elements per pass and issues their global loads
+    before any shared store, so that many loads are in flight: one element at a time, a
+    thread waited a whole global-memory latency per element (the fitted ``copy_latency``
+    of :mod:`gpu.conv_tiling`), which dominated blocks with large TC.
     """
+    copy_body = _tile_copy_body()
     return f'''    tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -244,28 +250,64 @@ def _tucker_prologue(th: int, tn: int = 1) -> str:
     step_c = step // plane
     step_y = (step - step_c * plane) // tile_w_in
     step_x = step - step_c * plane - step_y * tile_w_in
+    total = count * plane
     i = tid
-    while i < count * plane:
-        iy = iy0 + yy
-        ix = ix0 + xx
-        v = float32(0.0)
-        if iy >= 0 and iy < height and ix >= 0 and ix < width:
-            v = z[zb + (c * height + iy) * width + ix]
-        tile[i] = v
-        i += step
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
-        if yy >= tile_h_in:
-            yy -= tile_h_in
-            c += 1
+    while i < total:
+{copy_body}
+        i += {_COPY_UNROLL} * step
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
 '''
+
+
+#: Tile elements a thread copies per pass of the prologue, loads before stores.
+_COPY_UNROLL = 4
+
+
+def _tile_copy_body() -> str:
+    """One pass of the tile copy: ``_COPY_UNROLL`` elements i + u·step, each with its
+    (channel, row, column) advanced by the fixed increments; the loads are predicated, the
+    stores follow them."""
+    lines = []
+    for u in range(_COPY_UNROLL):
+        guard = "" if u == 0 else f"i + {u} * step < total and "
+        lines += [
+            f"        iy = iy0 + yy",
+            f"        ix = ix0 + xx",
+            f"        ok{u} = {guard}iy >= 0 and iy < height and ix >= 0 and ix < width",
+            f"        src{u} = zb + (c * height + iy) * width + ix",
+        ]
+        if u < _COPY_UNROLL - 1:
+            lines += [
+                "        c += step_c",
+                "        yy += step_y",
+                "        xx += step_x",
+                "        if xx >= tile_w_in:",
+                "            xx -= tile_w_in",
+                "            yy += 1",
+                "        if yy >= tile_h_in:",
+                "            yy -= tile_h_in",
+                "            c += 1",
+            ]
+    for u in range(_COPY_UNROLL):
+        lines += [f"        v{u} = float32(0.0)", f"        if ok{u}:", f"            v{u} = z[src{u}]"]
+    lines.append("        tile[i] = v0")
+    for u in range(1, _COPY_UNROLL):
+        lines += [f"        if i + {u} * step < total:", f"            tile[i + {u} * step] = v{u}"]
+    # the last element's increments, applied once for the next pass
+    lines += [
+        "        c += step_c",
+        "        yy += step_y",
+        "        xx += step_x",
+        "        if xx >= tile_w_in:",
+        "            xx -= tile_w_in",
+        "            yy += 1",
+        "        if yy >= tile_h_in:",
+        "            yy -= tile_h_in",
+        "            c += 1",
+    ]
+    return "\n".join(lines)
 
 
 def _acc(t: int, i: int, j: int) -> str:
@@ -379,24 +421,28 @@ def tucker_rows_kernel_source(th: int, tw: int, kw: int, tn: int = 1) -> str:
     With ``tn`` > 1 each thread also owns the output channels nch + t·n_thr (t < TN): every
     input value read from shared memory then feeds TN·kw multiply–adds per output, which
     matters once the shared-memory pipe, not the FMA units, limits the kernel (large
-    feature maps, few output channels). The weights are padded with zero output channels
+    feature maps, few output channels). The (channel, kernel row) loop is flattened and
+    software-pipelined: the weights of the next iteration are loaded into registers before
+    the current iteration's multiply–adds, so a thread no longer waits a global-memory
+    latency per iteration. The weights are padded with zero output channels
     to a multiple of TN·n_thr (geo[15] is their channel stride), so no slot reads past them.
     """
     cells = [(i, j) for i in range(th) for j in range(tw)]
     zero = "\n".join(f"    {_acc(t, i, j)} = float32(0.0)" for t in range(tn) for i, j in cells)
-    wload = "\n".join(
-        f"            w{'' if t == 0 else f'{t}_'}{s} = wk[wr + {s} * n_w{'' if t == 0 else f' + {t} * n_thr'}]"
-        for t in range(tn) for s in range(kw)
-    )
+    names = [(f"{'' if t == 0 else f'{t}_'}{s}", f"{s} * n_w{'' if t == 0 else f' + {t} * n_thr'}")
+             for t in range(tn) for s in range(kw)]
+    first = "\n".join(f"        p{n} = wk[wr + {off}]" for n, off in names)
+    take = "\n".join(f"        w{n} = p{n}" for n, _ in names)
+    fetch = "\n".join(f"            p{n} = wk[wr + {off}]" for n, off in names)
     rows = []
     for i in range(th):
-        rows.append(f"            rb = uint64(cr + {i} * row_step)" if i else "            rb = uint64(cr)")
+        rows.append(f"        rb = uint64(crow + {i} * row_step)" if i else "        rb = uint64(crow)")
         for j in range(tw + kw - 1):
-            rows.append(f"            v{j} = tile[rb + uint64({j})]")
+            rows.append(f"        v{j} = tile[rb + uint64({j})]")
         for t in range(tn):
             for s in range(kw):
                 for j in range(tw):
-                    rows.append(f"            {_acc(t, i, j)} += v{j + s} * w{'' if t == 0 else f'{t}_'}{s}")
+                    rows.append(f"        {_acc(t, i, j)} += v{j + s} * w{'' if t == 0 else f'{t}_'}{s}")
     body = "\n".join(rows)
     doc = _TUCKER_ARGS_DOC.format(stride=_tucker_staging_stride(th, tw))
     suffix = "" if tn == 1 else f"_n{tn}"
@@ -410,13 +456,30 @@ def tucker_core_{th}x{tw}_kw{kw}{suffix}({_TUCKER_ARGS}):
     n_rows = geo[14]
     n_w = geo[15]
 {zero}
-    for c in range(part, count, split):
-        cb = c * plane
-        wb = (c0 + c) * n_taps * n_w + nch
-        for r in range(n_rows):
-            wr = wb + r * {kw} * n_w
-{wload}
-            cr = cb + r * dil_step
+    # one iteration per (channel of this slice, kernel row); the next iteration's weights
+    # are loaded before this one's multiply–adds, so their latency hides behind them
+    n_iter = 0
+    if count > part:
+        n_iter = (count - part + split - 1) // split * n_rows
+    wr = (c0 + part) * n_taps * n_w + nch
+    cr = part * plane
+    skip_w = (split - 1) * n_taps * n_w
+    skip_c = split * plane - n_rows * dil_step
+    r = 0
+    if n_iter > 0:
+{first}
+    for it in range(n_iter):
+{take}
+        crow = cr
+        r += 1
+        wr += {kw} * n_w
+        cr += dil_step
+        if r == n_rows:
+            r = 0
+            wr += skip_w
+            cr += skip_c
+        if it + 1 < n_iter:
+{fetch}
 {body}
 {_tucker_epilogue(th, tw, tn)}'''
 

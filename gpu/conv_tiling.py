@@ -117,10 +117,11 @@ def gpu_spec() -> GpuSpec:
 
 
 def core_block_threads(n_out: int, split: int = 1, tn: int = 1) -> int:
-    """Threads per channel slice: one per TN output channels (TDC: TN = 1), whole warps
-    (half warps for TN > 1, so that 32 channels still fill a slice), at most 256 / split
-    (more output channels take several blocks)."""
-    unit = 32 if tn == 1 else 16
+    """Threads per channel slice: one per TN output channels (TDC: TN = 1), in units of
+    32 / TN threads (whole warps for TN = 1, half warps for TN = 2, quarter warps for
+    TN = 4, so that 32 channels fill a slice), at most 256 / split (more output channels
+    take several blocks)."""
+    unit = 32 // tn
     return min(256 // split, unit * math.ceil(math.ceil(n_out / tn) / unit))
 
 
@@ -138,7 +139,7 @@ def shared_bytes(tile: CoreTile, shape) -> int:
 
 
 #: Channel slices per block the candidates take.
-SPLITS = (1, 2, 4, 8)
+SPLITS = (1, 2, 4, 8, 16)
 
 
 def tile_candidates(shape) -> list[CoreTile]:

@@ -75,7 +75,8 @@ SIM_CORE_CASES = [
 ]
 # Channel slices inside the block (split), alone and with atomics over channel tiles;
 # channel counts that the slices do not divide, more output channels than one warp, and
-# two output channels per thread (TN = 2, row kernels) with an odd channel count.
+# two and four output channels per thread (TN = 2, 4, row kernels) with odd channel
+# counts; the copy's unrolled passes end inside a pass (tile sizes not a multiple of 4·block).
 SIM_SPLIT_CASES = [
     # (N, D1, H, W, D2, kh, kw, stride, padding, dilation, TH, TW, TC, split, TN)
     (1, 5, 6, 7, 3, 3, 3, 1, 1, 1, 2, 4, 5, 2, 1),        # row kernel, 5 channels over 2 slices
@@ -86,6 +87,10 @@ SIM_SPLIT_CASES = [
     (1, 4, 6, 7, 5, 3, 3, 1, 1, 1, 2, 4, 4, 2, 2),        # TN 2: 5 channels on 16-thread slices
     (2, 5, 7, 6, 35, 3, 3, 1, "same", 1, 1, 4, 2, 1, 2),  # TN 2, 35 channels, atomic tiles
     (1, 3, 8, 7, 3, 3, 5, (2, 1), 2, (2, 1), 2, 2, 4, 4, 2),  # TN 2, kw 5, vertical stride
+    (1, 6, 7, 9, 7, 3, 3, 1, 1, 1, 2, 4, 6, 4, 4),        # TN 4: 7 channels on 8-thread slices
+    (2, 5, 6, 6, 37, 3, 3, 1, "same", 1, 1, 4, 2, 2, 4),  # TN 4, 37 channels, atomic tiles
+    (1, 4, 9, 8, 5, 3, 5, (2, 1), 2, (2, 1), 2, 2, 4, 2, 4),  # TN 4, kw 5, vertical stride
+    (1, 17, 5, 6, 3, 3, 3, 1, 1, 1, 1, 2, 17, 16, 2),     # 16 slices, 17 channels
 ]
 
 
@@ -116,7 +121,7 @@ def test_cuda_core_kernel_channel_slices_equal_float64_direct_conv(case):
     core = rng.standard_normal((d2, d1, kh, kw)).astype(np.float32)
     g = conv_geometry(z.shape, (kh, kw), stride, pad, dil)
     plan = TuckerCorePlan(core, g, CoreTile(th, tw, tc, split, tn))
-    unit = 32 if tn == 1 else 16
+    unit = 32 // tn
     assert plan.block == split * unit * math.ceil(math.ceil(d2 / tn) / unit)
     d_out = cuda.to_device(np.full((n, d2, g.out_h, g.out_w), np.nan, np.float32))
     plan(cuda.to_device(z), d_out)
