@@ -1,7 +1,7 @@
 """CUDA backend of SS-HOPM, in four launches per chunk of voxels.
 
-0. :func:`sh_to_tensor_cuda` (below): SH coefficients → unique tensor entries, one thread
-   per entry (gpu.symmetric_tensor.sh_to_tensor_matrix).
+0. :func:`sh_to_tensor_cuda` (below): SH coefficients → unique tensor entries
+   (gpu.symmetric_tensor.sh_to_tensor_matrix).
 1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
    every start evaluates A x^(m−1) and A x^m and the voxel's seeds are packed in order.
@@ -38,21 +38,31 @@ __all__ = ["run_sshopm_cuda", "sh_to_tensor_cuda", "select_cuda"]
 SELECT_THREADS = 32
 CLIMB_THREADS = 128
 CONVERT_THREADS = 256
+ENTRIES_PER_THREAD = 5
 
 
 @cuda.jit(cache=True)
 def sh_to_tensor_cuda(coeffs, sh2t, tensors):
-    """tensors[:, v] = sh2t @ coeffs[:, v], one thread per (unique entry, voxel). Both arrays
-    are entry-major, so a warp's loads and stores are contiguous and sh2t[k, j] is shared."""
+    """tensors[:, v] = sh2t @ coeffs[:, v], one thread per voxel and group of
+    ENTRIES_PER_THREAD unique entries: each coefficient load feeds that many multiply-adds,
+    and both arrays are entry-major, so a warp's loads and stores are contiguous."""
     i = cuda.grid(1)
     n = coeffs.shape[1]
-    k = i // n
-    if k < sh2t.shape[0]:
-        v = i - k * n
-        total = float32(0)
+    group = i // n
+    k0 = group * ENTRIES_PER_THREAD
+    if k0 < sh2t.shape[0]:
+        v = i - group * n
+        acc = cuda.local.array(ENTRIES_PER_THREAD, float32)
+        for r in range(ENTRIES_PER_THREAD):
+            acc[r] = 0
+        rows = min(ENTRIES_PER_THREAD, sh2t.shape[0] - k0)
         for j in range(sh2t.shape[1]):
-            total += sh2t[k, j] * coeffs[j, v]
-        tensors[k, v] = total
+            c = coeffs[j, v]
+            for r in range(ENTRIES_PER_THREAD):
+                if r < rows:
+                    acc[r] += sh2t[k0 + r, j] * c
+        for r in range(rows):
+            tensors[k0 + r, v] = acc[r]
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -163,7 +173,8 @@ def run_sshopm_cuda(
     for lo in range(0, n, chunk):
         hi = min(n, lo + chunk)
         m = hi - lo
-        phases["convert"] += timed(lambda: sh_to_tensor_cuda[(m * n_unique + CONVERT_THREADS - 1) // CONVERT_THREADS,
+        groups = (n_unique + ENTRIES_PER_THREAD - 1) // ENTRIES_PER_THREAD
+        phases["convert"] += timed(lambda: sh_to_tensor_cuda[(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS,
                                                           CONVERT_THREADS](d_coeffs[:, lo:hi], d_sh2t, d_tensors[:, :m]))
         phases["seed"] += timed(lambda: seed_kernel[m, n_starts](
             d_tensors[:, :m], d_starts, d_neighbors, d_fparams, d_iparams, d_slots[:m], d_n_seeds[:m]))
