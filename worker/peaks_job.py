@@ -143,7 +143,7 @@ def run_peaks(
         outputs.amplitudes: derived_image(info, result.amplitudes.astype(np.float32)),
         outputs.count: derived_image(info, result.count.astype(np.uint8)),
     }
-    # gzip compression releases the GIL: the three files compress in parallel.
+    # Compression releases the GIL: the three files compress in parallel.
     with ThreadPoolExecutor(max_workers=len(images)) as pool:
         list(pool.map(lambda item: save_nifti_atomic(item[1], item[0]), images.items()))
     written = time.perf_counter()
@@ -157,8 +157,8 @@ def run_peaks(
         "parameters": params.model_dump(),
         "sh_basis": params.basis,
         "outputs": {name: Path(path).name for name, path in outputs.model_dump().items() if name != "sidecar"},
-        "layout": "MRtrix3 sh2peaks: volume 3k..3k+2 = amplitude_k * direction_k (RAS scanner space of the "
-                  "image axes), NaN where absent",
+        "layout": "MRtrix3 sh2peaks: volumes 3k..3k+2 = amplitude_k * unit direction_k, in the frame the SH "
+                  "coefficients are expressed in; NaN where absent",
         **stats,
         "voxels_with_peaks": int((result.count > 0).sum()),
         "versions": package_versions("nibabel", "isal"),
