@@ -209,13 +209,14 @@ def _tucker_staging_stride(th: int, tw: int) -> int:
 def _tucker_prologue(th: int, tn: int = 1) -> str:
     """Block coordinates and the copy of the block's input tile into shared memory.
 
-    The copy walks the flat tile index with a fixed (channel, row, column) increment per
-    step instead of dividing each index (Tillet's pointer increments): 64-bit integer
-    division costs tens of instructions on the GPU and the copy runs once per element.
-    Each thread takes ``_COPY_UNROLL`` elements per pass and issues their global loads
-    before any shared store, so that many loads are in flight: one element at a time, a
-    thread waited a whole global-memory latency per element (the fitted ``copy_latency``
-    of :mod:`gpu.conv_tiling`), which dominated blocks with large TC.
+    The copy steps its rows and source address by fixed increments instead of dividing
+    each index (Tillet's pointer increments): 64-bit integer division costs tens of
+    instructions on the GPU and the copy runs once per element. Each thread keeps one column of the tile and takes ``_COPY_UNROLL`` of its rows per
+    pass, issuing their global loads before any shared store, so that many loads are in
+    flight: one element at a time, a thread waited a whole global-memory latency per
+    element (the fitted ``copy_latency`` of :mod:`gpu.conv_tiling`), and a flat element
+    index cost about 50 instructions per element to step and bounds-test; for 32 output
+    channels the copy issued as many instructions as the multiply–adds.
     """
     copy_body = _tile_copy_body()
     return f'''    tile = cuda.shared.array(0, float32)
@@ -244,17 +245,28 @@ def _tucker_prologue(th: int, tn: int = 1) -> str:
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
 {copy_body}
-        i += {_COPY_UNROLL} * step
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -266,46 +278,41 @@ _COPY_UNROLL = 4
 
 
 def _tile_copy_body() -> str:
-    """One pass of the tile copy: ``_COPY_UNROLL`` elements i + u·step, each with its
-    (channel, row, column) advanced by the fixed increments; the loads are predicated, the
-    stores follow them."""
+    """One pass of the tile copy: ``_COPY_UNROLL`` tile rows row + u·rpp of the thread's
+    column. Row and source address advance by fixed increments, with a correction when
+    the row wraps to the next channel (Tillet's pointer increments: no multiplication or
+    division per element); the column's bounds test is hoisted out of the loop, the row's
+    is skipped for blocks whose input rows all lie inside the image. The loads are issued
+    before the stores."""
     lines = []
     for u in range(_COPY_UNROLL):
-        guard = "" if u == 0 else f"i + {u} * step < total and "
+        guard = "" if u == 0 else f"row + {u} * rpp < rows and "
         lines += [
-            f"        iy = iy0 + yy",
-            f"        ix = ix0 + xx",
-            f"        ok{u} = {guard}iy >= 0 and iy < height and ix >= 0 and ix < width",
-            f"        src{u} = zb + (c * height + iy) * width + ix",
+            "        iy = iy0 + yy",
+            f"        ok{u} = {guard}col_in and (rows_in or (iy >= 0 and iy < height))",
+            f"        src{u} = src",
         ]
         if u < _COPY_UNROLL - 1:
             lines += [
-                "        c += step_c",
-                "        yy += step_y",
-                "        xx += step_x",
-                "        if xx >= tile_w_in:",
-                "            xx -= tile_w_in",
-                "            yy += 1",
+                "        src += d_src",
+                "        yy += s_y",
                 "        if yy >= tile_h_in:",
                 "            yy -= tile_h_in",
-                "            c += 1",
+                "            src += wrap_y",
             ]
     for u in range(_COPY_UNROLL):
-        lines += [f"        v{u} = float32(0.0)", f"        if ok{u}:", f"            v{u} = z[src{u}]"]
-    lines.append("        tile[i] = v0")
+        lines += [f"        v{u} = float32(0.0)", f"        if ok{u}:", f"            v{u} = z[uint64(src{u})]"]
+    lines.append("        tile[uint64(dst)] = v0")
     for u in range(1, _COPY_UNROLL):
-        lines += [f"        if i + {u} * step < total:", f"            tile[i + {u} * step] = v{u}"]
-    # the last element's increments, applied once for the next pass
+        lines += [f"        if row + {u} * rpp < rows:", f"            tile[uint64(dst + {u} * d_dst)] = v{u}"]
     lines += [
-        "        c += step_c",
-        "        yy += step_y",
-        "        xx += step_x",
-        "        if xx >= tile_w_in:",
-        "            xx -= tile_w_in",
-        "            yy += 1",
+        "        src += d_src",
+        "        yy += s_y",
         "        if yy >= tile_h_in:",
         "            yy -= tile_h_in",
-        "            c += 1",
+        "            src += wrap_y",
+        f"        row += {_COPY_UNROLL} * rpp",
+        f"        dst += {_COPY_UNROLL} * d_dst",
     ]
     return "\n".join(lines)
 

@@ -55,6 +55,7 @@ __all__ = [
     "tile_time",
     "select_tile_exhaustive",
     "shared_bytes",
+    "copy_fits",
 ]
 
 #: Dynamic shared memory a block may use without an opt-in attribute.
@@ -138,14 +139,20 @@ def shared_bytes(tile: CoreTile, shape) -> int:
     return 4 * max(tile.tc * hi * wi, threads * tile.tn * (tile.th * tile.tw | 1))
 
 
+def copy_fits(tile: CoreTile, shape) -> bool:
+    """Whether the block has a thread per column of its input tile, which the tile copy
+    needs (one column per thread, see :func:`gpu.conv_codegen._tucker_prologue`)."""
+    return core_block_threads(shape["N"], tile.split, tile.tn) * tile.split >= _input_tile(tile, shape)[1]
+
+
 #: Channel slices per block the candidates take.
-SPLITS = (1, 2, 4, 8, 16)
+SPLITS = (1, 2, 4, 8)
 
 
 def tile_candidates(shape) -> list[CoreTile]:
     """All generated (TH, TW) that fit the output, with TC a power of two below C or C
     itself, and split ≤ TC slices whose whole warps of output channels fit 256 threads,
-    whose shared memory fits the limit.
+    whose shared memory fits the limit and whose block has a thread per input-tile column.
 
     ``shape``: dict with C, N, Ho, Wo, kh, kw, sh, sw, dh, dw (and batch).
     """
@@ -166,7 +173,7 @@ def tile_candidates(shape) -> list[CoreTile]:
                     if split > tc or (split > 1 and split * slice_threads > 256):
                         continue
                     t = CoreTile(th, tw, tc, split, tn)
-                    if shared_bytes(t, shape) <= _SHARED_LIMIT:
+                    if shared_bytes(t, shape) <= _SHARED_LIMIT and copy_fits(t, shape):
                         out.append(t)
     return out
 
@@ -241,12 +248,17 @@ class CostModel:
     """Constants of :func:`tile_time`, fitted on an H100 (2026-11-22) to the times of all
     18 992 candidates of the 18 TDC shapes and 4 layer shapes with batch 1 and 32: first by
     least squares on log time, then refined for the quality of the pick (the picks are
-    within 6 % of the best candidate's time on average)."""
+    within 6 % of the best candidate's time on average). Since then the kernels changed
+    without a new sweep, and three terms follow the code instead of a fit: the tile copy
+    takes one column per thread (``copy_instructions`` scaled from 95 by the PTX count per
+    element, 15 instead of 51) with four loads in flight (``copy_latency`` per pass of
+    four rows), and the weights of the next iteration are prefetched (a thread waits
+    max(latency, its own iteration) instead of their sum)."""
 
     iteration_latency: float = 400.0  # cycles a thread waits per (channel, kernel row): weight loads
     iteration_overhead: float = 15.0  # warp instructions per iteration besides FMAs and loads
-    copy_instructions: float = 95.0  # issue cost per tile element a thread copies (uncoalesced)
-    copy_latency: float = 580.0  # cycles per tile element a thread copies, on the critical path
+    copy_instructions: float = 28.0  # issue cost per tile element a thread copies
+    copy_latency: float = 580.0  # cycles per pass of the copy (four rows), on the critical path
     fill_us: float = 1.8  # the zero-fill launch before atomic accumulation
     atomic_us_per_million: float = 7.3  # per million atomic adds
     launch_us: float = 2.8  # a launch back to back
@@ -256,7 +268,8 @@ class CostModel:
 
 
 def _resident_blocks(tile: CoreTile, shape, spec: GpuSpec, threads: int) -> int:
-    regs = tile.tn * (tile.th * tile.tw + shape["kw"]) + tile.tw + shape["kw"] - 1 + 40
+    # accumulators, weights and the prefetched weights, one input row segment, addresses
+    regs = tile.tn * (tile.th * tile.tw + 2 * shape["kw"]) + tile.tw + shape["kw"] - 1 + 40
     return max(1, min(
         spec.blocks_per_sm,
         spec.threads_per_sm // threads,
@@ -273,8 +286,8 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
 
     Per warp and (channel, kernel row) iteration a row-register kernel issues TN·TH·TW·S
     FMAs, TH·(TW+S−1) shared loads (one per SM per cycle) and TN·S weight loads; a thread
-    runs ⌈TC/split⌉·R iterations, each waiting ``iteration_latency`` cycles for its weights
-    unless co-resident warps fill the gap.
+    runs ⌈TC/split⌉·R iterations; the weights of the next one load during the current one,
+    so an iteration takes the longer of ``iteration_latency`` and its own issue time.
     """
     spec = spec or GpuSpec()
     cost = cost or CostModel()
@@ -286,7 +299,8 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
     blocks = _blocks(tile, shape)
     hi, wi = _input_tile(tile, shape)
     copy = tile.tc * hi * wi
-    copy_per_thread = math.ceil(copy / threads)
+    # the copy runs threads // wi rows per pass, one element per thread and row
+    copy_per_thread = math.ceil(tile.tc * hi / max(1, threads // wi))
     iters = math.ceil(tile.tc / tile.split) * r
     fma = tile.tn * tile.th * tile.tw * s
     lds = tile.th * (tile.tw + s - 1)
@@ -299,7 +313,8 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
     resident = _resident_blocks(tile, shape, spec, threads)
     waves = math.ceil(blocks / (spec.sms * resident))
     busy = per_iter * min(resident * warps, 32) / cost.issue_per_cycle / 8
-    chain = iters * (cost.iteration_latency + busy) + copy_per_thread * cost.copy_latency + cost.iteration_latency
+    chain = (iters * max(cost.iteration_latency, busy) + math.ceil(copy_per_thread / 4) * cost.copy_latency
+             + cost.iteration_latency)
     latency = waves * chain / cycles_per_us
     outputs = shape["Ho"] * shape["Wo"] * shape["N"] * shape.get("batch", 1)
     traffic = 4 * (blocks * copy + blocks * tile.tc * r * s * n_thr * tile.tn + outputs * c_tiles)

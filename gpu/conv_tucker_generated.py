@@ -40,87 +40,80 @@ def tucker_core_1x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -190,87 +183,80 @@ def tucker_core_1x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -343,87 +329,80 @@ def tucker_core_1x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -502,87 +481,80 @@ def tucker_core_1x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -670,87 +642,80 @@ def tucker_core_1x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -841,87 +806,80 @@ def tucker_core_1x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -1036,87 +994,80 @@ def tucker_core_2x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -1189,87 +1140,80 @@ def tucker_core_2x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -1348,87 +1292,80 @@ def tucker_core_2x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -1519,87 +1456,80 @@ def tucker_core_2x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -1708,87 +1638,80 @@ def tucker_core_2x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -1903,87 +1826,80 @@ def tucker_core_2x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -2146,87 +2062,80 @@ def tucker_core_4x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -2305,87 +2214,80 @@ def tucker_core_4x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -2476,87 +2378,80 @@ def tucker_core_4x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -2671,87 +2566,80 @@ def tucker_core_4x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -2902,87 +2790,80 @@ def tucker_core_4x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -3145,87 +3026,80 @@ def tucker_core_4x16(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, s
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -3484,87 +3358,80 @@ def tucker_core_7x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -3652,87 +3519,80 @@ def tucker_core_7x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -3841,87 +3701,80 @@ def tucker_core_7x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -4072,87 +3925,80 @@ def tucker_core_7x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -4366,87 +4212,80 @@ def tucker_core_7x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -4681,87 +4520,80 @@ def tucker_core_8x1(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -4852,87 +4684,80 @@ def tucker_core_8x2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -5047,87 +4872,80 @@ def tucker_core_8x4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -5290,87 +5108,80 @@ def tucker_core_8x7(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -5605,87 +5416,80 @@ def tucker_core_8x8(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic, sp
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -5945,87 +5749,80 @@ def tucker_core_1x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -6127,87 +5924,80 @@ def tucker_core_1x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -6315,87 +6105,80 @@ def tucker_core_1x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -6515,87 +6298,80 @@ def tucker_core_1x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -6733,87 +6509,80 @@ def tucker_core_1x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -6957,87 +6726,80 @@ def tucker_core_1x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -7229,87 +6991,80 @@ def tucker_core_2x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -7420,87 +7175,80 @@ def tucker_core_2x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -7623,87 +7371,80 @@ def tucker_core_2x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -7850,87 +7591,80 @@ def tucker_core_2x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -8113,87 +7847,80 @@ def tucker_core_2x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -8388,87 +8115,80 @@ def tucker_core_2x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -8759,87 +8479,80 @@ def tucker_core_4x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -8968,87 +8681,80 @@ def tucker_core_4x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -9201,87 +8907,80 @@ def tucker_core_4x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -9482,87 +9181,80 @@ def tucker_core_4x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -9835,87 +9527,80 @@ def tucker_core_4x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -10212,87 +9897,80 @@ def tucker_core_4x16_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -10781,87 +10459,80 @@ def tucker_core_7x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -11017,87 +10688,80 @@ def tucker_core_7x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -11295,87 +10959,80 @@ def tucker_core_7x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -11657,87 +11314,80 @@ def tucker_core_7x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -12145,87 +11795,80 @@ def tucker_core_7x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -12675,87 +12318,80 @@ def tucker_core_8x1_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -12920,87 +12556,80 @@ def tucker_core_8x2_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -13213,87 +12842,80 @@ def tucker_core_8x4_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -13602,87 +13224,80 @@ def tucker_core_8x7_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -14135,87 +13750,80 @@ def tucker_core_8x8_kw3(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -14716,87 +14324,80 @@ def tucker_core_1x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -14908,87 +14509,80 @@ def tucker_core_1x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -15108,87 +14702,80 @@ def tucker_core_1x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -15324,87 +14911,80 @@ def tucker_core_1x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -15564,87 +15144,80 @@ def tucker_core_1x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -15812,87 +15385,80 @@ def tucker_core_1x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -16124,87 +15690,80 @@ def tucker_core_2x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -16329,87 +15888,80 @@ def tucker_core_2x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -16550,87 +16102,80 @@ def tucker_core_2x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -16803,87 +16348,80 @@ def tucker_core_2x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -17104,87 +16642,80 @@ def tucker_core_2x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -17421,87 +16952,80 @@ def tucker_core_2x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -17866,87 +17390,80 @@ def tucker_core_4x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -18097,87 +17614,80 @@ def tucker_core_4x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -18360,87 +17870,80 @@ def tucker_core_4x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -18687,87 +18190,80 @@ def tucker_core_4x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -19110,87 +18606,80 @@ def tucker_core_4x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -19565,87 +19054,80 @@ def tucker_core_4x16_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomi
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -20276,87 +19758,80 @@ def tucker_core_7x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -20546,87 +20021,80 @@ def tucker_core_7x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -20872,87 +20340,80 @@ def tucker_core_7x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -21310,87 +20771,80 @@ def tucker_core_7x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -21916,87 +21370,80 @@ def tucker_core_7x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -22578,87 +22025,80 @@ def tucker_core_8x1_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -22861,87 +22301,80 @@ def tucker_core_8x2_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -23208,87 +22641,80 @@ def tucker_core_8x4_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -23683,87 +23109,80 @@ def tucker_core_8x7_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -24350,87 +23769,80 @@ def tucker_core_8x8_kw5(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, atomic
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -25081,87 +24493,80 @@ def tucker_core_1x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -25278,87 +24683,80 @@ def tucker_core_1x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -25486,87 +24884,80 @@ def tucker_core_1x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -25716,87 +25107,80 @@ def tucker_core_1x7_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -25979,87 +25363,80 @@ def tucker_core_1x8_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -26253,87 +25630,80 @@ def tucker_core_1x16_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, at
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -26615,87 +25985,80 @@ def tucker_core_2x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -26826,87 +26189,80 @@ def tucker_core_2x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -27059,87 +26415,80 @@ def tucker_core_2x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -27336,87 +26685,80 @@ def tucker_core_2x7_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -27679,87 +27021,80 @@ def tucker_core_2x8_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -28044,87 +27379,80 @@ def tucker_core_2x16_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, at
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -28585,87 +27913,80 @@ def tucker_core_4x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -28824,87 +28145,80 @@ def tucker_core_4x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -29107,87 +28421,80 @@ def tucker_core_4x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -29478,87 +28785,80 @@ def tucker_core_4x7_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -29981,87 +29281,80 @@ def tucker_core_4x8_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -30528,87 +29821,80 @@ def tucker_core_7x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -30809,87 +30095,80 @@ def tucker_core_7x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -31167,87 +30446,80 @@ def tucker_core_7x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -31679,87 +30951,80 @@ def tucker_core_8x1_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -31974,87 +31239,80 @@ def tucker_core_8x2_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -32357,87 +31615,80 @@ def tucker_core_8x4_kw3_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -32916,87 +32167,80 @@ def tucker_core_1x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -33131,87 +32375,80 @@ def tucker_core_1x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -33361,87 +32598,80 @@ def tucker_core_1x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -33621,87 +32851,80 @@ def tucker_core_1x7_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -33926,87 +33149,80 @@ def tucker_core_1x8_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -34246,87 +33462,80 @@ def tucker_core_1x16_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, at
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -34686,87 +33895,80 @@ def tucker_core_2x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -34921,87 +34123,80 @@ def tucker_core_2x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -35186,87 +34381,80 @@ def tucker_core_2x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -35511,87 +34699,80 @@ def tucker_core_2x7_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -35926,87 +35107,80 @@ def tucker_core_2x8_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -36371,87 +35545,80 @@ def tucker_core_2x16_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, at
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -37056,87 +36223,80 @@ def tucker_core_4x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -37331,87 +36491,80 @@ def tucker_core_4x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -37666,87 +36819,80 @@ def tucker_core_4x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -38121,87 +37267,80 @@ def tucker_core_4x7_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -38756,87 +37895,80 @@ def tucker_core_4x8_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -39451,87 +38583,80 @@ def tucker_core_7x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -39786,87 +38911,80 @@ def tucker_core_7x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -40226,87 +39344,80 @@ def tucker_core_7x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -40876,87 +39987,80 @@ def tucker_core_8x1_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -41231,87 +40335,80 @@ def tucker_core_8x2_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -41706,87 +40803,80 @@ def tucker_core_8x4_kw5_n2(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -42421,87 +41511,80 @@ def tucker_core_1x1_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -42648,87 +41731,80 @@ def tucker_core_1x2_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -42896,87 +41972,80 @@ def tucker_core_1x4_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -43186,87 +42255,80 @@ def tucker_core_1x7_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -43539,87 +42601,80 @@ def tucker_core_1x8_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -43913,87 +42968,80 @@ def tucker_core_1x16_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, at
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -44455,87 +43503,80 @@ def tucker_core_2x1_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -44706,87 +43747,80 @@ def tucker_core_2x2_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -44999,87 +44033,80 @@ def tucker_core_2x4_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -45376,87 +44403,80 @@ def tucker_core_2x7_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -45879,87 +44899,80 @@ def tucker_core_2x8_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -46424,87 +45437,80 @@ def tucker_core_4x1_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -46723,87 +45729,80 @@ def tucker_core_4x2_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -47106,87 +46105,80 @@ def tucker_core_4x4_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -47657,87 +46649,80 @@ def tucker_core_7x1_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -48028,87 +47013,80 @@ def tucker_core_7x2_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -48546,87 +47524,80 @@ def tucker_core_8x1_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -48941,87 +47912,80 @@ def tucker_core_8x2_kw3_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -49504,87 +48468,80 @@ def tucker_core_1x1_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -49765,87 +48722,80 @@ def tucker_core_1x2_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -50055,87 +49005,80 @@ def tucker_core_1x4_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -50403,87 +49346,80 @@ def tucker_core_1x7_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -50838,87 +49774,80 @@ def tucker_core_1x8_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -51302,87 +50231,80 @@ def tucker_core_1x16_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, at
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -51998,87 +50920,80 @@ def tucker_core_2x1_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -52293,87 +51208,80 @@ def tucker_core_2x2_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -52646,87 +51554,80 @@ def tucker_core_2x4_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -53115,87 +52016,80 @@ def tucker_core_2x7_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -53758,87 +52652,80 @@ def tucker_core_2x8_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -54459,87 +53346,80 @@ def tucker_core_4x1_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -54822,87 +53702,80 @@ def tucker_core_4x2_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -55301,87 +54174,80 @@ def tucker_core_4x4_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -56012,87 +54878,80 @@ def tucker_core_7x1_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -56477,87 +55336,80 @@ def tucker_core_7x2_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -57145,87 +55997,80 @@ def tucker_core_8x1_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0
@@ -57644,87 +56489,80 @@ def tucker_core_8x2_kw5_n4(z, out, wk, taps, geo, tile_c, tiles_w, n_groups, ato
     ix0 = tx0 * geo[7] - geo[9]
     zb = (img * chans + c0) * height * width
     step = cuda.blockDim.x
-    c = tid // plane
-    yy = (tid - c * plane) // tile_w_in
-    xx = tid - c * plane - yy * tile_w_in
-    step_c = step // plane
-    step_y = (step - step_c * plane) // tile_w_in
-    step_x = step - step_c * plane - step_y * tile_w_in
-    total = count * plane
-    i = tid
-    while i < total:
+    # thread = (tile row, column): rpp rows per pass, the columns of a row on consecutive
+    # threads (coalesced); blocks have at least tile_w_in threads (see conv_tiling)
+    rpp = step // tile_w_in
+    x_lane = tid - (tid // tile_w_in) * tile_w_in
+    row = tid // tile_w_in
+    rows = count * tile_h_in
+    if row >= rpp:
+        row = rows
+    ix = ix0 + x_lane
+    col_in = ix >= 0 and ix < width
+    rows_in = iy0 >= 0 and iy0 + tile_h_in <= height
+    ch = row // tile_h_in
+    yy = row - ch * tile_h_in
+    s_c = rpp // tile_h_in
+    s_y = rpp - s_c * tile_h_in
+    src = zb + (ch * height + iy0 + yy) * width + ix
+    d_src = (s_c * height + s_y) * width
+    wrap_y = (height - tile_h_in) * width
+    dst = row * tile_w_in + x_lane
+    d_dst = rpp * tile_w_in
+    while row < rows:
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok0 = iy >= 0 and iy < height and ix >= 0 and ix < width
-        src0 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok0 = col_in and (rows_in or (iy >= 0 and iy < height))
+        src0 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok1 = i + 1 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src1 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok1 = row + 1 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src1 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok2 = i + 2 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src2 = zb + (c * height + iy) * width + ix
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+        ok2 = row + 2 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src2 = src
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
+            src += wrap_y
         iy = iy0 + yy
-        ix = ix0 + xx
-        ok3 = i + 3 * step < total and iy >= 0 and iy < height and ix >= 0 and ix < width
-        src3 = zb + (c * height + iy) * width + ix
+        ok3 = row + 3 * rpp < rows and col_in and (rows_in or (iy >= 0 and iy < height))
+        src3 = src
         v0 = float32(0.0)
         if ok0:
-            v0 = z[src0]
+            v0 = z[uint64(src0)]
         v1 = float32(0.0)
         if ok1:
-            v1 = z[src1]
+            v1 = z[uint64(src1)]
         v2 = float32(0.0)
         if ok2:
-            v2 = z[src2]
+            v2 = z[uint64(src2)]
         v3 = float32(0.0)
         if ok3:
-            v3 = z[src3]
-        tile[i] = v0
-        if i + 1 * step < total:
-            tile[i + 1 * step] = v1
-        if i + 2 * step < total:
-            tile[i + 2 * step] = v2
-        if i + 3 * step < total:
-            tile[i + 3 * step] = v3
-        c += step_c
-        yy += step_y
-        xx += step_x
-        if xx >= tile_w_in:
-            xx -= tile_w_in
-            yy += 1
+            v3 = z[uint64(src3)]
+        tile[uint64(dst)] = v0
+        if row + 1 * rpp < rows:
+            tile[uint64(dst + 1 * d_dst)] = v1
+        if row + 2 * rpp < rows:
+            tile[uint64(dst + 2 * d_dst)] = v2
+        if row + 3 * rpp < rows:
+            tile[uint64(dst + 3 * d_dst)] = v3
+        src += d_src
+        yy += s_y
         if yy >= tile_h_in:
             yy -= tile_h_in
-            c += 1
-        i += 4 * step
+            src += wrap_y
+        row += 4 * rpp
+        dst += 4 * d_dst
     cuda.syncthreads()
     if nch >= n_out:
         count = 0

@@ -169,6 +169,10 @@ class TuckerCorePlan:
              g.pad_top, g.pad_left, g.taps, hi, wi, g.dil_h, g.kh, n_w], dtype=np.int64))
         self.tiles_w = math.ceil(g.out_w / tile.tw)
         self.block = n_thr * tile.split
+        if self.block < wi:
+            raise ValueError(f"a {tile.th}x{tile.tw} tile with split {tile.split} and TN {tile.tn} runs {self.block} "
+                             f"threads a block, fewer than the {wi} input-tile columns the copy needs; take a larger "
+                             "split or a smaller TW")
         c_tiles = math.ceil(g.channels / tile.tc)
         self.grid = (math.ceil(g.out_h / tile.th) * self.tiles_w, c_tiles, g.batch * self.groups)
         self.atomic = c_tiles > 1

@@ -14,6 +14,7 @@ from gpu.conv_tiling import (
     CostModel,
     GpuSpec,
     comp_latency,
+    copy_fits,
     data_volume,
     select_tile_exhaustive,
     select_tile_model,
@@ -242,3 +243,14 @@ def test_two_channels_per_thread_only_for_row_kernels():
     with pytest.raises(ValueError, match="2 output channels per thread"):
         g = conv_geometry((1, 4, 9, 9), (3, 3), 2, 1, 1)
         TuckerCorePlan(np.zeros((3, 4, 3, 3), np.float32), g, CoreTile(2, 2, 4, 1, 2))
+
+
+def test_candidates_give_every_input_tile_column_a_copy_thread():
+    # the tile copy takes one column per thread: a 1x16 tile of a 5-wide kernel needs 20
+    wide = dict(SHAPE, N=4, kw=5)
+    cands = tile_candidates(wide)
+    assert cands and all(copy_fits(t, wide) for t in cands)
+    assert CoreTile(1, 16, 4, 1, 4) not in cands
+    with pytest.raises(ValueError, match="fewer than the 20 input-tile columns"):
+        g = conv_geometry((1, 4, 9, 30), (3, 5), 1, "same", 1)
+        TuckerCorePlan(np.zeros((4, 4, 3, 5), np.float32), g, CoreTile(1, 16, 4, 1, 4))
