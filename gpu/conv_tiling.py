@@ -56,6 +56,7 @@ __all__ = [
     "select_tile_exhaustive",
     "shared_bytes",
     "copy_fits",
+    "MODEL_MAX_TN",
 ]
 
 #: Dynamic shared memory a block may use without an opt-in attribute.
@@ -149,17 +150,23 @@ def copy_fits(tile: CoreTile, shape) -> bool:
 SPLITS = (1, 2, 4, 8)
 
 
-def tile_candidates(shape) -> list[CoreTile]:
+#: The largest TN the fitted cost model ranks: its sweep had no TN = 4 kernels, and the
+#: TN = 4 tiles measured since ran no faster than the TN = 2 ones (docs/benchmarks.md).
+MODEL_MAX_TN = 2
+
+
+def tile_candidates(shape, max_tn: int | None = None) -> list[CoreTile]:
     """All generated (TH, TW) that fit the output, with TC a power of two below C or C
     itself, and split ≤ TC slices whose whole warps of output channels fit 256 threads,
-    whose shared memory fits the limit and whose block has a thread per input-tile column.
+    whose shared memory fits the limit and whose block has a thread per input-tile column;
+    TN up to ``max_tn`` (default: every generated TN).
 
     ``shape``: dict with C, N, Ho, Wo, kh, kw, sh, sw, dh, dw (and batch).
     """
     c = shape["C"]
     tcs = sorted({min(c, 2**i) for i in range(0, max(1, math.ceil(math.log2(c))) + 1)})
     rows = shape["sw"] == 1 and shape["dw"] == 1 and shape["kw"] in TUCKER_ROW_KW
-    tns = TUCKER_ROW_TN if rows else (1,)
+    tns = tuple(tn for tn in TUCKER_ROW_TN if max_tn is None or tn <= max_tn) if rows else (1,)
     out = []
     for th, tw in TUCKER_TILES:
         if th > shape["Ho"] or tw > shape["Wo"]:
@@ -237,7 +244,7 @@ def select_tile_tdc(shape, spec: GpuSpec | None = None, top_fraction: float = 0.
 
 
 def _candidates_or_raise(shape) -> list[CoreTile]:
-    cands = tile_candidates(shape)
+    cands = tile_candidates(shape, MODEL_MAX_TN)
     if not cands:
         raise ValueError("no Tucker core tiling fits this shape in 48 KiB of shared memory")
     return cands
@@ -248,17 +255,16 @@ class CostModel:
     """Constants of :func:`tile_time`, fitted on an H100 (2026-11-22) to the times of all
     18 992 candidates of the 18 TDC shapes and 4 layer shapes with batch 1 and 32: first by
     least squares on log time, then refined for the quality of the pick (the picks are
-    within 6 % of the best candidate's time on average). Since then the kernels changed
-    without a new sweep, and three terms follow the code instead of a fit: the tile copy
-    takes one column per thread (``copy_instructions`` scaled from 95 by the PTX count per
-    element, 15 instead of 51) with four loads in flight (``copy_latency`` per pass of
-    four rows), and the weights of the next iteration are prefetched (a thread waits
-    max(latency, its own iteration) instead of their sum)."""
+    within 6 % of the best candidate's time on average). The fit predates the column-wise
+    tile copy and the weight prefetch of the row kernels and has not been redone since: a
+    version whose copy and latency terms followed the new code instead of a fit picked
+    tiles that ran slower on 12 of the 18 TDC shapes (docs/benchmarks.md), so the fitted
+    model stays until a new sweep refits it."""
 
     iteration_latency: float = 400.0  # cycles a thread waits per (channel, kernel row): weight loads
     iteration_overhead: float = 15.0  # warp instructions per iteration besides FMAs and loads
-    copy_instructions: float = 28.0  # issue cost per tile element a thread copies
-    copy_latency: float = 580.0  # cycles per pass of the copy (four rows), on the critical path
+    copy_instructions: float = 95.0  # issue cost per tile element a thread copies (uncoalesced)
+    copy_latency: float = 580.0  # cycles per tile element a thread copies, on the critical path
     fill_us: float = 1.8  # the zero-fill launch before atomic accumulation
     atomic_us_per_million: float = 7.3  # per million atomic adds
     launch_us: float = 2.8  # a launch back to back
@@ -268,8 +274,7 @@ class CostModel:
 
 
 def _resident_blocks(tile: CoreTile, shape, spec: GpuSpec, threads: int) -> int:
-    # accumulators, weights and the prefetched weights, one input row segment, addresses
-    regs = tile.tn * (tile.th * tile.tw + 2 * shape["kw"]) + tile.tw + shape["kw"] - 1 + 40
+    regs = tile.tn * (tile.th * tile.tw + shape["kw"]) + tile.tw + shape["kw"] - 1 + 40
     return max(1, min(
         spec.blocks_per_sm,
         spec.threads_per_sm // threads,
@@ -286,8 +291,8 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
 
     Per warp and (channel, kernel row) iteration a row-register kernel issues TN·TH·TW·S
     FMAs, TH·(TW+S−1) shared loads (one per SM per cycle) and TN·S weight loads; a thread
-    runs ⌈TC/split⌉·R iterations; the weights of the next one load during the current one,
-    so an iteration takes the longer of ``iteration_latency`` and its own issue time.
+    runs ⌈TC/split⌉·R iterations, each waiting ``iteration_latency`` cycles for its weights
+    unless co-resident warps fill the gap.
     """
     spec = spec or GpuSpec()
     cost = cost or CostModel()
@@ -299,8 +304,7 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
     blocks = _blocks(tile, shape)
     hi, wi = _input_tile(tile, shape)
     copy = tile.tc * hi * wi
-    # the copy runs threads // wi rows per pass, one element per thread and row
-    copy_per_thread = math.ceil(tile.tc * hi / max(1, threads // wi))
+    copy_per_thread = math.ceil(copy / threads)
     iters = math.ceil(tile.tc / tile.split) * r
     fma = tile.tn * tile.th * tile.tw * s
     lds = tile.th * (tile.tw + s - 1)
@@ -313,8 +317,7 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
     resident = _resident_blocks(tile, shape, spec, threads)
     waves = math.ceil(blocks / (spec.sms * resident))
     busy = per_iter * min(resident * warps, 32) / cost.issue_per_cycle / 8
-    chain = (iters * max(cost.iteration_latency, busy) + math.ceil(copy_per_thread / 4) * cost.copy_latency
-             + cost.iteration_latency)
+    chain = iters * (cost.iteration_latency + busy) + copy_per_thread * cost.copy_latency + cost.iteration_latency
     latency = waves * chain / cycles_per_us
     outputs = shape["Ho"] * shape["Wo"] * shape["N"] * shape.get("batch", 1)
     traffic = 4 * (blocks * copy + blocks * tile.tc * r * s * n_thr * tile.tn + outputs * c_tiles)

@@ -10,6 +10,7 @@ from gpu import conv_codegen
 from gpu.conv_direct import direct_conv2d, tucker_kernel
 from gpu.conv_index_tables import conv_geometry
 from gpu.conv_tiling import (
+    MODEL_MAX_TN,
     CoreTile,
     CostModel,
     GpuSpec,
@@ -216,7 +217,7 @@ def test_generated_tucker_kernels_compile_for_every_tile(capsys):
 
 
 def test_cost_model_picks_its_least_time_and_charges_atomics():
-    cands = tile_candidates(SHAPE)
+    cands = tile_candidates(SHAPE, MODEL_MAX_TN)
     pick = select_tile_model(SHAPE)
     assert tile_time(pick, SHAPE) == min(tile_time(t, SHAPE) for t in cands)
     assert select_tile_tdc(SHAPE) in cands
@@ -254,3 +255,9 @@ def test_candidates_give_every_input_tile_column_a_copy_thread():
     with pytest.raises(ValueError, match="fewer than the 20 input-tile columns"):
         g = conv_geometry((1, 4, 9, 30), (3, 5), 1, "same", 1)
         TuckerCorePlan(np.zeros((4, 4, 3, 5), np.float32), g, CoreTile(1, 16, 4, 1, 4))
+
+
+def test_model_ranks_the_tn_it_was_fitted_on_and_the_tuner_every_tn():
+    assert {t.tn for t in tile_candidates(SHAPE)} == {1, 2, 4}
+    assert {t.tn for t in tile_candidates(SHAPE, MODEL_MAX_TN)} == {1, 2}
+    assert select_tile_model(SHAPE).tn <= MODEL_MAX_TN and select_tile_tdc(SHAPE).tn <= MODEL_MAX_TN
