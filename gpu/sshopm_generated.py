@@ -5,7 +5,7 @@ what each function computes and gpu/sshopm_math.py for the order-independent ste
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 49d1576223533e7f4978fbbcf19b9fd222c3a8e8fa91cfa9305c9000f4a0d655
+# sshopm_math.py sha256 ae02cdb28269c00026c1c24e42f1665bcf96f7efb94cd313f2312f29d37b9d7b
 # sshopm_layout.py sha256 a4df6b1026efa4f3c1508ce353bac4a8a7dc7296b36973cb0e8a737d34456476
 
 import numpy as np

@@ -43,6 +43,12 @@ __all__ = [
 SHIFT_ADAPTIVE = 0
 SHIFT_FIXED = 1
 
+# A higher neighbour blocks a start only within 30° of the start's gradient (cos 30°).
+# Measured on a two-fiber phantom with crossings ≥ 35° (1,000 voxels): a 60° cone missed a
+# weak shoulder maximum in 4 voxels, 45° in 4, 40° in 2, 30° in none, at 6.6 instead of 3.5
+# climbs per voxel on the main phantom.
+CONE_COS = 0.866
+
 
 def like(x, value):
     """``value`` as a scalar of x's floating type (float32 stays float32 on the GPU)."""
@@ -177,7 +183,7 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
 @register_jitable
 def is_seed(t, f, gx, gy, gz, starts, neighbors, local_only, floor):
     """Whether start t climbs: its FOD value f[t] = A x^m is positive and ≥ ``floor`` and,
-    with ``local_only``, no neighbour uphill of it lies within 60° of its tangent gradient
+    with ``local_only``, no neighbour uphill of it lies within 30° of its tangent gradient
     (gx, gy, gz) = A x^(m−1). Discrete local maxima always qualify; so does the start nearest
     a small lobe that sits on a larger lobe's flank, which a plain discrete-maximum test
     misses (its neighbours towards the larger lobe are higher, but not where the gradient
@@ -205,7 +211,7 @@ def is_seed(t, f, gx, gy, gz, starts, neighbors, local_only, floor):
                 dx, dy, dz = -dx, -dy, -dz
             dx, dy, dz = dx - x, dy - y, dz - z
             along = dx * ux + dy * uy + dz * uz
-            if along + along >= unorm * math.sqrt(dx * dx + dy * dy + dz * dz):
+            if along >= like(x, CONE_COS) * unorm * math.sqrt(dx * dx + dy * dy + dz * dz):
                 return False
     return True
 

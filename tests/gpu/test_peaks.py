@@ -11,7 +11,7 @@ import pytest
 
 from gpu.fod_phantom import fod_phantom
 from gpu.peak_metrics import exact_peak_offsets, match_peaks
-from gpu.peaks import PeaksOptions, PeaksResult, sshopm_peaks
+from gpu.peaks import PeaksOptions, sshopm_peaks
 from gpu.symmetric_tensor import sh_to_tensor, tensor_value
 
 
@@ -204,11 +204,11 @@ def test_seeding_variants_find_the_same_peaks(options):
 
 
 def test_default_seeding_finds_close_crossings():
-    """Two fibers 35°–90° apart in every voxel. Starts seed where no higher neighbour lies
-    along their gradient, so a lobe on a larger lobe's flank is still climbed; what remains
-    are near-degenerate shoulder maxima whose nearest start climbs off along the ridge:
-    at most 0.5 % of the voxels may lack a peak that climbing from all starts finds, and
-    every peak the default finds is one of those."""
+    """Two fibers 35°–90° apart in every voxel: the default seeding must find every peak
+    that climbing from all starts finds. A lobe next to a larger one can have no start that
+    beats its 6 neighbours (they lie on the larger lobe's flank), and a weak shoulder
+    maximum has a tiny basin; starts are blocked only by a higher neighbour within 30° of
+    their gradient, which keeps the start nearest such a maximum climbing."""
     truth = fod_phantom((10, 10, 10), 8, fiber_fractions=(0.0, 1.0, 0.0), min_separation=35.0, seed=1)
     default = sshopm_peaks(truth["sh"], backend="cpu")
     everything = sshopm_peaks(truth["sh"], options=PeaksOptions(seeding="all"), backend="cpu")
@@ -217,15 +217,11 @@ def test_default_seeding_finds_close_crossings():
     fewer = np.argwhere(default.count < everything.count)
     print(f"\ncrossings ≥ 35°: fiber count right in {matched['count_agreement']:.3f} (default seeding) vs "
           f"{matched_all['count_agreement']:.3f} (all starts); voxels with peaks missed by the default: {len(fewer)}")
-    assert len(fewer) <= 0.005 * default.count.size
-    assert matched["count_agreement"] >= 0.99
-    same = default.count == everything.count
-    assert_same_peaks(
-        PeaksResult(default.directions[same], default.amplitudes[same], default.count[same]),
-        PeaksResult(everything.directions[same], everything.amplitudes[same], everything.count[same]),
-        direction_atol=1e-7, amplitude_rtol=1e-9,
+    assert len(fewer) == 0, (
+        f"default seeding missed peaks that seeding='all' finds in {len(fewer)} voxels, e.g. {fewer[:5].tolist()} "
+        f"with amplitudes {[everything.amplitudes[tuple(v)].tolist() for v in fewer[:3]]}"
     )
-    assert (default.count <= everything.count).all()
+    assert_same_peaks(default, everything, direction_atol=1e-7, amplitude_rtol=1e-9)
 
 
 def test_fixed_shift_without_newton_still_finds_the_maxima():
