@@ -10,6 +10,10 @@ Python-side time per call (launch only). cuDNN is PyTorch fp32 with TF32 off and
 weights, output, workspace, intermediates), and for ours the exact sum of our device
 buffers (input, output, factors, tables, intermediates).
 
+The tile sweep and the TDC section first compile the core kernels they will launch in
+parallel processes (numba's on-disk cache), since one process compiles about one
+generated kernel per 3 s.
+
 ``--quick`` checks every kernel against a float64 direct convolution on small random
 shapes and against cuDNN on the five layers, then times one layer.
 """
@@ -20,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -40,7 +45,14 @@ from gpu.conv_index_tables import conv_geometry  # noqa: E402
 from gpu.conv_tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates  # noqa: E402
 from gpu.conv_timing import device_time, device_times  # noqa: E402
 from gpu.cp_conv import CPConvPlan, check_cp_factors, cp_conv2d  # noqa: E402
-from gpu.tucker_conv import TuckerConvPlan, TuckerCorePlan, check_tucker_factors, tucker_conv2d, tucker_core_conv2d  # noqa: E402
+from gpu.tucker_conv import (  # noqa: E402
+    TuckerConvPlan,
+    TuckerCorePlan,
+    check_tucker_factors,
+    core_kernel_variant,
+    tucker_conv2d,
+    tucker_core_conv2d,
+)
 
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -63,6 +75,29 @@ TDC_SHAPES = [
     (32, 32, 14, 14), (64, 32, 14, 14), (128, 96, 14, 14), (192, 96, 14, 14), (32, 32, 7, 7),
     (64, 32, 7, 7), (96, 64, 7, 7), (192, 160, 7, 7),
 ]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def precompile_core_kernels(variants, log) -> None:
+    """Compile the generated core kernels ``variants`` into numba's on-disk cache in
+    parallel processes before they are timed. numba compiles one kernel at a time, about
+    3 s each on the device, so a sweep's first shape (about 66 kernels) took 200 s in
+    series; the processes share nothing but the cache. If a process fails, the kernels
+    it did not cache are compiled on first launch as before."""
+    variants = sorted(set(variants))
+    if not variants:
+        return
+    workers = max(1, min(len(variants), os.cpu_count() or 1))
+    code = ("import json, sys; from gpu.tucker_conv import compile_core_kernels; "
+            "compile_core_kernels([tuple(v) for v in json.loads(sys.argv[1])])")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    t0 = time.time()
+    procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(variants[i::workers])], cwd=ROOT, env=env)
+             for i in range(workers)]
+    failed = sum(p.wait() != 0 for p in procs)
+    log({"precompile": len(variants), "workers": workers, "failed_workers": failed, "seconds": time.time() - t0})
 
 
 def torch_peak_bytes(fn) -> int:
@@ -203,6 +238,13 @@ def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
     rows = ["TDC core (C,N,H,W) | TH x TW x TC/split/TN µs: model | oracle        | cuDNN µs | cuDNN/model cuDNN/oracle | MiB ours cuDNN | err"]
     spec = gpu_spec()
     ratios_model, ratios_best = [], []
+    variants = []
+    for c, nn, h, w in shapes:
+        g = conv_geometry((1, c, h, w), (3, 3), 1, 1, 1)
+        shape = dict(C=c, N=nn, Ho=h, Wo=w, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, batch=1)
+        tiles = tile_candidates(shape) if exhaustive else [select_tile_model(shape, spec)]
+        variants += [core_kernel_variant(t, g) for t in tiles]
+    precompile_core_kernels(variants, log)
     for c, nn, h, w in shapes:
         z = rng.standard_normal((1, c, h, w)).astype(np.float32)
         core = (rng.standard_normal((nn, c, 3, 3)) / math.sqrt(9 * c)).astype(np.float32)
@@ -264,6 +306,12 @@ def bench_tile_sweep(rng, log, picks=None) -> list[str]:
         cases = [(s, 1, 1) for s in TDC_SHAPES] + SWEEP_EXTRA
     else:
         cases = [(TDC_SHAPES[i], 1, 1) for i in picks]
+    variants = []
+    for (c, nn, h, w), pad, batch in cases:
+        g = conv_geometry((batch, c, h, w), (3, 3), 1, pad, 1)
+        shape = dict(C=c, N=nn, Ho=g.out_h, Wo=g.out_w, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, batch=batch)
+        variants += [core_kernel_variant(t, g) for t in tile_candidates(shape)]
+    precompile_core_kernels(variants, log)
     ratios = []
     for (c, nn, h, w), pad, batch in cases:
         z = rng.standard_normal((batch, c, h, w)).astype(np.float32)

@@ -42,6 +42,8 @@ __all__ = [
     "tucker_core_conv2d",
     "TuckerCorePlan",
     "TuckerConvPlan",
+    "core_kernel_variant",
+    "compile_core_kernels",
 ]
 
 _POINTWISE_BLOCK = 128
@@ -191,6 +193,33 @@ class TuckerCorePlan:
             d_z.reshape(d_z.size), out_flat, self._wk, self._taps, self._geo,
             self.tile.tc, self.tiles_w, self.groups, self.atomic, self.tile.split,
         )
+
+
+def core_kernel_variant(tile: CoreTile, g: ConvGeometry) -> tuple[int, int, int, int]:
+    """The generated kernel a tiling runs on a geometry, as (TH, TW, kernel width, TN) for a
+    row-register kernel or (TH, TW, 0, 1) for the generic one (see :class:`TuckerCorePlan`)."""
+    from gpu.conv_tucker_generated import TUCKER_CORE_ROW_KERNELS
+
+    if g.stride_w == 1 and g.dil_w == 1 and (tile.th, tile.tw, g.kw, tile.tn) in TUCKER_CORE_ROW_KERNELS:
+        return tile.th, tile.tw, g.kw, tile.tn
+    return tile.th, tile.tw, 0, 1
+
+
+def compile_core_kernels(variants) -> None:
+    """Launch each generated core kernel of ``variants`` (as :func:`core_kernel_variant`
+    gives them) once on a small zero input, so that it is compiled into numba's on-disk
+    cache: a later process loads it instead of compiling it (seconds a kernel). Arguments
+    have the types of every real launch, so the cached signature is the one used."""
+    for th, tw, kw, tn in variants:
+        row = kw > 0
+        kh, kw_, sw = (3, kw, 1) if row else (3, 3, 2)
+        # 64 output channels per TN slot: a block of 64 threads covers any tile's columns
+        n_out = 64 * tn
+        z = np.zeros((1, 1, th + kh - 1, (tw - 1) * sw + kw_), np.float32)
+        g = conv_geometry(z.shape, (kh, kw_), (1, sw), 0, 1)
+        plan = TuckerCorePlan(np.zeros((n_out, 1, kh, kw_), np.float32), g, CoreTile(th, tw, 1, 1, tn))
+        plan(cuda.to_device(z), cuda.device_array((1, n_out, g.out_h, g.out_w), np.float32))
+    cuda.synchronize()
 
 
 def _time_core_tile(core, g: ConvGeometry, d_z, d_out):

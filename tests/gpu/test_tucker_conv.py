@@ -23,7 +23,14 @@ from gpu.conv_tiling import (
     tile_candidates,
     tile_time,
 )
-from gpu.tucker_conv import TuckerCorePlan, check_tucker_factors, tucker_conv2d, tucker_core_conv2d
+from gpu.tucker_conv import (
+    TuckerCorePlan,
+    check_tucker_factors,
+    compile_core_kernels,
+    core_kernel_variant,
+    tucker_conv2d,
+    tucker_core_conv2d,
+)
 
 TOL = 1e-5
 
@@ -261,3 +268,12 @@ def test_model_ranks_the_tn_it_was_fitted_on_and_the_tuner_every_tn():
     assert {t.tn for t in tile_candidates(SHAPE)} == {1, 2, 4}
     assert {t.tn for t in tile_candidates(SHAPE, MODEL_MAX_TN)} == {1, 2}
     assert select_tile_model(SHAPE).tn <= MODEL_MAX_TN and select_tile_tdc(SHAPE).tn <= MODEL_MAX_TN
+
+
+def test_kernel_variant_names_the_kernel_a_plan_runs_and_each_compiles():
+    g = conv_geometry((1, 4, 9, 30), (3, 5), 1, "same", 1)
+    assert core_kernel_variant(CoreTile(1, 16, 4, 2, 4), g) == (1, 16, 5, 4)
+    g2 = conv_geometry((1, 4, 9, 30), (3, 3), 2, 1, 1)
+    assert core_kernel_variant(CoreTile(2, 4, 4, 2, 1), g2) == (2, 4, 0, 1)
+    # generic kernel, a row kernel with TN 4 and the widest tile of a 5-wide kernel
+    compile_core_kernels([(2, 4, 0, 1), (2, 2, 3, 4), (1, 16, 5, 1)])
