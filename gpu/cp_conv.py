@@ -21,7 +21,7 @@ from numba import njit, prange
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.cuda_runtime import resolve_backend
 
-__all__ = ["CPFactors", "check_cp_factors", "check_out_array", "cp_conv2d", "CPConvPlan", "choose_lane_count"]
+__all__ = ["CPFactors", "check_cp_factors", "check_out_array", "run_plan_on_gpu", "cp_conv2d", "CPConvPlan", "choose_lane_count"]
 
 #: Threads a GPU keeps resident (H100: 132 SMs × 2048); the lane heuristic aims at this.
 _RESIDENT_THREADS = 132 * 2048
@@ -213,6 +213,22 @@ def check_out_array(out, shape) -> np.ndarray:
     return out
 
 
+def run_plan_on_gpu(plan, x, shape: tuple[int, ...], out, on_device: bool):
+    """Run a conv ``plan`` on the GPU: device input → a new device output; host input → the
+    result copied into ``out`` (checked by :func:`check_out_array`, or a new array)."""
+    from numba import cuda
+
+    if on_device:
+        d_out = cuda.device_array(shape, np.float32)
+        plan(x, d_out)
+        return d_out
+    out = check_out_array(out, shape)
+    d_out = cuda.to_device(out)
+    plan(cuda.to_device(np.ascontiguousarray(x, dtype=np.float32)), d_out)
+    d_out.copy_to_host(out)
+    return out
+
+
 def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend="auto", lanes=None, out=None):
     """Convolve an (N, C, H, W) float32 input with a CP-decomposed (T, C, kh, kw) kernel.
 
@@ -232,19 +248,7 @@ def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend
     if g.channels != f.s.shape[0]:
         raise ValueError(f"the input has {g.channels} channels but factor S has {f.s.shape[0]} rows")
     if backend == "cuda":
-        from numba import cuda
-
-        plan = CPConvPlan(f, g, lanes)
-        shape = (g.batch, f.t.shape[0], g.out_h, g.out_w)
-        if on_device:
-            d_out = cuda.device_array(shape, np.float32)
-            plan(u, d_out)
-            return d_out
-        out = check_out_array(out, shape)
-        d_out = cuda.to_device(out)
-        plan(cuda.to_device(np.ascontiguousarray(u, dtype=np.float32)), d_out)
-        d_out.copy_to_host(out)
-        return out
+        return run_plan_on_gpu(CPConvPlan(f, g, lanes), u, (g.batch, f.t.shape[0], g.out_h, g.out_w), out, on_device)
     u32 = np.ascontiguousarray(u, dtype=np.float32)
     out = check_out_array(out, (g.batch, f.t.shape[0], g.out_h, g.out_w))
     inc = pointer_increments(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, g.width), g.height * g.width)

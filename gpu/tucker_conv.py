@@ -32,7 +32,7 @@ from gpu.conv_tiling import (
     select_tile_tdc,
     shared_bytes,
 )
-from gpu.cp_conv import check_out_array
+from gpu.cp_conv import check_out_array, run_plan_on_gpu
 from gpu.cuda_runtime import resolve_backend
 
 __all__ = [
@@ -372,13 +372,4 @@ def tucker_conv2d(x, u_in, core, u_out, bias=None, stride=1, padding=0, dilation
         check_out_array(out, result.shape)[...] = result
         return out
     plan = TuckerConvPlan(f, g, tiling)
-    shape = (g.batch, plan.n_out, g.out_h, g.out_w)
-    if on_device:
-        d_out = cuda.device_array(shape, np.float32)
-        plan(x, d_out)
-        return d_out
-    out = check_out_array(out, shape)
-    d_out = cuda.to_device(out)
-    plan(cuda.to_device(np.ascontiguousarray(x, dtype=np.float32)), d_out)
-    d_out.copy_to_host(out)
-    return out
+    return run_plan_on_gpu(plan, x, (g.batch, plan.n_out, g.out_h, g.out_w), out, on_device)
