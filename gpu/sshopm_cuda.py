@@ -8,8 +8,8 @@
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
    end to end. Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
    (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
-   the SM: on an H100 (lmax 8, 553k voxels, 128 starts) one block-per-voxel kernel took
-   14.6 ms, the split ~8 ms (docs/benchmarks.md).
+   the SM: on an H100 (lmax 8, 553k voxels, 128 starts, same seeds) one block-per-voxel
+   kernel took 14.6 ms, the split 7.9 ms (docs/benchmarks.md).
 3. :func:`select_cuda` (below): one block per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
 

@@ -28,7 +28,7 @@ def write_sample(folder: Path, shape: tuple[int, int, int] = (24, 24, 12), lmax:
     centre = (np.array(shape, dtype=np.float64) - 1.0)[:, None, None, None] / 2.0
     radius = np.array(shape, dtype=np.float64)[:, None, None, None] / 2.0
     mask = (((grid - centre) / radius) ** 2).sum(axis=0) <= 1.0
-    truth = np.nan_to_num(phantom["directions"] * phantom["weights"][..., None], nan=np.nan).reshape(*shape, 9)
+    truth = (phantom["directions"] * phantom["weights"][..., None]).reshape(*shape, 9)
 
     def image(data: np.ndarray) -> nib.Nifti1Image:
         img = nib.Nifti1Image(data, affine)
