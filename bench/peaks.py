@@ -181,6 +181,11 @@ def main() -> None:
     parser.add_argument("--peers", nargs="*", default=["sh2peaks", "dipy"], choices=["sh2peaks", "dipy"])
     parser.add_argument("--dipy-voxels", type=int, default=20000, help="DIPY is slow: time it on this many voxels")
     parser.add_argument("--relative-threshold", type=float, default=0.1)
+    parser.add_argument("--shift", choices=["adaptive", "fixed"], default="adaptive",
+                        help="SS-HOPM shift: GEAP's adaptive shift or the fixed convexity bound")
+    parser.add_argument("--no-newton", action="store_true", help="power steps only, no Newton steps")
+    parser.add_argument("--max-iter", type=int, default=PeaksOptions.max_iter)
+    parser.add_argument("--step-tol", type=float, default=PeaksOptions.step_tol)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--check-voxels", type=int, default=2000)
     parser.add_argument("--compare-backends", type=int, default=0, metavar="N",
@@ -209,7 +214,8 @@ def main() -> None:
     rows = []
     for backend in args.backends:
         for starts in args.starts:
-            options = PeaksOptions(starts=starts, relative_threshold=args.relative_threshold)
+            options = PeaksOptions(starts=starts, relative_threshold=args.relative_threshold, shift=args.shift,
+                                   newton=not args.no_newton, max_iter=args.max_iter, step_tol=args.step_tol)
             rows.append(run_ours(sh, truth, options, backend, args.repeats, args.check_voxels, args.lmax))
             print(json.dumps(rows[-1]), flush=True)
     if "sh2peaks" in args.peers and (row := run_sh2peaks(sh, truth, 3, args.relative_threshold)):
