@@ -5,16 +5,18 @@
     python3 bench/ttmc.py --section dwi [--backend cpu]   # end to end vs TensorLy tucker (CPU)
 
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
-``ssf``. FP64 starts from a float64 X, every other variant from a float32 X (the FP16
-variants include converting/scaling it). "gpu" is the GPU time of one whole TTMc (norms
-pass, scaling, GEMMs, recovery, non-finite check): the call's launches are logged and
+``ssf``. FP64 starts from a float64 X; the other variants from a float32 X (the FP16 ones
+include converting/scaling it), and the "(fp16 X)" rows from X stored in FP16. "Kronecker"
+takes its scales from a sample and reads X once; "Kron exact" runs the exact-maxima stats
+pass first. "gpu" is the GPU time of one whole TTMc (sample, the pass over X that scales
+and measures it, GEMMs, recovery, non-finite check): the call's launches are logged and
 replayed back to back behind a held stream (``gpu.conv_timing.device_time``), so numba's
 launch cost is not in the figure; "gemm" is the GEMM phases alone, timed the same way;
 "host" is the wall time of the Python call with synchronisation (median after a warm-up).
 The peer is the same GEMM chain through PyTorch (cuBLAS, TF32 off, FP16 with FP32
 accumulation) on inputs already in the target precision, without scaling or checks,
 timed the same way.
-Relative error is against the float64 chain on the same float32 input, next to our bound.
+Relative error is against the float64 chain on the same input, next to our bound.
 """
 
 from __future__ import annotations
@@ -42,12 +44,16 @@ CASES = [
     ("512^3 r128", (512, 512, 512), 128),
 ]
 QUICK_CASES = [("128x128x512 r32", (128, 128, 512), 32), ("40^4 r10", (40, 40, 40, 40), 10)]
+# (name, precision, scaling, stored X, Kronecker maxima); "exact" is the two-pass route.
 VARIANTS = [
-    ("FP64", "fp64", "none"),
-    ("FP32", "fp32", "none"),
-    ("FP16", "fp16", "none"),
-    ("FP16 one-sided", "fp16", "onesided"),
-    ("FP16 Kronecker", "fp16", "kronecker"),
+    ("FP64", "fp64", "none", "float64", "sample"),
+    ("FP32", "fp32", "none", "float32", "sample"),
+    ("FP16", "fp16", "none", "float32", "sample"),
+    ("FP16 one-sided", "fp16", "onesided", "float32", "sample"),
+    ("FP16 Kronecker", "fp16", "kronecker", "float32", "sample"),
+    ("FP16 Kron exact", "fp16", "kronecker", "float32", "exact"),
+    ("FP16 (fp16 X)", "fp16", "none", "float16", "sample"),
+    ("FP16 Kron (fp16 X)", "fp16", "kronecker", "float16", "sample"),
 ]
 
 
@@ -102,31 +108,37 @@ def section_ttmc(cases, reps, log):
         rng = np.random.default_rng(7)
         mats = [orthonormal_rows(rng, rank, i) for i in shape]
         x32 = cp.random.default_rng(7).standard_normal(shape, dtype=cp.float32)
-        x64 = x32.astype(cp.float64)
+        inputs = {"float32": x32, "float64": x32.astype(cp.float64), "float16": x32.astype(cp.float16)}
         order = tuple(sorted(range(len(shape)), key=lambda m: (shape[m], m)))
-        y64 = reference_chain(x64, mats, order)
-        norm_y = float(cp.linalg.norm(y64.ravel()))
+        # Errors against the float64 chain of the very input the variant gets.
+        refs = {}
+        for stored in ("float64", "float16"):
+            y64 = reference_chain(inputs[stored], mats, order)
+            refs[stored] = (y64, float(cp.linalg.norm(y64.ravel())))
+        refs["float32"] = refs["float64"]
         peer = {}
         for p in ("fp64", "fp32", "fp16"):
             peer[p] = 1e3 * device_time(torch_chain(x32, mats, order, p), repeats=reps)[0]
         base = None
-        for name, precision, scaling in VARIANTS:
+        for name, precision, scaling, stored, maxima in VARIANTS:
             gemms = ["cublas"] + (["numba"] if name in ("FP32", "FP16 Kronecker") else [])
+            y64, norm_y = refs[stored]
             for gemm in gemms:
                 ops = make_ops("cuda", gemm=gemm)
-                x = x64 if precision == "fp64" else x32
+                x = inputs[stored]
                 n_reps = reps if gemm == "cublas" else 2
+                kw = dict(precision=precision, scaling=scaling, order="ssf", maxima=maxima, ops=ops)
                 try:
-                    ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)  # JIT, warm-up
+                    ttmc(x, mats, **kw)  # JIT, warm-up
                     host = []
                     for _ in range(n_reps):
                         cp.cuda.Device().synchronize()
                         t0 = time.perf_counter()
-                        ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
+                        ttmc(x, mats, **kw)
                         cp.cuda.Device().synchronize()
                         host.append(time.perf_counter() - t0)
                     ops.start_log()
-                    result = ttmc(x, mats, precision=precision, scaling=scaling, order="ssf", ops=ops)
+                    result = ttmc(x, mats, **kw)
                     launches = ops.stop_log()
                     gpu = device_time(lambda: ops.replay(launches), repeats=n_reps)[0]
                     phases = {}
@@ -140,7 +152,8 @@ def section_ttmc(cases, reps, log):
                                gemm_ms=sum(v for k, v in phases.items() if k.startswith("ttm")),
                                host_ms=1e3 * float(np.median(host)), rel_err=err,
                                bound=result.report.bound / norm_y, peer_ms=peer[precision],
-                               overflow=False, phases=phases, order=list(result.report.order))
+                               overflow=False, phases=phases, order=list(result.report.order),
+                               maxima_from=result.report.maxima_from)
                 except TTMcOverflowError as exc:
                     row = dict(case=label, variant=name, gemm=gemm, overflow=True, error=str(exc))
                 if name == "FP64" and gemm == "cublas":
@@ -148,21 +161,26 @@ def section_ttmc(cases, reps, log):
                 row["vs_fp64"] = base / row["gpu_ms"] if base and row.get("gpu_ms") else None
                 rows.append(row)
                 log(json.dumps(row))
-        del x32, x64, y64
+        del x32, inputs, refs, y64
         cp.get_default_memory_pool().free_all_blocks()
     return rows
 
 
 def print_ttmc(rows):
-    print(f"{'case':<18}{'variant':<16}{'gemm':<7}{'gpu ms':>9}{'gemm ms':>9}{'host ms':>9}"
+    print(f"{'case':<18}{'variant':<20}{'gemm':<7}{'gpu ms':>9}{'gemm ms':>9}{'host ms':>9}"
           f"{'torch ms':>9}{'ours/torch':>11}{'x FP64':>8}{'rel err':>10}{'bound':>10}")
     for r in rows:
         if r.get("overflow"):
-            print(f"{r['case']:<18}{r['variant']:<16}{r['gemm']:<7}  overflow reported: {r['error'][:60]}")
+            print(f"{r['case']:<18}{r['variant']:<20}{r['gemm']:<7}  overflow reported: {r['error'][:60]}")
             continue
-        print(f"{r['case']:<18}{r['variant']:<16}{r['gemm']:<7}{r['gpu_ms']:>9.3f}{r['gemm_ms']:>9.3f}"
+        print(f"{r['case']:<18}{r['variant']:<20}{r['gemm']:<7}{r['gpu_ms']:>9.3f}{r['gemm_ms']:>9.3f}"
               f"{r['host_ms']:>9.2f}{r['peer_ms']:>9.3f}{r['gpu_ms'] / r['peer_ms']:>11.2f}"
               f"{(r['vs_fp64'] or float('nan')):>8.2f}{r['rel_err']:>10.2e}{r['bound']:>10.2e}")
+    print("phases (ms, cuBLAS rows):")
+    for r in rows:
+        if r.get("gemm") == "cublas" and not r.get("overflow"):
+            parts = " ".join(f"{k}={v:.3f}" for k, v in r["phases"].items())
+            print(f"  {r['case']:<18}{r['variant']:<20}{parts}  [maxima: {r['maxima_from']}]")
 
 
 def dwi_like(shape=(64, 64, 40), n_dirs=64, seed=3) -> np.ndarray:
@@ -257,17 +275,26 @@ def section_smoke(log):
                 hg, _ = gops.kron_scale(gops.asarray(x), exps, dt)
                 if not np.array_equal(hc, gops.to_host(hg)):
                     failures.append(f"kron_scale differs {shape} {dt.__name__}")
+                for source in (x, x.astype(np.float32)):
+                    yc, scan_c = cpu.scale_scan(source, exps, dt)
+                    yg, handle = gops.scale_scan(gops.asarray(source), exps, dt)
+                    scan_g = gops.read_scan(handle)
+                    same = np.array_equal(yc, gops.to_host(yg)) and scan_c[1:] == scan_g[1:]
+                    if not same or not math.isclose(scan_c[0], scan_g[0], rel_tol=1e-12):
+                        failures.append(f"scale_scan differs {shape} {source.dtype} -> {dt.__name__}")
             for precision in ("fp64", "fp32", "fp16"):
-                for scaling in ("none", "onesided", "kronecker"):
-                    rc = ttmc(x, mats, precision=precision, scaling=scaling, order="best", ops=cpu)
-                    rg = ttmc(x, mats, precision=precision, scaling=scaling, order="best", ops=gops)
+                for scaling, maxima in (("none", "sample"), ("onesided", "sample"), ("kronecker", "sample"),
+                                        ("kronecker", "exact")):
+                    kw = dict(precision=precision, scaling=scaling, order="best", maxima=maxima)
+                    rc = ttmc(x, mats, ops=cpu, **kw)
+                    rg = ttmc(x, mats, ops=gops, **kw)
                     yg = gops.to_host(rg.y).astype(np.float64)
                     err = np.linalg.norm(yg - y64)
                     diff = np.linalg.norm(yg - rc.y)
                     ok = err <= rg.report.bound and diff <= rg.report.bound and rc.report.order == rg.report.order
-                    log(f"{shape} {gemm} {precision} {scaling}: err {err:.3e} cpu-gpu {diff:.3e} bound {rg.report.bound:.3e} {'ok' if ok else 'FAIL'}")
+                    log(f"{shape} {gemm} {precision} {scaling} {maxima}: err {err:.3e} cpu-gpu {diff:.3e} bound {rg.report.bound:.3e} {'ok' if ok else 'FAIL'}")
                     if not ok:
-                        failures.append(f"{shape} {gemm} {precision} {scaling}")
+                        failures.append(f"{shape} {gemm} {precision} {scaling} {maxima}")
     # Adversarial: entries 1e-4..1e6, matrices near the FP16 limit.
     x = rng.standard_normal((24, 20, 16)) * np.exp(rng.uniform(np.log(1e-4), np.log(1e6), (24, 20, 16)))
     mats = [rng.uniform(-6e4, 6e4, (6, i)) for i in x.shape]

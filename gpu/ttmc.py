@@ -34,7 +34,17 @@ from gpu.ttmc_bound import (
     rounding_coefficient,
     step_theta,
 )
-from gpu.ttmc_scaling import KroneckerScales, kronecker_scales, onesided_split, row_exponents
+from gpu.ttmc_scaling import (
+    SAMPLE_MARGIN,
+    KroneckerScales,
+    ceil_log2,
+    kronecker_u_scales,
+    kronecker_x_exponents,
+    onesided_split,
+    row_exponents,
+    sample_maxima,
+    sample_positions,
+)
 
 __all__ = ["SCALINGS", "ORDERS", "TTMcReport", "TTMcResult", "TTMcOverflowError", "ttmc", "make_ops"]
 
@@ -45,7 +55,10 @@ _WIDER = {"fp16": "fp32", "fp32": "fp64"}
 
 @dataclass
 class TTMcReport:
-    """What a TTMc did: phases and their seconds, order, bound, overflow."""
+    """What a TTMc did: phases and their seconds, order, bound, overflow.
+
+    ``maxima_from``: where the Kronecker scales came from, ``sample`` or ``exact``.
+    """
 
     precision: str
     scaling: str
@@ -61,6 +74,7 @@ class TTMcReport:
     bound_poster_literal: float
     overflow: bool
     nonfinite: int
+    maxima_from: str | None = None
     fallback_from: str | None = None
     attempts: list[dict] = field(default_factory=list)
 
@@ -119,6 +133,7 @@ def ttmc(
     gemm: str = "auto",
     on_overflow: str = "raise",
     recover: bool = True,
+    maxima: str = "sample",
     ops=None,
 ) -> TTMcResult:
     """Compute ``Y = X ×_1 U_1 … ×_N U_N`` (poster Algorithm 1) with its error bound.
@@ -127,11 +142,16 @@ def ttmc(
     ``matrices[n]``: host array J_n × I_n. ``on_overflow``: ``raise`` or ``fallback``
     (recompute in the next wider precision). ``recover=False`` (Kronecker only) returns the
     scaled FP16 Ỹ and its row exponents instead of Y (poster: partial reconstruction).
+    ``maxima`` (Kronecker): ``sample`` reads X once (scales from a sample, headroom
+    measured in the same pass), ``exact`` runs a stats pass first; both guarantee the
+    same headroom (:mod:`gpu.ttmc_scaling`).
     """
     if scaling not in SCALINGS:
         raise ValueError(f"scaling must be one of {', '.join(SCALINGS)}, not {scaling!r}")
     if order not in ORDERS:
         raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {order!r}")
+    if maxima not in ("sample", "exact"):
+        raise ValueError(f"maxima must be sample or exact, not {maxima!r}")
     if on_overflow not in ("raise", "fallback"):
         raise ValueError(f"on_overflow must be raise or fallback, not {on_overflow!r}")
     if not recover and scaling != "kronecker":
@@ -147,7 +167,7 @@ def ttmc(
     attempts = []
     current = precision
     while True:
-        result = _run(ops, x, mats, get_precision(current), scaling, order, recover)
+        result = _run(ops, x, mats, get_precision(current), scaling, order, recover, maxima)
         report = result.report
         attempts.append({"precision": current, "overflow": report.overflow, "nonfinite": report.nonfinite})
         if not report.overflow:
@@ -192,15 +212,62 @@ def _kron_underflow(order, scales: KroneckerScales, shape, norm_u, thetas, prec:
     return term
 
 
-def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool) -> TTMcResult:
+def _kronecker_pass(ops, xd, mats, prec: Precision, maxima_from: str):
+    """Choose D_n, write X̃ and measure it: returns (X̃, scales, scan, source of the maxima).
+
+    ``sample``: D_n from a stratified sample, X read once, R_n fitted to the measured
+    ``max |X̃|`` (:mod:`gpu.ttmc_scaling`); if the cast overflowed (the sample missed a slice
+    maximum by more than the spare binades) or ``exact`` was asked for, exact maxima from a
+    stats pass and a second scaling pass.
+    """
+    shape = tuple(int(s) for s in xd.shape)
+    storage = prec.storage
+    scan = None
+    if maxima_from == "sample":
+        with ops.phase("sample"):
+            positions = sample_positions(shape)
+            sampled = sample_maxima(ops.gather(xd, positions), positions, shape)
+            x_exp, _ = kronecker_x_exponents(sampled, prec, SAMPLE_MARGIN)
+        with ops.phase("scale"):
+            y, handle = ops.scale_scan(xd, x_exp, storage)
+        scan = ops.read_scan(handle)
+        if scan[2] == 0 and scan[3] == 0:
+            return y, kronecker_u_scales(x_exp, _exponent_of(scan[1]), mats, prec), scan, "sample"
+        if scan[2]:
+            return None, None, scan, "sample"
+    with ops.phase("norms"):
+        maxima, _, _ = ops.stats(xd)
+    x_exp, _ = kronecker_x_exponents(maxima, prec)
+    with ops.phase("rescale" if scan is not None else "scale"):
+        y, handle = ops.scale_scan(xd, x_exp, storage)
+    scan = ops.read_scan(handle)
+    return y, kronecker_u_scales(x_exp, _exponent_of(scan[1]), mats, prec), scan, "exact"
+
+
+def _exponent_of(top: float) -> int:
+    """⌈log2 max |X̃|⌉, the measured headroom exponent (0 for an all-zero tensor)."""
+    return int(ceil_log2(np.array([top]))[0])
+
+
+def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool, maxima_from: str) -> TTMcResult:
     shape = tuple(int(s) for s in x.shape)
     out_dims = tuple(u.shape[0] for u in mats)
     storage = prec.storage
     out_dtype = np.float64 if prec.name == "fp64" else np.float32
     ops.times = []
     xd = ops.asarray(x)
-    with ops.phase("norms"):
-        maxima, sumsq, nonfinite_in = ops.stats(xd)
+    source = None
+    if scaling == "kronecker":
+        y, scales, scan, source = _kronecker_pass(ops, xd, mats, prec, maxima_from)
+    else:
+        # X is read once: converted to the working format (if it differs) while scanned.
+        work = storage if scaling == "none" else (np.float64 if prec.name == "fp64" else np.float32)
+        target = None if np.dtype(xd.dtype) == np.dtype(work) else work
+        with ops.phase("scale" if target is not None else "norms"):
+            y, handle = ops.scale_scan(xd, None, target)
+        y = xd if y is None else y
+        scan = ops.read_scan(handle)
+    sumsq, x_top, nonfinite_in, cast_overflow = scan
     if nonfinite_in:
         raise ValueError(f"the input tensor has {nonfinite_in} non-finite values (NaN or inf); clean them first")
     norm_x = math.sqrt(sumsq)
@@ -215,18 +282,16 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool) -
 
     if scaling == "onesided":
         order = choose_order(shape, out_dims, how, rounding_of)
-        y, underflow, nonfinite = _run_onesided(ops, xd, mats, prec, order, norm_u, thetas)
+        y, underflow, nonfinite = _run_onesided(ops, y, mats, prec, order, norm_u, thetas)
         row_exp = None
     else:
-        if scaling == "kronecker":
-            scales = kronecker_scales(maxima, mats, prec)
-        else:
+        if scaling == "none":
             scales = KroneckerScales(
                 x_exp=[np.zeros(i, np.int64) for i in shape],
                 row_exp=[np.zeros(j, np.int64) for j in out_dims],
                 u_scaled=[u.astype(np.float64) for u in mats],
                 row_growth=[float(np.abs(u).sum(axis=1).max(initial=0.0)) for u in mats],
-                x_bound=float(max(m.max(initial=0.0) for m in maxima)),
+                x_bound=x_top,
             )
 
         def bound_of(order):
@@ -234,12 +299,7 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool) -
 
         order = choose_order(shape, out_dims, how, bound_of)
         underflow = _kron_underflow(order, scales, shape, norm_u, thetas, prec)
-        with ops.phase("scale"):
-            if scaling == "kronecker":
-                y, _ = ops.kron_scale(xd, scales.x_exp, storage)
-            else:
-                y = xd if xd.dtype == storage else ops.cast(xd, storage)
-            us = [ops.asarray(u, storage) for u in scales.u_scaled]
+        us = [ops.asarray(u, storage) for u in scales.u_scaled]
         for m in order:
             with ops.phase(f"ttm{m}"):
                 y = ops.ttm(y, us[m], m, prec)
@@ -248,7 +308,7 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool) -
                 y, nonfinite = ops.kron_scale(y, [-r for r in scales.row_exp], out_dtype)
             else:
                 nonfinite = ops.count_nonfinite(y)
-        nonfinite = ops.read_int(nonfinite)
+        nonfinite = ops.read_int(nonfinite) + cast_overflow
         row_exp = None if recover else scales.row_exp
     rounding = rounding_of(order)
     report = TTMcReport(
@@ -267,17 +327,17 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool) -
         * scale_norms,
         overflow=nonfinite > 0,
         nonfinite=nonfinite,
+        maxima_from=source,
     )
     return TTMcResult(y=y, report=report, row_exp=row_exp)
 
 
 def _run_onesided(ops, xd, mats, prec: Precision, order, norm_u, thetas):
-    """One-sided scaling around every GEMM; intermediates stay in FP32 (FP64 for fp64)."""
+    """One-sided scaling around every GEMM; ``xd`` and the intermediates are FP32 (FP64 for fp64)."""
     wide = np.float64 if prec.name == "fp64" else np.float32
     wide_eta = float(np.finfo(wide).smallest_subnormal) / 2
     after = _after(order, norm_u, thetas)
-    with ops.phase("convert"):
-        z = xd if xd.dtype == wide else ops.cast(xd, wide)
+    z = xd
     underflow = 0.0
     inv_norms = []
     for k, m in enumerate(order):

@@ -11,6 +11,7 @@ copy of X is made.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 
 import numpy as np
@@ -18,7 +19,15 @@ import numpy as np
 from gpu.ttmc_bound import Precision
 from gpu.ttmc_scaling import ceil_log2
 
-__all__ = ["CpuTTMcOps", "mode_view", "mode_product"]
+__all__ = ["CpuTTMcOps", "mode_view", "mode_product", "overflow_limit"]
+
+
+def overflow_limit(dtype) -> float:
+    """The smallest magnitude that rounds to infinity in ``dtype`` (inf for float64)."""
+    info = np.finfo(dtype)
+    if info.bits == 64:
+        return math.inf
+    return float(info.max) + float(info.eps) / 2 * 2.0 ** float(info.maxexp - 1)
 
 
 def mode_view(shape: tuple[int, ...], mode: int) -> tuple[int, int, int]:
@@ -96,14 +105,49 @@ class CpuTTMcOps:
         The product of the powers of two is formed first and applied in float64, so the
         only rounding is the final cast; returns the array and its non-finite count.
         """
-        total = np.zeros(x.shape, dtype=np.int64) if x.ndim else np.zeros((), np.int64)
-        for n, e in enumerate(exps):
-            shape = [1] * x.ndim
-            shape[n] = len(e)
-            total = total + np.asarray(e, dtype=np.int64).reshape(shape)
+        total = self._exponent_grid(x.shape, exps)
         with np.errstate(over="ignore", invalid="ignore"):
             y = np.ldexp(x.astype(np.float64, copy=False), total).astype(dtype)
         return y, self.count_nonfinite(y)
+
+    def gather(self, x: np.ndarray, positions: list[np.ndarray]) -> np.ndarray:
+        """The entries of X at the given per-mode index arrays, as float64."""
+        return x[tuple(positions)].astype(np.float64)
+
+    def scale_scan(self, x: np.ndarray, exps: list[np.ndarray] | None, dtype):
+        """One pass: ``X ×_n diag(2^{e_n})`` rounded to ``dtype`` (``None``: nothing written).
+
+        Returns the array (or None) and the scan ``(‖X‖_F², max |X̃|, non-finite inputs,
+        values that overflow dtype)``; ``max |X̃|`` is taken before rounding, over finite
+        entries, and non-finite inputs count as 0 in the sums.
+        """
+        x64 = x.astype(np.float64, copy=False)
+        scaled = x64 if exps is None else np.ldexp(x64, self._exponent_grid(x.shape, exps))
+        y = None
+        if dtype is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                y = scaled.astype(dtype)
+        finite = np.isfinite(x64)
+        bad_in = int(x64.size - np.count_nonzero(finite))
+        if bad_in:
+            x64, scaled = np.where(finite, x64, 0.0), np.where(finite, scaled, 0.0)
+        magnitude = np.abs(scaled)
+        top = float(magnitude.max(initial=0.0))
+        bad_out = 0 if dtype is None else int(np.count_nonzero(magnitude >= overflow_limit(dtype)))
+        return y, (float(np.sum(x64 * x64)), top, bad_in, bad_out)
+
+    @staticmethod
+    def read_scan(scan) -> tuple[float, float, int, int]:
+        return scan
+
+    @staticmethod
+    def _exponent_grid(shape, exps) -> np.ndarray:
+        total = np.zeros(shape, dtype=np.int64) if len(shape) else np.zeros((), np.int64)
+        for n, e in enumerate(exps):
+            view = [1] * len(shape)
+            view[n] = len(e)
+            total = total + np.asarray(e, dtype=np.int64).reshape(view)
+        return total
 
     def cast(self, x: np.ndarray, dtype) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):

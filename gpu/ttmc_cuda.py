@@ -2,12 +2,17 @@
 
 Kernels (all on the C-ordered tensor, no transposed copies):
 
-* ``stats``: one pass computing every mode's slice maxima ``max |X|``, ``‖X‖_F²`` and the
-  number of non-finite entries: the inputs of the Kronecker scales (poster Section 2) and
-  of the bound (poster Section 3). The tensor is viewed as rows (leading modes) × columns
-  (trailing modes); column maxima stay in shared memory, row maxima are reduced in groups.
-* ``kron_scale``: ``X̃ = X ×_n diag(2^{e_n})`` rounded once to the storage format; the same
-  kernel recovers ``Y = Ỹ ×_n diag(2^{−r_n})`` and counts non-finite outputs.
+* ``scale_scan``: the one pass over X of a TTMc: ``X̃ = X ×_n diag(2^{e_n})`` rounded once
+  to the storage format (or no output, for a scan alone) together with ``‖X‖_F²`` for the
+  bound (poster Section 3), ``max |X̃|`` for the headroom of the Kronecker scales (poster
+  Section 2), the non-finite inputs and the values the cast overflows;
+* ``gather``: the sampled entries from which the Kronecker scales are chosen;
+* ``stats``: every mode's exact slice maxima ``max |X|`` (with ``‖X‖_F²`` and the
+  non-finite count), for exact Kronecker scales. The tensor is viewed as rows (leading
+  modes) × columns (trailing modes); column maxima stay in shared memory, row maxima are
+  reduced in groups.
+* ``kron_scale``: ``X̃ = X ×_n diag(2^{e_n})`` rounded once to the storage format; it also
+  recovers ``Y = Ỹ ×_n diag(2^{−r_n})`` and counts non-finite outputs.
 * ``fiber_scale`` / ``fiber_unscale``: the one-sided scaling of ``X_(n)``'s columns.
 * ``strided_gemm``: a shared-memory tiled batched GEMM ``C[b] = A[b] B[b]`` with element
   strides, accumulating in FP32 (FP16/FP32) or FP64; the mode-n product runs on the
@@ -30,9 +35,9 @@ import numpy as np
 from numba import cuda, float32, float64
 
 from gpu.ttmc_bound import Precision
-from gpu.ttmc_cpu import mode_view
+from gpu.ttmc_cpu import mode_view, overflow_limit
 
-__all__ = ["CudaTTMcOps", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel"]
+__all__ = ["CudaTTMcOps", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel", "scale_scan_kernel"]
 
 _BLOCK = 256
 _GROUP = 32  # rows whose maxima are reduced together (one pair of barriers per group)
@@ -42,14 +47,18 @@ _TILE = 16
 
 
 @cuda.jit(device=True)
-def _block_sum(buf, t, value):
-    """Sum of ``value`` over the _BLOCK threads of a block (tree in shared ``buf``)."""
+def _block_reduce(buf, t, value, take_max):
+    """Sum (or max) of ``value`` over the _BLOCK threads of a block (tree in shared ``buf``)."""
+    cuda.syncthreads()
     buf[t] = value
     cuda.syncthreads()
     half = _BLOCK // 2
     while half > 0:
         if t < half:
-            buf[t] += buf[t + half]
+            if take_max:
+                buf[t] = max(buf[t], buf[t + half])
+            else:
+                buf[t] += buf[t + half]
         cuda.syncthreads()
         half //= 2
     return buf[0]
@@ -119,7 +128,7 @@ def stats_kernel(x, n_rows, n_cols, rows_per_block, lead_dims, lead_off, trail_d
         for n in range(trail_dims.shape[0] - 1, -1, -1):
             cuda.atomic.max(maxima, trail_off[n] + rest % trail_dims[n], float64(m))
             rest //= trail_dims[n]
-    total = _block_sum(ssbuf, t, ss)
+    total = _block_reduce(ssbuf, t, ss, False)
     if t == 0:
         cuda.atomic.add(sumsq, 0, total)
     if bad > 0:
@@ -145,6 +154,97 @@ def kron_scale_kernel(x, out, n_rows, n_cols, row_factor, col_factor, limit, non
                 bad += 1
     if bad > 0:
         cuda.atomic.add(nonfinite, 0, bad)
+
+
+@cuda.jit(device=True)
+def _tally(a, v, limit, ss, top, bad_in, bad_out):
+    """Add one entry (input ``a``, scaled ``v``, both in the working type) to a thread's totals.
+
+    Σx² is kept in float64 whatever the working type (a float32 square can overflow).
+    """
+    if math.isfinite(a):
+        ss += float64(a) * float64(a)
+        m = abs(v)
+        top = max(top, m)
+        if m >= limit:
+            bad_out += 1
+    else:
+        bad_in += 1
+    return ss, top, bad_in, bad_out
+
+
+def _make_scale_scan(work):
+    @cuda.jit
+    def scale_scan(x, out, write, n_rows, n_cols, row_factor, col_factor, limit, scan):
+        """``out[r, c] = x[r, c] · f_row[r] · f_col[c]`` (if ``write``) and the scan totals.
+
+        One read of X gives X̃ and ``scan = [Σx², max |X̃|, non-finite inputs, values ≥
+        limit]``: the norm for the bound, the measured headroom of the Kronecker scales,
+        the input check and the overflow of the cast (``limit``: the first magnitude that
+        rounds to infinity). Blocks stride over rows, threads over contiguous columns,
+        four loads in flight per thread (one outstanding load per thread is too little to
+        cover HBM latency). ``work`` is float32 where that is exact (FP16/FP32 data, factors
+        whose products stay normal in float32): float64 conversions were the bottleneck.
+        """
+        red = cuda.shared.array(_BLOCK, float64)
+        t = cuda.threadIdx.x
+        lim = work(limit)
+        ss = 0.0
+        top = work(0.0)
+        bad_in = 0
+        bad_out = 0
+        for r in range(cuda.blockIdx.x, n_rows, cuda.gridDim.x):
+            f_row = work(row_factor[r])
+            base = r * n_cols
+            c = t
+            while c + 3 * _BLOCK < n_cols:
+                a0 = work(x[base + c])
+                a1 = work(x[base + c + _BLOCK])
+                a2 = work(x[base + c + 2 * _BLOCK])
+                a3 = work(x[base + c + 3 * _BLOCK])
+                v0 = a0 * (f_row * work(col_factor[c]))
+                v1 = a1 * (f_row * work(col_factor[c + _BLOCK]))
+                v2 = a2 * (f_row * work(col_factor[c + 2 * _BLOCK]))
+                v3 = a3 * (f_row * work(col_factor[c + 3 * _BLOCK]))
+                if write:
+                    out[base + c] = v0
+                    out[base + c + _BLOCK] = v1
+                    out[base + c + 2 * _BLOCK] = v2
+                    out[base + c + 3 * _BLOCK] = v3
+                ss, top, bad_in, bad_out = _tally(a0, v0, lim, ss, top, bad_in, bad_out)
+                ss, top, bad_in, bad_out = _tally(a1, v1, lim, ss, top, bad_in, bad_out)
+                ss, top, bad_in, bad_out = _tally(a2, v2, lim, ss, top, bad_in, bad_out)
+                ss, top, bad_in, bad_out = _tally(a3, v3, lim, ss, top, bad_in, bad_out)
+                c += 4 * _BLOCK
+            while c < n_cols:
+                a0 = work(x[base + c])
+                v0 = a0 * (f_row * work(col_factor[c]))
+                if write:
+                    out[base + c] = v0
+                ss, top, bad_in, bad_out = _tally(a0, v0, lim, ss, top, bad_in, bad_out)
+                c += _BLOCK
+        ss = _block_reduce(red, t, ss, False)
+        peak = _block_reduce(red, t, float64(top), True)
+        n_in = _block_reduce(red, t, float64(bad_in), False)
+        n_out = _block_reduce(red, t, float64(bad_out), False)
+        if t == 0:
+            cuda.atomic.add(scan, 0, ss)
+            cuda.atomic.max(scan, 1, peak)
+            if n_in > 0:
+                cuda.atomic.add(scan, 2, n_in)
+            if n_out > 0:
+                cuda.atomic.add(scan, 3, n_out)
+
+    return scale_scan
+
+
+scale_scan_kernel = {np.dtype(np.float32): _make_scale_scan(float32), np.dtype(np.float64): _make_scale_scan(float64)}
+
+
+@cuda.jit
+def gather_kernel(x, flat_index, values):
+    for k in range(cuda.grid(1), flat_index.shape[0], cuda.gridsize(1)):
+        values[k] = float64(x[flat_index[k]])
 
 
 @cuda.jit
@@ -183,7 +283,7 @@ def fiber_scale_kernel(x, out, n_p, n_i, n_q, target, s_out, inv_sq):
         for i in range(n_i):
             out[base + i * n_q] = float64(x[base + i * n_q]) * factor
         acc += math.ldexp(1.0, -2 * s)
-    total = _block_sum(ssbuf, t, acc)
+    total = _block_reduce(ssbuf, t, acc, False)
     if t == 0:
         cuda.atomic.add(inv_sq, 0, total)
 
@@ -249,11 +349,11 @@ def _launch_1d(n: int) -> tuple[int, int]:
     return max(1, min(math.ceil(n / _BLOCK), 4096)), _BLOCK
 
 
-def _split(shape: tuple[int, ...]) -> int:
-    """Leading modes [0, k) become rows, trailing [k, N) columns, with ≥ 128 columns if possible."""
+def _split(shape: tuple[int, ...], min_cols: int = 128) -> int:
+    """Leading modes [0, k) become rows, trailing [k, N) columns, ≥ ``min_cols`` columns if possible."""
     k = len(shape)
     cols = 1
-    while k > 0 and cols < 128:
+    while k > 0 and cols < min_cols:
         k -= 1
         cols *= shape[k]
     return k
@@ -322,12 +422,13 @@ def _cublas_mode_product(cp, x, u, y, p, i, q, j, precision: Precision):
     return launch
 
 
-def _overflow_limit(dtype) -> float:
-    """The smallest magnitude that rounds to infinity in ``dtype`` (inf for float64)."""
-    info = np.finfo(dtype)
-    if info.bits == 64:
-        return math.inf
-    return float(info.max) + float(info.eps) / 2 * 2.0 ** float(info.maxexp - 1)
+def _factor_vector(exps: list[np.ndarray]) -> np.ndarray:
+    """:func:`_kron_vector` in float32 when every factor is a normal float32 (exact either
+    way): the column factors are read once per element, so half the bytes in L2."""
+    total = _kron_vector(exps)
+    if total.size and np.all((total >= 2.0**-126) & (total <= 2.0**127)):
+        return total.astype(np.float32)
+    return total
 
 
 def _kron_vector(exps: list[np.ndarray]) -> np.ndarray:
@@ -485,9 +586,48 @@ class CudaTTMcOps:
         self._kernel(
             kron_scale_kernel, max(1, min(n_rows, 8192)), _BLOCK, _flat(x), _flat(out), n_rows, n_cols,
             self._upload(_kron_vector(exps[:k])), self._upload(_kron_vector(exps[k:])),
-            _overflow_limit(dtype), bad,
+            overflow_limit(dtype), bad,
         )
         return out, bad
+
+    def gather(self, x, positions) -> np.ndarray:
+        flat = np.ravel_multi_index(tuple(positions), tuple(int(v) for v in x.shape)).astype(np.int64)
+        values = self._zeros(flat.size, np.float64)
+        blocks, threads = _launch_1d(flat.size)
+        self._kernel(gather_kernel, blocks, threads, _flat(x), self._upload(flat), values)
+        return values.copy_to_host()
+
+    def scale_scan(self, x, exps, dtype):
+        """The fused scale-and-scan pass; ``exps=None``: no scaling, ``dtype=None``: no output."""
+        shape = tuple(int(s) for s in x.shape)
+        k = _split(shape, 4 * _BLOCK)
+        n_rows = int(np.prod(shape[:k], dtype=np.int64))
+        n_cols = int(np.prod(shape[k:], dtype=np.int64))
+        exps = exps if exps is not None else [np.zeros(n, np.int64) for n in shape]
+        out = self.empty(shape, dtype) if dtype is not None else x
+        scan = self._zeros(4, np.float64)
+        rows, cols = _factor_vector(exps[:k]), _factor_vector(exps[k:])
+        # float32 arithmetic is exact here: X̃ = x · (f_row · f_col) with a normal float32
+        # product of powers of two rounds only when cast, and a float32 result too small to be
+        # normal is below FP16's subnormals as well.
+        exact_in_f32 = (
+            np.dtype(x.dtype).itemsize <= 4
+            and (dtype is None or np.dtype(dtype).itemsize <= 4)
+            and rows.dtype == cols.dtype == np.float32
+            and 2.0**-126 <= float(rows.min()) * float(cols.min())
+            and float(rows.max()) * float(cols.max()) <= 2.0**127
+        )
+        kernel = scale_scan_kernel[np.dtype(np.float32 if exact_in_f32 else np.float64)]
+        self._kernel(
+            kernel, max(1, min(n_rows, 8192)), _BLOCK, _flat(x), _flat(out), dtype is not None, n_rows, n_cols,
+            self._upload(rows), self._upload(cols), overflow_limit(dtype if dtype is not None else np.float64), scan,
+        )
+        return (out if dtype is not None else None), scan
+
+    @staticmethod
+    def read_scan(scan) -> tuple[float, float, int, int]:
+        ss, top, bad_in, bad_out = scan.copy_to_host()
+        return float(ss), float(top), int(bad_in), int(bad_out)
 
     def cast(self, x, dtype):
         out, _ = self.kron_scale(x, [np.zeros(int(s), np.int64) for s in x.shape], dtype)

@@ -19,7 +19,16 @@ from gpu.ttmc_bound import (
     step_theta,
 )
 from gpu.ttmc_cpu import CpuTTMcOps
-from gpu.ttmc_scaling import ceil_log2, kronecker_scales, onesided_split
+from gpu.ttmc_scaling import (
+    SAMPLE_MARGIN,
+    ceil_log2,
+    kronecker_scales,
+    kronecker_u_scales,
+    kronecker_x_exponents,
+    onesided_split,
+    sample_maxima,
+    sample_positions,
+)
 
 
 def reference(x, mats):
@@ -125,6 +134,64 @@ def test_kronecker_scaled_values_respect_fp16_headroom():
     np.testing.assert_array_equal(recovered.astype(np.float32), full.y)
 
 
+def test_sample_covers_every_index_of_every_mode():
+    shape = (7, 300, 2, 41)
+    positions = sample_positions(shape, per_index=8)
+    for n, idx in enumerate(positions):
+        assert idx.shape == (8 * 300,)
+        assert np.bincount(idx, minlength=shape[n]).min() >= 8
+
+
+def test_sampled_scales_keep_the_headroom_where_the_sample_misses_the_maxima():
+    """Heavy tails: the sample underestimates slice maxima by ~2^11, X̃ comes out larger
+    than planned, and R_n give up the difference so the headroom rule still holds."""
+    rng = np.random.default_rng(21)
+    x = np.exp(3 * rng.standard_normal((24, 20, 64)))
+    mats = [np.linalg.qr(rng.standard_normal((s, 6)))[0].T for s in x.shape]
+    prec = PRECISIONS["fp16"]
+    ops = CpuTTMcOps()
+    positions = sample_positions(x.shape)
+    sampled = sample_maxima(ops.gather(x, positions), positions, x.shape)
+    x_exp, planned = kronecker_x_exponents(sampled, prec, SAMPLE_MARGIN)
+    xt, (sumsq, top, bad_in, bad_out) = ops.scale_scan(x, x_exp, np.float16)
+    assert bad_in == bad_out == 0 and sumsq == pytest.approx(np.sum(x * x))
+    measured = int(ceil_log2(np.array([top]))[0])
+    assert measured > planned + SAMPLE_MARGIN + 2  # the sample missed: X̃ took more than its share
+    half_growth = sum(int(ceil_log2(np.array([float(i)]))[0]) // 2 for i in x.shape)
+    assert measured + half_growth > prec.exp_budget  # … so R_n must give way
+    scales = kronecker_u_scales(x_exp, measured, mats, prec)
+    assert np.abs(xt.astype(np.float64)).max() <= scales.x_bound
+    bound = scales.x_bound
+    for m in range(x.ndim):
+        bound *= scales.row_growth[m] * (1 + step_theta(x.shape[m], prec))
+        assert bound < 2.0**15
+    sampled = ttmc(x, mats, precision="fp16", backend="cpu")
+    exact = ttmc(x, mats, precision="fp16", backend="cpu", maxima="exact")
+    y64 = reference(x, mats)
+    assert sampled.report.maxima_from == "sample" and exact.report.maxima_from == "exact"
+    for result in (sampled, exact):
+        assert not result.report.overflow
+        assert np.linalg.norm(result.y - y64) <= result.report.bound
+        assert np.linalg.norm(result.y - y64) / np.linalg.norm(y64) < 2e-3
+
+
+def test_a_maximum_the_sample_misses_by_more_than_fp16_holds_falls_back_to_exact_maxima():
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((6, 5, 40))
+    positions = sample_positions(x.shape)
+    hit = np.zeros(x.shape, bool)
+    hit[tuple(positions)] = True
+    spot = tuple(int(i[0]) for i in np.nonzero(~hit))
+    x[spot] = 1e30  # no sampled entry shares all three of its slices' magnitudes
+    mats = [rng.standard_normal((3, s)) / math.sqrt(s) for s in x.shape]
+    result = ttmc(x, mats, precision="fp16", backend="cpu")
+    names = [name for name, _ in result.report.times]
+    assert result.report.maxima_from == "exact" and names[:4] == ["sample", "scale", "norms", "rescale"]
+    assert not result.report.overflow
+    y64 = reference(x, mats)
+    assert np.linalg.norm(result.y - y64) <= result.report.bound
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_power_of_two_scaling_is_exact_bit_for_bit(dtype):
     rng = np.random.default_rng(14)
@@ -202,7 +269,8 @@ def test_report_contents():
     x, mats = random_case(rng)
     report = ttmc(x, mats, precision="fp16", scaling="kronecker", backend="cpu").report
     names = [name for name, _ in report.times]
-    assert names[0] == "norms" and names[1] == "scale" and names[-1] == "recover"
+    assert names[0] == "sample" and names[1] == "scale" and names[-1] == "recover"
+    assert report.maxima_from == "sample"
     assert [n for n in names if n.startswith("ttm")] == [f"ttm{m}" for m in report.order]
     assert report.norm_x == pytest.approx(np.linalg.norm(x))
     assert report.bound == pytest.approx(report.bound_rounding + report.bound_underflow)

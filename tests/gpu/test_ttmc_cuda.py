@@ -67,6 +67,38 @@ def test_kron_scale_kernel_equals_cpu_bit_for_bit(ops, dtype):
     assert a.tobytes() == gpu.to_host(b).tobytes() and bad_a == gpu.read_int(bad_b)
 
 
+@pytest.mark.parametrize("source", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, None])
+def test_scale_scan_kernel_equals_cpu(ops, dtype, source):
+    """The fused pass: same X̃ bit for bit, same Σx², max |X̃| and counts (rows of 4 × 256
+    columns and a remainder, so both the unrolled and the tail loop run; float32 and
+    float64 working types)."""
+    cpu, gpu = ops
+    rng = np.random.default_rng(8)
+    x = tensor(rng, (2, 3, 1100)).astype(source)
+    x[0, 1, 5] = np.nan
+    x[1, 2, 1099] = 7e4
+    exps = [rng.integers(-3, 3, s) for s in x.shape]
+    a, scan_a = cpu.scale_scan(x, exps, dtype)
+    b, handle = gpu.scale_scan(gpu.asarray(x), exps, dtype)
+    scan_b = gpu.read_scan(handle)
+    assert scan_b[1:] == scan_a[1:] and scan_b[0] == pytest.approx(scan_a[0], rel=1e-12)
+    assert scan_a[2] == 1 and (dtype is not np.float16 or scan_a[3] >= 1)
+    if dtype is None:
+        assert a is None and b is None
+    else:
+        assert a.tobytes() == gpu.to_host(b).tobytes()
+
+
+def test_gather_equals_cpu(ops):
+    from gpu.ttmc_scaling import sample_positions
+
+    cpu, gpu = ops
+    x = tensor(np.random.default_rng(9), (3, 5, 4))
+    positions = sample_positions(x.shape, per_index=2)
+    np.testing.assert_array_equal(cpu.gather(x, positions), gpu.gather(gpu.asarray(x), positions))
+
+
 def test_power_of_two_scaling_round_trip_is_exact_on_the_device(ops):
     _, gpu = ops
     rng = np.random.default_rng(4)
