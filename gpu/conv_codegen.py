@@ -21,6 +21,10 @@ __all__ = [
     "TUCKER_ROW_KW",
     "TUCKER_ROW_TN",
     "tucker_row_variants",
+    "TUCKER_SQUARE_K",
+    "tucker_square_variants",
+    "square_tile_pitch",
+    "tucker_square_kernel_source",
     "cp_kernel_source",
     "cp_module_source",
     "tucker_kernel_source",
@@ -206,7 +210,7 @@ def _tucker_staging_stride(th: int, tw: int) -> int:
     return th * tw | 1
 
 
-def _tucker_prologue(th: int, tn: int = 1) -> str:
+def _tucker_prologue(th: int, tn: int = 1, pitch: int | None = None, unroll: int | None = None) -> str:
     """Block coordinates and the copy of the block's input tile into shared memory.
 
     The copy steps its rows and source address by fixed increments instead of dividing
@@ -217,8 +221,13 @@ def _tucker_prologue(th: int, tn: int = 1) -> str:
     element (the fitted ``copy_latency`` of :mod:`gpu.conv_tiling`), and a flat element
     index cost about 50 instructions per element to step and bounds-test; for 32 output
     channels the copy issued as many instructions as the multiply–adds.
+
+    ``pitch``: floats between the tile's rows in shared memory if not the row length
+    (a compile-time pitch lets the kernel read rows with vector loads); ``unroll``: rows
+    a thread copies per pass (default ``_COPY_UNROLL``).
     """
-    copy_body = _tile_copy_body()
+    copy_body = _tile_copy_body(unroll or _COPY_UNROLL)
+    row_pitch = "tile_w_in" if pitch is None else str(pitch)
     return f'''    tile = cuda.shared.array(0, float32)
     tid = cuda.threadIdx.x
     chans = geo[0]
@@ -263,8 +272,8 @@ def _tucker_prologue(th: int, tn: int = 1) -> str:
     src = zb + (ch * height + iy0 + yy) * width + ix
     d_src = (s_c * height + s_y) * width
     wrap_y = (height - tile_h_in) * width
-    dst = row * tile_w_in + x_lane
-    d_dst = rpp * tile_w_in
+    dst = row * {row_pitch} + x_lane
+    d_dst = rpp * {row_pitch}
     while row < rows:
 {copy_body}
     cuda.syncthreads()
@@ -277,7 +286,7 @@ def _tucker_prologue(th: int, tn: int = 1) -> str:
 _COPY_UNROLL = 4
 
 
-def _tile_copy_body() -> str:
+def _tile_copy_body(unroll: int = _COPY_UNROLL) -> str:
     """One pass of the tile copy: ``_COPY_UNROLL`` tile rows row + u·rpp of the thread's
     column. Row and source address advance by fixed increments, with a correction when
     the row wraps to the next channel (Tillet's pointer increments: no multiplication or
@@ -285,14 +294,14 @@ def _tile_copy_body() -> str:
     is skipped for blocks whose input rows all lie inside the image. The loads are issued
     before the stores."""
     lines = []
-    for u in range(_COPY_UNROLL):
+    for u in range(unroll):
         guard = "" if u == 0 else f"row + {u} * rpp < rows and "
         lines += [
             "        iy = iy0 + yy",
             f"        ok{u} = {guard}col_in and (rows_in or (iy >= 0 and iy < height))",
             f"        src{u} = src",
         ]
-        if u < _COPY_UNROLL - 1:
+        if u < unroll - 1:
             lines += [
                 "        src += d_src",
                 "        yy += s_y",
@@ -300,10 +309,10 @@ def _tile_copy_body() -> str:
                 "            yy -= tile_h_in",
                 "            src += wrap_y",
             ]
-    for u in range(_COPY_UNROLL):
+    for u in range(unroll):
         lines += [f"        v{u} = float32(0.0)", f"        if ok{u}:", f"            v{u} = z[uint64(src{u})]"]
     lines.append("        tile[uint64(dst)] = v0")
-    for u in range(1, _COPY_UNROLL):
+    for u in range(1, unroll):
         lines += [f"        if row + {u} * rpp < rows:", f"            tile[uint64(dst + {u} * d_dst)] = v{u}"]
     lines += [
         "        src += d_src",
@@ -311,8 +320,8 @@ def _tile_copy_body() -> str:
         "        if yy >= tile_h_in:",
         "            yy -= tile_h_in",
         "            src += wrap_y",
-        f"        row += {_COPY_UNROLL} * rpp",
-        f"        dst += {_COPY_UNROLL} * d_dst",
+        f"        row += {unroll} * rpp",
+        f"        dst += {unroll} * d_dst",
     ]
     return "\n".join(lines)
 
@@ -438,9 +447,9 @@ def tucker_rows_kernel_source(th: int, tw: int, kw: int, tn: int = 1) -> str:
     zero = "\n".join(f"    {_acc(t, i, j)} = float32(0.0)" for t in range(tn) for i, j in cells)
     names = [(f"{'' if t == 0 else f'{t}_'}{s}", f"{s} * n_w{'' if t == 0 else f' + {t} * n_thr'}")
              for t in range(tn) for s in range(kw)]
-    first = "\n".join(f"        p{n} = wk[wr + {off}]" for n, off in names)
+    first = "\n".join(f"        p{n} = wk[uint64(wr + {off})]" for n, off in names)
     take = "\n".join(f"        w{n} = p{n}" for n, _ in names)
-    fetch = "\n".join(f"            p{n} = wk[wr + {off}]" for n, off in names)
+    fetch = "\n".join(f"            p{n} = wk[uint64(wr + {off})]" for n, off in names)
     rows = []
     for i in range(th):
         rows.append(f"        rb = uint64(crow + {i} * row_step)" if i else "        rb = uint64(crow)")
@@ -491,6 +500,101 @@ def tucker_core_{th}x{tw}_kw{kw}{suffix}({_TUCKER_ARGS}):
 {_tucker_epilogue(th, tw, tn)}'''
 
 
+#: Kernel sizes k with a generated k×k unit-stride Tucker core kernel.
+TUCKER_SQUARE_K = (3,)
+
+
+def tucker_square_variants() -> tuple[tuple[int, int, int, int], ...]:
+    """Every generated k×k unit-stride kernel as (TH, TW, k, TN)."""
+    return tuple(
+        (th, tw, k, tn) for tn in TUCKER_ROW_TN for k in TUCKER_SQUARE_K for th, tw in TUCKER_TILES
+        if tn * th * tw <= 64
+    )
+
+
+def square_tile_pitch(tw: int, k: int) -> int:
+    """Floats between the input tile's rows in shared memory for the k×k kernel: the row
+    length TW + k − 1 rounded up to 4, so every row starts 16-byte aligned."""
+    return -(-(tw + k - 1) // 4) * 4
+
+
+#: Copy passes of the k×k kernel: 8 loads in flight a thread (the block's whole tile is
+#: copied before any multiply–add, and on the large maps all blocks copy at once).
+_SQUARE_COPY_UNROLL = 8
+
+
+def tucker_square_kernel_source(th: int, tw: int, k: int, tn: int = 1) -> str:
+    """The Tucker core kernel for a k×k kernel with unit stride and dilation in both
+    directions (the TDC shapes), where the input tile's geometry is known at compile time:
+    TH + k − 1 rows of TW + k − 1 floats a channel, at a pitch that keeps every row 16-byte
+    aligned (:func:`square_tile_pitch`), so that each shared-memory read is a constant
+    offset from one base address and the compiler merges a row's reads into vector loads.
+
+    Same blocks, channel slices, TN output channels per thread and epilogue as
+    :func:`tucker_rows_kernel_source` (Xiang et al., Listing 2), but one loop iteration per
+    input channel instead of per (channel, kernel row): each of the TH + k − 1 input rows
+    of the channel is read from shared memory once and feeds every (output row i, kernel
+    row r) with i + r equal to it, so a channel reads (TH + k − 1)·(TW + k − 1) values
+    where the row kernel reads TH·k·(TW + k − 1), and the loop bookkeeping and prefetch
+    test run once a channel instead of k times. All k·k·TN weights of the next channel are
+    loaded into registers before this channel's multiply–adds.
+
+    Weights: the plan stores them warp-interleaved, W[group, c, L // 32, e, L % 32] for
+    thread L of a slice and e = (r·k + s)·TN + t (output channel n0 + t·n_thr + L), so the
+    32 threads of a row load 128 consecutive bytes and one thread's k·k·TN weights of a
+    channel lie at constant offsets e·32 from one index (Tillet's pointer increments: one
+    64-bit addition a channel instead of one per weight).
+    """
+    cells = [(i, j) for i in range(th) for j in range(tw)]
+    twi = tw + k - 1
+    pitch = square_tile_pitch(tw, k)
+    plane = (th + k - 1) * pitch
+    n_e = k * k * tn
+    zero = "\n".join(f"    {_acc(t, i, j)} = float32(0.0)" for t in range(tn) for i, j in cells)
+    names = [(f"{t}_{r}_{s}", ((r * k + s) * tn + t) * 32) for t in range(tn) for r in range(k) for s in range(k)]
+    first = "\n".join(f"        p{n} = wk[wr + uint64({off})]" for n, off in names)
+    take = "\n".join(f"        w{n} = p{n}" for n, _ in names)
+    fetch = "\n".join(f"            p{n} = wk[wr + uint64({off})]" for n, off in names)
+    rows = []
+    for y in range(th + k - 1):
+        rows += [f"        v{j} = tile[cr + uint64({y * pitch + j})]" for j in range(twi)]
+        for r in range(k):
+            if 0 <= y - r < th:
+                rows += [f"        {_acc(t, y - r, j)} += v{j + s} * w{t}_{r}_{s}"
+                         for t in range(tn) for s in range(k) for j in range(tw)]
+    body = "\n".join(rows)
+    doc = _TUCKER_ARGS_DOC.format(stride=_tucker_staging_stride(th, tw))
+    prologue = _tucker_prologue(th, tn, pitch, _SQUARE_COPY_UNROLL).replace("TW_", str(tw))
+    return f'''
+@cuda.jit(cache=True)
+def tucker_core_{th}x{tw}_k{k}_n{tn}({_TUCKER_ARGS}):
+    """Tucker core conv, {th}x{tw} output tile, {tn} output channel(s) per thread, {k}x{k}
+    kernel, unit stride and dilation (input tile {th + k - 1}x{twi} at pitch {pitch}). {doc}
+    wk here is warp-interleaved (see gpu.conv_codegen.tucker_square_kernel_source)."""
+{prologue}{zero}
+    # one iteration per channel of this slice; the next channel's weights are loaded
+    # before this one's multiply–adds, so their latency hides behind them
+    n_ch = 0
+    if count > part:
+        n_ch = (count - part + split - 1) // split
+    lane = tid - part * n_thr
+    n_ws = (n_thr + 31) // 32
+    grp = cuda.blockIdx.z - img * n_groups
+    wr = uint64((((grp * chans + c0 + part) * n_ws + lane // 32) * {n_e}) * 32 + lane % 32)
+    w_step = uint64(split * n_ws * {n_e * 32})
+    cr = uint64(part * {plane})
+    c_step = uint64(split * {plane})
+    if n_ch > 0:
+{first}
+    for ci in range(n_ch):
+{take}
+        if ci + 1 < n_ch:
+            wr += w_step
+{fetch}
+{body}
+        cr += c_step
+{_tucker_epilogue(th, tw, tn)}'''
+
 def cp_module_source() -> str:
     body = "".join(cp_kernel_source(r) for r in CP_RANKS)
     table = "\n".join(f"    {r}: cp_conv_r{r}," for r in CP_RANKS)
@@ -505,7 +609,9 @@ def cp_module_source() -> str:
 def tucker_module_source() -> str:
     body = "".join(tucker_kernel_source(th, tw) for th, tw in TUCKER_TILES)
     body += "".join(tucker_rows_kernel_source(*v) for v in tucker_row_variants())
+    body += "".join(tucker_square_kernel_source(*v) for v in tucker_square_variants())
     table = "\n".join(f"    ({th}, {tw}): tucker_core_{th}x{tw}," for th, tw in TUCKER_TILES)
+    square = "\n".join(f"    ({th}, {tw}, {k}, {tn}): tucker_core_{th}x{tw}_k{k}_n{tn}," for th, tw, k, tn in tucker_square_variants())
     rows = "\n".join(
         f"    ({th}, {tw}, {kw}, {tn}): tucker_core_{th}x{tw}_kw{kw}{'' if tn == 1 else f'_n{tn}'},"
         for th, tw, kw, tn in tucker_row_variants()
@@ -516,6 +622,8 @@ def tucker_module_source() -> str:
         + f"\n\nTUCKER_CORE_KERNELS = {{\n{table}\n}}\n"
         + "\n# (TH, TW, kernel width, TN) -> kernel for unit horizontal stride and dilation\n"
         + f"TUCKER_CORE_ROW_KERNELS = {{\n{rows}\n}}\n"
+        + "\n# (TH, TW, k, TN) -> kernel for a k x k kernel with unit stride and dilation\n"
+        + f"TUCKER_CORE_SQUARE_KERNELS = {{\n{square}\n}}\n"
     )
 
 

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from gpu.conv_codegen import TUCKER_ROW_KW, TUCKER_ROW_TN, TUCKER_TILES
+from gpu.conv_codegen import TUCKER_ROW_KW, TUCKER_ROW_TN, TUCKER_SQUARE_K, TUCKER_TILES, square_tile_pitch
 
 __all__ = [
     "CoreTile",
@@ -56,6 +56,7 @@ __all__ = [
     "select_tile_exhaustive",
     "shared_bytes",
     "copy_fits",
+    "uses_square_kernel",
     "MODEL_MAX_TN",
 ]
 
@@ -132,10 +133,21 @@ def _input_tile(tile: CoreTile, shape) -> tuple[int, int]:
     return (tile.th - 1) * sh + (r - 1) * dh + 1, (tile.tw - 1) * sw + (s - 1) * dw + 1
 
 
+def uses_square_kernel(shape) -> bool:
+    """Whether the core runs the k×k unit-stride kernel
+    (:func:`gpu.conv_codegen.tucker_square_kernel_source`): a square generated kernel size,
+    unit stride and dilation in both directions."""
+    return (shape["kh"] == shape["kw"] and shape["kw"] in TUCKER_SQUARE_K
+            and shape["sh"] == shape["sw"] == shape["dh"] == shape["dw"] == 1)
+
+
 def shared_bytes(tile: CoreTile, shape) -> int:
     """The input tile, or the staging area of the block's TH·TW sums per thread if larger
-    (see :func:`gpu.conv_codegen.tucker_kernel_source`)."""
+    (see :func:`gpu.conv_codegen.tucker_kernel_source`); the k×k kernel's rows lie at a
+    pitch rounded up to 4 floats."""
     hi, wi = _input_tile(tile, shape)
+    if uses_square_kernel(shape):
+        wi = square_tile_pitch(tile.tw, shape["kw"])
     threads = core_block_threads(shape["N"], tile.split, tile.tn) * tile.split
     return 4 * max(tile.tc * hi * wi, threads * tile.tn * (tile.th * tile.tw | 1))
 

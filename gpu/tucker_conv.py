@@ -31,6 +31,7 @@ from gpu.conv_tiling import (
     select_tile_model,
     select_tile_tdc,
     shared_bytes,
+    uses_square_kernel,
 )
 from gpu.cp_conv import check_out_array, run_plan_on_gpu
 from gpu.cuda_runtime import resolve_backend
@@ -139,7 +140,11 @@ class TuckerCorePlan:
     table, tiling and launch shape on the device."""
 
     def __init__(self, core: np.ndarray, geometry: ConvGeometry, tile: CoreTile):
-        from gpu.conv_tucker_generated import TUCKER_CORE_KERNELS, TUCKER_CORE_ROW_KERNELS
+        from gpu.conv_tucker_generated import (
+            TUCKER_CORE_KERNELS,
+            TUCKER_CORE_ROW_KERNELS,
+            TUCKER_CORE_SQUARE_KERNELS,
+        )
 
         g = geometry
         self.geometry = g
@@ -147,9 +152,12 @@ class TuckerCorePlan:
         self.n_out = core.shape[0]
         if (tile.th, tile.tw) not in TUCKER_CORE_KERNELS:
             raise ValueError(f"no generated Tucker core kernel for a {tile.th}x{tile.tw} output tile")
-        row_key = (tile.th, tile.tw, g.kw, tile.tn)
-        if g.stride_w == 1 and g.dil_w == 1 and row_key in TUCKER_CORE_ROW_KERNELS:
-            self._kernel = TUCKER_CORE_ROW_KERNELS[row_key]
+        self.variant = core_kernel_variant(tile, g)
+        th, tw, kh, kw, tn = self.variant
+        if kh:
+            self._kernel = TUCKER_CORE_SQUARE_KERNELS[(th, tw, kh, tn)]
+        elif kw:
+            self._kernel = TUCKER_CORE_ROW_KERNELS[(th, tw, kw, tn)]
         elif tile.tn == 1:
             self._kernel = TUCKER_CORE_KERNELS[(tile.th, tile.tw)]
         else:
@@ -164,7 +172,7 @@ class TuckerCorePlan:
         n_w = self.groups * n_thr * tile.tn
         crsn = np.zeros(core.shape[1:] + (n_w,), np.float32)
         crsn[..., : self.n_out] = np.transpose(core, (1, 2, 3, 0))
-        self._wk = cuda.to_device(crsn.ravel())
+        self._wk = cuda.to_device((_warp_interleaved(crsn, self.groups, n_thr, tile.tn) if kh else crsn).ravel())
         self._taps = cuda.to_device(np.ascontiguousarray(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, wi)[:, 0]))
         self._geo = cuda.to_device(np.array(
             [g.channels, g.height, g.width, self.n_out, g.out_h, g.out_w, g.stride_h, g.stride_w,
@@ -195,14 +203,32 @@ class TuckerCorePlan:
         )
 
 
-def core_kernel_variant(tile: CoreTile, g: ConvGeometry) -> tuple[int, int, int, int]:
-    """The generated kernel a tiling runs on a geometry, as (TH, TW, kernel width, TN) for a
-    row-register kernel or (TH, TW, 0, 1) for the generic one (see :class:`TuckerCorePlan`)."""
-    from gpu.conv_tucker_generated import TUCKER_CORE_ROW_KERNELS
+def core_kernel_variant(tile: CoreTile, g: ConvGeometry) -> tuple[int, int, int, int, int]:
+    """The generated kernel a tiling runs on a geometry, as (TH, TW, KH, KW, TN): (TH, TW, k,
+    k, TN) for the k×k unit-stride kernel, (TH, TW, 0, kernel width, TN) for a row-register
+    kernel, (TH, TW, 0, 0, 1) for the generic one (see :class:`TuckerCorePlan`)."""
+    from gpu.conv_tucker_generated import TUCKER_CORE_ROW_KERNELS, TUCKER_CORE_SQUARE_KERNELS
 
+    if uses_square_kernel(_shape_dict(g, 0)) and (tile.th, tile.tw, g.kh, tile.tn) in TUCKER_CORE_SQUARE_KERNELS:
+        return tile.th, tile.tw, g.kh, g.kw, tile.tn
     if g.stride_w == 1 and g.dil_w == 1 and (tile.th, tile.tw, g.kw, tile.tn) in TUCKER_CORE_ROW_KERNELS:
-        return tile.th, tile.tw, g.kw, tile.tn
-    return tile.th, tile.tw, 0, 1
+        return tile.th, tile.tw, 0, g.kw, tile.tn
+    return tile.th, tile.tw, 0, 0, 1
+
+
+def _warp_interleaved(crsn: np.ndarray, groups: int, n_thr: int, tn: int) -> np.ndarray:
+    """The k×k kernel's weight layout W[group, c, L // 32, (r·k + s)·TN + t, L % 32] from
+    CRSN (N padded to groups·n_thr·TN): thread L of a slice of output-channel group g owns
+    the channels g·n_thr·TN + t·n_thr + L (see
+    :func:`gpu.conv_codegen.tucker_square_kernel_source`)."""
+    c, kh, kw, _ = crsn.shape
+    n_ws = -(-n_thr // 32)
+    # (c, r, s, group, t, L) with L padded to whole warps
+    w = np.zeros((c, kh, kw, groups, tn, n_ws * 32), np.float32)
+    w[..., :n_thr] = crsn.reshape(c, kh, kw, groups, tn, n_thr)
+    w = w.reshape(c, kh, kw, groups, tn, n_ws, 32)
+    # -> (group, c, L // 32, r, s, t, L % 32)
+    return np.ascontiguousarray(np.transpose(w, (3, 0, 5, 1, 2, 4, 6)))
 
 
 def compile_core_kernels(variants) -> None:
@@ -210,9 +236,10 @@ def compile_core_kernels(variants) -> None:
     gives them) once on a small zero input, so that it is compiled into numba's on-disk
     cache: a later process loads it instead of compiling it (seconds a kernel). Arguments
     have the types of every real launch, so the cached signature is the one used."""
-    for th, tw, kw, tn in variants:
+    for th, tw, kh_sq, kw, tn in variants:
         row = kw > 0
-        kh, kw_, sw = (3, kw, 1) if row else (3, 3, 2)
+        # a row kernel gets a kernel height other than its width, or the k×k kernel would run
+        kh, kw_, sw = (kh_sq or 2, kw, 1) if row else (3, 3, 2)
         # 64 output channels per TN slot: a block of 64 threads covers any tile's columns
         n_out = 64 * tn
         z = np.zeros((1, 1, th + kh - 1, (tw - 1) * sw + kw_), np.float32)

@@ -100,6 +100,8 @@ SIM_SPLIT_CASES = [
     (2, 5, 6, 6, 37, 3, 3, 1, "same", 1, 1, 4, 2, 2, 4),  # TN 4, 37 channels, atomic tiles
     (1, 4, 9, 8, 5, 3, 5, (2, 1), 2, (2, 1), 2, 2, 4, 2, 4),  # TN 4, kw 5, vertical stride
     (1, 17, 5, 6, 3, 3, 3, 1, 1, 1, 1, 2, 17, 16, 2),     # 16 slices, 17 channels
+    (1, 5, 8, 7, 6, 3, 3, (2, 1), 1, 1, 2, 4, 5, 2, 2),   # row kw 3 (not the 3x3 kernel: stride 2x1)
+    (1, 4, 6, 7, 5, 2, 3, 1, 1, 1, 2, 4, 4, 2, 4),        # row kw 3 under a 2-row kernel, TN 4
 ]
 
 
@@ -138,6 +140,40 @@ def test_cuda_core_kernel_channel_slices_equal_float64_direct_conv(case):
     assert not np.isnan(out).any()
     assert rel_err(out, direct_conv2d(z, core, None, stride, pad, dil)) < TOL
 
+
+# The 3x3 unit-stride kernel (one iteration per channel, rows at a 16-byte pitch, weights
+# warp-interleaved): tiles that do not divide the map, channel slices and atomic channel
+# tiles, TN 1/2/4, slices of two warps (34 channels), several output-channel groups, paddings.
+SIM_SQUARE_CASES = [
+    # (N, D1, H, W, D2, padding, TH, TW, TC, split, TN)
+    (1, 3, 6, 7, 5, 1, 2, 4, 3, 1, 1),
+    (2, 5, 7, 6, 35, "same", 1, 4, 2, 1, 2),     # atomic channel tiles, batch 2
+    (1, 6, 7, 9, 7, 1, 2, 4, 6, 4, 4),           # TN 4, 7 channels on 8-thread slices
+    (1, 3, 5, 4, 34, 1, 1, 2, 2, 2, 1),          # 64-thread slices: two warp rows of weights
+    (1, 4, 4, 5, 40, 1, 2, 2, 4, 8, 1),          # 32-thread slices, two output-channel groups
+    (1, 5, 9, 10, 3, 1, 4, 8, 5, 2, 2),          # 4x8 tile over a 9x10 map, 5 channels, 2 slices
+    (1, 2, 2, 2, 150, 1, 1, 1, 2, 8, 4),         # TN 4, two groups of 128 channels
+    (1, 3, 6, 6, 4, 0, 2, 2, 3, 1, 2),           # no padding
+    (1, 3, 5, 5, 4, 2, 1, 7, 3, 2, 1),           # padding 2, a 1x7 tile wider than the map
+]
+
+
+@pytest.mark.parametrize("case", SIM_SQUARE_CASES)
+def test_cuda_square_kernel_equals_float64_direct_conv(case):
+    from numba import cuda
+
+    n, d1, h, w, d2, pad, th, tw, tc, split, tn = case
+    rng = np.random.default_rng(th * 1000 + tw * 100 + tc * 10 + split + d2)
+    z = rng.standard_normal((n, d1, h, w)).astype(np.float32)
+    core = rng.standard_normal((d2, d1, 3, 3)).astype(np.float32)
+    g = conv_geometry(z.shape, (3, 3), 1, pad, 1)
+    plan = TuckerCorePlan(core, g, CoreTile(th, tw, tc, split, tn))
+    assert plan.variant == (th, tw, 3, 3, tn)
+    d_out = cuda.to_device(np.full((n, d2, g.out_h, g.out_w), np.nan, np.float32))
+    plan(cuda.to_device(z), d_out)
+    out = d_out.copy_to_host()
+    assert not np.isnan(out).any()
+    assert rel_err(out, direct_conv2d(z, core, None, 1, pad, 1)) < TOL
 
 def test_cuda_full_tucker_layer_with_model_tiles():
     rng = np.random.default_rng(5)
@@ -272,8 +308,12 @@ def test_model_ranks_the_tn_it_was_fitted_on_and_the_tuner_every_tn():
 
 def test_kernel_variant_names_the_kernel_a_plan_runs_and_each_compiles():
     g = conv_geometry((1, 4, 9, 30), (3, 5), 1, "same", 1)
-    assert core_kernel_variant(CoreTile(1, 16, 4, 2, 4), g) == (1, 16, 5, 4)
+    assert core_kernel_variant(CoreTile(1, 16, 4, 2, 4), g) == (1, 16, 0, 5, 4)
     g2 = conv_geometry((1, 4, 9, 30), (3, 3), 2, 1, 1)
-    assert core_kernel_variant(CoreTile(2, 4, 4, 2, 1), g2) == (2, 4, 0, 1)
-    # generic kernel, a row kernel with TN 4 and the widest tile of a 5-wide kernel
-    compile_core_kernels([(2, 4, 0, 1), (2, 2, 3, 4), (1, 16, 5, 1)])
+    assert core_kernel_variant(CoreTile(2, 4, 4, 2, 1), g2) == (2, 4, 0, 0, 1)
+    g3 = conv_geometry((1, 4, 9, 30), (3, 3), 1, 1, 1)
+    assert core_kernel_variant(CoreTile(2, 4, 4, 2, 2), g3) == (2, 4, 3, 3, 2)
+    g4 = conv_geometry((1, 4, 9, 30), (3, 3), (2, 1), 1, 1)
+    assert core_kernel_variant(CoreTile(2, 4, 4, 2, 2), g4) == (2, 4, 0, 3, 2)
+    # generic kernel, a row kernel with TN 4, the widest tile of a 5-wide kernel, a 3x3 kernel
+    compile_core_kernels([(2, 4, 0, 0, 1), (2, 2, 0, 3, 4), (1, 16, 0, 5, 1), (2, 4, 3, 3, 2)])
