@@ -308,7 +308,7 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool, m
                 y, nonfinite = ops.kron_scale(y, [-r for r in scales.row_exp], out_dtype)
             else:
                 nonfinite = ops.count_nonfinite(y)
-        nonfinite = ops.read_int(nonfinite) + cast_overflow
+        nonfinite = ops.read_int(nonfinite)
         row_exp = None if recover else scales.row_exp
     rounding = rounding_of(order)
     report = TTMcReport(
@@ -325,7 +325,7 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool, m
         bound_underflow=underflow,
         bound_poster_literal=poster_literal_coefficient([shape[m] for m in order], prec.u_store)
         * scale_norms,
-        overflow=nonfinite > 0,
+        overflow=nonfinite > 0 or cast_overflow > 0,
         nonfinite=nonfinite,
         maxima_from=source,
     )

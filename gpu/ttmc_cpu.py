@@ -19,15 +19,7 @@ import numpy as np
 from gpu.ttmc_bound import Precision
 from gpu.ttmc_scaling import ceil_log2
 
-__all__ = ["CpuTTMcOps", "mode_view", "mode_product", "overflow_limit"]
-
-
-def overflow_limit(dtype) -> float:
-    """The smallest magnitude that rounds to infinity in ``dtype`` (inf for float64)."""
-    info = np.finfo(dtype)
-    if info.bits == 64:
-        return math.inf
-    return float(info.max) + float(info.eps) / 2 * 2.0 ** float(info.maxexp - 1)
+__all__ = ["CpuTTMcOps", "mode_view", "mode_product"]
 
 
 def mode_view(shape: tuple[int, ...], mode: int) -> tuple[int, int, int]:
@@ -118,8 +110,8 @@ class CpuTTMcOps:
         """One pass: ``X ×_n diag(2^{e_n})`` rounded to ``dtype`` (``None``: nothing written).
 
         Returns the array (or None) and the scan ``(‖X‖_F², max |X̃|, non-finite inputs,
-        values that overflow dtype)``; ``max |X̃|`` is taken before rounding, over finite
-        entries, and non-finite inputs count as 0 in the sums.
+        non-finite values written)``; ``max |X̃|`` is taken before rounding. With non-finite
+        inputs only the counts are meaningful.
         """
         x64 = x.astype(np.float64, copy=False)
         scaled = x64 if exps is None else np.ldexp(x64, self._exponent_grid(x.shape, exps))
@@ -127,13 +119,9 @@ class CpuTTMcOps:
         if dtype is not None:
             with np.errstate(over="ignore", invalid="ignore"):
                 y = scaled.astype(dtype)
-        finite = np.isfinite(x64)
-        bad_in = int(x64.size - np.count_nonzero(finite))
-        if bad_in:
-            x64, scaled = np.where(finite, x64, 0.0), np.where(finite, scaled, 0.0)
-        magnitude = np.abs(scaled)
-        top = float(magnitude.max(initial=0.0))
-        bad_out = 0 if dtype is None else int(np.count_nonzero(magnitude >= overflow_limit(dtype)))
+        bad_in = self.count_nonfinite(x64)
+        top = float(np.abs(scaled).max(initial=0.0)) if not bad_in else math.nan
+        bad_out = 0 if y is None else self.count_nonfinite(y)
         return y, (float(np.sum(x64 * x64)), top, bad_in, bad_out)
 
     @staticmethod

@@ -35,7 +35,7 @@ import numpy as np
 from numba import cuda, float32, float64
 
 from gpu.ttmc_bound import Precision
-from gpu.ttmc_cpu import mode_view, overflow_limit
+from gpu.ttmc_cpu import mode_view
 
 __all__ = ["CudaTTMcOps", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel", "scale_scan_kernel"]
 
@@ -44,6 +44,7 @@ _GROUP = 32  # rows whose maxima are reduced together (one pair of barriers per 
 _PARTS = _BLOCK // _GROUP  # threads per row in the first reduction stage
 _CHUNK = 2048  # column maxima kept in shared memory per block
 _TILE = 16
+_UNROLL = 8  # loads in flight per thread in the scale-and-scan pass
 
 
 @cuda.jit(device=True)
@@ -156,84 +157,53 @@ def kron_scale_kernel(x, out, n_rows, n_cols, row_factor, col_factor, limit, non
         cuda.atomic.add(nonfinite, 0, bad)
 
 
-@cuda.jit(device=True)
-def _tally(a, v, limit, ss, top, bad_in, bad_out):
-    """Add one entry (input ``a``, scaled ``v``, both in the working type) to a thread's totals.
-
-    Σx² is kept in float64 whatever the working type (a float32 square can overflow).
-    """
-    if math.isfinite(a):
-        ss += float64(a) * float64(a)
-        m = abs(v)
-        top = max(top, m)
-        if m >= limit:
-            bad_out += 1
-    else:
-        bad_in += 1
-    return ss, top, bad_in, bad_out
-
-
 def _make_scale_scan(work):
     @cuda.jit
-    def scale_scan(x, out, write, n_rows, n_cols, row_factor, col_factor, limit, scan):
-        """``out[r, c] = x[r, c] · f_row[r] · f_col[c]`` (if ``write``) and the scan totals.
+    def scale_scan(x, out, write, n_rows, n_cols, row_factor, col_factor, scan):
+        """``out[r, c] = x[r, c] · f_row[r] · f_col[c]`` (if ``write``), ``scan = [Σx², max |X̃|]``.
 
-        One read of X gives X̃ and ``scan = [Σx², max |X̃|, non-finite inputs, values ≥
-        limit]``: the norm for the bound, the measured headroom of the Kronecker scales,
-        the input check and the overflow of the cast (``limit``: the first magnitude that
-        rounds to infinity). Blocks stride over rows, threads over contiguous columns,
-        four loads in flight per thread (one outstanding load per thread is too little to
-        cover HBM latency). ``work`` is float32 where that is exact (FP16/FP32 data, factors
-        whose products stay normal in float32): float64 conversions were the bottleneck.
+        One read of X gives X̃, the norm for the bound and the measured headroom of the
+        Kronecker scales. Non-finite inputs make Σx² non-finite and values the cast
+        overflows show in ``max |X̃|``, so the rare exact counts are a separate pass
+        (:meth:`CudaTTMcOps.read_scan`) and the loop does per entry only the load, scale,
+        store, square and max. Blocks stride over rows, threads over contiguous columns,
+        _UNROLL loads in flight per thread (a few outstanding loads per thread do not
+        cover HBM latency). ``work`` is float32 where that is exact (FP16/FP32 data,
+        factors whose products stay normal in float32); Σx² stays float64.
         """
         red = cuda.shared.array(_BLOCK, float64)
+        vals = cuda.local.array(_UNROLL, work)
         t = cuda.threadIdx.x
-        lim = work(limit)
         ss = 0.0
         top = work(0.0)
-        bad_in = 0
-        bad_out = 0
         for r in range(cuda.blockIdx.x, n_rows, cuda.gridDim.x):
             f_row = work(row_factor[r])
             base = r * n_cols
             c = t
-            while c + 3 * _BLOCK < n_cols:
-                a0 = work(x[base + c])
-                a1 = work(x[base + c + _BLOCK])
-                a2 = work(x[base + c + 2 * _BLOCK])
-                a3 = work(x[base + c + 3 * _BLOCK])
-                v0 = a0 * (f_row * work(col_factor[c]))
-                v1 = a1 * (f_row * work(col_factor[c + _BLOCK]))
-                v2 = a2 * (f_row * work(col_factor[c + 2 * _BLOCK]))
-                v3 = a3 * (f_row * work(col_factor[c + 3 * _BLOCK]))
-                if write:
-                    out[base + c] = v0
-                    out[base + c + _BLOCK] = v1
-                    out[base + c + 2 * _BLOCK] = v2
-                    out[base + c + 3 * _BLOCK] = v3
-                ss, top, bad_in, bad_out = _tally(a0, v0, lim, ss, top, bad_in, bad_out)
-                ss, top, bad_in, bad_out = _tally(a1, v1, lim, ss, top, bad_in, bad_out)
-                ss, top, bad_in, bad_out = _tally(a2, v2, lim, ss, top, bad_in, bad_out)
-                ss, top, bad_in, bad_out = _tally(a3, v3, lim, ss, top, bad_in, bad_out)
-                c += 4 * _BLOCK
+            while c + (_UNROLL - 1) * _BLOCK < n_cols:
+                for u in range(_UNROLL):
+                    vals[u] = work(x[base + c + u * _BLOCK])
+                for u in range(_UNROLL):
+                    a = vals[u]
+                    v = a * (f_row * work(col_factor[c + u * _BLOCK]))
+                    if write:
+                        out[base + c + u * _BLOCK] = v
+                    ss += float64(a) * float64(a)
+                    top = max(top, abs(v))
+                c += _UNROLL * _BLOCK
             while c < n_cols:
-                a0 = work(x[base + c])
-                v0 = a0 * (f_row * work(col_factor[c]))
+                a = work(x[base + c])
+                v = a * (f_row * work(col_factor[c]))
                 if write:
-                    out[base + c] = v0
-                ss, top, bad_in, bad_out = _tally(a0, v0, lim, ss, top, bad_in, bad_out)
+                    out[base + c] = v
+                ss += float64(a) * float64(a)
+                top = max(top, abs(v))
                 c += _BLOCK
         ss = _block_reduce(red, t, ss, False)
         peak = _block_reduce(red, t, float64(top), True)
-        n_in = _block_reduce(red, t, float64(bad_in), False)
-        n_out = _block_reduce(red, t, float64(bad_out), False)
         if t == 0:
             cuda.atomic.add(scan, 0, ss)
             cuda.atomic.max(scan, 1, peak)
-            if n_in > 0:
-                cuda.atomic.add(scan, 2, n_in)
-            if n_out > 0:
-                cuda.atomic.add(scan, 3, n_out)
 
     return scale_scan
 
@@ -422,6 +392,14 @@ def _cublas_mode_product(cp, x, u, y, p, i, q, j, precision: Precision):
     return launch
 
 
+def _overflow_limit(dtype) -> float:
+    """The smallest magnitude that rounds to infinity in ``dtype`` (inf for float64)."""
+    info = np.finfo(dtype)
+    if info.bits == 64:
+        return math.inf
+    return float(info.max) + float(info.eps) / 2 * 2.0 ** float(info.maxexp - 1)
+
+
 def _factor_vector(exps: list[np.ndarray]) -> np.ndarray:
     """:func:`_kron_vector` in float32 when every factor is a normal float32 (exact either
     way): the column factors are read once per element, so half the bytes in L2."""
@@ -586,7 +564,7 @@ class CudaTTMcOps:
         self._kernel(
             kron_scale_kernel, max(1, min(n_rows, 8192)), _BLOCK, _flat(x), _flat(out), n_rows, n_cols,
             self._upload(_kron_vector(exps[:k])), self._upload(_kron_vector(exps[k:])),
-            overflow_limit(dtype), bad,
+            _overflow_limit(dtype), bad,
         )
         return out, bad
 
@@ -600,12 +578,12 @@ class CudaTTMcOps:
     def scale_scan(self, x, exps, dtype):
         """The fused scale-and-scan pass; ``exps=None``: no scaling, ``dtype=None``: no output."""
         shape = tuple(int(s) for s in x.shape)
-        k = _split(shape, 4 * _BLOCK)
+        k = _split(shape, _UNROLL * _BLOCK)
         n_rows = int(np.prod(shape[:k], dtype=np.int64))
         n_cols = int(np.prod(shape[k:], dtype=np.int64))
         exps = exps if exps is not None else [np.zeros(n, np.int64) for n in shape]
         out = self.empty(shape, dtype) if dtype is not None else x
-        scan = self._zeros(4, np.float64)
+        scan = self._zeros(2, np.float64)
         rows, cols = _factor_vector(exps[:k]), _factor_vector(exps[k:])
         # float32 arithmetic is exact here: X̃ = x · (f_row · f_col) with a normal float32
         # product of powers of two rounds only when cast, and a float32 result too small to be
@@ -620,14 +598,23 @@ class CudaTTMcOps:
         kernel = scale_scan_kernel[np.dtype(np.float32 if exact_in_f32 else np.float64)]
         self._kernel(
             kernel, max(1, min(n_rows, 8192)), _BLOCK, _flat(x), _flat(out), dtype is not None, n_rows, n_cols,
-            self._upload(rows), self._upload(cols), overflow_limit(dtype if dtype is not None else np.float64), scan,
+            self._upload(rows), self._upload(cols), scan,
         )
-        return (out if dtype is not None else None), scan
+        written = out if dtype is not None else None
+        return written, (scan, x, written, _overflow_limit(dtype if dtype is not None else np.float64))
 
-    @staticmethod
-    def read_scan(scan) -> tuple[float, float, int, int]:
-        ss, top, bad_in, bad_out = scan.copy_to_host()
-        return float(ss), float(top), int(bad_in), int(bad_out)
+    def read_scan(self, handle) -> tuple[float, float, int, int]:
+        """``(Σx², max |X̃|, non-finite inputs, non-finite values written)``, as the CPU backend.
+
+        The counts cost a pass each, run only when the totals show there is something to count.
+        """
+        scan, x, written, limit = handle
+        ss, top = (float(v) for v in scan.copy_to_host())
+        bad_in = 0 if math.isfinite(ss) else self.read_int(self.count_nonfinite(x))
+        bad_out = 0
+        if written is not None and (bad_in or top >= limit):
+            bad_out = self.read_int(self.count_nonfinite(written))
+        return ss, top, bad_in, bad_out
 
     def cast(self, x, dtype):
         out, _ = self.kron_scale(x, [np.zeros(int(s), np.int64) for s in x.shape], dtype)

@@ -76,18 +76,21 @@ def test_scale_scan_kernel_equals_cpu(ops, dtype, source):
     cpu, gpu = ops
     rng = np.random.default_rng(8)
     x = tensor(rng, (2, 3, 1100)).astype(source)
-    x[0, 1, 5] = np.nan
     x[1, 2, 1099] = 7e4
     exps = [rng.integers(-3, 3, s) for s in x.shape]
     a, scan_a = cpu.scale_scan(x, exps, dtype)
     b, handle = gpu.scale_scan(gpu.asarray(x), exps, dtype)
     scan_b = gpu.read_scan(handle)
     assert scan_b[1:] == scan_a[1:] and scan_b[0] == pytest.approx(scan_a[0], rel=1e-12)
-    assert scan_a[2] == 1 and (dtype is not np.float16 or scan_a[3] >= 1)
+    assert scan_a[2] == 0 and scan_a[3] == (1 if dtype is np.float16 else 0)
     if dtype is None:
         assert a is None and b is None
     else:
         assert a.tobytes() == gpu.to_host(b).tobytes()
+    x[0, 1, 5] = np.nan  # counted on both backends; the sums then mean nothing
+    _, (_, _, bad_in, bad_out) = cpu.scale_scan(x, exps, dtype)
+    _, handle = gpu.scale_scan(gpu.asarray(x), exps, dtype)
+    assert gpu.read_scan(handle)[2:] == (bad_in, bad_out) == (1, 0 if dtype is None else 1 + scan_a[3])
 
 
 def test_gather_equals_cpu(ops):
