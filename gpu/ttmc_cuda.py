@@ -27,6 +27,7 @@ kernel; CuPy stays optional.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 import warnings
@@ -44,7 +45,8 @@ _GROUP = 32  # rows whose maxima are reduced together (one pair of barriers per 
 _PARTS = _BLOCK // _GROUP  # threads per row in the first reduction stage
 _CHUNK = 2048  # column maxima kept in shared memory per block
 _TILE = 16
-_UNROLL = 8  # loads in flight per thread in the scale-and-scan pass
+_UNROLL = 8  # loads in flight per thread in the scale-and-scan pass (twice that for FP16 data)
+_ROW_GROUP = 8  # rows a scale-and-scan block takes per column chunk
 
 
 @cuda.jit(device=True)
@@ -157,7 +159,11 @@ def kron_scale_kernel(x, out, n_rows, n_cols, row_factor, col_factor, limit, non
         cuda.atomic.add(nonfinite, 0, bad)
 
 
-def _make_scale_scan(work):
+@functools.cache
+def scale_scan_kernel(work_dtype: np.dtype, unroll: int):
+    """The scale-and-scan kernel for a working type and loads in flight per thread."""
+    work = float32 if np.dtype(work_dtype) == np.float32 else float64
+
     @cuda.jit
     def scale_scan(x, out, write, n_rows, n_cols, row_factor, col_factor, scan):
         """``out[r, c] = x[r, c] · f_row[r] · f_col[c]`` (if ``write``), ``scan = [Σx², max |X̃|]``.
@@ -166,39 +172,49 @@ def _make_scale_scan(work):
         Kronecker scales. Non-finite inputs make Σx² non-finite and values the cast
         overflows show in ``max |X̃|``, so the rare exact counts are a separate pass
         (:meth:`CudaTTMcOps.read_scan`) and the loop does per entry only the load, scale,
-        store, square and max. Blocks stride over rows, threads over contiguous columns,
-        _UNROLL loads in flight per thread (a few outstanding loads per thread do not
-        cover HBM latency). ``work`` is float32 where that is exact (FP16/FP32 data,
-        factors whose products stay normal in float32); Σx² stays float64.
+        store, square and max. A block takes a chunk of unroll·_BLOCK contiguous columns
+        for _ROW_GROUP rows: each thread keeps its ``unroll`` column factors in registers
+        and has ``unroll`` loads in flight (a few outstanding loads per thread do not cover
+        HBM latency). ``work`` is float32 where that is exact (FP16/FP32 data, factors whose
+        products stay normal in float32); Σx² stays float64.
         """
         red = cuda.shared.array(_BLOCK, float64)
-        vals = cuda.local.array(_UNROLL, work)
+        vals = cuda.local.array(unroll, work)
+        facs = cuda.local.array(unroll, work)
         t = cuda.threadIdx.x
+        n_chunks = (n_cols + unroll * _BLOCK - 1) // (unroll * _BLOCK)
+        n_groups = (n_rows + _ROW_GROUP - 1) // _ROW_GROUP
         ss = 0.0
         top = work(0.0)
-        for r in range(cuda.blockIdx.x, n_rows, cuda.gridDim.x):
-            f_row = work(row_factor[r])
-            base = r * n_cols
-            c = t
-            while c + (_UNROLL - 1) * _BLOCK < n_cols:
-                for u in range(_UNROLL):
-                    vals[u] = work(x[base + c + u * _BLOCK])
-                for u in range(_UNROLL):
-                    a = vals[u]
-                    v = a * (f_row * work(col_factor[c + u * _BLOCK]))
-                    if write:
-                        out[base + c + u * _BLOCK] = v
-                    ss += float64(a) * float64(a)
-                    top = max(top, abs(v))
-                c += _UNROLL * _BLOCK
-            while c < n_cols:
-                a = work(x[base + c])
-                v = a * (f_row * work(col_factor[c]))
-                if write:
-                    out[base + c] = v
-                ss += float64(a) * float64(a)
-                top = max(top, abs(v))
-                c += _BLOCK
+        for seg in range(cuda.blockIdx.x, n_chunks * n_groups, cuda.gridDim.x):
+            group = seg // n_chunks
+            c0 = (seg - group * n_chunks) * (unroll * _BLOCK) + t
+            full = c0 + (unroll - 1) * _BLOCK < n_cols
+            for u in range(unroll):
+                c = c0 + u * _BLOCK
+                facs[u] = work(col_factor[c]) if c < n_cols else work(0.0)
+            for r in range(group * _ROW_GROUP, min(group * _ROW_GROUP + _ROW_GROUP, n_rows)):
+                f_row = work(row_factor[r])
+                base = r * n_cols + c0
+                if full:
+                    for u in range(unroll):
+                        vals[u] = work(x[base + u * _BLOCK])
+                    for u in range(unroll):
+                        a = vals[u]
+                        v = a * (f_row * facs[u])
+                        if write:
+                            out[base + u * _BLOCK] = v
+                        ss += float64(a) * float64(a)
+                        top = max(top, abs(v))
+                else:
+                    for u in range(unroll):
+                        if c0 + u * _BLOCK < n_cols:
+                            a = work(x[base + u * _BLOCK])
+                            v = a * (f_row * facs[u])
+                            if write:
+                                out[base + u * _BLOCK] = v
+                            ss += float64(a) * float64(a)
+                            top = max(top, abs(v))
         ss = _block_reduce(red, t, ss, False)
         peak = _block_reduce(red, t, float64(top), True)
         if t == 0:
@@ -208,7 +224,6 @@ def _make_scale_scan(work):
     return scale_scan
 
 
-scale_scan_kernel = {np.dtype(np.float32): _make_scale_scan(float32), np.dtype(np.float64): _make_scale_scan(float64)}
 
 
 @cuda.jit
@@ -578,9 +593,12 @@ class CudaTTMcOps:
     def scale_scan(self, x, exps, dtype):
         """The fused scale-and-scan pass; ``exps=None``: no scaling, ``dtype=None``: no output."""
         shape = tuple(int(s) for s in x.shape)
-        k = _split(shape, _UNROLL * _BLOCK)
+        # Two-byte entries need twice the loads in flight for the same bytes.
+        unroll = 2 * _UNROLL if np.dtype(x.dtype).itemsize == 2 else _UNROLL
+        k = _split(shape, unroll * _BLOCK)
         n_rows = int(np.prod(shape[:k], dtype=np.int64))
         n_cols = int(np.prod(shape[k:], dtype=np.int64))
+        segments = math.ceil(n_cols / (unroll * _BLOCK)) * math.ceil(n_rows / _ROW_GROUP)
         exps = exps if exps is not None else [np.zeros(n, np.int64) for n in shape]
         out = self.empty(shape, dtype) if dtype is not None else x
         scan = self._zeros(2, np.float64)
@@ -595,9 +613,9 @@ class CudaTTMcOps:
             and 2.0**-126 <= float(rows.min()) * float(cols.min())
             and float(rows.max()) * float(cols.max()) <= 2.0**127
         )
-        kernel = scale_scan_kernel[np.dtype(np.float32 if exact_in_f32 else np.float64)]
+        kernel = scale_scan_kernel(np.dtype(np.float32 if exact_in_f32 else np.float64), unroll)
         self._kernel(
-            kernel, max(1, min(n_rows, 8192)), _BLOCK, _flat(x), _flat(out), dtype is not None, n_rows, n_cols,
+            kernel, max(1, min(segments, 8192)), _BLOCK, _flat(x), _flat(out), dtype is not None, n_rows, n_cols,
             self._upload(rows), self._upload(cols), scan,
         )
         written = out if dtype is not None else None
