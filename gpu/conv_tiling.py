@@ -57,6 +57,7 @@ __all__ = [
     "shared_bytes",
     "copy_fits",
     "uses_square_kernel",
+    "SQUARE_COST",
     "MODEL_MAX_TN",
 ]
 
@@ -283,10 +284,37 @@ class CostModel:
     issue_per_cycle: float = 2.5  # warp instructions per SM per cycle reached
     bytes_per_us: float = 2.73e6  # global memory / L2 bandwidth reached
     clock_mhz: float = 1700.0
+    warp_overhead: float = 0.0  # instructions a warp issues outside its loops (indices, set-up)
+    block_latency: float = 0.0  # cycles a block's prologue and epilogue add to its chain
+
+
+#: Constants of :func:`tile_time` for the k×k unit-stride kernel
+#: (:func:`gpu.conv_codegen.tucker_square_kernel_source`), fitted on the H100 (2026-11-22)
+#: to the times of all 22 531 candidates (TN ≤ 4) of the 18 TDC shapes with that kernel
+#: (``bench/conv.py --sections sweep``), as the first fit: least squares on log time, then
+#: the pick quality (ranking TN ≤ 2, the picks run 6 % slower than each shape's fastest
+#: candidate on average, 37 % at worst: (160, 96, 28, 28)). Global traffic never limited a candidate in the
+#: fit (``bytes_per_us`` went to the top of its range), and ``launch_us`` (6.2 µs against
+#: 1.7–2.6 µs measured for an empty kernel) also carries the fixed latency of every launch
+#: (parameter loads, index set-up, first weight load).
+SQUARE_COST = CostModel(
+    iteration_latency=131.0, iteration_overhead=8.3, copy_instructions=20.7, copy_latency=620.0,
+    fill_us=1.81, atomic_us_per_million=4.76, launch_us=6.21, issue_per_cycle=3.04, bytes_per_us=2e10,
+    warp_overhead=697.0, block_latency=1136.0,
+)
+
+
+def _registers(tile: CoreTile, shape) -> int:
+    """Registers a thread holds: accumulators, weights (the k×k kernel keeps a channel's
+    and the next channel's k·k·TN), one input row, addresses and loop state."""
+    k = shape["kw"]
+    if uses_square_kernel(shape):
+        return tile.tn * (tile.th * tile.tw + 2 * k * k) + tile.tw + k - 1 + 48
+    return tile.tn * (tile.th * tile.tw + k) + tile.tw + k - 1 + 40
 
 
 def _resident_blocks(tile: CoreTile, shape, spec: GpuSpec, threads: int) -> int:
-    regs = tile.tn * (tile.th * tile.tw + shape["kw"]) + tile.tw + shape["kw"] - 1 + 40
+    regs = _registers(tile, shape)
     return max(1, min(
         spec.blocks_per_sm,
         spec.threads_per_sm // threads,
@@ -304,10 +332,13 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
     Per warp and (channel, kernel row) iteration a row-register kernel issues TN·TH·TW·S
     FMAs, TH·(TW+S−1) shared loads (one per SM per cycle) and TN·S weight loads; a thread
     runs ⌈TC/split⌉·R iterations, each waiting ``iteration_latency`` cycles for its weights
-    unless co-resident warps fill the gap.
+    unless co-resident warps fill the gap. The k×k unit-stride kernel runs ⌈TC/split⌉
+    iterations of TN·TH·TW·k² FMAs, (TH+k−1)·⌈pitch/4⌉ vector shared loads and k²·TN
+    weight loads and register moves, with its own constants (``SQUARE_COST``).
     """
     spec = spec or GpuSpec()
-    cost = cost or CostModel()
+    square = uses_square_kernel(shape)
+    cost = cost or (SQUARE_COST if square else CostModel())
     r, s = shape["kh"], shape["kw"]
     n_thr = core_block_threads(shape["N"], tile.split, tile.tn)
     threads = n_thr * tile.split
@@ -317,19 +348,26 @@ def tile_time(tile: CoreTile, shape, spec: GpuSpec | None = None, cost: CostMode
     hi, wi = _input_tile(tile, shape)
     copy = tile.tc * hi * wi
     copy_per_thread = math.ceil(copy / threads)
-    iters = math.ceil(tile.tc / tile.split) * r
-    fma = tile.tn * tile.th * tile.tw * s
-    lds = tile.th * (tile.tw + s - 1)
-    per_iter = fma + lds + tile.tn * s + cost.iteration_overhead
+    if square:
+        iters = math.ceil(tile.tc / tile.split)
+        fma = tile.tn * tile.th * tile.tw * r * s
+        lds = hi * math.ceil(square_tile_pitch(tile.tw, s) / 4)
+        per_iter = fma + lds + 2 * tile.tn * r * s + cost.iteration_overhead
+    else:
+        iters = math.ceil(tile.tc / tile.split) * r
+        fma = tile.tn * tile.th * tile.tw * s
+        lds = tile.th * (tile.tw + s - 1)
+        per_iter = fma + lds + tile.tn * s + cost.iteration_overhead
     epilogue = n_thr * tile.tn * tile.th * tile.tw * tile.split * (8 + 2 * (tile.split - 1)) / 32 / warps
-    warp_instr = iters * per_iter + copy_per_thread * cost.copy_instructions + epilogue
+    warp_instr = iters * per_iter + copy_per_thread * cost.copy_instructions + epilogue + cost.warp_overhead
     cycles_per_us = cost.clock_mhz
     issue = blocks * warps * warp_instr / (spec.sms * cost.issue_per_cycle) / cycles_per_us
     shared = blocks * warps * iters * lds / spec.sms / cycles_per_us
     resident = _resident_blocks(tile, shape, spec, threads)
     waves = math.ceil(blocks / (spec.sms * resident))
     busy = per_iter * min(resident * warps, 32) / cost.issue_per_cycle / 8
-    chain = iters * (cost.iteration_latency + busy) + copy_per_thread * cost.copy_latency + cost.iteration_latency
+    chain = (iters * (cost.iteration_latency + busy) + copy_per_thread * cost.copy_latency + cost.iteration_latency
+             + cost.block_latency)
     latency = waves * chain / cycles_per_us
     outputs = shape["Ho"] * shape["Wo"] * shape["N"] * shape.get("batch", 1)
     traffic = 4 * (blocks * copy + blocks * tile.tc * r * s * n_thr * tile.tn + outputs * c_tiles)

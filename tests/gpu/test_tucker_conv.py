@@ -1,6 +1,7 @@
 """Tucker conv: CPU backend and the TDC core kernels (simulator) against a float64 direct
 convolution of the reconstructed kernel and PyTorch's conv2d; the tile model (Eqs. 14–19)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ from gpu.conv_direct import direct_conv2d, tucker_kernel
 from gpu.conv_index_tables import conv_geometry
 from gpu.conv_tiling import (
     MODEL_MAX_TN,
+    SQUARE_COST,
     CoreTile,
     CostModel,
     GpuSpec,
@@ -22,6 +24,7 @@ from gpu.conv_tiling import (
     select_tile_tdc,
     tile_candidates,
     tile_time,
+    uses_square_kernel,
 )
 from gpu.tucker_conv import (
     TuckerCorePlan,
@@ -264,13 +267,16 @@ def test_cost_model_picks_its_least_time_and_charges_atomics():
     pick = select_tile_model(SHAPE)
     assert tile_time(pick, SHAPE) == min(tile_time(t, SHAPE) for t in cands)
     assert select_tile_tdc(SHAPE) in cands
-    # two channel tiles pay the zero-fill and one atomic add per output and channel tile
+    # two channel tiles pay the zero-fill and one atomic add per output and channel tile;
+    # SHAPE (3x3, unit stride) runs the 3x3 kernel and so takes its constants, a 3x5 kernel not
     halves = CoreTile(2, 4, 32, 8, 2)
-    free = CostModel(fill_us=0.0, atomic_us_per_million=0.0)
-    extra = tile_time(halves, SHAPE) - tile_time(halves, SHAPE, cost=free)
-    assert extra == pytest.approx(CostModel().fill_us + CostModel().atomic_us_per_million * 28 * 28 * 32 * 2 / 1e6)
-    whole = CoreTile(2, 4, 64, 8, 2)
-    assert tile_time(whole, SHAPE) == tile_time(whole, SHAPE, cost=free)
+    for shape, cost in ((SHAPE, SQUARE_COST), (dict(SHAPE, kw=5), CostModel())):
+        free = dataclasses.replace(cost, fill_us=0.0, atomic_us_per_million=0.0)
+        extra = tile_time(halves, shape) - tile_time(halves, shape, cost=free)
+        assert extra == pytest.approx(cost.fill_us + cost.atomic_us_per_million * 28 * 28 * 32 * 2 / 1e6)
+        whole = CoreTile(2, 4, 64, 8, 2)
+        assert tile_time(whole, shape) == tile_time(whole, shape, cost=free)
+    assert uses_square_kernel(SHAPE) and not uses_square_kernel(dict(SHAPE, sh=2))
 
 
 def test_cost_model_time_grows_with_the_image():
