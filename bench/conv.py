@@ -1,7 +1,7 @@
 """Factorized conv benchmark: fused CP and Tucker core kernels vs cuDNN and the PyTorch
 pairwise sequence, on one GPU, in one run.
 
-    python3 bench/conv.py [--quick] [--sections check,cp,tdc,tucker,sweep] [--out DIR]
+    python3 bench/conv.py [--quick] [--sections check,cp,cpsweep,tdc,tucker,sweep] [--out DIR]
 
 Kernel times are GPU time per call from CUDA events around back-to-back launches queued
 behind a sleeping kernel (gpu/conv_timing.py), the same for every side; "host" is the
@@ -44,7 +44,13 @@ from gpu.conv_direct import cp_kernel, direct_conv2d, tucker_kernel  # noqa: E40
 from gpu.conv_index_tables import conv_geometry  # noqa: E402
 from gpu.conv_tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates  # noqa: E402
 from gpu.conv_timing import device_time, device_times  # noqa: E402
-from gpu.cp_conv import CPConvPlan, check_cp_factors, cp_conv2d  # noqa: E402
+from gpu.cp_conv import (  # noqa: E402
+    CPConvPlan,
+    check_cp_factors,
+    choose_separable_tiling,
+    cp_conv2d,
+    separable_candidates,
+)
 from gpu.tucker_conv import (  # noqa: E402
     TuckerConvPlan,
     TuckerCorePlan,
@@ -168,8 +174,8 @@ def check_small(rng, log) -> list[str]:
         u = rng.standard_normal((n, c, h, w)).astype(np.float32)
         f = random_cp(rng, c, kh, kw, t, rank)
         ref = direct_conv2d(u, cp_kernel(f.s, f.h, f.w, f.t), f.bias, stride, pad, dil)
-        out = cp_conv2d(u, f.s, f.h, f.w, f.t, f.bias, stride, pad, dil, backend="cuda")
-        e_cp = rel_err(out, ref)
+        e_cp = max(rel_err(cp_conv2d(u, f.s, f.h, f.w, f.t, f.bias, stride, pad, dil, backend="cuda", method=m), ref)
+                   for m in ("taps", "separable"))
         d1, d2 = int(rng.integers(1, c + 1)), int(rng.integers(1, t + 1))
         tf = check_tucker_factors(rng.standard_normal((c, d1)), rng.standard_normal((d2, d1, kh, kw)),
                                   rng.standard_normal((t, d2)), rng.standard_normal(t))
@@ -192,7 +198,7 @@ def check_small(rng, log) -> list[str]:
 
 
 def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
-    rows = ["layer  batch rank | ours µs  host µs | cuDNN µs ratio | pairwise µs ratio | MiB ours cuDNN pair | err"]
+    rows = ["layer  batch rank | ours µs  host µs | cuDNN µs ratio | pairwise µs ratio | MiB ours cuDNN pair | err     | kernel"]
     for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
         for n in batches:
             u = rng.standard_normal((n, c, h, w)).astype(np.float32)
@@ -219,7 +225,7 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
                 cudnn, cudnn_host = timed(full)
                 pw, pw_host = timed(pair)
                 mem_full, mem_pair = torch_peak_bytes(full), torch_peak_bytes(pair)
-                rec = {"bench": "cp", "layer": li, "batch": n, "rank": rank, "lanes": plan.lanes,
+                rec = {"bench": "cp", "layer": li, "batch": n, "rank": rank, "kernel": cp_tile_name(plan),
                        "ours_us": ours * 1e6, "ours_host_us": ours_host * 1e6, "cudnn_us": cudnn * 1e6,
                        "cudnn_host_us": cudnn_host * 1e6, "pairwise_us": pw * 1e6, "pairwise_host_us": pw_host * 1e6,
                        "ours_bytes": ours_bytes, "cudnn_bytes": mem_full, "pairwise_bytes": mem_pair, "max_rel_err": err}
@@ -227,10 +233,62 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
                 rows.append(
                     f"L{li} {n:>7} {rank:>4} | {ours * 1e6:7.1f} {ours_host * 1e6:8.1f} | {cudnn * 1e6:8.1f} "
                     f"{cudnn / ours:5.2f} | {pw * 1e6:11.1f} {pw / ours:5.2f} | {ours_bytes / 2**20:8.2f} "
-                    f"{mem_full / 2**20:6.2f} {mem_pair / 2**20:6.2f} | {err:.1e}"
+                    f"{mem_full / 2**20:6.2f} {mem_pair / 2**20:6.2f} | {err:.1e} | {cp_tile_name(plan)}"
                 )
                 del k_full, b, w1, wh, ww, w2
             del x
+    return rows
+
+
+def cp_tile_name(plan) -> str:
+    """``taps/lanes`` for Algorithm 2, ``TH x TW/cs/groups/block`` for the separable kernel."""
+    t = plan.tiling
+    return f"taps/{plan.lanes}" if t is None else f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}"
+
+
+def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
+    """Every launch shape of the separable CP kernel and Algorithm 2 (``taps``) on the
+    Reustle layers, with the pairwise sequence for scale: the data behind
+    ``gpu.cp_conv.choose_method`` and ``choose_separable_tiling`` (each candidate's time
+    in the log, ``bench: cptile``)."""
+    rows = ["CP sweep layer batch rank | cands | best tile µs | rule tile µs | Alg.2 µs | pairwise µs | pair/best pair/rule | err"]
+    for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
+        for n in batches:
+            u = rng.standard_normal((n, c, h, w)).astype(np.float32)
+            x = torch.from_numpy(u).cuda()
+            g = conv_geometry(u.shape, (kh, kw), 1, pad, 1)
+            d_u = cuda.to_device(u)
+            d_out = cuda.device_array((n, t, g.out_h, g.out_w), np.float32)
+            for rank in ranks:
+                f = random_cp(rng, c, kh, kw, t, rank)
+                plans = [CPConvPlan(f, g, method="separable", tiling=tile) for tile in separable_candidates(g, rank, t)]
+                plans.append(CPConvPlan(f, g, method="taps"))
+                times = device_times([lambda p=p: p(d_u, d_out) for p in plans], repeats=5)
+                for p, sec in zip(plans, times):
+                    log({"bench": "cptile", "layer": li, "batch": n, "rank": rank, "tile": cp_tile_name(p), "us": sec * 1e6})
+                best = min(range(len(plans) - 1), key=times.__getitem__)
+                rule_tile = choose_separable_tiling(g, rank, t)
+                rule = next(i for i, p in enumerate(plans) if p.tiling == rule_tile)
+                w1 = torch.from_numpy(np.ascontiguousarray(f.s.T[:, :, None, None])).cuda()
+                wh = torch.from_numpy(np.ascontiguousarray(f.h.T[:, None, :, None])).cuda()
+                ww = torch.from_numpy(np.ascontiguousarray(f.w.T[:, None, None, :])).cuda()
+                w2 = torch.from_numpy(np.ascontiguousarray(f.t[:, :, None, None])).cuda()
+                b = torch.from_numpy(f.bias).cuda()
+                pair = lambda: pairwise(x, w1, wh, ww, w2, b, pad)  # noqa: E731
+                pw, _ = timed(pair)
+                ref = pair()[:1].cpu().numpy()
+                err = 0.0
+                for i in (best, rule):
+                    plans[i](d_u, d_out)
+                    err = max(err, rel_err(d_out[:1].copy_to_host(), ref))
+                log({"bench": "cpsweep", "layer": li, "batch": n, "rank": rank, "best": cp_tile_name(plans[best]),
+                     "best_us": times[best] * 1e6, "rule": cp_tile_name(plans[rule]), "rule_us": times[rule] * 1e6,
+                     "taps_us": times[-1] * 1e6, "pairwise_us": pw * 1e6, "max_rel_err": err})
+                rows.append(f"L{li} {n:>16} {rank:>4} | {len(plans) - 1:5} | {cp_tile_name(plans[best]):<14} {times[best] * 1e6:7.1f} | "
+                            f"{cp_tile_name(plans[rule]):<14} {times[rule] * 1e6:7.1f} | {times[-1] * 1e6:8.1f} | {pw * 1e6:11.1f} | "
+                            f"{pw / times[best]:9.2f} {pw / times[rule]:9.2f} | {err:.1e}")
+                del plans, w1, wh, ww, w2, b
+            del x, d_u, d_out
     return rows
 
 
@@ -389,7 +447,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="correctness checks and one timing (smoke test)")
     ap.add_argument("--no-exhaustive", action="store_true", help="skip the exhaustive tile tuner")
     ap.add_argument("--sections", default="check,cp,tdc,tucker",
-                    help="comma-separated: check, cp, tdc, tucker, sweep (every core tiling candidate)")
+                    help="comma-separated: check, cp, cpsweep (every CP launch shape), tdc, tucker, "
+                         "sweep (every core tiling candidate)")
     ap.add_argument("--sweep-shapes", default=None,
                     help="comma-separated indices into the 18 TDC shapes: sweep only these")
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for conv_bench.jsonl")
@@ -421,6 +480,7 @@ def main() -> int:
         plan = [
             ("check", lambda: check_small(rng, log)),
             ("cp", lambda: bench_cp(rng, log, REUSTLE_LAYERS, RANKS, BATCHES)),
+            ("cpsweep", lambda: bench_cp_sweep(rng, log, REUSTLE_LAYERS, RANKS, BATCHES)),
             ("tdc", lambda: bench_tdc(rng, log, TDC_SHAPES, exhaustive=not args.no_exhaustive)),
             ("tucker", lambda: bench_tucker_stages(rng, log, REUSTLE_LAYERS, BATCHES)),
             ("sweep", lambda: bench_tile_sweep(

@@ -25,7 +25,10 @@ __all__ = [
     "tucker_square_variants",
     "square_tile_pitch",
     "tucker_square_kernel_source",
+    "CP_SEP_PIXELS",
+    "CP_SEP_MAX_BLOCK",
     "cp_kernel_source",
+    "cp_separable_kernel_source",
     "cp_module_source",
     "tucker_kernel_source",
     "tucker_rows_kernel_source",
@@ -79,6 +82,8 @@ else:
 
 #: Threads per block of the CP kernels (a multiple of 32, so lane groups never straddle warps).
 CP_BLOCK = 256
+#: Largest block of the separable kernels (the size of their shuffle scratch row).
+CP_SEP_MAX_BLOCK = {max_block}
 '''
 
 
@@ -201,6 +206,216 @@ def cp_conv_r{rank}(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
                 out[base + t * plane_out] += val
             else:
                 out[base + t * plane_out] = val
+'''
+
+
+#: Output pixels per thread in the separable kernel's last stage (V = Σ_r T[t,r]·C[r]),
+#: one kernel each: every weight T[t,r] loaded feeds this many multiply–adds, but each
+#: pixel holds R registers (four pixels at rank 16 limit the resident blocks).
+CP_SEP_PIXELS = (2, 4)
+#: Largest block of the separable kernels (the simulator's shuffle scratch row). 512
+#: threads failed to launch on the H100 at rank 16: more than 128 registers per thread.
+CP_SEP_MAX_BLOCK = 256
+#: Input channels whose loads a stage-1 thread issues before their multiply–adds.
+_SEP_LOADS = 8
+
+
+def cp_separable_kernel_source(rank: int, px: int) -> str:
+    """The separable fused CP kernel for one rank: Reustle, Rabbani & Huang's pairwise
+    sequence (Eq. 7: U0 = U ×_S S, U1 = U0 ∗_H H, U2 = U1 ∗_W W, V = U2 ×_T T) evaluated
+    inside one kernel per output tile, every intermediate in shared memory.
+
+    Per output pixel it costs C·R + R·(kh + kw) + R·T multiply–adds (plus the halo's
+    share of the first term) where Algorithm 2 costs C·kh·kw·R + R·T (Eq. 9). One block
+    per (output tile TH×TW, image, group of output channels):
+
+    1. A[r,p] = Σ_s S[s,r]·U[n,s,p] for every pixel p of the input tile (output tile plus
+       halo; zero outside the image, i.e. the padding). ``cs`` adjacent lanes share a
+       pixel and take every cs-th channel, eight loads in flight per lane; their partial
+       sums meet by a warp-shuffle butterfly (as Algorithm 2's channel lanes). Short
+       per-lane channel chains matter: a chain of C loads waits C/8 memory latencies.
+    2. B[r,i,x] = Σ_h H[h,r]·A[r, i·σ_h + h·δ_h, x] for the TH output rows: a thread per
+       (r, x) walks the rows, so a warp reads consecutive words.
+    3. C[r,i,j] = Σ_w W[w,r]·B[r, i, j·σ_w + w·δ_w], a thread per (r, j), over A.
+    4. V[n,t,y,x] = bias[t] + Σ_r T[t,r]·C[r,i,j]: each thread keeps the R values of
+       ``px`` pixels in registers and walks its share of the block's output channels,
+       so each T[t,r] it loads feeds ``px`` multiply–adds; a warp stores consecutive
+       pixels.
+
+    The taps of the 1-D passes step through shared memory by one constant increment
+    (δ·row length, δ): Tillet's pointer-increment table of a one-dimensional filter has a
+    single distinct row, so no table is loaded; no stage divides per tap or per channel.
+    Groups of output channels on separate blocks repeat stages 1–3; they give small
+    layers enough blocks.
+    """
+    r = range(rank)
+    pxs = range(px)
+    nl = _SEP_LOADS
+    zero_a = "\n".join(f"        a{i} = float32(0.0)" for i in r)
+    loads = "\n".join(f"                v{j} = u[ptr{'' if j == 0 else f' + {j} * step'}]" for j in range(nl))
+    acc_n = "\n".join(
+        f"                a{i} += v{j} * s_f[sr{'' if j == 0 else f' + {j} * srs'}{'' if i == 0 else f' + {i}'}]"
+        for j in range(nl) for i in r
+    )
+    acc1 = "\n".join(f"                a{i} += v0 * s_f[sr{'' if i == 0 else f' + {i}'}]" for i in r)
+    shfl = "\n".join(f"            a{i} += lane_xor(scratch, tid, a{i}, m)" for i in r)
+    park = "\n".join(f"            sm[p{'' if i == 0 else f' + {i} * p_in'}] = a{i}" for i in r)
+    pix = []
+    for k in pxs:
+        pix += [
+            f"            p{k} = base + tl{'' if k == 0 else f' + {k} * span'}",
+            f"            ok{k} = False",
+            f"            o{k} = 0",
+            f"            c{k} = 0",
+            f"            if p{k} < p_out:",
+            f"                i = p{k} // tw",
+            "                oy = oy0 + i",
+            f"                ox = ox0 + p{k} - i * tw",
+            f"                ok{k} = oy < out_h and ox < out_w",
+            f"                o{k} = oy * out_w + ox",
+            f"                c{k} = p{k}",
+        ]
+    pix = "\n".join(pix)
+    loadq = "\n".join(f"            q{k}_{i} = sm[c{k}{'' if i == 0 else f' + {i} * p_out'}]" for k in pxs for i in r)
+    loadw = "\n".join(f"                w{i} = t_f[tr{'' if i == 0 else f' + {i}'}]" for i in r)
+    fma = "\n".join(
+        [f"                v{k} = b" for k in pxs] + [f"                v{k} += q{k}_{i} * w{i}" for i in r for k in pxs]
+    )
+    store = "\n".join(
+        f"""                if ok{k}:
+                    if accumulate:
+                        out[ob + o{k}] += v{k}
+                    else:
+                        out[ob + o{k}] = v{k}"""
+        for k in pxs
+    )
+    return f'''
+@cuda.jit(cache=True)
+def cp_sep_r{rank}_p{px}(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank {rank}, {px} output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × {rank});
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: {rank}·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * {rank}
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+{zero_a}
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * {rank}
+            s = j
+            while s + {nl - 1} * cs < chans:
+{loads}
+{acc_n}
+                ptr += {nl} * step
+                sr += {nl} * srs
+                s += {nl} * cs
+            while s < chans:
+                v0 = u[ptr]
+{acc1}
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+{shfl}
+            m >>= 1
+        if j == 0 and p < p_in:
+{park}
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = {rank} * p_in
+    for idx in range(tid, {rank} * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += {rank}
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, {rank} * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += {rank}
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], {px} pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+{pix}
+{loadq}
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * {rank}
+{loadw}
+                b = bias[t]
+{fma}
+                ob = (n * n_out + t) * plane_out
+{store}
+            base += {px} * span
 '''
 
 
@@ -597,12 +812,16 @@ def tucker_core_{th}x{tw}_k{k}_n{tn}({_TUCKER_ARGS}):
 
 def cp_module_source() -> str:
     body = "".join(cp_kernel_source(r) for r in CP_RANKS)
+    body += "".join(cp_separable_kernel_source(r, px) for r in CP_RANKS for px in CP_SEP_PIXELS)
     table = "\n".join(f"    {r}: cp_conv_r{r}," for r in CP_RANKS)
+    sep = "\n".join(f"    ({r}, {px}): cp_sep_r{r}_p{px}," for r in CP_RANKS for px in CP_SEP_PIXELS)
     return (
         _HEADER.format(what=f"fused CP conv kernels, ranks {CP_RANKS[0]}..{CP_RANKS[-1]}")
-        + _LANE_XOR
+        + _LANE_XOR.format(max_block=CP_SEP_MAX_BLOCK)
         + body
         + f"\n\nCP_KERNELS = {{\n{table}\n}}\n"
+        + "\n# (rank, pixels per thread) -> separable fused kernel (Eq. 7 per output tile)\n"
+        + f"CP_SEPARABLE_KERNELS = {{\n{sep}\n}}\n"
     )
 
 

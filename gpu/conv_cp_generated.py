@@ -23,6 +23,8 @@ else:
 
 #: Threads per block of the CP kernels (a multiple of 32, so lane groups never straddle warps).
 CP_BLOCK = 256
+#: Largest block of the separable kernels (the size of their shuffle scratch row).
+CP_SEP_MAX_BLOCK = 256
 
 @cuda.jit(cache=True)
 def cp_conv_r1(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
@@ -2728,6 +2730,10774 @@ def cp_conv_r16(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
             else:
                 out[base + t * plane_out] = val
 
+@cuda.jit(cache=True)
+def cp_sep_r1_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 1, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 1);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 1·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 1
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 1
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a0 += v7 * s_f[sr + 7 * srs]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 1 * p_in
+    for idx in range(tid, 1 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 1
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 1 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 1
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q1_0 = sm[c1]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 1
+                w0 = t_f[tr]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r1_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 1, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 1);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 1·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 1
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 1
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a0 += v7 * s_f[sr + 7 * srs]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 1 * p_in
+    for idx in range(tid, 1 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 1
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 1 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 1
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q1_0 = sm[c1]
+            q2_0 = sm[c2]
+            q3_0 = sm[c3]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 1
+                w0 = t_f[tr]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 2, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 2);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 2·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 2
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 2
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 2 * p_in
+    for idx in range(tid, 2 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 2
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 2 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 2
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 2
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 2, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 2);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 2·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 2
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 2
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 2 * p_in
+    for idx in range(tid, 2 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 2
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 2 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 2
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 2
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r3_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 3, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 3);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 3·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 3
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 3
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 3 * p_in
+    for idx in range(tid, 3 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 3
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 3 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 3
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 3
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r3_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 3, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 3);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 3·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 3
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 3
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 3 * p_in
+    for idx in range(tid, 3 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 3
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 3 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 3
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 3
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 4, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 4);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 4·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 4
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 4
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 4 * p_in
+    for idx in range(tid, 4 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 4
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 4 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 4
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 4
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 4, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 4);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 4·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 4
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 4
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 4 * p_in
+    for idx in range(tid, 4 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 4
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 4 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 4
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 4
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r5_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 5, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 5);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 5·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 5
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 5
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 5 * p_in
+    for idx in range(tid, 5 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 5
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 5 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 5
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 5
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r5_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 5, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 5);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 5·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 5
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 5
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 5 * p_in
+    for idx in range(tid, 5 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 5
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 5 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 5
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 5
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r6_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 6, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 6);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 6·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 6
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 6
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 6 * p_in
+    for idx in range(tid, 6 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 6
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 6 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 6
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 6
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r6_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 6, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 6);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 6·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 6
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 6
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 6 * p_in
+    for idx in range(tid, 6 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 6
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 6 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 6
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 6
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r7_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 7, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 7);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 7·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 7
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 7
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 7 * p_in
+    for idx in range(tid, 7 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 7
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 7 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 7
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 7
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r7_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 7, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 7);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 7·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 7
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 7
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 7 * p_in
+    for idx in range(tid, 7 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 7
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 7 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 7
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 7
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r8_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 8);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 8·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 8
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 8
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 8 * p_in
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 8
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 8
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 8
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 8);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 8·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 8
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 8
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 8 * p_in
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 8
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 8
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 8
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r9_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 9, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 9);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 9·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 9
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 9
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 9 * p_in
+    for idx in range(tid, 9 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 9
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 9 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 9
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 9
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r9_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 9, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 9);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 9·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 9
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 9
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 9 * p_in
+    for idx in range(tid, 9 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 9
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 9 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 9
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 9
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r10_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 10, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 10);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 10·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 10
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 10
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 10 * p_in
+    for idx in range(tid, 10 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 10
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 10 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 10
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 10
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r10_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 10, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 10);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 10·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 10
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 10
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 10 * p_in
+    for idx in range(tid, 10 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 10
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 10 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 10
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q2_9 = sm[c2 + 9 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            q3_9 = sm[c3 + 9 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 10
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v2 += q2_9 * w9
+                v3 += q3_9 * w9
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r11_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 11, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 11);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 11·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 11
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 11
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 11 * p_in
+    for idx in range(tid, 11 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 11
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 11 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 11
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 11
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r11_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 11, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 11);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 11·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 11
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 11
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 11 * p_in
+    for idx in range(tid, 11 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 11
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 11 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 11
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q2_9 = sm[c2 + 9 * p_out]
+            q2_10 = sm[c2 + 10 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            q3_9 = sm[c3 + 9 * p_out]
+            q3_10 = sm[c3 + 10 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 11
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v2 += q2_9 * w9
+                v3 += q3_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v2 += q2_10 * w10
+                v3 += q3_10 * w10
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r12_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 12, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 12);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 12·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 12
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 12
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 12 * p_in
+    for idx in range(tid, 12 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 12
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 12 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 12
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 12
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r12_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 12, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 12);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 12·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 12
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 12
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 12 * p_in
+    for idx in range(tid, 12 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 12
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 12 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 12
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q2_9 = sm[c2 + 9 * p_out]
+            q2_10 = sm[c2 + 10 * p_out]
+            q2_11 = sm[c2 + 11 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            q3_9 = sm[c3 + 9 * p_out]
+            q3_10 = sm[c3 + 10 * p_out]
+            q3_11 = sm[c3 + 11 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 12
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v2 += q2_9 * w9
+                v3 += q3_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v2 += q2_10 * w10
+                v3 += q3_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v2 += q2_11 * w11
+                v3 += q3_11 * w11
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r13_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 13, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 13);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 13·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 13
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 13
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 13 * p_in
+    for idx in range(tid, 13 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 13
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 13 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 13
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 13
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r13_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 13, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 13);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 13·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 13
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 13
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 13 * p_in
+    for idx in range(tid, 13 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 13
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 13 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 13
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q2_9 = sm[c2 + 9 * p_out]
+            q2_10 = sm[c2 + 10 * p_out]
+            q2_11 = sm[c2 + 11 * p_out]
+            q2_12 = sm[c2 + 12 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            q3_9 = sm[c3 + 9 * p_out]
+            q3_10 = sm[c3 + 10 * p_out]
+            q3_11 = sm[c3 + 11 * p_out]
+            q3_12 = sm[c3 + 12 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 13
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v2 += q2_9 * w9
+                v3 += q3_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v2 += q2_10 * w10
+                v3 += q3_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v2 += q2_11 * w11
+                v3 += q3_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                v2 += q2_12 * w12
+                v3 += q3_12 * w12
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r14_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 14, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 14);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 14·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 14
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        a13 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 14
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a13 += v1 * s_f[sr + 1 * srs + 13]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a13 += v2 * s_f[sr + 2 * srs + 13]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a13 += v3 * s_f[sr + 3 * srs + 13]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a13 += v4 * s_f[sr + 4 * srs + 13]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a13 += v5 * s_f[sr + 5 * srs + 13]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a13 += v6 * s_f[sr + 6 * srs + 13]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                a13 += v7 * s_f[sr + 7 * srs + 13]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            a13 += lane_xor(scratch, tid, a13, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+            sm[p + 13 * p_in] = a13
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 14 * p_in
+    for idx in range(tid, 14 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 14
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 14 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 14
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q0_13 = sm[c0 + 13 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            q1_13 = sm[c1 + 13 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 14
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                w13 = t_f[tr + 13]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                v0 += q0_13 * w13
+                v1 += q1_13 * w13
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r14_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 14, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 14);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 14·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 14
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        a13 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 14
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a13 += v1 * s_f[sr + 1 * srs + 13]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a13 += v2 * s_f[sr + 2 * srs + 13]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a13 += v3 * s_f[sr + 3 * srs + 13]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a13 += v4 * s_f[sr + 4 * srs + 13]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a13 += v5 * s_f[sr + 5 * srs + 13]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a13 += v6 * s_f[sr + 6 * srs + 13]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                a13 += v7 * s_f[sr + 7 * srs + 13]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            a13 += lane_xor(scratch, tid, a13, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+            sm[p + 13 * p_in] = a13
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 14 * p_in
+    for idx in range(tid, 14 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 14
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 14 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 14
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q0_13 = sm[c0 + 13 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            q1_13 = sm[c1 + 13 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q2_9 = sm[c2 + 9 * p_out]
+            q2_10 = sm[c2 + 10 * p_out]
+            q2_11 = sm[c2 + 11 * p_out]
+            q2_12 = sm[c2 + 12 * p_out]
+            q2_13 = sm[c2 + 13 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            q3_9 = sm[c3 + 9 * p_out]
+            q3_10 = sm[c3 + 10 * p_out]
+            q3_11 = sm[c3 + 11 * p_out]
+            q3_12 = sm[c3 + 12 * p_out]
+            q3_13 = sm[c3 + 13 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 14
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                w13 = t_f[tr + 13]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v2 += q2_9 * w9
+                v3 += q3_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v2 += q2_10 * w10
+                v3 += q3_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v2 += q2_11 * w11
+                v3 += q3_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                v2 += q2_12 * w12
+                v3 += q3_12 * w12
+                v0 += q0_13 * w13
+                v1 += q1_13 * w13
+                v2 += q2_13 * w13
+                v3 += q3_13 * w13
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r15_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 15, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 15);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 15·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 15
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        a13 = float32(0.0)
+        a14 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 15
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a13 += v1 * s_f[sr + 1 * srs + 13]
+                a14 += v1 * s_f[sr + 1 * srs + 14]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a13 += v2 * s_f[sr + 2 * srs + 13]
+                a14 += v2 * s_f[sr + 2 * srs + 14]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a13 += v3 * s_f[sr + 3 * srs + 13]
+                a14 += v3 * s_f[sr + 3 * srs + 14]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a13 += v4 * s_f[sr + 4 * srs + 13]
+                a14 += v4 * s_f[sr + 4 * srs + 14]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a13 += v5 * s_f[sr + 5 * srs + 13]
+                a14 += v5 * s_f[sr + 5 * srs + 14]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a13 += v6 * s_f[sr + 6 * srs + 13]
+                a14 += v6 * s_f[sr + 6 * srs + 14]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                a13 += v7 * s_f[sr + 7 * srs + 13]
+                a14 += v7 * s_f[sr + 7 * srs + 14]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            a13 += lane_xor(scratch, tid, a13, m)
+            a14 += lane_xor(scratch, tid, a14, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+            sm[p + 13 * p_in] = a13
+            sm[p + 14 * p_in] = a14
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 15 * p_in
+    for idx in range(tid, 15 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 15
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 15 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 15
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q0_13 = sm[c0 + 13 * p_out]
+            q0_14 = sm[c0 + 14 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            q1_13 = sm[c1 + 13 * p_out]
+            q1_14 = sm[c1 + 14 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 15
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                w13 = t_f[tr + 13]
+                w14 = t_f[tr + 14]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                v0 += q0_13 * w13
+                v1 += q1_13 * w13
+                v0 += q0_14 * w14
+                v1 += q1_14 * w14
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r15_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 15, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 15);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 15·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 15
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        a13 = float32(0.0)
+        a14 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 15
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a13 += v1 * s_f[sr + 1 * srs + 13]
+                a14 += v1 * s_f[sr + 1 * srs + 14]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a13 += v2 * s_f[sr + 2 * srs + 13]
+                a14 += v2 * s_f[sr + 2 * srs + 14]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a13 += v3 * s_f[sr + 3 * srs + 13]
+                a14 += v3 * s_f[sr + 3 * srs + 14]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a13 += v4 * s_f[sr + 4 * srs + 13]
+                a14 += v4 * s_f[sr + 4 * srs + 14]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a13 += v5 * s_f[sr + 5 * srs + 13]
+                a14 += v5 * s_f[sr + 5 * srs + 14]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a13 += v6 * s_f[sr + 6 * srs + 13]
+                a14 += v6 * s_f[sr + 6 * srs + 14]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                a13 += v7 * s_f[sr + 7 * srs + 13]
+                a14 += v7 * s_f[sr + 7 * srs + 14]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            a13 += lane_xor(scratch, tid, a13, m)
+            a14 += lane_xor(scratch, tid, a14, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+            sm[p + 13 * p_in] = a13
+            sm[p + 14 * p_in] = a14
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 15 * p_in
+    for idx in range(tid, 15 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 15
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 15 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 15
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q0_13 = sm[c0 + 13 * p_out]
+            q0_14 = sm[c0 + 14 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            q1_13 = sm[c1 + 13 * p_out]
+            q1_14 = sm[c1 + 14 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q2_9 = sm[c2 + 9 * p_out]
+            q2_10 = sm[c2 + 10 * p_out]
+            q2_11 = sm[c2 + 11 * p_out]
+            q2_12 = sm[c2 + 12 * p_out]
+            q2_13 = sm[c2 + 13 * p_out]
+            q2_14 = sm[c2 + 14 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            q3_9 = sm[c3 + 9 * p_out]
+            q3_10 = sm[c3 + 10 * p_out]
+            q3_11 = sm[c3 + 11 * p_out]
+            q3_12 = sm[c3 + 12 * p_out]
+            q3_13 = sm[c3 + 13 * p_out]
+            q3_14 = sm[c3 + 14 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 15
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                w13 = t_f[tr + 13]
+                w14 = t_f[tr + 14]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v2 += q2_9 * w9
+                v3 += q3_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v2 += q2_10 * w10
+                v3 += q3_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v2 += q2_11 * w11
+                v3 += q3_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                v2 += q2_12 * w12
+                v3 += q3_12 * w12
+                v0 += q0_13 * w13
+                v1 += q1_13 * w13
+                v2 += q2_13 * w13
+                v3 += q3_13 * w13
+                v0 += q0_14 * w14
+                v1 += q1_14 * w14
+                v2 += q2_14 * w14
+                v3 += q3_14 * w14
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r16_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 16, 2 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 16);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 16·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 16
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        a13 = float32(0.0)
+        a14 = float32(0.0)
+        a15 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 16
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                a15 += v0 * s_f[sr + 15]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a13 += v1 * s_f[sr + 1 * srs + 13]
+                a14 += v1 * s_f[sr + 1 * srs + 14]
+                a15 += v1 * s_f[sr + 1 * srs + 15]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a13 += v2 * s_f[sr + 2 * srs + 13]
+                a14 += v2 * s_f[sr + 2 * srs + 14]
+                a15 += v2 * s_f[sr + 2 * srs + 15]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a13 += v3 * s_f[sr + 3 * srs + 13]
+                a14 += v3 * s_f[sr + 3 * srs + 14]
+                a15 += v3 * s_f[sr + 3 * srs + 15]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a13 += v4 * s_f[sr + 4 * srs + 13]
+                a14 += v4 * s_f[sr + 4 * srs + 14]
+                a15 += v4 * s_f[sr + 4 * srs + 15]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a13 += v5 * s_f[sr + 5 * srs + 13]
+                a14 += v5 * s_f[sr + 5 * srs + 14]
+                a15 += v5 * s_f[sr + 5 * srs + 15]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a13 += v6 * s_f[sr + 6 * srs + 13]
+                a14 += v6 * s_f[sr + 6 * srs + 14]
+                a15 += v6 * s_f[sr + 6 * srs + 15]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                a13 += v7 * s_f[sr + 7 * srs + 13]
+                a14 += v7 * s_f[sr + 7 * srs + 14]
+                a15 += v7 * s_f[sr + 7 * srs + 15]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                a15 += v0 * s_f[sr + 15]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            a13 += lane_xor(scratch, tid, a13, m)
+            a14 += lane_xor(scratch, tid, a14, m)
+            a15 += lane_xor(scratch, tid, a15, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+            sm[p + 13 * p_in] = a13
+            sm[p + 14 * p_in] = a14
+            sm[p + 15 * p_in] = a15
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 16 * p_in
+    for idx in range(tid, 16 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 16
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 16 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 16
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q0_13 = sm[c0 + 13 * p_out]
+            q0_14 = sm[c0 + 14 * p_out]
+            q0_15 = sm[c0 + 15 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            q1_13 = sm[c1 + 13 * p_out]
+            q1_14 = sm[c1 + 14 * p_out]
+            q1_15 = sm[c1 + 15 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 16
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                w13 = t_f[tr + 13]
+                w14 = t_f[tr + 14]
+                w15 = t_f[tr + 15]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                v0 += q0_13 * w13
+                v1 += q1_13 * w13
+                v0 += q0_14 * w14
+                v1 += q1_14 * w14
+                v0 += q0_15 * w15
+                v1 += q1_15 * w15
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_sep_r16_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 16, 4 output pixels per thread in stage 4.
+    u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × 16);
+    geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
+    groups). Dynamic shared memory: 16·(P_in + TH·W_in) floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    step = cs * height * width
+    srs = cs * 16
+    j = tid % cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
+    # thread runs every pass (the shuffles need the whole warp)
+    for base in range(0, cs * p_in, n_thr):
+        p = (base + tid) // cs
+        a0 = float32(0.0)
+        a1 = float32(0.0)
+        a2 = float32(0.0)
+        a3 = float32(0.0)
+        a4 = float32(0.0)
+        a5 = float32(0.0)
+        a6 = float32(0.0)
+        a7 = float32(0.0)
+        a8 = float32(0.0)
+        a9 = float32(0.0)
+        a10 = float32(0.0)
+        a11 = float32(0.0)
+        a12 = float32(0.0)
+        a13 = float32(0.0)
+        a14 = float32(0.0)
+        a15 = float32(0.0)
+        row = p // w_in
+        iy = iy0 + row
+        ix = ix0 + p - row * w_in
+        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
+            ptr = ((n * chans + j) * height + iy) * width + ix
+            sr = j * 16
+            s = j
+            while s + 7 * cs < chans:
+                v0 = u[ptr]
+                v1 = u[ptr + 1 * step]
+                v2 = u[ptr + 2 * step]
+                v3 = u[ptr + 3 * step]
+                v4 = u[ptr + 4 * step]
+                v5 = u[ptr + 5 * step]
+                v6 = u[ptr + 6 * step]
+                v7 = u[ptr + 7 * step]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                a15 += v0 * s_f[sr + 15]
+                a0 += v1 * s_f[sr + 1 * srs]
+                a1 += v1 * s_f[sr + 1 * srs + 1]
+                a2 += v1 * s_f[sr + 1 * srs + 2]
+                a3 += v1 * s_f[sr + 1 * srs + 3]
+                a4 += v1 * s_f[sr + 1 * srs + 4]
+                a5 += v1 * s_f[sr + 1 * srs + 5]
+                a6 += v1 * s_f[sr + 1 * srs + 6]
+                a7 += v1 * s_f[sr + 1 * srs + 7]
+                a8 += v1 * s_f[sr + 1 * srs + 8]
+                a9 += v1 * s_f[sr + 1 * srs + 9]
+                a10 += v1 * s_f[sr + 1 * srs + 10]
+                a11 += v1 * s_f[sr + 1 * srs + 11]
+                a12 += v1 * s_f[sr + 1 * srs + 12]
+                a13 += v1 * s_f[sr + 1 * srs + 13]
+                a14 += v1 * s_f[sr + 1 * srs + 14]
+                a15 += v1 * s_f[sr + 1 * srs + 15]
+                a0 += v2 * s_f[sr + 2 * srs]
+                a1 += v2 * s_f[sr + 2 * srs + 1]
+                a2 += v2 * s_f[sr + 2 * srs + 2]
+                a3 += v2 * s_f[sr + 2 * srs + 3]
+                a4 += v2 * s_f[sr + 2 * srs + 4]
+                a5 += v2 * s_f[sr + 2 * srs + 5]
+                a6 += v2 * s_f[sr + 2 * srs + 6]
+                a7 += v2 * s_f[sr + 2 * srs + 7]
+                a8 += v2 * s_f[sr + 2 * srs + 8]
+                a9 += v2 * s_f[sr + 2 * srs + 9]
+                a10 += v2 * s_f[sr + 2 * srs + 10]
+                a11 += v2 * s_f[sr + 2 * srs + 11]
+                a12 += v2 * s_f[sr + 2 * srs + 12]
+                a13 += v2 * s_f[sr + 2 * srs + 13]
+                a14 += v2 * s_f[sr + 2 * srs + 14]
+                a15 += v2 * s_f[sr + 2 * srs + 15]
+                a0 += v3 * s_f[sr + 3 * srs]
+                a1 += v3 * s_f[sr + 3 * srs + 1]
+                a2 += v3 * s_f[sr + 3 * srs + 2]
+                a3 += v3 * s_f[sr + 3 * srs + 3]
+                a4 += v3 * s_f[sr + 3 * srs + 4]
+                a5 += v3 * s_f[sr + 3 * srs + 5]
+                a6 += v3 * s_f[sr + 3 * srs + 6]
+                a7 += v3 * s_f[sr + 3 * srs + 7]
+                a8 += v3 * s_f[sr + 3 * srs + 8]
+                a9 += v3 * s_f[sr + 3 * srs + 9]
+                a10 += v3 * s_f[sr + 3 * srs + 10]
+                a11 += v3 * s_f[sr + 3 * srs + 11]
+                a12 += v3 * s_f[sr + 3 * srs + 12]
+                a13 += v3 * s_f[sr + 3 * srs + 13]
+                a14 += v3 * s_f[sr + 3 * srs + 14]
+                a15 += v3 * s_f[sr + 3 * srs + 15]
+                a0 += v4 * s_f[sr + 4 * srs]
+                a1 += v4 * s_f[sr + 4 * srs + 1]
+                a2 += v4 * s_f[sr + 4 * srs + 2]
+                a3 += v4 * s_f[sr + 4 * srs + 3]
+                a4 += v4 * s_f[sr + 4 * srs + 4]
+                a5 += v4 * s_f[sr + 4 * srs + 5]
+                a6 += v4 * s_f[sr + 4 * srs + 6]
+                a7 += v4 * s_f[sr + 4 * srs + 7]
+                a8 += v4 * s_f[sr + 4 * srs + 8]
+                a9 += v4 * s_f[sr + 4 * srs + 9]
+                a10 += v4 * s_f[sr + 4 * srs + 10]
+                a11 += v4 * s_f[sr + 4 * srs + 11]
+                a12 += v4 * s_f[sr + 4 * srs + 12]
+                a13 += v4 * s_f[sr + 4 * srs + 13]
+                a14 += v4 * s_f[sr + 4 * srs + 14]
+                a15 += v4 * s_f[sr + 4 * srs + 15]
+                a0 += v5 * s_f[sr + 5 * srs]
+                a1 += v5 * s_f[sr + 5 * srs + 1]
+                a2 += v5 * s_f[sr + 5 * srs + 2]
+                a3 += v5 * s_f[sr + 5 * srs + 3]
+                a4 += v5 * s_f[sr + 5 * srs + 4]
+                a5 += v5 * s_f[sr + 5 * srs + 5]
+                a6 += v5 * s_f[sr + 5 * srs + 6]
+                a7 += v5 * s_f[sr + 5 * srs + 7]
+                a8 += v5 * s_f[sr + 5 * srs + 8]
+                a9 += v5 * s_f[sr + 5 * srs + 9]
+                a10 += v5 * s_f[sr + 5 * srs + 10]
+                a11 += v5 * s_f[sr + 5 * srs + 11]
+                a12 += v5 * s_f[sr + 5 * srs + 12]
+                a13 += v5 * s_f[sr + 5 * srs + 13]
+                a14 += v5 * s_f[sr + 5 * srs + 14]
+                a15 += v5 * s_f[sr + 5 * srs + 15]
+                a0 += v6 * s_f[sr + 6 * srs]
+                a1 += v6 * s_f[sr + 6 * srs + 1]
+                a2 += v6 * s_f[sr + 6 * srs + 2]
+                a3 += v6 * s_f[sr + 6 * srs + 3]
+                a4 += v6 * s_f[sr + 6 * srs + 4]
+                a5 += v6 * s_f[sr + 6 * srs + 5]
+                a6 += v6 * s_f[sr + 6 * srs + 6]
+                a7 += v6 * s_f[sr + 6 * srs + 7]
+                a8 += v6 * s_f[sr + 6 * srs + 8]
+                a9 += v6 * s_f[sr + 6 * srs + 9]
+                a10 += v6 * s_f[sr + 6 * srs + 10]
+                a11 += v6 * s_f[sr + 6 * srs + 11]
+                a12 += v6 * s_f[sr + 6 * srs + 12]
+                a13 += v6 * s_f[sr + 6 * srs + 13]
+                a14 += v6 * s_f[sr + 6 * srs + 14]
+                a15 += v6 * s_f[sr + 6 * srs + 15]
+                a0 += v7 * s_f[sr + 7 * srs]
+                a1 += v7 * s_f[sr + 7 * srs + 1]
+                a2 += v7 * s_f[sr + 7 * srs + 2]
+                a3 += v7 * s_f[sr + 7 * srs + 3]
+                a4 += v7 * s_f[sr + 7 * srs + 4]
+                a5 += v7 * s_f[sr + 7 * srs + 5]
+                a6 += v7 * s_f[sr + 7 * srs + 6]
+                a7 += v7 * s_f[sr + 7 * srs + 7]
+                a8 += v7 * s_f[sr + 7 * srs + 8]
+                a9 += v7 * s_f[sr + 7 * srs + 9]
+                a10 += v7 * s_f[sr + 7 * srs + 10]
+                a11 += v7 * s_f[sr + 7 * srs + 11]
+                a12 += v7 * s_f[sr + 7 * srs + 12]
+                a13 += v7 * s_f[sr + 7 * srs + 13]
+                a14 += v7 * s_f[sr + 7 * srs + 14]
+                a15 += v7 * s_f[sr + 7 * srs + 15]
+                ptr += 8 * step
+                sr += 8 * srs
+                s += 8 * cs
+            while s < chans:
+                v0 = u[ptr]
+                a0 += v0 * s_f[sr]
+                a1 += v0 * s_f[sr + 1]
+                a2 += v0 * s_f[sr + 2]
+                a3 += v0 * s_f[sr + 3]
+                a4 += v0 * s_f[sr + 4]
+                a5 += v0 * s_f[sr + 5]
+                a6 += v0 * s_f[sr + 6]
+                a7 += v0 * s_f[sr + 7]
+                a8 += v0 * s_f[sr + 8]
+                a9 += v0 * s_f[sr + 9]
+                a10 += v0 * s_f[sr + 10]
+                a11 += v0 * s_f[sr + 11]
+                a12 += v0 * s_f[sr + 12]
+                a13 += v0 * s_f[sr + 13]
+                a14 += v0 * s_f[sr + 14]
+                a15 += v0 * s_f[sr + 15]
+                ptr += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0 += lane_xor(scratch, tid, a0, m)
+            a1 += lane_xor(scratch, tid, a1, m)
+            a2 += lane_xor(scratch, tid, a2, m)
+            a3 += lane_xor(scratch, tid, a3, m)
+            a4 += lane_xor(scratch, tid, a4, m)
+            a5 += lane_xor(scratch, tid, a5, m)
+            a6 += lane_xor(scratch, tid, a6, m)
+            a7 += lane_xor(scratch, tid, a7, m)
+            a8 += lane_xor(scratch, tid, a8, m)
+            a9 += lane_xor(scratch, tid, a9, m)
+            a10 += lane_xor(scratch, tid, a10, m)
+            a11 += lane_xor(scratch, tid, a11, m)
+            a12 += lane_xor(scratch, tid, a12, m)
+            a13 += lane_xor(scratch, tid, a13, m)
+            a14 += lane_xor(scratch, tid, a14, m)
+            a15 += lane_xor(scratch, tid, a15, m)
+            m >>= 1
+        if j == 0 and p < p_in:
+            sm[p] = a0
+            sm[p + 1 * p_in] = a1
+            sm[p + 2 * p_in] = a2
+            sm[p + 3 * p_in] = a3
+            sm[p + 4 * p_in] = a4
+            sm[p + 5 * p_in] = a5
+            sm[p + 6 * p_in] = a6
+            sm[p + 7 * p_in] = a7
+            sm[p + 8 * p_in] = a8
+            sm[p + 9 * p_in] = a9
+            sm[p + 10 * p_in] = a10
+            sm[p + 11 * p_in] = a11
+            sm[p + 12 * p_in] = a12
+            sm[p + 13 * p_in] = a13
+            sm[p + 14 * p_in] = a14
+            sm[p + 15 * p_in] = a15
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
+    row_h = geo[7] * w_in
+    tap_h = geo[13] * w_in
+    b_size = th * w_in
+    b0 = 16 * p_in
+    for idx in range(tid, 16 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = r * p_in + x
+        dst = b0 + r * b_size + x
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = r
+            for h in range(geo[11]):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += 16
+            sm[dst] = acc
+            first += row_h
+            dst += w_in
+    cuda.syncthreads()
+    # stage 3: C[r, i, j] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A in sm[0 ...]
+    col_w = geo[8]
+    tap_w = geo[14]
+    for idx in range(tid, 16 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + r * b_size + jx * col_w
+        dst = r * p_out + jx
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = r
+            for w in range(geo[12]):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += 16
+            sm[dst] = acc
+            first += w_in
+            dst += tw
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = 0
+            c0 = 0
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = oy * out_w + ox
+                c0 = p0
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = 0
+            c1 = 0
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = oy * out_w + ox
+                c1 = p1
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = 0
+            c2 = 0
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = oy * out_w + ox
+                c2 = p2
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = 0
+            c3 = 0
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = oy * out_w + ox
+                c3 = p3
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + 1 * p_out]
+            q0_2 = sm[c0 + 2 * p_out]
+            q0_3 = sm[c0 + 3 * p_out]
+            q0_4 = sm[c0 + 4 * p_out]
+            q0_5 = sm[c0 + 5 * p_out]
+            q0_6 = sm[c0 + 6 * p_out]
+            q0_7 = sm[c0 + 7 * p_out]
+            q0_8 = sm[c0 + 8 * p_out]
+            q0_9 = sm[c0 + 9 * p_out]
+            q0_10 = sm[c0 + 10 * p_out]
+            q0_11 = sm[c0 + 11 * p_out]
+            q0_12 = sm[c0 + 12 * p_out]
+            q0_13 = sm[c0 + 13 * p_out]
+            q0_14 = sm[c0 + 14 * p_out]
+            q0_15 = sm[c0 + 15 * p_out]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + 1 * p_out]
+            q1_2 = sm[c1 + 2 * p_out]
+            q1_3 = sm[c1 + 3 * p_out]
+            q1_4 = sm[c1 + 4 * p_out]
+            q1_5 = sm[c1 + 5 * p_out]
+            q1_6 = sm[c1 + 6 * p_out]
+            q1_7 = sm[c1 + 7 * p_out]
+            q1_8 = sm[c1 + 8 * p_out]
+            q1_9 = sm[c1 + 9 * p_out]
+            q1_10 = sm[c1 + 10 * p_out]
+            q1_11 = sm[c1 + 11 * p_out]
+            q1_12 = sm[c1 + 12 * p_out]
+            q1_13 = sm[c1 + 13 * p_out]
+            q1_14 = sm[c1 + 14 * p_out]
+            q1_15 = sm[c1 + 15 * p_out]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + 1 * p_out]
+            q2_2 = sm[c2 + 2 * p_out]
+            q2_3 = sm[c2 + 3 * p_out]
+            q2_4 = sm[c2 + 4 * p_out]
+            q2_5 = sm[c2 + 5 * p_out]
+            q2_6 = sm[c2 + 6 * p_out]
+            q2_7 = sm[c2 + 7 * p_out]
+            q2_8 = sm[c2 + 8 * p_out]
+            q2_9 = sm[c2 + 9 * p_out]
+            q2_10 = sm[c2 + 10 * p_out]
+            q2_11 = sm[c2 + 11 * p_out]
+            q2_12 = sm[c2 + 12 * p_out]
+            q2_13 = sm[c2 + 13 * p_out]
+            q2_14 = sm[c2 + 14 * p_out]
+            q2_15 = sm[c2 + 15 * p_out]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + 1 * p_out]
+            q3_2 = sm[c3 + 2 * p_out]
+            q3_3 = sm[c3 + 3 * p_out]
+            q3_4 = sm[c3 + 4 * p_out]
+            q3_5 = sm[c3 + 5 * p_out]
+            q3_6 = sm[c3 + 6 * p_out]
+            q3_7 = sm[c3 + 7 * p_out]
+            q3_8 = sm[c3 + 8 * p_out]
+            q3_9 = sm[c3 + 9 * p_out]
+            q3_10 = sm[c3 + 10 * p_out]
+            q3_11 = sm[c3 + 11 * p_out]
+            q3_12 = sm[c3 + 12 * p_out]
+            q3_13 = sm[c3 + 13 * p_out]
+            q3_14 = sm[c3 + 14 * p_out]
+            q3_15 = sm[c3 + 15 * p_out]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = t * 16
+                w0 = t_f[tr]
+                w1 = t_f[tr + 1]
+                w2 = t_f[tr + 2]
+                w3 = t_f[tr + 3]
+                w4 = t_f[tr + 4]
+                w5 = t_f[tr + 5]
+                w6 = t_f[tr + 6]
+                w7 = t_f[tr + 7]
+                w8 = t_f[tr + 8]
+                w9 = t_f[tr + 9]
+                w10 = t_f[tr + 10]
+                w11 = t_f[tr + 11]
+                w12 = t_f[tr + 12]
+                w13 = t_f[tr + 13]
+                w14 = t_f[tr + 14]
+                w15 = t_f[tr + 15]
+                b = bias[t]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                v0 += q0_8 * w8
+                v1 += q1_8 * w8
+                v2 += q2_8 * w8
+                v3 += q3_8 * w8
+                v0 += q0_9 * w9
+                v1 += q1_9 * w9
+                v2 += q2_9 * w9
+                v3 += q3_9 * w9
+                v0 += q0_10 * w10
+                v1 += q1_10 * w10
+                v2 += q2_10 * w10
+                v3 += q3_10 * w10
+                v0 += q0_11 * w11
+                v1 += q1_11 * w11
+                v2 += q2_11 * w11
+                v3 += q3_11 * w11
+                v0 += q0_12 * w12
+                v1 += q1_12 * w12
+                v2 += q2_12 * w12
+                v3 += q3_12 * w12
+                v0 += q0_13 * w13
+                v1 += q1_13 * w13
+                v2 += q2_13 * w13
+                v3 += q3_13 * w13
+                v0 += q0_14 * w14
+                v1 += q1_14 * w14
+                v2 += q2_14 * w14
+                v3 += q3_14 * w14
+                v0 += q0_15 * w15
+                v1 += q1_15 * w15
+                v2 += q2_15 * w15
+                v3 += q3_15 * w15
+                ob = (n * n_out + t) * plane_out
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
 
 CP_KERNELS = {
     1: cp_conv_r1,
@@ -2746,4 +13516,40 @@ CP_KERNELS = {
     14: cp_conv_r14,
     15: cp_conv_r15,
     16: cp_conv_r16,
+}
+
+# (rank, pixels per thread) -> separable fused kernel (Eq. 7 per output tile)
+CP_SEPARABLE_KERNELS = {
+    (1, 2): cp_sep_r1_p2,
+    (1, 4): cp_sep_r1_p4,
+    (2, 2): cp_sep_r2_p2,
+    (2, 4): cp_sep_r2_p4,
+    (3, 2): cp_sep_r3_p2,
+    (3, 4): cp_sep_r3_p4,
+    (4, 2): cp_sep_r4_p2,
+    (4, 4): cp_sep_r4_p4,
+    (5, 2): cp_sep_r5_p2,
+    (5, 4): cp_sep_r5_p4,
+    (6, 2): cp_sep_r6_p2,
+    (6, 4): cp_sep_r6_p4,
+    (7, 2): cp_sep_r7_p2,
+    (7, 4): cp_sep_r7_p4,
+    (8, 2): cp_sep_r8_p2,
+    (8, 4): cp_sep_r8_p4,
+    (9, 2): cp_sep_r9_p2,
+    (9, 4): cp_sep_r9_p4,
+    (10, 2): cp_sep_r10_p2,
+    (10, 4): cp_sep_r10_p4,
+    (11, 2): cp_sep_r11_p2,
+    (11, 4): cp_sep_r11_p4,
+    (12, 2): cp_sep_r12_p2,
+    (12, 4): cp_sep_r12_p4,
+    (13, 2): cp_sep_r13_p2,
+    (13, 4): cp_sep_r13_p4,
+    (14, 2): cp_sep_r14_p2,
+    (14, 4): cp_sep_r14_p4,
+    (15, 2): cp_sep_r15_p2,
+    (15, 4): cp_sep_r15_p4,
+    (16, 2): cp_sep_r16_p2,
+    (16, 4): cp_sep_r16_p4,
 }

@@ -6,22 +6,49 @@ computes (Eq. 9)
     q_r(n,y',x') = Σ_s S[s,r] · Σ_{h,w} H[h,r]·W[w,r]·U[n, s, y'·σ + h·δ − p, x'·σ + w·δ − p]
     V[n,t,y',x'] = bias[t] + Σ_r T[t,r]·q_r,
 
-on the GPU with the generated rank-specialised kernels of ``gpu/conv_cp_generated.py``
-(Algorithm 2) and on the CPU with a numba ``prange`` loop of the same arithmetic. Both walk
-the taps with the pointer-increment table of :mod:`gpu.conv_index_tables`.
+on the CPU with a numba ``prange`` loop that walks the taps with the pointer-increment
+table of :mod:`gpu.conv_index_tables`, and on the GPU with one of two generated
+rank-specialised kernels of ``gpu/conv_cp_generated.py``:
+
+* ``taps``: Algorithm 2 as published, C·kh·kw·R + R·T multiply–adds per output pixel;
+* ``separable``: the pairwise sequence of Eq. 7 (1×1 → kh×1 → 1×kw → 1×1) fused into one
+  kernel per output tile, every intermediate in shared memory: C·R + R·(kh + kw) + R·T
+  multiply–adds per output pixel plus the tile halo's share of C·R.
+
+:class:`CPConvPlan` picks between them per layer: by default it times Algorithm 2 and the
+separable launch shapes that a fitted cost model (:func:`separable_time`) ranks first, on
+its first call, as ``cudnn.benchmark`` does for cuDNN's algorithms.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
 
+from gpu.conv_codegen import CP_RANKS, CP_SEP_MAX_BLOCK, CP_SEP_PIXELS
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.cuda_runtime import resolve_backend
 
-__all__ = ["CPFactors", "check_cp_factors", "check_out_array", "run_plan_on_gpu", "cp_conv2d", "CPConvPlan", "choose_lane_count"]
+__all__ = [
+    "CPFactors",
+    "check_cp_factors",
+    "check_out_array",
+    "run_plan_on_gpu",
+    "cp_conv2d",
+    "CPConvPlan",
+    "choose_lane_count",
+    "SeparableTiling",
+    "separable_candidates",
+    "separable_shared_bytes",
+    "choose_separable_tiling",
+    "separable_time",
+    "separable_shortlist",
+    "TUNE_CANDIDATES",
+    "SEPARABLE_MODEL",
+]
 
 #: Threads a GPU keeps resident (H100: 132 SMs × 2048); the lane heuristic aims at this.
 _RESIDENT_THREADS = 132 * 2048
@@ -85,6 +112,158 @@ def choose_lane_count(channels: int, pixels: int, resident_threads: int = _RESID
     return lanes
 
 
+#: Dynamic shared memory a block may use without a per-kernel opt-in (CUDA's default cap).
+_SHARED_LIMIT = 48 * 1024
+#: Ranks per launch of the generated kernels; larger ranks run as accumulating chunks.
+_CHUNK = CP_RANKS[-1]
+
+
+@dataclass(frozen=True)
+class SeparableTiling:
+    """Launch shape of the separable kernel: output tile TH×TW per block, ``cs`` channel
+    lanes per pixel in its first stage, ``groups`` blocks per tile that split the output
+    channels, ``block`` threads per block, ``px`` pixels per thread in its last stage."""
+
+    th: int
+    tw: int
+    cs: int
+    groups: int
+    block: int = 256
+    px: int = 4
+
+
+def _input_tile(g: ConvGeometry, th: int, tw: int) -> tuple[int, int]:
+    """Rows and columns of input that a TH×TW output tile reads (the tile and its halo)."""
+    return (th - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1, (tw - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1
+
+
+def separable_shared_bytes(g: ConvGeometry, tiling: SeparableTiling, rank: int) -> int:
+    """Dynamic shared memory of the separable kernel: A (R·P_in floats, later C) followed
+    by B (R·TH·W_in)."""
+    h_in, w_in = _input_tile(g, tiling.th, tiling.tw)
+    return 4 * min(rank, _CHUNK) * (h_in + tiling.th) * w_in
+
+
+def _stage4_span(p_out: int, block: int, px: int) -> int:
+    """Threads per output-channel slot in stage 4: enough for ``px`` pixels each, a power
+    of two, at most the block."""
+    need = -(-p_out // px)
+    span = 1
+    while span < need and span < block:
+        span *= 2
+    return span
+
+
+def separable_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[SeparableTiling]:
+    """Launch shapes worth timing: tiles of 32–512 output pixels (8, 16 or 32 wide, not
+    far beyond the output; smaller for outputs of few rows), channel lanes (powers of two up to 32 and C) that fill at
+    most two passes of the block, output-channel groups of at least 8 channels while
+    the grid has < 4096 blocks, and shared memory within the default cap."""
+    cands = []
+    for block in (128, CP_SEP_MAX_BLOCK):
+        for tw in (8, 16, 32):
+            if tw > 2 * g.out_w and tw > 8:
+                continue
+            for th in (1, 2, 4, 8, 16, 32):
+                # below 32 pixels only if the tile spans every output row; taller than
+                # twice the output only if it stays within 32 pixels
+                if th * tw > 512 or (th * tw < 32 and th < g.out_h) or (th > 2 * g.out_h and th * tw > 32):
+                    continue
+                tiles = -(-g.out_h // th) * -(-g.out_w // tw)
+                h_in, w_in = _input_tile(g, th, tw)
+                cs = 1
+                while cs <= min(32, g.channels) and (cs == 1 or cs * h_in * w_in <= 2 * block):
+                    groups = 1
+                    while groups == 1 or (groups <= 32 and -(-n_out // groups) >= 8):
+                        if groups == 1 or tiles * g.batch * groups <= 4096:
+                            for px in CP_SEP_PIXELS:
+                                t = SeparableTiling(th, tw, cs, groups, block, px)
+                                if separable_shared_bytes(g, t, rank) <= _SHARED_LIMIT:
+                                    cands.append(t)
+                        groups *= 2
+                    cs *= 2
+    if not cands:
+        raise ValueError(
+            f"no tile of the separable CP kernel fits {_SHARED_LIMIT // 1024} KiB of shared memory "
+            f"for a {g.kh}x{g.kw} kernel with dilation {g.dil_h}x{g.dil_w}; use method='taps'"
+        )
+    return cands
+
+
+#: Constants of :func:`separable_time`, fitted (log least squares) to the times of every
+#: candidate on the 50 Reustle configurations on an H100 (``bench/conv.py --sections
+#: cpsweep``): µs per step of the stage-1 channel chain, of the stage-4 channel loop, of
+#: the 1-D tap loops, per wave; µs per instruction per SM lane; µs per byte; launch µs.
+SEPARABLE_MODEL = (0.860, 0.348, 0.0517, 4.17, 0.00693, 1.16e-6, 8.28)
+
+
+def separable_time(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling, spec=None) -> float:
+    """Estimated µs of the separable kernel with launch shape ``t``: the largest of a
+    latency chain (per wave of resident blocks: the stage-1 channel chain of C/(8·cs)
+    steps per pass, the stage-4 walk over the block's output channels, the 1-D taps),
+    instruction issue over all SMs, and memory traffic, plus the launch. Resident blocks
+    per SM follow threads, shared memory and an estimate of the registers (the stage-4
+    pixels hold R values each)."""
+    from gpu.conv_tiling import gpu_spec
+
+    spec = spec or gpu_spec()
+    lat1, lat4, lat23, per_wave, per_instr, per_byte, launch = SEPARABLE_MODEL
+    r = min(rank, _CHUNK)
+    h_in, w_in = _input_tile(g, t.th, t.tw)
+    p_in, p_out = h_in * w_in, t.th * t.tw
+    t_g = -(-n_out // t.groups)
+    blocks = -(-g.out_h // t.th) * -(-g.out_w // t.tw) * g.batch * t.groups
+    regs = -(-min(255, 40 + r * (t.px + 1)) // 8) * 8
+    shared = separable_shared_bytes(g, t, rank) + 4 * CP_SEP_MAX_BLOCK + 1024
+    resident = max(1, min(spec.threads_per_sm // t.block, spec.blocks_per_sm, spec.shared_per_sm // shared,
+                          spec.regs_per_sm // (t.block * regs)))
+    waves = math.ceil(blocks / (spec.sms * resident))
+    span = _stage4_span(p_out, t.block, t.px)
+    chain1 = math.ceil(t.cs * p_in / t.block) * math.ceil(g.channels / (8 * t.cs))
+    chain4 = math.ceil(p_out / (t.px * span)) * math.ceil(t_g / (t.block // span))
+    chain23 = (math.ceil(r * w_in / t.block) * g.kh + math.ceil(r * t.tw / t.block) * g.kw) * t.th
+    instr = blocks * (p_in * g.channels * r * 2.2 + 4 * r * (t.th * w_in * g.kh + p_out * g.kw)
+                      + p_out * t_g * (r * (1 + 1 / t.px) + 3))
+    traffic = 4 * (g.batch * n_out * g.out_h * g.out_w + blocks * p_in * g.channels / t.groups)
+    latency = waves * (lat1 * chain1 + lat4 * chain4 + lat23 * chain23 + per_wave)
+    return max(latency, per_instr * instr / (spec.sms * 128), per_byte * traffic) + launch
+
+
+def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> SeparableTiling:
+    """The candidate of least :func:`separable_time`."""
+    return separable_shortlist(g, rank, n_out, 1)[0]
+
+
+#: Launch shapes of least :func:`separable_time` that a plan times on its first call:
+#: in the H100 sweep (50 configurations) the best of the model's first 16 came within
+#: 1.16× of the best of all candidates (geometric mean 1.01×), its first pick within 1.8×.
+TUNE_CANDIDATES = 16
+
+#: (geometry, rank, output channels) → (method, tiling or lanes) the first call timed fastest.
+_TUNED: dict = {}
+
+
+def separable_shortlist(g: ConvGeometry, rank: int, n_out: int, count: int = TUNE_CANDIDATES) -> list[SeparableTiling]:
+    """The ``count`` candidates of least :func:`separable_time`, best first."""
+    from gpu.conv_tiling import gpu_spec
+
+    spec = gpu_spec()
+    return sorted(separable_candidates(g, rank, n_out), key=lambda t: separable_time(g, rank, n_out, t, spec))[:count]
+
+
+def _separable_geo(g: ConvGeometry, n_out: int, t: SeparableTiling) -> np.ndarray:
+    h_in, w_in = _input_tile(g, t.th, t.tw)
+    tiles_x = -(-g.out_w // t.tw)
+    tiles = -(-g.out_h // t.th) * tiles_x
+    span = _stage4_span(t.th * t.tw, t.block, t.px)
+    return np.array(
+        [tiles, g.channels, g.height, g.width, n_out, g.out_h, g.out_w,
+         g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.kh, g.kw, g.dil_h, g.dil_w,
+         t.th, t.tw, tiles_x, h_in, w_in, t.cs, -(-n_out // t.groups), span, t.block // span],
+        dtype=np.int64,
+    )
+
+
 def _geo_array(g: ConvGeometry, n_out: int) -> np.ndarray:
     return np.array(
         [g.batch, g.channels, g.height, g.width, n_out, g.out_h, g.out_w,
@@ -140,61 +319,135 @@ def _cp_conv_cpu(u, out, inc, hw, s_f, t_f, bias, geo):
 class CPConvPlan:
     """A CP conv layer ready to launch on the GPU: factors, tables and launch shape on the device.
 
-    Ranks above the largest generated kernel run as consecutive rank chunks, the later
+    ``method``: ``taps`` (Algorithm 2), ``separable`` (Eq. 7 fused per tile) or ``auto``.
+    ``lanes`` sets Algorithm 2's channel lanes per pixel, ``tiling`` the separable
+    kernel's launch shape (either implies its method under ``auto``). Otherwise ``auto``
+    times, on the first call and on the caller's arrays, Algorithm 2 and the
+    ``TUNE_CANDIDATES`` separable launch shapes that :func:`separable_time` ranks first,
+    and keeps the fastest (remembered per layer shape for later plans in the process,
+    e.g. the batch chunks of a job): Algorithm 2 won only some batch-1 layers with 3×3 kernels at
+    ranks 4–8 on the H100, by ≤ 15 %. Under the CUDA simulator ``auto`` takes the model's
+    first separable shape untimed. After the first call ``method``, ``tiling`` and
+    ``lanes`` say what runs. Ranks above 16 run as consecutive rank chunks, the later
     ones accumulating into the output (the CP sum over r splits into partial sums).
     """
 
-    def __init__(self, factors: CPFactors, geometry: ConvGeometry, lanes: int | None = None):
+    def __init__(self, factors: CPFactors, geometry: ConvGeometry, lanes: int | None = None,
+                 method: str = "auto", tiling: SeparableTiling | None = None):
         from numba import cuda
 
-        from gpu.conv_codegen import CP_RANKS
-        from gpu.conv_cp_generated import CP_BLOCK, CP_KERNELS
+        from gpu.cuda_runtime import simulator_active
 
+        if method not in ("auto", "taps", "separable"):
+            raise ValueError(f"method must be auto, taps or separable, not {method!r}")
         g = geometry
         self.geometry = g
         self.n_out = factors.t.shape[0]
+        self._factors = factors
+        self._key = (g, factors.rank, self.n_out)
+        self._zero_bias = cuda.to_device(np.zeros(self.n_out, np.float32))
+        self._bias = cuda.to_device(factors.bias) if factors.bias is not None else self._zero_bias
+        if method == "auto" and tiling is not None:
+            method = "separable"
+        elif method == "auto" and lanes is not None:
+            method = "taps"
+        if method == "taps":
+            variants = [("taps", lanes)]
+        elif method == "separable":
+            variants = [("separable", tiling or choose_separable_tiling(g, factors.rank, self.n_out))]
+        elif simulator_active():
+            variants = [("separable", choose_separable_tiling(g, factors.rank, self.n_out))]
+        elif self._key in _TUNED:
+            variants = [_TUNED[self._key]]
+        else:
+            variants = [("separable", t) for t in separable_shortlist(g, factors.rank, self.n_out)] + [("taps", None)]
+        self._variants = [(m, self._taps_launches(p) if m == "taps" else self._separable_launches(p))
+                          for m, p in variants]
+        self._choose(0 if len(variants) == 1 else None)
+
+    def _chunks(self):
+        """(rank range, accumulate) of each launch: ranks above 16 in chunks of 16."""
+        rank = self._factors.rank
+        return [((r0, min(r0 + _CHUNK, rank)), r0 > 0) for r0 in range(0, rank, _CHUNK)]
+
+    def _separable_launches(self, tiling: SeparableTiling):
+        from numba import cuda
+
+        from gpu.conv_cp_generated import CP_SEPARABLE_KERNELS
+
+        g, f = self.geometry, self._factors
+        geo = _separable_geo(g, self.n_out, tiling)
+        grid = (int(geo[0]) * g.batch, tiling.groups)
+        d_geo = cuda.to_device(geo)
+        launches = []
+        for (r0, r1), accumulate in self._chunks():
+            mats = [cuda.to_device(np.ascontiguousarray(m[:, r0:r1]).ravel()) for m in (f.s, f.h, f.w, f.t)]
+            launches.append((CP_SEPARABLE_KERNELS[r1 - r0, tiling.px], grid, tiling.block,
+                             separable_shared_bytes(g, tiling, r1 - r0),
+                             mats + [self._zero_bias if accumulate else self._bias, d_geo], accumulate))
+        return tiling, launches
+
+    def _taps_launches(self, lanes: int | None):
+        from numba import cuda
+
+        from gpu.conv_cp_generated import CP_BLOCK, CP_KERNELS
+
+        g, f = self.geometry, self._factors
         pixels = g.batch * g.out_h * g.out_w
-        self.lanes = lanes or choose_lane_count(g.channels, pixels, _resident_threads())
-        if self.lanes not in (1, 2, 4, 8, 16, 32):
-            raise ValueError(f"lanes must be a power of two up to 32, not {self.lanes}")
-        inc = pointer_increments(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, g.width), g.height * g.width)
-        hw = _tap_weights(factors, g)
-        self._inc = cuda.to_device(inc)
-        self._geo = cuda.to_device(_geo_array(g, self.n_out))
-        zero_bias = cuda.to_device(np.zeros(self.n_out, np.float32))
-        bias = cuda.to_device(factors.bias) if factors.bias is not None else zero_bias
-        self.grid = -(-pixels * self.lanes // CP_BLOCK)
-        self.block = CP_BLOCK
-        self._chunks = []
-        step = CP_RANKS[-1]
-        for i, r0 in enumerate(range(0, factors.rank, step)):
-            r1 = min(r0 + step, factors.rank)
-            self._chunks.append((
-                CP_KERNELS[r1 - r0],
-                cuda.to_device(np.ascontiguousarray(hw[:, r0:r1]).ravel()),
-                cuda.to_device(np.ascontiguousarray(factors.s[:, r0:r1])),
-                cuda.to_device(np.ascontiguousarray(factors.t[:, r0:r1])),
-                bias if i == 0 else zero_bias,
-                (g.taps * (r1 - r0) + 3 * g.taps) * 4,
-                i > 0,
-            ))
+        lanes = lanes or choose_lane_count(g.channels, pixels, _resident_threads())
+        if lanes not in (1, 2, 4, 8, 16, 32):
+            raise ValueError(f"lanes must be a power of two up to 32, not {lanes}")
+        inc = cuda.to_device(pointer_increments(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, g.width), g.height * g.width))
+        d_geo = cuda.to_device(_geo_array(g, self.n_out))
+        hw = _tap_weights(f, g)
+        grid = -(-pixels * lanes // CP_BLOCK)
+        launches = []
+        for (r0, r1), accumulate in self._chunks():
+            args = [inc, cuda.to_device(np.ascontiguousarray(hw[:, r0:r1]).ravel()),
+                    cuda.to_device(np.ascontiguousarray(f.s[:, r0:r1])),
+                    cuda.to_device(np.ascontiguousarray(f.t[:, r0:r1])),
+                    self._zero_bias if accumulate else self._bias, d_geo, lanes]
+            launches.append((CP_KERNELS[r1 - r0], grid, CP_BLOCK, (g.taps * (r1 - r0) + 3 * g.taps) * 4, args, accumulate))
+        return lanes, launches
+
+    def _choose(self, index: int | None) -> None:
+        """Keep variant ``index`` (None: not chosen yet) and drop the others' buffers."""
+        if index is None:
+            self.method, self.tiling, self.lanes = "auto", None, None
+            return
+        method, (param, launches) = self._variants[index]
+        self._variants = [self._variants[index]]
+        self._launches = launches
+        self.method = method
+        self.tiling = param if method == "separable" else None
+        self.lanes = param if method == "taps" else None
 
     @property
     def device_bytes(self) -> int:
-        """Bytes of the plan's own device buffers (factors, tables)."""
-        arrays = [self._inc, self._geo]
-        for _, hw, s, t, b, _, _ in self._chunks:
-            arrays += [hw, s, t, b]
-        return sum(a.nbytes for a in arrays)
+        """Bytes of the plan's own device buffers (factors, tables; each counted once)."""
+        arrays = {id(a): a for _, (_, launches) in self._variants for *_, args, _ in launches
+                  for a in args if hasattr(a, "nbytes")}
+        arrays[id(self._zero_bias)] = self._zero_bias
+        arrays[id(self._bias)] = self._bias
+        return sum(a.nbytes for a in arrays.values())
+
+    @staticmethod
+    def _launch(launches, u_flat, out_flat, stream=0):
+        for kernel, grid, block, shared, args, accumulate in launches:
+            kernel[grid, block, stream, shared](u_flat, out_flat, *args, accumulate)
 
     def __call__(self, d_u, d_out, stream=0):
         """Launch on device arrays: ``d_u`` (N, C, H, W) and ``d_out`` (N, T, Ho, Wo), float32."""
         u_flat = d_u.reshape(d_u.size)
         out_flat = d_out.reshape(d_out.size)
-        for kernel, hw, s, t, bias, shared, accumulate in self._chunks:
-            kernel[self.grid, self.block, stream, shared](
-                u_flat, out_flat, self._inc, hw, s, t, bias, self._geo, self.lanes, accumulate
-            )
+        if self.method == "auto":
+            from gpu.conv_timing import device_times
+
+            times = device_times([lambda v=v: self._launch(v[1][1], u_flat, out_flat) for v in self._variants],
+                                 repeats=3)
+            self._choose(min(range(len(times)), key=times.__getitem__))
+            _TUNED[self._key] = (self.method, self.tiling or self.lanes)
+        self._launch(self._launches, u_flat, out_flat, stream)
 
 
 def _resident_threads() -> int:
@@ -229,14 +482,16 @@ def run_plan_on_gpu(plan, x, shape: tuple[int, ...], out, on_device: bool):
     return out
 
 
-def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend="auto", lanes=None, out=None):
+def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend="auto", lanes=None, out=None,
+              method="auto"):
     """Convolve an (N, C, H, W) float32 input with a CP-decomposed (T, C, kh, kw) kernel.
 
     Equals ``torch.nn.functional.conv2d(u, K, bias, stride, padding, dilation)`` with
     K[t,s,h,w] = Σ_r T[t,r]·S[s,r]·H[h,r]·W[w,r] (Reustle et al. Eqs. 6, 8–9), in float32.
     ``padding`` is an integer, a pair or ``"same"`` (stride 1). ``backend`` is
     ``auto|cpu|cuda``; with ``cuda`` a numba device array in gives a device array out.
-    ``lanes`` overrides the channel lanes per pixel of the GPU kernel. ``out``: a host
+    ``method`` picks the GPU kernel (``auto|taps|separable``, see :class:`CPConvPlan`);
+    ``lanes`` overrides the channel lanes per pixel of the ``taps`` kernel. ``out``: a host
     float32 array to write into (its old contents are never read).
     """
     f = check_cp_factors(s, h, w, t, bias)
@@ -248,7 +503,7 @@ def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend
     if g.channels != f.s.shape[0]:
         raise ValueError(f"the input has {g.channels} channels but factor S has {f.s.shape[0]} rows")
     if backend == "cuda":
-        return run_plan_on_gpu(CPConvPlan(f, g, lanes), u, (g.batch, f.t.shape[0], g.out_h, g.out_w), out, on_device)
+        return run_plan_on_gpu(CPConvPlan(f, g, lanes, method), u, (g.batch, f.t.shape[0], g.out_h, g.out_w), out, on_device)
     u32 = np.ascontiguousarray(u, dtype=np.float32)
     out = check_out_array(out, (g.batch, f.t.shape[0], g.out_h, g.out_w))
     inc = pointer_increments(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, g.width), g.height * g.width)

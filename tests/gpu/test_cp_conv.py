@@ -1,6 +1,7 @@
 """Fused CP convolution: CPU backend and CUDA kernels (simulator) against a float64 direct
 convolution of the reconstructed kernel, and against PyTorch's conv2d."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,17 @@ import pytest
 from gpu import conv_codegen
 from gpu.conv_direct import cp_kernel, direct_conv2d
 from gpu.conv_index_tables import conv_geometry, pointer_increments, tap_offsets
-from gpu.cp_conv import CPConvPlan, check_cp_factors, choose_lane_count, cp_conv2d
+from gpu.cp_conv import (
+    CPConvPlan,
+    SeparableTiling,
+    check_cp_factors,
+    choose_lane_count,
+    choose_separable_tiling,
+    cp_conv2d,
+    separable_candidates,
+    separable_shared_bytes,
+    separable_shortlist,
+)
 
 TOL = 1e-5
 
@@ -87,13 +98,122 @@ def test_cuda_kernel_equals_float64_direct_conv(case):
     rng = np.random.default_rng(100 + rank)
     u, f, b = random_case(rng, n, c, h, w, t, kh, kw, rank)
     g = conv_geometry(u.shape, (kh, kw), stride, pad, dil)
-    plan = CPConvPlan(check_cp_factors(*f, b), g, lanes=lanes)
+    plan = CPConvPlan(check_cp_factors(*f, b), g, lanes=lanes, method="taps")
     d_out = cuda.to_device(poisoned((n, t, g.out_h, g.out_w)))
     plan(cuda.to_device(u), d_out)
     out = d_out.copy_to_host()
     ref = direct_conv2d(u, cp_kernel(*f), b, stride, pad, dil)
     assert not np.isnan(out).any()
     assert rel_err(out, ref) < TOL
+
+
+def run_plan(u, f, b, stride, pad, dil, **plan_args):
+    from numba import cuda
+
+    g = conv_geometry(u.shape, (f[1].shape[0], f[2].shape[0]), stride, pad, dil)
+    plan = CPConvPlan(check_cp_factors(*f, b), g, **plan_args)
+    d_out = cuda.to_device(poisoned((u.shape[0], f[3].shape[0], g.out_h, g.out_w)))
+    plan(cuda.to_device(u), d_out)
+    return plan, d_out.copy_to_host()
+
+
+# Separable kernel: launch shapes set explicitly, blocks of 32–64 threads to keep the
+# simulator's Python threads few; together they cover channel lanes 1–8 (the shuffle
+# butterfly), output-channel groups, 2 and 4 pixels per thread, partial edge tiles and
+# the rank chunks above 16.
+SEP_SIM_CASES = [
+    # (N, C, H, W, T, kh, kw, rank, stride, padding, dilation, tiling)
+    (1, 3, 5, 6, 4, 3, 3, 1, 1, "same", 1, SeparableTiling(2, 4, 1, 1, 32, 4)),
+    (2, 5, 7, 6, 5, 3, 2, 3, 2, 1, 1, SeparableTiling(2, 2, 2, 2, 32, 2)),
+    (1, 20, 6, 7, 3, 4, 3, 4, 1, "same", 2, SeparableTiling(4, 4, 4, 3, 32, 4)),
+    (1, 11, 4, 5, 6, 2, 3, 2, 2, 0, 1, SeparableTiling(1, 8, 8, 2, 64, 2)),
+    (3, 6, 6, 6, 7, 5, 5, 8, 1, 2, 1, SeparableTiling(4, 8, 2, 1, 64, 4)),
+    (1, 4, 9, 8, 4, 4, 2, 12, 2, 1, 2, SeparableTiling(2, 8, 1, 2, 32, 2)),
+    (2, 9, 5, 5, 5, 3, 3, 16, 1, 1, 1, SeparableTiling(2, 4, 2, 1, 32, 4)),
+    (1, 3, 4, 4, 5, 3, 3, 18, 1, 1, 1, SeparableTiling(2, 2, 1, 1, 32, 2)),
+]
+
+
+@pytest.mark.parametrize("case", SEP_SIM_CASES, ids=[f"r{c[7]}-cs{c[11].cs}-px{c[11].px}" for c in SEP_SIM_CASES])
+def test_separable_kernel_equals_float64_direct_conv(case):
+    n, c, h, w, t, kh, kw, rank, stride, pad, dil, tiling = case
+    rng = np.random.default_rng(200 + rank)
+    u, f, b = random_case(rng, n, c, h, w, t, kh, kw, rank)
+    plan, out = run_plan(u, f, b, stride, pad, dil, method="separable", tiling=tiling)
+    assert plan.method == "separable" and plan.tiling == tiling
+    assert not np.isnan(out).any()
+    assert rel_err(out, direct_conv2d(u, cp_kernel(*f), b, stride, pad, dil)) < TOL
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_separable_kernel_on_random_shapes_with_the_model_tiling(seed):
+    """Random shapes, ranks 1–16, strides and dilations 1–2, the cost model's launch shape
+    (its block cut to 64 threads, channel lanes to 4 and groups to 2 for the simulator)."""
+    rng = np.random.default_rng(300 + seed)
+    while True:
+        n, c, t = int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(1, 12))
+        h, w = (int(v) for v in rng.integers(3, 10, 2))
+        kh, kw = (int(v) for v in rng.integers(1, 6, 2))
+        rank = int(rng.integers(1, 17))
+        stride, dil = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        pad = "same" if stride == 1 and seed % 2 else int(rng.integers(0, 3))
+        try:
+            g = conv_geometry((n, c, h, w), (kh, kw), stride, pad, dil)
+            break
+        except ValueError:
+            continue
+    model = choose_separable_tiling(g, rank, t)
+    tiling = replace(model, block=64, cs=min(model.cs, 4), groups=min(model.groups, 2))
+    u, f, b = random_case(rng, n, c, h, w, t, kh, kw, rank)
+    _, out = run_plan(u, f, b, stride, pad, dil, method="separable", tiling=tiling)
+    assert not np.isnan(out).any()
+    assert rel_err(out, direct_conv2d(u, cp_kernel(*f), b, stride, pad, dil)) < TOL
+
+
+def test_auto_plan_times_the_shortlist_and_algorithm_2_and_keeps_the_fastest(monkeypatch):
+    """Without the simulator, ``auto`` times the model's shortlist and Algorithm 2 on the
+    first call (here with fixed fake times) and runs the fastest; the choice is kept per
+    layer shape for later plans."""
+    from gpu import conv_cp_generated, conv_timing, cp_conv, cuda_runtime
+
+    # the generated module picks its shuffle at import: import it while the simulator shows
+    assert conv_cp_generated.CP_SEPARABLE_KERNELS
+    rng = np.random.default_rng(5)
+    u, f, b = random_case(rng, 1, 4, 5, 5, 3, 3, 3, 2)
+    ref = direct_conv2d(u, cp_kernel(*f), b, 1, 1, 1)
+    g = conv_geometry(u.shape, (3, 3), 1, 1, 1)
+    shortlist = separable_shortlist(g, 2, 3)
+    monkeypatch.setattr(cuda_runtime, "simulator_active", lambda: False)
+    monkeypatch.setattr(cp_conv, "_TUNED", {})
+    for fastest, method in ((len(shortlist), "taps"), (1, "separable")):
+        cp_conv._TUNED.clear()
+        timed = []
+
+        def fake_times(launches, repeats=5, fastest=fastest, timed=timed):
+            timed.append(len(launches))
+            return [1.0 if i == fastest else 2.0 for i in range(len(launches))]
+
+        monkeypatch.setattr(conv_timing, "device_times", fake_times)
+        plan, out = run_plan(u, f, b, 1, 1, 1, lanes=None)
+        assert timed == [len(shortlist) + 1]
+        assert plan.method == method
+        assert plan.tiling == (shortlist[1] if method == "separable" else None)
+        assert rel_err(out, ref) < TOL
+        again, out = run_plan(u, f, b, 1, 1, 1)
+        assert timed == [len(shortlist) + 1] and again.method == method
+        assert rel_err(out, ref) < TOL
+
+
+def test_separable_candidates_fit_shared_memory_and_the_layer():
+    g = conv_geometry((32, 3, 224, 224), (11, 11), 1, 5, 1)
+    cands = separable_candidates(g, 16, 96)
+    assert cands and all(separable_shared_bytes(g, t, 16) <= 48 * 1024 for t in cands)
+    assert all(t.block in (128, 256) and 32 <= t.th * t.tw <= 512 for t in cands)
+    assert {t.cs for t in cands} == {1, 2} and {t.px for t in cands} == {2, 4}
+    small = conv_geometry((1, 2, 3, 3), (3, 3), 1, 0, 1)
+    assert separable_candidates(small, 1, 4)
+    with pytest.raises(ValueError, match="method='taps'"):
+        separable_candidates(conv_geometry((1, 1, 200, 200), (61, 61), 1, 0, 3), 16, 4)
 
 
 def test_cuda_backend_through_public_function_writes_every_element():
@@ -165,5 +285,12 @@ def test_generated_module_is_current_and_each_rank_compiles(capsys):
         source = conv_codegen.cp_kernel_source(rank)
         compile(source, f"<cp_conv_r{rank}>", "exec")
         assert source.count(f"q{rank - 1} +=") >= 2
+        for px in conv_codegen.CP_SEP_PIXELS:
+            source = conv_codegen.cp_separable_kernel_source(rank, px)
+            compile(source, f"<cp_sep_r{rank}_p{px}>", "exec")
+            assert source.count(f"a{rank - 1} +=") == 8 + 1 + 1
+            assert source.count(f"q{px - 1}_{rank - 1}") == 2
     print(conv_codegen.cp_kernel_source(2))
-    assert "def cp_conv_r2" in capsys.readouterr().out
+    print(conv_codegen.cp_separable_kernel_source(2, 2))
+    printed = capsys.readouterr().out
+    assert "def cp_conv_r2" in printed and "def cp_sep_r2_p2" in printed
