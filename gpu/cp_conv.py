@@ -156,9 +156,11 @@ def _stage4_span(p_out: int, block: int, px: int) -> int:
 
 def separable_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[SeparableTiling]:
     """Launch shapes worth timing: tiles of 32–512 output pixels (8, 16 or 32 wide, not
-    far beyond the output; smaller for outputs of few rows), channel lanes (powers of two up to 32 and C) that fill at
-    most two passes of the block, output-channel groups of at least 8 channels while
-    the grid has < 4096 blocks, and shared memory within the default cap."""
+    far beyond the output; smaller for outputs of few rows), channel lanes (powers of two
+    up to 32 and C) that fill at most two passes of the block, output-channel groups of
+    at least 8 channels while the grid has < 4096 blocks, and shared memory within the
+    default cap. Empty when no tile fits (kernels very wide after dilation): Algorithm 2
+    then runs."""
     cands = []
     for block in (128, CP_SEP_MAX_BLOCK):
         for tw in (8, 16, 32):
@@ -182,11 +184,6 @@ def separable_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[Separab
                                     cands.append(t)
                         groups *= 2
                     cs *= 2
-    if not cands:
-        raise ValueError(
-            f"no tile of the separable CP kernel fits {_SHARED_LIMIT // 1024} KiB of shared memory "
-            f"for a {g.kh}x{g.kw} kernel with dilation {g.dil_h}x{g.dil_w}; use method='taps'"
-        )
     return cands
 
 
@@ -230,8 +227,14 @@ def separable_time(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling, s
 
 
 def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> SeparableTiling:
-    """The candidate of least :func:`separable_time`."""
-    return separable_shortlist(g, rank, n_out, 1)[0]
+    """The candidate of least :func:`separable_time`; ValueError if none fits."""
+    best = separable_shortlist(g, rank, n_out, 1)
+    if not best:
+        raise ValueError(
+            f"no tile of the separable CP kernel fits {_SHARED_LIMIT // 1024} KiB of shared memory "
+            f"for a {g.kh}x{g.kw} kernel with dilation {g.dil_h}x{g.dil_w}; use method='taps'"
+        )
+    return best[0]
 
 
 #: Launch shapes of least :func:`separable_time` that a plan times on its first call:
@@ -356,12 +359,13 @@ class CPConvPlan:
             variants = [("taps", lanes)]
         elif method == "separable":
             variants = [("separable", tiling or choose_separable_tiling(g, factors.rank, self.n_out))]
-        elif simulator_active():
-            variants = [("separable", choose_separable_tiling(g, factors.rank, self.n_out))]
         elif self._key in _TUNED:
             variants = [_TUNED[self._key]]
         else:
-            variants = [("separable", t) for t in separable_shortlist(g, factors.rank, self.n_out)] + [("taps", None)]
+            shortlist = separable_shortlist(g, factors.rank, self.n_out, 1 if simulator_active() else TUNE_CANDIDATES)
+            variants = [("separable", t) for t in shortlist]
+            if not (shortlist and simulator_active()):
+                variants.append(("taps", None))
         self._variants = [(m, self._taps_launches(p) if m == "taps" else self._separable_launches(p))
                           for m, p in variants]
         self._choose(0 if len(variants) == 1 else None)

@@ -212,8 +212,20 @@ def test_separable_candidates_fit_shared_memory_and_the_layer():
     assert {t.cs for t in cands} == {1, 2} and {t.px for t in cands} == {2, 4}
     small = conv_geometry((1, 2, 3, 3), (3, 3), 1, 0, 1)
     assert separable_candidates(small, 1, 4)
+    huge = conv_geometry((1, 1, 200, 200), (61, 61), 1, 0, 3)
+    assert separable_candidates(huge, 16, 4) == []
     with pytest.raises(ValueError, match="method='taps'"):
-        separable_candidates(conv_geometry((1, 1, 200, 200), (61, 61), 1, 0, 3), 16, 4)
+        choose_separable_tiling(huge, 16, 4)
+
+
+def test_auto_runs_algorithm_2_where_no_separable_tile_fits():
+    rng = np.random.default_rng(9)
+    u, f, b = random_case(rng, 1, 1, 1, 392, 2, 1, 97, 16)
+    assert separable_candidates(conv_geometry(u.shape, (1, 97), 1, 0, (1, 4)), 16, 2) == []
+    plan, out = run_plan(u, f, b, 1, 0, (1, 4))
+    assert plan.method == "taps"
+    assert not np.isnan(out).any()
+    assert rel_err(out, direct_conv2d(u, cp_kernel(*f), b, 1, 0, (1, 4))) < TOL
 
 
 def test_cuda_backend_through_public_function_writes_every_element():
