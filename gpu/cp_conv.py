@@ -6,8 +6,8 @@ computes (Eq. 9)
     q_r(n,y',x') = Σ_s S[s,r] · Σ_{h,w} H[h,r]·W[w,r]·U[n, s, y'·σ + h·δ − p, x'·σ + w·δ − p]
     V[n,t,y',x'] = bias[t] + Σ_r T[t,r]·q_r,
 
-on the CPU with a numba ``prange`` loop that walks the taps with the pointer-increment
-table of :mod:`gpu.conv_index_tables`, and on the GPU with one of two generated
+on the CPU as the separable sequence of Eq. 7 in a numba ``prange`` loop over rows (the
+cost of the GPU's separable kernel), and on the GPU with one of two generated
 rank-specialised kernels of ``gpu/conv_cp_generated.py``:
 
 * ``taps``: Algorithm 2 as published, C·kh·kw·R + R·T multiply–adds per output pixel;
@@ -284,39 +284,53 @@ def _tap_weights(f: CPFactors, g: ConvGeometry) -> np.ndarray:
 
 
 @njit(parallel=True, cache=True)
-def _cp_conv_cpu(u, out, inc, hw, s_f, t_f, bias, geo):
-    n_img, chans, height, width, n_out, out_h, out_w, sh, sw, pt, pl, n_taps = (
-        geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10], geo[11]
+def _cp_conv_cpu(u, out, s_f, h_f, w_f, t_f, bias, geo):
+    """The separable sequence of Eq. 7 on the CPU, image by image: A = U ×_S S on the padded
+    input rows the output needs (zero outside the image), then per output row the kh and
+    kw taps and V = bias + T·C. Rows run in parallel (``prange``); the intermediates are
+    host buffers of R·rows·cols floats."""
+    n_img, chans, height, width, n_out, out_h, out_w, sh, sw, pt, pl = (
+        geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7], geo[8], geo[9], geo[10]
     )
+    kh, kw, dh, dw = geo[11], geo[12], geo[13], geo[14]
     rank = s_f.shape[1]
-    for row in prange(n_img * out_h):
-        n = row // out_h
-        oy = row - n * out_h
-        q = np.empty(rank, np.float32)
-        p = np.empty(rank, np.float32)
-        for ox in range(out_w):
-            y = oy * sh - pt
-            x = ox * sw - pl
-            ptr = (n * chans * height + y) * width + x
-            q[:] = 0.0
-            for s in range(chans):
-                p[:] = 0.0
-                for k in range(n_taps):
-                    if y >= 0 and y < height and x >= 0 and x < width:
-                        v = u[ptr]
-                        for r in range(rank):
-                            p[r] += v * hw[k, r]
-                    ptr += inc[k, 0]
-                    y += inc[k, 1]
-                    x += inc[k, 2]
-                for r in range(rank):
-                    q[r] += p[r] * s_f[s, r]
-            base = n * n_out * out_h * out_w + oy * out_w + ox
+    rows = (out_h - 1) * sh + (kh - 1) * dh + 1
+    cols = (out_w - 1) * sw + (kw - 1) * dw + 1
+    x_lo = max(0, pl)
+    x_hi = min(cols, pl + width)
+    a = np.zeros((rank, rows, cols), np.float32)
+    b = np.empty((rank, out_h, cols), np.float32)
+    c = np.empty((rank, out_h, out_w), np.float32)
+    for n in range(n_img):
+        for yp in prange(rows):
+            y = yp - pt
+            for r in range(rank):
+                a[r, yp, :] = 0.0
+            if y >= 0 and y < height:
+                for s in range(chans):
+                    for r in range(rank):
+                        sr = s_f[s, r]
+                        for xp in range(x_lo, x_hi):
+                            a[r, yp, xp] += sr * u[n, s, y, xp - pl]
+        for oy in prange(out_h):
+            for r in range(rank):
+                for xp in range(cols):
+                    acc = np.float32(0.0)
+                    for h in range(kh):
+                        acc += h_f[h, r] * a[r, oy * sh + h * dh, xp]
+                    b[r, oy, xp] = acc
+                for ox in range(out_w):
+                    acc = np.float32(0.0)
+                    for w in range(kw):
+                        acc += w_f[w, r] * b[r, oy, ox * sw + w * dw]
+                    c[r, oy, ox] = acc
             for t in range(n_out):
-                val = bias[t]
+                for ox in range(out_w):
+                    out[n, t, oy, ox] = bias[t]
                 for r in range(rank):
-                    val += q[r] * t_f[t, r]
-                out[base + t * out_h * out_w] = val
+                    tr = t_f[t, r]
+                    for ox in range(out_w):
+                        out[n, t, oy, ox] += tr * c[r, oy, ox]
 
 
 class CPConvPlan:
@@ -511,7 +525,8 @@ def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend
         return run_plan_on_gpu(CPConvPlan(f, g, lanes, method), u, (g.batch, f.t.shape[0], g.out_h, g.out_w), out, on_device)
     u32 = np.ascontiguousarray(u, dtype=np.float32)
     out = check_out_array(out, (g.batch, f.t.shape[0], g.out_h, g.out_w))
-    inc = pointer_increments(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, g.width), g.height * g.width)
     bias_arr = f.bias if f.bias is not None else np.zeros(f.t.shape[0], np.float32)
-    _cp_conv_cpu(u32.ravel(), out.ravel(), inc, _tap_weights(f, g), f.s, f.t, bias_arr, _geo_array(g, f.t.shape[0]))
+    geo = np.array([g.batch, g.channels, g.height, g.width, f.t.shape[0], g.out_h, g.out_w, g.stride_h, g.stride_w,
+                    g.pad_top, g.pad_left, g.kh, g.kw, g.dil_h, g.dil_w], dtype=np.int64)
+    _cp_conv_cpu(u32, out, f.s, f.h, f.w, f.t, bias_arr, geo)
     return out
