@@ -2,6 +2,7 @@
 
     python3 bench/ttmc.py --section smoke [--out DIR]     # device: kernels vs CPU backend, bounds
     python3 bench/ttmc.py --section ttmc [--quick]        # device: the TTMc table
+    python3 bench/ttmc.py --section scan [--quick]        # device: the pass over X per launch constant
     python3 bench/ttmc.py --section dwi [--backend cpu]   # end to end vs TensorLy tucker (CPU)
 
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
@@ -243,6 +244,44 @@ def section_dwi(backend, tol, log):
               f"{r['ratio']:>8.1f}{r['seconds'] / rows[0]['seconds']:>19.2f}")
 
 
+def section_scan(cases, log):
+    """The one pass over X alone, per launch constant: GB/s of scale-and-scan by input and
+    output type, for each (loads in flight, rows per block) pair (kernels rebuilt per pair)."""
+    import cupy as cp
+
+    import gpu.ttmc_cuda as mod
+    from gpu.conv_timing import device_time
+
+    ops = make_ops("cuda", gemm="cublas")
+    pairs = [(4, 8), (8, 4), (8, 8), (8, 16), (16, 8)]
+    kinds = [("float32", "float16"), ("float16", "float16"), ("float32", None), ("float16", None)]
+    rows = []
+    for label, shape, _ in cases:
+        x32 = cp.random.default_rng(7).standard_normal(shape, dtype=cp.float32)
+        exps = [np.random.default_rng(1).integers(-2, 2, n) for n in shape]
+        for source, target in kinds:
+            x = x32.astype(source)
+            nbytes = x.nbytes + (x.size * np.dtype(target).itemsize if target else 0)
+            for unroll, group in pairs:
+                mod._UNROLL, mod._ROW_GROUP = unroll, group
+                mod.scale_scan_kernel.cache_clear()
+                ops.start_log()
+                ops.scale_scan(x, exps, target)
+                launches = ops.stop_log()
+                seconds = device_time(lambda: ops.replay(launches), repeats=20)[0]  # noqa: B023
+                row = dict(case=label, source=source, target=str(target), unroll=unroll, group=group,
+                           us=1e6 * seconds, gbs=nbytes / seconds / 1e9)
+                rows.append(row)
+                log(json.dumps(row))
+        del x32, x
+        cp.get_default_memory_pool().free_all_blocks()
+    print(f"{'case':<18}{'in':<9}{'out':<9}" + "".join(f"{f'u{u}/g{g} GB/s':>14}" for u, g in pairs))
+    for i in range(0, len(rows), len(pairs)):
+        r = rows[i]
+        print(f"{r['case']:<18}{r['source']:<9}{r['target']:<9}"
+              + "".join(f"{q['gbs']:>14.0f}" for q in rows[i:i + len(pairs)]))
+
+
 def section_smoke(log):
     """Kernels on the GPU vs the CPU backend and the float64 reference; bounds hold."""
     import cupy as cp
@@ -317,7 +356,7 @@ def section_smoke(log):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--section", choices=("smoke", "ttmc", "dwi"), required=True)
+    parser.add_argument("--section", choices=("smoke", "ttmc", "scan", "dwi"), required=True)
     parser.add_argument("--quick", action="store_true", help="smaller TTMc cases")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--backend", default="auto")
@@ -334,6 +373,8 @@ def main() -> int:
     try:
         if args.section == "smoke":
             section_smoke(log)
+        elif args.section == "scan":
+            section_scan(QUICK_CASES if args.quick else CASES, log)
         elif args.section == "ttmc":
             rows = section_ttmc(QUICK_CASES if args.quick else CASES, args.reps, log)
             print_ttmc(rows)
