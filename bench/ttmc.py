@@ -246,14 +246,15 @@ def section_dwi(backend, tol, log):
 
 def section_scan(cases, log):
     """The one pass over X alone, per launch constant: GB/s of scale-and-scan by input and
-    output type, for each (loads in flight, rows per block) pair (kernels rebuilt per pair)."""
+    output type, for each (loads in flight, rows per chunk, most blocks) setting (kernels
+    rebuilt per setting)."""
     import cupy as cp
 
     import gpu.ttmc_cuda as mod
     from gpu.conv_timing import device_time
 
     ops = make_ops("cuda", gemm="cublas")
-    pairs = [(4, 8), (8, 4), (8, 8), (8, 16), (16, 8)]
+    pairs = [(8, 8, 8192), (8, 16, 8192), (8, 32, 8192), (8, 8, 2112), (8, 16, 2112), (8, 8, 1056), (8, 16, 1056)]
     kinds = [("float32", "float16"), ("float16", "float16"), ("float32", None), ("float16", None)]
     rows = []
     for label, shape, _ in cases:
@@ -262,20 +263,20 @@ def section_scan(cases, log):
         for source, target in kinds:
             x = x32.astype(source)
             nbytes = x.nbytes + (x.size * np.dtype(target).itemsize if target else 0)
-            for unroll, group in pairs:
-                mod._UNROLL, mod._ROW_GROUP = unroll, group
+            for unroll, group, blocks in pairs:
+                mod._UNROLL, mod._ROW_GROUP, mod._SCAN_BLOCKS = unroll, group, blocks
                 mod.scale_scan_kernel.cache_clear()
                 ops.start_log()
                 ops.scale_scan(x, exps, target)
                 launches = ops.stop_log()
                 seconds = device_time(lambda: ops.replay(launches), repeats=20)[0]  # noqa: B023
                 row = dict(case=label, source=source, target=str(target), unroll=unroll, group=group,
-                           us=1e6 * seconds, gbs=nbytes / seconds / 1e9)
+                           blocks=blocks, us=1e6 * seconds, gbs=nbytes / seconds / 1e9)
                 rows.append(row)
                 log(json.dumps(row))
         del x32, x
         cp.get_default_memory_pool().free_all_blocks()
-    print(f"{'case':<18}{'in':<9}{'out':<9}" + "".join(f"{f'u{u}/g{g} GB/s':>14}" for u, g in pairs))
+    print(f"{'case':<18}{'in':<9}{'out':<9}" + "".join(f"{f'u{u}/g{g}/b{b}':>14}" for u, g, b in pairs) + "  (GB/s)")
     for i in range(0, len(rows), len(pairs)):
         r = rows[i]
         print(f"{r['case']:<18}{r['source']:<9}{r['target']:<9}"

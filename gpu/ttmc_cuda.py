@@ -47,6 +47,7 @@ _CHUNK = 2048  # column maxima kept in shared memory per block
 _TILE = 16
 _UNROLL = 8  # loads in flight per thread in the scale-and-scan pass (16 measured slower for FP16 data)
 _ROW_GROUP = 8  # rows a scale-and-scan block takes per column chunk
+_SCAN_BLOCKS = 8192  # most scale-and-scan blocks per launch (they stride over the chunks)
 
 
 @cuda.jit(device=True)
@@ -614,7 +615,7 @@ class CudaTTMcOps:
         )
         kernel = scale_scan_kernel(np.dtype(np.float32 if exact_in_f32 else np.float64), unroll)
         self._kernel(
-            kernel, max(1, min(segments, 8192)), _BLOCK, _flat(x), _flat(out), dtype is not None, n_rows, n_cols,
+            kernel, max(1, min(segments, _SCAN_BLOCKS)), _BLOCK, _flat(x), _flat(out), dtype is not None, n_rows, n_cols,
             self._upload(rows), self._upload(cols), scan,
         )
         written = out if dtype is not None else None
