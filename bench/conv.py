@@ -241,9 +241,9 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
 
 
 def cp_tile_name(plan) -> str:
-    """``taps/lanes`` for Algorithm 2, ``TH x TW/cs/groups/block`` for the separable kernel."""
+    """``taps/lanes`` for Algorithm 2, ``TH x TW/cs/groups/block/px`` for the separable kernel."""
     t = plan.tiling
-    return f"taps/{plan.lanes}" if t is None else f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}"
+    return f"taps/{plan.lanes}" if t is None else f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}/{t.px}"
 
 
 def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
@@ -284,8 +284,8 @@ def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
                 log({"bench": "cpsweep", "layer": li, "batch": n, "rank": rank, "best": cp_tile_name(plans[best]),
                      "best_us": times[best] * 1e6, "rule": cp_tile_name(plans[rule]), "rule_us": times[rule] * 1e6,
                      "taps_us": times[-1] * 1e6, "pairwise_us": pw * 1e6, "max_rel_err": err})
-                rows.append(f"L{li} {n:>16} {rank:>4} | {len(plans) - 1:5} | {cp_tile_name(plans[best]):<14} {times[best] * 1e6:7.1f} | "
-                            f"{cp_tile_name(plans[rule]):<14} {times[rule] * 1e6:7.1f} | {times[-1] * 1e6:8.1f} | {pw * 1e6:11.1f} | "
+                rows.append(f"L{li} {n:>16} {rank:>4} | {len(plans) - 1:5} | {cp_tile_name(plans[best]):<16} {times[best] * 1e6:7.1f} | "
+                            f"{cp_tile_name(plans[rule]):<16} {times[rule] * 1e6:7.1f} | {times[-1] * 1e6:8.1f} | {pw * 1e6:11.1f} | "
                             f"{pw / times[best]:9.2f} {pw / times[rule]:9.2f} | {err:.1e}")
                 del plans, w1, wh, ww, w2, b
             del x, d_u, d_out

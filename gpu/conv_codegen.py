@@ -26,6 +26,8 @@ __all__ = [
     "square_tile_pitch",
     "tucker_square_kernel_source",
     "CP_SEP_PIXELS",
+    "CP_SEP_MAX_ACC",
+    "cp_separable_variants",
     "CP_SEP_MAX_BLOCK",
     "cp_kernel_source",
     "cp_separable_kernel_source",
@@ -209,14 +211,26 @@ def cp_conv_r{rank}(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 '''
 
 
-#: Output pixels per thread in the separable kernel's last stage (V = Σ_r T[t,r]·C[r]),
-#: one kernel each: every weight T[t,r] loaded feeds this many multiply–adds, but each
-#: pixel holds R registers (four pixels at rank 16 limit the resident blocks).
-CP_SEP_PIXELS = (2, 4)
+#: Pixels per thread in the separable kernel's channel contractions (stage 1,
+#: A = Σ_s S[s,r]·U[s], and stage 4, V = Σ_r T[t,r]·C[r]), one kernel each: every factor
+#: weight loaded feeds this many multiply–adds, but each pixel holds R registers, so a
+#: kernel exists only for px·R ≤ CP_SEP_MAX_ACC (four pixels at rank 16 already limit
+#: the resident blocks).
+CP_SEP_PIXELS = (2, 4, 8)
+#: Most accumulators (pixels × ranks) a separable kernel's thread keeps.
+CP_SEP_MAX_ACC = 64
+
+
+def cp_separable_variants() -> tuple[tuple[int, int], ...]:
+    """Every generated separable kernel as (rank, pixels per thread)."""
+    return tuple((r, px) for r in CP_RANKS for px in CP_SEP_PIXELS if px * r <= CP_SEP_MAX_ACC)
+
+
 #: Largest block of the separable kernels (the simulator's shuffle scratch row). 512
 #: threads failed to launch on the H100 at rank 16: more than 128 registers per thread.
 CP_SEP_MAX_BLOCK = 256
-#: Input channels whose loads a stage-1 thread issues before their multiply–adds.
+#: Input values whose loads a stage-1 thread issues before their multiply–adds (over its
+#: pixels and 8 / px channels).
 _SEP_LOADS = 8
 
 
@@ -230,10 +244,14 @@ def cp_separable_kernel_source(rank: int, px: int) -> str:
     per (output tile TH×TW, image, group of output channels):
 
     1. A[r,p] = Σ_s S[s,r]·U[n,s,p] for every pixel p of the input tile (output tile plus
-       halo; zero outside the image, i.e. the padding). ``cs`` adjacent lanes share a
-       pixel and take every cs-th channel, eight loads in flight per lane; their partial
-       sums meet by a warp-shuffle butterfly (as Algorithm 2's channel lanes). Short
-       per-lane channel chains matter: a chain of C loads waits C/8 memory latencies.
+       halo; zero outside the image, i.e. the padding), register-blocked like a small
+       GEMM: a thread keeps ``px`` pixels × R accumulators, so each S[s,r] it loads
+       feeds ``px`` multiply–adds (one load per multiply–add with one pixel a thread).
+       ``cs`` adjacent lanes share a pixel group and take every cs-th channel, eight
+       input loads per step, the next step's issued before this step's multiply–adds;
+       their partial sums meet by a warp-shuffle butterfly (as Algorithm 2's channel
+       lanes). Short per-lane channel chains matter: a chain of C loads waits C/8
+       memory latencies.
     2. B[r,i,x] = Σ_h H[h,r]·A[r, i·σ_h + h·δ_h, x] for the TH output rows: a thread per
        (r, x) walks the rows, so a warp reads consecutive words.
     3. C[r,i,j] = Σ_w W[w,r]·B[r, i, j·σ_w + w·δ_w], a thread per (r, j), over A.
@@ -250,16 +268,45 @@ def cp_separable_kernel_source(rank: int, px: int) -> str:
     """
     r = range(rank)
     pxs = range(px)
-    nl = _SEP_LOADS
-    zero_a = "\n".join(f"        a{i} = float32(0.0)" for i in r)
-    loads = "\n".join(f"                v{j} = u[ptr{'' if j == 0 else f' + {j} * step'}]" for j in range(nl))
-    acc_n = "\n".join(
-        f"                a{i} += v{j} * s_f[sr{'' if j == 0 else f' + {j} * srs'}{'' if i == 0 else f' + {i}'}]"
-        for j in range(nl) for i in r
-    )
-    acc1 = "\n".join(f"                a{i} += v0 * s_f[sr{'' if i == 0 else f' + {i}'}]" for i in r)
-    shfl = "\n".join(f"            a{i} += lane_xor(scratch, tid, a{i}, m)" for i in r)
-    park = "\n".join(f"            sm[p{'' if i == 0 else f' + {i} * p_in'}] = a{i}" for i in r)
+    nl = max(1, _SEP_LOADS // px)
+    zero_a = "\n".join(f"        a{k}_{i} = float32(0.0)" for k in pxs for i in r)
+    locate = []
+    for k in pxs:
+        locate += [
+            f"        e{k} = g + {k} * n_pg" if k else "        e0 = g",
+            f"        row = e{k} // w_in",
+            "        iy = iy0 + row",
+            f"        ix = ix0 + e{k} - row * w_in",
+            f"        in{k} = e{k} < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width",
+            f"        pt{k} = plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1)",
+        ]
+    locate = "\n".join(locate)
+
+    def madd(c: int, indent: str) -> list[str]:
+        lines = []
+        for i in r:
+            lines.append(f"{indent}sv = s_f[sr{'' if c == 0 else f' + {c} * srs'}{'' if i == 0 else f' + {i}'}]")
+            lines += [f"{indent}a{k}_{i} += d{c}_{k} * sv" for k in pxs]
+        return lines
+
+    fetch = [f"f{c}_{k} = u[pt{k}{'' if c == 0 else f' + {c} * step'}]" for c in range(nl) for k in pxs]
+    fetch0 = "\n".join(f"                {line}" for line in fetch)
+    fetch_next = "\n".join(f"                    {line}" for line in fetch)
+    zero_f = "\n".join(f"            f{c}_{k} = float32(0.0)" for c in range(nl) for k in pxs)
+    take = "\n".join(f"                d{c}_{k} = f{c}_{k}" for c in range(nl) for k in pxs)
+    acc_n = "\n".join(line for c in range(nl) for line in madd(c, "                "))
+    load1 = "\n".join(f"                d0_{k} = u[pt{k}]" for k in pxs)
+    acc1 = "\n".join(madd(0, "                "))
+    step_n = "\n".join(f"                pt{k} += {nl} * step" for k in pxs)
+    step1 = "\n".join(f"                pt{k} += step" for k in pxs)
+    shfl = "\n".join(f"            a{k}_{i} += lane_xor(scratch, tid, a{k}_{i}, m)" for k in pxs for i in r)
+    park = []
+    for k in pxs:
+        park += [f"            if e{k} < p_in:", f"                if in{k}:"]
+        park += [f"                    sm[e{k}{'' if i == 0 else f' + {i} * p_in'}] = a{k}_{i}" for i in r]
+        park += ["                else:"]
+        park += [f"                    sm[e{k}{'' if i == 0 else f' + {i} * p_in'}] = float32(0.0)" for i in r]
+    park = "\n".join(park)
     pix = []
     for k in pxs:
         pix += [
@@ -292,7 +339,7 @@ def cp_separable_kernel_source(rank: int, px: int) -> str:
     return f'''
 @cuda.jit(cache=True)
 def cp_sep_r{rank}_p{px}(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
-    """Separable fused CP conv, rank {rank}, {px} output pixels per thread in stage 4.
+    """Separable fused CP conv, rank {rank}, {px} pixels per thread in stages 1 and 4.
     u, out: flat NCHW; s_f, h_f, w_f, t_f: S, H, W, T flat row-major (rows × {rank});
     geo: see ``gpu.cp_conv._separable_geo``. Grid: (output tiles × images, channel
     groups). Dynamic shared memory: {rank}·(P_in + TH·W_in) floats."""
@@ -322,35 +369,42 @@ def cp_sep_r{rank}_p{px}(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
     step = cs * height * width
     srs = cs * {rank}
     j = tid % cs
-    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p], lanes j < cs of a pixel adjacent; every
-    # thread runs every pass (the shuffles need the whole warp)
-    for base in range(0, cs * p_in, n_thr):
-        p = (base + tid) // cs
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; a thread takes the pixels g + k·n_pg
+    # (k < {px}) with lanes j < cs of a pixel group adjacent; every thread runs every pass
+    # (the shuffles need the whole warp). Pixels outside the image read a clamped address
+    # and park zeros (the padding), so the channel loop has no bounds tests. The loads of
+    # the next {nl} channels issue before this step's multiply–adds (software pipelining).
+    n_pg = (p_in + {px - 1}) // {px}
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * n_pg, n_thr):
+        g = (base + tid) // cs
 {zero_a}
-        row = p // w_in
-        iy = iy0 + row
-        ix = ix0 + p - row * w_in
-        if p < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width:
-            ptr = ((n * chans + j) * height + iy) * width + ix
+{locate}
+        if g < n_pg:
             sr = j * {rank}
             s = j
+{zero_f}
+            if s + {nl - 1} * cs < chans:
+{fetch0}
             while s + {nl - 1} * cs < chans:
-{loads}
-{acc_n}
-                ptr += {nl} * step
-                sr += {nl} * srs
+{take}
+{step_n}
                 s += {nl} * cs
+                if s + {nl - 1} * cs < chans:
+{fetch_next}
+{acc_n}
+                sr += {nl} * srs
             while s < chans:
-                v0 = u[ptr]
+{load1}
 {acc1}
-                ptr += step
+{step1}
                 sr += srs
                 s += cs
         m = cs >> 1
         while m > 0:
 {shfl}
             m >>= 1
-        if j == 0 and p < p_in:
+        if j == 0 and g < n_pg:
 {park}
     cuda.syncthreads()
     # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], in sm[R·P_in ...]
@@ -812,9 +866,9 @@ def tucker_core_{th}x{tw}_k{k}_n{tn}({_TUCKER_ARGS}):
 
 def cp_module_source() -> str:
     body = "".join(cp_kernel_source(r) for r in CP_RANKS)
-    body += "".join(cp_separable_kernel_source(r, px) for r in CP_RANKS for px in CP_SEP_PIXELS)
+    body += "".join(cp_separable_kernel_source(r, px) for r, px in cp_separable_variants())
     table = "\n".join(f"    {r}: cp_conv_r{r}," for r in CP_RANKS)
-    sep = "\n".join(f"    ({r}, {px}): cp_sep_r{r}_p{px}," for r in CP_RANKS for px in CP_SEP_PIXELS)
+    sep = "\n".join(f"    ({r}, {px}): cp_sep_r{r}_p{px}," for r, px in cp_separable_variants())
     return (
         _HEADER.format(what=f"fused CP conv kernels, ranks {CP_RANKS[0]}..{CP_RANKS[-1]}")
         + _LANE_XOR.format(max_block=CP_SEP_MAX_BLOCK)

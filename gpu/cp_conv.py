@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from gpu.conv_codegen import CP_RANKS, CP_SEP_MAX_BLOCK, CP_SEP_PIXELS
+from gpu.conv_codegen import CP_RANKS, CP_SEP_MAX_ACC, CP_SEP_MAX_BLOCK, CP_SEP_PIXELS
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.cuda_runtime import resolve_backend
 
@@ -157,10 +157,11 @@ def _stage4_span(p_out: int, block: int, px: int) -> int:
 def separable_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[SeparableTiling]:
     """Launch shapes worth timing: tiles of 32–512 output pixels (8, 16 or 32 wide, not
     far beyond the output; smaller for outputs of few rows), channel lanes (powers of two
-    up to 32 and C) that fill at most two passes of the block, output-channel groups of
-    at least 8 channels while the grid has < 4096 blocks, and shared memory within the
-    default cap. Empty when no tile fits (kernels very wide after dilation): Algorithm 2
-    then runs."""
+    up to 32 and C) whose stage-1 threads (lanes × pixel groups of ``px``) fill at most
+    two passes of the block, output-channel groups of at least 8 channels while the grid
+    has < 4096 blocks, every generated pixel count px (px·R ≤ 64), and shared memory
+    within the default cap. Empty when no tile fits (kernels very wide after dilation):
+    Algorithm 2 then runs."""
     cands = []
     for block in (128, CP_SEP_MAX_BLOCK):
         for tw in (8, 16, 32):
@@ -173,38 +174,42 @@ def separable_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[Separab
                     continue
                 tiles = -(-g.out_h // th) * -(-g.out_w // tw)
                 h_in, w_in = _input_tile(g, th, tw)
-                cs = 1
-                while cs <= min(32, g.channels) and (cs == 1 or cs * h_in * w_in <= 2 * block):
-                    groups = 1
-                    while groups == 1 or (groups <= 32 and -(-n_out // groups) >= 8):
-                        if groups == 1 or tiles * g.batch * groups <= 4096:
-                            for px in CP_SEP_PIXELS:
+                for px in (p for p in CP_SEP_PIXELS if p * min(rank, _CHUNK) <= CP_SEP_MAX_ACC):
+                    cs = 1
+                    while cs <= min(32, g.channels) and (cs == 1 or cs * -(-h_in * w_in // px) <= 2 * block):
+                        groups = 1
+                        while groups == 1 or (groups <= 32 and -(-n_out // groups) >= 8):
+                            if groups == 1 or tiles * g.batch * groups <= 4096:
                                 t = SeparableTiling(th, tw, cs, groups, block, px)
                                 if separable_shared_bytes(g, t, rank) <= _SHARED_LIMIT:
                                     cands.append(t)
-                        groups *= 2
-                    cs *= 2
+                            groups *= 2
+                        cs *= 2
     return cands
 
 
-#: Constants of :func:`separable_time`, fitted (log least squares) to the times of every
-#: candidate on the 50 Reustle configurations on an H100 (``bench/conv.py --sections
-#: cpsweep``): µs per step of the stage-1 channel chain, of the stage-4 channel loop, of
-#: the 1-D tap loops, per wave; µs per instruction per SM lane; µs per byte; launch µs.
-SEPARABLE_MODEL = (0.860, 0.348, 0.0517, 4.17, 0.00693, 1.16e-6, 8.28)
+#: Constants of :func:`separable_time`: µs per step of the stage-1 channel chain, of the
+#: stage-4 channel loop, of the 1-D tap loops, per stage-1 shuffle, per wave; µs per
+#: instruction per SM lane; µs per byte; launch µs. Fitted to the times of every
+#: candidate of layers 2–5 of the Reustle configurations on an H100 (``bench/conv.py
+#: --sections cpsweep``, 41 648 launch shapes), for the quality of the shortlist: the
+#: best of the model's first 16 came within 1.22× of the best candidate (geometric mean
+#: 1.03×).
+SEPARABLE_MODEL = (0.86, 0.349, 0.0501, 0.0945, 4.21, 0.00701, 9.99e-07, 8.4)
 
 
 def separable_time(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling, spec=None) -> float:
     """Estimated µs of the separable kernel with launch shape ``t``: the largest of a
-    latency chain (per wave of resident blocks: the stage-1 channel chain of C/(8·cs)
-    steps per pass, the stage-4 walk over the block's output channels, the 1-D taps),
+    latency chain (per wave of resident blocks: the stage-1 channel chain of
+    C·px/(8·cs) steps per pass and its shuffle butterfly, the stage-4 walk over the
+    block's output channels, the 1-D taps),
     instruction issue over all SMs, and memory traffic, plus the launch. Resident blocks
     per SM follow threads, shared memory and an estimate of the registers (the stage-4
     pixels hold R values each)."""
     from gpu.conv_tiling import gpu_spec
 
     spec = spec or gpu_spec()
-    lat1, lat4, lat23, per_wave, per_instr, per_byte, launch = SEPARABLE_MODEL
+    lat1, lat4, lat23, lat_sh, per_wave, per_instr, per_byte, launch = SEPARABLE_MODEL
     r = min(rank, _CHUNK)
     h_in, w_in = _input_tile(g, t.th, t.tw)
     p_in, p_out = h_in * w_in, t.th * t.tw
@@ -216,13 +221,15 @@ def separable_time(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling, s
                           spec.regs_per_sm // (t.block * regs)))
     waves = math.ceil(blocks / (spec.sms * resident))
     span = _stage4_span(p_out, t.block, t.px)
-    chain1 = math.ceil(t.cs * p_in / t.block) * math.ceil(g.channels / (8 * t.cs))
+    passes1 = math.ceil(t.cs * math.ceil(p_in / t.px) / t.block)
+    chain1 = passes1 * math.ceil(g.channels / (8 // t.px * t.cs))
+    shuffles = passes1 * t.px * r * int(math.log2(t.cs))
     chain4 = math.ceil(p_out / (t.px * span)) * math.ceil(t_g / (t.block // span))
     chain23 = (math.ceil(r * w_in / t.block) * g.kh + math.ceil(r * t.tw / t.block) * g.kw) * t.th
-    instr = blocks * (p_in * g.channels * r * 2.2 + 4 * r * (t.th * w_in * g.kh + p_out * g.kw)
-                      + p_out * t_g * (r * (1 + 1 / t.px) + 3))
+    instr = blocks * (p_in * g.channels * (r * (1.2 + 1 / t.px) + 1 / t.px) + 4 * r * (t.th * w_in * g.kh + p_out * g.kw)
+                      + p_out * t_g * (r * (1 + 1 / t.px) + 3) + 2 * t.block * shuffles)
     traffic = 4 * (g.batch * n_out * g.out_h * g.out_w + blocks * p_in * g.channels / t.groups)
-    latency = waves * (lat1 * chain1 + lat4 * chain4 + lat23 * chain23 + per_wave)
+    latency = waves * (lat1 * chain1 + lat4 * chain4 + lat23 * chain23 + lat_sh * shuffles + per_wave)
     return max(latency, per_instr * instr / (spec.sms * 128), per_byte * traffic) + launch
 
 
@@ -238,8 +245,9 @@ def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> Separable
 
 
 #: Launch shapes of least :func:`separable_time` that a plan times on its first call:
-#: in the H100 sweep (50 configurations) the best of the model's first 16 came within
-#: 1.16× of the best of all candidates (geometric mean 1.01×), its first pick within 1.8×.
+#: in the H100 sweep of layers 2–5 (40 configurations) the best of the model's first 16
+#: came within 1.22× of the best of all candidates (geometric mean 1.03×), its first pick
+#: within 2.8× (geometric mean 1.32×).
 TUNE_CANDIDATES = 16
 
 #: (geometry, rank, output channels) → (method, tiling or lanes) the first call timed fastest.
