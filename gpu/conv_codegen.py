@@ -214,11 +214,12 @@ def cp_conv_r{rank}(u, out, inc, hw, s_f, t_f, bias, geo, s_tile, accumulate):
 #: Pixels per thread in the separable kernel's channel contractions (stage 1,
 #: A = Σ_s S[s,r]·U[s], and stage 4, V = Σ_r T[t,r]·C[r]), one kernel each: every factor
 #: weight loaded feeds this many multiply–adds, but each pixel holds R registers, so a
-#: kernel exists only for px·R ≤ CP_SEP_MAX_ACC (four pixels at rank 16 already limit
-#: the resident blocks).
+#: kernel exists only for px·R ≤ CP_SEP_MAX_ACC. Eight pixels at ranks 9–16 (up to 128
+#: accumulators) limit the resident blocks, yet brought the H100's deep-channel layers
+#: (Reustle layer 3, batch 32, rank 16) closest to the pairwise sequence.
 CP_SEP_PIXELS = (2, 4, 8)
 #: Most accumulators (pixels × ranks) a separable kernel's thread keeps.
-CP_SEP_MAX_ACC = 64
+CP_SEP_MAX_ACC = 128
 
 
 def cp_separable_variants() -> tuple[tuple[int, int], ...]:

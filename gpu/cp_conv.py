@@ -47,6 +47,7 @@ __all__ = [
     "separable_time",
     "separable_shortlist",
     "TUNE_CANDIDATES",
+    "TUNE_EXTRA",
     "SEPARABLE_MODEL",
 ]
 
@@ -159,7 +160,7 @@ def separable_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[Separab
     far beyond the output; smaller for outputs of few rows), channel lanes (powers of two
     up to 32 and C) whose stage-1 threads (lanes × pixel groups of ``px``) fill at most
     two passes of the block, output-channel groups of at least 8 channels while the grid
-    has < 4096 blocks, every generated pixel count px (px·R ≤ 64), and shared memory
+    has < 4096 blocks, every generated pixel count px (px·R ≤ 128), and shared memory
     within the default cap. Empty when no tile fits (kernels very wide after dilation):
     Algorithm 2 then runs."""
     cands = []
@@ -234,8 +235,9 @@ def separable_time(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling, s
 
 
 def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> SeparableTiling:
-    """The candidate of least :func:`separable_time`; ValueError if none fits."""
-    best = separable_shortlist(g, rank, n_out, 1)
+    """The candidate of least :func:`separable_time` among the kernels the model was fitted
+    on (at most ``_FITTED_ACC`` accumulators a thread); ValueError if none fits."""
+    best = separable_shortlist(g, rank, n_out, 1, 0)
     if not best:
         raise ValueError(
             f"no tile of the separable CP kernel fits {_SHARED_LIMIT // 1024} KiB of shared memory "
@@ -249,17 +251,30 @@ def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> Separable
 #: came within 1.22× of the best of all candidates (geometric mean 1.03×), its first pick
 #: within 2.8× (geometric mean 1.32×).
 TUNE_CANDIDATES = 16
+#: Most accumulators a thread keeps in the kernels :data:`SEPARABLE_MODEL` was fitted on.
+_FITTED_ACC = 64
+#: Launch shapes with more accumulators (8 pixels at ranks 9–16) that a plan times besides
+#: the first ``TUNE_CANDIDATES``: the model, fitted without them, ranks them too high
+#: (among the first 16 they pushed out layer 1's best shapes at rank 16), so they are
+#: timed in addition, never instead.
+TUNE_EXTRA = 8
 
 #: (geometry, rank, output channels) → (method, tiling or lanes) the first call timed fastest.
 _TUNED: dict = {}
 
 
-def separable_shortlist(g: ConvGeometry, rank: int, n_out: int, count: int = TUNE_CANDIDATES) -> list[SeparableTiling]:
-    """The ``count`` candidates of least :func:`separable_time`, best first."""
+def separable_shortlist(g: ConvGeometry, rank: int, n_out: int, count: int = TUNE_CANDIDATES,
+                        extra: int = TUNE_EXTRA) -> list[SeparableTiling]:
+    """The ``count`` candidates of least :func:`separable_time` among kernels of at most
+    ``_FITTED_ACC`` accumulators a thread (those the model was fitted on), best first,
+    then the ``extra`` of least time among the kernels with more."""
     from gpu.conv_tiling import gpu_spec
 
     spec = gpu_spec()
-    return sorted(separable_candidates(g, rank, n_out), key=lambda t: separable_time(g, rank, n_out, t, spec))[:count]
+    r = min(rank, _CHUNK)
+    ranked = sorted(separable_candidates(g, rank, n_out), key=lambda t: separable_time(g, rank, n_out, t, spec))
+    return ([t for t in ranked if t.px * r <= _FITTED_ACC][:count]
+            + [t for t in ranked if t.px * r > _FITTED_ACC][:extra])
 
 
 def _separable_geo(g: ConvGeometry, n_out: int, t: SeparableTiling) -> np.ndarray:
@@ -347,8 +362,9 @@ class CPConvPlan:
     ``method``: ``taps`` (Algorithm 2), ``separable`` (Eq. 7 fused per tile) or ``auto``.
     ``lanes`` sets Algorithm 2's channel lanes per pixel, ``tiling`` the separable
     kernel's launch shape (either implies its method under ``auto``). Otherwise ``auto``
-    times, on the first call and on the caller's arrays, Algorithm 2 and the
-    ``TUNE_CANDIDATES`` separable launch shapes that :func:`separable_time` ranks first,
+    times, on the first call and on the caller's arrays, Algorithm 2 and the separable
+    launch shapes of :func:`separable_shortlist` (the ``TUNE_CANDIDATES`` that
+    :func:`separable_time` ranks first, and ``TUNE_EXTRA`` 8-pixel shapes at ranks 9–16),
     and keeps the fastest (remembered per layer shape for later plans in the process,
     e.g. the batch chunks of a job). On the H100 the separable kernel (stage 1
     register-blocked) won all 50 Reustle configurations; Algorithm 2 stays a timed
@@ -384,7 +400,10 @@ class CPConvPlan:
         elif self._key in _TUNED:
             variants = [_TUNED[self._key]]
         else:
-            shortlist = separable_shortlist(g, factors.rank, self.n_out, 1 if simulator_active() else TUNE_CANDIDATES)
+            if simulator_active():
+                shortlist = separable_shortlist(g, factors.rank, self.n_out, 1, 0)
+            else:
+                shortlist = separable_shortlist(g, factors.rank, self.n_out)
             variants = [("separable", t) for t in shortlist]
             if not (shortlist and simulator_active()):
                 variants.append(("taps", None))

@@ -11,6 +11,8 @@ from gpu import conv_codegen
 from gpu.conv_direct import cp_kernel, direct_conv2d
 from gpu.conv_index_tables import conv_geometry, pointer_increments, tap_offsets
 from gpu.cp_conv import (
+    TUNE_CANDIDATES,
+    TUNE_EXTRA,
     CPConvPlan,
     SeparableTiling,
     check_cp_factors,
@@ -20,6 +22,7 @@ from gpu.cp_conv import (
     separable_candidates,
     separable_shared_bytes,
     separable_shortlist,
+    separable_time,
 )
 
 TOL = 1e-5
@@ -130,6 +133,7 @@ SEP_SIM_CASES = [
     (3, 6, 6, 6, 7, 5, 5, 8, 1, 2, 1, SeparableTiling(4, 8, 2, 1, 64, 4)),
     (1, 4, 9, 8, 4, 4, 2, 12, 2, 1, 2, SeparableTiling(2, 8, 1, 2, 32, 2)),
     (2, 9, 5, 5, 5, 3, 3, 16, 1, 1, 1, SeparableTiling(2, 4, 2, 1, 32, 4)),
+    (1, 7, 5, 6, 5, 3, 3, 16, 1, 1, 1, SeparableTiling(2, 4, 2, 1, 32, 8)),
     (1, 3, 4, 4, 5, 3, 3, 18, 1, 1, 1, SeparableTiling(2, 2, 1, 1, 32, 2)),
     (2, 10, 6, 7, 5, 3, 2, 6, 1, 1, 1, SeparableTiling(2, 8, 2, 2, 32, 8)),
 ]
@@ -205,12 +209,27 @@ def test_auto_plan_times_the_shortlist_and_algorithm_2_and_keeps_the_fastest(mon
         assert rel_err(out, ref) < TOL
 
 
+def test_shortlist_times_the_8_pixel_kernels_of_high_rank_besides_the_fitted_ones():
+    """At ranks 9–16 the 8-pixel shapes (more accumulators than the model was fitted on)
+    come after the model's first TUNE_CANDIDATES, which are those it ranks first among
+    the others; below rank 9 all pixel counts compete in one ranking."""
+    g = conv_geometry((32, 256, 27, 27), (3, 3), 1, 0, 1)
+    ranked = sorted(separable_candidates(g, 16, 384), key=lambda t: separable_time(g, 16, 384, t))
+    shortlist = separable_shortlist(g, 16, 384)
+    assert len(shortlist) == TUNE_CANDIDATES + TUNE_EXTRA
+    assert shortlist[:TUNE_CANDIDATES] == [t for t in ranked if t.px < 8][:TUNE_CANDIDATES]
+    assert shortlist[TUNE_CANDIDATES:] == [t for t in ranked if t.px == 8][:TUNE_EXTRA]
+    assert choose_separable_tiling(g, 16, 384) == shortlist[0]
+    assert separable_shortlist(g, 8, 384) == sorted(
+        separable_candidates(g, 8, 384), key=lambda t: separable_time(g, 8, 384, t))[:TUNE_CANDIDATES]
+
+
 def test_separable_candidates_fit_shared_memory_and_the_layer():
     g = conv_geometry((32, 3, 224, 224), (11, 11), 1, 5, 1)
     cands = separable_candidates(g, 16, 96)
     assert cands and all(separable_shared_bytes(g, t, 16) <= 48 * 1024 for t in cands)
     assert all(t.block in (128, 256) and 32 <= t.th * t.tw <= 512 for t in cands)
-    assert {t.cs for t in cands} == {1, 2} and {t.px for t in cands} == {2, 4}
+    assert {t.cs for t in cands} == {1, 2} and {t.px for t in cands} == {2, 4, 8}
     small = conv_geometry((1, 2, 3, 3), (3, 3), 1, 0, 1)
     assert separable_candidates(small, 1, 4)
     huge = conv_geometry((1, 1, 200, 200), (61, 61), 1, 0, 3)
