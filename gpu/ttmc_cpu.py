@@ -137,10 +137,6 @@ class CpuTTMcOps:
             total = total + np.asarray(e, dtype=np.int64).reshape(view)
         return total
 
-    def cast(self, x: np.ndarray, dtype) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):
-            return x.astype(dtype)
-
     def count_nonfinite(self, x: np.ndarray) -> int:
         return int(x.size - np.count_nonzero(np.isfinite(x)))
 
