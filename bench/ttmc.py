@@ -8,11 +8,12 @@
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
 ``ssf``. FP64 starts from a float64 X; the other variants from a float32 X (the FP16 ones
 include converting/scaling it), and the "(fp16 X)" rows from X stored in FP16. "Kronecker"
-takes its scales from a sample and reads X once; "Kron exact" runs the exact-maxima stats
-pass first. "gpu" is the GPU time of one whole TTMc (sample, the pass over X that scales
+takes its scales from a sample and reads X once, in the first GEMM, which scales X in its
+loads (``gpu.ttmc_scaled_ttm``); "Kron unfused"/"Kron unf" write X̃ in a scaling pass and
+multiply it after; "Kron exact" runs the exact-maxima stats pass first. "gpu" is the GPU time of one whole TTMc (sample, the pass over X that scales
 and measures it, GEMMs, recovery, non-finite check): the call's launches are logged and
 replayed back to back behind a held stream (``gpu.conv_timing.device_time``), so numba's
-launch cost is not in the figure; "gemm" is the GEMM phases alone, timed the same way;
+launch cost is not in the figure; "gemm" is the GEMM phases alone, timed the same way (without the fused first product);
 "host" is the wall time of the Python call with synchronisation (median after a warm-up).
 The peer is the same GEMM chain through PyTorch (cuBLAS, TF32 off, FP16 with FP32
 accumulation) on inputs already in the target precision, without scaling or checks,
@@ -52,9 +53,11 @@ VARIANTS = [
     ("FP16", "fp16", "none", "float32", "sample"),
     ("FP16 one-sided", "fp16", "onesided", "float32", "sample"),
     ("FP16 Kronecker", "fp16", "kronecker", "float32", "sample"),
+    ("FP16 Kron unfused", "fp16", "kronecker", "float32", "sample"),
     ("FP16 Kron exact", "fp16", "kronecker", "float32", "exact"),
     ("FP16 (fp16 X)", "fp16", "none", "float16", "sample"),
     ("FP16 Kron (fp16 X)", "fp16", "kronecker", "float16", "sample"),
+    ("FP16 Kron unf (fp16 X)", "fp16", "kronecker", "float16", "sample"),
 ]
 
 
@@ -126,6 +129,7 @@ def section_ttmc(cases, reps, log):
             y64, norm_y = refs[stored]
             for gemm in gemms:
                 ops = make_ops("cuda", gemm=gemm)
+                ops.fuse = "unf" not in name
                 x = inputs[stored]
                 n_reps = reps if gemm == "cublas" else 2
                 kw = dict(precision=precision, scaling=scaling, order="ssf", maxima=maxima, ops=ops)
@@ -168,13 +172,13 @@ def section_ttmc(cases, reps, log):
 
 
 def print_ttmc(rows):
-    print(f"{'case':<18}{'variant':<20}{'gemm':<7}{'gpu ms':>9}{'gemm ms':>9}{'host ms':>9}"
+    print(f"{'case':<18}{'variant':<24}{'gemm':<7}{'gpu ms':>9}{'gemm ms':>9}{'host ms':>9}"
           f"{'torch ms':>9}{'ours/torch':>11}{'x FP64':>8}{'rel err':>10}{'bound':>10}")
     for r in rows:
         if r.get("overflow"):
-            print(f"{r['case']:<18}{r['variant']:<20}{r['gemm']:<7}  overflow reported: {r['error'][:60]}")
+            print(f"{r['case']:<18}{r['variant']:<24}{r['gemm']:<7}  overflow reported: {r['error'][:60]}")
             continue
-        print(f"{r['case']:<18}{r['variant']:<20}{r['gemm']:<7}{r['gpu_ms']:>9.3f}{r['gemm_ms']:>9.3f}"
+        print(f"{r['case']:<18}{r['variant']:<24}{r['gemm']:<7}{r['gpu_ms']:>9.3f}{r['gemm_ms']:>9.3f}"
               f"{r['host_ms']:>9.2f}{r['peer_ms']:>9.3f}{r['gpu_ms'] / r['peer_ms']:>11.2f}"
               f"{(r['vs_fp64'] or float('nan')):>8.2f}{r['rel_err']:>10.2e}{r['bound']:>10.2e}")
     print("phases (ms, cuBLAS rows):")

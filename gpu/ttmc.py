@@ -212,13 +212,18 @@ def _kron_underflow(order, scales: KroneckerScales, shape, norm_u, thetas, prec:
     return term
 
 
-def _kronecker_pass(ops, xd, mats, prec: Precision, maxima_from: str):
-    """Choose D_n, write X̃ and measure it: returns (X̃, scales, scan, source of the maxima).
+def _kronecker_pass(ops, xd, mats, prec: Precision, maxima_from: str, first: int | None):
+    """Choose D_n and read X: returns (array, scales, scan, source of the maxima, fused).
 
-    ``sample``: D_n from a stratified sample, X read once, R_n fitted to the measured
-    ``max |X̃|`` (:mod:`gpu.ttmc_scaling`); if the cast overflowed (the sample missed a slice
-    maximum by more than the spare binades) or ``exact`` was asked for, exact maxima from a
-    stats pass and a second scaling pass.
+    ``sample``: D_n from a stratified sample and X read once. If the backend fuses the
+    first mode product ``first`` (:mod:`gpu.ttmc_scaled_ttm`), that read is the product
+    itself, with R_n planned for the largest ``max |X̃|`` the sample margin allows, which
+    are the R_n a fit to any measured value up to it gives (:func:`kronecker_u_scales`);
+    then the array is ``X̃ ×_first Ũ_first`` and ``fused`` is True. Otherwise (or if X̃
+    came out above that room but within FP16) the pass writes X̃ and R_n are fitted to the
+    measured ``max |X̃|`` (:mod:`gpu.ttmc_scaling`). If the cast overflows (the sample
+    missed a slice maximum by more than the spare binades) or ``exact`` was asked for:
+    exact maxima from a stats pass and a second scaling pass.
     """
     shape = tuple(int(s) for s in xd.shape)
     storage = prec.storage
@@ -227,21 +232,33 @@ def _kronecker_pass(ops, xd, mats, prec: Precision, maxima_from: str):
         with ops.phase("sample"):
             positions = sample_positions(shape)
             sampled = sample_maxima(ops.gather(xd, positions), positions, shape)
-            x_exp, _ = kronecker_x_exponents(sampled, prec, SAMPLE_MARGIN)
-        with ops.phase("scale"):
-            y, handle = ops.scale_scan(xd, x_exp, storage)
-        scan = ops.read_scan(handle)
-        if scan[2] == 0 and scan[3] == 0:
-            return y, kronecker_u_scales(x_exp, _exponent_of(scan[1]), mats, prec), scan, "sample"
-        if scan[2]:
-            return None, None, scan, "sample"
+            x_exp, shift = kronecker_x_exponents(sampled, prec, SAMPLE_MARGIN)
+        room = shift + SAMPLE_MARGIN
+        if first is not None and ops.fuses_first_ttm(xd, x_exp, first, mats[first].shape[0], prec):
+            planned = kronecker_u_scales(x_exp, room, mats, prec)
+            with ops.phase(f"scale+ttm{first}"):
+                y, handle = ops.scaled_ttm(xd, x_exp, planned.u_scaled[first], first, prec)
+            scan = ops.read_scan(handle)
+            if scan[2]:
+                return None, None, scan, "sample", False
+            measured = _exponent_of(scan[1])
+            if scan[3] == 0 and measured <= room:
+                return y, kronecker_u_scales(x_exp, measured, mats, prec), scan, "sample", True
+        if scan is None or np.isfinite(np.float64(scan[1]).astype(storage)):
+            with ops.phase("scale" if scan is None else "rescale"):
+                y, handle = ops.scale_scan(xd, x_exp, storage)
+            scan = ops.read_scan(handle)
+            if scan[2] == 0 and scan[3] == 0:
+                return y, kronecker_u_scales(x_exp, _exponent_of(scan[1]), mats, prec), scan, "sample", False
+            if scan[2]:
+                return None, None, scan, "sample", False
     with ops.phase("norms"):
         maxima, _, _ = ops.stats(xd)
     x_exp, _ = kronecker_x_exponents(maxima, prec)
     with ops.phase("rescale" if scan is not None else "scale"):
         y, handle = ops.scale_scan(xd, x_exp, storage)
     scan = ops.read_scan(handle)
-    return y, kronecker_u_scales(x_exp, _exponent_of(scan[1]), mats, prec), scan, "exact"
+    return y, kronecker_u_scales(x_exp, _exponent_of(scan[1]), mats, prec), scan, "exact", False
 
 
 def _exponent_of(top: float) -> int:
@@ -257,8 +274,11 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool, m
     ops.times = []
     xd = ops.asarray(x)
     source = None
+    fused = False
     if scaling == "kronecker":
-        y, scales, scan, source = _kronecker_pass(ops, xd, mats, prec, maxima_from)
+        # given/ssf orders do not depend on the scales, so the first product can ride on the pass.
+        first = None if how == "best" else choose_order(shape, out_dims, how)[0]
+        y, scales, scan, source, fused = _kronecker_pass(ops, xd, mats, prec, maxima_from, first)
     else:
         # X is read once: converted to the working format (if it differs) while scanned.
         work = storage if scaling == "none" else (np.float64 if prec.name == "fp64" else np.float32)
@@ -300,7 +320,7 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool, m
         order = choose_order(shape, out_dims, how, bound_of)
         underflow = _kron_underflow(order, scales, shape, norm_u, thetas, prec)
         us = [ops.asarray(u, storage) for u in scales.u_scaled]
-        for m in order:
+        for m in order[1:] if fused else order:
             with ops.phase(f"ttm{m}"):
                 y = ops.ttm(y, us[m], m, prec)
         with ops.phase("recover"):

@@ -129,6 +129,20 @@ class CpuTTMcOps:
         return scan
 
     @staticmethod
+    def fuses_first_ttm(x, exps, mode: int, rows: int, precision: Precision) -> bool:
+        """The CPU takes the fused route as its two steps, so the driver's logic is the GPU's."""
+        return precision.name == "fp16"
+
+    def scaled_ttm(self, x: np.ndarray, exps: list[np.ndarray], u: np.ndarray, mode: int, precision: Precision):
+        """``fp16(X ×_n diag(2^{e_n})) ×_mode U`` and the scan of :meth:`scale_scan`.
+
+        The CUDA backend fuses the two (:mod:`gpu.ttmc_scaled_ttm`); here they are the
+        scaling pass and the mode product, with the same roundings.
+        """
+        y, scan = self.scale_scan(x, exps, precision.storage)
+        return self.ttm(y, np.asarray(u).astype(precision.storage), mode, precision), scan
+
+    @staticmethod
     def _exponent_grid(shape, exps) -> np.ndarray:
         total = np.zeros(shape, dtype=np.int64) if len(shape) else np.zeros((), np.int64)
         for n, e in enumerate(exps):

@@ -37,6 +37,7 @@ from numba import cuda, float32, float64
 
 from gpu.ttmc_bound import Precision
 from gpu.ttmc_cpu import mode_view
+from gpu.ttmc_scaled_ttm import fused_shape_ok, padded_factor, scaled_ttm_launch
 
 __all__ = ["CudaTTMcOps", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel", "scale_scan_kernel"]
 
@@ -350,6 +351,7 @@ _CUDA_TYPE = {np.dtype(np.float16): 2, np.dtype(np.float32): 0, np.dtype(np.floa
 _COMPUTE_32F, _COMPUTE_64F, _GEMM_DEFAULT = 68, 70, -1
 _verified: set = set()
 _direct_cublas = [True]  # cleared for the process if the direct call fails its check
+_fused_ok = [True]  # cleared for the process if the fused kernel cannot be built
 
 
 def _cublas_module():
@@ -425,6 +427,15 @@ def _factor_vector(exps: list[np.ndarray]) -> np.ndarray:
     return total
 
 
+def _float32_exact(rows: np.ndarray, cols: np.ndarray) -> bool:
+    """Whether every product of a row and a column factor is a normal float32 (exact then)."""
+    return (
+        rows.dtype == cols.dtype == np.float32
+        and 2.0**-126 <= float(rows.min()) * float(cols.min())
+        and float(rows.max()) * float(cols.max()) <= 2.0**127
+    )
+
+
 def _kron_vector(exps: list[np.ndarray]) -> np.ndarray:
     """Flattened ``2^{Σ_n e_n[i_n]}`` over the given modes (C order), exact in float64."""
     total = np.zeros(1, dtype=np.int64)
@@ -457,6 +468,7 @@ class CudaTTMcOps:
                 if gemm == "cublas":
                     raise RuntimeError("gemm='cublas' needs CuPy (pip install fibertensor[cuda])") from None
         self.gemm = "cublas" if self._cupy is not None else "numba"
+        self.fuse = True  # the first product scales X in its loads where it can (benchmarks clear it)
         self.times: list = []
         self._log: list | None = None
         self._phase = ""
@@ -609,9 +621,7 @@ class CudaTTMcOps:
         exact_in_f32 = (
             np.dtype(x.dtype).itemsize <= 4
             and (dtype is None or np.dtype(dtype).itemsize <= 4)
-            and rows.dtype == cols.dtype == np.float32
-            and 2.0**-126 <= float(rows.min()) * float(cols.min())
-            and float(rows.max()) * float(cols.max()) <= 2.0**127
+            and _float32_exact(rows, cols)
         )
         kernel = scale_scan_kernel(np.dtype(np.float32 if exact_in_f32 else np.float64), unroll)
         self._kernel(
@@ -633,6 +643,52 @@ class CudaTTMcOps:
         if written is not None and (bad_in or top >= limit):
             bad_out = self.read_int(self.count_nonfinite(written))
         return ss, top, bad_in, bad_out
+
+    def fuses_first_ttm(self, x, exps, mode: int, rows: int, precision: Precision) -> bool:
+        """Whether :meth:`scaled_ttm` runs the fused kernel here: FP16 chain, CuPy arrays on a
+        real GPU, float32 or FP16 X, a view the kernel takes and float32-exact factors."""
+        if not self.fuse or precision.name != "fp16" or self._cupy is None or _simulating() or not _fused_ok[0]:
+            return False
+        if np.dtype(x.dtype) not in (np.dtype(np.float32), np.dtype(np.float16)):
+            return False
+        p, i, q = mode_view(tuple(int(s) for s in x.shape), mode)
+        return fused_shape_ok(p, i, q, rows) and _float32_exact(
+            _factor_vector(exps[: mode + 1]), _factor_vector(exps[mode + 1 :])
+        )
+
+    def scaled_ttm(self, x, exps, u, mode: int, precision: Precision):
+        """``fp16(X ×_n diag(2^{e_n})) ×_mode U`` in one kernel (X̃ never stored) and the scan
+        handle of :meth:`scale_scan` (nothing written, so no cast to count). If the kernel
+        cannot be built here (no NVRTC), it warns once and runs the two steps instead."""
+        cp = self._cupy
+        shape = tuple(int(s) for s in x.shape)
+        p, i, q = mode_view(shape, mode)
+        j = int(u.shape[0])
+        xc = cp.ascontiguousarray(cp.asarray(x))
+        y = cp.empty(shape[:mode] + (j,) + shape[mode + 1 :], dtype=np.float16)
+        u_pad = cp.asarray(padded_factor(u))
+        f_row = cp.asarray(_factor_vector(exps[: mode + 1]))
+        f_col = cp.asarray(_factor_vector(exps[mode + 1 :]))
+        scan = self._zeros(2, np.float64)
+        launch = scaled_ttm_launch(
+            xc.data.ptr, xc.dtype, u_pad.data.ptr, y.data.ptr, f_row.data.ptr, f_col.data.ptr,
+            _pointer(scan), p, i, q, j,
+        )
+        try:
+            launch()
+        except Exception as exc:  # NVRTC or the linker missing: the unfused steps, same numbers
+            warnings.warn(f"fused scaled TTM unusable ({exc}); scaling and multiplying apart", RuntimeWarning)
+            _fused_ok[0] = False
+            written, handle = self.scale_scan(x, exps, np.float16)
+            return self.ttm(written, self.asarray(u, np.float16), mode, precision), handle
+        if self._log is not None:
+            keep = (xc, u_pad, y, f_row, f_col, scan)  # the buffers the pointers name
+
+            def replay(keep=keep):
+                launch()
+
+            self._log.append((self._phase, replay))
+        return y, (scan, x, None, _overflow_limit(np.float16))
 
     def cast(self, x, dtype):
         out, _ = self.kron_scale(x, [np.zeros(int(s), np.int64) for s in x.shape], dtype)
@@ -707,6 +763,10 @@ class CudaTTMcOps:
             _flat(y), _flat(out), j, q, self._upload(np.ldexp(1.0, -np.asarray(row_exp))), s,
         )
         return out
+
+
+def _pointer(a) -> int:
+    return int(a.__cuda_array_interface__["data"][0])
 
 
 def _simulating() -> bool:
