@@ -646,10 +646,10 @@ class CudaTTMcOps:
 
     def fuses_first_ttm(self, x, exps, mode: int, rows: int, precision: Precision) -> bool:
         """Whether :meth:`scaled_ttm` runs the fused kernel here: FP16 chain, CuPy arrays on a
-        real GPU, float32 or FP16 X, a view the kernel takes and float32-exact factors."""
+        real GPU, float32 X, a view the kernel takes and float32-exact factors."""
         if not self.fuse or precision.name != "fp16" or self._cupy is None or _simulating() or not _fused_ok[0]:
             return False
-        if np.dtype(x.dtype) not in (np.dtype(np.float32), np.dtype(np.float16)):
+        if np.dtype(x.dtype) != np.dtype(np.float32):
             return False
         p, i, q = mode_view(tuple(int(s) for s in x.shape), mode)
         return fused_shape_ok(p, i, q, rows) and _float32_exact(
@@ -671,7 +671,7 @@ class CudaTTMcOps:
         f_col = cp.asarray(_factor_vector(exps[mode + 1 :]))
         scan = self._zeros(2, np.float64)
         launch = scaled_ttm_launch(
-            xc.data.ptr, xc.dtype, u_pad.data.ptr, y.data.ptr, f_row.data.ptr, f_col.data.ptr,
+            xc.data.ptr, u_pad.data.ptr, y.data.ptr, f_row.data.ptr, f_col.data.ptr,
             _pointer(scan), p, i, q, j,
         )
         try:

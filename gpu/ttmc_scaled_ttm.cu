@@ -8,7 +8,7 @@
 // is read once and X~ never written. numba cannot emit tensor-core instructions, so this
 // file holds the block's work as device functions (numba's foreign-function ABI: an int
 // status, the return slot first) and gpu/ttmc_scaled_ttm.py launches them from numba.cuda
-// kernels. Layout: X is C-ordered (P, I, Q) with Q % 4 == 0; U~ is (16*MT) x Kpad FP16,
+// kernels. Layout: X is float32, C-ordered (P, I, Q) with Q % 4 == 0; U~ is (16*MT) x Kpad FP16,
 // zero-padded; Y is (P, J, Q) FP16. One block of 256 threads takes 128 columns q of one p
 // and all J rows, stepping over i in chunks of 32: the next chunk's loads are in flight
 // while the tensor cores work on the current one.
@@ -26,13 +26,6 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi)
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
-}
-
-__device__ __forceinline__ float half_to_float(half_t h)
-{
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p)
@@ -61,22 +54,14 @@ __device__ __forceinline__ void mma_16816(float* c, const unsigned* a, unsigned 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Four consecutive entries of X as float (float32 or FP16 storage).
 __device__ __forceinline__ float4 load4(const float* x, long long at)
 {
     return __ldcs(reinterpret_cast<const float4*>(x + at));
 }
 
-__device__ __forceinline__ float4 load4(const half_t* x, long long at)
-{
-    uint2 raw = __ldcs(reinterpret_cast<const uint2*>(x + at));
-    return make_float4(half_to_float(raw.x & 0xffff), half_to_float(raw.x >> 16),
-                       half_to_float(raw.y & 0xffff), half_to_float(raw.y >> 16));
-}
-
 // MT: 16-row tiles of U~ (J <= 16*MT); WM: warps along the rows (8 / WM along the columns).
-template <typename T, int MT, int WM>
-__device__ void scaled_ttm(const T* __restrict__ x, const half_t* __restrict__ u, half_t* __restrict__ y,
+template <int MT, int WM>
+__device__ void scaled_ttm(const float* __restrict__ x, const half_t* __restrict__ u, half_t* __restrict__ y,
                            const float* __restrict__ f_row, const float* __restrict__ f_col,
                            double* scan, long long P, long long I, long long Q, long long J, long long Kpad)
 {
@@ -241,13 +226,13 @@ __device__ void scaled_ttm(const T* __restrict__ x, const half_t* __restrict__ u
     }
 }
 
-#define ENTRY(NAME, T, MT, WM)                                                                          \
+#define ENTRY(NAME, MT, WM)                                                                          \
     extern "C" __device__ int NAME(int* status, unsigned long long x, unsigned long long u,             \
                                    unsigned long long y, unsigned long long f_row,                      \
                                    unsigned long long f_col, unsigned long long scan, long long P,       \
                                    long long I, long long Q, long long J, long long Kpad)               \
     {                                                                                                    \
-        scaled_ttm<T, MT, WM>(reinterpret_cast<const T*>(x), reinterpret_cast<const half_t*>(u),        \
+        scaled_ttm<MT, WM>(reinterpret_cast<const float*>(x), reinterpret_cast<const half_t*>(u),        \
                               reinterpret_cast<half_t*>(y), reinterpret_cast<const float*>(f_row),      \
                               reinterpret_cast<const float*>(f_col), reinterpret_cast<double*>(scan),   \
                               P, I, Q, J, Kpad);                                                         \
@@ -255,11 +240,7 @@ __device__ void scaled_ttm(const T* __restrict__ x, const half_t* __restrict__ u
         return 0;                                                                                        \
     }
 
-ENTRY(scaled_ttm_f32_m1, float, 1, 1)
-ENTRY(scaled_ttm_f32_m2, float, 2, 1)
-ENTRY(scaled_ttm_f32_m4, float, 4, 2)
-ENTRY(scaled_ttm_f32_m8, float, 8, 2)
-ENTRY(scaled_ttm_f16_m1, half_t, 1, 1)
-ENTRY(scaled_ttm_f16_m2, half_t, 2, 1)
-ENTRY(scaled_ttm_f16_m4, half_t, 4, 2)
-ENTRY(scaled_ttm_f16_m8, half_t, 8, 2)
+ENTRY(scaled_ttm_m1, 1, 1)
+ENTRY(scaled_ttm_m2, 2, 1)
+ENTRY(scaled_ttm_m4, 4, 2)
+ENTRY(scaled_ttm_m8, 8, 2)

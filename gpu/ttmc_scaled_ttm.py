@@ -5,7 +5,9 @@ GPUs", Section 2) is never stored: each block rounds its tile of X into shared m
 it loads it, multiplies on the tensor cores (FP16 products, FP32 accumulation) and adds
 ``Σ X²`` and ``max |X̃|`` to the scan, so the whole TTMc reads X once and writes only the
 first product, which is J_m/I_m of X̃'s size. Unfused, X costs a read, a write of X̃ and a
-second read of X̃ by the first GEMM (docs/benchmarks.md).
+second read of X̃ by the first GEMM (docs/benchmarks.md). For X stored in FP16 the fused
+kernel measured slower than the unfused pair (0.377 vs 0.338 ms at 256×256×2048 r64 on the
+H100), so it takes float32 X only.
 
 The tensor-core work is CUDA C++ (``ttmc_scaled_ttm.cu``), linked into numba.cuda kernels
 through numba's foreign-function interface, because numba cannot emit ``mma.sync``. It
@@ -29,10 +31,13 @@ _CHUNK = 32  # i per shared-memory chunk (BK)
 _THREADS = 256
 MAX_ROWS = 128  # J ≤ 16·8: the accumulators of all rows of a column tile stay in registers
 _ROW_TILES = (1, 2, 4, 8)
+# Blocks per SM the register allocation must allow, per row-tile count (H100: 3 blocks sped
+# up 80⁴ r20 by 11 %, 2 blocks 512³ r128 by 20 %; 3 blocks at 8 row tiles spill heavily).
+_MIN_BLOCKS = {1: 3, 2: 3, 4: 2, 8: 2}
 
 
 def fused_shape_ok(p: int, i: int, q: int, j: int) -> bool:
-    """Whether the fused kernel takes the mode-product view (P, I, Q) → J rows.
+    """Whether the fused kernel takes the mode-product view (P, I, Q) → J rows (float32 X).
 
     Columns come in float4 loads (Q % 4 == 0); Q ≥ 64 keeps a column tile at least half
     used; J ≤ ``MAX_ROWS``.
@@ -45,14 +50,15 @@ def _row_tiles(j: int) -> int:
 
 
 @functools.cache
-def _kernel(input_kind: str, row_tiles: int):
+def _kernel(row_tiles: int, min_blocks: int | None):
     from numba import cuda, types
 
-    name = f"scaled_ttm_{input_kind}_m{row_tiles}"
+    name = f"scaled_ttm_m{row_tiles}"
     ptr, size = types.uint64, types.int64
     body = cuda.declare_device(name, types.int32(ptr, ptr, ptr, ptr, ptr, ptr, size, size, size, size, size))
+    bounds = None if min_blocks is None else (_THREADS, min_blocks)
 
-    @cuda.jit(link=[str(_SOURCE)])
+    @cuda.jit(link=[str(_SOURCE)], launch_bounds=bounds)
     def launch(x, u, y, f_row, f_col, scan, p, i, q, j, kpad):
         body(x, u, y, f_row, f_col, scan, p, i, q, j, kpad)
 
@@ -68,17 +74,17 @@ def padded_factor(u_scaled: np.ndarray) -> np.ndarray:
     return out
 
 
-def scaled_ttm_launch(x_ptr: int, x_dtype, u_pad_ptr: int, y_ptr: int, f_row_ptr: int, f_col_ptr: int,
-                      scan_ptr: int, p: int, i: int, q: int, j: int):
+def scaled_ttm_launch(x_ptr: int, u_pad_ptr: int, y_ptr: int, f_row_ptr: int, f_col_ptr: int,
+                      scan_ptr: int, p: int, i: int, q: int, j: int, min_blocks: int | None = -1):
     """A closure that enqueues the fused product on the current stream (device pointers in).
 
-    ``x`` float32 or FP16, C-ordered (P, I, Q); ``u_pad`` from :func:`padded_factor`; ``y``
-    FP16 (P, J, Q); ``f_row`` float32 of length P·I, ``f_col`` of length Q (normal powers of
-    two); ``scan`` float64 [Σx², max |X̃|], zeroed.
+    ``x`` float32, C-ordered (P, I, Q); ``u_pad`` from :func:`padded_factor`; ``y`` FP16
+    (P, J, Q); ``f_row`` float32 of length P·I, ``f_col`` of length Q (normal powers of
+    two); ``scan`` float64 [Σx², max |X̃|], zeroed. ``min_blocks``: the launch bound (blocks
+    per SM), -1 for the measured default, None for none.
     """
-    kind = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16"}[np.dtype(x_dtype)]
     tiles = _row_tiles(j)
-    kernel = _kernel(kind, tiles)
+    kernel = _kernel(tiles, _MIN_BLOCKS[tiles] if min_blocks == -1 else min_blocks)
     kpad = _CHUNK * math.ceil(i / _CHUNK)
     blocks = p * math.ceil(q / _COLUMNS)
     pointers = [np.uint64(v) for v in (x_ptr, u_pad_ptr, y_ptr, f_row_ptr, f_col_ptr, scan_ptr)]
@@ -87,4 +93,5 @@ def scaled_ttm_launch(x_ptr: int, x_dtype, u_pad_ptr: int, y_ptr: int, f_row_ptr
     def launch():
         kernel[blocks, _THREADS](*args)
 
+    launch.kernel = kernel
     return launch
