@@ -241,9 +241,12 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
 
 
 def cp_tile_name(plan) -> str:
-    """``taps/lanes`` for Algorithm 2, ``TH x TW/cs/groups/block/px`` for the separable kernel."""
+    """``taps/lanes`` for Algorithm 2, ``TH x TW/cs/groups/block/px`` for the separable kernel,
+    with ``/s{ns}p{px4}`` for the lean one (rank slices, stage-4 pixels)."""
     t = plan.tiling
-    return f"taps/{plan.lanes}" if t is None else f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}/{t.px}"
+    if t is None:
+        return f"taps/{plan.lanes}"
+    return f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}/{t.px}" + (f"/s{t.ns}p{t.px4}" if t.ns else "")
 
 
 def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:

@@ -29,6 +29,10 @@ __all__ = [
     "CP_SEP_MAX_ACC",
     "cp_separable_variants",
     "CP_SEP_MAX_BLOCK",
+    "CP_LEAN_SHAPES",
+    "CP_LEAN_RANKS",
+    "cp_lean_variants",
+    "cp_lean_kernel_source",
     "cp_kernel_source",
     "cp_separable_kernel_source",
     "cp_module_source",
@@ -474,6 +478,274 @@ def cp_sep_r{rank}_p{px}(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
 '''
 
 
+#: The lean separable kernels generated, as (rank slices ns, stage-1 pixels px1, stage-4
+#: pixels px4), for ranks 9–16, where the cp_sep kernels' px·R accumulators cost most.
+#: Chosen from 15 shapes swept on the H100 at rank 16 (Reustle layers 1–4, batch 32):
+#: each layer's fastest launch shape used one of these six; of the other nine, only
+#: (2, 2, 4) came within 10% of it (layer 4, 1.04×).
+CP_LEAN_SHAPES = ((1, 2, 2), (1, 4, 2), (1, 2, 4), (1, 4, 4), (2, 2, 2), (2, 4, 2))
+CP_LEAN_RANKS = tuple(range(9, 17))
+
+
+def cp_lean_variants() -> tuple[tuple[int, int, int, int], ...]:
+    """Every generated lean separable kernel as (rank, ns, px1, px4)."""
+    return tuple((r, ns, a, p) for r in CP_LEAN_RANKS for ns, a, p in CP_LEAN_SHAPES)
+
+
+def _u(v: int) -> str:
+    """A uint64 literal (numba types bare integer literals as int64, and uint64 + int64 as float64)."""
+    return f"uint64({v})"
+
+
+def cp_lean_kernel_source(rank: int, ns: int, px1: int, px4: int) -> str:
+    """The separable fused CP kernel (same four stages and launch geometry as
+    :func:`cp_separable_kernel_source`, Reustle et al. Eq. 7 per output tile) with lean
+    index arithmetic and separate thread shapes for the two channel contractions.
+
+    * Every hot index is ``uint64``: numba adds negative-index wraparound code (a shift,
+      an and and an add, 64-bit) to each load through a signed index, which outnumbered
+      the multiply–adds of the cp_sep kernels' channel loops; unsigned offsets from one
+      base fold into the load instruction.
+    * Stage 1 splits the rank across ``ns`` threads: a thread keeps ``px1`` pixels ×
+      ⌈R/ns⌉ accumulators (S is padded with zero columns to ns·⌈R/ns⌉), so the pixel
+      blocking no longer multiplies the registers by the whole rank; threads of one
+      pixel group and lane load the same input words (one transaction a warp).
+    * Stage 3 writes C pixel-major at an odd pitch R + 1, so stage 4 loads a pixel's R
+      values at constant offsets (and without bank conflicts), and stage 4 keeps its own
+      pixel count ``px4`` (R values each) while it walks the block's output channels.
+    """
+    rq = -(-rank // ns)
+    rp = rq * ns
+    ri = range(rq)
+    p1 = range(px1)
+    p4 = range(px4)
+    nl = max(1, 8 // px1)
+    pitch = rank + 1
+    zero_a = "\n".join(f"        a{k}_{i} = float32(0.0)" for k in p1 for i in ri)
+    locate = []
+    for k in p1:
+        locate += [
+            f"        e{k} = g + {k} * n_pg" if k else "        e0 = g",
+            f"        row = e{k} // w_in",
+            "        iy = iy0 + row",
+            f"        ix = ix0 + e{k} - row * w_in",
+            f"        in{k} = e{k} < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width",
+            f"        pt{k} = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))",
+        ]
+    locate = "\n".join(locate)
+
+    def madd(c: int, indent: str) -> list[str]:
+        lines = []
+        for i in ri:
+            off = "" if c == 0 else f" + ss{c}"
+            lines.append(f"{indent}sv = s_f[sr{off}{'' if i == 0 else f' + {_u(i)}'}]")
+            lines += [f"{indent}a{k}_{i} += d{c}_{k} * sv" for k in p1]
+        return lines
+
+    steps = "\n".join(f"    st{c} = {_u(c)} * step\n    ss{c} = {_u(c)} * srs" for c in range(1, nl))
+    fetch = [f"f{c}_{k} = u[pt{k}{'' if c == 0 else f' + st{c}'}]" for c in range(nl) for k in p1]
+    fetch0 = "\n".join(f"                {line}" for line in fetch)
+    fetch_next = "\n".join(f"                    {line}" for line in fetch)
+    zero_f = "\n".join(f"            f{c}_{k} = float32(0.0)" for c in range(nl) for k in p1)
+    take = "\n".join(f"                d{c}_{k} = f{c}_{k}" for c in range(nl) for k in p1)
+    acc_n = "\n".join(line for c in range(nl) for line in madd(c, "                "))
+    load1 = "\n".join(f"                d0_{k} = u[pt{k}]" for k in p1)
+    acc1 = "\n".join(madd(0, "                "))
+    step_n = "\n".join(f"                pt{k} += st_n" for k in p1)
+    step1 = "\n".join(f"                pt{k} += step" for k in p1)
+    shfl = "\n".join(f"            a{k}_{i} += lane_xor(scratch, tid, a{k}_{i}, m)" for k in p1 for i in ri)
+    def park_rank(k: int, i: int, value: str) -> list[str]:
+        # ranks past R in the last slice (S padded with zeros) are not stored
+        dst = f"sm[ea{'' if i == 0 else f' + {_u(i)} * p_in_u'}] = {value}"
+        if rp > rank:
+            return [f"                    if {i} < nr:", f"                        {dst}"]
+        return [f"                    {dst}"]
+
+    park = []
+    for k in p1:
+        park += [f"            if e{k} < p_in:", f"                ea = uint64(e{k}) + ra", f"                if in{k}:"]
+        park += [line for i in ri for line in park_rank(k, i, f"a{k}_{i}")]
+        park += ["                else:"]
+        park += [line for i in ri for line in park_rank(k, i, "float32(0.0)")]
+    park = "\n".join(park)
+    pix = []
+    for k in p4:
+        pix += [
+            f"            p{k} = base + tl{'' if k == 0 else f' + {k} * span'}",
+            f"            ok{k} = False",
+            f"            o{k} = uint64(0)",
+            f"            c{k} = uint64(0)",
+            f"            if p{k} < p_out:",
+            f"                i = p{k} // tw",
+            "                oy = oy0 + i",
+            f"                ox = ox0 + p{k} - i * tw",
+            f"                ok{k} = oy < out_h and ox < out_w",
+            f"                o{k} = uint64(oy * out_w + ox)",
+            f"                c{k} = uint64(p{k} * {pitch})",
+        ]
+    pix = "\n".join(pix)
+    loadq = "\n".join(f"            q{k}_{i} = sm[c{k}{'' if i == 0 else f' + {_u(i)}'}]" for k in p4 for i in range(rank))
+    loadw = "\n".join(f"                w{i} = t_f[tr{'' if i == 0 else f' + {_u(i)}'}]" for i in range(rank))
+    fma = "\n".join(
+        [f"                v{k} = b" for k in p4] + [f"                v{k} += q{k}_{i} * w{i}" for i in range(rank) for k in p4]
+    )
+    store = "\n".join(
+        f"""                if ok{k}:
+                    if accumulate:
+                        out[ob + o{k}] += v{k}
+                    else:
+                        out[ob + o{k}] = v{k}"""
+        for k in p4
+    )
+    padded = f", zero beyond rank {rank}" if rp > rank else ""
+    return f'''
+@cuda.jit(cache=True)
+def cp_lean_r{rank}_s{ns}_a{px1}_p{px4}(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank {rank}, unsigned indexing: stage 1 with {ns} rank
+    slice(s) of {rq} and {px1} pixels a thread, stage 4 with {px4} pixels a thread.
+    s_f: S flat row-major with {rp} columns{padded}; other arguments as cp_sep_r{rank}_p*.
+    Dynamic shared memory: max({rank}·P_in, {pitch}·P_out) + {rank}·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < {ns} of pixel group g, and takes the pixels g + k·n_pg (k < {px1}), ranks
+    # sl1·{rq} ... sl1·{rq} + {rq - 1}. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * {rp})
+    st_n = {_u(nl)} * step
+{steps}
+    j = tid % cs
+    sl1 = (tid // cs) % {ns}
+    ra = uint64(sl1 * {rq}) * p_in_u
+    nr = {rank} - sl1 * {rq}
+    n_pg = (p_in + {px1 - 1}) // {px1}
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * {ns} * n_pg, n_thr):
+        g = (base + tid) // (cs * {ns})
+{zero_a}
+{locate}
+        if g < n_pg:
+            sr = uint64(j * {rp} + sl1 * {rq})
+            s = j
+{zero_f}
+            if s + {nl - 1} * cs < chans:
+{fetch0}
+            while s + {nl - 1} * cs < chans:
+{take}
+{step_n}
+                s += {nl} * cs
+                if s + {nl - 1} * cs < chans:
+{fetch_next}
+{acc_n}
+                sr += {_u(nl)} * srs
+            while s < chans:
+{load1}
+{acc1}
+{step1}
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+{shfl}
+            m >>= 1
+        if j == 0 and g < n_pg:
+{park}
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max({rank} * p_in, {pitch} * p_out))
+    rank_u = {_u(rank)}
+    n_h = geo[11]
+    for idx in range(tid, {rank} * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·{pitch} + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets ({pitch}: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * {pitch})
+    n_w = geo[12]
+    for idx in range(tid, {rank} * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * {pitch} + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], {px4} pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+{pix}
+{loadq}
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * {rank})
+{loadw}
+                b = bias[uint64(t)]
+{fma}
+                ob = uint64((n * n_out + t) * plane_out)
+{store}
+            base += {px4} * span
+'''
+
+
 def _tucker_staging_stride(th: int, tw: int) -> int:
     """Floats per thread in the shared staging area: TH·TW rounded up to an odd number, so
     that the threads' rows fall in different banks."""
@@ -870,6 +1142,8 @@ def cp_module_source() -> str:
     body += "".join(cp_separable_kernel_source(r, px) for r, px in cp_separable_variants())
     table = "\n".join(f"    {r}: cp_conv_r{r}," for r in CP_RANKS)
     sep = "\n".join(f"    ({r}, {px}): cp_sep_r{r}_p{px}," for r, px in cp_separable_variants())
+    body += "".join(cp_lean_kernel_source(*v) for v in cp_lean_variants())
+    lean = "\n".join(f"    {v}: cp_lean_r{v[0]}_s{v[1]}_a{v[2]}_p{v[3]}," for v in cp_lean_variants())
     return (
         _HEADER.format(what=f"fused CP conv kernels, ranks {CP_RANKS[0]}..{CP_RANKS[-1]}")
         + _LANE_XOR.format(max_block=CP_SEP_MAX_BLOCK)
@@ -877,6 +1151,8 @@ def cp_module_source() -> str:
         + f"\n\nCP_KERNELS = {{\n{table}\n}}\n"
         + "\n# (rank, pixels per thread) -> separable fused kernel (Eq. 7 per output tile)\n"
         + f"CP_SEPARABLE_KERNELS = {{\n{sep}\n}}\n"
+        + "\n# (rank, rank slices, stage-1 pixels, stage-4 pixels) -> lean separable kernel\n"
+        + f"CP_LEAN_KERNELS = {{\n{lean}\n}}\n"
     )
 
 

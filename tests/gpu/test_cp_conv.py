@@ -13,12 +13,14 @@ from gpu.conv_index_tables import conv_geometry, pointer_increments, tap_offsets
 from gpu.cp_conv import (
     TUNE_CANDIDATES,
     TUNE_EXTRA,
+    TUNE_LEAN,
     CPConvPlan,
     SeparableTiling,
     check_cp_factors,
     choose_lane_count,
     choose_separable_tiling,
     cp_conv2d,
+    lean_candidates,
     separable_candidates,
     separable_shared_bytes,
     separable_shortlist,
@@ -150,6 +152,38 @@ def test_separable_kernel_equals_float64_direct_conv(case):
     assert rel_err(out, direct_conv2d(u, cp_kernel(*f), b, stride, pad, dil)) < TOL
 
 
+# Lean separable kernels: every generated (rank slices, stage-1 pixels, stage-4 pixels)
+# at least once, odd ranks split in two slices (S padded with a zero column), tile extents
+# that divide the output, channel lanes 1–8, output-channel groups, strides and
+# dilations, partial edge tiles, and rank chunks above 16 (16 + 9).
+LEAN_SIM_CASES = [
+    # (N, C, H, W, T, kh, kw, rank, stride, padding, dilation, tiling)
+    (1, 7, 5, 6, 5, 3, 3, 16, 1, 1, 1, SeparableTiling(2, 4, 2, 1, 32, 2, 1, 2)),
+    (2, 9, 6, 7, 6, 3, 2, 9, 2, 1, 1, SeparableTiling(2, 3, 1, 2, 32, 4, 1, 2)),
+    (1, 5, 6, 6, 4, 2, 3, 12, 1, "same", 2, SeparableTiling(3, 5, 4, 1, 64, 2, 1, 4)),
+    (1, 6, 7, 5, 7, 4, 2, 10, 1, 2, 1, SeparableTiling(4, 5, 2, 3, 32, 4, 1, 4)),
+    (2, 4, 5, 5, 3, 3, 3, 11, 1, 1, 1, SeparableTiling(5, 5, 1, 1, 64, 2, 2, 2)),
+    (1, 10, 6, 6, 6, 3, 3, 13, 2, 2, 2, SeparableTiling(2, 4, 8, 2, 64, 4, 2, 2)),
+    (1, 3, 4, 4, 5, 3, 3, 25, 1, 1, 1, SeparableTiling(2, 2, 1, 1, 32, 4, 2, 2)),
+]
+
+
+@pytest.mark.parametrize("case", LEAN_SIM_CASES,
+                         ids=[f"r{c[7]}-s{c[11].ns}-a{c[11].px}-p{c[11].px4}" for c in LEAN_SIM_CASES])
+def test_lean_kernel_equals_float64_direct_conv(case):
+    n, c, h, w, t, kh, kw, rank, stride, pad, dil, tiling = case
+    rng = np.random.default_rng(400 + rank)
+    u, f, b = random_case(rng, n, c, h, w, t, kh, kw, rank)
+    plan, out = run_plan(u, f, b, stride, pad, dil, method="separable", tiling=tiling)
+    assert plan.method == "separable" and plan.tiling == tiling
+    assert not np.isnan(out).any()
+    assert rel_err(out, direct_conv2d(u, cp_kernel(*f), b, stride, pad, dil)) < TOL
+
+
+def test_lean_cases_cover_every_generated_shape():
+    assert {(c[11].ns, c[11].px, c[11].px4) for c in LEAN_SIM_CASES} == set(conv_codegen.CP_LEAN_SHAPES)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_separable_kernel_on_random_shapes_with_the_model_tiling(seed):
     """Random shapes, ranks 1–16, strides and dilations 1–2, the cost model's launch shape
@@ -212,14 +246,24 @@ def test_auto_plan_times_the_shortlist_and_algorithm_2_and_keeps_the_fastest(mon
 def test_shortlist_times_the_8_pixel_kernels_of_high_rank_besides_the_fitted_ones():
     """At ranks 9–16 the 8-pixel shapes (more accumulators than the model was fitted on)
     come after the model's first TUNE_CANDIDATES, which are those it ranks first among
-    the others; below rank 9 all pixel counts compete in one ranking."""
+    the others, then the TUNE_LEAN best shapes of each lean kernel; below rank 9 all
+    pixel counts compete in one ranking and there is no lean kernel."""
     g = conv_geometry((32, 256, 27, 27), (3, 3), 1, 0, 1)
     ranked = sorted(separable_candidates(g, 16, 384), key=lambda t: separable_time(g, 16, 384, t))
     shortlist = separable_shortlist(g, 16, 384)
-    assert len(shortlist) == TUNE_CANDIDATES + TUNE_EXTRA
-    assert shortlist[:TUNE_CANDIDATES] == [t for t in ranked if t.px < 8][:TUNE_CANDIDATES]
-    assert shortlist[TUNE_CANDIDATES:] == [t for t in ranked if t.px == 8][:TUNE_EXTRA]
+    n_lean = TUNE_LEAN * len(conv_codegen.CP_LEAN_SHAPES)
+    assert len(shortlist) == TUNE_CANDIDATES + TUNE_EXTRA + n_lean
+    assert shortlist[:TUNE_CANDIDATES] == [t for t in ranked if t.px < 8 and not t.ns][:TUNE_CANDIDATES]
+    assert shortlist[TUNE_CANDIDATES:-n_lean] == [t for t in ranked if t.px == 8][:TUNE_EXTRA]
+    lean = sorted(lean_candidates(g, 16, 384), key=lambda t: separable_time(g, 16, 384, t))
+    for ns, px, px4 in conv_codegen.CP_LEAN_SHAPES:
+        mine = [t for t in lean if (t.ns, t.px, t.px4) == (ns, px, px4)]
+        assert [t for t in shortlist if t.ns and (t.ns, t.px, t.px4) == (ns, px, px4)] == mine[:TUNE_LEAN]
+    assert all(t.ns == 0 for t in shortlist[:-n_lean])
     assert choose_separable_tiling(g, 16, 384) == shortlist[0]
+    # the lean kernels' tiles include the 25-pixel output cut in 4, 3 or 2 parts (7, 9, 13)
+    assert {(t.th, t.tw) for t in lean} >= {(7, 9), (9, 7), (13, 13)}
+    assert lean_candidates(g, 8, 384) == [] and lean_candidates(g, 18, 384) == []
     assert separable_shortlist(g, 8, 384) == sorted(
         separable_candidates(g, 8, 384), key=lambda t: separable_time(g, 8, 384, t))[:TUNE_CANDIDATES]
 
@@ -326,7 +370,18 @@ def test_generated_module_is_current_and_each_rank_compiles(capsys):
             # stage 1: the last pixel's last rank in 8 / px unrolled channels, the tail, the shuffle
             assert source.count(f"a{px - 1}_{rank - 1} +=") == 8 // px + 1 + 1
             assert source.count(f"q{px - 1}_{rank - 1}") == 2
+    for rank, ns, px1, px4 in conv_codegen.cp_lean_variants():
+        source = conv_codegen.cp_lean_kernel_source(rank, ns, px1, px4)
+        compile(source, f"<cp_lean_r{rank}_s{ns}_a{px1}_p{px4}>", "exec")
+        rq = -(-rank // ns)
+        # stage 1: the last pixel's last slice rank in 8 / px1 unrolled channels, the tail,
+        # the shuffle; stage 4: every rank of the last pixel loaded once, used once
+        assert source.count(f"a{px1 - 1}_{rq - 1} +=") == 8 // px1 + 1 + 1
+        assert source.count(f"q{px4 - 1}_{rank - 1}") == 2
+        # every hot index unsigned: no signed index arithmetic in the loads of stages 1 and 4
+        assert f"s_f[sr + uint64({rq - 1})]" in source and f"t_f[tr + uint64({rank - 1})]" in source
     print(conv_codegen.cp_kernel_source(2))
     print(conv_codegen.cp_separable_kernel_source(2, 2))
+    print(conv_codegen.cp_lean_kernel_source(9, 2, 2, 2))
     printed = capsys.readouterr().out
-    assert "def cp_conv_r2" in printed and "def cp_sep_r2_p2" in printed
+    assert "def cp_conv_r2" in printed and "def cp_sep_r2_p2" in printed and "def cp_lean_r9_s2_a2_p2" in printed
