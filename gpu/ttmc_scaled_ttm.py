@@ -50,15 +50,13 @@ def _row_tiles(j: int) -> int:
 
 
 @functools.cache
-def _kernel(row_tiles: int, min_blocks: int | None):
+def _kernel(row_tiles: int, min_blocks: int):
     from numba import cuda, types
 
     name = f"scaled_ttm_m{row_tiles}"
     ptr, size = types.uint64, types.int64
     body = cuda.declare_device(name, types.int32(ptr, ptr, ptr, ptr, ptr, ptr, size, size, size, size, size))
-    bounds = None if min_blocks is None else (_THREADS, min_blocks)
-
-    @cuda.jit(link=[str(_SOURCE)], launch_bounds=bounds)
+    @cuda.jit(link=[str(_SOURCE)], launch_bounds=(_THREADS, min_blocks))
     def launch(x, u, y, f_row, f_col, scan, p, i, q, j, kpad):
         body(x, u, y, f_row, f_col, scan, p, i, q, j, kpad)
 
@@ -75,16 +73,15 @@ def padded_factor(u_scaled: np.ndarray) -> np.ndarray:
 
 
 def scaled_ttm_launch(x_ptr: int, u_pad_ptr: int, y_ptr: int, f_row_ptr: int, f_col_ptr: int,
-                      scan_ptr: int, p: int, i: int, q: int, j: int, min_blocks: int | None = -1):
+                      scan_ptr: int, p: int, i: int, q: int, j: int):
     """A closure that enqueues the fused product on the current stream (device pointers in).
 
     ``x`` float32, C-ordered (P, I, Q); ``u_pad`` from :func:`padded_factor`; ``y`` FP16
     (P, J, Q); ``f_row`` float32 of length P·I, ``f_col`` of length Q (normal powers of
-    two); ``scan`` float64 [Σx², max |X̃|], zeroed. ``min_blocks``: the launch bound (blocks
-    per SM), -1 for the measured default, None for none.
+    two); ``scan`` float64 [Σx², max |X̃|], zeroed.
     """
     tiles = _row_tiles(j)
-    kernel = _kernel(tiles, _MIN_BLOCKS[tiles] if min_blocks == -1 else min_blocks)
+    kernel = _kernel(tiles, _MIN_BLOCKS[tiles])
     kpad = _CHUNK * math.ceil(i / _CHUNK)
     blocks = p * math.ceil(q / _COLUMNS)
     pointers = [np.uint64(v) for v in (x_ptr, u_pad_ptr, y_ptr, f_row_ptr, f_col_ptr, scan_ptr)]
@@ -93,5 +90,4 @@ def scaled_ttm_launch(x_ptr: int, u_pad_ptr: int, y_ptr: int, f_row_ptr: int, f_
     def launch():
         kernel[blocks, _THREADS](*args)
 
-    launch.kernel = kernel
     return launch
