@@ -162,46 +162,28 @@ def _cuda_seed_kernel(order: int, n_unique: int) -> str:
 def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
-    the voxel's seeds packed in start order."""
+    the voxel's seeds packed in start order (block maximum and slots: gpu.sshopm_block)."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
+    warp_max = cuda.shared.array(MAX_WARPS, float32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, {n_unique}, count):
         a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    g[t] = f[t]
-    half = 1
-    while half < count:
-        half *= 2
-    half //= 2
     cuda.syncthreads()
-    while half > 0:
-        if t < half and t + half < count:
-            g[t] = max(g[t], g[t + half])
-        half //= 2
-        cuda.syncthreads()
-    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    flag[t] = mine
-    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
-    offset = 1
-    while offset < count:
-        cuda.syncthreads()
-        below = flag[t - offset] if t >= offset else 0
-        cuda.syncthreads()
-        flag[t] += below
-        offset *= 2
-    cuda.syncthreads()
+    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, flag[t] - 1] = t
-    if t == count - 1:
-        n_seeds[v] = flag[t]'''
+        seed_slots[v, slot] = t
+    if t == 0:
+        n_seeds[v] = total'''
 
 
 def _cuda_climb_kernel(order: int) -> str:
@@ -316,12 +298,14 @@ what each function computes and gpu/sshopm_math.py for the order-independent ste
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
 # sshopm_math.py sha256 {math_hash}
 # sshopm_layout.py sha256 {layout_hash}
+# sshopm_block.py sha256 {block_hash}
 
 import numpy as np
 from numba import config, cuda, float32, int32, njit, prange
 from numba.extending import register_jitable
 
 from gpu import sshopm_math as sm
+from gpu.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
     P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
@@ -350,7 +334,7 @@ def generate_module() -> str:
     here = Path(__file__).parent
     hashes = {
         f"{name}_hash": hashlib.sha256((here / f"sshopm_{name}.py").read_bytes()).hexdigest()
-        for name in ("math", "layout")
+        for name in ("math", "layout", "block")
     }
     parts = [_HEADER.format(max_starts=MAX_STARTS, constants=constants, **hashes)]
     for m in ORDERS:

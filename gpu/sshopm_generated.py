@@ -7,12 +7,14 @@ what each function computes and gpu/sshopm_math.py for the order-independent ste
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
 # sshopm_math.py sha256 ae02cdb28269c00026c1c24e42f1665bcf96f7efb94cd313f2312f29d37b9d7b
 # sshopm_layout.py sha256 a4df6b1026efa4f3c1508ce353bac4a8a7dc7296b36973cb0e8a737d34456476
+# sshopm_block.py sha256 9a3c0e5be106d660c3c6192b820169de85b3649c372bfcfca4e880b7cbc59784
 
 import numpy as np
 from numba import config, cuda, float32, int32, njit, prange
 from numba.extending import register_jitable
 
 from gpu import sshopm_math as sm
+from gpu.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
     P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
@@ -197,46 +199,28 @@ def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
-    the voxel's seeds packed in start order."""
+    the voxel's seeds packed in start order (block maximum and slots: gpu.sshopm_block)."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(6, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
+    warp_max = cuda.shared.array(MAX_WARPS, float32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 6, count):
         a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    g[t] = f[t]
-    half = 1
-    while half < count:
-        half *= 2
-    half //= 2
     cuda.syncthreads()
-    while half > 0:
-        if t < half and t + half < count:
-            g[t] = max(g[t], g[t + half])
-        half //= 2
-        cuda.syncthreads()
-    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    flag[t] = mine
-    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
-    offset = 1
-    while offset < count:
-        cuda.syncthreads()
-        below = flag[t - offset] if t >= offset else 0
-        cuda.syncthreads()
-        flag[t] += below
-        offset *= 2
-    cuda.syncthreads()
+    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, flag[t] - 1] = t
-    if t == count - 1:
-        n_seeds[v] = flag[t]
+        seed_slots[v, slot] = t
+    if t == 0:
+        n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -514,46 +498,28 @@ def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
-    the voxel's seeds packed in start order."""
+    the voxel's seeds packed in start order (block maximum and slots: gpu.sshopm_block)."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(15, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
+    warp_max = cuda.shared.array(MAX_WARPS, float32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 15, count):
         a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    g[t] = f[t]
-    half = 1
-    while half < count:
-        half *= 2
-    half //= 2
     cuda.syncthreads()
-    while half > 0:
-        if t < half and t + half < count:
-            g[t] = max(g[t], g[t + half])
-        half //= 2
-        cuda.syncthreads()
-    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    flag[t] = mine
-    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
-    offset = 1
-    while offset < count:
-        cuda.syncthreads()
-        below = flag[t - offset] if t >= offset else 0
-        cuda.syncthreads()
-        flag[t] += below
-        offset *= 2
-    cuda.syncthreads()
+    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, flag[t] - 1] = t
-    if t == count - 1:
-        n_seeds[v] = flag[t]
+        seed_slots[v, slot] = t
+    if t == 0:
+        n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -969,46 +935,28 @@ def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
-    the voxel's seeds packed in start order."""
+    the voxel's seeds packed in start order (block maximum and slots: gpu.sshopm_block)."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(28, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
+    warp_max = cuda.shared.array(MAX_WARPS, float32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 28, count):
         a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    g[t] = f[t]
-    half = 1
-    while half < count:
-        half *= 2
-    half //= 2
     cuda.syncthreads()
-    while half > 0:
-        if t < half and t + half < count:
-            g[t] = max(g[t], g[t + half])
-        half //= 2
-        cuda.syncthreads()
-    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    flag[t] = mine
-    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
-    offset = 1
-    while offset < count:
-        cuda.syncthreads()
-        below = flag[t - offset] if t >= offset else 0
-        cuda.syncthreads()
-        flag[t] += below
-        offset *= 2
-    cuda.syncthreads()
+    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, flag[t] - 1] = t
-    if t == count - 1:
-        n_seeds[v] = flag[t]
+        seed_slots[v, slot] = t
+    if t == 0:
+        n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -1610,46 +1558,28 @@ def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
-    the voxel's seeds packed in start order."""
+    the voxel's seeds packed in start order (block maximum and slots: gpu.sshopm_block)."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(45, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
+    warp_max = cuda.shared.array(MAX_WARPS, float32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 45, count):
         a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    g[t] = f[t]
-    half = 1
-    while half < count:
-        half *= 2
-    half //= 2
     cuda.syncthreads()
-    while half > 0:
-        if t < half and t + half < count:
-            g[t] = max(g[t], g[t + half])
-        half //= 2
-        cuda.syncthreads()
-    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    flag[t] = mine
-    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
-    offset = 1
-    while offset < count:
-        cuda.syncthreads()
-        below = flag[t - offset] if t >= offset else 0
-        cuda.syncthreads()
-        flag[t] += below
-        offset *= 2
-    cuda.syncthreads()
+    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, flag[t] - 1] = t
-    if t == count - 1:
-        n_seeds[v] = flag[t]
+        seed_slots[v, slot] = t
+    if t == 0:
+        n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -2485,46 +2415,28 @@ def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
-    the voxel's seeds packed in start order."""
+    the voxel's seeds packed in start order (block maximum and slots: gpu.sshopm_block)."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(66, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
+    warp_max = cuda.shared.array(MAX_WARPS, float32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 66, count):
         a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    g[t] = f[t]
-    half = 1
-    while half < count:
-        half *= 2
-    half //= 2
     cuda.syncthreads()
-    while half > 0:
-        if t < half and t + half < count:
-            g[t] = max(g[t], g[t + half])
-        half //= 2
-        cuda.syncthreads()
-    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    flag[t] = mine
-    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
-    offset = 1
-    while offset < count:
-        cuda.syncthreads()
-        below = flag[t - offset] if t >= offset else 0
-        cuda.syncthreads()
-        flag[t] += below
-        offset *= 2
-    cuda.syncthreads()
+    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, flag[t] - 1] = t
-    if t == count - 1:
-        n_seeds[v] = flag[t]
+        seed_slots[v, slot] = t
+    if t == 0:
+        n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -3642,46 +3554,28 @@ def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
-    the voxel's seeds packed in start order."""
+    the voxel's seeds packed in start order (block maximum and slots: gpu.sshopm_block)."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(91, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    g = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
+    warp_max = cuda.shared.array(MAX_WARPS, float32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 91, count):
         a[k] = tensors[k, v]
     cuda.syncthreads()
     gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
     f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    g[t] = f[t]
-    half = 1
-    while half < count:
-        half *= 2
-    half //= 2
     cuda.syncthreads()
-    while half > 0:
-        if t < half and t + half < count:
-            g[t] = max(g[t], g[t + half])
-        half //= 2
-        cuda.syncthreads()
-    floor = sm.seed_floor(g[0], fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    flag[t] = mine
-    # inclusive prefix sum of the seed flags (Hillis-Steele): a seed's slot is flag[t] - 1
-    offset = 1
-    while offset < count:
-        cuda.syncthreads()
-        below = flag[t - offset] if t >= offset else 0
-        cuda.syncthreads()
-        flag[t] += below
-        offset *= 2
-    cuda.syncthreads()
+    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, flag[t] - 1] = t
-    if t == count - 1:
-        n_seeds[v] = flag[t]
+        seed_slots[v, slot] = t
+    if t == 0:
+        n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)

@@ -41,15 +41,16 @@ def assert_same_peaks(got, expected, direction_atol: float, amplitude_rtol: floa
     np.testing.assert_allclose(got.amplitudes[present], expected.amplitudes[present], rtol=amplitude_rtol)
 
 
-@pytest.mark.parametrize("lmax", [4, 8])
-def test_cuda_kernel_in_simulator_equals_cpu_backend(lmax):
+# 50 starts: a block whose last warp is partial; 6 voxels: a select block with idle warps.
+@pytest.mark.parametrize("lmax, starts", [(4, 32), (8, 32), (8, 50)])
+def test_cuda_kernel_in_simulator_equals_cpu_backend(lmax, starts):
     truth = phantom((4, 4, 4), lmax, seed=3)
     flat = truth["sh"].reshape(-1, truth["sh"].shape[-1])
     counts = truth["count"].reshape(-1)
     # Two voxels each of one, two and three fibers.
     pick = np.concatenate([np.flatnonzero(counts == k)[:2] for k in (1, 2, 3)])
     sh = flat[pick]
-    options = PeaksOptions(starts=32)
+    options = PeaksOptions(starts=starts)
     gpu = sshopm_peaks(sh, options=options, backend="cuda")
     cpu = sshopm_peaks(sh, options=options, backend="cpu")
     assert gpu.stats["backend"] == "cuda" and cpu.stats["backend"] == "cpu"
@@ -58,7 +59,7 @@ def test_cuda_kernel_in_simulator_equals_cpu_backend(lmax):
     # Same climbs from the same seeds; iteration counts may differ by float32 rounding.
     assert gpu.stats["starts_climbed_per_voxel"] == cpu.stats["starts_climbed_per_voxel"]
     assert gpu.stats["starts_hit_cap"] == cpu.stats["starts_hit_cap"] == 0
-    print(f"\nlmax {lmax}: CUDA (simulator) vs CPU on {len(pick)} voxels, counts {gpu.count.tolist()}, "
+    print(f"\nlmax {lmax}, {starts} starts: CUDA (simulator) vs CPU on {len(pick)} voxels, counts {gpu.count.tolist()}, "
           f"max |Δdirection| {np.nanmax(np.abs(gpu.directions - cpu.directions)):.1e}, "
           f"max relative |Δamplitude| {np.nanmax(np.abs(gpu.amplitudes / cpu.amplitudes - 1)):.1e}")
 

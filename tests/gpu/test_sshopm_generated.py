@@ -19,7 +19,8 @@ from gpu.fod_phantom import fod_phantom
 from gpu.peaks import PeaksOptions, sshopm_peaks
 from gpu.peak_metrics import exact_peak_offsets
 from gpu.sh_basis import n_coeffs
-from gpu.sshopm_codegen import ORDERS, generate_module, generated_path
+from gpu.sshopm_block import MAX_WARPS
+from gpu.sshopm_codegen import MAX_STARTS, ORDERS, generate_module, generated_path
 from gpu.symmetric_tensor import index_classes, sh_to_tensor, sphere_points, tensor_value
 
 
@@ -49,6 +50,11 @@ def evaluate(order: int, entries: np.ndarray, directions: np.ndarray):
         mxx, mxy, mxz, myy, myz, mzz = axm2(entries, x, y, z)
         matrices.append([[mxx, mxy, mxz], [mxy, myy, myz], [mxz, myz, mzz]])
     return np.array(values), np.array(vectors), np.array(matrices)
+
+
+def test_seed_scratch_covers_the_largest_block():
+    # one per-warp slot for each warp of a MAX_STARTS-thread seed block
+    assert MAX_WARPS == -(-MAX_STARTS // 32)
 
 
 def test_committed_module_is_current():
