@@ -2,7 +2,7 @@
 
 Each voxel's block needs the largest start value (for the seeding floor) and, for every
 seed, its position among the block's seeds in start order. Tree reductions through shared
-memory took 21 barriers a block; warp shuffles and ballots need 2: each warp reduces or
+memory took 22 barriers a block; warp shuffles and ballots need 2: each warp reduces or
 counts its own lanes, then every thread combines the few per-warp results. Both give exact
 results (a maximum, integer counts), so the seeds and their order are unchanged.
 

@@ -7,7 +7,7 @@ what each function computes and gpu/sshopm_math.py for the order-independent ste
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
 # sshopm_math.py sha256 ae02cdb28269c00026c1c24e42f1665bcf96f7efb94cd313f2312f29d37b9d7b
 # sshopm_layout.py sha256 a4df6b1026efa4f3c1508ce353bac4a8a7dc7296b36973cb0e8a737d34456476
-# sshopm_block.py sha256 9a3c0e5be106d660c3c6192b820169de85b3649c372bfcfca4e880b7cbc59784
+# sshopm_block.py sha256 95580e5f368b4855d220eeccc29b91eef83a46591497fa6749cafcaa07341c1f
 
 import numpy as np
 from numba import config, cuda, float32, int32, njit, prange
