@@ -229,6 +229,14 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
                        "ours_us": ours * 1e6, "ours_host_us": ours_host * 1e6, "cudnn_us": cudnn * 1e6,
                        "cudnn_host_us": cudnn_host * 1e6, "pairwise_us": pw * 1e6, "pairwise_host_us": pw_host * 1e6,
                        "ours_bytes": ours_bytes, "cudnn_bytes": mem_full, "pairwise_bytes": mem_pair, "max_rel_err": err}
+                # best of each kernel family in the plan's tuning (3 calls each)
+                for family, lean in (("cp_sep", False), ("lean", True)):
+                    best = min(((sec, shape) for method, shape, sec in plan.tuning_times
+                                if method == "separable" and bool(shape.ns) == lean),
+                               default=None, key=lambda pair: pair[0])
+                    if best:
+                        rec[f"tuned_{family}_us"] = best[0] * 1e6
+                        rec[f"tuned_{family}_shape"] = separable_name(best[1])
                 log(rec)
                 rows.append(
                     f"L{li} {n:>7} {rank:>4} | {ours * 1e6:7.1f} {ours_host * 1e6:8.1f} | {cudnn * 1e6:8.1f} "
@@ -243,9 +251,11 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
 def cp_tile_name(plan) -> str:
     """``taps/lanes`` for Algorithm 2, ``TH x TW/cs/groups/block/px`` for the separable kernel,
     with ``/s{ns}p{px4}`` for the lean one (rank slices, stage-4 pixels)."""
-    t = plan.tiling
-    if t is None:
-        return f"taps/{plan.lanes}"
+    return f"taps/{plan.lanes}" if plan.tiling is None else separable_name(plan.tiling)
+
+
+def separable_name(t) -> str:
+    """``TH x TW/cs/groups/block/px``, with ``/s{ns}p{px4}`` for a lean kernel."""
     return f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}/{t.px}" + (f"/s{t.ns}p{t.px4}" if t.ns else "")
 
 

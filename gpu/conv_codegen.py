@@ -30,7 +30,9 @@ __all__ = [
     "cp_separable_variants",
     "CP_SEP_MAX_BLOCK",
     "CP_LEAN_SHAPES",
+    "CP_LEAN_LOW_SHAPES",
     "CP_LEAN_RANKS",
+    "cp_lean_shapes",
     "cp_lean_variants",
     "cp_lean_kernel_source",
     "cp_kernel_source",
@@ -484,12 +486,24 @@ def cp_sep_r{rank}_p{px}(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
 #: each layer's fastest launch shape used one of these six; of the other nine, only
 #: (2, 2, 4) came within 10% of it (layer 4, 1.04×).
 CP_LEAN_SHAPES = ((1, 2, 2), (1, 4, 2), (1, 2, 4), (1, 4, 4), (2, 2, 2), (2, 4, 2))
-CP_LEAN_RANKS = tuple(range(9, 17))
+#: The lean shapes at ranks 1–8, where px·R accumulators are few: 8 stage-1 pixels as
+#: well (at most 64 accumulators, the cp_sep kernels' largest blocking there), and two
+#: rank slices only where each holds at least 4 ranks (rank 8). On the H100 a lean kernel
+#: beat the best cp_sep shape in all 40 Reustle configurations of ranks 1–8 (1.04–1.70×).
+CP_LEAN_LOW_SHAPES = ((1, 2, 2), (1, 4, 2), (1, 2, 4), (1, 4, 4), (1, 8, 4), (2, 4, 2))
+CP_LEAN_RANKS = tuple(range(1, 17))
+
+
+def cp_lean_shapes(rank: int) -> tuple[tuple[int, int, int], ...]:
+    """The (ns, px1, px4) generated for one rank."""
+    if rank > 8:
+        return CP_LEAN_SHAPES
+    return tuple((ns, a, p) for ns, a, p in CP_LEAN_LOW_SHAPES if ns == 1 or rank >= 4 * ns)
 
 
 def cp_lean_variants() -> tuple[tuple[int, int, int, int], ...]:
     """Every generated lean separable kernel as (rank, ns, px1, px4)."""
-    return tuple((r, ns, a, p) for r in CP_LEAN_RANKS for ns, a, p in CP_LEAN_SHAPES)
+    return tuple((r, *shape) for r in CP_LEAN_RANKS for shape in cp_lean_shapes(r))
 
 
 def _u(v: int) -> str:

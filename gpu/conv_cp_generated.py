@@ -34691,6 +34691,18148 @@ def cp_sep_r16_p8(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
             base += 8 * span
 
 @cuda.jit(cache=True)
+def cp_lean_r1_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 1, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 1 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 1 columns; other arguments as cp_sep_r1_p*.
+    Dynamic shared memory: max(1·P_in, 2·P_out) + 1·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·1 ... sl1·1 + 0. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 1)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 1) * p_in_u
+    nr = 1 - sl1 * 1
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 1 + sl1 * 1)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                else:
+                    sm[ea] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(1 * p_in, 2 * p_out))
+    rank_u = uint64(1)
+    n_h = geo[11]
+    for idx in range(tid, 1 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·2 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (2: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 2)
+    n_w = geo[12]
+    for idx in range(tid, 1 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 2 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 2)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 2)
+            q0_0 = sm[c0]
+            q1_0 = sm[c1]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 1)
+                w0 = t_f[tr]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r1_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 1, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 1 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 1 columns; other arguments as cp_sep_r1_p*.
+    Dynamic shared memory: max(1·P_in, 2·P_out) + 1·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·1 ... sl1·1 + 0. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 1)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 1) * p_in_u
+    nr = 1 - sl1 * 1
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 1 + sl1 * 1)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                else:
+                    sm[ea] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(1 * p_in, 2 * p_out))
+    rank_u = uint64(1)
+    n_h = geo[11]
+    for idx in range(tid, 1 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·2 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (2: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 2)
+    n_w = geo[12]
+    for idx in range(tid, 1 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 2 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 2)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 2)
+            q0_0 = sm[c0]
+            q1_0 = sm[c1]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 1)
+                w0 = t_f[tr]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r1_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 1, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 1 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 1 columns; other arguments as cp_sep_r1_p*.
+    Dynamic shared memory: max(1·P_in, 2·P_out) + 1·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·1 ... sl1·1 + 0. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 1)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 1) * p_in_u
+    nr = 1 - sl1 * 1
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 1 + sl1 * 1)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                else:
+                    sm[ea] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(1 * p_in, 2 * p_out))
+    rank_u = uint64(1)
+    n_h = geo[11]
+    for idx in range(tid, 1 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·2 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (2: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 2)
+    n_w = geo[12]
+    for idx in range(tid, 1 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 2 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 2)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 2)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 2)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 2)
+            q0_0 = sm[c0]
+            q1_0 = sm[c1]
+            q2_0 = sm[c2]
+            q3_0 = sm[c3]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 1)
+                w0 = t_f[tr]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r1_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 1, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 1 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 1 columns; other arguments as cp_sep_r1_p*.
+    Dynamic shared memory: max(1·P_in, 2·P_out) + 1·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·1 ... sl1·1 + 0. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 1)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 1) * p_in_u
+    nr = 1 - sl1 * 1
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 1 + sl1 * 1)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                else:
+                    sm[ea] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(1 * p_in, 2 * p_out))
+    rank_u = uint64(1)
+    n_h = geo[11]
+    for idx in range(tid, 1 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·2 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (2: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 2)
+    n_w = geo[12]
+    for idx in range(tid, 1 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 2 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 2)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 2)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 2)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 2)
+            q0_0 = sm[c0]
+            q1_0 = sm[c1]
+            q2_0 = sm[c2]
+            q3_0 = sm[c3]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 1)
+                w0 = t_f[tr]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r1_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 1, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 1 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 1 columns; other arguments as cp_sep_r1_p*.
+    Dynamic shared memory: max(1·P_in, 2·P_out) + 1·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·1 ... sl1·1 + 0. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 1)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 1) * p_in_u
+    nr = 1 - sl1 * 1
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a1_0 = float32(0.0)
+        a2_0 = float32(0.0)
+        a3_0 = float32(0.0)
+        a4_0 = float32(0.0)
+        a5_0 = float32(0.0)
+        a6_0 = float32(0.0)
+        a7_0 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 1 + sl1 * 1)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                else:
+                    sm[ea] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                else:
+                    sm[ea] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(1 * p_in, 2 * p_out))
+    rank_u = uint64(1)
+    n_h = geo[11]
+    for idx in range(tid, 1 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·2 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (2: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 2)
+    n_w = geo[12]
+    for idx in range(tid, 1 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 2 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 2)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 2)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 2)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 2)
+            q0_0 = sm[c0]
+            q1_0 = sm[c1]
+            q2_0 = sm[c2]
+            q3_0 = sm[c3]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 1)
+                w0 = t_f[tr]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r2_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 2, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 2 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 2 columns; other arguments as cp_sep_r2_p*.
+    Dynamic shared memory: max(2·P_in, 3·P_out) + 2·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·2 ... sl1·2 + 1. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 2)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 2) * p_in_u
+    nr = 2 - sl1 * 2
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 2 + sl1 * 2)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(2 * p_in, 3 * p_out))
+    rank_u = uint64(2)
+    n_h = geo[11]
+    for idx in range(tid, 2 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·3 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (3: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 3)
+    n_w = geo[12]
+    for idx in range(tid, 2 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 3 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 3)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 3)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 2)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r2_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 2, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 2 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 2 columns; other arguments as cp_sep_r2_p*.
+    Dynamic shared memory: max(2·P_in, 3·P_out) + 2·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·2 ... sl1·2 + 1. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 2)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 2) * p_in_u
+    nr = 2 - sl1 * 2
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 2 + sl1 * 2)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(2 * p_in, 3 * p_out))
+    rank_u = uint64(2)
+    n_h = geo[11]
+    for idx in range(tid, 2 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·3 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (3: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 3)
+    n_w = geo[12]
+    for idx in range(tid, 2 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 3 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 3)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 3)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 2)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r2_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 2, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 2 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 2 columns; other arguments as cp_sep_r2_p*.
+    Dynamic shared memory: max(2·P_in, 3·P_out) + 2·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·2 ... sl1·2 + 1. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 2)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 2) * p_in_u
+    nr = 2 - sl1 * 2
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 2 + sl1 * 2)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(2 * p_in, 3 * p_out))
+    rank_u = uint64(2)
+    n_h = geo[11]
+    for idx in range(tid, 2 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·3 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (3: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 3)
+    n_w = geo[12]
+    for idx in range(tid, 2 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 3 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 3)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 3)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 3)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 3)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 2)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r2_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 2, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 2 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 2 columns; other arguments as cp_sep_r2_p*.
+    Dynamic shared memory: max(2·P_in, 3·P_out) + 2·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·2 ... sl1·2 + 1. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 2)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 2) * p_in_u
+    nr = 2 - sl1 * 2
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 2 + sl1 * 2)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(2 * p_in, 3 * p_out))
+    rank_u = uint64(2)
+    n_h = geo[11]
+    for idx in range(tid, 2 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·3 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (3: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 3)
+    n_w = geo[12]
+    for idx in range(tid, 2 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 3 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 3)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 3)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 3)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 3)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 2)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r2_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 2, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 2 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 2 columns; other arguments as cp_sep_r2_p*.
+    Dynamic shared memory: max(2·P_in, 3·P_out) + 2·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·2 ... sl1·2 + 1. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 2)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 2) * p_in_u
+    nr = 2 - sl1 * 2
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 2 + sl1 * 2)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a4_1 += lane_xor(scratch, tid, a4_1, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a5_1 += lane_xor(scratch, tid, a5_1, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a6_1 += lane_xor(scratch, tid, a6_1, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            a7_1 += lane_xor(scratch, tid, a7_1, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                    sm[ea + uint64(1) * p_in_u] = a4_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                    sm[ea + uint64(1) * p_in_u] = a5_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                    sm[ea + uint64(1) * p_in_u] = a6_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                    sm[ea + uint64(1) * p_in_u] = a7_1
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(2 * p_in, 3 * p_out))
+    rank_u = uint64(2)
+    n_h = geo[11]
+    for idx in range(tid, 2 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·3 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (3: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 3)
+    n_w = geo[12]
+    for idx in range(tid, 2 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 3 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 3)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 3)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 3)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 3)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 2)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r3_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 3, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 3 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 3 columns; other arguments as cp_sep_r3_p*.
+    Dynamic shared memory: max(3·P_in, 4·P_out) + 3·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·3 ... sl1·3 + 2. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 3)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 3) * p_in_u
+    nr = 3 - sl1 * 3
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 3 + sl1 * 3)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(3 * p_in, 4 * p_out))
+    rank_u = uint64(3)
+    n_h = geo[11]
+    for idx in range(tid, 3 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·4 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (4: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 4)
+    n_w = geo[12]
+    for idx in range(tid, 3 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 4 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 4)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 4)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 3)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r3_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 3, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 3 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 3 columns; other arguments as cp_sep_r3_p*.
+    Dynamic shared memory: max(3·P_in, 4·P_out) + 3·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·3 ... sl1·3 + 2. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 3)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 3) * p_in_u
+    nr = 3 - sl1 * 3
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 3 + sl1 * 3)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(3 * p_in, 4 * p_out))
+    rank_u = uint64(3)
+    n_h = geo[11]
+    for idx in range(tid, 3 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·4 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (4: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 4)
+    n_w = geo[12]
+    for idx in range(tid, 3 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 4 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 4)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 4)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 3)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r3_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 3, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 3 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 3 columns; other arguments as cp_sep_r3_p*.
+    Dynamic shared memory: max(3·P_in, 4·P_out) + 3·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·3 ... sl1·3 + 2. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 3)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 3) * p_in_u
+    nr = 3 - sl1 * 3
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 3 + sl1 * 3)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(3 * p_in, 4 * p_out))
+    rank_u = uint64(3)
+    n_h = geo[11]
+    for idx in range(tid, 3 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·4 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (4: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 4)
+    n_w = geo[12]
+    for idx in range(tid, 3 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 4 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 4)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 4)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 4)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 4)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 3)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r3_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 3, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 3 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 3 columns; other arguments as cp_sep_r3_p*.
+    Dynamic shared memory: max(3·P_in, 4·P_out) + 3·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·3 ... sl1·3 + 2. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 3)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 3) * p_in_u
+    nr = 3 - sl1 * 3
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 3 + sl1 * 3)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(3 * p_in, 4 * p_out))
+    rank_u = uint64(3)
+    n_h = geo[11]
+    for idx in range(tid, 3 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·4 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (4: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 4)
+    n_w = geo[12]
+    for idx in range(tid, 3 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 4 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 4)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 4)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 4)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 4)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 3)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r3_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 3, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 3 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 3 columns; other arguments as cp_sep_r3_p*.
+    Dynamic shared memory: max(3·P_in, 4·P_out) + 3·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·3 ... sl1·3 + 2. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 3)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 3) * p_in_u
+    nr = 3 - sl1 * 3
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 3 + sl1 * 3)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a4_1 += lane_xor(scratch, tid, a4_1, m)
+            a4_2 += lane_xor(scratch, tid, a4_2, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a5_1 += lane_xor(scratch, tid, a5_1, m)
+            a5_2 += lane_xor(scratch, tid, a5_2, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a6_1 += lane_xor(scratch, tid, a6_1, m)
+            a6_2 += lane_xor(scratch, tid, a6_2, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            a7_1 += lane_xor(scratch, tid, a7_1, m)
+            a7_2 += lane_xor(scratch, tid, a7_2, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                    sm[ea + uint64(1) * p_in_u] = a4_1
+                    sm[ea + uint64(2) * p_in_u] = a4_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                    sm[ea + uint64(1) * p_in_u] = a5_1
+                    sm[ea + uint64(2) * p_in_u] = a5_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                    sm[ea + uint64(1) * p_in_u] = a6_1
+                    sm[ea + uint64(2) * p_in_u] = a6_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                    sm[ea + uint64(1) * p_in_u] = a7_1
+                    sm[ea + uint64(2) * p_in_u] = a7_2
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(3 * p_in, 4 * p_out))
+    rank_u = uint64(3)
+    n_h = geo[11]
+    for idx in range(tid, 3 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·4 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (4: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 4)
+    n_w = geo[12]
+    for idx in range(tid, 3 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 4 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 4)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 4)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 4)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 4)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 3)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r4_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 4, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 4 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 4 columns; other arguments as cp_sep_r4_p*.
+    Dynamic shared memory: max(4·P_in, 5·P_out) + 4·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·4 ... sl1·4 + 3. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 4)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 4) * p_in_u
+    nr = 4 - sl1 * 4
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 4 + sl1 * 4)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(4 * p_in, 5 * p_out))
+    rank_u = uint64(4)
+    n_h = geo[11]
+    for idx in range(tid, 4 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·5 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (5: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 5)
+    n_w = geo[12]
+    for idx in range(tid, 4 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 5 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 5)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 5)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 4)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r4_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 4, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 4 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 4 columns; other arguments as cp_sep_r4_p*.
+    Dynamic shared memory: max(4·P_in, 5·P_out) + 4·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·4 ... sl1·4 + 3. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 4)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 4) * p_in_u
+    nr = 4 - sl1 * 4
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 4 + sl1 * 4)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(4 * p_in, 5 * p_out))
+    rank_u = uint64(4)
+    n_h = geo[11]
+    for idx in range(tid, 4 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·5 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (5: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 5)
+    n_w = geo[12]
+    for idx in range(tid, 4 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 5 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 5)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 5)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 4)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r4_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 4, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 4 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 4 columns; other arguments as cp_sep_r4_p*.
+    Dynamic shared memory: max(4·P_in, 5·P_out) + 4·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·4 ... sl1·4 + 3. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 4)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 4) * p_in_u
+    nr = 4 - sl1 * 4
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 4 + sl1 * 4)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(4 * p_in, 5 * p_out))
+    rank_u = uint64(4)
+    n_h = geo[11]
+    for idx in range(tid, 4 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·5 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (5: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 5)
+    n_w = geo[12]
+    for idx in range(tid, 4 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 5 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 5)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 5)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 5)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 5)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 4)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r4_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 4, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 4 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 4 columns; other arguments as cp_sep_r4_p*.
+    Dynamic shared memory: max(4·P_in, 5·P_out) + 4·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·4 ... sl1·4 + 3. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 4)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 4) * p_in_u
+    nr = 4 - sl1 * 4
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 4 + sl1 * 4)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(4 * p_in, 5 * p_out))
+    rank_u = uint64(4)
+    n_h = geo[11]
+    for idx in range(tid, 4 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·5 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (5: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 5)
+    n_w = geo[12]
+    for idx in range(tid, 4 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 5 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 5)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 5)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 5)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 5)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 4)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r4_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 4, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 4 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 4 columns; other arguments as cp_sep_r4_p*.
+    Dynamic shared memory: max(4·P_in, 5·P_out) + 4·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·4 ... sl1·4 + 3. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 4)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 4) * p_in_u
+    nr = 4 - sl1 * 4
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 4 + sl1 * 4)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a4_1 += lane_xor(scratch, tid, a4_1, m)
+            a4_2 += lane_xor(scratch, tid, a4_2, m)
+            a4_3 += lane_xor(scratch, tid, a4_3, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a5_1 += lane_xor(scratch, tid, a5_1, m)
+            a5_2 += lane_xor(scratch, tid, a5_2, m)
+            a5_3 += lane_xor(scratch, tid, a5_3, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a6_1 += lane_xor(scratch, tid, a6_1, m)
+            a6_2 += lane_xor(scratch, tid, a6_2, m)
+            a6_3 += lane_xor(scratch, tid, a6_3, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            a7_1 += lane_xor(scratch, tid, a7_1, m)
+            a7_2 += lane_xor(scratch, tid, a7_2, m)
+            a7_3 += lane_xor(scratch, tid, a7_3, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                    sm[ea + uint64(1) * p_in_u] = a4_1
+                    sm[ea + uint64(2) * p_in_u] = a4_2
+                    sm[ea + uint64(3) * p_in_u] = a4_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                    sm[ea + uint64(1) * p_in_u] = a5_1
+                    sm[ea + uint64(2) * p_in_u] = a5_2
+                    sm[ea + uint64(3) * p_in_u] = a5_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                    sm[ea + uint64(1) * p_in_u] = a6_1
+                    sm[ea + uint64(2) * p_in_u] = a6_2
+                    sm[ea + uint64(3) * p_in_u] = a6_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                    sm[ea + uint64(1) * p_in_u] = a7_1
+                    sm[ea + uint64(2) * p_in_u] = a7_2
+                    sm[ea + uint64(3) * p_in_u] = a7_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(4 * p_in, 5 * p_out))
+    rank_u = uint64(4)
+    n_h = geo[11]
+    for idx in range(tid, 4 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·5 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (5: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 5)
+    n_w = geo[12]
+    for idx in range(tid, 4 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 5 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 5)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 5)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 5)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 5)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 4)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r5_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 5, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 5 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 5 columns; other arguments as cp_sep_r5_p*.
+    Dynamic shared memory: max(5·P_in, 6·P_out) + 5·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·5 ... sl1·5 + 4. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 5)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 5) * p_in_u
+    nr = 5 - sl1 * 5
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 5 + sl1 * 5)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(5 * p_in, 6 * p_out))
+    rank_u = uint64(5)
+    n_h = geo[11]
+    for idx in range(tid, 5 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·6 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (6: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 6)
+    n_w = geo[12]
+    for idx in range(tid, 5 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 6 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 6)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 6)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 5)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r5_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 5, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 5 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 5 columns; other arguments as cp_sep_r5_p*.
+    Dynamic shared memory: max(5·P_in, 6·P_out) + 5·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·5 ... sl1·5 + 4. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 5)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 5) * p_in_u
+    nr = 5 - sl1 * 5
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 5 + sl1 * 5)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(5 * p_in, 6 * p_out))
+    rank_u = uint64(5)
+    n_h = geo[11]
+    for idx in range(tid, 5 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·6 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (6: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 6)
+    n_w = geo[12]
+    for idx in range(tid, 5 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 6 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 6)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 6)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 5)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r5_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 5, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 5 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 5 columns; other arguments as cp_sep_r5_p*.
+    Dynamic shared memory: max(5·P_in, 6·P_out) + 5·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·5 ... sl1·5 + 4. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 5)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 5) * p_in_u
+    nr = 5 - sl1 * 5
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 5 + sl1 * 5)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(5 * p_in, 6 * p_out))
+    rank_u = uint64(5)
+    n_h = geo[11]
+    for idx in range(tid, 5 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·6 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (6: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 6)
+    n_w = geo[12]
+    for idx in range(tid, 5 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 6 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 6)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 6)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 6)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 6)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 5)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r5_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 5, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 5 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 5 columns; other arguments as cp_sep_r5_p*.
+    Dynamic shared memory: max(5·P_in, 6·P_out) + 5·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·5 ... sl1·5 + 4. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 5)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 5) * p_in_u
+    nr = 5 - sl1 * 5
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 5 + sl1 * 5)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(5 * p_in, 6 * p_out))
+    rank_u = uint64(5)
+    n_h = geo[11]
+    for idx in range(tid, 5 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·6 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (6: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 6)
+    n_w = geo[12]
+    for idx in range(tid, 5 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 6 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 6)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 6)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 6)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 6)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 5)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r5_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 5, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 5 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 5 columns; other arguments as cp_sep_r5_p*.
+    Dynamic shared memory: max(5·P_in, 6·P_out) + 5·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·5 ... sl1·5 + 4. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 5)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 5) * p_in_u
+    nr = 5 - sl1 * 5
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 5 + sl1 * 5)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a4_1 += lane_xor(scratch, tid, a4_1, m)
+            a4_2 += lane_xor(scratch, tid, a4_2, m)
+            a4_3 += lane_xor(scratch, tid, a4_3, m)
+            a4_4 += lane_xor(scratch, tid, a4_4, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a5_1 += lane_xor(scratch, tid, a5_1, m)
+            a5_2 += lane_xor(scratch, tid, a5_2, m)
+            a5_3 += lane_xor(scratch, tid, a5_3, m)
+            a5_4 += lane_xor(scratch, tid, a5_4, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a6_1 += lane_xor(scratch, tid, a6_1, m)
+            a6_2 += lane_xor(scratch, tid, a6_2, m)
+            a6_3 += lane_xor(scratch, tid, a6_3, m)
+            a6_4 += lane_xor(scratch, tid, a6_4, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            a7_1 += lane_xor(scratch, tid, a7_1, m)
+            a7_2 += lane_xor(scratch, tid, a7_2, m)
+            a7_3 += lane_xor(scratch, tid, a7_3, m)
+            a7_4 += lane_xor(scratch, tid, a7_4, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                    sm[ea + uint64(1) * p_in_u] = a4_1
+                    sm[ea + uint64(2) * p_in_u] = a4_2
+                    sm[ea + uint64(3) * p_in_u] = a4_3
+                    sm[ea + uint64(4) * p_in_u] = a4_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                    sm[ea + uint64(1) * p_in_u] = a5_1
+                    sm[ea + uint64(2) * p_in_u] = a5_2
+                    sm[ea + uint64(3) * p_in_u] = a5_3
+                    sm[ea + uint64(4) * p_in_u] = a5_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                    sm[ea + uint64(1) * p_in_u] = a6_1
+                    sm[ea + uint64(2) * p_in_u] = a6_2
+                    sm[ea + uint64(3) * p_in_u] = a6_3
+                    sm[ea + uint64(4) * p_in_u] = a6_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                    sm[ea + uint64(1) * p_in_u] = a7_1
+                    sm[ea + uint64(2) * p_in_u] = a7_2
+                    sm[ea + uint64(3) * p_in_u] = a7_3
+                    sm[ea + uint64(4) * p_in_u] = a7_4
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(5 * p_in, 6 * p_out))
+    rank_u = uint64(5)
+    n_h = geo[11]
+    for idx in range(tid, 5 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·6 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (6: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 6)
+    n_w = geo[12]
+    for idx in range(tid, 5 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 6 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 6)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 6)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 6)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 6)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 5)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r6_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 6, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 6 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 6 columns; other arguments as cp_sep_r6_p*.
+    Dynamic shared memory: max(6·P_in, 7·P_out) + 6·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·6 ... sl1·6 + 5. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 6)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 6) * p_in_u
+    nr = 6 - sl1 * 6
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 6 + sl1 * 6)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(5)]
+                a0_5 += d2_0 * sv
+                a1_5 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(5)]
+                a0_5 += d3_0 * sv
+                a1_5 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(6 * p_in, 7 * p_out))
+    rank_u = uint64(6)
+    n_h = geo[11]
+    for idx in range(tid, 6 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·7 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (7: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 7)
+    n_w = geo[12]
+    for idx in range(tid, 6 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 7 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 7)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 7)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 6)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r6_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 6, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 6 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 6 columns; other arguments as cp_sep_r6_p*.
+    Dynamic shared memory: max(6·P_in, 7·P_out) + 6·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·6 ... sl1·6 + 5. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 6)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 6) * p_in_u
+    nr = 6 - sl1 * 6
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 6 + sl1 * 6)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                a2_5 += d1_2 * sv
+                a3_5 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(6 * p_in, 7 * p_out))
+    rank_u = uint64(6)
+    n_h = geo[11]
+    for idx in range(tid, 6 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·7 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (7: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 7)
+    n_w = geo[12]
+    for idx in range(tid, 6 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 7 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 7)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 7)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 6)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r6_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 6, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 6 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 6 columns; other arguments as cp_sep_r6_p*.
+    Dynamic shared memory: max(6·P_in, 7·P_out) + 6·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·6 ... sl1·6 + 5. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 6)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 6) * p_in_u
+    nr = 6 - sl1 * 6
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 6 + sl1 * 6)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(5)]
+                a0_5 += d2_0 * sv
+                a1_5 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(5)]
+                a0_5 += d3_0 * sv
+                a1_5 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(6 * p_in, 7 * p_out))
+    rank_u = uint64(6)
+    n_h = geo[11]
+    for idx in range(tid, 6 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·7 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (7: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 7)
+    n_w = geo[12]
+    for idx in range(tid, 6 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 7 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 7)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 7)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 7)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 7)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 6)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r6_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 6, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 6 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 6 columns; other arguments as cp_sep_r6_p*.
+    Dynamic shared memory: max(6·P_in, 7·P_out) + 6·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·6 ... sl1·6 + 5. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 6)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 6) * p_in_u
+    nr = 6 - sl1 * 6
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 6 + sl1 * 6)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                a2_5 += d1_2 * sv
+                a3_5 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(6 * p_in, 7 * p_out))
+    rank_u = uint64(6)
+    n_h = geo[11]
+    for idx in range(tid, 6 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·7 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (7: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 7)
+    n_w = geo[12]
+    for idx in range(tid, 6 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 7 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 7)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 7)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 7)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 7)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 6)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r6_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 6, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 6 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 6 columns; other arguments as cp_sep_r6_p*.
+    Dynamic shared memory: max(6·P_in, 7·P_out) + 6·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·6 ... sl1·6 + 5. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 6)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 6) * p_in_u
+    nr = 6 - sl1 * 6
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        a7_5 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 6 + sl1 * 6)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                a4_5 += d0_4 * sv
+                a5_5 += d0_5 * sv
+                a6_5 += d0_6 * sv
+                a7_5 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                a4_5 += d0_4 * sv
+                a5_5 += d0_5 * sv
+                a6_5 += d0_6 * sv
+                a7_5 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a4_1 += lane_xor(scratch, tid, a4_1, m)
+            a4_2 += lane_xor(scratch, tid, a4_2, m)
+            a4_3 += lane_xor(scratch, tid, a4_3, m)
+            a4_4 += lane_xor(scratch, tid, a4_4, m)
+            a4_5 += lane_xor(scratch, tid, a4_5, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a5_1 += lane_xor(scratch, tid, a5_1, m)
+            a5_2 += lane_xor(scratch, tid, a5_2, m)
+            a5_3 += lane_xor(scratch, tid, a5_3, m)
+            a5_4 += lane_xor(scratch, tid, a5_4, m)
+            a5_5 += lane_xor(scratch, tid, a5_5, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a6_1 += lane_xor(scratch, tid, a6_1, m)
+            a6_2 += lane_xor(scratch, tid, a6_2, m)
+            a6_3 += lane_xor(scratch, tid, a6_3, m)
+            a6_4 += lane_xor(scratch, tid, a6_4, m)
+            a6_5 += lane_xor(scratch, tid, a6_5, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            a7_1 += lane_xor(scratch, tid, a7_1, m)
+            a7_2 += lane_xor(scratch, tid, a7_2, m)
+            a7_3 += lane_xor(scratch, tid, a7_3, m)
+            a7_4 += lane_xor(scratch, tid, a7_4, m)
+            a7_5 += lane_xor(scratch, tid, a7_5, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                    sm[ea + uint64(1) * p_in_u] = a4_1
+                    sm[ea + uint64(2) * p_in_u] = a4_2
+                    sm[ea + uint64(3) * p_in_u] = a4_3
+                    sm[ea + uint64(4) * p_in_u] = a4_4
+                    sm[ea + uint64(5) * p_in_u] = a4_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                    sm[ea + uint64(1) * p_in_u] = a5_1
+                    sm[ea + uint64(2) * p_in_u] = a5_2
+                    sm[ea + uint64(3) * p_in_u] = a5_3
+                    sm[ea + uint64(4) * p_in_u] = a5_4
+                    sm[ea + uint64(5) * p_in_u] = a5_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                    sm[ea + uint64(1) * p_in_u] = a6_1
+                    sm[ea + uint64(2) * p_in_u] = a6_2
+                    sm[ea + uint64(3) * p_in_u] = a6_3
+                    sm[ea + uint64(4) * p_in_u] = a6_4
+                    sm[ea + uint64(5) * p_in_u] = a6_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                    sm[ea + uint64(1) * p_in_u] = a7_1
+                    sm[ea + uint64(2) * p_in_u] = a7_2
+                    sm[ea + uint64(3) * p_in_u] = a7_3
+                    sm[ea + uint64(4) * p_in_u] = a7_4
+                    sm[ea + uint64(5) * p_in_u] = a7_5
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(6 * p_in, 7 * p_out))
+    rank_u = uint64(6)
+    n_h = geo[11]
+    for idx in range(tid, 6 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·7 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (7: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 7)
+    n_w = geo[12]
+    for idx in range(tid, 6 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 7 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 7)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 7)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 7)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 7)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 6)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r7_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 7, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 7 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 7 columns; other arguments as cp_sep_r7_p*.
+    Dynamic shared memory: max(7·P_in, 8·P_out) + 7·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·7 ... sl1·7 + 6. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 7)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 7) * p_in_u
+    nr = 7 - sl1 * 7
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 7 + sl1 * 7)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(5)]
+                a0_5 += d2_0 * sv
+                a1_5 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(6)]
+                a0_6 += d2_0 * sv
+                a1_6 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(5)]
+                a0_5 += d3_0 * sv
+                a1_5 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(6)]
+                a0_6 += d3_0 * sv
+                a1_6 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(7 * p_in, 8 * p_out))
+    rank_u = uint64(7)
+    n_h = geo[11]
+    for idx in range(tid, 7 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·8 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (8: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 8)
+    n_w = geo[12]
+    for idx in range(tid, 7 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 8 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 8)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 8)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 7)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r7_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 7, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 7 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 7 columns; other arguments as cp_sep_r7_p*.
+    Dynamic shared memory: max(7·P_in, 8·P_out) + 7·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·7 ... sl1·7 + 6. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 7)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 7) * p_in_u
+    nr = 7 - sl1 * 7
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 7 + sl1 * 7)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                a2_5 += d1_2 * sv
+                a3_5 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                a2_6 += d1_2 * sv
+                a3_6 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a2_6 += lane_xor(scratch, tid, a2_6, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            a3_6 += lane_xor(scratch, tid, a3_6, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                    sm[ea + uint64(6) * p_in_u] = a2_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                    sm[ea + uint64(6) * p_in_u] = a3_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(7 * p_in, 8 * p_out))
+    rank_u = uint64(7)
+    n_h = geo[11]
+    for idx in range(tid, 7 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·8 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (8: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 8)
+    n_w = geo[12]
+    for idx in range(tid, 7 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 8 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 8)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 8)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 7)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r7_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 7, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 7 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 7 columns; other arguments as cp_sep_r7_p*.
+    Dynamic shared memory: max(7·P_in, 8·P_out) + 7·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·7 ... sl1·7 + 6. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 7)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 7) * p_in_u
+    nr = 7 - sl1 * 7
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 7 + sl1 * 7)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(5)]
+                a0_5 += d2_0 * sv
+                a1_5 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(6)]
+                a0_6 += d2_0 * sv
+                a1_6 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(5)]
+                a0_5 += d3_0 * sv
+                a1_5 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(6)]
+                a0_6 += d3_0 * sv
+                a1_6 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(7 * p_in, 8 * p_out))
+    rank_u = uint64(7)
+    n_h = geo[11]
+    for idx in range(tid, 7 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·8 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (8: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 8)
+    n_w = geo[12]
+    for idx in range(tid, 7 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 8 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 8)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 8)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 8)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 8)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q2_6 = sm[c2 + uint64(6)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            q3_6 = sm[c3 + uint64(6)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 7)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r7_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 7, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 7 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 7 columns; other arguments as cp_sep_r7_p*.
+    Dynamic shared memory: max(7·P_in, 8·P_out) + 7·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·7 ... sl1·7 + 6. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 7)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 7) * p_in_u
+    nr = 7 - sl1 * 7
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 7 + sl1 * 7)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                a2_5 += d1_2 * sv
+                a3_5 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                a2_6 += d1_2 * sv
+                a3_6 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a2_6 += lane_xor(scratch, tid, a2_6, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            a3_6 += lane_xor(scratch, tid, a3_6, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                    sm[ea + uint64(6) * p_in_u] = a2_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                    sm[ea + uint64(6) * p_in_u] = a3_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(7 * p_in, 8 * p_out))
+    rank_u = uint64(7)
+    n_h = geo[11]
+    for idx in range(tid, 7 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·8 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (8: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 8)
+    n_w = geo[12]
+    for idx in range(tid, 7 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 8 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 8)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 8)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 8)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 8)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q2_6 = sm[c2 + uint64(6)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            q3_6 = sm[c3 + uint64(6)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 7)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r7_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 7, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 7 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 7 columns; other arguments as cp_sep_r7_p*.
+    Dynamic shared memory: max(7·P_in, 8·P_out) + 7·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·7 ... sl1·7 + 6. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 7)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 7) * p_in_u
+    nr = 7 - sl1 * 7
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        a7_5 = float32(0.0)
+        a7_6 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 7 + sl1 * 7)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                a4_5 += d0_4 * sv
+                a5_5 += d0_5 * sv
+                a6_5 += d0_6 * sv
+                a7_5 += d0_7 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                a4_6 += d0_4 * sv
+                a5_6 += d0_5 * sv
+                a6_6 += d0_6 * sv
+                a7_6 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                a4_5 += d0_4 * sv
+                a5_5 += d0_5 * sv
+                a6_5 += d0_6 * sv
+                a7_5 += d0_7 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                a4_6 += d0_4 * sv
+                a5_6 += d0_5 * sv
+                a6_6 += d0_6 * sv
+                a7_6 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a2_6 += lane_xor(scratch, tid, a2_6, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            a3_6 += lane_xor(scratch, tid, a3_6, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a4_1 += lane_xor(scratch, tid, a4_1, m)
+            a4_2 += lane_xor(scratch, tid, a4_2, m)
+            a4_3 += lane_xor(scratch, tid, a4_3, m)
+            a4_4 += lane_xor(scratch, tid, a4_4, m)
+            a4_5 += lane_xor(scratch, tid, a4_5, m)
+            a4_6 += lane_xor(scratch, tid, a4_6, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a5_1 += lane_xor(scratch, tid, a5_1, m)
+            a5_2 += lane_xor(scratch, tid, a5_2, m)
+            a5_3 += lane_xor(scratch, tid, a5_3, m)
+            a5_4 += lane_xor(scratch, tid, a5_4, m)
+            a5_5 += lane_xor(scratch, tid, a5_5, m)
+            a5_6 += lane_xor(scratch, tid, a5_6, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a6_1 += lane_xor(scratch, tid, a6_1, m)
+            a6_2 += lane_xor(scratch, tid, a6_2, m)
+            a6_3 += lane_xor(scratch, tid, a6_3, m)
+            a6_4 += lane_xor(scratch, tid, a6_4, m)
+            a6_5 += lane_xor(scratch, tid, a6_5, m)
+            a6_6 += lane_xor(scratch, tid, a6_6, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            a7_1 += lane_xor(scratch, tid, a7_1, m)
+            a7_2 += lane_xor(scratch, tid, a7_2, m)
+            a7_3 += lane_xor(scratch, tid, a7_3, m)
+            a7_4 += lane_xor(scratch, tid, a7_4, m)
+            a7_5 += lane_xor(scratch, tid, a7_5, m)
+            a7_6 += lane_xor(scratch, tid, a7_6, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                    sm[ea + uint64(6) * p_in_u] = a2_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                    sm[ea + uint64(6) * p_in_u] = a3_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                    sm[ea + uint64(1) * p_in_u] = a4_1
+                    sm[ea + uint64(2) * p_in_u] = a4_2
+                    sm[ea + uint64(3) * p_in_u] = a4_3
+                    sm[ea + uint64(4) * p_in_u] = a4_4
+                    sm[ea + uint64(5) * p_in_u] = a4_5
+                    sm[ea + uint64(6) * p_in_u] = a4_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                    sm[ea + uint64(1) * p_in_u] = a5_1
+                    sm[ea + uint64(2) * p_in_u] = a5_2
+                    sm[ea + uint64(3) * p_in_u] = a5_3
+                    sm[ea + uint64(4) * p_in_u] = a5_4
+                    sm[ea + uint64(5) * p_in_u] = a5_5
+                    sm[ea + uint64(6) * p_in_u] = a5_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                    sm[ea + uint64(1) * p_in_u] = a6_1
+                    sm[ea + uint64(2) * p_in_u] = a6_2
+                    sm[ea + uint64(3) * p_in_u] = a6_3
+                    sm[ea + uint64(4) * p_in_u] = a6_4
+                    sm[ea + uint64(5) * p_in_u] = a6_5
+                    sm[ea + uint64(6) * p_in_u] = a6_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                    sm[ea + uint64(1) * p_in_u] = a7_1
+                    sm[ea + uint64(2) * p_in_u] = a7_2
+                    sm[ea + uint64(3) * p_in_u] = a7_3
+                    sm[ea + uint64(4) * p_in_u] = a7_4
+                    sm[ea + uint64(5) * p_in_u] = a7_5
+                    sm[ea + uint64(6) * p_in_u] = a7_6
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(7 * p_in, 8 * p_out))
+    rank_u = uint64(7)
+    n_h = geo[11]
+    for idx in range(tid, 7 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·8 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (8: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 8)
+    n_w = geo[12]
+    for idx in range(tid, 7 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 8 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 8)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 8)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 8)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 8)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q2_6 = sm[c2 + uint64(6)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            q3_6 = sm[c3 + uint64(6)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 7)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r8_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 8 and 2 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 8 columns; other arguments as cp_sep_r8_p*.
+    Dynamic shared memory: max(8·P_in, 9·P_out) + 8·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·8 ... sl1·8 + 7. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 8)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 8) * p_in_u
+    nr = 8 - sl1 * 8
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 8 + sl1 * 8)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(7)]
+                a0_7 += d1_0 * sv
+                a1_7 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(5)]
+                a0_5 += d2_0 * sv
+                a1_5 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(6)]
+                a0_6 += d2_0 * sv
+                a1_6 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(7)]
+                a0_7 += d2_0 * sv
+                a1_7 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(5)]
+                a0_5 += d3_0 * sv
+                a1_5 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(6)]
+                a0_6 += d3_0 * sv
+                a1_6 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(7)]
+                a0_7 += d3_0 * sv
+                a1_7 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a0_7 += lane_xor(scratch, tid, a0_7, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a1_7 += lane_xor(scratch, tid, a1_7, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                    sm[ea + uint64(7) * p_in_u] = a0_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                    sm[ea + uint64(7) * p_in_u] = a1_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(8 * p_in, 9 * p_out))
+    rank_u = uint64(8)
+    n_h = geo[11]
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·9 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (9: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 9)
+    n_w = geo[12]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 9 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 9)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 9)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q0_7 = sm[c0 + uint64(7)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q1_7 = sm[c1 + uint64(7)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 8)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                w7 = t_f[tr + uint64(7)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r8_s1_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 8 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 8 columns; other arguments as cp_sep_r8_p*.
+    Dynamic shared memory: max(8·P_in, 9·P_out) + 8·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·8 ... sl1·8 + 7. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 8)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 8) * p_in_u
+    nr = 8 - sl1 * 8
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 8 + sl1 * 8)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                a2_7 += d0_2 * sv
+                a3_7 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                a2_5 += d1_2 * sv
+                a3_5 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                a2_6 += d1_2 * sv
+                a3_6 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(7)]
+                a0_7 += d1_0 * sv
+                a1_7 += d1_1 * sv
+                a2_7 += d1_2 * sv
+                a3_7 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                a2_7 += d0_2 * sv
+                a3_7 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a0_7 += lane_xor(scratch, tid, a0_7, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a1_7 += lane_xor(scratch, tid, a1_7, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a2_6 += lane_xor(scratch, tid, a2_6, m)
+            a2_7 += lane_xor(scratch, tid, a2_7, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            a3_6 += lane_xor(scratch, tid, a3_6, m)
+            a3_7 += lane_xor(scratch, tid, a3_7, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                    sm[ea + uint64(7) * p_in_u] = a0_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                    sm[ea + uint64(7) * p_in_u] = a1_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                    sm[ea + uint64(6) * p_in_u] = a2_6
+                    sm[ea + uint64(7) * p_in_u] = a2_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                    sm[ea + uint64(6) * p_in_u] = a3_6
+                    sm[ea + uint64(7) * p_in_u] = a3_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(8 * p_in, 9 * p_out))
+    rank_u = uint64(8)
+    n_h = geo[11]
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·9 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (9: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 9)
+    n_w = geo[12]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 9 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 9)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 9)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q0_7 = sm[c0 + uint64(7)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q1_7 = sm[c1 + uint64(7)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 8)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                w7 = t_f[tr + uint64(7)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r8_s1_a2_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 8 and 2 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 8 columns; other arguments as cp_sep_r8_p*.
+    Dynamic shared memory: max(8·P_in, 9·P_out) + 8·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 2), ranks
+    # sl1·8 ... sl1·8 + 7. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 8)
+    st_n = uint64(4) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    st2 = uint64(2) * step
+    ss2 = uint64(2) * srs
+    st3 = uint64(3) * step
+    ss3 = uint64(3) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 8) * p_in_u
+    nr = 8 - sl1 * 8
+    n_pg = (p_in + 1) // 2
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 8 + sl1 * 8)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f2_0 = float32(0.0)
+            f2_1 = float32(0.0)
+            f3_0 = float32(0.0)
+            f3_1 = float32(0.0)
+            if s + 3 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f2_0 = u[pt0 + st2]
+                f2_1 = u[pt1 + st2]
+                f3_0 = u[pt0 + st3]
+                f3_1 = u[pt1 + st3]
+            while s + 3 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d2_0 = f2_0
+                d2_1 = f2_1
+                d3_0 = f3_0
+                d3_1 = f3_1
+                pt0 += st_n
+                pt1 += st_n
+                s += 4 * cs
+                if s + 3 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f2_0 = u[pt0 + st2]
+                    f2_1 = u[pt1 + st2]
+                    f3_0 = u[pt0 + st3]
+                    f3_1 = u[pt1 + st3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                sv = s_f[sr + ss1 + uint64(7)]
+                a0_7 += d1_0 * sv
+                a1_7 += d1_1 * sv
+                sv = s_f[sr + ss2]
+                a0_0 += d2_0 * sv
+                a1_0 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(1)]
+                a0_1 += d2_0 * sv
+                a1_1 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(2)]
+                a0_2 += d2_0 * sv
+                a1_2 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(3)]
+                a0_3 += d2_0 * sv
+                a1_3 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(4)]
+                a0_4 += d2_0 * sv
+                a1_4 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(5)]
+                a0_5 += d2_0 * sv
+                a1_5 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(6)]
+                a0_6 += d2_0 * sv
+                a1_6 += d2_1 * sv
+                sv = s_f[sr + ss2 + uint64(7)]
+                a0_7 += d2_0 * sv
+                a1_7 += d2_1 * sv
+                sv = s_f[sr + ss3]
+                a0_0 += d3_0 * sv
+                a1_0 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(1)]
+                a0_1 += d3_0 * sv
+                a1_1 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(2)]
+                a0_2 += d3_0 * sv
+                a1_2 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(3)]
+                a0_3 += d3_0 * sv
+                a1_3 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(4)]
+                a0_4 += d3_0 * sv
+                a1_4 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(5)]
+                a0_5 += d3_0 * sv
+                a1_5 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(6)]
+                a0_6 += d3_0 * sv
+                a1_6 += d3_1 * sv
+                sv = s_f[sr + ss3 + uint64(7)]
+                a0_7 += d3_0 * sv
+                a1_7 += d3_1 * sv
+                sr += uint64(4) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                pt0 += step
+                pt1 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a0_7 += lane_xor(scratch, tid, a0_7, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a1_7 += lane_xor(scratch, tid, a1_7, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                    sm[ea + uint64(7) * p_in_u] = a0_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                    sm[ea + uint64(7) * p_in_u] = a1_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(8 * p_in, 9 * p_out))
+    rank_u = uint64(8)
+    n_h = geo[11]
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·9 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (9: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 9)
+    n_w = geo[12]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 9 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 9)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 9)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 9)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 9)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q0_7 = sm[c0 + uint64(7)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q1_7 = sm[c1 + uint64(7)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q2_6 = sm[c2 + uint64(6)]
+            q2_7 = sm[c2 + uint64(7)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            q3_6 = sm[c3 + uint64(6)]
+            q3_7 = sm[c3 + uint64(7)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 8)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                w7 = t_f[tr + uint64(7)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r8_s1_a4_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 8 and 4 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 8 columns; other arguments as cp_sep_r8_p*.
+    Dynamic shared memory: max(8·P_in, 9·P_out) + 8·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·8 ... sl1·8 + 7. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 8)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 8) * p_in_u
+    nr = 8 - sl1 * 8
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 8 + sl1 * 8)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                a2_7 += d0_2 * sv
+                a3_7 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(4)]
+                a0_4 += d1_0 * sv
+                a1_4 += d1_1 * sv
+                a2_4 += d1_2 * sv
+                a3_4 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(5)]
+                a0_5 += d1_0 * sv
+                a1_5 += d1_1 * sv
+                a2_5 += d1_2 * sv
+                a3_5 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(6)]
+                a0_6 += d1_0 * sv
+                a1_6 += d1_1 * sv
+                a2_6 += d1_2 * sv
+                a3_6 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(7)]
+                a0_7 += d1_0 * sv
+                a1_7 += d1_1 * sv
+                a2_7 += d1_2 * sv
+                a3_7 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                a2_7 += d0_2 * sv
+                a3_7 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a0_7 += lane_xor(scratch, tid, a0_7, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a1_7 += lane_xor(scratch, tid, a1_7, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a2_6 += lane_xor(scratch, tid, a2_6, m)
+            a2_7 += lane_xor(scratch, tid, a2_7, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            a3_6 += lane_xor(scratch, tid, a3_6, m)
+            a3_7 += lane_xor(scratch, tid, a3_7, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                    sm[ea + uint64(7) * p_in_u] = a0_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                    sm[ea + uint64(7) * p_in_u] = a1_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                    sm[ea + uint64(6) * p_in_u] = a2_6
+                    sm[ea + uint64(7) * p_in_u] = a2_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                    sm[ea + uint64(6) * p_in_u] = a3_6
+                    sm[ea + uint64(7) * p_in_u] = a3_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(8 * p_in, 9 * p_out))
+    rank_u = uint64(8)
+    n_h = geo[11]
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·9 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (9: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 9)
+    n_w = geo[12]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 9 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 9)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 9)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 9)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 9)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q0_7 = sm[c0 + uint64(7)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q1_7 = sm[c1 + uint64(7)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q2_6 = sm[c2 + uint64(6)]
+            q2_7 = sm[c2 + uint64(7)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            q3_6 = sm[c3 + uint64(6)]
+            q3_7 = sm[c3 + uint64(7)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 8)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                w7 = t_f[tr + uint64(7)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r8_s1_a8_p4(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, unsigned indexing: stage 1 with 1 rank
+    slice(s) of 8 and 8 pixels a thread, stage 4 with 4 pixels a thread.
+    s_f: S flat row-major with 8 columns; other arguments as cp_sep_r8_p*.
+    Dynamic shared memory: max(8·P_in, 9·P_out) + 8·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 1 of pixel group g, and takes the pixels g + k·n_pg (k < 8), ranks
+    # sl1·8 ... sl1·8 + 7. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 8)
+    st_n = uint64(1) * step
+
+    j = tid % cs
+    sl1 = (tid // cs) % 1
+    ra = uint64(sl1 * 8) * p_in_u
+    nr = 8 - sl1 * 8
+    n_pg = (p_in + 7) // 8
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 1 * n_pg, n_thr):
+        g = (base + tid) // (cs * 1)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a0_4 = float32(0.0)
+        a0_5 = float32(0.0)
+        a0_6 = float32(0.0)
+        a0_7 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a1_4 = float32(0.0)
+        a1_5 = float32(0.0)
+        a1_6 = float32(0.0)
+        a1_7 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a2_4 = float32(0.0)
+        a2_5 = float32(0.0)
+        a2_6 = float32(0.0)
+        a2_7 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        a3_4 = float32(0.0)
+        a3_5 = float32(0.0)
+        a3_6 = float32(0.0)
+        a3_7 = float32(0.0)
+        a4_0 = float32(0.0)
+        a4_1 = float32(0.0)
+        a4_2 = float32(0.0)
+        a4_3 = float32(0.0)
+        a4_4 = float32(0.0)
+        a4_5 = float32(0.0)
+        a4_6 = float32(0.0)
+        a4_7 = float32(0.0)
+        a5_0 = float32(0.0)
+        a5_1 = float32(0.0)
+        a5_2 = float32(0.0)
+        a5_3 = float32(0.0)
+        a5_4 = float32(0.0)
+        a5_5 = float32(0.0)
+        a5_6 = float32(0.0)
+        a5_7 = float32(0.0)
+        a6_0 = float32(0.0)
+        a6_1 = float32(0.0)
+        a6_2 = float32(0.0)
+        a6_3 = float32(0.0)
+        a6_4 = float32(0.0)
+        a6_5 = float32(0.0)
+        a6_6 = float32(0.0)
+        a6_7 = float32(0.0)
+        a7_0 = float32(0.0)
+        a7_1 = float32(0.0)
+        a7_2 = float32(0.0)
+        a7_3 = float32(0.0)
+        a7_4 = float32(0.0)
+        a7_5 = float32(0.0)
+        a7_6 = float32(0.0)
+        a7_7 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e4 = g + 4 * n_pg
+        row = e4 // w_in
+        iy = iy0 + row
+        ix = ix0 + e4 - row * w_in
+        in4 = e4 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt4 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e5 = g + 5 * n_pg
+        row = e5 // w_in
+        iy = iy0 + row
+        ix = ix0 + e5 - row * w_in
+        in5 = e5 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt5 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e6 = g + 6 * n_pg
+        row = e6 // w_in
+        iy = iy0 + row
+        ix = ix0 + e6 - row * w_in
+        in6 = e6 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt6 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e7 = g + 7 * n_pg
+        row = e7 // w_in
+        iy = iy0 + row
+        ix = ix0 + e7 - row * w_in
+        in7 = e7 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt7 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 8 + sl1 * 8)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f0_4 = float32(0.0)
+            f0_5 = float32(0.0)
+            f0_6 = float32(0.0)
+            f0_7 = float32(0.0)
+            if s + 0 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f0_4 = u[pt4]
+                f0_5 = u[pt5]
+                f0_6 = u[pt6]
+                f0_7 = u[pt7]
+            while s + 0 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d0_4 = f0_4
+                d0_5 = f0_5
+                d0_6 = f0_6
+                d0_7 = f0_7
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                pt4 += st_n
+                pt5 += st_n
+                pt6 += st_n
+                pt7 += st_n
+                s += 1 * cs
+                if s + 0 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f0_4 = u[pt4]
+                    f0_5 = u[pt5]
+                    f0_6 = u[pt6]
+                    f0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                a4_5 += d0_4 * sv
+                a5_5 += d0_5 * sv
+                a6_5 += d0_6 * sv
+                a7_5 += d0_7 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                a4_6 += d0_4 * sv
+                a5_6 += d0_5 * sv
+                a6_6 += d0_6 * sv
+                a7_6 += d0_7 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                a2_7 += d0_2 * sv
+                a3_7 += d0_3 * sv
+                a4_7 += d0_4 * sv
+                a5_7 += d0_5 * sv
+                a6_7 += d0_6 * sv
+                a7_7 += d0_7 * sv
+                sr += uint64(1) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                d0_4 = u[pt4]
+                d0_5 = u[pt5]
+                d0_6 = u[pt6]
+                d0_7 = u[pt7]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                a4_0 += d0_4 * sv
+                a5_0 += d0_5 * sv
+                a6_0 += d0_6 * sv
+                a7_0 += d0_7 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                a4_1 += d0_4 * sv
+                a5_1 += d0_5 * sv
+                a6_1 += d0_6 * sv
+                a7_1 += d0_7 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                a4_2 += d0_4 * sv
+                a5_2 += d0_5 * sv
+                a6_2 += d0_6 * sv
+                a7_2 += d0_7 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                a4_3 += d0_4 * sv
+                a5_3 += d0_5 * sv
+                a6_3 += d0_6 * sv
+                a7_3 += d0_7 * sv
+                sv = s_f[sr + uint64(4)]
+                a0_4 += d0_0 * sv
+                a1_4 += d0_1 * sv
+                a2_4 += d0_2 * sv
+                a3_4 += d0_3 * sv
+                a4_4 += d0_4 * sv
+                a5_4 += d0_5 * sv
+                a6_4 += d0_6 * sv
+                a7_4 += d0_7 * sv
+                sv = s_f[sr + uint64(5)]
+                a0_5 += d0_0 * sv
+                a1_5 += d0_1 * sv
+                a2_5 += d0_2 * sv
+                a3_5 += d0_3 * sv
+                a4_5 += d0_4 * sv
+                a5_5 += d0_5 * sv
+                a6_5 += d0_6 * sv
+                a7_5 += d0_7 * sv
+                sv = s_f[sr + uint64(6)]
+                a0_6 += d0_0 * sv
+                a1_6 += d0_1 * sv
+                a2_6 += d0_2 * sv
+                a3_6 += d0_3 * sv
+                a4_6 += d0_4 * sv
+                a5_6 += d0_5 * sv
+                a6_6 += d0_6 * sv
+                a7_6 += d0_7 * sv
+                sv = s_f[sr + uint64(7)]
+                a0_7 += d0_0 * sv
+                a1_7 += d0_1 * sv
+                a2_7 += d0_2 * sv
+                a3_7 += d0_3 * sv
+                a4_7 += d0_4 * sv
+                a5_7 += d0_5 * sv
+                a6_7 += d0_6 * sv
+                a7_7 += d0_7 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                pt4 += step
+                pt5 += step
+                pt6 += step
+                pt7 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a0_4 += lane_xor(scratch, tid, a0_4, m)
+            a0_5 += lane_xor(scratch, tid, a0_5, m)
+            a0_6 += lane_xor(scratch, tid, a0_6, m)
+            a0_7 += lane_xor(scratch, tid, a0_7, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a1_4 += lane_xor(scratch, tid, a1_4, m)
+            a1_5 += lane_xor(scratch, tid, a1_5, m)
+            a1_6 += lane_xor(scratch, tid, a1_6, m)
+            a1_7 += lane_xor(scratch, tid, a1_7, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a2_4 += lane_xor(scratch, tid, a2_4, m)
+            a2_5 += lane_xor(scratch, tid, a2_5, m)
+            a2_6 += lane_xor(scratch, tid, a2_6, m)
+            a2_7 += lane_xor(scratch, tid, a2_7, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            a3_4 += lane_xor(scratch, tid, a3_4, m)
+            a3_5 += lane_xor(scratch, tid, a3_5, m)
+            a3_6 += lane_xor(scratch, tid, a3_6, m)
+            a3_7 += lane_xor(scratch, tid, a3_7, m)
+            a4_0 += lane_xor(scratch, tid, a4_0, m)
+            a4_1 += lane_xor(scratch, tid, a4_1, m)
+            a4_2 += lane_xor(scratch, tid, a4_2, m)
+            a4_3 += lane_xor(scratch, tid, a4_3, m)
+            a4_4 += lane_xor(scratch, tid, a4_4, m)
+            a4_5 += lane_xor(scratch, tid, a4_5, m)
+            a4_6 += lane_xor(scratch, tid, a4_6, m)
+            a4_7 += lane_xor(scratch, tid, a4_7, m)
+            a5_0 += lane_xor(scratch, tid, a5_0, m)
+            a5_1 += lane_xor(scratch, tid, a5_1, m)
+            a5_2 += lane_xor(scratch, tid, a5_2, m)
+            a5_3 += lane_xor(scratch, tid, a5_3, m)
+            a5_4 += lane_xor(scratch, tid, a5_4, m)
+            a5_5 += lane_xor(scratch, tid, a5_5, m)
+            a5_6 += lane_xor(scratch, tid, a5_6, m)
+            a5_7 += lane_xor(scratch, tid, a5_7, m)
+            a6_0 += lane_xor(scratch, tid, a6_0, m)
+            a6_1 += lane_xor(scratch, tid, a6_1, m)
+            a6_2 += lane_xor(scratch, tid, a6_2, m)
+            a6_3 += lane_xor(scratch, tid, a6_3, m)
+            a6_4 += lane_xor(scratch, tid, a6_4, m)
+            a6_5 += lane_xor(scratch, tid, a6_5, m)
+            a6_6 += lane_xor(scratch, tid, a6_6, m)
+            a6_7 += lane_xor(scratch, tid, a6_7, m)
+            a7_0 += lane_xor(scratch, tid, a7_0, m)
+            a7_1 += lane_xor(scratch, tid, a7_1, m)
+            a7_2 += lane_xor(scratch, tid, a7_2, m)
+            a7_3 += lane_xor(scratch, tid, a7_3, m)
+            a7_4 += lane_xor(scratch, tid, a7_4, m)
+            a7_5 += lane_xor(scratch, tid, a7_5, m)
+            a7_6 += lane_xor(scratch, tid, a7_6, m)
+            a7_7 += lane_xor(scratch, tid, a7_7, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                    sm[ea + uint64(4) * p_in_u] = a0_4
+                    sm[ea + uint64(5) * p_in_u] = a0_5
+                    sm[ea + uint64(6) * p_in_u] = a0_6
+                    sm[ea + uint64(7) * p_in_u] = a0_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                    sm[ea + uint64(4) * p_in_u] = a1_4
+                    sm[ea + uint64(5) * p_in_u] = a1_5
+                    sm[ea + uint64(6) * p_in_u] = a1_6
+                    sm[ea + uint64(7) * p_in_u] = a1_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                    sm[ea + uint64(4) * p_in_u] = a2_4
+                    sm[ea + uint64(5) * p_in_u] = a2_5
+                    sm[ea + uint64(6) * p_in_u] = a2_6
+                    sm[ea + uint64(7) * p_in_u] = a2_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                    sm[ea + uint64(4) * p_in_u] = a3_4
+                    sm[ea + uint64(5) * p_in_u] = a3_5
+                    sm[ea + uint64(6) * p_in_u] = a3_6
+                    sm[ea + uint64(7) * p_in_u] = a3_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e4 < p_in:
+                ea = uint64(e4) + ra
+                if in4:
+                    sm[ea] = a4_0
+                    sm[ea + uint64(1) * p_in_u] = a4_1
+                    sm[ea + uint64(2) * p_in_u] = a4_2
+                    sm[ea + uint64(3) * p_in_u] = a4_3
+                    sm[ea + uint64(4) * p_in_u] = a4_4
+                    sm[ea + uint64(5) * p_in_u] = a4_5
+                    sm[ea + uint64(6) * p_in_u] = a4_6
+                    sm[ea + uint64(7) * p_in_u] = a4_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e5 < p_in:
+                ea = uint64(e5) + ra
+                if in5:
+                    sm[ea] = a5_0
+                    sm[ea + uint64(1) * p_in_u] = a5_1
+                    sm[ea + uint64(2) * p_in_u] = a5_2
+                    sm[ea + uint64(3) * p_in_u] = a5_3
+                    sm[ea + uint64(4) * p_in_u] = a5_4
+                    sm[ea + uint64(5) * p_in_u] = a5_5
+                    sm[ea + uint64(6) * p_in_u] = a5_6
+                    sm[ea + uint64(7) * p_in_u] = a5_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e6 < p_in:
+                ea = uint64(e6) + ra
+                if in6:
+                    sm[ea] = a6_0
+                    sm[ea + uint64(1) * p_in_u] = a6_1
+                    sm[ea + uint64(2) * p_in_u] = a6_2
+                    sm[ea + uint64(3) * p_in_u] = a6_3
+                    sm[ea + uint64(4) * p_in_u] = a6_4
+                    sm[ea + uint64(5) * p_in_u] = a6_5
+                    sm[ea + uint64(6) * p_in_u] = a6_6
+                    sm[ea + uint64(7) * p_in_u] = a6_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+            if e7 < p_in:
+                ea = uint64(e7) + ra
+                if in7:
+                    sm[ea] = a7_0
+                    sm[ea + uint64(1) * p_in_u] = a7_1
+                    sm[ea + uint64(2) * p_in_u] = a7_2
+                    sm[ea + uint64(3) * p_in_u] = a7_3
+                    sm[ea + uint64(4) * p_in_u] = a7_4
+                    sm[ea + uint64(5) * p_in_u] = a7_5
+                    sm[ea + uint64(6) * p_in_u] = a7_6
+                    sm[ea + uint64(7) * p_in_u] = a7_7
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(4) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(5) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(6) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(7) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(8 * p_in, 9 * p_out))
+    rank_u = uint64(8)
+    n_h = geo[11]
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·9 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (9: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 9)
+    n_w = geo[12]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 9 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 4 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 9)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 9)
+            p2 = base + tl + 2 * span
+            ok2 = False
+            o2 = uint64(0)
+            c2 = uint64(0)
+            if p2 < p_out:
+                i = p2 // tw
+                oy = oy0 + i
+                ox = ox0 + p2 - i * tw
+                ok2 = oy < out_h and ox < out_w
+                o2 = uint64(oy * out_w + ox)
+                c2 = uint64(p2 * 9)
+            p3 = base + tl + 3 * span
+            ok3 = False
+            o3 = uint64(0)
+            c3 = uint64(0)
+            if p3 < p_out:
+                i = p3 // tw
+                oy = oy0 + i
+                ox = ox0 + p3 - i * tw
+                ok3 = oy < out_h and ox < out_w
+                o3 = uint64(oy * out_w + ox)
+                c3 = uint64(p3 * 9)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q0_7 = sm[c0 + uint64(7)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q1_7 = sm[c1 + uint64(7)]
+            q2_0 = sm[c2]
+            q2_1 = sm[c2 + uint64(1)]
+            q2_2 = sm[c2 + uint64(2)]
+            q2_3 = sm[c2 + uint64(3)]
+            q2_4 = sm[c2 + uint64(4)]
+            q2_5 = sm[c2 + uint64(5)]
+            q2_6 = sm[c2 + uint64(6)]
+            q2_7 = sm[c2 + uint64(7)]
+            q3_0 = sm[c3]
+            q3_1 = sm[c3 + uint64(1)]
+            q3_2 = sm[c3 + uint64(2)]
+            q3_3 = sm[c3 + uint64(3)]
+            q3_4 = sm[c3 + uint64(4)]
+            q3_5 = sm[c3 + uint64(5)]
+            q3_6 = sm[c3 + uint64(6)]
+            q3_7 = sm[c3 + uint64(7)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 8)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                w7 = t_f[tr + uint64(7)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v2 = b
+                v3 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v2 += q2_0 * w0
+                v3 += q3_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v2 += q2_1 * w1
+                v3 += q3_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v2 += q2_2 * w2
+                v3 += q3_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v2 += q2_3 * w3
+                v3 += q3_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v2 += q2_4 * w4
+                v3 += q3_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v2 += q2_5 * w5
+                v3 += q3_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v2 += q2_6 * w6
+                v3 += q3_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                v2 += q2_7 * w7
+                v3 += q3_7 * w7
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+                if ok2:
+                    if accumulate:
+                        out[ob + o2] += v2
+                    else:
+                        out[ob + o2] = v2
+                if ok3:
+                    if accumulate:
+                        out[ob + o3] += v3
+                    else:
+                        out[ob + o3] = v3
+            base += 4 * span
+
+@cuda.jit(cache=True)
+def cp_lean_r8_s2_a4_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
+    """Separable fused CP conv, rank 8, unsigned indexing: stage 1 with 2 rank
+    slice(s) of 4 and 4 pixels a thread, stage 4 with 2 pixels a thread.
+    s_f: S flat row-major with 8 columns; other arguments as cp_sep_r8_p*.
+    Dynamic shared memory: max(8·P_in, 9·P_out) + 8·TH·W_in floats."""
+    sm = cuda.shared.array(0, float32)
+    scratch = cuda.shared.array(CP_SEP_MAX_BLOCK, float32)
+    tid = cuda.threadIdx.x
+    n_thr = cuda.blockDim.x
+    chans = geo[1]
+    height = geo[2]
+    width = geo[3]
+    n_out = geo[4]
+    out_h = geo[5]
+    out_w = geo[6]
+    th = geo[15]
+    tw = geo[16]
+    w_in = geo[19]
+    cs = geo[20]
+    p_in = geo[18] * w_in
+    p_out = th * tw
+    p_in_u = uint64(p_in)
+    n = cuda.blockIdx.x // geo[0]
+    tile = cuda.blockIdx.x - n * geo[0]
+    ty = tile // geo[17]
+    oy0 = ty * th
+    ox0 = (tile - ty * geo[17]) * tw
+    iy0 = oy0 * geo[7] - geo[9]
+    ix0 = ox0 * geo[8] - geo[10]
+    # stage 1: A[r, p] = Σ_s S[s, r]·U[n, s, p]; thread tid is lane j < cs of rank slice
+    # sl1 < 2 of pixel group g, and takes the pixels g + k·n_pg (k < 4), ranks
+    # sl1·4 ... sl1·4 + 3. Unsigned indices: no negative-index wraparound code.
+    step = uint64(cs * height * width)
+    srs = uint64(cs * 8)
+    st_n = uint64(2) * step
+    st1 = uint64(1) * step
+    ss1 = uint64(1) * srs
+    j = tid % cs
+    sl1 = (tid // cs) % 2
+    ra = uint64(sl1 * 4) * p_in_u
+    nr = 8 - sl1 * 4
+    n_pg = (p_in + 3) // 4
+    plane0 = (n * chans + j) * height * width
+    for base in range(0, cs * 2 * n_pg, n_thr):
+        g = (base + tid) // (cs * 2)
+        a0_0 = float32(0.0)
+        a0_1 = float32(0.0)
+        a0_2 = float32(0.0)
+        a0_3 = float32(0.0)
+        a1_0 = float32(0.0)
+        a1_1 = float32(0.0)
+        a1_2 = float32(0.0)
+        a1_3 = float32(0.0)
+        a2_0 = float32(0.0)
+        a2_1 = float32(0.0)
+        a2_2 = float32(0.0)
+        a2_3 = float32(0.0)
+        a3_0 = float32(0.0)
+        a3_1 = float32(0.0)
+        a3_2 = float32(0.0)
+        a3_3 = float32(0.0)
+        e0 = g
+        row = e0 // w_in
+        iy = iy0 + row
+        ix = ix0 + e0 - row * w_in
+        in0 = e0 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt0 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e1 = g + 1 * n_pg
+        row = e1 // w_in
+        iy = iy0 + row
+        ix = ix0 + e1 - row * w_in
+        in1 = e1 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt1 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e2 = g + 2 * n_pg
+        row = e2 // w_in
+        iy = iy0 + row
+        ix = ix0 + e2 - row * w_in
+        in2 = e2 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt2 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        e3 = g + 3 * n_pg
+        row = e3 // w_in
+        iy = iy0 + row
+        ix = ix0 + e3 - row * w_in
+        in3 = e3 < p_in and iy >= 0 and iy < height and ix >= 0 and ix < width
+        pt3 = uint64(plane0 + min(max(iy, 0), height - 1) * width + min(max(ix, 0), width - 1))
+        if g < n_pg:
+            sr = uint64(j * 8 + sl1 * 4)
+            s = j
+            f0_0 = float32(0.0)
+            f0_1 = float32(0.0)
+            f0_2 = float32(0.0)
+            f0_3 = float32(0.0)
+            f1_0 = float32(0.0)
+            f1_1 = float32(0.0)
+            f1_2 = float32(0.0)
+            f1_3 = float32(0.0)
+            if s + 1 * cs < chans:
+                f0_0 = u[pt0]
+                f0_1 = u[pt1]
+                f0_2 = u[pt2]
+                f0_3 = u[pt3]
+                f1_0 = u[pt0 + st1]
+                f1_1 = u[pt1 + st1]
+                f1_2 = u[pt2 + st1]
+                f1_3 = u[pt3 + st1]
+            while s + 1 * cs < chans:
+                d0_0 = f0_0
+                d0_1 = f0_1
+                d0_2 = f0_2
+                d0_3 = f0_3
+                d1_0 = f1_0
+                d1_1 = f1_1
+                d1_2 = f1_2
+                d1_3 = f1_3
+                pt0 += st_n
+                pt1 += st_n
+                pt2 += st_n
+                pt3 += st_n
+                s += 2 * cs
+                if s + 1 * cs < chans:
+                    f0_0 = u[pt0]
+                    f0_1 = u[pt1]
+                    f0_2 = u[pt2]
+                    f0_3 = u[pt3]
+                    f1_0 = u[pt0 + st1]
+                    f1_1 = u[pt1 + st1]
+                    f1_2 = u[pt2 + st1]
+                    f1_3 = u[pt3 + st1]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                sv = s_f[sr + ss1]
+                a0_0 += d1_0 * sv
+                a1_0 += d1_1 * sv
+                a2_0 += d1_2 * sv
+                a3_0 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(1)]
+                a0_1 += d1_0 * sv
+                a1_1 += d1_1 * sv
+                a2_1 += d1_2 * sv
+                a3_1 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(2)]
+                a0_2 += d1_0 * sv
+                a1_2 += d1_1 * sv
+                a2_2 += d1_2 * sv
+                a3_2 += d1_3 * sv
+                sv = s_f[sr + ss1 + uint64(3)]
+                a0_3 += d1_0 * sv
+                a1_3 += d1_1 * sv
+                a2_3 += d1_2 * sv
+                a3_3 += d1_3 * sv
+                sr += uint64(2) * srs
+            while s < chans:
+                d0_0 = u[pt0]
+                d0_1 = u[pt1]
+                d0_2 = u[pt2]
+                d0_3 = u[pt3]
+                sv = s_f[sr]
+                a0_0 += d0_0 * sv
+                a1_0 += d0_1 * sv
+                a2_0 += d0_2 * sv
+                a3_0 += d0_3 * sv
+                sv = s_f[sr + uint64(1)]
+                a0_1 += d0_0 * sv
+                a1_1 += d0_1 * sv
+                a2_1 += d0_2 * sv
+                a3_1 += d0_3 * sv
+                sv = s_f[sr + uint64(2)]
+                a0_2 += d0_0 * sv
+                a1_2 += d0_1 * sv
+                a2_2 += d0_2 * sv
+                a3_2 += d0_3 * sv
+                sv = s_f[sr + uint64(3)]
+                a0_3 += d0_0 * sv
+                a1_3 += d0_1 * sv
+                a2_3 += d0_2 * sv
+                a3_3 += d0_3 * sv
+                pt0 += step
+                pt1 += step
+                pt2 += step
+                pt3 += step
+                sr += srs
+                s += cs
+        m = cs >> 1
+        while m > 0:
+            a0_0 += lane_xor(scratch, tid, a0_0, m)
+            a0_1 += lane_xor(scratch, tid, a0_1, m)
+            a0_2 += lane_xor(scratch, tid, a0_2, m)
+            a0_3 += lane_xor(scratch, tid, a0_3, m)
+            a1_0 += lane_xor(scratch, tid, a1_0, m)
+            a1_1 += lane_xor(scratch, tid, a1_1, m)
+            a1_2 += lane_xor(scratch, tid, a1_2, m)
+            a1_3 += lane_xor(scratch, tid, a1_3, m)
+            a2_0 += lane_xor(scratch, tid, a2_0, m)
+            a2_1 += lane_xor(scratch, tid, a2_1, m)
+            a2_2 += lane_xor(scratch, tid, a2_2, m)
+            a2_3 += lane_xor(scratch, tid, a2_3, m)
+            a3_0 += lane_xor(scratch, tid, a3_0, m)
+            a3_1 += lane_xor(scratch, tid, a3_1, m)
+            a3_2 += lane_xor(scratch, tid, a3_2, m)
+            a3_3 += lane_xor(scratch, tid, a3_3, m)
+            m >>= 1
+        if j == 0 and g < n_pg:
+            if e0 < p_in:
+                ea = uint64(e0) + ra
+                if in0:
+                    sm[ea] = a0_0
+                    sm[ea + uint64(1) * p_in_u] = a0_1
+                    sm[ea + uint64(2) * p_in_u] = a0_2
+                    sm[ea + uint64(3) * p_in_u] = a0_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e1 < p_in:
+                ea = uint64(e1) + ra
+                if in1:
+                    sm[ea] = a1_0
+                    sm[ea + uint64(1) * p_in_u] = a1_1
+                    sm[ea + uint64(2) * p_in_u] = a1_2
+                    sm[ea + uint64(3) * p_in_u] = a1_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e2 < p_in:
+                ea = uint64(e2) + ra
+                if in2:
+                    sm[ea] = a2_0
+                    sm[ea + uint64(1) * p_in_u] = a2_1
+                    sm[ea + uint64(2) * p_in_u] = a2_2
+                    sm[ea + uint64(3) * p_in_u] = a2_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+            if e3 < p_in:
+                ea = uint64(e3) + ra
+                if in3:
+                    sm[ea] = a3_0
+                    sm[ea + uint64(1) * p_in_u] = a3_1
+                    sm[ea + uint64(2) * p_in_u] = a3_2
+                    sm[ea + uint64(3) * p_in_u] = a3_3
+                else:
+                    sm[ea] = float32(0.0)
+                    sm[ea + uint64(1) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(2) * p_in_u] = float32(0.0)
+                    sm[ea + uint64(3) * p_in_u] = float32(0.0)
+    cuda.syncthreads()
+    # stage 2: B[r, i, x] = Σ_h H[h, r]·A[r, i·σ_h + h·δ_h, x], after A and C
+    row_h = uint64(geo[7] * w_in)
+    tap_h = uint64(geo[13] * w_in)
+    w_in_u = uint64(w_in)
+    b_size = uint64(th * w_in)
+    b0 = uint64(max(8 * p_in, 9 * p_out))
+    rank_u = uint64(8)
+    n_h = geo[11]
+    for idx in range(tid, 8 * w_in, n_thr):
+        r = idx // w_in
+        x = idx - r * w_in
+        first = uint64(r * p_in + x)
+        dst = b0 + uint64(r) * b_size + uint64(x)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            hr = uint64(r)
+            for h in range(n_h):
+                acc += h_f[hr] * sm[src]
+                src += tap_h
+                hr += rank_u
+            sm[dst] = acc
+            first += row_h
+            dst += w_in_u
+    cuda.syncthreads()
+    # stage 3: C[(i·TW + j)·9 + r] = Σ_w W[w, r]·B[r, i, j·σ_w + w·δ_w], over A: pixel
+    # major, so stage 4 reads a pixel's ranks at constant offsets (9: an odd pitch,
+    # no bank conflicts)
+    col_w = uint64(geo[8])
+    tap_w = uint64(geo[14])
+    c_row = uint64(tw * 9)
+    n_w = geo[12]
+    for idx in range(tid, 8 * tw, n_thr):
+        r = idx // tw
+        jx = idx - r * tw
+        first = b0 + uint64(r) * b_size + uint64(jx) * col_w
+        dst = uint64(jx * 9 + r)
+        for i in range(th):
+            src = first
+            acc = float32(0.0)
+            wr = uint64(r)
+            for w in range(n_w):
+                acc += w_f[wr] * sm[src]
+                src += tap_w
+                wr += rank_u
+            sm[dst] = acc
+            first += w_in_u
+            dst += c_row
+    cuda.syncthreads()
+    # stage 4: V[n, t, p] = bias[t] + Σ_r T[t, r]·C[r, p], 2 pixels per thread
+    span = geo[22]
+    n_sl = geo[23]
+    sl = tid // span
+    tl = tid - sl * span
+    t_lo = cuda.blockIdx.y * geo[21]
+    t_hi = min(n_out, t_lo + geo[21])
+    plane_out = out_h * out_w
+    if sl < n_sl:
+        base = 0
+        while base < p_out:
+            p0 = base + tl
+            ok0 = False
+            o0 = uint64(0)
+            c0 = uint64(0)
+            if p0 < p_out:
+                i = p0 // tw
+                oy = oy0 + i
+                ox = ox0 + p0 - i * tw
+                ok0 = oy < out_h and ox < out_w
+                o0 = uint64(oy * out_w + ox)
+                c0 = uint64(p0 * 9)
+            p1 = base + tl + 1 * span
+            ok1 = False
+            o1 = uint64(0)
+            c1 = uint64(0)
+            if p1 < p_out:
+                i = p1 // tw
+                oy = oy0 + i
+                ox = ox0 + p1 - i * tw
+                ok1 = oy < out_h and ox < out_w
+                o1 = uint64(oy * out_w + ox)
+                c1 = uint64(p1 * 9)
+            q0_0 = sm[c0]
+            q0_1 = sm[c0 + uint64(1)]
+            q0_2 = sm[c0 + uint64(2)]
+            q0_3 = sm[c0 + uint64(3)]
+            q0_4 = sm[c0 + uint64(4)]
+            q0_5 = sm[c0 + uint64(5)]
+            q0_6 = sm[c0 + uint64(6)]
+            q0_7 = sm[c0 + uint64(7)]
+            q1_0 = sm[c1]
+            q1_1 = sm[c1 + uint64(1)]
+            q1_2 = sm[c1 + uint64(2)]
+            q1_3 = sm[c1 + uint64(3)]
+            q1_4 = sm[c1 + uint64(4)]
+            q1_5 = sm[c1 + uint64(5)]
+            q1_6 = sm[c1 + uint64(6)]
+            q1_7 = sm[c1 + uint64(7)]
+            for t in range(t_lo + sl, t_hi, n_sl):
+                tr = uint64(t * 8)
+                w0 = t_f[tr]
+                w1 = t_f[tr + uint64(1)]
+                w2 = t_f[tr + uint64(2)]
+                w3 = t_f[tr + uint64(3)]
+                w4 = t_f[tr + uint64(4)]
+                w5 = t_f[tr + uint64(5)]
+                w6 = t_f[tr + uint64(6)]
+                w7 = t_f[tr + uint64(7)]
+                b = bias[uint64(t)]
+                v0 = b
+                v1 = b
+                v0 += q0_0 * w0
+                v1 += q1_0 * w0
+                v0 += q0_1 * w1
+                v1 += q1_1 * w1
+                v0 += q0_2 * w2
+                v1 += q1_2 * w2
+                v0 += q0_3 * w3
+                v1 += q1_3 * w3
+                v0 += q0_4 * w4
+                v1 += q1_4 * w4
+                v0 += q0_5 * w5
+                v1 += q1_5 * w5
+                v0 += q0_6 * w6
+                v1 += q1_6 * w6
+                v0 += q0_7 * w7
+                v1 += q1_7 * w7
+                ob = uint64((n * n_out + t) * plane_out)
+                if ok0:
+                    if accumulate:
+                        out[ob + o0] += v0
+                    else:
+                        out[ob + o0] = v0
+                if ok1:
+                    if accumulate:
+                        out[ob + o1] += v1
+                    else:
+                        out[ob + o1] = v1
+            base += 2 * span
+
+@cuda.jit(cache=True)
 def cp_lean_r9_s1_a2_p2(u, out, s_f, h_f, w_f, t_f, bias, geo, accumulate):
     """Separable fused CP conv, rank 9, unsigned indexing: stage 1 with 1 rank
     slice(s) of 9 and 2 pixels a thread, stage 4 with 2 pixels a thread.
@@ -64308,6 +82450,47 @@ CP_SEPARABLE_KERNELS = {
 
 # (rank, rank slices, stage-1 pixels, stage-4 pixels) -> lean separable kernel
 CP_LEAN_KERNELS = {
+    (1, 1, 2, 2): cp_lean_r1_s1_a2_p2,
+    (1, 1, 4, 2): cp_lean_r1_s1_a4_p2,
+    (1, 1, 2, 4): cp_lean_r1_s1_a2_p4,
+    (1, 1, 4, 4): cp_lean_r1_s1_a4_p4,
+    (1, 1, 8, 4): cp_lean_r1_s1_a8_p4,
+    (2, 1, 2, 2): cp_lean_r2_s1_a2_p2,
+    (2, 1, 4, 2): cp_lean_r2_s1_a4_p2,
+    (2, 1, 2, 4): cp_lean_r2_s1_a2_p4,
+    (2, 1, 4, 4): cp_lean_r2_s1_a4_p4,
+    (2, 1, 8, 4): cp_lean_r2_s1_a8_p4,
+    (3, 1, 2, 2): cp_lean_r3_s1_a2_p2,
+    (3, 1, 4, 2): cp_lean_r3_s1_a4_p2,
+    (3, 1, 2, 4): cp_lean_r3_s1_a2_p4,
+    (3, 1, 4, 4): cp_lean_r3_s1_a4_p4,
+    (3, 1, 8, 4): cp_lean_r3_s1_a8_p4,
+    (4, 1, 2, 2): cp_lean_r4_s1_a2_p2,
+    (4, 1, 4, 2): cp_lean_r4_s1_a4_p2,
+    (4, 1, 2, 4): cp_lean_r4_s1_a2_p4,
+    (4, 1, 4, 4): cp_lean_r4_s1_a4_p4,
+    (4, 1, 8, 4): cp_lean_r4_s1_a8_p4,
+    (5, 1, 2, 2): cp_lean_r5_s1_a2_p2,
+    (5, 1, 4, 2): cp_lean_r5_s1_a4_p2,
+    (5, 1, 2, 4): cp_lean_r5_s1_a2_p4,
+    (5, 1, 4, 4): cp_lean_r5_s1_a4_p4,
+    (5, 1, 8, 4): cp_lean_r5_s1_a8_p4,
+    (6, 1, 2, 2): cp_lean_r6_s1_a2_p2,
+    (6, 1, 4, 2): cp_lean_r6_s1_a4_p2,
+    (6, 1, 2, 4): cp_lean_r6_s1_a2_p4,
+    (6, 1, 4, 4): cp_lean_r6_s1_a4_p4,
+    (6, 1, 8, 4): cp_lean_r6_s1_a8_p4,
+    (7, 1, 2, 2): cp_lean_r7_s1_a2_p2,
+    (7, 1, 4, 2): cp_lean_r7_s1_a4_p2,
+    (7, 1, 2, 4): cp_lean_r7_s1_a2_p4,
+    (7, 1, 4, 4): cp_lean_r7_s1_a4_p4,
+    (7, 1, 8, 4): cp_lean_r7_s1_a8_p4,
+    (8, 1, 2, 2): cp_lean_r8_s1_a2_p2,
+    (8, 1, 4, 2): cp_lean_r8_s1_a4_p2,
+    (8, 1, 2, 4): cp_lean_r8_s1_a2_p4,
+    (8, 1, 4, 4): cp_lean_r8_s1_a4_p4,
+    (8, 1, 8, 4): cp_lean_r8_s1_a8_p4,
+    (8, 2, 4, 2): cp_lean_r8_s2_a4_p2,
     (9, 1, 2, 2): cp_lean_r9_s1_a2_p2,
     (9, 1, 4, 2): cp_lean_r9_s1_a4_p2,
     (9, 1, 2, 4): cp_lean_r9_s1_a2_p4,

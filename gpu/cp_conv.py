@@ -13,8 +13,8 @@ rank-specialised kernels of ``gpu/conv_cp_generated.py``:
 * ``taps``: Algorithm 2 as published, C·kh·kw·R + R·T multiply–adds per output pixel;
 * ``separable``: the pairwise sequence of Eq. 7 (1×1 → kh×1 → 1×kw → 1×1) fused into one
   kernel per output tile, every intermediate in shared memory: C·R + R·(kh + kw) + R·T
-  multiply–adds per output pixel plus the tile halo's share of C·R; at ranks 9–16 also in
-  a lean form (unsigned indices, rank split in stage 1, own stage-4 pixel count).
+  multiply–adds per output pixel plus the tile halo's share of C·R; also in a lean form
+  (unsigned indices, rank split in stage 1, own stage-4 pixel count).
 
 :class:`CPConvPlan` picks between them per layer: by default it times Algorithm 2 and the
 separable launch shapes that a fitted cost model (:func:`separable_time`) ranks first, on
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from gpu.conv_codegen import (CP_LEAN_SHAPES, CP_RANKS, CP_SEP_MAX_ACC, CP_SEP_MAX_BLOCK, CP_SEP_PIXELS,
-                              cp_lean_variants)
+from gpu.conv_codegen import (CP_LEAN_LOW_SHAPES, CP_LEAN_SHAPES, CP_RANKS, CP_SEP_MAX_ACC, CP_SEP_MAX_BLOCK,
+                              CP_SEP_PIXELS, cp_lean_variants)
 from gpu.conv_index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.cuda_runtime import resolve_backend
 
@@ -214,15 +214,16 @@ def _lean_extents(out: int, usual: tuple[int, ...], most: int) -> list[int]:
 
 def lean_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[SeparableTiling]:
     """Launch shapes of the lean separable kernels (every generated (ns, px1, px4) of the
-    rank, see :func:`gpu.conv_codegen.cp_lean_kernel_source`; none where a rank chunk has
-    no lean kernel, e.g. ranks below 9): tiles of 32–512 output
+    rank, see :func:`gpu.conv_codegen.cp_lean_kernel_source`; for ranks above 16 only the
+    shapes every rank chunk has): tiles of 32–512 output
     pixels as :func:`separable_candidates` plus tile extents that divide the output
     evenly, channel lanes whose stage-1 threads fill at most two passes of the block,
     output-channel groups as there, shared memory within the default cap."""
     # every rank chunk (ranks above 16 run as chunks of 16 and the rest) needs the kernel
     chunks = {min(_CHUNK, rank - r0) for r0 in range(0, rank, _CHUNK)}
     variants = set(cp_lean_variants())
-    shapes = [(ns, a, p) for ns, a, p in CP_LEAN_SHAPES if all((r, ns, a, p) in variants for r in chunks)]
+    shapes = [(ns, a, p) for ns, a, p in dict.fromkeys(CP_LEAN_SHAPES + CP_LEAN_LOW_SHAPES)
+              if all((r, ns, a, p) in variants for r in chunks)]
     cands = []
     for th in _lean_extents(g.out_h, (1, 2, 4, 8, 16, 32), 32):
         for tw in _lean_extents(g.out_w, (8, 16, 32), 32):
@@ -272,9 +273,10 @@ def _separable_terms(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling,
     px4 = t.stage4_px
     if t.ns:
         # lean kernel: a stage-1 thread holds px·⌈R/ns⌉ accumulators; at rank 16 it took
-        # 124–128 registers with up to 32 of them, 164 with 64 (numba-cuda 0.30, H100)
+        # 124–128 registers with up to 32 of them, 164 with 64 (numba-cuda 0.30, H100);
+        # 8 stage-1 pixels (ranks 1–8) took 162–197 with 8–64 (ptxas, sm_90)
         rq = -(-r // t.ns)
-        regs = 124 if t.px * rq <= 32 else 100 + t.px * rq
+        regs = 176 if t.px == 8 else 124 if t.px * rq <= 32 else 100 + t.px * rq
         threads1 = t.cs * t.ns * math.ceil(p_in / t.px)
         per_px_ch = r * (1 + 1 / t.px) + t.ns / t.px
         shuffles_px = t.px * rq
@@ -347,8 +349,8 @@ _FITTED_ACC = 64
 #: timed in addition, never instead.
 TUNE_EXTRA = 8
 
-#: Launch shapes a plan times per lean kernel (each generated (ns, px1, px4) of the rank,
-#: ranks 9–16), the best by :func:`separable_time`, besides the cp_sep shortlist. Per
+#: Launch shapes a plan times per lean kernel (each generated (ns, px1, px4) of the rank),
+#: the best by :func:`separable_time`, besides the cp_sep shortlist. Per
 #: kernel rather than overall: on Reustle layer 4 (batch 32, rank 16) the lean model's
 #: overall first 16 held no rank-split shape, the fastest kind there (27 µs; the timed
 #: shapes among the 16 ran 34–39 µs).
@@ -468,10 +470,10 @@ class CPConvPlan:
     times, on the first call and on the caller's arrays, Algorithm 2 and the separable
     launch shapes of :func:`separable_shortlist` (the ``TUNE_CANDIDATES`` that
     :func:`separable_time` ranks first, ``TUNE_EXTRA`` 8-pixel shapes at ranks 9–16, and
-    at ranks 9–16 the ``TUNE_LEAN`` best shapes of each lean kernel), and keeps the
+    the ``TUNE_LEAN`` best shapes of each lean kernel of the rank), and keeps the
     fastest (remembered per layer shape for later plans in the process, e.g. the batch
-    chunks of a job). On the H100 the separable kernels won all 50 Reustle
-    configurations, the lean ones all ten at rank 16; Algorithm 2 stays a timed
+    chunks of a job). On the H100 the lean separable kernels won all 50 Reustle
+    configurations; Algorithm 2 stays a timed
     candidate and runs where no separable tile fits. Under the CUDA simulator ``auto``
     takes the model's first separable shape untimed. After the first call ``method``,
     ``tiling`` and ``lanes`` say what runs. Ranks above 16 run as consecutive rank chunks, the later
@@ -513,6 +515,8 @@ class CPConvPlan:
                 variants.append(("taps", None))
         self._variants = [(m, self._taps_launches(p) if m == "taps" else self._separable_launches(p))
                           for m, p in variants]
+        #: (method, tiling or lanes, seconds) of every variant the first call timed
+        self.tuning_times: list = []
         self._choose(0 if len(variants) == 1 else None)
 
     def _chunks(self):
@@ -603,6 +607,7 @@ class CPConvPlan:
 
             times = device_times([lambda v=v: self._launch(v[1][1], u_flat, out_flat) for v in self._variants],
                                  repeats=3)
+            self.tuning_times = [(m, param, t) for (m, (param, _)), t in zip(self._variants, times)]
             self._choose(min(range(len(times)), key=times.__getitem__))
             _TUNED[self._key] = (self.method, self.tiling or self.lanes)
         self._launch(self._launches, u_flat, out_flat, stream)

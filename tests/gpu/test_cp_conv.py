@@ -166,10 +166,22 @@ LEAN_SIM_CASES = [
     (1, 10, 6, 6, 6, 3, 3, 13, 2, 2, 2, SeparableTiling(2, 4, 8, 2, 64, 4, 2, 2)),
     (1, 3, 4, 4, 5, 3, 3, 25, 1, 1, 1, SeparableTiling(2, 2, 1, 1, 32, 4, 2, 2)),
 ]
+# Ranks 1–8 (their own shapes: 8 stage-1 pixels, two rank slices only at rank 8), and a
+# rank chunked as 16 + 4 on a shape both chunks have.
+LEAN_LOW_SIM_CASES = [
+    (2, 5, 5, 6, 4, 3, 3, 1, 1, 1, 1, SeparableTiling(2, 3, 2, 1, 32, 2, 1, 2)),
+    (1, 6, 6, 5, 5, 2, 3, 3, 2, 1, 1, SeparableTiling(3, 3, 4, 2, 32, 4, 1, 2)),
+    (1, 7, 5, 5, 6, 3, 2, 5, 1, "same", 2, SeparableTiling(5, 5, 1, 1, 64, 2, 1, 4)),
+    (2, 4, 6, 6, 3, 3, 3, 2, 1, 0, 1, SeparableTiling(2, 4, 2, 1, 32, 4, 1, 4)),
+    (1, 9, 6, 7, 7, 3, 3, 7, 1, 1, 1, SeparableTiling(3, 4, 8, 2, 64, 8, 1, 4)),
+    (1, 10, 5, 6, 5, 2, 2, 8, 2, 1, 2, SeparableTiling(2, 3, 2, 1, 32, 4, 2, 2)),
+    (1, 3, 4, 5, 4, 3, 3, 20, 1, 1, 1, SeparableTiling(2, 5, 1, 1, 32, 2, 1, 4)),
+]
 
 
-@pytest.mark.parametrize("case", LEAN_SIM_CASES,
-                         ids=[f"r{c[7]}-s{c[11].ns}-a{c[11].px}-p{c[11].px4}" for c in LEAN_SIM_CASES])
+@pytest.mark.parametrize("case", LEAN_SIM_CASES + LEAN_LOW_SIM_CASES,
+                         ids=[f"r{c[7]}-s{c[11].ns}-a{c[11].px}-p{c[11].px4}"
+                              for c in LEAN_SIM_CASES + LEAN_LOW_SIM_CASES])
 def test_lean_kernel_equals_float64_direct_conv(case):
     n, c, h, w, t, kh, kw, rank, stride, pad, dil, tiling = case
     rng = np.random.default_rng(400 + rank)
@@ -182,6 +194,9 @@ def test_lean_kernel_equals_float64_direct_conv(case):
 
 def test_lean_cases_cover_every_generated_shape():
     assert {(c[11].ns, c[11].px, c[11].px4) for c in LEAN_SIM_CASES} == set(conv_codegen.CP_LEAN_SHAPES)
+    low = [c for c in LEAN_LOW_SIM_CASES if c[7] <= 8]
+    assert {(c[11].ns, c[11].px, c[11].px4) for c in low} == set(conv_codegen.CP_LEAN_LOW_SHAPES)
+    assert all((c[7], c[11].ns, c[11].px, c[11].px4) in conv_codegen.cp_lean_variants() for c in low)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -247,7 +262,7 @@ def test_shortlist_times_the_8_pixel_kernels_of_high_rank_besides_the_fitted_one
     """At ranks 9–16 the 8-pixel shapes (more accumulators than the model was fitted on)
     come after the model's first TUNE_CANDIDATES, which are those it ranks first among
     the others, then the TUNE_LEAN best shapes of each lean kernel; below rank 9 all
-    pixel counts compete in one ranking and there is no lean kernel."""
+    pixel counts compete in one ranking, followed by the lean kernels' best shapes."""
     g = conv_geometry((32, 256, 27, 27), (3, 3), 1, 0, 1)
     ranked = sorted(separable_candidates(g, 16, 384), key=lambda t: separable_time(g, 16, 384, t))
     shortlist = separable_shortlist(g, 16, 384)
@@ -263,9 +278,18 @@ def test_shortlist_times_the_8_pixel_kernels_of_high_rank_besides_the_fitted_one
     assert choose_separable_tiling(g, 16, 384) == shortlist[0]
     # the lean kernels' tiles include the 25-pixel output cut in 4, 3 or 2 parts (7, 9, 13)
     assert {(t.th, t.tw) for t in lean} >= {(7, 9), (9, 7), (13, 13)}
-    assert lean_candidates(g, 8, 384) == [] and lean_candidates(g, 18, 384) == []
-    assert separable_shortlist(g, 8, 384) == sorted(
+    # rank 8: all cp_sep pixel counts in one ranking, then each lean kernel's best shapes
+    low = conv_codegen.cp_lean_shapes(8)
+    lean8 = sorted(lean_candidates(g, 8, 384), key=lambda t: separable_time(g, 8, 384, t))
+    short8 = separable_shortlist(g, 8, 384)
+    assert short8[:-TUNE_LEAN * len(low)] == sorted(
         separable_candidates(g, 8, 384), key=lambda t: separable_time(g, 8, 384, t))[:TUNE_CANDIDATES]
+    for shape in low:
+        mine = [t for t in lean8 if (t.ns, t.px, t.px4) == shape]
+        assert [t for t in short8 if t.ns and (t.ns, t.px, t.px4) == shape] == mine[:TUNE_LEAN]
+    # rank 18 runs as chunks of 16 and 2: only the shapes both ranks have
+    assert {(t.ns, t.px, t.px4) for t in lean_candidates(g, 18, 384)} == (
+        set(conv_codegen.CP_LEAN_SHAPES) & set(conv_codegen.cp_lean_shapes(2)))
 
 
 def test_separable_candidates_fit_shared_memory_and_the_layer():
@@ -379,7 +403,10 @@ def test_generated_module_is_current_and_each_rank_compiles(capsys):
         assert source.count(f"a{px1 - 1}_{rq - 1} +=") == 8 // px1 + 1 + 1
         assert source.count(f"q{px4 - 1}_{rank - 1}") == 2
         # every hot index unsigned: no signed index arithmetic in the loads of stages 1 and 4
-        assert f"s_f[sr + uint64({rq - 1})]" in source and f"t_f[tr + uint64({rank - 1})]" in source
+        last_s = f"s_f[sr + uint64({rq - 1})]" if rq > 1 else "s_f[sr]"
+        last_t = f"t_f[tr + uint64({rank - 1})]" if rank > 1 else "t_f[tr]"
+        assert last_s in source and last_t in source
+        assert rank > 8 or (ns, px1, px4) in conv_codegen.CP_LEAN_LOW_SHAPES
     print(conv_codegen.cp_kernel_source(2))
     print(conv_codegen.cp_separable_kernel_source(2, 2))
     print(conv_codegen.cp_lean_kernel_source(9, 2, 2, 2))
