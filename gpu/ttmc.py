@@ -244,7 +244,9 @@ def _kronecker_pass(ops, xd, mats, prec: Precision, maxima_from: str, first: int
             measured = _exponent_of(scan[1])
             if scan[3] == 0 and measured <= room:
                 return y, kronecker_u_scales(x_exp, measured, mats, prec), scan, "sample", True
-        if scan is None or np.isfinite(np.float64(scan[1]).astype(storage)):
+        with np.errstate(over="ignore"):  # a maximum that would overflow the cast is the question asked
+            castable = scan is None or bool(np.isfinite(np.float64(scan[1]).astype(storage)))
+        if castable:
             with ops.phase("scale" if scan is None else "rescale"):
                 y, handle = ops.scale_scan(xd, x_exp, storage)
             scan = ops.read_scan(handle)
