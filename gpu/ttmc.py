@@ -234,10 +234,11 @@ def _kronecker_pass(ops, xd, mats, prec: Precision, maxima_from: str, first: int
             sampled = sample_maxima(ops.gather(xd, positions), positions, shape)
             x_exp, shift = kronecker_x_exponents(sampled, prec, SAMPLE_MARGIN)
         room = shift + SAMPLE_MARGIN
-        if first is not None and ops.fuses_first_ttm(xd, x_exp, first, mats[first].shape[0], prec):
+        fused = None if first is None else ops.fused_ttm_factors(xd, x_exp, first, mats[first].shape[0], prec)
+        if fused is not None:
             planned = kronecker_u_scales(x_exp, room, mats, prec)
             with ops.phase(f"scale+ttm{first}"):
-                y, handle = ops.scaled_ttm(xd, x_exp, planned.u_scaled[first], first, prec)
+                y, handle = ops.scaled_ttm(xd, fused, planned.u_scaled[first], first, prec)
             scan = ops.read_scan(handle)
             if scan[2]:
                 return None, None, scan, "sample", False

@@ -129,9 +129,11 @@ class CpuTTMcOps:
         return scan
 
     @staticmethod
-    def fuses_first_ttm(x, exps, mode: int, rows: int, precision: Precision) -> bool:
-        """The CPU takes the fused route as its two steps, so the driver's logic is the GPU's."""
-        return precision.name == "fp16"
+    def fused_ttm_factors(x, exps, mode: int, rows: int, precision: Precision):
+        """What :meth:`scaled_ttm` takes (here the exponents themselves), or None where the
+        first product is not fused. The CPU takes the fused route as its two steps, so the
+        driver's logic is the GPU's."""
+        return exps if precision.name == "fp16" else None
 
     def scaled_ttm(self, x: np.ndarray, exps: list[np.ndarray], u: np.ndarray, mode: int, precision: Precision):
         """``fp16(X ×_n diag(2^{e_n})) ×_mode U`` and the scan of :meth:`scale_scan`.
