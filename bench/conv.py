@@ -4,7 +4,7 @@ pairwise sequence, on one GPU, in one run.
     python3 bench/conv.py [--quick] [--sections check,cp,cpsweep,tdc,tucker,sweep] [--out DIR]
 
 Kernel times are GPU time per call from CUDA events around back-to-back launches queued
-behind a sleeping kernel (gpu/conv_timing.py), the same for every side; "host" is the
+behind a sleeping kernel (gpu/conv/timing.py), the same for every side; "host" is the
 Python-side time per call (launch only). cuDNN is PyTorch fp32 with TF32 off and
 ``cudnn.benchmark`` on. Memory: PyTorch's peak allocation during one call (inputs,
 weights, output, workspace, intermediates), and for ours the exact sum of our device
@@ -40,18 +40,18 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from numba import cuda  # noqa: E402
 
-from gpu.conv_direct import cp_kernel, direct_conv2d, tucker_kernel  # noqa: E402
-from gpu.conv_index_tables import conv_geometry  # noqa: E402
-from gpu.conv_tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates  # noqa: E402
-from gpu.conv_timing import device_time, device_times  # noqa: E402
-from gpu.cp_conv import (  # noqa: E402
+from gpu.conv.direct import cp_kernel, direct_conv2d, tucker_kernel  # noqa: E402
+from gpu.conv.index_tables import conv_geometry  # noqa: E402
+from gpu.conv.tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates  # noqa: E402
+from gpu.conv.timing import device_time, device_times  # noqa: E402
+from gpu.conv.cp import (  # noqa: E402
     CPConvPlan,
     check_cp_factors,
     choose_separable_tiling,
     cp_conv2d,
     separable_candidates,
 )
-from gpu.tucker_conv import (  # noqa: E402
+from gpu.conv.tucker import (  # noqa: E402
     TuckerConvPlan,
     TuckerCorePlan,
     check_tucker_factors,
@@ -96,7 +96,7 @@ def precompile_core_kernels(variants, log) -> None:
     if not variants:
         return
     workers = max(1, min(len(variants), os.cpu_count() or 1))
-    code = ("import json, sys; from gpu.tucker_conv import compile_core_kernels; "
+    code = ("import json, sys; from gpu.conv.tucker import compile_core_kernels; "
             "compile_core_kernels([tuple(v) for v in json.loads(sys.argv[1])])")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     t0 = time.time()
@@ -262,7 +262,7 @@ def separable_name(t) -> str:
 def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
     """Every launch shape of the separable CP kernel and Algorithm 2 (``taps``) on the
     Reustle layers, with the pairwise sequence for scale: the data behind
-    ``gpu.cp_conv.choose_method`` and ``choose_separable_tiling`` (each candidate's time
+    ``gpu.conv.cp.choose_method`` and ``choose_separable_tiling`` (each candidate's time
     in the log, ``bench: cptile``)."""
     rows = ["CP sweep layer batch rank | cands | best tile µs | rule tile µs | Alg.2 µs | pairwise µs | pair/best pair/rule | err"]
     for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):

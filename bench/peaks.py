@@ -27,18 +27,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu.fod_phantom import fod_phantom  # noqa: E402
-from gpu.peak_metrics import exact_peak_offsets, match_peaks  # noqa: E402
-from gpu.peaks import PeaksOptions, sshopm_peaks  # noqa: E402
-from gpu.sh_basis import n_coeffs  # noqa: E402
-from gpu.symmetric_tensor import sh_to_tensor  # noqa: E402
+from gpu.peaks.phantom import fod_phantom  # noqa: E402
+from gpu.peaks.peak_matching import exact_peak_offsets, match_peaks  # noqa: E402
+from gpu.peaks.search import PeaksOptions, sshopm_peaks  # noqa: E402
+from gpu.peaks.sh_basis import n_coeffs  # noqa: E402
+from gpu.peaks.symmetric_tensor import sh_to_tensor  # noqa: E402
 
 H100_FP32_TFLOPS = 66.9  # H100 SXM5, non-tensor FP32 peak
 
 
 def _flops_per_iteration(order: int) -> tuple[int, int]:
     """(flops of one climb iteration, flops of one A x^m evaluation) of the generated code."""
-    from gpu.symmetric_tensor import index_classes
+    from gpu.peaks.symmetric_tensor import index_classes
 
     lower = len(index_classes(order - 2))
     full = len(index_classes(order))
@@ -148,7 +148,7 @@ def file_to_file(sh, backend, starts):
     numba's on-disk cache, which the warm runs filled)."""
     import nibabel as nib
 
-    from worker.peaks_job import PeaksOutputs, PeaksParams, run_peaks
+    from worker.jobs.peaks import PeaksOutputs, PeaksParams, run_peaks
 
     timings = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -36,7 +36,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gpu.fod_phantom import fod_phantom  # noqa: E402
+from gpu.peaks.phantom import fod_phantom  # noqa: E402
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _POLL = 0.25

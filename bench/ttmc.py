@@ -9,10 +9,10 @@ TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computati
 ``ssf``. FP64 starts from a float64 X; the other variants from a float32 X (the FP16 ones
 include converting/scaling it), and the "(fp16 X)" rows from X stored in FP16. "Kronecker"
 takes its scales from a sample and reads X once, in the first GEMM, which scales X in its
-loads (``gpu.ttmc_scaled_ttm``); "Kron unfused"/"Kron unf" write X̃ in a scaling pass and
+loads (``gpu.compress.scaled_ttm``); "Kron unfused"/"Kron unf" write X̃ in a scaling pass and
 multiply it after; "Kron exact" runs the exact-maxima stats pass first. "gpu" is the GPU time of one whole TTMc (sample, the pass over X that scales
 and measures it, GEMMs, recovery, non-finite check): the call's launches are logged and
-replayed back to back behind a held stream (``gpu.conv_timing.device_time``), so numba's
+replayed back to back behind a held stream (``gpu.conv.timing.device_time``), so numba's
 launch cost is not in the figure; "gemm" is the GEMM phases alone, timed the same way (without the fused first product);
 "host" is the wall time of the Python call with synchronisation (median after a warm-up).
 The peer is the same GEMM chain through PyTorch (cuBLAS, TF32 off, FP16 with FP32
@@ -36,9 +36,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu.ttmc import TTMcOverflowError, make_ops, ttmc  # noqa: E402
-from gpu.ttmc_bound import get_precision  # noqa: E402
-from gpu.tucker_hosvd import st_hosvd, tucker_reconstruct  # noqa: E402
+from gpu.compress.ttmc import TTMcOverflowError, make_ops, ttmc  # noqa: E402
+from gpu.compress.bound import get_precision  # noqa: E402
+from gpu.compress.hosvd import st_hosvd, tucker_reconstruct  # noqa: E402
 
 CASES = [
     ("256x256x2048 r64", (256, 256, 2048), 64),
@@ -105,7 +105,7 @@ def torch_chain(x_cupy, mats, order, dtype_name):
 def section_ttmc(cases, reps, log):
     import cupy as cp
 
-    from gpu.conv_timing import device_time
+    from gpu.conv.timing import device_time
 
     rows = []
     for label, shape, rank in cases:
@@ -259,8 +259,8 @@ def section_scan(cases, log):
     rebuilt per setting)."""
     import cupy as cp
 
-    import gpu.ttmc_cuda as mod
-    from gpu.conv_timing import device_time
+    import gpu.compress.backend_cuda as mod
+    from gpu.conv.timing import device_time
 
     ops = make_ops("cuda", gemm="cublas")
     pairs = [(8, 8, 8192), (8, 16, 8192), (8, 32, 8192), (8, 8, 2112), (8, 16, 2112), (8, 8, 1056), (8, 16, 1056)]

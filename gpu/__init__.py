@@ -1,4 +1,6 @@
-"""Numerics and kernels: SH bases, SH→tensor, SS-HOPM, factorized conv, TTMc/Tucker.
+"""Numerics and kernels, one subpackage per job family: :mod:`gpu.peaks`, :mod:`gpu.conv`,
+:mod:`gpu.compress`; :mod:`gpu.cuda_runtime` holds what they share (backend choice, simulator).
 
-No web, queue or file-format code lives here: functions take arrays and return arrays.
+No web, queue or file-format code lives here: functions take arrays and return arrays, and
+the families never import each other.
 """

@@ -21,9 +21,9 @@ __all__ = ["InputSlot", "JobContext", "JobKind", "job_kinds", "get_job_kind"]
 
 # Modules that define job families; each exposes ``JOB_KINDS: list[JobKind]``.
 _FAMILY_MODULES = (
-    "worker.peaks_job",
-    "worker.compress_job",
-    "worker.conv_job",
+    "worker.jobs.peaks",
+    "worker.jobs.compress",
+    "worker.jobs.conv",
 )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from worker.atomic_files import write_bytes_atomic
+from worker.io.atomic import write_bytes_atomic
 
 __all__ = [
     "JobStatus",

@@ -1,7 +1,7 @@
 """``fibertensor compress`` and ``fibertensor decompress``: Tucker compression of NIfTI volumes.
 
 Both call the functions the ``compress``/``decompress`` jobs run
-(:mod:`worker.compress_job`), locally, without the service.
+(:mod:`worker.jobs.compress`), locally, without the service.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 from pydantic import ValidationError
 
 from service.cli import CommandError
-from worker.compress_job import CompressParams, compress_file, decompress_file
+from worker.jobs.compress import CompressParams, compress_file, decompress_file
 from worker.errors import InputError
 
 __all__ = ["register"]

@@ -89,7 +89,7 @@ def _sidecar_path(out: Path) -> Path:
 def _conv(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from worker.conv_job import CPConvParams, TuckerConvParams, run_conv
+    from worker.jobs.conv import CPConvParams, TuckerConvParams, run_conv
     from worker.errors import InputError
 
     common = dict(stride=args.stride, padding=args.padding, dilation=args.dilation, backend=args.backend)
@@ -124,8 +124,8 @@ def _conv(args: argparse.Namespace) -> int:
 def _decompose(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from gpu.conv_decompose import cp_als, tucker2_hosvd
-    from worker.conv_io import load_kernel, save_factors
+    from gpu.conv.decompose import cp_als, tucker2_hosvd
+    from worker.io.conv_arrays import load_kernel, save_factors
     from worker.errors import InputError
 
     if not args.kernel.is_file():

@@ -49,7 +49,7 @@ def _peaks(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from worker.errors import InputError
-    from worker.peaks_job import PeaksOutputs, PeaksParams, run_peaks
+    from worker.jobs.peaks import PeaksOutputs, PeaksParams, run_peaks
 
     try:
         params = PeaksParams(basis=args.basis, npeaks=args.npeaks, threshold=args.threshold,
@@ -93,7 +93,7 @@ def _peaks(args: argparse.Namespace) -> int:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from worker.peaks_sample import write_sample
+    from worker.sample import write_sample
 
     paths = write_sample(args.outdir, tuple(args.shape), args.lmax, args.noise, args.seed)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")

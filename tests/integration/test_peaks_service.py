@@ -24,7 +24,7 @@ from tests.integration.processes import (
     stop,
     wait_for,
 )
-from worker.peaks_sample import write_sample
+from worker.sample import write_sample
 
 pytestmark = pytest.mark.slow
 

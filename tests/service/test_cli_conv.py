@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from gpu.conv_direct import direct_conv2d
+from gpu.conv.direct import direct_conv2d
 from service.cli import main
 
 

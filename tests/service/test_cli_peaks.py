@@ -9,9 +9,9 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from gpu.peak_metrics import match_peaks
+from gpu.peaks.peak_matching import match_peaks
 from service.cli import main
-from worker.peaks_job import PeaksOutputs, PeaksParams, run_peaks
+from worker.jobs.peaks import PeaksOutputs, PeaksParams, run_peaks
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,228 @@
+"""CUDA backend of SS-HOPM, in four launches per chunk of voxels.
+
+0. :func:`sh_to_tensor_cuda` (below): SH coefficients → unique tensor entries
+   (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix).
+1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
+   tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
+   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are packed in order.
+2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
+   end to end. Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
+   (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
+   the SM: on an H100 (lmax 8, 553k voxels, 128 starts, same seeds) one block-per-voxel
+   kernel took 14.6 ms, the split 7.9 ms (docs/benchmarks.md).
+3. :func:`select_cuda` (below): one thread per voxel merges duplicate maxima, ranks them and
+   applies the thresholds, exactly as the CPU backend does.
+
+Voxels go in chunks so long runs report progress and can be cancelled between chunks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+from numba import cuda, float32, int16, uint8, uint64
+
+from gpu.peaks import sshopm_generated
+from gpu.peaks import sshopm_math as sm
+from gpu.peaks.sshopm_codegen import MAX_STARTS
+from gpu.peaks.sshopm_generated import SEED_OPTIONS
+from gpu.peaks.sshopm_layout import (
+    CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
+    S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
+)
+
+__all__ = ["run_sshopm_cuda", "sh_to_tensor_cuda", "select_cuda"]
+
+SELECT_THREADS = 128
+CLIMB_THREADS = 128
+CONVERT_THREADS = 256
+ENTRIES_PER_THREAD = 5
+
+
+@cuda.jit(cache=True)
+def sh_to_tensor_cuda(coeffs, sh2t, tensors):
+    """tensors[:, v] = sh2t @ coeffs[:, v], one thread per voxel and group of
+    ENTRIES_PER_THREAD (5) unique entries: each coefficient load feeds five multiply-adds,
+    and both arrays are entry-major, so a warp's loads and stores are contiguous. sh2t and
+    tensors are padded with zero rows to whole groups, so the five accumulators are plain
+    registers (a local array indexed under a row test lived in local memory) and indices
+    are unsigned (no negative-index wraparound code)."""
+    i = cuda.grid(1)
+    n = coeffs.shape[1]
+    group = i // n
+    if group * ENTRIES_PER_THREAD < sh2t.shape[0]:
+        v = uint64(i - group * n)
+        k = uint64(group * ENTRIES_PER_THREAD)
+        acc0 = acc1 = acc2 = acc3 = acc4 = float32(0)
+        for j in range(uint64(sh2t.shape[1])):
+            c = coeffs[j, v]
+            acc0 += sh2t[k, j] * c
+            acc1 += sh2t[k + uint64(1), j] * c
+            acc2 += sh2t[k + uint64(2), j] * c
+            acc3 += sh2t[k + uint64(3), j] * c
+            acc4 += sh2t[k + uint64(4), j] * c
+        tensors[k, v] = acc0
+        tensors[k + uint64(1), v] = acc1
+        tensors[k + uint64(2), v] = acc2
+        tensors[k + uint64(3), v] = acc3
+        tensors[k + uint64(4), v] = acc4
+
+
+@cuda.jit(**SEED_OPTIONS)
+def select_cuda(first_climb, n_seeds, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams,
+                out_dirs, out_amps, out_count, out_stats):
+    """Phase 3, one thread per voxel, the CPU backend's loop: drop climbs that did not end at
+    a strict local maximum, merge duplicates (gpu.peaks.sshopm_math.is_duplicate), rank by
+    amplitude, threshold, write. A warp per voxel kept ~7 of its 32 lanes busy (6.6 climbs a
+    voxel) and issued the instructions of all 32; indices are unsigned."""
+    v = cuda.grid(1)
+    if v >= n_seeds.shape[0]:
+        return
+    valid = cuda.local.array(MAX_STARTS, uint8)
+    keep = cuda.local.array(MAX_STARTS, uint8)
+    rank = cuda.local.array(MAX_STARTS, int16)
+    base = uint64(first_climb[v])
+    n = uint64(n_seeds[v])
+    total = 0
+    most = 0
+    capped = 0
+    for i in range(n):
+        its = climb_its[base + i]
+        flags = climb_flags[base + i]
+        total += its
+        most = max(most, its)
+        if flags & CLIMB_CAPPED:
+            capped += 1
+        valid[i] = 1 if flags & CLIMB_PEAK else 0
+    out_stats[v, S_ITERATIONS] = total
+    out_stats[v, S_MAX_ITERATIONS] = most
+    out_stats[v, S_SEEDS] = n
+    out_stats[v, S_CAPPED] = capped
+    cx = climb_dirs[base:base + n, 0]
+    cy = climb_dirs[base:base + n, 1]
+    cz = climb_dirs[base:base + n, 2]
+    lam = climb_lams[base:base + n]
+    for i in range(n):
+        keep[i] = 1 if valid[i] != 0 and not sm.is_duplicate(i, n, cx, cy, cz, lam, valid, fparams[P_COS_MERGE]) else 0
+    best = float32(0)
+    for i in range(n):
+        rank[i] = MAX_STARTS
+        if keep[i] != 0:
+            rank[i] = sm.unique_rank(i, n, lam, keep)
+            if rank[i] == 0:
+                best = lam[i]
+    found = 0
+    for i in range(n):
+        r = rank[i]
+        if r < iparams[P_NPEAKS] and lam[i] >= fparams[P_THRESHOLD] and lam[i] >= fparams[P_REL_THRESHOLD] * best:
+            out_dirs[v, r, 0] = cx[i]
+            out_dirs[v, r, 1] = cy[i]
+            out_dirs[v, r, 2] = cz[i]
+            out_amps[v, r] = lam[i]
+            found += 1
+    out_count[v] = found
+
+
+def run_sshopm_cuda(
+    order: int,
+    coeffs: np.ndarray,
+    sh2t: np.ndarray,
+    alphas: np.ndarray,
+    starts: np.ndarray,
+    neighbors: np.ndarray,
+    fparams: np.ndarray,
+    iparams: np.ndarray,
+    npeaks: int,
+    chunk_voxels: int = 1 << 20,
+    progress: Callable[[float], None] | None = None,
+) -> dict:
+    """Same contract as :func:`gpu.peaks.backend_cpu.run_sshopm_cpu`, computed in float32 on the GPU.
+
+    ``kernel_seconds`` adds up CUDA-event times of the four kernels (``kernel_seconds_by_phase``;
+    transfers and the host's prefix sum between phases excluded); ``compute_seconds`` is the
+    host wall time.
+    """
+    seed_kernel = getattr(sshopm_generated, f"seed_cuda_m{order}")
+    climb_kernel = getattr(sshopm_generated, f"climb_cuda_m{order}")
+    n = coeffs.shape[1]
+    n_starts = starts.shape[0]
+    n_unique = sh2t.shape[0]
+    started = time.perf_counter()
+    d_coeffs = cuda.to_device(np.ascontiguousarray(coeffs, np.float32))
+    groups = (n_unique + ENTRIES_PER_THREAD - 1) // ENTRIES_PER_THREAD
+    sh2t_rows = np.zeros((groups * ENTRIES_PER_THREAD, sh2t.shape[1]), np.float32)
+    sh2t_rows[:n_unique] = sh2t
+    d_sh2t = cuda.to_device(sh2t_rows)
+    d_alphas = cuda.to_device(np.ascontiguousarray(alphas, np.float32))
+    d_starts = cuda.to_device(np.ascontiguousarray(starts, np.float32))
+    d_neighbors = cuda.to_device(np.ascontiguousarray(neighbors, np.int32))
+    d_fparams = cuda.to_device(np.ascontiguousarray(fparams, np.float32))
+    d_iparams = cuda.to_device(np.ascontiguousarray(iparams, np.int32))
+    d_directions = cuda.to_device(np.full((n, npeaks, 3), np.nan, np.float32))
+    d_amplitudes = cuda.to_device(np.full((n, npeaks), np.nan, np.float32))
+    d_count = cuda.to_device(np.zeros(n, np.int32))
+    d_stats = cuda.to_device(np.zeros((n, N_STATS), np.int32))
+    d_hist = cuda.to_device(np.zeros(HIST_BINS, np.int32))
+    chunk = min(chunk_voxels, max(n, 1))
+    d_tensors = cuda.device_array((groups * ENTRIES_PER_THREAD, chunk), np.float32)
+    d_slots = cuda.device_array((chunk, n_starts), np.uint8)
+    d_n_seeds = cuda.device_array(chunk, np.int32)
+    phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "select": 0.0}
+
+    def timed(kernel, *args) -> float:
+        # Views and launch configurations are made before the events: slicing a device
+        # array is Python work of ~20 us, which would count as GPU time on an idle GPU.
+        begin, end = cuda.event(), cuda.event()
+        begin.record()
+        kernel(*args)
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) / 1e3
+
+    def part(array, lo, hi, columns=False):
+        """Rows (or columns) lo:hi of array, or array itself when that is all of it."""
+        if lo == 0 and hi == array.shape[1 if columns else 0]:
+            return array
+        return array[:, lo:hi] if columns else array[lo:hi]
+
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        m = hi - lo
+        tensors = part(d_tensors, 0, m, columns=True)
+        slots = part(d_slots, 0, m)
+        n_seeds_m = part(d_n_seeds, 0, m)
+        convert = sh_to_tensor_cuda[(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS, CONVERT_THREADS]
+        phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), d_sh2t, tensors)
+        phases["seed"] += timed(seed_kernel[m, n_starts], tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, n_seeds_m)
+        n_seeds = n_seeds_m.copy_to_host()
+        first = np.zeros(m, np.int32)
+        np.cumsum(n_seeds[:-1], out=first[1:])
+        climbs = int(first[-1] + n_seeds[-1])
+        d_first = cuda.to_device(first)
+        d_climb_dirs = cuda.device_array((max(climbs, 1), 3), np.float32)
+        d_climb_lams = cuda.device_array(climbs, np.float32)
+        d_climb_its = cuda.device_array(max(climbs, 1), np.int32)
+        d_climb_flags = cuda.device_array(max(climbs, 1), np.int32)
+        if climbs:
+            climb = climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
+            phases["climb"] += timed(climb, tensors, part(d_alphas, lo, hi), d_starts, slots, d_first, d_fparams,
+                                     d_iparams, d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_hist)
+        select = select_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
+        phases["select"] += timed(select, d_first, n_seeds_m, d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags,
+                                  d_fparams, d_iparams, part(d_directions, lo, hi), part(d_amplitudes, lo, hi),
+                                  part(d_count, lo, hi), part(d_stats, lo, hi))
+        if progress is not None:
+            progress(hi / n)
+    result = {
+        "directions": d_directions.copy_to_host(),
+        "amplitudes": d_amplitudes.copy_to_host(),
+        "count": d_count.copy_to_host(),
+        "stats": d_stats.copy_to_host(),
+        "hist": d_hist.copy_to_host().astype(np.int64),
+        "kernel_seconds": sum(phases.values()),
+        "kernel_seconds_by_phase": phases,
+    }
+    result["compute_seconds"] = time.perf_counter() - started
+    return result

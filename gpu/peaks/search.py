@@ -1,0 +1,261 @@
+"""Fiber peaks of SH fiber orientation distributions by SS-HOPM: the public API.
+
+Each voxel's even-order SH series of degree L equals A x^L for a symmetric tensor A of
+order L (:mod:`gpu.peaks.symmetric_tensor`); fiber directions are the local maxima of A x^L on
+the unit sphere, i.e. Z-eigenpairs (λ, x) of A with λ = A x^L and a negative-definite
+Hessian on the tangent plane (Kolda & Mayo 2011, Sec. 3; Ballard, Kolda & Plantenga 2011,
+Sec. IV for the DW-MRI application). They are found by the shifted symmetric higher-order
+power method from many starts per voxel (Kolda & Mayo 2011, Alg. 1, with the adaptive shift
+of Kolda & Mayo 2014) finished by Newton steps on the sphere, then merged, thresholded and
+sorted by amplitude.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Literal
+
+import numpy as np
+
+from gpu.cuda_runtime import device_name, resolve_backend
+from gpu.peaks.sh_basis import lmax_from_ncoeffs
+from gpu.peaks.sshopm_codegen import MAX_STARTS
+from gpu.peaks.sshopm_layout import (
+    N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
+    S_MAX_ITERATIONS, S_SEEDS,
+)
+from gpu.peaks.sshopm_math import SHIFT_ADAPTIVE, SHIFT_FIXED
+from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
+from gpu.peaks.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
+
+__all__ = ["PeaksOptions", "PeaksResult", "sshopm_peaks", "convexity_shift"]
+
+
+@dataclass(frozen=True)
+class PeaksOptions:
+    """Settings of :func:`sshopm_peaks`.
+
+    Amplitudes are FOD values (the SH series) at the peak. A peak is reported when its
+    amplitude is ≥ ``threshold`` and ≥ ``relative_threshold`` × the voxel's largest peak.
+
+    Of the ``starts`` well-spread start vectors, a start climbs when its FOD value is at least
+    ``seed_fraction`` × the least reportable amplitude (with the largest start value standing
+    in for the largest peak) and, with ``seeding`` "local-max", no higher neighbour lies
+    along its gradient (:func:`gpu.peaks.sshopm_math.is_seed`); "all" drops the second test. A
+    start lies within half the start spacing of any lobe's peak, where an lmax ≤ 12 FOD lobe
+    keeps well over half its height, so 0.5 loses no reportable peak; 0 climbs from every
+    positive start that passes the neighbour test. ``shift`` "adaptive" is GEAP's shift,
+    "fixed" the convexity bound; ``newton`` finishes with Newton steps once the tangent
+    Hessian is negative definite. A climb stops when it moves less than ``step_tol``
+    radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
+    (then it is dropped and counted). Peaks closer than ``merge_angle`` degrees are one.
+    """
+
+    npeaks: int = 3
+    threshold: float = 0.0
+    relative_threshold: float = 0.1
+    starts: int = 128
+    seeding: Literal["local-max", "all"] = "local-max"
+    seed_fraction: float = 0.5
+    shift: Literal["adaptive", "fixed"] = "adaptive"
+    newton: bool = True
+    max_iter: int = 30
+    tol_lambda: float = 1e-6
+    step_tol: float = 1e-4
+    max_step: float = 0.25
+    merge_angle: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.npeaks <= 255:
+            raise ValueError(f"npeaks must be between 1 and 255, not {self.npeaks}")
+        if not 1 <= self.starts <= MAX_STARTS:
+            raise ValueError(f"starts must be between 1 and {MAX_STARTS}, not {self.starts}")
+        if self.npeaks > self.starts:
+            raise ValueError(f"npeaks ({self.npeaks}) cannot exceed the number of starts ({self.starts})")
+        if not 0.0 <= self.relative_threshold <= 1.0:
+            raise ValueError(f"relative_threshold must be in [0, 1], not {self.relative_threshold}")
+        if not math.isfinite(self.threshold):
+            raise ValueError("threshold must be a finite number")
+        if self.seeding not in ("local-max", "all"):
+            raise ValueError(f"seeding must be 'local-max' or 'all', not {self.seeding!r}")
+        if self.shift not in ("adaptive", "fixed"):
+            raise ValueError(f"shift must be 'adaptive' or 'fixed', not {self.shift!r}")
+        if not 0.0 <= self.seed_fraction <= 1.0:
+            raise ValueError(f"seed_fraction must be in [0, 1], not {self.seed_fraction}")
+        if self.max_iter < 1:
+            raise ValueError("max_iter must be at least 1")
+
+
+@dataclass
+class PeaksResult:
+    """Peaks of every voxel: ``directions`` (..., K, 3) unit vectors with z ≥ 0,
+    ``amplitudes`` (..., K) sorted descending, both NaN past a voxel's ``count`` (...) and
+    in masked-out or non-finite voxels; ``stats`` describes the run."""
+
+    directions: np.ndarray
+    amplitudes: np.ndarray
+    count: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+
+def convexity_shift(tensors: np.ndarray, order: int) -> np.ndarray:
+    """A shift α ≥ β(A) = (m−1) max_{‖x‖=1} ρ(A x^(m−2)) per tensor, which makes SS-HOPM
+    converge monotonically to local maxima (Kolda & Mayo 2011, Thm. 4.4).
+
+    Each entry of M = A x^(m−2) is bounded on the sphere by B_pq = Σ_J σ(J)|a_{J∪{p,q}}|
+    (|x^J| ≤ 1), and ρ(M) ≤ ‖M‖_F ≤ ‖B‖_F.
+    """
+    lower = order - 2
+    index = {tuple(c): k for k, c in enumerate(index_classes(order))}
+    weights = multiplicities(lower).astype(np.float64)
+    abs_tensors = np.abs(tensors)
+    frob = np.zeros(tensors.shape[0])
+    for p in range(3):
+        for q in range(p, 3):
+            entries = [index[tuple(sorted(tuple(c) + (p, q)))] for c in index_classes(lower)]
+            bound = abs_tensors[:, entries] @ weights
+            frob += (1.0 if p == q else 2.0) * bound * bound
+    return (order - 1) * np.sqrt(frob)
+
+
+def _kernel_params(options: PeaksOptions) -> tuple[np.ndarray, np.ndarray]:
+    fparams = np.zeros(N_FPARAMS)
+    fparams[P_TOL_LAMBDA] = options.tol_lambda
+    fparams[P_STEP_TOL] = options.step_tol
+    fparams[P_MAX_STEP] = options.max_step
+    fparams[P_COS_MERGE] = math.cos(math.radians(options.merge_angle))
+    fparams[P_THRESHOLD] = options.threshold
+    fparams[P_REL_THRESHOLD] = options.relative_threshold
+    fparams[P_SEED_FRACTION] = options.seed_fraction
+    iparams = np.zeros(N_IPARAMS, np.int64)
+    iparams[P_MAX_ITER] = options.max_iter
+    iparams[P_SHIFT] = SHIFT_FIXED if options.shift == "fixed" else SHIFT_ADAPTIVE
+    iparams[P_NEWTON] = int(options.newton)
+    iparams[P_SEED_LOCAL] = int(options.seeding == "local-max")
+    iparams[P_NPEAKS] = options.npeaks
+    return fparams, iparams
+
+
+def _iteration_summary(hist: np.ndarray) -> dict:
+    total = int(hist.sum())
+    if total == 0:
+        return {"mean": 0.0, "p99": 0, "max": 0}
+    bins = np.arange(hist.size)
+    cumulative = np.cumsum(hist)
+    return {
+        "mean": float((hist * bins).sum() / total),
+        "p99": int(np.searchsorted(cumulative, 0.99 * total)),
+        "max": int(bins[hist > 0].max()),
+    }
+
+
+def _to_spatial(per_voxel: np.ndarray, spatial: tuple[int, ...], order: str) -> np.ndarray:
+    """(voxels, ...) → (*spatial, ...), voxels numbered in ``order`` (a view, no copy)."""
+    rest = per_voxel.shape[1:]
+    if order == "C":
+        return per_voxel.reshape(*spatial, *rest)
+    d = len(spatial)
+    reversed_grid = per_voxel.reshape(*spatial[::-1], *rest)
+    return reversed_grid.transpose(*range(d - 1, -1, -1), *range(d, d + len(rest)))
+
+
+def sshopm_peaks(
+    sh: np.ndarray,
+    *,
+    basis: str = "mrtrix",
+    mask: np.ndarray | None = None,
+    options: PeaksOptions = PeaksOptions(),
+    backend: str = "auto",
+    progress: Callable[[float], None] | None = None,
+    chunk_voxels: int | None = None,
+) -> PeaksResult:
+    """Fiber peaks of SH coefficients ``sh`` (..., n_coeffs) in ``basis`` (mrtrix|dipy).
+
+    ``mask`` (...) selects voxels; voxels whose coefficients are not all finite give NaN
+    peaks and are counted in ``stats["nonfinite_voxels"]``. ``progress(fraction)`` is called
+    between chunks of voxels; an exception it raises stops the run (cancellation).
+    """
+    started = time.perf_counter()
+    sh = np.asarray(sh)
+    if sh.ndim < 1:
+        raise ValueError("sh must have the SH coefficients along its last axis")
+    lmax = lmax_from_ncoeffs(sh.shape[-1])
+    spatial = sh.shape[:-1]
+    # Coefficient-major (n_coeffs, voxels): a free view of a NIfTI volume, which is stored
+    # x-fastest (Fortran order); voxels are numbered in the volume's own memory order.
+    order = "F" if sh.ndim > 1 and sh.flags.f_contiguous and not sh.flags.c_contiguous else "C"
+    coeffs_t = sh.reshape(-1, sh.shape[-1], order=order).T
+    selected = np.ones(coeffs_t.shape[1], bool)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != spatial:
+            raise ValueError(f"mask shape {mask.shape} does not match the SH volume's spatial shape {spatial}")
+        selected &= mask.reshape(-1, order=order).astype(bool)
+    # One pass over the data; float64 sums of float32 values cannot overflow.
+    finite = np.isfinite(coeffs_t.sum(axis=0, dtype=np.float64))
+    nonfinite = int((selected & ~finite).sum())
+    selected &= finite
+    chosen = resolve_backend(backend)
+    coeffs = coeffs_t if selected.all() else coeffs_t[:, selected]
+    sh2t = sh_to_tensor_matrix(lmax, basis)
+    if options.shift == "fixed":
+        alphas = convexity_shift(sh_to_tensor(coeffs.T, basis), lmax)
+    else:
+        alphas = np.zeros(coeffs.shape[1])
+    starts = hemisphere_starts(options.starts)
+    neighbors = start_neighbors(options.starts)
+    fparams, iparams = _kernel_params(options)
+    prepared = time.perf_counter()
+    if chosen == "cuda":
+        from gpu.peaks.backend_cuda import run_sshopm_cuda
+
+        run = run_sshopm_cuda(lmax, coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, options.npeaks,
+                              progress=progress, **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
+    else:
+        from gpu.peaks.backend_cpu import run_sshopm_cpu
+
+        run = run_sshopm_cpu(lmax, coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, options.npeaks,
+                             progress=progress, **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
+    n_total = coeffs_t.shape[1]
+    k = options.npeaks
+    directions = np.full((n_total, k, 3), np.nan, np.float32)
+    amplitudes = np.full((n_total, k), np.nan, np.float32)
+    count = np.zeros(n_total, np.uint8)
+    directions[selected] = run["directions"]
+    amplitudes[selected] = run["amplitudes"]
+    count[selected] = run["count"]
+    voxel_stats = run["stats"]
+    seeds = int(voxel_stats[:, S_SEEDS].sum())
+    n_sel = int(selected.sum())
+    stats = {
+        "backend": chosen,
+        "device": device_name() if chosen == "cuda" else "cpu",
+        "lmax": lmax,
+        "basis": basis,
+        "voxels": n_total,
+        "voxels_processed": n_sel,
+        "nonfinite_voxels": nonfinite,
+        "options": asdict(options),
+        "starts_climbed_per_voxel": seeds / n_sel if n_sel else 0.0,
+        "iterations_per_climb": _iteration_summary(run["hist"]),
+        "max_iterations_in_a_voxel": int(voxel_stats[:, S_MAX_ITERATIONS].max(initial=0)),
+        "iterations_total": int(voxel_stats[:, S_ITERATIONS].sum()),
+        "starts_hit_cap": int(voxel_stats[:, S_CAPPED].sum()),
+        "voxels_with_capped_starts": int((voxel_stats[:, S_CAPPED] > 0).sum()),
+        "seconds": {
+            "prepare": prepared - started,
+            "compute": run["compute_seconds"],
+            **({"kernel": run["kernel_seconds"]} if "kernel_seconds" in run else {}),
+            **{f"kernel_{name}": value for name, value in run.get("kernel_seconds_by_phase", {}).items()},
+            "total": time.perf_counter() - started,
+        },
+    }
+    return PeaksResult(
+        directions=_to_spatial(directions, spatial, order),
+        amplitudes=_to_spatial(amplitudes, spatial, order),
+        count=_to_spatial(count, spatial, order),
+        stats=stats,
+    )

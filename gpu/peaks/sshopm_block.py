@@ -1,0 +1,84 @@
+"""Block-wide maximum and seed slots for the SS-HOPM seed kernels (gpu.peaks.sshopm_generated).
+
+Each voxel's block needs the largest start value (for the seeding floor) and, for every
+seed, its position among the block's seeds in start order. Tree reductions through shared
+memory took 22 barriers a block; warp shuffles and ballots need 2: each warp reduces or
+counts its own lanes, then every thread combines the few per-warp results. Both give exact
+results (a maximum, integer counts), so the seeds and their order are unchanged.
+
+The CUDA simulator has no warp shuffles or ballots; there the same values come from plain
+loops over the block's shared arrays.
+"""
+
+from numba import config, cuda, uint32
+
+__all__ = ["block_max", "seed_slot", "MAX_WARPS"]
+
+#: Warps of the largest block (MAX_STARTS threads): the size of the per-warp scratch arrays.
+MAX_WARPS = 8
+
+if config.ENABLE_CUDASIM:
+    @cuda.jit(device=True)
+    def block_max(values, t, count, warp_max):
+        """max(values[0:count]); values complete in shared memory; every thread calls it."""
+        best = values[0]
+        for k in range(1, count):
+            best = max(best, values[k])
+        return best
+
+    @cuda.jit(device=True)
+    def seed_slot(mine, t, count, flags, warp_counts):
+        """(seeds among threads 0…t−1, seeds of the whole block) for the flag ``mine``."""
+        flags[t] = mine
+        cuda.syncthreads()
+        before = 0
+        total = 0
+        for k in range(count):
+            if k < t:
+                before += flags[k]
+            total += flags[k]
+        return before, total
+else:
+    @cuda.jit(device=True)
+    def lanes(width):
+        """Mask of a warp's first ``width`` lanes: the threads the warp has (the last warp of
+        a block of, say, 50 threads has 18). Not activemask(): lanes that took different
+        paths before the call need not have reconverged, and the *_sync call waits for them."""
+        return uint32(0xFFFFFFFF) >> uint32(32 - width)
+
+    @cuda.jit(device=True)
+    def block_max(values, t, count, warp_max):
+        """max(values[0:count]); values complete in shared memory; every thread calls it."""
+        lane = t & 31
+        warp = t >> 5
+        best = values[t]
+        width = min(32, count - (warp << 5))
+        mask = lanes(width)
+        for offset in (16, 8, 4, 2, 1):
+            other = cuda.shfl_down_sync(mask, best, offset)
+            if lane + offset < width:
+                best = max(best, other)
+        if lane == 0:
+            warp_max[warp] = best
+        cuda.syncthreads()
+        best = warp_max[0]
+        for k in range(1, (count + 31) >> 5):
+            best = max(best, warp_max[k])
+        return best
+
+    @cuda.jit(device=True)
+    def seed_slot(mine, t, count, flags, warp_counts):
+        """(seeds among threads 0…t−1, seeds of the whole block) for the flag ``mine``."""
+        lane = t & 31
+        warp = t >> 5
+        bits = cuda.ballot_sync(lanes(min(32, count - (warp << 5))), mine != 0)
+        if lane == 0:
+            warp_counts[warp] = cuda.popc(bits)
+        cuda.syncthreads()
+        before = cuda.popc(bits & cuda.lanemask_lt())
+        total = 0
+        for k in range((count + 31) >> 5):
+            if k < warp:
+                before += warp_counts[k]
+            total += warp_counts[k]
+        return before, total

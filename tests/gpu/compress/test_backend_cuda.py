@@ -1,0 +1,194 @@
+"""The numba.cuda TTMc kernels under the CUDA simulator equal the CPU backend (tiny shapes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu.compress.ttmc import ttmc
+from gpu.compress.bound import PRECISIONS, step_theta
+from gpu.compress.backend_cpu import CpuTTMcOps
+from gpu.compress.backend_cuda import CudaTTMcOps
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return CpuTTMcOps(), CudaTTMcOps(gemm="numba")
+
+
+def tensor(rng, shape):
+    return rng.standard_normal(shape) * np.exp(rng.uniform(-6, 6, shape))
+
+
+def reference(x, mats):
+    y = x
+    for n, u in enumerate(mats):
+        y = np.moveaxis(np.tensordot(u, y, axes=([1], [n])), 0, n)
+    return y
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 3, 2, 4), (2, 2, 3, 2, 2)])
+def test_stats_kernel_equals_cpu(ops, shape):
+    cpu, gpu = ops
+    rng = np.random.default_rng(1)
+    x = tensor(rng, shape)
+    x[(0,) * len(shape)] = np.inf
+    mc, sc, bc = cpu.stats(x)
+    mg, sg, bg = gpu.stats(gpu.asarray(x))
+    for a, b in zip(mc, mg):
+        np.testing.assert_array_equal(a, b)
+    assert sg == pytest.approx(sc, rel=1e-13) and bc == bg == 1
+
+
+def test_stats_kernel_column_chunks(ops, monkeypatch):
+    """More columns than one block's shared buffer: the column-chunk grid dimension.
+
+    The simulator reads the module constant at run time, so a chunk of 8 columns is real here.
+    """
+    import gpu.compress.backend_cuda as mod
+
+    cpu, gpu = ops
+    monkeypatch.setattr(mod, "_CHUNK", 8)
+    x = tensor(np.random.default_rng(2), (2, 3, 40))
+    mg, sg, _ = gpu.stats(gpu.asarray(x))
+    mc, sc, _ = cpu.stats(x)
+    for a, b in zip(mc, mg):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_kron_scale_kernel_equals_cpu_bit_for_bit(ops, dtype):
+    cpu, gpu = ops
+    rng = np.random.default_rng(3)
+    x = tensor(rng, (3, 4, 5))
+    exps = [rng.integers(-12, 12, s) for s in x.shape]
+    a, bad_a = cpu.kron_scale(x, exps, dtype)
+    b, bad_b = gpu.kron_scale(gpu.asarray(x), exps, dtype)
+    assert a.tobytes() == gpu.to_host(b).tobytes() and bad_a == gpu.read_int(bad_b)
+
+
+@pytest.mark.parametrize("source", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, None])
+def test_scale_scan_kernel_equals_cpu(ops, dtype, source):
+    """The fused pass: same X̃ bit for bit, same Σx², max |X̃| and counts (rows of 4 × 256
+    columns and a remainder, so both the unrolled and the tail loop run; float32 and
+    float64 working types)."""
+    cpu, gpu = ops
+    rng = np.random.default_rng(8)
+    x = tensor(rng, (2, 3, 1100)).astype(source)
+    x[1, 2, 1099] = 7e4
+    exps = [rng.integers(-3, 3, s) for s in x.shape]
+    a, scan_a = cpu.scale_scan(x, exps, dtype)
+    b, handle = gpu.scale_scan(gpu.asarray(x), exps, dtype)
+    scan_b = gpu.read_scan(handle)
+    assert scan_b[1:] == scan_a[1:] and scan_b[0] == pytest.approx(scan_a[0], rel=1e-12)
+    assert scan_a[2] == 0 and scan_a[3] == (1 if dtype is np.float16 else 0)
+    if dtype is None:
+        assert a is None and b is None
+    else:
+        assert a.tobytes() == gpu.to_host(b).tobytes()
+    x[0, 1, 5] = np.nan  # counted on both backends; the sums then mean nothing
+    _, (_, _, bad_in, bad_out) = cpu.scale_scan(x, exps, dtype)
+    _, handle = gpu.scale_scan(gpu.asarray(x), exps, dtype)
+    assert gpu.read_scan(handle)[2:] == (bad_in, bad_out) == (1, 0 if dtype is None else 1 + scan_a[3])
+
+
+@pytest.mark.parametrize("source", [np.float32, np.float16])
+def test_scale_scan_row_groups_and_partial_chunks(ops, monkeypatch, source):
+    """Many rows, several column chunks and a partial one: with small block constants (the
+    simulator reads them at run time) a tiny tensor exercises the whole segment grid."""
+    import gpu.compress.backend_cuda as mod
+
+    cpu, gpu = ops
+    for name, value in (("_BLOCK", 32), ("_UNROLL", 2), ("_ROW_GROUP", 3)):
+        monkeypatch.setattr(mod, name, value)
+    rng = np.random.default_rng(10)
+    x = tensor(rng, (7, 5, 40)).astype(source)
+    exps = [rng.integers(-4, 4, s) for s in x.shape]
+    a, scan_a = cpu.scale_scan(x, exps, np.float16)
+    b, handle = gpu.scale_scan(gpu.asarray(x), exps, np.float16)
+    scan_b = gpu.read_scan(handle)
+    assert a.tobytes() == gpu.to_host(b).tobytes()
+    assert scan_b[1:] == scan_a[1:] and scan_b[0] == pytest.approx(scan_a[0], rel=1e-12)
+
+
+def test_gather_equals_cpu(ops):
+    from gpu.compress.scaling import sample_positions
+
+    cpu, gpu = ops
+    x = tensor(np.random.default_rng(9), (3, 5, 4))
+    positions = sample_positions(x.shape, per_index=2)
+    np.testing.assert_array_equal(cpu.gather(x, positions), gpu.gather(gpu.asarray(x), positions))
+
+
+def test_power_of_two_scaling_round_trip_is_exact_on_the_device(ops):
+    _, gpu = ops
+    rng = np.random.default_rng(4)
+    x = tensor(rng, (2, 3, 4, 2))
+    exps = [rng.integers(-40, 40, s) for s in x.shape]
+    scaled, _ = gpu.kron_scale(gpu.asarray(x), exps, np.float64)
+    back, _ = gpu.kron_scale(scaled, [-e for e in exps], np.float64)
+    assert gpu.to_host(back).tobytes() == x.tobytes()
+
+
+def test_fiber_scaling_kernels_equal_cpu(ops):
+    cpu, gpu = ops
+    rng = np.random.default_rng(5)
+    x = tensor(rng, (3, 4, 5))
+    xs_c, s_c, inv_c = cpu.fiber_scale(x, 1, 3, np.float16)
+    xs_g, s_g, inv_g = gpu.fiber_scale(gpu.asarray(x), 1, 3, np.float16)
+    assert xs_c.tobytes() == gpu.to_host(xs_g).tobytes()
+    np.testing.assert_array_equal(s_c.ravel(), gpu.to_host(s_g))
+    assert gpu.read_norm(inv_g) == pytest.approx(inv_c, rel=1e-14)
+    rows = rng.integers(-3, 3, 4)
+    back_c = cpu.fiber_unscale(xs_c, 1, rows, s_c, np.float32)
+    back_g = gpu.fiber_unscale(xs_g, 1, rows, s_g, np.float32)
+    assert back_c.tobytes() == gpu.to_host(back_g).tobytes()
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp32", "fp64"])
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_gemm_kernel_equals_cpu(ops, precision, mode):
+    cpu, gpu = ops
+    prec = PRECISIONS[precision]
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 18, 5)).astype(prec.storage)
+    u = rng.standard_normal((4, x.shape[mode])).astype(prec.storage)
+    a = cpu.ttm(x, u, mode, prec).astype(np.float64)
+    b = gpu.to_host(gpu.ttm(gpu.asarray(x), gpu.asarray(u), mode, prec)).astype(np.float64)
+    # Both satisfy |fl(UX) − UX| ≤ θ|U||X|; only the summation order differs.
+    theta = step_theta(x.shape[mode], prec)
+    tol = 2 * theta * np.abs(cpu.ttm(np.abs(x), np.abs(u), mode, prec).astype(np.float64)) + prec.eta
+    assert np.all(np.abs(a - b) <= tol)
+
+
+@pytest.mark.parametrize("scaling", ["none", "onesided", "kronecker"])
+def test_ttmc_cuda_backend_equals_cpu_backend(ops, scaling):
+    cpu, gpu = ops
+    rng = np.random.default_rng(7)
+    x = tensor(rng, (4, 3, 5))
+    mats = [rng.standard_normal((2, s)) for s in x.shape]
+    y64 = reference(x, mats)
+    for precision in ("fp16", "fp64"):
+        rc = ttmc(x, mats, precision=precision, scaling=scaling, order="best", ops=cpu)
+        rg = ttmc(x, mats, precision=precision, scaling=scaling, order="best", ops=gpu)
+        yg = gpu.to_host(rg.y)
+        assert rg.report.order == rc.report.order and rg.report.backend == "cuda"
+        assert rg.report.bound == pytest.approx(rc.report.bound, rel=1e-12)
+        assert np.linalg.norm(yg - y64) <= rg.report.bound
+        if precision == "fp16":
+            # Inner products of length ≤ 5 in FP32 round to the same FP16 value.
+            np.testing.assert_array_equal(yg, rc.y)
+        else:
+            np.testing.assert_allclose(yg, rc.y, rtol=1e-13, atol=1e-13 * np.abs(rc.y).max())
+
+
+def test_overflow_count_matches_rounding_to_infinity(ops):
+    """65519.99 rounds to 65504, 65520 to inf: the kernel counts exactly the latter."""
+    cpu, gpu = ops
+    x = np.array([[[65519.99, 65520.0, -1e6, 1.0]]])
+    zero = [np.zeros(s, np.int64) for s in x.shape]
+    a, bad_a = cpu.kron_scale(x, zero, np.float16)
+    b, bad_b = gpu.kron_scale(gpu.asarray(x), zero, np.float16)
+    assert bad_a == gpu.read_int(bad_b) == 2
+    assert a.tobytes() == gpu.to_host(b).tobytes()

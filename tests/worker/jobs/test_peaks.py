@@ -1,0 +1,283 @@
+"""The peaks job: files, sh2peaks layout, header, sidecar, input validation, cancellation."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from gpu.peaks.phantom import fod_phantom
+from gpu.peaks.search import sshopm_peaks
+from worker.errors import InputError, JobCancelled
+from worker.job_kinds import JobContext, get_job_kind
+from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, PeaksParams, check_peaks_inputs, run_peaks
+
+SHAPE = (5, 6, 4)
+
+
+def rotated_affine() -> np.ndarray:
+    """An oblique grid: rotation about z by 20°, voxels 2 × 2 × 2.5 mm, an offset."""
+    angle = np.radians(20.0)
+    rotation = np.array([[np.cos(angle), -np.sin(angle), 0], [np.sin(angle), np.cos(angle), 0], [0, 0, 1]])
+    affine = np.eye(4)
+    affine[:3, :3] = rotation @ np.diag([2.0, 2.0, 2.5])
+    affine[:3, 3] = [-40.0, 12.5, 7.0]
+    return affine
+
+
+def save(data: np.ndarray, path: Path, affine: np.ndarray | None = None) -> Path:
+    affine = rotated_affine() if affine is None else affine
+    image = nib.Nifti1Image(data, affine)
+    image.set_qform(affine, code=1)
+    image.set_sform(affine, code=4)
+    image.header.set_xyzt_units("mm", "sec")
+    nib.save(image, path)
+    return path
+
+
+@pytest.fixture
+def fod(tmp_path) -> dict:
+    sh = fod_phantom(SHAPE, 8, seed=2)["sh"].copy()
+    sh[0, 0, 0, 3] = np.nan
+    sh[4, 5, 3, :] = np.inf
+    path = save(sh, tmp_path / "fod.nii.gz")
+    mask = np.ones(SHAPE, np.uint8)
+    mask[2, :, :] = 0
+    mask_path = save(mask, tmp_path / "mask.nii.gz")
+    return {"sh": sh, "path": path, "mask": mask.astype(bool), "mask_path": mask_path}
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*")) if folder.exists() else []
+
+
+def test_run_peaks_writes_sh2peaks_layout_on_the_input_grid(fod, tmp_path):
+    out = tmp_path / "out"
+    outputs = PeaksOutputs.in_folder(out)
+    sidecar = run_peaks(fod["path"], outputs, PeaksParams(), mask=fod["mask_path"])
+    assert files_in(out) == ["amplitudes.nii.gz", "count.nii.gz", "peaks.json", "peaks.nii.gz"]
+
+    expected = sshopm_peaks(fod["sh"], mask=fod["mask"], backend="cpu")
+    peaks_image = nib.load(outputs.peaks)
+    amplitudes_image = nib.load(outputs.amplitudes)
+    count_image = nib.load(outputs.count)
+    peaks = np.asarray(peaks_image.dataobj)
+    amplitudes = np.asarray(amplitudes_image.dataobj)
+    count = np.asarray(count_image.dataobj)
+    assert peaks.shape == (*SHAPE, 9) and peaks.dtype == np.float32
+    assert amplitudes.shape == (*SHAPE, 3) and amplitudes.dtype == np.float32
+    assert count.shape == SHAPE and count.dtype == np.uint8
+
+    np.testing.assert_array_equal(count, expected.count)
+    np.testing.assert_array_equal(amplitudes, expected.amplitudes)
+    for k in range(3):
+        triplet = peaks[..., 3 * k: 3 * k + 3]
+        np.testing.assert_array_equal(triplet, expected.directions[..., k, :] * expected.amplitudes[..., k, None])
+        has = count > k
+        # amplitude × unit direction, NaN beyond the count.
+        np.testing.assert_allclose(np.linalg.norm(triplet[has], axis=-1), amplitudes[..., k][has], rtol=1e-6)
+        assert np.isnan(triplet[~has]).all() and np.isnan(amplitudes[..., k][~has]).all()
+    assert (count[fod["mask"]] > 0).sum() >= fod["mask"].sum() - 2  # all but the two non-finite voxels
+    assert (count[~fod["mask"]] == 0).all()
+    assert count[0, 0, 0] == 0 and count[4, 5, 3] == 0
+
+    source = nib.load(fod["path"])
+    for image in (peaks_image, amplitudes_image, count_image):
+        np.testing.assert_allclose(image.affine, source.affine, atol=1e-6)
+        qform, qcode = image.get_qform(coded=True)
+        sform, scode = image.get_sform(coded=True)
+        np.testing.assert_allclose(qform, source.get_qform(), atol=1e-5)
+        np.testing.assert_allclose(sform, source.get_sform(), atol=1e-6)
+        assert (int(qcode), int(scode)) == (1, 4)
+        assert image.header.get_zooms()[:3] == pytest.approx(source.header.get_zooms()[:3])
+        assert image.header.get_xyzt_units()[0] == "mm"
+
+    on_disk = json.loads(outputs.sidecar.read_text())
+    assert on_disk == json.loads(json.dumps(sidecar, default=float))
+    assert on_disk["parameters"] == PeaksParams().model_dump()
+    assert on_disk["sh_basis"] == "mrtrix" and on_disk["basis"] == "mrtrix"
+    assert on_disk["lmax"] == 8
+    assert on_disk["backend"] == "cpu" and on_disk["device"] == "cpu"
+    assert on_disk["nonfinite_voxels"] == 2
+    assert on_disk["voxels"] == int(np.prod(SHAPE)) and on_disk["voxels_processed"] == int(fod["mask"].sum()) - 2
+    assert on_disk["voxels_with_peaks"] == int((count > 0).sum())
+    assert isinstance(on_disk["starts_hit_cap"], int) and on_disk["starts_hit_cap"] == 0
+    assert {"python", "numpy", "numba", "nibabel", "fibertensor"} <= set(on_disk["versions"])
+    assert on_disk["versions"]["numpy"] == np.__version__
+    seconds = on_disk["seconds"]
+    assert {"read", "peaks_prepare", "peaks_compute", "peaks_total", "write", "total"} <= set(seconds)
+    assert all(value >= 0 for value in seconds.values())
+    assert on_disk["input"] == {"fod": "fod.nii.gz", "mask": "mask.nii.gz", "shape": [*SHAPE, 45], "dtype": "float32"}
+    assert on_disk["outputs"] == {"peaks": "peaks.nii.gz", "amplitudes": "amplitudes.nii.gz", "count": "count.nii.gz"}
+    assert on_disk["options"]["starts"] == 128 and on_disk["options"]["npeaks"] == 3
+
+
+def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
+    outputs = PeaksOutputs.with_prefix(tmp_path / "sub" / "case")
+    params = PeaksParams(npeaks=2, relative_threshold=0.6, starts=64)
+    sidecar = run_peaks(fod["path"], outputs, params)
+    assert files_in(tmp_path / "sub") == ["case.json", "case_amplitudes.nii.gz", "case_count.nii.gz", "case_peaks.nii.gz"]
+    expected = sshopm_peaks(fod["sh"], options=params.options(), backend="cpu")
+    peaks = np.asarray(nib.load(outputs.peaks).dataobj)
+    assert peaks.shape == (*SHAPE, 6)
+    np.testing.assert_array_equal(np.asarray(nib.load(outputs.count).dataobj), expected.count)
+    np.testing.assert_array_equal(peaks[..., :3], expected.directions[..., 0, :] * expected.amplitudes[..., 0, None])
+    assert sidecar["parameters"]["relative_threshold"] == 0.6 and sidecar["options"]["starts"] == 64
+    assert sidecar["input"]["mask"] is None and sidecar["nonfinite_voxels"] == 2
+
+
+def test_run_peaks_dipy_basis(tmp_path):
+    from gpu.peaks.sh_basis import convert_sh_basis
+
+    sh = fod_phantom((3, 3, 3), 8, seed=9)["sh"]
+    save(sh, tmp_path / "mrtrix.nii.gz")
+    save(convert_sh_basis(sh, "mrtrix", "dipy"), tmp_path / "dipy.nii.gz")
+    a = PeaksOutputs.in_folder(tmp_path / "a")
+    b = PeaksOutputs.in_folder(tmp_path / "b")
+    run_peaks(tmp_path / "mrtrix.nii.gz", a)
+    sidecar = run_peaks(tmp_path / "dipy.nii.gz", b, PeaksParams(basis="dipy"))
+    assert sidecar["sh_basis"] == "dipy"
+    np.testing.assert_array_equal(np.asarray(nib.load(a.count).dataobj), np.asarray(nib.load(b.count).dataobj))
+    np.testing.assert_allclose(np.asarray(nib.load(b.peaks).dataobj), np.asarray(nib.load(a.peaks).dataobj),
+                               rtol=1e-5, atol=1e-6)
+
+
+def bad_input(kind: str, tmp_path: Path) -> dict[str, Path]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    good = fod_phantom((3, 3, 2), 4, seed=1)["sh"]
+    fod = tmp_path / "fod.nii.gz"
+    if kind == "3d":
+        save(good[..., 0], fod)
+    elif kind == "44 volumes":
+        save(np.zeros((3, 3, 2, 44), np.float32), fod)
+    elif kind == "complex":
+        save(good.astype(np.complex64), fod)
+    elif kind in ("mask shape", "mask affine"):
+        save(good, fod)
+        mask = tmp_path / "mask.nii.gz"
+        if kind == "mask shape":
+            save(np.ones((3, 3, 3), np.uint8), mask)
+        else:
+            shifted = rotated_affine()
+            shifted[:3, 3] += [2.0, 0.0, 0.0]
+            save(np.ones((3, 3, 2), np.uint8), mask, shifted)
+        return {"fod": fod, "mask": mask}
+    elif kind == "truncated .nii.gz":
+        save(np.random.default_rng(0).normal(size=(8, 8, 8, 15)).astype(np.float32), fod)
+        content = fod.read_bytes()
+        fod.write_bytes(content[: len(content) // 2])
+    elif kind == "truncated .nii":
+        fod = tmp_path / "fod.nii"
+        save(good, fod)
+        content = fod.read_bytes()
+        fod.write_bytes(content[: len(content) // 2])
+    elif kind == "not NIfTI":
+        fod = tmp_path / "fod.nii.gz"
+        fod.write_bytes(gzip.compress(b"x y z\n1 2 3\n" * 100))
+    return {"fod": fod}
+
+
+BAD_INPUTS = {
+    # kind: (error title, words the detail must contain)
+    "3d": ("Not a 4D volume", ["has shape (3, 3, 2)", "4D volume of SH coefficients"]),
+    "44 volumes": ("Wrong number of volumes", ["44 SH coefficients", "6 (lmax 2), 15 (lmax 4), 28 (lmax 6), 45 (lmax 8)"]),
+    "complex": ("Unsupported data type", ["complex64", "float or integer"]),
+    "mask shape": ("Mask grid mismatch", ["(3, 3, 3)", "(3, 3, 2)", "resample the mask"]),
+    "mask affine": ("Mask grid mismatch", ["different affine", "resample the mask"]),
+    "not NIfTI": ("Unreadable NIfTI file", ["could not be read as NIfTI", "fod.nii.gz"]),
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_INPUTS))
+def test_validate_rejects_bad_inputs_and_leaves_no_files(kind, tmp_path):
+    inputs = bad_input(kind, tmp_path / "in")
+    title, words = BAD_INPUTS[kind]
+    peaks_kind = get_job_kind("peaks")
+    assert peaks_kind is JOB_KINDS[0]
+    with pytest.raises(InputError) as info:
+        peaks_kind.validate(inputs, PeaksParams())
+    assert info.value.title == title
+    for word in words:
+        assert word in info.value.detail, (word, info.value.detail)
+    assert "\n" not in info.value.detail
+    # The same input given straight to a run: the same error, nothing written.
+    out = tmp_path / "out"
+    with pytest.raises(InputError) as run_info:
+        run_peaks(inputs["fod"], PeaksOutputs.in_folder(out), mask=inputs.get("mask"))
+    assert run_info.value.detail == info.value.detail
+    assert files_in(out) == []
+    assert files_in(tmp_path / "in") == sorted(p.name for p in inputs.values())
+
+
+@pytest.mark.parametrize("kind", ["truncated .nii.gz", "truncated .nii"])
+def test_truncated_input_is_rejected_before_any_output(kind, tmp_path):
+    """Header checks cannot see a missing second half (the upload layer measures the data;
+    see service/uploads.py); the run reads the data first and stops with a clear error."""
+    inputs = bad_input(kind, tmp_path / "in")
+    out = tmp_path / "out"
+    with pytest.raises(InputError) as info:
+        run_peaks(inputs["fod"], PeaksOutputs.in_folder(out))
+    assert info.value.title in ("Unreadable NIfTI data", "Unreadable NIfTI file")
+    assert inputs["fod"].name in info.value.detail
+    assert "truncated" in info.value.detail or "complete" in info.value.detail
+    assert files_in(out) == []
+    # Through the job kind: the same error, the job folder stays empty.
+    ctx = JobContext(inputs=inputs, out_dir=out, params=PeaksParams())
+    with pytest.raises(InputError):
+        get_job_kind("peaks").run(ctx)
+    assert files_in(out) == []
+
+
+def test_check_peaks_inputs_accepts_good_input_and_4d_singleton_mask(tmp_path):
+    sh = fod_phantom((3, 3, 2), 6, seed=1)["sh"]
+    fod = save(sh, tmp_path / "fod.nii")
+    mask = save(np.ones((3, 3, 2, 1), np.uint8), tmp_path / "mask.nii.gz")
+    info, mask_info = check_peaks_inputs(fod, mask)
+    assert info.shape == (3, 3, 2, 28) and mask_info.shape == (3, 3, 2, 1)
+    sidecar = run_peaks(fod, PeaksOutputs.in_folder(tmp_path / "out"), mask=mask)
+    assert sidecar["lmax"] == 6 and sidecar["voxels_processed"] == 18
+
+
+def test_cancellation_through_progress_stops_with_no_outputs(fod, tmp_path):
+    out = tmp_path / "out"
+    calls = []
+
+    def cancel(fraction):
+        calls.append(fraction)
+        raise JobCancelled("cancelled by request")
+
+    with pytest.raises(JobCancelled):
+        run_peaks(fod["path"], PeaksOutputs.in_folder(out), progress=cancel)
+    assert calls == [1.0]
+    assert files_in(out) == []
+
+
+def test_job_kind_run_cancelled_by_should_stop_writes_nothing(fod, tmp_path):
+    out = tmp_path / "job"
+    out.mkdir()
+    progress = []
+    ctx = JobContext(inputs={"fod": fod["path"]}, out_dir=out, params=PeaksParams(),
+                     progress=progress.append, should_stop=lambda: True)
+    with pytest.raises(JobCancelled):
+        get_job_kind("peaks").run(ctx)
+    assert progress == [] and files_in(out) == []
+    # Not cancelled: the job writes its four results and returns them.
+    ctx = JobContext(inputs={"fod": fod["path"], "mask": fod["mask_path"]}, out_dir=out, params=PeaksParams(),
+                     progress=progress.append)
+    written = get_job_kind("peaks").run(ctx)
+    assert [p.name for p in written] == list(get_job_kind("peaks").result_names)
+    assert files_in(out) == sorted(get_job_kind("peaks").result_names)
+    assert progress == [1.0]
+
+
+def test_params_model_rejects_bad_values():
+    from pydantic import ValidationError
+
+    for bad in ({"npeaks": 0}, {"npeaks": 21}, {"relative_threshold": 1.5}, {"threshold": -1.0},
+                {"starts": 257}, {"basis": "fsl"}, {"backend": "gpu"}, {"unknown": 1}):
+        with pytest.raises(ValidationError):
+            PeaksParams(**bad)

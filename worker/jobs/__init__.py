@@ -1,0 +1,1 @@
+"""One module per job family: read inputs, call :mod:`gpu`, write outputs."""

@@ -1,0 +1,202 @@
+"""The ``compress`` and ``decompress`` job kinds: Tucker compression of NIfTI volumes.
+
+``compress`` reads a 3D–5D NIfTI volume, runs ST-HOSVD (:func:`gpu.compress.hosvd.st_hosvd`)
+whose core is an FP16/FP32/FP64 TTMc with Kronecker-product scaling, and writes the
+``.npz`` container of :mod:`worker.io.tucker_npz` plus a JSON sidecar (ratio, achieved
+error, bound, phase times). ``decompress`` turns a container back into a NIfTI volume with
+the original header and affine. The CLI (``fibertensor compress|decompress``) calls
+:func:`compress_file` and :func:`decompress_file`, as the jobs do.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Literal
+
+import nibabel as nib
+import numpy as np
+from pydantic import BaseModel, Field, model_validator
+
+from gpu.compress.ttmc import TTMcOverflowError
+from gpu.compress.hosvd import st_hosvd
+from worker.io.atomic import atomic_path, write_json_atomic
+from worker.errors import InputError, JobCancelled
+from worker.job_kinds import InputSlot, JobContext, JobKind
+from worker.io.tucker_npz import FORMAT, archive_volume, load_archive, save_archive
+
+__all__ = ["CompressParams", "DecompressParams", "compress_file", "decompress_file", "JOB_KINDS"]
+
+DEFAULT_TOL = 1e-3
+
+
+class CompressParams(BaseModel):
+    """Either ``tol`` (relative Frobenius error, default 1e-3) or ``ranks`` (one per axis)."""
+
+    tol: float | None = Field(None, gt=0, lt=1, description="relative error target ‖X−X̂‖/‖X‖")
+    ranks: list[int] | None = Field(None, description="fixed Tucker ranks, one per axis")
+    precision: Literal["fp16", "fp32", "fp64"] = "fp16"
+    scaling: Literal["none", "onesided", "kronecker"] = "kronecker"
+    order: Literal["ssf", "given", "best"] = "ssf"
+    hooi_sweeps: int = Field(0, ge=0, le=10)
+    on_overflow: Literal["fail", "fallback"] = "fallback"
+    backend: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @model_validator(mode="after")
+    def _tol_or_ranks(self):
+        if self.tol is not None and self.ranks is not None:
+            raise ValueError("give either tol or ranks, not both")
+        if self.ranks is None and self.tol is None:
+            self.tol = DEFAULT_TOL
+        return self
+
+
+class DecompressParams(BaseModel):
+    """No options: the archive carries everything needed."""
+
+
+def _load_header(path: Path):
+    try:
+        return nib.load(path)
+    except Exception as exc:  # nibabel raises several types for unreadable files
+        raise InputError("Unreadable volume", f"volume: {path.name} is not a readable NIfTI file ({exc})") from None
+
+
+def _validate_compress(inputs: dict[str, Path], params: CompressParams) -> None:
+    image = _load_header(inputs["volume"])
+    shape = image.shape
+    if not 3 <= len(shape) <= 5:
+        raise InputError(
+            "Wrong dimensions", f"volume: must be 3D, 4D or 5D (a tensor of order 3–5), got shape {shape}"
+        )
+    dtype = np.dtype(image.get_data_dtype())
+    if dtype.fields is not None or not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+        raise InputError("Unsupported data type", f"volume: data type {dtype} is not a real scalar type")
+    if params.ranks is not None:
+        if len(params.ranks) != len(shape) or any(not 1 <= r <= s for r, s in zip(params.ranks, shape)):
+            raise InputError(
+                "Bad ranks", f"ranks: need {len(shape)} ranks, each between 1 and its axis length {shape}; got {params.ranks}"
+            )
+
+
+def _validate_decompress(inputs: dict[str, Path], params: DecompressParams) -> None:
+    path = inputs["archive"]
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "format" not in data.files or str(data["format"]) != FORMAT:
+                raise InputError("Not a compressed volume", f"archive: {path.name} was not written by 'fibertensor compress'")
+    except InputError:
+        raise
+    except Exception as exc:  # zipfile/OSError/ValueError: not an npz at all
+        raise InputError("Unreadable archive", f"archive: {path.name} is not a readable .npz file ({exc})") from None
+
+
+def compress_file(in_path: Path, out_path: Path, params: CompressParams, progress=lambda f: None,
+                  check_cancelled=lambda: None) -> dict:
+    """Compress a NIfTI volume into the ``.npz`` container; returns the report (also saved)."""
+    in_path, out_path = Path(in_path), Path(out_path)
+    _validate_compress({"volume": in_path}, params)
+    image = nib.load(in_path)
+    data = image.get_fdata(dtype=np.float32)
+    if not np.all(np.isfinite(data)):
+        raise InputError("Non-finite values", "volume: contains NaN or infinite values; replace them (e.g. by 0) first")
+
+    def step(fraction: float) -> None:
+        check_cancelled()
+        progress(0.9 * fraction)
+
+    try:
+        result = st_hosvd(
+            data,
+            tol=params.tol if params.ranks is None else None,
+            ranks=tuple(params.ranks) if params.ranks is not None else None,
+            precision=params.precision,
+            scaling=params.scaling,
+            order=params.order,
+            hooi_sweeps=params.hooi_sweeps,
+            backend=params.backend,
+            on_overflow="raise" if params.on_overflow == "fail" else "fallback",
+            progress=step,
+        )
+    except TTMcOverflowError as exc:
+        raise InputError("Overflow", f"volume: {exc}") from None
+    report = {
+        "input": in_path.name,
+        "shape": list(image.shape),
+        "ranks": list(result.ranks),
+        "tolerance": result.tolerance,
+        "relative_error": result.relative_error,
+        "bound": result.bound,
+        "precision": result.precision,
+        "core_precision": result.core_precision,
+        "scaling": params.scaling,
+        "order": list(result.ttmc_report.order),
+        "times": result.times,
+        "ttmc": result.ttmc_report.as_dict(),
+    }
+    check_cancelled()
+    save_archive(out_path, result, image, report)
+    original_bytes = math.prod(image.shape) * np.dtype(image.get_data_dtype()).itemsize
+    report["archive_bytes"] = out_path.stat().st_size
+    report["compression_ratio"] = original_bytes / report["archive_bytes"]
+    progress(1.0)
+    return report
+
+
+def decompress_file(in_path: Path, out_path: Path) -> dict:
+    """Restore the NIfTI volume from an archive, with its header and affine."""
+    in_path, out_path = Path(in_path), Path(out_path)
+    _validate_decompress({"archive": in_path}, DecompressParams())
+    try:
+        archive = load_archive(in_path)
+    except ValueError as exc:
+        raise InputError("Unusable archive", f"archive: {exc}") from None
+    image = archive_volume(archive)
+    with atomic_path(out_path) as temporary:
+        nib.save(image, str(temporary))
+    return {"output": out_path.name, "shape": list(archive.shape), "dtype": archive.dtype.name,
+            "relative_error": archive.report.get("relative_error")}
+
+
+def _run_compress(ctx: JobContext) -> list[Path]:
+    archive = ctx.out_dir / "compressed.npz"
+    try:
+        report = compress_file(ctx.inputs["volume"], archive, ctx.params, ctx.progress, ctx.check_cancelled)
+    except JobCancelled:
+        archive.unlink(missing_ok=True)
+        raise
+    ctx.log(
+        f"ranks {report['ranks']}, ratio {report['compression_ratio']:.1f}, "
+        f"relative error {report['relative_error']:.3g} (bound {report['bound']:.3g})"
+    )
+    return [archive, write_json_atomic(ctx.out_dir / "compressed.json", report)]
+
+
+def _run_decompress(ctx: JobContext) -> list[Path]:
+    ctx.check_cancelled()
+    out = ctx.out_dir / "decompressed.nii.gz"
+    report = decompress_file(ctx.inputs["archive"], out)
+    ctx.progress(1.0)
+    return [out, write_json_atomic(ctx.out_dir / "decompressed.json", report)]
+
+
+JOB_KINDS = [
+    JobKind(
+        name="compress",
+        summary="Tucker-compress a volume (ST-HOSVD, FP16 TTMc with Kronecker scaling) into an .npz archive",
+        params_model=CompressParams,
+        inputs=(InputSlot("volume", True, (".nii", ".nii.gz"), "3D–5D NIfTI volume to compress"),),
+        validate=_validate_compress,
+        run=_run_compress,
+        result_names=("compressed.npz", "compressed.json"),
+    ),
+    JobKind(
+        name="decompress",
+        summary="Restore a NIfTI volume from a compress archive",
+        params_model=DecompressParams,
+        inputs=(InputSlot("archive", True, (".npz",), "archive written by the compress job"),),
+        validate=_validate_decompress,
+        run=_run_decompress,
+        result_names=("decompressed.nii.gz", "decompressed.json"),
+    ),
+]
