@@ -5,8 +5,8 @@ what each function computes and gpu/peaks/sshopm_math.py for the order-independe
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 3fea2e26f8a6f6fb9644ae6468e88f5d680351261ae5ef2d7b332cf91f72f630
-# sshopm_layout.py sha256 a4df6b1026efa4f3c1508ce353bac4a8a7dc7296b36973cb0e8a737d34456476
+# sshopm_math.py sha256 978171f16e4c12d2c533d656751dd34223ffd368adb2eb20e27bd1c567b636a8
+# sshopm_layout.py sha256 b72e2d772d90e5f55f5b860cde95b7d2e9c7fbbdef5996692465d19d1c581baf
 # sshopm_block.py sha256 52f42e24590d1eb29dfb445162396853d278cd00eb857eda9c60e46b91504ab3
 
 import numpy as np
