@@ -9,10 +9,11 @@ scipy, nibabel: most of a second), which ``fibertensor --help`` has no use for.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+__all__ = ["main", "run", "build_parser", "COMMANDS"]
 
 # Sub-command → (module that registers it, one-line help). The top-level listing is built from
 # this table without importing the modules; a test checks it against what the modules register.
@@ -69,3 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fibertensor: interrupted", file=sys.stderr)
         return 130
+
+
+def run() -> None:
+    """The ``fibertensor`` entry point: :func:`main`, then exit. Freezing the heap first spares
+    the interpreter's last garbage collection a walk over numba's many objects: 0.1–0.6 s of a
+    ``fibertensor peaks`` process."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
