@@ -14,7 +14,8 @@ from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import JobContext, get_job_kind
-from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, PeaksParams, check_peaks_inputs, run_peaks
+from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, check_peaks_inputs, run_peaks
+from worker.params import PeaksParams
 
 SHAPE = (5, 6, 4)
 
@@ -277,7 +278,8 @@ def test_job_kind_run_cancelled_by_should_stop_writes_nothing(fod, tmp_path):
 def test_params_model_rejects_bad_values():
     from pydantic import ValidationError
 
-    for bad in ({"npeaks": 0}, {"npeaks": 21}, {"relative_threshold": 1.5}, {"threshold": -1.0},
+    for bad in ({"npeaks": 0}, {"npeaks": 256}, {"npeaks": 20, "starts": 10}, {"relative_threshold": 1.5},
+                {"threshold": -1.0}, {"threshold": float("inf")}, {"relative_threshold": float("nan")},
                 {"starts": 257}, {"basis": "fsl"}, {"backend": "gpu"}, {"unknown": 1}):
         with pytest.raises(ValidationError):
             PeaksParams(**bad)
