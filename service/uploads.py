@@ -28,7 +28,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from service.problems import Problem
 from worker.errors import InputError
 from worker.job_kinds import InputSlot, JobKind
-from worker.params import error_fields, params_from_text
+from worker.params import error_fields, is_list_field, params_from_text
 
 __all__ = ["Upload", "receive_upload", "parse_fields", "check_inputs", "upload_form_schema"]
 
@@ -328,6 +328,19 @@ def check_inputs(
         raise Problem(422, exc.detail, title=exc.title) from None
 
 
+def _list_as_text(field_schema: dict[str, Any]) -> dict[str, Any]:
+    """A list parameter travels as one text field (``8,8,4``: a field sent twice is refused),
+    not as the repeated parts an array means in a multipart body; say so, keep the items'
+    schema under ``x-list``."""
+    array = next(s for s in field_schema.get("anyOf", [field_schema]) if s.get("type") == "array")
+    counts = [f"at least {array['minItems']}" if "minItems" in array else "",
+              f"at most {array['maxItems']}" if "maxItems" in array else ""]
+    count = " and ".join(c for c in counts if c)
+    note = f"comma-separated values{f' ({count})' if count else ''}, e.g. 8,8,4"
+    described = f"{field_schema['description']}: {note}" if field_schema.get("description") else note
+    return {"type": "string", "title": field_schema.get("title"), "description": described, "x-list": array}
+
+
 def upload_form_schema(kind: JobKind) -> dict[str, Any]:
     """OpenAPI request body of ``POST /v1/jobs/{kind}``: the input slots as file fields, the
     parameters (from the kind's pydantic model) and ``label`` as text fields."""
@@ -341,7 +354,8 @@ def upload_form_schema(kind: JobKind) -> dict[str, Any]:
         }
         for slot in kind.inputs
     }
-    properties.update(params_schema.get("properties", {}))
+    for name, field_schema in params_schema.get("properties", {}).items():
+        properties[name] = _list_as_text(field_schema) if is_list_field(kind.params_model, name) else field_schema
     properties[_LABEL_FIELD] = {
         "type": "string",
         "maxLength": _MAX_LABEL_CHARS,

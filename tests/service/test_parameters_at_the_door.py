@@ -102,3 +102,23 @@ def test_submit_refuses_before_uploading(capsys, inputs):
     err = capsys.readouterr().err
     assert err.startswith("fibertensor: error: --npeaks: 20 peaks cannot come from 10 starts")
     assert "127.0.0.1" not in err
+
+
+@pytest.mark.anyio
+async def test_openapi_form_fields_are_the_models_fields(client):
+    from worker.job_kinds import job_kinds
+
+    spec = (await client.get("/openapi.json")).json()
+    for kind in ("peaks", "compress", "decompress", "cp-conv", "tucker-conv"):
+        form = spec["paths"][f"/v1/jobs/{kind}"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+        model = job_kinds()[kind].params_model.model_json_schema()["properties"]
+        for name, field in model.items():
+            if name == "ranks":
+                # a list is one comma-separated text field (the same field sent twice is refused)
+                assert form["properties"][name]["type"] == "string" and form["properties"][name]["x-list"] == field["anyOf"][0]
+                assert "comma-separated values (at least 3 and at most 5)" in form["properties"][name]["description"]
+            else:
+                # FastAPI leaves out a null default in the document it serves
+                assert form["properties"][name] == {k: v for k, v in field.items() if (k, v) != ("default", None)}
+    peaks = spec["paths"]["/v1/jobs/peaks"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert peaks["properties"]["starts"]["maximum"] == MAX_STARTS and peaks["properties"]["npeaks"]["maximum"] == MAX_NPEAKS

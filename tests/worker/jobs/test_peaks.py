@@ -14,7 +14,7 @@ from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import JobContext, get_job_kind
-from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, check_peaks_inputs, run_peaks
+from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, check_peaks_inputs, engine_options, run_peaks
 from worker.params import PeaksParams
 
 SHAPE = (5, 6, 4)
@@ -122,7 +122,7 @@ def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
     params = PeaksParams(npeaks=2, relative_threshold=0.6, starts=64)
     sidecar = run_peaks(fod["path"], outputs, params)
     assert files_in(tmp_path / "sub") == ["case.json", "case_amplitudes.nii.gz", "case_count.nii.gz", "case_peaks.nii.gz"]
-    expected = sshopm_peaks(fod["sh"], options=params.options(), backend="cpu")
+    expected = sshopm_peaks(fod["sh"], options=engine_options(params), backend="cpu")
     peaks = np.asarray(nib.load(outputs.peaks).dataobj)
     assert peaks.shape == (*SHAPE, 6)
     np.testing.assert_array_equal(np.asarray(nib.load(outputs.count).dataobj), expected.count)
