@@ -82,9 +82,10 @@ def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], d
     """One option per field of ``model``, stored as text in ``dest_prefix + name`` (None when
     not given); :func:`option_values` collects them."""
     for name, info in model.model_fields.items():
-        members = _union_members(info.annotation)
-        annotation = typing.get_args(members[0])[0] if typing.get_origin(members[0]) is typing.Annotated else members[0]
-        annotation = annotation if len(members) == 1 else None
+        # the one type an optional field takes, without its constraints; None for a real union
+        members = [typing.get_args(m)[0] if typing.get_origin(m) is typing.Annotated else m
+                   for m in _union_members(info.annotation)]
+        annotation = members[0] if len(members) == 1 else None
         kwargs: dict[str, Any] = {"dest": dest_prefix + name, "default": None, "required": info.is_required()}
         if annotation is bool:
             kwargs["action"] = argparse.BooleanOptionalAction

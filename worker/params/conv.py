@@ -34,7 +34,7 @@ class _ConvParams(JobParams):
 class CPConvParams(_ConvParams):
     """Parameters of a CP conv job (fused kernel after Reustle, Rabbani & Huang)."""
 
-    rank: _Rank | None = Field(None, description="CP rank R to decompose a dense kernel at (only with a kernel)")
+    rank: _Rank | None = Field(None, description="CP rank R a dense kernel is decomposed at (with a kernel, not factors)")
     backend: Backend = "auto"
 
 
@@ -42,9 +42,9 @@ class TuckerConvParams(_ConvParams):
     """Parameters of a Tucker-2 conv job (1x1, core conv after Xiang et al. TDC, 1x1)."""
 
     rank_in: _Rank | None = Field(
-        None, description="Tucker rank D1 (input channels) to decompose a dense kernel at (only with a kernel)")
+        None, description="Tucker rank D1 over input channels a dense kernel is decomposed at (with a kernel, not factors)")
     rank_out: _Rank | None = Field(
-        None, description="Tucker rank D2 (output channels) to decompose a dense kernel at (only with a kernel)")
+        None, description="Tucker rank D2 over output channels a dense kernel is decomposed at (with a kernel, not factors)")
     tiling: Literal["model", "tdc", "exhaustive"] = Field(
         "model", description="core tiles from the fitted cost model, TDC's analytic rule (Xiang et al., "
         "Eqs. 14-19) or by timing every candidate on the GPU")

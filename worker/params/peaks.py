@@ -17,12 +17,12 @@ class PeaksParams(JobParams):
     how it searches (see :class:`gpu.peaks.search.PeaksOptions`)."""
 
     basis: Literal["mrtrix", "dipy"] = Field(
-        "mrtrix", description="SH basis of the input: MRtrix3's or DIPY's descoteaux07 (legacy)")
-    npeaks: int = Field(3, ge=1, le=MAX_NPEAKS, description="number of peaks K written per voxel (at most starts)")
+        "mrtrix", description="SH basis of the input: MRtrix3's or DIPY's legacy descoteaux07")
+    npeaks: int = Field(3, ge=1, le=MAX_NPEAKS, description="number of peaks K written per voxel, no more than starts")
     threshold: float = Field(0.0, ge=0.0, description="least peak amplitude (FOD value) reported")
     relative_threshold: float = Field(
         0.1, ge=0.0, le=1.0, description="least peak amplitude as a fraction of the voxel's largest")
-    starts: int = Field(128, ge=1, le=MAX_STARTS, description="start vectors per voxel (one GPU thread each)")
+    starts: int = Field(128, ge=1, le=MAX_STARTS, description="start vectors per voxel, one GPU thread each")
     seeding: Literal["local-max", "all"] = Field(
         "local-max", description="climb from the starts with no higher neighbour along their gradient (fast), "
         "or from every start above the thresholds (exhaustive, slower)")
