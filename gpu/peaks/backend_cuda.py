@@ -25,7 +25,7 @@ from numba import cuda, float32, int16, uint8, uint64
 
 from gpu.peaks import sshopm_generated
 from gpu.peaks import sshopm_math as sm
-from gpu.peaks.sshopm_codegen import MAX_STARTS
+from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.sshopm_generated import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,

@@ -27,12 +27,12 @@ import hashlib
 from pathlib import Path
 
 
+from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.symmetric_tensor import index_classes, monomial_exponents, multiplicities
 
-__all__ = ["ORDERS", "MAX_STARTS", "generate_module", "generated_path", "write_module"]
+__all__ = ["ORDERS", "generate_module", "generated_path", "write_module"]
 
 ORDERS = (2, 4, 6, 8, 10, 12)
-MAX_STARTS = 256
 _AXES = "xyz"
 _PAIRS = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))
 
