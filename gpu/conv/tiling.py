@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from gpu.conv.codegen import TUCKER_ROW_KW, TUCKER_ROW_TN, TUCKER_SQUARE_K, TUCKER_TILES, square_tile_pitch
+from gpu.conv.kernel_shapes import TUCKER_ROW_KW, TUCKER_ROW_TN, TUCKER_SQUARE_K, TUCKER_TILES, square_tile_pitch
 
 __all__ = [
     "CoreTile",
