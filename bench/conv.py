@@ -11,8 +11,8 @@ weights, output, workspace, intermediates), and for ours the exact sum of our de
 buffers (input, output, factors, tables, intermediates).
 
 The tile sweep and the TDC section first compile the core kernels they will launch in
-parallel processes (numba's on-disk cache), since one process compiles about one
-generated kernel per 3 s.
+parallel processes (numba's on-disk cache), since one process compiles one generated
+kernel at a time.
 
 ``--quick`` checks every kernel against a float64 direct convolution on small random
 shapes and against cuDNN on the five layers, then times one layer.
@@ -88,9 +88,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def precompile_core_kernels(variants, log) -> None:
     """Compile the generated core kernels ``variants`` into numba's on-disk cache in
-    parallel processes before they are timed. numba compiles one kernel at a time, about
-    3 s each on the device, so a sweep's first shape (about 66 kernels) took 200 s in
-    series; the processes share nothing but the cache. If a process fails, the kernels
+    parallel processes before they are timed: numba compiles one kernel at a time, and a
+    sweep's first shape needs about 66; the processes share nothing but the cache. If a process fails, the kernels
     it did not cache are compiled on first launch as before."""
     variants = sorted(set(variants))
     if not variants:

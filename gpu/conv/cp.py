@@ -286,9 +286,9 @@ def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> Separable
 
 
 #: Launch shapes a plan times per lean kernel (each generated (ns, px1, px4) of the rank),
-#: the best by :func:`separable_time`. Per kernel rather than overall: on Reustle layer 4
-#: (batch 32, rank 16) the model's overall first 16 held no rank-split shape, the fastest
-#: kind there (27 µs; the timed shapes among the 16 ran 34–39 µs).
+#: the best by :func:`separable_time`. Per kernel rather than overall: the model's overall
+#: shortlist can miss a whole kernel kind that turns out fastest (docs/benchmarks.md,
+#: measured design choices).
 TUNE_LEAN = 8
 
 #: (geometry, rank, output channels) → (method, tiling or lanes) the first call timed fastest.

@@ -39,9 +39,8 @@ CP_BLOCK = 256
 CP_SEP_MAX_BLOCK = 256
 
 #: The lean separable kernels generated, as (rank slices ns, stage-1 pixels px1, stage-4
-#: pixels px4), for ranks 9–16. Chosen from 15 shapes swept on the H100 at rank 16
-#: (Reustle layers 1–4, batch 32): each layer's fastest launch shape used one of these
-#: six; of the other nine, only (2, 2, 4) came within 10% of it (layer 4, 1.04×).
+#: pixels px4), for ranks 9–16: the shapes that were fastest on some Reustle layer in a
+#: sweep of 15 (docs/benchmarks.md, measured design choices).
 CP_LEAN_SHAPES = ((1, 2, 2), (1, 4, 2), (1, 2, 4), (1, 4, 4), (2, 2, 2), (2, 4, 2))
 #: The lean shapes at ranks 1–8, where px·R accumulators are few: 8 stage-1 pixels as
 #: well (at most 64 accumulators), and two rank slices only where each holds at least 4
