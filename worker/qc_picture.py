@@ -3,15 +3,18 @@
 Top row: three orthogonal slices through the centre of the voxels with peaks, showing the
 directionally encoded colour map of the first peak (red = left–right, green =
 anterior–posterior, blue = superior–inferior; Pajevic & Pierpaoli 1999) with the first-peak
-directions drawn as short lines on a coarser grid, projected onto the slice (a fiber
-through the slice draws short). Bottom row: the number of fiber orientations (NuFO) on the
-same slices, with a colour bar. Slices are shown in anatomical orientation (superior up,
-anterior up in the axial view, anterior on the left in the sagittal view) after reorienting
-the arrays to the closest canonical RAS+ axes of the affine, in neurological convention
-(subject's left on the image's left) unless ``radiological``; the picture says which.
+directions drawn as lines on a coarser grid, projected onto the slice (a fiber through the
+slice draws short); brightness and line length follow AFD_max, with the 99th percentile of
+the slices at full scale, so that noise in grey matter stays dim and short. Bottom row: the
+number of fiber orientations (NuFO) on the same slices, with a colour bar.
 
-Drawn with Pillow (no plotting stack in the worker): a whole-brain volume draws in well
-under 0.3 s. Lines are drawn at twice the size and reduced, which anti-aliases them.
+Slices are shown in anatomical orientation (superior up, anterior up in the axial view,
+anterior on the left in the sagittal view) after reorienting the arrays to the closest
+canonical RAS+ axes of the affine, in neurological convention (subject's left on the
+image's left) unless ``radiological``; the picture says which.
+
+Drawn with Pillow, which keeps the worker free of a plotting stack; lines are drawn at twice
+the size and reduced, which anti-aliases them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from nibabel.orientations import apply_orientation, io_orientation
@@ -112,8 +116,8 @@ class QcPicture:
 
 
 def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
-                      affine: np.ndarray | None = None, npeaks: int | None = None,
-                      radiological: bool = False) -> QcPicture:
+                      affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
+                      npeaks: int | None = None, radiological: bool = False) -> QcPicture:
     """The QC picture as an image; see :func:`write_qc_png` for the parameters."""
     from PIL import Image, ImageDraw
 
@@ -122,9 +126,13 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
     if nufo.ndim != 3 or rgb.shape != (*spatial, 3) or first_dirs.shape != (*spatial, 3):
         raise ValueError(f"expected rgb (X, Y, Z, 3), first_dirs (X, Y, Z, 3) and nufo (X, Y, Z) on one grid, "
                          f"got {rgb.shape}, {first_dirs.shape} and {nufo.shape}")
+    if directions_frame not in ("world", "voxel"):
+        raise ValueError(f"directions_frame must be 'world' or 'voxel', not {directions_frame!r}")
     npeaks = int(npeaks if npeaks is not None else max(int(nufo.max()), 1))
     ornt = io_orientation(np.asarray(affine, float)) if affine is not None else None
     (rgb, first_dirs, nufo), sizes, perm, signs = _to_ras((rgb, first_dirs, nufo), voxel_sizes, ornt)
+    if directions_frame == "world":
+        perm, signs = np.arange(3), np.ones(3)
     centre = _centre(nufo)
     views = _views(radiological)
     # Only the three slices are drawn: reorient colour channels and direction components there.
@@ -244,7 +252,8 @@ def _draw_colour_bar(draw, palette: np.ndarray, origin, height: int, font) -> No
 
 
 def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
-                 affine: np.ndarray | None = None, npeaks: int | None = None, radiological: bool = False) -> Path:
+                 affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
+                 npeaks: int | None = None, radiological: bool = False) -> Path:
     """Write the QC picture of a peaks result to ``path`` (PNG, atomically).
 
     Parameters
@@ -254,7 +263,7 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
     rgb : (X, Y, Z, 3) uint8 array
         Directionally encoded colour map (:func:`gpu.peaks.fodf_metrics.fodf_metrics`).
     first_dirs : (X, Y, Z, 3) array
-        First-peak unit directions, components along the voxel axes; NaN or 0 where none.
+        First-peak unit directions in ``directions_frame``; NaN or 0 where none.
     nufo : (X, Y, Z) integer array
         Number of peaks per voxel.
     voxel_sizes : sequence of 3 floats
@@ -264,6 +273,10 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
     affine : (4, 4) array, optional
         Voxel-to-world (RAS+) affine; the slices are reoriented to its closest canonical
         axes. Without it the array axes are taken as RAS+.
+    directions_frame : {"world", "voxel"}
+        Axes of ``first_dirs`` and of the ``rgb`` channels: "world" (scanner RAS+, where
+        MRtrix3 defines SH coefficients, so sh2peaks and our peaks of an MRtrix3 FOD) or
+        "voxel" (the array axes, e.g. a DIPY fit of b-vectors given along the image axes).
     npeaks : int, optional
         K, the top of the NuFO colour bar (default: the largest NuFO).
     radiological : bool
@@ -273,8 +286,8 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
     -------
     Path
     """
-    picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine, npeaks=npeaks,
-                                radiological=radiological)
+    picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine,
+                                directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
     buffer = io.BytesIO()
     # zlib level 3: 5 % larger than the default 6 and half the time.
     picture.image.save(buffer, format="PNG", compress_level=3)

@@ -1,6 +1,7 @@
 """The QC picture: its panels show the slices nibabel's closest-canonical (RAS+) reorientation
 gives, in anatomical display orientation, and its lines point along the first peak in world
-space, for RAS, LPS and axis-permuted affines; read back from the PNG file."""
+space, for RAS, LPS and axis-permuted affines and for directions given in world or voxel
+axes; read back from the PNG file."""
 
 from __future__ import annotations
 
@@ -43,27 +44,33 @@ def voxel_centres(image: np.ndarray, box, rows: int, cols: int) -> np.ndarray:
     return image[np.ix_(ys, xs)]
 
 
+def colour(directions: np.ndarray) -> np.ndarray:
+    return np.floor(255 * np.abs(directions) + 1e-9).astype(np.uint8)
+
+
+@pytest.mark.parametrize("frame", ["world", "voxel"])
 @pytest.mark.parametrize("radiological", [False, True])
 @pytest.mark.parametrize("name", list(AFFINES))
-def test_panels_show_the_canonical_slices_in_anatomical_orientation(tmp_path, name, radiological):
+def test_panels_show_the_canonical_slices_in_anatomical_orientation(tmp_path, name, radiological, frame):
     affine = AFFINES[name]
     rng = np.random.default_rng(1)
-    directions = rng.normal(size=(*SHAPE, 3))
-    directions /= np.linalg.norm(directions, axis=-1, keepdims=True)
-    rgb = np.floor(255 * np.abs(directions)).astype(np.uint8)
+    world = rng.normal(size=(*SHAPE, 3))
+    world /= np.linalg.norm(world, axis=-1, keepdims=True)
+    directions = world if frame == "world" else world @ rotation(affine)  # R^T d per voxel
+    rgb = colour(directions)
     nufo = rng.integers(1, 4, SHAPE).astype(np.uint8)
+    options = dict(affine=affine, directions_frame=frame, radiological=radiological)
     path = write_qc_png(tmp_path / "qc.png", rgb, np.full((*SHAPE, 3), np.nan), nufo,
-                        nib.affines.voxel_sizes(affine), "test", affine=affine, radiological=radiological)
+                        nib.affines.voxel_sizes(affine), "test", **options)
     picture = render_qc_picture(rgb, np.full((*SHAPE, 3), np.nan), nufo, nib.affines.voxel_sizes(affine), "test",
-                                affine=affine, radiological=radiological)
+                                **options)
     with Image.open(path) as png:
         assert png.format == "PNG" and png.mode == "RGB"
         pixels = np.asarray(png)
     np.testing.assert_array_equal(pixels, np.asarray(picture.image))
 
-    # The colour of each voxel is that of its direction in world space: |R d|.
-    world_rgb = np.floor(255 * np.abs(directions @ rotation(affine).T) + 1e-9).astype(np.uint8)
-    canonical_rgb = np.asarray(nib.as_closest_canonical(nib.Nifti1Image(world_rgb, affine)).dataobj)
+    # The colour shown is that of the direction in world space.
+    canonical_rgb = np.asarray(nib.as_closest_canonical(nib.Nifti1Image(colour(world), affine)).dataobj)
     canonical_nufo = np.asarray(nib.as_closest_canonical(nib.Nifti1Image(nufo, affine)).dataobj)
     expected_rgb = display_planes(canonical_rgb, radiological)
     expected_nufo = display_planes(canonical_nufo, radiological)
@@ -78,15 +85,17 @@ def test_panels_show_the_canonical_slices_in_anatomical_orientation(tmp_path, na
         assert len(pairs) == len({n for n, _ in pairs}) == len({c for _, c in pairs}) == 3, view
 
 
+@pytest.mark.parametrize("frame", ["world", "voxel"])
 @pytest.mark.parametrize("radiological", [False, True])
-def test_lines_point_along_the_first_peak_in_world_space(radiological):
+def test_lines_point_along_the_first_peak_in_world_space(radiological, frame):
     affine = AFFINES["PLS"]
     shape = (3, 3, 3)
     world = np.array([1.0, 0.0, 1.0]) / np.sqrt(2.0)  # right and up
-    first = np.broadcast_to(rotation(affine).T @ world, (*shape, 3))
+    direction = world if frame == "world" else rotation(affine).T @ world
+    first = np.broadcast_to(direction, (*shape, 3))
     grey = np.full((*shape, 3), 147, np.uint8)  # |(147, 147, 147)| = 255: full weight
     picture = render_qc_picture(grey, first, np.ones(shape, np.uint8), nib.affines.voxel_sizes(affine), "t",
-                                affine=affine, radiological=radiological)
+                                affine=affine, directions_frame=frame, radiological=radiological)
     pixels = np.asarray(picture.image).astype(int)
     # Screen angle of the line (degrees, counter-clockwise from the image's right) per view.
     expected = {"coronal": 135.0 if radiological else 45.0, "axial": 0.0, "sagittal": 90.0}
