@@ -35,6 +35,9 @@ _SUPERSAMPLE = 2
 _PANEL = 320  # pixels of the longest field of view, before supersampling
 _GLYPHS_ACROSS = 32  # first-peak lines along the longest field of view
 _MARGIN = 14
+# The colour map under the lines is shown at this fraction of full brightness, so that a
+# line stands out from a voxel of its own colour.
+_MAP_BRIGHTNESS = 0.65
 # viridis at 0, 1/4, 1/2, 3/4, 1: NuFO 1..K from dark blue to yellow; 0 is black.
 _VIRIDIS = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], float)
 
@@ -164,7 +167,7 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
     grey, white = (170, 170, 170), (235, 235, 235)
     draw.text((m, m), title, fill=white, font=big)
     draw.text((m, m + line + 4 * s), "top: first-peak direction colour (red L-R, green A-P, blue S-I), lines: "
-              "first peak projected on the slice; brightness and line length scale with AFD_max (99th percentile = full)",
+              "first peak projected on the slice; brightness and line length scale with AFD_max (99th percentile = full length)",
               fill=grey, font=small)
     draw.text((m, m + 2 * line + 4 * s), "bottom: NuFO, the number of peaks per voxel", fill=grey, font=small)
     palette = _nufo_palette(npeaks)
@@ -174,7 +177,7 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
     for view, w, rgb_plane, dir_plane, weight in zip(views, panel_w, rgb_planes, dir_planes, weights):
         index = centre[view.fixed]
         h = int(round(extent[view.up] * scale))
-        shown = np.minimum(rgb_plane * gain, 255.0).astype(np.uint8)
+        shown = np.minimum(rgb_plane * (gain * _MAP_BRIGHTNESS), 255.0).astype(np.uint8)
         for row, (kind, picture) in enumerate((("rgb", shown),
                                                ("nufo", palette[np.minimum(_plane(nufo, view, index), npeaks)]))):
             top = header + row * row_h + line
@@ -230,7 +233,7 @@ def _draw_glyphs(draw, dirs: np.ndarray, lengths: np.ndarray, view: _View, sizes
     colour = np.abs(d) / np.abs(d).max(axis=1, keepdims=True) * 255.0
     segments = np.stack([cx - dx, cy - dy, cx + dx, cy + dy], axis=1).tolist()
     colours = [tuple(v) for v in colour.round().astype(int).tolist()]
-    width = max(2 * _SUPERSAMPLE, int(round(full / 4)))
+    width = max(2 * _SUPERSAMPLE, int(round(full / 3)))
     for segment in segments:
         draw.line(segment, fill=(0, 0, 0), width=width + 2 * _SUPERSAMPLE)
     for segment, fill in zip(segments, colours):
