@@ -4,8 +4,9 @@ Top row: three orthogonal slices through the centre of the voxels with peaks, sh
 directionally encoded colour map of the first peak (red = left–right, green =
 anterior–posterior, blue = superior–inferior; Pajevic & Pierpaoli 1999) with the first-peak
 directions drawn as lines on a coarser grid, projected onto the slice (a fiber through the
-slice draws short); brightness and line length follow AFD_max, with the 99th percentile of
-the slices at full scale, so that noise in grey matter stays dim and short. Bottom row: the
+slice draws short); brightness and line length grow with AFD_max (length with its square
+root), the 99th percentile of the slices at full scale, so that noise in grey matter stays
+dim and short. Bottom row: the
 number of fiber orientations (NuFO) on the same slices, with a colour bar.
 
 Slices are shown in anatomical orientation (superior up, anterior up in the axial view,
@@ -167,7 +168,7 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
     grey, white = (170, 170, 170), (235, 235, 235)
     draw.text((m, m), title, fill=white, font=big)
     draw.text((m, m + line + 4 * s), "top: first-peak direction colour (red L-R, green A-P, blue S-I), lines: "
-              "first peak projected on the slice; brightness and line length scale with AFD_max (99th percentile = full length)",
+              "first peak projected on the slice; brightness and line length grow with AFD_max (99th percentile = full)",
               fill=grey, font=small)
     draw.text((m, m + 2 * line + 4 * s), "bottom: NuFO, the number of peaks per voxel", fill=grey, font=small)
     palette = _nufo_palette(npeaks)
@@ -188,7 +189,9 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
             for text, xy, anchor in ((left, (x + 3 * s, top + h // 2), "lm"), (right, (x + w - 3 * s, top + h // 2), "rm"),
                                      (up, (x + w // 2, top + 2 * s), "mt"), (down, (x + w // 2, top + h - 2 * s), "mb")):
                 draw.text(xy, text, fill=white, font=small, anchor=anchor, stroke_width=2 * s, stroke_fill=(0, 0, 0))
-        _draw_glyphs(draw, dir_plane, np.minimum(weight * gain, 1.0), view, sizes, scale, glyph_mm, (x, header + line))
+        # Length ∝ √AFD: a voxel at a quarter of the 99th percentile still draws half a line.
+        _draw_glyphs(draw, dir_plane, np.sqrt(np.minimum(weight * gain, 1.0)), view, sizes, scale, glyph_mm,
+                     (x, header + line))
         x += w + m
 
     _draw_colour_bar(draw, palette, (x, header + row_h + line), panel_h, small)
@@ -233,7 +236,7 @@ def _draw_glyphs(draw, dirs: np.ndarray, lengths: np.ndarray, view: _View, sizes
     colour = np.abs(d) / np.abs(d).max(axis=1, keepdims=True) * 255.0
     segments = np.stack([cx - dx, cy - dy, cx + dx, cy + dy], axis=1).tolist()
     colours = [tuple(v) for v in colour.round().astype(int).tolist()]
-    width = max(2 * _SUPERSAMPLE, int(round(full / 3)))
+    width = min(max(2 * _SUPERSAMPLE, int(round(full / 4))), 3 * _SUPERSAMPLE)
     for segment in segments:
         draw.line(segment, fill=(0, 0, 0), width=width + 2 * _SUPERSAMPLE)
     for segment, fill in zip(segments, colours):
