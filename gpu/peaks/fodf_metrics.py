@@ -14,7 +14,8 @@ and relative thresholds as the peaks) and d_1 its first peak's unit direction:
 * ``peak_fraction``_k = a_k / afd_sum;
 * ``rgb`` = ⌊255 · |d_1| · a_1 / max_voxels a_1⌋ as uint8, the directionally encoded colour
   of the first peak (Pajevic & Pierpaoli 1999, Eq. 4: red = |x|, green = |y|, blue = |z|)
-  weighted by afd_max normalised over the volume, truncated to uint8 as scilpy writes it.
+  weighted by afd_max normalised over the volume, truncated to uint8 as scilpy writes it;
+  its channels follow the axes of the directions (scanner RAS+ for an MRtrix3 FOD).
 
 Conventions are scilpy's: every map but ``afd_total`` is 0 where a voxel has no peak
 (masked out, non-finite coefficients, or nothing above the thresholds), ``peak_fraction``
@@ -81,8 +82,8 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
             f"shapes do not agree: sh {sh.shape}, directions {directions.shape}, amplitudes {amplitudes.shape}, "
             f"count {count.shape}; expected (..., n_coeffs), (..., K, 3), (..., K) and (...) on one grid"
         )
-    # float32 throughout (three-term sums lose ~1e-7 relative), and sums over K written out:
-    # numpy reduces a short last axis several times slower than it adds K planes.
+    # float32 throughout (sums of K ≤ 20 positive terms stay within 1e-6 relative), and the
+    # sum over K written out: numpy reduces a short last axis several times slower.
     reported = np.arange(k) < count[..., None]
     values = np.where(reported, amplitudes, np.float32(0.0)).astype(np.float32, copy=False)
     afd_max = values[..., 0]
