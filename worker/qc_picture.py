@@ -158,7 +158,7 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
     big, small = _fonts(17), _fonts(12)
     line = 17 * s
     m = _MARGIN * s
-    bar_w = 60 * s
+    bar_w = 96 * s
     header = 2 * m + 3 * line
     row_h = panel_h + line + m
     width = m + sum(w + m for w in panel_w) + bar_w
@@ -194,7 +194,8 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
                      (x, header + line))
         x += w + m
 
-    _draw_colour_bar(draw, palette, (x, header + row_h + line), panel_h, small)
+    voxels = np.bincount(np.minimum(nufo, npeaks).ravel(), minlength=npeaks + 1)
+    _draw_colour_bar(draw, palette, voxels, (x, header + row_h + line), panel_h, small)
     convention = "radiological (subject's left on the image's right)" if radiological else \
         "neurological (subject's left on the image's left)"
     draw.text((m, height - m - line), f"{convention}; axes reoriented to RAS+ from the affine; slices cross at "
@@ -243,18 +244,24 @@ def _draw_glyphs(draw, dirs: np.ndarray, lengths: np.ndarray, view: _View, sizes
         draw.line(segment, fill=fill, width=width)
 
 
-def _draw_colour_bar(draw, palette: np.ndarray, origin, height: int, font) -> None:
-    """A discrete colour bar: one block per NuFO value, 0 at the bottom."""
+def _draw_colour_bar(draw, palette: np.ndarray, voxels: np.ndarray, origin, height: int, font) -> None:
+    """A discrete colour bar, one block per NuFO value from 0 at the bottom, each value
+    labelled with its share of the volume's voxels with peaks (``voxels`` counts each value)."""
     x, y = origin
     s = _SUPERSAMPLE
     levels = len(palette)
     block = min(height // levels, 40 * s)
+    with_peaks = max(int(voxels[1:].sum()), 1)
     for value, colour in enumerate(palette):
         top = y + (levels - 1 - value) * block
         draw.rectangle([x, top, x + 16 * s, top + block - 2 * s], fill=tuple(int(c) for c in colour),
                        outline=(120, 120, 120), width=s)
-        draw.text((x + 22 * s, top + block // 2), str(value), fill=(235, 235, 235), font=font, anchor="lm")
-    draw.text((x, y + levels * block + 6 * s), "NuFO", fill=(235, 235, 235), font=font)
+        label = str(value) if value == 0 else f"{value}   {100.0 * voxels[value] / with_peaks:.0f} %"
+        draw.text((x + 22 * s, top + block // 2), label, fill=(235, 235, 235), font=font, anchor="lm")
+    below = y + levels * block + 6 * s
+    draw.text((x, below), "NuFO", fill=(235, 235, 235), font=font)
+    draw.text((x, below + 15 * s), "% of voxels", fill=(170, 170, 170), font=font)
+    draw.text((x, below + 30 * s), "with peaks", fill=(170, 170, 170), font=font)
 
 
 def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
