@@ -161,15 +161,20 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
     bar_w = 96 * s
     header = 2 * m + 3 * line
     row_h = panel_h + line + m
-    width = m + sum(w + m for w in panel_w) + bar_w
+    legend = ("top: first-peak direction colour (red L-R, green A-P, blue S-I), lines: first peak projected on "
+              "the slice; brightness and line length grow with AFD_max (99th percentile = full)")
+    convention = "radiological (subject's left on the image's right)" if radiological else \
+        "neurological (subject's left on the image's left)"
+    axes = "axes reoriented to RAS+ from the affine" if ornt is not None else "array axes taken as RAS+"
+    footer = f"{convention}; {axes}; slices cross at {_crossing(centre, spatial, ornt, affine)}"
+    text_w = max(small.getlength(legend), small.getlength(footer), big.getlength(title))
+    width = max(m + sum(w + m for w in panel_w) + bar_w, int(text_w) + 2 * m)
     height = header + 2 * row_h + 2 * line + m
     canvas = Image.new("RGB", (width, height), (0, 0, 0))
     draw = ImageDraw.Draw(canvas)
     grey, white = (170, 170, 170), (235, 235, 235)
     draw.text((m, m), title, fill=white, font=big)
-    draw.text((m, m + line + 4 * s), "top: first-peak direction colour (red L-R, green A-P, blue S-I), lines: "
-              "first peak projected on the slice; brightness and line length grow with AFD_max (99th percentile = full)",
-              fill=grey, font=small)
+    draw.text((m, m + line + 4 * s), legend, fill=grey, font=small)
     draw.text((m, m + 2 * line + 4 * s), "bottom: NuFO, the number of peaks per voxel", fill=grey, font=small)
     palette = _nufo_palette(npeaks)
 
@@ -196,10 +201,7 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
 
     voxels = np.bincount(np.minimum(nufo, npeaks).ravel(), minlength=npeaks + 1)
     _draw_colour_bar(draw, palette, voxels, (x, header + row_h + line), panel_h, small)
-    convention = "radiological (subject's left on the image's right)" if radiological else \
-        "neurological (subject's left on the image's left)"
-    draw.text((m, height - m - line), f"{convention}; axes reoriented to RAS+ from the affine; slices cross at "
-              f"{_crossing(centre, spatial, ornt, affine)}", fill=grey, font=small)
+    draw.text((m, height - m - line), footer, fill=grey, font=small)
     return QcPicture(image=canvas.reduce(s), panels=panels)
 
 
