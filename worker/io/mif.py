@@ -30,6 +30,7 @@ from typing import BinaryIO, Mapping, Sequence
 
 import isal.igzip
 import numpy as np
+from isal.igzip_lib import IsalError
 
 from worker.errors import InputError
 from worker.io.atomic import atomic_path
@@ -38,6 +39,8 @@ __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write
 
 MIF_SUFFIXES = (".mif", ".mif.gz", ".mih")
 
+# What reading a damaged or cut gzip stream raises (zlib/gzip errors, ISA-L's own).
+_STREAM_ERRORS = (OSError, EOFError, ValueError, IsalError)
 # A header of dw_scheme and command history is tens of kilobytes; anything near this is not one.
 _MAX_HEADER_BYTES = 16 * 1024**2
 _MAGIC = "mrtrix image"
@@ -185,7 +188,7 @@ def _header_lines(path: Path, role: str) -> list[str]:
                     lines.append(line)
     except InputError:
         raise
-    except (OSError, EOFError, ValueError) as exc:  # gzip and zlib raise these for damaged streams
+    except _STREAM_ERRORS as exc:
         raise InputError(
             "Unreadable MRtrix image",
             f"the {role} file {path.name!r} could not be read ({exc}); check that it is a complete "
@@ -316,7 +319,7 @@ def _read_exactly(info: MifInfo) -> bytearray:
         with _open_stream(info.data_path) as stream:
             stream.seek(info.data_offset)
             got = stream.readinto(buffer)
-    except (OSError, EOFError, ValueError) as exc:
+    except _STREAM_ERRORS as exc:
         raise InputError(
             "Unreadable MRtrix image data",
             f"the data of {info.path.name!r} could not be read ({exc}); the file is probably damaged",
