@@ -18,27 +18,14 @@ import shutil
 import uuid
 from pathlib import Path
 
-import nibabel as nib
 import numpy as np
 
 from worker.errors import InputError
-from worker.io.mif import write_mif
-from worker.io.nifti import save_nifti_atomic
+from worker.io.images import write_image
 
 __all__ = ["FIXEL_FORMATS", "write_fixel_directory"]
 
 FIXEL_FORMATS = ("mif", "mif.gz", "nii", "nii.gz")
-
-
-def _save(path: Path, data: np.ndarray, affine: np.ndarray, keyval: dict[str, str] | None = None) -> None:
-    if path.name.endswith((".mif", ".mif.gz")):
-        write_mif(path, data, affine, keyval=keyval)
-        return
-    image = nib.Nifti1Image(data, affine)
-    image.set_qform(affine, code=1)
-    image.set_sform(affine, code=1)
-    image.header.set_xyzt_units("mm")
-    save_nifti_atomic(image, path)
 
 
 def write_fixel_directory(
@@ -121,9 +108,9 @@ def write_fixel_directory(
         if peak_fraction is not None:
             values = np.asarray(peak_fraction).transpose(2, 1, 0, 3)[in_order]
             fixel_files["peak_fraction"] = values.astype(np.float32)[:, None, None]
-        _save(partial / f"index.{fmt}", index, affine, keyval={"nfixels": str(n_fixels)})
+        write_image(partial / f"index.{fmt}", index, affine, keyval={"nfixels": str(n_fixels)})
         for name, values in fixel_files.items():
-            _save(partial / f"{name}.{fmt}", values, np.eye(4))
+            write_image(partial / f"{name}.{fmt}", values, np.eye(4))
         os.replace(partial, folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)

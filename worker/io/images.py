@@ -35,6 +35,7 @@ __all__ = [
     "image_format",
     "read_image_header",
     "load_image_data",
+    "write_image",
     "save_image",
     "check_image_limits",
 ]
@@ -80,23 +81,37 @@ def load_image_data(info: ImageInfo, dtype=np.float32) -> np.ndarray:
     return load_mif_data(info, dtype) if isinstance(info, MifInfo) else load_nifti_data(info, dtype)
 
 
+def write_image(
+    path: Path,
+    data: np.ndarray,
+    affine: np.ndarray,
+    *,
+    zooms: tuple[float, ...] | None = None,
+    keyval: dict[str, str] | None = None,
+) -> Path:
+    """Write ``data`` with voxel→scanner ``affine`` as NIfTI or MRtrix according to ``path``'s
+    name, atomically; ``keyval`` goes into an MRtrix header only."""
+    path = Path(path)
+    if image_format(path) == "mif":
+        return write_mif(path, data, affine, zooms=zooms, keyval=keyval)
+    image = nib.Nifti1Image(data, affine, dtype=data.dtype)
+    image.set_qform(affine, code=1)
+    image.set_sform(affine, code=1)
+    if zooms is not None:
+        image.header.set_zooms(zooms)
+    image.header.set_xyzt_units("mm")
+    return save_nifti_atomic(image, path)
+
+
 def save_image(reference: ImageInfo, data: np.ndarray, path: Path) -> Path:
     """Write ``data`` on the reference's grid (same affine and spatial voxel sizes) as NIfTI or
     MRtrix according to ``path``'s name, atomically. An MRtrix output keeps an MRtrix
     reference's key–value pairs (command history, ...), as MRtrix3 commands do."""
-    path = Path(path)
-    zooms = tuple(reference.zooms[:3]) + (1.0,) * (data.ndim - 3)
-    if image_format(path) == "mif":
-        keyval = reference.keyval if isinstance(reference, MifInfo) else None
-        return write_mif(path, data, reference.affine, zooms=zooms, keyval=keyval)
-    if isinstance(reference, NiftiInfo):
+    if image_format(path) == "nifti" and isinstance(reference, NiftiInfo):
         return save_nifti_atomic(derived_image(reference, data), path)
-    image = nib.Nifti1Image(data, reference.affine)
-    image.set_qform(reference.affine, code=1)
-    image.set_sform(reference.affine, code=1)
-    image.header.set_zooms(zooms)
-    image.header.set_xyzt_units("mm")
-    return save_nifti_atomic(image, path)
+    zooms = tuple(reference.zooms[:3]) + (1.0,) * (data.ndim - 3)
+    keyval = reference.keyval if isinstance(reference, MifInfo) else None
+    return write_image(path, data, reference.affine, zooms=zooms, keyval=keyval)
 
 
 def _stored_size(path: Path, limit: int, role: str) -> int:

@@ -309,7 +309,16 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
     else:
         if path.name.endswith(".gz"):
             raise _bad(path, role, "is compressed but keeps its data in another file")
+        # Only a file beside the header: a header must not point a reader at any file it likes.
+        if Path(name).name != name or name in ("", ".."):
+            raise _bad(path, role, f"keeps its data in {name!r}, not in a file beside it")
         data_path = path.parent / name
+        if not data_path.is_file():
+            raise InputError(
+                "Missing data file",
+                f"the {role} file {path.name!r} keeps its data in {name!r}, which is not beside it; "
+                f"put it there, or make one file of both with mrconvert {path.name} {path.stem}.mif",
+            )
     return MifInfo(path, tuple(dims), tuple(vox), layout, datatype, transform, scaling, data_path, offset, keyval)
 
 

@@ -205,6 +205,12 @@ def test_header_forms_read_as_mrtrix_reads_them(tmp_path, mrtrix):
          "not one stride per axis"),
         (b"mrtrix image\ndim: 2,2,2\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: a.dat\nfile: b.dat\nEND\n",
          "mrconvert in.mih out.mif"),
+        (b"mrtrix image\ndim: 2,2,2\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: ../secret.dat\nEND\n",
+         "keeps its data in '../secret.dat', not in a file beside it"),
+        (b"mrtrix image\ndim: 2,2,2\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: /etc/passwd\nEND\n",
+         "not in a file beside it"),
+        (b"mrtrix image\ndim: 2,2,2\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: bad.dat\nEND\n",
+         "keeps its data in 'bad.dat', which is not beside it"),
     ],
 )
 def test_bad_headers_say_what_is_wrong(tmp_path, content, message):
