@@ -86,32 +86,29 @@ def write_image(
     data: np.ndarray,
     affine: np.ndarray,
     *,
-    zooms: tuple[float, ...] | None = None,
     keyval: dict[str, str] | None = None,
 ) -> Path:
-    """Write ``data`` with voxel→scanner ``affine`` as NIfTI or MRtrix according to ``path``'s
-    name, atomically; ``keyval`` goes into an MRtrix header only."""
+    """Write ``data`` with voxel→scanner ``affine`` (its column norms are the voxel sizes) as
+    NIfTI or MRtrix according to ``path``'s name, atomically; ``keyval`` goes into an MRtrix
+    header only."""
     path = Path(path)
     if image_format(path) == "mif":
-        return write_mif(path, data, affine, zooms=zooms, keyval=keyval)
+        return write_mif(path, data, affine, keyval=keyval)
     image = nib.Nifti1Image(data, affine, dtype=data.dtype)
     image.set_qform(affine, code=1)
     image.set_sform(affine, code=1)
-    if zooms is not None:
-        image.header.set_zooms(zooms)
     image.header.set_xyzt_units("mm")
     return save_nifti_atomic(image, path)
 
 
 def save_image(reference: ImageInfo, data: np.ndarray, path: Path) -> Path:
-    """Write ``data`` on the reference's grid (same affine and spatial voxel sizes) as NIfTI or
-    MRtrix according to ``path``'s name, atomically. An MRtrix output keeps an MRtrix
-    reference's key–value pairs (command history, ...), as MRtrix3 commands do."""
+    """Write ``data`` on the reference's grid (same affine) as NIfTI or MRtrix according to
+    ``path``'s name, atomically. An MRtrix output keeps an MRtrix reference's key–value pairs
+    (command history, ...), as MRtrix3 commands do."""
     if image_format(path) == "nifti" and isinstance(reference, NiftiInfo):
         return save_nifti_atomic(derived_image(reference, data), path)
-    zooms = tuple(reference.zooms[:3]) + (1.0,) * (data.ndim - 3)
     keyval = reference.keyval if isinstance(reference, MifInfo) else None
-    return write_image(path, data, reference.affine, zooms=zooms, keyval=keyval)
+    return write_image(path, data, reference.affine, keyval=keyval)
 
 
 def _stored_size(path: Path, limit: int, role: str) -> int:

@@ -234,8 +234,8 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
     for line in _header_lines(path, role):
         key, colon, value = line.partition(":")
         key, value = key.strip(), value.strip()
-        if not colon or not key:
-            continue  # MRtrix3 ignores malformed lines too
+        if not colon or not key or not value:
+            continue  # MRtrix3 ignores malformed lines and empty values too
         if key.lower() in _COMPULSORY:
             fields.setdefault(key.lower(), []).append(value)
         else:
@@ -269,9 +269,9 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
 
     if "transform" in fields:
         rows = [_numbers(path, role, "transform", row) for row in fields["transform"]]
-        if len(rows) != 3 or any(len(row) != 4 for row in rows):
+        if len(rows) < 3 or any(len(row) != 4 for row in rows):
             raise _bad(path, role, "has a transform that is not 3 rows of 4 numbers")
-        transform = np.array(rows, dtype=np.float64)
+        transform = np.array(rows[:3], dtype=np.float64)  # MRtrix3 ignores a fourth row
         if not np.isfinite(transform).all():
             raise _bad(path, role, "has a non-finite transform")
         lengths = np.linalg.norm(transform[:, :3], axis=0)
@@ -430,7 +430,6 @@ def write_mif(
     data: np.ndarray,
     affine: np.ndarray,
     *,
-    zooms: Sequence[float] | None = None,
     layout: Sequence[int] | None = None,
     datatype: str | None = None,
     scaling: tuple[float, float] | None = None,
@@ -445,9 +444,8 @@ def write_mif(
     data : ndarray, shape (X, Y, Z, ...)
         Values; ``bool`` is stored as ``Bit``.
     affine : ndarray, shape (4, 4)
-        Voxel → scanner mm of ``data``'s first three axes.
-    zooms : sequence of float, optional
-        Voxel sizes of all axes; default: the spatial ones from ``affine``, 1 for the others.
+        Voxel → scanner mm of ``data``'s first three axes; their voxel sizes are its column
+        norms (those of other axes are 1, as in our NIfTI outputs).
     layout : sequence of int, optional
         Strides of the written header's axes as ``mrconvert -strides`` takes them (``-1,2,3,4``);
         default: ``data``'s own order, as ``mrconvert`` keeps a NIfTI's.
@@ -477,9 +475,7 @@ def write_mif(
             raise ValueError(f"unknown MRtrix3 datatype {datatype!r}")
         data = data.astype(stored_type, copy=False)
     datatype = _datatype_spec(data.dtype)
-    zooms = [*spacing, *[1.0] * (data.ndim - 3)] if zooms is None else list(zooms)
-    if len(zooms) != data.ndim:
-        raise ValueError(f"zooms has {len(zooms)} entries for {data.ndim} axes")
+    zooms = [*spacing, *[1.0] * (data.ndim - 3)]
     keyval = dict(keyval or {})
     for key, value in keyval.items():
         if not key or ":" in key or "#" in key or "\n" in key or key.lower() in _COMPULSORY or key == "END":
