@@ -48,15 +48,19 @@ def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
     -------
     ndarray of int32, shape (...)
     """
-    tree = cKDTree(np.asarray(vertices, np.float64))
+    vertices = np.asarray(vertices, np.float64)
+    n = len(vertices)
+    # Peaks are axes: search v and -v at once. Where the sphere also holds -v (a full
+    # sphere), the match -v stands for that vertex, on the direction's side.
+    gap, twin = cKDTree(vertices).query(-vertices)
+    same_side = np.where(gap < 1e-6, twin, np.arange(n))
+    tree = cKDTree(np.concatenate([vertices, -vertices]))
     flat = np.asarray(directions, np.float64).reshape(-1, 3)
     valid = np.isfinite(flat).all(axis=1) & (np.abs(flat).sum(axis=1) > 0)
     found = np.full(len(flat), -1, np.int32)
     if valid.any():
-        ahead, ahead_index = tree.query(flat[valid])
-        behind, behind_index = tree.query(-flat[valid])
-        # Peaks are axes: -direction counts only where it is clearly nearer (a hemisphere).
-        found[valid] = np.where(behind < ahead - 1e-9, behind_index, ahead_index)
+        nearest = tree.query(flat[valid], workers=-1)[1]
+        found[valid] = np.where(nearest < n, nearest, same_side[nearest % n])
     return found.reshape(np.shape(directions)[:-1])
 
 
