@@ -82,7 +82,9 @@ def write_pam5(
     path : Path
         Output file, ending in ``.pam5``.
     directions : ndarray, shape (X, Y, Z, K, 3)
-        Unit peak directions, in the frame DIPY is to use them in; NaN where there is no peak.
+        Unit peak directions, stored as given; NaN where there is no peak. DIPY takes them
+        in the frame of the gradient table its models are fitted with (for FSL-style bvecs,
+        the image axes), not necessarily the scanner frame of MRtrix3 peaks.
     values : ndarray, shape (X, Y, Z, K)
         Peak amplitudes; NaN where there is no peak. Absent peaks are stored as DIPY stores
         them: zero direction, zero value, index -1.
