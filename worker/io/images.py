@@ -49,7 +49,7 @@ _GZIP_SLACK = 1 << 20
 
 def image_format(path: Path) -> str:
     """``"nifti"`` or ``"mif"`` from the file name; :class:`InputError` for anything else."""
-    name = Path(path).name.lower()
+    name = Path(path).name
     if name.endswith(NIFTI_SUFFIXES):
         return "nifti"
     if name.endswith(MIF_SUFFIXES):

@@ -44,6 +44,9 @@ MIF_SUFFIXES = (".mif", ".mif.gz", ".mih")
 _STREAM_ERRORS = (OSError, EOFError, ValueError, IsalError)
 # A header of dw_scheme and command history is tens of kilobytes; anything near this is not one.
 _MAX_HEADER_BYTES = 16 * 1024**2
+# Zero padding allowed between END and embedded data (MRtrix3 pads to 4 bytes): an offset far
+# past the header would make a small .mif.gz inflate without bound before its data.
+_MAX_PADDING = 64 * 1024
 _MAGIC = "mrtrix image"
 _COMPULSORY = ("dim", "vox", "layout", "datatype", "transform", "scaling", "file")
 _NATIVE = "LE" if sys.byteorder == "little" else "BE"
@@ -163,15 +166,16 @@ def _open_stream(path: Path) -> BinaryIO:
     return isal.igzip.open(path, "rb") if Path(path).name.endswith(".gz") else open(path, "rb")
 
 
-def _header_lines(path: Path, role: str) -> list[str]:
-    """The header's lines between ``mrtrix image`` and ``END``, comments stripped; reads (and
-    for ``.mif.gz`` inflates) no further than the header."""
+def _header_lines(path: Path, role: str) -> tuple[list[str], int]:
+    """The header's lines between ``mrtrix image`` and ``END``, comments stripped, and its
+    length in bytes; reads (and for ``.mif.gz`` inflates) no further than the header."""
     lines: list[str] = []
     consumed = 0
     try:
         with _open_stream(path) as stream:
-            first = stream.readline(len(_MAGIC) + 2).decode("latin-1").rstrip("\r\n")
-            if first != _MAGIC:
+            first = stream.readline(len(_MAGIC) + 2)
+            consumed = len(first)
+            if first.decode("latin-1").rstrip("\r\n") != _MAGIC:
                 raise _bad(path, role, f"does not start with {_MAGIC!r}, so it is not an MRtrix image")
             while True:
                 raw = stream.readline(_MAX_HEADER_BYTES - consumed + 1)
@@ -180,11 +184,11 @@ def _header_lines(path: Path, role: str) -> list[str]:
                     raise _bad(path, role, f"has no END line in its first {_MAX_HEADER_BYTES} bytes")
                 if not raw:
                     if path.name.endswith(".mih"):  # MRtrix3 ends a separate header without END
-                        return lines
+                        return lines, consumed
                     raise _bad(path, role, "ends before the END line of its header (truncated?)")
                 line = raw.decode("utf-8", "replace").split("#", 1)[0].strip()
                 if line == "END":
-                    return lines
+                    return lines, consumed
                 if line:
                     lines.append(line)
     except InputError:
@@ -231,7 +235,8 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
         raise InputError("Not an MRtrix image", f"the {role} file {path.name!r} must end in .mif, .mif.gz or .mih")
     fields: dict[str, list[str]] = {}
     keyval: dict[str, str] = {}
-    for line in _header_lines(path, role):
+    lines, header_bytes = _header_lines(path, role)
+    for line in lines:
         key, colon, value = line.partition(":")
         key, value = key.strip(), value.strip()
         if not colon or not key or not value:
@@ -304,8 +309,8 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
     except ValueError:
         raise _bad(path, role, f"has a malformed data offset {offset_text!r}") from None
     if name == ".":
-        if offset <= 0:
-            raise _bad(path, role, "keeps its data in the same file but gives no offset")
+        if not header_bytes <= offset <= header_bytes + _MAX_PADDING:
+            raise _bad(path, role, f"puts its data at byte {offset}, not just after its {header_bytes}-byte header")
         data_path = path
     else:
         if path.name.endswith(".gz"):

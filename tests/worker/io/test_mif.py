@@ -208,6 +208,11 @@ def test_header_forms_read_as_mrtrix_reads_them(tmp_path, mrtrix):
          "not one stride per axis"),
         (b"mrtrix image\ndim: 2,2,2\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: a.dat\nfile: b.dat\nEND\n",
          "mrconvert in.mih out.mif"),
+        # An offset far past the header would make a tiny .mif.gz inflate without bound.
+        (b"mrtrix image\ndim: 1,1,1\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: . 99999999999\nEND\n",
+         "puts its data at byte 99999999999, not just after its 92-byte header"),
+        (b"mrtrix image\ndim: 1,1,1\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: . 16\nEND\n",
+         "puts its data at byte 16"),
         (b"mrtrix image\ndim: 2,2,2\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: ../secret.dat\nEND\n",
          "keeps its data in '../secret.dat', not in a file beside it"),
         (b"mrtrix image\ndim: 2,2,2\nvox: 1,1,1\nlayout: +0,+1,+2\ndatatype: UInt8\nfile: /etc/passwd\nEND\n",
