@@ -178,14 +178,15 @@ def handwritten(path, lines: list[str], data: bytes) -> None:
 def test_header_forms_read_as_mrtrix_reads_them(tmp_path, mrtrix):
     """No transform (MRtrix3's default, centred on the grid), non-unit transform columns
     (normalised into the voxel sizes) and a fourth row, comments, any case of the keys,
-    unknown lines and empty values (ignored)."""
+    unknown lines and empty values (ignored), two axes (a third of size 1 added)."""
     data = np.arange(24, dtype="<f4").tobytes()
     handwritten(tmp_path / "default.mif", ["DIM: 2,3,4", "Vox: 1.5,2,2.5", "layout: +0,+1,+2",
                                            "datatype: Float32LE  # a comment", "not a key value line"], data)
     handwritten(tmp_path / "scaled.mif", ["dim: 2,3,4", "vox: 1,1,1", "layout: +2,-1,+0", "datatype: float32le",
                                           "transform: 0,2,0,1", "transform: -3,0,0,2", "transform: 0,0,1.5,3",
                                           "transform: 0,0,0,1", "empty:"], data)
-    for name in ("default.mif", "scaled.mif"):
+    handwritten(tmp_path / "plane.mif", ["dim: 4,6", "vox: 1.5,2", "layout: -1,+0", "datatype: Float32LE"], data)
+    for name in ("default.mif", "scaled.mif", "plane.mif"):
         info = read_mif_header(tmp_path / name)
         assert info.keyval == {}
         spacing = [float(v) for v in mrtrix("mrinfo", tmp_path / name, "-spacing").split()]
