@@ -9,6 +9,7 @@ DIPY is an optional dependency: ``pip install 'fibertensor[dipy]'``.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ def require_dipy() -> None:
     """Raise :class:`InputError` saying how to install DIPY when it is missing; a job that
     is asked for ``.pam5`` output calls this before it starts."""
     try:
-        import dipy.io.peaks  # noqa: F401
+        importlib.import_module("dipy.io.peaks")
     except ImportError:
         raise InputError(
             "DIPY not installed",
