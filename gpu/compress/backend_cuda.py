@@ -368,7 +368,8 @@ def _cublas_mode_product(cp, x, u, y, p, i, q, j, precision: Precision):
     cuBLAS is column-major, so it computes ``Y[p]ᵀ = X[p]ᵀ Uᵀ`` on the same buffers:
     m = Q, n = J, k = I, U shared by every batch (stride 0); for Q = 1, ``Yᵀ = U X₂ᵀ``.
     FP16 data use FP32 compute (tensor cores, FP32 accumulation), FP32 plain FP32 (no
-    TF32), FP64 FP64. CuPy's own ``matmul`` measured about 10× slower in FP16.
+    TF32), FP64 FP64. CuPy's own ``matmul`` measured several times slower in FP16
+    (docs/benchmarks.md).
     """
     cublas = _cublas_module()
     dtype = np.dtype(precision.storage)
@@ -647,8 +648,8 @@ class CudaTTMcOps:
     def fused_ttm_factors(self, x, exps, mode: int, rows: int, precision: Precision):
         """The float32 row and column factors :meth:`scaled_ttm` takes, or None where the fused
         kernel does not run: it needs an FP16 chain, CuPy arrays on a real GPU, float32 X, a
-        view the kernel takes and float32-exact factors. (Computed once: ~5 ms of host time
-        at 256×256×2048.)"""
+        view the kernel takes and float32-exact factors. Computed once per call: they cost
+        host time in proportion to X's size."""
         if not self.fuse or precision.name != "fp16" or self._cupy is None or _simulating() or not _fused_ok[0]:
             return None
         if np.dtype(x.dtype) != np.dtype(np.float32):

@@ -8,8 +8,7 @@
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
    end to end. Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
    (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
-   the SM: on an H100 (lmax 8, 553k voxels, 128 starts, same seeds) one block-per-voxel
-   kernel took 14.6 ms, the split 7.9 ms (docs/benchmarks.md).
+   the SM; packing the climbs halved the kernel time (docs/benchmarks.md).
 3. :func:`select_cuda` (below): one thread per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
 
@@ -27,9 +26,10 @@ from numba import cuda, float32, int16, uint8, uint64
 from gpu.kernel_cache import announce_compile, is_compiled
 from gpu.peaks import sshopm_generated
 from gpu.peaks import sshopm_math as sm
+from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.sshopm_generated import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, MAX_STARTS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
+    CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
     S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
 
@@ -178,7 +178,7 @@ def run_sshopm_cuda(
 
     def timed(kernel, *args) -> float:
         # Views and launch configurations are made before the events: slicing a device
-        # array is Python work of ~20 us, which would count as GPU time on an idle GPU.
+        # array is Python work, which would count as GPU time on an idle GPU.
         begin, end = cuda.event(), cuda.event()
         begin.record()
         kernel(*args)

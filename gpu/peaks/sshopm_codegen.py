@@ -27,10 +27,10 @@ import hashlib
 from pathlib import Path
 
 
-from gpu.peaks.sshopm_layout import MAX_STARTS
+from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.symmetric_tensor import index_classes, monomial_exponents, multiplicities
 
-__all__ = ["ORDERS", "MAX_STARTS", "generate_module", "generated_path", "write_module"]
+__all__ = ["ORDERS", "generate_module", "generated_path", "write_module"]
 
 ORDERS = (2, 4, 6, 8, 10, 12)
 _AXES = "xyz"
@@ -314,12 +314,11 @@ from gpu.peaks.sshopm_layout import (
 
 MAX_STARTS = {max_starts}
 
-# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps
-# measured best on an H100 (lmax 8, 553k voxels): 64 for the block-per-voxel kernels, where
-# the cap lets 4x more blocks share an SM (96 measured the same for seed), 168 for the
-# thread-per-climb kernel: the most that fits three 128-thread blocks an SM (65,536 / 384,
-# in steps of 8). GPU-only climb times: 1.76 ms at 128 (spilling 304 bytes a thread), 1.67
-# at 168, 1.69 at 255 (two blocks an SM). The simulator takes no register limit.
+# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps:
+# 64 for the block-per-voxel kernels, where the cap lets 4x more blocks share an SM; 168 for
+# the thread-per-climb kernel, the most that fits three 128-thread blocks an SM (65,536 / 384,
+# in steps of 8). Each was the fastest cap measured (docs/benchmarks.md, "Measured design
+# choices"). The simulator takes no register limit.
 SEED_OPTIONS = {{"cache": True}} if config.ENABLE_CUDASIM else {{"cache": True, "max_registers": 64}}
 CLIMB_OPTIONS = {{"cache": True}} if config.ENABLE_CUDASIM else {{"cache": True, "max_registers": 168}}
 

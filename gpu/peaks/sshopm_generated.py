@@ -6,7 +6,7 @@ what each function computes and gpu/peaks/sshopm_math.py for the order-independe
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
 # sshopm_math.py sha256 978171f16e4c12d2c533d656751dd34223ffd368adb2eb20e27bd1c567b636a8
-# sshopm_layout.py sha256 b72e2d772d90e5f55f5b860cde95b7d2e9c7fbbdef5996692465d19d1c581baf
+# sshopm_layout.py sha256 696867f89b2f208600917f9a09ce04b5286c814cf7a7ed80b87a304deb3ba47a
 # sshopm_block.py sha256 52f42e24590d1eb29dfb445162396853d278cd00eb857eda9c60e46b91504ab3
 
 import numpy as np
@@ -23,12 +23,11 @@ from gpu.peaks.sshopm_layout import (
 
 MAX_STARTS = 256
 
-# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps
-# measured best on an H100 (lmax 8, 553k voxels): 64 for the block-per-voxel kernels, where
-# the cap lets 4x more blocks share an SM (96 measured the same for seed), 168 for the
-# thread-per-climb kernel: the most that fits three 128-thread blocks an SM (65,536 / 384,
-# in steps of 8). GPU-only climb times: 1.76 ms at 128 (spilling 304 bytes a thread), 1.67
-# at 168, 1.69 at 255 (two blocks an SM). The simulator takes no register limit.
+# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps:
+# 64 for the block-per-voxel kernels, where the cap lets 4x more blocks share an SM; 168 for
+# the thread-per-climb kernel, the most that fits three 128-thread blocks an SM (65,536 / 384,
+# in steps of 8). Each was the fastest cap measured (docs/benchmarks.md, "Measured design
+# choices"). The simulator takes no register limit.
 SEED_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
 CLIMB_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 168}
 

@@ -1,5 +1,5 @@
 """Positions in the small parameter and statistics arrays the SS-HOPM kernels share, and the
-values and sizes host and device code must agree on.
+values host and device code must agree on.
 
 Kernels take their scalar settings as two arrays (floats in the working precision, ints) so
 one compiled kernel serves every setting; these names keep host and device code in step.
@@ -10,11 +10,8 @@ __all__ = [
     "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "P_SEED_FRACTION", "N_FPARAMS",
     "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "N_IPARAMS",
     "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "N_STATS", "HIST_BINS",
-    "CLIMB_CAPPED", "CLIMB_PEAK", "SHIFT_ADAPTIVE", "SHIFT_FIXED", "MAX_STARTS",
+    "CLIMB_CAPPED", "CLIMB_PEAK", "SHIFT_ADAPTIVE", "SHIFT_FIXED",
 ]
-
-# most start vectors per voxel (threads of a seed block; local arrays of the select step)
-MAX_STARTS = 256
 
 # float parameters
 P_TOL_LAMBDA = 0

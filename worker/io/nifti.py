@@ -4,8 +4,8 @@ Checks read the header alone (a .nii.gz is decompressed only as far as its heade
 service can reject a bad upload before queueing it, and a header that promises more data
 than is allowed is refused before any of it is decompressed.
 
-Whole .nii.gz files are (de)compressed with ISA-L (``isal``), 2× faster than zlib when
-reading and 3× when writing a whole-brain volume; the files are ordinary gzip.
+Whole .nii.gz files are (de)compressed with ISA-L (``isal``), which measured faster than
+zlib at both (docs/benchmarks.md); the files are ordinary gzip.
 """
 
 from __future__ import annotations
