@@ -179,7 +179,7 @@ _STARTUP_CHILD = """
 import json, sys, time
 marks = {{"started": time.time()}}
 from pathlib import Path
-from worker.jobs.peaks import PeaksOutputs, PeaksParams, run_peaks
+from worker.jobs.peaks import PeaksOutputs, PeaksParams, engine_options, run_peaks
 from worker.io.nifti import load_nifti_data, read_nifti_header
 from gpu.peaks.search import sshopm_peaks
 from gpu.peaks.sh_basis import lmax_from_ncoeffs
@@ -195,7 +195,7 @@ sh_to_tensor_matrix(lmax_from_ncoeffs(sh.shape[-1]), params.basis)
 hemisphere_starts({starts})
 start_neighbors({starts})
 marks["prepared"] = time.time()
-sshopm_peaks(sh[:1, :1, :1], options=params.options(), backend=params.backend)
+sshopm_peaks(sh[:1, :1, :1], options=engine_options(params), backend=params.backend)
 marks["kernels"] = time.time()
 sidecar = run_peaks(fod, PeaksOutputs.with_prefix(prefix), params)
 marks["done"] = time.time()
