@@ -12,6 +12,7 @@ import argparse
 import gc
 import importlib
 import sys
+from collections.abc import Collection
 
 __all__ = ["main", "run", "build_parser", "COMMANDS"]
 
@@ -38,19 +39,20 @@ class CommandError(Exception):
     """A user-facing failure: printed as one line ``fibertensor: error: ...``, exit code 2."""
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser, with the full parsers of ``command``'s module; every other sub-command is
-    a placeholder that only carries its name and help."""
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with every sub-command's full parser, or only those of ``commands``: their
+    modules alone are imported, every other sub-command is a placeholder that carries its
+    name and help."""
     parser = argparse.ArgumentParser(
         prog="fibertensor",
         description="Diffusion-MRI tensor jobs on the GPU (or CPU): fiber peaks, factorized conv, FP16 compression.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    chosen = COMMANDS[command][0] if command in COMMANDS else None
+    chosen = {module for name, (module, _) in COMMANDS.items() if commands is None or name in commands}
     for name, (module, text) in COMMANDS.items():
         if name in sub.choices:
             continue
-        if module == chosen:
+        if module in chosen:
             importlib.import_module(module).register(sub)
         else:
             sub.add_parser(name, help=text)
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # The top-level parser has no options but -h, so the first other word names the command.
     command = next((word for word in argv if not word.startswith("-")), None)
-    args = build_parser(command).parse_args(argv)
+    args = build_parser([command] if command else []).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except CommandError as exc:
