@@ -24,10 +24,10 @@ import numpy as np
 from numba import cuda, float32, int16, uint8, uint64
 
 from gpu.kernel_cache import announce_compile, is_compiled
-from gpu.peaks import sshopm_generated
+from gpu.peaks import sshopm_generated_cuda
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.limits import MAX_STARTS
-from gpu.peaks.sshopm_generated import SEED_OPTIONS
+from gpu.peaks.sshopm_generated_cuda import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
     S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
@@ -149,8 +149,8 @@ def run_sshopm_cuda(
     transfers and the host's prefix sum between phases excluded); ``compute_seconds`` is the
     host wall time.
     """
-    seed_kernel = getattr(sshopm_generated, f"seed_cuda_m{order}")
-    climb_kernel = getattr(sshopm_generated, f"climb_cuda_m{order}")
+    seed_kernel = getattr(sshopm_generated_cuda, f"seed_cuda_m{order}")
+    climb_kernel = getattr(sshopm_generated_cuda, f"climb_cuda_m{order}")
     n = coeffs.shape[1]
     n_starts = starts.shape[0]
     n_unique = sh2t.shape[0]

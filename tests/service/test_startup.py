@@ -80,8 +80,6 @@ def test_create_app_imports_no_numba_or_scipy_extensions(tmp_path):
 _RUN_PEAKS = """
 import sys
 import numpy as np
-from gpu.kernel_cache import is_compiled
-from gpu.peaks import sshopm_generated
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 
@@ -90,16 +88,18 @@ volume_f32 = np.asfortranarray(sh.reshape(5, 1, 1, -1))  # as a NIfTI volume is 
 one = sshopm_peaks(volume_f32, backend="cpu")
 two = sshopm_peaks(sh.astype(np.float64), backend="cpu", chunk_voxels=2)
 np.save(sys.argv[1], np.stack([one.amplitudes.reshape(5, -1), two.amplitudes]))
+print("numba.cuda imported:", "numba.cuda" in sys.modules)
 """
 
 
-def test_first_compile_is_announced_once_and_warmup_silences_it(tmp_path):
+def test_first_compile_is_announced_once_then_the_cache_serves_every_layout(tmp_path):
     cold = python(_RUN_PEAKS, str(tmp_path / "cold.npy"), env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
     assert cold.stderr.count(NOTICE) == 1, cold.stderr
     assert "lmax-2 SS-HOPM CPU loop" in cold.stderr and "fibertensor warmup" in cold.stderr
     # a float32 Fortran-ordered volume and a chunked float64 one share one compiled loop
     warm = python(_RUN_PEAKS, str(tmp_path / "warm.npy"), env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
     assert NOTICE not in warm.stderr
+    assert "numba.cuda imported: False" in warm.stdout  # the CPU backend never loads the CUDA kernels
     amplitudes = np.load(tmp_path / "warm.npy")
     np.testing.assert_array_equal(amplitudes[0], amplitudes[1])
     np.testing.assert_array_equal(np.load(tmp_path / "cold.npy"), amplitudes)
