@@ -81,8 +81,13 @@ def test_failures_and_cancellation_through_the_client(live_service, tmp_path, ca
                          "--wait", "--quiet"])
     assert code == 1
     assert "failed: Bad values: volume: contains values this job cannot use" in capsys.readouterr().err
-    with pytest.raises(CommandError, match="422 Invalid parameters: invalid parameters: chunks"):
+    # Refused by the kind's schema before anything is uploaded; the server refuses it too (422).
+    with pytest.raises(CommandError, match="--chunks: Input should be greater than or equal to 1"):
         _client_main(["submit", "scale", str(volume), "--chunks", "0", "--server", live_service])
+    refused = httpx.post(f"{live_service}/v1/jobs/scale", data={"chunks": "0"},
+                         files={"volume": ("v.nii.gz", volume.read_bytes())})
+    assert refused.status_code == 422 and refused.headers["content-type"] == "application/problem+json"
+    assert "chunks" in refused.json()["detail"]
     assert _client_main(["submit", "scale", str(volume), "--chunks", "40", "--delay", "0.25",
                          "--label", "slow", "--server", live_service]) == 0
     job_id = capsys.readouterr().out.split()[0]
