@@ -1,0 +1,362 @@
+"""The web page, driven in a real headless Chromium (Debian's ``chromium`` and
+``chromium-driver``) by Selenium, against a real ``fibertensor serve`` on 127.0.0.1.
+
+Every number the page shows is checked against the API's own answer for the same request:
+the error text is the problem's ``detail``, a downloaded file has the bytes the API serves.
+Screenshots of the main states go to ``FIBERTENSOR_SCREENSHOTS`` (default: a temporary
+folder); look at them after a change to the page.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.processes import REPO, free_port, service_env, start_serve, stop, wait_for
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+KEY_A, KEY_B = "key-of-lab-a-0123456789", "key-of-lab-b-9876543210"
+HOSTILE_LABEL = "<script>window.__xss=1</script>\"quoted\" 'single' &amp;"
+HOSTILE_NAME = "<img src=x onerror=window.__xss=2>\"'.nii.gz"
+JOB_SECONDS = 300  # a cold CPU peaks job compiles its numba kernels first
+
+
+# ---- servers ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> dict[str, Path]:
+    """``fibertensor sample`` (small grid), as a user would generate it."""
+    folder = tmp_path_factory.mktemp("sample")
+    subprocess.run([sys.executable, "-m", "service", "sample", str(folder), "--shape", "8", "8", "4"],
+                   cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), check=True, capture_output=True)
+    return {"fod": folder / "fod.nii.gz", "mask": folder / "mask.nii.gz"}
+
+
+def _serve(tmp_path_factory, name: str, **settings: object):
+    folder = tmp_path_factory.mktemp(name)
+    port = free_port()
+    proc = start_serve(service_env(folder / "data", **settings), folder / "serve.log", port)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    proc, base = _serve(tmp_path_factory, "serve")
+    yield base
+    stop(proc, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory):
+    proc, base = _serve(tmp_path_factory, "serve-keys", api_keys=f"{KEY_A}=lab-a,{KEY_B}=lab-b")
+    yield base
+    stop(proc, timeout=60)
+
+
+# ---- the browser -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    folder = os.environ.get("FIBERTENSOR_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        return Path(folder)
+    return tmp_path_factory.mktemp("screenshots")
+
+
+class Page:
+    """A Chromium tab with the waits and reads these tests need."""
+
+    def __init__(self, driver, base: str, downloads: Path, shots: Path):
+        self.driver, self.base, self.downloads, self.shots = driver, base, downloads, shots
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.base + path)
+        self.wait(lambda: self.js("return document.readyState") == "complete", 30, f"{path} to load")
+
+    def js(self, script: str, *args):
+        return self.driver.execute_script(script, *args)
+
+    def wait(self, predicate, timeout: float = 30, what: str = "the page"):
+        return wait_for(predicate, timeout, what, interval=0.2)
+
+    def by_id(self, element_id: str):
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_element(By.ID, element_id)
+
+    def all(self, selector: str):
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def text(self, element_id: str) -> str:
+        return self.js("const e = document.getElementById(arguments[0]); return e ? e.textContent : null", element_id)
+
+    def visible(self, element_id: str) -> bool:
+        return self.by_id(element_id).is_displayed()
+
+    def shot(self, name: str, height: int | None = None) -> Path:
+        """A screenshot of the whole page (the window grown to the page's height)."""
+        width = self.js("return window.innerWidth")
+        full = height or self.js("return document.documentElement.scrollHeight")
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                    {"width": width, "height": full, "deviceScaleFactor": 1, "mobile": width < 500})
+        path = self.shots / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        return path
+
+    def console_errors(self, allowed_statuses: tuple[int, ...] = ()) -> list[str]:
+        """SEVERE browser log entries, less the failed requests a test provoked on purpose."""
+        allowed = tuple(f"the server responded with a status of {s}" for s in allowed_statuses)
+        return [e["message"] for e in self.driver.get_log("browser")
+                if e["level"] == "SEVERE" and not any(a in e["message"] for a in allowed)]
+
+    def upload_and_submit(self, files: dict[str, list[Path]], fields: dict[str, str]) -> None:
+        from selenium.webdriver.support.ui import Select
+
+        self.wait(lambda: self.all("#f-fod"), 30, "the submit form")
+        for slot, paths in files.items():
+            self.by_id(f"f-{slot}").send_keys("\n".join(str(p) for p in paths))
+        for name, value in fields.items():
+            element = self.by_id(f"f-{name}")
+            if element.tag_name == "select":
+                Select(element).select_by_value(value)
+            else:
+                element.clear()
+                element.send_keys(value)
+        self.by_id("submit-button").click()
+
+    def wait_submitted(self) -> None:
+        self.wait(lambda: self.js("return !document.getElementById('submit-button').disabled")
+                  and (self.all("#submitted a") or self.all("#submit-form .error:not(:empty)")), 60, "the upload")
+
+    def downloaded(self, name: str) -> bytes:
+        path = self.downloads / name
+        self.wait(lambda: path.exists() and not (self.downloads / f"{name}.crdownload").exists(), 30, f"download of {name}")
+        return path.read_bytes()
+
+
+def _driver(width: int, height: int):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for binary in (CHROMIUM, CHROMEDRIVER):
+        if not Path(binary).exists():
+            pytest.fail(f"{binary} is missing: apt-get install chromium chromium-driver (CI installs them)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}"):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+
+
+@pytest.fixture
+def browser(tmp_path, shots):
+    driver = _driver(1280, 800)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    pages: list[Page] = []
+
+    def page(base: str) -> Page:
+        pages.append(Page(driver, base, downloads, shots))
+        return pages[-1]
+
+    yield page
+    driver.quit()
+
+
+def _finished(page: Page) -> str:
+    page.wait(lambda: any(s in (page.text("job-facts") or "") for s in ("succeeded", "failed", "cancelled")),
+              JOB_SECONDS, "the job to finish on its page")
+    return page.text("job-facts")
+
+
+# ---- tests -----------------------------------------------------------------------------------
+
+def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
+    page = browser(server)
+    page.open("/")
+    page.upload_and_submit({"fod": [sample["fod"]], "mask": [sample["mask"]]}, {"backend": "cpu", "label": "sample run"})
+    page.wait_submitted()
+    assert page.text("err-form") == "" and page.text("err-fod") == ""
+    assert page.js("return document.getElementById('upload-progress').value") == 1.0
+    page.shot("submitted")
+    job_id = page.all("#submitted a")[0].text
+    listed = httpx.get(f"{server}/v1/jobs/{job_id}").json()
+    assert (listed["kind"], listed["label"], listed["params"]["backend"]) == ("peaks", "sample run", "cpu")
+    # the list shows it (newest first, polling)
+    page.wait(lambda: page.all(f"#job-rows tr[data-job='{job_id}']"), 10, "the job in the list")
+    assert page.all("#job-rows tr")[0].get_attribute("data-job") == job_id
+
+    page.all("#submitted a")[0].click()
+    page.wait(lambda: page.text("job-id") == job_id, 10, "the job page")
+    assert "succeeded" in _finished(page)
+    job = httpx.get(f"{server}/v1/jobs/{job_id}").json()
+    assert job["status"] == "succeeded"
+    names = [a.text for a in page.all("#results a")]
+    assert names == [r["name"] for r in job["results"]]
+    assert page.text("job-progress-text") == "100 %"
+    params = dict(zip(page.js("return [...document.querySelectorAll('#job-params dt')].map(e => e.textContent)"),
+                      page.js("return [...document.querySelectorAll('#job-params dd')].map(e => e.textContent)")))
+    # the page shows values as JSON does (0.0 as 0)
+    assert params == {k: v if isinstance(v, str) else json.dumps(int(v) if isinstance(v, float) and v.is_integer() else v)
+                      for k, v in job["params"].items()}
+    # images among the results load (peaks writes none yet; a QC picture would show here)
+    for image in page.all("#images img"):
+        page.wait(lambda: page.js("return arguments[0].complete && arguments[0].naturalWidth", image), 10, "an image")
+    page.shot("job-succeeded")
+
+    # one result, then all of them as a zip: the bytes the API serves
+    served = {r["name"]: httpx.get(r["url"]).content for r in job["results"]}
+    assert {hashlib.sha256(v).hexdigest() for v in served.values()} == {r["sha256"] for r in job["results"]}
+    page.all("#results a")[0].click()
+    assert page.downloaded("peaks.nii.gz") == served["peaks.nii.gz"]
+    page.by_id("job-zip").click()
+    with zipfile.ZipFile(io.BytesIO(page.downloaded(f"sample run-{job_id}.zip"))) as archive:
+        assert {n: archive.read(n) for n in archive.namelist()} == served
+    assert page.console_errors() == []
+
+
+def test_bad_inputs_show_the_api_message_next_to_the_field(server, sample, browser, tmp_path):
+    broken = tmp_path / "broken.nii.gz"
+    broken.write_bytes(b"this is not a NIfTI file")
+    with open(broken, "rb") as handle:
+        expected = httpx.post(f"{server}/v1/jobs/peaks", files={"fod": (broken.name, handle)}).json()
+    page = browser(server)
+    page.open("/")
+    page.upload_and_submit({"fod": [broken]}, {})
+    page.wait_submitted()
+    assert page.text("err-fod") == expected["detail"]
+    assert "not gzip data" in expected["detail"]
+    assert page.by_id("f-fod").get_attribute("aria-invalid") == "true"
+    assert page.all("#submitted a") == []
+    page.shot("bad-file")
+
+    with open(sample["fod"], "rb") as handle:
+        expected = httpx.post(f"{server}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", handle)}, data={"npeaks": "99"}).json()
+    page.open("/")
+    page.upload_and_submit({"fod": [sample["fod"]]}, {"npeaks": "99"})
+    page.wait_submitted()
+    [error] = expected["errors"]
+    assert page.text("err-npeaks") == f"{error['field']}: {error['message']}"
+    assert page.text("err-fod") == ""
+    assert page.console_errors(allowed_statuses=(422,)) == []
+
+
+def test_labels_and_file_names_are_shown_as_text_never_run(server, sample, browser, tmp_path):
+    good = tmp_path / "good.nii.gz"
+    shutil.copy(sample["fod"], good)
+    hostile = tmp_path / HOSTILE_NAME
+    hostile.write_bytes(b"not gzip")
+    page = browser(server)
+    page.open("/")
+    page.upload_and_submit({"fod": [good, hostile]}, {"label": HOSTILE_LABEL})
+    page.wait_submitted()
+    assert HOSTILE_NAME in page.text("chosen-files")
+    # the refused file of the batch is named in its error, as text
+    assert page.text("err-fod").startswith(f"{HOSTILE_NAME}: fod: the file ends in .gz but is not gzip data")
+    job_id = page.all("#submitted a")[0].text
+    page.wait(lambda: page.all(f"#job-rows tr[data-job='{job_id}']"), 10, "the job in the list")
+    row = page.all(f"#job-rows tr[data-job='{job_id}'] td")
+    assert row[2].text == HOSTILE_LABEL
+    page.shot("hostile-label")
+    page.open(f"/jobs/{job_id}")
+    page.wait(lambda: HOSTILE_LABEL in (page.text("job-facts") or ""), 10, "the label on the job page")
+    assert page.js("return window.__xss") is None
+    assert page.js("return document.scripts.length") == 1
+    assert page.js("return document.querySelectorAll('[onerror]').length") == 0
+    assert HOSTILE_LABEL in page.js("return document.title")
+    assert page.console_errors(allowed_statuses=(422,)) == []
+
+
+def test_api_keys_a_wrong_key_is_refused_and_tenants_see_only_their_jobs(keyed_server, sample, browser):
+    page = browser(keyed_server)
+    page.open("/")
+    page.wait(lambda: page.visible("auth"), 10, "the key prompt")
+    assert not page.visible("main")
+    page.by_id("api-key").send_keys("wrong-key")
+    page.by_id("api-key").submit()
+    expected = httpx.get(f"{keyed_server}/v1/jobs", headers={"X-API-Key": "wrong-key"}).json()["detail"]
+    page.wait(lambda: page.text("err-api-key") == expected, 10, "the refusal")
+    assert not page.visible("main")
+    assert page.js("return sessionStorage.length") == 0
+    page.shot("wrong-key")
+
+    page.by_id("api-key").send_keys(KEY_A)
+    page.by_id("api-key").submit()
+    page.wait(lambda: page.visible("main") and page.all("#f-fod"), 10, "the page for lab A")
+    assert page.js("return sessionStorage.getItem('fibertensor.apiKey')") == KEY_A
+    assert page.driver.get_cookies() == [] and KEY_A not in page.driver.current_url
+    page.upload_and_submit({"fod": [sample["fod"]]}, {"backend": "cpu", "label": "lab-a-batch"})
+    page.wait_submitted()
+    a_job = page.all("#submitted a")[0].text
+    owner = httpx.get(f"{keyed_server}/v1/jobs/{a_job}", headers={"X-API-Key": KEY_A}).json()
+    assert owner["label"] == "lab-a-batch"
+    page.wait(lambda: page.all(f"#job-rows tr[data-job='{a_job}']"), 10, "lab A's job in its list")
+
+    page.by_id("forget-key").click()
+    page.wait(lambda: page.visible("auth"), 10, "the key prompt again")
+    page.by_id("api-key").send_keys(KEY_B)
+    page.by_id("api-key").submit()
+    page.wait(lambda: page.visible("main") and page.visible("no-jobs"), 10, "lab B's empty list")
+    assert a_job not in page.driver.page_source and "lab-a-batch" not in page.driver.page_source
+    page.shot("tenant-b")
+    page.open(f"/jobs/{a_job}")
+    expected = httpx.get(f"{keyed_server}/v1/jobs/{a_job}", headers={"X-API-Key": KEY_B}).json()["detail"]
+    page.wait(lambda: page.text("err-job") == expected, 10, "lab B refused lab A's job")
+    assert "lab-a-batch" not in page.driver.page_source and page.text("job-facts") == ""
+    assert page.console_errors(allowed_statuses=(401, 404)) == []
+
+
+def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(server, sample, browser):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    with open(sample["fod"], "rb") as handle:
+        job_id = httpx.post(f"{server}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", handle)},
+                            data={"backend": "cpu", "label": "keyboard"}).json()["id"]
+    page = browser(server)
+    page.open("/")
+    page.wait(lambda: page.all("#f-fod") and page.all("#job-rows tr"), 30, "the form and the job list")
+    reached = []
+    for _ in range(60):
+        ActionChains(page.driver).send_keys(Keys.TAB).perform()
+        reached.append(page.js("const e = document.activeElement; return e.id || e.getAttribute('href') || e.tagName"))
+    for control in ("kind", "f-fod", "f-fod-folder", "f-mask", "f-npeaks", "f-backend", "f-label",
+                    "submit-button", "filter-label", "filter-status"):
+        assert control in reached, f"{control} cannot be reached with the Tab key: {reached}"
+    assert f"/jobs/{job_id}" in reached
+    # filter by label from the keyboard
+    page.by_id("filter-label").send_keys("keyboard", Keys.ENTER)
+    page.wait(lambda: page.visible("batch-zip"), 10, "the batch download link")
+    page.wait(lambda: [td.text for td in page.all("#job-rows td[data-label=Label]")] == ["keyboard"], 10, "the filtered list")
+
+    for name, width, height in (("desktop-1280", 1280, 800), ("zoom-200", 640, 400), ("phone-375", 375, 800)):
+        page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                    {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500})
+        for path in ("/", f"/jobs/{job_id}"):
+            page.open(path)
+            page.wait(lambda: page.visible("main"), 10, "the page")
+            time.sleep(0.5)
+            overflow = page.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{path} is {overflow} px wider than a {width} px window"
+        page.shot(f"layout-{name}", height=None)
+        page.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert page.console_errors() == []
