@@ -14,16 +14,26 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
+import threading
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
+from pydantic import BaseModel
 
+from service.app import create_app
+from service.settings import Settings
 from tests.integration.processes import REPO, free_port, service_env, start_serve, stop, wait_for
+from worker.job_kinds import InputSlot, JobContext, JobKind
+from worker.job_runner import run_job
+from worker.job_store import JobStore
 
 pytestmark = pytest.mark.slow
 
@@ -66,6 +76,53 @@ def keyed_server(tmp_path_factory):
     stop(proc, timeout=60)
 
 
+# A job kind whose result is a picture, as a QC image of a peaks job will be: the page must
+# show it inline. It runs in-process (no worker knows this kind), on the test's command.
+PICTURE_SIZE = (40, 24)
+
+
+def _png(width: int, height: int) -> bytes:
+    """An RGB gradient as a PNG (zlib-compressed scanlines, filter 0)."""
+    rows = b"".join(b"\x00" + bytes(v for x in range(width) for v in (x * 255 // (width - 1), y * 255 // (height - 1), 128))
+                    for y in range(height))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+class _NoParams(BaseModel):
+    pass
+
+
+def _draw(ctx: JobContext) -> list[Path]:
+    path = ctx.out_dir / "qc.png"
+    path.write_bytes(_png(*PICTURE_SIZE))
+    return [path]
+
+
+PICTURE = JobKind(name="picture", summary="Draw a QC picture (test job kind)", params_model=_NoParams,
+                  inputs=(InputSlot("volume", True, (".nii", ".nii.gz"), "any volume"),),
+                  validate=lambda inputs, params: None, run=_draw)
+
+
+@pytest.fixture(scope="module")
+def picture_server(tmp_path_factory):
+    """The API in-process with the picture kind; returns its URL and its job store."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("picture") / "data")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds={"picture": PICTURE}), port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: server.started, 30, "the in-process API")
+    yield base, JobStore(settings.data_dir)
+    server.should_exit = True
+    thread.join(10)
+
+
 # ---- the browser -----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -103,6 +160,10 @@ class Page:
 
         return self.driver.find_elements(By.CSS_SELECTOR, selector)
 
+    def texts(self, selector: str) -> list[str]:
+        """Text of every match, read at one instant (polling replaces rows under Selenium)."""
+        return self.js("return [...document.querySelectorAll(arguments[0])].map(e => e.textContent)", selector)
+
     def text(self, element_id: str) -> str:
         return self.js("const e = document.getElementById(arguments[0]); return e ? e.textContent : null", element_id)
 
@@ -129,7 +190,7 @@ class Page:
     def upload_and_submit(self, files: dict[str, list[Path]], fields: dict[str, str]) -> None:
         from selenium.webdriver.support.ui import Select
 
-        self.wait(lambda: self.all("#f-fod"), 30, "the submit form")
+        self.wait(lambda: self.all("#kind-fields .field"), 30, "the submit form")
         for slot, paths in files.items():
             self.by_id(f"f-{slot}").send_keys("\n".join(str(p) for p in paths))
         for name, value in fields.items():
@@ -274,8 +335,7 @@ def test_labels_and_file_names_are_shown_as_text_never_run(server, sample, brows
     assert page.text("err-fod").startswith(f"{HOSTILE_NAME}: fod: the file ends in .gz but is not gzip data")
     job_id = page.all("#submitted a")[0].text
     page.wait(lambda: page.all(f"#job-rows tr[data-job='{job_id}']"), 10, "the job in the list")
-    row = page.all(f"#job-rows tr[data-job='{job_id}'] td")
-    assert row[2].text == HOSTILE_LABEL
+    assert page.texts(f"#job-rows tr[data-job='{job_id}'] td[data-label=Label]") == [HOSTILE_LABEL]
     page.shot("hostile-label")
     page.open(f"/jobs/{job_id}")
     page.wait(lambda: HOSTILE_LABEL in (page.text("job-facts") or ""), 10, "the label on the job page")
@@ -310,6 +370,14 @@ def test_api_keys_a_wrong_key_is_refused_and_tenants_see_only_their_jobs(keyed_s
     owner = httpx.get(f"{keyed_server}/v1/jobs/{a_job}", headers={"X-API-Key": KEY_A}).json()
     assert owner["label"] == "lab-a-batch"
     page.wait(lambda: page.all(f"#job-rows tr[data-job='{a_job}']"), 10, "lab A's job in its list")
+    # downloads carry the key in a header (fetched, then handed to the browser as a file)
+    page.all("#submitted a")[0].click()
+    assert "succeeded" in _finished(page)
+    job = httpx.get(f"{keyed_server}/v1/jobs/{a_job}", headers={"X-API-Key": KEY_A}).json()
+    first = job["results"][0]
+    page.all("#results a")[0].click()
+    assert hashlib.sha256(page.downloaded(first["name"])).hexdigest() == first["sha256"]
+    page.open("/")
 
     page.by_id("forget-key").click()
     page.wait(lambda: page.visible("auth"), 10, "the key prompt again")
@@ -346,7 +414,7 @@ def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(serv
     # filter by label from the keyboard
     page.by_id("filter-label").send_keys("keyboard", Keys.ENTER)
     page.wait(lambda: page.visible("batch-zip"), 10, "the batch download link")
-    page.wait(lambda: [td.text for td in page.all("#job-rows td[data-label=Label]")] == ["keyboard"], 10, "the filtered list")
+    page.wait(lambda: page.texts("#job-rows td[data-label=Label]") == ["keyboard"], 10, "the filtered list")
 
     for name, width, height in (("desktop-1280", 1280, 800), ("zoom-200", 640, 400), ("phone-375", 375, 800)):
         page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
@@ -357,6 +425,46 @@ def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(serv
             time.sleep(0.5)
             overflow = page.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
             assert overflow <= 0, f"{path} is {overflow} px wider than a {width} px window"
-        page.shot(f"layout-{name}", height=None)
+            page.shot(f"layout-{name}{'-job' if path != '/' else ''}")
         page.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert page.console_errors() == []
+
+
+def test_result_pictures_show_inline_and_the_list_pages_by_cursor(picture_server, sample, browser):
+    base, store = picture_server
+    page = browser(base)
+    page.open("/")
+    page.upload_and_submit({"volume": [sample["fod"]]}, {"label": "qc"})
+    page.wait_submitted()
+    job_id = page.all("#submitted a")[0].text
+    run_job(store, job_id, lambda name: PICTURE, heartbeat_interval=1.0, heartbeat_timeout=30.0, max_worker_losses=3)
+    page.open(f"/jobs/{job_id}")
+    page.wait(lambda: page.all("#images img"), 10, "the picture")
+    image = page.all("#images img")[0]
+    size = page.wait(lambda: page.js("const i = arguments[0]; return i.complete && i.naturalWidth && [i.naturalWidth, i.naturalHeight]", image),
+                     10, "the picture to load")
+    assert tuple(size) == PICTURE_SIZE
+    assert image.get_attribute("alt").startswith("qc.png")
+    page.shot("job-picture")
+
+    # 25 more jobs (queued: no worker runs them); the list pages 20 at a time by the API's cursor
+    with open(sample["fod"], "rb") as handle:
+        data = handle.read()
+    for _ in range(25):
+        assert httpx.post(f"{base}/v1/jobs/picture", files={"volume": ("v.nii.gz", data)}, data={"label": "many"}).status_code == 202
+    first = httpx.get(f"{base}/v1/jobs", params={"label": "many", "limit": 20}).json()
+    second = httpx.get(f"{base}/v1/jobs", params={"label": "many", "limit": 20, "cursor": first["next_cursor"]}).json()
+    page.open("/")
+    page.by_id("filter-label").send_keys("many")
+    page.by_id("filter-label").submit()
+
+    def rows() -> list[str]:
+        return page.js("return [...document.querySelectorAll('#job-rows tr')].map(row => row.dataset.job)")
+
+    page.wait(lambda: rows() == [j["id"] for j in first["jobs"]], 10, "the first page, newest first")
+    page.by_id("older").click()
+    page.wait(lambda: rows() == [j["id"] for j in second["jobs"]], 10, "the second page")
+    assert len(rows()) == 5 and page.by_id("older").get_attribute("disabled") is not None
+    page.by_id("newer").click()
+    page.wait(lambda: rows() == [j["id"] for j in first["jobs"]], 10, "the first page again")
     assert page.console_errors() == []

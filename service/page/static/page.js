@@ -607,7 +607,8 @@
       $("job-error-title").textContent = job.error.title;
       $("job-error-detail").textContent = job.error.detail;
     }
-    facts($("job-params"), Object.entries(job.params).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)]));
+    const params = Object.entries(job.params).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)]);
+    facts($("job-params"), params.length ? params : [["(none)", "this job kind takes no parameters"]]);
     const timings = [["Created", formatTime(job.created_at)], ["Started", formatTime(job.started_at)], ["Finished", formatTime(job.finished_at)]];
     if (job.started_at) timings.push(["Waited in queue", formatSeconds(job.created_at, job.started_at)]);
     if (job.started_at && job.finished_at) timings.push(["Ran for", formatSeconds(job.started_at, job.finished_at)]);
