@@ -142,7 +142,9 @@ class Page:
 
     def open(self, path: str) -> None:
         self.driver.get(self.base + path)
-        self.wait(lambda: self.js("return document.readyState") == "complete", 30, f"{path} to load")
+        # the page is ready once its script has set every handler, or asks for a key
+        self.wait(lambda: self.js("return document.body && (document.body.dataset.ready === 'true'"
+                                  " || !document.getElementById('auth').hidden)"), 30, f"{path} to be ready")
 
     def js(self, script: str, *args):
         return self.driver.execute_script(script, *args)
@@ -467,4 +469,51 @@ def test_result_pictures_show_inline_and_the_list_pages_by_cursor(picture_server
     assert len(rows()) == 5 and page.by_id("older").get_attribute("disabled") is not None
     page.by_id("newer").click()
     page.wait(lambda: rows() == [j["id"] for j in first["jobs"]], 10, "the first page again")
+    assert page.console_errors() == []
+
+
+def test_a_dropped_file_or_a_chosen_folder_is_a_batch_labelled_with_its_name(server, sample, browser, tmp_path):
+    folder = tmp_path / "subj-batch"
+    folder.mkdir()
+    for name in ("sub-01.nii.gz", "sub-02.nii.gz"):
+        shutil.copy(sample["fod"], folder / name)
+    (folder / "notes.txt").write_text("not an input")
+    page = browser(server)
+    page.open("/")
+    page.wait(lambda: page.all("#drop-zone"), 30, "the drop zone")
+    # a file dropped on the zone (a DataTransfer built in the page: Selenium cannot drag from the desktop)
+    page.js("""const data = new DataTransfer();
+               data.items.add(new File([new Uint8Array(arguments[0])], 'dropped.nii.gz'));
+               document.getElementById('drop-zone').dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true, cancelable: true}));""",
+            list(sample["fod"].read_bytes()))
+    page.wait(lambda: "dropped.nii.gz" in page.text("chosen-files"), 10, "the dropped file")
+    assert page.text("chosen-files").startswith(f"1 file ({sample['fod'].stat().st_size / 1000:.1f} KB):")
+
+    page.by_id("f-fod-folder").send_keys(str(folder))
+    page.wait(lambda: "subj-batch" in page.text("chosen-files"), 10, "the folder")
+    assert "2 files, one job each from the folder “subj-batch”" in page.text("chosen-files")
+    assert "1 other file(s) left out" in page.text("chosen-files")
+    assert page.js("return document.getElementById('f-label').value") == "subj-batch"
+    page.upload_and_submit({}, {"backend": "cpu"})
+    page.wait_submitted()
+    ids = page.texts("#submitted a")
+    batch = httpx.get(f"{server}/v1/jobs", params={"label": "subj-batch"}).json()["jobs"]
+    assert sorted(ids) == sorted(j["id"] for j in batch) and len(ids) == 2
+
+    def succeeded() -> list[dict] | None:
+        jobs = httpx.get(f"{server}/v1/jobs", params={"label": "subj-batch"}).json()["jobs"]
+        return jobs if all(j["status"] == "succeeded" for j in jobs) else None
+
+    done = wait_for(succeeded, JOB_SECONDS, "the batch to succeed")
+    page.by_id("filter-label").send_keys("subj-batch")
+    page.by_id("filter-label").submit()
+    page.wait(lambda: page.visible("batch-zip"), 10, "the batch download link")
+    page.by_id("batch-zip").click()
+    with zipfile.ZipFile(io.BytesIO(page.downloaded("subj-batch.zip"))) as archive:
+        members = archive.namelist()
+        for job in done:
+            for result in job["results"]:
+                assert hashlib.sha256(archive.read(f"{job['id']}/{result['name']}")).hexdigest() == result["sha256"]
+    assert len(members) == sum(len(j["results"]) for j in done)
+    page.shot("batch")
     assert page.console_errors() == []

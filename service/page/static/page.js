@@ -295,7 +295,7 @@
   }
 
   function choose(spec, files, folder) {
-    chosen.files = files.filter((f) => matchesSuffix(spec, f.name));
+    chosen.files = files.filter((f) => matchesSuffix(spec, f.name)).sort((a, b) => a.name.localeCompare(b.name));
     const skipped = files.length - chosen.files.length;
     chosen.folder = folder;
     const label = document.querySelector("#kind-fields [name=label]");
@@ -314,7 +314,7 @@
       entries.push(...batch);
     }
     const files = entries.filter((e) => e.isFile).map((e) => new Promise((resolve, reject) => e.file(resolve, reject)));
-    return (await Promise.all(files)).sort((a, b) => a.name.localeCompare(b.name));
+    return Promise.all(files);
   }
 
   function dropZone(spec, id, describedBy) {
@@ -477,6 +477,13 @@
     }
     const box = $("submitted");
     box.replaceChildren();
+    if (submitted.length && !failed) {
+      // done with these files: a second click must not send them again
+      for (const input of form.querySelectorAll("input[type=file]")) input.value = "";
+      chosen.files = [];
+      chosen.folder = null;
+      showChosen(primary);
+    }
     if (submitted.length) {
       box.append(el("p", { text: `Submitted ${submitted.length} job${submitted.length > 1 ? "s" : ""}${failed ? `; ${failed} refused (see the messages above)` : ""}:` }),
         el("ul", {}, ...submitted.map((job) => el("li", {}, el("a", { href: `/jobs/${job.id}`, text: job.id }), ` ${job.label ? `(${job.label})` : ""}`))));
@@ -683,8 +690,12 @@
     if (view === "job") {
       const logPath = "/v1/jobs/{job_id}/log";
       await showJob(document.body.dataset.jobId, Boolean(doc.paths[logPath] && doc.paths[logPath].get));
-      return;
+    } else {
+      showIndex(doc);
     }
+  }
+
+  function showIndex(doc) {
     const kinds = kindsFrom(doc);
     const select = $("kind");
     select.replaceChildren(...kinds.map((k) => el("option", { value: k.name, text: k.name })));
@@ -704,6 +715,8 @@
       $("main").hidden = false;
       const box = $("err-job") || $("err-form");
       if (box) box.textContent = `The page could not start: ${error.message}`;
+    }).finally(() => {
+      document.body.dataset.ready = "true"; // every handler is in place (tests wait for this)
     });
   });
 })();
