@@ -172,15 +172,24 @@ class Page:
     def visible(self, element_id: str) -> bool:
         return self.by_id(element_id).is_displayed()
 
-    def shot(self, name: str, height: int | None = None) -> Path:
-        """A screenshot of the whole page (the window grown to the page's height)."""
+    def viewport(self, width: int | None = None, height: int | None = None, zoom: float = 1.0) -> None:
+        """Emulate a window of this many CSS pixels (a phone below 500) at this zoom (device
+        pixels per CSS pixel, as the browser's zoom sets it); none: the real window."""
+        self.size = (width, height, zoom) if width else None
+        if width:
+            self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                        {"width": width, "height": height, "deviceScaleFactor": zoom, "mobile": width < 500})
+        else:
+            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+    def shot(self, name: str) -> Path:
+        """A screenshot of the whole page: the viewport grown to the page's height, then back."""
+        size = getattr(self, "size", None)
         width = self.js("return window.innerWidth")
-        full = height or self.js("return document.documentElement.scrollHeight")
-        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                                    {"width": width, "height": full, "deviceScaleFactor": 1, "mobile": width < 500})
+        self.viewport(width, self.js("return document.documentElement.scrollHeight"), size[2] if size else 1.0)
         path = self.shots / f"{name}.png"
         self.driver.save_screenshot(str(path))
-        self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        self.viewport(*(size or ()))
         return path
 
     def console_errors(self, allowed_statuses: tuple[int, ...] = ()) -> list[str]:
@@ -418,9 +427,9 @@ def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(serv
     page.wait(lambda: page.visible("batch-zip"), 10, "the batch download link")
     page.wait(lambda: page.texts("#job-rows td[data-label=Label]") == ["keyboard"], 10, "the filtered list")
 
-    for name, width, height in (("desktop-1280", 1280, 800), ("zoom-200", 640, 400), ("phone-375", 375, 800)):
-        page.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                                    {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500})
+    # 200 % zoom of a 1280x800 window: 640x400 CSS pixels, each 2 device pixels wide
+    for name, width, height, zoom in (("desktop-1280", 1280, 800, 1), ("zoom-200", 640, 400, 2), ("phone-375", 375, 800, 1)):
+        page.viewport(width, height, zoom)
         for path in ("/", f"/jobs/{job_id}"):
             page.open(path)
             page.wait(lambda: page.visible("main"), 10, "the page")
@@ -428,7 +437,7 @@ def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(serv
             overflow = page.js("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
             assert overflow <= 0, f"{path} is {overflow} px wider than a {width} px window"
             page.shot(f"layout-{name}{'-job' if path != '/' else ''}")
-        page.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        page.viewport()
     assert page.console_errors() == []
 
 
