@@ -97,7 +97,12 @@ class _NoParams(BaseModel):
     pass
 
 
+DRAW = threading.Event()  # the picture job runs half way, then waits for the test to set this
+
+
 def _draw(ctx: JobContext) -> list[Path]:
+    ctx.progress(0.5)
+    DRAW.wait(60)
     path = ctx.out_dir / "qc.png"
     path.write_bytes(_png(*PICTURE_SIZE))
     return [path]
@@ -441,15 +446,27 @@ def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(serv
     assert page.console_errors() == []
 
 
-def test_result_pictures_show_inline_and_the_list_pages_by_cursor(picture_server, sample, browser):
+def test_live_progress_pictures_inline_cancel_delete_and_paging(picture_server, sample, browser):
     base, store = picture_server
     page = browser(base)
     page.open("/")
     page.upload_and_submit({"volume": [sample["fod"]]}, {"label": "qc"})
     page.wait_submitted()
     job_id = page.all("#submitted a")[0].text
-    run_job(store, job_id, lambda name: PICTURE, heartbeat_interval=1.0, heartbeat_timeout=30.0, max_worker_losses=3)
     page.open(f"/jobs/{job_id}")
+    assert "queued" in page.text("job-facts") and page.visible("cancel-job")
+    runner = threading.Thread(target=run_job, args=(store, job_id, lambda name: PICTURE), kwargs=dict(
+        heartbeat_interval=1.0, heartbeat_timeout=30.0, max_worker_losses=3))
+    runner.start()
+    try:
+        # live, without reloading: the page polls the API
+        page.wait(lambda: "running" in page.text("job-facts") and page.text("job-progress-text") == "50 %", 10, "running at 50 %")
+        page.shot("job-running")
+    finally:
+        DRAW.set()
+        runner.join(30)
+    page.wait(lambda: "succeeded" in page.text("job-facts"), 10, "succeeded")
+    assert not page.visible("cancel-job") and page.visible("delete-job")
     page.wait(lambda: page.all("#images img"), 10, "the picture")
     image = page.all("#images img")[0]
     size = page.wait(lambda: page.js("const i = arguments[0]; return i.complete && i.naturalWidth && [i.naturalWidth, i.naturalHeight]", image),
@@ -478,6 +495,17 @@ def test_result_pictures_show_inline_and_the_list_pages_by_cursor(picture_server
     assert len(rows()) == 5 and page.by_id("older").get_attribute("disabled") is not None
     page.by_id("newer").click()
     page.wait(lambda: rows() == [j["id"] for j in first["jobs"]], 10, "the first page again")
+
+    # cancel a queued job, then delete it (after the browser's confirmation)
+    queued = second["jobs"][-1]["id"]
+    page.open(f"/jobs/{queued}")
+    page.by_id("cancel-job").click()
+    page.wait(lambda: "cancelled" in page.text("job-facts") and page.visible("delete-job"), 10, "the cancelled job")
+    assert httpx.get(f"{base}/v1/jobs/{queued}").json()["status"] == "cancelled"
+    page.by_id("delete-job").click()
+    page.driver.switch_to.alert.accept()
+    page.wait(lambda: page.driver.current_url == f"{base}/", 10, "the list after deleting")
+    assert httpx.get(f"{base}/v1/jobs/{queued}").status_code == 404
     assert page.console_errors() == []
 
 

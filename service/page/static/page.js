@@ -70,12 +70,11 @@
     return { title: `HTTP ${status}`, detail: text.slice(0, 500) || `the server answered ${status}` };
   }
 
-  async function api(method, path, { expectJson = true } = {}) {
+  async function api(method, path) {
     const response = await fetch(path, { method, headers: authHeaders(), cache: "no-store" });
     if (response.status === 401) return authNeeded(await response.text());
     if (!response.ok) throw new ApiProblem(response.status, problemFrom(response.status, await response.text()));
-    if (response.status === 204 || !expectJson) return response;
-    return response.json();
+    return response.status === 204 ? null : response.json();
   }
 
   // Result URLs are absolute; keep them on this page's origin (a proxy may rewrite hosts).
@@ -498,9 +497,10 @@
 
   const listState = { cursors: [null], page: 0, filters: {}, timer: null };
 
-  function statusBadge(job) {
+  // The status as a badge; in the job list a running job's progress bar goes with it.
+  function statusBadge(job, withProgress = true) {
     const badge = el("span", { class: `status status-${job.status}`, text: job.status });
-    if (job.status === "running") {
+    if (withProgress && job.status === "running") {
       return el("span", { class: "status-cell" }, badge,
         el("progress", { max: 1, value: job.progress, "aria-label": `progress of job ${job.id}` }),
         el("span", { text: ` ${Math.round(job.progress * 100)} %` }));
@@ -596,13 +596,13 @@
     }
   }
 
-  function renderJob(job, logAvailable) {
+  function renderJob(job) {
     $("job-id").textContent = job.id;
     document.title = `Job ${job.label ? `${job.label} ` : ""}${job.status} · fibertensor`;
     facts($("job-facts"), [
       ["Kind", job.kind],
       ["Label", job.label || "—"],
-      ["Status", statusBadge(job)],
+      ["Status", statusBadge(job, false)],
     ]);
     $("job-progress").value = job.progress;
     $("job-progress-text").textContent = `${Math.round(job.progress * 100)} %`;
@@ -632,10 +632,9 @@
       $("job-zip").replaceWith(downloadLink(`/v1/jobs/${encodeURIComponent(job.id)}/results.zip`, `${job.label ? `${job.label}-` : ""}${job.id}.zip`,
         "Download all (zip)", { id: "job-zip", class: "button" }));
     }
-    $("log-section").hidden = !logAvailable;
   }
 
-  async function showJob(jobId, logAvailable) {
+  async function showJob(jobId) {
     let previous = null;
     const poll = async () => {
       let job;
@@ -645,11 +644,7 @@
         $("err-job").textContent = error.message;
         return;
       }
-      renderJob(job, logAvailable);
-      if (logAvailable) {
-        const response = await api("GET", `/v1/jobs/${encodeURIComponent(jobId)}/log`, { expectJson: false });
-        $("job-log").textContent = await response.text();
-      }
+      renderJob(job);
       if (previous && previous !== job.status) announce(`Job ${job.status}`);
       previous = job.status;
       if (!TERMINAL.has(job.status)) setTimeout(poll, POLL_MS);
@@ -685,17 +680,12 @@
     await api("GET", "/v1/jobs?limit=1");
     $("forget-key").hidden = !sessionStorage.getItem(KEY_STORAGE);
     $("main").hidden = false;
-    const doc = await (await fetch("/openapi.json")).json();
-    const view = document.body.dataset.view;
-    if (view === "job") {
-      const logPath = "/v1/jobs/{job_id}/log";
-      await showJob(document.body.dataset.jobId, Boolean(doc.paths[logPath] && doc.paths[logPath].get));
-    } else {
-      showIndex(doc);
-    }
+    if (document.body.dataset.view === "job") await showJob(document.body.dataset.jobId);
+    else await showIndex();
   }
 
-  function showIndex(doc) {
+  async function showIndex() {
+    const doc = await (await fetch("/openapi.json")).json();
     const kinds = kindsFrom(doc);
     const select = $("kind");
     select.replaceChildren(...kinds.map((k) => el("option", { value: k.name, text: k.name })));
