@@ -554,3 +554,33 @@ def test_a_dropped_file_or_a_chosen_folder_is_a_batch_labelled_with_its_name(ser
     assert len(members) == sum(len(j["results"]) for j in done)
     page.shot("batch")
     assert page.console_errors() == []
+
+
+def test_every_kind_gets_a_form_from_the_openapi_document(server, browser):
+    from selenium.webdriver.support.ui import Select
+
+    doc = httpx.get(f"{server}/openapi.json").json()
+    forms = {path.rsplit("/", 1)[1]: item["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+             for path, item in doc["paths"].items()
+             if "post" in item and "multipart/form-data" in item["post"].get("requestBody", {}).get("content", {})}
+    assert {"peaks", "compress", "cp-conv"} <= set(forms)
+    page = browser(server)
+    page.open("/")
+    assert page.texts("#kind option") == list(forms)
+    for kind, schema in forms.items():
+        Select(page.by_id("kind")).select_by_value(kind)
+        assert page.texts("#kind-fields .field > label") == [
+            name + (" (required)" if name in schema.get("required", []) else "") for name in schema["properties"]]
+        for name, prop in schema["properties"].items():
+            value = page.js("return document.getElementById(arguments[0]).value", f"f-{name}")
+            default = prop.get("default")
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                assert float(value) == default, (kind, name)
+            elif default is not None:
+                assert value == str(default), (kind, name)
+            if "enum" in prop:
+                assert page.texts(f"#f-{name} option") == prop["enum"], (kind, name)
+            if "maximum" in prop:
+                assert float(page.by_id(f"f-{name}").get_attribute("max")) == prop["maximum"], (kind, name)
+            assert prop.get("description", "").split(" (")[0] in page.text(f"help-{name}"), (kind, name)
+    assert page.console_errors() == []
