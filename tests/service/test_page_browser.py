@@ -326,10 +326,12 @@ def test_bad_inputs_show_the_api_message_next_to_the_field(server, sample, brows
     assert page.all("#submitted a") == []
     page.shot("bad-file")
 
+    schema = httpx.get(f"{server}/openapi.json").json()["paths"]["/v1/jobs/peaks"]["post"]["requestBody"]
+    too_many = str(int(schema["content"]["multipart/form-data"]["schema"]["properties"]["npeaks"]["maximum"]) + 1)
     with open(sample["fod"], "rb") as handle:
-        expected = httpx.post(f"{server}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", handle)}, data={"npeaks": "99"}).json()
+        expected = httpx.post(f"{server}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", handle)}, data={"npeaks": too_many}).json()
     page.open("/")
-    page.upload_and_submit({"fod": [sample["fod"]]}, {"npeaks": "99"})
+    page.upload_and_submit({"fod": [sample["fod"]]}, {"npeaks": too_many})
     page.wait_submitted()
     [error] = expected["errors"]
     assert page.text("err-npeaks") == f"{error['field']}: {error['message']}"
