@@ -21,12 +21,13 @@ import threading
 import time
 import zipfile
 import zlib
+from enum import Enum
 from pathlib import Path
 
 import httpx
 import pytest
 import uvicorn
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from service.app import create_app
 from service.settings import Settings
@@ -93,8 +94,16 @@ def _png(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
-class _NoParams(BaseModel):
-    pass
+class Palette(str, Enum):
+    gray = "gray"
+    hot = "hot"
+
+
+class PictureParams(BaseModel):
+    """An Enum (a $ref into $defs in the schema) and a bool: form widgets the real kinds lack."""
+
+    palette: Palette = Field(Palette.hot, description="colour map")
+    border: bool = Field(False, description="draw a frame")
 
 
 DRAW = threading.Event()  # the picture job runs half way, then waits for the test to set this
@@ -108,7 +117,7 @@ def _draw(ctx: JobContext) -> list[Path]:
     return [path]
 
 
-PICTURE = JobKind(name="picture", summary="Draw a QC picture (test job kind)", params_model=_NoParams,
+PICTURE = JobKind(name="picture", summary="Draw a QC picture (test job kind)", params_model=PictureParams,
                   inputs=(InputSlot("volume", True, (".nii", ".nii.gz"), "any volume"),),
                   validate=lambda inputs, params: None, run=_draw)
 
@@ -558,14 +567,17 @@ def test_a_dropped_file_or_a_chosen_folder_is_a_batch_labelled_with_its_name(ser
     assert page.console_errors() == []
 
 
-def test_every_kind_gets_a_form_from_the_openapi_document(server, browser):
+@pytest.mark.parametrize("which", ["server", "picture_server"])
+def test_every_kind_gets_a_form_from_the_openapi_document(which, request, browser):
     from selenium.webdriver.support.ui import Select
 
+    server = request.getfixturevalue(which)
+    server = server[0] if isinstance(server, tuple) else server
     doc = httpx.get(f"{server}/openapi.json").json()
     forms = {path.rsplit("/", 1)[1]: item["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
              for path, item in doc["paths"].items()
              if "post" in item and "multipart/form-data" in item["post"].get("requestBody", {}).get("content", {})}
-    assert {"peaks", "compress", "cp-conv"} <= set(forms)
+    assert {"peaks", "compress", "cp-conv"} <= set(forms) or set(forms) == {"picture"}
     page = browser(server)
     page.open("/")
     assert page.texts("#kind option") == list(forms)
@@ -574,9 +586,13 @@ def test_every_kind_gets_a_form_from_the_openapi_document(server, browser):
         assert page.texts("#kind-fields .field > label") == [
             name + (" (required)" if name in schema.get("required", []) else "") for name in schema["properties"]]
         for name, prop in schema["properties"].items():
+            if "$ref" in prop:
+                prop = {**schema["$defs"][prop["$ref"].rsplit("/", 1)[1]], **prop}
             value = page.js("return document.getElementById(arguments[0]).value", f"f-{name}")
             default = prop.get("default")
-            if isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(default, bool):
+                assert value == json.dumps(default) and page.texts(f"#f-{name} option") == ["true", "false"]
+            elif isinstance(default, (int, float)):
                 assert float(value) == default, (kind, name)
             elif default is not None:
                 assert value == str(default), (kind, name)

@@ -12,13 +12,12 @@
 
   const $ = (id) => document.getElementById(id);
 
-  // el("a", {href: "/x", text: "hi", onclick: f}, child, ...): a DOM element, text-only.
+  // el("a", {href: "/x", text: "hi"}, child, ...): a DOM element; text goes in as text only.
   function el(tag, attrs = {}, ...children) {
     const node = document.createElement(tag);
     for (const [name, value] of Object.entries(attrs)) {
       if (value === undefined || value === null || value === false) continue;
       if (name === "text") node.textContent = value;
-      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
       else node.setAttribute(name, value === true ? "" : String(value));
     }
     for (const child of children) {
@@ -189,22 +188,16 @@
     if (prop.format === "binary") {
       return { ...spec, widget: "file", suffixes: suffixesOf(prop.description) };
     }
-    let variants = (prop.anyOf || prop.oneOf || [prop]).map((v) => deref(v, roots));
-    spec.nullable = variants.some((v) => v.type === "null");
-    variants = variants.filter((v) => v.type !== "null");
+    const variants = (prop.anyOf || prop.oneOf || [prop]).map((v) => deref(v, roots)).filter((v) => v.type !== "null");
     const choices = variants.flatMap((v) => (v.enum ? v.enum : v.const !== undefined ? [v.const] : []));
     const open = variants.filter((v) => !v.enum && v.const === undefined);
     if (open.length === 0 && choices.length) return { ...spec, widget: "select", choices };
     if (open.length === 1 && choices.length === 0) {
       const v = open[0];
-      const merged = { ...spec, limits: limitsText(v), minimum: v.minimum, maximum: v.maximum,
-        exclusiveMinimum: v.exclusiveMinimum, exclusiveMaximum: v.exclusiveMaximum, maxLength: v.maxLength };
+      const merged = { ...spec, limits: limitsText(v), minimum: v.minimum, maximum: v.maximum, maxLength: v.maxLength };
       if (v.type === "boolean") return { ...merged, widget: "select", choices: [true, false] };
       if (v.type === "integer" || v.type === "number") return { ...merged, widget: "number", integer: v.type === "integer" };
-      if (v.type === "array") {
-        const item = deref(v.items || {}, roots);
-        return { ...merged, widget: "text", hint: `a comma-separated list${item.type ? ` of ${item.type}s` : ""}` };
-      }
+      // lists travel as one text field too (e.g. 8,8,4; the description says so)
       return { ...merged, widget: "text" };
     }
     // a union such as "same" or an integer: free text, the named values suggested
