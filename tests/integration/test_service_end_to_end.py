@@ -20,8 +20,6 @@ from tests.integration.processes import free_port, service_env, start_worker, st
 from tests.service.toy_kind import register_toy_kind, write_volume
 from worker.job_kinds import job_kinds
 
-pytestmark = pytest.mark.slow
-
 
 def _client_main(argv: list[str]) -> int:
     """The ``submit`` and ``jobs`` commands as ``fibertensor`` runs them."""
@@ -31,7 +29,7 @@ def _client_main(argv: list[str]) -> int:
     return args.func(args)
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(params=["embedded", pytest.param("redis", marks=pytest.mark.requires_redis)])
 def live_service(request, tmp_path, monkeypatch):
     monkeypatch.setattr(job_kinds_module, "_FAMILY_MODULES", register_toy_kind(job_kinds_module))
     url = request.getfixturevalue("redis_url") if request.param == "redis" else ""
