@@ -13,9 +13,9 @@ Tests marked ``slow`` (full variant sweeps of the simulator tests, which a repre
 test of each kernel shape covers in the default run) are left out unless ``-m`` selects
 them or ``FIBERTENSOR_REQUIRE_ALL_TESTS`` is set.
 
-Tests marked ``requires_redis`` / ``requires_mrtrix`` need a system package: without it
-they skip, saying what to install. ``FIBERTENSOR_REQUIRE_ALL_TESTS=1`` (``.ci/run`` sets
-it) turns those skips into failures, so CI cannot pass without its peers.
+Tests marked ``requires_redis``, ``requires_mrtrix`` or ``requires_chromium`` need a system
+package: without it they skip, saying what to install. ``FIBERTENSOR_REQUIRE_ALL_TESTS=1``
+(``.ci/run`` sets it) turns those skips into failures, so CI cannot pass without its peers.
 """
 
 import os
@@ -35,6 +35,7 @@ REQUIRE_ALL_TESTS = os.environ.get("FIBERTENSOR_REQUIRE_ALL_TESTS", "") not in (
 SYSTEM_PACKAGES = {
     "requires_redis": (("redis-server",), "apt-get install redis-server"),
     "requires_mrtrix": (("sh2peaks", "sh2amp", "mrconvert", "mrinfo"), "apt-get install mrtrix3"),
+    "requires_chromium": (("chromium", "chromedriver"), "apt-get install chromium chromium-driver"),
 }
 
 

@@ -18,8 +18,8 @@ from gpu.peaks.search import PeaksOptions, sshopm_peaks
 from gpu.peaks.sh_basis import convert_sh_basis, real_sh_matrix
 from gpu.peaks.symmetric_tensor import sh_to_tensor, tensor_value
 
-# The module's expensive fixtures (DIPY's CSD fit, sh2peaks runs) are computed once: its
-# tests share one xdist worker.
+# The module's expensive fixtures (DIPY's CSD fit, sh2peaks runs) are computed once: with
+# --dist loadgroup its tests share one xdist worker.
 pytestmark = pytest.mark.xdist_group("vs_mrtrix")
 
 WELL_ABOVE = 0.3  # compare peaks with amplitude ≥ this × the voxel's largest, in both tools
