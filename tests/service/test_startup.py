@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,14 @@ def test_a_command_imports_its_own_module_only():
 
 
 def test_command_table_matches_what_the_modules_register():
+    import service.cli
+
+    # every sub-command module is in the table (a module missing from it would vanish from the CLI)
+    modules = {f"service.cli.{info.name}" for info in pkgutil.iter_modules(service.cli.__path__)}
+    with_commands = {m for m in modules if hasattr(importlib.import_module(m), "register")}
+    assert with_commands == {module for module, _ in COMMANDS.values()}
     registered = {}
-    for module in sorted({module for module, _ in COMMANDS.values()}):
+    for module in sorted(with_commands):
         sub = argparse.ArgumentParser().add_subparsers()
         importlib.import_module(module).register(sub)
         registered |= {action.dest: (module, action.help) for action in sub._choices_actions}
