@@ -119,6 +119,35 @@ def test_warmup_command_fills_the_cache(tmp_path):
                   "--lmax", "2", env=env)
     assert "peaks lmax  2 (cpu)" in done.stdout
     assert NOTICE not in done.stderr
+    assert list((tmp_path / "cache").rglob("sshopm_generated.sshopm_cpu_m2-*.nbi"))
+    compiled = sorted((tmp_path / "cache").rglob("*.nbc"))
     check = python(_RUN_PEAKS, str(tmp_path / "after.npy"), env=env)
     assert NOTICE not in check.stderr
-    assert list((tmp_path / "cache").rglob("sshopm_generated.sshopm_cpu_m2-*.nbi"))
+    assert sorted((tmp_path / "cache").rglob("*.nbc")) == compiled  # nothing compiled after the warm-up
+    assert np.isfinite(np.load(tmp_path / "after.npy")[:, :, 0]).all()
+
+
+_RUN_CONV = """
+import numpy as np
+from gpu.conv.cp import cp_conv2d
+from gpu.conv.direct import cp_kernel, direct_conv2d
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(1, 3, 6, 7)).astype(np.float32)
+s, h, w, t = (rng.normal(size=(n, 2)).astype(np.float32) for n in (3, 3, 3, 4))
+ours = cp_conv2d(x, s, h, w, t, padding=1, backend="cpu")
+print(np.abs(ours - direct_conv2d(x.astype(np.float64), cp_kernel(s, h, w, t), padding=1)).max())
+"""
+
+
+def test_conv_warmup_fills_the_cache_with_the_cpu_loops(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "FIBERTENSOR_KERNEL_CACHE": str(tmp_path / "kernels")}
+    done = python("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "conv", env=env)
+    assert "conv (cpu)" in done.stdout
+    for loop in ("cp._cp_conv_cpu", "tucker._core_conv_cpu"):
+        assert list((tmp_path / "cache").rglob(f"{loop}-*.nbi")), loop
+    compiled = sorted((tmp_path / "cache").rglob("*.nbc"))
+    # a later process runs on what the warm-up compiled (it adds no code to the cache) and
+    # gets the float64 reference
+    assert float(python(_RUN_CONV, env=env).stdout) < 1e-4
+    assert sorted((tmp_path / "cache").rglob("*.nbc")) == compiled
