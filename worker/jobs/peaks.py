@@ -12,8 +12,9 @@ Outputs, on the input's grid (same affine and spatial header), named ``{stem}{na
 * the fODF metrics chosen by ``metrics`` (:mod:`gpu.peaks.fodf_metrics`): ``afd_max``,
   ``afd_total``, ``afd_sum`` (float32 3D), ``peak_fraction`` (float32, K volumes), ``rgb``
   (uint8, 3 volumes);
-* ``qc.png`` — the quality-control picture (:mod:`worker.qc_picture`);
-* on request (``format``) an MRtrix3 fixel directory ``fixels`` and a DIPY ``peaks.pam5``;
+* ``qc.png`` — the quality-control picture (:mod:`worker.qc_picture`), unless ``qc`` is off;
+* on request (``format``) an MRtrix3 fixel directory ``fixels`` (MRtrix images) and a DIPY
+  ``peaks.pam5``;
 * a JSON sidecar — input checksums, parameters, SH basis, lmax, backend, device, versions,
   timings, counts, and ``generated_by`` as a BIDS ``GeneratedBy`` entry.
 
@@ -174,28 +175,32 @@ def _write_tasks(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", param
         for name, data in maps.items() for path in paths[name]
     ]
 
-    paths["qc"] = [outputs.path("qc", ".png")]
-    frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
-    title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
-    tasks.append(lambda: write_qc_png(paths["qc"][0], metrics.rgb, result.directions[..., 0, :], metrics.nufo,
-                                      info.zooms[:3], title, affine=info.affine, directions_frame=frame, npeaks=k))
+    if params.qc:
+        paths["qc"] = [outputs.path("qc", ".png")]
+        frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
+        title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
+        tasks.append(lambda: write_qc_png(paths["qc"][0], metrics.rgb, result.directions[..., 0, :], metrics.nufo,
+                                          info.zooms[:3], title, affine=info.affine, directions_frame=frame, npeaks=k))
 
     if "fixel" in params.format:
         from worker.io.fixels import write_fixel_directory
 
         folder = outputs.path("fixels")
+        # MRtrix format whatever the images' (as fod2fixel writes it): NIfTI-1 cannot hold
+        # the N × 3 × 1 fixel images of more than 32767 fixels.
+        fmt = "mif.gz" if info.path.name.endswith(".gz") else "mif"
         paths["fixel"] = [folder.with_name(folder.name + ".tar") if fixel_archive else folder]
 
         def fixels() -> None:
             if not fixel_archive:
                 return write_fixel_directory(folder, result.directions, result.amplitudes, result.count, info.affine,
-                                             peak_fraction=metrics.peak_fraction, fmt=suffixes[0][1:])
+                                             peak_fraction=metrics.peak_fraction, fmt=fmt)
             # A service result is one file: the directory goes into a tar (its images are
             # compressed already when the input was).
             staging = folder.with_name(f".{folder.name}.staging")
             shutil.rmtree(staging, ignore_errors=True)
             write_fixel_directory(staging / folder.name, result.directions, result.amplitudes, result.count,
-                                  info.affine, peak_fraction=metrics.peak_fraction, fmt=suffixes[0][1:])
+                                  info.affine, peak_fraction=metrics.peak_fraction, fmt=fmt)
             with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
                 archive.add(staging / folder.name, arcname=folder.name)
             shutil.rmtree(staging)

@@ -35,6 +35,7 @@ class PeaksParams(JobParams):
     metrics: list[Literal[("all", "none") + METRICS]] = Field(
         ["all"], validate_default=True, description="fODF metric maps written beside the peaks: all, none, or some of "
         f"{', '.join(METRICS)}")
+    qc: bool = Field(True, description="write the quality-control picture qc.png")
     format: list[Literal[OUTPUT_FORMATS]] = Field(
         [], description="output formats, any of nifti, mif (MRtrix image), fixel (MRtrix3 fixel directory), "
         "pam5 (DIPY PeaksAndMetrics); default: the input's image format")

@@ -194,8 +194,8 @@ def test_service_job_packs_the_fixel_directory_and_lists_every_file(phantom, tmp
                                          "qc.png", "fixels.tar", "peaks.json"]
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in written)
     with tarfile.open(out / "fixels.tar") as archive:
-        assert sorted(archive.getnames()) == ["fixels", "fixels/directions.nii.gz", "fixels/index.nii.gz",
-                                              "fixels/peak_amp.nii.gz", "fixels/peak_fraction.nii.gz"]
+        assert sorted(archive.getnames()) == ["fixels", "fixels/directions.mif.gz", "fixels/index.mif.gz",
+                                              "fixels/peak_amp.mif.gz", "fixels/peak_fraction.mif.gz"]
 
 
 def test_mrtrix_outputs_from_a_nifti_input_keep_the_grid(phantom, tmp_path, mrtrix):
@@ -205,3 +205,12 @@ def test_mrtrix_outputs_from_a_nifti_input_keep_the_grid(phantom, tmp_path, mrtr
     affine = rotated_affine()
     np.testing.assert_allclose(transform[:3, :3], affine[:3, :3] / np.linalg.norm(affine[:3, :3], axis=0), atol=1e-5)
     np.testing.assert_allclose(transform[:3, 3], affine[:3, 3], atol=1e-4)
+
+
+def test_no_metrics_and_no_picture_leaves_the_three_peak_images(phantom, tmp_path):
+    params = params_from_text(PeaksParams, {"metrics": "none", "qc": "false"})
+    sidecar = run_peaks(phantom["nii"], PeaksOutputs.in_folder(tmp_path), params)
+    assert sidecar["outputs"] == {"peaks": ["peaks.nii.gz"], "amplitudes": ["amplitudes.nii.gz"],
+                                  "count": ["count.nii.gz"]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["amplitudes.nii.gz", "count.nii.gz", "peaks.json",
+                                                          "peaks.nii.gz"]
