@@ -152,28 +152,31 @@ def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
-def _write_tasks(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
-                 outputs: PeaksOutputs, fixel_archive: bool) -> tuple[dict[str, list[Path]], list[Callable[[], object]]]:
-    """The outputs of a run as ``{output: [paths]}`` and the calls that write them."""
+def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
+                   outputs: PeaksOutputs, fixel_archive: bool,
+                   submit: Callable[[Callable[[], object]], Future]) -> tuple[dict[str, list[Path]], list[Future]]:
+    """Start writing the outputs of a run with ``submit`` (a thread pool's): returns them as
+    ``{output: [paths]}`` and the futures of the writes."""
     from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
     from worker.qc_picture import write_qc_png
 
     k = params.npeaks
-    spatial = info.shape[:3]
-    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
-    maps = {
-        "peaks": (result.directions * result.amplitudes[..., None]).reshape(*spatial, 3 * k).astype(np.float32),
-        "amplitudes": result.amplitudes.astype(np.float32),
-        "count": metrics.nufo,
-        **{name: getattr(metrics, name) for name in params.metrics},
-    }
     suffixes = image_suffixes(info.path, params.format)
-    paths = {name: [outputs.path(name, suffix) for suffix in suffixes] for name in maps}
-    tasks: list[Callable[[], object]] = [
-        (lambda data=data, path=path: save_image(info, data, path))
-        for name, data in maps.items() for path in paths[name]
-    ]
+    paths: dict[str, list[Path]] = {}
+    futures: list[Future] = []
+
+    def images(maps: dict[str, np.ndarray]) -> None:
+        for name, data in maps.items():
+            paths[name] = [outputs.path(name, suffix) for suffix in suffixes]
+            futures.extend(submit(lambda data=data, path=path: save_image(info, data, path)) for path in paths[name])
+
+    # The peak images compress while the metrics are computed.
+    images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
+            .astype(np.float32), "amplitudes": result.amplitudes.astype(np.float32)})
+    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
+    images({"count": metrics.nufo, **{name: getattr(metrics, name) for name in params.metrics}})
+    tasks: list[Callable[[], object]] = []
 
     if params.qc:
         paths["qc"] = [outputs.path("qc", ".png")]
@@ -192,18 +195,16 @@ def _write_tasks(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", param
         paths["fixel"] = [folder.with_name(folder.name + ".tar") if fixel_archive else folder]
 
         def fixels() -> None:
-            if not fixel_archive:
-                return write_fixel_directory(folder, result.directions, result.amplitudes, result.count, info.affine,
-                                             peak_fraction=metrics.peak_fraction, fmt=fmt)
-            # A service result is one file: the directory goes into a tar (its images are
-            # compressed already when the input was).
+            # A service result is one file: there the directory goes into a tar (its
+            # images are compressed already when the input was).
             staging = folder.with_name(f".{folder.name}.staging")
-            shutil.rmtree(staging, ignore_errors=True)
-            write_fixel_directory(staging / folder.name, result.directions, result.amplitudes, result.count,
-                                  info.affine, peak_fraction=metrics.peak_fraction, fmt=fmt)
-            with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
-                archive.add(staging / folder.name, arcname=folder.name)
-            shutil.rmtree(staging)
+            target = staging / folder.name if fixel_archive else folder
+            write_fixel_directory(target, result.directions, result.amplitudes, result.count, info.affine,
+                                  peak_fraction=metrics.peak_fraction, fmt=fmt)
+            if fixel_archive:
+                with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
+                    archive.add(target, arcname=folder.name)
+                shutil.rmtree(staging)
 
         tasks.append(fixels)
 
@@ -218,7 +219,7 @@ def _write_tasks(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", param
         # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
         shm = sh if params.basis == "dipy" else None
         tasks.append(lambda: write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm))
-    return paths, tasks
+    return paths, futures + [submit(task) for task in tasks]
 
 
 def run_peaks(
@@ -255,10 +256,10 @@ def run_peaks(
 
         outputs.folder.mkdir(parents=True, exist_ok=True)
         outputs.sidecar.parent.mkdir(parents=True, exist_ok=True)
-        written, tasks = _write_tasks(info, sh, result, params, outputs, fixel_archive)
         # Compression and PNG encoding release the GIL: the files are written in parallel.
-        for task in [workers.submit(task) for task in tasks]:
-            task.result()
+        written, writes = _write_outputs(info, sh, result, params, outputs, fixel_archive, workers.submit)
+        for write in writes:
+            write.result()
         finished = time.perf_counter()
         sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
 
