@@ -16,8 +16,6 @@ from worker.params.peaks import PeaksParams
 
 __all__ = ["register"]
 
-_PARAM = "param_"
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     bids = subparsers.add_parser(
@@ -34,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bids.add_argument("--participant-label", nargs="+", metavar="LABEL",
                       help="only these participants (01 or sub-01; default: all)")
     bids.add_argument("--session-label", nargs="+", metavar="LABEL", help="only these sessions (default: all)")
-    add_model_options(bids, PeaksParams, dest_prefix=_PARAM)
+    add_model_options(bids, PeaksParams)
     bids.add_argument("--server", help="run the jobs on this fibertensor service (URL) instead of here")
     bids.add_argument("--api-key", default=os.environ.get("FIBERTENSOR_API_KEY"),
                       help="API key for --server (default FIBERTENSOR_API_KEY)")
@@ -46,7 +44,7 @@ def _bids(args: argparse.Namespace) -> int:
     from worker.bids import find_fods, run_bids_peaks
     from worker.errors import InputError
 
-    fields = option_values(PeaksParams, args, dest_prefix=_PARAM)
+    fields = option_values(PeaksParams, args)
     params = params_from_options(PeaksParams, fields)
     log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     try:
