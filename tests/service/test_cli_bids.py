@@ -51,6 +51,7 @@ def test_errors_say_what_to_fix(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_server_run_publishes_what_the_local_run_does(tmp_path):
     root = tmp_path / "ds"
     make_dataset(root)
