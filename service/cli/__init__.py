@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "decompose": ("service.cli.conv",
                   "factorize a dense conv kernel: CP by ALS or Tucker-2 by truncated HOSVD"),
     "warmup": ("service.cli.warmup", "compile the kernels into numba's cache, so no job waits for a compile"),
+    "bids": ("service.cli.bids", "fiber peaks and fODF metrics of a BIDS-derivatives dataset of FODs (BIDS App)"),
 }
 
 
