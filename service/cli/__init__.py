@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "service.cli.client",
     "service.cli.compress",
     "service.cli.conv",
+    "service.cli.batch",
 )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -27,13 +28,14 @@ from worker.params.peaks import PeaksParams
 from worker.provenance import package_versions
 
 if TYPE_CHECKING:
-    from gpu.peaks.search import PeaksOptions
+    from gpu.peaks.search import PeaksOptions, PeaksResult
     from worker.io.nifti import NiftiInfo
 
 # The engine (numba) and nibabel are imported inside the functions that use them, so that
 # the job-kind registry, and with it the API, loads without them.
 
-__all__ = ["PeaksOutputs", "engine_options", "check_peaks_inputs", "run_peaks", "JOB_KINDS"]
+__all__ = ["PeaksOutputs", "PeaksInputs", "engine_options", "check_peaks_inputs", "read_peaks_inputs", "compute_peaks",
+           "write_peaks_outputs", "run_peaks", "JOB_KINDS"]
 
 
 def engine_options(params: PeaksParams) -> "PeaksOptions":
@@ -105,17 +107,21 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple["NiftiInfo"
     return info, mask_info
 
 
-def run_peaks(
-    fod: Path,
-    outputs: PeaksOutputs,
-    params: PeaksParams = PeaksParams(),
-    mask: Path | None = None,
-    progress: Callable[[float], None] | None = None,
-) -> dict:
-    """Read, compute, write. Returns the sidecar content. ``progress(fraction)`` is called
-    between chunks; an exception it raises (cancellation) stops the run before any output."""
-    from gpu.peaks.search import sshopm_peaks
-    from worker.io.nifti import derived_image, load_nifti_data, save_nifti_atomic
+@dataclass
+class PeaksInputs:
+    """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
+    float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them."""
+
+    info: "NiftiInfo"
+    mask_info: "NiftiInfo | None"
+    sh: np.ndarray
+    mask: np.ndarray | None
+    seconds: float
+
+
+def read_peaks_inputs(fod: Path, mask: Path | None = None) -> PeaksInputs:
+    """Check and read a peaks job's inputs (:class:`InputError` saying what to fix)."""
+    from worker.io.nifti import load_nifti_data
 
     started = time.perf_counter()
     info, mask_info = check_peaks_inputs(fod, mask)
@@ -123,11 +129,26 @@ def run_peaks(
     mask_array = None
     if mask_info is not None:
         mask_array = load_nifti_data(mask_info).reshape(info.shape[:3]) > 0
-    loaded = time.perf_counter()
-    result = sshopm_peaks(sh, basis=params.basis, mask=mask_array, options=engine_options(params),
-                          backend=params.backend, progress=progress)
-    computed = time.perf_counter()
+    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started)
 
+
+def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
+                  progress: Callable[[float], None] | None = None) -> "PeaksResult":
+    """The engine's peaks of read inputs."""
+    from gpu.peaks.search import sshopm_peaks
+
+    return sshopm_peaks(inputs.sh, basis=params.basis, mask=inputs.mask, options=engine_options(params),
+                        backend=params.backend, progress=progress)
+
+
+def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,
+                        compress_threads: int | None = None) -> dict:
+    """Write the three images (compressed in parallel) and the sidecar last; returns the
+    sidecar content. ``compress_threads`` per image: see :func:`worker.io.nifti.save_nifti_atomic`."""
+    from worker.io.nifti import derived_image, save_nifti_atomic
+
+    started = time.perf_counter()
+    info, mask_info = inputs.info, inputs.mask_info
     k = params.npeaks
     peaks = (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k).astype(np.float32)
     for path in (outputs.peaks, outputs.amplitudes, outputs.count, outputs.sidecar):
@@ -139,7 +160,7 @@ def run_peaks(
     }
     # Compression releases the GIL: the three files compress in parallel.
     with ThreadPoolExecutor(max_workers=len(images)) as pool:
-        list(pool.map(lambda item: save_nifti_atomic(item[1], item[0]), images.items()))
+        list(pool.map(lambda item: save_nifti_atomic(item[1], item[0], compress_threads), images.items()))
     written = time.perf_counter()
 
     stats = dict(result.stats)
@@ -156,11 +177,25 @@ def run_peaks(
         **stats,
         "voxels_with_peaks": int((result.count > 0).sum()),
         "versions": package_versions("nibabel", "isal"),
-        "seconds": {"read": loaded - started, **{f"peaks_{k_}": v for k_, v in seconds.items()},
-                    "write": written - computed, "total": time.perf_counter() - started},
+        "seconds": {"read": inputs.seconds, **{f"peaks_{k_}": v for k_, v in seconds.items()},
+                    "write": written - started, "total": inputs.seconds + seconds["total"] + written - started},
     }
     write_json_atomic(outputs.sidecar, sidecar)
     return sidecar
+
+
+def run_peaks(
+    fod: Path,
+    outputs: PeaksOutputs,
+    params: PeaksParams = PeaksParams(),
+    mask: Path | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> dict:
+    """Read, compute, write. Returns the sidecar content. ``progress(fraction)`` is called
+    between chunks; an exception it raises (cancellation) stops the run before any output."""
+    inputs = read_peaks_inputs(fod, mask)
+    result = compute_peaks(inputs, params, progress)
+    return write_peaks_outputs(inputs, result, params, outputs)
 
 
 def _validate(inputs: dict[str, Path], params: PeaksParams) -> None:
