@@ -22,6 +22,7 @@ import dataclasses
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -120,25 +121,36 @@ def _remove_outputs(outputs: PeaksOutputs) -> None:
             path.unlink()
 
 
-def _pipeline(take: Callable[[], BatchItem | None], params: PeaksParams, readers: int, writers: int,
-              report: Callable[[ItemReport], None], worker: str) -> None:
-    """Process items from ``take`` (thread-safe; None when there are no more) until each of
-    the ``readers`` threads has had its None; ``report`` (thread-safe) gets every item's
-    :class:`ItemReport`."""
+def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: PeaksParams, readers: int,
+              writers: int, report: Callable[[ItemReport], None], worker: str) -> None:
+    """Process items from ``take(stopping)`` (thread-safe; None when there are no more, or
+    soon after ``stopping`` is set) until each of the ``readers`` threads has had its None;
+    ``report`` (thread-safe) gets every item's :class:`ItemReport`. Interrupted, it stops
+    reading, lets started writes finish, and re-raises."""
     from worker.jobs.peaks import compute_peaks, read_peaks_inputs, write_peaks_outputs
 
     ready: queue.Queue = queue.Queue(maxsize=readers)
     writing = threading.Semaphore(writers)
+    stopping = threading.Event()
+
+    def hand_over(entry) -> None:
+        # Once stopping, nobody may take it: give up rather than block.
+        while True:
+            try:
+                return ready.put(entry, timeout=0.2)
+            except queue.Full:
+                if stopping.is_set():
+                    return
 
     def read_ahead() -> None:
         try:
-            while (item := take()) is not None:
+            while not stopping.is_set() and (item := take(stopping)) is not None:
                 try:
-                    ready.put((item, read_peaks_inputs(item.fod), None))
+                    hand_over((item, read_peaks_inputs(item.fod), None))
                 except Exception as exc:
-                    ready.put((item, None, _describe(exc)))
+                    hand_over((item, None, _describe(exc)))
         finally:
-            ready.put(None)
+            hand_over(None)
 
     def write(item: BatchItem, inputs, result, compute_seconds: float) -> None:
         try:
@@ -156,36 +168,72 @@ def _pipeline(take: Callable[[], BatchItem | None], params: PeaksParams, readers
             writing.release()
 
     with ThreadPoolExecutor(readers, "batch-read") as read_pool, ThreadPoolExecutor(writers, "batch-write") as write_pool:
-        for _ in range(readers):
-            read_pool.submit(read_ahead)
+        reading = [read_pool.submit(read_ahead) for _ in range(readers)]
         running = readers
-        while running:
-            entry = ready.get()
-            if entry is None:
-                running -= 1
-                continue
-            item, inputs, error = entry
-            if error:
-                report(ItemReport(item.fod, False, worker, error))
-                continue
-            started = time.perf_counter()
-            try:
-                result = compute_peaks(inputs, params)
-            except Exception as exc:
-                report(ItemReport(item.fod, False, worker, _describe(exc)))
-                continue
-            compute_seconds = time.perf_counter() - started
-            writing.acquire()
-            # The volume is not needed to write: let it go before the next is computed.
-            write_pool.submit(write, item, dataclasses.replace(inputs, sh=None, mask=None), result, compute_seconds)
-            del inputs, result
+        try:
+            while running:
+                entry = ready.get()
+                if entry is None:
+                    running -= 1
+                    continue
+                item, inputs, error = entry
+                if error:
+                    report(ItemReport(item.fod, False, worker, error))
+                    continue
+                started = time.perf_counter()
+                try:
+                    result = compute_peaks(inputs, params)
+                except Exception as exc:
+                    report(ItemReport(item.fod, False, worker, _describe(exc)))
+                    continue
+                compute_seconds = time.perf_counter() - started
+                writing.acquire()
+                # The volume is not needed to write: let it go before the next is computed.
+                write_pool.submit(write, item, dataclasses.replace(inputs, sh=None, mask=None), result,
+                                  compute_seconds)
+                del inputs, result
+        except BaseException:
+            # Interrupted: readers stop after the volume in hand, started writes finish.
+            stopping.set()
+            while not all(future.done() for future in reading):
+                try:
+                    ready.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+            raise
 
 
 def _device_process(device: str, tasks, reports, params: dict, readers: int, writers: int) -> None:
     """A spawned process's life: run the pipeline on GPU ``device`` until its readers have
     each taken a None from ``tasks``."""
     os.environ["CUDA_VISIBLE_DEVICES"] = device  # before numba is imported in this process
-    _pipeline(tasks.get, PeaksParams(**params), readers, writers, reports.put, f"gpu {device}")
+
+    interrupted = threading.Event()
+
+    def interrupt(signum, frame):
+        # Ctrl-C reaches the whole process group and the parent then sends SIGTERM: the first
+        # stops the pipeline, which finishes its started writes; the second must not cut that
+        # short (and leave a temporary file behind).
+        if not interrupted.is_set():
+            interrupted.set()
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def take(stopping: threading.Event) -> BatchItem | None:
+        # a bounded wait, so that a stopping reader never blocks on the shared queue
+        while not stopping.is_set():
+            try:
+                return tasks.get(timeout=0.2)
+            except queue.Empty:
+                continue
+        return None
+
+    try:
+        _pipeline(take, PeaksParams(**params), readers, writers, reports.put, f"gpu {device}")
+    except KeyboardInterrupt:
+        pass  # the parent reports the inputs left undone
 
 
 def _count_gpus() -> int:
@@ -237,7 +285,7 @@ def run_batch(
     if not devices:
         pending = iter(items)
 
-        def take() -> BatchItem | None:
+        def take(stopping: threading.Event) -> BatchItem | None:
             with lock:
                 return next(pending, None)
 
@@ -281,7 +329,18 @@ def _run_processes(items: Sequence[BatchItem], params: PeaksParams, devices: lis
         for process in processes:
             process.join()
     finally:
+        # Interrupted: each process finishes its started writes and exits; the reports it
+        # still sends are drained, so that none blocks at exit on a full pipe.
         for process in processes:
             if process.is_alive():
                 process.terminate()
-                process.join()
+        deadline = time.monotonic() + 120
+        while any(process.is_alive() for process in processes) and time.monotonic() < deadline:
+            try:
+                results.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+            process.join()

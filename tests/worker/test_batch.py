@@ -146,3 +146,19 @@ def test_batch_items_names_and_folders(cohort, tmp_path):
 def test_gpus_option_errors(cohort, tmp_path, capsys, gpus, message):
     assert main(["batch", "peaks", str(cohort), "--out-dir", str(tmp_path), "--gpus", gpus]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_interrupted_batch_stops_reading_and_finishes_started_writes(cohort, tmp_path):
+    """Ctrl-C (here: raised from the report of the second input, in the computing thread):
+    no further input is computed, the first input's write completes, nothing partial stays."""
+    out = tmp_path / "out"
+    items = batch_items([cohort / name for name in ("sub-01.nii.gz", "sub-02a_cut.nii.gz", "sub-02.nii.gz",
+                                                    "sub-03.nii.gz")], out)
+
+    def report(item_report):
+        if not item_report.ok:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(items, PeaksParams(backend="cpu"), readers=1, writers=1, report=report)
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"sub-01{suffix}" for suffix in OUTPUT_FILES)
