@@ -160,7 +160,8 @@ def _read_stored(stream) -> tuple[nib.Nifti1Header, np.ndarray]:
     """
     first = _read_exactly(stream, 4, "header").tobytes()
     # sizeof_hdr, in either byte order: 540 for NIfTI-2, 348 for NIfTI-1
-    klass = nib.Nifti2Header if 540 in (int.from_bytes(first, "little"), int.from_bytes(first, "big")) else nib.Nifti1Header
+    nifti2 = 540 in (int.from_bytes(first, "little"), int.from_bytes(first, "big"))
+    klass = nib.Nifti2Header if nifti2 else nib.Nifti1Header
     size = klass.template_dtype.itemsize
     header = klass(first + _read_exactly(stream, size - 4, "header").tobytes(), check=True)
     shape, dtype, offset = header.get_data_shape(), header.get_data_dtype(), header.get_data_offset()
