@@ -40,7 +40,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _problem_doc("Missing or unknown API key"),
     404: _problem_doc("No such job (or not yours)"),
     409: _problem_doc("The job is not in a state that allows this"),
-    413: _problem_doc("Upload larger than the limit"),
+    413: _problem_doc("Upload larger than the limit, or the job needs more memory than allowed"),
     415: _problem_doc("Not a multipart/form-data request"),
     422: _problem_doc("Invalid input files or parameters"),
     503: _problem_doc("Queue unavailable"),

@@ -65,6 +65,8 @@ class JobKind:
     ``validate(inputs, params)`` reads headers only and raises
     :class:`worker.errors.InputError`; ``run(ctx)`` writes result files into ``ctx.out_dir``
     (through a temporary name and a rename) and returns their paths, sidecar included.
+    ``memory_bytes(inputs, params)``, from headers only, is the most memory the run holds at
+    once; a job above the service's limit is refused before it is queued.
     """
 
     name: str
@@ -74,6 +76,7 @@ class JobKind:
     validate: Callable[[dict[str, Path], BaseModel], None]
     run: Callable[[JobContext], list[Path]]
     result_names: tuple[str, ...] = field(default=())
+    memory_bytes: Callable[[dict[str, Path], BaseModel], int] | None = None
 
 
 def job_kinds() -> dict[str, JobKind]:

@@ -32,10 +32,7 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
         with store.staging() as (job_id, folder):
             upload = await receive_upload(request, kind, folder / "inputs", settings.max_upload_bytes)
             params, label = parse_fields(kind, upload.fields)
-            await run_in_threadpool(
-                check_inputs, kind, upload.files, params,
-                max_input_bytes=settings.max_input_bytes, max_voxels=settings.max_voxels,
-            )
+            await run_in_threadpool(check_inputs, kind, upload.files, params, settings.input_limits)
             record = JobRecord(
                 id=job_id,
                 kind=kind.name,

@@ -29,13 +29,14 @@ from worker.io.nifti import (
     NIFTI_SUFFIXES,
     NiftiInfo,
     derived_image,
+    load_memory_bytes,
     load_nifti_data,
     read_nifti_header,
     save_nifti_atomic,
 )
 from worker.provenance import package_versions
 
-__all__ = ["PeaksParams", "PeaksOutputs", "check_peaks_inputs", "run_peaks", "JOB_KINDS"]
+__all__ = ["PeaksParams", "PeaksOutputs", "check_peaks_inputs", "peaks_memory_bytes", "run_peaks", "JOB_KINDS"]
 
 
 class PeaksParams(BaseModel):
@@ -169,6 +170,31 @@ def run_peaks(
     return sidecar
 
 
+def peaks_memory_bytes(fod: Path, mask: Path | None = None, npeaks: int = 3) -> int:
+    """Most host memory :func:`run_peaks` holds at once, from the headers, in bytes.
+
+    With N voxels, C coefficients and K peaks, the largest of three phases: reading (the
+    SH volume as float32, N·C·4, plus what reading the mask takes); computing (the SH volume,
+    a copy of its selected voxels, per-voxel sums, flags and shifts, the backend's peaks
+    (float64 on the CPU, float32 to and from the GPU) and the float32 results,
+    N·(2·C·4 + 48·K + 64)); writing (the SH volume, the results, the
+    peaks image and its copy, and each image's bytes and their compression, N·(C·4 + 72·K + 3)).
+    """
+    info, mask_info = check_peaks_inputs(fod, mask)
+    n, c, k = info.n_voxels, info.shape[3], npeaks
+    sh = n * c * 4
+    reading = load_memory_bytes(info)
+    if mask_info is not None:
+        reading = max(reading, sh + load_memory_bytes(mask_info) + n)
+    computing = n * (2 * c * 4 + 48 * k + 64)
+    writing = n * (c * 4 + 72 * k + 3)
+    return max(reading, computing, writing)
+
+
+def _memory(inputs: dict[str, Path], params: PeaksParams) -> int:
+    return peaks_memory_bytes(inputs["fod"], inputs.get("mask"), params.npeaks)
+
+
 def _validate(inputs: dict[str, Path], params: PeaksParams) -> None:
     check_peaks_inputs(inputs["fod"], inputs.get("mask"))
 
@@ -195,5 +221,6 @@ JOB_KINDS = [
         validate=_validate,
         run=_run,
         result_names=("peaks.nii.gz", "amplitudes.nii.gz", "count.nii.gz", "peaks.json"),
+        memory_bytes=_memory,
     )
 ]
