@@ -43,7 +43,7 @@ class JobContext:
 
     ``progress(fraction)`` reports 0..1; ``should_stop()`` is polled between chunks of work
     and, when it returns True, the job calls :meth:`check_cancelled` which raises
-    :class:`JobCancelled`.
+    :class:`JobCancelled`. ``warn(message)`` adds to the job's ``warnings``.
     """
 
     inputs: dict[str, Path]
@@ -52,6 +52,7 @@ class JobContext:
     progress: Callable[[float], None] = lambda fraction: None
     should_stop: Callable[[], bool] = lambda: False
     log: Callable[[str], None] = lambda message: None
+    warn: Callable[[str], None] = lambda message: None
 
     def check_cancelled(self) -> None:
         if self.should_stop():

@@ -123,6 +123,7 @@ def claim_job(
         record.runner = me
         record.progress = 0.0
         record.error = None
+        record.warnings = []
         record.started_at = record.started_at or utc_now()
         store.touch_heartbeat(job_id)
         return record
@@ -223,6 +224,15 @@ def run_job(
             store.touch_heartbeat(job_id)
             store.set_progress(job_id, fraction)
 
+    def warn(message: str) -> None:
+        store.append_log(job_id, f"warning: {message}")
+
+        def add(rec: JobRecord) -> JobRecord:
+            rec.warnings.append(message)
+            return rec
+
+        _owned_update(store, job_id, me, add)
+
     beating = threading.Thread(target=beat, name=f"heartbeat-{job_id}", daemon=True)
     beating.start()
     try:
@@ -234,6 +244,7 @@ def run_job(
             progress=progress,
             should_stop=lambda: store.cancel_requested(job_id),
             log=lambda message: store.append_log(job_id, message),
+            warn=warn,
         )
         paths = kind.run(ctx)
         results = _publish_outputs(store, job_id, partial, paths)

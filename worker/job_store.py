@@ -86,6 +86,8 @@ class JobRecord(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, str] = Field(default_factory=dict)
     error: JobError | None = None
+    #: things the user should know about a result (e.g. voxels with non-finite input), from this attempt
+    warnings: list[str] = Field(default_factory=list)
     results: list[ResultFile] = Field(default_factory=list)
     attempts: int = 0
     worker_losses: int = 0

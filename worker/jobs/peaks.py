@@ -7,7 +7,11 @@ Outputs, on the input's grid (same affine and spatial header):
   (as ``sh2peaks`` writes them);
 * amplitudes — float32 4D, K volumes, the FOD value at each peak, descending;
 * count — uint8 3D, the number of peaks per voxel;
-* a JSON sidecar — parameters, SH basis, lmax, backend, device, versions, timings and counts.
+* a JSON sidecar — parameters, SH basis, lmax, backend, device, versions, timings, counts
+  and ``warnings`` (voxels whose coefficients are NaN or infinite).
+
+A volume with no voxel to compute (every selected voxel non-finite, or an empty mask) fails
+before computing.
 """
 
 from __future__ import annotations
@@ -130,6 +134,7 @@ def run_peaks(
     mask_array = None
     if mask_info is not None:
         mask_array = load_nifti_data(mask_info).reshape(info.shape[:3]) > 0
+    warnings = _finite_voxels_warnings(sh, mask_array, info.path.name)
     loaded = time.perf_counter()
     result = sshopm_peaks(sh, basis=params.basis, mask=mask_array, options=params.options(),
                           backend=params.backend, progress=progress)
@@ -162,6 +167,7 @@ def run_peaks(
                   "coefficients are expressed in; NaN where absent",
         **stats,
         "voxels_with_peaks": int((result.count > 0).sum()),
+        "warnings": warnings,
         "versions": package_versions("nibabel", "isal"),
         "seconds": {"read": loaded - started, **{f"peaks_{k_}": v for k_, v in seconds.items()},
                     "write": written - computed, "total": time.perf_counter() - started},
@@ -195,6 +201,34 @@ def _memory(inputs: dict[str, Path], params: PeaksParams) -> int:
     return peaks_memory_bytes(inputs["fod"], inputs.get("mask"), params.npeaks)
 
 
+def _finite_voxels_warnings(sh: np.ndarray, mask: np.ndarray | None, name: str) -> list[str]:
+    """Warnings about voxels with non-finite coefficients; :class:`InputError` when no voxel is
+    left to compute."""
+    # a float64 sum per voxel is non-finite exactly when a coefficient is (float32 inputs)
+    finite = np.isfinite(sh.sum(axis=-1, dtype=np.float64))
+    where = "" if mask is None else " inside the mask"
+    if mask is not None:
+        if not mask.any():
+            raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
+        finite &= mask
+        selected = int(mask.sum())
+    else:
+        selected = finite.size
+    computable = int(finite.sum())
+    if computable == 0:
+        raise InputError(
+            "No finite voxels",
+            f"every voxel{where} of {name!r} has NaN or infinite SH coefficients, so there is nothing "
+            "to compute; check how the FOD was made (e.g. mrstats, or rerun dwi2fod with a brain mask)",
+        )
+    if computable == selected:
+        return []
+    return [
+        f"{selected - computable} of {selected} voxels{where} of {name!r} have NaN or infinite SH "
+        "coefficients; their peaks are NaN and their count 0"
+    ]
+
+
 def _validate(inputs: dict[str, Path], params: PeaksParams) -> None:
     check_peaks_inputs(inputs["fod"], inputs.get("mask"))
 
@@ -205,7 +239,9 @@ def _run(ctx: JobContext) -> list[Path]:
         ctx.progress(fraction)
 
     outputs = PeaksOutputs.in_folder(ctx.out_dir)
-    run_peaks(ctx.inputs["fod"], outputs, ctx.params, mask=ctx.inputs.get("mask"), progress=report)
+    sidecar = run_peaks(ctx.inputs["fod"], outputs, ctx.params, mask=ctx.inputs.get("mask"), progress=report)
+    for warning in sidecar["warnings"]:
+        ctx.warn(warning)
     return [outputs.peaks, outputs.amplitudes, outputs.count, outputs.sidecar]
 
 
