@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 __all__ = ["PROBLEM_JSON", "Problem", "problem_response", "install_problem_handlers", "PROBLEM_RESPONSES"]
 
@@ -132,6 +133,14 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response(
             status, _TITLES.get(status, "Error"), detail, instance=request.url.path,
             headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(ClientDisconnect)
+    async def _disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # the client's doing, not a fault: one line, no traceback; nobody reads the answer
+        logger.warning("client disconnected during %s %s; its upload was discarded", request.method, request.url.path)
+        return problem_response(
+            400, "Client disconnected", "the request body was cut off; send it again", instance=request.url.path
         )
 
     @app.exception_handler(Exception)

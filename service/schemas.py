@@ -82,3 +82,4 @@ class ReadyOut(BaseModel):
     status: str
     broker: str
     workers: list[str]
+    checked_at: datetime = Field(description="When the broker and workers were last asked (at most 30 s ago).")

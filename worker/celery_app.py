@@ -34,7 +34,8 @@ def _broker(broker_url: str, data_dir: Path, visibility_timeout: int) -> tuple[s
     folder = Path(data_dir) / "broker"
     for sub in ("queue", "control"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
-    return "filesystem://", {
+    # a hostname, which the transport ignores, keeps kombu from warning on every connection
+    return "filesystem://localhost/", {
         "data_folder_in": str(folder / "queue"),
         "data_folder_out": str(folder / "queue"),
         "control_folder": str(folder / "control"),

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse
 
-from service.deps import StoreDep, TenantDep
+from service.deps import KindsDep, StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem
 from service.schemas import JobListOut, JobOut
 from worker.job_store import TERMINAL_STATUSES, JobNotFound, JobRecord, JobStatus, JobStore, utc_now
@@ -63,10 +63,11 @@ def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -
     return JobOut.from_record(_own_job(store, job_id, tenant), request)
 
 
+@router.head("/{job_id}/results/{name}", include_in_schema=False)
 @router.get(
     "/{job_id}/results/{name}",
     response_class=FileResponse,
-    summary="Download a result file",
+    summary="Download a result file (HEAD gives its size and ETag only)",
     responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404]},
 )
 def download_result(job_id: str, name: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
@@ -83,6 +84,17 @@ def download_result(job_id: str, name: str, request: Request, store: StoreDep, t
         media_type="application/octet-stream",
         filename=name,
         headers={"ETag": etag},
+    )
+
+
+@router.post("/{kind}", include_in_schema=False)
+def unknown_kind(kind: str, kinds: KindsDep) -> Response:
+    """Submit routes exist for the registered kinds only; this answers the rest (which would
+    otherwise be 405, as ``/v1/jobs/{job_id}`` takes GET and DELETE)."""
+    raise Problem(
+        404, f"there is no job kind {kind!r}; submit to one of: "
+        + ", ".join(f"POST /v1/jobs/{name}" for name in kinds),
+        title="Unknown job kind",
     )
 
 

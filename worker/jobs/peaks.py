@@ -99,7 +99,11 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple[NiftiInfo, 
     try:
         lmax_from_ncoeffs(info.shape[3])
     except ValueError as exc:
-        raise InputError("Wrong number of volumes", f"the FOD file {info.path.name!r} has {exc}") from None
+        raise InputError(
+            "Wrong number of volumes",
+            f"the FOD file {info.path.name!r} has {info.shape[3]} volumes: {exc}. Pass an FOD image "
+            "(e.g. from dwi2fod), not the DWI",
+        ) from None
     mask_info = None
     if mask is not None:
         mask_info = read_nifti_header(mask, "mask")
