@@ -81,6 +81,7 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
         ) from None
     if not isinstance(image, (nib.Nifti1Image, nib.Nifti2Image)):
         raise InputError("Not a NIfTI file", f"the {role} file {path.name!r} is {type(image).__name__}, not NIfTI")
+    _check_dims(shape, f"the {role} file {path.name!r}")
     if dtype.kind not in "fiu" or dtype.fields is not None:
         raise InputError(
             "Unsupported data type",
@@ -125,8 +126,8 @@ def check_nifti_limits(path: Path, role: str, *, max_input_bytes: int, max_voxel
     says the (inflated) file holds, for :func:`check_nifti_complete`. Reads the header only.
 
     ``role`` names the file in messages (an upload's field name, "FOD"). Raises
-    :class:`InputError` titled "Not gzip-compressed", "Not a NIfTI file", "Too many voxels"
-    or "Input too large".
+    :class:`InputError` titled "Not gzip-compressed", "Not a NIfTI file", "Invalid dimensions",
+    "Too many voxels" or "Input too large".
     """
     path = Path(path)
     compressed = path.name.endswith(".gz")
@@ -147,6 +148,7 @@ def check_nifti_limits(path: Path, role: str, *, max_input_bytes: int, max_voxel
             f"{role}: the file is not a readable NIfTI-1/2 image ({exc}); upload a .nii or "
             ".nii.gz file (convert with mrconvert or nibabel)",
         ) from None
+    _check_dims(shape, f"{role}: the file")
     voxels = math.prod(shape[:3]) if shape else 0
     if voxels > max_voxels:
         raise InputError(
@@ -163,6 +165,16 @@ def check_nifti_limits(path: Path, role: str, *, max_input_bytes: int, max_voxel
             f"of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES); crop the volume",
         )
     return offset + data_bytes
+
+
+def _check_dims(shape: tuple[int, ...], what: str) -> None:
+    # a damaged NIfTI-2 header can hold negative 64-bit dims, which nibabel passes through
+    if any(n < 0 for n in shape):
+        raise InputError(
+            "Invalid dimensions",
+            f"{what} declares the image size {'×'.join(map(str, shape))}, with a negative "
+            "dimension; the header is damaged, write the file again",
+        )
 
 
 def check_nifti_complete(path: Path, role: str, expected: int) -> None:
