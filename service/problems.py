@@ -4,6 +4,7 @@ to fix it, in ``detail``."""
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,6 +18,7 @@ __all__ = ["PROBLEM_JSON", "Problem", "problem_response", "install_problem_handl
 logger = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+_HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -38,6 +40,7 @@ def _problem_doc(description: str) -> dict[str, Any]:
 
 #: OpenAPI ``responses`` entries for the errors routes return.
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _problem_doc("Malformed request body"),
     401: _problem_doc("Missing or unknown API key"),
     404: _problem_doc("No such job (or not yours)"),
     409: _problem_doc("The job is not in a state that allows this"),
@@ -102,6 +105,22 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc if part not in ("body", "query", "path", "header"))
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """The documented methods of this path, from the OpenAPI document (Starlette's ``Allow``
+    names only the first route that matched, while GET and DELETE of a job are two routes).
+    A literal path (``/v1/jobs/peaks``) wins over templates that would match it, as in routing."""
+    paths = request.app.openapi().get("paths", {})
+    path = request.url.path
+    matching = [paths[path]] if path in paths else [
+        operations for template, operations in paths.items()
+        if re.fullmatch("[^/]+".join(re.escape(part) for part in re.split(r"\{[^/}]+\}", template)), path)
+    ]
+    methods = {method.upper() for operations in matching for method in operations if method in _HTTP_METHODS}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
@@ -127,12 +146,14 @@ def install_problem_handlers(app: FastAPI) -> None:
         if status == 404:
             detail = f"there is no route {request.url.path}; the API is under /v1 (see /docs)"
         elif status == 405:
-            detail = f"{request.method} is not allowed on {request.url.path}; see /docs for the methods"
+            allowed = _allowed_methods(request)
+            detail = f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}"
+            headers = {"Allow": ", ".join(allowed)}
         else:
             detail = str(exc.detail)
         return problem_response(
             status, _TITLES.get(status, "Error"), detail, instance=request.url.path,
-            headers=getattr(exc, "headers", None),
+            headers=headers if status == 405 else getattr(exc, "headers", None),
         )
 
     @app.exception_handler(ClientDisconnect)

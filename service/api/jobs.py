@@ -17,6 +17,9 @@ __all__ = ["router"]
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM_RESPONSES[401]})
 
 
+_LIST_PARAMETERS = frozenset({"status", "label", "limit", "cursor"})
+
+
 def _not_found(job_id: str) -> Problem:
     return Problem(404, f"no job {job_id!r} here; list your jobs with GET /v1/jobs")
 
@@ -47,6 +50,13 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> JobListOut:
+    unknown = sorted(set(request.query_params) - _LIST_PARAMETERS)
+    if unknown:
+        # a misspelt filter (?staus=failed) would otherwise silently list every job
+        raise Problem(
+            422, f"unknown query parameter(s) {', '.join(map(repr, unknown))}; the parameters are "
+            + ", ".join(sorted(_LIST_PARAMETERS)),
+        )
     records, next_cursor = store.list(
         tenant=tenant, status=status_, label=label, limit=limit, cursor=cursor
     )

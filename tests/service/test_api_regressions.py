@@ -94,3 +94,17 @@ async def test_sh_volume_count_message_is_a_sentence(client, tmp_path):
         "which has 6 (lmax 2), 15 (lmax 4), 28 (lmax 6), 45 (lmax 8), 66 (lmax 10) or 91 (lmax 12) "
         "coefficients. Pass an FOD image (e.g. from dwi2fod), not the DWI"
     )
+
+
+async def test_what_the_schema_tests_found(client):
+    """405 names every method of the path (GET and DELETE of a job are two routes); an unknown
+    query parameter of the job list is refused rather than ignored."""
+    response = await client.put("/v1/jobs/0123456789abcdef0123456789ab")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "DELETE, GET, HEAD"
+    assert response.json()["detail"].endswith("use DELETE, GET, HEAD")
+    response = await client.get("/v1/jobs", params={"staus": "failed"})
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "unknown query parameter(s) 'staus'; the parameters are cursor, label, limit, status"
+    )
