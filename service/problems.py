@@ -3,6 +3,7 @@ to fix it, in ``detail``."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 from typing import Any
@@ -48,6 +49,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     415: _problem_doc("Not a multipart/form-data request"),
     422: _problem_doc("Invalid input files or parameters"),
     503: _problem_doc("Queue unavailable"),
+    507: _problem_doc("The service's disk is full"),
 }
 
 _TITLES = {
@@ -62,6 +64,7 @@ _TITLES = {
     422: "Invalid request",
     500: "Internal server error",
     503: "Service unavailable",
+    507: "Insufficient storage",
 }
 
 
@@ -162,6 +165,18 @@ def install_problem_handlers(app: FastAPI) -> None:
         logger.warning("client disconnected during %s %s; its upload was discarded", request.method, request.url.path)
         return problem_response(
             400, "Client disconnected", "the request body was cut off; send it again", instance=request.url.path
+        )
+
+    @app.exception_handler(OSError)
+    async def _os_error(request: Request, exc: OSError) -> JSONResponse:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return await _unexpected(request, exc)
+        logger.warning("data volume full during %s %s: %s", request.method, request.url.path, exc)
+        return problem_response(
+            507, "Insufficient storage",
+            "the service's disk is full, so this request could not be stored; nothing was kept. "
+            "Try again later, and tell the operator to free space on FIBERTENSOR_DATA_DIR.",
+            instance=request.url.path,
         )
 
     @app.exception_handler(Exception)

@@ -179,7 +179,7 @@ async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_
                 raise too_large
             parser.write(chunk)
         parser.finalize()
-    except (Problem, ClientDisconnect):
+    except (Problem, ClientDisconnect, OSError):  # OSError: the disk filled up (507)
         raise
     except Exception as exc:
         raise Problem(400, f"the multipart body could not be parsed ({exc}); send a valid "

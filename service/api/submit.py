@@ -80,7 +80,7 @@ def build_submit_router(kinds: Mapping[str, JobKind]) -> APIRouter:
                 "checked from their headers before the job is queued; a rejected upload "
                 "leaves nothing behind. Answers 202 with the job and a `Location` header."
             ),
-            responses={k: PROBLEM_RESPONSES[k] for k in (400, 401, 413, 415, 422, 503)},
+            responses={k: PROBLEM_RESPONSES[k] for k in (400, 401, 413, 415, 422, 503, 507)},
             openapi_extra=upload_form_schema(kind),
         )
     return router
