@@ -43,10 +43,9 @@ _LMAX_BY_COUNT = {n_coeffs(l): l for l in SUPPORTED_LMAX}
 def lmax_from_ncoeffs(count: int) -> int:
     """lmax for a number of SH volumes; any count but 6, 15, 28, 45, 66, 91 is an error."""
     if count not in _LMAX_BY_COUNT:
-        valid = [f"{n} (lmax {l})" for n, l in _LMAX_BY_COUNT.items()]
+        valid = ", ".join(f"{n} (lmax {l})" for n, l in _LMAX_BY_COUNT.items())
         raise ValueError(
-            f"{count} SH coefficients are not an even-order SH series, which has "
-            f"{', '.join(valid[:-1])} or {valid[-1]} coefficients"
+            f"{count} SH coefficients are not an even-order SH series, which has one of {valid} coefficients"
         )
     return _LMAX_BY_COUNT[count]
 
