@@ -258,3 +258,49 @@ def test_disk_full_during_upload_and_while_writing_results(small_disk, tmp_path,
     jobs = wait_all(client, again, 120)
     assert_scaled(client, jobs[again[0]], upload, 2.0)
     assert_scaled(client, jobs[again[1]], small, 2.0)
+
+
+def test_api_killed_during_a_large_upload(tmp_path, volume, request):
+    """SIGKILL of the API while a 256 MiB upload streams in: that request fails, no job exists
+    for it; the restarted API serves as before and the job accepted before the crash finishes.
+    Lost: only the upload in flight, whose staging folder is never a job (the janitor removes
+    such folders after a day)."""
+    processes = _processes(request)
+    port, data_dir = free_port(), tmp_path / "data"
+    processes.append(start_redis_on(port, tmp_path / "redis", persist=True))
+    env = service_env(data_dir, f"redis://127.0.0.1:{port}/0", **FAST)
+    api, client = start_api(env, tmp_path / "api.log")
+    processes.append(api)
+    processes.append(start_worker(env, tmp_path / "w.log", "w1@faults"))
+    before = submit(client, volume, factor=2, chunks=8, delay=0.5).json()["id"]
+
+    boundary = "crashboundary"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"volume\"; filename=\"big.nii\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    chunk = bytes(1 << 20)
+
+    def body():
+        yield head
+        for sent in range(256):
+            if sent == 64:  # a quarter in: the API dies
+                os.killpg(api.pid, signal.SIGKILL)
+            yield chunk
+
+    with pytest.raises(httpx.TransportError):
+        client.post("/v1/jobs/scale", content=body(),
+                    headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    api.wait()
+    store = JobStore(data_dir)
+    assert [p.name for p in store.jobs_dir.iterdir()] == [before]
+    leftovers = list(store.staging_dir.iterdir())
+    assert len(leftovers) == 1 and (leftovers[0] / "inputs" / "volume.nii").stat().st_size >= 32 << 20
+
+    api, client = start_api(env, tmp_path / "api2.log")
+    processes.append(api)
+    jobs = client.get("/v1/jobs").json()["jobs"]
+    assert [j["id"] for j in jobs] == [before]
+    after = submit(client, volume, factor=3).json()["id"]
+    finished = wait_all(client, [before, after], 120)
+    assert_scaled(client, finished[before], volume, 2.0)
+    assert_scaled(client, finished[after], volume, 3.0)
+    assert store.sweep_staging(older_than=0) == 1 and list(store.staging_dir.iterdir()) == []
