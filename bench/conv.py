@@ -11,8 +11,8 @@ weights, output, workspace, intermediates), and for ours the exact sum of our de
 buffers (input, output, factors, tables, intermediates).
 
 The tile sweep and the TDC section first compile the core kernels they will launch in
-parallel processes (numba's on-disk cache), since one process compiles about one
-generated kernel per 3 s.
+parallel processes (numba's on-disk cache), since one process compiles one generated
+kernel at a time.
 
 ``--quick`` checks every kernel against a float64 direct convolution on small random
 shapes and against cuDNN on the five layers, then times one layer.
@@ -49,7 +49,7 @@ from gpu.conv.cp import (  # noqa: E402
     check_cp_factors,
     choose_separable_tiling,
     cp_conv2d,
-    separable_candidates,
+    lean_candidates,
 )
 from gpu.conv.tucker import (  # noqa: E402
     TuckerConvPlan,
@@ -88,9 +88,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def precompile_core_kernels(variants, log) -> None:
     """Compile the generated core kernels ``variants`` into numba's on-disk cache in
-    parallel processes before they are timed. numba compiles one kernel at a time, about
-    3 s each on the device, so a sweep's first shape (about 66 kernels) took 200 s in
-    series; the processes share nothing but the cache. If a process fails, the kernels
+    parallel processes before they are timed: numba compiles one kernel at a time, and a
+    sweep's first shape needs about 66; the processes share nothing but the cache. If a process fails, the kernels
     it did not cache are compiled on first launch as before."""
     variants = sorted(set(variants))
     if not variants:
@@ -229,14 +228,14 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
                        "ours_us": ours * 1e6, "ours_host_us": ours_host * 1e6, "cudnn_us": cudnn * 1e6,
                        "cudnn_host_us": cudnn_host * 1e6, "pairwise_us": pw * 1e6, "pairwise_host_us": pw_host * 1e6,
                        "ours_bytes": ours_bytes, "cudnn_bytes": mem_full, "pairwise_bytes": mem_pair, "max_rel_err": err}
-                # best of each kernel family in the plan's tuning (3 calls each)
-                for family, lean in (("cp_sep", False), ("lean", True)):
-                    best = min(((sec, shape) for method, shape, sec in plan.tuning_times
-                                if method == "separable" and bool(shape.ns) == lean),
+                # best separable shape and Algorithm 2 in the plan's tuning (3 calls each)
+                for method in ("separable", "taps"):
+                    best = min(((sec, param) for m, param, sec in plan.tuning_times if m == method),
                                default=None, key=lambda pair: pair[0])
                     if best:
-                        rec[f"tuned_{family}_us"] = best[0] * 1e6
-                        rec[f"tuned_{family}_shape"] = separable_name(best[1])
+                        rec[f"tuned_{method}_us"] = best[0] * 1e6
+                        rec[f"tuned_{method}_shape"] = (separable_name(best[1]) if method == "separable"
+                                                        else f"taps/{best[1]}")
                 log(rec)
                 rows.append(
                     f"L{li} {n:>7} {rank:>4} | {ours * 1e6:7.1f} {ours_host * 1e6:8.1f} | {cudnn * 1e6:8.1f} "
@@ -249,20 +248,19 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
 
 
 def cp_tile_name(plan) -> str:
-    """``taps/lanes`` for Algorithm 2, ``TH x TW/cs/groups/block/px`` for the separable kernel,
-    with ``/s{ns}p{px4}`` for the lean one (rank slices, stage-4 pixels)."""
+    """``taps/lanes`` for Algorithm 2, :func:`separable_name` for the separable kernel."""
     return f"taps/{plan.lanes}" if plan.tiling is None else separable_name(plan.tiling)
 
 
 def separable_name(t) -> str:
-    """``TH x TW/cs/groups/block/px``, with ``/s{ns}p{px4}`` for a lean kernel."""
-    return f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}/{t.px}" + (f"/s{t.ns}p{t.px4}" if t.ns else "")
+    """``TH x TW/cs/groups/block/px1/s{ns}p{px4}`` (rank slices, stage-4 pixels)."""
+    return f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}/{t.px}/s{t.ns}p{t.px4}"
 
 
 def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
-    """Every launch shape of the separable CP kernel and Algorithm 2 (``taps``) on the
-    Reustle layers, with the pairwise sequence for scale: the data behind
-    ``gpu.conv.cp.choose_method`` and ``choose_separable_tiling`` (each candidate's time
+    """Every launch shape of the separable CP kernels and Algorithm 2 (``taps``) on the
+    Reustle layers, with the pairwise sequence for scale: the data behind the cost model
+    ``gpu.conv.cp.separable_time`` and ``choose_separable_tiling`` (each candidate's time
     in the log, ``bench: cptile``)."""
     rows = ["CP sweep layer batch rank | cands | best tile µs | rule tile µs | Alg.2 µs | pairwise µs | pair/best pair/rule | err"]
     for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
@@ -274,7 +272,7 @@ def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
             d_out = cuda.device_array((n, t, g.out_h, g.out_w), np.float32)
             for rank in ranks:
                 f = random_cp(rng, c, kh, kw, t, rank)
-                plans = [CPConvPlan(f, g, method="separable", tiling=tile) for tile in separable_candidates(g, rank, t)]
+                plans = [CPConvPlan(f, g, method="separable", tiling=tile) for tile in lean_candidates(g, rank, t)]
                 plans.append(CPConvPlan(f, g, method="taps"))
                 times = device_times([lambda p=p: p(d_u, d_out) for p in plans], repeats=5)
                 for p, sec in zip(plans, times):

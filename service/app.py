@@ -17,7 +17,8 @@ from kombu.exceptions import OperationalError
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from service.api import health, jobs, submit
+from service import page
+from service.api import archives, health, jobs, submit
 from service.problems import install_problem_handlers
 from service.settings import Settings, get_settings
 from worker.celery_app import create_celery_app, publish_job, waiting_job_ids
@@ -115,5 +116,8 @@ def create_app(
     install_problem_handlers(app)
     app.include_router(health.router)
     app.include_router(submit.build_submit_router(kinds))
+    # before jobs: /v1/jobs/results.zip must not be taken for a job id
+    app.include_router(archives.router)
     app.include_router(jobs.router)
+    app.include_router(page.router)
     return app

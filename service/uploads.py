@@ -10,8 +10,6 @@ without anything being inflated or allocated.
 
 from __future__ import annotations
 
-import json
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +24,7 @@ from service.problems import Problem
 from worker.errors import InputError
 from worker.input_limits import InputLimits, InputTooLarge, check_job_inputs
 from worker.job_kinds import InputSlot, JobKind
+from worker.params import error_fields, is_list_field, params_from_text
 
 __all__ = ["Upload", "receive_upload", "parse_fields", "check_inputs", "upload_form_schema"]
 
@@ -190,44 +189,21 @@ async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_
 
 
 def parse_fields(kind: JobKind, fields: Mapping[str, str]) -> tuple[BaseModel, str | None]:
-    """The job's parameters (validated by its model) and its label, from text fields."""
-    values: dict[str, Any] = dict(fields)
+    """The job's parameters (validated by its model, as the CLI validates its options) and
+    its label, from text fields."""
+    values = dict(fields)
     label = values.pop(_LABEL_FIELD, None)
-    for name, value in values.items():
-        if _is_list(kind.params_model.model_fields[name].annotation):
-            values[name] = _parse_list(value)
     if label is not None:
         label = label.strip() or None
     if label is not None and (len(label) > _MAX_LABEL_CHARS or not label.isprintable()):
         raise Problem(422, f"label must be printable text of at most {_MAX_LABEL_CHARS} characters")
     try:
-        params = kind.params_model.model_validate(values)
+        params = params_from_text(kind.params_model, values)
     except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in err["loc"]) or "parameters", "message": err["msg"]}
-            for err in exc.errors()
-        ]
+        errors = [{"field": field, "message": message} for field, message in error_fields(exc)]
         detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         raise Problem(422, f"invalid parameters: {detail}", title="Invalid parameters", errors=errors) from None
     return params, label
-
-
-def _is_list(annotation: Any) -> bool:
-    """Whether a parameter's type is (or may be) a list, which a form sends as one string."""
-    if typing.get_origin(annotation) is list:
-        return True
-    return any(_is_list(arg) for arg in typing.get_args(annotation))
-
-
-def _parse_list(text: str) -> Any:
-    """``8,8,4`` or ``[8, 8, 4]`` → a list of strings or numbers; the model validates them."""
-    text = text.strip()
-    if text.startswith("["):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits) -> None:
@@ -249,6 +225,19 @@ def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, li
         raise Problem(422, exc.detail, title=exc.title) from None
 
 
+def _list_as_text(field_schema: dict[str, Any]) -> dict[str, Any]:
+    """A list parameter travels as one text field (``8,8,4``: a field sent twice is refused),
+    not as the repeated parts an array means in a multipart body; say so, keep the items'
+    schema under ``x-list``."""
+    array = next(s for s in field_schema.get("anyOf", [field_schema]) if s.get("type") == "array")
+    counts = [f"at least {array['minItems']}" if "minItems" in array else "",
+              f"at most {array['maxItems']}" if "maxItems" in array else ""]
+    count = " and ".join(c for c in counts if c)
+    note = f"comma-separated values{f' ({count})' if count else ''}, e.g. 8,8,4"
+    described = f"{field_schema['description']}: {note}" if field_schema.get("description") else note
+    return {"type": "string", "title": field_schema.get("title"), "description": described, "x-list": array}
+
+
 def upload_form_schema(kind: JobKind) -> dict[str, Any]:
     """OpenAPI request body of ``POST /v1/jobs/{kind}``: the input slots as file fields, the
     parameters (from the kind's pydantic model) and ``label`` as text fields."""
@@ -262,7 +251,8 @@ def upload_form_schema(kind: JobKind) -> dict[str, Any]:
         }
         for slot in kind.inputs
     }
-    properties.update(params_schema.get("properties", {}))
+    for name, field_schema in params_schema.get("properties", {}).items():
+        properties[name] = _list_as_text(field_schema) if is_list_field(kind.params_model, name) else field_schema
     properties[_LABEL_FIELD] = {
         "type": "string",
         "maxLength": _MAX_LABEL_CHARS,

@@ -7,18 +7,19 @@ computes (Eq. 9)
     V[n,t,y',x'] = bias[t] + Σ_r T[t,r]·q_r,
 
 on the CPU as the separable sequence of Eq. 7 in a numba ``prange`` loop over rows (the
-cost of the GPU's separable kernel), and on the GPU with one of two generated
-rank-specialised kernels of ``gpu/conv/cp_generated.py``:
+cost of the GPU's separable kernel), and on the GPU with one of two rank-specialised
+kernels that :mod:`gpu.conv.codegen` generates at first use (:mod:`gpu.conv.kernel_cache`):
 
-* ``taps``: Algorithm 2 as published, C·kh·kw·R + R·T multiply–adds per output pixel;
 * ``separable``: the pairwise sequence of Eq. 7 (1×1 → kh×1 → 1×kw → 1×1) fused into one
   kernel per output tile, every intermediate in shared memory: C·R + R·(kh + kw) + R·T
-  multiply–adds per output pixel plus the tile halo's share of C·R; also in a lean form
-  (unsigned indices, rank split in stage 1, own stage-4 pixel count).
+  multiply–adds per output pixel plus the tile halo's share of C·R, in its lean form
+  (unsigned indices, rank split in stage 1, own stage-4 pixel count);
+* ``taps``: Algorithm 2 as published, C·kh·kw·R + R·T multiply–adds per output pixel,
+  the kernel that runs where no separable tile fits shared memory.
 
-:class:`CPConvPlan` picks between them per layer: by default it times Algorithm 2 and the
-separable launch shapes that a fitted cost model (:func:`separable_time`) ranks first, on
-its first call, as ``cudnn.benchmark`` does for cuDNN's algorithms.
+:class:`CPConvPlan` picks between them per layer: by default it times the separable
+launch shapes that a fitted cost model (:func:`separable_time`) ranks first and
+Algorithm 2, on its first call, as ``cudnn.benchmark`` does for cuDNN's algorithms.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from gpu.conv.codegen import (CP_LEAN_LOW_SHAPES, CP_LEAN_SHAPES, CP_RANKS, CP_SEP_MAX_ACC, CP_SEP_MAX_BLOCK,
-                              CP_SEP_PIXELS, cp_lean_variants)
 from gpu.conv.index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
+from gpu.conv.kernel_shapes import (CP_BLOCK, CP_LEAN_LOW_SHAPES, CP_LEAN_SHAPES, CP_RANKS, CP_SEP_MAX_BLOCK,
+                                   cp_lean_variants)
 from gpu.cuda_runtime import resolve_backend
 
 __all__ = [
@@ -43,17 +44,13 @@ __all__ = [
     "CPConvPlan",
     "choose_lane_count",
     "SeparableTiling",
-    "separable_candidates",
     "lean_candidates",
     "separable_shared_bytes",
     "choose_separable_tiling",
     "separable_time",
     "separable_shortlist",
-    "TUNE_CANDIDATES",
-    "TUNE_EXTRA",
     "TUNE_LEAN",
     "LEAN_MODEL",
-    "SEPARABLE_MODEL",
 ]
 
 #: Threads a GPU keeps resident (H100: 132 SMs × 2048); the lane heuristic aims at this.
@@ -126,24 +123,20 @@ _CHUNK = CP_RANKS[-1]
 
 @dataclass(frozen=True)
 class SeparableTiling:
-    """Launch shape of the separable kernel: output tile TH×TW per block, ``cs`` channel
-    lanes per pixel in its first stage, ``groups`` blocks per tile that split the output
-    channels, ``block`` threads per block, ``px`` pixels per thread in its first and last
-    stages. ``ns`` > 0 selects the lean kernel (``gpu.conv.codegen.cp_lean_kernel_source``)
-    with ``ns`` rank slices and ``px`` pixels a thread in stage 1 and ``px4`` in stage 4."""
+    """Launch shape of the lean separable kernel (``gpu.conv.codegen.cp_lean_kernel_source``):
+    output tile TH×TW per block, ``cs`` channel lanes per pixel in its first stage,
+    ``groups`` blocks per tile that split the output channels, ``block`` threads per
+    block, ``px`` pixels a thread in stage 1, ``ns`` rank slices in stage 1 and ``px4``
+    pixels a thread in stage 4."""
 
     th: int
     tw: int
     cs: int
     groups: int
-    block: int = 256
-    px: int = 4
-    ns: int = 0
-    px4: int = 0
-
-    @property
-    def stage4_px(self) -> int:
-        return self.px4 if self.ns else self.px
+    block: int
+    px: int
+    ns: int
+    px4: int
 
 
 def _input_tile(g: ConvGeometry, th: int, tw: int) -> tuple[int, int]:
@@ -152,13 +145,11 @@ def _input_tile(g: ConvGeometry, th: int, tw: int) -> tuple[int, int]:
 
 
 def separable_shared_bytes(g: ConvGeometry, tiling: SeparableTiling, rank: int) -> int:
-    """Dynamic shared memory of the separable kernel: A (R·P_in floats, later C) followed
-    by B (R·TH·W_in); the lean kernel's C takes (R + 1)·TH·TW floats."""
+    """Dynamic shared memory of the separable kernel: A (R·P_in floats, later C at
+    (R + 1)·TH·TW) followed by B (R·TH·W_in)."""
     h_in, w_in = _input_tile(g, tiling.th, tiling.tw)
     r = min(rank, _CHUNK)
-    if tiling.ns:
-        return 4 * (max(r * h_in * w_in, (r + 1) * tiling.th * tiling.tw) + r * tiling.th * w_in)
-    return 4 * r * (h_in + tiling.th) * w_in
+    return 4 * (max(r * h_in * w_in, (r + 1) * tiling.th * tiling.tw) + r * tiling.th * w_in)
 
 
 def _stage4_span(p_out: int, block: int, px: int) -> int:
@@ -171,54 +162,24 @@ def _stage4_span(p_out: int, block: int, px: int) -> int:
     return span
 
 
-def separable_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[SeparableTiling]:
-    """Launch shapes worth timing: tiles of 32–512 output pixels (8, 16 or 32 wide, not
-    far beyond the output; smaller for outputs of few rows), channel lanes (powers of two
-    up to 32 and C) whose stage-1 threads (lanes × pixel groups of ``px``) fill at most
-    two passes of the block, output-channel groups of at least 8 channels while the grid
-    has < 4096 blocks, every generated pixel count px (px·R ≤ 128), and shared memory
-    within the default cap. Empty when no tile fits (kernels very wide after dilation):
-    Algorithm 2 then runs."""
-    cands = []
-    for block in (128, CP_SEP_MAX_BLOCK):
-        for tw in (8, 16, 32):
-            if tw > 2 * g.out_w and tw > 8:
-                continue
-            for th in (1, 2, 4, 8, 16, 32):
-                # below 32 pixels only if the tile spans every output row; taller than
-                # twice the output only if it stays within 32 pixels
-                if th * tw > 512 or (th * tw < 32 and th < g.out_h) or (th > 2 * g.out_h and th * tw > 32):
-                    continue
-                tiles = -(-g.out_h // th) * -(-g.out_w // tw)
-                h_in, w_in = _input_tile(g, th, tw)
-                for px in (p for p in CP_SEP_PIXELS if p * min(rank, _CHUNK) <= CP_SEP_MAX_ACC):
-                    cs = 1
-                    while cs <= min(32, g.channels) and (cs == 1 or cs * -(-h_in * w_in // px) <= 2 * block):
-                        groups = 1
-                        while groups == 1 or (groups <= 32 and -(-n_out // groups) >= 8):
-                            if groups == 1 or tiles * g.batch * groups <= 4096:
-                                t = SeparableTiling(th, tw, cs, groups, block, px)
-                                if separable_shared_bytes(g, t, rank) <= _SHARED_LIMIT:
-                                    cands.append(t)
-                            groups *= 2
-                        cs *= 2
-    return cands
-
-
 def _lean_extents(out: int, usual: tuple[int, ...], most: int) -> list[int]:
-    """Tile extents for the lean kernel: the usual ones plus the output divided into
-    1–4 nearly equal parts (a 25-wide output in tiles of 25, 13, 9 or 7, not only 16 or
-    32 with 7 of the 32 columns outside the image), at most ``most``."""
+    """Tile extents: the usual ones plus the output divided into 1–4 nearly equal parts
+    (a 25-wide output in tiles of 25, 13, 9 or 7, not only 16 or 32 with 7 of the 32
+    columns outside the image), at most ``most``."""
     return sorted({e for e in usual if e <= most} | {-(-out // k) for k in range(1, 5) if -(-out // k) <= most})
 
 
 def lean_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[SeparableTiling]:
-    """Launch shapes of the lean separable kernels (every generated (ns, px1, px4) of the
-    rank, see :func:`gpu.conv.codegen.cp_lean_kernel_source`; for ranks above 16 only the
-    shapes every rank chunk has): tiles of 32–512 output
-    pixels as :func:`separable_candidates` plus tile extents that divide the output
-    evenly, channel lanes whose stage-1 threads fill at most two passes of the block,
-    output-channel groups as there, shared memory within the default cap."""
+    """Launch shapes of the lean separable kernels worth timing: every generated
+    (ns, px1, px4) of the rank (:func:`gpu.conv.kernel_shapes.cp_lean_shapes`; for ranks
+    above 16 only the shapes every rank chunk has); tiles of 32–512 output pixels (1–32
+    rows and 8, 16 or 32 columns, or the output cut into 1–4 nearly equal parts; fewer
+    pixels only if the tile spans the output, not far beyond the output); blocks of 128
+    or 256 threads; channel lanes (powers of two up to 32 and C) whose stage-1 threads
+    (lanes × rank slices × pixel groups of px1) fill at most two passes of the block;
+    output-channel groups of at least 8 channels while the grid has < 4096 blocks; and
+    shared memory within the default cap. Empty when no tile fits (kernels very wide
+    after dilation): Algorithm 2 then runs."""
     # every rank chunk (ranks above 16 run as chunks of 16 and the rest) needs the kernel
     chunks = {min(_CHUNK, rank - r0) for r0 in range(0, rank, _CHUNK)}
     variants = set(cp_lean_variants())
@@ -250,15 +211,9 @@ def lean_candidates(g: ConvGeometry, rank: int, n_out: int) -> list[SeparableTil
 
 #: Constants of :func:`separable_time`: µs per step of the stage-1 channel chain, of the
 #: stage-4 channel loop, of the 1-D tap loops, per stage-1 shuffle, per wave; µs per
-#: instruction per SM lane; µs per byte; launch µs. Fitted to the times of every
-#: candidate of layers 2–5 of the Reustle configurations on an H100 (``bench/conv.py
-#: --sections cpsweep``, 41 648 launch shapes), for the quality of the shortlist: the
-#: best of the model's first 16 came within 1.22× of the best candidate (geometric mean
-#: 1.03×).
-SEPARABLE_MODEL = (0.86, 0.349, 0.0501, 0.0945, 4.21, 0.00701, 9.99e-07, 8.4)
-#: The same constants for the lean kernels (:func:`lean_candidates`), fitted (robust
-#: least squares on log time) to the H100 sweep of their six shapes at rank 16 on layers
-#: 1–4 of the Reustle configurations at batch 32 (1 317 launch shapes).
+#: instruction per SM lane; µs per byte; launch µs. Fitted (robust least squares on log
+#: time) to the H100 sweep of the six lean shapes at rank 16 on layers 1–4 of the Reustle
+#: configurations at batch 32 (1 317 launch shapes).
 LEAN_MODEL = (0.374, 0.209, 0.0114, 0.0139, 1.96, 0.00134, 2.44e-07, 8.8)
 
 
@@ -270,123 +225,95 @@ def _separable_terms(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling,
     p_in, p_out = h_in * w_in, t.th * t.tw
     t_g = -(-n_out // t.groups)
     blocks = -(-g.out_h // t.th) * -(-g.out_w // t.tw) * g.batch * t.groups
-    px4 = t.stage4_px
-    if t.ns:
-        # lean kernel: a stage-1 thread holds px·⌈R/ns⌉ accumulators; at rank 16 it took
-        # 124–128 registers with up to 32 of them, 164 with 64 (numba-cuda 0.30, H100);
-        # 8 stage-1 pixels (ranks 1–8) took 162–197 with 8–64 (ptxas, sm_90)
-        rq = -(-r // t.ns)
-        regs = 176 if t.px == 8 else 124 if t.px * rq <= 32 else 100 + t.px * rq
-        threads1 = t.cs * t.ns * math.ceil(p_in / t.px)
-        per_px_ch = r * (1 + 1 / t.px) + t.ns / t.px
-        shuffles_px = t.px * rq
-    else:
-        regs = 40 + r * (t.px + 1)
-        threads1 = t.cs * math.ceil(p_in / t.px)
-        per_px_ch = r * (1.2 + 1 / t.px) + 1 / t.px
-        shuffles_px = t.px * r
+    # a stage-1 thread holds px·⌈R/ns⌉ accumulators; at rank 16 it took 124–128 registers
+    # with up to 32 of them, 164 with 64 (numba-cuda 0.30, H100); 8 stage-1 pixels (ranks
+    # 1–8) took 162–197 with 8–64 (ptxas, sm_90)
+    rq = -(-r // t.ns)
+    regs = 176 if t.px == 8 else 124 if t.px * rq <= 32 else 100 + t.px * rq
     regs = -(-min(255, regs) // 8) * 8
+    threads1 = t.cs * t.ns * math.ceil(p_in / t.px)
+    per_px_ch = r * (1 + 1 / t.px) + t.ns / t.px
     shared = separable_shared_bytes(g, t, rank) + 4 * CP_SEP_MAX_BLOCK + 1024
     resident = max(1, min(spec.threads_per_sm // t.block, spec.blocks_per_sm, spec.shared_per_sm // shared,
                           spec.regs_per_sm // (t.block * regs)))
     waves = math.ceil(blocks / (spec.sms * resident))
-    span = _stage4_span(p_out, t.block, px4)
+    span = _stage4_span(p_out, t.block, t.px4)
     passes1 = math.ceil(threads1 / t.block)
     chain1 = passes1 * math.ceil(g.channels / (max(1, 8 // t.px) * t.cs))
-    shuffles = passes1 * shuffles_px * int(math.log2(t.cs))
-    chain4 = math.ceil(p_out / (px4 * span)) * math.ceil(t_g / (t.block // span))
+    shuffles = passes1 * t.px * rq * int(math.log2(t.cs))
+    chain4 = math.ceil(p_out / (t.px4 * span)) * math.ceil(t_g / (t.block // span))
     chain23 = (math.ceil(r * w_in / t.block) * g.kh + math.ceil(r * t.tw / t.block) * g.kw) * t.th
     instr = blocks * (p_in * g.channels * per_px_ch + 4 * r * (t.th * w_in * g.kh + p_out * g.kw)
-                      + p_out * t_g * (r * (1 + 1 / px4) + 3) + 2 * t.block * shuffles)
+                      + p_out * t_g * (r * (1 + 1 / t.px4) + 3) + 2 * t.block * shuffles)
     traffic = 4 * (g.batch * n_out * g.out_h * g.out_w + blocks * p_in * g.channels / t.groups)
     return waves, chain1, chain4, chain23, shuffles, instr, traffic
 
 
 def separable_time(g: ConvGeometry, rank: int, n_out: int, t: SeparableTiling, spec=None) -> float:
-    """Estimated µs of the separable kernel with launch shape ``t``: the largest of a
-    latency chain (per wave of resident blocks: the stage-1 channel chain of
-    C·px/(8·cs) steps per pass and its shuffle butterfly, the stage-4 walk over the
-    block's output channels, the 1-D taps),
-    instruction issue over all SMs, and memory traffic, plus the launch. Resident blocks
-    per SM follow threads, shared memory and an estimate of the registers (the stage-4
-    pixels hold R values each). The lean kernels (``t.ns`` > 0) have their own counts and
-    constants (:data:`LEAN_MODEL`), and there the three terms add up: fitted either way,
-    the sum ranked the lean sweep's best shapes higher."""
+    """Estimated µs of the separable kernel with launch shape ``t``: a latency chain (per
+    wave of resident blocks: the stage-1 channel chain of C·px/(8·cs) steps per pass and
+    its shuffle butterfly, the stage-4 walk over the block's output channels, the 1-D
+    taps) plus instruction issue over all SMs, memory traffic and the launch. Resident
+    blocks per SM follow threads, shared memory and an estimate of the registers. The
+    terms add up rather than taking the largest: fitted either way, the sum ranked the
+    H100 sweep's best shapes higher (:data:`LEAN_MODEL`)."""
     from gpu.conv.tiling import gpu_spec
 
     spec = spec or gpu_spec()
-    lat1, lat4, lat23, lat_sh, per_wave, per_instr, per_byte, launch = LEAN_MODEL if t.ns else SEPARABLE_MODEL
+    lat1, lat4, lat23, lat_sh, per_wave, per_instr, per_byte, launch = LEAN_MODEL
     waves, chain1, chain4, chain23, shuffles, instr, traffic = _separable_terms(g, rank, n_out, t, spec)
     latency = waves * (lat1 * chain1 + lat4 * chain4 + lat23 * chain23 + lat_sh * shuffles + per_wave)
-    issue, memory = per_instr * instr / (spec.sms * 128), per_byte * traffic
-    if t.ns:
-        return latency + issue + memory + launch
-    return max(latency, issue, memory) + launch
+    return latency + per_instr * instr / (spec.sms * 128) + per_byte * traffic + launch
+
+
+def _model_pick(g: ConvGeometry, rank: int, n_out: int) -> SeparableTiling | None:
+    """The candidate of least :func:`separable_time`, None if no tile fits."""
+    from gpu.conv.tiling import gpu_spec
+
+    spec = gpu_spec()
+    return min(lean_candidates(g, rank, n_out), key=lambda t: separable_time(g, rank, n_out, t, spec), default=None)
 
 
 def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> SeparableTiling:
-    """The candidate of least :func:`separable_time` among the kernels the model was fitted
-    on (at most ``_FITTED_ACC`` accumulators a thread); ValueError if none fits."""
-    best = separable_shortlist(g, rank, n_out, 1, 0, 0)
-    if not best:
+    """The candidate of least :func:`separable_time`; ValueError if none fits."""
+    pick = _model_pick(g, rank, n_out)
+    if pick is None:
         raise ValueError(
             f"no tile of the separable CP kernel fits {_SHARED_LIMIT // 1024} KiB of shared memory "
             f"for a {g.kh}x{g.kw} kernel with dilation {g.dil_h}x{g.dil_w}; use method='taps'"
         )
-    return best[0]
+    return pick
 
-
-#: Launch shapes of least :func:`separable_time` that a plan times on its first call:
-#: in the H100 sweep of layers 2–5 (40 configurations) the best of the model's first 16
-#: came within 1.22× of the best of all candidates (geometric mean 1.03×), its first pick
-#: within 2.8× (geometric mean 1.32×).
-TUNE_CANDIDATES = 16
-#: Most accumulators a thread keeps in the kernels :data:`SEPARABLE_MODEL` was fitted on.
-_FITTED_ACC = 64
-#: Launch shapes with more accumulators (8 pixels at ranks 9–16) that a plan times besides
-#: the first ``TUNE_CANDIDATES``: the model, fitted without them, ranks them too high
-#: (among the first 16 they pushed out layer 1's best shapes at rank 16), so they are
-#: timed in addition, never instead.
-TUNE_EXTRA = 8
 
 #: Launch shapes a plan times per lean kernel (each generated (ns, px1, px4) of the rank),
-#: the best by :func:`separable_time`, besides the cp_sep shortlist. Per
-#: kernel rather than overall: on Reustle layer 4 (batch 32, rank 16) the lean model's
-#: overall first 16 held no rank-split shape, the fastest kind there (27 µs; the timed
-#: shapes among the 16 ran 34–39 µs).
+#: the best by :func:`separable_time`. Per kernel rather than overall: the model's overall
+#: shortlist can miss a whole kernel kind that turns out fastest (docs/benchmarks.md,
+#: measured design choices).
 TUNE_LEAN = 8
 
 #: (geometry, rank, output channels) → (method, tiling or lanes) the first call timed fastest.
 _TUNED: dict = {}
 
 
-def separable_shortlist(g: ConvGeometry, rank: int, n_out: int, count: int = TUNE_CANDIDATES,
-                        extra: int = TUNE_EXTRA, lean: int = TUNE_LEAN) -> list[SeparableTiling]:
-    """The ``count`` candidates of least :func:`separable_time` among kernels of at most
-    ``_FITTED_ACC`` accumulators a thread (those the model was fitted on), best first,
-    then the ``extra`` of least time among the kernels with more, then for each lean
-    kernel of the rank its ``lean`` launch shapes of least time."""
+def separable_shortlist(g: ConvGeometry, rank: int, n_out: int, per_kernel: int = TUNE_LEAN) -> list[SeparableTiling]:
+    """For each lean kernel of the rank, its ``per_kernel`` launch shapes of least
+    :func:`separable_time`, best first."""
     from gpu.conv.tiling import gpu_spec
 
     spec = gpu_spec()
-    r = min(rank, _CHUNK)
-    ranked = sorted(separable_candidates(g, rank, n_out), key=lambda t: separable_time(g, rank, n_out, t, spec))
-    short = [t for t in ranked if t.px * r <= _FITTED_ACC][:count] + [t for t in ranked if t.px * r > _FITTED_ACC][:extra]
-    if lean:
-        per_kernel: dict = {}
-        for t in sorted(lean_candidates(g, rank, n_out), key=lambda t: separable_time(g, rank, n_out, t, spec)):
-            kept = per_kernel.setdefault((t.ns, t.px, t.px4), [])
-            if len(kept) < lean:
-                kept.append(t)
-        short += [t for kept in per_kernel.values() for t in kept]
-    return short
+    kept: dict = {}
+    for t in sorted(lean_candidates(g, rank, n_out), key=lambda t: separable_time(g, rank, n_out, t, spec)):
+        shapes = kept.setdefault((t.ns, t.px, t.px4), [])
+        if len(shapes) < per_kernel:
+            shapes.append(t)
+    return [t for shapes in kept.values() for t in shapes]
 
 
 def _separable_geo(g: ConvGeometry, n_out: int, t: SeparableTiling) -> np.ndarray:
     h_in, w_in = _input_tile(g, t.th, t.tw)
     tiles_x = -(-g.out_w // t.tw)
     tiles = -(-g.out_h // t.th) * tiles_x
-    span = _stage4_span(t.th * t.tw, t.block, t.stage4_px)
+    span = _stage4_span(t.th * t.tw, t.block, t.px4)
     return np.array(
         [tiles, g.channels, g.height, g.width, n_out, g.out_h, g.out_w,
          g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.kh, g.kw, g.dil_h, g.dil_w,
@@ -468,16 +395,15 @@ class CPConvPlan:
     ``lanes`` sets Algorithm 2's channel lanes per pixel, ``tiling`` the separable
     kernel's launch shape (either implies its method under ``auto``). Otherwise ``auto``
     times, on the first call and on the caller's arrays, Algorithm 2 and the separable
-    launch shapes of :func:`separable_shortlist` (the ``TUNE_CANDIDATES`` that
-    :func:`separable_time` ranks first, ``TUNE_EXTRA`` 8-pixel shapes at ranks 9–16, and
-    the ``TUNE_LEAN`` best shapes of each lean kernel of the rank), and keeps the
-    fastest (remembered per layer shape for later plans in the process, e.g. the batch
-    chunks of a job). On the H100 the lean separable kernels won all 50 Reustle
-    configurations; Algorithm 2 stays a timed
-    candidate and runs where no separable tile fits. Under the CUDA simulator ``auto``
-    takes the model's first separable shape untimed. After the first call ``method``,
-    ``tiling`` and ``lanes`` say what runs. Ranks above 16 run as consecutive rank chunks, the later
-    ones accumulating into the output (the CP sum over r splits into partial sums).
+    launch shapes of :func:`separable_shortlist` (the ``TUNE_LEAN`` shapes of each lean
+    kernel of the rank that :func:`separable_time` ranks first), and keeps the fastest
+    (remembered per layer shape for later plans in the process, e.g. the batch chunks of
+    a job). On the H100 the separable kernels won all 50 Reustle configurations;
+    Algorithm 2 stays a timed candidate and runs where no separable tile fits. Under the
+    CUDA simulator ``auto`` takes the model's first separable shape untimed. After the
+    first call ``method``, ``tiling`` and ``lanes`` say what runs. Ranks above 16 run as
+    consecutive rank chunks, the later ones accumulating into the output (the CP sum over
+    r splits into partial sums).
     """
 
     def __init__(self, factors: CPFactors, geometry: ConvGeometry, lanes: int | None = None,
@@ -507,7 +433,8 @@ class CPConvPlan:
             variants = [_TUNED[self._key]]
         else:
             if simulator_active():
-                shortlist = separable_shortlist(g, factors.rank, self.n_out, 1, 0, 0)
+                pick = _model_pick(g, factors.rank, self.n_out)
+                shortlist = [pick] if pick else []
             else:
                 shortlist = separable_shortlist(g, factors.rank, self.n_out)
             variants = [("separable", t) for t in shortlist]
@@ -527,7 +454,7 @@ class CPConvPlan:
     def _separable_launches(self, tiling: SeparableTiling):
         from numba import cuda
 
-        from gpu.conv.cp_generated import CP_LEAN_KERNELS, CP_SEPARABLE_KERNELS
+        from gpu.conv.kernel_cache import cp_lean_kernel
 
         g, f = self.geometry, self._factors
         geo = _separable_geo(g, self.n_out, tiling)
@@ -536,13 +463,10 @@ class CPConvPlan:
         launches = []
         for (r0, r1), accumulate in self._chunks():
             mats = [np.ascontiguousarray(m[:, r0:r1]) for m in (f.s, f.h, f.w, f.t)]
-            if tiling.ns:
-                kernel = CP_LEAN_KERNELS[r1 - r0, tiling.ns, tiling.px, tiling.px4]
-                # S padded with zero columns to ns rank slices of equal width
-                width = -(-(r1 - r0) // tiling.ns) * tiling.ns
-                mats[0] = np.pad(mats[0], ((0, 0), (0, width - (r1 - r0))))
-            else:
-                kernel = CP_SEPARABLE_KERNELS[r1 - r0, tiling.px]
+            kernel = cp_lean_kernel(r1 - r0, tiling.ns, tiling.px, tiling.px4)
+            # S padded with zero columns to ns rank slices of equal width
+            width = -(-(r1 - r0) // tiling.ns) * tiling.ns
+            mats[0] = np.pad(mats[0], ((0, 0), (0, width - (r1 - r0))))
             mats = [cuda.to_device(m.ravel()) for m in mats]
             launches.append((kernel, grid, tiling.block,
                              separable_shared_bytes(g, tiling, r1 - r0),
@@ -552,7 +476,7 @@ class CPConvPlan:
     def _taps_launches(self, lanes: int | None):
         from numba import cuda
 
-        from gpu.conv.cp_generated import CP_BLOCK, CP_KERNELS
+        from gpu.conv.kernel_cache import cp_taps_kernel
 
         g, f = self.geometry, self._factors
         pixels = g.batch * g.out_h * g.out_w
@@ -569,7 +493,7 @@ class CPConvPlan:
                     cuda.to_device(np.ascontiguousarray(f.s[:, r0:r1])),
                     cuda.to_device(np.ascontiguousarray(f.t[:, r0:r1])),
                     self._zero_bias if accumulate else self._bias, d_geo, lanes]
-            launches.append((CP_KERNELS[r1 - r0], grid, CP_BLOCK, (g.taps * (r1 - r0) + 3 * g.taps) * 4, args, accumulate))
+            launches.append((cp_taps_kernel(r1 - r0), grid, CP_BLOCK, (g.taps * (r1 - r0) + 3 * g.taps) * 4, args, accumulate))
         return lanes, launches
 
     def _choose(self, index: int | None) -> None:

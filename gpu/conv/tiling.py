@@ -25,7 +25,7 @@ channel inside a block, which share the input tile and reduce in shared memory, 
 output channels per thread. TDC's ranking ignores what decided the measured times on the
 H100 (atomic adds and the zero-fill when TC < C, the weight-load latency that each
 thread's channel loop waits on, the uncoalesced tile copy, shared-memory bandwidth), and
-its picks ran at 0.64× cuDNN where the best tiles reached 1.12× (docs/benchmarks.md). So
+its picks ran well behind the best tiles (docs/benchmarks.md). So
 ``tiling="model"`` uses :func:`tile_time`, a roofline-and-latency estimate of the kernel
 time whose constants (:class:`CostModel`) were fitted to every candidate's time on 22
 shapes (``bench/conv.py --sections sweep``); TDC's rule stays available as
@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from gpu.conv.codegen import TUCKER_ROW_KW, TUCKER_ROW_TN, TUCKER_SQUARE_K, TUCKER_TILES, square_tile_pitch
+from gpu.conv.kernel_shapes import TUCKER_ROW_KW, TUCKER_ROW_TN, TUCKER_SQUARE_K, TUCKER_TILES, square_tile_pitch
 
 __all__ = [
     "CoreTile",
@@ -291,12 +291,10 @@ class CostModel:
 #: Constants of :func:`tile_time` for the k×k unit-stride kernel
 #: (:func:`gpu.conv.codegen.tucker_square_kernel_source`), fitted on the H100 (2026-11-22)
 #: to the times of all 22 531 candidates (TN ≤ 4) of the 18 TDC shapes with that kernel
-#: (``bench/conv.py --sections sweep``), as the first fit: least squares on log time, then
-#: the pick quality (ranking TN ≤ 2, the picks run 6 % slower than each shape's fastest
-#: candidate on average, 37 % at worst: (160, 96, 28, 28)). Global traffic never limited a candidate in the
-#: fit (``bytes_per_us`` went to the top of its range), and ``launch_us`` (6.2 µs against
-#: 1.7–2.6 µs measured for an empty kernel) also carries the fixed latency of every launch
-#: (parameter loads, index set-up, first weight load).
+#: (``bench/conv.py --sections sweep``): least squares on log time, then the pick quality.
+#: Global traffic never limited a candidate in the fit (``bytes_per_us`` went to the top of
+#: its range), and ``launch_us`` also carries the fixed latency of every launch (parameter
+#: loads, index set-up, first weight load), so it exceeds an empty kernel's.
 SQUARE_COST = CostModel(
     iteration_latency=131.0, iteration_overhead=8.3, copy_instructions=20.7, copy_latency=620.0,
     fill_us=1.81, atomic_us_per_million=4.76, launch_us=6.21, issue_per_cycle=3.04, bytes_per_us=2e10,

@@ -6,9 +6,9 @@ K[t,c,h,w] = Σ_{d1,d2} core[d2,d1,h,w]·U_in[c,d1]·U_out[t,d2] runs as three c
     Z2[n,d2,y',x'] = Σ_{d1,h,w} core[d2,d1,h,w]·Z1[n,d1,y'σ+hδ−p,x'σ+wδ−p]      (Eq. 3, core)
     Y[n,t,y',x']   = bias[t] + Σ_{d2} U_out[t,d2]·Z2[n,d2,y',x']                 (Eq. 4, 1×1)
 
-The core convolution is TDC's kernel (Listing 2, generated per output tile in
-``gpu/conv/tucker_generated.py``, with channel slices per block and TN output channels per
-thread added) with tiles from the cost model, TDC's rule or the exhaustive tuner of
+The core convolution is TDC's kernel (Listing 2, generated per output tile by
+:mod:`gpu.conv.codegen` at first use, with channel slices per block and TN output channels
+per thread added) with tiles from the cost model, TDC's rule or the exhaustive tuner of
 :mod:`gpu.conv.tiling`. The 1×1 stages are separate bandwidth-bound kernels.
 The CPU backend runs the 1×1 stages as float32 matrix products and the core with a numba
 ``prange`` loop over the same pointer-increment table.
@@ -23,6 +23,8 @@ import numpy as np
 from numba import cuda, njit, prange
 
 from gpu.conv.index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
+from gpu.conv.kernel_cache import tucker_core_kernel
+from gpu.conv.kernel_shapes import TUCKER_TILES, tucker_row_variants, tucker_square_variants
 from gpu.conv.tiling import (
     CoreTile,
     core_block_threads,
@@ -140,29 +142,17 @@ class TuckerCorePlan:
     table, tiling and launch shape on the device."""
 
     def __init__(self, core: np.ndarray, geometry: ConvGeometry, tile: CoreTile):
-        from gpu.conv.tucker_generated import (
-            TUCKER_CORE_KERNELS,
-            TUCKER_CORE_ROW_KERNELS,
-            TUCKER_CORE_SQUARE_KERNELS,
-        )
-
         g = geometry
         self.geometry = g
         self.tile = tile
         self.n_out = core.shape[0]
-        if (tile.th, tile.tw) not in TUCKER_CORE_KERNELS:
+        if (tile.th, tile.tw) not in TUCKER_TILES:
             raise ValueError(f"no generated Tucker core kernel for a {tile.th}x{tile.tw} output tile")
         self.variant = core_kernel_variant(tile, g)
-        th, tw, kh, kw, tn = self.variant
-        if kh:
-            self._kernel = TUCKER_CORE_SQUARE_KERNELS[(th, tw, kh, tn)]
-        elif kw:
-            self._kernel = TUCKER_CORE_ROW_KERNELS[(th, tw, kw, tn)]
-        elif tile.tn == 1:
-            self._kernel = TUCKER_CORE_KERNELS[(tile.th, tile.tw)]
-        else:
+        if self.variant[-1] != tile.tn:
             raise ValueError(f"no generated Tucker core kernel with {tile.tn} output channels per thread for a "
                              f"{tile.th}x{tile.tw} tile, kernel width {g.kw}, stride {g.stride_w}, dilation {g.dil_w}")
+        self._kernel = tucker_core_kernel(*self.variant)
         hi = (tile.th - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1
         wi = (tile.tw - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1
         n_thr = core_block_threads(self.n_out, tile.split, tile.tn)
@@ -172,7 +162,8 @@ class TuckerCorePlan:
         n_w = self.groups * n_thr * tile.tn
         crsn = np.zeros(core.shape[1:] + (n_w,), np.float32)
         crsn[..., : self.n_out] = np.transpose(core, (1, 2, 3, 0))
-        self._wk = cuda.to_device((_warp_interleaved(crsn, self.groups, n_thr, tile.tn) if kh else crsn).ravel())
+        square = self.variant[2] > 0
+        self._wk = cuda.to_device((_warp_interleaved(crsn, self.groups, n_thr, tile.tn) if square else crsn).ravel())
         self._taps = cuda.to_device(np.ascontiguousarray(tap_offsets(g.kh, g.kw, g.dil_h, g.dil_w, wi)[:, 0]))
         self._geo = cuda.to_device(np.array(
             [g.channels, g.height, g.width, self.n_out, g.out_h, g.out_w, g.stride_h, g.stride_w,
@@ -207,11 +198,9 @@ def core_kernel_variant(tile: CoreTile, g: ConvGeometry) -> tuple[int, int, int,
     """The generated kernel a tiling runs on a geometry, as (TH, TW, KH, KW, TN): (TH, TW, k,
     k, TN) for the k×k unit-stride kernel, (TH, TW, 0, kernel width, TN) for a row-register
     kernel, (TH, TW, 0, 0, 1) for the generic one (see :class:`TuckerCorePlan`)."""
-    from gpu.conv.tucker_generated import TUCKER_CORE_ROW_KERNELS, TUCKER_CORE_SQUARE_KERNELS
-
-    if uses_square_kernel(_shape_dict(g, 0)) and (tile.th, tile.tw, g.kh, tile.tn) in TUCKER_CORE_SQUARE_KERNELS:
+    if uses_square_kernel(_shape_dict(g, 0)) and (tile.th, tile.tw, g.kh, tile.tn) in tucker_square_variants():
         return tile.th, tile.tw, g.kh, g.kw, tile.tn
-    if g.stride_w == 1 and g.dil_w == 1 and (tile.th, tile.tw, g.kw, tile.tn) in TUCKER_CORE_ROW_KERNELS:
+    if g.stride_w == 1 and g.dil_w == 1 and (tile.th, tile.tw, g.kw, tile.tn) in tucker_row_variants():
         return tile.th, tile.tw, 0, g.kw, tile.tn
     return tile.th, tile.tw, 0, 0, 1
 

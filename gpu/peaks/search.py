@@ -21,13 +21,12 @@ import numpy as np
 
 from gpu.cuda_runtime import device_name, resolve_backend
 from gpu.peaks.sh_basis import lmax_from_ncoeffs
-from gpu.peaks.sshopm_codegen import MAX_STARTS
+from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
     N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
     P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_SEEDS,
+    S_MAX_ITERATIONS, S_SEEDS, SHIFT_ADAPTIVE, SHIFT_FIXED,
 )
-from gpu.peaks.sshopm_math import SHIFT_ADAPTIVE, SHIFT_FIXED
 from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
 from gpu.peaks.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
 
@@ -69,8 +68,8 @@ class PeaksOptions:
     merge_angle: float = 2.0
 
     def __post_init__(self) -> None:
-        if not 1 <= self.npeaks <= 255:
-            raise ValueError(f"npeaks must be between 1 and 255, not {self.npeaks}")
+        if not 1 <= self.npeaks <= MAX_NPEAKS:
+            raise ValueError(f"npeaks must be between 1 and {MAX_NPEAKS}, not {self.npeaks}")
         if not 1 <= self.starts <= MAX_STARTS:
             raise ValueError(f"starts must be between 1 and {MAX_STARTS}, not {self.starts}")
         if self.npeaks > self.starts:

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.deps import KindsDep, StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem
@@ -98,9 +99,12 @@ def download_result(job_id: str, name: str, request: Request, store: StoreDep, t
 
 
 @router.post("/{kind}", include_in_schema=False)
-def unknown_kind(kind: str, kinds: KindsDep) -> Response:
+def unknown_kind(kind: str, request: Request, kinds: KindsDep) -> Response:
     """Submit routes exist for the registered kinds only; this answers the rest (which would
-    otherwise be 405, as ``/v1/jobs/{job_id}`` takes GET and DELETE)."""
+    otherwise be 405, as ``/v1/jobs/{job_id}`` takes GET and DELETE). A path that is a route
+    of its own (``/v1/jobs/results.zip``) is 405, naming its methods."""
+    if request.url.path in request.app.openapi().get("paths", {}):
+        raise StarletteHTTPException(status.HTTP_405_METHOD_NOT_ALLOWED)
     raise Problem(
         404, f"there is no job kind {kind!r}; submit to one of: "
         + ", ".join(f"POST /v1/jobs/{name}" for name in kinds),

@@ -1,9 +1,10 @@
 """``fibertensor submit KIND ...`` and ``fibertensor jobs``: the service's batch client.
 
 ``submit`` gets one sub-command per job kind, built from the kind's input slots (the first
-required one positional, the others ``--slot``) and its parameter model (``--param``, sent
-only when given so the server's defaults apply). A folder in place of the first input
-submits every matching file in it as one batch, labelled with the folder's name.
+required one positional, the others ``--slot``) and its parameter model (``--param``, checked
+here with the model the server uses and sent only when given, so the defaults apply). A
+folder in place of the first input submits every matching file in it as one batch,
+labelled with the folder's name.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import httpx
 from tqdm import tqdm
 
 from service.cli import CommandError
+from service.cli.model_options import add_model_options, option_values, params_from_options
 from worker.job_kinds import JobKind, job_kinds
 
 __all__ = ["register", "ServiceClient"]
@@ -27,6 +29,8 @@ __all__ = ["register", "ServiceClient"]
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _DEFAULT_SERVER = "http://127.0.0.1:8000"
 _POLL_SECONDS = 0.5
+# Parameters live under their own names in the namespace, apart from the slots and options.
+_PARAM = "param_"
 
 
 class ServiceClient:
@@ -206,11 +210,9 @@ def _submit(args: argparse.Namespace) -> int:
         for slot in kind.inputs
         if slot is not primary and getattr(args, slot.name, None)
     }
-    fields = {
-        name: str(getattr(args, f"param_{name}"))
-        for name in kind.params_model.model_fields
-        if getattr(args, f"param_{name}") is not None
-    }
+    fields = option_values(kind.params_model, args, dest_prefix=_PARAM)
+    # the server validates with the same model; checking here first saves the upload
+    params_from_options(kind.params_model, fields)
     label = args.label or (path.name if path.is_dir() else None)
     if label:
         fields["label"] = label
@@ -274,10 +276,7 @@ def _add_kind_parser(sub: argparse._SubParsersAction, kind: JobKind) -> None:
         if slot is not primary:
             parser.add_argument(f"--{slot.name.replace('_', '-')}", dest=slot.name,
                                 help=f"{slot.description or slot.name} ({', '.join(slot.suffixes)})")
-    for name, info in kind.params_model.model_fields.items():
-        default = "required" if info.is_required() else f"server default {info.default!r}"
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=f"param_{name}",
-                            help=f"{info.description or name} ({default})")
+    add_model_options(parser, kind.params_model, dest_prefix=_PARAM)
     parser.add_argument("--label", help="batch name (default: the folder's name for a folder)")
     _connection_args(parser)
     parser.set_defaults(func=_submit, kind=kind)

@@ -8,23 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from pydantic import ValidationError
-
 from service.cli import CommandError
-from worker.jobs.compress import CompressParams, compress_file, decompress_file
+from service.cli.model_options import add_model_options, params_from_args
 from worker.errors import InputError
+from worker.params.compress import CompressParams
 
 __all__ = ["register"]
-
-
-def _ranks(text: str) -> list[int]:
-    try:
-        ranks = [int(v) for v in text.replace("x", ",").split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"ranks must be integers like 20,20,20,10, not {text!r}") from None
-    if not ranks:
-        raise argparse.ArgumentTypeError("ranks must list one integer per axis, e.g. 20,20,20,10")
-    return ranks
 
 
 def register(subparsers) -> None:
@@ -37,17 +26,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("input", help="3D–5D NIfTI volume (.nii or .nii.gz)")
     p.add_argument("output", help="archive to write (.npz)")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--tol", type=float, help="relative error ‖X−X̂‖_F/‖X‖_F to meet (default 1e-3)")
-    target.add_argument("--ranks", type=_ranks, help="fixed ranks, one per axis, e.g. 20,20,20,10")
-    p.add_argument("--precision", choices=("fp16", "fp32", "fp64"), default="fp16")
-    p.add_argument("--scaling", choices=("kronecker", "onesided", "none"), default="kronecker")
-    p.add_argument("--order", choices=("ssf", "given", "best"), default="ssf",
-                   help="TTM order: smallest shared dimension first, as given, or least bound")
-    p.add_argument("--hooi", type=int, default=0, metavar="SWEEPS", help="HOOI refinement sweeps (default 0)")
-    p.add_argument("--on-overflow", choices=("fallback", "fail"), default="fallback",
-                   help="on a non-finite TTMc result: recompute in a wider precision, or stop")
-    p.add_argument("--backend", choices=("auto", "cpu", "cuda"), default="auto")
+    add_model_options(p, CompressParams)
     p.set_defaults(func=_compress)
 
     d = subparsers.add_parser(
@@ -61,13 +40,9 @@ def register(subparsers) -> None:
 
 
 def _compress(args: argparse.Namespace) -> int:
-    try:
-        params = CompressParams(
-            tol=args.tol, ranks=args.ranks, precision=args.precision, scaling=args.scaling,
-            order=args.order, hooi_sweeps=args.hooi, on_overflow=args.on_overflow, backend=args.backend,
-        )
-    except ValidationError as exc:
-        raise CommandError("; ".join(e["msg"] for e in exc.errors())) from None
+    from worker.jobs.compress import compress_file
+
+    params = params_from_args(CompressParams, args)
     if not args.output.endswith(".npz"):
         raise CommandError(f"output must end in .npz, got {args.output}")
     try:
@@ -89,6 +64,8 @@ def _compress(args: argparse.Namespace) -> int:
 
 
 def _decompress(args: argparse.Namespace) -> int:
+    from worker.jobs.compress import decompress_file
+
     if not (args.output.endswith(".nii") or args.output.endswith(".nii.gz")):
         raise CommandError(f"output must end in .nii or .nii.gz, got {args.output}")
     try:

@@ -7,25 +7,13 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.model_options import add_model_options, params_from_args
+from worker.params.conv import CPConvParams, CPDecomposeParams, TuckerConvParams, TuckerDecomposeParams
 
 __all__ = ["register"]
 
-
-def _ranks(text: str) -> tuple[int, int]:
-    try:
-        d1, d2 = (int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected D1,D2 (two integers), got {text!r}") from None
-    return d1, d2
-
-
-def _padding(text: str):
-    if text == "same":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected 'same' or an integer, got {text!r}") from None
+_CONV_PARAMS = {"cp": CPConvParams, "tucker": TuckerConvParams}
+_DECOMPOSE_PARAMS = {"cp": CPDecomposeParams, "tucker": TuckerDecomposeParams}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,18 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         source = p.add_mutually_exclusive_group(required=True)
         source.add_argument("--factors", type=Path, metavar="F.npz", help="factor archive (see docs/conv.md)")
         source.add_argument("--kernel", type=Path, metavar="K.npy", help="dense (T, C, kh, kw) kernel, decomposed first")
-        if family == "cp":
-            p.add_argument("--rank", type=int, help="CP rank when --kernel is given")
-        else:
-            p.add_argument("--ranks", type=_ranks, metavar="D1,D2", help="Tucker ranks when --kernel is given")
-            p.add_argument("--tiling", choices=["model", "tdc", "exhaustive"], default="model",
-                           help="core tiles: fitted cost model (default), TDC's analytic rule, or exhaustive "
-                                "timing on the GPU")
         p.add_argument("--out", type=Path, required=True, metavar="Y", help="output .npy, or .nii/.nii.gz for a NIfTI input")
-        p.add_argument("--stride", type=int, default=1)
-        p.add_argument("--padding", type=_padding, default="same", help="'same' (default, stride 1) or pixels")
-        p.add_argument("--dilation", type=int, default=1)
-        p.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
+        add_model_options(p, _CONV_PARAMS[family])
         p.add_argument("--quiet", action="store_true", help="no summary line")
         p.set_defaults(func=_conv)
 
@@ -66,13 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for family in ("cp", "tucker"):
         p = dec_sub.add_parser(family, help=f"{family.upper() if family == 'cp' else 'Tucker-2'} decomposition")
         p.add_argument("--kernel", type=Path, required=True, metavar="K.npy")
-        if family == "cp":
-            p.add_argument("--rank", type=int, required=True)
-            p.add_argument("--seed", type=int, default=0, help="seed of the ALS start (default 0)")
-            p.add_argument("--max-iter", type=int, default=1000, help="ALS sweeps at most (default 1000)")
-        else:
-            p.add_argument("--ranks", type=_ranks, required=True, metavar="D1,D2",
-                           help="input-channel rank D1 and output-channel rank D2")
+        add_model_options(p, _DECOMPOSE_PARAMS[family])
         p.add_argument("--bias", type=Path, metavar="B.npy", help="bias (T) stored with the factors")
         p.add_argument("--out", type=Path, required=True, metavar="F.npz")
         p.set_defaults(func=_decompose)
@@ -86,25 +58,18 @@ def _sidecar_path(out: Path) -> Path:
     return out.with_name(name + ".json")
 
 
-def _conv(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from worker.jobs.conv import CPConvParams, TuckerConvParams, run_conv
-    from worker.errors import InputError
-
-    common = dict(stride=args.stride, padding=args.padding, dilation=args.dilation, backend=args.backend)
-    try:
-        if args.family == "cp":
-            params = CPConvParams(rank=args.rank, **common)
-        else:
-            d1, d2 = args.ranks if args.ranks else (None, None)
-            params = TuckerConvParams(rank_in=d1, rank_out=d2, tiling=args.tiling, **common)
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        raise CommandError(f"--{str(problem['loc'][0]).replace('_', '-')}: {problem['msg']}") from None
-    for path, what in ((args.input, "input"), (args.factors, "factors"), (args.kernel, "kernel")):
+def _require_files(*pairs: tuple[Path | None, str]) -> None:
+    for path, what in pairs:
         if path is not None and not path.is_file():
             raise CommandError(f"{what} file {str(path)!r} does not exist")
+
+
+def _conv(args: argparse.Namespace) -> int:
+    from worker.errors import InputError
+    from worker.jobs.conv import run_conv
+
+    params = params_from_args(_CONV_PARAMS[args.family], args)
+    _require_files((args.input, "input"), (args.factors, "factors"), (args.kernel, "kernel"))
     try:
         sidecar = run_conv(args.family, args.input, args.out, _sidecar_path(args.out), params,
                            factors=args.factors, kernel=args.kernel)
@@ -122,33 +87,19 @@ def _conv(args: argparse.Namespace) -> int:
 
 
 def _decompose(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from gpu.conv.decompose import cp_als, tucker2_hosvd
-    from worker.io.conv_arrays import load_kernel, save_factors
     from worker.errors import InputError
+    from worker.jobs.conv import decompose_kernel_file
 
-    if not args.kernel.is_file():
-        raise CommandError(f"kernel file {str(args.kernel)!r} does not exist")
+    params = params_from_args(_DECOMPOSE_PARAMS[args.family], args)
+    _require_files((args.kernel, "kernel"), (args.bias, "bias"))
     try:
-        kernel = load_kernel(args.kernel)
-        bias = None
-        if args.bias is not None:
-            bias = np.load(args.bias, allow_pickle=False)
-            if bias.shape != (kernel.shape[0],) or not np.all(np.isfinite(bias)):
-                raise CommandError(f"--bias must hold {kernel.shape[0]} finite values (one per output channel)")
-        if args.family == "cp":
-            d = cp_als(kernel, args.rank, max_iter=args.max_iter, seed=args.seed)
-            save_factors(args.out, {"S": d.s, "H": d.h, "W": d.w, "T": d.t, "bias": bias})
-            note = "" if d.converged else f" (stopped after {d.iterations} sweeps without converging)"
-            print(f"{args.out}: CP rank {args.rank}, relative error {d.relative_error:.6g}, "
-                  f"{d.iterations} ALS sweeps{note}")
-        else:
-            d = tucker2_hosvd(kernel, args.ranks)
-            save_factors(args.out, {"U_in": d.u_in, "core": d.core, "U_out": d.u_out, "bias": bias})
-            print(f"{args.out}: Tucker-2 ranks {args.ranks[0]},{args.ranks[1]}, relative error {d.relative_error:.6g}")
+        report = decompose_kernel_file(args.kernel, args.out, params, bias_path=args.bias)
     except InputError as exc:
         raise CommandError(exc.detail) from None
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    error = f"relative error {report['relative_error']:.6g}"
+    if report["family"] == "cp":
+        note = "" if report["converged"] else f" (stopped after {report['iterations']} sweeps without converging)"
+        print(f"{args.out}: CP rank {report['rank']}, {error}, {report['iterations']} ALS sweeps{note}")
+    else:
+        print(f"{args.out}: Tucker-2 ranks {report['rank'][0]},{report['rank'][1]}, {error}")
     return 0

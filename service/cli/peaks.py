@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.model_options import add_model_options, params_from_args
+from worker.params.peaks import PeaksParams
 
 __all__ = ["register"]
 
@@ -21,17 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     peaks.add_argument("input", type=Path, metavar="IN", help="4D NIfTI of even-order SH coefficients")
     peaks.add_argument("out_prefix", type=Path, metavar="OUT_PREFIX")
     peaks.add_argument("--mask", type=Path, help="3D NIfTI mask on the same grid")
-    peaks.add_argument("--basis", choices=["mrtrix", "dipy"], default="mrtrix",
-                       help="SH basis of IN: MRtrix3's (default) or DIPY's descoteaux07")
-    peaks.add_argument("--npeaks", type=int, default=3, help="peaks per voxel (default 3)")
-    peaks.add_argument("--threshold", type=float, default=0.0, help="least peak amplitude (default 0)")
-    peaks.add_argument("--relative-threshold", type=float, default=0.1,
-                       help="least peak amplitude relative to the voxel's largest (default 0.1)")
-    peaks.add_argument("--starts", type=int, default=128, help="start vectors per voxel (default 128)")
-    peaks.add_argument("--seeding", choices=["local-max", "all"], default="local-max",
-                       help="climb from the starts with no higher neighbour along their gradient (default), "
-                       "or from every start above the thresholds (exhaustive, ~10x slower)")
-    peaks.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
+    add_model_options(peaks, PeaksParams)
     peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     peaks.set_defaults(func=_peaks)
 
@@ -46,18 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _peaks(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
     from worker.errors import InputError
-    from worker.jobs.peaks import PeaksOutputs, PeaksParams, run_peaks
+    from worker.jobs.peaks import PeaksOutputs, run_peaks
 
-    try:
-        params = PeaksParams(basis=args.basis, npeaks=args.npeaks, threshold=args.threshold,
-                             relative_threshold=args.relative_threshold, starts=args.starts, seeding=args.seeding,
-                             backend=args.backend)
-    except ValidationError as exc:
-        problem = exc.errors()[0]
-        raise CommandError(f"--{problem['loc'][0].replace('_', '-')}: {problem['msg']}") from None
+    params = params_from_args(PeaksParams, args)
     for path, what in ((args.input, "input"), (args.mask, "mask")):
         if path is not None and not path.is_file():
             raise CommandError(f"{what} file {str(path)!r} does not exist")

@@ -20,8 +20,6 @@ from tests.integration.processes import free_port, service_env, start_worker, st
 from tests.service.toy_kind import register_toy_kind, write_volume
 from worker.job_kinds import job_kinds
 
-pytestmark = pytest.mark.slow
-
 
 def _client_main(argv: list[str]) -> int:
     """The ``submit`` and ``jobs`` commands as ``fibertensor`` runs them."""
@@ -31,25 +29,29 @@ def _client_main(argv: list[str]) -> int:
     return args.func(args)
 
 
-@pytest.fixture(params=["embedded", "redis"])
-def live_service(request, tmp_path, monkeypatch):
-    monkeypatch.setattr(job_kinds_module, "_FAMILY_MODULES", register_toy_kind(job_kinds_module))
+@pytest.fixture(scope="module", params=["embedded", pytest.param("redis", marks=pytest.mark.requires_redis)])
+def live_service(request, tmp_path_factory):
+    """API server and worker for each broker, shared by the module's tests (their jobs carry
+    their own labels): starting and stopping them is most of each test's time."""
     url = request.getfixturevalue("redis_url") if request.param == "redis" else ""
-    data_dir = tmp_path / "data"
-    settings = Settings(data_dir=data_dir, broker_url=url, queue=f"q-{tmp_path.name}")
-    worker = start_worker(service_env(data_dir, url, queue=settings.queue), tmp_path / "worker.log", "e2e@test")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds=job_kinds()), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
-        yield base
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        stop(worker)
+    folder = tmp_path_factory.mktemp(f"service-{request.param}")
+    data_dir = folder / "data"
+    settings = Settings(data_dir=data_dir, broker_url=url, queue=f"q-{request.param}")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(job_kinds_module, "_FAMILY_MODULES", register_toy_kind(job_kinds_module))
+        worker = start_worker(service_env(data_dir, url, queue=settings.queue), folder / "worker.log", "e2e@test")
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds=job_kinds()), port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
+            yield base
+        finally:
+            server.should_exit = True
+            thread.join(10)
+            stop(worker)
 
 
 def test_batch_from_a_folder_runs_and_downloads(live_service, tmp_path, capsys):
@@ -81,8 +83,13 @@ def test_failures_and_cancellation_through_the_client(live_service, tmp_path, ca
                          "--wait", "--quiet"])
     assert code == 1
     assert "failed: Bad values: volume: contains values this job cannot use" in capsys.readouterr().err
-    with pytest.raises(CommandError, match="422 Invalid parameters: invalid parameters: chunks"):
+    # Refused by the kind's schema before anything is uploaded; the server refuses it too (422).
+    with pytest.raises(CommandError, match="--chunks: Input should be greater than or equal to 1"):
         _client_main(["submit", "scale", str(volume), "--chunks", "0", "--server", live_service])
+    refused = httpx.post(f"{live_service}/v1/jobs/scale", data={"chunks": "0"},
+                         files={"volume": ("v.nii.gz", volume.read_bytes())})
+    assert refused.status_code == 422 and refused.headers["content-type"] == "application/problem+json"
+    assert "chunks" in refused.json()["detail"]
     assert _client_main(["submit", "scale", str(volume), "--chunks", "40", "--delay", "0.25",
                          "--label", "slow", "--server", live_service]) == 0
     job_id = capsys.readouterr().out.split()[0]

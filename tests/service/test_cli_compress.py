@@ -49,7 +49,7 @@ def test_compress_prints_ratio_error_bound_and_times(volume, tmp_path, capsys):
 
 def test_fixed_ranks_fp32(volume, tmp_path, capsys):
     out = tmp_path / "r.npz"
-    assert run(["compress", str(volume), str(out), "--ranks", "3,3,3,2", "--precision", "fp32", "--hooi", "1"]) == 0
+    assert run(["compress", str(volume), str(out), "--ranks", "3,3,3,2", "--precision", "fp32", "--hooi-sweeps", "1"]) == 0
     assert "ranks 3x3x3x2" in capsys.readouterr().out
 
 
@@ -71,5 +71,6 @@ def test_user_errors_are_one_line(volume, tmp_path, argv, message):
 
 
 def test_tol_and_ranks_exclude_each_other(volume, tmp_path):
-    with pytest.raises(SystemExit):
+    with pytest.raises(CommandError, match="^--ranks: give either tol or ranks, not both$"):
         run(["compress", str(volume), str(tmp_path / "x.npz"), "--tol", "1e-2", "--ranks", "2,2,2,2"])
+    assert not (tmp_path / "x.npz").exists()

@@ -21,7 +21,7 @@ def layer(tmp_path):
     return tmp_path, kernel
 
 
-@pytest.mark.parametrize("family, rank_args", [("cp", ["--rank", "2"]), ("tucker", ["--ranks", "5,4"])])
+@pytest.mark.parametrize("family, rank_args", [("cp", ["--rank", "2"]), ("tucker", ["--rank-in", "5", "--rank-out", "4"])])
 def test_decompose_then_conv_equals_direct_conv_of_the_kernel(layer, capsys, family, rank_args):
     d, kernel = layer
     assert main(["decompose", family, "--kernel", str(d / "k.npy"), *rank_args, "--bias", str(d / "b.npy"),
@@ -52,9 +52,9 @@ def test_conv_with_a_dense_kernel_reports_the_decomposition_error(layer, capsys)
     [
         (["conv", "cp", "--factors", "{d}/missing.npz"], "does not exist"),
         (["conv", "cp", "--kernel", "{d}/k.npy"], "give rank"),
-        (["conv", "cp", "--kernel", "{d}/k.npy", "--rank", "2", "--stride", "2"], "needs stride 1"),
-        (["conv", "tucker", "--kernel", "{d}/k.npy", "--ranks", "9,4"], "rank_in must be at most 5"),
-        (["conv", "cp", "--kernel", "{d}/k.npy", "--rank", "0"], "--rank"),
+        (["conv", "cp", "--kernel", "{d}/k.npy", "--rank", "2", "--stride", "2"], "--padding: padding 'same' needs stride 1"),
+        (["conv", "tucker", "--kernel", "{d}/k.npy", "--rank-in", "9", "--rank-out", "4"], "rank_in must be at most 5"),
+        (["conv", "cp", "--kernel", "{d}/k.npy", "--rank", "0"], "--rank: Input should be greater than or equal to 1"),
     ],
 )
 def test_user_errors_are_one_line_with_exit_code_2(layer, capsys, argv, message):

@@ -11,7 +11,8 @@ import pytest
 
 from gpu.peaks.peak_matching import match_peaks
 from service.cli import main
-from worker.jobs.peaks import PeaksOutputs, PeaksParams, run_peaks
+from worker.jobs.peaks import PeaksOutputs, run_peaks
+from worker.params import PeaksParams
 
 
 @pytest.fixture(scope="module")

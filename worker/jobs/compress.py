@@ -12,50 +12,23 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
 
-import nibabel as nib
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
 
-from gpu.compress.ttmc import TTMcOverflowError
-from gpu.compress.hosvd import st_hosvd
-from worker.io.atomic import atomic_path, write_json_atomic
 from worker.errors import InputError, JobCancelled
+from worker.io.atomic import atomic_path, write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind
-from worker.io.tucker_npz import FORMAT, archive_volume, load_archive, save_archive
+from worker.params.compress import CompressParams, DecompressParams
 
-__all__ = ["CompressParams", "DecompressParams", "compress_file", "decompress_file", "JOB_KINDS"]
+# The engine (numba, scipy) and nibabel are imported inside the functions that use them, so
+# that the job-kind registry, and with it the API, loads without them.
 
-DEFAULT_TOL = 1e-3
-
-
-class CompressParams(BaseModel):
-    """Either ``tol`` (relative Frobenius error, default 1e-3) or ``ranks`` (one per axis)."""
-
-    tol: float | None = Field(None, gt=0, lt=1, description="relative error target ‖X−X̂‖/‖X‖")
-    ranks: list[int] | None = Field(None, description="fixed Tucker ranks, one per axis")
-    precision: Literal["fp16", "fp32", "fp64"] = "fp16"
-    scaling: Literal["none", "onesided", "kronecker"] = "kronecker"
-    order: Literal["ssf", "given", "best"] = "ssf"
-    hooi_sweeps: int = Field(0, ge=0, le=10)
-    on_overflow: Literal["fail", "fallback"] = "fallback"
-    backend: Literal["auto", "cpu", "cuda"] = "auto"
-
-    @model_validator(mode="after")
-    def _tol_or_ranks(self):
-        if self.tol is not None and self.ranks is not None:
-            raise ValueError("give either tol or ranks, not both")
-        if self.ranks is None and self.tol is None:
-            self.tol = DEFAULT_TOL
-        return self
-
-
-class DecompressParams(BaseModel):
-    """No options: the archive carries everything needed."""
+__all__ = ["compress_file", "decompress_file", "JOB_KINDS"]
 
 
 def _load_header(path: Path):
+    import nibabel as nib
+
     try:
         return nib.load(path)
     except Exception as exc:  # nibabel raises several types for unreadable files
@@ -80,6 +53,8 @@ def _validate_compress(inputs: dict[str, Path], params: CompressParams) -> None:
 
 
 def _validate_decompress(inputs: dict[str, Path], params: DecompressParams) -> None:
+    from worker.io.tucker_npz import FORMAT
+
     path = inputs["archive"]
     try:
         with np.load(path, allow_pickle=False) as data:
@@ -94,9 +69,13 @@ def _validate_decompress(inputs: dict[str, Path], params: DecompressParams) -> N
 def compress_file(in_path: Path, out_path: Path, params: CompressParams, progress=lambda f: None,
                   check_cancelled=lambda: None) -> dict:
     """Compress a NIfTI volume into the ``.npz`` container; returns the report (also saved)."""
+    from gpu.compress.hosvd import st_hosvd
+    from gpu.compress.ttmc import TTMcOverflowError
+    from worker.io.tucker_npz import save_archive
+
     in_path, out_path = Path(in_path), Path(out_path)
     _validate_compress({"volume": in_path}, params)
-    image = nib.load(in_path)
+    image = _load_header(in_path)
     data = image.get_fdata(dtype=np.float32)
     if not np.all(np.isfinite(data)):
         raise InputError("Non-finite values", "volume: contains NaN or infinite values; replace them (e.g. by 0) first")
@@ -145,6 +124,10 @@ def compress_file(in_path: Path, out_path: Path, params: CompressParams, progres
 
 def decompress_file(in_path: Path, out_path: Path) -> dict:
     """Restore the NIfTI volume from an archive, with its header and affine."""
+    import nibabel as nib
+
+    from worker.io.tucker_npz import archive_volume, load_archive
+
     in_path, out_path = Path(in_path), Path(out_path)
     _validate_decompress({"archive": in_path}, DecompressParams())
     try:

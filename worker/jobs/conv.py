@@ -5,7 +5,8 @@ Inputs: ``input`` (.npy (N, C, H, W) or NIfTI, see :mod:`worker.io.conv_arrays`)
 ``factors`` (.npz in the family's layout) or ``kernel`` (a dense (T, C, kh, kw) .npy, which
 is decomposed first at the rank given in the parameters). Outputs: the layer's output
 (``output.npy``, or ``output.nii.gz`` on the input's grid for a NIfTI input) and a JSON
-sidecar ``conv.json``. The CLI (``fibertensor conv cp|tucker``) calls :func:`run_conv` too.
+sidecar ``conv.json``. The CLI (``fibertensor conv cp|tucker``) calls :func:`run_conv` too, and
+``fibertensor decompose cp|tucker`` calls :func:`decompose_kernel_file`.
 """
 
 from __future__ import annotations
@@ -13,76 +14,44 @@ from __future__ import annotations
 import platform
 import time
 from pathlib import Path
-from typing import Annotated, Callable, Literal, Union
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from worker.io.atomic import write_json_atomic
-from worker.io.conv_arrays import (
-    ConvInputInfo,
-    check_factor_header,
-    load_factors,
-    load_input,
-    load_kernel,
-    read_input_header,
-    read_kernel_header,
-    write_output,
-)
 from worker.errors import InputError
+from worker.io.atomic import write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind
+from worker.params.conv import CPConvParams, CPDecomposeParams, TuckerConvParams, TuckerDecomposeParams
 from worker.provenance import package_versions
 
-__all__ = ["CPConvParams", "TuckerConvParams", "check_conv_inputs", "run_conv", "JOB_KINDS"]
+if TYPE_CHECKING:
+    from worker.io.conv_arrays import ConvInputInfo
+
+# The engine (numba) and nibabel are imported inside the functions that use them, so that
+# the job-kind registry, and with it the API, loads without them.
+
+__all__ = ["check_conv_inputs", "run_conv", "decompose_kernel_file", "JOB_KINDS"]
 
 #: Bytes of input plus output handled per chunk of the batch (progress and cancellation
 #: are checked between chunks).
 _CHUNK_BYTES = 256 * 2**20
 
-
-class _ConvParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    stride: int = Field(1, ge=1, le=64, description="stride (both axes)")
-    padding: Union[Literal["same"], Annotated[int, Field(ge=0, le=1024)]] = Field(
-        "same", description="zero padding: 'same' (stride 1, output on the input grid) or a number of pixels"
-    )
-    dilation: int = Field(1, ge=1, le=64, description="kernel dilation (both axes)")
-    backend: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto picks CUDA when a GPU is present")
+ConvParams = CPConvParams | TuckerConvParams
 
 
-class CPConvParams(_ConvParams):
-    """Parameters of a CP conv job."""
-
-    rank: int | None = Field(None, ge=1, le=1024, description="CP rank, when a dense kernel is given instead of factors")
-
-
-class TuckerConvParams(_ConvParams):
-    """Parameters of a Tucker conv job."""
-
-    rank_in: int | None = Field(None, ge=1, description="Tucker rank D1 (input channels), when a dense kernel is given")
-    rank_out: int | None = Field(None, ge=1, description="Tucker rank D2 (output channels), when a dense kernel is given")
-    tiling: Literal["model", "tdc", "exhaustive"] = Field(
-        "model", description="core tiles from the fitted cost model, TDC's analytic rule (Eqs. 14-19) "
-        "or by timing every candidate"
-    )
-
-
-def _family_rank(family: str, params) -> tuple | int | None:
+def _family_rank(family: str, params: ConvParams) -> tuple[int, int] | int | None:
     if family == "cp":
         return params.rank
-    if params.rank_in is None and params.rank_out is None:
-        return None
-    if params.rank_in is None or params.rank_out is None:
-        raise InputError("Tucker ranks", "give both rank_in (D1) and rank_out (D2) to decompose a dense kernel")
-    return params.rank_in, params.rank_out
+    # the model ensures both Tucker ranks or neither
+    return None if params.rank_in is None else (params.rank_in, params.rank_out)
 
 
-def check_conv_inputs(family: str, input_path: Path, params, factors: Path | None = None,
-                      kernel: Path | None = None) -> tuple[ConvInputInfo, dict]:
+def check_conv_inputs(family: str, input_path: Path, params: ConvParams, factors: Path | None = None,
+                      kernel: Path | None = None) -> tuple["ConvInputInfo", dict]:
     """Header-only checks of a conv job; returns the input header and the layer's shape
     (``out_channels``, ``kernel``, ``rank``, output ``out_shape``)."""
     from gpu.conv.index_tables import conv_geometry
+    from worker.io.conv_arrays import check_factor_header, read_input_header, read_kernel_header
 
     info = read_input_header(input_path)
     if (factors is None) == (kernel is None):
@@ -133,7 +102,7 @@ def run_conv(
     input_path: Path,
     out_path: Path,
     sidecar_path: Path,
-    params,
+    params: ConvParams,
     factors: Path | None = None,
     kernel: Path | None = None,
     progress: Callable[[float], None] | None = None,
@@ -144,8 +113,9 @@ def run_conv(
     stops the run before any output is written.
     """
     from gpu.conv.cp import cp_conv2d
-    from gpu.cuda_runtime import device_name, resolve_backend
     from gpu.conv.tucker import tucker_conv2d
+    from gpu.cuda_runtime import device_name, resolve_backend
+    from worker.io.conv_arrays import load_factors, load_input, load_kernel, write_output
 
     started = time.perf_counter()
     info, layer = check_conv_inputs(family, input_path, params, factors, kernel)
@@ -199,6 +169,38 @@ def run_conv(
     }
     write_json_atomic(Path(sidecar_path), sidecar)
     return sidecar
+
+
+def decompose_kernel_file(kernel_path: Path, out_path: Path, params: CPDecomposeParams | TuckerDecomposeParams,
+                          bias_path: Path | None = None) -> dict:
+    """Factorize a dense (T, C, kh, kw) kernel ``.npy`` into a factor archive the conv jobs
+    take: CP by ALS for :class:`CPDecomposeParams`, Tucker-2 by truncated HOSVD for
+    :class:`TuckerDecomposeParams`; a bias ``.npy`` (T) is stored with the factors. Returns
+    what was done (``family``, ``rank``, ``relative_error`` and, for CP, ``iterations`` and
+    ``converged``)."""
+    from gpu.conv.decompose import cp_als, tucker2_hosvd
+    from worker.io.conv_arrays import load_kernel, save_factors
+
+    kernel = load_kernel(kernel_path)
+    bias = None
+    if bias_path is not None:
+        bias = np.load(bias_path, allow_pickle=False)
+        if bias.shape != (kernel.shape[0],) or not np.all(np.isfinite(bias)):
+            raise InputError("Bad bias", f"the bias must hold {kernel.shape[0]} finite values (one per output "
+                             f"channel), got shape {bias.shape}")
+    try:
+        if isinstance(params, CPDecomposeParams):
+            d = cp_als(kernel, params.rank, max_iter=params.max_iter, seed=params.seed)
+            arrays = {"S": d.s, "H": d.h, "W": d.w, "T": d.t}
+            report = {"family": "cp", "rank": params.rank, "iterations": d.iterations, "converged": d.converged}
+        else:
+            d = tucker2_hosvd(kernel, (params.rank_in, params.rank_out))
+            arrays = {"U_in": d.u_in, "core": d.core, "U_out": d.u_out}
+            report = {"family": "tucker", "rank": [params.rank_in, params.rank_out]}
+    except ValueError as exc:
+        raise InputError("Cannot decompose", str(exc)) from None
+    save_factors(out_path, {**arrays, "bias": bias})
+    return {**report, "relative_error": d.relative_error}
 
 
 def _output_name(inputs: dict[str, Path]) -> str:

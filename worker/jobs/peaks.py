@@ -19,47 +19,34 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from gpu.peaks.search import PeaksOptions, sshopm_peaks
-from gpu.peaks.sh_basis import lmax_from_ncoeffs
-from worker.io.atomic import write_json_atomic
 from worker.errors import InputError
+from worker.io.atomic import write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind
-from worker.io.nifti import (
-    NIFTI_SUFFIXES,
-    NiftiInfo,
-    derived_image,
-    load_memory_bytes,
-    load_nifti_data,
-    read_nifti_header,
-    save_nifti_atomic,
-)
+from worker.params.peaks import PeaksParams
 from worker.provenance import package_versions
 
-__all__ = ["PeaksParams", "PeaksOutputs", "check_peaks_inputs", "peaks_memory_bytes", "run_peaks", "JOB_KINDS"]
+if TYPE_CHECKING:
+    from gpu.peaks.search import PeaksOptions
+    from worker.io.nifti import NiftiInfo
+
+# The engine (numba) and nibabel are imported inside the functions that use them, so that
+# the job-kind registry, and with it the API, loads without them.
+
+__all__ = ["PeaksOutputs", "engine_options", "check_peaks_inputs", "peaks_memory_bytes", "run_peaks", "JOB_KINDS"]
 
 
-class PeaksParams(BaseModel):
-    """Parameters of a peaks job (the CLI flags and the REST form fields)."""
+def engine_options(params: PeaksParams) -> "PeaksOptions":
+    """The engine's options for validated job parameters (no second set of limits: the
+    model's come from :mod:`gpu.peaks.limits`, as the engine's do)."""
+    from gpu.peaks.search import PeaksOptions
 
-    model_config = ConfigDict(extra="forbid")
-
-    basis: Literal["mrtrix", "dipy"] = Field("mrtrix", description="SH basis of the input: MRtrix3's or DIPY's descoteaux07 (legacy)")
-    npeaks: int = Field(3, ge=1, le=20, description="number of peaks K written per voxel")
-    threshold: float = Field(0.0, ge=0.0, description="least peak amplitude (FOD value) reported")
-    relative_threshold: float = Field(0.1, ge=0.0, le=1.0, description="least peak amplitude as a fraction of the voxel's largest")
-    starts: int = Field(128, ge=1, le=256, description="start vectors per voxel (one GPU thread each)")
-    seeding: Literal["local-max", "all"] = Field(
-        "local-max", description="climb from starts with no higher neighbour along their gradient (fast), or from all")
-    backend: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto picks CUDA when a GPU is present")
-
-    def options(self) -> PeaksOptions:
-        return PeaksOptions(npeaks=self.npeaks, threshold=self.threshold,
-                            relative_threshold=self.relative_threshold, starts=self.starts, seeding=self.seeding)
+    return PeaksOptions(npeaks=params.npeaks, threshold=params.threshold, relative_threshold=params.relative_threshold,
+                        starts=params.starts, seeding=params.seeding)
 
 
 class PeaksOutputs(BaseModel):
@@ -87,8 +74,11 @@ class PeaksOutputs(BaseModel):
                    count=folder / "count.nii.gz", sidecar=folder / "peaks.json")
 
 
-def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple[NiftiInfo, NiftiInfo | None]:
+def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple["NiftiInfo", "NiftiInfo | None"]:
     """Header-only checks of a peaks job's inputs; raises :class:`InputError` saying what to fix."""
+    from gpu.peaks.sh_basis import lmax_from_ncoeffs
+    from worker.io.nifti import read_nifti_header
+
     info = read_nifti_header(fod, "FOD")
     if len(info.shape) != 4:
         raise InputError(
@@ -132,6 +122,9 @@ def run_peaks(
 ) -> dict:
     """Read, compute, write. Returns the sidecar content. ``progress(fraction)`` is called
     between chunks; an exception it raises (cancellation) stops the run before any output."""
+    from gpu.peaks.search import sshopm_peaks
+    from worker.io.nifti import derived_image, load_nifti_data, save_nifti_atomic
+
     started = time.perf_counter()
     info, mask_info = check_peaks_inputs(fod, mask)
     sh = load_nifti_data(info)
@@ -140,7 +133,7 @@ def run_peaks(
         mask_array = load_nifti_data(mask_info).reshape(info.shape[:3]) > 0
     warnings = _finite_voxels_warnings(sh, mask_array, info.path.name)
     loaded = time.perf_counter()
-    result = sshopm_peaks(sh, basis=params.basis, mask=mask_array, options=params.options(),
+    result = sshopm_peaks(sh, basis=params.basis, mask=mask_array, options=engine_options(params),
                           backend=params.backend, progress=progress)
     computed = time.perf_counter()
 
@@ -190,6 +183,8 @@ def peaks_memory_bytes(fod: Path, mask: Path | None = None, npeaks: int = 3) -> 
     N·(2·C·4 + 48·K + 64)); writing (the SH volume, the results, the
     peaks image and its copy, and each image's bytes and their compression, N·(C·4 + 72·K + 3)).
     """
+    from worker.io.nifti import load_memory_bytes
+
     info, mask_info = check_peaks_inputs(fod, mask)
     n, c, k = info.n_voxels, info.shape[3], npeaks
     sh = n * c * 4
@@ -249,14 +244,16 @@ def _run(ctx: JobContext) -> list[Path]:
     return [outputs.peaks, outputs.amplitudes, outputs.count, outputs.sidecar]
 
 
+_NIFTI = (".nii", ".nii.gz")
+
 JOB_KINDS = [
     JobKind(
         name="peaks",
         summary="Fiber directions (local maxima) of an SH fiber orientation distribution by SS-HOPM",
         params_model=PeaksParams,
         inputs=(
-            InputSlot("fod", True, NIFTI_SUFFIXES, "4D NIfTI of even-order SH coefficients (6, 15, 28, 45, 66 or 91 volumes)"),
-            InputSlot("mask", False, NIFTI_SUFFIXES, "3D NIfTI mask on the FOD grid (non-zero = process)"),
+            InputSlot("fod", True, _NIFTI, "4D NIfTI of even-order SH coefficients (6, 15, 28, 45, 66 or 91 volumes)"),
+            InputSlot("mask", False, _NIFTI, "3D NIfTI mask on the FOD grid (non-zero = process)"),
         ),
         validate=_validate,
         run=_run,

@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from gpu.conv import codegen as conv_codegen
 from gpu.conv.direct import direct_conv2d, tucker_kernel
 from gpu.conv.index_tables import conv_geometry
 from gpu.conv.tiling import (
@@ -108,7 +107,14 @@ SIM_SPLIT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", SIM_CORE_CASES)
+def slow_unless(cases, quick):
+    """The cases as pytest parameters, those not at the indices ``quick`` under ``slow``."""
+    return [pytest.param(c, marks=() if i in quick else pytest.mark.slow) for i, c in enumerate(cases)]
+
+
+# The default run takes one case of each kernel (row, generic, 3x3) and of channel slices
+# with atomics and TN 4; the others run with ``-m slow``.
+@pytest.mark.parametrize("case", slow_unless(SIM_CORE_CASES, {0, 3}))
 def test_cuda_core_kernel_equals_float64_direct_conv(case):
     from numba import cuda
 
@@ -125,7 +131,7 @@ def test_cuda_core_kernel_equals_float64_direct_conv(case):
     assert rel_err(out, direct_conv2d(z, core, None, stride, pad, dil)) < TOL
 
 
-@pytest.mark.parametrize("case", SIM_SPLIT_CASES)
+@pytest.mark.parametrize("case", slow_unless(SIM_SPLIT_CASES, {1, 8}))
 def test_cuda_core_kernel_channel_slices_equal_float64_direct_conv(case):
     from numba import cuda
 
@@ -161,7 +167,7 @@ SIM_SQUARE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", SIM_SQUARE_CASES)
+@pytest.mark.parametrize("case", slow_unless(SIM_SQUARE_CASES, {0}))
 def test_cuda_square_kernel_equals_float64_direct_conv(case):
     from numba import cuda
 
@@ -250,16 +256,6 @@ def test_model_picks_a_candidate_and_exhaustive_picks_the_fastest():
     times = {t: (t.th * 7 + t.tw * 3 + t.tc) % 11 + 1 for t in cands}
     best, timings = select_tile_exhaustive(SHAPE, times.__getitem__)
     assert timings == times and times[best] == min(times.values())
-
-
-def test_generated_tucker_kernels_compile_for_every_tile(capsys):
-    for th, tw in conv_codegen.TUCKER_TILES:
-        compile(conv_codegen.tucker_kernel_source(th, tw), f"<tucker_core_{th}x{tw}>", "exec")
-    for th, tw, kw, tn in conv_codegen.tucker_row_variants():
-        compile(conv_codegen.tucker_rows_kernel_source(th, tw, kw, tn), f"<tucker_core_{th}x{tw}_kw{kw}_n{tn}>", "exec")
-    print(conv_codegen.tucker_rows_kernel_source(2, 2, 3, 2))
-    out = capsys.readouterr().out
-    assert "a1_1 += v3 * w2" in out and "a1_1_1 += v3 * w1_2" in out
 
 
 def test_cost_model_picks_its_least_time_and_charges_atomics():

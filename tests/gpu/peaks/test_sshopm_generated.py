@@ -20,7 +20,8 @@ from gpu.peaks.search import PeaksOptions, sshopm_peaks
 from gpu.peaks.peak_matching import exact_peak_offsets
 from gpu.peaks.sh_basis import n_coeffs
 from gpu.peaks.sshopm_block import MAX_WARPS
-from gpu.peaks.sshopm_codegen import MAX_STARTS, ORDERS, generate_module, generated_path
+from gpu.peaks.sshopm_codegen import (MAX_STARTS, ORDERS, generate_cuda_module, generate_module, generated_cuda_path,
+                                      generated_path)
 from gpu.peaks.symmetric_tensor import index_classes, sh_to_tensor, sphere_points, tensor_value
 
 
@@ -33,10 +34,11 @@ _compiled: dict[tuple[str, int], numba.core.registry.CPUDispatcher] = {}
 
 
 def compiled(name: str, order: int):
-    """``{name}_m{order}`` from the generated module under ``numba.njit``, compiled once per module."""
+    """``{name}_m{order}`` from the generated module under ``numba.njit``, compiled once per
+    process and kept in numba's on-disk cache (order 12 takes seconds to compile)."""
     key = (name, order)
     if key not in _compiled:
-        _compiled[key] = numba.njit(getattr(sshopm_generated, f"{name}_m{order}"))
+        _compiled[key] = numba.njit(cache=True)(getattr(sshopm_generated, f"{name}_m{order}"))
     return _compiled[key]
 
 
@@ -57,9 +59,11 @@ def test_seed_scratch_covers_the_largest_block():
     assert MAX_WARPS == -(-MAX_STARTS // 32)
 
 
-def test_committed_module_is_current():
-    assert generated_path().read_text() == generate_module(), (
-        "gpu/peaks/sshopm_generated.py is stale: regenerate it with `python -m gpu.peaks.sshopm_codegen` and commit it"
+@pytest.mark.parametrize("path, generate", [(generated_path, generate_module),
+                                            (generated_cuda_path, generate_cuda_module)])
+def test_committed_module_is_current(path, generate):
+    assert path().read_text() == generate(), (
+        f"gpu/peaks/{path().name} is stale: regenerate it with `python -m gpu.peaks.sshopm_codegen` and commit it"
     )
 
 
@@ -144,7 +148,9 @@ def test_generated_code_matches_tensor_value_and_its_derivatives(order):
             np.testing.assert_allclose(matrix @ x, vector, rtol=0, atol=1e-12 * np.abs(vector).max())
 
 
-@pytest.mark.parametrize("order", ORDERS)
+# Orders 2 (a quadratic form: checked against its eigenvectors) and 8 (the default lmax)
+# by default; every order's kernel has the same block shape, so the rest are the slow sweep.
+@pytest.mark.parametrize("order", [pytest.param(o, marks=() if o in (2, 8) else pytest.mark.slow) for o in ORDERS])
 def test_cuda_kernel_runs_under_the_simulator(order):
     """Each order's CUDA kernel on 2 voxels of a single-fiber phantom, 16 starts: every peak
     is an exact local maximum (float64 refinement) and the largest is the global maximum."""

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from worker.jobs import compress as compress_job
-from worker.jobs.compress import JOB_KINDS, CompressParams, DecompressParams
+from worker.jobs.compress import JOB_KINDS
+from worker.params import CompressParams, DecompressParams
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import JobContext
 from worker.io.tucker_npz import FORMAT, load_archive

@@ -73,7 +73,11 @@ def test_tucker_conv_job_on_nifti_with_a_dense_kernel(tmp_path, rng):
     assert side["layer"]["decomposed_here"] and side["layer"]["decomposition_relative_error"] < 1e-6
 
 
-def test_tucker_conv_job_with_factors_on_the_cuda_simulator(tmp_path, rng):
+def test_tucker_conv_job_with_factors_on_the_cuda_simulator(tmp_path, rng, monkeypatch):
+    from gpu.conv.kernel_cache import CACHE_ENV
+
+    # the generated kernel goes into a cache of the test's own, not the user's
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "kernels"))
     u = rng.standard_normal((1, 3, 5, 6)).astype(np.float32)
     np.save(tmp_path / "u.npy", u)
     f = dict(U_in=rng.standard_normal((3, 2)), core=rng.standard_normal((2, 2, 3, 3)), U_out=rng.standard_normal((4, 2)))

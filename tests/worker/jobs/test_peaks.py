@@ -14,7 +14,8 @@ from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import JobContext, get_job_kind
-from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, PeaksParams, check_peaks_inputs, run_peaks
+from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, check_peaks_inputs, engine_options, run_peaks
+from worker.params import PeaksParams
 
 SHAPE = (5, 6, 4)
 
@@ -121,7 +122,7 @@ def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
     params = PeaksParams(npeaks=2, relative_threshold=0.6, starts=64)
     sidecar = run_peaks(fod["path"], outputs, params)
     assert files_in(tmp_path / "sub") == ["case.json", "case_amplitudes.nii.gz", "case_count.nii.gz", "case_peaks.nii.gz"]
-    expected = sshopm_peaks(fod["sh"], options=params.options(), backend="cpu")
+    expected = sshopm_peaks(fod["sh"], options=engine_options(params), backend="cpu")
     peaks = np.asarray(nib.load(outputs.peaks).dataobj)
     assert peaks.shape == (*SHAPE, 6)
     np.testing.assert_array_equal(np.asarray(nib.load(outputs.count).dataobj), expected.count)
@@ -277,7 +278,8 @@ def test_job_kind_run_cancelled_by_should_stop_writes_nothing(fod, tmp_path):
 def test_params_model_rejects_bad_values():
     from pydantic import ValidationError
 
-    for bad in ({"npeaks": 0}, {"npeaks": 21}, {"relative_threshold": 1.5}, {"threshold": -1.0},
+    for bad in ({"npeaks": 0}, {"npeaks": 256}, {"npeaks": 20, "starts": 10}, {"relative_threshold": 1.5},
+                {"threshold": -1.0}, {"threshold": float("inf")}, {"relative_threshold": float("nan")},
                 {"starts": 257}, {"basis": "fsl"}, {"backend": "gpu"}, {"unknown": 1}):
         with pytest.raises(ValidationError):
             PeaksParams(**bad)

@@ -1,0 +1,108 @@
+"""fODF metrics from the peaks and the SH coefficients, as scilpy's ``scil_fodf_metrics``
+writes them for TractoFlow users.
+
+With a_1 ≥ … ≥ a_n the FOD amplitudes of a voxel's n reported peaks (the same absolute
+and relative thresholds as the peaks) and d_1 its first peak's unit direction:
+
+* ``nufo`` = n, the number of fiber orientations (Dell'Acqua et al. 2013, HBM 34:2464);
+* ``afd_max`` = a_1, the apparent fiber density of the largest lobe, read as its peak
+  amplitude (Raffelt et al. 2012, NeuroImage 59:3976; Dell'Acqua et al. 2013);
+* ``afd_total`` = ∫_{S²} f(u) du = √(4π)·c_00: only Y_00 = 1/√(4π) has a non-zero integral,
+  and it is the same function in both supported bases (MRtrix3 and DIPY descoteaux07), so
+  the total AFD of Raffelt et al. 2012 (Sec. 2.3) is the l = 0 coefficient times √(4π);
+* ``afd_sum`` = Σ_k a_k over the reported peaks;
+* ``peak_fraction``_k = a_k / afd_sum;
+* ``rgb`` = ⌊255 · |d_1| · a_1 / max_voxels a_1⌋ as uint8, the directionally encoded colour
+  of the first peak (Pajevic & Pierpaoli 1999, Eq. 4: red = |x|, green = |y|, blue = |z|)
+  weighted by afd_max normalised over the volume, truncated to uint8 as scilpy writes it;
+  its channels follow the axes of the directions (scanner RAS+ for an MRtrix3 FOD).
+
+Conventions are scilpy's: every map but ``afd_total`` is 0 where a voxel has no peak
+(masked out, non-finite coefficients, or nothing above the thresholds), ``peak_fraction``
+is 0 past a voxel's count, and ``afd_total`` is the l = 0 term wherever it is given (scilpy
+writes it unmasked). scilpy itself computes its ``afd_sum`` as the L2 norm of the SH
+coefficients and its ``rgb`` from the whole positive fODF, and writes ``afd_total`` as c_00
+without the √(4π); here they follow the definitions above.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["FodfMetrics", "METRIC_NAMES", "fodf_metrics"]
+
+METRIC_NAMES = ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb")
+
+_SQRT_4PI = math.sqrt(4.0 * math.pi)
+
+
+@dataclass
+class FodfMetrics:
+    """Maps on the spatial grid (...): ``afd_max``, ``afd_total``, ``afd_sum`` float32 (...),
+    ``peak_fraction`` float32 (..., K), ``rgb`` uint8 (..., 3), ``nufo`` uint8 (...)."""
+
+    afd_max: np.ndarray
+    afd_total: np.ndarray
+    afd_sum: np.ndarray
+    peak_fraction: np.ndarray
+    rgb: np.ndarray
+    nufo: np.ndarray
+
+
+def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
+                 count: np.ndarray) -> FodfMetrics:
+    """fODF metrics of one volume (see the module docstring for the formulas).
+
+    Parameters
+    ----------
+    sh : (..., n_coeffs) array
+        SH coefficients of the fODF, MRtrix3 or DIPY basis (both share c_00's meaning).
+    directions : (..., K, 3) array
+        Unit peak directions, sorted by amplitude (:class:`gpu.peaks.search.PeaksResult`).
+    amplitudes : (..., K) array
+        FOD amplitude of each peak, descending; any value past ``count`` is ignored.
+    count : (...) integer array
+        Number of reported peaks per voxel.
+
+    Returns
+    -------
+    FodfMetrics
+    """
+    sh = np.asarray(sh)
+    amplitudes = np.asarray(amplitudes)
+    directions = np.asarray(directions)
+    count = np.asarray(count)
+    spatial = count.shape
+    k = amplitudes.shape[-1]
+    if sh.shape[:-1] != spatial or amplitudes.shape != (*spatial, k) or directions.shape != (*spatial, k, 3):
+        raise ValueError(
+            f"shapes do not agree: sh {sh.shape}, directions {directions.shape}, amplitudes {amplitudes.shape}, "
+            f"count {count.shape}; expected (..., n_coeffs), (..., K, 3), (..., K) and (...) on one grid"
+        )
+    # float32 throughout (sums of K ≤ 20 positive terms stay within 1e-6 relative), and the
+    # sum over K written out: numpy reduces a short last axis several times slower.
+    reported = np.arange(k) < count[..., None]
+    values = np.where(reported, amplitudes, np.float32(0.0)).astype(np.float32, copy=False)
+    afd_max = values[..., 0]
+    afd_sum = afd_max.copy()
+    for peak in range(1, k):
+        afd_sum += values[..., peak]
+    inverse = np.divide(np.float32(1.0), afd_sum, out=np.zeros_like(afd_sum), where=afd_sum != 0)
+    peak_fraction = values * inverse[..., None]
+    largest = float(afd_max.max(initial=0.0))
+    scale = np.float32(255.0 / largest if largest > 0 else 0.0)
+    first = np.where(reported[..., :1], np.abs(directions[..., 0, :]), np.float32(0.0))
+    # Truncation, not rounding, is what scilpy's astype('uint8') writes; the clip keeps
+    # float round-off above 255 or below 0 from wrapping.
+    rgb = np.clip(first * (afd_max * scale)[..., None], 0.0, 255.0).astype(np.uint8)
+    return FodfMetrics(
+        afd_max=afd_max.copy(),
+        afd_total=np.float32(_SQRT_4PI) * sh[..., 0].astype(np.float32),
+        afd_sum=afd_sum,
+        peak_fraction=peak_fraction,
+        rgb=rgb,
+        nufo=count.astype(np.uint8),
+    )

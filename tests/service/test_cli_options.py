@@ -1,0 +1,87 @@
+"""CLI options generated from the parameter models (:mod:`service.cli.model_options`): one
+declaration gives the option, its choices, its help, and the same refusals as the API."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import Field
+
+from service.cli import CommandError, build_parser
+from service.cli.model_options import add_model_options, option_values, params_from_args
+from worker.job_kinds import job_kinds
+from worker.params import JobParams
+
+
+class Example(JobParams):
+    size: int = Field(3, ge=1, le=9, description="a size")
+    mode: Literal["fast", "exact"] = Field("fast", description="how")
+    verbose: bool = Field(False, description="say more")
+    sizes: Annotated[list[int], Field(min_length=2)] | None = Field(None, description="several sizes")
+    limit: Annotated[float, Field(gt=0)] | None = Field(None, description="an optional limit")
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(prog="example")
+    add_model_options(parser, Example)
+    return parser, parser.parse_args(argv)
+
+
+def test_options_choices_flags_and_help():
+    parser, _ = parse([])
+    actions = {a.dest: a for a in parser._actions}
+    assert actions["size"].option_strings == ["--size"] and actions["size"].help == "a size (at least 1, at most 9; default: 3)"
+    assert actions["mode"].choices == ["fast", "exact"] and actions["mode"].help == "how (default: fast)"
+    assert actions["verbose"].option_strings == ["--verbose", "--no-verbose"]
+    assert actions["sizes"].help == "several sizes (comma-separated; at least 2 values)"
+    assert actions["limit"].help == "an optional limit (above 0)"
+    with pytest.raises(SystemExit):
+        parse(["--mode", "slow"])
+
+
+def test_given_options_only_reach_the_model():
+    _, args = parse(["--size", "5", "--no-verbose", "--sizes", "4,6"])
+    assert option_values(Example, args) == {"size": "5", "verbose": "false", "sizes": "4,6"}
+    params = params_from_args(Example, args)
+    assert params.model_dump() == {"size": 5, "mode": "fast", "verbose": False, "sizes": [4, 6], "limit": None}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--size", "10"], "--size: Input should be less than or equal to 9"),
+    (["--sizes", "4,x"], "--sizes value 2: Input should be a valid integer, unable to parse string as an integer"),
+    (["--limit", "nan"], "--limit: Input should be a finite number"),
+    (["--size", "0", "--limit", "0"], "--size: Input should be greater than or equal to 1; "
+                                      "--limit: Input should be greater than 0"),
+])
+def test_refusals_name_the_option(argv, message):
+    _, args = parse(argv)
+    with pytest.raises(CommandError) as refused:
+        params_from_args(Example, args)
+    assert str(refused.value) == message
+
+
+def _subparser(parser: argparse.ArgumentParser, *path: str) -> argparse.ArgumentParser:
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+def _param_help(parser: argparse.ArgumentParser, model) -> dict[str, tuple]:
+    options = {f"--{name.replace('_', '-')}" for name in model.model_fields}
+    return {a.option_strings[0]: (a.help, a.choices) for a in parser._actions
+            if a.option_strings and a.option_strings[0] in options}
+
+
+@pytest.mark.parametrize("kind, command", [("peaks", ["peaks"]), ("compress", ["compress"]),
+                                           ("cp-conv", ["conv", "cp"]), ("tucker-conv", ["conv", "tucker"])])
+def test_local_and_submit_commands_share_the_declaration(kind, command):
+    model = job_kinds()[kind].params_model
+    parser = build_parser()
+    local = _param_help(_subparser(parser, *command), model)
+    submitted = _param_help(_subparser(parser, "submit", kind), model)
+    assert len(local) == len(model.model_fields) and local == submitted
+    description = model.model_fields["backend"].description
+    assert local["--backend"] == (f"{description} (default: auto)", ["auto", "cpu", "cuda"])

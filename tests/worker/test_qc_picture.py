@@ -1,0 +1,123 @@
+"""The QC picture: its panels show the slices nibabel's closest-canonical (RAS+) reorientation
+gives, in anatomical display orientation, and its lines point along the first peak in world
+space, for RAS, LPS and axis-permuted affines and for directions given in world or voxel
+axes; read back from the PNG file."""
+
+from __future__ import annotations
+
+import nibabel as nib
+import numpy as np
+import pytest
+from PIL import Image
+
+from worker.qc_picture import render_qc_picture, write_qc_png
+
+SHAPE = (6, 8, 5)
+AFFINES = {
+    "RAS anisotropic": np.diag([2.0, 2.0, 3.0, 1.0]),
+    "LPS": np.diag([-2.0, -2.0, 2.0, 1.0]),
+    # DIPY's small_64D: voxel axes point P, L, S.
+    "PLS": np.array([[0.0, -2.0, 0.0, 10.0], [-2.0, 0.0, 0.0, 8.0], [0.0, 0.0, 2.5, -4.0], [0.0, 0.0, 0.0, 1.0]]),
+}
+
+
+def rotation(affine: np.ndarray) -> np.ndarray:
+    return affine[:3, :3] / nib.affines.voxel_sizes(affine)
+
+
+def display_planes(canonical: np.ndarray, radiological: bool) -> dict[str, np.ndarray]:
+    """Mid-slices of a RAS+ array as a viewer shows them: rows top to bottom, columns left to
+    right; superior up, anterior up in the axial view, anterior left in the sagittal view."""
+    x, y, z = (n // 2 for n in np.array(canonical.shape[:3]) - 1)
+    lr = slice(None, None, -1) if radiological else slice(None)
+    return {
+        "sagittal": np.swapaxes(canonical[x, ::-1, ::-1], 0, 1),
+        "coronal": np.swapaxes(canonical[lr, y, ::-1], 0, 1),
+        "axial": np.swapaxes(canonical[lr, ::-1, z], 0, 1),
+    }
+
+
+def voxel_centres(image: np.ndarray, box, rows: int, cols: int) -> np.ndarray:
+    left, top, right, bottom = box
+    ys = (top + (np.arange(rows) + 0.5) * (bottom - top) / rows).astype(int)
+    xs = (left + (np.arange(cols) + 0.5) * (right - left) / cols).astype(int)
+    return image[np.ix_(ys, xs)]
+
+
+def colour(directions: np.ndarray) -> np.ndarray:
+    return np.floor(255 * np.abs(directions) + 1e-9).astype(np.uint8)
+
+
+@pytest.mark.parametrize("frame", ["world", "voxel"])
+@pytest.mark.parametrize("radiological", [False, True])
+@pytest.mark.parametrize("name", list(AFFINES))
+def test_panels_show_the_canonical_slices_in_anatomical_orientation(tmp_path, name, radiological, frame):
+    affine = AFFINES[name]
+    rng = np.random.default_rng(1)
+    world = rng.normal(size=(*SHAPE, 3))
+    world /= np.linalg.norm(world, axis=-1, keepdims=True)
+    directions = world if frame == "world" else world @ rotation(affine)  # R^T d per voxel
+    rgb = colour(directions)
+    nufo = rng.integers(1, 4, SHAPE).astype(np.uint8)
+    options = dict(affine=affine, directions_frame=frame, radiological=radiological)
+    path = write_qc_png(tmp_path / "qc.png", rgb, np.full((*SHAPE, 3), np.nan), nufo,
+                        nib.affines.voxel_sizes(affine), "test", **options)
+    picture = render_qc_picture(rgb, np.full((*SHAPE, 3), np.nan), nufo, nib.affines.voxel_sizes(affine), "test",
+                                **options)
+    with Image.open(path) as png:
+        assert png.format == "PNG" and png.mode == "RGB"
+        pixels = np.asarray(png)
+    np.testing.assert_array_equal(pixels, np.asarray(picture.image))
+
+    # The colour shown is that of the direction in world space.
+    canonical_rgb = np.asarray(nib.as_closest_canonical(nib.Nifti1Image(colour(world), affine)).dataobj)
+    canonical_nufo = np.asarray(nib.as_closest_canonical(nib.Nifti1Image(nufo, affine)).dataobj)
+    expected_rgb = display_planes(canonical_rgb, radiological)
+    expected_nufo = display_planes(canonical_nufo, radiological)
+    for view in ("sagittal", "coronal", "axial"):
+        rows, cols = expected_nufo[view].shape
+        shown = voxel_centres(pixels, picture.panels[f"rgb {view}"], rows, cols).astype(float)
+        # All weights are 1 (up to truncation): one display brightness for every voxel.
+        expected = expected_rgb[view].astype(float)
+        brightness = (shown * expected).sum() / (expected * expected).sum()
+        assert 0.5 < brightness <= 1.0
+        assert np.abs(shown - brightness * expected).max() <= 1.5, view
+        colours = voxel_centres(pixels, picture.panels[f"nufo {view}"], rows, cols).reshape(-1, 3)
+        pairs = {(int(n), tuple(c)) for n, c in zip(expected_nufo[view].ravel(), colours)}
+        # One colour per NuFO value, a different one for each value.
+        assert len(pairs) == len({n for n, _ in pairs}) == len({c for _, c in pairs}) == 3, view
+
+
+@pytest.mark.parametrize("frame", ["world", "voxel"])
+@pytest.mark.parametrize("radiological", [False, True])
+def test_lines_point_along_the_first_peak_in_world_space(radiological, frame):
+    affine = AFFINES["PLS"]
+    shape = (3, 3, 3)
+    world = np.array([1.0, 0.0, 1.0]) / np.sqrt(2.0)  # right and up
+    direction = world if frame == "world" else rotation(affine).T @ world
+    first = np.broadcast_to(direction, (*shape, 3))
+    grey = np.full((*shape, 3), 147, np.uint8)  # |(147, 147, 147)| = 255: full weight
+    picture = render_qc_picture(grey, first, np.ones(shape, np.uint8), nib.affines.voxel_sizes(affine), "t",
+                                affine=affine, directions_frame=frame, radiological=radiological)
+    pixels = np.asarray(picture.image).astype(int)
+    # Screen angle of the line (degrees, counter-clockwise from the image's right) per view.
+    expected = {"coronal": 135.0 if radiological else 45.0, "axial": 0.0, "sagittal": 90.0}
+    for view, angle in expected.items():
+        left, top, right, bottom = picture.panels[f"rgb {view}"]
+        panel = pixels[top:bottom, left:right]
+        magenta = (panel[..., 0] > 200) & (panel[..., 1] < 60) & (panel[..., 2] > 200)
+        ys, xs = np.nonzero(magenta)
+        assert ys.size > 30, view
+        # Principal axis of the line pixels, all cells together (each cell is centred on its voxel).
+        cell_w, cell_h = (right - left) / 3, (bottom - top) / 3
+        dx, dy = xs - (xs // cell_w + 0.5) * cell_w, ys - (ys // cell_h + 0.5) * cell_h
+        _, _, vt = np.linalg.svd(np.stack([dx, -dy], axis=1), full_matrices=False)
+        measured = np.degrees(np.arctan2(vt[0, 1], vt[0, 0])) % 180.0
+        assert min(abs(measured - angle), 180.0 - abs(measured - angle)) < 4.0, (view, measured)
+
+
+def test_mismatched_arrays_are_refused_and_nothing_is_written(tmp_path):
+    with pytest.raises(ValueError, match=r"expected rgb \(X, Y, Z, 3\)"):
+        write_qc_png(tmp_path / "qc.png", np.zeros((4, 4, 4, 3), np.uint8), np.zeros((4, 4, 3, 3)),
+                     np.zeros((4, 4, 4), np.uint8), (2.0, 2.0, 2.0), "t")
+    assert not list(tmp_path.iterdir())

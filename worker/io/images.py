@@ -1,0 +1,184 @@
+"""Images in the formats our jobs read and write, NIfTI or MRtrix, chosen by file name.
+
+The header object of either format has ``path``, ``shape``, ``dtype``, ``affine``, ``zooms``,
+``n_voxels`` and ``data_bytes`` with the same meaning (:class:`worker.io.nifti.NiftiInfo`,
+:class:`worker.io.mif.MifInfo`), so a job reads either through :func:`read_image_header` and
+:func:`load_image_data` and gets the same arrays from a ``.nii`` and the ``.mif`` that
+``mrconvert`` makes of it. :func:`check_image_limits` is the service's header-only check of
+an upload against its size limits, for both formats.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Union
+
+import isal.igzip
+import nibabel as nib
+import numpy as np
+from isal.igzip_lib import IsalError
+
+from worker.errors import InputError
+from worker.io.mif import MIF_SUFFIXES, MifInfo, load_mif_data, read_mif_header, write_mif
+from worker.io.nifti import (
+    NIFTI_SUFFIXES,
+    NiftiInfo,
+    derived_image,
+    load_nifti_data,
+    read_nifti_header,
+    save_nifti_atomic,
+)
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "ImageInfo",
+    "image_format",
+    "read_image_header",
+    "load_image_data",
+    "write_image",
+    "save_image",
+    "check_image_limits",
+]
+
+IMAGE_SUFFIXES = NIFTI_SUFFIXES + MIF_SUFFIXES
+ImageInfo = Union[NiftiInfo, MifInfo]
+
+# Bytes a compressed image may inflate to beyond what its header accounts for.
+_GZIP_SLACK = 1 << 20
+
+
+def image_format(path: Path) -> str:
+    """``"nifti"`` or ``"mif"`` from the file name; :class:`InputError` for anything else."""
+    name = Path(path).name
+    if name.endswith(NIFTI_SUFFIXES):
+        return "nifti"
+    if name.endswith(MIF_SUFFIXES):
+        return "mif"
+    raise InputError(
+        "Unsupported image format",
+        f"{Path(path).name!r} is neither NIfTI (.nii, .nii.gz) nor MRtrix (.mif, .mif.gz, .mih); "
+        "convert it with mrconvert",
+    )
+
+
+def read_image_header(path: Path, role: str) -> ImageInfo:
+    """The header of a NIfTI or MRtrix image, checked as :func:`worker.io.nifti.read_nifti_header`
+    checks NIfTI: a real (not complex) data type. ``role`` names the file in errors."""
+    if image_format(path) == "nifti":
+        return read_nifti_header(path, role)
+    info = read_mif_header(path, role)
+    if info.dtype.kind not in "fiub":
+        raise InputError(
+            "Unsupported data type",
+            f"the {role} file {info.path.name!r} stores {info.datatype}; use a real-valued image "
+            "(e.g. mrconvert -datatype float32)",
+        )
+    return info
+
+
+def load_image_data(info: ImageInfo, dtype=np.float32) -> np.ndarray:
+    """The data of a checked header, scaled by its slope/intercept (NIfTI) or scaling (MRtrix)."""
+    return load_mif_data(info, dtype) if isinstance(info, MifInfo) else load_nifti_data(info, dtype)
+
+
+def write_image(
+    path: Path,
+    data: np.ndarray,
+    affine: np.ndarray,
+    *,
+    keyval: dict[str, str] | None = None,
+) -> Path:
+    """Write ``data`` with voxel→scanner ``affine`` (its column norms are the voxel sizes) as
+    NIfTI or MRtrix according to ``path``'s name, atomically; ``keyval`` goes into an MRtrix
+    header only."""
+    path = Path(path)
+    if image_format(path) == "mif":
+        return write_mif(path, data, affine, keyval=keyval)
+    image = nib.Nifti1Image(data, affine, dtype=data.dtype)
+    image.set_qform(affine, code=1)
+    image.set_sform(affine, code=1)
+    image.header.set_xyzt_units("mm")
+    return save_nifti_atomic(image, path)
+
+
+def save_image(reference: ImageInfo, data: np.ndarray, path: Path) -> Path:
+    """Write ``data`` on the reference's grid (same affine) as NIfTI or MRtrix according to
+    ``path``'s name, atomically. An MRtrix output keeps an MRtrix reference's key–value pairs
+    (command history, ...), as MRtrix3 commands do."""
+    if image_format(path) == "nifti" and isinstance(reference, NiftiInfo):
+        return save_nifti_atomic(derived_image(reference, data), path)
+    keyval = reference.keyval if isinstance(reference, MifInfo) else None
+    return write_image(path, data, reference.affine, keyval=keyval)
+
+
+def _stored_size(path: Path, limit: int, role: str) -> int:
+    """The file's size, or for ``.gz`` what it inflates to, read once in chunks and stopped
+    past ``limit`` (a stream longer than its header says is refused, not inflated)."""
+    if not path.name.endswith(".gz"):
+        return path.stat().st_size
+    total = 0
+    try:
+        with isal.igzip.open(path, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                total += len(chunk)
+                if total > limit:
+                    raise InputError(
+                        "Input larger than its header",
+                        f"{role}: the compressed data inflates to more than its header declares; "
+                        "the file is damaged, write it again",
+                    )
+    except (OSError, EOFError, ValueError, IsalError) as exc:
+        raise InputError(
+            "Truncated or damaged file",
+            f"{role}: the gzip stream is incomplete or corrupt ({exc}); the file was cut short, "
+            "send or write it again",
+        ) from None
+    return total
+
+
+def check_image_limits(path: Path, role: str, *, max_input_bytes: int, max_voxels: int) -> ImageInfo:
+    """Header-only checks of an upload against the service limits, before any data is inflated.
+
+    The voxel grid and the data size the header declares are compared with ``max_voxels``
+    and ``max_input_bytes`` first, so a small ``.nii.gz``/``.mif.gz`` that claims terabytes
+    (a gzip bomb) is refused from its header; then the file is read through once to prove
+    it holds that much data and not more. Returns the header.
+    """
+    path = Path(path)
+    if path.name.endswith(".gz"):
+        with open(path, "rb") as handle:
+            if handle.read(2) != b"\x1f\x8b":
+                raise InputError(
+                    "Not gzip-compressed",
+                    f"{role}: {path.name!r} ends in .gz but is not gzip data; rename it without .gz "
+                    "if it is uncompressed, or compress it with gzip",
+                )
+    info = read_image_header(path, role)
+    grid = "×".join(str(n) for n in info.shape[:3])
+    if info.n_voxels > max_voxels:
+        raise InputError(
+            "Too many voxels",
+            f"{role}: the image grid {grid} has {info.n_voxels} voxels, more than this server's "
+            f"limit of {max_voxels} (FIBERTENSOR_MAX_VOXELS); crop it",
+        )
+    if info.data_bytes > max_input_bytes:
+        raise InputError(
+            "Input too large",
+            f"{role}: the header declares {info.data_bytes} bytes of image data "
+            f"({'×'.join(str(n) for n in info.shape)} of {info.dtype}), more than this server's "
+            f"limit of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES); crop the volume",
+        )
+    if isinstance(info, MifInfo):
+        data_path, offset = info.data_path, info.data_offset
+    else:
+        # nibabel's header object has vox_offset reset; the data proxy keeps it.
+        data_path, offset = path, int(getattr(nib.load(path).dataobj, "offset", 0))
+    expected = offset + info.data_bytes
+    stored = _stored_size(data_path, expected + _GZIP_SLACK, role)
+    if stored < expected:
+        raise InputError(
+            "Truncated file",
+            f"{role}: the header declares {info.data_bytes} bytes of image data but the file holds "
+            f"only {max(0, stored - offset)}; the file is incomplete, send or write it again",
+        )
+    return info

@@ -1,0 +1,309 @@
+"""The quality-control picture of a peaks job: ``OUT_PREFIX_qc.png``.
+
+Top row: three orthogonal slices through the centre of the voxels with peaks, showing the
+directionally encoded colour map of the first peak (red = left–right, green =
+anterior–posterior, blue = superior–inferior; Pajevic & Pierpaoli 1999) with the first-peak
+directions drawn as lines on a coarser grid, projected onto the slice (a fiber through the
+slice draws short); brightness and line length grow with AFD_max (length with its square
+root), the 99th percentile of the slices at full scale, so that noise in grey matter stays
+dim and short. Bottom row: the
+number of fiber orientations (NuFO) on the same slices, with a colour bar.
+
+Slices are shown in anatomical orientation (superior up, anterior up in the axial view,
+anterior on the left in the sagittal view) after reorienting the arrays to the closest
+canonical RAS+ axes of the affine, in neurological convention (subject's left on the
+image's left) unless ``radiological``; the picture says which.
+
+Drawn with Pillow, which keeps the worker free of a plotting stack; lines are drawn at twice
+the size and reduced, which anti-aliases them.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from nibabel.orientations import apply_orientation, io_orientation
+
+from worker.io.atomic import write_bytes_atomic
+
+__all__ = ["QcPicture", "render_qc_picture", "write_qc_png"]
+
+_SUPERSAMPLE = 2
+_PANEL = 320  # pixels of the longest field of view, before supersampling
+_GLYPHS_ACROSS = 32  # first-peak lines along the longest field of view
+_MARGIN = 14
+# The colour map under the lines is shown at this fraction of full brightness, so that a
+# line stands out from a voxel of its own colour.
+_MAP_BRIGHTNESS = 0.65
+# viridis at 0, 1/4, 1/2, 3/4, 1: NuFO 1..K from dark blue to yellow; 0 is black.
+_VIRIDIS = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], float)
+
+
+@dataclass(frozen=True)
+class _View:
+    """A slice plane: ``fixed`` axis (RAS index), ``across`` axis shown left→right with
+    ``across_sign`` +1 when it increases to the right, ``up`` axis increasing upwards."""
+
+    name: str
+    fixed: int
+    across: int
+    across_sign: int
+    up: int
+    letters: tuple[str, str, str, str]  # left, right, top, bottom
+
+
+def _views(radiological: bool) -> tuple[_View, ...]:
+    lr = (1, ("L", "R")) if not radiological else (-1, ("R", "L"))
+    return (
+        _View("sagittal", 0, 1, -1, 2, ("A", "P", "S", "I")),
+        _View("coronal", 1, 0, lr[0], 2, (*lr[1], "S", "I")),
+        _View("axial", 2, 0, lr[0], 1, (*lr[1], "A", "P")),
+    )
+
+
+def _plane(volume: np.ndarray, view: _View, index: int) -> np.ndarray:
+    """The slice as displayed: rows top→bottom, columns left→right (trailing axes kept)."""
+    plane = np.take(volume, index, axis=view.fixed)
+    # After removing the fixed axis the remaining RAS axes keep their order.
+    remaining = [a for a in range(3) if a != view.fixed]
+    plane = np.moveaxis(plane, [remaining.index(view.up), remaining.index(view.across)], [0, 1])
+    plane = plane[::-1]
+    return plane[:, ::-1] if view.across_sign < 0 else plane
+
+
+def _to_ras(volumes: tuple[np.ndarray, ...], voxel_sizes, ornt):
+    """Views of ``volumes`` and the voxel sizes on the closest canonical RAS+ axes, as
+    nibabel's ``as_closest_canonical`` reorients data (``ornt`` from ``io_orientation``;
+    None keeps the array axes), and the permutation and signs that take a vector's
+    components along the array axes to the RAS+ axes."""
+    voxel_sizes = np.asarray(voxel_sizes, float)[:3]
+    if ornt is None:
+        return volumes, voxel_sizes, np.arange(3), np.ones(3)
+    perm = np.argsort(ornt[:, 0]).astype(int)
+    return tuple(apply_orientation(v, ornt) for v in volumes), voxel_sizes[perm], perm, ornt[perm, 1]
+
+
+def _nufo_palette(npeaks: int) -> np.ndarray:
+    """uint8 colours of NuFO 0..npeaks: black, then viridis from dark blue to yellow."""
+    stops = np.linspace(0.0, 1.0, len(_VIRIDIS))
+    levels = np.linspace(0.0, 1.0, npeaks) if npeaks > 1 else np.array([0.5])
+    colours = np.stack([np.interp(levels, stops, _VIRIDIS[:, c]) for c in range(3)], axis=1)
+    return np.vstack([[0, 0, 0], colours]).round().astype(np.uint8)
+
+
+def _centre(nufo: np.ndarray) -> tuple[int, int, int]:
+    """Centre of the bounding box of the voxels with peaks (of the volume if none)."""
+    occupied = nufo > 0
+    if not occupied.any():
+        return tuple(s // 2 for s in nufo.shape)
+    spans = [np.flatnonzero(occupied.any(axis=tuple(a for a in range(3) if a != axis))) for axis in range(3)]
+    return tuple((int(span[0]) + int(span[-1])) // 2 for span in spans)
+
+
+def _fonts(size: int):
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size * _SUPERSAMPLE)
+
+
+@dataclass
+class QcPicture:
+    """The rendered picture and where its panels lie: ``panels["rgb coronal"]``,
+    ``panels["nufo axial"]``, … are (left, top, right, bottom) pixel boxes."""
+
+    image: "PIL.Image.Image"  # noqa: F821 (Pillow is imported on first use)
+    panels: dict[str, tuple[int, int, int, int]]
+
+
+def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
+                      affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
+                      npeaks: int | None = None, radiological: bool = False) -> QcPicture:
+    """The QC picture as an image; see :func:`write_qc_png` for the parameters."""
+    from PIL import Image, ImageDraw
+
+    rgb, first_dirs, nufo = np.asarray(rgb), np.asarray(first_dirs), np.asarray(nufo)
+    spatial = nufo.shape
+    if nufo.ndim != 3 or rgb.shape != (*spatial, 3) or first_dirs.shape != (*spatial, 3):
+        raise ValueError(f"expected rgb (X, Y, Z, 3), first_dirs (X, Y, Z, 3) and nufo (X, Y, Z) on one grid, "
+                         f"got {rgb.shape}, {first_dirs.shape} and {nufo.shape}")
+    if directions_frame not in ("world", "voxel"):
+        raise ValueError(f"directions_frame must be 'world' or 'voxel', not {directions_frame!r}")
+    npeaks = int(npeaks if npeaks is not None else max(int(nufo.max()), 1))
+    ornt = io_orientation(np.asarray(affine, float)) if affine is not None else None
+    (rgb, first_dirs, nufo), sizes, perm, signs = _to_ras((rgb, first_dirs, nufo), voxel_sizes, ornt)
+    if directions_frame == "world":
+        perm, signs = np.arange(3), np.ones(3)
+    centre = _centre(nufo)
+    views = _views(radiological)
+    # Only the three slices are drawn: reorient colour channels and direction components there.
+    rgb_planes = [_plane(rgb, v, centre[v.fixed])[..., perm].astype(np.float32) for v in views]
+    dir_planes = [_plane(first_dirs, v, centre[v.fixed])[..., perm] * signs for v in views]
+    # rgb = 255·|d_1|·AFD_max / volume max with |d_1| = 1, so its norm gives the AFD weight.
+    # Display contrast: the 99th percentile of that weight in the slices shows at full
+    # brightness and line length.
+    weights = [np.sqrt((p ** 2).sum(axis=-1)) / 255.0 for p in rgb_planes]
+    positive = np.concatenate([w[w > 0] for w in weights])
+    gain = 1.0 / float(np.percentile(positive, 99)) if positive.size else 1.0
+
+    s = _SUPERSAMPLE
+    extent = np.array(nufo.shape) * sizes
+    scale = _PANEL * s / extent.max()  # pixels per mm, the same in every panel
+    glyph_mm = extent.max() / _GLYPHS_ACROSS
+    panel_w = [int(round(extent[v.across] * scale)) for v in views]
+    panel_h = max(int(round(extent[v.up] * scale)) for v in views)
+    big, small = _fonts(17), _fonts(12)
+    line = 17 * s
+    m = _MARGIN * s
+    bar_w = 96 * s
+    header = 2 * m + 3 * line
+    row_h = panel_h + line + m
+    legend = ("top: first-peak direction colour (red L-R, green A-P, blue S-I), lines: first peak projected on "
+              "the slice; brightness and line length grow with AFD_max (99th percentile = full)")
+    convention = "radiological (subject's left on the image's right)" if radiological else \
+        "neurological (subject's left on the image's left)"
+    axes = "axes reoriented to RAS+ from the affine" if ornt is not None else "array axes taken as RAS+"
+    footer = f"{convention}; {axes}; slices cross at {_crossing(centre, spatial, ornt, affine)}"
+    text_w = max(small.getlength(legend), small.getlength(footer), big.getlength(title))
+    width = max(m + sum(w + m for w in panel_w) + bar_w, int(text_w) + 2 * m)
+    height = header + 2 * row_h + 2 * line + m
+    canvas = Image.new("RGB", (width, height), (0, 0, 0))
+    draw = ImageDraw.Draw(canvas)
+    grey, white = (170, 170, 170), (235, 235, 235)
+    draw.text((m, m), title, fill=white, font=big)
+    draw.text((m, m + line + 4 * s), legend, fill=grey, font=small)
+    draw.text((m, m + 2 * line + 4 * s), "bottom: NuFO, the number of peaks per voxel", fill=grey, font=small)
+    palette = _nufo_palette(npeaks)
+
+    panels = {}
+    x = m
+    for view, w, rgb_plane, dir_plane, weight in zip(views, panel_w, rgb_planes, dir_planes, weights):
+        index = centre[view.fixed]
+        h = int(round(extent[view.up] * scale))
+        shown = np.minimum(rgb_plane * (gain * _MAP_BRIGHTNESS), 255.0).astype(np.uint8)
+        for row, (kind, picture) in enumerate((("rgb", shown),
+                                               ("nufo", palette[np.minimum(_plane(nufo, view, index), npeaks)]))):
+            top = header + row * row_h + line
+            draw.text((x, top - line), view.name, fill=white, font=small)
+            canvas.paste(Image.fromarray(np.ascontiguousarray(picture)).resize((w, h), Image.NEAREST), (x, top))
+            panels[f"{kind} {view.name}"] = tuple(v // s for v in (x, top, x + w, top + h))
+            left, right, up, down = view.letters
+            for text, xy, anchor in ((left, (x + 3 * s, top + h // 2), "lm"), (right, (x + w - 3 * s, top + h // 2), "rm"),
+                                     (up, (x + w // 2, top + 2 * s), "mt"), (down, (x + w // 2, top + h - 2 * s), "mb")):
+                draw.text(xy, text, fill=white, font=small, anchor=anchor, stroke_width=2 * s, stroke_fill=(0, 0, 0))
+        # Length ∝ √AFD: a voxel at a quarter of the 99th percentile still draws half a line.
+        _draw_glyphs(draw, dir_plane, np.sqrt(np.minimum(weight * gain, 1.0)), view, sizes, scale, glyph_mm,
+                     (x, header + line))
+        x += w + m
+
+    voxels = np.bincount(np.minimum(nufo, npeaks).ravel(), minlength=npeaks + 1)
+    _draw_colour_bar(draw, palette, voxels, (x, header + row_h + line), panel_h, small)
+    draw.text((m, height - m - line), footer, fill=grey, font=small)
+    return QcPicture(image=canvas.reduce(s), panels=panels)
+
+
+def _crossing(centre, spatial, ornt, affine) -> str:
+    """The slices' common voxel in the input's own indices, and its world position."""
+    if ornt is None:
+        return f"voxel {tuple(int(c) for c in centre)}"
+    voxel = [0, 0, 0]
+    for axis, (target, flip) in enumerate(ornt.astype(int)):
+        voxel[axis] = spatial[axis] - 1 - centre[target] if flip < 0 else centre[target]
+    world = np.asarray(affine, float)[:3] @ np.array([*voxel, 1.0])
+    return f"voxel {tuple(voxel)}, world ({world[0]:.1f}, {world[1]:.1f}, {world[2]:.1f}) mm"
+
+
+def _draw_glyphs(draw, dirs: np.ndarray, lengths: np.ndarray, view: _View, sizes, scale: float, glyph_mm: float,
+                 origin) -> None:
+    """First-peak directions as lines centred on voxels of a grid about ``glyph_mm`` apart,
+    each ``0.85 * glyph_mm`` long times ``lengths`` (0..1) times the in-plane length of the direction."""
+    size_h, size_v = sizes[view.across], sizes[view.up]
+    step_h = max(1, int(round(glyph_mm / size_h)))
+    step_v = max(1, int(round(glyph_mm / size_v)))
+    rows = np.arange(step_v // 2, dirs.shape[0], step_v)
+    cols = np.arange(step_h // 2, dirs.shape[1], step_h)
+    d = dirs[np.ix_(rows, cols)]
+    keep = np.isfinite(d).all(axis=-1) & (np.abs(d).sum(axis=-1) > 0)
+    r, c = np.nonzero(keep)
+    d = d[r, c].astype(np.float64)
+    full = 0.5 * 0.85 * min(step_h * size_h, step_v * size_v) * scale
+    half = full * lengths[np.ix_(rows, cols)][r, c]
+    # Screen x grows to the right, screen y downwards.
+    dx = view.across_sign * d[:, view.across] * half
+    dy = -d[:, view.up] * half
+    cx = origin[0] + (cols[c] + 0.5) * size_h * scale
+    cy = origin[1] + (rows[r] + 0.5) * size_v * scale
+    colour = np.abs(d) / np.abs(d).max(axis=1, keepdims=True) * 255.0
+    segments = np.stack([cx - dx, cy - dy, cx + dx, cy + dy], axis=1).tolist()
+    colours = [tuple(v) for v in colour.round().astype(int).tolist()]
+    width = min(max(2 * _SUPERSAMPLE, int(round(full / 4))), 3 * _SUPERSAMPLE)
+    for segment in segments:
+        draw.line(segment, fill=(0, 0, 0), width=width + 2 * _SUPERSAMPLE)
+    for segment, fill in zip(segments, colours):
+        draw.line(segment, fill=fill, width=width)
+
+
+def _draw_colour_bar(draw, palette: np.ndarray, voxels: np.ndarray, origin, height: int, font) -> None:
+    """A discrete colour bar, one block per NuFO value from 0 at the bottom, each value
+    labelled with its share of the volume's voxels with peaks (``voxels`` counts each value)."""
+    x, y = origin
+    s = _SUPERSAMPLE
+    levels = len(palette)
+    block = min(height // levels, 40 * s)
+    with_peaks = max(int(voxels[1:].sum()), 1)
+    for value, colour in enumerate(palette):
+        top = y + (levels - 1 - value) * block
+        draw.rectangle([x, top, x + 16 * s, top + block - 2 * s], fill=tuple(int(c) for c in colour),
+                       outline=(120, 120, 120), width=s)
+        label = str(value) if value == 0 else f"{value}   {100.0 * voxels[value] / with_peaks:.0f} %"
+        draw.text((x + 22 * s, top + block // 2), label, fill=(235, 235, 235), font=font, anchor="lm")
+    below = y + levels * block + 6 * s
+    draw.text((x, below), "NuFO", fill=(235, 235, 235), font=font)
+    draw.text((x, below + 15 * s), "% of voxels", fill=(170, 170, 170), font=font)
+    draw.text((x, below + 30 * s), "with peaks", fill=(170, 170, 170), font=font)
+
+
+def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
+                 affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
+                 npeaks: int | None = None, radiological: bool = False) -> Path:
+    """Write the QC picture of a peaks result to ``path`` (PNG, atomically).
+
+    Parameters
+    ----------
+    path : Path
+        Where to write, e.g. ``OUT_PREFIX_qc.png``.
+    rgb : (X, Y, Z, 3) uint8 array
+        Directionally encoded colour map (:func:`gpu.peaks.fodf_metrics.fodf_metrics`).
+    first_dirs : (X, Y, Z, 3) array
+        First-peak unit directions in ``directions_frame``; NaN or 0 where none.
+    nufo : (X, Y, Z) integer array
+        Number of peaks per voxel.
+    voxel_sizes : sequence of 3 floats
+        Voxel sizes in mm along the array axes (the panels are drawn to scale).
+    title : str
+        First line of the picture, e.g. ``"wmfod.nii.gz: lmax 8, K = 3 peaks"``.
+    affine : (4, 4) array, optional
+        Voxel-to-world (RAS+) affine; the slices are reoriented to its closest canonical
+        axes. Without it the array axes are taken as RAS+.
+    directions_frame : {"world", "voxel"}
+        Axes of ``first_dirs`` and of the ``rgb`` channels: "world" (scanner RAS+, where
+        MRtrix3 defines SH coefficients, so sh2peaks and our peaks of an MRtrix3 FOD) or
+        "voxel" (the array axes, e.g. a DIPY fit of b-vectors given along the image axes).
+    npeaks : int, optional
+        K, the top of the NuFO colour bar (default: the largest NuFO).
+    radiological : bool
+        Show the subject's left on the image's right.
+
+    Returns
+    -------
+    Path
+    """
+    picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine,
+                                directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
+    buffer = io.BytesIO()
+    # zlib level 3: 5 % larger than the default 6 and half the time.
+    picture.image.save(buffer, format="PNG", compress_level=3)
+    return write_bytes_atomic(Path(path), buffer.getvalue())
