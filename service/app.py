@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 
 from celery import Celery
+from kombu.exceptions import OperationalError
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
@@ -73,7 +74,10 @@ async def _janitor(app: FastAPI, interval: float) -> None:
             reaped = await run_in_threadpool(sweep_once, app)
             if reaped:
                 logger.warning("requeued or failed jobs whose worker died: %s", ", ".join(reaped))
-        except Exception:  # a broker outage must not end the janitor; the next pass retries
+        except (ConnectionError, OperationalError) as exc:
+            # a broker outage: one line a pass, no traceback; the next pass retries
+            logger.warning("janitor pass skipped, the broker is unreachable: %s", exc)
+        except Exception:  # must not end the janitor either; the next pass retries
             logger.exception("janitor pass failed")
 
 

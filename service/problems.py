@@ -3,19 +3,23 @@ to fix it, in ``detail``."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 __all__ = ["PROBLEM_JSON", "Problem", "problem_response", "install_problem_handlers", "PROBLEM_RESPONSES"]
 
 logger = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+_HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -37,13 +41,15 @@ def _problem_doc(description: str) -> dict[str, Any]:
 
 #: OpenAPI ``responses`` entries for the errors routes return.
 PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _problem_doc("Malformed request body"),
     401: _problem_doc("Missing or unknown API key"),
     404: _problem_doc("No such job (or not yours)"),
     409: _problem_doc("The job is not in a state that allows this"),
-    413: _problem_doc("Upload larger than the limit"),
+    413: _problem_doc("Upload larger than the limit, or the job needs more memory than allowed"),
     415: _problem_doc("Not a multipart/form-data request"),
     422: _problem_doc("Invalid input files or parameters"),
     503: _problem_doc("Queue unavailable"),
+    507: _problem_doc("The service's disk is full"),
 }
 
 _TITLES = {
@@ -58,6 +64,7 @@ _TITLES = {
     422: "Invalid request",
     500: "Internal server error",
     503: "Service unavailable",
+    507: "Insufficient storage",
 }
 
 
@@ -101,6 +108,22 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     return ".".join(str(part) for part in loc if part not in ("body", "query", "path", "header"))
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """The documented methods of this path, from the OpenAPI document (Starlette's ``Allow``
+    names only the first route that matched, while GET and DELETE of a job are two routes).
+    A literal path (``/v1/jobs/peaks``) wins over templates that would match it, as in routing."""
+    paths = request.app.openapi().get("paths", {})
+    path = request.url.path
+    matching = [paths[path]] if path in paths else [
+        operations for template, operations in paths.items()
+        if re.fullmatch("[^/]+".join(re.escape(part) for part in re.split(r"\{[^/}]+\}", template)), path)
+    ]
+    methods = {method.upper() for operations in matching for method in operations if method in _HTTP_METHODS}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
@@ -126,12 +149,34 @@ def install_problem_handlers(app: FastAPI) -> None:
         if status == 404:
             detail = f"there is no route {request.url.path}; the API is under /v1 (see /docs)"
         elif status == 405:
-            detail = f"{request.method} is not allowed on {request.url.path}; see /docs for the methods"
+            allowed = _allowed_methods(request)
+            detail = f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}"
+            headers = {"Allow": ", ".join(allowed)}
         else:
             detail = str(exc.detail)
         return problem_response(
             status, _TITLES.get(status, "Error"), detail, instance=request.url.path,
-            headers=getattr(exc, "headers", None),
+            headers=headers if status == 405 else getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(ClientDisconnect)
+    async def _disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # the client's doing, not a fault: one line, no traceback; nobody reads the answer
+        logger.warning("client disconnected during %s %s; its upload was discarded", request.method, request.url.path)
+        return problem_response(
+            400, "Client disconnected", "the request body was cut off; send it again", instance=request.url.path
+        )
+
+    @app.exception_handler(OSError)
+    async def _os_error(request: Request, exc: OSError) -> JSONResponse:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return await _unexpected(request, exc)
+        logger.warning("data volume full during %s %s: %s", request.method, request.url.path, exc)
+        return problem_response(
+            507, "Insufficient storage",
+            "the service's disk is full, so this request could not be stored; nothing was kept. "
+            "Try again later, and tell the operator to free space on FIBERTENSOR_DATA_DIR.",
+            instance=request.url.path,
         )
 
     @app.exception_handler(Exception)

@@ -36,6 +36,9 @@ class JobOut(BaseModel):
     finished_at: datetime | None
     params: dict[str, Any]
     error: JobErrorOut | None
+    warnings: list[str] = Field(
+        default_factory=list, description="What to know about the results (e.g. voxels skipped for NaN input)."
+    )
     results: list[ResultOut]
 
     @classmethod
@@ -51,6 +54,7 @@ class JobOut(BaseModel):
             finished_at=record.finished_at,
             params=record.params,
             error=JobErrorOut(**record.error.model_dump()) if record.error else None,
+            warnings=record.warnings,
             results=[
                 ResultOut(
                     name=r.name,
@@ -78,3 +82,4 @@ class ReadyOut(BaseModel):
     status: str
     broker: str
     workers: list[str]
+    checked_at: datetime = Field(description="When the broker and workers were last asked (at most 30 s ago).")

@@ -8,10 +8,13 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from worker.input_limits import InputLimits
 
 __all__ = ["Settings", "get_settings"]
 
@@ -48,6 +51,13 @@ class Settings(BaseSettings):
     )
     max_voxels: int = Field(
         64 * 1024**2, gt=0, description="Largest number of voxels (spatial grid) of an input."
+    )
+    max_job_memory_bytes: int = Field(
+        4 * 1024**3,
+        gt=0,
+        description="Largest working memory of one job (its arrays, estimated from the input "
+        "headers before it is queued; 413 above). Size it to a worker's memory less about "
+        "1 GiB for the process itself (Python, numba, the CUDA context).",
     )
     worker_concurrency: int = Field(
         1, ge=1, description="Job processes per worker; keep 1 per GPU and run a worker per GPU."
@@ -119,6 +129,13 @@ class Settings(BaseSettings):
     @property
     def embedded_broker(self) -> bool:
         return not self.broker_url
+
+    @property
+    def input_limits(self) -> "InputLimits":
+        """The limits every input passes before its job is queued (API and CLI alike)."""
+        from worker.input_limits import InputLimits  # imports nibabel: not at CLI start-up
+
+        return InputLimits(self.max_input_bytes, self.max_voxels, self.max_job_memory_bytes)
 
 
 @functools.cache

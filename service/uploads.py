@@ -3,23 +3,18 @@
 The request body is parsed as it arrives (python-multipart's push parser) and each file part
 goes straight into the job's staging folder in chunks, so an upload of any size costs a few
 kilobytes of memory; the body is cut off at ``max_upload_bytes``. Inputs are then checked
-from their headers: sizes claimed by a header are compared with the limits *before* any data
-is decompressed, so a tiny .nii.gz that claims terabytes (a gzip bomb) is rejected without
-being inflated; only then is the compressed stream read through once to prove it is whole.
+by :mod:`worker.input_limits`, from their headers first, so a tiny .nii.gz that claims
+terabytes (a gzip bomb) or a job that would need more memory than allowed is refused
+without anything being inflated or allocated.
 """
 
 from __future__ import annotations
 
-import gzip
-import math
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import nibabel as nib
-import numpy as np
 from fastapi import Request
 from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ValidationError
@@ -27,7 +22,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from service.problems import Problem
 from worker.errors import InputError
-from worker.io.images import check_image_limits
+from worker.input_limits import InputLimits, InputTooLarge, check_job_inputs
 from worker.job_kinds import InputSlot, JobKind
 from worker.params import error_fields, is_list_field, params_from_text
 
@@ -37,9 +32,6 @@ __all__ = ["Upload", "receive_upload", "parse_fields", "check_inputs", "upload_f
 _MAX_FIELD_BYTES = 64 * 1024
 _MAX_LABEL_CHARS = 200
 _LABEL_FIELD = "label"
-_NIFTI_SUFFIXES = (".nii.gz", ".nii")
-# Bytes a compressed NIfTI may inflate to beyond what its header accounts for (padding).
-_GZIP_SLACK = 1 << 20
 
 
 @dataclass
@@ -186,7 +178,7 @@ async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_
                 raise too_large
             parser.write(chunk)
         parser.finalize()
-    except (Problem, ClientDisconnect):
+    except (Problem, ClientDisconnect, OSError):  # OSError: the disk filled up (507)
         raise
     except Exception as exc:
         raise Problem(400, f"the multipart body could not be parsed ({exc}); send a valid "
@@ -214,102 +206,11 @@ def parse_fields(kind: JobKind, fields: Mapping[str, str]) -> tuple[BaseModel, s
     return params, label
 
 
-def _check_nifti(slot: str, path: Path, max_input_bytes: int, max_voxels: int) -> None:
-    compressed = path.name.endswith(".gz")
-    if compressed:
-        with open(path, "rb") as handle:
-            if handle.read(2) != b"\x1f\x8b":
-                raise InputError("Not gzip-compressed", f"{slot}: the file ends in .gz but is not gzip data; "
-                                 "rename it to .nii if it is uncompressed, or compress it with gzip")
-    try:
-        image = nib.load(path)
-        header = image.header
-        shape = tuple(int(n) for n in image.shape)
-        itemsize = np.dtype(header.get_data_dtype()).itemsize
-        # the header object nibabel hands back has vox_offset reset; the proxy keeps it
-        offset = int(getattr(image.dataobj, "offset", 0))
-    except Exception as exc:
-        raise InputError(
-            "Not a NIfTI file",
-            f"{slot}: the file is not a readable NIfTI-1/2 image ({exc}); upload a .nii or "
-            ".nii.gz file (convert with mrconvert or nibabel)",
-        ) from None
-    voxels = math.prod(shape[:3]) if shape else 0
-    if voxels > max_voxels:
-        raise InputError(
-            "Too many voxels",
-            f"{slot}: the image grid {'×'.join(map(str, shape[:3]))} has {voxels} voxels, more "
-            f"than this server's limit of {max_voxels} (FIBERTENSOR_MAX_VOXELS); crop it",
-        )
-    data_bytes = math.prod(shape) * itemsize
-    if data_bytes > max_input_bytes:
-        raise InputError(
-            "Input too large",
-            f"{slot}: the header declares {data_bytes} bytes of image data "
-            f"({'×'.join(map(str, shape))} × {itemsize} bytes), more than this server's limit "
-            f"of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES); crop the volume",
-        )
-    expected = offset + data_bytes
-    if compressed:
-        inflated = _gunzip_size(path, limit=expected + _GZIP_SLACK, slot=slot)
-    else:
-        inflated = path.stat().st_size
-    if inflated < expected:
-        raise InputError(
-            "Truncated file",
-            f"{slot}: the header declares {data_bytes} bytes of image data but the file holds "
-            f"only {max(0, inflated - offset)}; the upload or the file is incomplete, send it again",
-        )
-
-
-def _gunzip_size(path: Path, *, limit: int, slot: str) -> int:
-    """Inflate a gzip file once, in chunks, counting bytes; stop past ``limit``."""
-    total = 0
-    try:
-        with gzip.open(path, "rb") as stream:
-            while chunk := stream.read(1 << 20):
-                total += len(chunk)
-                if total > limit:
-                    raise InputError(
-                        "Input larger than its header",
-                        f"{slot}: the compressed data inflates to more than its header declares; "
-                        "the file is damaged, write it again",
-                    )
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-        raise InputError(
-            "Truncated or damaged file",
-            f"{slot}: the gzip stream is incomplete or corrupt ({exc}); the upload or the file "
-            "was cut short, send it again",
-        ) from None
-    return total
-
-
-def _check_npy(slot: str, path: Path, max_input_bytes: int) -> None:
-    try:
-        with open(path, "rb") as handle:
-            major, _ = np.lib.format.read_magic(handle)
-            read_header = (
-                np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-            )
-            shape, _, dtype = read_header(handle)
-            offset = handle.tell()
-    except Exception as exc:
-        raise InputError("Not a .npy file", f"{slot}: not a readable NumPy .npy file ({exc}); "
-                         "save it with numpy.save") from None
-    data_bytes = math.prod(shape) * np.dtype(dtype).itemsize
-    if data_bytes > max_input_bytes:
-        raise InputError("Input too large", f"{slot}: the array holds {data_bytes} bytes, more "
-                         f"than this server's limit of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES)")
-    if path.stat().st_size < offset + data_bytes:
-        raise InputError("Truncated file", f"{slot}: the .npy header declares {data_bytes} bytes "
-                         "of data but the file is shorter; send it again")
-
-
-def check_inputs(
-    kind: JobKind, files: Mapping[str, Path], params: BaseModel, *, max_input_bytes: int, max_voxels: int
-) -> None:
-    """All checks before queueing: required files, service limits, then the job's own
-    header validation. Raises :class:`Problem` (422)."""
+def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits) -> None:
+    """All checks before queueing: required files, then
+    :func:`worker.input_limits.check_job_inputs` (service limits, the job's own header
+    validation, its working memory). Raises :class:`Problem`: 413 for a job over the memory
+    limit, 422 for the rest."""
     missing = [slot.name for slot in kind.inputs if slot.required and slot.name not in files]
     if missing:
         raise Problem(
@@ -317,16 +218,9 @@ def check_inputs(
             f"(e.g. -F {missing[0]}=@file)", title="Missing input",
         )
     try:
-        for slot, path in files.items():
-            if path.stat().st_size == 0:
-                raise InputError("Empty file", f"{slot}: the uploaded file is empty")
-            if path.name.endswith(_NIFTI_SUFFIXES):
-                _check_nifti(slot, path, max_input_bytes, max_voxels)
-            elif path.name.endswith((".mif", ".mif.gz")):
-                check_image_limits(path, slot, max_input_bytes=max_input_bytes, max_voxels=max_voxels)
-            elif path.name.endswith(".npy"):
-                _check_npy(slot, path, max_input_bytes)
-        kind.validate(dict(files), params)
+        check_job_inputs(kind, files, params, limits)
+    except InputTooLarge as exc:
+        raise Problem(413, exc.detail, title=exc.title) from None
     except InputError as exc:
         raise Problem(422, exc.detail, title=exc.title) from None
 

@@ -34,7 +34,8 @@ def _broker(broker_url: str, data_dir: Path, visibility_timeout: int) -> tuple[s
     folder = Path(data_dir) / "broker"
     for sub in ("queue", "control"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
-    return "filesystem://", {
+    # a hostname, which the transport ignores, keeps kombu from warning on every connection
+    return "filesystem://localhost/", {
         "data_folder_in": str(folder / "queue"),
         "data_folder_out": str(folder / "queue"),
         "control_folder": str(folder / "control"),
@@ -92,25 +93,54 @@ def create_celery_app(
     return app
 
 
-def waiting_job_ids(app: Celery) -> set[str] | None:
-    """Ids of the jobs whose messages wait in the embedded broker's queue folder.
+def _job_id_of(message: dict[str, Any]) -> str:
+    """The job id a task message carries (its body is base64 JSON ``[args, kwargs, embed]``)."""
+    return str(json.loads(base64.b64decode(message["body"]))[0][0])
 
-    None for Redis, which keeps every unacknowledged message itself. The embedded broker
-    deletes a message file when a worker takes it, so a job that is ``queued`` with no file
-    lost its message with a killed worker.
-    """
-    folder = app.conf.broker_transport_options.get("data_folder_in")
-    if not app.conf.broker_url.startswith("filesystem:") or not folder:
-        return None
+
+def _filesystem_waiting(folder: str, queue: str) -> set[str]:
     ids = set()
-    for path in Path(folder).glob(f"*.{app.conf.task_default_queue}.msg"):
+    for path in Path(folder).glob(f"*.{queue}.msg"):
         try:
-            message = json.loads(path.read_bytes())
-            args = json.loads(base64.b64decode(message["body"]))[0]
-            ids.add(str(args[0]))
+            ids.add(_job_id_of(json.loads(path.read_bytes())))
         except (OSError, ValueError, KeyError, IndexError, TypeError):
             continue  # taken by a worker meanwhile, or not one of our messages
     return ids
+
+
+def _redis_waiting(url: str, queue: str) -> set[str]:
+    """Messages in the queue's lists (one per priority step) and those workers hold
+    unacknowledged (kombu's ``unacked`` hash: running jobs and retries waiting their countdown)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        raw = [m for key in client.scan_iter(match=f"{queue}*", _type="list") for m in client.lrange(key, 0, -1)]
+        raw += [json.loads(entry)[0] for entry in client.hvals("unacked")]
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise ConnectionError(f"Redis is unreachable ({exc})") from exc
+    finally:
+        client.close()
+    ids = set()
+    for message in raw:
+        try:
+            ids.add(_job_id_of(json.loads(message) if isinstance(message, bytes) else message))
+        except (ValueError, KeyError, IndexError, TypeError):
+            continue  # not one of our messages
+    return ids
+
+
+def waiting_job_ids(app: Celery) -> set[str]:
+    """Ids of the jobs a broker message stands for: waiting in the queue, or held by a worker.
+
+    A job that is ``queued`` with no message lost it: a worker of the embedded broker (which
+    deletes a message file when a worker takes it) was killed, or Redis restarted without
+    its append-only file. Raises the broker's errors when it is unreachable.
+    """
+    queue = app.conf.task_default_queue
+    if app.conf.broker_url.startswith("filesystem:"):
+        return _filesystem_waiting(app.conf.broker_transport_options["data_folder_in"], queue)
+    return _redis_waiting(app.conf.broker_url, queue)
 
 
 def publish_job(app: Celery, job_id: str) -> None:

@@ -43,7 +43,7 @@ class JobContext:
 
     ``progress(fraction)`` reports 0..1; ``should_stop()`` is polled between chunks of work
     and, when it returns True, the job calls :meth:`check_cancelled` which raises
-    :class:`JobCancelled`.
+    :class:`JobCancelled`. ``warn(message)`` adds to the job's ``warnings``.
     """
 
     inputs: dict[str, Path]
@@ -52,6 +52,7 @@ class JobContext:
     progress: Callable[[float], None] = lambda fraction: None
     should_stop: Callable[[], bool] = lambda: False
     log: Callable[[str], None] = lambda message: None
+    warn: Callable[[str], None] = lambda message: None
 
     def check_cancelled(self) -> None:
         if self.should_stop():
@@ -65,6 +66,8 @@ class JobKind:
     ``validate(inputs, params)`` reads headers only and raises
     :class:`worker.errors.InputError`; ``run(ctx)`` writes result files into ``ctx.out_dir``
     (through a temporary name and a rename) and returns their paths, sidecar included.
+    ``memory_bytes(inputs, params)``, from headers only, is the most memory the run holds at
+    once; a job above the service's limit is refused before it is queued.
     """
 
     name: str
@@ -74,6 +77,7 @@ class JobKind:
     validate: Callable[[dict[str, Path], BaseModel], None]
     run: Callable[[JobContext], list[Path]]
     result_names: tuple[str, ...] = field(default=())
+    memory_bytes: Callable[[dict[str, Path], BaseModel], int] | None = None
 
 
 def job_kinds() -> dict[str, JobKind]:

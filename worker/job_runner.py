@@ -8,6 +8,7 @@ while its heartbeat is fresh, and, on its own host, while its process exists.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -123,11 +124,14 @@ def claim_job(
         record.runner = me
         record.progress = 0.0
         record.error = None
+        record.warnings = []
         record.started_at = record.started_at or utc_now()
         store.touch_heartbeat(job_id)
         return record
 
     record = store.update(job_id, change)
+    if record is not None and record.status in TERMINAL_STATUSES:  # failed or cancelled here
+        _remove_partial_outputs(store, job_id)
     if record is None or record.status is not JobStatus.running or record.runner != me:
         return None
     return record
@@ -163,6 +167,15 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _remove_partial_outputs(store: JobStore, job_id: str) -> None:
+    for partial in store.job_dir(job_id).glob("outputs.partial-*"):
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def _publish_outputs(store: JobStore, job_id: str, partial: Path, paths: list[Path]) -> list[ResultFile]:
@@ -202,8 +215,7 @@ def run_job(
         return None
     me = record.runner or runner_id()
     # Leftovers of attempts whose runner died; this process owns the job now.
-    for stale in store.job_dir(job_id).glob("outputs.partial-*"):
-        shutil.rmtree(stale, ignore_errors=True)
+    _remove_partial_outputs(store, job_id)
     partial = store.job_dir(job_id) / f"outputs.partial-{record.attempts}"
     partial.mkdir()
     store.append_log(job_id, f"attempt {record.attempts} started on {me}")
@@ -223,6 +235,15 @@ def run_job(
             store.touch_heartbeat(job_id)
             store.set_progress(job_id, fraction)
 
+    def warn(message: str) -> None:
+        store.append_log(job_id, f"warning: {message}")
+
+        def add(rec: JobRecord) -> JobRecord:
+            rec.warnings.append(message)
+            return rec
+
+        _owned_update(store, job_id, me, add)
+
     beating = threading.Thread(target=beat, name=f"heartbeat-{job_id}", daemon=True)
     beating.start()
     try:
@@ -234,6 +255,7 @@ def run_job(
             progress=progress,
             should_stop=lambda: store.cancel_requested(job_id),
             log=lambda message: store.append_log(job_id, message),
+            warn=warn,
         )
         paths = kind.run(ctx)
         results = _publish_outputs(store, job_id, partial, paths)
@@ -263,6 +285,19 @@ def run_job(
         )
         return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.failed, error))
     except Exception as exc:
+        if _disk_full(exc):
+            # The partial outputs go first: they free the room job.json and the log need. A
+            # file the job left open in a frame of the traceback keeps its blocks until closed.
+            traceback.clear_frames(exc.__traceback__)
+            shutil.rmtree(partial, ignore_errors=True)
+            store.append_log(job_id, f"data volume full: {exc}")
+            error = JobError(
+                title="Disk full",
+                detail="the service's data volume ran out of space while this job wrote its "
+                "results; nothing was kept but its inputs. Send the job again later, and tell "
+                "the operator to free space on FIBERTENSOR_DATA_DIR.",
+            )
+            return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.failed, error))
         store.append_log(job_id, "".join(traceback.format_exception(exc)).rstrip())
         if retry_allowed and is_transient(exc):
 
@@ -321,9 +356,11 @@ def reap_orphans(
 
     A broker may redeliver such a job by itself too (Redis after its visibility timeout);
     the claim makes the second delivery a no-op. The embedded broker cannot, so this sweep is
-    what brings its jobs back. ``waiting_ids`` gives the ids whose messages wait in the
-    broker, or None where the broker keeps unacknowledged messages itself (Redis); with it,
-    ``queued`` jobs without a message are republished too. Duplicates are harmless.
+    what brings its jobs back. ``waiting_ids`` gives the ids a broker message stands for
+    (:func:`worker.celery_app.waiting_job_ids`), or None to skip that check; with it, ``queued``
+    jobs whose message was lost (a killed worker of the embedded broker, Redis restarted
+    without its append-only file) are republished too. Duplicates are harmless. A job failed
+    here loses the partial outputs its dead runner left.
     """
     reaped = []
     waiting: set[str] | None = None
@@ -358,6 +395,8 @@ def reap_orphans(
         changed = store.update(job_id, change)
         if changed is None:
             continue
+        if changed.status in TERMINAL_STATUSES:
+            _remove_partial_outputs(store, job_id)
         reaped.append(job_id)
         store.append_log(job_id, f"runner lost; job is now {changed.status.value}")
         if changed.status is JobStatus.queued:

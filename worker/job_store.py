@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 _ID_HEX = 28
+_PARSED_CACHE_SIZE = 100_000
 
 
 class JobStatus(str, Enum):
@@ -86,6 +87,8 @@ class JobRecord(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     inputs: dict[str, str] = Field(default_factory=dict)
     error: JobError | None = None
+    #: things the user should know about a result (e.g. voxels with non-finite input), from this attempt
+    warnings: list[str] = Field(default_factory=list)
     results: list[ResultFile] = Field(default_factory=list)
     attempts: int = 0
     worker_losses: int = 0
@@ -109,6 +112,10 @@ def new_job_id() -> str:
     return f"{int(time.time() * 1000):012x}{secrets.token_hex(8)}"
 
 
+def _version(stat: os.stat_result) -> tuple[int, int, int]:
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
 def _is_job_id(text: str) -> bool:
     return len(text) == _ID_HEX and all(c in "0123456789abcdef" for c in text)
 
@@ -123,6 +130,9 @@ class JobStore:
         self.trash_dir = self.data_dir / "trash"
         for folder in (self.jobs_dir, self.staging_dir, self.trash_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        # Parsed job.json by (inode, mtime, size): a poll of a batch lists every job, and
+        # parsing is most of its cost (bench/load.py).
+        self._parsed: dict[str, tuple[tuple[int, int, int], JobRecord]] = {}
 
     # -- paths ---------------------------------------------------------------------------
     def job_dir(self, job_id: str) -> Path:
@@ -166,11 +176,23 @@ class JobStore:
 
     # -- reading and updating ------------------------------------------------------------
     def read(self, job_id: str) -> JobRecord:
+        """The job's record; shared between readers, so treat it as read-only (change a job
+        with :meth:`update`)."""
+        path = self.job_dir(job_id) / "job.json"
+        cached = self._parsed.get(job_id)
         try:
-            text = (self.job_dir(job_id) / "job.json").read_bytes()
+            # job.json is only ever replaced by a rename: a new inode for every version
+            if cached is not None and cached[0] == _version(os.stat(path)):
+                return cached[1]
+            with open(path, "rb") as handle:
+                version = _version(os.fstat(handle.fileno()))
+                record = JobRecord.model_validate_json(handle.read())
         except FileNotFoundError:
             raise JobNotFound(job_id) from None
-        return JobRecord.model_validate_json(text)
+        if len(self._parsed) >= _PARSED_CACHE_SIZE:
+            self._parsed.clear()
+        self._parsed[job_id] = (version, record)
+        return record
 
     @contextlib.contextmanager
     def _locked(self, job_id: str) -> Iterator[None]:

@@ -44,8 +44,7 @@ def lmax_from_ncoeffs(count: int) -> int:
     if count not in _LMAX_BY_COUNT:
         valid = ", ".join(f"{n} (lmax {l})" for n, l in _LMAX_BY_COUNT.items())
         raise ValueError(
-            f"{count} SH coefficients do not match an even-order SH series; "
-            f"the number of volumes must be one of {valid}"
+            f"{count} SH coefficients are not an even-order SH series, which has one of {valid} coefficients"
         )
     return _LMAX_BY_COUNT[count]
 

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.deps import StoreDep, TenantDep
+from service.deps import KindsDep, StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem
 from service.schemas import JobListOut, JobOut
 from worker.job_store import TERMINAL_STATUSES, JobNotFound, JobRecord, JobStatus, JobStore, utc_now
@@ -15,6 +16,9 @@ from worker.job_store import TERMINAL_STATUSES, JobNotFound, JobRecord, JobStatu
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM_RESPONSES[401]})
+
+
+_LIST_PARAMETERS = frozenset({"status", "label", "limit", "cursor"})
 
 
 def _not_found(job_id: str) -> Problem:
@@ -47,6 +51,13 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     cursor: Annotated[str | None, Query(max_length=64)] = None,
 ) -> JobListOut:
+    unknown = sorted(set(request.query_params) - _LIST_PARAMETERS)
+    if unknown:
+        # a misspelt filter (?staus=failed) would otherwise silently list every job
+        raise Problem(
+            422, f"unknown query parameter(s) {', '.join(map(repr, unknown))}; the parameters are "
+            + ", ".join(sorted(_LIST_PARAMETERS)),
+        )
     records, next_cursor = store.list(
         tenant=tenant, status=status_, label=label, limit=limit, cursor=cursor
     )
@@ -63,10 +74,11 @@ def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -
     return JobOut.from_record(_own_job(store, job_id, tenant), request)
 
 
+@router.head("/{job_id}/results/{name}", include_in_schema=False)
 @router.get(
     "/{job_id}/results/{name}",
     response_class=FileResponse,
-    summary="Download a result file",
+    summary="Download a result file (HEAD gives its size and ETag only)",
     responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404]},
 )
 def download_result(job_id: str, name: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
@@ -83,6 +95,20 @@ def download_result(job_id: str, name: str, request: Request, store: StoreDep, t
         media_type="application/octet-stream",
         filename=name,
         headers={"ETag": etag},
+    )
+
+
+@router.post("/{kind}", include_in_schema=False)
+def unknown_kind(kind: str, request: Request, kinds: KindsDep) -> Response:
+    """Submit routes exist for the registered kinds only; this answers the rest (which would
+    otherwise be 405, as ``/v1/jobs/{job_id}`` takes GET and DELETE). A path that is a route
+    of its own (``/v1/jobs/results.zip``) is 405, naming its methods."""
+    if request.url.path in request.app.openapi().get("paths", {}):
+        raise StarletteHTTPException(status.HTTP_405_METHOD_NOT_ALLOWED)
+    raise Problem(
+        404, f"there is no job kind {kind!r}; submit to one of: "
+        + ", ".join(f"POST /v1/jobs/{name}" for name in kinds),
+        title="Unknown job kind",
     )
 
 

@@ -32,10 +32,7 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
         with store.staging() as (job_id, folder):
             upload = await receive_upload(request, kind, folder / "inputs", settings.max_upload_bytes)
             params, label = parse_fields(kind, upload.fields)
-            await run_in_threadpool(
-                check_inputs, kind, upload.files, params,
-                max_input_bytes=settings.max_input_bytes, max_voxels=settings.max_voxels,
-            )
+            await run_in_threadpool(check_inputs, kind, upload.files, params, settings.input_limits)
             record = JobRecord(
                 id=job_id,
                 kind=kind.name,
@@ -83,7 +80,7 @@ def build_submit_router(kinds: Mapping[str, JobKind]) -> APIRouter:
                 "checked from their headers before the job is queued; a rejected upload "
                 "leaves nothing behind. Answers 202 with the job and a `Location` header."
             ),
-            responses={k: PROBLEM_RESPONSES[k] for k in (401, 413, 415, 422, 503)},
+            responses={k: PROBLEM_RESPONSES[k] for k in (400, 401, 413, 415, 422, 503, 507)},
             openapi_extra=upload_form_schema(kind),
         )
     return router

@@ -90,7 +90,7 @@ def test_batch_equals_one_peaks_run_per_input_and_failures_fail_alone(cohort, on
     failures = captured.err.splitlines()
     assert failures[0] == "fibertensor: 2 of 5 inputs failed:"
     assert "sub-02a_cut.nii.gz" in failures[1] and "truncated" in failures[1]
-    assert "sub-02b_tenvolumes.nii.gz" in failures[2] and "must be one of 6 (lmax 2)" in failures[2]
+    assert "sub-02b_tenvolumes.nii.gz" in failures[2] and "has one of 6 (lmax 2)" in failures[2]
 
 
 def test_worker_processes_share_one_queue(cohort, one_at_a_time, tmp_path):

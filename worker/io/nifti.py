@@ -10,8 +10,10 @@ both (docs/benchmarks.md); the files are ordinary gzip.
 
 from __future__ import annotations
 
+import gzip
 import math
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -24,9 +26,20 @@ from nibabel.volumeutils import apply_read_scaling
 from worker.io.atomic import atomic_path
 from worker.errors import InputError
 
-__all__ = ["NiftiInfo", "read_nifti_header", "load_nifti_data", "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES"]
+__all__ = [
+    "NiftiInfo", "read_nifti_header", "check_nifti_limits", "check_nifti_complete", "load_memory_bytes", "load_nifti_data",
+    "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
+]
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
+# Compressed bytes read per call, and the most inflated bytes one call returns: pieces that
+# stay in cache on their way into the array, and a bound on what a gzip bomb can inflate.
+_INPUT_CHUNK = 1 << 18
+_PIECE = 1 << 20
+# Bytes a .nii.gz may inflate to past the end of its data (padding) before it is refused.
+_TRAILING_SLACK = 1 << 20
+# Blocks compressed independently (in parallel) when a .nii.gz is written.
+_GZIP_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,9 @@ class NiftiInfo:
     dtype: np.dtype
     affine: np.ndarray
     zooms: tuple[float, ...]
+    #: byte offset of the data in the (inflated) file, and whether slope/intercept apply
+    offset: int
+    scaled: bool
 
     @property
     def n_voxels(self) -> int:
@@ -58,6 +74,9 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
         dtype = np.dtype(header.get_data_dtype())
         affine = np.asarray(image.affine, np.float64)
         zooms = tuple(float(z) for z in header.get_zooms())
+        # the header object nibabel hands back has vox_offset and scaling reset; the proxy keeps them
+        offset = int(image.dataobj.offset)
+        scaled = (float(image.dataobj.slope), float(image.dataobj.inter)) != (1.0, 0.0)
     except Exception as exc:  # nibabel raises many types for corrupt or foreign files
         raise InputError(
             "Unreadable NIfTI file",
@@ -66,6 +85,7 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
         ) from None
     if not isinstance(image, (nib.Nifti1Image, nib.Nifti2Image)):
         raise InputError("Not a NIfTI file", f"the {role} file {path.name!r} is {type(image).__name__}, not NIfTI")
+    _check_dims(shape, f"the {role} file {path.name!r}")
     if dtype.kind not in "fiu" or dtype.fields is not None:
         raise InputError(
             "Unsupported data type",
@@ -74,17 +94,104 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
         )
     if not np.isfinite(affine).all():
         raise InputError("Invalid affine", f"the {role} file {path.name!r} has a non-finite affine; fix its header")
-    return NiftiInfo(path, shape, dtype, affine, zooms)
+    return NiftiInfo(path, shape, dtype, affine, zooms, offset, scaled)
 
 
-# Compressed bytes read per call, and the most inflated bytes one call returns: pieces that
-# stay in cache on their way into the array, and a bound on what a gzip bomb can inflate.
-_INPUT_CHUNK = 1 << 18
-_PIECE = 1 << 20
-# Bytes a .nii.gz may inflate to past the end of its data (padding) before it is refused.
-_TRAILING_SLACK = 1 << 20
-# Blocks compressed independently (in parallel) when a .nii.gz is written.
-_GZIP_BLOCK = 1 << 20
+def check_nifti_limits(path: Path, role: str, *, max_input_bytes: int, max_voxels: int) -> int:
+    """Refuse a NIfTI file whose header exceeds the limits; returns the bytes its header
+    says the (inflated) file holds, for :func:`check_nifti_complete`. Reads the header only.
+
+    ``role`` names the file in messages (an upload's field name, "FOD"). Raises
+    :class:`InputError` titled "Not gzip-compressed", "Not a NIfTI file", "Invalid dimensions",
+    "Too many voxels" or "Input too large".
+    """
+    path = Path(path)
+    compressed = path.name.endswith(".gz")
+    if compressed:
+        with open(path, "rb") as handle:
+            if handle.read(2) != b"\x1f\x8b":
+                raise InputError("Not gzip-compressed", f"{role}: the file ends in .gz but is not gzip data; "
+                                 "rename it to .nii if it is uncompressed, or compress it with gzip")
+    try:
+        image = nib.load(path)
+        shape = tuple(int(n) for n in image.shape)
+        itemsize = np.dtype(image.header.get_data_dtype()).itemsize
+        # the header object nibabel hands back has vox_offset reset; the proxy keeps it
+        offset = int(getattr(image.dataobj, "offset", 0))
+    except Exception as exc:  # nibabel raises many types for corrupt or foreign files
+        raise InputError(
+            "Not a NIfTI file",
+            f"{role}: the file is not a readable NIfTI-1/2 image ({exc}); upload a .nii or "
+            ".nii.gz file (convert with mrconvert or nibabel)",
+        ) from None
+    _check_dims(shape, f"{role}: the file")
+    voxels = math.prod(shape[:3]) if shape else 0
+    if voxels > max_voxels:
+        raise InputError(
+            "Too many voxels",
+            f"{role}: the image grid {'×'.join(map(str, shape[:3]))} has {voxels} voxels, more "
+            f"than this server's limit of {max_voxels} (FIBERTENSOR_MAX_VOXELS); crop it",
+        )
+    data_bytes = math.prod(shape) * itemsize
+    if data_bytes > max_input_bytes:
+        raise InputError(
+            "Input too large",
+            f"{role}: the header declares {data_bytes} bytes of image data "
+            f"({'×'.join(map(str, shape))} × {itemsize} bytes), more than this server's limit "
+            f"of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES); crop the volume",
+        )
+    return offset + data_bytes
+
+
+def _check_dims(shape: tuple[int, ...], what: str) -> None:
+    # a damaged NIfTI-2 header can hold negative 64-bit dims, which nibabel passes through
+    if any(n < 0 for n in shape):
+        raise InputError(
+            "Invalid dimensions",
+            f"{what} declares the image size {'×'.join(map(str, shape))}, with a negative "
+            "dimension; the header is damaged, write the file again",
+        )
+
+
+def check_nifti_complete(path: Path, role: str, expected: int) -> None:
+    """Refuse a NIfTI file holding fewer than ``expected`` bytes (its header's offset and
+    data), or, compressed, inflating to more than that plus padding; a .nii.gz is inflated
+    once, a chunk at a time. Raises :class:`InputError` titled "Truncated file",
+    "Truncated or damaged file" or "Input larger than its header"."""
+    path = Path(path)
+    if path.name.endswith(".gz"):
+        inflated = _gunzip_size(path, limit=expected + _TRAILING_SLACK, role=role)
+    else:
+        inflated = path.stat().st_size
+    if inflated < expected:
+        offset = int(getattr(nib.load(path).dataobj, "offset", 0))
+        raise InputError(
+            "Truncated file",
+            f"{role}: the header declares {expected - offset} bytes of image data but the file "
+            f"holds only {max(0, inflated - offset)}; the upload or the file is incomplete, send it again",
+        )
+
+
+def _gunzip_size(path: Path, *, limit: int, role: str) -> int:
+    """Inflate a gzip file once, in chunks, counting bytes; stop past ``limit``."""
+    total = 0
+    try:
+        with gzip.open(path, "rb") as stream:
+            while chunk := stream.read(_PIECE):
+                total += len(chunk)
+                if total > limit:
+                    raise InputError(
+                        "Input larger than its header",
+                        f"{role}: the compressed data inflates to more than its header declares; "
+                        "the file is damaged, write it again",
+                    )
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        raise InputError(
+            "Truncated or damaged file",
+            f"{role}: the gzip stream is incomplete or corrupt ({exc}); the upload or the file "
+            "was cut short, send it again",
+        ) from None
+    return total
 
 
 class _GzipInflater:
@@ -198,6 +305,21 @@ def _scaled(stored: np.ndarray, header: nib.Nifti1Header, dtype: np.dtype) -> np
     return scaled.astype(np.promote_types(scaled.dtype, dtype), copy=False).astype(dtype, copy=False)
 
 
+def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
+    """Most bytes :func:`load_nifti_data` holds at once for a checked file: the stored values
+    (inflated into their array), while slope and intercept are applied the scaled copy and a
+    float64 intermediate, the float32 array unless the stored values are native float32,
+    another ``dtype``'s copy; plus the inflater's input chunk, its piece and the scratch
+    piece of the trailing-data check."""
+    values = math.prod(info.shape)
+    native_float32 = info.dtype == np.dtype(np.float32) and not info.scaled
+    scaling = 2 * values * 8 if info.scaled else 0
+    converted = 0 if native_float32 else values * 4
+    if np.dtype(dtype) != np.float32:
+        converted += values * np.dtype(dtype).itemsize
+    return values * info.dtype.itemsize + scaling + converted + 2 * _PIECE + _INPUT_CHUNK
+
+
 def load_nifti_data(info: NiftiInfo, dtype=np.float32) -> np.ndarray:
     """The data array of a checked file, shape ``info.shape``, x fastest (Fortran order).
 
@@ -220,6 +342,12 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32) -> np.ndarray:
         if dtype is None:
             return stored.astype(stored.dtype.newbyteorder("="), copy=False)
         return _scaled(stored, header, np.dtype(np.float32)).astype(dtype, copy=False)
+    except MemoryError:
+        raise InputError(
+            "Out of memory",
+            f"reading {info.path.name!r} needs about {load_memory_bytes(info, dtype or info.dtype)} bytes of memory, "
+            "more than this machine has free; crop or mask the volume, or split it into slabs",
+        ) from None
     except Exception as exc:
         raise InputError(
             "Unreadable NIfTI data",

@@ -37,11 +37,11 @@ def test_schemas_and_registry_import_no_engine():
 
 
 def test_kernel_limits_are_declared_once():
-    from gpu.peaks import sshopm_generated
+    from gpu.peaks import sshopm_generated_cuda
     from gpu.peaks.search import PeaksOptions
 
     # the generated kernels size their per-start shared arrays with the same number
-    assert sshopm_generated.MAX_STARTS == MAX_STARTS
+    assert sshopm_generated_cuda.MAX_STARTS == MAX_STARTS
     properties = PeaksParams.model_json_schema()["properties"]
     assert (properties["starts"]["maximum"], properties["npeaks"]["maximum"]) == (MAX_STARTS, MAX_NPEAKS)
     with pytest.raises(ValueError, match=f"between 1 and {MAX_STARTS}"):

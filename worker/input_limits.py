@@ -1,0 +1,108 @@
+"""The limits every job input passes before the job is queued, the same for the API and the CLI.
+
+Sizes come from headers alone: the voxels and bytes each input declares, and the working
+memory the job would need (its kind's estimate), so a small file that promises a huge volume
+is refused before anything is inflated or allocated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from worker.errors import InputError
+from worker.io.nifti import (
+    NIFTI_SUFFIXES, check_nifti_complete, check_nifti_limits, load_memory_bytes, read_nifti_header,
+)
+from worker.io.images import check_image_limits
+from worker.job_kinds import JobKind
+
+__all__ = ["InputLimits", "InputTooLarge", "check_job_inputs", "job_memory_bytes"]
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """Largest decompressed input (bytes), spatial grid (voxels) and job working memory (bytes)."""
+
+    max_input_bytes: int
+    max_voxels: int
+    max_job_memory_bytes: int
+
+
+class InputTooLarge(InputError):
+    """An input is well formed but the job would need more memory than allowed (HTTP 413)."""
+
+
+def _check_npy(slot: str, path: Path, max_input_bytes: int) -> None:
+    try:
+        with open(path, "rb") as handle:
+            major, _ = np.lib.format.read_magic(handle)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read_header(handle)
+            offset = handle.tell()
+    except Exception as exc:
+        raise InputError("Not a .npy file", f"{slot}: not a readable NumPy .npy file ({exc}); "
+                         "save it with numpy.save") from None
+    data_bytes = math.prod(shape) * np.dtype(dtype).itemsize
+    if data_bytes > max_input_bytes:
+        raise InputError("Input too large", f"{slot}: the array holds {data_bytes} bytes, more "
+                         f"than this server's limit of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES)")
+    if path.stat().st_size < offset + data_bytes:
+        raise InputError("Truncated file", f"{slot}: the .npy header declares {data_bytes} bytes "
+                         "of data but the file is shorter; send it again")
+
+
+def job_memory_bytes(kind: JobKind, files: Mapping[str, Path], params: BaseModel) -> int:
+    """Bytes of memory the job needs at its peak, from headers: the kind's own estimate, or,
+    for a kind without one, what loading its NIfTI inputs as float32 takes."""
+    if kind.memory_bytes is not None:
+        return kind.memory_bytes(dict(files), params)
+    return sum(
+        load_memory_bytes(read_nifti_header(path, slot))
+        for slot, path in files.items()
+        if path.name.endswith(NIFTI_SUFFIXES)
+    )
+
+
+def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits) -> None:
+    """Every check before a job is queued, cheapest first: each file's header against the
+    size limits, the kind's header validation, the job's working memory, then one bounded
+    pass over each NIfTI's data to prove it whole. Raises :class:`InputError`, or
+    :class:`InputTooLarge` for the memory limit."""
+    expected: dict[str, int] = {}
+    for slot, path in files.items():
+        if path.stat().st_size == 0:
+            raise InputError("Empty file", f"{slot}: the file is empty")
+        if path.name.endswith(NIFTI_SUFFIXES):
+            expected[slot] = check_nifti_limits(
+                path, slot, max_input_bytes=limits.max_input_bytes, max_voxels=limits.max_voxels
+            )
+        elif path.name.endswith((".mif", ".mif.gz")):
+            # header limits, and one bounded pass proving the data whole (worker.io.images)
+            check_image_limits(path, slot, max_input_bytes=limits.max_input_bytes, max_voxels=limits.max_voxels)
+        elif path.name.endswith(".npy"):
+            _check_npy(slot, path, limits.max_input_bytes)
+    kind.validate(dict(files), params)
+    _check_memory(kind, files, params, limits.max_job_memory_bytes)
+    for slot, size in expected.items():
+        check_nifti_complete(files[slot], slot, size)
+
+
+def _check_memory(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limit: int) -> None:
+    needed = job_memory_bytes(kind, files, params)
+    if needed > limit:
+        raise InputTooLarge(
+            "Job too large for memory",
+            f"this {kind.name} job needs about {needed / 2**30:.1f} GiB of memory "
+            f"({needed} bytes), more than this server's limit of "
+            f"{limit / 2**30:.1f} GiB (FIBERTENSOR_MAX_JOB_MEMORY_BYTES); crop the volume "
+            "(e.g. to the brain mask's bounding box: mrgrid … crop -mask), split it into slabs, "
+            "or ask the operator to raise the limit",
+        )
