@@ -1,18 +1,18 @@
-"""Reading, listing, downloading and cancelling or deleting jobs."""
+"""Reading, listing, downloading and cancelling or deleting jobs, and reading their logs."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 
 from service.deps import StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem
 from service.schemas import JobListOut, JobOut
 from worker.job_store import TERMINAL_STATUSES, JobNotFound, JobRecord, JobStatus, JobStore, utc_now
 
-__all__ = ["router"]
+__all__ = ["router", "own_job"]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM_RESPONSES[401]})
 
@@ -21,7 +21,7 @@ def _not_found(job_id: str) -> Problem:
     return Problem(404, f"no job {job_id!r} here; list your jobs with GET /v1/jobs")
 
 
-def _own_job(store: JobStore, job_id: str, tenant: str) -> JobRecord:
+def own_job(store: JobStore, job_id: str, tenant: str) -> JobRecord:
     """The job, if it exists and belongs to ``tenant``; others' jobs are 404, as if absent."""
     try:
         record = store.read(job_id)
@@ -60,7 +60,7 @@ def list_jobs(
     responses={404: PROBLEM_RESPONSES[404]},
 )
 def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -> JobOut:
-    return JobOut.from_record(_own_job(store, job_id, tenant), request)
+    return JobOut.from_record(own_job(store, job_id, tenant), request)
 
 
 @router.get(
@@ -70,7 +70,7 @@ def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -
     responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404]},
 )
 def download_result(job_id: str, name: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
-    record = _own_job(store, job_id, tenant)
+    record = own_job(store, job_id, tenant)
     result = next((r for r in record.results if r.name == name), None)
     if result is None:
         names = ", ".join(r.name for r in record.results) or "none yet"
@@ -98,7 +98,7 @@ def download_result(job_id: str, name: str, request: Request, store: StoreDep, t
     },
 )
 def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
-    _own_job(store, job_id, tenant)
+    own_job(store, job_id, tenant)
 
     def cancel(record: JobRecord) -> JobRecord | None:
         if record.status in TERMINAL_STATUSES:
@@ -119,3 +119,27 @@ def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep
         raise _not_found(job_id) from None
     code = status.HTTP_200_OK if record.status is JobStatus.cancelled else status.HTTP_202_ACCEPTED
     return JSONResponse(JobOut.from_record(record, request).model_dump(mode="json"), status_code=code)
+
+
+@router.get(
+    "/{job_id}/log",
+    response_class=PlainTextResponse,
+    summary="A job's log: what it reported while it ran",
+    description="One line per event, each starting with its UTC time: attempts started, the "
+    "job's own messages, the error of a refused input and, for a fault of the service, a "
+    "one-line summary with the error id the operator finds the details by. Poll it while "
+    "the job runs.",
+    responses={
+        200: {"content": {"text/plain": {"example": "2026-01-05T09:30:01.123456Z attempt 1 started on "
+                                         "gpu-1:412\n"}}},
+        404: PROBLEM_RESPONSES[404],
+    },
+)
+def job_log(job_id: str, store: StoreDep, tenant: TenantDep) -> PlainTextResponse:
+    own_job(store, job_id, tenant)
+    try:
+        text = store.log_path(job_id).read_bytes()
+    except FileNotFoundError:  # not started yet, or deleted meanwhile
+        text = b""
+    # whole lines only: the runner may be appending one right now
+    return PlainTextResponse(text[: text.rfind(b"\n") + 1], headers={"Cache-Control": "no-store"})
