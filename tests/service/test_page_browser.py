@@ -111,6 +111,7 @@ DRAW = threading.Event()  # the picture job runs half way, then waits for the te
 
 def _draw(ctx: JobContext) -> list[Path]:
     ctx.progress(0.5)
+    ctx.log("half drawn")
     DRAW.wait(60)
     path = ctx.out_dir / "qc.png"
     path.write_bytes(_png(*PICTURE_SIZE))
@@ -268,6 +269,12 @@ def browser(tmp_path, shots):
     driver.quit()
 
 
+def _served_log(base: str, job_id: str, headers: dict[str, str], page: Page) -> str | None:
+    """The job's log from the API when the page shows exactly it, else None."""
+    log = httpx.get(f"{base}/v1/jobs/{job_id}/log", headers=headers).text
+    return log if log and page.text("job-log") == log else None
+
+
 def _finished(page: Page) -> str:
     page.wait(lambda: any(s in (page.text("job-facts") or "") for s in ("succeeded", "failed", "cancelled")),
               JOB_SECONDS, "the job to finish on its page")
@@ -304,6 +311,9 @@ def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
     # the page shows values as JSON does (0.0 as 0)
     assert params == {k: v if isinstance(v, str) else json.dumps(int(v) if isinstance(v, float) and v.is_integer() else v)
                       for k, v in job["params"].items()}
+    # the job's log, as the API serves it (its last line is written just after the status)
+    log = page.wait(lambda: _served_log(server, job_id, {}, page), 10, "the log as the API serves it")
+    assert log.splitlines()[-1].endswith(f"succeeded with {len(job['results'])} result files")
     # images among the results load (peaks writes none yet; a QC picture would show here)
     for image in page.all("#images img"):
         page.wait(lambda: page.js("return arguments[0].complete && arguments[0].naturalWidth", image), 10, "an image")
@@ -417,6 +427,7 @@ def test_api_keys_a_wrong_key_is_refused_and_tenants_see_only_their_jobs(keyed_s
     expected = httpx.get(f"{keyed_server}/v1/jobs/{a_job}", headers={"X-API-Key": KEY_B}).json()["detail"]
     page.wait(lambda: page.text("err-job") == expected, 10, "lab B refused lab A's job")
     assert "lab-a-batch" not in page.driver.page_source and page.text("job-facts") == ""
+    assert page.text("job-log") == "" and not page.visible("job-log")
     assert page.console_errors(allowed_statuses=(401, 404)) == []
 
 
@@ -472,12 +483,16 @@ def test_live_progress_pictures_inline_cancel_delete_and_paging(picture_server, 
     try:
         # live, without reloading: the page polls the API
         page.wait(lambda: "running" in page.text("job-facts") and page.text("job-progress-text") == "50 %", 10, "running at 50 %")
+        # the log too: the job's own message appears while it runs
+        log = page.wait(lambda: "half drawn" in page.text("job-log") and _served_log(base, job_id, {}, page), 10, "the live log")
+        assert [line.split(" ", 1)[1] for line in log.splitlines()][1:] == ["half drawn"]
         page.shot("job-running")
     finally:
         DRAW.set()
         runner.join(30)
     page.wait(lambda: "succeeded" in page.text("job-facts"), 10, "succeeded")
     assert not page.visible("cancel-job") and page.visible("delete-job")
+    page.wait(lambda: page.text("job-log").endswith("succeeded with 1 result files\n"), 10, "the log's last line")
     page.wait(lambda: page.all("#images img"), 10, "the picture")
     image = page.all("#images img")[0]
     size = page.wait(lambda: page.js("const i = arguments[0]; return i.complete && i.naturalWidth && [i.naturalWidth, i.naturalHeight]", image),
@@ -600,5 +615,7 @@ def test_every_kind_gets_a_form_from_the_openapi_document(which, request, browse
                 assert page.texts(f"#f-{name} option") == prop["enum"], (kind, name)
             if "maximum" in prop:
                 assert float(page.by_id(f"f-{name}").get_attribute("max")) == prop["maximum"], (kind, name)
-            assert prop.get("description", "").split(" (")[0] in page.text(f"help-{name}"), (kind, name)
+            if prop.get("format") == "binary":
+                assert page.by_id(f"f-{name}").get_attribute("accept") == ",".join(prop["x-suffixes"]), (kind, name)
+            assert prop.get("description", "") in page.text(f"help-{name}"), (kind, name)
     assert page.console_errors() == []
