@@ -453,6 +453,14 @@ def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(serv
     page.by_id("filter-label").send_keys("keyboard", Keys.ENTER)
     page.wait(lambda: page.visible("batch-zip"), 10, "the batch download link")
     page.wait(lambda: page.texts("#job-rows td[data-label=Label]") == ["keyboard"], 10, "the filtered list")
+    # the job page's log scrolls from the keyboard too: it takes focus
+    page.open(f"/jobs/{job_id}")
+    page.wait(lambda: page.visible("job-log"), JOB_SECONDS, "the job's log")
+    reached = []
+    for _ in range(30):
+        ActionChains(page.driver).send_keys(Keys.TAB).perform()
+        reached.append(page.js("return document.activeElement.id"))
+    assert "job-log" in reached, reached
 
     # 200 % zoom of a 1280x800 window: 640x400 CSS pixels, each 2 device pixels wide
     for name, width, height, zoom in (("desktop-1280", 1280, 800, 1), ("zoom-200", 640, 400, 2), ("phone-375", 375, 800, 1)):

@@ -621,13 +621,16 @@
     }
   }
 
-  // The job's log, kept scrolled to its end unless the reader scrolled up.
+  // The job's log, kept scrolled to its end unless the reader scrolled up. New lines are
+  // appended, so a screen reader announces just those (the element is a live "log").
   async function showLog(jobId) {
     const text = await (await send("GET", `/v1/jobs/${encodeURIComponent(jobId)}/log`)).text();
     const log = $("job-log");
-    if (text === log.textContent) return;
+    const shown = log.textContent;
+    if (text === shown) return;
     const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-    log.textContent = text;
+    if (shown && text.startsWith(shown)) log.append(text.slice(shown.length));
+    else log.textContent = text;
     log.hidden = !text;
     $("no-log").hidden = Boolean(text);
     if (atEnd) log.scrollTop = log.scrollHeight;
