@@ -4,8 +4,74 @@ The CUDA kernels are tested with numba's CUDA simulator, which must be switched 
 numba is first imported; it changes only ``numba.cuda``, so the CPU backends still compile
 with ``@njit``. ``gpu.cuda_runtime.cuda_available()`` reports False under the simulator, so
 ``--backend auto`` picks the CPU in tests.
+
+Compiled ``@njit(cache=True)`` functions go to one on-disk cache, ``.numba-cache/`` in the
+checkout, which xdist workers, the worker processes the integration tests start and later
+runs all load instead of compiling again (seconds per SS-HOPM order).
+
+Tests marked ``slow`` (full variant sweeps of the simulator tests, which a representative
+test of each kernel shape covers in the default run) are left out unless ``-m`` selects
+them or ``FIBERTENSOR_REQUIRE_ALL_TESTS`` is set.
+
+Tests marked ``requires_redis``, ``requires_mrtrix`` or ``requires_chromium`` need a system
+package: without it they skip, saying what to install. ``FIBERTENSOR_REQUIRE_ALL_TESTS=1``
+(``.ci/run`` sets it) turns those skips into failures, so CI cannot pass without its peers.
 """
 
 import os
+import shutil
+from pathlib import Path
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba-cache"))
+
+import pytest  # noqa: E402
+
+from tests.integration.processes import start_redis, stop  # noqa: E402
+
+REQUIRE_ALL_TESTS = os.environ.get("FIBERTENSOR_REQUIRE_ALL_TESTS", "") not in ("", "0")
+
+# marker: (commands it needs on PATH, how to install them)
+SYSTEM_PACKAGES = {
+    "requires_redis": (("redis-server",), "apt-get install redis-server"),
+    "requires_mrtrix": (("sh2peaks", "sh2amp", "mrconvert", "mrinfo"), "apt-get install mrtrix3"),
+    "requires_chromium": (("chromium", "chromedriver"), "apt-get install chromium chromium-driver"),
+}
+
+
+def require_system_package(marker: str) -> None:
+    """Skip the running test (fail it under FIBERTENSOR_REQUIRE_ALL_TESTS) when a command
+    that ``marker`` stands for is not on PATH."""
+    commands, install = SYSTEM_PACKAGES[marker]
+    missing = [command for command in commands if shutil.which(command) is None]
+    if not missing:
+        return
+    message = f"{', '.join(missing)} not found on PATH: install it with `{install}`"
+    if REQUIRE_ALL_TESTS:
+        pytest.fail(f"{message} (FIBERTENSOR_REQUIRE_ALL_TESTS is set: every test must run)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in SYSTEM_PACKAGES:
+        if item.get_closest_marker(marker) is not None:
+            require_system_package(marker)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if REQUIRE_ALL_TESTS or config.option.markexpr:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    """A private redis-server for the module (per xdist worker): its ``redis://`` URL."""
+    require_system_package("requires_redis")
+    proc, url = start_redis(tmp_path_factory.mktemp("redis"))
+    yield url
+    stop(proc)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -12,8 +11,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 __all__ = ["free_port", "start_redis", "start_worker", "start_serve", "stop", "wait_for", "REPO"]
 
@@ -36,29 +33,35 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, interva
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
-    """A private redis-server; CI installs it, so a missing binary fails the test."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed (apt-get install redis-server); CI installs it")
-    port = free_port()
+def start_redis(folder: Path, attempts: int = 3) -> tuple[subprocess.Popen, str]:
+    """A private redis-server on a free port (tests/conftest.py checks it is installed).
+
+    Another process can take the port between :func:`free_port` and redis binding it
+    (xdist workers start servers at the same time): then this one exits and it tries a new
+    port; the server that answers must report this process's id, not another test's.
+    """
     folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    for _ in range(attempts):
+        port = free_port()
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
 
-    def answers() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
+        def answers() -> str:
+            if proc.poll() is not None:
+                return "exited"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                    sock.sendall(b"INFO server\r\n")
+                    return "ready" if f"process_id:{proc.pid}\r\n".encode() in sock.recv(65536) else ""
+            except OSError:
+                return ""
 
-    wait_for(answers, 15, "redis-server to answer")
-    return proc, f"redis://127.0.0.1:{port}/0"
+        if wait_for(answers, 15, "redis-server to answer") == "ready":
+            return proc, f"redis://127.0.0.1:{port}/0"
+    raise AssertionError(f"redis-server exited at start {attempts} times (ports taken?)")
 
 
 def service_env(data_dir: Path, broker_url: str = "", **settings: object) -> dict[str, str]:

@@ -26,8 +26,6 @@ from tests.integration.processes import (
 )
 from worker.sample import write_sample
 
-pytestmark = pytest.mark.slow
-
 _OUTPUTS = ("peaks", "amplitudes", "count")
 
 
@@ -54,6 +52,7 @@ def _assert_same_peaks(phantom: dict[str, Path], folder: Path) -> None:
     assert count.sum() > 0  # the phantom has fibers; the comparison is not of empty volumes
 
 
+@pytest.mark.requires_redis
 def test_peaks_through_redis_and_a_celery_worker(phantom, redis_url, tmp_path):
     data_dir = tmp_path / "data"
     settings = Settings(data_dir=data_dir, broker_url=redis_url, queue="peaks-e2e")

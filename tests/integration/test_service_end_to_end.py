@@ -20,8 +20,6 @@ from tests.integration.processes import free_port, service_env, start_worker, st
 from tests.service.toy_kind import register_toy_kind, write_volume
 from worker.job_kinds import job_kinds
 
-pytestmark = pytest.mark.slow
-
 
 def _client_main(argv: list[str]) -> int:
     """The ``submit`` and ``jobs`` commands as ``fibertensor`` runs them."""
@@ -31,25 +29,29 @@ def _client_main(argv: list[str]) -> int:
     return args.func(args)
 
 
-@pytest.fixture(params=["embedded", "redis"])
-def live_service(request, tmp_path, monkeypatch):
-    monkeypatch.setattr(job_kinds_module, "_FAMILY_MODULES", register_toy_kind(job_kinds_module))
+@pytest.fixture(scope="module", params=["embedded", pytest.param("redis", marks=pytest.mark.requires_redis)])
+def live_service(request, tmp_path_factory):
+    """API server and worker for each broker, shared by the module's tests (their jobs carry
+    their own labels): starting and stopping them is most of each test's time."""
     url = request.getfixturevalue("redis_url") if request.param == "redis" else ""
-    data_dir = tmp_path / "data"
-    settings = Settings(data_dir=data_dir, broker_url=url, queue=f"q-{tmp_path.name}")
-    worker = start_worker(service_env(data_dir, url, queue=settings.queue), tmp_path / "worker.log", "e2e@test")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds=job_kinds()), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
-        yield base
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        stop(worker)
+    folder = tmp_path_factory.mktemp(f"service-{request.param}")
+    data_dir = folder / "data"
+    settings = Settings(data_dir=data_dir, broker_url=url, queue=f"q-{request.param}")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(job_kinds_module, "_FAMILY_MODULES", register_toy_kind(job_kinds_module))
+        worker = start_worker(service_env(data_dir, url, queue=settings.queue), folder / "worker.log", "e2e@test")
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds=job_kinds()), port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
+            yield base
+        finally:
+            server.should_exit = True
+            thread.join(10)
+            stop(worker)
 
 
 def test_batch_from_a_folder_runs_and_downloads(live_service, tmp_path, capsys):

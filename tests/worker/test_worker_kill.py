@@ -13,24 +13,15 @@ import pytest
 
 from service.app import celery_app_for
 from service.settings import Settings
-from tests.integration.processes import service_env, start_redis, start_worker, stop, wait_for
+from tests.integration.processes import service_env, start_worker, stop, wait_for
 from tests.service.toy_kind import write_volume
 from worker.celery_app import publish_job
 from worker.job_runner import reap_orphans
 from worker.job_store import TERMINAL_STATUSES, JobRecord, JobStatus, JobStore, utc_now
 
-pytestmark = pytest.mark.slow
-
 # Short liveness settings so a death is noticed in seconds; limits nest as Settings demands.
 LIVENESS = dict(heartbeat_interval=0.2, heartbeat_timeout=2.0, job_soft_time_limit=40,
                 job_time_limit=50, visibility_timeout=60)
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory):
-    proc, url = start_redis(tmp_path_factory.mktemp("redis"))
-    yield url
-    stop(proc)
 
 
 def _job(store: JobStore, data: np.ndarray) -> str:
@@ -44,7 +35,7 @@ def _job(store: JobStore, data: np.ndarray) -> str:
 
 
 @pytest.mark.parametrize("victim", ["worker", "pool-process"])
-@pytest.mark.parametrize("broker", ["embedded", "redis"])
+@pytest.mark.parametrize("broker", ["embedded", pytest.param("redis", marks=pytest.mark.requires_redis)])
 def test_job_survives_a_killed_worker(broker, victim, tmp_path, request):
     url = request.getfixturevalue("redis_url") if broker == "redis" else ""
     data_dir = tmp_path / "data"

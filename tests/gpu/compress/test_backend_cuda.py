@@ -1,4 +1,8 @@
-"""The numba.cuda TTMc kernels under the CUDA simulator equal the CPU backend (tiny shapes)."""
+"""The numba.cuda TTMc kernels under the CUDA simulator equal the CPU backend (tiny shapes).
+
+The simulator runs every thread as a Python thread, so the default run takes one case of
+each kernel and launch shape; the other dtypes, modes and orders are the ``slow`` sweep.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ def reference(x, mats):
     return y
 
 
-@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 3, 2, 4), (2, 2, 3, 2, 2)])
+@pytest.mark.parametrize("shape", [(3, 4, 5), pytest.param((2, 3, 2, 4), marks=pytest.mark.slow), pytest.param((2, 2, 3, 2, 2), marks=pytest.mark.slow)])
 def test_stats_kernel_equals_cpu(ops, shape):
     cpu, gpu = ops
     rng = np.random.default_rng(1)
@@ -40,15 +44,20 @@ def test_stats_kernel_equals_cpu(ops, shape):
     assert sg == pytest.approx(sc, rel=1e-13) and bc == bg == 1
 
 
-def test_stats_kernel_column_chunks(ops, monkeypatch):
+@pytest.mark.parametrize("block", [64, pytest.param(256, marks=pytest.mark.slow)])
+def test_stats_kernel_column_chunks(ops, monkeypatch, block):
     """More columns than one block's shared buffer: the column-chunk grid dimension.
 
-    The simulator reads the module constant at run time, so a chunk of 8 columns is real here.
+    The simulator reads the module constants at run time, so a chunk of 8 columns is real
+    here; 64-thread blocks (2 threads a row in the first reduction stage) simulate 4× faster
+    than the 256 of the GPU build.
     """
     import gpu.compress.backend_cuda as mod
 
     cpu, gpu = ops
     monkeypatch.setattr(mod, "_CHUNK", 8)
+    monkeypatch.setattr(mod, "_BLOCK", block)
+    monkeypatch.setattr(mod, "_PARTS", block // mod._GROUP)
     x = tensor(np.random.default_rng(2), (2, 3, 40))
     mg, sg, _ = gpu.stats(gpu.asarray(x))
     mc, sc, _ = cpu.stats(x)
@@ -56,7 +65,7 @@ def test_stats_kernel_column_chunks(ops, monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, pytest.param(np.float32, marks=pytest.mark.slow), pytest.param(np.float64, marks=pytest.mark.slow)])
 def test_kron_scale_kernel_equals_cpu_bit_for_bit(ops, dtype):
     cpu, gpu = ops
     rng = np.random.default_rng(3)
@@ -67,8 +76,14 @@ def test_kron_scale_kernel_equals_cpu_bit_for_bit(ops, dtype):
     assert a.tobytes() == gpu.to_host(b).tobytes() and bad_a == gpu.read_int(bad_b)
 
 
-@pytest.mark.parametrize("source", [np.float32, np.float64])
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, None])
+# By default FP16 output from float32 data and a scan alone of float64 data: both working
+# types and both kinds of pass.
+@pytest.mark.parametrize(
+    "dtype, source",
+    [(np.float16, np.float32), (None, np.float64), pytest.param(np.float16, np.float64, marks=pytest.mark.slow),
+     pytest.param(np.float32, np.float32, marks=pytest.mark.slow), pytest.param(np.float32, np.float64, marks=pytest.mark.slow),
+     pytest.param(None, np.float32, marks=pytest.mark.slow)],
+)
 def test_scale_scan_kernel_equals_cpu(ops, dtype, source):
     """The fused pass: same X̃ bit for bit, same Σx², max |X̃| and counts (rows of 4 × 256
     columns and a remainder, so both the unrolled and the tail loop run; float32 and
@@ -93,7 +108,7 @@ def test_scale_scan_kernel_equals_cpu(ops, dtype, source):
     assert gpu.read_scan(handle)[2:] == (bad_in, bad_out) == (1, 0 if dtype is None else 1 + scan_a[3])
 
 
-@pytest.mark.parametrize("source", [np.float32, np.float16])
+@pytest.mark.parametrize("source", [np.float32, pytest.param(np.float16, marks=pytest.mark.slow)])
 def test_scale_scan_row_groups_and_partial_chunks(ops, monkeypatch, source):
     """Many rows, several column chunks and a partial one: with small block constants (the
     simulator reads them at run time) a tiny tensor exercises the whole segment grid."""
@@ -146,8 +161,13 @@ def test_fiber_scaling_kernels_equal_cpu(ops):
     assert back_c.tobytes() == gpu.to_host(back_g).tobytes()
 
 
-@pytest.mark.parametrize("precision", ["fp16", "fp32", "fp64"])
-@pytest.mark.parametrize("mode", [0, 1, 2])
+# Each precision (FP32 or FP64 accumulation) once and each mode (first, middle, last: three
+# stride patterns) once by default.
+@pytest.mark.parametrize(
+    "precision, mode",
+    [(p, m) if (p, m) in {("fp16", 1), ("fp32", 2), ("fp64", 0)} else pytest.param(p, m, marks=pytest.mark.slow)
+     for p in ("fp16", "fp32", "fp64") for m in (0, 1, 2)],
+)
 def test_gemm_kernel_equals_cpu(ops, precision, mode):
     cpu, gpu = ops
     prec = PRECISIONS[precision]
@@ -162,7 +182,7 @@ def test_gemm_kernel_equals_cpu(ops, precision, mode):
     assert np.all(np.abs(a - b) <= tol)
 
 
-@pytest.mark.parametrize("scaling", ["none", "onesided", "kronecker"])
+@pytest.mark.parametrize("scaling", [pytest.param("none", marks=pytest.mark.slow), pytest.param("onesided", marks=pytest.mark.slow), "kronecker"])
 def test_ttmc_cuda_backend_equals_cpu_backend(ops, scaling):
     cpu, gpu = ops
     rng = np.random.default_rng(7)

@@ -3,7 +3,6 @@ fitted with DIPY's CSD), and the SH basis handling (DIPY's basis vs MRtrix3's)."
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -19,6 +18,10 @@ from gpu.peaks.search import PeaksOptions, sshopm_peaks
 from gpu.peaks.sh_basis import convert_sh_basis, real_sh_matrix
 from gpu.peaks.symmetric_tensor import sh_to_tensor, tensor_value
 
+# The module's expensive fixtures (DIPY's CSD fit, sh2peaks runs) are computed once: with
+# --dist loadgroup its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("vs_mrtrix")
+
 WELL_ABOVE = 0.3  # compare peaks with amplitude ≥ this × the voxel's largest, in both tools
 MAX_ANGLE = 1.0  # degrees
 
@@ -26,12 +29,10 @@ MAX_ANGLE = 1.0  # degrees
 def run_sh2peaks(sh: np.ndarray, folder: Path, npeaks: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """sh2peaks on ``sh`` (..., 45) written with an identity affine (image axes = scanner axes).
     Returns unit directions (n, npeaks, 3) and amplitudes (n, npeaks), 0 where absent."""
-    exe = shutil.which("sh2peaks")
-    assert exe is not None, "MRtrix3's sh2peaks is not on PATH: install it (apt-get install mrtrix3), as .ci/run does"
     folder.mkdir(parents=True, exist_ok=True)
     src, dst = folder / "fod.nii", folder / "sh2peaks.nii"
     nib.save(nib.Nifti1Image(np.asarray(sh, np.float32), np.eye(4)), src)
-    subprocess.run([exe, "-quiet", "-force", "-num", str(npeaks), str(src), str(dst)], check=True, capture_output=True)
+    subprocess.run(["sh2peaks", "-quiet", "-force", "-num", str(npeaks), str(src), str(dst)], check=True, capture_output=True)
     peaks = np.asarray(nib.load(dst).dataobj, np.float64).reshape(-1, npeaks, 3)
     amplitudes = np.linalg.norm(peaks, axis=-1)
     amplitudes[~np.isfinite(amplitudes)] = 0.0
@@ -115,6 +116,7 @@ def phantom_run(tmp_path_factory):
     return truth, ours, directions, amplitudes
 
 
+@pytest.mark.requires_mrtrix
 def test_phantom_same_peaks_as_sh2peaks(phantom_run):
     truth, ours, directions, amplitudes = phantom_run
     result = compare_with_sh2peaks(ours, directions, amplitudes)
@@ -127,6 +129,7 @@ def test_phantom_same_peaks_as_sh2peaks(phantom_run):
     np.testing.assert_allclose(result["amplitude_ratios"], 1.0, rtol=1e-4)
 
 
+@pytest.mark.requires_mrtrix
 def test_phantom_reports_no_fewer_exact_maxima_than_sh2peaks(phantom_run):
     truth, ours, directions, amplitudes = phantom_run
     assert missed_maxima(ours, truth["sh"], directions, amplitudes) == []
@@ -169,9 +172,14 @@ def csd(tmp_path_factory):
     sh_dipy = np.ascontiguousarray(fit.shm_coeff, np.float32)
     sh_mrtrix = convert_sh_basis(sh_dipy, "dipy", "mrtrix")
     ours = sshopm_peaks(sh_mrtrix, backend="cpu")
-    directions, amplitudes = run_sh2peaks(sh_mrtrix, tmp_path_factory.mktemp("small_64D"))
-    return {"dipy": sh_dipy, "mrtrix": sh_mrtrix, "dipy64": np.asarray(fit.shm_coeff, np.float64), "odf": odf, "sphere": default_sphere.vertices, "ratio": ratio,
-            "ours": ours, "directions": directions, "amplitudes": amplitudes}
+    return {"dipy": sh_dipy, "mrtrix": sh_mrtrix, "dipy64": np.asarray(fit.shm_coeff, np.float64), "odf": odf,
+            "sphere": default_sphere.vertices, "ratio": ratio, "ours": ours}
+
+
+@pytest.fixture(scope="module")
+def csd_sh2peaks(csd, tmp_path_factory):
+    """sh2peaks of the CSD: unit directions (1000, 3, 3) and amplitudes (1000, 3)."""
+    return run_sh2peaks(csd["mrtrix"], tmp_path_factory.mktemp("small_64D"))
 
 
 def test_dipy_csd_uses_the_dipy_basis(csd):
@@ -184,9 +192,10 @@ def test_dipy_csd_uses_the_dipy_basis(csd):
         np.testing.assert_allclose(values, csd["odf"].reshape(-1, len(csd["sphere"])), rtol=0, atol=1e-10 * scale)
 
 
-def test_real_data_same_peaks_as_sh2peaks(csd):
+@pytest.mark.requires_mrtrix
+def test_real_data_same_peaks_as_sh2peaks(csd, csd_sh2peaks):
     ours = csd["ours"]
-    result = compare_with_sh2peaks(ours, csd["directions"], csd["amplitudes"])
+    result = compare_with_sh2peaks(ours, *csd_sh2peaks)
     print(f"\nsmall_64D CSD (lmax 8) vs sh2peaks: same well-above-threshold peaks in {result['share']:.4f} of "
           f"{result['compared']} voxels; matched angle max {result['angles'].max():.4f}°, "
           f"mean {result['angles'].mean():.4f}°; voxels that differ: {result['disagreeing']}")
@@ -201,12 +210,13 @@ def test_real_data_same_peaks_as_sh2peaks(csd):
     assert offsets.max() < 0.01
 
 
-def test_real_data_finds_every_well_above_threshold_maximum_sh2peaks_finds(csd):
+@pytest.mark.requires_mrtrix
+def test_real_data_finds_every_well_above_threshold_maximum_sh2peaks_finds(csd, csd_sh2peaks):
     """A true local maximum (checked in float64) at ≥ 30 % of the voxel's largest that
     sh2peaks finds must be among our peaks, with the default seeding and with all starts."""
-    missed = missed_maxima(csd["ours"], csd["mrtrix"], csd["directions"], csd["amplitudes"])
+    missed = missed_maxima(csd["ours"], csd["mrtrix"], *csd_sh2peaks)
     exhaustive = sshopm_peaks(csd["mrtrix"], options=PeaksOptions(seeding="all"), backend="cpu")
-    missed_all = missed_maxima(exhaustive, csd["mrtrix"], csd["directions"], csd["amplitudes"])
+    missed_all = missed_maxima(exhaustive, csd["mrtrix"], *csd_sh2peaks)
     for name, found in (("default seeding", missed), ("seeding='all'", missed_all)):
         assert found == [], (
             f"{name}: {len(found)} exact local maxima found by sh2peaks are missing from our peaks "
