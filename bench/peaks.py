@@ -6,6 +6,7 @@ the exact (float64) local maximum, iterations per climb and starts climbed per v
 
     python bench/peaks.py --shape 96 96 60 --backends cpu --peers sh2peaks dipy   # here
     python bench/peaks.py --shape 96 96 60 --backends cuda cpu                    # on the GPU
+    python bench/peaks.py --shape 96 96 60 --backends cuda cpu --startup          # fresh-process start-up only
 
 Peers run only where installed (sh2peaks from MRtrix3, dipy). Kernel times come from CUDA
 events around the launches; "host" is the whole call (conversion, transfers, launches).
@@ -172,6 +173,87 @@ def file_to_file(sh, backend, starts):
     return timings
 
 
+# A fresh process that times each step of a ``fibertensor peaks`` run on its own: absolute
+# clock readings (time.time()) so that the parent can count from the moment it spawned it.
+_STARTUP_CHILD = """
+import json, sys, time
+marks = {{"started": time.time()}}
+from pathlib import Path
+from worker.jobs.peaks import PeaksOutputs, PeaksParams, engine_options, run_peaks
+from worker.io.nifti import load_nifti_data, read_nifti_header
+from gpu.peaks.search import sshopm_peaks
+from gpu.peaks.sh_basis import lmax_from_ncoeffs
+from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
+from gpu.peaks.symmetric_tensor import sh_to_tensor_matrix
+import gpu.peaks.backend_{backend}
+marks["imported"] = time.time()
+fod, prefix = Path(sys.argv[1]), Path(sys.argv[2])
+params = PeaksParams(backend="{backend}", starts={starts})
+sh = load_nifti_data(read_nifti_header(fod, "fod"))
+# what sshopm_peaks prepares once per process (cached), then a one-voxel run loads the kernels
+sh_to_tensor_matrix(lmax_from_ncoeffs(sh.shape[-1]), params.basis)
+hemisphere_starts({starts})
+start_neighbors({starts})
+marks["prepared"] = time.time()
+sshopm_peaks(sh[:1, :1, :1], options=engine_options(params), backend=params.backend)
+marks["kernels"] = time.time()
+sidecar = run_peaks(fod, PeaksOutputs.with_prefix(prefix), params)
+marks["done"] = time.time()
+print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"]}}))
+import gc
+gc.freeze()  # as service.cli.run exits
+"""
+
+
+def startup_breakdown(sh, backend, starts, repeats=3):
+    """Where a fresh ``fibertensor peaks`` process spends its time, with the kernels in numba's
+    cache (a first process fills it): python start, imports, read, prepare (the SH-to-tensor
+    matrix and the starts, once a process), kernel load (a one-voxel run), compute (kernel:
+    CUDA events), write, exit; and the wall time of the real CLI. The best of ``repeats``
+    fresh processes, step by step. The read is timed apart from the load, so the child
+    reads the volume twice."""
+    import nibabel as nib
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    steps: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        fod = Path(tmp, "fod.nii.gz")
+        nib.save(nib.Nifti1Image(sh, np.eye(4)), fod)
+        child = _STARTUP_CHILD.format(backend=backend, starts=starts)
+        subprocess.run([sys.executable, "-c", child, str(fod), str(Path(tmp, "fill"))], check=True, env=env,
+                       capture_output=True)
+        for _ in range(repeats):
+            started = time.time()
+            subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
+            python = time.time() - started
+            started = time.time()
+            out = subprocess.run([sys.executable, "-c", child, str(fod), str(Path(tmp, "run"))], check=True, env=env,
+                                 capture_output=True, text=True).stdout
+            ended = time.time()
+            report = json.loads(out.strip().splitlines()[-1])
+            marks, seconds = report["marks"], report["seconds"]
+            row = {
+                "python start": python,
+                "imports": marks["imported"] - started - python,
+                "read": seconds["read"],
+                "prepare": marks["prepared"] - marks["imported"] + seconds["peaks_prepare"],
+                "kernel load": marks["kernels"] - marks["prepared"],
+                "compute": seconds["peaks_compute"],
+                **({"  of which kernels": seconds["peaks_kernel"]} if "peaks_kernel" in seconds else {}),
+                "write": seconds["write"],
+                "process exit": ended - marks["done"],
+                "total": ended - started + python,
+            }
+            command = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "cli")), "--backend",
+                       backend, "--starts", str(starts), "--quiet"]
+            started = time.time()
+            subprocess.run(command, check=True, env=env)
+            row["fibertensor peaks (wall)"] = time.time() - started
+            for name, value in row.items():
+                steps.setdefault(name, []).append(value)
+    return {name: min(values) for name, values in steps.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
@@ -192,6 +274,8 @@ def main() -> None:
                         help="also check CUDA against the CPU backend on the first N voxels")
     parser.add_argument("--file-to-file", action="store_true",
                         help="also time .nii.gz to outputs in a warm worker and from a fresh CLI process")
+    parser.add_argument("--startup", action="store_true",
+                        help="only time the steps of fresh processes (python, imports, kernel load, read, ...)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -201,6 +285,17 @@ def main() -> None:
     sh = truth["sh"]
     print(f"phantom {shape} lmax {args.lmax}: {int(np.prod(shape))} voxels, made in {time.perf_counter() - started:.1f} s",
           flush=True)
+    if args.startup:
+        startup = {backend: startup_breakdown(sh, backend, args.starts[0]) for backend in args.backends}
+        if args.json:
+            args.json.write_text(json.dumps({"startup": startup}, indent=2))
+        print(f"\nfresh process, kernels cached ({int(np.prod(shape))} voxels, {args.starts[0]} starts; ms, "
+              "best of 3 processes per step)")
+        print(f"{'step':28s}" + "".join(f"{backend:>10s}" for backend in startup))
+        for name in dict.fromkeys(n for steps in startup.values() for n in steps):
+            print(f"{name:28s}" + "".join(f"{1e3 * steps[name]:10.0f}" if name in steps else f"{'':10s}"
+                                            for steps in startup.values()))
+        return
     if args.compare_backends:
         part = sh.reshape(-1, sh.shape[-1])[: args.compare_backends]
         cpu = sshopm_peaks(part, backend="cpu")

@@ -27,6 +27,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from service.problems import Problem
 from worker.errors import InputError
+from worker.io.images import check_image_limits
 from worker.job_kinds import InputSlot, JobKind
 from worker.params import error_fields, is_list_field, params_from_text
 
@@ -321,6 +322,8 @@ def check_inputs(
                 raise InputError("Empty file", f"{slot}: the uploaded file is empty")
             if path.name.endswith(_NIFTI_SUFFIXES):
                 _check_nifti(slot, path, max_input_bytes, max_voxels)
+            elif path.name.endswith((".mif", ".mif.gz")):
+                check_image_limits(path, slot, max_input_bytes=max_input_bytes, max_voxels=max_voxels)
             elif path.name.endswith(".npy"):
                 _check_npy(slot, path, max_input_bytes)
         kind.validate(dict(files), params)

@@ -8,10 +8,16 @@ from typing import Callable
 import numba
 import numpy as np
 
+from gpu.kernel_cache import announce_compile, is_compiled
 from gpu.peaks import sshopm_generated
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS
 
-__all__ = ["run_sshopm_cpu"]
+__all__ = ["run_sshopm_cpu", "COMPILE_SECONDS"]
+
+# Seconds to compile sshopm_cpu_m{order} (a shared 2-core VM, 2026-11-24; up to 1.7x that
+# under load): what a first run is told to expect.
+COMPILE_SECONDS = {2: 5, 4: 6, 6: 8, 8: 10, 10: 13, 12: 18}
+
 
 def run_sshopm_cpu(
     order: int,
@@ -47,8 +53,13 @@ def run_sshopm_cpu(
     for lo in range(0, n, chunk_voxels):
         hi = min(n, lo + chunk_voxels)
         chunk_hist = np.zeros((4 * n_threads, HIST_BINS), np.int64)
-        loop(coeffs[:, lo:hi], sh2t, alphas[lo:hi], starts, neighbors, fparams, iparams,
-             directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
+        # Always a C-contiguous float64 chunk: one compiled signature per order serves float32
+        # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
+        args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, alphas[lo:hi], starts, neighbors,
+                fparams, iparams, directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
+        if lo == 0 and not is_compiled(loop, args):
+            announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])
+        loop(*args)
         hist += chunk_hist.sum(axis=0)
         if progress is not None:
             progress(hi / n)

@@ -23,21 +23,27 @@ from typing import Callable
 import numpy as np
 from numba import cuda, float32, int16, uint8, uint64
 
-from gpu.peaks import sshopm_generated
+from gpu.kernel_cache import announce_compile, is_compiled
+from gpu.peaks import sshopm_generated_cuda
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.limits import MAX_STARTS
-from gpu.peaks.sshopm_generated import SEED_OPTIONS
+from gpu.peaks.sshopm_generated_cuda import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
     S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
 
-__all__ = ["run_sshopm_cuda", "sh_to_tensor_cuda", "select_cuda"]
+__all__ = ["run_sshopm_cuda", "sh_to_tensor_cuda", "select_cuda", "COMPILE_SECONDS"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
 CONVERT_THREADS = 256
 ENTRIES_PER_THREAD = 5
+
+# Seconds to compile the four kernels of an order on first use: 19 s measured at lmax 8 on
+# an H100, the other orders scaled as the CPU loop's compile times
+# (gpu.peaks.backend_cpu.COMPILE_SECONDS). What a first run is told to expect.
+COMPILE_SECONDS = {2: 10, 4: 11, 6: 15, 8: 19, 10: 25, 12: 34}
 
 
 @cuda.jit(cache=True)
@@ -143,8 +149,8 @@ def run_sshopm_cuda(
     transfers and the host's prefix sum between phases excluded); ``compute_seconds`` is the
     host wall time.
     """
-    seed_kernel = getattr(sshopm_generated, f"seed_cuda_m{order}")
-    climb_kernel = getattr(sshopm_generated, f"climb_cuda_m{order}")
+    seed_kernel = getattr(sshopm_generated_cuda, f"seed_cuda_m{order}")
+    climb_kernel = getattr(sshopm_generated_cuda, f"climb_cuda_m{order}")
     n = coeffs.shape[1]
     n_starts = starts.shape[0]
     n_unique = sh2t.shape[0]
@@ -192,9 +198,13 @@ def run_sshopm_cuda(
         tensors = part(d_tensors, 0, m, columns=True)
         slots = part(d_slots, 0, m)
         n_seeds_m = part(d_n_seeds, 0, m)
+        seed_args = (tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, n_seeds_m)
+        # The seed kernel stands for all four: they compile together (fibertensor warmup).
+        if lo == 0 and not is_compiled(seed_kernel, seed_args):
+            announce_compile(f"the lmax-{order} SS-HOPM CUDA kernels", COMPILE_SECONDS[order])
         convert = sh_to_tensor_cuda[(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS, CONVERT_THREADS]
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), d_sh2t, tensors)
-        phases["seed"] += timed(seed_kernel[m, n_starts], tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, n_seeds_m)
+        phases["seed"] += timed(seed_kernel[m, n_starts], *seed_args)
         n_seeds = n_seeds_m.copy_to_host()
         first = np.zeros(m, np.int32)
         np.cumsum(n_seeds[:-1], out=first[1:])

@@ -6,7 +6,7 @@ the API stay free of numba."""
 __all__ = ["MAX_STARTS", "MAX_NPEAKS"]
 
 #: Start vectors per voxel: one thread each in a block whose shared per-start arrays have
-#: this length (``seed_cuda_m*`` in :mod:`gpu.peaks.sshopm_generated`).
+#: this length (``seed_cuda_m*`` in :mod:`gpu.peaks.sshopm_generated_cuda`).
 MAX_STARTS = 256
 
 #: Peaks per voxel: the count volume is uint8.

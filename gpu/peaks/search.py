@@ -25,9 +25,8 @@ from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
     N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
     P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_SEEDS,
+    S_MAX_ITERATIONS, S_SEEDS, SHIFT_ADAPTIVE, SHIFT_FIXED,
 )
-from gpu.peaks.sshopm_math import SHIFT_ADAPTIVE, SHIFT_FIXED
 from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
 from gpu.peaks.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
 

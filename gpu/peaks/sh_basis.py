@@ -3,7 +3,7 @@
 Coefficients are ordered by degree l = 0, 2, …, lmax and, within a degree, by order
 m = −l … l, so index(l, m) = l(l+1)/2 + m (the MRtrix3 and DIPY convention).
 
-With Y_l^m the complex SH of :func:`scipy.special.sph_harm_y` (Condon–Shortley phase included):
+With Y_l^m the complex SH (Condon–Shortley phase included, as :func:`scipy.special.sph_harm_y`):
 
 * ``mrtrix`` (MRtrix3; identical to DIPY's ``tournier07`` with ``legacy=False``):
   Y_lm = √2·Im(Y_l^|m|) for m < 0, Y_l^0 for m = 0, √2·Re(Y_l^m) for m > 0.
@@ -16,7 +16,6 @@ Both are orthonormal on the sphere and differ only by the swap m ↔ −m.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import sph_harm_y
 
 __all__ = [
     "SH_BASES",
@@ -63,6 +62,31 @@ def sh_degrees_orders(lmax: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ls), np.array(ms)
 
 
+def _normalized_legendre(lmax: int, cos_polar: np.ndarray, sin_polar: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+    """P̄_l^m = √((2l+1)/(4π) (l−m)!/(l+m)!) P_l^m(cos θ) for 0 ≤ m ≤ l ≤ lmax, Condon–Shortley
+    phase included, so that Y_l^m = P̄_l^m e^{imφ}.
+
+    The stable recurrences of the normalised functions (Press et al., Numerical Recipes,
+    3rd ed., Sec. 6.7): P̄_m^m = −√((2m+1)/(2m)) sin θ P̄_{m−1}^{m−1},
+    P̄_{m+1}^m = √(2m+3) cos θ P̄_m^m, and for l ≥ m+2
+    P̄_l^m = √((4l²−1)/(l²−m²)) (cos θ P̄_{l−1}^m − √(((l−1)²−m²)/(4(l−1)²−1)) P̄_{l−2}^m).
+    NumPy only: scipy.special costs a fresh process ~0.3 s of imports.
+    """
+    p: dict[tuple[int, int], np.ndarray] = {}
+    diagonal = np.full_like(cos_polar, np.sqrt(1.0 / (4.0 * np.pi)))
+    for m in range(lmax + 1):
+        if m > 0:
+            diagonal = -np.sqrt((2 * m + 1) / (2 * m)) * sin_polar * diagonal
+        p[m, m] = diagonal
+        if m < lmax:
+            p[m + 1, m] = np.sqrt(2 * m + 3) * cos_polar * diagonal
+        for l in range(m + 2, lmax + 1):
+            a = np.sqrt((4 * l * l - 1) / (l * l - m * m))
+            b = np.sqrt(((l - 1) ** 2 - m * m) / (4 * (l - 1) ** 2 - 1))
+            p[l, m] = a * (cos_polar * p[l - 1, m] - b * p[l - 2, m])
+    return p
+
+
 def real_sh_matrix(lmax: int, directions: np.ndarray, basis: str = "mrtrix") -> np.ndarray:
     """SH basis functions at unit ``directions`` (N, 3): the (N, n_coeffs) float64 matrix B
     with amplitude(directions) = B @ coefficients."""
@@ -70,16 +94,18 @@ def real_sh_matrix(lmax: int, directions: np.ndarray, basis: str = "mrtrix") -> 
         raise ValueError(f"basis must be one of {SH_BASES}, not {basis!r}")
     d = np.asarray(directions, dtype=np.float64)
     d = d / np.linalg.norm(d, axis=-1, keepdims=True)
-    polar = np.arccos(np.clip(d[:, 2], -1.0, 1.0))[:, None]
-    azimuth = np.arctan2(d[:, 1], d[:, 0])[:, None]
+    polar = np.arccos(np.clip(d[:, 2], -1.0, 1.0))
+    azimuth = np.arctan2(d[:, 1], d[:, 0])
+    legendre = _normalized_legendre(lmax, np.cos(polar), np.sin(polar))
     l, m = sh_degrees_orders(lmax)
-    ylm = sph_harm_y(l[None, :], np.abs(m)[None, :], polar, azimuth)
-    scale = np.where(m == 0, 1.0, np.sqrt(2.0))
-    if basis == "mrtrix":
-        part = np.where(m < 0, ylm.imag, ylm.real)
-    else:
-        part = np.where(m > 0, ylm.imag, ylm.real)
-    return part * scale
+    # mrtrix: √2·Im(Y_l^|m|) for m < 0, √2·Re(Y_l^m) for m > 0; dipy swaps the two.
+    imaginary = m < 0 if basis == "mrtrix" else m > 0
+    columns = []
+    for degree, order, imag in zip(l, m, imaginary):
+        k = abs(order)
+        trig = np.sin(k * azimuth) if imag else np.cos(k * azimuth)
+        columns.append(legendre[degree, k] * (trig if k == 0 else np.sqrt(2.0) * trig))
+    return np.stack(columns, axis=1)
 
 
 def convert_sh_basis(coeffs: np.ndarray, src: str, dst: str) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Block-wide maximum and seed slots for the SS-HOPM seed kernels (gpu.peaks.sshopm_generated).
+"""Block-wide maximum and seed slots for the SS-HOPM seed kernels (gpu.peaks.sshopm_generated_cuda).
 
 Each voxel's block needs the largest start value (for the seeding floor) and, for every
 seed, its position among the block's seeds in start order. Tree reductions through shared

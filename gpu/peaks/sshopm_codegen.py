@@ -1,6 +1,7 @@
-"""Generate :mod:`gpu.peaks.sshopm_generated`: fully unrolled SS-HOPM code for each tensor order.
+"""Generate :mod:`gpu.peaks.sshopm_generated` and :mod:`gpu.peaks.sshopm_generated_cuda`: fully
+unrolled SS-HOPM code for each tensor order.
 
-For each even order m in 2…12 the generated module holds
+For each even order m in 2…12 the generated modules hold
 
 * ``axm_m{m}(a, x, y, z)``   → A x^m (a scalar),
 * ``axm1_m{m}(a, x, y, z)``  → A x^(m−1) (3 components),
@@ -8,17 +9,18 @@ For each even order m in 2…12 the generated module holds
 
 written out term by term over the unique entries a (lexicographic index classes) with the
 multinomial multiplicities baked in as constants (Ballard, Kolda & Plantenga 2011, Eqs. 3–6,
-Figs. 2–4, "loop unrolling", Sec. III-C); then the per-start iteration ``climb_m{m}``, the
+Figs. 2–4, "loop unrolling", Sec. III-C); then the per-start iteration ``climb_m{m}`` and the
+CPU loop ``sshopm_cpu_m{m}`` (numba ``prange`` over voxels), and, in the ``_cuda`` module, the
 CUDA kernels ``seed_cuda_m{m}`` (one block per voxel, one thread per start) and
-``climb_cuda_m{m}`` (one thread per seed; see :mod:`gpu.peaks.backend_cuda`) and the CPU loop
-``sshopm_cpu_m{m}`` (numba ``prange`` over voxels), which run the same algorithm and differ
-only in how the work is spread over threads. Order-independent math lives in
-:mod:`gpu.peaks.sshopm_math`.
+``climb_cuda_m{m}`` (one thread per seed; see :mod:`gpu.peaks.backend_cuda`), which run the
+same algorithm and differ only in how the work is spread over threads. Order-independent
+math lives in :mod:`gpu.peaks.sshopm_math`. The kernels sit in a module of their own so that
+the CPU backend never imports ``numba.cuda`` (~40 ms, and the kernels' dispatchers).
 
-The generated file is committed so it can be read and so numba can cache the compiled
-kernels on disk; ``python -m gpu.peaks.sshopm_codegen`` rewrites it and a test checks it is current.
-It records hashes of the modules it inlines, so editing them changes it and invalidates
-numba's cache, which watches only the file a function is defined in.
+The generated files are committed so they can be read and so numba can cache the compiled
+kernels on disk; ``python -m gpu.peaks.sshopm_codegen`` rewrites them and a test checks they
+are current. Each records hashes of the modules it inlines, so editing them changes it and
+invalidates numba's cache, which watches only the file a function is defined in.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from pathlib import Path
 from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.symmetric_tensor import index_classes, monomial_exponents, multiplicities
 
-__all__ = ["ORDERS", "generate_module", "generated_path", "write_module"]
+__all__ = ["ORDERS", "generate_module", "generate_cuda_module", "generated_path", "generated_cuda_path",
+           "write_module"]
 
 ORDERS = (2, 4, 6, 8, 10, 12)
 _AXES = "xyz"
@@ -293,23 +296,50 @@ _HEADER = '''"""SS-HOPM code for symmetric tensors of order 2–12 in R^3 — GE
 
 Written by gpu/peaks/sshopm_codegen.py (``python -m gpu.peaks.sshopm_codegen``); see that module for
 what each function computes and gpu/peaks/sshopm_math.py for the order-independent steps.
+The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
 # sshopm_math.py sha256 {math_hash}
 # sshopm_layout.py sha256 {layout_hash}
-# sshopm_block.py sha256 {block_hash}
 
 import numpy as np
-from numba import config, cuda, float32, int32, njit, prange
+from numba import njit, prange
 from numba.extending import register_jitable
 
 from gpu.peaks import sshopm_math as sm
-from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
-    S_SEEDS,
+    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
+    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
+)
+
+# Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
+# the CUDA kernels in single precision while float64 CPU data stays float64.
+{constants}
+'''
+
+_CUDA_HEADER = '''"""SS-HOPM CUDA kernels for symmetric tensors of order 2–12 in R^3 — GENERATED, do not edit.
+
+Written by gpu/peaks/sshopm_codegen.py (``python -m gpu.peaks.sshopm_codegen``); the polynomial
+code and the climb they call are in gpu/peaks/sshopm_generated.py.
+"""
+
+# numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
+# sshopm_generated.py sha256 {generated_hash}
+# sshopm_math.py sha256 {math_hash}
+# sshopm_layout.py sha256 {layout_hash}
+# sshopm_block.py sha256 {block_hash}
+
+from numba import config, cuda, float32, int32
+
+from gpu.peaks import sshopm_math as sm
+from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
+from gpu.peaks.sshopm_generated import (
+{functions}
+)
+from gpu.peaks.sshopm_layout import (
+    CLIMB_CAPPED, CLIMB_PEAK, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
+    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA,
 )
 
 MAX_STARTS = {max_starts}
@@ -321,27 +351,36 @@ MAX_STARTS = {max_starts}
 # choices"). The simulator takes no register limit.
 SEED_OPTIONS = {{"cache": True}} if config.ENABLE_CUDASIM else {{"cache": True, "max_registers": 64}}
 CLIMB_OPTIONS = {{"cache": True}} if config.ENABLE_CUDASIM else {{"cache": True, "max_registers": 168}}
-
-# Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
-# the CUDA kernels in single precision while float64 CPU data stays float64.
-{constants}
 '''
+
+
+def _hashes(*names: str) -> dict[str, str]:
+    here = Path(__file__).parent
+    return {f"{name}_hash": hashlib.sha256((here / f"sshopm_{name}.py").read_bytes()).hexdigest() for name in names}
 
 
 def generate_module() -> str:
     """The full source of :mod:`gpu.peaks.sshopm_generated`."""
     sigmas = sorted({int(s) for m in ORDERS for k in (m, m - 1, m - 2) for s in multiplicities(k)} - {1})
     constants = "\n".join(f"S{s} = np.float32({s})" for s in sigmas)
-    here = Path(__file__).parent
-    hashes = {
-        f"{name}_hash": hashlib.sha256((here / f"sshopm_{name}.py").read_bytes()).hexdigest()
-        for name in ("math", "layout", "block")
-    }
-    parts = [_HEADER.format(max_starts=MAX_STARTS, constants=constants, **hashes)]
+    parts = [_HEADER.format(constants=constants, **_hashes("math", "layout"))]
     for m in ORDERS:
         n_unique = len(index_classes(m))
         parts += [f"# ---- order {m}: {n_unique} unique entries ----", _axm(m), _axm1(m), _axm2(m), _climb(m),
-                  _cuda_seed_kernel(m, n_unique), _cuda_climb_kernel(m), _cpu_loop(m, n_unique)]
+                  _cpu_loop(m, n_unique)]
+    return "\n\n\n".join(parts).rstrip() + "\n"
+
+
+def generate_cuda_module() -> str:
+    """The full source of :mod:`gpu.peaks.sshopm_generated_cuda`."""
+    functions = "\n".join(f"    axm_m{m}, axm1_m{m}, climb_m{m}," for m in ORDERS)
+    generated_hash = hashlib.sha256(generate_module().encode()).hexdigest()
+    parts = [_CUDA_HEADER.format(functions=functions, max_starts=MAX_STARTS, generated_hash=generated_hash,
+                                 **_hashes("math", "layout", "block"))]
+    for m in ORDERS:
+        n_unique = len(index_classes(m))
+        parts += [f"# ---- order {m}: {n_unique} unique entries ----", _cuda_seed_kernel(m, n_unique),
+                  _cuda_climb_kernel(m)]
     return "\n\n\n".join(parts).rstrip() + "\n"
 
 
@@ -349,11 +388,16 @@ def generated_path() -> Path:
     return Path(__file__).with_name("sshopm_generated.py")
 
 
-def write_module() -> Path:
-    path = generated_path()
-    path.write_text(generate_module())
-    return path
+def generated_cuda_path() -> Path:
+    return Path(__file__).with_name("sshopm_generated_cuda.py")
+
+
+def write_module() -> tuple[Path, Path]:
+    """Write both generated modules; returns their paths."""
+    generated_path().write_text(generate_module())
+    generated_cuda_path().write_text(generate_cuda_module())
+    return generated_path(), generated_cuda_path()
 
 
 if __name__ == "__main__":
-    print(write_module())
+    print(*write_module())

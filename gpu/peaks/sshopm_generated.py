@@ -2,34 +2,22 @@
 
 Written by gpu/peaks/sshopm_codegen.py (``python -m gpu.peaks.sshopm_codegen``); see that module for
 what each function computes and gpu/peaks/sshopm_math.py for the order-independent steps.
+The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 3fea2e26f8a6f6fb9644ae6468e88f5d680351261ae5ef2d7b332cf91f72f630
-# sshopm_layout.py sha256 a4df6b1026efa4f3c1508ce353bac4a8a7dc7296b36973cb0e8a737d34456476
-# sshopm_block.py sha256 52f42e24590d1eb29dfb445162396853d278cd00eb857eda9c60e46b91504ab3
+# sshopm_math.py sha256 978171f16e4c12d2c533d656751dd34223ffd368adb2eb20e27bd1c567b636a8
+# sshopm_layout.py sha256 696867f89b2f208600917f9a09ce04b5286c814cf7a7ed80b87a304deb3ba47a
 
 import numpy as np
-from numba import config, cuda, float32, int32, njit, prange
+from numba import njit, prange
 from numba.extending import register_jitable
 
 from gpu.peaks import sshopm_math as sm
-from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
-    S_SEEDS,
+    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
+    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
-
-MAX_STARTS = 256
-
-# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps:
-# 64 for the block-per-voxel kernels, where the cap lets 4x more blocks share an SM; 168 for
-# the thread-per-climb kernel, the most that fits three 128-thread blocks an SM (65,536 / 384,
-# in steps of 8). Each was the fastest cap measured (docs/benchmarks.md, "Measured design
-# choices"). The simulator takes no register limit.
-SEED_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
-CLIMB_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 168}
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
 # the CUDA kernels in single precision while float64 CPU data stays float64.
@@ -194,62 +182,6 @@ def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
             return x, y, z, axm_m2(a, x, y, z), it + 1, False, negdef
         lam_prev = lam
     return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef
-
-
-@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
-    a = cuda.shared.array(6, float32)
-    f = cuda.shared.array(MAX_STARTS, float32)
-    flag = cuda.shared.array(MAX_STARTS, int32)
-    warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 6, count):
-        a[k] = tensors[k, v]
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    if mine != 0:
-        seed_slots[v, slot] = t
-    if t == 0:
-        n_seeds[v] = total
-
-
-@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
-    i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
-        return
-    v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
-    a = tensors[:, v]
-    x = starts[s, 0]
-    y = starts[s, 1]
-    z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m2(
-        a, x, y, z, axm_m2(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-    )
-    if z < 0:
-        x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
@@ -493,62 +425,6 @@ def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
             return x, y, z, axm_m4(a, x, y, z), it + 1, False, negdef
         lam_prev = lam
     return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef
-
-
-@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
-    a = cuda.shared.array(15, float32)
-    f = cuda.shared.array(MAX_STARTS, float32)
-    flag = cuda.shared.array(MAX_STARTS, int32)
-    warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 15, count):
-        a[k] = tensors[k, v]
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    if mine != 0:
-        seed_slots[v, slot] = t
-    if t == 0:
-        n_seeds[v] = total
-
-
-@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
-    i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
-        return
-    v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
-    a = tensors[:, v]
-    x = starts[s, 0]
-    y = starts[s, 1]
-    z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m4(
-        a, x, y, z, axm_m4(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-    )
-    if z < 0:
-        x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
@@ -930,62 +806,6 @@ def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
             return x, y, z, axm_m6(a, x, y, z), it + 1, False, negdef
         lam_prev = lam
     return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef
-
-
-@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
-    a = cuda.shared.array(28, float32)
-    f = cuda.shared.array(MAX_STARTS, float32)
-    flag = cuda.shared.array(MAX_STARTS, int32)
-    warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 28, count):
-        a[k] = tensors[k, v]
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    if mine != 0:
-        seed_slots[v, slot] = t
-    if t == 0:
-        n_seeds[v] = total
-
-
-@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
-    i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
-        return
-    v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
-    a = tensors[:, v]
-    x = starts[s, 0]
-    y = starts[s, 1]
-    z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m6(
-        a, x, y, z, axm_m6(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-    )
-    if z < 0:
-        x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
@@ -1553,62 +1373,6 @@ def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
             return x, y, z, axm_m8(a, x, y, z), it + 1, False, negdef
         lam_prev = lam
     return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef
-
-
-@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
-    a = cuda.shared.array(45, float32)
-    f = cuda.shared.array(MAX_STARTS, float32)
-    flag = cuda.shared.array(MAX_STARTS, int32)
-    warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 45, count):
-        a[k] = tensors[k, v]
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    if mine != 0:
-        seed_slots[v, slot] = t
-    if t == 0:
-        n_seeds[v] = total
-
-
-@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
-    i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
-        return
-    v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
-    a = tensors[:, v]
-    x = starts[s, 0]
-    y = starts[s, 1]
-    z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m8(
-        a, x, y, z, axm_m8(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-    )
-    if z < 0:
-        x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
@@ -2410,62 +2174,6 @@ def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
             return x, y, z, axm_m10(a, x, y, z), it + 1, False, negdef
         lam_prev = lam
     return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef
-
-
-@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
-    a = cuda.shared.array(66, float32)
-    f = cuda.shared.array(MAX_STARTS, float32)
-    flag = cuda.shared.array(MAX_STARTS, int32)
-    warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 66, count):
-        a[k] = tensors[k, v]
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    if mine != 0:
-        seed_slots[v, slot] = t
-    if t == 0:
-        n_seeds[v] = total
-
-
-@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
-    i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
-        return
-    v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
-    a = tensors[:, v]
-    x = starts[s, 0]
-    y = starts[s, 1]
-    z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m10(
-        a, x, y, z, axm_m10(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-    )
-    if z < 0:
-        x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)
@@ -3549,62 +3257,6 @@ def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
             return x, y, z, axm_m12(a, x, y, z), it + 1, False, negdef
         lam_prev = lam
     return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef
-
-
-@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
-    a = cuda.shared.array(91, float32)
-    f = cuda.shared.array(MAX_STARTS, float32)
-    flag = cuda.shared.array(MAX_STARTS, int32)
-    warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 91, count):
-        a[k] = tensors[k, v]
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    if mine != 0:
-        seed_slots[v, slot] = t
-    if t == 0:
-        n_seeds[v] = total
-
-
-@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
-    i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
-        return
-    v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
-    a = tensors[:, v]
-    x = starts[s, 0]
-    y = starts[s, 1]
-    z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m12(
-        a, x, y, z, axm_m12(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-    )
-    if z < 0:
-        x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 @njit(parallel=True, cache=True)

@@ -1,14 +1,16 @@
-"""Positions in the small parameter and statistics arrays the SS-HOPM kernels share.
+"""Positions in the small parameter and statistics arrays the SS-HOPM kernels share, and the
+values host and device code must agree on.
 
 Kernels take their scalar settings as two arrays (floats in the working precision, ints) so
 one compiled kernel serves every setting; these names keep host and device code in step.
+Plain constants, no numba: the host side imports them without loading the kernels.
 """
 
 __all__ = [
     "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "P_SEED_FRACTION", "N_FPARAMS",
     "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "N_IPARAMS",
     "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "N_STATS", "HIST_BINS",
-    "CLIMB_CAPPED", "CLIMB_PEAK",
+    "CLIMB_CAPPED", "CLIMB_PEAK", "SHIFT_ADAPTIVE", "SHIFT_FIXED",
 ]
 
 # float parameters
@@ -23,11 +25,15 @@ N_FPARAMS = 7
 
 # integer parameters
 P_MAX_ITER = 0
-P_SHIFT = 1
+P_SHIFT = 1  # SHIFT_ADAPTIVE or SHIFT_FIXED
 P_NEWTON = 2
 P_SEED_LOCAL = 3
 P_NPEAKS = 4
 N_IPARAMS = 5
+
+# values of iparams[P_SHIFT]
+SHIFT_ADAPTIVE = 0
+SHIFT_FIXED = 1
 
 # per-voxel statistics (int32)
 S_ITERATIONS = 0

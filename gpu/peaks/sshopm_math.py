@@ -27,6 +27,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
+from gpu.peaks.sshopm_layout import SHIFT_ADAPTIVE, SHIFT_FIXED
+
 __all__ = [
     "like",
     "tangent_basis",
@@ -39,9 +41,6 @@ __all__ = [
     "SHIFT_ADAPTIVE",
     "SHIFT_FIXED",
 ]
-
-SHIFT_ADAPTIVE = 0
-SHIFT_FIXED = 1
 
 # A higher neighbour blocks a start only within 30° of the start's gradient (cos 30°).
 # Measured on a two-fiber phantom with crossings ≥ 35° (1,000 voxels): a 60° cone missed a

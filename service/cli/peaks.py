@@ -17,12 +17,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     peaks = subparsers.add_parser(
         "peaks",
         help="fiber directions of an SH FOD volume (SS-HOPM, GPU or CPU)",
-        description="Find the fiber directions (FOD maxima) of a 4D NIfTI of SH coefficients and write "
-        "OUT_PREFIX_peaks.nii.gz (MRtrix3 sh2peaks layout), _amplitudes.nii.gz, _count.nii.gz and OUT_PREFIX.json.",
+        description="Find the fiber directions (FOD maxima) of a 4D NIfTI or MRtrix image of SH coefficients and "
+        "write OUT_PREFIX_peaks (MRtrix3 sh2peaks layout), _amplitudes, _count (NuFO), the fODF metrics "
+        "(_afd_max, _afd_total, _afd_sum, _peak_fraction, _rgb), the QC picture OUT_PREFIX_qc.png and the "
+        "sidecar OUT_PREFIX.json; images in the input's format unless --format says otherwise.",
     )
-    peaks.add_argument("input", type=Path, metavar="IN", help="4D NIfTI of even-order SH coefficients")
+    peaks.add_argument("input", type=Path, metavar="IN",
+                       help="4D image of even-order SH coefficients (.nii, .nii.gz, .mif, .mif.gz, .mih)")
     peaks.add_argument("out_prefix", type=Path, metavar="OUT_PREFIX")
-    peaks.add_argument("--mask", type=Path, help="3D NIfTI mask on the same grid")
+    peaks.add_argument("--mask", type=Path, help="3D mask image on the same grid (NIfTI or MRtrix)")
     add_model_options(peaks, PeaksParams)
     peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     peaks.set_defaults(func=_peaks)
@@ -72,7 +75,8 @@ def _peaks(args: argparse.Namespace) -> int:
               f"({sidecar['device']}): {sidecar['voxels_with_peaks']} with peaks, "
               f"{sidecar['nonfinite_voxels']} non-finite, {sidecar['starts_hit_cap']} climbs hit the iteration cap; "
               f"{s['total']:.2f} s (read {s['read']:.2f}, peaks {s['peaks_total']:.2f}, write {s['write']:.2f})")
-        print(f"wrote {args.out_prefix}_peaks.nii.gz, _amplitudes.nii.gz, _count.nii.gz, {args.out_prefix}.json")
+        written = [name for names in sidecar["outputs"].values() for name in names]
+        print(f"wrote {', '.join(written)} and {args.out_prefix.name}.json in {args.out_prefix.parent}")
     return 0
 
 

@@ -53,22 +53,23 @@ def test_peaks_command_equals_run_peaks_and_recovers_the_truth(sample, tmp_path,
     run_peaks(fod, reference, PeaksParams(), mask=mask)
     cli = PeaksOutputs.with_prefix(prefix)
     for name in ("peaks", "amplitudes", "count"):
-        np.testing.assert_array_equal(load(getattr(cli, name)), load(getattr(reference, name)), err_msg=name)
+        np.testing.assert_array_equal(load(cli.path(name, ".nii.gz")), load(reference.path(name, ".nii.gz")),
+                                      err_msg=name)
     sidecar = json.loads(cli.sidecar.read_text())
-    assert sidecar["input"] == {"fod": "fod.nii.gz", "mask": "mask.nii.gz", "shape": [24, 24, 12, 45],
-                                "dtype": "float32"}
+    assert sidecar["input"] | {"sha256": None} == {"fod": "fod.nii.gz", "mask": "mask.nii.gz",
+                                                   "shape": [24, 24, 12, 45], "dtype": "float32", "sha256": None}
     assert sidecar["backend"] == "cpu" and sidecar["parameters"] == PeaksParams().model_dump()
 
     # Inside the mask the peaks are the sample's fibers.
     inside = load(mask) > 0
-    peaks = load(cli.peaks).reshape(24, 24, 12, 3, 3)[inside]
+    peaks = load(cli.path("peaks", ".nii.gz")).reshape(24, 24, 12, 3, 3)[inside]
     truth = load(sample / "truth_peaks.nii.gz").reshape(24, 24, 12, 3, 3)[inside]
     # Both files hold amplitude (weight) × direction; match_peaks takes unit vectors.
     peaks = peaks / np.linalg.norm(peaks, axis=-1, keepdims=True)
     truth = truth / np.linalg.norm(truth, axis=-1, keepdims=True)
-    matched = match_peaks(peaks, load(cli.count)[inside], truth, load(sample / "truth_count.nii.gz")[inside])
+    matched = match_peaks(peaks, load(cli.path("count", ".nii.gz"))[inside], truth, load(sample / "truth_count.nii.gz")[inside])
     assert matched["count_agreement"] >= 0.99 and matched["mean_error"] < 1.0
-    assert (load(cli.count)[~inside] == 0).all()
+    assert (load(cli.path("count", ".nii.gz"))[~inside] == 0).all()
 
 
 def test_peaks_command_options_and_summary(sample, tmp_path, capsys):
@@ -132,7 +133,7 @@ def test_error_not_nifti(tmp_path, capsys):
     text = tmp_path / "fod.txt"
     text.write_text("1 2 3\n")
     line = cli_error(["peaks", text, tmp_path / "out", "--quiet"], capsys)
-    assert "fod.txt" in line and "must be NIfTI (.nii or .nii.gz)" in line
+    assert "fod.txt" in line and "is neither NIfTI (.nii, .nii.gz) nor MRtrix (.mif, .mif.gz, .mih)" in line
     garbage = tmp_path / "garbage.nii"
     garbage.write_bytes(np.random.default_rng(0).bytes(1000))
     line = cli_error(["peaks", garbage, tmp_path / "out", "--quiet"], capsys)

@@ -1,19 +1,34 @@
-"""The fiber-peaks job: FOD NIfTI in, peaks in MRtrix3 ``sh2peaks`` layout out.
+"""The fiber-peaks job: an SH FOD image in, peaks in MRtrix3 ``sh2peaks`` layout and fODF
+metrics out.
 
-Outputs, on the input's grid (same affine and spatial header):
+Outputs, on the input's grid (same affine and spatial header), named ``{stem}{name}{suffix}``
+(:class:`PeaksOutputs`):
 
-* peaks — float32 4D with 3·K volumes; triplet k is amplitude_k × unit direction_k, NaN
+* ``peaks`` — float32 4D with 3·K volumes; triplet k is amplitude_k × unit direction_k, NaN
   where a voxel has fewer than K peaks, is masked out, or had non-finite coefficients
   (as ``sh2peaks`` writes them);
-* amplitudes — float32 4D, K volumes, the FOD value at each peak, descending;
-* count — uint8 3D, the number of peaks per voxel;
-* a JSON sidecar — parameters, SH basis, lmax, backend, device, versions, timings and counts.
+* ``amplitudes`` — float32 4D, K volumes, the FOD value at each peak, descending;
+* ``count`` — uint8 3D, the number of peaks per voxel (NuFO);
+* the fODF metrics chosen by ``metrics`` (:mod:`gpu.peaks.fodf_metrics`): ``afd_max``,
+  ``afd_total``, ``afd_sum`` (float32 3D), ``peak_fraction`` (float32, K volumes), ``rgb``
+  (uint8, 3 volumes);
+* ``qc.png`` — the quality-control picture (:mod:`worker.qc_picture`), unless ``qc`` is off;
+* on request (``format``) an MRtrix3 fixel directory ``fixels`` (MRtrix images) and a DIPY
+  ``peaks.pam5``;
+* a JSON sidecar — input checksums, parameters, SH basis, lmax, backend, device, versions,
+  timings, counts, and ``generated_by`` as a BIDS ``GeneratedBy`` entry.
+
+The images are NIfTI (``.nii.gz``) or MRtrix (``.mif``, or ``.mif.gz`` from a compressed
+input), as the input is, unless ``format`` names image formats.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tarfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -21,19 +36,19 @@ import numpy as np
 from pydantic import BaseModel
 
 from worker.errors import InputError
-from worker.io.atomic import write_json_atomic
+from worker.io.atomic import atomic_path, write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.params.peaks import PeaksParams
-from worker.provenance import package_versions
+from worker.provenance import file_sha256, generated_by, package_versions
 
 if TYPE_CHECKING:
-    from gpu.peaks.search import PeaksOptions
-    from worker.io.nifti import NiftiInfo
+    from gpu.peaks.search import PeaksOptions, PeaksResult
+    from worker.io.images import ImageInfo
 
 # The engine (numba) and nibabel are imported inside the functions that use them, so that
 # the job-kind registry, and with it the API, loads without them.
 
-__all__ = ["PeaksOutputs", "engine_options", "check_peaks_inputs", "run_peaks", "JOB_KINDS"]
+__all__ = ["PeaksOutputs", "engine_options", "check_peaks_inputs", "image_suffixes", "run_peaks", "JOB_KINDS"]
 
 
 def engine_options(params: PeaksParams) -> "PeaksOptions":
@@ -46,36 +61,50 @@ def engine_options(params: PeaksParams) -> "PeaksOptions":
 
 
 class PeaksOutputs(BaseModel):
-    """Where a peaks run writes its four files."""
+    """Where a peaks run writes: output ``name`` with ``suffix`` goes to
+    ``folder / f"{stem}{name}{suffix}"``, the JSON sidecar to ``sidecar``."""
 
-    peaks: Path
-    amplitudes: Path
-    count: Path
+    folder: Path
+    stem: str
     sidecar: Path
 
     @classmethod
     def with_prefix(cls, prefix: Path) -> "PeaksOutputs":
-        """The CLI naming: ``PREFIX_peaks.nii.gz``, ``_amplitudes.nii.gz``, ``_count.nii.gz``, ``PREFIX.json``."""
+        """The CLI naming: ``PREFIX_peaks.nii.gz``, ``PREFIX_count.nii.gz``, …, ``PREFIX.json``."""
         prefix = Path(prefix)
-        return cls(peaks=prefix.with_name(prefix.name + "_peaks.nii.gz"),
-                   amplitudes=prefix.with_name(prefix.name + "_amplitudes.nii.gz"),
-                   count=prefix.with_name(prefix.name + "_count.nii.gz"),
-                   sidecar=prefix.with_name(prefix.name + ".json"))
+        return cls(folder=prefix.parent, stem=prefix.name + "_", sidecar=prefix.with_name(prefix.name + ".json"))
 
     @classmethod
     def in_folder(cls, folder: Path) -> "PeaksOutputs":
-        """The job naming: ``peaks.nii.gz``, ``amplitudes.nii.gz``, ``count.nii.gz``, ``peaks.json``."""
+        """The job naming: ``peaks.nii.gz``, ``count.nii.gz``, …, ``peaks.json`` in ``folder``."""
         folder = Path(folder)
-        return cls(peaks=folder / "peaks.nii.gz", amplitudes=folder / "amplitudes.nii.gz",
-                   count=folder / "count.nii.gz", sidecar=folder / "peaks.json")
+        return cls(folder=folder, stem="", sidecar=folder / "peaks.json")
+
+    def path(self, name: str, suffix: str = "") -> Path:
+        return self.folder / f"{self.stem}{name}{suffix}"
 
 
-def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple["NiftiInfo", "NiftiInfo | None"]:
-    """Header-only checks of a peaks job's inputs; raises :class:`InputError` saying what to fix."""
+def image_suffixes(fod: Path, formats: list[str]) -> list[str]:
+    """File suffixes of the output images: those of the image formats in ``formats``
+    (``nifti`` → ``.nii.gz``; ``mif`` → ``.mif.gz`` from a gzip-compressed input, else
+    ``.mif``), or the input's own format when ``formats`` names none."""
+    from worker.io.images import image_format
+
+    name = Path(fod).name
+    named = [f for f in formats if f in ("nifti", "mif")] or [image_format(fod)]
+    mif = ".mif.gz" if name.endswith(".gz") else ".mif"
+    return [".nii.gz" if f == "nifti" else mif for f in named]
+
+
+def check_peaks_inputs(fod: Path, mask: Path | None = None,
+                       params: PeaksParams | None = None) -> tuple["ImageInfo", "ImageInfo | None"]:
+    """Header-only checks of a peaks job's inputs (NIfTI or MRtrix images), and that the
+    output formats ``params`` asks for can be written; raises :class:`InputError` saying
+    what to fix."""
     from gpu.peaks.sh_basis import lmax_from_ncoeffs
-    from worker.io.nifti import read_nifti_header
+    from worker.io.images import read_image_header
 
-    info = read_nifti_header(fod, "FOD")
+    info = read_image_header(fod, "FOD")
     if len(info.shape) != 4:
         raise InputError(
             "Not a 4D volume",
@@ -88,7 +117,7 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple["NiftiInfo"
         raise InputError("Wrong number of volumes", f"the FOD file {info.path.name!r} has {exc}") from None
     mask_info = None
     if mask is not None:
-        mask_info = read_nifti_header(mask, "mask")
+        mask_info = read_image_header(mask, "mask")
         spatial = mask_info.shape[:3] if len(mask_info.shape) == 4 and mask_info.shape[3] == 1 else mask_info.shape
         if spatial != info.shape[:3]:
             raise InputError(
@@ -102,7 +131,95 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None) -> tuple["NiftiInfo"
                 f"the mask {mask_info.path.name!r} has the FOD's shape {info.shape[:3]} but a different affine; "
                 "resample the mask onto the FOD grid",
             )
+    if params is not None and "pam5" in params.format:
+        from worker.io.pam5 import require_dipy
+
+        require_dipy()
     return info, mask_info
+
+
+def _input_checksums(info: "ImageInfo") -> dict[str, str]:
+    """sha256 of each file holding the image (an ``.mih`` header and its data file)."""
+    files = [info.path, getattr(info, "data_path", info.path)]
+    return {path.name: file_sha256(path) for path in dict.fromkeys(files)}
+
+
+def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
+    """The rotation taking scanner-frame vectors to the image axes: the orthogonal factor
+    R of the affine's 3×3 part M = R·P (polar decomposition; R = U·Vᵀ from M's SVD), so
+    that a direction d in scanner space has components Rᵀd along the (mm-scaled) axes."""
+    u, _, vt = np.linalg.svd(np.asarray(affine, np.float64)[:3, :3])
+    return u @ vt
+
+
+def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
+                   outputs: PeaksOutputs, fixel_archive: bool,
+                   submit: Callable[[Callable[[], object]], Future]) -> tuple[dict[str, list[Path]], list[Future]]:
+    """Start writing the outputs of a run with ``submit`` (a thread pool's): returns them as
+    ``{output: [paths]}`` and the futures of the writes."""
+    from gpu.peaks.fodf_metrics import fodf_metrics
+    from worker.io.images import save_image
+    from worker.qc_picture import write_qc_png
+
+    k = params.npeaks
+    suffixes = image_suffixes(info.path, params.format)
+    paths: dict[str, list[Path]] = {}
+    futures: list[Future] = []
+
+    def images(maps: dict[str, np.ndarray]) -> None:
+        for name, data in maps.items():
+            paths[name] = [outputs.path(name, suffix) for suffix in suffixes]
+            futures.extend(submit(lambda data=data, path=path: save_image(info, data, path)) for path in paths[name])
+
+    # The peak images compress while the metrics are computed.
+    images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
+            .astype(np.float32), "amplitudes": result.amplitudes.astype(np.float32)})
+    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
+    images({"count": metrics.nufo, **{name: getattr(metrics, name) for name in params.metrics}})
+    tasks: list[Callable[[], object]] = []
+
+    if params.qc:
+        paths["qc"] = [outputs.path("qc", ".png")]
+        frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
+        title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
+        tasks.append(lambda: write_qc_png(paths["qc"][0], metrics.rgb, result.directions[..., 0, :], metrics.nufo,
+                                          info.zooms[:3], title, affine=info.affine, directions_frame=frame, npeaks=k))
+
+    if "fixel" in params.format:
+        from worker.io.fixels import write_fixel_directory
+
+        folder = outputs.path("fixels")
+        # MRtrix format whatever the images' (as fod2fixel writes it): NIfTI-1 cannot hold
+        # the N × 3 × 1 fixel images of more than 32767 fixels.
+        fmt = "mif.gz" if info.path.name.endswith(".gz") else "mif"
+        paths["fixel"] = [folder.with_name(folder.name + ".tar") if fixel_archive else folder]
+
+        def fixels() -> None:
+            # A service result is one file: there the directory goes into a tar (its
+            # images are compressed already when the input was).
+            staging = folder.with_name(f".{folder.name}.staging")
+            target = staging / folder.name if fixel_archive else folder
+            write_fixel_directory(target, result.directions, result.amplitudes, result.count, info.affine,
+                                  peak_fraction=metrics.peak_fraction, fmt=fmt)
+            if fixel_archive:
+                with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
+                    archive.add(target, arcname=folder.name)
+                shutil.rmtree(staging)
+
+        tasks.append(fixels)
+
+    if "pam5" in params.format:
+        from worker.io.pam5 import write_pam5
+
+        paths["pam5"] = [outputs.path("peaks", ".pam5")]
+        directions = result.directions
+        if params.basis == "mrtrix":
+            # DIPY keeps directions in the frame of its gradient table, the image axes.
+            directions = directions @ _scanner_to_image_axes(info.affine)
+        # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
+        shm = sh if params.basis == "dipy" else None
+        tasks.append(lambda: write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm))
+    return paths, futures + [submit(task) for task in tasks]
 
 
 def run_peaks(
@@ -111,60 +228,65 @@ def run_peaks(
     params: PeaksParams = PeaksParams(),
     mask: Path | None = None,
     progress: Callable[[float], None] | None = None,
+    *,
+    fixel_archive: bool = False,
 ) -> dict:
-    """Read, compute, write. Returns the sidecar content. ``progress(fraction)`` is called
-    between chunks; an exception it raises (cancellation) stops the run before any output."""
+    """Read, compute, write. Returns the sidecar content, whose ``outputs`` lists the
+    written files (names relative to ``outputs.folder``) by output. ``progress(fraction)``
+    is called between chunks; an exception it raises (cancellation) stops the run before
+    any output. ``fixel_archive`` writes the fixel directory as one ``fixels.tar`` (for
+    the service, whose results are files)."""
     from gpu.peaks.search import sshopm_peaks
-    from worker.io.nifti import derived_image, load_nifti_data, save_nifti_atomic
+    from worker.io.images import load_image_data
 
     started = time.perf_counter()
-    info, mask_info = check_peaks_inputs(fod, mask)
-    sh = load_nifti_data(info)
-    mask_array = None
-    if mask_info is not None:
-        mask_array = load_nifti_data(mask_info).reshape(info.shape[:3]) > 0
-    loaded = time.perf_counter()
-    result = sshopm_peaks(sh, basis=params.basis, mask=mask_array, options=engine_options(params),
-                          backend=params.backend, progress=progress)
-    computed = time.perf_counter()
+    info, mask_info = check_peaks_inputs(fod, mask, params)
+    workers = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
+    with workers:
+        # hashlib releases the GIL: the checksums are taken while the peaks are computed.
+        checksums: list[Future] = [workers.submit(_input_checksums, i) for i in (info, mask_info) if i is not None]
+        sh = load_image_data(info)
+        mask_array = None
+        if mask_info is not None:
+            mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
+        loaded = time.perf_counter()
+        result = sshopm_peaks(sh, basis=params.basis, mask=mask_array, options=engine_options(params),
+                              backend=params.backend, progress=progress)
+        computed = time.perf_counter()
 
-    k = params.npeaks
-    peaks = (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k).astype(np.float32)
-    for path in (outputs.peaks, outputs.amplitudes, outputs.count, outputs.sidecar):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    images = {
-        outputs.peaks: derived_image(info, peaks),
-        outputs.amplitudes: derived_image(info, result.amplitudes.astype(np.float32)),
-        outputs.count: derived_image(info, result.count.astype(np.uint8)),
-    }
-    # Compression releases the GIL: the three files compress in parallel.
-    with ThreadPoolExecutor(max_workers=len(images)) as pool:
-        list(pool.map(lambda item: save_nifti_atomic(item[1], item[0]), images.items()))
-    written = time.perf_counter()
+        outputs.folder.mkdir(parents=True, exist_ok=True)
+        outputs.sidecar.parent.mkdir(parents=True, exist_ok=True)
+        # Compression and PNG encoding release the GIL: the files are written in parallel.
+        written, writes = _write_outputs(info, sh, result, params, outputs, fixel_archive, workers.submit)
+        for write in writes:
+            write.result()
+        finished = time.perf_counter()
+        sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
 
     stats = dict(result.stats)
     seconds = stats.pop("seconds")
     sidecar = {
         "job": "peaks",
+        "generated_by": generated_by(),
         "input": {"fod": info.path.name, "mask": mask_info.path.name if mask_info else None,
-                  "shape": list(info.shape), "dtype": str(info.dtype)},
+                  "shape": list(info.shape), "dtype": str(info.dtype), "sha256": sha256},
         "parameters": params.model_dump(),
         "sh_basis": params.basis,
-        "outputs": {name: Path(path).name for name, path in outputs.model_dump().items() if name != "sidecar"},
+        "outputs": {name: [str(path.relative_to(outputs.folder)) for path in paths] for name, paths in written.items()},
         "layout": "MRtrix3 sh2peaks: volumes 3k..3k+2 = amplitude_k * unit direction_k, in the frame the SH "
                   "coefficients are expressed in; NaN where absent",
         **stats,
         "voxels_with_peaks": int((result.count > 0).sum()),
-        "versions": package_versions("nibabel", "isal"),
+        "versions": package_versions("nibabel", "isal", "pillow"),
         "seconds": {"read": loaded - started, **{f"peaks_{k_}": v for k_, v in seconds.items()},
-                    "write": written - computed, "total": time.perf_counter() - started},
+                    "write": finished - computed, "total": time.perf_counter() - started},
     }
     write_json_atomic(outputs.sidecar, sidecar)
     return sidecar
 
 
 def _validate(inputs: dict[str, Path], params: PeaksParams) -> None:
-    check_peaks_inputs(inputs["fod"], inputs.get("mask"))
+    check_peaks_inputs(inputs["fod"], inputs.get("mask"), params)
 
 
 def _run(ctx: JobContext) -> list[Path]:
@@ -173,23 +295,26 @@ def _run(ctx: JobContext) -> list[Path]:
         ctx.progress(fraction)
 
     outputs = PeaksOutputs.in_folder(ctx.out_dir)
-    run_peaks(ctx.inputs["fod"], outputs, ctx.params, mask=ctx.inputs.get("mask"), progress=report)
-    return [outputs.peaks, outputs.amplitudes, outputs.count, outputs.sidecar]
+    sidecar = run_peaks(ctx.inputs["fod"], outputs, ctx.params, mask=ctx.inputs.get("mask"), progress=report,
+                        fixel_archive=True)
+    return [outputs.folder / name for names in sidecar["outputs"].values() for name in names] + [outputs.sidecar]
 
 
-_NIFTI = (".nii", ".nii.gz")
+_IMAGES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 
 JOB_KINDS = [
     JobKind(
         name="peaks",
-        summary="Fiber directions (local maxima) of an SH fiber orientation distribution by SS-HOPM",
+        summary="Fiber directions (local maxima) of an SH fiber orientation distribution by SS-HOPM, with fODF metrics",
         params_model=PeaksParams,
         inputs=(
-            InputSlot("fod", True, _NIFTI, "4D NIfTI of even-order SH coefficients (6, 15, 28, 45, 66 or 91 volumes)"),
-            InputSlot("mask", False, _NIFTI, "3D NIfTI mask on the FOD grid (non-zero = process)"),
+            InputSlot("fod", True, _IMAGES,
+                      "4D NIfTI or MRtrix image of even-order SH coefficients (6, 15, 28, 45, 66 or 91 volumes)"),
+            InputSlot("mask", False, _IMAGES, "3D NIfTI or MRtrix mask on the FOD grid (non-zero = process)"),
         ),
         validate=_validate,
         run=_run,
-        result_names=("peaks.nii.gz", "amplitudes.nii.gz", "count.nii.gz", "peaks.json"),
+        result_names=("peaks.nii.gz", "amplitudes.nii.gz", "count.nii.gz", "afd_max.nii.gz", "afd_total.nii.gz",
+                      "afd_sum.nii.gz", "peak_fraction.nii.gz", "rgb.nii.gz", "qc.png", "peaks.json"),
     )
 ]

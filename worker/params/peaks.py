@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from worker.params.base import Backend, FieldRuleError, JobParams
 
-__all__ = ["PeaksParams"]
+__all__ = ["PeaksParams", "METRICS", "OUTPUT_FORMATS"]
+
+#: The fODF metric maps a job can write beside the peaks (:data:`gpu.peaks.fodf_metrics.METRIC_NAMES`;
+#: named here too so that the schema loads without numpy).
+METRICS = ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb")
+#: Output formats: NIfTI or MRtrix images, an MRtrix3 fixel directory, a DIPY .pam5 file.
+OUTPUT_FORMATS = ("nifti", "mif", "fixel", "pam5")
 
 
 class PeaksParams(JobParams):
     """Parameters of a peaks job: what :func:`gpu.peaks.search.sshopm_peaks` reports and
-    how it searches (see :class:`gpu.peaks.search.PeaksOptions`)."""
+    how it searches (see :class:`gpu.peaks.search.PeaksOptions`), and which outputs it writes."""
 
     basis: Literal["mrtrix", "dipy"] = Field(
         "mrtrix", description="SH basis of the input: MRtrix3's or DIPY's legacy descoteaux07")
@@ -26,7 +32,31 @@ class PeaksParams(JobParams):
     seeding: Literal["local-max", "all"] = Field(
         "local-max", description="climb from the starts with no higher neighbour along their gradient (fast), "
         "or from every start above the thresholds (exhaustive, slower)")
+    metrics: list[Literal[("all", "none") + METRICS]] = Field(
+        ["all"], validate_default=True, description="fODF metric maps written beside the peaks: all, none, or some of "
+        f"{', '.join(METRICS)}")
+    qc: bool = Field(True, description="write the quality-control picture qc.png")
+    format: list[Literal[OUTPUT_FORMATS]] = Field(
+        [], description="output formats, any of nifti, mif (MRtrix image), fixel (MRtrix3 fixel directory), "
+        "pam5 (DIPY PeaksAndMetrics); default: the input's image format")
     backend: Backend = "auto"
+
+    @field_validator("metrics")
+    @classmethod
+    def _expand_metrics(cls, names: list[str]) -> list[str]:
+        # Stored as the explicit list, so a sidecar says which maps were written.
+        if ("all" in names or "none" in names) and len(names) > 1:
+            raise ValueError(f"{','.join(names)}: give all, none, or a list of metric names, not a mix")
+        if names == ["all"]:
+            return list(METRICS)
+        if names == ["none"]:
+            return []
+        return [name for name in METRICS if name in names]
+
+    @field_validator("format")
+    @classmethod
+    def _distinct_formats(cls, names: list[str]) -> list[str]:
+        return [name for name in OUTPUT_FORMATS if name in names]
 
     @model_validator(mode="after")
     def _npeaks_within_starts(self) -> "PeaksParams":

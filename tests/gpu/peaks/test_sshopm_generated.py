@@ -20,7 +20,8 @@ from gpu.peaks.search import PeaksOptions, sshopm_peaks
 from gpu.peaks.peak_matching import exact_peak_offsets
 from gpu.peaks.sh_basis import n_coeffs
 from gpu.peaks.sshopm_block import MAX_WARPS
-from gpu.peaks.sshopm_codegen import MAX_STARTS, ORDERS, generate_module, generated_path
+from gpu.peaks.sshopm_codegen import (MAX_STARTS, ORDERS, generate_cuda_module, generate_module, generated_cuda_path,
+                                      generated_path)
 from gpu.peaks.symmetric_tensor import index_classes, sh_to_tensor, sphere_points, tensor_value
 
 
@@ -58,9 +59,11 @@ def test_seed_scratch_covers_the_largest_block():
     assert MAX_WARPS == -(-MAX_STARTS // 32)
 
 
-def test_committed_module_is_current():
-    assert generated_path().read_text() == generate_module(), (
-        "gpu/peaks/sshopm_generated.py is stale: regenerate it with `python -m gpu.peaks.sshopm_codegen` and commit it"
+@pytest.mark.parametrize("path, generate", [(generated_path, generate_module),
+                                            (generated_cuda_path, generate_cuda_module)])
+def test_committed_module_is_current(path, generate):
+    assert path().read_text() == generate(), (
+        f"gpu/peaks/{path().name} is stale: regenerate it with `python -m gpu.peaks.sshopm_codegen` and commit it"
     )
 
 

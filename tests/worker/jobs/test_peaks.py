@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
@@ -60,12 +61,12 @@ def test_run_peaks_writes_sh2peaks_layout_on_the_input_grid(fod, tmp_path):
     out = tmp_path / "out"
     outputs = PeaksOutputs.in_folder(out)
     sidecar = run_peaks(fod["path"], outputs, PeaksParams(), mask=fod["mask_path"])
-    assert files_in(out) == ["amplitudes.nii.gz", "count.nii.gz", "peaks.json", "peaks.nii.gz"]
+    assert files_in(out) == sorted(get_job_kind("peaks").result_names)
 
     expected = sshopm_peaks(fod["sh"], mask=fod["mask"], backend="cpu")
-    peaks_image = nib.load(outputs.peaks)
-    amplitudes_image = nib.load(outputs.amplitudes)
-    count_image = nib.load(outputs.count)
+    peaks_image = nib.load(outputs.path("peaks", ".nii.gz"))
+    amplitudes_image = nib.load(outputs.path("amplitudes", ".nii.gz"))
+    count_image = nib.load(outputs.path("count", ".nii.gz"))
     peaks = np.asarray(peaks_image.dataobj)
     amplitudes = np.asarray(amplitudes_image.dataobj)
     count = np.asarray(count_image.dataobj)
@@ -112,20 +113,25 @@ def test_run_peaks_writes_sh2peaks_layout_on_the_input_grid(fod, tmp_path):
     seconds = on_disk["seconds"]
     assert {"read", "peaks_prepare", "peaks_compute", "peaks_total", "write", "total"} <= set(seconds)
     assert all(value >= 0 for value in seconds.values())
-    assert on_disk["input"] == {"fod": "fod.nii.gz", "mask": "mask.nii.gz", "shape": [*SHAPE, 45], "dtype": "float32"}
-    assert on_disk["outputs"] == {"peaks": "peaks.nii.gz", "amplitudes": "amplitudes.nii.gz", "count": "count.nii.gz"}
+    sha256 = {name: hashlib.sha256((fod["path"].parent / name).read_bytes()).hexdigest()
+              for name in ("fod.nii.gz", "mask.nii.gz")}
+    assert on_disk["input"] == {"fod": "fod.nii.gz", "mask": "mask.nii.gz", "shape": [*SHAPE, 45], "dtype": "float32",
+                                "sha256": sha256}
+    assert on_disk["outputs"] == {name: [f"{name}.nii.gz"] for name in (
+        "peaks", "amplitudes", "count", "afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb")} | {"qc": ["qc.png"]}
     assert on_disk["options"]["starts"] == 128 and on_disk["options"]["npeaks"] == 3
 
 
 def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
     outputs = PeaksOutputs.with_prefix(tmp_path / "sub" / "case")
-    params = PeaksParams(npeaks=2, relative_threshold=0.6, starts=64)
+    params = PeaksParams(npeaks=2, relative_threshold=0.6, starts=64, metrics=["none"])
     sidecar = run_peaks(fod["path"], outputs, params)
-    assert files_in(tmp_path / "sub") == ["case.json", "case_amplitudes.nii.gz", "case_count.nii.gz", "case_peaks.nii.gz"]
+    assert files_in(tmp_path / "sub") == ["case.json", "case_amplitudes.nii.gz", "case_count.nii.gz", "case_peaks.nii.gz",
+                                          "case_qc.png"]
     expected = sshopm_peaks(fod["sh"], options=engine_options(params), backend="cpu")
-    peaks = np.asarray(nib.load(outputs.peaks).dataobj)
+    peaks = np.asarray(nib.load(outputs.path("peaks", ".nii.gz")).dataobj)
     assert peaks.shape == (*SHAPE, 6)
-    np.testing.assert_array_equal(np.asarray(nib.load(outputs.count).dataobj), expected.count)
+    np.testing.assert_array_equal(np.asarray(nib.load(outputs.path("count", ".nii.gz")).dataobj), expected.count)
     np.testing.assert_array_equal(peaks[..., :3], expected.directions[..., 0, :] * expected.amplitudes[..., 0, None])
     assert sidecar["parameters"]["relative_threshold"] == 0.6 and sidecar["options"]["starts"] == 64
     assert sidecar["input"]["mask"] is None and sidecar["nonfinite_voxels"] == 2
@@ -142,8 +148,8 @@ def test_run_peaks_dipy_basis(tmp_path):
     run_peaks(tmp_path / "mrtrix.nii.gz", a)
     sidecar = run_peaks(tmp_path / "dipy.nii.gz", b, PeaksParams(basis="dipy"))
     assert sidecar["sh_basis"] == "dipy"
-    np.testing.assert_array_equal(np.asarray(nib.load(a.count).dataobj), np.asarray(nib.load(b.count).dataobj))
-    np.testing.assert_allclose(np.asarray(nib.load(b.peaks).dataobj), np.asarray(nib.load(a.peaks).dataobj),
+    np.testing.assert_array_equal(np.asarray(nib.load(a.path("count", ".nii.gz")).dataobj), np.asarray(nib.load(b.path("count", ".nii.gz")).dataobj))
+    np.testing.assert_allclose(np.asarray(nib.load(b.path("peaks", ".nii.gz")).dataobj), np.asarray(nib.load(a.path("peaks", ".nii.gz")).dataobj),
                                rtol=1e-5, atol=1e-6)
 
 

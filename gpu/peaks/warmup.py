@@ -1,0 +1,41 @@
+"""Compile every SS-HOPM kernel a backend uses into numba's on-disk cache.
+
+A kernel compiles once per argument-type signature, so the warm-up goes through
+:func:`gpu.peaks.search.sshopm_peaks` itself, on a few phantom voxels per lmax: the kernels
+see the argument types of a real run. The CPU loop takes one signature (its chunks are made
+C-contiguous float64); the CUDA kernels take two, whole device arrays and slices of them
+(a volume in several chunks), so the CUDA warm-up runs once whole and once in chunks.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from gpu.peaks.phantom import fod_phantom
+from gpu.peaks.search import sshopm_peaks
+from gpu.peaks.sh_basis import SUPPORTED_LMAX
+
+__all__ = ["warm_up_peaks"]
+
+_VOXELS = 3
+
+
+def warm_up_peaks(
+    backend: str = "cpu",
+    lmaxes: tuple[int, ...] = SUPPORTED_LMAX,
+    log: Callable[[str], None] = lambda message: None,
+) -> dict[int, float]:
+    """Compile (or load) the ``backend`` (cpu|cuda) kernels of each lmax; returns the seconds
+    each lmax took, about zero where the cache was already warm."""
+    seconds = {}
+    for lmax in lmaxes:
+        # Fibers in every voxel, so that every phase runs (the CUDA climb kernel only with seeds).
+        sh = fod_phantom((_VOXELS,), lmax, fiber_fractions=(0.0, 1.0, 0.0), noise=0.0)["sh"]
+        started = time.perf_counter()
+        sshopm_peaks(sh, backend=backend)
+        if backend == "cuda":
+            sshopm_peaks(sh, backend=backend, chunk_voxels=_VOXELS - 1)
+        seconds[lmax] = time.perf_counter() - started
+        log(f"peaks lmax {lmax:2d} ({backend}): {seconds[lmax]:.1f} s")
+    return seconds

@@ -1,0 +1,99 @@
+"""``fibertensor bids BIDS_DIR OUTPUT_DIR participant``: peaks of a BIDS-derivatives
+dataset of FODs as a BIDS App (:mod:`worker.bids`), here or on a service (``--server``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from service.cli import CommandError
+from service.cli.model_options import add_model_options, option_values, params_from_options
+from worker.params.peaks import PeaksParams
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    bids = subparsers.add_parser(
+        "bids",
+        help="fiber peaks and fODF metrics of a BIDS-derivatives dataset of FODs (BIDS App)",
+        description="Find the FODs of a BIDS-derivatives dataset (BEP016 ..._param-fod_dwimap, or ..._desc-wmfod_...; "
+        "a ..._desc-brain_mask beside them is used), run one peaks job per subject and session, and write "
+        "the results as a BIDS-derivatives dataset in OUTPUT_DIR (..._param-peaks_dwimap, _param-nufo_dwimap, "
+        "_param-afdmax_dwimap, ..., each with a JSON sidecar).",
+    )
+    bids.add_argument("bids_dir", type=Path, metavar="BIDS_DIR", help="the dataset holding the FODs")
+    bids.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR", help="where the derivatives dataset is written")
+    bids.add_argument("analysis_level", choices=["participant"], help="participant: one job per subject and session")
+    bids.add_argument("--participant-label", nargs="+", metavar="LABEL",
+                      help="only these participants (01 or sub-01; default: all)")
+    bids.add_argument("--session-label", nargs="+", metavar="LABEL", help="only these sessions (default: all)")
+    add_model_options(bids, PeaksParams)
+    bids.add_argument("--server", help="run the jobs on this fibertensor service (URL) instead of here")
+    bids.add_argument("--api-key", default=os.environ.get("FIBERTENSOR_API_KEY"),
+                      help="API key for --server (default FIBERTENSOR_API_KEY)")
+    bids.add_argument("--quiet", action="store_true", help="no progress lines")
+    bids.set_defaults(func=_bids)
+
+
+def _bids(args: argparse.Namespace) -> int:
+    from worker.bids import find_fods, run_bids_peaks
+    from worker.errors import InputError
+
+    fields = option_values(PeaksParams, args)
+    params = params_from_options(PeaksParams, fields)
+    log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
+    try:
+        if args.server:
+            fods = find_fods(args.bids_dir, args.participant_label, args.session_label, exclude=args.output_dir)
+            results = _on_server(args, fods, fields, log)
+        else:
+            results = run_bids_peaks(args.bids_dir, args.output_dir, params, args.participant_label,
+                                     args.session_label, log=log)
+    except InputError as exc:
+        raise CommandError(exc.detail) from None
+    failed = {path: error for path, error in results.items() if isinstance(error, str)}
+    for path, error in failed.items():
+        print(f"{path.name}: {error}", file=sys.stderr)
+    if not args.quiet:
+        print(f"{len(results) - len(failed)} of {len(results)} FODs done; derivatives in {args.output_dir}")
+    return 1 if failed else 0
+
+
+def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str], log) -> dict:
+    """Submit one job per FOD to the service as one labelled batch, wait, download each
+    job's results and publish them as :func:`worker.bids.run_bids_peaks` does."""
+    from service.cli.client import ServiceClient, _wait
+    from worker.bids import publish_job, write_dataset_description
+
+    output_dir = Path(args.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_dataset_description(output_dir, args.bids_dir)
+    label = f"bids-{Path(args.bids_dir).resolve().name}"
+    results: dict = {}
+    with ServiceClient(args.server, args.api_key) as client:
+        submitted = {}
+        for fod in fods:
+            files = {"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})}
+            submitted[client.submit("peaks", files, {**fields, "label": label})["id"]] = fod
+        for job in _wait(client, list(submitted), args.quiet, label):
+            fod = submitted[job["id"]]
+            if job["status"] != "succeeded":
+                error = job.get("error") or {}
+                results[fod.path] = f"{job['status']}: {error.get('title', '')}: {error.get('detail', '')}"
+                continue
+            work = output_dir / ".work" / job["id"]
+            try:
+                for result in job["results"]:
+                    client.download(result, work)
+                sidecar = json.loads((work / "peaks.json").read_text())
+                results[fod.path] = publish_job(fod, args.bids_dir, work, sidecar, output_dir)
+                log(f"{fod.path.name}: {len(results[fod.path])} files in {fod.folder}")
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(output_dir / ".work", ignore_errors=True)
+    return results

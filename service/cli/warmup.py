@@ -1,0 +1,66 @@
+"""``fibertensor warmup``: compile the kernels into numba's on-disk cache before any job.
+
+Each generated kernel compiles on its first use, for seconds to a minute (the SS-HOPM
+kernels: one set per lmax); the worker image runs this at build time
+(docker/Dockerfile.worker) so that no job waits for it. numba keys its cache on the CPU
+model (``NUMBA_CPU_NAME``) or the GPU's compute capability, and on ``NUMBA_CACHE_DIR``:
+warm up where, and with the settings with which, the jobs run. A warm cache makes this a
+quick check.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from service.cli import CommandError
+
+__all__ = ["register"]
+
+FAMILIES = ("peaks", "conv", "compress")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    warmup = subparsers.add_parser(
+        "warmup",
+        help="compile the kernels into numba's cache, so no job waits for a compile",
+        description="Compile every kernel the chosen backend uses (peaks: every lmax) into numba's "
+        "on-disk cache (NUMBA_CACHE_DIR). Prints what it compiled and how long it took.",
+    )
+    warmup.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="kernels of this backend (default auto: cuda with a GPU, else cpu)")
+    warmup.add_argument("--family", choices=[*FAMILIES, "all"], default="all",
+                        help="job family whose kernels to compile (default all)")
+    warmup.add_argument("--lmax", type=int, nargs="+", choices=[2, 4, 6, 8, 10, 12],
+                        help="peaks: only these SH orders (default every supported one)")
+    warmup.add_argument("--quiet", action="store_true", help="print nothing")
+    warmup.set_defaults(func=_warmup)
+
+
+def _warmup(args: argparse.Namespace) -> int:
+    from gpu.cuda_runtime import resolve_backend
+    from gpu.kernel_cache import compiling_on_purpose
+
+    try:
+        backend = resolve_backend(args.backend)
+    except RuntimeError as exc:
+        raise CommandError(str(exc)) from None
+
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(message, flush=True)
+
+    families = FAMILIES if args.family == "all" else (args.family,)
+    with compiling_on_purpose():
+        for family in families:
+            if family == "peaks":
+                from gpu.peaks.warmup import warm_up_peaks
+
+                warm_up_peaks(backend, **({"lmaxes": tuple(args.lmax)} if args.lmax else {}), log=log)
+            elif family == "conv":
+                from gpu.conv.warmup import warm_up_conv
+
+                warm_up_conv(backend, log=log)
+            else:
+                log("compress: nothing to cache (its CPU backend is NumPy; its CUDA kernels are not cached on "
+                    "disk, the scaled-TTM ones link CUDA C++, which numba cannot cache)")
+    return 0

@@ -1,0 +1,75 @@
+"""``fibertensor bids``: the BIDS App command line, run here and through a service."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from service.cli import main
+from tests.integration.processes import free_port, service_env, start_serve, stop
+from tests.worker.test_bids import make_dataset
+from worker.io.images import load_image_data, read_image_header
+
+
+def cli_error(argv, capsys) -> str:
+    assert main([str(a) for a in argv]) == 2
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def published(folder) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_local_run_of_one_session_with_peaks_options(tmp_path, capsys):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    out = tmp_path / "out"
+    argv = ["bids", root, out, "participant", "--participant-label", "01", "--session-label", "2",
+            "--npeaks", "2", "--metrics", "afd_max", "--format", "mif", "--backend", "cpu"]
+    assert main([str(a) for a in argv]) == 0
+    assert capsys.readouterr().out.strip() == f"1 of 1 FODs done; derivatives in {out}"
+    stem = "sub-01/ses-2/dwi/sub-01_ses-2_model-csd_"
+    assert published(out) == sorted(["dataset_description.json"] + [
+        f"{stem}{entity}_dwimap{ext}" for entity in ("param-peaks", "param-amplitudes", "param-nufo", "param-afdmax")
+        for ext in (".mif.gz", ".json")] + [f"{stem}desc-qc_dwimap.png", f"{stem}desc-qc_dwimap.json"])
+    sidecar = json.loads((out / f"{stem}param-afdmax_dwimap.json").read_text())
+    assert sidecar["Parameters"]["npeaks"] == 2 and sidecar["Parameters"]["format"] == ["mif"]
+
+
+def test_errors_say_what_to_fix(tmp_path, capsys):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    line = cli_error(["bids", root, tmp_path / "out", "participant", "--participant-label", "07"], capsys)
+    assert "no FOD image of participants 07" in line and "looked for" in line and "_desc-wmfod_" in line
+    line = cli_error(["bids", root, tmp_path / "out", "participant", "--metrics", "fa"], capsys)
+    assert line.startswith("fibertensor: error: --metrics value 1:")
+    with pytest.raises(SystemExit):
+        main(["bids", str(root), str(tmp_path / "out"), "group"])
+    assert "invalid choice: 'group'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_server_run_publishes_what_the_local_run_does(tmp_path):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    options = ["participant", "--participant-label", "02", "--npeaks", "2", "--format", "mif,fixel",
+               "--backend", "cpu", "--quiet"]
+    assert main(["bids", str(root), str(tmp_path / "local"), *options]) == 0
+    port = free_port()
+    serve = start_serve(service_env(tmp_path / "data"), tmp_path / "serve.log", port)
+    try:
+        assert main(["bids", str(root), str(tmp_path / "served"), *options,
+                     "--server", f"http://127.0.0.1:{port}"]) == 0
+    finally:
+        stop(serve, timeout=60)
+    local, served = published(tmp_path / "local"), published(tmp_path / "served")
+    assert served == local
+    assert "sub-02/ses-1/dwi/sub-02_ses-1_space-T1w_param-fixels_dwimap/index.mif.gz" in served
+    for name in served:
+        if name.endswith(".mif.gz"):
+            np.testing.assert_array_equal(
+                load_image_data(read_image_header(tmp_path / "served" / name, name)),
+                load_image_data(read_image_header(tmp_path / "local" / name, name)), err_msg=name)

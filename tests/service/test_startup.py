@@ -1,0 +1,153 @@
+"""Fast start: what a fresh process imports, and numba's kernel cache (warm-up, compile notice).
+
+Each check runs a fresh Python process, since what matters is what a new process loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from service.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[2]
+# numba, and what a job family brings with it; nibabel's own ``import scipy`` (the bare
+# package, to test for it) is not among them.
+HEAVY = ("numba", "llvmlite", "scipy.special", "scipy.linalg", "torch", "tensorly", "dipy")
+NOTICE = "into numba's cache (first use"
+
+
+def python(code: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=environ, capture_output=True,
+                          text=True, check=True, timeout=600)
+
+
+def loaded_modules(code: str) -> set[str]:
+    """Modules in ``sys.modules`` after ``code`` runs in a fresh process (SystemExit ignored)."""
+    probe = f"import json, sys\ntry:\n    {code}\nexcept SystemExit:\n    pass\nprint(json.dumps(sorted(sys.modules)))"
+    return set(json.loads(python(probe).stdout.strip().splitlines()[-1]))
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+def test_help_lists_every_command_without_importing_any():
+    modules = loaded_modules("from service.cli import main; main(['--help'])")
+    assert sorted(m for m in modules if m.startswith(("service.cli.", "worker", "gpu"))) == []
+    assert heavy(modules) == []
+    assert "numpy" not in modules and "pydantic" not in modules
+    listing = " ".join(python("from service.cli import main; main(['--help'])").stdout.split())
+    for name, (_, text) in COMMANDS.items():
+        assert f" {name} {text}" in listing
+
+
+def test_a_command_imports_its_own_module_only():
+    modules = loaded_modules("from service.cli import main; main(['sample', '--help'])")
+    assert "service.cli.peaks" in modules
+    assert {module for module, _ in COMMANDS.values()} & modules == {"service.cli.peaks"}
+    assert heavy(modules) == []
+
+
+def test_command_table_matches_what_the_modules_register():
+    import service.cli
+
+    # every sub-command module is in the table (a module missing from it would vanish from the CLI)
+    modules = {f"service.cli.{info.name}" for info in pkgutil.iter_modules(service.cli.__path__)}
+    with_commands = {m for m in modules if hasattr(importlib.import_module(m), "register")}
+    assert with_commands == {module for module, _ in COMMANDS.values()}
+    registered = {}
+    for module in sorted(with_commands):
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(sub)
+        registered |= {action.dest: (module, action.help) for action in sub._choices_actions}
+    assert registered == COMMANDS
+
+
+def test_create_app_imports_no_numba_or_scipy_extensions(tmp_path):
+    code = ("from service.app import create_app; from service.settings import Settings; "
+            f"app = create_app(Settings(data_dir={str(tmp_path)!r})); "
+            "print(sorted(app.openapi()['paths']))")
+    modules = loaded_modules(code)
+    assert heavy(modules) == []
+    routes = python(code).stdout
+    for kind in ("peaks", "compress", "decompress", "cp-conv", "tucker-conv"):
+        assert f"'/v1/jobs/{kind}'" in routes
+
+
+_RUN_PEAKS = """
+import sys
+import numpy as np
+from gpu.peaks.phantom import fod_phantom
+from gpu.peaks.search import sshopm_peaks
+
+sh = fod_phantom((5,), 2, seed=3)["sh"]
+volume_f32 = np.asfortranarray(sh.reshape(5, 1, 1, -1))  # as a NIfTI volume is stored
+one = sshopm_peaks(volume_f32, backend="cpu")
+two = sshopm_peaks(sh.astype(np.float64), backend="cpu", chunk_voxels=2)
+np.save(sys.argv[1], np.stack([one.amplitudes.reshape(5, -1), two.amplitudes]))
+print("numba.cuda imported:", "numba.cuda" in sys.modules)
+"""
+
+
+def test_first_compile_is_announced_once_then_the_cache_serves_every_layout(tmp_path):
+    cold = python(_RUN_PEAKS, str(tmp_path / "cold.npy"), env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+    assert cold.stderr.count(NOTICE) == 1, cold.stderr
+    assert "lmax-2 SS-HOPM CPU loop" in cold.stderr and "fibertensor warmup" in cold.stderr
+    # a float32 Fortran-ordered volume and a chunked float64 one share one compiled loop
+    warm = python(_RUN_PEAKS, str(tmp_path / "warm.npy"), env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+    assert NOTICE not in warm.stderr
+    assert "numba.cuda imported: False" in warm.stdout  # the CPU backend never loads the CUDA kernels
+    amplitudes = np.load(tmp_path / "warm.npy")
+    np.testing.assert_array_equal(amplitudes[0], amplitudes[1])
+    np.testing.assert_array_equal(np.load(tmp_path / "cold.npy"), amplitudes)
+    assert np.isfinite(amplitudes[:, :, 0]).all()
+
+
+def test_warmup_command_fills_the_cache(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    done = python("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
+                  "--lmax", "2", env=env)
+    assert "peaks lmax  2 (cpu)" in done.stdout
+    assert NOTICE not in done.stderr
+    assert list((tmp_path / "cache").rglob("sshopm_generated.sshopm_cpu_m2-*.nbi"))
+    compiled = sorted((tmp_path / "cache").rglob("*.nbc"))
+    check = python(_RUN_PEAKS, str(tmp_path / "after.npy"), env=env)
+    assert NOTICE not in check.stderr
+    assert sorted((tmp_path / "cache").rglob("*.nbc")) == compiled  # nothing compiled after the warm-up
+    assert np.isfinite(np.load(tmp_path / "after.npy")[:, :, 0]).all()
+
+
+_RUN_CONV = """
+import numpy as np
+from gpu.conv.cp import cp_conv2d
+from gpu.conv.direct import cp_kernel, direct_conv2d
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(1, 3, 6, 7)).astype(np.float32)
+s, h, w, t = (rng.normal(size=(n, 2)).astype(np.float32) for n in (3, 3, 3, 4))
+ours = cp_conv2d(x, s, h, w, t, padding=1, backend="cpu")
+print(np.abs(ours - direct_conv2d(x.astype(np.float64), cp_kernel(s, h, w, t), padding=1)).max())
+"""
+
+
+def test_conv_warmup_fills_the_cache_with_the_cpu_loops(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "FIBERTENSOR_KERNEL_CACHE": str(tmp_path / "kernels")}
+    done = python("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "conv", env=env)
+    assert "conv (cpu)" in done.stdout
+    for loop in ("cp._cp_conv_cpu", "tucker._core_conv_cpu"):
+        assert list((tmp_path / "cache").rglob(f"{loop}-*.nbi")), loop
+    compiled = sorted((tmp_path / "cache").rglob("*.nbc"))
+    # a later process runs on what the warm-up compiled (it adds no code to the cache) and
+    # gets the float64 reference
+    assert float(python(_RUN_CONV, env=env).stdout) < 1e-4
+    assert sorted((tmp_path / "cache").rglob("*.nbc")) == compiled

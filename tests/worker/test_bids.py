@@ -1,0 +1,142 @@
+"""BIDS-derivatives batches: FODs found by their BEP016 and QSIRecon/MRtrix3 names, one job
+per subject and session, outputs indexed by pybids as a derivatives dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from bids import BIDSLayout
+
+from gpu.peaks.phantom import fod_phantom
+from tests.worker.jobs.test_peaks import rotated_affine
+from worker.bids import derivative_name, find_fods, run_bids_peaks
+from worker.errors import InputError
+from worker.io.images import load_image_data, read_image_header, write_image
+from worker.jobs.peaks import PeaksOutputs, run_peaks
+from worker.params import PeaksParams
+
+GRID = (3, 3, 2)
+# pybids' derivatives configuration has BEP016's model entity but not yet its param.
+BEP016 = {"name": "bep016", "entities": [{"name": "param", "pattern": "[_/\\\\]+param-([a-zA-Z0-9]+)"}]}
+PARAMS = PeaksParams(npeaks=2, backend="cpu")
+MAPS = ("peaks", "amplitudes", "nufo", "afdmax", "afdtotal", "afdsum", "peakfraction", "rgb")
+
+
+def make_dataset(root: Path) -> dict[tuple[str, str], Path]:
+    """Two subjects, two sessions each, in the names users have: BEP016 NIfTI with brain
+    masks (sub-01), QSIRecon/MRtrix3 ``desc-wmfod`` and multi-tissue ``label-WM`` MRtrix
+    images without masks (sub-02), plus files that are not white-matter FODs."""
+    root.mkdir(parents=True)
+    (root / "dataset_description.json").write_text(json.dumps(
+        {"Name": "FODs", "BIDSVersion": "1.10.0", "DatasetType": "derivative", "GeneratedBy": [{"Name": "MRtrix3"}]}))
+    names = {("01", "1"): "sub-01_ses-1_model-csd_param-fod_dwimap.nii.gz",
+             ("01", "2"): "sub-01_ses-2_model-csd_param-fod_dwimap.nii.gz",
+             ("02", "1"): "sub-02_ses-1_space-T1w_desc-wmfod_dwimap.mif.gz",
+             ("02", "2"): "sub-02_ses-2_model-msmtcsd_param-fod_label-WM_dwimap.mif.gz"}
+    fods = {}
+    for seed, ((subject, session), name) in enumerate(names.items()):
+        folder = root / "derivatives" / "mrtrix" / f"sub-{subject}" / f"ses-{session}" / "dwi"
+        folder.mkdir(parents=True)
+        fods[subject, session] = write_image(folder / name, fod_phantom(GRID, 4, seed=seed)["sh"].astype(np.float32),
+                                             rotated_affine())
+        if subject == "01":
+            mask = np.ones(GRID, np.uint8)
+            mask[0] = 0
+            write_image(folder / f"sub-01_ses-{session}_desc-brain_mask.nii.gz", mask, rotated_affine())
+        else:
+            write_image(folder / f"sub-02_ses-{session}_model-msmtcsd_param-fod_label-CSF_dwimap.mif.gz",
+                        np.ones((*GRID, 1), np.float32), rotated_affine())
+        (folder / f"sub-{subject}_ses-{session}_dwi.bval").write_text("0 1000\n")
+    return fods
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("bids") / "ds"
+    fods = make_dataset(root)
+    output = root / "derivatives" / "fibertensor"
+    results = run_bids_peaks(root, output, PARAMS)
+    return {"root": root, "fods": fods, "output": output, "results": results}
+
+
+def test_finds_the_white_matter_fods_and_their_masks(dataset):
+    found = find_fods(dataset["root"], exclude=dataset["output"])
+    assert [f.path for f in found] == list(dataset["fods"].values())
+    masks = [f.mask.name if f.mask else None for f in found]
+    assert masks == ["sub-01_ses-1_desc-brain_mask.nii.gz", "sub-01_ses-2_desc-brain_mask.nii.gz", None, None]
+    assert [str(f.folder) for f in found] == ["sub-01/ses-1/dwi", "sub-01/ses-2/dwi", "sub-02/ses-1/dwi",
+                                              "sub-02/ses-2/dwi"]
+
+
+def test_outputs_are_a_derivatives_dataset_pybids_indexes(dataset):
+    layout = BIDSLayout(dataset["output"], validate=False, is_derivative=True, config=["bids", "derivatives", BEP016])
+    description = layout.get_dataset_description()
+    assert description["DatasetType"] == "derivative"
+    assert description["GeneratedBy"][0]["Name"] == "fibertensor" and description["GeneratedBy"][0]["Version"]
+    assert layout.get_subjects() == ["01", "02"] and layout.get_sessions() == ["1", "2"]
+    for (subject, session), fod in dataset["fods"].items():
+        extension = ".nii.gz" if subject == "01" else ".mif.gz"
+        files = layout.get(subject=subject, session=session, suffix="dwimap", extension=extension)
+        assert sorted(f.entities["param"] for f in files) == sorted(MAPS)
+        qc = layout.get(subject=subject, session=session, desc="qc", extension=".png")
+        assert len(qc) == 1 and qc[0].entities["datatype"] == "dwi"
+        nufo = layout.get(subject=subject, session=session, param="nufo", extension=extension)[0]
+        model = {("01", "1"): "csd", ("01", "2"): "csd", ("02", "1"): None, ("02", "2"): "msmtcsd"}[subject, session]
+        assert nufo.entities.get("model") == model
+
+        # The files are the peaks job's on that FOD (with its mask where there is one).
+        mask = fod.parent / f"sub-01_ses-{session}_desc-brain_mask.nii.gz" if subject == "01" else None
+        reference = PeaksOutputs.in_folder(dataset["root"].parent / f"reference-{subject}-{session}")
+        run_peaks(fod, reference, PARAMS, mask=mask)
+        np.testing.assert_array_equal(load_image_data(read_image_header(nufo.path, "nufo")),
+                                      load_image_data(read_image_header(reference.path("count", extension), "count")))
+        sidecar = json.loads(Path(nufo.path.replace(extension, ".json")).read_text())
+        sources = [f"bids:fods:{p.relative_to(dataset['root']).as_posix()}" for p in (fod, mask) if p is not None]
+        assert sidecar["Sources"] == sources and sidecar["Parameters"] == PARAMS.model_dump()
+        assert nufo.get_metadata()["Sources"] == sources  # pybids pairs the sidecar with its file
+    links = json.loads((dataset["output"] / "dataset_description.json").read_text())["DatasetLinks"]
+    assert links == {"fods": dataset["root"].resolve().as_uri()}
+
+
+def test_output_names_keep_the_source_entities(dataset):
+    found = {(f.subject, f.session): f for f in find_fods(dataset["root"], exclude=dataset["output"])}
+    assert derivative_name(found["01", "1"], "afd_max", ".nii.gz") == "sub-01_ses-1_model-csd_param-afdmax_dwimap.nii.gz"
+    assert derivative_name(found["02", "1"], "count", ".mif.gz") == "sub-02_ses-1_space-T1w_param-nufo_dwimap.mif.gz"
+    assert derivative_name(found["02", "2"], "qc", ".png") == "sub-02_ses-2_model-msmtcsd_label-WM_desc-qc_dwimap.png"
+    peaks = json.loads((dataset["output"] / "sub-01/ses-1/dwi/sub-01_ses-1_model-csd_param-peaks_dwimap.json").read_text())
+    assert peaks["Provenance"]["input"]["mask"] == "sub-01_ses-1_desc-brain_mask.nii.gz"
+    assert not (dataset["output"] / ".work").exists()
+
+
+def test_participant_and_session_labels_filter(tmp_path):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    results = run_bids_peaks(root, tmp_path / "out", PeaksParams(npeaks=2, backend="cpu", metrics=["none"]),
+                             participant_labels=["sub-02"], session_labels=["2"])
+    assert [p.name for p in results] == ["sub-02_ses-2_model-msmtcsd_param-fod_label-WM_dwimap.mif.gz"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dataset_description.json", "sub-02"]
+    assert [p.name for p in (tmp_path / "out" / "sub-02").iterdir()] == ["ses-2"]
+
+
+def test_nothing_matching_says_what_it_looked_for(tmp_path):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    with pytest.raises(InputError) as caught:
+        find_fods(root, participant_labels=["03"])
+    detail = caught.value.detail
+    assert "participants 03" in detail and "_param-fod_dwimap" in detail and "_desc-wmfod_" in detail
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="looked for"):
+        run_bids_peaks(empty, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_folder_of_another_dataset_is_refused(tmp_path):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    with pytest.raises(InputError, match="choose an empty OUTPUT_DIR"):
+        run_bids_peaks(root, root, PARAMS)

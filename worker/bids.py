@@ -1,0 +1,277 @@
+"""Peaks of a BIDS-derivatives dataset of FODs, written as a BIDS-derivatives dataset (the
+participant level of a BIDS App, Gorgolewski et al. 2017, PLoS Comput Biol 13:e1005209).
+
+Inputs are found by name, anywhere below the dataset (a pipeline's folder in
+``derivatives/`` included): the diffusion-derivative names of BIDS extension proposal
+BEP016, ``sub-<label>[_ses-<label>]_..._param-fod[_label-WM]_dwimap.<ext>`` (QSIRecon's
+multi-tissue GM/CSF maps left out), and ``..._desc-wmfod_<suffix>.<ext>``, the name
+QSIRecon and MRtrix3 users give ``dwi2fod``'s white-matter FOD; ``<ext>`` is ``.nii``,
+``.nii.gz``, ``.mif`` or ``.mif.gz``. A ``..._desc-brain_mask.<ext>`` of the same subject
+and session in the same folder is used as the mask when present (one in the FOD's space
+first).
+
+Each FOD is one peaks job (:func:`worker.jobs.peaks.run_peaks`); its files are renamed in the
+FOD's entity scheme with ``param-`` and ``desc-`` replaced by what the file holds
+(``..._param-peaks_dwimap``, ``_param-nufo_dwimap``, ``_param-afdmax_dwimap``, ...,
+``_desc-qc_dwimap.png``), in the FOD's ``sub-*/[ses-*/]<datatype>`` folder of the output,
+each with a JSON sidecar naming its ``Sources`` (BIDS URIs into the input dataset) and the
+parameters. ``dataset_description.json`` says ``DatasetType: derivative`` and cites this
+software in ``GeneratedBy``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from worker.errors import InputError
+from worker.io.atomic import write_json_atomic
+from worker.params.peaks import PeaksParams
+from worker.provenance import generated_by
+
+__all__ = ["FodInput", "BIDS_VERSION", "OUTPUT_ENTITIES", "find_fods", "derivative_name",
+           "write_dataset_description", "publish_job", "run_bids_peaks"]
+
+BIDS_VERSION = "1.10.0"
+#: The dataset name under which ``Sources`` point into the input dataset (``bids:fods:sub-01/...``).
+_INPUT_LINK = "fods"
+_IMAGE_EXTENSIONS = (".nii.gz", ".nii", ".mif.gz", ".mif")
+_NAME = re.compile(r"^sub-(?P<sub>[A-Za-z0-9]+)(?P<entities>(?:_[A-Za-z]+-[A-Za-z0-9]+)*)_(?P<suffix>[A-Za-z0-9]+)"
+                   r"(?P<ext>\.nii\.gz|\.nii|\.mif\.gz|\.mif)$")
+_LOOKED_FOR = ("sub-<label>[_ses-<label>]_..._param-fod_dwimap (BEP016, also with label-WM) and "
+               "sub-<label>[_ses-<label>]_..._desc-wmfod_<suffix> (QSIRecon, MRtrix3), as "
+               f"{', '.join(_IMAGE_EXTENSIONS)}")
+
+#: Output of a peaks job → the entity that names it in the derivatives dataset.
+OUTPUT_ENTITIES = {
+    "peaks": ("param", "peaks"), "amplitudes": ("param", "amplitudes"), "count": ("param", "nufo"),
+    "afd_max": ("param", "afdmax"), "afd_total": ("param", "afdtotal"), "afd_sum": ("param", "afdsum"),
+    "peak_fraction": ("param", "peakfraction"), "rgb": ("param", "rgb"), "qc": ("desc", "qc"),
+    "fixel": ("param", "fixels"), "pam5": ("param", "peaks"),
+}
+_DESCRIPTIONS = {
+    "peaks": "Fiber directions in MRtrix3 sh2peaks layout: volumes 3k..3k+2 hold amplitude_k times unit "
+             "direction_k (frame of the SH coefficients), NaN where absent",
+    "amplitudes": "FOD amplitude at each peak, descending, NaN where absent",
+    "count": "Number of fiber orientations (NuFO): peaks per voxel",
+    "afd_max": "FOD amplitude of the largest peak",
+    "afd_total": "Integral of the FOD over the sphere, sqrt(4 pi) c_00",
+    "afd_sum": "Sum of the reported peaks' amplitudes",
+    "peak_fraction": "Each peak's amplitude over afd_sum",
+    "rgb": "Directionally encoded colour of the first peak weighted by afd_max (uint8)",
+    "qc": "Quality-control picture: first-peak colour map with direction glyphs and NuFO on three mid-slices",
+    "fixel": "MRtrix3 fixel directory: index, directions, peak_amp, peak_fraction",
+    "pam5": "DIPY PeaksAndMetrics, directions in the image axes",
+}
+
+
+@dataclass(frozen=True)
+class FodInput:
+    """One FOD image of the input dataset: its path, BIDS entities (in file-name order,
+    ``sub`` first), suffix, extension, and the brain mask beside it if any."""
+
+    path: Path
+    entities: tuple[tuple[str, str], ...]
+    suffix: str
+    extension: str
+    mask: Path | None
+
+    @property
+    def subject(self) -> str:
+        return dict(self.entities)["sub"]
+
+    @property
+    def session(self) -> str | None:
+        return dict(self.entities).get("ses")
+
+    @property
+    def folder(self) -> Path:
+        """The output folder relative to the dataset root: ``sub-*/[ses-*/]<datatype>``,
+        as the FOD's own folder below its ``sub-*`` folder."""
+        parts = self.path.parent.parts
+        start = next((i for i in range(len(parts) - 1, -1, -1) if parts[i] == f"sub-{self.subject}"), None)
+        if start is None:
+            return Path(f"sub-{self.subject}", *([f"ses-{self.session}"] if self.session else []), "dwi")
+        return Path(*parts[start:])
+
+
+def _parse(path: Path) -> tuple[tuple[tuple[str, str], ...], str, str] | None:
+    match = _NAME.match(path.name)
+    if match is None:
+        return None
+    pairs = tuple(tuple(item.split("-", 1)) for item in match["entities"].split("_") if item)
+    return (("sub", match["sub"]), *pairs), match["suffix"], match["ext"]
+
+
+def _is_fod(entities: dict[str, str], suffix: str) -> bool:
+    bep016 = entities.get("param", "").lower() == "fod" and suffix == "dwimap"
+    # QSIRecon writes one param-fod map per tissue of a multi-tissue fit; peaks are the WM's.
+    white_matter = entities.get("label", "WM").upper() == "WM"
+    return (bep016 and white_matter) or entities.get("desc", "").lower() == "wmfod"
+
+
+def _brain_mask(fod: Path, entities: dict[str, str]) -> Path | None:
+    candidates = []
+    for path in sorted(fod.parent.iterdir()):
+        parsed = _parse(path)
+        if parsed is None or parsed[1] != "mask":
+            continue
+        found = dict(parsed[0])
+        if found.get("desc") == "brain" and (found["sub"], found.get("ses")) == (entities["sub"], entities.get("ses")):
+            candidates.append((found.get("space") != entities.get("space"), path))
+    return min(candidates)[1] if candidates else None
+
+
+def _labels(values: Iterable[str] | None, prefix: str) -> set[str] | None:
+    return {v.removeprefix(prefix) for v in values} if values else None
+
+
+def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
+              session_labels: Iterable[str] | None = None, exclude: Path | None = None) -> list[FodInput]:
+    """The FOD images below ``bids_dir`` (see the module docstring for the names), sorted,
+    of the given participants and sessions (labels with or without ``sub-``/``ses-``);
+    ``exclude`` (e.g. the output folder inside the dataset) and hidden folders are skipped.
+    Raises :class:`InputError` saying what it looked for when nothing matches."""
+    bids_dir = Path(bids_dir)
+    if not bids_dir.is_dir():
+        raise InputError("No such dataset", f"BIDS_DIR {str(bids_dir)!r} is not a folder")
+    subjects, sessions = _labels(participant_labels, "sub-"), _labels(session_labels, "ses-")
+    excluded = Path(exclude).resolve() if exclude is not None else None
+    found = []
+    for root, folders, files in os.walk(bids_dir):
+        folders[:] = sorted(f for f in folders if not f.startswith(".")
+                            and (excluded is None or (Path(root) / f).resolve() != excluded))
+        for name in sorted(files):
+            path = Path(root, name)
+            parsed = _parse(path)
+            if parsed is None:
+                continue
+            entities = dict(parsed[0])
+            if not _is_fod(entities, parsed[1]):
+                continue
+            if subjects is not None and entities["sub"] not in subjects:
+                continue
+            if sessions is not None and entities.get("ses") not in sessions:
+                continue
+            found.append(FodInput(path, parsed[0], parsed[1], parsed[2], _brain_mask(path, entities)))
+    if not found:
+        which = []
+        if subjects is not None:
+            which.append(f"participants {', '.join(sorted(subjects))}")
+        if sessions is not None:
+            which.append(f"sessions {', '.join(sorted(sessions))}")
+        raise InputError(
+            "No FOD images found",
+            f"no FOD image{' of ' + ' and '.join(which) if which else ''} below {str(bids_dir)!r}: looked for "
+            f"{_LOOKED_FOR}; check the folder and the labels, or rename the FODs to one of these schemes",
+        )
+    return found
+
+
+def derivative_name(fod: FodInput, output: str, extension: str) -> str:
+    """The output's file name in the FOD's entity scheme: its ``param-``/``desc-`` entities
+    replaced by the output's (:data:`OUTPUT_ENTITIES`), suffix ``dwimap``."""
+    key, value = OUTPUT_ENTITIES[output]
+    kept = [f"{k}-{v}" for k, v in fod.entities if k not in ("param", "desc")]
+    return "_".join([*kept, f"{key}-{value}", "dwimap"]) + extension
+
+
+def _uri(bids_dir: Path, path: Path) -> str:
+    return f"bids:{_INPUT_LINK}:{Path(path).resolve().relative_to(Path(bids_dir).resolve()).as_posix()}"
+
+
+def write_dataset_description(output_dir: Path, bids_dir: Path) -> Path:
+    """``OUTPUT_DIR/dataset_description.json`` of the derivatives dataset; an existing one
+    must be ours (a re-run adds participants to it)."""
+    path = Path(output_dir) / "dataset_description.json"
+    if path.exists():
+        try:
+            previous = json.loads(path.read_text())
+            ours = previous.get("DatasetType") == "derivative" and any(
+                entry.get("Name") == "fibertensor" for entry in previous.get("GeneratedBy", []))
+        except (ValueError, AttributeError):
+            ours = False
+        if not ours:
+            raise InputError(
+                "Output folder holds another dataset",
+                f"{str(path)!r} does not describe a fibertensor derivatives dataset; choose an empty OUTPUT_DIR",
+            )
+    source = Path(bids_dir).resolve().as_uri()
+    return write_json_atomic(path, {
+        "Name": "fibertensor fiber peaks and fODF metrics",
+        "BIDSVersion": BIDS_VERSION,
+        "DatasetType": "derivative",
+        "GeneratedBy": [generated_by()],
+        "SourceDatasets": [{"URL": source}],
+        "DatasetLinks": {_INPUT_LINK: source},
+    })
+
+
+def publish_job(fod: FodInput, bids_dir: Path, job_folder: Path, sidecar: dict, output_dir: Path) -> list[Path]:
+    """Move a finished job's files from ``job_folder`` (``sidecar["outputs"]`` names them;
+    a ``.tar`` fixel archive of the service is unpacked) into the derivatives dataset under
+    BIDS names, each with its JSON sidecar; returns the published paths."""
+    target = Path(output_dir) / fod.folder
+    target.mkdir(parents=True, exist_ok=True)
+    sources = [_uri(bids_dir, fod.path), *([_uri(bids_dir, fod.mask)] if fod.mask else [])]
+    provenance = {key: sidecar[key] for key in ("generated_by", "input", "backend", "device", "lmax", "versions",
+                                                "seconds", "voxels_processed", "voxels_with_peaks") if key in sidecar}
+    published = []
+    for output, names in sidecar["outputs"].items():
+        for name in names:
+            source = Path(job_folder) / name
+            extension = ".pam5" if output == "pam5" else ".png" if output == "qc" else \
+                next((e for e in _IMAGE_EXTENSIONS if name.endswith(e)), "")
+            destination = target / derivative_name(fod, output, extension)
+            if name.endswith(".tar"):
+                shutil.rmtree(destination, ignore_errors=True)
+                with tarfile.open(source) as archive:
+                    archive.extractall(source.parent, filter="data")
+                source = source.with_suffix("")
+            elif destination.is_dir():
+                shutil.rmtree(destination)
+            os.replace(source, destination)
+            description = {"Description": _DESCRIPTIONS[output], "Sources": sources,
+                           "Parameters": sidecar["parameters"]}
+            if output == "peaks":
+                description["Provenance"] = provenance
+            stem = destination.name.removesuffix(extension)
+            write_json_atomic(destination.with_name(stem + ".json"), description)
+            published.append(destination)
+    return published
+
+
+def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = PeaksParams(),
+                   participant_labels: Iterable[str] | None = None, session_labels: Iterable[str] | None = None,
+                   log: Callable[[str], None] = lambda message: None) -> dict[Path, list[Path] | str]:
+    """Run one peaks job per FOD of the selected participants and sessions, here (CPU or
+    GPU, ``params.backend``), and publish each into ``output_dir``. A job whose input is
+    refused does not stop the others: the result maps each FOD to its published files or
+    to the error that stopped it."""
+    from worker.jobs.peaks import PeaksOutputs, run_peaks
+
+    output_dir = Path(output_dir)
+    fods = find_fods(bids_dir, participant_labels, session_labels, exclude=output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_dataset_description(output_dir, bids_dir)
+    results: dict[Path, list[Path] | str] = {}
+    for number, fod in enumerate(fods, 1):
+        work = output_dir / ".work" / fod.path.name
+        shutil.rmtree(work, ignore_errors=True)
+        try:
+            sidecar = run_peaks(fod.path, PeaksOutputs.in_folder(work), params, mask=fod.mask)
+            results[fod.path] = publish_job(fod, bids_dir, work, sidecar, output_dir)
+            log(f"[{number}/{len(fods)}] {fod.path.name}: {len(results[fod.path])} files in {fod.folder}")
+        except InputError as exc:
+            results[fod.path] = exc.detail
+            log(f"[{number}/{len(fods)}] {fod.path.name}: {exc.title}: {exc.detail}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(output_dir / ".work", ignore_errors=True)
+    return results
