@@ -265,6 +265,16 @@ def browser(tmp_path, shots):
     driver.quit()
 
 
+def _shown(value) -> str:
+    """A parameter as the job page shows it: as JSON in a browser (0.0 as 0), a list as
+    comma-separated values (as the form takes it), an empty one as a dash."""
+    if isinstance(value, list):
+        return ", ".join(map(_shown, value)) or "—"
+    if isinstance(value, str):
+        return value
+    return json.dumps(int(value) if isinstance(value, float) and value.is_integer() else value)
+
+
 def _served_log(base: str, job_id: str, headers: dict[str, str], page: Page) -> str | None:
     """The job's log from the API when the page shows exactly it, else None."""
     log = httpx.get(f"{base}/v1/jobs/{job_id}/log", headers=headers).text
@@ -304,15 +314,20 @@ def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
     assert page.text("job-progress-text") == "100 %"
     params = dict(zip(page.js("return [...document.querySelectorAll('#job-params dt')].map(e => e.textContent)"),
                       page.js("return [...document.querySelectorAll('#job-params dd')].map(e => e.textContent)")))
-    # the page shows values as JSON does (0.0 as 0)
-    assert params == {k: v if isinstance(v, str) else json.dumps(int(v) if isinstance(v, float) and v.is_integer() else v)
-                      for k, v in job["params"].items()}
+    assert params == {k: _shown(v) for k, v in job["params"].items()}
     # the job's log, as the API serves it (its last line is written just after the status)
     log = page.wait(lambda: _served_log(server, job_id, {}, page), 10, "the log as the API serves it")
     assert log.splitlines()[-1].endswith(f"succeeded with {len(job['results'])} result files")
-    # images among the results load (peaks writes none yet; a QC picture would show here)
-    for image in page.all("#images img"):
-        page.wait(lambda: page.js("return arguments[0].complete && arguments[0].naturalWidth", image), 10, "an image")
+    # the job's QC picture is shown inline, at the size of the PNG the API serves
+    qc = next(r for r in job["results"] if r["name"] == "qc.png")
+    png = httpx.get(qc["url"]).content
+    assert hashlib.sha256(png).hexdigest() == qc["sha256"] and png.startswith(b"\x89PNG\r\n\x1a\n")
+    page.wait(lambda: page.all("#images img"), 10, "the QC picture")
+    [image] = page.all("#images img")
+    assert image.get_attribute("alt") == f"qc.png (result image of job {job_id})"
+    size = page.wait(lambda: page.js("const i = arguments[0]; return i.complete && i.naturalWidth > 0 && [i.naturalWidth, i.naturalHeight]",
+                                     image), 10, "the QC picture to load")
+    assert tuple(size) == struct.unpack(">II", png[16:24])  # the PNG's IHDR width and height
     page.shot("job-succeeded")
 
     # one result, then all of them as a zip: the bytes the API serves

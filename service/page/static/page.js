@@ -583,6 +583,12 @@
     }
   }
 
+  // A parameter as the submit form takes it: a list as comma-separated values.
+  function paramText(value) {
+    if (Array.isArray(value)) return value.length ? value.map(paramText).join(", ") : "—";
+    return typeof value === "string" ? value : JSON.stringify(value);
+  }
+
   function renderJob(job) {
     $("job-id").textContent = job.id;
     document.title = `Job ${job.label ? `${job.label} ` : ""}${job.status} · fibertensor`;
@@ -601,7 +607,7 @@
       $("job-error-title").textContent = job.error.title;
       $("job-error-detail").textContent = job.error.detail;
     }
-    const params = Object.entries(job.params).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)]);
+    const params = Object.entries(job.params).map(([k, v]) => [k, paramText(v)]);
     facts($("job-params"), params.length ? params : [["(none)", "this job kind takes no parameters"]]);
     const timings = [["Created", formatTime(job.created_at)], ["Started", formatTime(job.started_at)], ["Finished", formatTime(job.finished_at)]];
     if (job.started_at) timings.push(["Waited in queue", formatSeconds(job.created_at, job.started_at)]);
