@@ -76,8 +76,8 @@ def keyed_server(tmp_path_factory):
     stop(proc, timeout=60)
 
 
-# A job kind whose result is a picture, as a QC image of a peaks job will be: the page must
-# show it inline. It runs in-process (no worker knows this kind), on the test's command.
+# A job kind that stops half way until the test lets it draw its picture, so the page is
+# watched while a job runs. It runs in-process (no worker knows this kind).
 PICTURE_SIZE = (40, 24)
 
 
