@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse
 
 from service.deps import StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem
@@ -123,7 +123,7 @@ def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep
 
 @router.get(
     "/{job_id}/log",
-    response_class=PlainTextResponse,
+    response_class=Response,
     summary="A job's log: what it reported while it ran",
     description="One line per event, each starting with its UTC time: attempts started, the "
     "job's own messages, the error of a refused input and, for a fault of the service, a "
@@ -135,11 +135,11 @@ def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep
         404: PROBLEM_RESPONSES[404],
     },
 )
-def job_log(job_id: str, store: StoreDep, tenant: TenantDep) -> PlainTextResponse:
+def job_log(job_id: str, store: StoreDep, tenant: TenantDep) -> Response:
     own_job(store, job_id, tenant)
     try:
         text = store.log_path(job_id).read_bytes()
     except FileNotFoundError:  # not started yet, or deleted meanwhile
         text = b""
     # whole lines only: the runner may be appending one right now
-    return PlainTextResponse(text[: text.rfind(b"\n") + 1], headers={"Cache-Control": "no-store"})
+    return Response(text[: text.rfind(b"\n") + 1], media_type="text/plain", headers={"Cache-Control": "no-store"})
