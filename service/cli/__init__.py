@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                   "factorize a dense conv kernel: CP by ALS or Tucker-2 by truncated HOSVD"),
     "warmup": ("service.cli.warmup", "compile the kernels into numba's cache, so no job waits for a compile"),
     "bids": ("service.cli.bids", "fiber peaks and fODF metrics of a BIDS-derivatives dataset of FODs (BIDS App)"),
+    "batch": ("service.cli.batch", "run a job on many inputs as one pipeline (reading, computing and writing overlap)"),
 }
 
 

@@ -101,12 +101,13 @@ def write_image(
     return save_nifti_atomic(image, path)
 
 
-def save_image(reference: ImageInfo, data: np.ndarray, path: Path) -> Path:
+def save_image(reference: ImageInfo, data: np.ndarray, path: Path, threads: int | None = None) -> Path:
     """Write ``data`` on the reference's grid (same affine) as NIfTI or MRtrix according to
     ``path``'s name, atomically. An MRtrix output keeps an MRtrix reference's key–value pairs
-    (command history, ...), as MRtrix3 commands do."""
+    (command history, ...), as MRtrix3 commands do. ``threads``: gzip threads of a ``.nii.gz``
+    (:func:`worker.io.nifti.save_nifti_atomic`)."""
     if image_format(path) == "nifti" and isinstance(reference, NiftiInfo):
-        return save_nifti_atomic(derived_image(reference, data), path)
+        return save_nifti_atomic(derived_image(reference, data), path, threads)
     keyval = reference.keyval if isinstance(reference, MifInfo) else None
     return write_image(path, data, reference.affine, keyval=keyval)
 

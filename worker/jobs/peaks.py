@@ -29,6 +29,7 @@ import shutil
 import tarfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -38,8 +39,13 @@ from pydantic import BaseModel
 from worker.errors import InputError
 from worker.io.atomic import atomic_path, write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind
-from worker.params.peaks import PeaksParams
+from worker.params.peaks import METRICS, PeaksParams
 from worker.provenance import file_sha256, generated_by, package_versions
+
+#: The image files a peaks job reads (NIfTI or MRtrix), longest suffix of a kind last.
+IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
+#: The image outputs a peaks job can write, by name.
+IMAGE_OUTPUTS = ("peaks", "amplitudes", "count") + METRICS
 
 if TYPE_CHECKING:
     from gpu.peaks.search import PeaksOptions, PeaksResult
@@ -48,7 +54,8 @@ if TYPE_CHECKING:
 # The engine (numba) and nibabel are imported inside the functions that use them, so that
 # the job-kind registry, and with it the API, loads without them.
 
-__all__ = ["PeaksOutputs", "engine_options", "check_peaks_inputs", "image_suffixes", "run_peaks", "JOB_KINDS"]
+__all__ = ["IMAGE_SUFFIXES", "IMAGE_OUTPUTS", "PeaksOutputs", "PeaksInputs", "engine_options", "check_peaks_inputs", "image_suffixes", "read_peaks_inputs",
+           "compute_peaks", "write_peaks_outputs", "run_peaks", "JOB_KINDS"]
 
 
 def engine_options(params: PeaksParams) -> "PeaksOptions":
@@ -153,23 +160,23 @@ def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
 
 
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
-                   outputs: PeaksOutputs, fixel_archive: bool,
-                   submit: Callable[[Callable[[], object]], Future]) -> tuple[dict[str, list[Path]], list[Future]]:
-    """Start writing the outputs of a run with ``submit`` (a thread pool's): returns them as
-    ``{output: [paths]}`` and the futures of the writes."""
+                   outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
+                   paths: dict[str, list[Path]], compress_threads: int | None = None) -> list[Future]:
+    """Start writing the outputs of a run with ``submit`` (a thread pool's): records them in
+    ``paths`` as ``{output: [paths]}`` before each write starts, and returns the futures."""
     from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
     from worker.qc_picture import write_qc_png
 
     k = params.npeaks
     suffixes = image_suffixes(info.path, params.format)
-    paths: dict[str, list[Path]] = {}
     futures: list[Future] = []
 
     def images(maps: dict[str, np.ndarray]) -> None:
         for name, data in maps.items():
             paths[name] = [outputs.path(name, suffix) for suffix in suffixes]
-            futures.extend(submit(lambda data=data, path=path: save_image(info, data, path)) for path in paths[name])
+            futures.extend(submit(lambda data=data, path=path: save_image(info, data, path, compress_threads))
+                           for path in paths[name])
 
     # The peak images compress while the metrics are computed.
     images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
@@ -219,49 +226,71 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
         shm = sh if params.basis == "dipy" else None
         tasks.append(lambda: write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm))
-    return paths, futures + [submit(task) for task in tasks]
+    return futures + [submit(task) for task in tasks]
 
 
-def run_peaks(
-    fod: Path,
-    outputs: PeaksOutputs,
-    params: PeaksParams = PeaksParams(),
-    mask: Path | None = None,
-    progress: Callable[[float], None] | None = None,
-    *,
-    fixel_archive: bool = False,
-) -> dict:
-    """Read, compute, write. Returns the sidecar content, whose ``outputs`` lists the
-    written files (names relative to ``outputs.folder``) by output. ``progress(fraction)``
-    is called between chunks; an exception it raises (cancellation) stops the run before
-    any output. ``fixel_archive`` writes the fixel directory as one ``fixels.tar`` (for
-    the service, whose results are files)."""
-    from gpu.peaks.search import sshopm_peaks
+@dataclass
+class PeaksInputs:
+    """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
+    float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them."""
+
+    info: "ImageInfo"
+    mask_info: "ImageInfo | None"
+    sh: np.ndarray
+    mask: np.ndarray | None
+    seconds: float
+
+
+def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams | None = None) -> PeaksInputs:
+    """Check and read a peaks job's inputs (:class:`InputError` saying what to fix)."""
     from worker.io.images import load_image_data
 
     started = time.perf_counter()
     info, mask_info = check_peaks_inputs(fod, mask, params)
-    workers = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
-    with workers:
-        # hashlib releases the GIL: the checksums are taken while the peaks are computed.
-        checksums: list[Future] = [workers.submit(_input_checksums, i) for i in (info, mask_info) if i is not None]
-        sh = load_image_data(info)
-        mask_array = None
-        if mask_info is not None:
-            mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
-        loaded = time.perf_counter()
-        result = sshopm_peaks(sh, basis=params.basis, mask=mask_array, options=engine_options(params),
-                              backend=params.backend, progress=progress)
-        computed = time.perf_counter()
+    sh = load_image_data(info)
+    mask_array = None
+    if mask_info is not None:
+        mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
+    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started)
 
-        outputs.folder.mkdir(parents=True, exist_ok=True)
-        outputs.sidecar.parent.mkdir(parents=True, exist_ok=True)
-        # Compression and PNG encoding release the GIL: the files are written in parallel.
-        written, writes = _write_outputs(info, sh, result, params, outputs, fixel_archive, workers.submit)
-        for write in writes:
-            write.result()
-        finished = time.perf_counter()
-        sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
+
+def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
+                  progress: Callable[[float], None] | None = None) -> "PeaksResult":
+    """The engine's peaks of read inputs; ``progress(fraction)`` is called between chunks."""
+    from gpu.peaks.search import sshopm_peaks
+
+    return sshopm_peaks(inputs.sh, basis=params.basis, mask=inputs.mask, options=engine_options(params),
+                        backend=params.backend, progress=progress)
+
+
+def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,
+                        *, fixel_archive: bool = False, compress_threads: int | None = None) -> dict:
+    """Write every output (in parallel: compression, PNG encoding and hashing release the
+    GIL), then the sidecar last; returns the sidecar content, whose ``outputs`` lists the
+    written files (names relative to ``outputs.folder``) by output. ``fixel_archive`` writes
+    the fixel directory as one ``fixels.tar`` (for the service, whose results are files);
+    ``compress_threads``: gzip threads per image (:func:`worker.io.nifti.save_nifti_atomic`)."""
+    started = time.perf_counter()
+    info, mask_info = inputs.info, inputs.mask_info
+    outputs.folder.mkdir(parents=True, exist_ok=True)
+    outputs.sidecar.parent.mkdir(parents=True, exist_ok=True)
+    written: dict[str, list[Path]] = {}
+    try:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as workers:
+            checksums = [workers.submit(_input_checksums, i) for i in (info, mask_info) if i is not None]
+            writes = _write_outputs(info, inputs.sh, result, params, outputs, fixel_archive, workers.submit, written,
+                                    compress_threads)
+            for write in writes:
+                write.result()
+            sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
+    except BaseException:
+        # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
+        # not at all; the fixel directory's writer is atomic itself and refuses an existing one.
+        for path in (path for paths in written.values() for path in paths):
+            if not path.is_dir():
+                path.unlink(missing_ok=True)
+        raise
+    finished = time.perf_counter()
 
     stats = dict(result.stats)
     seconds = stats.pop("seconds")
@@ -278,11 +307,27 @@ def run_peaks(
         **stats,
         "voxels_with_peaks": int((result.count > 0).sum()),
         "versions": package_versions("nibabel", "isal", "pillow"),
-        "seconds": {"read": loaded - started, **{f"peaks_{k_}": v for k_, v in seconds.items()},
-                    "write": finished - computed, "total": time.perf_counter() - started},
+        "seconds": {"read": inputs.seconds, **{f"peaks_{k_}": v for k_, v in seconds.items()},
+                    "write": finished - started, "total": inputs.seconds + seconds["total"] + finished - started},
     }
     write_json_atomic(outputs.sidecar, sidecar)
     return sidecar
+
+
+def run_peaks(
+    fod: Path,
+    outputs: PeaksOutputs,
+    params: PeaksParams = PeaksParams(),
+    mask: Path | None = None,
+    progress: Callable[[float], None] | None = None,
+    *,
+    fixel_archive: bool = False,
+) -> dict:
+    """Read, compute, write (see :func:`write_peaks_outputs`). Returns the sidecar content.
+    An exception ``progress`` raises (cancellation) stops the run before any output."""
+    inputs = read_peaks_inputs(fod, mask, params)
+    result = compute_peaks(inputs, params, progress)
+    return write_peaks_outputs(inputs, result, params, outputs, fixel_archive=fixel_archive)
 
 
 def _validate(inputs: dict[str, Path], params: PeaksParams) -> None:
@@ -300,7 +345,6 @@ def _run(ctx: JobContext) -> list[Path]:
     return [outputs.folder / name for names in sidecar["outputs"].values() for name in names] + [outputs.sidecar]
 
 
-_IMAGES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 
 JOB_KINDS = [
     JobKind(
@@ -308,9 +352,9 @@ JOB_KINDS = [
         summary="Fiber directions (local maxima) of an SH fiber orientation distribution by SS-HOPM, with fODF metrics",
         params_model=PeaksParams,
         inputs=(
-            InputSlot("fod", True, _IMAGES,
+            InputSlot("fod", True, IMAGE_SUFFIXES,
                       "4D NIfTI or MRtrix image of even-order SH coefficients (6, 15, 28, 45, 66 or 91 volumes)"),
-            InputSlot("mask", False, _IMAGES, "3D NIfTI or MRtrix mask on the FOD grid (non-zero = process)"),
+            InputSlot("mask", False, IMAGE_SUFFIXES, "3D NIfTI or MRtrix mask on the FOD grid (non-zero = process)"),
         ),
         validate=_validate,
         run=_run,

@@ -1,0 +1,336 @@
+"""Cohort throughput: N whole-brain FOD volumes from files on disk to peaks on disk.
+
+N distinct copies of one phantom (``gpu.peaks.fod_phantom``, 96×96×60 voxels, lmax 8: 553k
+voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
+
+* local   — ``worker.batch.run_batch`` (what ``fibertensor batch peaks`` runs), in this
+            process, or with ``--gpus 0,1`` one spawned worker process per GPU;
+* service — ``fibertensor serve --no-worker`` and one ``fibertensor worker`` per GPU
+            (``CUDA_VISIBLE_DEVICES``), on a private ``redis-server`` (``--broker redis``,
+            the default when one is on PATH or given) or the embedded broker; every input
+            uploaded over REST (8 at a time), the outputs left in the job folders.
+
+For each: subjects per hour (whole run, and steady: from the 10th to the last subject), GPU
+busy share (kernel seconds ÷ wall ÷ GPUs), CPU cores used (CPU seconds of every process of
+the run ÷ wall), peak host RSS (all processes of the run, sampled every 0.2 s) with its
+curve, and mean seconds per subject of each stage; a table last.
+
+    python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--modes local,service]
+                           [--broker redis|embedded] [--redis-server PATH] [--backend auto]
+                           [--shape 96 96 60] [--work DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import nibabel as nib
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from gpu.peaks.phantom import fod_phantom  # noqa: E402
+from worker.batch import batch_items, run_batch  # noqa: E402
+from worker.io.nifti import save_nifti_atomic  # noqa: E402
+from worker.params import PeaksParams  # noqa: E402
+
+# The process helpers of the service benchmark (bench/ is no package, and its service.py
+# would shadow ours as a module name).
+_spec = importlib.util.spec_from_file_location("bench_service", REPO / "bench" / "service.py")
+bench_service = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_service)
+
+_TERMINAL = {"succeeded", "failed", "cancelled"}
+_CLOCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax: int) -> list[Path]:
+    """``subjects`` copies of one noise-free phantom, each plus its own Gaussian noise (2 % of a
+    single fiber's l = 0 coefficient, as ``fod_phantom`` adds it), written in parallel."""
+    base = fod_phantom(shape, lmax, noise=0.0, seed=0)["sh"]
+    single = fod_phantom((1, 1, 1), lmax, fiber_fractions=(1.0, 0.0, 0.0), noise=0.0)["sh"][0, 0, 0, 0]
+    affine = np.diag([2.0, 2.0, 2.0, 1.0])
+
+    def write(index: int) -> Path:
+        rng = np.random.default_rng(1000 + index)
+        sh = base + rng.normal(scale=0.02 * single, size=base.shape).astype(np.float32)
+        return save_nifti_atomic(nib.Nifti1Image(sh, affine), folder / f"sub-{index:04d}.nii.gz", threads=1)
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
+        return list(pool.map(write, range(subjects)))
+
+
+def _tree(roots: list[int]) -> list[int]:
+    """``roots`` and all their living descendants."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = set(), [r for r in roots if r in parents]
+    while todo:
+        pid = todo.pop()
+        found.add(pid)
+        todo.extend(child for child, parent in parents.items() if parent == pid and child not in found)
+    return sorted(found)
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds of ``pids`` and of their children already reaped (utime+stime+cutime+cstime)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / _CLOCK
+
+
+def _rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as handle:
+                total += int(handle.read().split()[1]) * _PAGE
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+class Monitor:
+    """Samples the summed RSS of a process tree every 0.2 s, and the CPU seconds of each of
+    its processes (for a tree whose processes outlive the measurement)."""
+
+    def __init__(self, roots: list[int]):
+        self.roots, self.samples, self._cpu_seen = roots, [], {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "Monitor":
+        self.started = time.perf_counter()
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        self.wall = time.perf_counter() - self.started
+
+    def _sample(self) -> None:
+        pids = _tree(self.roots)
+        for pid in pids:
+            self._cpu_seen[pid] = _cpu_seconds([pid])
+        self.samples.append((time.perf_counter(), _rss_bytes(pids)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self._sample()
+
+    def cpu_seconds(self, before: dict[int, float]) -> float:
+        return sum(seconds - before.get(pid, 0.0) for pid, seconds in self._cpu_seen.items())
+
+    def curve(self, points: int = 10) -> str:
+        """Peak RSS in GB over each tenth of the run."""
+        times = np.array([t for t, _ in self.samples])
+        rss = np.array([r for _, r in self.samples])
+        edges = np.linspace(times[0], times[-1], points + 1)
+        tenths = [rss[(times >= a) & (times <= b)] for a, b in zip(edges, edges[1:])]
+        return " ".join(f"{t.max() / 1e9:.2f}" if t.size else "-" for t in tenths)
+
+
+def _rates(done_times: list[float], started: float) -> tuple[float, float]:
+    """Subjects per hour over the whole run, and from the 10th percentile subject to the last."""
+    done_times = sorted(done_times)
+    whole = len(done_times) / (done_times[-1] - started) * 3600
+    first = int(0.1 * len(done_times))
+    steady = (len(done_times) - 1 - first) / max(done_times[-1] - done_times[first], 1e-9) * 3600
+    return whole, steady
+
+
+def _stage_means(seconds: list[dict]) -> dict[str, float]:
+    return {stage: float(np.mean([s.get(stage, 0.0) for s in seconds])) for stage in ("read", "compute", "kernel", "write")}
+
+
+def _own_and_reaped_cpu() -> float:
+    """CPU seconds of this process and of its children that have exited."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str] | None) -> dict:
+    items = batch_items(inputs, out)
+    # a warm-up subject in this process compiles or loads the kernels (spawned workers load
+    # them from numba's cache, inside the measured run, as a real batch does)
+    run_batch(items[:1], params)
+    done_times: list[float] = []
+    before = _own_and_reaped_cpu()
+    with Monitor([os.getpid()]) as monitor:
+        reports = run_batch(items, params, devices=gpus, report=lambda r: done_times.append(time.perf_counter()))
+    # the worker processes have exited and been joined: their CPU is in RUSAGE_CHILDREN
+    cpu = _own_and_reaped_cpu() - before
+    failed = [r for r in reports if not r.ok]
+    if failed:
+        raise SystemExit(f"local batch: {len(failed)} inputs failed, e.g. {failed[0].fod}: {failed[0].error}")
+    return {"wall": monitor.wall, "rates": _rates(done_times, monitor.started), "cpu": cpu,
+            "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(),
+            "stages": _stage_means([r.seconds for r in reports]), "kernel_total": sum(r.seconds["kernel"] for r in reports)}
+
+
+def _environment(data_dir: Path, broker_url: str) -> dict[str, str]:
+    """The service processes' environment: this one's (the device's PYTHONPATH included) with
+    the repository first, no simulator, the data folder and broker."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.update(FIBERTENSOR_DATA_DIR=str(data_dir), FIBERTENSOR_BROKER_URL=broker_url)
+    return env
+
+
+async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: str) -> list[dict]:
+    uploads = asyncio.Semaphore(8)
+    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
+    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
+        async def upload(path: Path) -> str:
+            async with uploads:
+                response = await http.post("/v1/jobs/peaks", files={"fod": (path.name, path.read_bytes())},
+                                           data={"backend": backend, "label": label})
+            if response.status_code != 202:
+                raise SystemExit(f"upload of {path.name} refused: {response.status_code} {response.text}")
+            return response.json()["id"]
+
+        ids = set(await asyncio.gather(*(upload(p) for p in inputs)))
+        final: dict[str, dict] = {}
+        deadline = time.monotonic() + 3600
+        while len(final) < len(ids) and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            listing = (await http.get("/v1/jobs", params={"label": label, "limit": 1000})).json()["jobs"]
+            final.update({j["id"]: j for j in listing if j["id"] in ids and j["status"] in _TERMINAL})
+        failed = [j for j in final.values() if j["status"] != "succeeded"]
+        if failed or len(final) < len(ids):
+            raise SystemExit(f"service: {len(failed)} jobs failed, {len(ids) - len(final)} unfinished; see the logs")
+        sidecars = await asyncio.gather(*(http.get(f"/v1/jobs/{j}/results/peaks.json") for j in final))
+        for job, sidecar in zip(final.values(), sidecars):
+            job["sidecar"] = sidecar.json()
+        return list(final.values())
+
+
+def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], broker: str, redis_server: str) -> dict:
+    data_dir, port = work / "service-data", bench_service._free_port()
+    base = f"http://127.0.0.1:{port}"
+    processes: list[subprocess.Popen] = []
+    try:
+        broker_url = ""
+        if broker == "redis":
+            redis_port = bench_service._free_port()
+            processes.append(bench_service._spawn([redis_server, "--port", str(redis_port), "--save", "",
+                                                   "--appendonly", "no"], dict(os.environ), work / "redis.log"))
+            broker_url = f"redis://127.0.0.1:{redis_port}/0"
+        env = _environment(data_dir, broker_url)
+        processes.append(bench_service._spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port",
+                                               str(port), "--log-level", "warning"], env, work / "serve.log"))
+        for gpu in gpus:
+            processes.append(bench_service._spawn(
+                [sys.executable, "-m", "service", "worker", "--log-level", "warning"],
+                {**env, "CUDA_VISIBLE_DEVICES": gpu}, work / f"worker-gpu{gpu}.log"))
+        bench_service._wait_ready(base, len(gpus), processes)
+        # one warm-up job per worker: kernels compiled or loaded from numba's cache
+        asyncio.run(_submit_and_wait(base, inputs[: len(gpus)], backend, "warmup"))
+        roots = [p.pid for p in processes]
+        before = {pid: _cpu_seconds([pid]) for pid in _tree(roots)}
+        with Monitor(roots) as monitor:
+            jobs = asyncio.run(_submit_and_wait(base, inputs, backend, "cohort"))
+    finally:
+        bench_service._stop(processes)
+    started = datetime.fromisoformat(min(j["created_at"] for j in jobs)).timestamp()
+    done_times = [datetime.fromisoformat(j["finished_at"]).timestamp() for j in jobs]
+    seconds = [j["sidecar"]["seconds"] for j in jobs]
+    stages = [{"read": s["read"], "compute": s["peaks_total"], "kernel": s.get("peaks_kernel", 0.0),
+               "write": s["write"]} for s in seconds]
+    return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": monitor.cpu_seconds(before),
+            "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(), "stages": _stage_means(stages),
+            "kernel_total": sum(s["kernel"] for s in stages)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--subjects", type=int, default=100)
+    parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
+    parser.add_argument("--lmax", type=int, default=8)
+    parser.add_argument("--gpus", help="CUDA_VISIBLE_DEVICES values, e.g. 0 or 0,1 (default: local in this "
+                        "process, service with one worker)")
+    parser.add_argument("--modes", default="local,service")
+    parser.add_argument("--broker", choices=["redis", "embedded"])
+    parser.add_argument("--redis-server", default=shutil.which("redis-server"))
+    parser.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = parser.parse_args()
+    broker = args.broker or ("redis" if args.redis_server else "embedded")
+    if broker == "redis" and not args.redis_server:
+        raise SystemExit("--broker redis: no redis-server on PATH; give --redis-server PATH")
+    gpus = args.gpus.split(",") if args.gpus else None
+    work = args.work or Path(tempfile.mkdtemp(prefix="fibertensor-batch-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    params = PeaksParams(backend=args.backend)
+
+    started = time.perf_counter()
+    inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax)
+    size = sum(p.stat().st_size for p in inputs) / len(inputs)
+    print(f"{args.subjects} subjects {'x'.join(map(str, args.shape))} lmax {args.lmax}, {size / 1e6:.1f} MB .nii.gz "
+          f"each, written in {time.perf_counter() - started:.0f} s; {len(os.sched_getaffinity(0))} cores; "
+          f"backend {args.backend}; work folder {work}", flush=True)
+
+    results = {}
+    modes = args.modes.split(",")
+    if "local" in modes:
+        label = f"local, {'in-process' if not gpus else f'{len(gpus)} GPU process(es)'}"
+        results[label] = run_local(inputs, work / "out-local", params, gpus)
+        print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+    if "service" in modes:
+        label = f"service, {broker}, {len(gpus or ['0'])} worker(s)"
+        results[label] = run_service(inputs, work, args.backend, gpus or ["0"], broker, args.redis_server)
+        print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+
+    print()
+    for label, r in results.items():
+        print(f"{label}: RSS GB per tenth of the run: {r['curve']}")
+    n_gpus = len(gpus or ["0"])
+    print(f"\n{args.subjects} subjects, {'x'.join(map(str, args.shape))} lmax {args.lmax}; stage columns: mean "
+          "seconds per subject (read, compute = engine call, kernel = GPU kernels, write)")
+    print(f"{'run':<34}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'GPU busy':>9}{'cores':>7}{'peak RSS GB':>12}"
+          f"{'read':>7}{'compute':>8}{'kernel':>8}{'write':>7}")
+    for label, r in results.items():
+        busy = r["kernel_total"] / r["wall"] / n_gpus
+        s = r["stages"]
+        print(f"{label:<34}{r['wall']:>8.1f}{r['rates'][0]:>9.0f}{r['rates'][1]:>10.0f}"
+              f"{(f'{busy:.0%}' if r['kernel_total'] else '-'):>9}{r['cpu'] / r['wall']:>7.1f}{r['rss'] / 1e9:>12.2f}"
+              f"{s['read']:>7.3f}{s['compute']:>8.3f}{s['kernel']:>8.4f}{s['write']:>7.3f}")
+    if not args.keep and not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""``fibertensor batch peaks``: many FOD volumes through one pipeline (:mod:`worker.batch`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from service.cli import CommandError
+from service.cli.model_options import add_model_options, params_from_args
+from worker.params.peaks import PeaksParams
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    batch = subparsers.add_parser(
+        "batch", help="run a job on many inputs as one pipeline (reading, computing and writing overlap)",
+        description="Run a job on many inputs as one pipeline: the next inputs are read while one is "
+        "computed and the previous results are written.")
+    kinds = batch.add_subparsers(dest="batch_kind", required=True, metavar="JOB")
+    peaks = kinds.add_parser(
+        "peaks", help="fiber peaks of many SH FOD volumes",
+        description="Fiber peaks of every input, written as fibertensor peaks IN DIR/<name> writes them: "
+        "DIR/<name>_peaks.nii.gz, _amplitudes.nii.gz, _count.nii.gz and DIR/<name>.json, byte for byte the "
+        "same. An input that fails is listed at the end and the others are written; the exit status is "
+        "then 1.")
+    peaks.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
+                       help="4D NIfTI of SH coefficients, or a folder of them (its .nii and .nii.gz files)")
+    peaks.add_argument("--out-dir", type=Path, required=True, metavar="DIR", help="folder for the outputs")
+    peaks.add_argument("--gpus", metavar="all|0,1",
+                       help="one worker process per GPU, all taking inputs from one queue: 'all' or "
+                       "CUDA_VISIBLE_DEVICES values (default: one process, the backend's device)")
+    peaks.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
+    peaks.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")
+    add_model_options(peaks, PeaksParams)
+    peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary; failures are still listed")
+    peaks.set_defaults(func=_batch_peaks)
+
+
+def _devices(gpus: str | None) -> list[str] | None:
+    from worker.batch import visible_gpus
+
+    if gpus is None:
+        return None
+    if gpus == "all":
+        devices = visible_gpus()
+        if not devices:
+            raise CommandError("--gpus all: no CUDA GPU is visible here; leave out --gpus to run on the CPU")
+        return devices
+    devices = [d.strip() for d in gpus.split(",")]
+    if not all(devices) or len(set(devices)) != len(devices):
+        raise CommandError(f"--gpus {gpus!r}: give 'all' or distinct device numbers separated by commas, e.g. 0,1")
+    return devices
+
+
+def _batch_peaks(args: argparse.Namespace) -> int:
+    from worker.batch import batch_items, run_batch
+    from worker.errors import InputError
+
+    params = params_from_args(PeaksParams, args)
+    for option in ("readers", "writers"):
+        if getattr(args, option) is not None and getattr(args, option) < 1:
+            raise CommandError(f"--{option} must be at least 1")
+    try:
+        items = batch_items(args.inputs, args.out_dir)
+    except InputError as exc:
+        raise CommandError(exc.detail) from None
+    devices = _devices(args.gpus)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+
+    bar = None
+    if not args.quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(items), unit="input", desc="peaks", file=sys.stderr)
+
+    def report(item_report) -> None:
+        if bar is not None:
+            bar.update(1)
+            if not item_report.ok:
+                bar.write(f"failed: {item_report.fod}: {item_report.error}", file=sys.stderr)
+
+    started = time.perf_counter()
+    try:
+        reports = run_batch(items, params, devices=devices, readers=args.readers, writers=args.writers,
+                            report=report)
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - started
+    failed = [r for r in reports if not r.ok]
+    if not args.quiet:
+        written = len(reports) - len(failed)
+        print(f"{written} of {len(reports)} inputs written to {args.out_dir} in {seconds:.1f} s "
+              f"({written / seconds * 3600:.0f} per hour); {len(failed)} failed")
+    if failed:
+        print(f"fibertensor: {len(failed)} of {len(reports)} inputs failed:", file=sys.stderr)
+        for r in failed:
+            print(f"  {r.fod}: {r.error}", file=sys.stderr)
+        return 1
+    return 0

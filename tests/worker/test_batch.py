@@ -1,0 +1,166 @@
+"""The batch pipeline (``fibertensor batch peaks``): the files of one ``fibertensor peaks``
+run per input, byte for byte, in one process or in worker processes sharing one queue; a
+failing input fails alone and leaves no output behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from gpu.peaks.phantom import fod_phantom
+from service.cli import main
+from worker.batch import batch_items, run_batch
+from worker.errors import InputError
+from worker.jobs.peaks import IMAGE_OUTPUTS
+from worker.params import PeaksParams
+
+SHAPE = (7, 6, 5)
+GOOD = ("sub-01", "sub-02", "sub-03")
+IMAGE_FILES = tuple(f"_{name}.nii.gz" for name in IMAGE_OUTPUTS)
+OUTPUT_FILES = IMAGE_FILES + ("_qc.png", ".json")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_fod(path: Path, seed: int, volumes: int | None = None) -> Path:
+    sh = fod_phantom(SHAPE, 8, seed=seed)["sh"]
+    if volumes is not None:
+        sh = sh[..., :volumes]
+    affine = np.diag([2.0, 2.0, 2.5, 1.0])
+    image = nib.Nifti1Image(sh, affine)
+    image.set_sform(affine, code=1)
+    nib.save(image, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory) -> Path:
+    """Three good subjects and, between them, a truncated file and a 10-volume file."""
+    folder = tmp_path_factory.mktemp("cohort")
+    for seed, name in enumerate(GOOD):
+        write_fod(folder / f"{name}.nii.gz", seed)
+    whole = write_fod(folder / "sub-02a_cut.nii.gz", 7).read_bytes()
+    (folder / "sub-02a_cut.nii.gz").write_bytes(whole[: len(whole) // 2])
+    write_fod(folder / "sub-02b_tenvolumes.nii.gz", 8, volumes=10)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def one_at_a_time(cohort, tmp_path_factory) -> Path:
+    """``python3 -m service peaks IN DIR/<name> --backend cpu`` for each good input."""
+    out = tmp_path_factory.mktemp("single")
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    for name in GOOD:
+        done = subprocess.run([sys.executable, "-m", "service", "peaks", str(cohort / f"{name}.nii.gz"),
+                               str(out / name), "--backend", "cpu", "--quiet"],
+                              cwd=REPO, env=environment, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    return out
+
+
+def assert_same_outputs(batch: Path, single: Path) -> None:
+    for name in GOOD:
+        for suffix in IMAGE_FILES:
+            assert (batch / f"{name}{suffix}").read_bytes() == (single / f"{name}{suffix}").read_bytes(), name + suffix
+        sidecars = [json.loads((folder / f"{name}.json").read_text()) for folder in (batch, single)]
+        for sidecar in sidecars:
+            assert sidecar.pop("seconds").keys() >= {"read", "peaks_total", "write", "total"}
+        assert sidecars[0] == sidecars[1]
+
+
+def assert_failures_left_nothing(out: Path) -> None:
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(f"{name}{suffix}" for name in GOOD for suffix in OUTPUT_FILES)
+
+
+def test_batch_equals_one_peaks_run_per_input_and_failures_fail_alone(cohort, one_at_a_time, tmp_path, capsys):
+    out = tmp_path / "batch"
+    status = main(["batch", "peaks", str(cohort), "--out-dir", str(out), "--backend", "cpu", "--readers", "2"])
+    captured = capsys.readouterr()
+    assert status == 1
+    assert_same_outputs(out, one_at_a_time)
+    assert_failures_left_nothing(out)
+    assert "3 of 5 inputs written" in captured.out and "2 failed" in captured.out
+    failures = captured.err.splitlines()
+    assert failures[0] == "fibertensor: 2 of 5 inputs failed:"
+    assert "sub-02a_cut.nii.gz" in failures[1] and "truncated" in failures[1]
+    assert "sub-02b_tenvolumes.nii.gz" in failures[2] and "must be one of 6 (lmax 2)" in failures[2]
+
+
+def test_worker_processes_share_one_queue(cohort, one_at_a_time, tmp_path):
+    """Two spawned worker processes (CUDA_VISIBLE_DEVICES 0 and 1; the CPU backend here)
+    write the same files as one process."""
+    out = tmp_path / "processes"
+    items = batch_items([cohort], out)
+    reports = run_batch(items, PeaksParams(backend="cpu"), devices=["0", "1"], readers=1, writers=1)
+    assert [r.fod.name for r in reports] == [item.fod.name for item in items]
+    assert [r.ok for r in reports] == [True, True, False, False, True]
+    assert {r.worker for r in reports} <= {"gpu 0", "gpu 1"}
+    assert all(r.seconds["read"] > 0 and r.seconds["compute"] > 0 for r in reports if r.ok)
+    assert_same_outputs(out, one_at_a_time)
+    assert_failures_left_nothing(out)
+
+
+def test_a_failed_write_leaves_none_of_its_outputs(cohort, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sub-02_count.nii.gz").mkdir()  # the count image cannot be renamed onto a folder
+    items = batch_items([cohort / f"{name}.nii.gz" for name in GOOD], out)
+    reports = run_batch(items, PeaksParams(backend="cpu"), readers=1, writers=1)
+    assert [r.ok for r in reports] == [True, False, True]
+    assert "sub-02_count.nii.gz" in reports[1].error
+    left = sorted(p.name for p in out.iterdir())
+    assert left == sorted([f"{n}{s}" for n in ("sub-01", "sub-03") for s in OUTPUT_FILES] + ["sub-02_count.nii.gz"])
+
+
+def test_batch_items_names_and_folders(cohort, tmp_path):
+    out = tmp_path / "out"
+    items = batch_items([cohort / "sub-01.nii.gz", cohort, cohort / "sub-01.nii.gz"], out)
+    assert [item.fod.name for item in items] == [
+        "sub-01.nii.gz", "sub-02.nii.gz", "sub-02a_cut.nii.gz", "sub-02b_tenvolumes.nii.gz", "sub-03.nii.gz"]
+    assert items[1].outputs.path("peaks", ".nii.gz") == out / "sub-02_peaks.nii.gz"
+    assert items[1].outputs.sidecar == out / "sub-02.json"
+
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    write_fod(earlier / "sub-09.nii", 9)
+    for suffix in IMAGE_FILES:
+        (earlier / f"sub-09{suffix}").write_bytes(b"")
+    assert [item.fod.name for item in batch_items([earlier], earlier)] == ["sub-09.nii"]
+
+    with pytest.raises(InputError, match="would both write sub-09_peaks.nii.gz"):
+        batch_items([earlier / "sub-09.nii", write_fod(tmp_path / "sub-09.nii.gz", 9)], out)
+    with pytest.raises(InputError, match="does not exist"):
+        batch_items([tmp_path / "missing.nii.gz"], out)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="holds no .nii, .nii.gz, .mif or .mif.gz file"):
+        batch_items([tmp_path / "empty"], out)
+
+
+@pytest.mark.parametrize("gpus, message", [
+    ("0,,1", "distinct device numbers"), ("1,1", "distinct device numbers"), ("all", "no CUDA GPU is visible")])
+def test_gpus_option_errors(cohort, tmp_path, capsys, gpus, message):
+    assert main(["batch", "peaks", str(cohort), "--out-dir", str(tmp_path), "--gpus", gpus]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_interrupted_batch_stops_reading_and_finishes_started_writes(cohort, tmp_path):
+    """Ctrl-C (here: raised from the report of the second input, in the computing thread):
+    no further input is computed, the first input's write completes, nothing partial stays."""
+    out = tmp_path / "out"
+    items = batch_items([cohort / name for name in ("sub-01.nii.gz", "sub-02a_cut.nii.gz", "sub-02.nii.gz",
+                                                    "sub-03.nii.gz")], out)
+
+    def report(item_report):
+        if not item_report.ok:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(items, PeaksParams(backend="cpu"), readers=1, writers=1, report=report)
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"sub-01{suffix}" for suffix in OUTPUT_FILES)

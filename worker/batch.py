@@ -1,0 +1,338 @@
+"""Many peaks jobs as one pipeline: read the next inputs, compute the current one, write the
+previous ones, at once.
+
+In each process, reader threads inflate the next volumes (ISA-L releases the GIL) into a
+bounded queue, the main thread runs the engine on one volume at a time, and writer threads
+compress and write the results of the ones before; at most ``2·readers + 1`` volumes and
+``writers`` results are held, so memory stays flat however long the batch. Each input's
+files are those :func:`worker.jobs.peaks.run_peaks` writes for it alone, through the same
+three functions, byte for byte (the gzip streams do not depend on timing or thread counts).
+
+With ``devices``, one process per GPU is spawned, each with ``CUDA_VISIBLE_DEVICES`` set
+before numba is imported in it, all taking inputs from one shared queue; the calling process
+never initialises CUDA (it may itself have been forked from a server, or fork later).
+
+An input that fails (unreadable, wrong volume count, an engine or write error) is reported
+and the others go on; a failed write leaves none of that input's output files behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from worker.errors import InputError
+from worker.jobs.peaks import IMAGE_OUTPUTS, IMAGE_SUFFIXES, PeaksOutputs
+from worker.params.peaks import PeaksParams
+
+__all__ = ["BatchItem", "ItemReport", "batch_items", "default_threads", "visible_gpus", "run_batch"]
+
+# Files a folder may hold from an earlier batch into it; they are outputs, not inputs.
+_OUTPUT_SUFFIXES = tuple(f"_{name}{suffix}" for name in IMAGE_OUTPUTS for suffix in IMAGE_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One input and where its outputs go (the names ``fibertensor peaks IN DIR/<name>`` uses)."""
+
+    fod: Path
+    outputs: PeaksOutputs
+
+
+@dataclass
+class ItemReport:
+    """How one input went: ``error`` says why it failed (empty when it did not); ``seconds``
+    has ``read``, ``compute`` (the engine call), ``kernel`` (GPU kernel time, CUDA only) and
+    ``write``; ``worker`` names the process ("local", "gpu 0")."""
+
+    fod: Path
+    ok: bool
+    worker: str
+    error: str = ""
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _input_name(path: Path) -> str:
+    """``sub-01.nii.gz`` → ``sub-01``."""
+    for suffix in IMAGE_SUFFIXES[::-1]:
+        if path.name.endswith(suffix):
+            return path.name[: -len(suffix)]
+    return path.name
+
+
+def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
+    """The items of a batch: files as given, and each folder's NIfTI and MRtrix images by
+    name (not its sub-folders, nor outputs of an earlier batch); a file named twice counts
+    once. Outputs: those of ``fibertensor peaks IN out_dir/<name>`` (``<name>_peaks.nii.gz``,
+    ..., ``<name>.json``). :class:`InputError` for a missing path, an empty folder, or two inputs
+    of the same name (they would write the same outputs)."""
+    files: list[Path] = []
+    for path in map(Path, inputs):
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir()
+                           if p.is_file() and p.name.endswith(IMAGE_SUFFIXES) and not p.name.endswith(_OUTPUT_SUFFIXES)
+                           and not p.name.startswith("."))
+            if not found:
+                raise InputError("No inputs", f"the folder {str(path)!r} holds no .nii, .nii.gz, .mif or .mif.gz file")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputError("Missing input", f"{str(path)!r} does not exist; check the path")
+    items: dict[str, BatchItem] = {}
+    for path in files:
+        name = _input_name(path)
+        if name in items:
+            if items[name].fod.resolve() == path.resolve():
+                continue
+            raise InputError(
+                "Duplicate input names",
+                f"{str(items[name].fod)!r} and {str(path)!r} would both write {name}_peaks.nii.gz; rename one, "
+                "or run them in two batches with different --out-dir",
+            )
+        items[name] = BatchItem(path, PeaksOutputs.with_prefix(Path(out_dir) / name))
+    return list(items.values())
+
+
+def default_threads(processes: int = 1) -> tuple[int, int]:
+    """Reader and writer threads per process: half of its share of this machine's cores read
+    (inflating is the longest stage), a quarter write; at least one of each."""
+    share = max(1, len(os.sched_getaffinity(0)) // max(1, processes))
+    return max(1, min(8, share // 2)), max(1, min(4, share // 4))
+
+
+def _describe(exc: BaseException) -> str:
+    return exc.detail if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+
+
+def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: PeaksParams, readers: int,
+              writers: int, report: Callable[[ItemReport], None], worker: str) -> None:
+    """Process items from ``take(stopping)`` (thread-safe; None when there are no more, or
+    soon after ``stopping`` is set) until each of the ``readers`` threads has had its None;
+    ``report`` (thread-safe) gets every item's :class:`ItemReport`. Interrupted, it stops
+    reading, lets started writes finish, and re-raises."""
+    from worker.jobs.peaks import compute_peaks, read_peaks_inputs, write_peaks_outputs
+
+    ready: queue.Queue = queue.Queue(maxsize=readers)
+    writing = threading.Semaphore(writers)
+    stopping = threading.Event()
+
+    def hand_over(entry) -> None:
+        # Once stopping, nobody may take it: give up rather than block.
+        while True:
+            try:
+                return ready.put(entry, timeout=0.2)
+            except queue.Full:
+                if stopping.is_set():
+                    return
+
+    def read_ahead() -> None:
+        try:
+            while not stopping.is_set() and (item := take(stopping)) is not None:
+                try:
+                    hand_over((item, read_peaks_inputs(item.fod, params=params), None))
+                except Exception as exc:
+                    hand_over((item, None, _describe(exc)))
+        finally:
+            hand_over(None)
+
+    def write(item: BatchItem, inputs, result, compute_seconds: float) -> None:
+        try:
+            # Each image on one thread: this stage's parallelism is across inputs.
+            sidecar = write_peaks_outputs(inputs, result, params, item.outputs, compress_threads=1)
+        except Exception as exc:  # write_peaks_outputs removed what it had written
+            report(ItemReport(item.fod, False, worker, _describe(exc)))
+        else:
+            seconds = sidecar["seconds"]
+            report(ItemReport(item.fod, True, worker, seconds={
+                "read": seconds["read"], "compute": compute_seconds, "kernel": seconds.get("peaks_kernel", 0.0),
+                "write": seconds["write"]}))
+        finally:
+            writing.release()
+
+    with ThreadPoolExecutor(readers, "batch-read") as read_pool, ThreadPoolExecutor(writers, "batch-write") as write_pool:
+        reading = [read_pool.submit(read_ahead) for _ in range(readers)]
+        running = readers
+        try:
+            while running:
+                entry = ready.get()
+                if entry is None:
+                    running -= 1
+                    continue
+                item, inputs, error = entry
+                if error:
+                    report(ItemReport(item.fod, False, worker, error))
+                    continue
+                started = time.perf_counter()
+                try:
+                    result = compute_peaks(inputs, params)
+                except Exception as exc:
+                    report(ItemReport(item.fod, False, worker, _describe(exc)))
+                    continue
+                compute_seconds = time.perf_counter() - started
+                writing.acquire()
+                # The writer still needs the SH volume (fODF metrics, .pam5); the writing
+                # semaphore bounds how many are held.
+                write_pool.submit(write, item, dataclasses.replace(inputs, mask=None), result, compute_seconds)
+                del inputs, result
+        except BaseException:
+            # Interrupted: readers stop after the volume in hand, started writes finish.
+            stopping.set()
+            while not all(future.done() for future in reading):
+                try:
+                    ready.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+            raise
+
+
+def _device_process(device: str, tasks, reports, params: dict, readers: int, writers: int) -> None:
+    """A spawned process's life: run the pipeline on GPU ``device`` until its readers have
+    each taken a None from ``tasks``."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = device  # before numba is imported in this process
+
+    interrupted = threading.Event()
+
+    def interrupt(signum, frame):
+        # Ctrl-C reaches the whole process group and the parent then sends SIGTERM: the first
+        # stops the pipeline, which finishes its started writes; the second must not cut that
+        # short (and leave a temporary file behind).
+        if not interrupted.is_set():
+            interrupted.set()
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def take(stopping: threading.Event) -> BatchItem | None:
+        # a bounded wait, so that a stopping reader never blocks on the shared queue
+        while not stopping.is_set():
+            try:
+                return tasks.get(timeout=0.2)
+            except queue.Empty:
+                continue
+        return None
+
+    try:
+        _pipeline(take, PeaksParams(**params), readers, writers, reports.put, f"gpu {device}")
+    except KeyboardInterrupt:
+        pass  # the parent reports the inputs left undone
+
+
+def _count_gpus() -> int:
+    from gpu.cuda_runtime import cuda_available
+
+    if not cuda_available():
+        return 0
+    from numba import cuda
+
+    return len(cuda.gpus)
+
+
+def visible_gpus() -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` value of each GPU this process could use, counted in a
+    spawned process so that this one never initialises CUDA; empty without a GPU."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        count = pool.apply(_count_gpus)
+    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return listed[:count] if listed else [str(i) for i in range(count)]
+
+
+def run_batch(
+    items: Sequence[BatchItem],
+    params: PeaksParams = PeaksParams(),
+    *,
+    devices: Sequence[str] | None = None,
+    readers: int | None = None,
+    writers: int | None = None,
+    report: Callable[[ItemReport], None] | None = None,
+) -> list[ItemReport]:
+    """Run the peaks job on every item; returns the reports in ``items`` order.
+
+    ``devices``: ``CUDA_VISIBLE_DEVICES`` values, one worker process each (spawned; this
+    process stays free of CUDA); None runs the pipeline in this process. ``readers`` and
+    ``writers``: threads per process (default :func:`default_threads`). ``report`` is called
+    (in this process, one call at a time) as each item finishes.
+    """
+    default_readers, default_writers = default_threads(len(devices) if devices else 1)
+    readers, writers = readers or default_readers, writers or default_writers
+    reports: dict[Path, ItemReport] = {}
+    lock = threading.Lock()
+
+    def collect(item_report: ItemReport) -> None:
+        with lock:
+            reports[item_report.fod] = item_report
+            if report is not None:
+                report(item_report)
+
+    if not devices:
+        pending = iter(items)
+
+        def take(stopping: threading.Event) -> BatchItem | None:
+            with lock:
+                return next(pending, None)
+
+        _pipeline(take, params, readers, writers, collect, "local")
+    else:
+        _run_processes(items, params, list(devices), readers, writers, collect)
+    for item in items:
+        if item.fod not in reports:
+            reports[item.fod] = ItemReport(item.fod, False, "", "not processed: its worker process stopped "
+                                           "(see the messages above); run the batch again for this input")
+    return [reports[item.fod] for item in items]
+
+
+def _run_processes(items: Sequence[BatchItem], params: PeaksParams, devices: list[str], readers: int, writers: int,
+                   collect: Callable[[ItemReport], None]) -> None:
+    context = multiprocessing.get_context("spawn")
+    tasks, results = context.Queue(), context.Queue()
+    for item in items:
+        tasks.put(item)
+    for _ in range(len(devices) * readers):
+        tasks.put(None)
+    processes = [context.Process(target=_device_process, name=f"fibertensor-batch-gpu-{device}",
+                                 args=(device, tasks, results, params.model_dump(), readers, writers))
+                 for device in devices]
+    for process in processes:
+        process.start()
+    try:
+        received = 0
+        while received < len(items):
+            try:
+                item_report = results.get(timeout=0.5)
+            except queue.Empty:
+                if any(process.is_alive() for process in processes):
+                    continue
+                try:  # the last reports of processes that have just exited
+                    item_report = results.get(timeout=0.5)
+                except queue.Empty:
+                    break
+            collect(item_report)
+            received += 1
+        for process in processes:
+            process.join()
+    finally:
+        # Interrupted: each process finishes its started writes and exits; the reports it
+        # still sends are drained, so that none blocks at exit on a full pipe.
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + 120
+        while any(process.is_alive() for process in processes) and time.monotonic() < deadline:
+            try:
+                results.get(timeout=0.1)
+            except queue.Empty:
+                pass
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+            process.join()
