@@ -240,14 +240,18 @@ def _list_as_text(field_schema: dict[str, Any]) -> dict[str, Any]:
 
 def upload_form_schema(kind: JobKind) -> dict[str, Any]:
     """OpenAPI request body of ``POST /v1/jobs/{kind}``: the input slots as file fields, the
-    parameters (from the kind's pydantic model) and ``label`` as text fields."""
+    parameters (from the kind's pydantic model) and ``label`` as text fields.
+
+    A file field lists the file name endings it accepts in ``x-suffixes``, for clients such
+    as the web page's file pickers, and in its description, for people."""
     params_schema = kind.params_model.model_json_schema()
     properties: dict[str, Any] = {
         slot.name: {
             "type": "string",
             "format": "binary",
-            "description": (slot.description + " " if slot.description else "")
-            + f"({', '.join(slot.suffixes)})",
+            "description": (f"{slot.description}. " if slot.description else "")
+            + f"A file ending in {' or '.join(slot.suffixes)}.",
+            "x-suffixes": list(slot.suffixes),
         }
         for slot in kind.inputs
     }

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import logging
 import os
+import secrets
 import shutil
 import socket
 import threading
@@ -161,6 +162,13 @@ def fail_job(store: JobStore, job_id: str, title: str, detail: str) -> JobRecord
     return store.update(job_id, change)
 
 
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` on one line of at most ``limit`` characters: what a job's log and
+    error say of a fault."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split()).removesuffix(":")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -298,8 +306,13 @@ def run_job(
                 "the operator to free space on FIBERTENSOR_DATA_DIR.",
             )
             return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.failed, error))
-        store.append_log(job_id, "".join(traceback.format_exception(exc)).rstrip())
+        # the job's log is served to its owner: the traceback goes to the server's log only,
+        # findable by the error id the job's log and error carry
+        error_id = secrets.token_hex(4)
+        summary = _one_line(exc)
         if retry_allowed and is_transient(exc):
+            logger.warning("job %s: transient error (error id %s); queued again", job_id, error_id, exc_info=exc)
+            store.append_log(job_id, f"transient error (error id {error_id}): {summary}; queued again for a retry")
 
             def requeue(rec: JobRecord) -> JobRecord:
                 rec.status = JobStatus.queued
@@ -309,11 +322,12 @@ def run_job(
 
             _owned_update(store, job_id, me, requeue)
             raise RetryLater(exc) from exc
-        logger.exception("job %s failed", job_id)
+        logger.exception("job %s failed (error id %s)", job_id, error_id)
+        store.append_log(job_id, f"fault of the service (error id {error_id}): {summary}")
         error = JobError(
             title="Job failed",
-            detail=f"{type(exc).__name__}: {exc}. This is a fault of the service, not of "
-            f"your input; report it with job id {job_id}.",
+            detail=f"{summary}. This is a fault of the service, not of your input; report it "
+            f"with job id {job_id} and error id {error_id}.",
         )
         return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.failed, error))
     finally:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from service.api.jobs import _own_job
+from service.api.jobs import own_job
 from service.deps import StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem
 from worker.job_store import JobRecord, JobStatus, JobStore
@@ -124,7 +124,7 @@ def batch_results_zip(
     responses={**_ZIP_DOC, 404: PROBLEM_RESPONSES[404], 409: PROBLEM_RESPONSES[409]},
 )
 def job_results_zip(job_id: str, store: StoreDep, tenant: TenantDep) -> StreamingResponse:
-    record = _own_job(store, job_id, tenant)
+    record = own_job(store, job_id, tenant)
     if not record.results:
         raise Problem(
             409,

@@ -1,4 +1,4 @@
-"""Reading, listing, downloading and cancelling or deleting jobs."""
+"""Reading, listing, downloading and cancelling or deleting jobs, and reading their logs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from service.problems import PROBLEM_RESPONSES, Problem
 from service.schemas import JobListOut, JobOut
 from worker.job_store import TERMINAL_STATUSES, JobNotFound, JobRecord, JobStatus, JobStore, utc_now
 
-__all__ = ["router"]
+__all__ = ["router", "own_job"]
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses={401: PROBLEM_RESPONSES[401]})
 
@@ -25,7 +25,7 @@ def _not_found(job_id: str) -> Problem:
     return Problem(404, f"no job {job_id!r} here; list your jobs with GET /v1/jobs")
 
 
-def _own_job(store: JobStore, job_id: str, tenant: str) -> JobRecord:
+def own_job(store: JobStore, job_id: str, tenant: str) -> JobRecord:
     """The job, if it exists and belongs to ``tenant``; others' jobs are 404, as if absent."""
     try:
         record = store.read(job_id)
@@ -71,7 +71,7 @@ def list_jobs(
     responses={404: PROBLEM_RESPONSES[404]},
 )
 def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -> JobOut:
-    return JobOut.from_record(_own_job(store, job_id, tenant), request)
+    return JobOut.from_record(own_job(store, job_id, tenant), request)
 
 
 @router.head("/{job_id}/results/{name}", include_in_schema=False)
@@ -82,7 +82,7 @@ def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -
     responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404]},
 )
 def download_result(job_id: str, name: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
-    record = _own_job(store, job_id, tenant)
+    record = own_job(store, job_id, tenant)
     result = next((r for r in record.results if r.name == name), None)
     if result is None:
         names = ", ".join(r.name for r in record.results) or "none yet"
@@ -124,7 +124,7 @@ def unknown_kind(kind: str, request: Request, kinds: KindsDep) -> Response:
     },
 )
 def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
-    _own_job(store, job_id, tenant)
+    own_job(store, job_id, tenant)
 
     def cancel(record: JobRecord) -> JobRecord | None:
         if record.status in TERMINAL_STATUSES:
@@ -145,3 +145,27 @@ def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep
         raise _not_found(job_id) from None
     code = status.HTTP_200_OK if record.status is JobStatus.cancelled else status.HTTP_202_ACCEPTED
     return JSONResponse(JobOut.from_record(record, request).model_dump(mode="json"), status_code=code)
+
+
+@router.get(
+    "/{job_id}/log",
+    response_class=Response,
+    summary="A job's log: what it reported while it ran",
+    description="One line per event, each starting with its UTC time: attempts started, the "
+    "job's own messages, the error of a refused input and, for a fault of the service, a "
+    "one-line summary with the error id the operator finds the details by. Poll it while "
+    "the job runs.",
+    responses={
+        200: {"content": {"text/plain": {"example": "2026-01-05T09:30:01.123456Z attempt 1 started on "
+                                         "gpu-1:412\n"}}},
+        404: PROBLEM_RESPONSES[404],
+    },
+)
+def job_log(job_id: str, store: StoreDep, tenant: TenantDep) -> Response:
+    own_job(store, job_id, tenant)
+    try:
+        text = store.log_path(job_id).read_bytes()
+    except FileNotFoundError:  # not started yet, or deleted meanwhile
+        text = b""
+    # whole lines only: the runner may be appending one right now
+    return Response(text[: text.rfind(b"\n") + 1], media_type="text/plain", headers={"Cache-Control": "no-store"})

@@ -177,7 +177,8 @@ async def test_openapi_documents_the_generated_form(client):
     spec = (await client.get("/openapi.json")).json()
     body = spec["paths"]["/v1/jobs/scale"]["post"]["requestBody"]["content"]["multipart/form-data"]
     props = body["schema"]["properties"]
-    assert props["volume"] == {"type": "string", "format": "binary", "description": "the volume (.nii, .nii.gz)"}
+    assert props["volume"] == {"type": "string", "format": "binary", "x-suffixes": [".nii", ".nii.gz"],
+                               "description": "the volume. A file ending in .nii or .nii.gz."}
     assert props["factor"]["type"] == "number" and props["fail"]["enum"] == ["none", "input", "crash", "transient"]
     assert set(body["schema"]["required"]) == {"volume"}
     assert (await client.get("/docs")).status_code == 200

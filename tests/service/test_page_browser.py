@@ -36,9 +36,8 @@ from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.job_runner import run_job
 from worker.job_store import JobStore
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.requires_chromium  # skips without it, fails in CI (tests/conftest.py)
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 KEY_A, KEY_B = "key-of-lab-a-0123456789", "key-of-lab-b-9876543210"
 HOSTILE_LABEL = "<script>window.__xss=1</script>\"quoted\" 'single' &amp;"
 HOSTILE_NAME = "<img src=x onerror=window.__xss=2>\"'.nii.gz"
@@ -77,8 +76,8 @@ def keyed_server(tmp_path_factory):
     stop(proc, timeout=60)
 
 
-# A job kind whose result is a picture, as a QC image of a peaks job will be: the page must
-# show it inline. It runs in-process (no worker knows this kind), on the test's command.
+# A job kind that stops half way until the test lets it draw its picture, so the page is
+# watched while a job runs. It runs in-process (no worker knows this kind).
 PICTURE_SIZE = (40, 24)
 
 
@@ -111,6 +110,7 @@ DRAW = threading.Event()  # the picture job runs half way, then waits for the te
 
 def _draw(ctx: JobContext) -> list[Path]:
     ctx.progress(0.5)
+    ctx.log("half drawn")
     DRAW.wait(60)
     path = ctx.out_dir / "qc.png"
     path.write_bytes(_png(*PICTURE_SIZE))
@@ -241,15 +241,12 @@ def _driver(width: int, height: int):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    for binary in (CHROMIUM, CHROMEDRIVER):
-        if not Path(binary).exists():
-            pytest.fail(f"{binary} is missing: apt-get install chromium chromium-driver (CI installs them)")
     options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
+    options.binary_location = shutil.which("chromium")
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},{height}"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
 
 
 @pytest.fixture
@@ -266,6 +263,22 @@ def browser(tmp_path, shots):
 
     yield page
     driver.quit()
+
+
+def _shown(value) -> str:
+    """A parameter as the job page shows it: as JSON in a browser (0.0 as 0), a list as
+    comma-separated values (as the form takes it), an empty one as a dash."""
+    if isinstance(value, list):
+        return ", ".join(map(_shown, value)) or "—"
+    if isinstance(value, str):
+        return value
+    return json.dumps(int(value) if isinstance(value, float) and value.is_integer() else value)
+
+
+def _served_log(base: str, job_id: str, headers: dict[str, str], page: Page) -> str | None:
+    """The job's log from the API when the page shows exactly it, else None."""
+    log = httpx.get(f"{base}/v1/jobs/{job_id}/log", headers=headers).text
+    return log if log and page.text("job-log") == log else None
 
 
 def _finished(page: Page) -> str:
@@ -301,12 +314,20 @@ def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
     assert page.text("job-progress-text") == "100 %"
     params = dict(zip(page.js("return [...document.querySelectorAll('#job-params dt')].map(e => e.textContent)"),
                       page.js("return [...document.querySelectorAll('#job-params dd')].map(e => e.textContent)")))
-    # the page shows values as JSON does (0.0 as 0)
-    assert params == {k: v if isinstance(v, str) else json.dumps(int(v) if isinstance(v, float) and v.is_integer() else v)
-                      for k, v in job["params"].items()}
-    # images among the results load (peaks writes none yet; a QC picture would show here)
-    for image in page.all("#images img"):
-        page.wait(lambda: page.js("return arguments[0].complete && arguments[0].naturalWidth", image), 10, "an image")
+    assert params == {k: _shown(v) for k, v in job["params"].items()}
+    # the job's log, as the API serves it (its last line is written just after the status)
+    log = page.wait(lambda: _served_log(server, job_id, {}, page), 10, "the log as the API serves it")
+    assert log.splitlines()[-1].endswith(f"succeeded with {len(job['results'])} result files")
+    # the job's QC picture is shown inline, at the size of the PNG the API serves
+    qc = next(r for r in job["results"] if r["name"] == "qc.png")
+    png = httpx.get(qc["url"]).content
+    assert hashlib.sha256(png).hexdigest() == qc["sha256"] and png.startswith(b"\x89PNG\r\n\x1a\n")
+    page.wait(lambda: page.all("#images img"), 10, "the QC picture")
+    [image] = page.all("#images img")
+    assert image.get_attribute("alt") == f"qc.png (result image of job {job_id})"
+    size = page.wait(lambda: page.js("const i = arguments[0]; return i.complete && i.naturalWidth > 0 && [i.naturalWidth, i.naturalHeight]",
+                                     image), 10, "the QC picture to load")
+    assert tuple(size) == struct.unpack(">II", png[16:24])  # the PNG's IHDR width and height
     page.shot("job-succeeded")
 
     # one result, then all of them as a zip: the bytes the API serves
@@ -417,6 +438,7 @@ def test_api_keys_a_wrong_key_is_refused_and_tenants_see_only_their_jobs(keyed_s
     expected = httpx.get(f"{keyed_server}/v1/jobs/{a_job}", headers={"X-API-Key": KEY_B}).json()["detail"]
     page.wait(lambda: page.text("err-job") == expected, 10, "lab B refused lab A's job")
     assert "lab-a-batch" not in page.driver.page_source and page.text("job-facts") == ""
+    assert page.text("job-log") == "" and not page.visible("job-log")
     assert page.console_errors(allowed_statuses=(401, 404)) == []
 
 
@@ -442,6 +464,14 @@ def test_keyboard_only_and_no_broken_layout_at_desktop_zoom_and_phone_width(serv
     page.by_id("filter-label").send_keys("keyboard", Keys.ENTER)
     page.wait(lambda: page.visible("batch-zip"), 10, "the batch download link")
     page.wait(lambda: page.texts("#job-rows td[data-label=Label]") == ["keyboard"], 10, "the filtered list")
+    # the job page's log scrolls from the keyboard too: it takes focus
+    page.open(f"/jobs/{job_id}")
+    page.wait(lambda: page.visible("job-log"), JOB_SECONDS, "the job's log")
+    reached = []
+    for _ in range(30):
+        ActionChains(page.driver).send_keys(Keys.TAB).perform()
+        reached.append(page.js("return document.activeElement.id"))
+    assert "job-log" in reached, reached
 
     # 200 % zoom of a 1280x800 window: 640x400 CSS pixels, each 2 device pixels wide
     for name, width, height, zoom in (("desktop-1280", 1280, 800, 1), ("zoom-200", 640, 400, 2), ("phone-375", 375, 800, 1)):
@@ -472,12 +502,16 @@ def test_live_progress_pictures_inline_cancel_delete_and_paging(picture_server, 
     try:
         # live, without reloading: the page polls the API
         page.wait(lambda: "running" in page.text("job-facts") and page.text("job-progress-text") == "50 %", 10, "running at 50 %")
+        # the log too: the job's own message appears while it runs
+        log = page.wait(lambda: "half drawn" in page.text("job-log") and _served_log(base, job_id, {}, page), 10, "the live log")
+        assert [line.split(" ", 1)[1] for line in log.splitlines()][1:] == ["half drawn"]
         page.shot("job-running")
     finally:
         DRAW.set()
         runner.join(30)
     page.wait(lambda: "succeeded" in page.text("job-facts"), 10, "succeeded")
     assert not page.visible("cancel-job") and page.visible("delete-job")
+    page.wait(lambda: page.text("job-log").endswith("succeeded with 1 result files\n"), 10, "the log's last line")
     page.wait(lambda: page.all("#images img"), 10, "the picture")
     image = page.all("#images img")[0]
     size = page.wait(lambda: page.js("const i = arguments[0]; return i.complete && i.naturalWidth && [i.naturalWidth, i.naturalHeight]", image),
@@ -600,5 +634,7 @@ def test_every_kind_gets_a_form_from_the_openapi_document(which, request, browse
                 assert page.texts(f"#f-{name} option") == prop["enum"], (kind, name)
             if "maximum" in prop:
                 assert float(page.by_id(f"f-{name}").get_attribute("max")) == prop["maximum"], (kind, name)
-            assert prop.get("description", "").split(" (")[0] in page.text(f"help-{name}"), (kind, name)
+            if prop.get("format") == "binary":
+                assert page.by_id(f"f-{name}").get_attribute("accept") == ",".join(prop["x-suffixes"]), (kind, name)
+            assert prop.get("description", "") in page.text(f"help-{name}"), (kind, name)
     assert page.console_errors() == []

@@ -69,10 +69,16 @@
     return { title: `HTTP ${status}`, detail: text.slice(0, 500) || `the server answered ${status}` };
   }
 
-  async function api(method, path) {
-    const response = await fetch(path, { method, headers: authHeaders(), cache: "no-store" });
+  // A successful answer, or an ApiProblem thrown; a 401 asks for a key instead.
+  async function send(method, path, cache = "no-store") {
+    const response = await fetch(path, { method, headers: authHeaders(), cache });
     if (response.status === 401) return authNeeded(await response.text());
     if (!response.ok) throw new ApiProblem(response.status, problemFrom(response.status, await response.text()));
+    return response;
+  }
+
+  async function api(method, path) {
+    const response = await send(method, path);
     return response.status === 204 ? null : response.json();
   }
 
@@ -83,10 +89,7 @@
   }
 
   async function fetchBlob(path) {
-    const response = await fetch(path, { headers: authHeaders() });
-    if (response.status === 401) return authNeeded(await response.text());
-    if (!response.ok) throw new ApiProblem(response.status, problemFrom(response.status, await response.text()));
-    return response.blob();
+    return (await send("GET", path, "default")).blob();
   }
 
   // A download link. Without an API key the browser fetches (and streams to disk) itself;
@@ -161,14 +164,6 @@
     return node || {};
   }
 
-  // Accepted suffixes are listed at the end of a file slot's description: "... (.nii, .nii.gz)".
-  function suffixesOf(description) {
-    const match = /\(([^()]*)\)\s*$/.exec(description || "");
-    if (!match) return [];
-    const items = match[1].split(",").map((s) => s.trim());
-    return items.every((s) => s.startsWith(".")) ? items : [];
-  }
-
   function limitsText(spec) {
     const parts = [];
     const low = spec.minimum ?? spec.exclusiveMinimum;
@@ -186,7 +181,7 @@
     const prop = deref(raw, roots);
     const spec = { name, required, description: prop.description || "", default: prop.default };
     if (prop.format === "binary") {
-      return { ...spec, widget: "file", suffixes: suffixesOf(prop.description) };
+      return { ...spec, widget: "file", suffixes: prop["x-suffixes"] || [] };
     }
     const variants = (prop.anyOf || prop.oneOf || [prop]).map((v) => deref(v, roots)).filter((v) => v.type !== "null");
     const choices = variants.flatMap((v) => (v.enum ? v.enum : v.const !== undefined ? [v.const] : []));
@@ -225,8 +220,7 @@
 
   function helpText(spec) {
     const parts = [];
-    if (spec.description) parts.push(spec.description.replace(/\s*\([^()]*\)\s*$/, spec.widget === "file" ? "" : "$&"));
-    if (spec.widget === "file" && spec.suffixes.length) parts.push(`Files ending in ${spec.suffixes.join(" or ")}.`);
+    if (spec.description) parts.push(spec.description);
     if (spec.hint) parts.push(`Give ${spec.hint}.`);
     if (spec.limits) parts.push(`Allowed: ${spec.limits}.`);
     if (spec.default !== undefined && spec.default !== null) parts.push(`Default: ${JSON.stringify(spec.default)}.`);
@@ -589,6 +583,12 @@
     }
   }
 
+  // A parameter as the submit form takes it: a list as comma-separated values.
+  function paramText(value) {
+    if (Array.isArray(value)) return value.length ? value.map(paramText).join(", ") : "—";
+    return typeof value === "string" ? value : JSON.stringify(value);
+  }
+
   function renderJob(job) {
     $("job-id").textContent = job.id;
     document.title = `Job ${job.label ? `${job.label} ` : ""}${job.status} · fibertensor`;
@@ -607,7 +607,7 @@
       $("job-error-title").textContent = job.error.title;
       $("job-error-detail").textContent = job.error.detail;
     }
-    const params = Object.entries(job.params).map(([k, v]) => [k, typeof v === "string" ? v : JSON.stringify(v)]);
+    const params = Object.entries(job.params).map(([k, v]) => [k, paramText(v)]);
     facts($("job-params"), params.length ? params : [["(none)", "this job kind takes no parameters"]]);
     const timings = [["Created", formatTime(job.created_at)], ["Started", formatTime(job.started_at)], ["Finished", formatTime(job.finished_at)]];
     if (job.started_at) timings.push(["Waited in queue", formatSeconds(job.created_at, job.started_at)]);
@@ -627,12 +627,28 @@
     }
   }
 
+  // The job's log, kept scrolled to its end unless the reader scrolled up. New lines are
+  // appended, so a screen reader announces just those (the element is a live "log").
+  async function showLog(jobId) {
+    const text = await (await send("GET", `/v1/jobs/${encodeURIComponent(jobId)}/log`)).text();
+    const log = $("job-log");
+    const shown = log.textContent;
+    if (text === shown) return;
+    const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    if (shown && text.startsWith(shown)) log.append(text.slice(shown.length));
+    else log.textContent = text;
+    log.hidden = !text;
+    $("no-log").hidden = Boolean(text);
+    if (atEnd) log.scrollTop = log.scrollHeight;
+  }
+
   async function showJob(jobId) {
     let previous = null;
     const poll = async () => {
       let job;
       try {
         job = await api("GET", `/v1/jobs/${encodeURIComponent(jobId)}`);
+        await showLog(jobId);
       } catch (error) {
         $("err-job").textContent = error.message;
         return;
@@ -641,6 +657,8 @@
       if (previous && previous !== job.status) announce(`Job ${job.status}`);
       previous = job.status;
       if (!TERMINAL.has(job.status)) setTimeout(poll, POLL_MS);
+      // the runner logs a success just after recording it: read the log's last line once more
+      else setTimeout(() => showLog(jobId).catch((error) => { $("err-job").textContent = error.message; }), POLL_MS);
     };
     $("job-id").textContent = jobId;
     $("cancel-job").addEventListener("click", async () => {
