@@ -156,15 +156,25 @@ def _check_dims(shape: tuple[int, ...], what: str) -> None:
 def check_nifti_complete(path: Path, role: str, expected: int) -> None:
     """Refuse a NIfTI file holding fewer than ``expected`` bytes (its header's offset and
     data), or, compressed, inflating to more than that plus padding; a .nii.gz is inflated
-    once, a chunk at a time. Raises :class:`InputError` titled "Truncated file",
+    once, a chunk at a time; refuse data placed inside the header. Raises :class:`InputError`
+    titled "Unreadable NIfTI file", "Truncated file",
     "Truncated or damaged file" or "Input larger than its header"."""
     path = Path(path)
+    image = nib.load(path)
+    header_size = 540 if isinstance(image, nib.Nifti2Image) else 348
+    if int(getattr(image.dataobj, "offset", header_size)) < header_size:
+        # nibabel would read the header's own bytes as data
+        raise InputError(
+            "Unreadable NIfTI file",
+            f"{role}: the file puts its data at byte {image.dataobj.offset} (vox_offset), inside its "
+            f"{header_size}-byte header; the header is damaged, write the file again (e.g. with nibabel or mrconvert)",
+        )
     if path.name.endswith(".gz"):
         inflated = _gunzip_size(path, limit=expected + _TRAILING_SLACK, role=role)
     else:
         inflated = path.stat().st_size
     if inflated < expected:
-        offset = int(getattr(nib.load(path).dataobj, "offset", 0))
+        offset = int(getattr(image.dataobj, "offset", 0))
         raise InputError(
             "Truncated file",
             f"{role}: the header declares {expected - offset} bytes of image data but the file "
