@@ -23,9 +23,9 @@ from gpu.cuda_runtime import device_name, resolve_backend
 from gpu.peaks.sh_basis import lmax_from_ncoeffs
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
-    N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    N_FPARAMS, N_IPARAMS, P_BOUNDED, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
     P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_SEEDS,
+    S_MAX_ITERATIONS, S_SEEDS, S_SKIPPED,
 )
 from gpu.peaks.sshopm_math import SHIFT_ADAPTIVE, SHIFT_FIXED
 from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
@@ -49,7 +49,12 @@ class PeaksOptions:
     keeps well over half its height, so 0.5 loses no reportable peak; 0 climbs from every
     positive start that passes the neighbour test. ``shift`` "adaptive" is GEAP's shift,
     "fixed" the convexity bound; ``newton`` finishes with Newton steps once the tangent
-    Hessian is negative definite. A climb stops when it moves less than ``step_tol``
+    Hessian is negative definite. With ``bounded``, seeds climb by decreasing start value:
+    the ``npeaks`` highest first, then only those at least ``seed_fraction`` × the least
+    amplitude a reported peak can still have (the largest found peak times
+    ``relative_threshold``, the ``npeaks``-th distinct one, ``threshold``;
+    :func:`gpu.peaks.sshopm_math.later_seed_floor`), the same rule as the first floor, which
+    keeps noisy FODs from climbing every noise lobe. A climb stops when it moves less than ``step_tol``
     radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
     (then it is dropped and counted). Peaks closer than ``merge_angle`` degrees are one.
     """
@@ -60,6 +65,7 @@ class PeaksOptions:
     starts: int = 128
     seeding: Literal["local-max", "all"] = "local-max"
     seed_fraction: float = 0.5
+    bounded: bool = True
     shift: Literal["adaptive", "fixed"] = "adaptive"
     newton: bool = True
     max_iter: int = 30
@@ -136,6 +142,7 @@ def _kernel_params(options: PeaksOptions) -> tuple[np.ndarray, np.ndarray]:
     iparams[P_NEWTON] = int(options.newton)
     iparams[P_SEED_LOCAL] = int(options.seeding == "local-max")
     iparams[P_NPEAKS] = options.npeaks
+    iparams[P_BOUNDED] = int(options.bounded)
     return fparams, iparams
 
 
@@ -243,6 +250,7 @@ def sshopm_peaks(
         "iterations_per_climb": _iteration_summary(run["hist"]),
         "max_iterations_in_a_voxel": int(voxel_stats[:, S_MAX_ITERATIONS].max(initial=0)),
         "iterations_total": int(voxel_stats[:, S_ITERATIONS].sum()),
+        "starts_skipped_by_bound": int(voxel_stats[:, S_SKIPPED].sum()),
         "starts_hit_cap": int(voxel_stats[:, S_CAPPED].sum()),
         "voxels_with_capped_starts": int((voxel_stats[:, S_CAPPED] > 0).sum()),
         "seconds": {

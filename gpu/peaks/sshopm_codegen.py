@@ -159,15 +159,18 @@ def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_s
 
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
     return f'''@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds and their start values by decreasing start value, ties in start order
+    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
+    first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -181,21 +184,28 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, slot] = t
+        packed[slot] = f[t]
+    cuda.syncthreads()
+    if mine != 0:
+        rank = sm.value_rank(slot, total, packed)
+        seed_slots[v, rank] = t
+        seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total'''
 
 
 def _cuda_climb_kernel(order: int) -> str:
     return f'''@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
@@ -206,12 +216,13 @@ def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, fparam
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)'''
 
 
@@ -227,6 +238,8 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -251,9 +264,24 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
             for t in range(n):
-                s = seed_start[t]
+                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
+            # Seeds climb by decreasing start value; after the first n_first, only those that
+            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
                 x, y, z, lam, its, capped, negdef = climb_m{order}(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
@@ -271,6 +299,8 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                 cz[t] = z
                 cl[t] = lam
                 valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -307,9 +337,9 @@ from numba.extending import register_jitable
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
-    S_SEEDS,
+    CLIMB_CAPPED, CLIMB_PEAK, P_BOUNDED, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
+    S_MAX_ITERATIONS, S_SEEDS, S_SKIPPED,
 )
 
 MAX_STARTS = {max_starts}

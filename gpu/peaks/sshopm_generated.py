@@ -5,8 +5,8 @@ what each function computes and gpu/peaks/sshopm_math.py for the order-independe
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 3fea2e26f8a6f6fb9644ae6468e88f5d680351261ae5ef2d7b332cf91f72f630
-# sshopm_layout.py sha256 a4df6b1026efa4f3c1508ce353bac4a8a7dc7296b36973cb0e8a737d34456476
+# sshopm_math.py sha256 303d84fe46058fd9b2f6b9a078bd9f40b58762c68f2431636a7e301381ddd0aa
+# sshopm_layout.py sha256 11cb50ac9b58a6d6711a0b6595f13408d9540843a9e48dcdf899464afd3cbdd7
 # sshopm_block.py sha256 52f42e24590d1eb29dfb445162396853d278cd00eb857eda9c60e46b91504ab3
 
 import numpy as np
@@ -16,9 +16,9 @@ from numba.extending import register_jitable
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS,
-    S_SEEDS,
+    CLIMB_CAPPED, CLIMB_PEAK, P_BOUNDED, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
+    S_MAX_ITERATIONS, S_SEEDS, S_SKIPPED,
 )
 
 MAX_STARTS = 256
@@ -197,15 +197,18 @@ def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds and their start values by decreasing start value, ties in start order
+    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
+    first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(6, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -219,20 +222,27 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, slot] = t
+        packed[slot] = f[t]
+    cuda.syncthreads()
+    if mine != 0:
+        rank = sm.value_rank(slot, total, packed)
+        seed_slots[v, rank] = t
+        seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
@@ -243,12 +253,13 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -263,6 +274,8 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -287,9 +300,24 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
             for t in range(n):
-                s = seed_start[t]
+                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
+            # Seeds climb by decreasing start value; after the first n_first, only those that
+            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
                 x, y, z, lam, its, capped, negdef = climb_m2(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
@@ -307,6 +335,8 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cz[t] = z
                 cl[t] = lam
                 valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -496,15 +526,18 @@ def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds and their start values by decreasing start value, ties in start order
+    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
+    first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(15, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -518,20 +551,27 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, slot] = t
+        packed[slot] = f[t]
+    cuda.syncthreads()
+    if mine != 0:
+        rank = sm.value_rank(slot, total, packed)
+        seed_slots[v, rank] = t
+        seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
@@ -542,12 +582,13 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -562,6 +603,8 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -586,9 +629,24 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
             for t in range(n):
-                s = seed_start[t]
+                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
+            # Seeds climb by decreasing start value; after the first n_first, only those that
+            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
                 x, y, z, lam, its, capped, negdef = climb_m4(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
@@ -606,6 +664,8 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cz[t] = z
                 cl[t] = lam
                 valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -933,15 +993,18 @@ def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds and their start values by decreasing start value, ties in start order
+    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
+    first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(28, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -955,20 +1018,27 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, slot] = t
+        packed[slot] = f[t]
+    cuda.syncthreads()
+    if mine != 0:
+        rank = sm.value_rank(slot, total, packed)
+        seed_slots[v, rank] = t
+        seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
@@ -979,12 +1049,13 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -999,6 +1070,8 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -1023,9 +1096,24 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
             for t in range(n):
-                s = seed_start[t]
+                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
+            # Seeds climb by decreasing start value; after the first n_first, only those that
+            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
                 x, y, z, lam, its, capped, negdef = climb_m6(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
@@ -1043,6 +1131,8 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cz[t] = z
                 cl[t] = lam
                 valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -1556,15 +1646,18 @@ def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds and their start values by decreasing start value, ties in start order
+    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
+    first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(45, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -1578,20 +1671,27 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, slot] = t
+        packed[slot] = f[t]
+    cuda.syncthreads()
+    if mine != 0:
+        rank = sm.value_rank(slot, total, packed)
+        seed_slots[v, rank] = t
+        seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
@@ -1602,12 +1702,13 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -1622,6 +1723,8 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -1646,9 +1749,24 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
             for t in range(n):
-                s = seed_start[t]
+                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
+            # Seeds climb by decreasing start value; after the first n_first, only those that
+            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
                 x, y, z, lam, its, capped, negdef = climb_m8(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
@@ -1666,6 +1784,8 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cz[t] = z
                 cl[t] = lam
                 valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -2413,15 +2533,18 @@ def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds and their start values by decreasing start value, ties in start order
+    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
+    first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(66, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -2435,20 +2558,27 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_se
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, slot] = t
+        packed[slot] = f[t]
+    cuda.syncthreads()
+    if mine != 0:
+        rank = sm.value_rank(slot, total, packed)
+        seed_slots[v, rank] = t
+        seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
@@ -2459,12 +2589,13 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, ip
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -2479,6 +2610,8 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -2503,9 +2636,24 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
             for t in range(n):
-                s = seed_start[t]
+                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
+            # Seeds climb by decreasing start value; after the first n_first, only those that
+            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
                 x, y, z, lam, its, capped, negdef = climb_m10(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
@@ -2523,6 +2671,8 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 cz[t] = z
                 cl[t] = lam
                 valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -3552,15 +3702,18 @@ def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds and their start values by decreasing start value, ties in start order
+    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
+    first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(91, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -3574,20 +3727,27 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_se
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     if mine != 0:
-        seed_slots[v, slot] = t
+        packed[slot] = f[t]
+    cuda.syncthreads()
+    if mine != 0:
+        rank = sm.value_rank(slot, total, packed)
+        seed_slots[v, rank] = t
+        seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
@@ -3598,12 +3758,13 @@ def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, fparams, ip
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -3618,6 +3779,8 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -3642,9 +3805,24 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
             for t in range(n):
-                s = seed_start[t]
+                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
+            # Seeds climb by decreasing start value; after the first n_first, only those that
+            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
                 x, y, z, lam, its, capped, negdef = climb_m12(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
@@ -3662,6 +3840,8 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 cz[t] = z
                 cl[t] = lam
                 valid[t] = 1 if negdef and not capped and lam > 0 else 0
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]

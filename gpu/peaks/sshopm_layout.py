@@ -6,8 +6,8 @@ one compiled kernel serves every setting; these names keep host and device code 
 
 __all__ = [
     "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "P_SEED_FRACTION", "N_FPARAMS",
-    "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "N_IPARAMS",
-    "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "N_STATS", "HIST_BINS",
+    "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "P_BOUNDED", "N_IPARAMS",
+    "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "S_SKIPPED", "N_STATS", "HIST_BINS",
     "CLIMB_CAPPED", "CLIMB_PEAK",
 ]
 
@@ -27,14 +27,16 @@ P_SHIFT = 1
 P_NEWTON = 2
 P_SEED_LOCAL = 3
 P_NPEAKS = 4
-N_IPARAMS = 5
+P_BOUNDED = 5
+N_IPARAMS = 6
 
 # per-voxel statistics (int32)
 S_ITERATIONS = 0
 S_MAX_ITERATIONS = 1
 S_SEEDS = 2
 S_CAPPED = 3
-N_STATS = 4
+S_SKIPPED = 4
+N_STATS = 5
 
 # iterations-per-start histogram; the last bin collects everything beyond
 HIST_BINS = 128

@@ -33,7 +33,10 @@ __all__ = [
     "sshopm_step",
     "is_seed",
     "seed_floor",
+    "first_climbs",
+    "later_seed_floor",
     "owner",
+    "value_rank",
     "is_duplicate",
     "unique_rank",
     "SHIFT_ADAPTIVE",
@@ -223,6 +226,42 @@ def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
 
 
 @register_jitable
+def first_climbs(n_seeds, npeaks, bounded):
+    """How many of a voxel's seeds, taken by decreasing start value, climb before the
+    bound of :func:`later_seed_floor` is set: the ``npeaks`` highest, or all when unbounded."""
+    return min(n_seeds, npeaks) if bounded else n_seeds
+
+
+@register_jitable
+def later_seed_floor(count, cx, cy, cz, lam, valid, keep, cos_merge, npeaks, seed_fraction):
+    """Least start value a further seed needs to climb once the first ``count`` climbs have
+    ended: seed_fraction·λ_K, λ_K being the ``npeaks``-th distinct peak found so far, or 0
+    (every seed climbs) while fewer are known.
+
+    No peak below λ_K is reported, and later climbs only raise it, so :func:`seed_floor`'s
+    argument holds with λ_K for the least reportable amplitude. λ_K counts only when the
+    distinct peaks are more than twice the merge angle apart: a later, higher peak can then
+    merge away at most one of them, and λ_K cannot fall. ``keep`` is scratch (≥ count).
+    """
+    none = like(cos_merge, 0.0)
+    kept = 0
+    for i in range(count):
+        keep[i] = 1 if valid[i] and not is_duplicate(i, count, cx, cy, cz, lam, valid, cos_merge) else 0
+        kept += keep[i]
+    if kept < npeaks:
+        return none
+    cos_apart = like(cos_merge, 2.0) * cos_merge * cos_merge - like(cos_merge, 1.0)
+    for i in range(count):
+        for j in range(i + 1, count):
+            if keep[i] and keep[j] and abs(cx[i] * cx[j] + cy[i] * cy[j] + cz[i] * cz[j]) >= cos_apart:
+                return none
+    for i in range(count):
+        if keep[i] and unique_rank(i, count, lam, keep) == npeaks - 1:
+            return seed_fraction * lam[i]
+    return none
+
+
+@register_jitable
 def owner(first, i):
     """The voxel v whose climbs include climb i: the last v with first[v] ≤ i, where
     ``first`` is the exclusive prefix sum of the voxels' climb counts (binary search)."""
@@ -252,6 +291,16 @@ def is_duplicate(i, count, cx, cy, cz, lam, valid, cos_merge):
             if abs(cx[i] * cx[j] + cy[i] * cy[j] + cz[i] * cz[j]) >= cos_merge:
                 return True
     return False
+
+
+@register_jitable
+def value_rank(i, count, values):
+    """Rank of entry i of values[0:count] by decreasing value, ties by index (0 = first)."""
+    rank = 0
+    for j in range(count):
+        if j != i and _better(i, j, values):
+            rank += 1
+    return rank
 
 
 @register_jitable
