@@ -54,7 +54,10 @@ class PeaksOptions:
     amplitude a reported peak can still have (the largest found peak times
     ``relative_threshold``, the ``npeaks``-th distinct one, ``threshold``;
     :func:`gpu.peaks.sshopm_math.later_seed_floor`), the same rule as the first floor, which
-    keeps noisy FODs from climbing every noise lobe. A climb stops when it moves less than ``step_tol``
+    keeps noisy FODs from climbing every noise lobe. Off by default: on noisy phantoms it
+    reports the unbounded search's peaks except, rarely, a shoulder maximum that the
+    unbounded search reaches only from seeds far below it (tests/gpu/peaks/test_bounded_search.py).
+    A climb stops when it moves less than ``step_tol``
     radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
     (then it is dropped and counted). Peaks closer than ``merge_angle`` degrees are one.
     """
@@ -65,7 +68,7 @@ class PeaksOptions:
     starts: int = 128
     seeding: Literal["local-max", "all"] = "local-max"
     seed_fraction: float = 0.5
-    bounded: bool = True
+    bounded: bool = False
     shift: Literal["adaptive", "fixed"] = "adaptive"
     newton: bool = True
     max_iter: int = 30
