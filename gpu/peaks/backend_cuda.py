@@ -32,8 +32,9 @@ from gpu.peaks import sshopm_math as sm
 from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.sshopm_generated import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_BOUNDED, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD,
-    P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS, S_SKIPPED,
+    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS,
+    S_SKIPPED,
 )
 
 __all__ = ["run_sshopm_cuda", "sh_to_tensor_cuda", "bound_cuda", "select_cuda"]
@@ -128,6 +129,7 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, first_dirs,
     total = 0
     most = 0
     capped = 0
+    merged = 0
     for i in range(n):
         its = climb_its[base + i]
         flags = climb_flags[base + i]
@@ -135,11 +137,14 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, first_dirs,
         most = max(most, its)
         if flags & CLIMB_CAPPED:
             capped += 1
+        if flags & CLIMB_MERGED:
+            merged += 1
         valid[i] = 1 if flags & CLIMB_PEAK else 0
     out_stats[v, S_ITERATIONS] = total
     out_stats[v, S_MAX_ITERATIONS] = most
     out_stats[v, S_SEEDS] = n
     out_stats[v, S_CAPPED] = capped
+    out_stats[v, S_MERGED] = merged
     cx = climb_dirs[base:base + n, 0]
     cy = climb_dirs[base:base + n, 1]
     cz = climb_dirs[base:base + n, 2]
@@ -256,7 +261,7 @@ def run_sshopm_cuda(
         phases["seed"] += timed(seed_kernel[m, n_starts], tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, values,
                                 n_seeds_m)
         n_seeds = n_seeds_m.copy_to_host()
-        n_first = np.minimum(n_seeds, npeaks) if iparams[P_BOUNDED] else n_seeds
+        n_first = np.minimum(n_seeds, npeaks) if iparams[P_BOUNDED] or fparams[P_COS_BASIN] <= 1 else n_seeds
         first, climbs = _packed(n_first)
         d_first, d_n_first = cuda.to_device(first), cuda.to_device(n_first.astype(np.int32))
         first_climbs = _climb_arrays(climbs)
@@ -264,15 +269,19 @@ def run_sshopm_cuda(
         climb_args = (tensors, part(d_alphas, lo, hi), d_starts, slots)
         if climbs:
             climb = climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
-            phases["climb"] += timed(climb, *climb_args, d_first, climbs, zeros, zeros, d_fparams, d_iparams,
-                                     *first_climbs, d_hist)
+            phases["climb"] += timed(climb, *climb_args, d_first, climbs, zeros, zeros, zeros, zeros,
+                                     *first_climbs[:2], first_climbs[3], d_fparams, d_iparams, *first_climbs, d_hist)
         later_climbs, d_later_first, d_n_later = first_climbs, zeros, zeros
         if (n_seeds > n_first).any():
-            d_n_later = cuda.device_array(m, np.int32)
-            bound = bound_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
-            phases["bound"] += timed(bound, d_first, d_n_first, n_seeds_m, values, first_climbs[0], first_climbs[1],
-                                     first_climbs[3], d_fparams, d_iparams, d_n_later)
-            n_later = d_n_later.copy_to_host()
+            if iparams[P_BOUNDED]:
+                d_n_later = cuda.device_array(m, np.int32)
+                bound = bound_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
+                phases["bound"] += timed(bound, d_first, d_n_first, n_seeds_m, values, first_climbs[0],
+                                         first_climbs[1], first_climbs[3], d_fparams, d_iparams, d_n_later)
+                n_later = d_n_later.copy_to_host()
+            else:
+                n_later = n_seeds - n_first
+                d_n_later = cuda.to_device(n_later)
             later_first, later = _packed(n_later)
             if later:
                 # Voxel v's climbs end up at first[v] + later_first[v]: its first climbs
@@ -281,8 +290,9 @@ def run_sshopm_cuda(
                 d_later_first = cuda.to_device(later_first)
                 d_write = cuda.to_device((first + n_first).astype(np.int32))
                 climb = climb_kernel[(later + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
-                phases["climb"] += timed(climb, *climb_args, d_later_first, later, d_n_first, d_write, d_fparams,
-                                         d_iparams, *later_climbs, d_hist)
+                phases["climb"] += timed(climb, *climb_args, d_later_first, later, d_n_first, d_write, d_first,
+                                         d_n_first, *first_climbs[:2], first_climbs[3], d_fparams, d_iparams,
+                                         *later_climbs, d_hist)
         select = select_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
         phases["select"] += timed(select, d_first, d_n_first, d_later_first, d_n_later, n_seeds_m, *first_climbs,
                                   *later_climbs, d_fparams, d_iparams, part(d_directions, lo, hi),

@@ -137,24 +137,29 @@ def _axm2(order: int) -> str:
 
 def _climb(order: int) -> str:
     return f'''@register_jitable
-def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^{order} = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m{order}(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             {order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m{order}(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m{order}(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m{order}(a, x, y, z), max_iter, True, negdef'''
+    return x, y, z, axm_m{order}(a, x, y, z), max_iter, True, negdef, False'''
 
 
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
@@ -196,11 +201,12 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
 
 def _cuda_climb_kernel(order: int) -> str:
     return f'''@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
@@ -210,9 +216,13 @@ def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_clim
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m{order}(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m{order}(
         a, x, y, z, axm_m{order}(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
@@ -222,7 +232,7 @@ def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_clim
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)'''
 
 
@@ -270,27 +280,30 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                 ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
             # Seeds climb by decreasing start value; after the first n_first, only those that
             # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
             later_floor = 0.0
             climbed = n
             for t in range(n):
                 s = ranked[t]
-                if t == n_first:
+                if t == n_first and iparams[P_BOUNDED] != 0:
                     later_floor = sm.later_seed_floor(
                         t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
                 if t >= n_first and f[s] < later_floor:
                     climbed = t
                     break
-                x, y, z, lam, its, capped, negdef = climb_m{order}(
+                x, y, z, lam, its, capped, negdef, merged = climb_m{order}(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -298,7 +311,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):
@@ -337,9 +350,9 @@ from numba.extending import register_jitable
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_BOUNDED, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
     P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_SEEDS, S_SKIPPED,
+    S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
 )
 
 MAX_STARTS = {max_starts}

@@ -5,8 +5,8 @@ what each function computes and gpu/peaks/sshopm_math.py for the order-independe
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 303d84fe46058fd9b2f6b9a078bd9f40b58762c68f2431636a7e301381ddd0aa
-# sshopm_layout.py sha256 11cb50ac9b58a6d6711a0b6595f13408d9540843a9e48dcdf899464afd3cbdd7
+# sshopm_math.py sha256 8f5d0c15533c2680acb56775180b26ba8629a2ad425812e0cda86c573389aa63
+# sshopm_layout.py sha256 df3b4a0e4401b9536446185aab05b8377b162f4fbb77d5f5f8f8b6d2fbba2549
 # sshopm_block.py sha256 52f42e24590d1eb29dfb445162396853d278cd00eb857eda9c60e46b91504ab3
 
 import numpy as np
@@ -16,9 +16,9 @@ from numba.extending import register_jitable
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_BOUNDED, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
     P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_SEEDS, S_SKIPPED,
+    S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
 )
 
 MAX_STARTS = 256
@@ -176,24 +176,29 @@ def axm2_m2(a, x, y, z):
 
 
 @register_jitable
-def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^2 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m2(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             2, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m2(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m2(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef, False
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -233,11 +238,12 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
@@ -247,9 +253,13 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m2(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m2(
         a, x, y, z, axm_m2(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
@@ -259,7 +269,7 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -306,27 +316,30 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
             # Seeds climb by decreasing start value; after the first n_first, only those that
             # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
             later_floor = 0.0
             climbed = n
             for t in range(n):
                 s = ranked[t]
-                if t == n_first:
+                if t == n_first and iparams[P_BOUNDED] != 0:
                     later_floor = sm.later_seed_floor(
                         t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
                 if t >= n_first and f[s] < later_floor:
                     climbed = t
                     break
-                x, y, z, lam, its, capped, negdef = climb_m2(
+                x, y, z, lam, its, capped, negdef, merged = climb_m2(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -334,7 +347,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):
@@ -505,24 +518,29 @@ def axm2_m4(a, x, y, z):
 
 
 @register_jitable
-def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^4 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m4(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             4, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m4(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m4(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef, False
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -562,11 +580,12 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
@@ -576,9 +595,13 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m4(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m4(
         a, x, y, z, axm_m4(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
@@ -588,7 +611,7 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -635,27 +658,30 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
             # Seeds climb by decreasing start value; after the first n_first, only those that
             # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
             later_floor = 0.0
             climbed = n
             for t in range(n):
                 s = ranked[t]
-                if t == n_first:
+                if t == n_first and iparams[P_BOUNDED] != 0:
                     later_floor = sm.later_seed_floor(
                         t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
                 if t >= n_first and f[s] < later_floor:
                     climbed = t
                     break
-                x, y, z, lam, its, capped, negdef = climb_m4(
+                x, y, z, lam, its, capped, negdef, merged = climb_m4(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -663,7 +689,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):
@@ -972,24 +998,29 @@ def axm2_m6(a, x, y, z):
 
 
 @register_jitable
-def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^6 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m6(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             6, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m6(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m6(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef, False
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -1029,11 +1060,12 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
@@ -1043,9 +1075,13 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m6(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m6(
         a, x, y, z, axm_m6(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
@@ -1055,7 +1091,7 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -1102,27 +1138,30 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
             # Seeds climb by decreasing start value; after the first n_first, only those that
             # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
             later_floor = 0.0
             climbed = n
             for t in range(n):
                 s = ranked[t]
-                if t == n_first:
+                if t == n_first and iparams[P_BOUNDED] != 0:
                     later_floor = sm.later_seed_floor(
                         t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
                 if t >= n_first and f[s] < later_floor:
                     climbed = t
                     break
-                x, y, z, lam, its, capped, negdef = climb_m6(
+                x, y, z, lam, its, capped, negdef, merged = climb_m6(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -1130,7 +1169,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):
@@ -1625,24 +1664,29 @@ def axm2_m8(a, x, y, z):
 
 
 @register_jitable
-def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^8 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m8(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             8, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m8(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m8(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef, False
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -1682,11 +1726,12 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
@@ -1696,9 +1741,13 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m8(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m8(
         a, x, y, z, axm_m8(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
@@ -1708,7 +1757,7 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -1755,27 +1804,30 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
             # Seeds climb by decreasing start value; after the first n_first, only those that
             # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
             later_floor = 0.0
             climbed = n
             for t in range(n):
                 s = ranked[t]
-                if t == n_first:
+                if t == n_first and iparams[P_BOUNDED] != 0:
                     later_floor = sm.later_seed_floor(
                         t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
                 if t >= n_first and f[s] < later_floor:
                     climbed = t
                     break
-                x, y, z, lam, its, capped, negdef = climb_m8(
+                x, y, z, lam, its, capped, negdef, merged = climb_m8(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -1783,7 +1835,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):
@@ -2512,24 +2564,29 @@ def axm2_m10(a, x, y, z):
 
 
 @register_jitable
-def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^10 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m10(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             10, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m10(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m10(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef, False
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -2569,11 +2626,12 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
@@ -2583,9 +2641,13 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m10(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m10(
         a, x, y, z, axm_m10(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
@@ -2595,7 +2657,7 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -2642,27 +2704,30 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
             # Seeds climb by decreasing start value; after the first n_first, only those that
             # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
             later_floor = 0.0
             climbed = n
             for t in range(n):
                 s = ranked[t]
-                if t == n_first:
+                if t == n_first and iparams[P_BOUNDED] != 0:
                     later_floor = sm.later_seed_floor(
                         t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
                 if t >= n_first and f[s] < later_floor:
                     climbed = t
                     break
-                x, y, z, lam, its, capped, negdef = climb_m10(
+                x, y, z, lam, its, capped, negdef, merged = climb_m10(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -2670,7 +2735,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):
@@ -3681,24 +3746,29 @@ def axm2_m12(a, x, y, z):
 
 
 @register_jitable
-def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^12 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m12(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             12, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m12(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m12(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef, False
 
 
 @cuda.jit(**SEED_OPTIONS)
@@ -3738,11 +3808,12 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]."""
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
@@ -3752,9 +3823,13 @@ def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m12(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m12(
         a, x, y, z, axm_m12(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
@@ -3764,7 +3839,7 @@ def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -3811,27 +3886,30 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
             # Seeds climb by decreasing start value; after the first n_first, only those that
             # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0)
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
             later_floor = 0.0
             climbed = n
             for t in range(n):
                 s = ranked[t]
-                if t == n_first:
+                if t == n_first and iparams[P_BOUNDED] != 0:
                     later_floor = sm.later_seed_floor(
                         t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
                 if t >= n_first and f[s] < later_floor:
                     climbed = t
                     break
-                x, y, z, lam, its, capped, negdef = climb_m12(
+                x, y, z, lam, its, capped, negdef, merged = climb_m12(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -3839,7 +3917,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):

@@ -27,6 +27,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
+from gpu.peaks.sshopm_layout import CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK
+
 __all__ = [
     "like",
     "tangent_basis",
@@ -35,6 +37,8 @@ __all__ = [
     "seed_floor",
     "first_climbs",
     "later_seed_floor",
+    "in_found_basin",
+    "climb_flags",
     "owner",
     "value_rank",
     "is_duplicate",
@@ -226,10 +230,11 @@ def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
 
 
 @register_jitable
-def first_climbs(n_seeds, npeaks, bounded):
-    """How many of a voxel's seeds, taken by decreasing start value, climb before the
-    bound of :func:`later_seed_floor` is set: the ``npeaks`` highest, or all when unbounded."""
-    return min(n_seeds, npeaks) if bounded else n_seeds
+def first_climbs(n_seeds, npeaks, bounded, cos_basin):
+    """How many of a voxel's seeds, taken by decreasing start value, climb first: the
+    ``npeaks`` highest when the later ones are bounded (:func:`later_seed_floor`) or stop in
+    found basins (:func:`in_found_basin`, cos_basin ≤ 1), else all."""
+    return min(n_seeds, npeaks) if bounded or cos_basin <= 1 else n_seeds
 
 
 @register_jitable
@@ -259,6 +264,32 @@ def later_seed_floor(count, cx, cy, cz, lam, valid, keep, cos_merge, npeaks, see
         if keep[i] and unique_rank(i, count, lam, keep) == npeaks - 1:
             return seed_fraction * lam[i]
     return none
+
+
+@register_jitable
+def in_found_basin(x, y, z, lam, count, fx, fy, fz, flam, fflags, cos_basin):
+    """Whether a climb at unit (x, y, z), where f = lam and the tangent Hessian is negative
+    definite, is within the basin angle (|x·p| ≥ cos_basin) of one of ``count`` found peaks p
+    (flag CLIMB_PEAK) at least as high: Newton steps from there end on that peak, so the
+    climb would only add a duplicate, which never outranks the peak it repeats."""
+    for j in range(count):
+        if fflags[j] & CLIMB_PEAK and flam[j] >= lam and abs(x * fx[j] + y * fy[j] + z * fz[j]) >= cos_basin:
+            return True
+    return False
+
+
+@register_jitable
+def climb_flags(capped, negdef, merged, lam):
+    """CLIMB_* flags of a finished climb: a peak when it ended, neither capped nor merged,
+    at a strict local maximum (negative definite tangent Hessian) of positive value."""
+    flags = 0
+    if capped:
+        flags += CLIMB_CAPPED
+    if merged:
+        flags += CLIMB_MERGED
+    elif negdef and not capped and lam > 0:
+        flags += CLIMB_PEAK
+    return flags
 
 
 @register_jitable

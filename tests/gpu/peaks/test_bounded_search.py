@@ -1,6 +1,7 @@
-"""The bounded search (PeaksOptions.bounded): the unbounded search's peaks from fewer climbs
-on noisy FODs, the same rule in the CUDA kernels (simulator) as in the CPU backend, and the
-floor it climbs later seeds above (gpu.peaks.sshopm_math.later_seed_floor)."""
+"""The bounded search (PeaksOptions.bounded, .basin_angle): the unbounded search's peaks from
+fewer climbs and iterations on noisy FODs, the same rule in the CUDA kernels (simulator) as
+in the CPU backend, and the floor it climbs later seeds above
+(gpu.peaks.sshopm_math.later_seed_floor)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import PeaksOptions, sshopm_peaks
 from gpu.peaks.sshopm_math import later_seed_floor
 
-BOUNDED = PeaksOptions(bounded=True)
-UNBOUNDED = PeaksOptions(bounded=False)
+BOUNDED = PeaksOptions(bounded=True, basin_angle=5.0)
+BASIN_ONLY = PeaksOptions(basin_angle=5.0)
+UNBOUNDED = PeaksOptions()
 
 
 @functools.cache
@@ -56,8 +58,24 @@ def test_bounded_search_reports_the_unbounded_peaks_on_noisy_phantoms(relative_n
     assert u["starts_skipped_by_bound"] == 0
     assert b["starts_skipped_by_bound"] >= 0.1 * u["starts_climbed_per_voxel"] * voxels
     assert b["starts_hit_cap"] <= u["starts_hit_cap"]
+    assert u["climbs_stopped_at_found_peaks"] == 0 < b["climbs_stopped_at_found_peaks"]
+    assert b["iterations_total"] < 0.9 * u["iterations_total"]
     print(f"\nrelative noise {relative_noise}, seed {seed}: climbs per voxel {u['starts_climbed_per_voxel']:.2f} -> "
-          f"{b['starts_climbed_per_voxel']:.2f}, capped {u['starts_hit_cap']} -> {b['starts_hit_cap']}")
+          f"{b['starts_climbed_per_voxel']:.2f}, iterations {u['iterations_total']} -> {b['iterations_total']}, "
+          f"capped {u['starts_hit_cap']} -> {b['starts_hit_cap']}")
+
+
+# The basin stop alone skips no seed, so it holds at 50 % noise too.
+def test_basin_stop_reports_the_unbounded_peaks_at_high_noise():
+    sh = noisy_sh(0.5, 0)
+    unbounded = sshopm_peaks(sh, options=UNBOUNDED, backend="cpu")
+    basin = sshopm_peaks(sh, options=BASIN_ONLY, backend="cpu")
+    assert_same_peaks(basin, unbounded, amplitude_rtol=1e-12)
+    assert basin.stats["starts_climbed_per_voxel"] == unbounded.stats["starts_climbed_per_voxel"]
+    assert basin.stats["starts_skipped_by_bound"] == 0
+    # Each stopped climb saves its last iterations.
+    assert basin.stats["climbs_stopped_at_found_peaks"] > 0
+    assert basin.stats["iterations_total"] < unbounded.stats["iterations_total"]
 
 
 def test_bounded_search_on_noisy_lmax_6_and_10():
@@ -71,7 +89,7 @@ def test_bounded_search_on_noisy_lmax_6_and_10():
 # 64 starts, 5 noisy voxels: the simulator runs a Python thread per CUDA thread.
 def test_cuda_kernels_in_simulator_bound_as_the_cpu_backend():
     sh = noisy_sh(0.3, 2).reshape(-1, 45)[:5]
-    options = PeaksOptions(starts=64, bounded=True)
+    options = PeaksOptions(starts=64, bounded=True, basin_angle=5.0)
     gpu = sshopm_peaks(sh, options=options, backend="cuda")
     cpu = sshopm_peaks(sh, options=options, backend="cpu")
     gpu_unbounded = sshopm_peaks(sh, options=PeaksOptions(starts=64), backend="cuda")
@@ -82,6 +100,7 @@ def test_cuda_kernels_in_simulator_bound_as_the_cpu_backend():
     # The same seeds climb and the same are skipped in float32 and float64.
     assert gpu.stats["starts_skipped_by_bound"] == cpu.stats["starts_skipped_by_bound"] > 0
     assert gpu.stats["starts_climbed_per_voxel"] == cpu.stats["starts_climbed_per_voxel"]
+    assert gpu.stats["climbs_stopped_at_found_peaks"] == cpu.stats["climbs_stopped_at_found_peaks"]
 
 
 def unit(theta_deg: float, phi_deg: float = 0.0) -> tuple[float, float, float]:
