@@ -56,9 +56,10 @@ class PeaksOptions:
     ``basin_angle`` > 0, those later climbs stop as duplicates once within that many degrees
     of a higher found peak with a negative definite tangent Hessian
     (:func:`gpu.peaks.sshopm_math.in_found_basin`). Both are off by default: on noisy
-    phantoms the basin stop (5°) reported the unbounded search's peaks in every voxel, the
-    bound in all but ~1 in 30,000 at 50 % noise (a shoulder maximum the unbounded search
-    reaches only from seeds far below it; tests/gpu/peaks/test_bounded_search.py).
+    phantoms the basin stop (5°) reported the unbounded search's peaks in every voxel; the
+    bound changed the third peak of 3 in ~105,000 voxels at 30–50 % noise, a shoulder
+    maximum the unbounded search reaches only from seeds far below it
+    (tests/gpu/peaks/test_bounded_search.py, docs/benchmarks.md).
     A climb stops when it moves less than ``step_tol``
     radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
     (then it is dropped and counted). Peaks closer than ``merge_angle`` degrees are one.
