@@ -228,7 +228,8 @@ def run_sshopm_cuda(
     chunk = min(chunk_voxels, max(n, 1))
     d_tensors = cuda.device_array((groups * ENTRIES_PER_THREAD, chunk), np.float32)
     d_slots = cuda.device_array((chunk, n_starts), np.uint8)
-    d_values = cuda.device_array((chunk, n_starts), np.float32)
+    # Start values of the seeds, read only by bound_cuda.
+    d_values = cuda.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
     d_n_seeds = cuda.device_array(chunk, np.int32)
     d_zeros = cuda.to_device(np.zeros(chunk, np.int32))
     phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "bound": 0.0, "select": 0.0}
@@ -254,7 +255,7 @@ def run_sshopm_cuda(
         m = hi - lo
         tensors = part(d_tensors, 0, m, columns=True)
         slots = part(d_slots, 0, m)
-        values = part(d_values, 0, m)
+        values = part(d_values, 0, m) if iparams[P_BOUNDED] else d_values
         n_seeds_m = part(d_n_seeds, 0, m)
         convert = sh_to_tensor_cuda[(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS, CONVERT_THREADS]
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), d_sh2t, tensors)

@@ -167,9 +167,9 @@ def _cuda_seed_kernel(order: int, n_unique: int) -> str:
 def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
-    the voxel's seeds and their start values by decreasing start value, ties in start order
-    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
-    first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
+    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
+    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -194,7 +194,8 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     if mine != 0:
         rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
-        seed_values[v, rank] = f[t]
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total'''
 

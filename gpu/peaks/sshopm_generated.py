@@ -205,9 +205,9 @@ def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
-    the voxel's seeds and their start values by decreasing start value, ties in start order
-    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
-    first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
+    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
+    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -232,7 +232,8 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     if mine != 0:
         rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
-        seed_values[v, rank] = f[t]
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
@@ -547,9 +548,9 @@ def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
-    the voxel's seeds and their start values by decreasing start value, ties in start order
-    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
-    first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
+    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
+    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -574,7 +575,8 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     if mine != 0:
         rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
-        seed_values[v, rank] = f[t]
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
@@ -1027,9 +1029,9 @@ def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
-    the voxel's seeds and their start values by decreasing start value, ties in start order
-    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
-    first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
+    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
+    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -1054,7 +1056,8 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     if mine != 0:
         rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
-        seed_values[v, rank] = f[t]
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
@@ -1693,9 +1696,9 @@ def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
-    the voxel's seeds and their start values by decreasing start value, ties in start order
-    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
-    first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
+    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
+    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -1720,7 +1723,8 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     if mine != 0:
         rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
-        seed_values[v, rank] = f[t]
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
@@ -2593,9 +2597,9 @@ def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
-    the voxel's seeds and their start values by decreasing start value, ties in start order
-    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
-    first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
+    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
+    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -2620,7 +2624,8 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     if mine != 0:
         rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
-        seed_values[v, rank] = f[t]
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
@@ -3775,9 +3780,9 @@ def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
-    the voxel's seeds and their start values by decreasing start value, ties in start order
-    (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values are packed
-    first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
+    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
+    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -3802,7 +3807,8 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     if mine != 0:
         rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
-        seed_values[v, rank] = f[t]
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
