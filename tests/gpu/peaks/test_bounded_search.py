@@ -13,7 +13,8 @@ import pytest
 
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import PeaksOptions, sshopm_peaks
-from gpu.peaks.sshopm_math import later_seed_floor
+from gpu.peaks.sshopm_layout import CLIMB_CAPPED, CLIMB_PEAK
+from gpu.peaks.sshopm_math import in_found_basin, later_seed_floor
 
 BOUNDED = PeaksOptions(bounded=True, basin_angle=5.0)
 BASIN_ONLY = PeaksOptions(basin_angle=5.0)
@@ -130,3 +131,20 @@ def test_later_seed_floor_is_seed_fraction_of_the_kth_distinct_peak():
     directions = [unit(0), unit(3), unit(60)]
     assert floor_of(directions, [1.0, 0.9, 0.6], [1, 1, 1]) == 0.0
     assert floor_of(directions, [1.0, 0.9, 0.6], [1, 1, 1], merge_angle=1.0) == pytest.approx(0.3)
+
+
+def test_in_found_basin_needs_a_higher_found_peak_within_the_angle():
+    peaks = np.array([unit(0), unit(60)])
+    lam = np.array([1.0, 0.5])
+    flags = np.array([CLIMB_PEAK, CLIMB_PEAK], np.int32)
+    cos5 = math.cos(math.radians(5.0))
+
+    def inside(direction, value, flags=flags):
+        return in_found_basin(*direction, value, 2, peaks[:, 0], peaks[:, 1], peaks[:, 2], lam, flags, cos5)
+
+    assert inside(unit(4), 0.9)
+    assert inside(unit(180 - 4), 0.9)  # the antipode is the same axis
+    assert not inside(unit(6), 0.9)  # outside the angle
+    assert not inside(unit(4), 1.1)  # higher than the found peak: it may be a higher maximum
+    assert inside(unit(62), 0.4)
+    assert not inside(unit(4), 0.9, np.array([CLIMB_CAPPED, CLIMB_PEAK], np.int32))  # the first climb hit the cap
