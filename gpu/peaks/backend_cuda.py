@@ -4,15 +4,18 @@
    (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix).
 1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
-   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are ranked by start value.
+   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are listed (in two passes:
+   ranked by start value).
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
-   end to end: the npeaks highest seeds of each voxel (all of them when unbounded).
+   end to end: all seeds, or in two passes (PeaksOptions.bounded, .basin_angle) the npeaks
+   highest of each voxel.
    Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
    (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
    the SM; packing the climbs halved the kernel time (docs/benchmarks.md).
-3. :func:`bound_cuda` (below): one thread per voxel counts the further seeds that reach
-   the floor the first climbs set (gpu.peaks.sshopm_math.later_seed_floor).
-4. ``climb_cuda_m{order}`` again for those seeds.
+3. :func:`bound_cuda` (below), when bounded: one thread per voxel counts the further seeds
+   that reach the floor the first climbs set (gpu.peaks.sshopm_math.later_seed_floor).
+4. ``climb_cuda_m{order}`` again for those seeds (all the rest when only the basin stop is
+   on); they stop inside the first climbs' basins (gpu.peaks.sshopm_math.in_found_basin).
 5. :func:`select_cuda` (below): one thread per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
 
@@ -101,11 +104,11 @@ def bound_cuda(first_climb, n_first, n_seeds, seed_values, climb_dirs, climb_lam
 
 
 @cuda.jit(**SEED_OPTIONS)
-def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, first_dirs, first_lams, first_its, first_flags,
-                climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams, out_dirs, out_amps, out_count,
-                out_stats):
+def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first, first_dirs, first_lams, first_its,
+                first_flags, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams, out_dirs, out_amps,
+                out_count, out_stats):
     """Phase 5, one thread per voxel, the CPU backend's loop: move the voxel's first climbs
-    next to its later ones, drop climbs that did not end at a strict local maximum, merge
+    next to its later ones (``move_first``: there was a second pass), drop climbs that did not end at a strict local maximum, merge
     duplicates (gpu.peaks.sshopm_math.is_duplicate), rank by amplitude, threshold, write. A
     warp per voxel kept ~7 of its 32 lanes busy (6.6 climbs a voxel) and issued the
     instructions of all 32; indices are unsigned."""
@@ -117,13 +120,14 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, first_dirs,
     rank = cuda.local.array(MAX_STARTS, int16)
     first = uint64(first_climb[v])
     base = first + uint64(later_first[v])
-    for i in range(uint64(n_first[v])):
-        climb_dirs[base + i, 0] = first_dirs[first + i, 0]
-        climb_dirs[base + i, 1] = first_dirs[first + i, 1]
-        climb_dirs[base + i, 2] = first_dirs[first + i, 2]
-        climb_lams[base + i] = first_lams[first + i]
-        climb_its[base + i] = first_its[first + i]
-        climb_flags[base + i] = first_flags[first + i]
+    if move_first:
+        for i in range(uint64(n_first[v])):
+            climb_dirs[base + i, 0] = first_dirs[first + i, 0]
+            climb_dirs[base + i, 1] = first_dirs[first + i, 1]
+            climb_dirs[base + i, 2] = first_dirs[first + i, 2]
+            climb_lams[base + i] = first_lams[first + i]
+            climb_its[base + i] = first_its[first + i]
+            climb_flags[base + i] = first_flags[first + i]
     n = uint64(n_first[v] + n_later[v])
     out_stats[v, S_SKIPPED] = n_seeds[v] - n_first[v] - n_later[v]
     total = 0
@@ -262,7 +266,7 @@ def run_sshopm_cuda(
         phases["seed"] += timed(seed_kernel[m, n_starts], tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, values,
                                 n_seeds_m)
         n_seeds = n_seeds_m.copy_to_host()
-        n_first = np.minimum(n_seeds, npeaks) if iparams[P_BOUNDED] or fparams[P_COS_BASIN] <= 1 else n_seeds
+        n_first = np.minimum(n_seeds, npeaks) if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]) else n_seeds
         first, climbs = _packed(n_first)
         d_first, d_n_first = cuda.to_device(first), cuda.to_device(n_first.astype(np.int32))
         first_climbs = _climb_arrays(climbs)
@@ -295,8 +299,8 @@ def run_sshopm_cuda(
                                          d_n_first, *first_climbs[:2], first_climbs[3], d_fparams, d_iparams,
                                          *later_climbs, d_hist)
         select = select_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
-        phases["select"] += timed(select, d_first, d_n_first, d_later_first, d_n_later, n_seeds_m, *first_climbs,
-                                  *later_climbs, d_fparams, d_iparams, part(d_directions, lo, hi),
+        phases["select"] += timed(select, d_first, d_n_first, d_later_first, d_n_later, n_seeds_m,
+                                  later_climbs is not first_climbs, *first_climbs, *later_climbs, d_fparams, d_iparams, part(d_directions, lo, hi),
                                   part(d_amplitudes, lo, hi), part(d_count, lo, hi), part(d_stats, lo, hi))
         if progress is not None:
             progress(hi / n)

@@ -167,9 +167,9 @@ def _cuda_seed_kernel(order: int, n_unique: int) -> str:
 def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
-    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
-    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
-    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -188,11 +188,14 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        packed[slot] = f[t]
-    cuda.syncthreads()
-    if mine != 0:
-        rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
         if iparams[P_BOUNDED] != 0:
             seed_values[v, rank] = f[t]
@@ -277,11 +280,13 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
-            # Seeds climb by decreasing start value; after the first n_first, only those that
-            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             later_floor = 0.0
             climbed = n
             for t in range(n):

@@ -5,7 +5,7 @@ what each function computes and gpu/peaks/sshopm_math.py for the order-independe
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 8f5d0c15533c2680acb56775180b26ba8629a2ad425812e0cda86c573389aa63
+# sshopm_math.py sha256 0c161a7580c9ecc32014aadacda8b810f83953a4455de8b89ee0e0f168270c4c
 # sshopm_layout.py sha256 df3b4a0e4401b9536446185aab05b8377b162f4fbb77d5f5f8f8b6d2fbba2549
 # sshopm_block.py sha256 52f42e24590d1eb29dfb445162396853d278cd00eb857eda9c60e46b91504ab3
 
@@ -205,9 +205,9 @@ def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
-    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
-    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
-    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -226,11 +226,14 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        packed[slot] = f[t]
-    cuda.syncthreads()
-    if mine != 0:
-        rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
         if iparams[P_BOUNDED] != 0:
             seed_values[v, rank] = f[t]
@@ -313,11 +316,13 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
-            # Seeds climb by decreasing start value; after the first n_first, only those that
-            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             later_floor = 0.0
             climbed = n
             for t in range(n):
@@ -548,9 +553,9 @@ def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
-    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
-    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
-    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -569,11 +574,14 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        packed[slot] = f[t]
-    cuda.syncthreads()
-    if mine != 0:
-        rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
         if iparams[P_BOUNDED] != 0:
             seed_values[v, rank] = f[t]
@@ -656,11 +664,13 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
-            # Seeds climb by decreasing start value; after the first n_first, only those that
-            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             later_floor = 0.0
             climbed = n
             for t in range(n):
@@ -1029,9 +1039,9 @@ def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
-    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
-    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
-    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -1050,11 +1060,14 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        packed[slot] = f[t]
-    cuda.syncthreads()
-    if mine != 0:
-        rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
         if iparams[P_BOUNDED] != 0:
             seed_values[v, rank] = f[t]
@@ -1137,11 +1150,13 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
-            # Seeds climb by decreasing start value; after the first n_first, only those that
-            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             later_floor = 0.0
             climbed = n
             for t in range(n):
@@ -1696,9 +1711,9 @@ def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
 def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
-    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
-    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
-    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -1717,11 +1732,14 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        packed[slot] = f[t]
-    cuda.syncthreads()
-    if mine != 0:
-        rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
         if iparams[P_BOUNDED] != 0:
             seed_values[v, rank] = f[t]
@@ -1804,11 +1822,13 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
-            # Seeds climb by decreasing start value; after the first n_first, only those that
-            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             later_floor = 0.0
             climbed = n
             for t in range(n):
@@ -2597,9 +2617,9 @@ def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
-    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
-    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
-    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -2618,11 +2638,14 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        packed[slot] = f[t]
-    cuda.syncthreads()
-    if mine != 0:
-        rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
         if iparams[P_BOUNDED] != 0:
             seed_values[v, rank] = f[t]
@@ -2705,11 +2728,13 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
-            # Seeds climb by decreasing start value; after the first n_first, only those that
-            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             later_floor = 0.0
             climbed = n
             for t in range(n):
@@ -3780,9 +3805,9 @@ def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
 def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
-    the voxel's seeds (and, when bounded, their start values) by decreasing start value,
-    ties in start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds'
-    values are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
@@ -3801,11 +3826,14 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        packed[slot] = f[t]
-    cuda.syncthreads()
-    if mine != 0:
-        rank = sm.value_rank(slot, total, packed)
         seed_slots[v, rank] = t
         if iparams[P_BOUNDED] != 0:
             seed_values[v, rank] = f[t]
@@ -3888,11 +3916,13 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value)] = seed_start[t]
-            # Seeds climb by decreasing start value; after the first n_first, only those that
-            # reach the floor the climbs so far set (the CUDA backend's phases 2-4).
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], iparams[P_BOUNDED] != 0, fparams[P_COS_BASIN])
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             later_floor = 0.0
             climbed = n
             for t in range(n):

@@ -35,6 +35,7 @@ __all__ = [
     "sshopm_step",
     "is_seed",
     "seed_floor",
+    "in_two_passes",
     "first_climbs",
     "later_seed_floor",
     "in_found_basin",
@@ -230,11 +231,17 @@ def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
 
 
 @register_jitable
-def first_climbs(n_seeds, npeaks, bounded, cos_basin):
-    """How many of a voxel's seeds, taken by decreasing start value, climb first: the
-    ``npeaks`` highest when the later ones are bounded (:func:`later_seed_floor`) or stop in
-    found basins (:func:`in_found_basin`, cos_basin ≤ 1), else all."""
-    return min(n_seeds, npeaks) if bounded or cos_basin <= 1 else n_seeds
+def in_two_passes(bounded, cos_basin):
+    """Whether seeds climb in two passes, ranked by start value: when the later ones are
+    bounded (:func:`later_seed_floor`) or stop in found basins (:func:`in_found_basin`,
+    cos_basin ≤ 1). Otherwise every seed climbs at once, in start order."""
+    return bounded != 0 or cos_basin <= 1
+
+
+@register_jitable
+def first_climbs(n_seeds, npeaks, two_passes):
+    """How many of a voxel's seeds climb in the first pass: the ``npeaks`` highest, or all."""
+    return min(n_seeds, npeaks) if two_passes else n_seeds
 
 
 @register_jitable
