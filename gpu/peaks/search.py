@@ -54,10 +54,10 @@ class PeaksOptions:
     first floor's own argument, which keeps noisy FODs from climbing every noise lobe. With
     ``basin_angle`` > 0, those later climbs stop as duplicates once within that many degrees
     of a higher found peak with a negative definite tangent Hessian
-    (:func:`gpu.peaks.sshopm_math.in_found_basin`). Both are off by default: on noisy
-    phantoms the basin stop (5°) reported the unbounded search's peaks in every voxel; the
-    bound changed the third peak of 3 in ~105,000 voxels at 30–50 % noise, a shoulder
-    maximum the unbounded search reaches only from seeds far below it
+    (:func:`gpu.peaks.sshopm_math.in_found_basin`). Both are experimental and off by
+    default, and not offered as job parameters: the bound can miss a shoulder maximum the
+    unbounded search reaches only from a seed far below it, and on the CUDA backend (float32)
+    both changed peaks on a noisy phantom and made the kernels slower, not faster
     (tests/gpu/peaks/test_bounded_search.py, docs/benchmarks.md).
     A climb stops when it moves less than ``step_tol``
     radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
