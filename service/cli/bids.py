@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, option_values, params_from_options
 from worker.params.peaks import PeaksParams
 
@@ -53,7 +54,7 @@ def _bids(args: argparse.Namespace) -> int:
             results = _on_server(args, fods, fields, log)
         else:
             results = run_bids_peaks(args.bids_dir, args.output_dir, params, args.participant_label,
-                                     args.session_label, log=log)
+                                     args.session_label, log=log, limits=input_limits())
     except InputError as exc:
         raise CommandError(exc.detail) from None
     failed = {path: error for path, error in results.items() if isinstance(error, str)}

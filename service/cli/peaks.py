@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.input_checks import check_inputs
 from service.cli.model_options import add_model_options, params_from_args
 from worker.params.peaks import PeaksParams
 
@@ -45,9 +46,7 @@ def _peaks(args: argparse.Namespace) -> int:
     from worker.jobs.peaks import PeaksOutputs, run_peaks
 
     params = params_from_args(PeaksParams, args)
-    for path, what in ((args.input, "input"), (args.mask, "mask")):
-        if path is not None and not path.is_file():
-            raise CommandError(f"{what} file {str(path)!r} does not exist")
+    check_inputs("peaks", {"fod": args.input, "mask": args.mask}, params)
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
