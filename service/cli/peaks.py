@@ -68,6 +68,8 @@ def _peaks(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    for warning in sidecar["warnings"]:  # shown with --quiet too: they qualify the results
+        print(f"fibertensor: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         s = sidecar["seconds"]
         print(f"{sidecar['voxels_processed']} voxels, lmax {sidecar['lmax']}, backend {sidecar['backend']} "
