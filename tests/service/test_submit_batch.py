@@ -22,6 +22,7 @@ from service.settings import Settings
 from tests.integration.processes import free_port, wait_for
 from tests.service.conftest import run_queued
 from tests.service.toy_kind import write_volume
+from tests.worker.test_bids import make_dataset
 from worker.job_store import JobStore
 
 
@@ -125,3 +126,17 @@ def test_warnings_reach_submit_jobs_and_peaks(service, tmp_path, capsys):
     local = np.asarray(nib.load(tmp_path / "local_peaks.nii.gz").dataobj)
     np.testing.assert_array_equal(served, local)
     assert np.isnan(local[0, 0, 0]).all() and np.isnan(local[1, 2, 3]).all()
+
+
+def test_bids_on_a_server_goes_on_past_a_refused_fod(service, tmp_path, capsys):
+    root = tmp_path / "ds"
+    fods = make_dataset(root)
+    fods["01", "2"].write_bytes(gzip.compress(_header_only((100, 100, 100, 15))))
+    argv = ["bids", root, tmp_path / "out", "participant", "--participant-label", "01", "--backend", "cpu",
+            "--server", service, "--quiet"]
+    assert main([str(a) for a in argv]) == 1
+    assert capsys.readouterr().err == (
+        f"{fods['01', '2'].name}: Too many voxels: fod: the image grid 100×100×100 has 1000000 voxels, more than "
+        "this server's limit of 10000 (FIBERTENSOR_MAX_VOXELS); crop it\n")
+    published = {p.name for p in (tmp_path / "out").rglob("*_param-peaks_dwimap.nii.gz")}
+    assert published == {"sub-01_ses-1_model-csd_param-peaks_dwimap.nii.gz"}
