@@ -226,7 +226,8 @@ def in_own_names(text: str, kind: JobKind, files: dict[str, Path]) -> str:
     server) named by the file the user sent."""
     for slot in kind.inputs:
         if slot.name in files:
-            stored = re.compile(rf"(?<![\w.-])(?:[^\s'\"]*/)?{re.escape(_stored_name(slot, files[slot.name]))}(?![\w.-])")
+            name = re.escape(_stored_name(slot, files[slot.name]))
+            stored = re.compile(rf"(?<![\w.-])(?:[^\s'\"]*/)?{name}(?![\w.-])")  # bare, quoted or in a path
             text = stored.sub(lambda match: files[slot.name].name, text)
     return text
 
@@ -262,7 +263,8 @@ def _submit(args: argparse.Namespace) -> int:
             except RequestRefused as exc:
                 if exc.status not in REFUSES_THE_INPUT:
                     raise
-                failed.append((source, in_own_names(f"refused ({exc.status}): {exc.title}: {exc.detail}", kind, files)))
+                why = f"refused ({exc.status}): {exc.title}: {exc.detail}"
+                failed.append((source, in_own_names(why, kind, files)))
                 continue
             sent[job["id"]] = files
             print(f"{job['id']} queued ({source.name})")
