@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = ["InputError", "JobCancelled"]
 
 
@@ -21,3 +23,9 @@ class InputError(ValueError):
 
 class JobCancelled(Exception):
     """Raised inside a running job when its cancellation was requested."""
+
+
+def without_path(exc: BaseException, path) -> str:
+    """``exc``'s message with ``path`` shortened to its file name: a server's folders stay out
+    of the messages users read."""
+    return str(exc).replace(str(path), Path(path).name)

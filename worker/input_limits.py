@@ -71,11 +71,13 @@ def job_memory_bytes(kind: JobKind, files: Mapping[str, Path], params: BaseModel
     )
 
 
-def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits) -> None:
+def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits, *,
+                     read_through: bool = True) -> None:
     """Every check before a job is queued, cheapest first: each file's header against the
     size limits, the kind's header validation, the job's working memory, then one bounded
     pass over each NIfTI's data to prove it whole. Raises :class:`InputError`, or
-    :class:`InputTooLarge` for the memory limit."""
+    :class:`InputTooLarge` for the memory limit. ``read_through=False`` skips the pass over
+    compressed data, for a caller that reads the files next (the loader refuses the same)."""
     expected: dict[str, int] = {}
     for slot, path in files.items():
         if path.stat().st_size == 0:
@@ -92,7 +94,7 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
     kind.validate(dict(files), params)
     _check_memory(kind, files, params, limits.max_job_memory_bytes)
     for slot, size in expected.items():
-        check_nifti_complete(files[slot], slot, size)
+        check_nifti_complete(files[slot], slot, size, read_through=read_through)
 
 
 def _check_memory(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limit: int) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 from isal import isal_zlib
 from isal.igzip_lib import IsalError
 
-from worker.errors import InputError
+from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
@@ -196,7 +196,7 @@ def _header_lines(path: Path, role: str) -> tuple[list[str], int]:
     except _STREAM_ERRORS as exc:
         raise InputError(
             "Unreadable MRtrix image",
-            f"the {role} file {path.name!r} could not be read ({exc}); check that it is a complete "
+            f"the {role} file {path.name!r} could not be read ({without_path(exc, path)}); check that it is a complete "
             ".mif or .mif.gz file",
         ) from None
 

@@ -24,7 +24,7 @@ from isal.igzip_lib import IsalError
 from nibabel.volumeutils import apply_read_scaling
 
 from worker.io.atomic import atomic_path
-from worker.errors import InputError
+from worker.errors import InputError, without_path
 
 __all__ = [
     "NiftiInfo", "read_nifti_header", "check_nifti_limits", "check_nifti_complete", "inflated_size", "load_memory_bytes",
@@ -81,7 +81,7 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
     except Exception as exc:  # nibabel raises many types for corrupt or foreign files
         raise InputError(
             "Unreadable NIfTI file",
-            f"the {role} file {path.name!r} could not be read as NIfTI ({exc}); "
+            f"the {role} file {path.name!r} could not be read as NIfTI ({without_path(exc, path)}); "
             "check that it is a complete .nii or .nii.gz file",
         ) from None
     if not isinstance(image, (nib.Nifti1Image, nib.Nifti2Image)):
@@ -122,7 +122,7 @@ def check_nifti_limits(path: Path, role: str, *, max_input_bytes: int, max_voxel
     except Exception as exc:  # nibabel raises many types for corrupt or foreign files
         raise InputError(
             "Not a NIfTI file",
-            f"{role}: the file is not a readable NIfTI-1/2 image ({exc}); upload a .nii or "
+            f"{role}: the file is not a readable NIfTI-1/2 image ({without_path(exc, path)}); upload a .nii or "
             ".nii.gz file (convert with mrconvert or nibabel)",
         ) from None
     _check_dims(shape, f"{role}: the file")
@@ -160,12 +160,13 @@ def _check_dims(shape: tuple[int, ...], what: str) -> None:
         )
 
 
-def check_nifti_complete(path: Path, role: str, expected: int) -> None:
-    """Refuse a NIfTI file holding fewer than ``expected`` bytes (its header's offset and
-    data), or, compressed, inflating to more than that plus padding; a .nii.gz is inflated
-    once, a chunk at a time; refuse data placed inside the header. Raises :class:`InputError`
-    titled "Unreadable NIfTI file", "Truncated file",
-    "Truncated or damaged file" or "Input larger than its header"."""
+def check_nifti_complete(path: Path, role: str, expected: int, *, read_through: bool = True) -> None:
+    """Refuse a NIfTI file whose data starts inside its header, or that holds fewer than
+    ``expected`` bytes (its header's offset and data), or, compressed, inflates to more than
+    that plus padding; a .nii.gz is inflated once, a chunk at a time, unless ``read_through``
+    is off (a caller about to read the file with :func:`load_nifti_data`, which refuses the
+    same streams with the same titles). Raises :class:`InputError` titled "Unreadable NIfTI
+    file", "Truncated file", "Truncated or damaged file" or "Input larger than its header"."""
     path = Path(path)
     image = nib.load(path)
     header_size = 540 if isinstance(image, nib.Nifti2Image) else 348
@@ -177,6 +178,8 @@ def check_nifti_complete(path: Path, role: str, expected: int) -> None:
             f"{header_size}-byte header; the header is damaged, write the file again (e.g. with nibabel or mrconvert)",
         )
     if path.name.endswith(".gz"):
+        if not read_through:
+            return
         inflated = inflated_size(path, limit=expected + _TRAILING_SLACK, role=role)
     else:
         inflated = path.stat().st_size
@@ -223,6 +226,7 @@ class _GzipInflater:
 
     def __init__(self, handle: BinaryIO):
         self._handle = handle
+        self.name = Path(handle.name).name
         self._input = b""
         self._inflater = None  # None between members
         self._piece = memoryview(b"")
@@ -308,7 +312,11 @@ def _check_trailing(inflater: _GzipInflater) -> None:
     while count := inflater.readinto(scratch):
         extra += count
         if extra > _TRAILING_SLACK:
-            raise ValueError("the file inflates to more data than its header declares")
+            raise InputError(
+                "Input larger than its header",
+                f"the compressed data of {inflater.name!r} inflates to more than its header declares; "
+                "the file is damaged, write it again",
+            )
 
 
 def _scaled(stored: np.ndarray, header: nib.Nifti1Header, dtype: np.dtype) -> np.ndarray:
@@ -368,6 +376,14 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32) -> np.ndarray:
             "Out of memory",
             f"reading {info.path.name!r} needs about {load_memory_bytes(info, dtype or info.dtype)} bytes of memory, "
             "more than this machine has free; crop or mask the volume, or split it into slabs",
+        ) from None
+    except InputError:
+        raise
+    except EOFError as exc:
+        raise InputError(
+            "Truncated file",
+            f"the data of {info.path.name!r} is incomplete ({exc}); the upload or the file was cut short, "
+            "send or write it again",
         ) from None
     except Exception as exc:
         raise InputError(

@@ -138,7 +138,9 @@ def test_damaged_files_are_refused(tmp_path, damage):
         path.write_bytes(bytes(packed))
     with pytest.raises(InputError) as caught:
         load_nifti_data(info)
-    assert caught.value.title == "Unreadable NIfTI data"
+    expected = {"truncated data": "Truncated file", "truncated stream": "Truncated file",
+                "inflates too far": "Input larger than its header"}
+    assert caught.value.title == expected.get(damage, "Unreadable NIfTI data")
     assert "image.nii.gz" in caught.value.detail
 
 

@@ -228,9 +228,9 @@ def test_truncated_input_is_rejected_before_any_output(kind, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(InputError) as info:
         run_peaks(inputs["fod"], PeaksOutputs.in_folder(out))
-    assert info.value.title in ("Unreadable NIfTI data", "Unreadable NIfTI file")
+    assert info.value.title in ("Truncated file", "Unreadable NIfTI file")
     assert inputs["fod"].name in info.value.detail
-    assert "truncated" in info.value.detail or "complete" in info.value.detail
+    assert "cut short" in info.value.detail or "complete" in info.value.detail
     assert files_in(out) == []
     # Through the job kind: the same error, the job folder stays empty.
     ctx = JobContext(inputs=inputs, out_dir=out, params=PeaksParams())
