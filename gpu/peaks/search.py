@@ -223,6 +223,10 @@ def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = Peak
     The result feeds ``sshopm_peaks(..., prepared=...)``."""
     started = time.perf_counter()
     prepared = _prepared_arrays(lmax, basis, options, backend)
+    if prepared.backend == "cuda":
+        from gpu.peaks.backend_cuda import load_cuda_runtime
+
+        load_cuda_runtime()
     # Above every threshold, so that its seeds climb and the climb kernel loads too.
     voxel = _one_fiber_voxel(lmax, max(1.0, 2.0 * options.threshold))
     _run_backend(prepared.backend, lmax, voxel, np.zeros(1), prepared)
