@@ -28,12 +28,15 @@ import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
 from worker.params.peaks import PeaksParams
 from worker.provenance import generated_by
+
+if TYPE_CHECKING:
+    from worker.input_limits import InputLimits
 
 __all__ = ["FodInput", "BIDS_VERSION", "OUTPUT_ENTITIES", "find_fods", "derivative_name",
            "write_dataset_description", "publish_job", "run_bids_peaks"]
@@ -249,11 +252,15 @@ def publish_job(fod: FodInput, bids_dir: Path, job_folder: Path, sidecar: dict, 
 
 def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = PeaksParams(),
                    participant_labels: Iterable[str] | None = None, session_labels: Iterable[str] | None = None,
-                   log: Callable[[str], None] = lambda message: None) -> dict[Path, list[Path] | str]:
+                   log: Callable[[str], None] = lambda message: None,
+                   limits: "InputLimits | None" = None) -> dict[Path, list[Path] | str]:
     """Run one peaks job per FOD of the selected participants and sessions, here (CPU or
     GPU, ``params.backend``), and publish each into ``output_dir``. A job whose input is
     refused does not stop the others: the result maps each FOD to its published files or
-    to the error that stopped it."""
+    to the error that stopped it. ``limits``: each FOD is first checked as the service
+    checks an upload (:func:`worker.input_limits.check_job_inputs`)."""
+    from worker.input_limits import check_job_inputs
+    from worker.job_kinds import get_job_kind
     from worker.jobs.peaks import PeaksOutputs, run_peaks
 
     output_dir = Path(output_dir)
@@ -265,11 +272,14 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
         work = output_dir / ".work" / fod.path.name
         shutil.rmtree(work, ignore_errors=True)
         try:
+            if limits is not None:
+                check_job_inputs(get_job_kind("peaks"), {"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})},
+                                 params, limits)
             sidecar = run_peaks(fod.path, PeaksOutputs.in_folder(work), params, mask=fod.mask)
             results[fod.path] = publish_job(fod, bids_dir, work, sidecar, output_dir)
             log(f"[{number}/{len(fods)}] {fod.path.name}: {len(results[fod.path])} files in {fod.folder}")
         except InputError as exc:
-            results[fod.path] = exc.detail
+            results[fod.path] = f"{exc.title}: {exc.detail}"
             log(f"[{number}/{len(fods)}] {fod.path.name}: {exc.title}: {exc.detail}")
         finally:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,15 +1,22 @@
-"""CUDA backend of SS-HOPM, in four launches per chunk of voxels.
+"""CUDA backend of SS-HOPM, in up to six launches per chunk of voxels.
 
 0. :func:`sh_to_tensor_cuda` (below): SH coefficients → unique tensor entries
    (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix).
 1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
-   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are packed in order.
+   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are listed (in two passes:
+   ranked by start value).
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
-   end to end. Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
+   end to end: all seeds, or in two passes (PeaksOptions.bounded, .basin_angle) the npeaks
+   highest of each voxel.
+   Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
    (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
    the SM; packing the climbs halved the kernel time (docs/benchmarks.md).
-3. :func:`select_cuda` (below): one thread per voxel merges duplicate maxima, ranks them and
+3. :func:`bound_cuda` (below), when bounded: one thread per voxel counts the further seeds
+   that reach the floor the first climbs set (gpu.peaks.sshopm_math.later_seed_floor).
+4. ``climb_cuda_m{order}`` again for those seeds (all the rest when only the basin stop is
+   on); they stop inside the first climbs' basins (gpu.peaks.sshopm_math.in_found_basin).
+5. :func:`select_cuda` (below): one thread per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
 
 Voxels go in chunks so long runs report progress and can be cancelled between chunks.
@@ -31,11 +38,12 @@ from gpu.peaks import sshopm_math as sm
 from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.sshopm_generated_cuda import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, HIST_BINS, N_STATS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_THRESHOLD,
-    S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
+    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS,
+    S_SKIPPED,
 )
 
-__all__ = ["run_sshopm_cuda", "load_cuda_runtime", "sh_to_tensor_cuda", "select_cuda", "COMPILE_SECONDS"]
+__all__ = ["run_sshopm_cuda", "load_cuda_runtime", "sh_to_tensor_cuda", "bound_cuda", "select_cuda", "COMPILE_SECONDS"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
@@ -78,23 +86,62 @@ def sh_to_tensor_cuda(coeffs, sh2t, tensors):
 
 
 @cuda.jit(**SEED_OPTIONS)
-def select_cuda(first_climb, n_seeds, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams,
-                out_dirs, out_amps, out_count, out_stats):
-    """Phase 3, one thread per voxel, the CPU backend's loop: drop climbs that did not end at
-    a strict local maximum, merge duplicates (gpu.peaks.sshopm_math.is_duplicate), rank by
-    amplitude, threshold, write. A warp per voxel kept ~7 of its 32 lanes busy (6.6 climbs a
-    voxel) and issued the instructions of all 32; indices are unsigned."""
+def bound_cuda(first_climb, n_first, n_seeds, seed_values, climb_dirs, climb_lams, climb_flags, fparams, iparams,
+               n_later):
+    """Phase 3, one thread per voxel: n_later[v], how many of voxel v's seeds after its first
+    n_first[v] climbs reach the floor those climbs set (gpu.peaks.sshopm_math.later_seed_floor);
+    seeds are ranked by start value, so they are the next ones."""
+    v = cuda.grid(1)
+    if v >= n_seeds.shape[0]:
+        return
+    valid = cuda.local.array(MAX_STARTS, uint8)
+    keep = cuda.local.array(MAX_STARTS, uint8)
+    base = uint64(first_climb[v])
+    n = uint64(n_first[v])
+    later = n_first[v]
+    if n_seeds[v] > later:
+        for i in range(n):
+            valid[i] = 1 if climb_flags[base + i] & CLIMB_PEAK else 0
+        floor = sm.later_seed_floor(
+            n, climb_dirs[base:base + n, 0], climb_dirs[base:base + n, 1], climb_dirs[base:base + n, 2],
+            climb_lams[base:base + n], valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+        )
+        while later < n_seeds[v] and seed_values[v, later] >= floor:
+            later += 1
+    n_later[v] = later - n_first[v]
+
+
+@cuda.jit(**SEED_OPTIONS)
+def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first, first_dirs, first_lams, first_its,
+                first_flags, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams, out_dirs, out_amps,
+                out_count, out_stats):
+    """Phase 5, one thread per voxel, the CPU backend's loop: move the voxel's first climbs
+    next to its later ones (``move_first``: there was a second pass), drop climbs that did not end at a strict local maximum, merge
+    duplicates (gpu.peaks.sshopm_math.is_duplicate), rank by amplitude, threshold, write. A
+    warp per voxel kept ~7 of its 32 lanes busy (6.6 climbs a voxel) and issued the
+    instructions of all 32; indices are unsigned."""
     v = cuda.grid(1)
     if v >= n_seeds.shape[0]:
         return
     valid = cuda.local.array(MAX_STARTS, uint8)
     keep = cuda.local.array(MAX_STARTS, uint8)
     rank = cuda.local.array(MAX_STARTS, int16)
-    base = uint64(first_climb[v])
-    n = uint64(n_seeds[v])
+    first = uint64(first_climb[v])
+    base = first + uint64(later_first[v])
+    if move_first:
+        for i in range(uint64(n_first[v])):
+            climb_dirs[base + i, 0] = first_dirs[first + i, 0]
+            climb_dirs[base + i, 1] = first_dirs[first + i, 1]
+            climb_dirs[base + i, 2] = first_dirs[first + i, 2]
+            climb_lams[base + i] = first_lams[first + i]
+            climb_its[base + i] = first_its[first + i]
+            climb_flags[base + i] = first_flags[first + i]
+    n = uint64(n_first[v] + n_later[v])
+    out_stats[v, S_SKIPPED] = n_seeds[v] - n_first[v] - n_later[v]
     total = 0
     most = 0
     capped = 0
+    merged = 0
     for i in range(n):
         its = climb_its[base + i]
         flags = climb_flags[base + i]
@@ -102,11 +149,14 @@ def select_cuda(first_climb, n_seeds, climb_dirs, climb_lams, climb_its, climb_f
         most = max(most, its)
         if flags & CLIMB_CAPPED:
             capped += 1
+        if flags & CLIMB_MERGED:
+            merged += 1
         valid[i] = 1 if flags & CLIMB_PEAK else 0
     out_stats[v, S_ITERATIONS] = total
     out_stats[v, S_MAX_ITERATIONS] = most
     out_stats[v, S_SEEDS] = n
     out_stats[v, S_CAPPED] = capped
+    out_stats[v, S_MERGED] = merged
     cx = climb_dirs[base:base + n, 0]
     cy = climb_dirs[base:base + n, 1]
     cz = climb_dirs[base:base + n, 2]
@@ -135,7 +185,7 @@ def select_cuda(first_climb, n_seeds, climb_dirs, climb_lams, climb_its, climb_f
 def load_cuda_runtime() -> None:
     """Pay two fixed costs of a process's first kernel launch at once: creating the CUDA
     context (driver work, which releases the GIL) in a helper thread while this thread sets
-    up numba's CUDA target (registering its typing and lowering tables: Python, ~0.4 s on
+    up numba's CUDA target (registering its typing and lowering tables: Python, 70 ms on
     the developer machine), which numba does before it loads the first kernel from its
     cache. The context is numba's primary context, shared by every thread."""
     if simulator_active():
@@ -149,6 +199,21 @@ def load_cuda_runtime() -> None:
             sh_to_tensor_cuda.targetctx.refresh()
     finally:
         context.join()
+
+
+def _packed(counts: np.ndarray) -> tuple[np.ndarray, int]:
+    """(exclusive prefix sum as int32, total) of per-voxel climb counts: where each voxel's
+    climbs start when all voxels' climbs are packed end to end."""
+    first = np.zeros(counts.size, np.int32)
+    np.cumsum(counts[:-1], out=first[1:])
+    return first, int(first[-1] + counts[-1]) if counts.size else 0
+
+
+def _climb_arrays(climbs: int) -> tuple:
+    """Device arrays for ``climbs`` results: directions, λ, iterations, flags (CLIMB_*)."""
+    size = max(climbs, 1)
+    return (cuda.device_array((size, 3), np.float32), cuda.device_array(size, np.float32),
+            cuda.device_array(size, np.int32), cuda.device_array(size, np.int32))
 
 
 def run_sshopm_cuda(
@@ -166,8 +231,8 @@ def run_sshopm_cuda(
 ) -> dict:
     """Same contract as :func:`gpu.peaks.backend_cpu.run_sshopm_cpu`, computed in float32 on the GPU.
 
-    ``kernel_seconds`` adds up CUDA-event times of the four kernels (``kernel_seconds_by_phase``;
-    transfers and the host's prefix sum between phases excluded); ``compute_seconds`` is the
+    ``kernel_seconds`` adds up CUDA-event times of the kernels (``kernel_seconds_by_phase``;
+    transfers and the host's prefix sums between phases excluded); ``compute_seconds`` is the
     host wall time.
     """
     seed_kernel = getattr(sshopm_generated_cuda, f"seed_cuda_m{order}")
@@ -194,8 +259,11 @@ def run_sshopm_cuda(
     chunk = min(chunk_voxels, max(n, 1))
     d_tensors = cuda.device_array((groups * ENTRIES_PER_THREAD, chunk), np.float32)
     d_slots = cuda.device_array((chunk, n_starts), np.uint8)
+    # Start values of the seeds, read only by bound_cuda.
+    d_values = cuda.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
     d_n_seeds = cuda.device_array(chunk, np.int32)
-    phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "select": 0.0}
+    d_zeros = cuda.to_device(np.zeros(chunk, np.int32))
+    phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "bound": 0.0, "select": 0.0}
 
     def timed(kernel, *args) -> float:
         # Views and launch configurations are made before the events: slicing a device
@@ -218,8 +286,9 @@ def run_sshopm_cuda(
         m = hi - lo
         tensors = part(d_tensors, 0, m, columns=True)
         slots = part(d_slots, 0, m)
+        values = part(d_values, 0, m) if iparams[P_BOUNDED] else d_values
         n_seeds_m = part(d_n_seeds, 0, m)
-        seed_args = (tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, n_seeds_m)
+        seed_args = (tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, values, n_seeds_m)
         # The seed kernel stands for all four: they compile together (fibertensor warmup).
         if lo == 0 and not is_compiled(seed_kernel, seed_args):
             announce_compile(f"the lmax-{order} SS-HOPM CUDA kernels", COMPILE_SECONDS[order])
@@ -227,22 +296,42 @@ def run_sshopm_cuda(
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), d_sh2t, tensors)
         phases["seed"] += timed(seed_kernel[m, n_starts], *seed_args)
         n_seeds = n_seeds_m.copy_to_host()
-        first = np.zeros(m, np.int32)
-        np.cumsum(n_seeds[:-1], out=first[1:])
-        climbs = int(first[-1] + n_seeds[-1])
-        d_first = cuda.to_device(first)
-        d_climb_dirs = cuda.device_array((max(climbs, 1), 3), np.float32)
-        d_climb_lams = cuda.device_array(climbs, np.float32)
-        d_climb_its = cuda.device_array(max(climbs, 1), np.int32)
-        d_climb_flags = cuda.device_array(max(climbs, 1), np.int32)
+        n_first = np.minimum(n_seeds, npeaks) if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]) else n_seeds
+        first, climbs = _packed(n_first)
+        d_first, d_n_first = cuda.to_device(first), cuda.to_device(n_first.astype(np.int32))
+        first_climbs = _climb_arrays(climbs)
+        zeros = part(d_zeros, 0, m)
+        climb_args = (tensors, part(d_alphas, lo, hi), d_starts, slots)
         if climbs:
             climb = climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
-            phases["climb"] += timed(climb, tensors, part(d_alphas, lo, hi), d_starts, slots, d_first, d_fparams,
-                                     d_iparams, d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags, d_hist)
+            phases["climb"] += timed(climb, *climb_args, d_first, climbs, zeros, zeros, zeros, zeros,
+                                     *first_climbs[:2], first_climbs[3], d_fparams, d_iparams, *first_climbs, d_hist)
+        later_climbs, d_later_first, d_n_later = first_climbs, zeros, zeros
+        if (n_seeds > n_first).any():
+            if iparams[P_BOUNDED]:
+                d_n_later = cuda.device_array(m, np.int32)
+                bound = bound_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
+                phases["bound"] += timed(bound, d_first, d_n_first, n_seeds_m, values, first_climbs[0],
+                                         first_climbs[1], first_climbs[3], d_fparams, d_iparams, d_n_later)
+                n_later = d_n_later.copy_to_host()
+            else:
+                n_later = n_seeds - n_first
+                d_n_later = cuda.to_device(n_later)
+            later_first, later = _packed(n_later)
+            if later:
+                # Voxel v's climbs end up at first[v] + later_first[v]: its first climbs
+                # (moved there by select_cuda), then its later ones.
+                later_climbs = _climb_arrays(climbs + later)
+                d_later_first = cuda.to_device(later_first)
+                d_write = cuda.to_device((first + n_first).astype(np.int32))
+                climb = climb_kernel[(later + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
+                phases["climb"] += timed(climb, *climb_args, d_later_first, later, d_n_first, d_write, d_first,
+                                         d_n_first, *first_climbs[:2], first_climbs[3], d_fparams, d_iparams,
+                                         *later_climbs, d_hist)
         select = select_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
-        phases["select"] += timed(select, d_first, n_seeds_m, d_climb_dirs, d_climb_lams, d_climb_its, d_climb_flags,
-                                  d_fparams, d_iparams, part(d_directions, lo, hi), part(d_amplitudes, lo, hi),
-                                  part(d_count, lo, hi), part(d_stats, lo, hi))
+        phases["select"] += timed(select, d_first, d_n_first, d_later_first, d_n_later, n_seeds_m,
+                                  later_climbs is not first_climbs, *first_climbs, *later_climbs, d_fparams, d_iparams, part(d_directions, lo, hi),
+                                  part(d_amplitudes, lo, hi), part(d_count, lo, hi), part(d_stats, lo, hi))
         if progress is not None:
             progress(hi / n)
     result = {

@@ -5,6 +5,11 @@ about its direction d_i. In SH, by the Funk–Hecke theorem, the lobe's coeffici
 c_lm = w_i · k_l · Y_lm(d_i), with the degree profile k_l = exp(−l(l+1)/(2s)) (a heat-kernel
 lobe of sharpness s, about as sharp as a CSD FOD at b = 3000). Gaussian noise is added to
 the coefficients. The ground truth is the fiber directions themselves.
+
+``relative_noise`` adds the noise of low-SNR data, grey matter or unconstrained fits
+(CSA/Q-ball ODFs): on every coefficient, of every SH order, a standard deviation
+proportional to the voxel's own l = 0 coefficient. It raises many small noise lobes, which
+is what makes a peak search climb more (bench/peaks_noisy.py).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ def fod_phantom(
     min_weight: float = 0.5,
     sharpness: float = 30.0,
     noise: float = 0.02,
+    relative_noise: float = 0.0,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """A phantom FOD volume of spatial ``shape``.
@@ -41,7 +47,8 @@ def fod_phantom(
     ``count`` (*shape) uint8. Fibers in a voxel are at least ``min_separation`` degrees
     apart; weights are 1 for the first fiber and uniform in [min_weight, 1] for the others;
     ``noise`` is the standard deviation of the coefficient noise relative to the l = 0
-    coefficient of a single fiber.
+    coefficient of a single fiber; ``relative_noise`` that of further noise relative to the
+    voxel's own noise-free l = 0 coefficient (0 leaves the phantom of a given seed as it was).
     """
     rng = np.random.default_rng(seed)
     n = int(np.prod(shape))
@@ -73,7 +80,10 @@ def fod_phantom(
         basis_rows = real_sh_matrix(lmax, directions[present, fiber], basis)
         sh[present] += weights[present, fiber, None] * basis_rows * profile[None, :]
     single_l0 = profile[0] * real_sh_matrix(lmax, np.array([[0.0, 0.0, 1.0]]), basis)[0, 0]
+    clean_l0 = sh[:, :1].copy()
     sh += rng.normal(scale=noise * single_l0, size=sh.shape)
+    if relative_noise:
+        sh += rng.normal(scale=relative_noise, size=sh.shape) * clean_l0
     return {
         "sh": sh.astype(np.float32).reshape(*shape, -1),
         "directions": directions.astype(np.float32).reshape(*shape, 3, 3),

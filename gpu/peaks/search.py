@@ -25,9 +25,9 @@ from gpu.cuda_runtime import device_name, resolve_backend
 from gpu.peaks.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
-    N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    N_FPARAMS, N_IPARAMS, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
     P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_SEEDS, SHIFT_ADAPTIVE, SHIFT_FIXED,
+    S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED, SHIFT_ADAPTIVE, SHIFT_FIXED,
 )
 from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
 from gpu.peaks.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
@@ -51,7 +51,18 @@ class PeaksOptions:
     keeps well over half its height, so 0.5 loses no reportable peak; 0 climbs from every
     positive start that passes the neighbour test. ``shift`` "adaptive" is GEAP's shift,
     "fixed" the convexity bound; ``newton`` finishes with Newton steps once the tangent
-    Hessian is negative definite. A climb stops when it moves less than ``step_tol``
+    Hessian is negative definite. With ``bounded``, seeds climb by decreasing start value:
+    the ``npeaks`` highest first, then only those at least ``seed_fraction`` × the
+    ``npeaks``-th distinct peak found (:func:`gpu.peaks.sshopm_math.later_seed_floor`), the
+    first floor's own argument, which keeps noisy FODs from climbing every noise lobe. With
+    ``basin_angle`` > 0, those later climbs stop as duplicates once within that many degrees
+    of a higher found peak with a negative definite tangent Hessian
+    (:func:`gpu.peaks.sshopm_math.in_found_basin`). Both are experimental and off by
+    default, and not offered as job parameters: the bound can miss a shoulder maximum the
+    unbounded search reaches only from a seed far below it, and on the CUDA backend (float32)
+    both changed peaks on a noisy phantom and made the kernels slower, not faster
+    (tests/gpu/peaks/test_bounded_search.py, docs/benchmarks.md).
+    A climb stops when it moves less than ``step_tol``
     radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
     (then it is dropped and counted). Peaks closer than ``merge_angle`` degrees are one.
     """
@@ -62,6 +73,8 @@ class PeaksOptions:
     starts: int = 128
     seeding: Literal["local-max", "all"] = "local-max"
     seed_fraction: float = 0.5
+    bounded: bool = False
+    basin_angle: float = 0.0
     shift: Literal["adaptive", "fixed"] = "adaptive"
     newton: bool = True
     max_iter: int = 30
@@ -89,6 +102,8 @@ class PeaksOptions:
             raise ValueError(f"seed_fraction must be in [0, 1], not {self.seed_fraction}")
         if self.max_iter < 1:
             raise ValueError("max_iter must be at least 1")
+        if not 0.0 <= self.basin_angle < 90.0:
+            raise ValueError(f"basin_angle must be in [0, 90) degrees, not {self.basin_angle}")
 
 
 @dataclass
@@ -132,12 +147,14 @@ def _kernel_params(options: PeaksOptions) -> tuple[np.ndarray, np.ndarray]:
     fparams[P_THRESHOLD] = options.threshold
     fparams[P_REL_THRESHOLD] = options.relative_threshold
     fparams[P_SEED_FRACTION] = options.seed_fraction
+    fparams[P_COS_BASIN] = math.cos(math.radians(options.basin_angle)) if options.basin_angle > 0 else 2.0
     iparams = np.zeros(N_IPARAMS, np.int64)
     iparams[P_MAX_ITER] = options.max_iter
     iparams[P_SHIFT] = SHIFT_FIXED if options.shift == "fixed" else SHIFT_ADAPTIVE
     iparams[P_NEWTON] = int(options.newton)
     iparams[P_SEED_LOCAL] = int(options.seeding == "local-max")
     iparams[P_NPEAKS] = options.npeaks
+    iparams[P_BOUNDED] = int(options.bounded)
     return fparams, iparams
 
 
@@ -337,6 +354,8 @@ def sshopm_peaks(
         "iterations_per_climb": _iteration_summary(run["hist"]),
         "max_iterations_in_a_voxel": int(voxel_stats[:, S_MAX_ITERATIONS].max(initial=0)),
         "iterations_total": int(voxel_stats[:, S_ITERATIONS].sum()),
+        "starts_skipped_by_bound": int(voxel_stats[:, S_SKIPPED].sum()),
+        "climbs_stopped_at_found_peaks": int(voxel_stats[:, S_MERGED].sum()),
         "starts_hit_cap": int(voxel_stats[:, S_CAPPED].sum()),
         "voxels_with_capped_starts": int((voxel_stats[:, S_CAPPED] > 0).sum()),
         "seconds": {

@@ -140,37 +140,45 @@ def _axm2(order: int) -> str:
 
 def _climb(order: int) -> str:
     return f'''@register_jitable
-def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^{order} = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m{order}(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             {order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m{order}(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m{order}(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m{order}(a, x, y, z), max_iter, True, negdef'''
+    return x, y, z, axm_m{order}(a, x, y, z), max_iter, True, negdef, False'''
 
 
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
     return f'''@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -183,38 +191,55 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        seed_slots[v, slot] = t
+        seed_slots[v, rank] = t
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total'''
 
 
 def _cuda_climb_kernel(order: int) -> str:
     return f'''@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m{order}(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m{order}(
         a, x, y, z, axm_m{order}(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)'''
 
 
@@ -230,6 +255,8 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -254,18 +281,38 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                s = seed_start[t]
-                x, y, z, lam, its, capped, negdef = climb_m{order}(
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first and iparams[P_BOUNDED] != 0:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
+                x, y, z, lam, its, capped, negdef, merged = climb_m{order}(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -273,7 +320,9 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -309,8 +358,9 @@ from numba.extending import register_jitable
 
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_layout import (
-    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
+    CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
+    S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
 )
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
@@ -338,7 +388,7 @@ from gpu.peaks.sshopm_generated import (
 {functions}
 )
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
+    P_BOUNDED, P_COS_BASIN, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
     P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA,
 )
 

@@ -6,8 +6,8 @@ The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 978171f16e4c12d2c533d656751dd34223ffd368adb2eb20e27bd1c567b636a8
-# sshopm_layout.py sha256 696867f89b2f208600917f9a09ce04b5286c814cf7a7ed80b87a304deb3ba47a
+# sshopm_math.py sha256 55442163dc5b5b96eee5efaa64094f8747d53862cededfbcef76ad3a5973838e
+# sshopm_layout.py sha256 34d6c2062d43b8771fa1f165c3c96357f608a517982019dc48638b10f2a7dceb
 
 import numpy as np
 from numba import njit, prange
@@ -15,8 +15,9 @@ from numba.extending import register_jitable
 
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_layout import (
-    P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
+    CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
+    S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
 )
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
@@ -164,24 +165,29 @@ def axm2_m2(a, x, y, z):
 
 
 @register_jitable
-def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^2 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m2(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             2, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m2(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m2(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef, False
 
 
 @njit(parallel=True, cache=True)
@@ -195,6 +201,8 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -219,18 +227,38 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                s = seed_start[t]
-                x, y, z, lam, its, capped, negdef = climb_m2(
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first and iparams[P_BOUNDED] != 0:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
+                x, y, z, lam, its, capped, negdef, merged = climb_m2(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -238,7 +266,9 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -407,24 +437,29 @@ def axm2_m4(a, x, y, z):
 
 
 @register_jitable
-def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^4 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m4(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             4, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m4(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m4(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef, False
 
 
 @njit(parallel=True, cache=True)
@@ -438,6 +473,8 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -462,18 +499,38 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                s = seed_start[t]
-                x, y, z, lam, its, capped, negdef = climb_m4(
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first and iparams[P_BOUNDED] != 0:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
+                x, y, z, lam, its, capped, negdef, merged = climb_m4(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -481,7 +538,9 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -788,24 +847,29 @@ def axm2_m6(a, x, y, z):
 
 
 @register_jitable
-def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^6 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m6(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             6, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m6(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m6(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef, False
 
 
 @njit(parallel=True, cache=True)
@@ -819,6 +883,8 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -843,18 +909,38 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                s = seed_start[t]
-                x, y, z, lam, its, capped, negdef = climb_m6(
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first and iparams[P_BOUNDED] != 0:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
+                x, y, z, lam, its, capped, negdef, merged = climb_m6(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -862,7 +948,9 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -1355,24 +1443,29 @@ def axm2_m8(a, x, y, z):
 
 
 @register_jitable
-def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^8 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m8(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             8, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m8(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m8(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef, False
 
 
 @njit(parallel=True, cache=True)
@@ -1386,6 +1479,8 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -1410,18 +1505,38 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                s = seed_start[t]
-                x, y, z, lam, its, capped, negdef = climb_m8(
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first and iparams[P_BOUNDED] != 0:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
+                x, y, z, lam, its, capped, negdef, merged = climb_m8(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -1429,7 +1544,9 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -2156,24 +2273,29 @@ def axm2_m10(a, x, y, z):
 
 
 @register_jitable
-def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^10 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m10(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             10, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m10(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m10(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef, False
 
 
 @njit(parallel=True, cache=True)
@@ -2187,6 +2309,8 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -2211,18 +2335,38 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                s = seed_start[t]
-                x, y, z, lam, its, capped, negdef = climb_m10(
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first and iparams[P_BOUNDED] != 0:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
+                x, y, z, lam, its, capped, negdef, merged = climb_m10(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -2230,7 +2374,9 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]
@@ -3239,24 +3385,29 @@ def axm2_m12(a, x, y, z):
 
 
 @register_jitable
-def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter):
+def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
+             n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^12 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
     Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Returns (x, y, z, λ, iterations,
-    hit_cap, negative_definite).
+    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
+    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
     negdef = False
     for it in range(max_iter):
         mxx, mxy, mxz, myy, myz, mzz = axm2_m12(a, x, y, z)
+        px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             12, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
+        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+            return px, py, pz, lam, it + 1, False, negdef, True
         if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m12(a, x, y, z), it + 1, False, negdef
+            return x, y, z, axm_m12(a, x, y, z), it + 1, False, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef
+    return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef, False
 
 
 @njit(parallel=True, cache=True)
@@ -3270,6 +3421,8 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         f = np.empty(count, sh2t.dtype)
         grad = np.empty((count, 3), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
+        seed_value = np.empty(count, sh2t.dtype)
+        ranked = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -3294,18 +3447,38 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for t in range(count):
                 if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
+                    seed_value[n] = f[t]
                     n += 1
+            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
             for t in range(n):
-                s = seed_start[t]
-                x, y, z, lam, its, capped, negdef = climb_m12(
+                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
+            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
+            # value; after the first n_first, only those that reach the floor the first climbs
+            # set, and those climbs stop inside the first climbs' basins.
+            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
+            later_floor = 0.0
+            climbed = n
+            for t in range(n):
+                s = ranked[t]
+                if t == n_first and iparams[P_BOUNDED] != 0:
+                    later_floor = sm.later_seed_floor(
+                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                    )
+                if t >= n_first and f[s] < later_floor:
+                    climbed = t
+                    break
+                x, y, z, lam, its, capped, negdef, merged = climb_m12(
                     a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
                 )
                 out_stats[v, S_ITERATIONS] += its
                 out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
                 out_stats[v, S_SEEDS] += 1
                 if capped:
                     out_stats[v, S_CAPPED] += 1
+                if merged:
+                    out_stats[v, S_MERGED] += 1
                 iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
                 if z < 0:
                     x, y, z = -x, -y, -z
@@ -3313,7 +3486,9 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 cy[t] = y
                 cz[t] = z
                 cl[t] = lam
-                valid[t] = 1 if negdef and not capped and lam > 0 else 0
+                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+            out_stats[v, S_SKIPPED] = n - climbed
+            n = climbed
             for t in range(n):
                 keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
             best = cl[0]

@@ -5,9 +5,9 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 b50c524b8b4010e7d1ae134efe17e4c2744d62fc5a1381351db386130e9310b6
-# sshopm_math.py sha256 978171f16e4c12d2c533d656751dd34223ffd368adb2eb20e27bd1c567b636a8
-# sshopm_layout.py sha256 696867f89b2f208600917f9a09ce04b5286c814cf7a7ed80b87a304deb3ba47a
+# sshopm_generated.py sha256 046fa1573b90ad3d3568c3494c3d875c17732bee76f6a2fc8d6c79944a431040
+# sshopm_math.py sha256 55442163dc5b5b96eee5efaa64094f8747d53862cededfbcef76ad3a5973838e
+# sshopm_layout.py sha256 34d6c2062d43b8771fa1f165c3c96357f608a517982019dc48638b10f2a7dceb
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
 
 from numba import config, cuda, float32, int32
@@ -23,7 +23,7 @@ from gpu.peaks.sshopm_generated import (
     axm_m12, axm1_m12, climb_m12,
 )
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_PEAK, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
+    P_BOUNDED, P_COS_BASIN, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
     P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA,
 )
 
@@ -43,15 +43,18 @@ CLIMB_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "m
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(6, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -64,37 +67,54 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        seed_slots[v, slot] = t
+        seed_slots[v, rank] = t
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m2(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m2(
         a, x, y, z, axm_m2(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -102,15 +122,18 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(15, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -123,37 +146,54 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        seed_slots[v, slot] = t
+        seed_slots[v, rank] = t
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m4(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m4(
         a, x, y, z, axm_m4(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -161,15 +201,18 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(28, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -182,37 +225,54 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        seed_slots[v, slot] = t
+        seed_slots[v, rank] = t
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m6(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m6(
         a, x, y, z, axm_m6(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -220,15 +280,18 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(45, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -241,37 +304,54 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, n_see
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        seed_slots[v, slot] = t
+        seed_slots[v, rank] = t
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m8(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m8(
         a, x, y, z, axm_m8(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -279,15 +359,18 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, fparams, ipa
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(66, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -300,37 +383,54 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, n_se
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        seed_slots[v, slot] = t
+        seed_slots[v, rank] = t
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m10(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m10(
         a, x, y, z, axm_m10(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
@@ -338,15 +438,18 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, fparams, ip
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_seeds):
+def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
-    the voxel's seeds packed in start order (block maximum and slots: gpu.peaks.sshopm_block)."""
+    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
+    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
+    are packed first, so ranking costs a loop over the seeds, not over the starts."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(91, float32)
     f = cuda.shared.array(MAX_STARTS, float32)
+    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
@@ -359,35 +462,52 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, n_se
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
     mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+    rank = slot
+    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+        if mine != 0:
+            packed[slot] = f[t]
+        cuda.syncthreads()
+        if mine != 0:
+            rank = sm.value_rank(slot, total, packed)
     if mine != 0:
-        seed_slots[v, slot] = t
+        seed_slots[v, rank] = t
+        if iparams[P_BOUNDED] != 0:
+            seed_values[v, rank] = f[t]
     if t == 0:
         n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
-    """Phase 2, one thread per climbing start, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here)."""
+def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
+    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
+    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
+    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
+    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
     i = cuda.grid(1)
-    if i >= climb_lams.shape[0]:
+    if i >= n_climbs:
         return
     v = sm.owner(first_climb, i)
-    s = seed_slots[v, i - first_climb[v]]
+    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    x, y, z, lam, its, capped, negdef = climb_m12(
+    lo = found_first[v]
+    hi = lo + n_found[v]
+    x, y, z, lam, its, capped, negdef, merged = climb_m12(
         a, x, y, z, axm_m12(a, x, y, z), iparams[P_SHIFT], alphas[v],
         iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
+        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
+        found_flags[lo:hi], fparams[P_COS_BASIN],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    climb_dirs[i, 0] = x
-    climb_dirs[i, 1] = y
-    climb_dirs[i, 2] = z
-    climb_lams[i] = lam
-    climb_its[i] = its
-    climb_flags[i] = (CLIMB_CAPPED if capped else 0) + (CLIMB_PEAK if negdef and not capped and lam > 0 else 0)
+    w = i + write_offset[v]
+    climb_dirs[w, 0] = x
+    climb_dirs[w, 1] = y
+    climb_dirs[w, 2] = z
+    climb_lams[w] = lam
+    climb_its[w] = its
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)

@@ -7,10 +7,11 @@ Plain constants, no numba: the host side imports them without loading the kernel
 """
 
 __all__ = [
-    "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "P_SEED_FRACTION", "N_FPARAMS",
-    "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "N_IPARAMS",
-    "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "N_STATS", "HIST_BINS",
-    "CLIMB_CAPPED", "CLIMB_PEAK", "SHIFT_ADAPTIVE", "SHIFT_FIXED",
+    "P_TOL_LAMBDA", "P_STEP_TOL", "P_MAX_STEP", "P_COS_MERGE", "P_THRESHOLD", "P_REL_THRESHOLD", "P_SEED_FRACTION",
+    "P_COS_BASIN", "N_FPARAMS",
+    "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "P_BOUNDED", "N_IPARAMS",
+    "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "S_SKIPPED", "S_MERGED", "N_STATS", "HIST_BINS",
+    "CLIMB_CAPPED", "CLIMB_PEAK", "CLIMB_MERGED", "SHIFT_ADAPTIVE", "SHIFT_FIXED",
 ]
 
 # float parameters
@@ -21,7 +22,8 @@ P_COS_MERGE = 3
 P_THRESHOLD = 4
 P_REL_THRESHOLD = 5
 P_SEED_FRACTION = 6
-N_FPARAMS = 7
+P_COS_BASIN = 7
+N_FPARAMS = 8
 
 # integer parameters
 P_MAX_ITER = 0
@@ -29,7 +31,8 @@ P_SHIFT = 1  # SHIFT_ADAPTIVE or SHIFT_FIXED
 P_NEWTON = 2
 P_SEED_LOCAL = 3
 P_NPEAKS = 4
-N_IPARAMS = 5
+P_BOUNDED = 5
+N_IPARAMS = 6
 
 # values of iparams[P_SHIFT]
 SHIFT_ADAPTIVE = 0
@@ -40,7 +43,9 @@ S_ITERATIONS = 0
 S_MAX_ITERATIONS = 1
 S_SEEDS = 2
 S_CAPPED = 3
-N_STATS = 4
+S_SKIPPED = 4
+S_MERGED = 5
+N_STATS = 6
 
 # iterations-per-start histogram; the last bin collects everything beyond
 HIST_BINS = 128
@@ -48,3 +53,5 @@ HIST_BINS = 128
 # per-climb flags (CUDA phase 2 → phase 3)
 CLIMB_CAPPED = 1
 CLIMB_PEAK = 2
+# stopped inside a found peak's basin (gpu.peaks.sshopm_math.in_found_basin)
+CLIMB_MERGED = 4

@@ -27,7 +27,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
-from gpu.peaks.sshopm_layout import SHIFT_ADAPTIVE, SHIFT_FIXED
+from gpu.peaks.sshopm_layout import CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, SHIFT_ADAPTIVE, SHIFT_FIXED
 
 __all__ = [
     "like",
@@ -35,7 +35,13 @@ __all__ = [
     "sshopm_step",
     "is_seed",
     "seed_floor",
+    "in_two_passes",
+    "first_climbs",
+    "later_seed_floor",
+    "in_found_basin",
+    "climb_flags",
     "owner",
+    "value_rank",
     "is_duplicate",
     "unique_rank",
     "SHIFT_ADAPTIVE",
@@ -222,6 +228,75 @@ def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
 
 
 @register_jitable
+def in_two_passes(bounded, cos_basin):
+    """Whether seeds climb in two passes, ranked by start value: when the later ones are
+    bounded (:func:`later_seed_floor`) or stop in found basins (:func:`in_found_basin`,
+    cos_basin ≤ 1). Otherwise every seed climbs at once, in start order."""
+    return bounded != 0 or cos_basin <= 1
+
+
+@register_jitable
+def first_climbs(n_seeds, npeaks, two_passes):
+    """How many of a voxel's seeds climb in the first pass: the ``npeaks`` highest, or all."""
+    return min(n_seeds, npeaks) if two_passes else n_seeds
+
+
+@register_jitable
+def later_seed_floor(count, cx, cy, cz, lam, valid, keep, cos_merge, npeaks, seed_fraction):
+    """Least start value a further seed needs to climb once the first ``count`` climbs have
+    ended: seed_fraction·λ_K, λ_K being the ``npeaks``-th distinct peak found so far, or 0
+    (every seed climbs) while fewer are known.
+
+    No peak below λ_K is reported, and later climbs only raise it, so :func:`seed_floor`'s
+    argument holds with λ_K for the least reportable amplitude. λ_K counts only when the
+    distinct peaks are more than twice the merge angle apart: a later, higher peak can then
+    merge away at most one of them, and λ_K cannot fall. ``keep`` is scratch (≥ count).
+    """
+    none = like(cos_merge, 0.0)
+    kept = 0
+    for i in range(count):
+        keep[i] = 1 if valid[i] and not is_duplicate(i, count, cx, cy, cz, lam, valid, cos_merge) else 0
+        kept += keep[i]
+    if kept < npeaks:
+        return none
+    cos_apart = like(cos_merge, 2.0) * cos_merge * cos_merge - like(cos_merge, 1.0)
+    for i in range(count):
+        for j in range(i + 1, count):
+            if keep[i] and keep[j] and abs(cx[i] * cx[j] + cy[i] * cy[j] + cz[i] * cz[j]) >= cos_apart:
+                return none
+    for i in range(count):
+        if keep[i] and unique_rank(i, count, lam, keep) == npeaks - 1:
+            return seed_fraction * lam[i]
+    return none
+
+
+@register_jitable
+def in_found_basin(x, y, z, lam, count, fx, fy, fz, flam, fflags, cos_basin):
+    """Whether a climb at unit (x, y, z), where f = lam and the tangent Hessian is negative
+    definite, is within the basin angle (|x·p| ≥ cos_basin) of one of ``count`` found peaks p
+    (flag CLIMB_PEAK) at least as high: Newton steps from there end on that peak, so the
+    climb would only add a duplicate, which never outranks the peak it repeats."""
+    for j in range(count):
+        if fflags[j] & CLIMB_PEAK and flam[j] >= lam and abs(x * fx[j] + y * fy[j] + z * fz[j]) >= cos_basin:
+            return True
+    return False
+
+
+@register_jitable
+def climb_flags(capped, negdef, merged, lam):
+    """CLIMB_* flags of a finished climb: a peak when it ended, neither capped nor merged,
+    at a strict local maximum (negative definite tangent Hessian) of positive value."""
+    flags = 0
+    if capped:
+        flags += CLIMB_CAPPED
+    if merged:
+        flags += CLIMB_MERGED
+    elif negdef and not capped and lam > 0:
+        flags += CLIMB_PEAK
+    return flags
+
+
+@register_jitable
 def owner(first, i):
     """The voxel v whose climbs include climb i: the last v with first[v] ≤ i, where
     ``first`` is the exclusive prefix sum of the voxels' climb counts (binary search)."""
@@ -251,6 +326,16 @@ def is_duplicate(i, count, cx, cy, cz, lam, valid, cos_merge):
             if abs(cx[i] * cx[j] + cy[i] * cy[j] + cz[i] * cz[j]) >= cos_merge:
                 return True
     return False
+
+
+@register_jitable
+def value_rank(i, count, values):
+    """Rank of entry i of values[0:count] by decreasing value, ties by index (0 = first)."""
+    rank = 0
+    for j in range(count):
+        if j != i and _better(i, j, values):
+            rank += 1
+    return rank
 
 
 @register_jitable

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, option_values, params_from_options
 from worker.params.peaks import PeaksParams
 
@@ -53,7 +54,7 @@ def _bids(args: argparse.Namespace) -> int:
             results = _on_server(args, fods, fields, log)
         else:
             results = run_bids_peaks(args.bids_dir, args.output_dir, params, args.participant_label,
-                                     args.session_label, log=log)
+                                     args.session_label, log=log, limits=input_limits())
     except InputError as exc:
         raise CommandError(exc.detail) from None
     failed = {path: error for path, error in results.items() if isinstance(error, str)}
@@ -67,8 +68,9 @@ def _bids(args: argparse.Namespace) -> int:
 def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str], log) -> dict:
     """Submit one job per FOD to the service as one labelled batch, wait, download each
     job's results and publish them as :func:`worker.bids.run_bids_peaks` does."""
-    from service.cli.client import ServiceClient, _wait
+    from service.cli.client import REFUSES_THE_INPUT, RequestRefused, ServiceClient, _wait, in_own_names
     from worker.bids import publish_job, write_dataset_description
+    from worker.job_kinds import get_job_kind
 
     output_dir = Path(args.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -79,7 +81,12 @@ def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str], log
         submitted = {}
         for fod in fods:
             files = {"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})}
-            submitted[client.submit("peaks", files, {**fields, "label": label})["id"]] = fod
+            try:
+                submitted[client.submit("peaks", files, {**fields, "label": label})["id"]] = fod
+            except RequestRefused as exc:  # one bad FOD is reported, the others go on
+                if exc.status not in REFUSES_THE_INPUT:
+                    raise
+                results[fod.path] = in_own_names(f"{exc.title}: {exc.detail}", get_job_kind("peaks"), files)
         for job in _wait(client, list(submitted), args.quiet, label):
             fod = submitted[job["id"]]
             if job["status"] != "succeeded":

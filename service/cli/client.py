@@ -12,19 +12,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 from tqdm import tqdm
 
 from service.cli import CommandError
 from service.cli.model_options import add_model_options, option_values, params_from_options
-from worker.job_kinds import JobKind, job_kinds
+from worker.job_kinds import InputSlot, JobKind, job_kinds
 
-__all__ = ["register", "ServiceClient"]
+__all__ = ["register", "ServiceClient", "RequestRefused", "REFUSES_THE_INPUT", "in_own_names"]
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -33,8 +34,17 @@ _POLL_SECONDS = 0.5
 _PARAM = "param_"
 
 
+class RequestRefused(CommandError):
+    """The service answered with an error: its HTTP ``status`` and the problem document's
+    ``title`` and ``detail``."""
+
+    def __init__(self, message: str, status: int, title: str, detail: str):
+        super().__init__(message)
+        self.status, self.title, self.detail = status, title, detail
+
+
 class ServiceClient:
-    """A thin httpx wrapper that turns problem documents into :class:`CommandError`."""
+    """A thin httpx wrapper that turns problem documents into :class:`RequestRefused`."""
 
     def __init__(self, server: str, api_key: str | None, timeout: float = 60.0):
         headers = {"X-API-Key": api_key} if api_key else {}
@@ -58,10 +68,11 @@ class ServiceClient:
         if response.status_code >= 400:
             try:
                 problem = response.json()
-                message = f"{problem.get('title', 'error')}: {problem.get('detail', response.text)}"
+                title, detail = problem.get("title", "error"), problem.get("detail", response.text)
             except ValueError:
-                message = response.text
-            raise CommandError(f"{method} {url} -> {response.status_code} {message}")
+                title, detail = response.reason_phrase, response.text
+            raise RequestRefused(f"{method} {url} -> {response.status_code} {title}: {detail}",
+                                 response.status_code, title, detail)
         return response
 
     def submit(self, kind: str, files: dict[str, Path], fields: dict[str, str]) -> dict[str, Any]:
@@ -155,24 +166,27 @@ def _wait(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | N
         bar.close()
 
 
-def _report(client: ServiceClient, jobs: list[dict[str, Any]], out: Path | None, names: dict[str, str]) -> int:
-    """Download succeeded jobs' results (a sub-folder per job in a batch); print failures."""
-    failed = 0
+def _report(client: ServiceClient, jobs: list[dict[str, Any]], out: Path | None, folders: dict[str, str] | None,
+            own_names: Callable[[str, str], str] = lambda job_id, text: text) -> list[tuple[dict[str, Any], str]]:
+    """Download succeeded jobs' results (into ``out / folders[id]``, or ``out`` itself when
+    ``folders`` is None) and print them with their warnings (through ``own_names(job_id,
+    text)``); returns the other jobs, each with why it did not succeed."""
+    failed = []
     for job in jobs:
         if job["status"] == "succeeded":
             if out is not None:
-                folder = out / names[job["id"]] if len(jobs) > 1 else out
+                folder = out / folders[job["id"]] if folders is not None else out
                 for result in job["results"]:
                     client.download(result, folder)
                 print(f"{job['id']} succeeded -> {folder}")
             else:
                 print(f"{job['id']} succeeded ({len(job['results'])} results)")
+            for warning in job.get("warnings") or []:
+                print(f"  ! {own_names(job['id'], warning)}", file=sys.stderr)
         else:
-            failed += 1
             error = job.get("error") or {}
-            reason = f": {error.get('title')}: {error.get('detail')}" if error else ""
-            print(f"{job['id']} {job['status']}{reason}", file=sys.stderr)
-    return 1 if failed else 0
+            failed.append((job, f"{job['status']}: {error['title']}: {error['detail']}" if error else job["status"]))
+    return failed
 
 
 def _batch_inputs(path: Path, kind: JobKind) -> list[Path]:
@@ -200,6 +214,29 @@ def _stem(path: Path) -> str:
     return path.stem
 
 
+def _stored_name(slot: InputSlot, path: Path) -> str:
+    """The name the service stores an upload under: the slot's, with the file's suffix."""
+    lower = path.name.lower()
+    suffix = next((s for s in sorted(slot.suffixes, key=len, reverse=True) if lower.endswith(s.lower())), "")
+    return slot.name + suffix
+
+
+def in_own_names(text: str, kind: JobKind, files: dict[str, Path]) -> str:
+    """``text`` from the service with each stored input (``'fod.nii.gz'``, or its path on the
+    server) named by the file the user sent."""
+    for slot in kind.inputs:
+        if slot.name in files:
+            name = re.escape(_stored_name(slot, files[slot.name]))
+            stored = re.compile(rf"(?<![\w.-])(?:[^\s'\"]*/)?{name}(?![\w.-])")  # bare, quoted or in a path
+            text = stored.sub(lambda match: files[slot.name].name, text)
+    return text
+
+
+# A refusal of one input (bad file, job too large); any other error (key, kind, service
+# unreachable or full) would refuse every input alike, so it stops the batch.
+REFUSES_THE_INPUT = {413, 415, 422}
+
+
 def _submit(args: argparse.Namespace) -> int:
     kind: JobKind = args.kind
     primary = _primary_slot(kind)
@@ -217,15 +254,35 @@ def _submit(args: argparse.Namespace) -> int:
     if label:
         fields["label"] = label
     with ServiceClient(args.server, args.api_key) as client:
-        names: dict[str, str] = {}
+        sent: dict[str, dict[str, Path]] = {}
+        failed: list[tuple[Path, str]] = []
         for source in inputs:
-            job = client.submit(kind.name, {primary.name: source, **extra}, fields)
-            names[job["id"]] = _stem(source)
+            files = {primary.name: source, **extra}
+            try:
+                job = client.submit(kind.name, files, fields)
+            except RequestRefused as exc:
+                if exc.status not in REFUSES_THE_INPUT:
+                    raise
+                why = f"refused ({exc.status}): {exc.title}: {exc.detail}"
+                failed.append((source, in_own_names(why, kind, files)))
+                continue
+            sent[job["id"]] = files
             print(f"{job['id']} queued ({source.name})")
-        if not (args.wait or args.out):
-            return 0
-        finished = _wait(client, list(names), args.quiet, label)
-        return _report(client, finished, Path(args.out) if args.out else None, names)
+        if sent and (args.wait or args.out):
+            finished = _wait(client, list(sent), args.quiet, label)
+            # a folder's (or several files') results go to a sub-folder per input
+            folders = {job_id: _stem(files[primary.name]) for job_id, files in sent.items()}
+            for job, why in _report(client, finished, Path(args.out) if args.out else None,
+                                    folders if len(inputs) > 1 else None,
+                                    lambda job_id, text: in_own_names(text, kind, sent[job_id])):
+                files = sent[job["id"]]
+                failed.append((files[primary.name], f"job {job['id']} " + in_own_names(why, kind, files)))
+    if failed:
+        print(f"fibertensor: {len(failed)} of {len(inputs)} inputs failed:", file=sys.stderr)
+        for source, why in sorted(failed, key=lambda pair: inputs.index(pair[0])):
+            print(f"  {source}: {why}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _jobs(args: argparse.Namespace) -> int:
@@ -243,11 +300,19 @@ def _jobs(args: argparse.Namespace) -> int:
             return 0
         if args.wait or args.out:
             jobs = _wait(client, [j["id"] for j in jobs], args.quiet, args.label)
-            names = {j["id"]: j["id"] for j in jobs}
-            return _report(client, jobs, Path(args.out) if args.out else None, names)
-        print(f"{'id':28}  {'kind':12}  {'status':9}  {'progress':>8}  label")
+            folders = {j["id"]: j["id"] for j in jobs} if len(jobs) > 1 else None
+            failed = _report(client, jobs, Path(args.out) if args.out else None, folders)
+            for job, why in failed:
+                print(f"{job['id']} {why}", file=sys.stderr)
+            return 1 if failed else 0
+        # "!" marks a job with warnings, each on a line of its own below it
+        print(f"{'id':28}  {'kind':12}  {'status':9}  {'progress':>8}  ! label")
         for job in jobs:
-            print(f"{job['id']:28}  {job['kind']:12}  {job['status']:9}  {job['progress']:8.0%}  {job['label'] or ''}")
+            mark = "!" if job.get("warnings") else " "
+            print(f"{job['id']:28}  {job['kind']:12}  {job['status']:9}  {job['progress']:8.0%}  "
+                  f"{mark} {job['label'] or ''}")
+            for warning in job.get("warnings") or []:
+                print(f"{'':30}! {warning}")
         return 0
 
 

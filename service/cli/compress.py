@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 
 from service.cli import CommandError
+from service.cli.input_checks import check_inputs
 from service.cli.model_options import add_model_options, params_from_args
 from worker.errors import InputError
-from worker.params.compress import CompressParams
+from worker.params.compress import CompressParams, DecompressParams
 
 __all__ = ["register"]
 
@@ -45,6 +46,7 @@ def _compress(args: argparse.Namespace) -> int:
     params = params_from_args(CompressParams, args)
     if not args.output.endswith(".npz"):
         raise CommandError(f"output must end in .npz, got {args.output}")
+    check_inputs("compress", {"volume": args.input}, params)
     try:
         report = compress_file(args.input, args.output, params)
     except (InputError, RuntimeError, FileNotFoundError) as exc:
@@ -68,6 +70,7 @@ def _decompress(args: argparse.Namespace) -> int:
 
     if not (args.output.endswith(".nii") or args.output.endswith(".nii.gz")):
         raise CommandError(f"output must end in .nii or .nii.gz, got {args.output}")
+    check_inputs("decompress", {"archive": args.input}, DecompressParams())
     try:
         report = decompress_file(args.input, args.output)
     except (InputError, FileNotFoundError) as exc:

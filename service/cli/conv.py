@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.input_checks import check_inputs
 from service.cli.model_options import add_model_options, params_from_args
 from worker.params.conv import CPConvParams, CPDecomposeParams, TuckerConvParams, TuckerDecomposeParams
 
@@ -69,7 +70,7 @@ def _conv(args: argparse.Namespace) -> int:
     from worker.jobs.conv import run_conv
 
     params = params_from_args(_CONV_PARAMS[args.family], args)
-    _require_files((args.input, "input"), (args.factors, "factors"), (args.kernel, "kernel"))
+    check_inputs(f"{args.family}-conv", {"input": args.input, "factors": args.factors, "kernel": args.kernel}, params)
     try:
         sidecar = run_conv(args.family, args.input, args.out, _sidecar_path(args.out), params,
                            factors=args.factors, kernel=args.kernel)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.input_checks import check_inputs
 from service.cli.model_options import add_model_options, params_from_args
 from worker.params.peaks import PeaksParams
 
@@ -45,9 +46,7 @@ def _peaks(args: argparse.Namespace) -> int:
     from worker.jobs.peaks import PeaksOutputs, run_peaks
 
     params = params_from_args(PeaksParams, args)
-    for path, what in ((args.input, "input"), (args.mask, "mask")):
-        if path is not None and not path.is_file():
-            raise CommandError(f"{what} file {str(path)!r} does not exist")
+    check_inputs("peaks", {"fod": args.input, "mask": args.mask}, params)
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -69,6 +68,8 @@ def _peaks(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    for warning in sidecar["warnings"]:  # shown with --quiet too: they qualify the results
+        print(f"fibertensor: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         s = sidecar["seconds"]
         print(f"{sidecar['voxels_processed']} voxels, lmax {sidecar['lmax']}, backend {sidecar['backend']} "

@@ -13,10 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Union
 
-import isal.igzip
 import nibabel as nib
 import numpy as np
-from isal.igzip_lib import IsalError
 
 from worker.errors import InputError
 from worker.io.mif import MIF_SUFFIXES, MifInfo, load_mif_data, read_mif_header, write_mif
@@ -24,6 +22,7 @@ from worker.io.nifti import (
     NIFTI_SUFFIXES,
     NiftiInfo,
     derived_image,
+    inflated_size,
     load_nifti_data,
     read_nifti_header,
     save_nifti_atomic,
@@ -113,28 +112,10 @@ def save_image(reference: ImageInfo, data: np.ndarray, path: Path, threads: int 
 
 
 def _stored_size(path: Path, limit: int, role: str) -> int:
-    """The file's size, or for ``.gz`` what it inflates to, read once in chunks and stopped
-    past ``limit`` (a stream longer than its header says is refused, not inflated)."""
+    """The file's size, or for ``.gz`` what it inflates to (stopped past ``limit``)."""
     if not path.name.endswith(".gz"):
         return path.stat().st_size
-    total = 0
-    try:
-        with isal.igzip.open(path, "rb") as stream:
-            while chunk := stream.read(1 << 20):
-                total += len(chunk)
-                if total > limit:
-                    raise InputError(
-                        "Input larger than its header",
-                        f"{role}: the compressed data inflates to more than its header declares; "
-                        "the file is damaged, write it again",
-                    )
-    except (OSError, EOFError, ValueError, IsalError) as exc:
-        raise InputError(
-            "Truncated or damaged file",
-            f"{role}: the gzip stream is incomplete or corrupt ({exc}); the file was cut short, "
-            "send or write it again",
-        ) from None
-    return total
+    return inflated_size(path, limit=limit, role=role)
 
 
 def check_image_limits(path: Path, role: str, *, max_input_bytes: int, max_voxels: int) -> ImageInfo:

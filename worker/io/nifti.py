@@ -10,7 +10,6 @@ both (docs/benchmarks.md); the files are ordinary gzip.
 
 from __future__ import annotations
 
-import gzip
 import math
 import os
 import zlib
@@ -20,14 +19,16 @@ from typing import BinaryIO
 
 import nibabel as nib
 import numpy as np
-from isal import igzip_threaded, isal_zlib
+from isal import igzip, igzip_threaded, isal_zlib
+from isal.igzip_lib import IsalError
 from nibabel.volumeutils import apply_read_scaling
 
 from worker.io.atomic import atomic_path
 from worker.errors import InputError
 
 __all__ = [
-    "NiftiInfo", "read_nifti_header", "check_nifti_limits", "check_nifti_complete", "load_memory_bytes", "load_nifti_data",
+    "NiftiInfo", "read_nifti_header", "check_nifti_limits", "check_nifti_complete", "inflated_size", "load_memory_bytes",
+    "load_nifti_data",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
 ]
 
@@ -151,20 +152,36 @@ def _check_dims(shape: tuple[int, ...], what: str) -> None:
             f"{what} declares the image size {'×'.join(map(str, shape))}, with a negative "
             "dimension; the header is damaged, write the file again",
         )
+    if not shape or 0 in shape:
+        raise InputError(
+            "Invalid dimensions",
+            f"{what} declares the image size {'×'.join(map(str, shape)) or '(none)'}, which holds no "
+            "voxel; write the volume with its real dimensions",
+        )
 
 
 def check_nifti_complete(path: Path, role: str, expected: int) -> None:
     """Refuse a NIfTI file holding fewer than ``expected`` bytes (its header's offset and
     data), or, compressed, inflating to more than that plus padding; a .nii.gz is inflated
-    once, a chunk at a time. Raises :class:`InputError` titled "Truncated file",
+    once, a chunk at a time; refuse data placed inside the header. Raises :class:`InputError`
+    titled "Unreadable NIfTI file", "Truncated file",
     "Truncated or damaged file" or "Input larger than its header"."""
     path = Path(path)
+    image = nib.load(path)
+    header_size = 540 if isinstance(image, nib.Nifti2Image) else 348
+    if int(getattr(image.dataobj, "offset", header_size)) < header_size:
+        # nibabel would read the header's own bytes as data
+        raise InputError(
+            "Unreadable NIfTI file",
+            f"{role}: the file puts its data at byte {image.dataobj.offset} (vox_offset), inside its "
+            f"{header_size}-byte header; the header is damaged, write the file again (e.g. with nibabel or mrconvert)",
+        )
     if path.name.endswith(".gz"):
-        inflated = _gunzip_size(path, limit=expected + _TRAILING_SLACK, role=role)
+        inflated = inflated_size(path, limit=expected + _TRAILING_SLACK, role=role)
     else:
         inflated = path.stat().st_size
     if inflated < expected:
-        offset = int(getattr(nib.load(path).dataobj, "offset", 0))
+        offset = int(getattr(image.dataobj, "offset", 0))
         raise InputError(
             "Truncated file",
             f"{role}: the header declares {expected - offset} bytes of image data but the file "
@@ -172,11 +189,13 @@ def check_nifti_complete(path: Path, role: str, expected: int) -> None:
         )
 
 
-def _gunzip_size(path: Path, *, limit: int, role: str) -> int:
-    """Inflate a gzip file once, in chunks, counting bytes; stop past ``limit``."""
+def inflated_size(path: Path, *, limit: int, role: str) -> int:
+    """Inflate a gzip file once, in 1 MiB chunks, counting bytes; stop past ``limit`` (a
+    stream longer than its header says is refused, not inflated). :class:`InputError` for a
+    stream that is longer, cut short or corrupt."""
     total = 0
     try:
-        with gzip.open(path, "rb") as stream:
+        with igzip.open(path, "rb") as stream:
             while chunk := stream.read(_PIECE):
                 total += len(chunk)
                 if total > limit:
@@ -185,7 +204,9 @@ def _gunzip_size(path: Path, *, limit: int, role: str) -> int:
                         f"{role}: the compressed data inflates to more than its header declares; "
                         "the file is damaged, write it again",
                     )
-    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+    except InputError:
+        raise
+    except (EOFError, OSError, ValueError, zlib.error, isal_zlib.error, IsalError) as exc:
         raise InputError(
             "Truncated or damaged file",
             f"{role}: the gzip stream is incomplete or corrupt ({exc}); the upload or the file "

@@ -180,7 +180,7 @@ def test_options_validation(options, message):
 
 def test_call_validation():
     sh = np.zeros((2, 2, 45), np.float32)
-    with pytest.raises(ValueError, match=r"44 SH coefficients .* must be one of 6 \(lmax 2\), 15 \(lmax 4\)"):
+    with pytest.raises(ValueError, match=r"44 SH coefficients .* has one of 6 \(lmax 2\), 15 \(lmax 4\)"):
         sshopm_peaks(np.zeros((2, 44)), backend="cpu")
     with pytest.raises(ValueError, match=r"mask shape \(3, 2\) does not match the SH volume's spatial shape \(2, 2\)"):
         sshopm_peaks(sh, mask=np.ones((3, 2), bool), backend="cpu")

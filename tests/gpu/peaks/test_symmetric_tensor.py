@@ -145,7 +145,7 @@ def test_sh_to_tensor_keeps_shape_and_casts():
 
 
 def test_sh_to_tensor_rejects_invalid_counts():
-    with pytest.raises(ValueError, match="must be one of 6 \\(lmax 2\\)"):
+    with pytest.raises(ValueError, match="has one of 6 \\(lmax 2\\)"):
         sh_to_tensor(np.zeros((3, 44)))
 
 
