@@ -16,7 +16,7 @@ import math
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Literal
 
 import numpy as np
@@ -185,8 +185,9 @@ def _to_spatial(per_voxel: np.ndarray, spatial: tuple[int, ...], order: str) -> 
 class PreparedPeaks:
     """What :func:`sshopm_peaks` needs before it sees the data, for one ``lmax``, ``basis``,
     ``options`` and resolved ``backend``: the SH→tensor matrix ``sh2t`` (unique entries,
-    n_coeffs), the ``starts`` (S, 3), their ``neighbors``, the kernels' parameter vectors, and
-    the backend's kernels loaded into this process (``seconds`` it all took)."""
+    n_coeffs), the ``starts`` (S, 3), their ``neighbors`` and the kernels' parameter vectors;
+    ``seconds`` :func:`prepare_peaks` took to build them and load the backend's kernels into
+    this process (0 when the kernels are left to load at their first launch)."""
 
     lmax: int
     basis: str
@@ -247,7 +248,7 @@ def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = Peak
     # Above every threshold, so that its seeds climb and the climb kernel loads too.
     voxel = _one_fiber_voxel(lmax, max(1.0, 2.0 * options.threshold))
     _run_backend(prepared.backend, lmax, voxel, np.zeros(1), prepared)
-    return PreparedPeaks(**{**prepared.__dict__, "seconds": time.perf_counter() - started})
+    return replace(prepared, seconds=time.perf_counter() - started)
 
 
 def start_preparing(lmax: int, basis: str = "mrtrix", options: PeaksOptions = PeaksOptions(),
