@@ -173,33 +173,43 @@ def file_to_file(sh, backend, starts):
     return timings
 
 
-# A fresh process that times each step of a ``fibertensor peaks`` run on its own: absolute
-# clock readings (time.time()) so that the parent can count from the moment it spawned it.
+LATE_LOADS = "late kernel loads (count)"
+
+# A fresh process that runs ``fibertensor peaks``'s job (run_peaks) step by step, with the
+# engine prepared in a background thread while the volume is read ({overlap}) or after it;
+# absolute clock readings (time.time()) so that the parent can count from its spawn.
 _STARTUP_CHILD = """
 import json, sys, time
 marks = {{"started": time.time()}}
 from pathlib import Path
-from worker.jobs.peaks import PeaksOutputs, PeaksParams, engine_options, run_peaks
-from worker.io.nifti import load_nifti_data, read_nifti_header
-from gpu.peaks.search import sshopm_peaks
-from gpu.peaks.sh_basis import lmax_from_ncoeffs
-from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
-from gpu.peaks.symmetric_tensor import sh_to_tensor_matrix
-import gpu.peaks.backend_{backend}
+from worker.jobs.peaks import PeaksOutputs, PeaksParams, compute_peaks, engine_options, read_peaks_inputs, write_peaks_outputs
 marks["imported"] = time.time()
 fod, prefix = Path(sys.argv[1]), Path(sys.argv[2])
 params = PeaksParams(backend="{backend}", starts={starts})
-sh = load_nifti_data(read_nifti_header(fod, "fod"))
-# what sshopm_peaks prepares once per process (cached), then a one-voxel run loads the kernels
-sh_to_tensor_matrix(lmax_from_ncoeffs(sh.shape[-1]), params.basis)
-hemisphere_starts({starts})
-start_neighbors({starts})
+inputs = read_peaks_inputs(fod, None, params, prepare={overlap})
+marks["read"] = time.time()
+if {overlap}:
+    prepared = inputs.prepared.result()
+else:
+    from gpu.peaks.search import prepare_peaks
+    inputs.prepared = prepared = prepare_peaks({lmax}, params.basis, engine_options(params), params.backend)
 marks["prepared"] = time.time()
-sshopm_peaks(sh[:1, :1, :1], options=engine_options(params), backend=params.backend)
-marks["kernels"] = time.time()
-sidecar = run_peaks(fod, PeaksOutputs.with_prefix(prefix), params)
+
+def kernels():
+    if prepared.backend == "cuda":
+        from gpu.peaks import backend_cuda, sshopm_generated_cuda as g
+        return [backend_cuda.sh_to_tensor_cuda, backend_cuda.bound_cuda, backend_cuda.select_cuda, g.seed_cuda_m{lmax},
+                g.climb_cuda_m{lmax}]
+    from gpu.peaks import sshopm_generated as g
+    return [g.sshopm_cpu_m{lmax}]
+
+loaded = sum(len(k.overloads) for k in kernels())
+result = compute_peaks(inputs, params)
+marks["computed"] = time.time()
+late = sum(len(k.overloads) for k in kernels()) - loaded
+sidecar = write_peaks_outputs(inputs, result, params, PeaksOutputs.with_prefix(prefix))
 marks["done"] = time.time()
-print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"]}}))
+print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": prepared.seconds, "late_loads": late}}))
 import gc
 gc.freeze()  # as service.cli.run exits
 """
@@ -207,42 +217,56 @@ gc.freeze()  # as service.cli.run exits
 
 def startup_breakdown(sh, backend, starts, repeats=3):
     """Where a fresh ``fibertensor peaks`` process spends its time, with the kernels in numba's
-    cache (a first process fills it): python start, imports, read, prepare (the SH-to-tensor
-    matrix and the starts, once a process), kernel load (a one-voxel run), compute (kernel:
-    CUDA events), write, exit; and the wall time of the real CLI. The best of ``repeats``
-    fresh processes, step by step. The read is timed apart from the load, so the child
-    reads the volume twice."""
+    cache (a first process fills it): python start, imports, then the read of the volume in
+    the main thread while a background thread prepares the engine (imports numba, creates
+    the CUDA context, loads the kernels from the cache, builds the SH-to-tensor matrix and
+    the starts: gpu.peaks.search.start_preparing), how long the main thread then waited for
+    it, compute (kernel: CUDA events), write, exit; the same steps one after the other (no
+    overlap) for comparison; and the wall time of the real CLI. The best of ``repeats``
+    fresh processes, step by step. "late kernel loads" counts kernel signatures the run
+    still had to load after the preparation (0 when it prepared the right ones)."""
     import nibabel as nib
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    lmax = {n_coeffs(l): l for l in (2, 4, 6, 8, 10, 12)}[sh.shape[-1]]
     steps: dict[str, list[float]] = {}
+
+    def child(tmp: str, overlap: bool) -> tuple[dict, float]:
+        started = time.time()
+        code = _STARTUP_CHILD.format(backend=backend, starts=starts, lmax=lmax, overlap=overlap)
+        out = subprocess.run([sys.executable, "-c", code, str(Path(tmp, "fod.nii.gz")), str(Path(tmp, "run"))],
+                             check=True, env=env, capture_output=True, text=True).stdout
+        ended = time.time()
+        report = json.loads(out.strip().splitlines()[-1])
+        report["marks"] = {name: mark - started for name, mark in report["marks"].items()}
+        return report, ended - started
+
     with tempfile.TemporaryDirectory() as tmp:
         fod = Path(tmp, "fod.nii.gz")
         nib.save(nib.Nifti1Image(sh, np.eye(4)), fod)
-        child = _STARTUP_CHILD.format(backend=backend, starts=starts)
-        subprocess.run([sys.executable, "-c", child, str(fod), str(Path(tmp, "fill"))], check=True, env=env,
-                       capture_output=True)
+        child(tmp, overlap=False)  # fills numba's cache
         for _ in range(repeats):
             started = time.time()
             subprocess.run([sys.executable, "-c", "pass"], check=True, env=env)
             python = time.time() - started
-            started = time.time()
-            out = subprocess.run([sys.executable, "-c", child, str(fod), str(Path(tmp, "run"))], check=True, env=env,
-                                 capture_output=True, text=True).stdout
-            ended = time.time()
-            report = json.loads(out.strip().splitlines()[-1])
+            report, wall = child(tmp, overlap=True)
             marks, seconds = report["marks"], report["seconds"]
+            serial, serial_wall = child(tmp, overlap=False)
             row = {
                 "python start": python,
-                "imports": marks["imported"] - started - python,
-                "read": seconds["read"],
-                "prepare": marks["prepared"] - marks["imported"] + seconds["peaks_prepare"],
-                "kernel load": marks["kernels"] - marks["prepared"],
+                "imports": marks["imported"] - python,
+                "read ∥ prepare": marks["prepared"] - marks["imported"],
+                "  read (main thread)": seconds["read"],
+                "  prepare (background)": report["prepare"],
+                "  main thread waited": marks["prepared"] - marks["read"],
                 "compute": seconds["peaks_compute"],
                 **({"  of which kernels": seconds["peaks_kernel"]} if "peaks_kernel" in seconds else {}),
                 "write": seconds["write"],
-                "process exit": ended - marks["done"],
-                "total": ended - started + python,
+                "process exit": wall - marks["done"],
+                "total": wall,
+                "no overlap: read, prepare": serial["marks"]["prepared"] - serial["marks"]["imported"],
+                "no overlap: total": serial_wall,
+                LATE_LOADS: report["late_loads"],
             }
             command = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "cli")), "--backend",
                        backend, "--starts", str(starts), "--quiet"]
@@ -251,7 +275,7 @@ def startup_breakdown(sh, backend, starts, repeats=3):
             row["fibertensor peaks (wall)"] = time.time() - started
             for name, value in row.items():
                 steps.setdefault(name, []).append(value)
-    return {name: min(values) for name, values in steps.items()}
+    return {name: max(values) if name == LATE_LOADS else min(values) for name, values in steps.items()}
 
 
 def main() -> None:
@@ -290,10 +314,11 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps({"startup": startup}, indent=2))
         print(f"\nfresh process, kernels cached ({int(np.prod(shape))} voxels, {args.starts[0]} starts; ms, "
-              "best of 3 processes per step)")
+              "best of 3 processes per step; ∥: at once, in two threads)")
         print(f"{'step':28s}" + "".join(f"{backend:>10s}" for backend in startup))
         for name in dict.fromkeys(n for steps in startup.values() for n in steps):
-            print(f"{name:28s}" + "".join(f"{1e3 * steps[name]:10.0f}" if name in steps else f"{'':10s}"
+            scale = 1 if name == LATE_LOADS else 1e3
+            print(f"{name:28s}" + "".join(f"{scale * steps[name]:10.0f}" if name in steps else f"{'':10s}"
                                             for steps in startup.values()))
         return
     if args.compare_backends:

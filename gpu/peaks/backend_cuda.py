@@ -24,12 +24,14 @@ Voxels go in chunks so long runs report progress and can be cancelled between ch
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable
 
 import numpy as np
 from numba import cuda, float32, int16, uint8, uint64
 
+from gpu.cuda_runtime import simulator_active
 from gpu.kernel_cache import announce_compile, is_compiled
 from gpu.peaks import sshopm_generated_cuda
 from gpu.peaks import sshopm_math as sm
@@ -41,7 +43,7 @@ from gpu.peaks.sshopm_layout import (
     S_SKIPPED,
 )
 
-__all__ = ["run_sshopm_cuda", "sh_to_tensor_cuda", "bound_cuda", "select_cuda", "COMPILE_SECONDS"]
+__all__ = ["run_sshopm_cuda", "load_cuda_runtime", "sh_to_tensor_cuda", "bound_cuda", "select_cuda", "COMPILE_SECONDS"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
@@ -178,6 +180,25 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first,
             out_amps[v, r] = lam[i]
             found += 1
     out_count[v] = found
+
+
+def load_cuda_runtime() -> None:
+    """Pay two fixed costs of a process's first kernel launch at once: creating the CUDA
+    context (driver work, which releases the GIL) in a helper thread while this thread sets
+    up numba's CUDA target (registering its typing and lowering tables: Python, 70 ms on
+    the developer machine), which numba does before it loads the first kernel from its
+    cache. The context is numba's primary context, shared by every thread."""
+    if simulator_active():
+        return
+    from numba.core.target_extension import target_override
+
+    context = threading.Thread(target=cuda.current_context, name="cuda-context")
+    context.start()
+    try:
+        with target_override("cuda"):  # as numba's CUDACache.load_overload refreshes it
+            sh_to_tensor_cuda.targetctx.refresh()
+    finally:
+        context.join()
 
 
 def _packed(counts: np.ndarray) -> tuple[np.ndarray, int]:

@@ -13,14 +13,16 @@ sorted by amplitude.
 from __future__ import annotations
 
 import math
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Literal
 
 import numpy as np
 
 from gpu.cuda_runtime import device_name, resolve_backend
-from gpu.peaks.sh_basis import lmax_from_ncoeffs
+from gpu.peaks.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
     N_FPARAMS, N_IPARAMS, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
@@ -30,7 +32,8 @@ from gpu.peaks.sshopm_layout import (
 from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
 from gpu.peaks.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
 
-__all__ = ["PeaksOptions", "PeaksResult", "sshopm_peaks", "convexity_shift"]
+__all__ = ["PeaksOptions", "PeaksResult", "PreparedPeaks", "prepare_peaks", "start_preparing", "sshopm_peaks",
+           "convexity_shift"]
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,97 @@ def _to_spatial(per_voxel: np.ndarray, spatial: tuple[int, ...], order: str) -> 
     return reversed_grid.transpose(*range(d - 1, -1, -1), *range(d, d + len(rest)))
 
 
+@dataclass(frozen=True)
+class PreparedPeaks:
+    """What :func:`sshopm_peaks` needs before it sees the data, for one ``lmax``, ``basis``,
+    ``options`` and resolved ``backend``: the SH→tensor matrix ``sh2t`` (unique entries,
+    n_coeffs), the ``starts`` (S, 3), their ``neighbors`` and the kernels' parameter vectors;
+    ``seconds`` :func:`prepare_peaks` took to build them and load the backend's kernels into
+    this process (0 when the kernels are left to load at their first launch)."""
+
+    lmax: int
+    basis: str
+    options: PeaksOptions
+    backend: str
+    sh2t: np.ndarray
+    starts: np.ndarray
+    neighbors: np.ndarray
+    fparams: np.ndarray
+    iparams: np.ndarray
+    seconds: float
+
+
+def _run_backend(backend: str, lmax: int, coeffs: np.ndarray, alphas: np.ndarray, prepared: PreparedPeaks,
+                 **kwargs) -> dict:
+    if backend == "cuda":
+        from gpu.peaks.backend_cuda import run_sshopm_cuda as run
+    else:
+        from gpu.peaks.backend_cpu import run_sshopm_cpu as run
+    return run(lmax, coeffs, prepared.sh2t, alphas, prepared.starts, prepared.neighbors, prepared.fparams,
+               prepared.iparams, prepared.options.npeaks, **kwargs)
+
+
+def _one_fiber_voxel(lmax: int, amplitude: float) -> np.ndarray:
+    """SH coefficients (n_coeffs, 1) of a single fiber along z, truncated at ``lmax``: the
+    zonal series c_l0 = Y_l0(z) = sqrt((2l+1)/4π) (the same in both bases), scaled to a peak
+    ``amplitude``. Seeds climb in it, so a run on it goes through every kernel."""
+    degrees, orders = sh_degrees_orders(lmax)
+    coeffs = np.where(orders == 0, np.sqrt((2 * degrees + 1) / (4 * np.pi)), 0.0)
+    peak = float(np.sum((2 * degrees[orders == 0] + 1) / (4 * np.pi)))
+    return (coeffs * amplitude / peak)[:, None]
+
+
+def _prepared_arrays(lmax: int, basis: str, options: PeaksOptions, backend: str) -> PreparedPeaks:
+    """The matrices and parameters of :class:`PreparedPeaks`; the kernels load at first launch."""
+    fparams, iparams = _kernel_params(options)
+    return PreparedPeaks(
+        lmax=lmax, basis=basis, options=options, backend=resolve_backend(backend),
+        sh2t=sh_to_tensor_matrix(lmax, basis), starts=hemisphere_starts(options.starts),
+        neighbors=start_neighbors(options.starts), fparams=fparams, iparams=iparams, seconds=0.0,
+    )
+
+
+def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = PeaksOptions(),
+                  backend: str = "auto") -> PreparedPeaks:
+    """Everything :func:`sshopm_peaks` prepares before it touches a voxel, for data of ``lmax``:
+    the matrices and parameters, and the backend's kernels for a volume of one chunk, loaded
+    from numba's on-disk cache (or compiled, with a notice) by a run on one single-fiber voxel.
+    For the CUDA backend this also creates the CUDA context: numba's primary context, which
+    every thread of the process shares, so kernels loaded here launch from any thread.
+    The result feeds ``sshopm_peaks(..., prepared=...)``."""
+    started = time.perf_counter()
+    prepared = _prepared_arrays(lmax, basis, options, backend)
+    if prepared.backend == "cuda":
+        from gpu.peaks.backend_cuda import load_cuda_runtime
+
+        load_cuda_runtime()
+    # Above every threshold, so that its seeds climb and the climb kernel loads too.
+    voxel = _one_fiber_voxel(lmax, max(1.0, 2.0 * options.threshold))
+    _run_backend(prepared.backend, lmax, voxel, np.zeros(1), prepared)
+    return replace(prepared, seconds=time.perf_counter() - started)
+
+
+def start_preparing(lmax: int, basis: str = "mrtrix", options: PeaksOptions = PeaksOptions(),
+                    backend: str = "auto") -> "Future[PreparedPeaks]":
+    """:func:`prepare_peaks` in a background thread: a future of its result, or of its
+    exception. Meant to overlap the fixed start-up costs (importing numba, the CUDA context,
+    loading the kernels) with reading the volume, whose inflate releases the GIL. The thread
+    is not a daemon: an interpreter that exits early waits for it rather than killing it
+    inside a CUDA driver call."""
+    future: Future[PreparedPeaks] = Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(prepare_peaks(lmax, basis, options, backend))
+        except BaseException as exc:  # handed to whoever waits on the future
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name=f"prepare-peaks-lmax{lmax}").start()
+    return future
+
+
 def sshopm_peaks(
     sh: np.ndarray,
     *,
@@ -187,12 +281,15 @@ def sshopm_peaks(
     backend: str = "auto",
     progress: Callable[[float], None] | None = None,
     chunk_voxels: int | None = None,
+    prepared: PreparedPeaks | Future | None = None,
 ) -> PeaksResult:
     """Fiber peaks of SH coefficients ``sh`` (..., n_coeffs) in ``basis`` (mrtrix|dipy).
 
     ``mask`` (...) selects voxels; voxels whose coefficients are not all finite give NaN
     peaks and are counted in ``stats["nonfinite_voxels"]``. ``progress(fraction)`` is called
     between chunks of voxels; an exception it raises stops the run (cancellation).
+    ``prepared``: a :func:`prepare_peaks` result (or a :func:`start_preparing` future) for this
+    lmax, basis, options and backend; the same peaks, without preparing them again.
     """
     started = time.perf_counter()
     sh = np.asarray(sh)
@@ -214,27 +311,26 @@ def sshopm_peaks(
     finite = np.isfinite(coeffs_t.sum(axis=0, dtype=np.float64))
     nonfinite = int((selected & ~finite).sum())
     selected &= finite
-    chosen = resolve_backend(backend)
     coeffs = coeffs_t if selected.all() else coeffs_t[:, selected]
-    sh2t = sh_to_tensor_matrix(lmax, basis)
+    if prepared is None:
+        prepared = _prepared_arrays(lmax, basis, options, backend)
+    elif isinstance(prepared, Future):
+        prepared = prepared.result()
+    chosen = resolve_backend(backend)
+    wanted = (lmax, basis, options, chosen)
+    if (prepared.lmax, prepared.basis, prepared.options, prepared.backend) != wanted:
+        raise ValueError(
+            f"prepared is for lmax {prepared.lmax}, basis {prepared.basis!r}, backend {prepared.backend!r} and "
+            f"{prepared.options}, not for this call's lmax {lmax}, basis {basis!r}, backend {chosen!r} and "
+            f"{options}; prepare with this call's arguments, or pass none"
+        )
     if options.shift == "fixed":
         alphas = convexity_shift(sh_to_tensor(coeffs.T, basis), lmax)
     else:
         alphas = np.zeros(coeffs.shape[1])
-    starts = hemisphere_starts(options.starts)
-    neighbors = start_neighbors(options.starts)
-    fparams, iparams = _kernel_params(options)
-    prepared = time.perf_counter()
-    if chosen == "cuda":
-        from gpu.peaks.backend_cuda import run_sshopm_cuda
-
-        run = run_sshopm_cuda(lmax, coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, options.npeaks,
-                              progress=progress, **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
-    else:
-        from gpu.peaks.backend_cpu import run_sshopm_cpu
-
-        run = run_sshopm_cpu(lmax, coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, options.npeaks,
-                             progress=progress, **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
+    prepared_at = time.perf_counter()
+    run = _run_backend(chosen, lmax, coeffs, alphas, prepared, progress=progress,
+                       **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
     n_total = coeffs_t.shape[1]
     k = options.npeaks
     directions = np.full((n_total, k, 3), np.nan, np.float32)
@@ -264,7 +360,8 @@ def sshopm_peaks(
         "starts_hit_cap": int(voxel_stats[:, S_CAPPED].sum()),
         "voxels_with_capped_starts": int((voxel_stats[:, S_CAPPED] > 0).sum()),
         "seconds": {
-            "prepare": prepared - started,
+            "prepare": prepared_at - started,
+            **({"prepare_kernels": prepared.seconds} if prepared.seconds else {}),
             "compute": run["compute_seconds"],
             **({"kernel": run["kernel_seconds"]} if "kernel_seconds" in run else {}),
             **{f"kernel_{name}": value for name, value in run.get("kernel_seconds_by_phase", {}).items()},

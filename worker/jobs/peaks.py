@@ -51,7 +51,7 @@ IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 IMAGE_OUTPUTS = ("peaks", "amplitudes", "count") + METRICS
 
 if TYPE_CHECKING:
-    from gpu.peaks.search import PeaksOptions, PeaksResult
+    from gpu.peaks.search import PeaksOptions, PeaksResult, PreparedPeaks
     from worker.io.images import ImageInfo
 
 # The engine (numba) and nibabel are imported inside the functions that use them, so that
@@ -239,8 +239,9 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
 @dataclass
 class PeaksInputs:
     """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
-    float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them, and
-    ``warnings`` about voxels left out (non-finite coefficients)."""
+    float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
+    ``warnings`` about voxels left out (non-finite coefficients), and ``prepared``, the
+    engine's preparation started while they were read (a future, or None)."""
 
     info: "ImageInfo"
     mask_info: "ImageInfo | None"
@@ -248,30 +249,47 @@ class PeaksInputs:
     mask: np.ndarray | None
     seconds: float
     warnings: list[str]
+    prepared: "Future[PreparedPeaks] | None" = None
 
 
-def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams | None = None) -> PeaksInputs:
+def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams | None = None, *,
+                      prepare: bool = False) -> PeaksInputs:
     """Check and read a peaks job's inputs (:class:`InputError` saying what to fix, also when
-    no voxel is left to compute)."""
+    no voxel is left to compute).
+
+    ``prepare`` (with ``params``): once the header says lmax, start preparing the engine for
+    :func:`compute_peaks` with the same ``params`` in a background thread (importing numba,
+    the CUDA context, loading the kernels: :func:`gpu.peaks.search.start_preparing`) while
+    this thread inflates the volume.
+    """
     from worker.io.images import load_image_data
 
     started = time.perf_counter()
     info, mask_info = check_peaks_inputs(fod, mask, params)
+    prepared = None
+    if prepare and params is not None:
+        from gpu.peaks.search import start_preparing
+        from gpu.peaks.sh_basis import lmax_from_ncoeffs
+
+        prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
+                                   params.backend)
     sh = load_image_data(info)
     mask_array = None
     if mask_info is not None:
         mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
     warnings = _finite_voxels_warnings(sh, mask_array, info.path.name)
-    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started, warnings)
+    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started, warnings, prepared)
 
 
 def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
                   progress: Callable[[float], None] | None = None) -> "PeaksResult":
-    """The engine's peaks of read inputs; ``progress(fraction)`` is called between chunks."""
+    """The engine's peaks of read inputs (with the preparation :func:`read_peaks_inputs`
+    started, which must be for the same ``params``); ``progress(fraction)`` is called
+    between chunks."""
     from gpu.peaks.search import sshopm_peaks
 
     return sshopm_peaks(inputs.sh, basis=params.basis, mask=inputs.mask, options=engine_options(params),
-                        backend=params.backend, progress=progress)
+                        backend=params.backend, progress=progress, prepared=inputs.prepared)
 
 
 def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,
@@ -337,7 +355,7 @@ def run_peaks(
 ) -> dict:
     """Read, compute, write (see :func:`write_peaks_outputs`). Returns the sidecar content.
     An exception ``progress`` raises (cancellation) stops the run before any output."""
-    inputs = read_peaks_inputs(fod, mask, params)
+    inputs = read_peaks_inputs(fod, mask, params, prepare=True)
     result = compute_peaks(inputs, params, progress)
     return write_peaks_outputs(inputs, result, params, outputs, fixel_archive=fixel_archive)
 
