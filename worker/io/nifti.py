@@ -33,10 +33,14 @@ __all__ = [
 ]
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
-# Compressed bytes read per call, and the most inflated bytes one call returns: pieces that
-# stay in cache on their way into the array, and a bound on what a gzip bomb can inflate.
-_INPUT_CHUNK = 1 << 18
-_PIECE = 1 << 20
+# Compressed bytes read per call, and the most inflated bytes one call returns (a bound on
+# what a gzip bomb can inflate at once). Few, large calls: between two calls the reading
+# thread must win the GIL back, which costs up to a switch interval while another thread
+# runs Python (the kernels load in the background during the read).
+_INPUT_CHUNK = 1 << 22
+_PIECE = 1 << 23
+# Bytes a size check inflates at a time (it keeps nothing).
+_CHECK_CHUNK = 1 << 20
 # Bytes a .nii.gz may inflate to past the end of its data (padding) before it is refused.
 _TRAILING_SLACK = 1 << 20
 # Blocks compressed independently (in parallel) when a .nii.gz is written.
@@ -199,7 +203,7 @@ def inflated_size(path: Path, *, limit: int, role: str) -> int:
     total = 0
     try:
         with igzip.open(path, "rb") as stream:
-            while chunk := stream.read(_PIECE):
+            while chunk := stream.read(_CHECK_CHUNK):
                 total += len(chunk)
                 if total > limit:
                     raise InputError(
@@ -307,7 +311,7 @@ def _read_stored(stream) -> tuple[nib.Nifti1Header, np.ndarray]:
 
 def _check_trailing(inflater: _GzipInflater) -> None:
     """Inflate the rest of the file, so its CRC is checked; refuse more than padding."""
-    scratch = memoryview(bytearray(_PIECE))
+    scratch = memoryview(bytearray(_CHECK_CHUNK))
     extra = 0
     while count := inflater.readinto(scratch):
         extra += count
@@ -339,14 +343,15 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
     (inflated into their array), while slope and intercept are applied the scaled copy and a
     float64 intermediate, the float32 array unless the stored values are native float32,
     another ``dtype``'s copy; plus the inflater's input chunk, its piece and the scratch
-    piece of the trailing-data check."""
+    of the trailing-data check."""
     values = math.prod(info.shape)
     native_float32 = info.dtype == np.dtype(np.float32) and not info.scaled
     scaling = 2 * values * 8 if info.scaled else 0
     converted = 0 if native_float32 else values * 4
     if np.dtype(dtype) != np.float32:
         converted += values * np.dtype(dtype).itemsize
-    return values * info.dtype.itemsize + scaling + converted + 2 * _PIECE + _INPUT_CHUNK
+    stored = values * info.dtype.itemsize
+    return stored + scaling + converted + _INPUT_CHUNK + _PIECE + _CHECK_CHUNK
 
 
 def load_nifti_data(info: NiftiInfo, dtype=np.float32) -> np.ndarray:
