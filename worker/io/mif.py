@@ -30,11 +30,11 @@ from typing import BinaryIO, Mapping, Sequence
 
 import isal.igzip
 import numpy as np
-from isal import isal_zlib
 from isal.igzip_lib import IsalError
 
 from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
+from worker.io.nifti import read_gzip_range
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
 
@@ -328,26 +328,11 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
     return MifInfo(path, tuple(dims), tuple(vox), layout, datatype, transform, scaling, data_path, offset, keyval)
 
 
-def _inflate(path: Path, size: int) -> bytes:
-    """The first ``size`` bytes a gzip file inflates to (fewer if it is shorter), member after
-    member; one call per member, bounded by ``size``, 2× faster than reading a stream."""
-    pieces, rest, have = [], path.read_bytes(), 0
-    while have < size and rest:
-        inflater = isal_zlib.decompressobj(wbits=31)
-        pieces.append(inflater.decompress(rest, size - have))
-        have += len(pieces[-1])
-        if not inflater.eof:
-            break
-        rest = inflater.unused_data
-    return b"".join(pieces)
-
-
 def _read_exactly(info: MifInfo) -> memoryview:
     """The stored data bytes, read (and for ``.gz`` inflated) no further than they go."""
-    end = info.data_offset + info.data_bytes
     try:
         if info.compressed:
-            data = memoryview(_inflate(info.data_path, end))[info.data_offset:]
+            data = read_gzip_range(info.data_path, info.data_offset, info.data_bytes)
         else:
             buffer = bytearray(info.data_bytes)
             with open(info.data_path, "rb") as stream:

@@ -27,7 +27,8 @@ from worker.io.atomic import atomic_path
 from worker.errors import InputError, without_path
 
 __all__ = [
-    "NiftiInfo", "read_nifti_header", "check_nifti_limits", "check_nifti_complete", "inflated_size", "load_memory_bytes",
+    "NiftiInfo", "read_nifti_header", "check_nifti_limits", "check_nifti_complete", "inflated_size", "read_gzip_range",
+    "load_memory_bytes",
     "load_nifti_data",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
 ]
@@ -224,9 +225,9 @@ def inflated_size(path: Path, *, limit: int, role: str) -> int:
 
 class _GzipInflater:
     """The inflated bytes of an open gzip file, member after member, handed out by
-    ``readinto``: ISA-L inflates 256 KiB of input at a time into pieces of at most 1 MiB,
-    each copied once into the caller's buffer (a gzip file object would hand out new
-    ``bytes`` or read ahead into a temporary)."""
+    ``readinto``: ISA-L inflates ``_INPUT_CHUNK`` bytes of input at a time into pieces of at
+    most ``_PIECE`` bytes, each copied once into the caller's buffer (a gzip file object
+    would hand out new ``bytes`` or read ahead into a temporary)."""
 
     def __init__(self, handle: BinaryIO):
         self._handle = handle
@@ -269,10 +270,14 @@ class _GzipInflater:
 
 
 def _fill(stream, view: memoryview) -> int:
-    """Read from ``stream`` until ``view`` is full or the stream ends; the bytes read."""
+    """Read from ``stream`` until ``view`` is full or the stream ends (or is cut short); the
+    bytes read."""
     filled = 0
     while filled < len(view):
-        count = stream.readinto(view[filled:])
+        try:
+            count = stream.readinto(view[filled:])
+        except EOFError:
+            break
         if not count:
             break
         filled += count
@@ -286,6 +291,18 @@ def _read_exactly(stream, size: int, what: str) -> np.ndarray:
     if filled < size:
         raise EOFError(f"the file ends {size - filled} bytes into its {what}")
     return buffer
+
+
+def read_gzip_range(path: Path, offset: int, size: int) -> memoryview:
+    """Bytes ``offset`` to ``offset + size`` of what gzip file ``path`` inflates to (fewer if
+    it inflates to less, or is cut short), inflated straight into one buffer; nothing past
+    them is inflated."""
+    buffer = bytearray(max(offset, size))
+    with open(path, "rb") as handle:
+        stream = _GzipInflater(handle)
+        if _fill(stream, memoryview(buffer)[:offset]) < offset:
+            return memoryview(b"")
+        return memoryview(buffer)[: _fill(stream, memoryview(buffer)[:size])]
 
 
 def _read_stored(stream) -> tuple[nib.Nifti1Header, np.ndarray]:
