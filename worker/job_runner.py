@@ -9,7 +9,6 @@ while its heartbeat is fresh, and, on its own host, while its process exists.
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
 import secrets
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import JobContext, JobKind
+from worker.provenance import file_sha256
 from worker.job_store import (
     TERMINAL_STATUSES,
     JobError,
@@ -169,14 +169,6 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _remove_partial_outputs(store: JobStore, job_id: str) -> None:
     for partial in store.job_dir(job_id).glob("outputs.partial-*"):
         shutil.rmtree(partial, ignore_errors=True)
@@ -192,7 +184,7 @@ def _publish_outputs(store: JobStore, job_id: str, partial: Path, paths: list[Pa
         path = Path(path)
         if path.parent.resolve() != partial.resolve() or not path.is_file():
             raise RuntimeError(f"job returned {path}, which is not a file in its output folder")
-        results.append(ResultFile(name=path.name, bytes=path.stat().st_size, sha256=_sha256(path)))
+        results.append(ResultFile(name=path.name, bytes=path.stat().st_size, sha256=file_sha256(path)))
     final = store.outputs_dir(job_id)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(partial, final)

@@ -78,8 +78,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """The ``fibertensor`` entry point: :func:`main`, then exit. Freezing the heap first spares
-    the interpreter's last garbage collection a walk over numba's many objects: 0.1–0.6 s of a
-    ``fibertensor peaks`` process."""
+    the interpreter's last garbage collection a walk over numba's many objects."""
     code = main()
     gc.freeze()
     sys.exit(code)
