@@ -23,7 +23,7 @@ def simulator_active() -> bool:
 
 def _driver_loads() -> bool:
     """Whether the NVIDIA driver library loads. Without it no GPU is usable, and a CPU-only
-    machine need not import ``numba.cuda`` (~40 ms) to learn that."""
+    machine need not import ``numba.cuda`` to learn that."""
     if os.environ.get("NUMBA_CUDA_DRIVER"):  # a driver at a custom path: numba's lookup decides
         return True
     names = {"win32": ("nvcuda.dll",), "linux": ("libcuda.so.1", "libcuda.so")}.get(sys.platform, ())

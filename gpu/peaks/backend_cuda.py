@@ -9,9 +9,9 @@
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
    end to end: all seeds, or in two passes (PeaksOptions.bounded, .basin_angle) the npeaks
    highest of each voxel.
-   Climbing in the voxel's block left ~29 of 32 lanes of the one busy warp idle
-   (3.5 seeds per voxel out of 128 starts), and the block's registers kept other voxels off
-   the SM; packing the climbs halved the kernel time (docs/benchmarks.md).
+   Climbing in the voxel's block left most lanes of its one busy warp idle (a voxel has
+   few seeds out of 128 starts), and the block's registers kept other voxels off the SM
+   (docs/benchmarks.md, measured design choices).
 3. :func:`bound_cuda` (below), when bounded: one thread per voxel counts the further seeds
    that reach the floor the first climbs set (gpu.peaks.sshopm_math.later_seed_floor).
 4. ``climb_cuda_m{order}`` again for those seeds (all the rest when only the basin stop is
@@ -118,7 +118,7 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first,
     """Phase 5, one thread per voxel, the CPU backend's loop: move the voxel's first climbs
     next to its later ones (``move_first``: there was a second pass), drop climbs that did not end at a strict local maximum, merge
     duplicates (gpu.peaks.sshopm_math.is_duplicate), rank by amplitude, threshold, write. A
-    warp per voxel kept ~7 of its 32 lanes busy (6.6 climbs a voxel) and issued the
+    warp per voxel kept few of its lanes busy (a voxel has a few climbs) and issued the
     instructions of all 32; indices are unsigned."""
     v = cuda.grid(1)
     if v >= n_seeds.shape[0]:
@@ -185,8 +185,8 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first,
 def load_cuda_runtime() -> None:
     """Pay two fixed costs of a process's first kernel launch at once: creating the CUDA
     context (driver work, which releases the GIL) in a helper thread while this thread sets
-    up numba's CUDA target (registering its typing and lowering tables: Python, 70 ms on
-    the developer machine), which numba does before it loads the first kernel from its
+    up numba's CUDA target (registering its typing and lowering tables, in Python),
+    which numba does before it loads the first kernel from its
     cache. The context is numba's primary context, shared by every thread."""
     if simulator_active():
         return

@@ -83,7 +83,7 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
             f"count {count.shape}; expected (..., n_coeffs), (..., K, 3), (..., K) and (...) on one grid"
         )
     # float32 throughout (sums of K ≤ 20 positive terms stay within 1e-6 relative), and the
-    # sum over K written out: numpy reduces a short last axis several times slower.
+    # sum over K written out: numpy reduces a short last axis slowly.
     reported = np.arange(k) < count[..., None]
     values = np.where(reported, amplitudes, np.float32(0.0)).astype(np.float32, copy=False)
     afd_max = values[..., 0]
