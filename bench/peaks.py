@@ -197,8 +197,8 @@ marks["prepared"] = time.time()
 
 def kernels():
     if prepared.backend == "cuda":
-        from gpu.peaks import backend_cuda, sshopm_generated_cuda as g
-        return [backend_cuda.sh_to_tensor_cuda, backend_cuda.bound_cuda, backend_cuda.select_cuda, g.seed_cuda_m{lmax},
+        from gpu.peaks import kernels_cuda, sshopm_generated_cuda as g
+        return [kernels_cuda.sh_to_tensor_cuda, kernels_cuda.bound_cuda, kernels_cuda.select_cuda, g.seed_cuda_m{lmax},
                 g.climb_cuda_m{lmax}]
     from gpu.peaks import sshopm_generated as g
     return [g.sshopm_cpu_m{lmax}]

@@ -29,157 +29,25 @@ import time
 from typing import Callable
 
 import numpy as np
-from numba import cuda, float32, int16, uint8, uint64
+from numba import cuda
 
 from gpu.cuda_runtime import simulator_active
 from gpu.kernel_cache import announce_compile, is_compiled
 from gpu.peaks import sshopm_generated_cuda
 from gpu.peaks import sshopm_math as sm
-from gpu.peaks.limits import MAX_STARTS
-from gpu.peaks.sshopm_generated_cuda import SEED_OPTIONS
-from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD,
-    P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS,
-    S_SKIPPED,
-)
+from gpu.peaks.kernels_cuda import ENTRIES_PER_THREAD, bound_cuda, select_cuda, sh_to_tensor_cuda
+from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN
 
-__all__ = ["run_sshopm_cuda", "load_cuda_runtime", "sh_to_tensor_cuda", "bound_cuda", "select_cuda", "COMPILE_SECONDS"]
+__all__ = ["run_sshopm_cuda", "load_cuda_runtime", "COMPILE_SECONDS"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
 CONVERT_THREADS = 256
-ENTRIES_PER_THREAD = 5
 
 # Seconds to compile the four kernels of an order on first use: 19 s measured at lmax 8 on
 # an H100, the other orders scaled as the CPU loop's compile times
 # (gpu.peaks.backend_cpu.COMPILE_SECONDS). What a first run is told to expect.
 COMPILE_SECONDS = {2: 10, 4: 11, 6: 15, 8: 19, 10: 25, 12: 34}
-
-
-@cuda.jit(cache=True)
-def sh_to_tensor_cuda(coeffs, sh2t, tensors):
-    """tensors[:, v] = sh2t @ coeffs[:, v], one thread per voxel and group of
-    ENTRIES_PER_THREAD (5) unique entries: each coefficient load feeds five multiply-adds,
-    and both arrays are entry-major, so a warp's loads and stores are contiguous. sh2t and
-    tensors are padded with zero rows to whole groups, so the five accumulators are plain
-    registers (a local array indexed under a row test lived in local memory) and indices
-    are unsigned (no negative-index wraparound code)."""
-    i = cuda.grid(1)
-    n = coeffs.shape[1]
-    group = i // n
-    if group * ENTRIES_PER_THREAD < sh2t.shape[0]:
-        v = uint64(i - group * n)
-        k = uint64(group * ENTRIES_PER_THREAD)
-        acc0 = acc1 = acc2 = acc3 = acc4 = float32(0)
-        for j in range(uint64(sh2t.shape[1])):
-            c = coeffs[j, v]
-            acc0 += sh2t[k, j] * c
-            acc1 += sh2t[k + uint64(1), j] * c
-            acc2 += sh2t[k + uint64(2), j] * c
-            acc3 += sh2t[k + uint64(3), j] * c
-            acc4 += sh2t[k + uint64(4), j] * c
-        tensors[k, v] = acc0
-        tensors[k + uint64(1), v] = acc1
-        tensors[k + uint64(2), v] = acc2
-        tensors[k + uint64(3), v] = acc3
-        tensors[k + uint64(4), v] = acc4
-
-
-@cuda.jit(**SEED_OPTIONS)
-def bound_cuda(first_climb, n_first, n_seeds, seed_values, climb_dirs, climb_lams, climb_flags, fparams, iparams,
-               n_later):
-    """Phase 3, one thread per voxel: n_later[v], how many of voxel v's seeds after its first
-    n_first[v] climbs reach the floor those climbs set (gpu.peaks.sshopm_math.later_seed_floor);
-    seeds are ranked by start value, so they are the next ones."""
-    v = cuda.grid(1)
-    if v >= n_seeds.shape[0]:
-        return
-    valid = cuda.local.array(MAX_STARTS, uint8)
-    keep = cuda.local.array(MAX_STARTS, uint8)
-    base = uint64(first_climb[v])
-    n = uint64(n_first[v])
-    later = n_first[v]
-    if n_seeds[v] > later:
-        for i in range(n):
-            valid[i] = 1 if climb_flags[base + i] & CLIMB_PEAK else 0
-        floor = sm.later_seed_floor(
-            n, climb_dirs[base:base + n, 0], climb_dirs[base:base + n, 1], climb_dirs[base:base + n, 2],
-            climb_lams[base:base + n], valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-        )
-        while later < n_seeds[v] and seed_values[v, later] >= floor:
-            later += 1
-    n_later[v] = later - n_first[v]
-
-
-@cuda.jit(**SEED_OPTIONS)
-def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first, first_dirs, first_lams, first_its,
-                first_flags, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams, out_dirs, out_amps,
-                out_count, out_stats):
-    """Phase 5, one thread per voxel, the CPU backend's loop: move the voxel's first climbs
-    next to its later ones (``move_first``: there was a second pass), drop climbs that did not end at a strict local maximum, merge
-    duplicates (gpu.peaks.sshopm_math.is_duplicate), rank by amplitude, threshold, write. A
-    warp per voxel kept few of its lanes busy (a voxel has a few climbs) and issued the
-    instructions of all 32; indices are unsigned."""
-    v = cuda.grid(1)
-    if v >= n_seeds.shape[0]:
-        return
-    valid = cuda.local.array(MAX_STARTS, uint8)
-    keep = cuda.local.array(MAX_STARTS, uint8)
-    rank = cuda.local.array(MAX_STARTS, int16)
-    first = uint64(first_climb[v])
-    base = first + uint64(later_first[v])
-    if move_first:
-        for i in range(uint64(n_first[v])):
-            climb_dirs[base + i, 0] = first_dirs[first + i, 0]
-            climb_dirs[base + i, 1] = first_dirs[first + i, 1]
-            climb_dirs[base + i, 2] = first_dirs[first + i, 2]
-            climb_lams[base + i] = first_lams[first + i]
-            climb_its[base + i] = first_its[first + i]
-            climb_flags[base + i] = first_flags[first + i]
-    n = uint64(n_first[v] + n_later[v])
-    out_stats[v, S_SKIPPED] = n_seeds[v] - n_first[v] - n_later[v]
-    total = 0
-    most = 0
-    capped = 0
-    merged = 0
-    for i in range(n):
-        its = climb_its[base + i]
-        flags = climb_flags[base + i]
-        total += its
-        most = max(most, its)
-        if flags & CLIMB_CAPPED:
-            capped += 1
-        if flags & CLIMB_MERGED:
-            merged += 1
-        valid[i] = 1 if flags & CLIMB_PEAK else 0
-    out_stats[v, S_ITERATIONS] = total
-    out_stats[v, S_MAX_ITERATIONS] = most
-    out_stats[v, S_SEEDS] = n
-    out_stats[v, S_CAPPED] = capped
-    out_stats[v, S_MERGED] = merged
-    cx = climb_dirs[base:base + n, 0]
-    cy = climb_dirs[base:base + n, 1]
-    cz = climb_dirs[base:base + n, 2]
-    lam = climb_lams[base:base + n]
-    for i in range(n):
-        keep[i] = 1 if valid[i] != 0 and not sm.is_duplicate(i, n, cx, cy, cz, lam, valid, fparams[P_COS_MERGE]) else 0
-    best = float32(0)
-    for i in range(n):
-        rank[i] = MAX_STARTS
-        if keep[i] != 0:
-            rank[i] = sm.unique_rank(i, n, lam, keep)
-            if rank[i] == 0:
-                best = lam[i]
-    found = 0
-    for i in range(n):
-        r = rank[i]
-        if r < iparams[P_NPEAKS] and lam[i] >= fparams[P_THRESHOLD] and lam[i] >= fparams[P_REL_THRESHOLD] * best:
-            out_dirs[v, r, 0] = cx[i]
-            out_dirs[v, r, 1] = cy[i]
-            out_dirs[v, r, 2] = cz[i]
-            out_amps[v, r] = lam[i]
-            found += 1
-    out_count[v] = found
 
 
 def load_cuda_runtime() -> None:
