@@ -174,6 +174,7 @@ def file_to_file(sh, backend, starts):
 
 
 LATE_LOADS = "late kernel loads (count)"
+NUMBA_IMPORTED = "numba imported before the write (0/1)"
 
 # A fresh process that runs ``fibertensor peaks``'s job (run_peaks) step by step, with the
 # engine prepared in a background thread while the volume is read ({overlap}) or after it;
@@ -195,21 +196,21 @@ else:
     inputs.prepared = prepared = prepare_peaks({lmax}, params.basis, engine_options(params), params.backend)
 marks["prepared"] = time.time()
 
-def kernels():
-    if prepared.backend == "cuda":
-        from gpu.peaks import kernels_cuda, sshopm_generated_cuda as g
-        return [kernels_cuda.sh_to_tensor_cuda, kernels_cuda.bound_cuda, kernels_cuda.select_cuda, g.seed_cuda_m{lmax},
-                g.climb_cuda_m{lmax}]
+def loaded():
+    if prepared.backend == "cuda":  # the CUDA path loads cubins; numba only for a kernel not cached yet
+        return 0
     from gpu.peaks import sshopm_generated as g
-    return [g.sshopm_cpu_m{lmax}]
+    return len(g.sshopm_cpu_m{lmax}.overloads)
 
-loaded = sum(len(k.overloads) for k in kernels())
+before = loaded()
 result = compute_peaks(inputs, params)
 marks["computed"] = time.time()
-late = sum(len(k.overloads) for k in kernels()) - loaded
+late = loaded() - before
+numba_imported = "numba" in sys.modules
 sidecar = write_peaks_outputs(inputs, result, params, PeaksOutputs.with_prefix(prefix))
 marks["done"] = time.time()
-print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": prepared.seconds, "late_loads": late}}))
+print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": prepared.seconds, "late_loads": late,
+                  "numba": numba_imported}}))
 import gc
 gc.freeze()  # as service.cli.run exits
 """
@@ -267,6 +268,7 @@ def startup_breakdown(sh, backend, starts, repeats=3):
                 "no overlap: read, prepare": serial["marks"]["prepared"] - serial["marks"]["imported"],
                 "no overlap: total": serial_wall,
                 LATE_LOADS: report["late_loads"],
+                NUMBA_IMPORTED: int(report["numba"]),
             }
             command = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "cli")), "--backend",
                        backend, "--starts", str(starts), "--quiet"]
@@ -275,7 +277,7 @@ def startup_breakdown(sh, backend, starts, repeats=3):
             row["fibertensor peaks (wall)"] = time.time() - started
             for name, value in row.items():
                 steps.setdefault(name, []).append(value)
-    return {name: max(values) if name == LATE_LOADS else min(values) for name, values in steps.items()}
+    return {name: max(values) if name in (LATE_LOADS, NUMBA_IMPORTED) else min(values) for name, values in steps.items()}
 
 
 def main() -> None:
@@ -317,7 +319,7 @@ def main() -> None:
               "best of 3 processes per step; ∥: at once, in two threads)")
         print(f"{'step':28s}" + "".join(f"{backend:>10s}" for backend in startup))
         for name in dict.fromkeys(n for steps in startup.values() for n in steps):
-            scale = 1 if name == LATE_LOADS else 1e3
+            scale = 1 if name in (LATE_LOADS, NUMBA_IMPORTED) else 1e3
             print(f"{name:28s}" + "".join(f"{scale * steps[name]:10.0f}" if name in steps else f"{'':10s}"
                                             for steps in startup.values()))
         return

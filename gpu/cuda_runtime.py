@@ -15,37 +15,38 @@ __all__ = ["cuda_available", "simulator_active", "device_name", "resolve_backend
 
 
 def simulator_active() -> bool:
-    """True when numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) stands in for a GPU."""
-    from numba import config
-
-    return bool(config.ENABLE_CUDASIM)
+    """True when numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) stands in for a GPU.
+    Read from the environment as numba reads it, unless numba is loaded already: importing
+    numba to learn this would cost the CUDA path the second it saves by not needing numba."""
+    config = sys.modules.get("numba.core.config")
+    if config is not None:
+        return bool(config.ENABLE_CUDASIM)
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0")
 
 
 def _driver_loads() -> bool:
     """Whether the NVIDIA driver library loads. Without it no GPU is usable, and a CPU-only
     machine need not import ``numba.cuda`` to learn that."""
-    if os.environ.get("NUMBA_CUDA_DRIVER"):  # a driver at a custom path: numba's lookup decides
-        return True
-    names = {"win32": ("nvcuda.dll",), "linux": ("libcuda.so.1", "libcuda.so")}.get(sys.platform, ())
-    for name in names:
-        try:
-            ctypes.CDLL(name)
-        except OSError:
-            continue
-        return True
-    return False
+    from gpu.cuda_driver import library_name
+
+    try:
+        ctypes.CDLL(library_name())
+    except OSError:
+        return False
+    return True
 
 
 @functools.cache
 def cuda_available() -> bool:
-    """True when a real CUDA GPU is usable (never under the simulator)."""
+    """True when a real CUDA GPU is usable (never under the simulator). Asks the driver
+    (initialising it, creating no context), not numba, which would take a second to import."""
     if simulator_active() or not _driver_loads():
         return False
-    try:
-        from numba import cuda
+    from gpu.cuda_driver import driver
 
-        return bool(cuda.is_available()) and len(cuda.gpus) > 0
-    except Exception:  # a missing driver or toolkit raises various errors: no GPU then
+    try:
+        return driver.device_count() > 0
+    except Exception:  # a broken driver install raises various errors: no GPU then
         return False
 
 
@@ -53,10 +54,9 @@ def device_name() -> str:
     """A human-readable name of the device the CUDA backend runs on."""
     if simulator_active():
         return "numba CUDA simulator"
-    from numba import cuda
+    from gpu.cuda_driver import driver
 
-    name = cuda.get_current_device().name
-    return name.decode() if isinstance(name, bytes) else str(name)
+    return driver.device_name()
 
 
 def resolve_backend(backend: str) -> str:

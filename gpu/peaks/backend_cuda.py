@@ -24,25 +24,22 @@ Voxels go in chunks so long runs report progress and can be cancelled between ch
 
 from __future__ import annotations
 
-import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from numba import cuda
 
 from gpu.cuda_runtime import simulator_active
-from gpu.kernel_cache import announce_compile, is_compiled
-from gpu.peaks import sshopm_generated_cuda
-from gpu.peaks import sshopm_math as sm
-from gpu.peaks.kernels_cuda import ENTRIES_PER_THREAD, bound_cuda, select_cuda, sh_to_tensor_cuda
-from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN
+from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, in_two_passes
 
 __all__ = ["run_sshopm_cuda", "load_cuda_runtime", "COMPILE_SECONDS"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
 CONVERT_THREADS = 256
+# Unique tensor entries one thread of the convert kernel computes (gpu.peaks.kernels_cuda).
+ENTRIES_PER_THREAD = 5
 
 # Seconds to compile the four kernels of an order on first use: 19 s measured at lmax 8 on
 # an H100, the other orders scaled as the CPU loop's compile times
@@ -50,23 +47,81 @@ CONVERT_THREADS = 256
 COMPILE_SECONDS = {2: 10, 4: 11, 6: 15, 8: 19, 10: 25, 12: 34}
 
 
-def load_cuda_runtime() -> None:
-    """Pay two fixed costs of a process's first kernel launch at once: creating the CUDA
-    context (driver work, which releases the GIL) in a helper thread while this thread sets
-    up numba's CUDA target (registering its typing and lowering tables, in Python),
-    which numba does before it loads the first kernel from its
-    cache. The context is numba's primary context, shared by every thread."""
-    if simulator_active():
-        return
-    from numba.core.target_extension import target_override
+def _dispatcher(name: str):
+    """numba's dispatcher of kernel ``name`` (imports numba and compiles or loads it)."""
+    from gpu.peaks import kernels_cuda, sshopm_generated_cuda
 
-    context = threading.Thread(target=cuda.current_context, name="cuda-context")
-    context.start()
-    try:
-        with target_override("cuda"):  # as numba's CUDACache.load_overload refreshes it
-            sh_to_tensor_cuda.targetctx.refresh()
-    finally:
-        context.join()
+    return getattr(kernels_cuda, name, None) or getattr(sshopm_generated_cuda, name)
+
+
+class _NumbaKernels:
+    """Arrays, events and kernels of numba itself: the CUDA simulator's path."""
+
+    def __init__(self) -> None:
+        from numba import cuda
+
+        self.api = cuda
+
+    def __getitem__(self, name: str):
+        return _dispatcher(name)
+
+
+class _CachedKernel:
+    """Kernel ``name`` launched from its cubin (gpu.cubin_cache) when one was saved for the
+    arguments' types, else through numba, which compiles or loads it (with a notice when it
+    must compile) and whose cubin is then saved for the next process."""
+
+    def __init__(self, cubins, name: str, order: int) -> None:
+        self._cubins, self._name, self._order = cubins, name, order
+
+    def __getitem__(self, config):
+        def launch(*args) -> None:
+            kernel = self._cubins.kernel(self._name, args)
+            if kernel is not None:
+                kernel[config](*args)
+                return
+            from numba import cuda
+
+            from gpu.kernel_cache import announce_compile, is_compiled
+
+            # As numba's own arrays, which it types by their layout ('C' where contiguous,
+            # the faster kernel); through the array interface it would type them 'A'.
+            args = tuple(cuda.as_cuda_array(a) if hasattr(a, "__cuda_array_interface__") else a for a in args)
+            dispatcher = _dispatcher(self._name)
+            if not is_compiled(dispatcher, args):
+                announce_compile(f"the lmax-{self._order} SS-HOPM CUDA kernels", COMPILE_SECONDS[self._order])
+            dispatcher[config](*args)
+            self._cubins.save(self._name, dispatcher)
+
+        return launch
+
+
+class _DriverKernels:
+    """Arrays and events of gpu.cuda_driver and cached cubins: a GPU's path, which imports
+    numba only for a kernel whose cubin is not cached yet."""
+
+    _cubins = None
+
+    def __init__(self, order: int) -> None:
+        from gpu import cuda_driver
+        from gpu.cubin_cache import CubinCache
+
+        self.api = cuda_driver
+        if _DriverKernels._cubins is None:
+            _DriverKernels._cubins = CubinCache(Path(__file__).parent.glob("*.py"))
+        self._order = order
+
+    def __getitem__(self, name: str) -> _CachedKernel:
+        return _CachedKernel(self._cubins, name, self._order)
+
+
+def load_cuda_runtime() -> None:
+    """Create the CUDA context (the device's primary one, shared by every thread and by
+    numba) ahead of the first launch."""
+    if not simulator_active():
+        from gpu.cuda_driver import driver
+
+        driver.ensure_context()
 
 
 def _packed(counts: np.ndarray) -> tuple[np.ndarray, int]:
@@ -77,11 +132,11 @@ def _packed(counts: np.ndarray) -> tuple[np.ndarray, int]:
     return first, int(first[-1] + counts[-1]) if counts.size else 0
 
 
-def _climb_arrays(climbs: int) -> tuple:
+def _climb_arrays(api, climbs: int) -> tuple:
     """Device arrays for ``climbs`` results: directions, λ, iterations, flags (CLIMB_*)."""
     size = max(climbs, 1)
-    return (cuda.device_array((size, 3), np.float32), cuda.device_array(size, np.float32),
-            cuda.device_array(size, np.int32), cuda.device_array(size, np.int32))
+    return (api.device_array((size, 3), np.float32), api.device_array(size, np.float32),
+            api.device_array(size, np.int32), api.device_array(size, np.int32))
 
 
 def run_sshopm_cuda(
@@ -103,40 +158,41 @@ def run_sshopm_cuda(
     transfers and the host's prefix sums between phases excluded); ``compute_seconds`` is the
     host wall time.
     """
-    seed_kernel = getattr(sshopm_generated_cuda, f"seed_cuda_m{order}")
-    climb_kernel = getattr(sshopm_generated_cuda, f"climb_cuda_m{order}")
+    kernels = _NumbaKernels() if simulator_active() else _DriverKernels(order)
+    api = kernels.api
+    seed_kernel, climb_kernel = kernels[f"seed_cuda_m{order}"], kernels[f"climb_cuda_m{order}"]
     n = coeffs.shape[1]
     n_starts = starts.shape[0]
     n_unique = sh2t.shape[0]
     started = time.perf_counter()
-    d_coeffs = cuda.to_device(np.ascontiguousarray(coeffs, np.float32))
+    d_coeffs = api.to_device(np.ascontiguousarray(coeffs, np.float32))
     groups = (n_unique + ENTRIES_PER_THREAD - 1) // ENTRIES_PER_THREAD
     sh2t_rows = np.zeros((groups * ENTRIES_PER_THREAD, sh2t.shape[1]), np.float32)
     sh2t_rows[:n_unique] = sh2t
-    d_sh2t = cuda.to_device(sh2t_rows)
-    d_alphas = cuda.to_device(np.ascontiguousarray(alphas, np.float32))
-    d_starts = cuda.to_device(np.ascontiguousarray(starts, np.float32))
-    d_neighbors = cuda.to_device(np.ascontiguousarray(neighbors, np.int32))
-    d_fparams = cuda.to_device(np.ascontiguousarray(fparams, np.float32))
-    d_iparams = cuda.to_device(np.ascontiguousarray(iparams, np.int32))
-    d_directions = cuda.to_device(np.full((n, npeaks, 3), np.nan, np.float32))
-    d_amplitudes = cuda.to_device(np.full((n, npeaks), np.nan, np.float32))
-    d_count = cuda.to_device(np.zeros(n, np.int32))
-    d_stats = cuda.to_device(np.zeros((n, N_STATS), np.int32))
-    d_hist = cuda.to_device(np.zeros(HIST_BINS, np.int32))
+    d_sh2t = api.to_device(sh2t_rows)
+    d_alphas = api.to_device(np.ascontiguousarray(alphas, np.float32))
+    d_starts = api.to_device(np.ascontiguousarray(starts, np.float32))
+    d_neighbors = api.to_device(np.ascontiguousarray(neighbors, np.int32))
+    d_fparams = api.to_device(np.ascontiguousarray(fparams, np.float32))
+    d_iparams = api.to_device(np.ascontiguousarray(iparams, np.int32))
+    d_directions = api.to_device(np.full((n, npeaks, 3), np.nan, np.float32))
+    d_amplitudes = api.to_device(np.full((n, npeaks), np.nan, np.float32))
+    d_count = api.to_device(np.zeros(n, np.int32))
+    d_stats = api.to_device(np.zeros((n, N_STATS), np.int32))
+    d_hist = api.to_device(np.zeros(HIST_BINS, np.int32))
     chunk = min(chunk_voxels, max(n, 1))
-    d_tensors = cuda.device_array((groups * ENTRIES_PER_THREAD, chunk), np.float32)
-    d_slots = cuda.device_array((chunk, n_starts), np.uint8)
+    d_tensors = api.device_array((groups * ENTRIES_PER_THREAD, chunk), np.float32)
+    d_slots = api.device_array((chunk, n_starts), np.uint8)
     # Start values of the seeds, read only by bound_cuda.
-    d_values = cuda.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
-    d_n_seeds = cuda.device_array(chunk, np.int32)
-    d_zeros = cuda.to_device(np.zeros(chunk, np.int32))
+    d_values = api.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
+    d_n_seeds = api.device_array(chunk, np.int32)
+    d_zeros = api.to_device(np.zeros(chunk, np.int32))
     phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "bound": 0.0, "select": 0.0}
 
     def timed(kernel, *args) -> float:
         # Views and launch configurations are made before the events: slicing a device
         # array is Python work, which would count as GPU time on an idle GPU.
-        begin, end = cuda.event(), cuda.event()
+        begin, end = api.event(), api.event()
         begin.record()
         kernel(*args)
         end.record()
@@ -157,17 +213,14 @@ def run_sshopm_cuda(
         values = part(d_values, 0, m) if iparams[P_BOUNDED] else d_values
         n_seeds_m = part(d_n_seeds, 0, m)
         seed_args = (tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, values, n_seeds_m)
-        # The seed kernel stands for all four: they compile together (fibertensor warmup).
-        if lo == 0 and not is_compiled(seed_kernel, seed_args):
-            announce_compile(f"the lmax-{order} SS-HOPM CUDA kernels", COMPILE_SECONDS[order])
-        convert = sh_to_tensor_cuda[(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS, CONVERT_THREADS]
+        convert = kernels["sh_to_tensor_cuda"][(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS, CONVERT_THREADS]
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), d_sh2t, tensors)
         phases["seed"] += timed(seed_kernel[m, n_starts], *seed_args)
         n_seeds = n_seeds_m.copy_to_host()
-        n_first = np.minimum(n_seeds, npeaks) if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]) else n_seeds
+        n_first = np.minimum(n_seeds, npeaks) if in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]) else n_seeds
         first, climbs = _packed(n_first)
-        d_first, d_n_first = cuda.to_device(first), cuda.to_device(n_first.astype(np.int32))
-        first_climbs = _climb_arrays(climbs)
+        d_first, d_n_first = api.to_device(first), api.to_device(n_first.astype(np.int32))
+        first_climbs = _climb_arrays(api, climbs)
         zeros = part(d_zeros, 0, m)
         climb_args = (tensors, part(d_alphas, lo, hi), d_starts, slots)
         if climbs:
@@ -177,26 +230,26 @@ def run_sshopm_cuda(
         later_climbs, d_later_first, d_n_later = first_climbs, zeros, zeros
         if (n_seeds > n_first).any():
             if iparams[P_BOUNDED]:
-                d_n_later = cuda.device_array(m, np.int32)
-                bound = bound_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
+                d_n_later = api.device_array(m, np.int32)
+                bound = kernels["bound_cuda"][(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
                 phases["bound"] += timed(bound, d_first, d_n_first, n_seeds_m, values, first_climbs[0],
                                          first_climbs[1], first_climbs[3], d_fparams, d_iparams, d_n_later)
                 n_later = d_n_later.copy_to_host()
             else:
                 n_later = n_seeds - n_first
-                d_n_later = cuda.to_device(n_later)
+                d_n_later = api.to_device(n_later)
             later_first, later = _packed(n_later)
             if later:
                 # Voxel v's climbs end up at first[v] + later_first[v]: its first climbs
                 # (moved there by select_cuda), then its later ones.
-                later_climbs = _climb_arrays(climbs + later)
-                d_later_first = cuda.to_device(later_first)
-                d_write = cuda.to_device((first + n_first).astype(np.int32))
+                later_climbs = _climb_arrays(api, climbs + later)
+                d_later_first = api.to_device(later_first)
+                d_write = api.to_device((first + n_first).astype(np.int32))
                 climb = climb_kernel[(later + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
                 phases["climb"] += timed(climb, *climb_args, d_later_first, later, d_n_first, d_write, d_first,
                                          d_n_first, *first_climbs[:2], first_climbs[3], d_fparams, d_iparams,
                                          *later_climbs, d_hist)
-        select = select_cuda[(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
+        select = kernels["select_cuda"][(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
         phases["select"] += timed(select, d_first, d_n_first, d_later_first, d_n_later, n_seeds_m,
                                   later_climbs is not first_climbs, *first_climbs, *later_climbs, d_fparams, d_iparams, part(d_directions, lo, hi),
                                   part(d_amplitudes, lo, hi), part(d_count, lo, hi), part(d_stats, lo, hi))

@@ -235,9 +235,10 @@ def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = Peak
                   backend: str = "auto") -> PreparedPeaks:
     """Everything :func:`sshopm_peaks` prepares before it touches a voxel, for data of ``lmax``:
     the matrices and parameters, and the backend's kernels for a volume of one chunk, loaded
-    from numba's on-disk cache (or compiled, with a notice) by a run on one single-fiber voxel.
-    For the CUDA backend this also creates the CUDA context: numba's primary context, which
-    every thread of the process shares, so kernels loaded here launch from any thread.
+    by a run on one single-fiber voxel: on a GPU from their saved cubins (gpu.cubin_cache),
+    else from numba's on-disk cache (or compiled, with a notice). For the CUDA backend this
+    also creates the CUDA context: the device's primary context, which every thread of the
+    process (and numba) shares, so kernels loaded here launch from any thread.
     The result feeds ``sshopm_peaks(..., prepared=...)``."""
     started = time.perf_counter()
     prepared = _prepared_arrays(lmax, basis, options, backend)
@@ -254,8 +255,8 @@ def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = Peak
 def start_preparing(lmax: int, basis: str = "mrtrix", options: PeaksOptions = PeaksOptions(),
                     backend: str = "auto") -> "Future[PreparedPeaks]":
     """:func:`prepare_peaks` in a background thread: a future of its result, or of its
-    exception. Meant to overlap the fixed start-up costs (importing numba, the CUDA context,
-    loading the kernels) with reading the volume, whose inflate releases the GIL. The thread
+    exception. Meant to overlap the fixed start-up costs (the CUDA context and the kernels'
+    cubins; numba and its cache on the CPU backend) with reading the volume, whose inflate releases the GIL. The thread
     is not a daemon: an interpreter that exits early waits for it rather than killing it
     inside a CUDA driver call."""
     future: Future[PreparedPeaks] = Future()

@@ -6,8 +6,8 @@ The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 55442163dc5b5b96eee5efaa64094f8747d53862cededfbcef76ad3a5973838e
-# sshopm_layout.py sha256 34d6c2062d43b8771fa1f165c3c96357f608a517982019dc48638b10f2a7dceb
+# sshopm_math.py sha256 66e95471dd239bda07934c70a119be6fd13b9eb99454a997560a1c6fe4243d49
+# sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 
 import numpy as np
 from numba import njit, prange

@@ -5,9 +5,9 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 046fa1573b90ad3d3568c3494c3d875c17732bee76f6a2fc8d6c79944a431040
-# sshopm_math.py sha256 55442163dc5b5b96eee5efaa64094f8747d53862cededfbcef76ad3a5973838e
-# sshopm_layout.py sha256 34d6c2062d43b8771fa1f165c3c96357f608a517982019dc48638b10f2a7dceb
+# sshopm_generated.py sha256 16951de9b6cfbba79128cec33f71312467f7d6d3c71b3aeaec233c4509449471
+# sshopm_math.py sha256 66e95471dd239bda07934c70a119be6fd13b9eb99454a997560a1c6fe4243d49
+# sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
 
 from numba import config, cuda, float32, int32

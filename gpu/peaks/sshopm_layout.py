@@ -11,7 +11,7 @@ __all__ = [
     "P_COS_BASIN", "N_FPARAMS",
     "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "P_BOUNDED", "N_IPARAMS",
     "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "S_SKIPPED", "S_MERGED", "N_STATS", "HIST_BINS",
-    "CLIMB_CAPPED", "CLIMB_PEAK", "CLIMB_MERGED", "SHIFT_ADAPTIVE", "SHIFT_FIXED",
+    "CLIMB_CAPPED", "CLIMB_PEAK", "CLIMB_MERGED", "SHIFT_ADAPTIVE", "SHIFT_FIXED", "in_two_passes",
 ]
 
 # float parameters
@@ -55,3 +55,11 @@ CLIMB_CAPPED = 1
 CLIMB_PEAK = 2
 # stopped inside a found peak's basin (gpu.peaks.sshopm_math.in_found_basin)
 CLIMB_MERGED = 4
+
+
+def in_two_passes(bounded, cos_basin):
+    """Whether seeds climb in two passes, ranked by start value: when the later ones are
+    bounded (gpu.peaks.sshopm_math.later_seed_floor) or stop in found basins
+    (gpu.peaks.sshopm_math.in_found_basin, cos_basin ≤ 1). Otherwise every seed climbs at
+    once, in start order."""
+    return bounded != 0 or cos_basin <= 1

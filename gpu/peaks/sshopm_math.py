@@ -27,7 +27,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
-from gpu.peaks.sshopm_layout import CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, SHIFT_ADAPTIVE, SHIFT_FIXED
+from gpu.peaks.sshopm_layout import CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, SHIFT_ADAPTIVE, SHIFT_FIXED, in_two_passes
 
 __all__ = [
     "like",
@@ -227,12 +227,8 @@ def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
     return seed_fraction * max(threshold, rel_threshold * fmax)
 
 
-@register_jitable
-def in_two_passes(bounded, cos_basin):
-    """Whether seeds climb in two passes, ranked by start value: when the later ones are
-    bounded (:func:`later_seed_floor`) or stop in found basins (:func:`in_found_basin`,
-    cos_basin ≤ 1). Otherwise every seed climbs at once, in start order."""
-    return bounded != 0 or cos_basin <= 1
+# Plain Python in sshopm_layout (the host decides with it too, without numba).
+in_two_passes = register_jitable(in_two_passes)
 
 
 @register_jitable

@@ -1,0 +1,125 @@
+"""Cubins of numba-compiled CUDA kernels kept on disk, so that a fresh process launches them
+through :mod:`gpu.cuda_driver` without importing numba.
+
+numba's own cache (``cache=True``) holds the same machine code, but only numba can read it,
+and importing numba and its CUDA target takes longer than the whole job on a GPU. After
+numba has compiled or loaded a kernel, :meth:`CubinCache.save` writes each of its compiled
+signatures as ``<folder>/<kernel>-<signature hash>.cubin`` with a ``.json`` naming the
+entry point and the argument types. The folder is ``<kernel cache>/cubins/<key>``, where
+``<key>`` hashes the text of the source files that define the kernels, the numba versions
+and the GPU's compute capability: an edited kernel, another numba or another GPU never
+finds a stale cubin.
+
+The kernel cache is ``$FIBERTENSOR_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/fibertensor/kernels``,
+else ``~/.cache/fibertensor/kernels``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable
+
+from gpu import cuda_driver
+
+__all__ = ["CACHE_ENV", "kernel_cache_dir", "CubinCache"]
+
+#: Environment variable naming the kernel cache folder.
+CACHE_ENV = "FIBERTENSOR_KERNEL_CACHE"
+
+
+def kernel_cache_dir() -> Path:
+    """The folder that holds generated kernel sources and cubins (module docstring)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "fibertensor" / "kernels"
+
+
+def _numba_versions() -> str:
+    versions = []
+    for name in ("numba", "numba-cuda"):
+        try:
+            versions.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return ",".join(versions)
+
+
+def _signature_name(numba_type) -> str:
+    """A numba argument type spelled as :func:`gpu.cuda_driver.argument_type` spells values."""
+    if hasattr(numba_type, "layout") and hasattr(numba_type, "ndim"):
+        return f"array({numba_type.dtype}, {numba_type.ndim}d, {numba_type.layout})"
+    return str(numba_type)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write under a temporary name, then rename: a reader sees all of the file or none."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+class CubinCache:
+    """The cubins of the kernels defined in ``sources`` (files whose text decides them)."""
+
+    def __init__(self, sources: Iterable[Path]) -> None:
+        self._sources = sorted(Path(p) for p in sources)
+        self._lock = threading.Lock()
+        self._loaded: dict[tuple[str, tuple[str, ...]], cuda_driver.Kernel | None] = {}
+
+    @functools.cached_property
+    def folder(self) -> Path:
+        digest = hashlib.sha256()
+        for path in self._sources:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        major, minor = cuda_driver.driver.compute_capability()
+        digest.update(f"{_numba_versions()};sm_{major}{minor}".encode())
+        return kernel_cache_dir() / "cubins" / digest.hexdigest()[:24]
+
+    def _stem(self, name: str, signature: tuple[str, ...]) -> Path:
+        return self.folder / f"{name}-{hashlib.sha256(repr(signature).encode()).hexdigest()[:16]}"
+
+    def kernel(self, name: str, args: tuple) -> cuda_driver.Kernel | None:
+        """Kernel ``name`` compiled for the types of ``args``, loaded from its cubin; None
+        when no cubin for them was saved."""
+        signature = tuple(cuda_driver.argument_type(a) for a in args)
+        key = (name, signature)
+        with self._lock:
+            if key not in self._loaded:
+                stem = self._stem(name, signature)
+                try:
+                    entry = json.loads(stem.with_suffix(".json").read_text())["entry"]
+                    cubin = stem.with_suffix(".cubin").read_bytes()
+                except (OSError, ValueError, KeyError):
+                    return None
+                self._loaded[key] = cuda_driver.load_kernel(cubin, entry, signature)
+            return self._loaded[key]
+
+    def save(self, name: str, dispatcher) -> None:
+        """Write the cubin of every signature numba compiled ``dispatcher`` (a ``cuda.jit``
+        dispatcher) for, unless it is there already."""
+        for overload in list(dispatcher.overloads.values()):
+            signature = tuple(_signature_name(t) for t in overload.argument_types)
+            stem = self._stem(name, signature)
+            if stem.with_suffix(".json").exists():
+                continue
+            library = overload._codelibrary  # numba's code library: the linked cubin and its entry point
+            cubin = library.get_cubin()
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            # numba-cuda hands a cuda.core ObjectCode (its bytes in .code), older numba bytes.
+            _write_atomic(stem.with_suffix(".cubin"), bytes(getattr(cubin, "code", cubin)))
+            # The .json last: it is what marks the pair complete.
+            _write_atomic(stem.with_suffix(".json"), json.dumps(
+                {"entry": library._entry_name, "signature": list(signature)}).encode())
