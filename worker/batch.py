@@ -113,9 +113,10 @@ def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
 
 
 def default_processes(devices: int = 1) -> int:
-    """Worker processes per GPU (or in all, without one): one per four of this machine's cores,
-    at least one (in one process the GIL, not the cores, caps a batch at about five busy cores)."""
-    return max(1, len(os.sched_getaffinity(0)) // (4 * max(1, devices)))
+    """Worker processes per GPU (or in all, without one): one per two of this machine's cores,
+    at least one. In one process the GIL, not the cores, caps a batch (at about five busy
+    cores); with one reader and one writer each, a process keeps its two cores busy."""
+    return max(1, len(os.sched_getaffinity(0)) // (2 * max(1, devices)))
 
 
 def default_threads(processes: int = 1) -> tuple[int, int]:

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     peaks.add_argument("--processes-per-gpu", type=int, metavar="N",
                        help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
                        "writer threads, all taking inputs from one queue; one process alone cannot use more than "
-                       "about five cores (default: one per four cores; 1 runs in this process)")
+                       "about five cores (default: one per two cores; 1 without --gpus runs in this process)")
     peaks.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
     peaks.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")
     add_model_options(peaks, PeaksParams)

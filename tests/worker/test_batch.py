@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nibabel as nib
@@ -30,8 +32,8 @@ OUTPUT_FILES = IMAGE_FILES + ("_qc.png", ".json")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def write_fod(path: Path, seed: int, volumes: int | None = None) -> Path:
-    sh = fod_phantom(SHAPE, 8, seed=seed)["sh"]
+def write_fod(path: Path, seed: int, volumes: int | None = None, shape: tuple[int, int, int] = SHAPE) -> Path:
+    sh = fod_phantom(shape, 8, seed=seed)["sh"]
     if volumes is not None:
         sh = sh[..., :volumes]
     affine = np.diag([2.0, 2.0, 2.5, 1.0])
@@ -198,3 +200,30 @@ def test_an_interrupted_batch_stops_reading_and_finishes_started_writes(cohort, 
     with pytest.raises(KeyboardInterrupt):
         run_batch(items, PeaksParams(backend="cpu"), readers=1, writers=1, report=report)
     assert sorted(p.name for p in out.iterdir()) == sorted(f"sub-01{suffix}" for suffix in OUTPUT_FILES)
+
+
+def test_ctrl_c_stops_worker_processes_and_leaves_whole_outputs_only(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a batch in two
+    worker processes: exit status 130, no further input is started, and every input has all
+    of its files or none (no partial or temporary file)."""
+    inputs, out = tmp_path / "inputs", tmp_path / "out"
+    inputs.mkdir()
+    names = [f"sub-{index:02d}" for index in range(16)]
+    for index, name in enumerate(names):
+        write_fod(inputs / f"{name}.nii.gz", index, shape=(20, 20, 16))
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    batch = subprocess.Popen([sys.executable, "-m", "service", "batch", "peaks", str(inputs), "--out-dir", str(out),
+                              "--backend", "cpu", "--processes-per-gpu", "2", "--readers", "1", "--writers", "1",
+                              "--quiet"], cwd=REPO, env=environment, start_new_session=True,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (out.is_dir() and any(out.glob("*.json"))) and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(batch.pid, signal.SIGINT)
+    _, stderr = batch.communicate(timeout=300)
+    assert batch.returncode == 130, stderr
+    assert "fibertensor: interrupted" in stderr
+    left = {p.name for p in out.iterdir()}
+    whole = [name for name in names if f"{name}.json" in left]
+    assert 1 <= len(whole) < len(names)
+    assert left == {f"{name}{suffix}" for name in whole for suffix in OUTPUT_FILES}
