@@ -31,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="4D NIfTI of SH coefficients, or a folder of them (its .nii and .nii.gz files)")
     peaks.add_argument("--out-dir", type=Path, required=True, metavar="DIR", help="folder for the outputs")
     peaks.add_argument("--gpus", metavar="all|0,1",
-                       help="one worker process per GPU, all taking inputs from one queue: 'all' or "
-                       "CUDA_VISIBLE_DEVICES values (default: one process, the backend's device)")
+                       help="the GPUs to run on, each with --processes-per-gpu worker processes, all taking "
+                       "inputs from one queue: 'all' or CUDA_VISIBLE_DEVICES values (default: the backend's device)")
     peaks.add_argument("--processes-per-gpu", type=int, metavar="N",
                        help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
                        "writer threads, all taking inputs from one queue; one process alone cannot use more than "
