@@ -3,8 +3,11 @@
 N distinct copies of one phantom (``gpu.peaks.fod_phantom``, 96×96×60 voxels, lmax 8: 553k
 voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
 
-* local   — ``worker.batch.run_batch`` (what ``fibertensor batch peaks`` runs), in this
-            process, or with ``--gpus 0,1`` one spawned worker process per GPU;
+* local   — ``worker.batch.run_batch`` (what ``fibertensor batch peaks`` runs) with each
+            ``--processes-per-gpu`` value given (e.g. ``1,4,8``: one run each; default that of
+            ``fibertensor batch peaks``): spawned worker processes per GPU of ``--gpus``
+            (or on the backend's device), all taking inputs from one queue; 1 without
+            ``--gpus`` runs in this process;
 * service — ``fibertensor serve --no-worker`` and one ``fibertensor worker`` per GPU
             (``CUDA_VISIBLE_DEVICES``), on a private ``redis-server`` (``--broker redis``,
             the default when one is on PATH or given) or the embedded broker; every input
@@ -15,7 +18,7 @@ busy share (kernel seconds ÷ wall ÷ GPUs), CPU cores used (CPU seconds of ever
 the run ÷ wall), peak host RSS (all processes of the run, sampled every 0.2 s) with its
 curve, and mean seconds per subject of each stage; a table last.
 
-    python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--modes local,service]
+    python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--processes-per-gpu 1,4,8] [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
                            [--shape 96 96 60] [--work DIR] [--keep]
 """
@@ -45,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from gpu.peaks.phantom import fod_phantom  # noqa: E402
-from worker.batch import batch_items, run_batch  # noqa: E402
+from worker.batch import batch_items, default_processes, run_batch  # noqa: E402
 from worker.io.nifti import save_nifti_atomic  # noqa: E402
 from worker.params import PeaksParams  # noqa: E402
 
@@ -181,7 +184,7 @@ def _own_and_reaped_cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str] | None) -> dict:
+def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str] | None, processes: int) -> dict:
     items = batch_items(inputs, out)
     # a warm-up subject in this process compiles or loads the kernels (spawned workers load
     # them from numba's cache, inside the measured run, as a real batch does)
@@ -189,7 +192,8 @@ def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str
     done_times: list[float] = []
     before = _own_and_reaped_cpu()
     with Monitor([os.getpid()]) as monitor:
-        reports = run_batch(items, params, devices=gpus, report=lambda r: done_times.append(time.perf_counter()))
+        reports = run_batch(items, params, devices=gpus, processes=processes,
+                            report=lambda r: done_times.append(time.perf_counter()))
     # the worker processes have exited and been joined: their CPU is in RUSAGE_CHILDREN
     cpu = _own_and_reaped_cpu() - before
     failed = [r for r in reports if not r.ok]
@@ -281,6 +285,8 @@ def main() -> None:
     parser.add_argument("--lmax", type=int, default=8)
     parser.add_argument("--gpus", help="CUDA_VISIBLE_DEVICES values, e.g. 0 or 0,1 (default: local in this "
                         "process, service with one worker)")
+    parser.add_argument("--processes-per-gpu", help="local mode: worker processes per GPU, one run per value, "
+                        "e.g. 1,4,8 (default: fibertensor batch peaks' default for this machine)")
     parser.add_argument("--modes", default="local,service")
     parser.add_argument("--broker", choices=["redis", "embedded"])
     parser.add_argument("--redis-server", default=shutil.which("redis-server"))
@@ -306,9 +312,18 @@ def main() -> None:
     results = {}
     modes = args.modes.split(",")
     if "local" in modes:
-        label = f"local, {'in-process' if not gpus else f'{len(gpus)} GPU process(es)'}"
-        results[label] = run_local(inputs, work / "out-local", params, gpus)
-        print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+        sweep = ([int(n) for n in args.processes_per_gpu.split(",")] if args.processes_per_gpu
+                 else [default_processes(len(gpus or ["0"]))])
+        for processes in sweep:
+            if not gpus and processes == 1:
+                label = "local, in-process"
+            else:
+                label = f"local, {processes} process(es) x {len(gpus or ['0'])} GPU(s)"
+            out = work / f"out-local-{processes}"
+            results[label] = run_local(inputs, out, params, gpus, processes)
+            print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+            if not args.keep:
+                shutil.rmtree(out, ignore_errors=True)  # a large sweep would fill the disk
     if "service" in modes:
         label = f"service, {broker}, {len(gpus or ['0'])} worker(s)"
         results[label] = run_service(inputs, work, args.backend, gpus or ["0"], broker, args.redis_server)

@@ -1,19 +1,24 @@
 """Many peaks jobs as one pipeline: read the next inputs, compute the current one, write the
 previous ones, at once.
 
-In each process, reader threads inflate the next volumes (ISA-L releases the GIL) into a
-bounded queue, the main thread runs the engine on one volume at a time, and writer threads
-compress and write the results of the ones before; at most ``2·readers + 1`` volumes and
-``writers`` results are held, so memory stays flat however long the batch. Each input's
-files are those :func:`worker.jobs.peaks.run_peaks` writes for it alone, through the same
-three functions, byte for byte (the gzip streams do not depend on timing or thread counts).
+In each process, reader threads check each input's header (as the service does, without
+inflating it) and inflate the volume (ISA-L releases the GIL) into a bounded queue, the main
+thread runs the engine on one volume at a time, and writer threads compress and write the
+results of the ones before; at most ``2·readers + 1`` volumes and ``writers`` results are
+held, so memory stays flat however long the batch. Each input's files are those
+:func:`worker.jobs.peaks.run_peaks` writes for it alone, through the same three functions,
+byte for byte (the gzip streams do not depend on timing, thread or process counts).
 
-With ``devices``, one process per GPU is spawned, each with ``CUDA_VISIBLE_DEVICES`` set
-before numba is imported in it, all taking inputs from one shared queue; the calling process
-never initialises CUDA (it may itself have been forked from a server, or fork later).
+One process runs out of the GIL long before a host's cores run out (header parsing, numpy
+glue, the fODF metrics, the QC picture), so the pipeline also runs in several spawned worker
+processes, one or more per GPU, all taking inputs from one shared queue. Each sets
+``CUDA_VISIBLE_DEVICES`` (its own CUDA context on that device) and its share of the cores
+for numba's threads before numba is imported in it; the calling process never initialises
+CUDA (it may itself have been forked from a server, or fork later).
 
-An input that fails (unreadable, wrong volume count, an engine or write error) is reported
-and the others go on; a failed write leaves none of that input's output files behind.
+An input that fails (refused by the checks, unreadable, an engine or write error) is
+reported and the others go on; a failed write leaves none of that input's output files
+behind.
 """
 
 from __future__ import annotations
@@ -28,13 +33,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from worker.errors import InputError
 from worker.jobs.peaks import IMAGE_OUTPUTS, IMAGE_SUFFIXES, PeaksOutputs
 from worker.params.peaks import PeaksParams
 
-__all__ = ["BatchItem", "ItemReport", "batch_items", "default_threads", "visible_gpus", "run_batch"]
+if TYPE_CHECKING:
+    from worker.input_limits import InputLimits
+
+__all__ = ["BatchItem", "ItemReport", "batch_items", "default_processes", "default_threads", "visible_gpus",
+           "run_batch"]
 
 # Files a folder may hold from an earlier batch into it; they are outputs, not inputs.
 _OUTPUT_SUFFIXES = tuple(f"_{name}{suffix}" for name in IMAGE_OUTPUTS for suffix in IMAGE_SUFFIXES)
@@ -103,6 +112,13 @@ def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
     return list(items.values())
 
 
+def default_processes(devices: int = 1) -> int:
+    """Worker processes per GPU (or in all, without one): one per two of this machine's cores,
+    at least one. In one process the GIL, not the cores, caps a batch (at about five busy
+    cores); with one reader and one writer each, a process keeps its two cores busy."""
+    return max(1, len(os.sched_getaffinity(0)) // (2 * max(1, devices)))
+
+
 def default_threads(processes: int = 1) -> tuple[int, int]:
     """Reader and writer threads per process: half of its share of this machine's cores read
     (inflating is the longest stage), a quarter write; at least one of each."""
@@ -111,16 +127,32 @@ def default_threads(processes: int = 1) -> tuple[int, int]:
 
 
 def _describe(exc: BaseException) -> str:
-    return exc.detail if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+    """``exc`` as the batch's summary lists it: an :class:`InputError` as ``<title>: <detail>``
+    (the CLI's own refusals read so), without the form field the service's checks name."""
+    if not isinstance(exc, InputError):
+        return f"{type(exc).__name__}: {exc}"
+    return f"{exc.title}: {exc.detail.removeprefix('fod: ')}"
 
 
 def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: PeaksParams, readers: int,
-              writers: int, report: Callable[[ItemReport], None], worker: str) -> None:
+              writers: int, report: Callable[[ItemReport], None], worker: str,
+              limits: "InputLimits | None" = None) -> None:
     """Process items from ``take(stopping)`` (thread-safe; None when there are no more, or
     soon after ``stopping`` is set) until each of the ``readers`` threads has had its None;
-    ``report`` (thread-safe) gets every item's :class:`ItemReport`. Interrupted, it stops
+    ``report`` (thread-safe) gets every item's :class:`ItemReport`. With ``limits``, each
+    input first passes the service's checks, from its header (the read that follows refuses
+    what a pass over the data would: a .nii.gz is inflated once). Interrupted, it stops
     reading, lets started writes finish, and re-raises."""
+    from worker.input_limits import check_job_inputs
+    from worker.job_kinds import get_job_kind
     from worker.jobs.peaks import compute_peaks, read_peaks_inputs, write_peaks_outputs
+
+    kind = get_job_kind("peaks")
+
+    def read(item: BatchItem):
+        if limits is not None:
+            check_job_inputs(kind, {"fod": item.fod}, params, limits, read_through=False)
+        return read_peaks_inputs(item.fod, params=params)
 
     ready: queue.Queue = queue.Queue(maxsize=readers)
     writing = threading.Semaphore(writers)
@@ -139,7 +171,7 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
         try:
             while not stopping.is_set() and (item := take(stopping)) is not None:
                 try:
-                    hand_over((item, read_peaks_inputs(item.fod, params=params), None))
+                    hand_over((item, read(item), None))
                 except Exception as exc:
                     hand_over((item, None, _describe(exc)))
         finally:
@@ -195,10 +227,39 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
             raise
 
 
-def _device_process(device: str, tasks, reports, params: dict, readers: int, writers: int) -> None:
-    """A spawned process's life: run the pipeline on GPU ``device`` until its readers have
+@dataclass(frozen=True)
+class _WorkerSlot:
+    """One spawned worker process: its GPU (a ``CUDA_VISIBLE_DEVICES`` value, or None to keep
+    the parent's), its name in the reports, and the numba threads its share of cores allows."""
+
+    device: str | None
+    name: str
+    numba_threads: int
+
+
+def _worker_slots(devices: Sequence[str] | None, processes: int) -> list[_WorkerSlot]:
+    """``processes`` per device, interleaved across devices (so a short batch spreads over
+    all of them); with no devices, ``processes`` that keep the parent's device."""
+    per_process = max(1, len(os.sched_getaffinity(0)) // (processes * len(devices or [None])))
+    slots = []
+    for number in range(1, processes + 1):
+        for device in devices or [None]:
+            name = "process" if device is None else f"gpu {device}"
+            if processes > 1:
+                name += f" #{number}"
+            slots.append(_WorkerSlot(device, name, per_process))
+    return slots
+
+
+def _worker_process(slot: _WorkerSlot, tasks, reports, params: dict, readers: int, writers: int,
+                    limits: "InputLimits | None") -> None:
+    """A spawned process's life: run the pipeline on ``slot``'s GPU until its readers have
     each taken a None from ``tasks``."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = device  # before numba is imported in this process
+    # Before numba is imported in this process: its GPU, and as many threads as its share of
+    # the cores (the CPU backend's and host kernels' threads would otherwise oversubscribe).
+    if slot.device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = slot.device
+    os.environ["NUMBA_NUM_THREADS"] = str(slot.numba_threads)
 
     interrupted = threading.Event()
 
@@ -223,7 +284,7 @@ def _device_process(device: str, tasks, reports, params: dict, readers: int, wri
         return None
 
     try:
-        _pipeline(take, PeaksParams(**params), readers, writers, reports.put, f"gpu {device}")
+        _pipeline(take, PeaksParams(**params), readers, writers, reports.put, slot.name, limits)
     except KeyboardInterrupt:
         pass  # the parent reports the inputs left undone
 
@@ -252,18 +313,26 @@ def run_batch(
     params: PeaksParams = PeaksParams(),
     *,
     devices: Sequence[str] | None = None,
+    processes: int = 1,
     readers: int | None = None,
     writers: int | None = None,
+    limits: "InputLimits | None" = None,
     report: Callable[[ItemReport], None] | None = None,
 ) -> list[ItemReport]:
     """Run the peaks job on every item; returns the reports in ``items`` order.
 
-    ``devices``: ``CUDA_VISIBLE_DEVICES`` values, one worker process each (spawned; this
-    process stays free of CUDA); None runs the pipeline in this process. ``readers`` and
-    ``writers``: threads per process (default :func:`default_threads`). ``report`` is called
-    (in this process, one call at a time) as each item finishes.
+    ``devices``: ``CUDA_VISIBLE_DEVICES`` values; ``processes``: worker processes per device
+    (or in all, without devices), spawned, all taking items from one queue (this process
+    stays free of CUDA). No devices and one process: the pipeline runs in this process.
+    ``readers`` and ``writers``: threads per process (default :func:`default_threads`).
+    ``limits``: refuse each input as the service would (:func:`worker.input_limits.check_job_inputs`),
+    as its reader's first step. ``report`` is called (in this process, one call at a time) as
+    each item finishes.
     """
-    default_readers, default_writers = default_threads(len(devices) if devices else 1)
+    if processes < 1:
+        raise ValueError(f"processes must be at least 1, not {processes}")
+    slots = _worker_slots(devices, processes) if devices or processes > 1 else []
+    default_readers, default_writers = default_threads(max(1, len(slots)))
     readers, writers = readers or default_readers, writers or default_writers
     reports: dict[Path, ItemReport] = {}
     lock = threading.Lock()
@@ -274,16 +343,16 @@ def run_batch(
             if report is not None:
                 report(item_report)
 
-    if not devices:
+    if not slots:
         pending = iter(items)
 
         def take(stopping: threading.Event) -> BatchItem | None:
             with lock:
                 return next(pending, None)
 
-        _pipeline(take, params, readers, writers, collect, "local")
+        _pipeline(take, params, readers, writers, collect, "local", limits)
     else:
-        _run_processes(items, params, list(devices), readers, writers, collect)
+        _run_processes(items, params, slots, readers, writers, limits, collect)
     for item in items:
         if item.fod not in reports:
             reports[item.fod] = ItemReport(item.fod, False, "", "not processed: its worker process stopped "
@@ -291,17 +360,17 @@ def run_batch(
     return [reports[item.fod] for item in items]
 
 
-def _run_processes(items: Sequence[BatchItem], params: PeaksParams, devices: list[str], readers: int, writers: int,
-                   collect: Callable[[ItemReport], None]) -> None:
+def _run_processes(items: Sequence[BatchItem], params: PeaksParams, slots: list[_WorkerSlot], readers: int,
+                   writers: int, limits: "InputLimits | None", collect: Callable[[ItemReport], None]) -> None:
     context = multiprocessing.get_context("spawn")
     tasks, results = context.Queue(), context.Queue()
     for item in items:
         tasks.put(item)
-    for _ in range(len(devices) * readers):
+    for _ in range(len(slots) * readers):
         tasks.put(None)
-    processes = [context.Process(target=_device_process, name=f"fibertensor-batch-gpu-{device}",
-                                 args=(device, tasks, results, params.model_dump(), readers, writers))
-                 for device in devices]
+    processes = [context.Process(target=_worker_process, name=f"fibertensor-batch-{slot.name.replace(' ', '')}",
+                                 args=(slot, tasks, results, params.model_dump(), readers, writers, limits))
+                 for slot in slots]
     for process in processes:
         process.start()
     try:

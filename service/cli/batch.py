@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from service.cli import CommandError
-from service.cli.input_checks import check_inputs, input_limits
+from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, params_from_args
 from worker.params.peaks import PeaksParams
 
@@ -32,8 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="4D NIfTI of SH coefficients, or a folder of them (its .nii and .nii.gz files)")
     peaks.add_argument("--out-dir", type=Path, required=True, metavar="DIR", help="folder for the outputs")
     peaks.add_argument("--gpus", metavar="all|0,1",
-                       help="one worker process per GPU, all taking inputs from one queue: 'all' or "
-                       "CUDA_VISIBLE_DEVICES values (default: one process, the backend's device)")
+                       help="the GPUs to run on, each with --processes-per-gpu worker processes, all taking "
+                       "inputs from one queue: 'all' or CUDA_VISIBLE_DEVICES values (default: the backend's device)")
+    peaks.add_argument("--processes-per-gpu", type=int, metavar="N",
+                       help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
+                       "writer threads, all taking inputs from one queue; one process alone cannot use more than "
+                       "about five cores (default: one per two cores; 1 without --gpus runs in this process)")
     peaks.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
     peaks.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")
     add_model_options(peaks, PeaksParams)
@@ -57,47 +60,30 @@ def _devices(gpus: str | None) -> list[str] | None:
     return devices
 
 
-def _refused(items: list, params: PeaksParams, threads: int) -> dict:
-    """The inputs the service would refuse (:func:`check_inputs`), checked ``threads`` at a
-    time before the pipeline starts, as failed reports by input path."""
-    from worker.batch import ItemReport
-
-    input_limits()  # a bad FIBERTENSOR_* setting stops the batch once, not once per input
-
-    def refusal(item) -> str:
-        try:
-            check_inputs("peaks", {"fod": item.fod}, params, name_file=False)
-        except CommandError as exc:
-            return str(exc)
-        return ""
-
-    with ThreadPoolExecutor(threads) as pool:
-        errors = list(pool.map(refusal, items))
-    return {item.fod: ItemReport(item.fod, False, "local", error) for item, error in zip(items, errors) if error}
-
-
 def _batch_peaks(args: argparse.Namespace) -> int:
-    from worker.batch import batch_items, default_threads, run_batch
+    from worker.batch import batch_items, default_processes, run_batch
     from worker.errors import InputError
 
     params = params_from_args(PeaksParams, args)
-    for option in ("readers", "writers"):
+    for option in ("processes_per_gpu", "readers", "writers"):
         if getattr(args, option) is not None and getattr(args, option) < 1:
-            raise CommandError(f"--{option} must be at least 1")
+            raise CommandError(f"--{option.replace('_', '-')} must be at least 1")
     try:
         items = batch_items(args.inputs, args.out_dir)
     except InputError as exc:
         raise CommandError(exc.detail) from None
     devices = _devices(args.gpus)
-    refused = _refused(items, params, args.readers or default_threads()[0])
-    accepted = [item for item in items if item.fod not in refused]
+    processes = args.processes_per_gpu or default_processes(len(devices or [None]))
+    # checked as the service checks, by each reader from the header: a bad FIBERTENSOR_*
+    # setting stops the batch here, once
+    limits = input_limits()
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=len(accepted), unit="input", desc="peaks", file=sys.stderr)
+        bar = tqdm(total=len(items), unit="input", desc="peaks", file=sys.stderr)
 
     def report(item_report) -> None:
         if bar is not None:
@@ -107,14 +93,12 @@ def _batch_peaks(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     try:
-        ran = run_batch(accepted, params, devices=devices, readers=args.readers, writers=args.writers,
-                        report=report) if accepted else []
+        reports = run_batch(items, params, devices=devices, processes=processes, readers=args.readers,
+                            writers=args.writers, limits=limits, report=report)
     finally:
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - started
-    by_input = {r.fod: r for r in ran} | refused
-    reports = [by_input[item.fod] for item in items]
     failed = [r for r in reports if not r.ok]
     if not args.quiet:
         written = len(reports) - len(failed)

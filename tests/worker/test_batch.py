@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nibabel as nib
@@ -16,6 +18,8 @@ import pytest
 
 from gpu.peaks.phantom import fod_phantom
 from service.cli import main
+from service.settings import get_settings
+from worker.io import nifti
 from worker.batch import batch_items, run_batch
 from worker.errors import InputError
 from worker.jobs.peaks import IMAGE_OUTPUTS
@@ -28,8 +32,8 @@ OUTPUT_FILES = IMAGE_FILES + ("_qc.png", ".json")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def write_fod(path: Path, seed: int, volumes: int | None = None) -> Path:
-    sh = fod_phantom(SHAPE, 8, seed=seed)["sh"]
+def write_fod(path: Path, seed: int, volumes: int | None = None, shape: tuple[int, int, int] = SHAPE) -> Path:
+    sh = fod_phantom(shape, 8, seed=seed)["sh"]
     if volumes is not None:
         sh = sh[..., :volumes]
     affine = np.diag([2.0, 2.0, 2.5, 1.0])
@@ -79,29 +83,61 @@ def assert_failures_left_nothing(out: Path) -> None:
     assert names == sorted(f"{name}{suffix}" for name in GOOD for suffix in OUTPUT_FILES)
 
 
-def test_batch_equals_one_peaks_run_per_input_and_failures_fail_alone(cohort, one_at_a_time, tmp_path, capsys):
+def test_batch_equals_one_peaks_run_per_input_and_failures_fail_alone(cohort, one_at_a_time, tmp_path, capsys,
+                                                                        monkeypatch):
+    """In one process; the service's checks pass each input from its header, and the read
+    that follows is the only pass over its compressed data."""
+    passes_before_the_read = []
+    monkeypatch.setattr(nifti, "inflated_size", lambda path, **kw: passes_before_the_read.append(path))
     out = tmp_path / "batch"
-    status = main(["batch", "peaks", str(cohort), "--out-dir", str(out), "--backend", "cpu", "--readers", "2"])
+    status = main(["batch", "peaks", str(cohort), "--out-dir", str(out), "--backend", "cpu", "--readers", "2",
+                   "--processes-per-gpu", "1"])
     captured = capsys.readouterr()
     assert status == 1
+    assert passes_before_the_read == []
     assert_same_outputs(out, one_at_a_time)
     assert_failures_left_nothing(out)
     assert "3 of 5 inputs written" in captured.out and "2 failed" in captured.out
     failures = captured.err.splitlines()
     assert failures[0] == "fibertensor: 2 of 5 inputs failed:"
-    assert failures[1].startswith(f"  {cohort / 'sub-02a_cut.nii.gz'}: Truncated or damaged file: the gzip stream")
+    assert failures[1].startswith(f"  {cohort / 'sub-02a_cut.nii.gz'}: Truncated file: the data of "
+                                  "'sub-02a_cut.nii.gz' is incomplete")
     assert "sub-02b_tenvolumes.nii.gz" in failures[2] and "has one of 6 (lmax 2)" in failures[2]
 
 
-def test_worker_processes_share_one_queue(cohort, one_at_a_time, tmp_path):
-    """Two spawned worker processes (CUDA_VISIBLE_DEVICES 0 and 1; the CPU backend here)
-    write the same files as one process."""
+def test_batch_refuses_as_the_service_does(cohort, tmp_path, capsys, monkeypatch):
+    """The service's limits (here FIBERTENSOR_MAX_VOXELS) refuse an input from its header, in
+    the batch's worker processes too; nothing is written for it."""
+    monkeypatch.setenv("FIBERTENSOR_MAX_VOXELS", str(SHAPE[0] * SHAPE[1] * SHAPE[2] - 1))
+    get_settings.cache_clear()
+    try:
+        out = tmp_path / "out"
+        assert main(["batch", "peaks", str(cohort / "sub-01.nii.gz"), str(cohort / "sub-02.nii.gz"), "--out-dir",
+                     str(out), "--backend", "cpu", "--processes-per-gpu", "2", "--quiet"]) == 1
+    finally:
+        get_settings.cache_clear()
+    failures = capsys.readouterr().err.splitlines()
+    assert failures[0] == "fibertensor: 2 of 2 inputs failed:"
+    assert all(line.endswith("more than this server's limit of 209 (FIBERTENSOR_MAX_VOXELS); crop it")
+               and ": Too many voxels: the image grid 7×6×5 has 210 voxels" in line for line in failures[1:])
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("devices, processes, names", [
+    (["0", "1"], 1, {"gpu 0", "gpu 1"}),
+    (["0"], 2, {"gpu 0 #1", "gpu 0 #2"}),
+    (None, 3, {"process #1", "process #2", "process #3"}),
+])
+def test_worker_processes_share_one_queue(cohort, one_at_a_time, tmp_path, devices, processes, names):
+    """Spawned worker processes (one per GPU, several on one GPU, or several on the backend's
+    device; the CPU backend here) write the same files as one process."""
     out = tmp_path / "processes"
     items = batch_items([cohort], out)
-    reports = run_batch(items, PeaksParams(backend="cpu"), devices=["0", "1"], readers=1, writers=1)
+    reports = run_batch(items, PeaksParams(backend="cpu"), devices=devices, processes=processes, readers=1,
+                        writers=1)
     assert [r.fod.name for r in reports] == [item.fod.name for item in items]
     assert [r.ok for r in reports] == [True, True, False, False, True]
-    assert {r.worker for r in reports} <= {"gpu 0", "gpu 1"}
+    assert {r.worker for r in reports if r.ok} <= names
     assert all(r.seconds["read"] > 0 and r.seconds["compute"] > 0 for r in reports if r.ok)
     assert_same_outputs(out, one_at_a_time)
     assert_failures_left_nothing(out)
@@ -164,3 +200,30 @@ def test_an_interrupted_batch_stops_reading_and_finishes_started_writes(cohort, 
     with pytest.raises(KeyboardInterrupt):
         run_batch(items, PeaksParams(backend="cpu"), readers=1, writers=1, report=report)
     assert sorted(p.name for p in out.iterdir()) == sorted(f"sub-01{suffix}" for suffix in OUTPUT_FILES)
+
+
+def test_ctrl_c_stops_worker_processes_and_leaves_whole_outputs_only(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a batch in two
+    worker processes: exit status 130, no further input is started, and every input has all
+    of its files or none (no partial or temporary file)."""
+    inputs, out = tmp_path / "inputs", tmp_path / "out"
+    inputs.mkdir()
+    names = [f"sub-{index:02d}" for index in range(16)]
+    for index, name in enumerate(names):
+        write_fod(inputs / f"{name}.nii.gz", index, shape=(20, 20, 16))
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    batch = subprocess.Popen([sys.executable, "-m", "service", "batch", "peaks", str(inputs), "--out-dir", str(out),
+                              "--backend", "cpu", "--processes-per-gpu", "2", "--readers", "1", "--writers", "1",
+                              "--quiet"], cwd=REPO, env=environment, start_new_session=True,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (out.is_dir() and any(out.glob("*.json"))) and batch.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(batch.pid, signal.SIGINT)
+    _, stderr = batch.communicate(timeout=300)
+    assert batch.returncode == 130, stderr
+    assert "fibertensor: interrupted" in stderr
+    left = {p.name for p in out.iterdir()}
+    whole = [name for name in names if f"{name}.json" in left]
+    assert 1 <= len(whole) < len(names)
+    assert left == {f"{name}{suffix}" for name in whole for suffix in OUTPUT_FILES}
