@@ -20,7 +20,9 @@ queue, the job and its read/compute/write, the download); a table last.
 
     python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
-                           [--concurrency 6] [--api-workers 4]
+                           [--concurrency 6[,8...]] [--api-workers 4]
+
+``--concurrency 4,6,8`` runs the service once per value, on the same cohort.
                            [--shape 96 96 60] [--work DIR] [--keep]
 """
 
@@ -272,8 +274,8 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
                 concurrency: int, api_workers: int) -> dict:
     """The whole service path: ``serve --no-worker`` with ``api_workers`` processes and one
     worker of ``concurrency`` job processes per GPU; every input uploaded, every result zip
-    downloaded (into the work folder)."""
-    data_dir, port = work / "service-data", bench_service._free_port()
+    downloaded; job folders, downloads and the processes' logs in ``work``."""
+    data_dir, port = work / "data", bench_service._free_port()
     downloads = work / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{port}"
@@ -329,7 +331,9 @@ def main() -> None:
     parser.add_argument("--broker", choices=["redis", "embedded"])
     parser.add_argument("--redis-server", default=shutil.which("redis-server"))
     parser.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--concurrency", type=int, default=6, help="service: job processes per worker (GPU)")
+    parser.add_argument("--concurrency", default="6",
+                        help="service: job processes per worker (GPU); several values, comma-separated, run one "
+                        "after the other")
     parser.add_argument("--api-workers", type=int, default=4, help="service: API processes")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
@@ -356,10 +360,15 @@ def main() -> None:
         results[label] = run_local(inputs, work / "out-local", params, gpus)
         print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
     if "service" in modes:
-        label = f"service, {broker}, {len(gpus or ['0'])}x{args.concurrency} jobs, {args.api_workers} API"
-        results[label] = run_service(inputs, work, args.backend, gpus or ["0"], broker, args.redis_server,
-                                     args.concurrency, args.api_workers)
-        print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+        for concurrency in map(int, args.concurrency.split(",")):
+            label = f"service, {broker}, {len(gpus or ['0'])}x{concurrency} jobs, {args.api_workers} API"
+            folder = work / f"service-{concurrency}"
+            results[label] = run_service(inputs, folder, args.backend, gpus or ["0"], broker, args.redis_server,
+                                         concurrency, args.api_workers)
+            print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+            if not args.keep:  # its job folders and downloads (gigabytes); the logs stay
+                for bulk in ("data", "downloads"):
+                    shutil.rmtree(folder / bulk, ignore_errors=True)
 
     print()
     for label, r in results.items():

@@ -1,22 +1,18 @@
-"""Several peaks jobs at once through Redis and one worker with three job processes: every
-job succeeds, none is lost or run twice, and each result file is byte for byte that of
-``fibertensor peaks`` run on its input alone (CPU backend)."""
+"""Several peaks jobs at once through two API processes, Redis and one worker with three job
+processes: every job succeeds, none is lost or run twice, and each result file is byte for
+byte that of ``fibertensor peaks`` run on its input alone (CPU backend)."""
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
-from service.app import create_app
 from service.cli import main
-from service.settings import Settings
-from tests.integration.processes import free_port, service_env, start_worker, stop, wait_for
+from tests.integration.processes import free_port, service_env, start_serve, start_worker, stop, wait_for
 from worker.job_kinds import get_job_kind
 from worker.job_store import JobStore
 from worker.provenance import file_sha256
@@ -45,17 +41,14 @@ def cohort(tmp_path_factory) -> list[dict[str, object]]:
 @pytest.mark.requires_redis
 def test_concurrent_jobs_equal_one_at_a_time_and_none_is_lost(cohort, redis_url, tmp_path):
     data_dir = tmp_path / "data"
-    settings = Settings(data_dir=data_dir, broker_url=redis_url, queue="concurrent")
+    env = service_env(data_dir, redis_url, queue="concurrent", worker_concurrency=_PROCESSES)
     log = tmp_path / "worker.log"
-    worker = start_worker(service_env(data_dir, redis_url, queue="concurrent", worker_concurrency=_PROCESSES),
-                          log, "pool@test")
+    worker = start_worker(env, log, "pool@test")
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     base = f"http://127.0.0.1:{port}"
+    api = None
     try:
-        wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
+        api = start_serve(env, tmp_path / "serve.log", port, "--no-worker", "--api-workers", "2")
 
         def submit(subject: dict[str, object]) -> str:
             with open(subject["fod"], "rb") as fod:
@@ -74,8 +67,8 @@ def test_concurrent_jobs_equal_one_at_a_time_and_none_is_lost(cohort, redis_url,
 
         jobs = {j["id"]: j for j in wait_for(finished, 300, "every job to finish", interval=0.5)}
     finally:
-        server.should_exit = True
-        thread.join(10)
+        if api is not None:
+            stop(api)
         stop(worker)
 
     assert sorted(jobs) == sorted(ids)
