@@ -13,7 +13,8 @@ voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
             derivatives on disk, as a client runs a cohort.
 
 For each: subjects per hour (whole run, and steady: from the 10th to the last subject), GPU
-busy share (kernel seconds ÷ wall ÷ GPUs), CPU cores used (CPU seconds of every process of
+busy share (kernel seconds ÷ wall ÷ GPUs; an upper bound when several job processes share a
+GPU, as one's kernel timing may include another's), CPU cores used (CPU seconds of every process of
 the run ÷ wall), peak host RSS (all processes of the run, sampled every 0.2 s) with its
 curve, and mean seconds per subject of each stage (service: the upload, the wait in the
 queue, the job and its read/compute/write, the download); a table last.
