@@ -8,19 +8,25 @@ voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
             ``fibertensor batch peaks``): spawned worker processes per GPU of ``--gpus``
             (or on the backend's device), all taking inputs from one queue; 1 without
             ``--gpus`` runs in this process;
-* service — ``fibertensor serve --no-worker`` and one ``fibertensor worker`` per GPU
-            (``CUDA_VISIBLE_DEVICES``), on a private ``redis-server`` (``--broker redis``,
-            the default when one is on PATH or given) or the embedded broker; every input
-            uploaded over REST (8 at a time), the outputs left in the job folders.
+* service — ``fibertensor serve --no-worker --api-workers A`` and one ``fibertensor
+            worker --concurrency C`` per GPU (``CUDA_VISIBLE_DEVICES``), on a private
+            ``redis-server`` (``--broker redis``, the default when one is on PATH or given)
+            or the embedded broker; every input uploaded over REST (8 at a time), and each
+            job's ``results.zip`` downloaded as soon as it succeeds: files on disk to
+            derivatives on disk, as a client runs a cohort.
 
 For each: subjects per hour (whole run, and steady: from the 10th to the last subject), GPU
-busy share (kernel seconds ÷ wall ÷ GPUs), CPU cores used (CPU seconds of every process of
+busy share (kernel seconds ÷ wall ÷ GPUs; an upper bound when several job processes share a
+GPU, as one's kernel timing may include another's), CPU cores used (CPU seconds of every process of
 the run ÷ wall), peak host RSS (all processes of the run, sampled every 0.2 s) with its
-curve, and mean seconds per subject of each stage; a table last.
+curve, and mean seconds per subject of each stage (service: the upload, the wait in the
+queue, the job and its read/compute/write, the download); a table last.
 
     python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--processes-per-gpu 1,4,8] [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
-                           [--shape 96 96 60] [--work DIR] [--keep]
+                           [--concurrency 6[,8...]] [--api-workers 4] [--shape 96 96 60] [--work DIR] [--keep]
+
+``--concurrency 4,6,8`` runs the service once per value, on the same cohort.
 """
 
 from __future__ import annotations
@@ -174,8 +180,13 @@ def _rates(done_times: list[float], started: float) -> tuple[float, float]:
     return whole, steady
 
 
+_STAGES = ("upload", "queued", "read", "compute", "kernel", "write", "job", "download")
+
+
 def _stage_means(seconds: list[dict]) -> dict[str, float]:
-    return {stage: float(np.mean([s.get(stage, 0.0) for s in seconds])) for stage in ("read", "compute", "kernel", "write")}
+    """Mean seconds per subject of each stage a run reports (NaN for the stages it has not)."""
+    return {stage: float(np.mean([s[stage] for s in seconds])) if stage in seconds[0] else float("nan")
+            for stage in _STAGES}
 
 
 def _own_and_reaped_cpu() -> float:
@@ -213,36 +224,64 @@ def _environment(data_dir: Path, broker_url: str) -> dict[str, str]:
     return env
 
 
-async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: str) -> list[dict]:
-    uploads = asyncio.Semaphore(8)
-    limits = httpx.Limits(max_connections=16, max_keepalive_connections=16)
+async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: str, downloads: Path | None,
+                           uploads_at_once: int = 8) -> list[dict]:
+    """Upload every input (``uploads_at_once`` at a time), poll the batch, and download each
+    job's ``results.zip`` into ``downloads`` as soon as it succeeds; each job's record gets the
+    client's ``upload`` and ``download`` seconds and the time its download ended (``done``)."""
+    uploads, fetches = asyncio.Semaphore(uploads_at_once), asyncio.Semaphore(uploads_at_once)
+    limits = httpx.Limits(max_connections=2 * uploads_at_once + 4, max_keepalive_connections=2 * uploads_at_once + 4)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
-        async def upload(path: Path) -> str:
+        async def upload(path: Path) -> tuple[str, float]:
             async with uploads:
-                response = await http.post("/v1/jobs/peaks", files={"fod": (path.name, path.read_bytes())},
+                data = path.read_bytes()
+                started = time.perf_counter()
+                response = await http.post("/v1/jobs/peaks", files={"fod": (path.name, data)},
                                            data={"backend": backend, "label": label})
             if response.status_code != 202:
                 raise SystemExit(f"upload of {path.name} refused: {response.status_code} {response.text}")
-            return response.json()["id"]
+            return response.json()["id"], time.perf_counter() - started
 
-        ids = set(await asyncio.gather(*(upload(p) for p in inputs)))
+        async def download(job: dict) -> None:
+            async with fetches:
+                started = time.perf_counter()
+                if downloads is not None:
+                    async with http.stream("GET", f"/v1/jobs/{job['id']}/results.zip") as response:
+                        with open(downloads / f"{job['id']}.zip", "wb") as sink:
+                            async for chunk in response.aiter_bytes(1 << 20):
+                                sink.write(chunk)
+                job["sidecar"] = (await http.get(f"/v1/jobs/{job['id']}/results/peaks.json")).json()
+                job["download"], job["done"] = time.perf_counter() - started, time.time()
+
+        upload_seconds = dict(await asyncio.gather(*(upload(p) for p in inputs)))
         final: dict[str, dict] = {}
+        fetching = []
         deadline = time.monotonic() + 3600
-        while len(final) < len(ids) and time.monotonic() < deadline:
+        while len(final) < len(upload_seconds) and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             listing = (await http.get("/v1/jobs", params={"label": label, "limit": 1000})).json()["jobs"]
-            final.update({j["id"]: j for j in listing if j["id"] in ids and j["status"] in _TERMINAL})
+            for job in listing:
+                if job["id"] in upload_seconds and job["status"] in _TERMINAL and job["id"] not in final:
+                    final[job["id"]] = job
+                    job["upload"] = upload_seconds[job["id"]]
+                    if job["status"] == "succeeded":
+                        fetching.append(asyncio.create_task(download(job)))
+        await asyncio.gather(*fetching)
         failed = [j for j in final.values() if j["status"] != "succeeded"]
-        if failed or len(final) < len(ids):
-            raise SystemExit(f"service: {len(failed)} jobs failed, {len(ids) - len(final)} unfinished; see the logs")
-        sidecars = await asyncio.gather(*(http.get(f"/v1/jobs/{j}/results/peaks.json") for j in final))
-        for job, sidecar in zip(final.values(), sidecars):
-            job["sidecar"] = sidecar.json()
+        if failed or len(final) < len(upload_seconds):
+            raise SystemExit(f"service: {len(failed)} jobs failed, {len(upload_seconds) - len(final)} unfinished; "
+                             "see the logs")
         return list(final.values())
 
 
-def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], broker: str, redis_server: str) -> dict:
-    data_dir, port = work / "service-data", bench_service._free_port()
+def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], broker: str, redis_server: str,
+                concurrency: int, api_workers: int) -> dict:
+    """The whole service path: ``serve --no-worker`` with ``api_workers`` processes and one
+    worker of ``concurrency`` job processes per GPU; every input uploaded, every result zip
+    downloaded; job folders, downloads and the processes' logs in ``work``."""
+    data_dir, port = work / "data", bench_service._free_port()
+    downloads = work / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{port}"
     processes: list[subprocess.Popen] = []
     try:
@@ -254,25 +293,32 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
             broker_url = f"redis://127.0.0.1:{redis_port}/0"
         env = _environment(data_dir, broker_url)
         processes.append(bench_service._spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port",
-                                               str(port), "--log-level", "warning"], env, work / "serve.log"))
+                                               str(port), "--api-workers", str(api_workers), "--log-level",
+                                               "warning"], env, work / "serve.log"))
         for gpu in gpus:
             processes.append(bench_service._spawn(
-                [sys.executable, "-m", "service", "worker", "--log-level", "warning"],
+                [sys.executable, "-m", "service", "worker", "--concurrency", str(concurrency), "--log-level", "info"],
                 {**env, "CUDA_VISIBLE_DEVICES": gpu}, work / f"worker-gpu{gpu}.log"))
         bench_service._wait_ready(base, len(gpus), processes)
-        # one warm-up job per worker: kernels compiled or loaded from numba's cache
-        asyncio.run(_submit_and_wait(base, inputs[: len(gpus)], backend, "warmup"))
+        # warm-up jobs, one per job process: each process loads its kernels (the pool does at
+        # start, but a job may be taken before that ends)
+        asyncio.run(_submit_and_wait(base, inputs[: len(gpus) * concurrency], backend, "warmup", None))
         roots = [p.pid for p in processes]
         before = {pid: _cpu_seconds([pid]) for pid in _tree(roots)}
         with Monitor(roots) as monitor:
-            jobs = asyncio.run(_submit_and_wait(base, inputs, backend, "cohort"))
+            started = time.time()
+            jobs = asyncio.run(_submit_and_wait(base, inputs, backend, "cohort", downloads))
     finally:
         bench_service._stop(processes)
-    started = datetime.fromisoformat(min(j["created_at"] for j in jobs)).timestamp()
-    done_times = [datetime.fromisoformat(j["finished_at"]).timestamp() for j in jobs]
-    seconds = [j["sidecar"]["seconds"] for j in jobs]
-    stages = [{"read": s["read"], "compute": s["peaks_total"], "kernel": s.get("peaks_kernel", 0.0),
-               "write": s["write"]} for s in seconds]
+    done_times = [j["done"] for j in jobs]
+    stages = []
+    for job in jobs:
+        seconds = job["sidecar"]["seconds"]
+        created, began, ended = (datetime.fromisoformat(job[k]).timestamp() for k in ("created_at", "started_at",
+                                                                                      "finished_at"))
+        stages.append({"upload": job["upload"], "queued": began - created, "read": seconds["read"],
+                       "compute": seconds["peaks_total"], "kernel": seconds.get("peaks_kernel", 0.0),
+                       "write": seconds["write"], "job": ended - began, "download": job["download"]})
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": monitor.cpu_seconds(before),
             "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(), "stages": _stage_means(stages),
             "kernel_total": sum(s["kernel"] for s in stages)}
@@ -291,6 +337,10 @@ def main() -> None:
     parser.add_argument("--broker", choices=["redis", "embedded"])
     parser.add_argument("--redis-server", default=shutil.which("redis-server"))
     parser.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--concurrency", default="6",
+                        help="service: job processes per worker (GPU); several values, comma-separated, run one "
+                        "after the other")
+    parser.add_argument("--api-workers", type=int, default=4, help="service: API processes")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
@@ -325,24 +375,32 @@ def main() -> None:
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)  # a large sweep would fill the disk
     if "service" in modes:
-        label = f"service, {broker}, {len(gpus or ['0'])} worker(s)"
-        results[label] = run_service(inputs, work, args.backend, gpus or ["0"], broker, args.redis_server)
-        print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+        for concurrency in map(int, args.concurrency.split(",")):
+            label = f"service, {broker}, {len(gpus or ['0'])}x{concurrency} jobs, {args.api_workers} API"
+            folder = work / f"service-{concurrency}"
+            results[label] = run_service(inputs, folder, args.backend, gpus or ["0"], broker, args.redis_server,
+                                         concurrency, args.api_workers)
+            print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+            if not args.keep:  # its job folders and downloads (gigabytes); the logs stay
+                for bulk in ("data", "downloads"):
+                    shutil.rmtree(folder / bulk, ignore_errors=True)
 
     print()
     for label, r in results.items():
         print(f"{label}: RSS GB per tenth of the run: {r['curve']}")
     n_gpus = len(gpus or ["0"])
     print(f"\n{args.subjects} subjects, {'x'.join(map(str, args.shape))} lmax {args.lmax}; stage columns: mean "
-          "seconds per subject (read, compute = engine call, kernel = GPU kernels, write)")
-    print(f"{'run':<34}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'GPU busy':>9}{'cores':>7}{'peak RSS GB':>12}"
-          f"{'read':>7}{'compute':>8}{'kernel':>8}{'write':>7}")
+          "seconds per subject (service: upload = POST incl. checks, queued = accepted to started, job = "
+          "started to finished, download = results.zip; read, compute = engine call, kernel = GPU kernels, "
+          "write)")
+    print(f"{'run':<44}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'GPU busy':>9}{'cores':>7}{'peak RSS GB':>12}"
+          + "".join(f"{stage:>9}" for stage in _STAGES))
     for label, r in results.items():
         busy = r["kernel_total"] / r["wall"] / n_gpus
         s = r["stages"]
-        print(f"{label:<34}{r['wall']:>8.1f}{r['rates'][0]:>9.0f}{r['rates'][1]:>10.0f}"
+        print(f"{label:<44}{r['wall']:>8.1f}{r['rates'][0]:>9.0f}{r['rates'][1]:>10.0f}"
               f"{(f'{busy:.0%}' if r['kernel_total'] else '-'):>9}{r['cpu'] / r['wall']:>7.1f}{r['rss'] / 1e9:>12.2f}"
-              f"{s['read']:>7.3f}{s['compute']:>8.3f}{s['kernel']:>8.4f}{s['write']:>7.3f}")
+              + "".join(f"{s[stage]:>9.3f}" if s[stage] == s[stage] else f"{'-':>9}" for stage in _STAGES))
     if not args.keep and not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -41,6 +41,7 @@ def celery_app_for(settings: Settings) -> Celery:
         broker_url=settings.broker_url,
         queue=settings.queue,
         concurrency=settings.worker_concurrency,
+        warmup_lmax=tuple(settings.worker_warmup_lmax),
         soft_time_limit=settings.job_soft_time_limit,
         time_limit=settings.job_time_limit,
         visibility_timeout=settings.visibility_timeout,

@@ -60,7 +60,24 @@ class Settings(BaseSettings):
         "1 GiB for the process itself (Python, numba, the CUDA context).",
     )
     worker_concurrency: int = Field(
-        1, ge=1, description="Job processes per worker; keep 1 per GPU and run a worker per GPU."
+        1,
+        ge=1,
+        description="Job processes per worker, each running one job with its own CUDA "
+        "context; several per GPU overlap one job's file reading and writing with another's "
+        "GPU work (a GPU worker on a 16-core host: 6). Keep 1 for a CPU-only worker, whose "
+        "one job already uses every core.",
+    )
+    worker_warmup_lmax: Annotated[list[int], NoDecode] = Field(
+        default_factory=lambda: [8],
+        description="SH orders whose peaks kernels each job process loads when it starts, "
+        "so that no job waits for them; comma-separated (e.g. 4,6,8), empty for none.",
+    )
+    api_workers: int = Field(
+        1,
+        ge=1,
+        description="API processes of `fibertensor serve`; each writes and checks (inflates) "
+        "the uploads it receives, so a host taking several whole-brain subjects a second "
+        "needs several.",
     )
     job_soft_time_limit: int = Field(
         3300, gt=0, description="Seconds after which a job is asked to stop and fails."
@@ -116,6 +133,18 @@ class Settings(BaseSettings):
                 )
             keys[key] = tenant
         return keys
+
+    @field_validator("worker_warmup_lmax", mode="before")
+    @classmethod
+    def _parse_lmax_list(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return [int(part) for part in value.replace(",", " ").split()]
+        except ValueError:
+            raise ValueError(
+                f"FIBERTENSOR_WORKER_WARMUP_LMAX must be SH orders separated by commas (e.g. 4,6,8), not {value!r}"
+            ) from None
 
     @model_validator(mode="after")
     def _limits_nest(self) -> "Settings":

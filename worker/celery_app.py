@@ -50,6 +50,7 @@ def create_celery_app(
     broker_url: str = "",
     queue: str = "fibertensor",
     concurrency: int = 1,
+    warmup_lmax: tuple[int, ...] = (),
     soft_time_limit: int = 3300,
     time_limit: int = 3600,
     visibility_timeout: int = 7200,
@@ -58,7 +59,11 @@ def create_celery_app(
     max_worker_losses: int = 3,
     transient_retries: int = 3,
 ) -> Celery:
-    """A configured Celery app; the ``fibertensor_*`` keys are read by :mod:`worker.tasks`."""
+    """A configured Celery app; the ``fibertensor_*`` keys are read by :mod:`worker.tasks`.
+
+    ``concurrency`` pool processes each run one job at a time; on one GPU several overlap
+    one job's reading and writing of files with another's kernels. Each loads the peaks
+    kernels of the SH orders ``warmup_lmax`` when it starts (:mod:`worker.tasks`)."""
     url, transport_options = _broker(broker_url, Path(data_dir), visibility_timeout)
     app = Celery("fibertensor")
     app.conf.update(
@@ -80,11 +85,15 @@ def create_celery_app(
         # (Celery's default 10 s keeps the only pool slot blocked that long).
         worker_lost_wait=2.0,
         worker_concurrency=concurrency,
+        # A pool process signals it is up once its warm-up (a CUDA context, kernels loaded
+        # or, with a cold cache, compiled) is done; Celery's 4 s would kill it meanwhile.
+        worker_proc_alive_timeout=600.0,
         task_soft_time_limit=soft_time_limit,
         task_time_limit=time_limit,
         worker_hijack_root_logger=False,
         include=["worker.tasks"],
         fibertensor_data_dir=str(data_dir),
+        fibertensor_warmup_lmax=list(warmup_lmax),
         fibertensor_heartbeat_interval=heartbeat_interval,
         fibertensor_heartbeat_timeout=heartbeat_timeout,
         fibertensor_max_worker_losses=max_worker_losses,

@@ -1,7 +1,8 @@
-"""The Celery task that runs a job, and what counts as a transient error.
+"""The Celery task that runs a job, what counts as a transient error, and the warm-up of
+each pool process.
 
-CUDA is never touched here at import time: the job's run step initialises it inside the
-pool process that runs the job, never in the parent that forks the pool.
+CUDA is never touched here at import time: each pool process initialises it when it starts
+(:func:`warm_up_pool_process`) or on its first job, never the parent that forks the pool.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import errno
 import logging
 
 from billiard.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
-from celery import Task, shared_task
+from celery import Task, current_app, shared_task
+from celery.signals import worker_process_init
 
 from worker.celery_app import RUN_JOB_TASK
 from worker.job_kinds import get_job_kind
 from worker.job_runner import RetryLater, fail_job, run_job
 from worker.job_store import JobNotFound, JobStore
 
-__all__ = ["run_job_task", "is_transient"]
+__all__ = ["run_job_task", "is_transient", "warm_up_pool_process"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,3 +78,26 @@ def run_job_task(self: Task, job_id: str) -> None:
     except RetryLater as exc:
         logger.warning("job %s hit a transient error, retrying: %s", job_id, exc)
         raise self.retry(countdown=min(60, 5 * 2**self.request.retries)) from exc
+
+
+@worker_process_init.connect
+def warm_up_pool_process(**_: object) -> None:
+    """Load the peaks kernels of the configured SH orders (``fibertensor_warmup_lmax``) on
+    the backend jobs get by default, in each pool process as it starts: its first job then
+    waits for neither the CUDA context nor the kernels. A failure is logged and left to
+    the jobs, which report it as their own error."""
+    lmaxes = tuple(current_app.conf.get("fibertensor_warmup_lmax") or ())
+    if not lmaxes:
+        return
+    from gpu.cuda_runtime import resolve_backend
+    from gpu.peaks.warmup import warm_up_peaks
+
+    try:
+        backend = resolve_backend("auto")
+        seconds = warm_up_peaks(backend, lmaxes)
+    except Exception:
+        logger.warning("warm-up of the peaks kernels (lmax %s) failed; jobs load them themselves",
+                       ",".join(map(str, lmaxes)), exc_info=True)
+        return
+    logger.info("pool process warmed up: peaks kernels (%s, lmax %s) in %.1f s",
+                backend, ",".join(map(str, lmaxes)), sum(seconds.values()))

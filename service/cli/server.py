@@ -52,8 +52,9 @@ def _worker(args: argparse.Namespace) -> int:
         replies = app.control.ping(destination=[f"celery@{node}" if "@" not in node else node], timeout=5.0)
         return 0 if replies else 1
     concurrency = args.concurrency or settings.worker_concurrency
-    # prefork: the main process only consumes the queue; jobs (and CUDA, lazily) run in the
-    # pool process, which the main process replaces when it dies or hits the hard time limit.
+    # prefork: the main process only consumes the queue; jobs (and CUDA) run in the pool
+    # processes, each with its own CUDA context, which the main process replaces when one
+    # dies or hits the hard time limit. Forking is safe as the main process never touches CUDA.
     app.worker_main(
         [
             "worker",
@@ -105,8 +106,15 @@ def _serve(args: argparse.Namespace) -> int:
             env=env,
             preexec_fn=_stop_with_parent,
         )
+    api_workers = args.api_workers or settings.api_workers
     try:
-        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+        if api_workers == 1:
+            uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+        else:
+            # uvicorn spawns the API processes; each builds its app from the environment.
+            os.environ["FIBERTENSOR_DATA_DIR"] = str(settings.data_dir)
+            uvicorn.run("service.app:create_app", factory=True, workers=api_workers, host=args.host,
+                        port=args.port, log_level=args.log_level)
     finally:
         if worker is not None:
             # SIGTERM is Celery's warm shutdown: the running job finishes or is handed back.
@@ -130,6 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     serve.add_argument("--data-dir", help="job folders (default FIBERTENSOR_DATA_DIR or ./fibertensor-data)")
     serve.add_argument("--no-worker", action="store_true", help="run the API only (workers run elsewhere)")
+    serve.add_argument("--api-workers", type=int, help="API processes (default FIBERTENSOR_API_WORKERS)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(func=_serve)
 
@@ -141,7 +150,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "data dir with the API.",
     )
     worker.add_argument("--data-dir", help="job folders (default FIBERTENSOR_DATA_DIR or ./fibertensor-data)")
-    worker.add_argument("--concurrency", type=int, help="job processes (default FIBERTENSOR_WORKER_CONCURRENCY)")
+    worker.add_argument("--concurrency", type=int,
+                        help="job processes, several per GPU (default FIBERTENSOR_WORKER_CONCURRENCY)")
     worker.add_argument("--hostname", help="Celery node name (default gpuN@host or worker@host)")
     worker.add_argument("--check", action="store_true", help="exit 0 if this worker answers a ping (healthcheck)")
     worker.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -89,13 +89,14 @@ def start_worker(env: dict[str, str], log: Path, node: str) -> subprocess.Popen:
     return proc
 
 
-def start_serve(env: dict[str, str], log: Path, port: int) -> subprocess.Popen:
-    """``fibertensor serve`` (API + embedded worker), waiting until /readyz says ready."""
+def start_serve(env: dict[str, str], log: Path, port: int, *options: str) -> subprocess.Popen:
+    """``fibertensor serve [options]`` (API + embedded worker unless ``--no-worker``), waiting
+    until /readyz says ready."""
     import httpx
 
     handle = open(log, "ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "serve", "--port", str(port)],
+        [sys.executable, "-m", "service", "serve", "--port", str(port), *options],
         cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
     )
     handle.close()

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,3 +194,32 @@ def test_reaper_republishes_queued_jobs_whose_message_was_lost(store):
     # republishing restarts the wait: no second copy on the next sweep
     assert sweep(lambda: {waiting}) == [] and published == [lost]
     assert store.read(lost).status is JobStatus.queued and store.read(young).queued_at is None
+
+
+def test_warm_up_orders_travel_from_the_environment_to_the_pool(monkeypatch, tmp_path):
+    from service.app import celery_app_for
+    from service.settings import Settings
+
+    monkeypatch.setenv("FIBERTENSOR_WORKER_WARMUP_LMAX", "4, 8")
+    monkeypatch.setenv("FIBERTENSOR_WORKER_CONCURRENCY", "6")
+    app = celery_app_for(Settings(data_dir=tmp_path))
+    assert app.conf.fibertensor_warmup_lmax == [4, 8] and app.conf.worker_concurrency == 6
+    # a pool process is not killed while it warms up (Celery's default is 4 s)
+    assert app.conf.worker_proc_alive_timeout >= 60
+    monkeypatch.setenv("FIBERTENSOR_WORKER_WARMUP_LMAX", "")
+    assert Settings(data_dir=tmp_path).worker_warmup_lmax == []
+    monkeypatch.setenv("FIBERTENSOR_WORKER_WARMUP_LMAX", "8th")
+    with pytest.raises(ValueError, match="FIBERTENSOR_WORKER_WARMUP_LMAX must be SH orders"):
+        Settings(data_dir=tmp_path)
+
+
+def test_the_process_that_forks_the_pool_loads_no_numba(tmp_path):
+    """The worker's main process (its Celery app and task modules) imports no numba, so it
+    cannot have initialised CUDA before it forks the job processes; each of those warms up
+    its own context."""
+    code = ("import sys\nfrom service.app import celery_app_for\nfrom service.settings import Settings\n"
+            f"app = celery_app_for(Settings(data_dir={str(tmp_path)!r}))\napp.loader.import_default_modules()\n"
+            "import worker.tasks\nprint(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.stdout.strip() == "[]"
