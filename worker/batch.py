@@ -294,9 +294,9 @@ def _count_gpus() -> int:
 
     if not cuda_available():
         return 0
-    from numba import cuda
+    from gpu.cuda_driver import driver
 
-    return len(cuda.gpus)
+    return driver.device_count()
 
 
 def visible_gpus() -> list[str]:
