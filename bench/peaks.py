@@ -180,14 +180,14 @@ NUMBA_IMPORTED = "numba imported before the write (0/1)"
 # engine prepared in a background thread while the volume is read ({overlap}) or after it;
 # absolute clock readings (time.time()) so that the parent can count from its spawn.
 _STARTUP_CHILD = """
-import json, sys, time
+import json, os, sys, time
 marks = {{"started": time.time()}}
 from pathlib import Path
 from worker.jobs.peaks import PeaksOutputs, PeaksParams, compute_peaks, engine_options, read_peaks_inputs, write_peaks_outputs
 marks["imported"] = time.time()
 fod, prefix = Path(sys.argv[1]), Path(sys.argv[2])
 params = PeaksParams(backend="{backend}", starts={starts})
-inputs = read_peaks_inputs(fod, None, params, prepare={overlap})
+inputs = read_peaks_inputs(fod, None, params, prepare={overlap}, inflate_threads=len(os.sched_getaffinity(0)))
 marks["read"] = time.time()
 if {overlap}:
     prepared = inputs.prepared.result()

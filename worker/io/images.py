@@ -75,9 +75,10 @@ def read_image_header(path: Path, role: str) -> ImageInfo:
     return info
 
 
-def load_image_data(info: ImageInfo, dtype=np.float32) -> np.ndarray:
-    """The data of a checked header, scaled by its slope/intercept (NIfTI) or scaling (MRtrix)."""
-    return load_mif_data(info, dtype) if isinstance(info, MifInfo) else load_nifti_data(info, dtype)
+def load_image_data(info: ImageInfo, dtype=np.float32, *, threads: int = 1) -> np.ndarray:
+    """The data of a checked header, scaled by its slope/intercept (NIfTI) or scaling (MRtrix);
+    a large .nii.gz inflated on ``threads`` threads (:func:`worker.io.nifti.load_nifti_data`)."""
+    return load_mif_data(info, dtype) if isinstance(info, MifInfo) else load_nifti_data(info, dtype, threads=threads)
 
 
 def write_image(

@@ -253,14 +253,15 @@ class PeaksInputs:
 
 
 def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams | None = None, *,
-                      prepare: bool = False) -> PeaksInputs:
+                      prepare: bool = False, inflate_threads: int = 1) -> PeaksInputs:
     """Check and read a peaks job's inputs (:class:`InputError` saying what to fix, also when
     no voxel is left to compute).
 
     ``prepare`` (with ``params``): once the header says lmax, start preparing the engine for
-    :func:`compute_peaks` with the same ``params`` in a background thread (importing numba,
-    the CUDA context, loading the kernels: :func:`gpu.peaks.search.start_preparing`) while
-    this thread inflates the volume.
+    :func:`compute_peaks` with the same ``params`` in a background thread (the CUDA context
+    and kernels: :func:`gpu.peaks.search.start_preparing`) while this thread inflates the
+    volume, on ``inflate_threads`` threads where it is a large .nii.gz (one job alone on a
+    machine; a batch or a worker running several jobs keeps one each).
     """
     from worker.io.images import load_image_data
 
@@ -273,7 +274,7 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
 
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
-    sh = load_image_data(info)
+    sh = load_image_data(info, threads=inflate_threads)
     mask_array = None
     if mask_info is not None:
         mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
@@ -352,10 +353,12 @@ def run_peaks(
     progress: Callable[[float], None] | None = None,
     *,
     fixel_archive: bool = False,
+    inflate_threads: int = 1,
 ) -> dict:
     """Read, compute, write (see :func:`write_peaks_outputs`). Returns the sidecar content.
-    An exception ``progress`` raises (cancellation) stops the run before any output."""
-    inputs = read_peaks_inputs(fod, mask, params, prepare=True)
+    An exception ``progress`` raises (cancellation) stops the run before any output.
+    ``inflate_threads``: see :func:`read_peaks_inputs`."""
+    inputs = read_peaks_inputs(fod, mask, params, prepare=True, inflate_threads=inflate_threads)
     result = compute_peaks(inputs, params, progress)
     return write_peaks_outputs(inputs, result, params, outputs, fixel_archive=fixel_archive)
 

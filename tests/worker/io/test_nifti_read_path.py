@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from worker.errors import InputError
+from worker.io import nifti
 from worker.io.nifti import load_nifti_data, read_nifti_header, save_nifti_atomic
 
 # Every real data type nibabel reads and writes in NIfTI (it refuses FLOAT128 headers).
@@ -91,15 +92,27 @@ def test_header_extension_is_skipped(tmp_path, suffix):
     assert same_bits(load_nifti_data(read_nifti_header(path, "FOD")), image.get_fdata(dtype=np.float32))
 
 
-def test_volume_larger_than_the_inflate_pieces(tmp_path):
+@pytest.fixture(params=[1, 3], ids=["1 thread", "3 threads"])
+def threads(request, monkeypatch):
+    """Inflate on one thread (ISA-L) or on several (rapidgzip), the latter for files of any
+    size here (small test files would otherwise stay on one)."""
+    monkeypatch.setattr(nifti, "_PARALLEL_INFLATE_BYTES", 0)
+    return request.param
+
+
+def test_volume_larger_than_the_inflate_pieces(tmp_path, threads):
     """Several MiB: the data crosses many 256 KiB input reads and 1 MiB inflated pieces."""
     stored = np.random.default_rng(1).standard_normal((40, 36, 30, 28)).astype(np.float32)
     path = tmp_path / "big.nii.gz"
     write_nifti(path, stored, version=1, byteorder="<", slope=1.0, inter=0.0)
-    assert same_bits(load_nifti_data(read_nifti_header(path, "FOD")), stored)
+    assert same_bits(load_nifti_data(read_nifti_header(path, "FOD"), threads=threads), stored)
+    save_nifti_atomic(nib.Nifti1Image(stored, np.eye(4)), tmp_path / "ours.nii.gz")  # 1 MiB blocks, primed
+    ours = read_nifti_header(tmp_path / "ours.nii.gz", "FOD")
+    assert same_bits(load_nifti_data(ours, threads=threads), stored)
+    assert same_bits(nifti._read_gzip_parallel(ours, 3)[1].view(np.float32).reshape(stored.shape, order="F"), stored)
 
 
-def test_multi_member_gzip_and_zero_padding(tmp_path):
+def test_multi_member_gzip_and_zero_padding(tmp_path, threads):
     """pigz/bgzip-style files with several gzip members, and zero padding after the last
     (both read by Python's gzip module and hence by nibabel)."""
     stored = np.random.default_rng(2).standard_normal((6, 5, 4, 15)).astype(np.float32)
@@ -109,11 +122,13 @@ def test_multi_member_gzip_and_zero_padding(tmp_path):
     path = tmp_path / "image.nii.gz"
     cuts = [0, 100, 352, 3001, len(raw)]
     path.write_bytes(b"".join(gzip.compress(raw[a:b]) for a, b in zip(cuts, cuts[1:])) + b"\0" * 700)
-    assert same_bits(load_nifti_data(read_nifti_header(path, "FOD")), nib.load(path).get_fdata(dtype=np.float32))
+    assert same_bits(load_nifti_data(read_nifti_header(path, "FOD"), threads=threads),
+                     nib.load(path).get_fdata(dtype=np.float32))
 
 
-@pytest.mark.parametrize("damage", ["truncated data", "truncated stream", "corrupt stream", "bad crc", "inflates too far"])
-def test_damaged_files_are_refused(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["truncated data", "truncated stream", "no trailer", "corrupt stream", "bad crc",
+                                    "inflates too far"])
+def test_damaged_files_are_refused(tmp_path, damage, threads):
     stored = np.random.default_rng(3).standard_normal((8, 8, 6, 15)).astype(np.float32)
     plain = tmp_path / "image.nii"
     write_nifti(plain, stored, version=1, byteorder="<", slope=1.0, inter=0.0)
@@ -129,6 +144,8 @@ def test_damaged_files_are_refused(tmp_path, damage):
         packed = bytearray(path.read_bytes())
         if damage == "truncated stream":
             packed = packed[: len(packed) // 2]
+        elif damage == "no trailer":  # every data byte there, the CRC and size fields cut off
+            packed = packed[:-8]
         elif damage == "corrupt stream":
             packed[12] ^= 0xFF  # the first deflate block's header
         elif damage == "bad crc":
@@ -137,8 +154,8 @@ def test_damaged_files_are_refused(tmp_path, damage):
             packed += gzip.compress(b"\0" * (3 << 20))
         path.write_bytes(bytes(packed))
     with pytest.raises(InputError) as caught:
-        load_nifti_data(info)
-    expected = {"truncated data": "Truncated file", "truncated stream": "Truncated file",
+        load_nifti_data(info, threads=threads)
+    expected = {"truncated data": "Truncated file", "truncated stream": "Truncated file", "no trailer": "Truncated file",
                 "inflates too far": "Input larger than its header"}
     assert caught.value.title == expected.get(damage, "Unreadable NIfTI data")
     assert "image.nii.gz" in caught.value.detail
