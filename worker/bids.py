@@ -257,8 +257,8 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
     """Run one peaks job per FOD of the selected participants and sessions, here (CPU or
     GPU, ``params.backend``), and publish each into ``output_dir``. A job whose input is
     refused does not stop the others: the result maps each FOD to its published files or
-    to the error that stopped it. ``limits``: each FOD is first checked as the service
-    checks an upload (:func:`worker.input_limits.check_job_inputs`)."""
+    to the error that stopped it. ``limits``: each FOD's headers are first checked as the
+    service checks an upload (:func:`worker.input_limits.check_job_inputs`)."""
     from worker.input_limits import check_job_inputs
     from worker.job_kinds import get_job_kind
     from worker.jobs.peaks import PeaksOutputs, run_peaks
@@ -273,8 +273,9 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
         shutil.rmtree(work, ignore_errors=True)
         try:
             if limits is not None:
+                # headers only: run_peaks reads the data next and refuses damage in the same words
                 check_job_inputs(get_job_kind("peaks"), {"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})},
-                                 params, limits)
+                                 params, limits, read_through=False)
             sidecar = run_peaks(fod.path, PeaksOutputs.in_folder(work), params, mask=fod.mask)
             results[fod.path] = publish_job(fod, bids_dir, work, sidecar, output_dir)
             log(f"[{number}/{len(fods)}] {fod.path.name}: {len(results[fod.path])} files in {fod.folder}")

@@ -16,10 +16,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from worker.errors import InputError
-from worker.io.nifti import (
-    NIFTI_SUFFIXES, check_nifti_complete, check_nifti_limits, load_memory_bytes, read_nifti_header,
+from worker.io.images import (
+    IMAGE_SUFFIXES, ImageInfo, check_image_data, check_image_limits, image_memory_bytes,
+    read_image_header,
 )
-from worker.io.images import check_image_limits
 from worker.job_kinds import JobKind
 
 __all__ = ["InputLimits", "InputTooLarge", "check_job_inputs", "job_memory_bytes"]
@@ -59,46 +59,41 @@ def _check_npy(slot: str, path: Path, max_input_bytes: int) -> None:
                          "of data but the file is shorter; send it again")
 
 
-def job_memory_bytes(kind: JobKind, files: Mapping[str, Path], params: BaseModel) -> int:
+def job_memory_bytes(kind: JobKind, files: Mapping[str, Path], params: BaseModel,
+                     headers: Mapping[str, ImageInfo] | None = None) -> int:
     """Bytes of memory the job needs at its peak, from headers: the kind's own estimate, or,
-    for a kind without one, what loading its NIfTI inputs as float32 takes."""
+    for a kind without one, what loading its images (NIfTI or MRtrix) as float32 takes
+    (``headers``: those already read, by slot)."""
     if kind.memory_bytes is not None:
         return kind.memory_bytes(dict(files), params)
-    return sum(
-        load_memory_bytes(read_nifti_header(path, slot))
-        for slot, path in files.items()
-        if path.name.endswith(NIFTI_SUFFIXES)
-    )
+    if headers is None:
+        headers = {slot: read_image_header(path, slot) for slot, path in files.items()
+                   if path.name.endswith(IMAGE_SUFFIXES)}
+    return sum(image_memory_bytes(info) for info in headers.values())
 
 
 def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits, *,
                      read_through: bool = True) -> None:
-    """Every check before a job is queued, cheapest first: each file's header against the
-    size limits, the kind's header validation, the job's working memory, then one bounded
-    pass over each NIfTI's data to prove it whole. Raises :class:`InputError`, or
-    :class:`InputTooLarge` for the memory limit. ``read_through=False`` skips the pass over
-    compressed data, for a caller that reads the files next (the loader refuses the same)."""
-    expected: dict[str, int] = {}
+    """Every check before a job is queued, cheapest first: each file's header (parsed once)
+    against the size limits, the kind's header validation, the job's working memory, then
+    one bounded pass over each image's data to prove it whole. Raises :class:`InputError`,
+    or :class:`InputTooLarge` for the memory limit. ``read_through=False`` checks the size
+    of uncompressed files only, for a caller that reads the files next: the NIfTI loader
+    refuses a damaged stream with the same title and message
+    (:func:`worker.io.nifti.load_nifti_data`)."""
+    headers: dict[str, ImageInfo] = {}
     for slot, path in files.items():
         if path.stat().st_size == 0:
             raise InputError("Empty file", f"{slot}: the file is empty")
-        if path.name.endswith(NIFTI_SUFFIXES):
-            expected[slot] = check_nifti_limits(
+        if path.name.endswith(IMAGE_SUFFIXES):
+            headers[slot] = check_image_limits(
                 path, slot, max_input_bytes=limits.max_input_bytes, max_voxels=limits.max_voxels
             )
-        elif path.name.endswith((".mif", ".mif.gz")):
-            # header limits, and one bounded pass proving the data whole (worker.io.images)
-            check_image_limits(path, slot, max_input_bytes=limits.max_input_bytes, max_voxels=limits.max_voxels)
         elif path.name.endswith(".npy"):
             _check_npy(slot, path, limits.max_input_bytes)
     kind.validate(dict(files), params)
-    _check_memory(kind, files, params, limits.max_job_memory_bytes)
-    for slot, size in expected.items():
-        check_nifti_complete(files[slot], slot, size, read_through=read_through)
-
-
-def _check_memory(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limit: int) -> None:
-    needed = job_memory_bytes(kind, files, params)
+    needed = job_memory_bytes(kind, files, params, headers)
+    limit = limits.max_job_memory_bytes
     if needed > limit:
         raise InputTooLarge(
             "Job too large for memory",
@@ -108,3 +103,5 @@ def _check_memory(kind: JobKind, files: Mapping[str, Path], params: BaseModel, l
             "(e.g. to the brain mask's bounding box: mrgrid … crop -mask), split it into slabs, "
             "or ask the operator to raise the limit",
         )
+    for slot, info in headers.items():
+        check_image_data(info, slot, inflate=read_through)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from service.cli import CommandError
-from service.cli.input_checks import check_inputs
+from service.cli.input_checks import check_inputs, input_problem
 from service.cli.model_options import add_model_options, params_from_args
 from worker.errors import InputError
 from worker.params.compress import CompressParams, DecompressParams
@@ -46,11 +46,14 @@ def _compress(args: argparse.Namespace) -> int:
     params = params_from_args(CompressParams, args)
     if not args.output.endswith(".npz"):
         raise CommandError(f"output must end in .npz, got {args.output}")
-    check_inputs("compress", {"volume": args.input}, params)
+    inputs = {"volume": args.input}
+    check_inputs("compress", inputs, params, read_through=False)
     try:
         report = compress_file(args.input, args.output, params)
-    except (InputError, RuntimeError, FileNotFoundError) as exc:
-        raise CommandError(getattr(exc, "detail", str(exc))) from None
+    except InputError as exc:
+        raise CommandError(input_problem(exc, inputs)) from None
+    except (RuntimeError, FileNotFoundError) as exc:
+        raise CommandError(str(exc)) from None
     ttmc = report["ttmc"]
     tol = "ranks fixed" if report["tolerance"] is None else f"tolerance {report['tolerance']:.3g}"
     print(f"{args.output}: ranks {'x'.join(map(str, report['ranks']))} of shape {'x'.join(map(str, report['shape']))}")

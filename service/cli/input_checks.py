@@ -4,8 +4,9 @@
 refuses, with the same titles and messages: :func:`worker.input_limits.check_job_inputs`
 under this machine's ``FIBERTENSOR_MAX_INPUT_BYTES``, ``FIBERTENSOR_MAX_VOXELS`` and
 ``FIBERTENSOR_MAX_JOB_MEMORY_BYTES`` (the server's variables and defaults), so a small file
-whose header promises a huge volume, or a stream that inflates past its header, is refused
-from its header or in one bounded pass instead of being inflated into memory.
+whose header promises a huge volume is refused from its header instead of being inflated
+into memory. Commands that read their inputs next check headers only and leave damaged
+data to the reader, which refuses it in the same words (one inflate per input).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from service.cli import CommandError
 from service.settings import get_settings
 
-__all__ = ["input_limits", "check_inputs"]
+__all__ = ["input_limits", "check_inputs", "input_problem"]
 
 
 def input_limits():
@@ -32,11 +33,11 @@ def input_limits():
 
 
 def check_inputs(kind_name: str, files: Mapping[str, Path | None], params: BaseModel, *,
-                 name_file: bool = True) -> None:
+                 name_file: bool = True, read_through: bool = True) -> None:
     """Refuse the inputs of a ``kind_name`` job (slot → path; None for a slot not given) as
-    the API would, as a :class:`CommandError` ``<title>: <detail>``; a missing file first.
-    Where the API's detail names the form field (``fod: ...``), this names the file given,
-    or nothing with ``name_file=False`` (for a caller that names it already)."""
+    the API would, as a :class:`CommandError` (:func:`input_problem`); a missing file first.
+    ``read_through=False`` checks headers only, for a command that reads the files next: the
+    reader refuses damaged data with the same message, so each file is inflated once."""
     from worker.errors import InputError
     from worker.input_limits import check_job_inputs
     from worker.job_kinds import get_job_kind
@@ -46,10 +47,22 @@ def check_inputs(kind_name: str, files: Mapping[str, Path | None], params: BaseM
         if not path.is_file():
             raise CommandError(f"{slot} file {str(path)!r} does not exist")
     try:
-        check_job_inputs(get_job_kind(kind_name), given, params, input_limits())
+        check_job_inputs(get_job_kind(kind_name), given, params, input_limits(), read_through=read_through)
     except InputError as exc:
-        detail = exc.detail
-        for slot, path in given.items():
-            if detail.startswith(f"{slot}: "):
-                detail = (f"{path}: " if name_file else "") + detail[len(slot) + 2:]
-        raise CommandError(f"{exc.title}: {detail}") from None
+        raise CommandError(input_problem(exc, given, name_file=name_file)) from None
+
+
+def input_problem(exc, files: Mapping[str, Path | None], *, name_file: bool = True) -> str:
+    """``<title>: <detail>`` of an :class:`worker.errors.InputError` about one of ``files``
+    (slot → path), whether the checks or the job raised it. Where the detail starts with the
+    form field (``fod: ...``, as the API words it) or the file's name (``fod.nii.gz: ...``,
+    as the reader does), this names the file as given, or nothing with ``name_file=False``
+    (for a caller that names it already)."""
+    named = {f"{slot}: ": path for slot, path in files.items() if path is not None}
+    named |= {f"{Path(path).name}: ": path for path in named.values()}
+    detail = exc.detail
+    for prefix, path in named.items():
+        if detail.startswith(prefix):
+            detail = (f"{path}: " if name_file else "") + detail[len(prefix):]
+            break
+    return f"{exc.title}: {detail}"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
-from service.cli.input_checks import check_inputs
+from service.cli.input_checks import check_inputs, input_problem
 from service.cli.model_options import add_model_options, params_from_args
 from worker.params.peaks import PeaksParams
 
@@ -47,7 +47,8 @@ def _peaks(args: argparse.Namespace) -> int:
     from worker.jobs.peaks import PeaksOutputs, run_peaks
 
     params = params_from_args(PeaksParams, args)
-    check_inputs("peaks", {"fod": args.input, "mask": args.mask}, params)
+    inputs = {"fod": args.input, "mask": args.mask}
+    check_inputs("peaks", inputs, params, read_through=False)
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -64,7 +65,7 @@ def _peaks(args: argparse.Namespace) -> int:
         sidecar = run_peaks(args.input, PeaksOutputs.with_prefix(args.out_prefix), params, mask=args.mask,
                             progress=progress, inflate_threads=len(os.sched_getaffinity(0)))
     except InputError as exc:
-        raise CommandError(exc.detail) from None
+        raise CommandError(input_problem(exc, inputs)) from None
     except (ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from None
     finally:

@@ -7,6 +7,7 @@ runner the Celery task calls, so results, cancellation and failures are real.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -21,6 +22,23 @@ from tests.service.toy_kind import register_toy_kind, write_volume
 from worker.job_kinds import get_job_kind, job_kinds
 from worker.job_runner import run_job
 from worker.job_store import JobRecord, JobStatus, JobStore
+
+
+@pytest.fixture
+def inflate_passes(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """Passes over each .nii.gz (by file name) that the NIfTI reader's own inflater starts
+    while the test runs (a subclass counting them; the inflating is the real one's)."""
+    from worker.io import nifti
+
+    passes: Counter = Counter()
+
+    class CountingInflater(nifti._GzipInflater):
+        def __init__(self, handle, *args):
+            super().__init__(handle, *args)
+            passes[self.name] += 1
+
+    monkeypatch.setattr(nifti, "_GzipInflater", CountingInflater)
+    return passes
 
 
 @pytest.fixture

@@ -74,3 +74,24 @@ def test_tol_and_ranks_exclude_each_other(volume, tmp_path):
     with pytest.raises(CommandError, match="^--ranks: give either tol or ranks, not both$"):
         run(["compress", str(volume), str(tmp_path / "x.npz"), "--tol", "1e-2", "--ranks", "2,2,2,2"])
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_a_cut_stream_is_found_by_the_one_read_and_named_as_the_check_names_it(volume, tmp_path, inflate_passes):
+    """``compress`` checks headers only and reads the volume once, through the checked
+    reader: the same problem as the API's read-through check, naming the file given."""
+    from service.settings import get_settings
+    from worker.errors import InputError
+    from worker.input_limits import check_job_inputs
+    from worker.job_kinds import get_job_kind
+    from worker.params.compress import CompressParams
+
+    assert run(["compress", str(volume), str(tmp_path / "v.npz"), "--tol", "1e-2"]) == 0
+    assert inflate_passes == {"vol.nii.gz": 1}
+    cut = tmp_path / "cut.nii.gz"
+    cut.write_bytes(volume.read_bytes()[:-200])
+    with pytest.raises(InputError) as checked:
+        check_job_inputs(get_job_kind("compress"), {"volume": cut}, CompressParams(), get_settings().input_limits)
+    with pytest.raises(CommandError) as caught:
+        run(["compress", str(cut), str(tmp_path / "cut.npz")])
+    assert str(caught.value) == f"{checked.value.title}: {cut}: {checked.value.detail.removeprefix('volume: ')}"
+    assert checked.value.title == "Truncated or damaged file"

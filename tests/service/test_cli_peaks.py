@@ -3,6 +3,7 @@ input gives one line ``fibertensor: error: …`` and exit code 2."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import nibabel as nib
@@ -11,6 +12,10 @@ import pytest
 
 from gpu.peaks.peak_matching import match_peaks
 from service.cli import main
+from service.settings import get_settings
+from worker.errors import InputError
+from worker.input_limits import check_job_inputs
+from worker.job_kinds import get_job_kind
 from worker.jobs.peaks import PeaksOutputs, run_peaks
 from worker.params import PeaksParams
 
@@ -137,7 +142,8 @@ def test_error_not_nifti(tmp_path, capsys):
     garbage = tmp_path / "garbage.nii"
     garbage.write_bytes(np.random.default_rng(0).bytes(1000))
     line = cli_error(["peaks", garbage, tmp_path / "out", "--quiet"], capsys)
-    assert line.startswith(f"fibertensor: error: Not a NIfTI file: {garbage}: the file is not a readable NIfTI")
+    assert line.startswith("fibertensor: error: Unreadable NIfTI file: the fod file 'garbage.nii' could not be read "
+                           "as NIfTI")
 
 
 def test_error_wrong_dtype(tmp_path, capsys):
@@ -153,6 +159,38 @@ def test_error_truncated_file(sample, tmp_path, capsys):
     line = cli_error(["peaks", truncated, tmp_path / "out", "--quiet"], capsys)
     assert line.startswith(f"fibertensor: error: Truncated or damaged file: {truncated}: the gzip stream is incomplete")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.nii.gz"]
+
+
+def damaged(content: bytes, damage: str) -> bytes:
+    """A .nii.gz's bytes with ``damage``: its stream cut short, a wrong CRC, data missing from
+    a whole stream, or 3 MiB more data than its header declares."""
+    if damage == "cut short":
+        return content[: len(content) // 2]
+    if damage == "bad crc":
+        return content[:-8] + bytes(b ^ 0xFF for b in content[-8:-4]) + content[-4:]
+    raw = gzip.decompress(content)
+    return gzip.compress(raw[:-1000] if damage == "short data" else raw + bytes(3 << 20), 1)
+
+
+@pytest.mark.parametrize("damage", ["cut short", "bad crc", "short data", "longer"])
+def test_damaged_data_found_by_the_read_says_what_the_check_says(sample, tmp_path, capsys, damage):
+    """The command checks headers only and the job's read finds the damage: the same line,
+    title and file included, as when the check read the data through (the API's check)."""
+    fod = tmp_path / "fod.nii.gz"
+    fod.write_bytes(damaged((sample / "fod.nii.gz").read_bytes(), damage))
+    with pytest.raises(InputError) as checked:
+        check_job_inputs(get_job_kind("peaks"), {"fod": fod}, PeaksParams(), get_settings().input_limits)
+    detail = checked.value.detail
+    assert detail.startswith("fod: ")
+    line = cli_error(["peaks", fod, tmp_path / "out", "--quiet"], capsys)
+    assert line == f"fibertensor: error: {checked.value.title}: {fod}: {detail[len('fod: '):]}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fod.nii.gz"]
+
+
+def test_each_input_is_inflated_once(sample, tmp_path, inflate_passes):
+    assert main(["peaks", str(sample / "fod.nii.gz"), str(tmp_path / "out"), "--mask", str(sample / "mask.nii.gz"),
+                 "--quiet"]) == 0
+    assert inflate_passes == {"fod.nii.gz": 1, "mask.nii.gz": 1}
 
 
 @pytest.mark.parametrize("value", ["1.5", "-0.2"])

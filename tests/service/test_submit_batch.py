@@ -77,8 +77,8 @@ def test_a_folder_with_bad_files_sends_every_good_one(service, tmp_path, capsys)
     assert code == 1
     assert captured.err.splitlines() == [
         "fibertensor: 2 of 5 inputs failed:",
-        f"  {folder / 'sub-2.nii.gz'}: refused (422): Not gzip-compressed: volume: the file ends in .gz but is "
-        "not gzip data; rename it to .nii if it is uncompressed, or compress it with gzip",
+        f"  {folder / 'sub-2.nii.gz'}: refused (422): Not gzip-compressed: volume: 'sub-2.nii.gz' ends in .gz but is "
+        "not gzip data; rename it without .gz if it is uncompressed, or compress it with gzip",
         f"  {folder / 'sub-4.nii.gz'}: refused (422): Too many voxels: volume: the image grid 100×100×100 has "
         "1000000 voxels, more than this server's limit of 10000 (FIBERTENSOR_MAX_VOXELS); crop it",
     ]
@@ -95,9 +95,9 @@ def test_a_refusal_names_the_users_file_not_the_stored_one(service, tmp_path, ca
     assert main(["submit", "scale", str(broken), "--server", service, "--quiet"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "fibertensor: 1 of 1 inputs failed:"
-    assert err[1] == (f"  {broken}: refused (422): Not a NIfTI file: volume: the file is not a readable NIfTI-1/2 "
-                      'image (Cannot work out file type of "sub-7_T1w.nii.gz"); upload a .nii or .nii.gz file '
-                      "(convert with mrconvert or nibabel)")
+    assert err[1] == (f"  {broken}: refused (422): Unreadable NIfTI file: the volume file 'sub-7_T1w.nii.gz' could "
+                      'not be read as NIfTI (Cannot work out file type of "sub-7_T1w.nii.gz"); check that it is a '
+                      "complete .nii or .nii.gz file (convert other formats with mrconvert or nibabel)")
 
 
 def test_warnings_reach_submit_jobs_and_peaks(service, tmp_path, capsys):

@@ -47,7 +47,7 @@ async def _expect(response, status, title=None, detail=None):
 
 async def test_not_nifti(client, store, tmp_path):
     response = await _post(client, {"volume": ("volume.nii", b"this is not an image" * 30)})
-    await _expect(response, 422, "Not a NIfTI file", "volume: the file is not a readable NIfTI")
+    await _expect(response, 422, "Unreadable NIfTI file", "the volume file 'volume.nii' could not be read as NIfTI")
     response = await _post(client, {"volume": ("volume.nii.gz", b"plain bytes, not gzip" * 30)})
     await _expect(response, 422, "Not gzip-compressed")
     _assert_nothing_left(store)
@@ -57,7 +57,7 @@ async def test_truncated_gzip(client, store, tmp_path):
     noise = np.random.default_rng(0).normal(size=(20, 20, 20, 6)).astype(np.float32)
     data = write_volume(tmp_path / "v.nii.gz", noise).read_bytes()
     response = await _post(client, {"volume": ("volume.nii.gz", data[: len(data) // 2])})
-    await _expect(response, 422, "Truncated or damaged file", "send it again")
+    await _expect(response, 422, "Truncated or damaged file", "cut short, send or write it again")
     _assert_nothing_left(store)
 
 

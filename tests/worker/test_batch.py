@@ -19,7 +19,7 @@ import pytest
 from gpu.peaks.phantom import fod_phantom
 from service.cli import main
 from service.settings import get_settings
-from worker.io import nifti
+from worker.io import images
 from worker.batch import batch_items, run_batch
 from worker.errors import InputError
 from worker.jobs.peaks import IMAGE_OUTPUTS
@@ -88,7 +88,7 @@ def test_batch_equals_one_peaks_run_per_input_and_failures_fail_alone(cohort, on
     """In one process; the service's checks pass each input from its header, and the read
     that follows is the only pass over its compressed data."""
     passes_before_the_read = []
-    monkeypatch.setattr(nifti, "inflated_size", lambda path, **kw: passes_before_the_read.append(path))
+    monkeypatch.setattr(images, "check_stored_size", lambda path, *a: passes_before_the_read.append(path))
     out = tmp_path / "batch"
     status = main(["batch", "peaks", str(cohort), "--out-dir", str(out), "--backend", "cpu", "--readers", "2",
                    "--processes-per-gpu", "1"])
@@ -100,8 +100,8 @@ def test_batch_equals_one_peaks_run_per_input_and_failures_fail_alone(cohort, on
     assert "3 of 5 inputs written" in captured.out and "2 failed" in captured.out
     failures = captured.err.splitlines()
     assert failures[0] == "fibertensor: 2 of 5 inputs failed:"
-    assert failures[1].startswith(f"  {cohort / 'sub-02a_cut.nii.gz'}: Truncated file: the data of "
-                                  "'sub-02a_cut.nii.gz' is incomplete")
+    assert failures[1].startswith(f"  {cohort / 'sub-02a_cut.nii.gz'}: Truncated or damaged file: "
+                                  "sub-02a_cut.nii.gz: the gzip")
     assert "sub-02b_tenvolumes.nii.gz" in failures[2] and "has one of 6 (lmax 2)" in failures[2]
 
 

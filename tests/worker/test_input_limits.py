@@ -154,3 +154,19 @@ def test_the_limits_apply_outside_the_api_too(tmp_path):
     assert tracemalloc.get_traced_memory()[1] < 8 << 20
     tracemalloc.stop()
     assert caught.value.title == "Input larger than its header"
+
+
+@pytest.mark.parametrize("suffix", [".mif", ".mif.gz"])
+def test_a_kind_without_an_estimate_counts_mrtrix_inputs_at_what_loading_them_holds(tmp_path, suffix):
+    """compress has no estimate of its own: its inputs count at what loading them holds
+    (measured), an MRtrix one too (it counted 0 bytes before)."""
+    from worker.io.images import read_image_header, load_image_data
+    from worker.io.mif import write_mif
+    from worker.params.compress import CompressParams
+
+    path = write_mif(tmp_path / f"volume{suffix}",
+                     np.random.default_rng(5).standard_normal((40, 30, 20, 6)).astype(np.float32), np.eye(4))
+    estimate = job_memory_bytes(get_job_kind("compress"), {"volume": path}, CompressParams())
+    held = _traced_peak(load_image_data, read_image_header(path, "volume"))
+    assert held <= estimate + (16 << 10)  # the arrays, give or take the header's Python objects
+    assert estimate >= 2 * 40 * 30 * 20 * 6 * 4  # the stored bytes and the float32 values

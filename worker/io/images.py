@@ -5,11 +5,13 @@ The header object of either format has ``path``, ``shape``, ``dtype``, ``affine`
 :class:`worker.io.mif.MifInfo`), so a job reads either through :func:`read_image_header` and
 :func:`load_image_data` and gets the same arrays from a ``.nii`` and the ``.mif`` that
 ``mrconvert`` makes of it. :func:`check_image_limits` is the service's header-only check of
-an upload against its size limits, for both formats.
+an upload against its size limits, and :func:`check_image_data` its one bounded pass proving
+the data whole, for both formats.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Union
 
@@ -20,9 +22,11 @@ from worker.errors import InputError
 from worker.io.mif import MIF_SUFFIXES, MifInfo, load_mif_data, read_mif_header, write_mif
 from worker.io.nifti import (
     NIFTI_SUFFIXES,
+    INFLATER_BYTES,
     NiftiInfo,
+    check_stored_size,
     derived_image,
-    inflated_size,
+    load_memory_bytes,
     load_nifti_data,
     read_nifti_header,
     save_nifti_atomic,
@@ -37,13 +41,12 @@ __all__ = [
     "write_image",
     "save_image",
     "check_image_limits",
+    "check_image_data",
+    "image_memory_bytes",
 ]
 
 IMAGE_SUFFIXES = NIFTI_SUFFIXES + MIF_SUFFIXES
 ImageInfo = Union[NiftiInfo, MifInfo]
-
-# Bytes a compressed image may inflate to beyond what its header accounts for.
-_GZIP_SLACK = 1 << 20
 
 
 def image_format(path: Path) -> str:
@@ -112,20 +115,26 @@ def save_image(reference: ImageInfo, data: np.ndarray, path: Path, threads: int 
     return write_image(path, data, reference.affine, keyval=keyval)
 
 
-def _stored_size(path: Path, limit: int, role: str) -> int:
-    """The file's size, or for ``.gz`` what it inflates to (stopped past ``limit``)."""
-    if not path.name.endswith(".gz"):
-        return path.stat().st_size
-    return inflated_size(path, limit=limit, role=role)
+def image_memory_bytes(info: ImageInfo) -> int:
+    """Most bytes :func:`load_image_data` holds at once for a checked header, as float32:
+    :func:`worker.io.nifti.load_memory_bytes` for NIfTI; for MRtrix the stored bytes (for
+    ``.gz``, the buffer they are inflated into and the inflater's), bits unpacked to bytes and
+    bools, and the float32 values in array order."""
+    if isinstance(info, NiftiInfo):
+        return load_memory_bytes(info)
+    values = math.prod(info.shape)
+    stored = max(info.data_offset, info.data_bytes) + INFLATER_BYTES if info.compressed else info.data_bytes
+    unpacked = 2 * values if info.datatype.lower() == "bit" else 0
+    return stored + unpacked + values * 4
 
 
 def check_image_limits(path: Path, role: str, *, max_input_bytes: int, max_voxels: int) -> ImageInfo:
-    """Header-only checks of an upload against the service limits, before any data is inflated.
-
-    The voxel grid and the data size the header declares are compared with ``max_voxels``
-    and ``max_input_bytes`` first, so a small ``.nii.gz``/``.mif.gz`` that claims terabytes
-    (a gzip bomb) is refused from its header; then the file is read through once to prove
-    it holds that much data and not more. Returns the header.
+    """Header-only checks of an upload against the service limits, before any data is inflated:
+    a ``.gz`` must be gzip, the header readable (:func:`read_image_header`), its voxel grid
+    within ``max_voxels`` and the data it declares within ``max_input_bytes``, so a small
+    ``.nii.gz``/``.mif.gz`` that claims terabytes (a gzip bomb) is refused from its header.
+    Returns the header, for :func:`check_image_data`. ``role`` (the upload's field) names the
+    file in messages.
     """
     path = Path(path)
     if path.name.endswith(".gz"):
@@ -151,17 +160,22 @@ def check_image_limits(path: Path, role: str, *, max_input_bytes: int, max_voxel
             f"({'×'.join(str(n) for n in info.shape)} of {info.dtype}), more than this server's "
             f"limit of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES); crop the volume",
         )
-    if isinstance(info, MifInfo):
-        data_path, offset = info.data_path, info.data_offset
-    else:
-        # nibabel's header object has vox_offset reset; the data proxy keeps it.
-        data_path, offset = path, int(getattr(nib.load(path).dataobj, "offset", 0))
-    expected = offset + info.data_bytes
-    stored = _stored_size(data_path, expected + _GZIP_SLACK, role)
-    if stored < expected:
+    if isinstance(info, NiftiInfo) and info.offset < info.header_bytes:
+        # nibabel would read the header's own bytes as data
         raise InputError(
-            "Truncated file",
-            f"{role}: the header declares {info.data_bytes} bytes of image data but the file holds "
-            f"only {max(0, stored - offset)}; the file is incomplete, send or write it again",
+            "Unreadable NIfTI file",
+            f"{role}: the file puts its data at byte {info.offset} (vox_offset), inside its "
+            f"{info.header_bytes}-byte header; the header is damaged, write the file again (e.g. with nibabel or mrconvert)",
         )
     return info
+
+
+def check_image_data(info: ImageInfo, role: str, *, inflate: bool = True) -> None:
+    """Prove a checked image holds the data its header declares and no more
+    (:func:`worker.io.nifti.check_stored_size`): the check of an upload that is stored now and
+    read later. A compressed file is read through once, keeping nothing; ``inflate=False``
+    checks the size of an uncompressed one only, for a caller about to load the image
+    (:func:`load_image_data` refuses a damaged ``.nii.gz`` in the same words)."""
+    data_path, offset = (info.data_path, info.data_offset) if isinstance(info, MifInfo) else (info.path, info.offset)
+    if inflate or not data_path.name.endswith(".gz"):
+        check_stored_size(data_path, offset, info.data_bytes, role)

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import nibabel as nib
 import numpy as np
-from isal import igzip, igzip_threaded, isal_zlib
+from isal import igzip_threaded, isal_zlib
 from isal.igzip_lib import IsalError
 from nibabel.volumeutils import apply_read_scaling
 
@@ -27,7 +27,7 @@ from worker.io.atomic import atomic_path
 from worker.errors import InputError, without_path
 
 __all__ = [
-    "NiftiInfo", "read_nifti_header", "check_nifti_limits", "check_nifti_complete", "inflated_size", "read_gzip_range",
+    "NiftiInfo", "read_nifti_header", "check_stored_size", "read_gzip_range", "INFLATER_BYTES",
     "load_memory_bytes",
     "load_nifti_data",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
@@ -40,8 +40,10 @@ NIFTI_SUFFIXES = (".nii", ".nii.gz")
 # runs Python (the kernels load in the background during the read).
 _INPUT_CHUNK = 1 << 22
 _PIECE = 1 << 23
-# Bytes a size check inflates at a time (it keeps nothing).
-_CHECK_CHUNK = 1 << 20
+#: Most bytes an inflater holds besides what it fills: its input chunk and one piece.
+INFLATER_BYTES = _INPUT_CHUNK + _PIECE
+# The largest piece a size check inflates at a time (it keeps nothing).
+_CHECK_PIECE = 1 << 20
 # Bytes a .nii.gz may inflate to past the end of its data (padding) before it is refused.
 _TRAILING_SLACK = 1 << 20
 # Blocks compressed independently (in parallel) when a .nii.gz is written.
@@ -57,9 +59,11 @@ class NiftiInfo:
     dtype: np.dtype
     affine: np.ndarray
     zooms: tuple[float, ...]
-    #: byte offset of the data in the (inflated) file, and whether slope/intercept apply
+    #: byte offset of the data in the (inflated) file, whether slope/intercept apply, and
+    #: the header's size (348 for NIfTI-1, 540 for NIfTI-2)
     offset: int
     scaled: bool
+    header_bytes: int
 
     @property
     def n_voxels(self) -> int:
@@ -85,11 +89,12 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
         # the header object nibabel hands back has vox_offset and scaling reset; the proxy keeps them
         offset = int(image.dataobj.offset)
         scaled = (float(image.dataobj.slope), float(image.dataobj.inter)) != (1.0, 0.0)
+        header_bytes = int(header.sizeof_hdr)
     except Exception as exc:  # nibabel raises many types for corrupt or foreign files
         raise InputError(
             "Unreadable NIfTI file",
             f"the {role} file {path.name!r} could not be read as NIfTI ({without_path(exc, path)}); "
-            "check that it is a complete .nii or .nii.gz file",
+            "check that it is a complete .nii or .nii.gz file (convert other formats with mrconvert or nibabel)",
         ) from None
     if not isinstance(image, (nib.Nifti1Image, nib.Nifti2Image)):
         raise InputError("Not a NIfTI file", f"the {role} file {path.name!r} is {type(image).__name__}, not NIfTI")
@@ -102,53 +107,7 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
         )
     if not np.isfinite(affine).all():
         raise InputError("Invalid affine", f"the {role} file {path.name!r} has a non-finite affine; fix its header")
-    return NiftiInfo(path, shape, dtype, affine, zooms, offset, scaled)
-
-
-def check_nifti_limits(path: Path, role: str, *, max_input_bytes: int, max_voxels: int) -> int:
-    """Refuse a NIfTI file whose header exceeds the limits; returns the bytes its header
-    says the (inflated) file holds, for :func:`check_nifti_complete`. Reads the header only.
-
-    ``role`` names the file in messages (an upload's field name, "FOD"). Raises
-    :class:`InputError` titled "Not gzip-compressed", "Not a NIfTI file", "Invalid dimensions",
-    "Too many voxels" or "Input too large".
-    """
-    path = Path(path)
-    compressed = path.name.endswith(".gz")
-    if compressed:
-        with open(path, "rb") as handle:
-            if handle.read(2) != b"\x1f\x8b":
-                raise InputError("Not gzip-compressed", f"{role}: the file ends in .gz but is not gzip data; "
-                                 "rename it to .nii if it is uncompressed, or compress it with gzip")
-    try:
-        image = nib.load(path)
-        shape = tuple(int(n) for n in image.shape)
-        itemsize = np.dtype(image.header.get_data_dtype()).itemsize
-        # the header object nibabel hands back has vox_offset reset; the proxy keeps it
-        offset = int(getattr(image.dataobj, "offset", 0))
-    except Exception as exc:  # nibabel raises many types for corrupt or foreign files
-        raise InputError(
-            "Not a NIfTI file",
-            f"{role}: the file is not a readable NIfTI-1/2 image ({without_path(exc, path)}); upload a .nii or "
-            ".nii.gz file (convert with mrconvert or nibabel)",
-        ) from None
-    _check_dims(shape, f"{role}: the file")
-    voxels = math.prod(shape[:3]) if shape else 0
-    if voxels > max_voxels:
-        raise InputError(
-            "Too many voxels",
-            f"{role}: the image grid {'×'.join(map(str, shape[:3]))} has {voxels} voxels, more "
-            f"than this server's limit of {max_voxels} (FIBERTENSOR_MAX_VOXELS); crop it",
-        )
-    data_bytes = math.prod(shape) * itemsize
-    if data_bytes > max_input_bytes:
-        raise InputError(
-            "Input too large",
-            f"{role}: the header declares {data_bytes} bytes of image data "
-            f"({'×'.join(map(str, shape))} × {itemsize} bytes), more than this server's limit "
-            f"of {max_input_bytes} (FIBERTENSOR_MAX_INPUT_BYTES); crop the volume",
-        )
-    return offset + data_bytes
+    return NiftiInfo(path, shape, dtype, affine, zooms, offset, scaled, header_bytes)
 
 
 def _check_dims(shape: tuple[int, ...], what: str) -> None:
@@ -167,93 +126,106 @@ def _check_dims(shape: tuple[int, ...], what: str) -> None:
         )
 
 
-def check_nifti_complete(path: Path, role: str, expected: int, *, read_through: bool = True) -> None:
-    """Refuse a NIfTI file whose data starts inside its header, or that holds fewer than
-    ``expected`` bytes (its header's offset and data), or, compressed, inflates to more than
-    that plus padding; a .nii.gz is inflated once, a chunk at a time, unless ``read_through``
-    is off (a caller about to read the file with :func:`load_nifti_data`, which refuses the
-    same streams with the same titles). Raises :class:`InputError` titled "Unreadable NIfTI
-    file", "Truncated file", "Truncated or damaged file" or "Input larger than its header"."""
+def _truncated(role: str, declared: int, held: int) -> InputError:
+    return InputError(
+        "Truncated file",
+        f"{role}: the header declares {declared} bytes of image data but the file holds only {held}; "
+        "the upload or the file is incomplete, send or write it again",
+    )
+
+
+def _damaged_gzip(role: str, exc: BaseException) -> InputError:
+    return InputError(
+        "Truncated or damaged file",
+        f"{role}: the gzip stream is incomplete or corrupt ({exc}); the upload or the file was cut short, "
+        "send or write it again",
+    )
+
+
+def _longer_than_header(role: str) -> InputError:
+    return InputError(
+        "Input larger than its header",
+        f"{role}: the compressed data inflates to more than its header declares; the file is damaged, "
+        "write it again",
+    )
+
+
+# What ISA-L raises for a corrupt deflate stream or a wrong CRC/length trailer.
+_GZIP_ERRORS = (zlib.error, isal_zlib.error, IsalError)
+
+
+def check_stored_size(path: Path, offset: int, data_bytes: int, role: str) -> None:
+    """Refuse a file whose data (``data_bytes`` from byte ``offset``) is not all there, or, for
+    ``.gz``, whose stream is cut short or corrupt or inflates past that plus padding; a
+    compressed file is inflated once, a chunk at a time, keeping nothing. The messages are
+    those :func:`load_nifti_data` gives for the same damage (``role`` first), so a caller
+    about to read the file may skip this. Raises :class:`InputError` titled "Truncated file",
+    "Truncated or damaged file" or "Input larger than its header"."""
     path = Path(path)
-    image = nib.load(path)
-    header_size = 540 if isinstance(image, nib.Nifti2Image) else 348
-    if int(getattr(image.dataobj, "offset", header_size)) < header_size:
-        # nibabel would read the header's own bytes as data
-        raise InputError(
-            "Unreadable NIfTI file",
-            f"{role}: the file puts its data at byte {image.dataobj.offset} (vox_offset), inside its "
-            f"{header_size}-byte header; the header is damaged, write the file again (e.g. with nibabel or mrconvert)",
-        )
-    if path.name.endswith(".gz"):
-        if not read_through:
-            return
-        inflated = inflated_size(path, limit=expected + _TRAILING_SLACK, role=role)
+    if not path.name.endswith(".gz"):
+        stored = path.stat().st_size
     else:
-        inflated = path.stat().st_size
-    if inflated < expected:
-        offset = int(getattr(image.dataobj, "offset", 0))
-        raise InputError(
-            "Truncated file",
-            f"{role}: the header declares {expected - offset} bytes of image data but the file "
-            f"holds only {max(0, inflated - offset)}; the upload or the file is incomplete, send it again",
-        )
-
-
-def inflated_size(path: Path, *, limit: int, role: str) -> int:
-    """Inflate a gzip file once, in 1 MiB chunks, counting bytes; stop past ``limit`` (a
-    stream longer than its header says is refused, not inflated). :class:`InputError` for a
-    stream that is longer, cut short or corrupt."""
-    total = 0
-    try:
-        with igzip.open(path, "rb") as stream:
-            while chunk := stream.read(_CHECK_CHUNK):
-                total += len(chunk)
-                if total > limit:
-                    raise InputError(
-                        "Input larger than its header",
-                        f"{role}: the compressed data inflates to more than its header declares; "
-                        "the file is damaged, write it again",
-                    )
-    except InputError:
-        raise
-    except (EOFError, OSError, ValueError, zlib.error, isal_zlib.error, IsalError) as exc:
-        raise InputError(
-            "Truncated or damaged file",
-            f"{role}: the gzip stream is incomplete or corrupt ({exc}); the upload or the file "
-            "was cut short, send it again",
-        ) from None
-    return total
+        try:
+            with open(path, "rb") as handle:
+                stream = _GzipInflater(handle, _CHECK_PIECE)
+                stored = stream.skip(offset + data_bytes + _TRAILING_SLACK + 1)
+        except _GZIP_ERRORS as exc:
+            raise _damaged_gzip(role, exc) from None
+        if stream.cut_short:
+            raise _damaged_gzip(role, stream.cut_short)
+        if stored > offset + data_bytes + _TRAILING_SLACK:
+            raise _longer_than_header(role)
+    if stored < offset + data_bytes:
+        raise _truncated(role, data_bytes, max(0, stored - offset))
 
 
 class _GzipInflater:
     """The inflated bytes of an open gzip file, member after member, handed out by
-    ``readinto``: ISA-L inflates ``_INPUT_CHUNK`` bytes of input at a time into pieces of at
+    ``readinto``: ISA-L inflates ``input_chunk`` bytes of input at a time into pieces of at
     most ``_PIECE`` bytes, each copied once into the caller's buffer (a gzip file object
-    would hand out new ``bytes`` or read ahead into a temporary)."""
+    would hand out new ``bytes`` or read ahead into a temporary).
 
-    def __init__(self, handle: BinaryIO):
+    A stream cut short ends like a whole one, with ``cut_short`` set to an :class:`EOFError`
+    saying so, so a reader gets the bytes there were and the caller decides; a corrupt stream
+    raises ISA-L's error (``_GZIP_ERRORS``).
+    """
+
+    def __init__(self, handle: BinaryIO, input_chunk: int = _INPUT_CHUNK):
         self._handle = handle
+        self._input_chunk = input_chunk
         self.name = Path(handle.name).name
         self._input = b""
         self._inflater = None  # None between members
         self._piece = memoryview(b"")
+        self.cut_short: EOFError | None = None
 
     def readinto(self, view: memoryview) -> int:
         """Copy up to ``len(view)`` inflated bytes into ``view``; 0 at the end of the file."""
         if not self._piece:
-            self._piece = memoryview(self._inflate_next())
+            # no more than asked for (a stream longer than its header is not inflated far)
+            self._piece = memoryview(self._inflate_next(min(_PIECE, max(len(view), _CHECK_PIECE))))
         count = min(len(view), len(self._piece))
         view[:count] = self._piece[:count]
         self._piece = self._piece[count:]
         return count
 
-    def _inflate_next(self) -> bytes:
+    def skip(self, limit: int) -> int:
+        """Inflate on, keeping nothing, to the end or past ``limit`` bytes, 1 MiB at a time;
+        the bytes inflated (the CRC is checked at the end of each member)."""
+        total = len(self._piece)
+        self._piece = memoryview(b"")
+        while total <= limit and (piece := self._inflate_next(_CHECK_PIECE)):
+            total += len(piece)
+        return total
+
+    def _inflate_next(self, size: int) -> bytes:
         while True:
             if not self._input:
-                self._input = self._handle.read(_INPUT_CHUNK)
+                self._input = self._handle.read(self._input_chunk)
                 if not self._input:
                     if self._inflater is not None:
-                        raise EOFError("the gzip stream ends before its end-of-stream marker")
+                        self.cut_short = EOFError("the gzip stream ends before its end-of-stream marker")
+                        self._inflater = None
                     return b""
             if self._inflater is None:
                 # Zero padding may follow a member (Python's gzip module skips it too).
@@ -261,7 +233,7 @@ class _GzipInflater:
                 if not self._input:
                     continue
                 self._inflater = isal_zlib.decompressobj(wbits=31)
-            piece = self._inflater.decompress(self._input, _PIECE)
+            piece = self._inflater.decompress(self._input, size)
             if self._inflater.eof:
                 self._input = self._inflater.unused_data
                 self._inflater = None
@@ -275,23 +247,26 @@ def _fill(stream, view: memoryview) -> int:
     """Read from ``stream`` until ``view`` is full or the stream ends (or is cut short); the
     bytes read."""
     filled = 0
-    while filled < len(view):
-        try:
-            count = stream.readinto(view[filled:])
-        except EOFError:
-            break
-        if not count:
-            break
+    while filled < len(view) and (count := stream.readinto(view[filled:])):
         filled += count
     return filled
 
 
+class _ShortRead(EOFError):
+    """The file ended inside the part being read; ``data_held``: the data bytes there were."""
+
+    def __init__(self, what: str, size: int, filled: int):
+        super().__init__(f"the file ends {size - filled} bytes into its {what}")
+        self.data_held = filled if what == "data" else 0
+
+
 def _read_exactly(stream, size: int, what: str) -> np.ndarray:
-    """``size`` bytes of ``stream`` in a new aligned buffer; EOFError naming ``what`` if fewer."""
+    """``size`` bytes of ``stream`` in a new aligned buffer; :class:`_ShortRead` naming
+    ``what`` if fewer."""
     buffer = np.empty(size, np.uint8)
     filled = _fill(stream, memoryview(buffer))
     if filled < size:
-        raise EOFError(f"the file ends {size - filled} bytes into its {what}")
+        raise _ShortRead(what, size, filled)
     return buffer
 
 
@@ -328,20 +303,6 @@ def _read_stored(stream) -> tuple[nib.Nifti1Header, np.ndarray]:
     return header, stored.view(dtype).reshape(shape, order="F")
 
 
-def _check_trailing(inflater: _GzipInflater) -> None:
-    """Inflate the rest of the file, so its CRC is checked; refuse more than padding."""
-    scratch = memoryview(bytearray(_CHECK_CHUNK))
-    extra = 0
-    while count := inflater.readinto(scratch):
-        extra += count
-        if extra > _TRAILING_SLACK:
-            raise InputError(
-                "Input larger than its header",
-                f"the compressed data of {inflater.name!r} inflates to more than its header declares; "
-                "the file is damaged, write it again",
-            )
-
-
 def _scaled(stored: np.ndarray, header: nib.Nifti1Header, dtype: np.dtype) -> np.ndarray:
     """``stored`` scaled by the header's slope and intercept, as nibabel's array proxy does
     (``ArrayProxy.__array__``): the same casts in the same order, so the same bits; no copy
@@ -362,7 +323,7 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
     (inflated into their array), while slope and intercept are applied the scaled copy and a
     float64 intermediate, the float32 array unless the stored values are native float32,
     another ``dtype``'s copy; plus the inflater's input chunk, its piece and the scratch
-    of the trailing-data check."""
+    that inflates them."""
     values = math.prod(info.shape)
     native_float32 = info.dtype == np.dtype(np.float32) and not info.scaled
     scaling = 2 * values * 8 if info.scaled else 0
@@ -370,7 +331,7 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
     if np.dtype(dtype) != np.float32:
         converted += values * np.dtype(dtype).itemsize
     stored = values * info.dtype.itemsize
-    return stored + scaling + converted + _INPUT_CHUNK + _PIECE + _CHECK_CHUNK
+    return stored + scaling + converted + INFLATER_BYTES
 
 
 def _gzip_size_field(path: Path) -> int:
@@ -391,7 +352,7 @@ def _read_gzip_parallel(info: NiftiInfo, threads: int) -> tuple[nib.Nifti1Header
 
         with rapidgzip.open(str(info.path), parallelization=threads) as stream:
             header, stored = _read_stored(stream)
-            scratch = memoryview(bytearray(_CHECK_CHUNK))
+            scratch = memoryview(bytearray(_CHECK_PIECE))
             inflated = stream.tell()
             while count := stream.readinto(scratch):
                 inflated += count
@@ -420,6 +381,8 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1) -> n
     job on an otherwise idle machine; many jobs at once keep one thread each, which costs
     the fewest CPU seconds.
     """
+    role = info.path.name
+    stream = None
     try:
         parallel = None
         if threads > 1 and info.path.name.endswith(".gz") and info.path.stat().st_size >= _PARALLEL_INFLATE_BYTES:
@@ -431,9 +394,12 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1) -> n
                 if info.path.name.endswith(".gz"):
                     stream = _GzipInflater(handle)
                     header, stored = _read_stored(stream)
-                    _check_trailing(stream)
+                    if stream.skip(_TRAILING_SLACK) > _TRAILING_SLACK:
+                        raise _longer_than_header(role)
                 else:
                     header, stored = _read_stored(handle)
+        if stream is not None and stream.cut_short:
+            raise _damaged_gzip(role, stream.cut_short)
         if dtype is None:
             return stored.astype(stored.dtype.newbyteorder("="), copy=False)
         return _scaled(stored, header, np.dtype(np.float32)).astype(dtype, copy=False)
@@ -445,12 +411,13 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1) -> n
         ) from None
     except InputError:
         raise
-    except EOFError as exc:
-        raise InputError(
-            "Truncated file",
-            f"the data of {info.path.name!r} is incomplete ({exc}); the upload or the file was cut short, "
-            "send or write it again",
-        ) from None
+    except _GZIP_ERRORS as exc:
+        raise _damaged_gzip(role, exc) from None
+    except _ShortRead as exc:
+        # the same problem, in the same words, as check_stored_size finds before the read
+        if stream is not None and stream.cut_short:
+            raise _damaged_gzip(role, stream.cut_short) from None
+        raise _truncated(role, info.data_bytes, exc.data_held) from None
     except Exception as exc:
         raise InputError(
             "Unreadable NIfTI data",

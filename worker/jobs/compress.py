@@ -73,10 +73,13 @@ def compress_file(in_path: Path, out_path: Path, params: CompressParams, progres
     from gpu.compress.ttmc import TTMcOverflowError
     from worker.io.tucker_npz import save_archive
 
+    from worker.io.nifti import load_nifti_data, read_nifti_header
+
     in_path, out_path = Path(in_path), Path(out_path)
     _validate_compress({"volume": in_path}, params)
     image = _load_header(in_path)
-    data = image.get_fdata(dtype=np.float32)
+    # the checked reader: one inflate, and damaged data refused as the upload checks refuse it
+    data = load_nifti_data(read_nifti_header(in_path, "volume"))
     if not np.all(np.isfinite(data)):
         raise InputError("Non-finite values", "volume: contains NaN or infinite values; replace them (e.g. by 0) first")
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.worker.io.grids import oblique_affine, save_nifti
 from worker.errors import InputError
-from worker.io.images import check_image_limits, image_format, load_image_data, read_image_header, save_image
+from worker.io.images import check_image_data, check_image_limits, image_format, load_image_data, read_image_header, save_image
 from worker.io.mif import read_mif_header, write_mif
 
 LIMITS = {"max_input_bytes": 1 << 20, "max_voxels": 10_000}
@@ -53,7 +53,7 @@ def test_a_damaged_stream_within_the_limits_is_refused_when_read_through(tmp_pat
     path = tmp_path / "damaged.mif.gz"
     path.write_bytes(bomb(mif_header("2000,2000,2000", "Float64LE")))
     with pytest.raises(InputError, match="the gzip stream is incomplete or corrupt"):
-        check_image_limits(path, "fod", max_input_bytes=1 << 40, max_voxels=1 << 40)
+        check_image_data(check_image_limits(path, "fod", max_input_bytes=1 << 40, max_voxels=1 << 40), "fod")
 
 
 def test_too_many_voxels_is_refused(tmp_path):
@@ -68,7 +68,7 @@ def test_a_stream_inflating_past_its_header_is_refused(tmp_path):
     path = tmp_path / "padded.mif.gz"
     path.write_bytes(gzip.compress(mif_header("2,2,2") + b"\0" * (3 << 20)))
     with pytest.raises(InputError, match="inflates to more than its header declares"):
-        check_image_limits(path, "fod", **LIMITS)
+        check_image_data(check_image_limits(path, "fod", **LIMITS), "fod")
 
 
 @pytest.mark.parametrize("suffix", [".mif", ".mif.gz", ".nii.gz"])
@@ -81,7 +81,7 @@ def test_short_data_is_refused(tmp_path, suffix):
         data = mif_header("4,4,4") + b"\0" * 156
         path.write_bytes(gzip.compress(data) if suffix.endswith(".gz") else data)
     with pytest.raises(InputError, match="declares 256 bytes of image data but the file holds only 156"):
-        check_image_limits(path, "fod", **LIMITS)
+        check_image_data(check_image_limits(path, "fod", **LIMITS), "fod")
 
 
 def test_a_whole_file_passes_and_its_header_comes_back(tmp_path):

@@ -1,8 +1,8 @@
 """Property-based tests of the NIfTI input validators (issue 14): random headers, dims,
 dtypes, scalings, offsets, byte flips, truncations, trailing bytes and gzip streams.
 
-For every file the checks an upload passes (:func:`check_nifti_limits`, then
-:func:`check_nifti_complete`, then :func:`read_nifti_header`) and :func:`load_nifti_data`
+For every file the checks an upload passes (:func:`check_image_limits`, its header parsed
+once, then :func:`check_image_data`) and :func:`load_nifti_data`
 either raise :class:`InputError` with one of the documented titles, or the file loads to
 exactly what nibabel reads; the checks never hold more than a few read chunks whatever the
 header claims, and loading stays within :func:`load_memory_bytes`.
@@ -21,13 +21,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from worker.errors import InputError
-from worker.io.nifti import (
-    check_nifti_complete,
-    check_nifti_limits,
-    load_memory_bytes,
-    load_nifti_data,
-    read_nifti_header,
-)
+from worker.io.images import check_image_data, check_image_limits
+from worker.io.nifti import load_memory_bytes, load_nifti_data
 
 MAX_INPUT_BYTES = 1 << 20
 MAX_VOXELS = 50_000
@@ -94,9 +89,9 @@ def _peak(function, *args, **kwargs):
 
 
 def _validate(path: Path):
-    expected = check_nifti_limits(path, "volume", max_input_bytes=MAX_INPUT_BYTES, max_voxels=MAX_VOXELS)
-    check_nifti_complete(path, "volume", expected)
-    return read_nifti_header(path, "volume")
+    info = check_image_limits(path, "volume", max_input_bytes=MAX_INPUT_BYTES, max_voxels=MAX_VOXELS)
+    check_image_data(info, "volume")
+    return info
 
 
 @settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -12,7 +12,7 @@ import pytest
 
 from worker.errors import InputError
 from worker.io import nifti
-from worker.io.nifti import load_nifti_data, read_nifti_header, save_nifti_atomic
+from worker.io.nifti import check_stored_size, load_nifti_data, read_nifti_header, save_nifti_atomic
 
 # Every real data type nibabel reads and writes in NIfTI (it refuses FLOAT128 headers).
 DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"]
@@ -129,6 +129,9 @@ def test_multi_member_gzip_and_zero_padding(tmp_path, threads):
 @pytest.mark.parametrize("damage", ["truncated data", "truncated stream", "no trailer", "corrupt stream", "bad crc",
                                     "inflates too far"])
 def test_damaged_files_are_refused(tmp_path, damage, threads):
+    """The reader refuses damaged data with the title and words of the check an upload
+    passes (check_stored_size, naming the file), so a caller that reads next may skip it;
+    on several threads as on one."""
     stored = np.random.default_rng(3).standard_normal((8, 8, 6, 15)).astype(np.float32)
     plain = tmp_path / "image.nii"
     write_nifti(plain, stored, version=1, byteorder="<", slope=1.0, inter=0.0)
@@ -155,10 +158,12 @@ def test_damaged_files_are_refused(tmp_path, damage, threads):
         path.write_bytes(bytes(packed))
     with pytest.raises(InputError) as caught:
         load_nifti_data(info, threads=threads)
-    expected = {"truncated data": "Truncated file", "truncated stream": "Truncated file", "no trailer": "Truncated file",
-                "inflates too far": "Input larger than its header"}
-    assert caught.value.title == expected.get(damage, "Unreadable NIfTI data")
-    assert "image.nii.gz" in caught.value.detail
+    with pytest.raises(InputError) as checked:
+        check_stored_size(path, info.offset, info.data_bytes, path.name)
+    expected = {"truncated data": "Truncated file", "inflates too far": "Input larger than its header"}
+    assert caught.value.title == expected.get(damage, "Truncated or damaged file")
+    assert (caught.value.title, caught.value.detail) == (checked.value.title, checked.value.detail)
+    assert caught.value.detail.startswith("image.nii.gz: ")
 
 
 @pytest.mark.parametrize("shape, dtype", [((30, 30, 20, 9), np.float32), ((30, 30, 20), np.uint8), ((3, 4, 5, 2), np.float64)])
