@@ -89,7 +89,10 @@ def test_list_filters_and_cursor(tmp_path):
 def test_records_reads_every_job_once_in_one_pass(tmp_path, monkeypatch):
     """What a batch's results.zip walks: the filtered jobs newest first, as the pages give them."""
     store = JobStore(tmp_path)
-    made = [_create(store, tenant="a" if i % 3 else "b", label="L") for i in range(7)]
+    made = []
+    for i in range(7):
+        made.append(_create(store, tenant="a" if i % 3 else "b", label="L"))
+        time.sleep(0.002)  # ids order by creation time, to the millisecond
     listed, reads = [], []
     monkeypatch.setattr(store, "job_ids", lambda ids=store.job_ids: listed.append(1) or ids())
     monkeypatch.setattr(store, "read", lambda job_id, read=store.read: reads.append(job_id) or read(job_id))
