@@ -1,62 +1,6 @@
-"""numba's on-disk kernel cache: will a call compile, and saying so before it does.
+"""Moved to :mod:`gpu.compile_notice`; this name stays only until gpu/peaks imports from
+there (``from gpu.compile_notice import announce_compile, is_compiled``), then goes."""
 
-A kernel missing from the cache (``cache=True``, under ``NUMBA_CACHE_DIR``) compiles on
-first use: seconds to a minute for the generated kernels, which looks like a hang. Reading
-numba's index file for the function (a small pickle) tells ahead of time, with no compile.
-``fibertensor warmup`` fills the cache.
-"""
-
-from __future__ import annotations
-
-import contextlib
-import logging
-from collections.abc import Iterator
+from gpu.compile_notice import announce_compile, compiling_on_purpose, is_compiled
 
 __all__ = ["is_compiled", "announce_compile", "compiling_on_purpose"]
-
-logger = logging.getLogger("fibertensor.kernels")
-_announced: set[str] = set()
-_on_purpose = False
-
-
-def is_compiled(dispatcher, args: tuple) -> bool:
-    """True when ``dispatcher(*args)`` (a numba ``njit`` or ``cuda.jit`` dispatcher) finds its
-    machine code in this process or in numba's on-disk cache, so it will not compile.
-
-    Keyed as numba keys it: argument types, target (CPU model, GPU compute capability) and
-    the function's bytecode; an index written for another source file version is stale.
-    """
-    cache = getattr(dispatcher, "_cache", None)
-    if cache is None:  # the CUDA simulator: nothing compiles
-        return True
-    try:
-        sig = tuple(dispatcher.typeof_pyval(a) for a in args)
-        if sig in dispatcher.overloads:
-            return True
-        key = cache._index_key(sig, dispatcher.targetctx.codegen())
-        return key in cache._cache_file._load_index()
-    except Exception:  # numba's cache internals are private: if they moved, no answer and no notice
-        return True
-
-
-def announce_compile(what: str, seconds: float) -> None:
-    """Say once per process, on stderr when logging is not configured, that ``what`` compiles
-    now for about ``seconds``, and how to avoid it."""
-    if what in _announced or _on_purpose:
-        return
-    _announced.add(what)
-    logger.warning(
-        "compiling %s into numba's cache (first use; about %.0f s). "
-        "Run `fibertensor warmup` once to compile every kernel ahead of time.", what, seconds,
-    )
-
-
-@contextlib.contextmanager
-def compiling_on_purpose() -> Iterator[None]:
-    """No notices inside: the caller compiles on purpose (``fibertensor warmup``)."""
-    global _on_purpose
-    before, _on_purpose = _on_purpose, True
-    try:
-        yield
-    finally:
-        _on_purpose = before

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import secrets
 import shutil
@@ -267,6 +268,31 @@ class JobStore:
         """All job ids, newest first."""
         return sorted((n for n in os.listdir(self.jobs_dir) if _is_job_id(n)), reverse=True)
 
+    def records(
+        self,
+        *,
+        tenant: str | None = None,
+        status: JobStatus | None = None,
+        label: str | None = None,
+        before: str | None = None,
+    ) -> Iterator[JobRecord]:
+        """Jobs newest first, filtered, read one at a time in one pass over the store;
+        ``before``: only jobs older than this id."""
+        for job_id in self.job_ids():
+            if before is not None and job_id >= before:
+                continue
+            try:
+                record = self.read(job_id)
+            except JobNotFound:  # deleted while listing
+                continue
+            if tenant is not None and record.tenant != tenant:
+                continue
+            if status is not None and record.status is not status:
+                continue
+            if label is not None and record.label != label:
+                continue
+            yield record
+
     def list(
         self,
         *,
@@ -280,24 +306,9 @@ class JobStore:
 
         ``cursor`` is the id of the last job of the previous page.
         """
-        records: list[JobRecord] = []
-        for job_id in self.job_ids():
-            if cursor is not None and job_id >= cursor:
-                continue
-            try:
-                record = self.read(job_id)
-            except JobNotFound:  # deleted while listing
-                continue
-            if tenant is not None and record.tenant != tenant:
-                continue
-            if status is not None and record.status is not status:
-                continue
-            if label is not None and record.label != label:
-                continue
-            if len(records) == limit:
-                return records, records[-1].id
-            records.append(record)
-        return records, None
+        page = list(itertools.islice(self.records(tenant=tenant, status=status, label=label, before=cursor),
+                                     limit + 1))
+        return (page[:limit], page[limit - 1].id) if len(page) > limit else (page, None)
 
     def delete(self, job_id: str) -> None:
         """Remove a job folder; it disappears in one rename, then its files are removed."""

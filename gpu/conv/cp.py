@@ -519,7 +519,10 @@ class CPConvPlan:
 
     @staticmethod
     def _launch(launches, u_flat, out_flat, stream=0):
+        from gpu.conv.kernel_cache import notice_conv_compile
+
         for kernel, grid, block, shared, args, accumulate in launches:
+            notice_conv_compile(kernel, (u_flat, out_flat, *args, accumulate), "cuda")
             kernel[grid, block, stream, shared](u_flat, out_flat, *args, accumulate)
 
     def __call__(self, d_u, d_out, stream=0):
@@ -596,5 +599,9 @@ def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend
     bias_arr = f.bias if f.bias is not None else np.zeros(f.t.shape[0], np.float32)
     geo = np.array([g.batch, g.channels, g.height, g.width, f.t.shape[0], g.out_h, g.out_w, g.stride_h, g.stride_w,
                     g.pad_top, g.pad_left, g.kh, g.kw, g.dil_h, g.dil_w], dtype=np.int64)
-    _cp_conv_cpu(u32, out, f.s, f.h, f.w, f.t, bias_arr, geo)
+    from gpu.conv.kernel_cache import notice_conv_compile
+
+    args = (u32, out, f.s, f.h, f.w, f.t, bias_arr, geo)
+    notice_conv_compile(_cp_conv_cpu, args, "cpu")
+    _cp_conv_cpu(*args)
     return out

@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda, njit, prange
 
 from gpu.conv.index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
-from gpu.conv.kernel_cache import tucker_core_kernel
+from gpu.conv.kernel_cache import notice_conv_compile, tucker_core_kernel
 from gpu.conv.kernel_shapes import TUCKER_TILES, tucker_row_variants, tucker_square_variants
 from gpu.conv.tiling import (
     CoreTile,
@@ -132,9 +132,9 @@ def _launch_pointwise(d_x, d_m, d_bias, d_out, stream=0):
     plane = d_x.shape[2] * d_x.shape[3]
     d = d_m.shape[1]
     grid = (math.ceil(plane / _POINTWISE_BLOCK), d, n)
-    _pointwise_kernel[grid, _POINTWISE_BLOCK, stream](
-        d_x.reshape(d_x.size), d_m, d_bias, d_out.reshape(d_out.size), c, d, plane
-    )
+    args = (d_x.reshape(d_x.size), d_m, d_bias, d_out.reshape(d_out.size), c, d, plane)
+    notice_conv_compile(_pointwise_kernel, args, "cuda")
+    _pointwise_kernel[grid, _POINTWISE_BLOCK, stream](*args)
 
 
 class TuckerCorePlan:
@@ -187,11 +187,12 @@ class TuckerCorePlan:
         """Launch on device arrays ``d_z`` (N, D1, H, W) and ``d_out`` (N, D2, Ho, Wo)."""
         out_flat = d_out.reshape(d_out.size)
         if self.atomic:
+            notice_conv_compile(_fill_kernel, (out_flat, np.float32(0.0)), "cuda")
             _fill_kernel[math.ceil(d_out.size / 256), 256, stream](out_flat, np.float32(0.0))
-        self._kernel[self.grid, self.block, stream, self.shared](
-            d_z.reshape(d_z.size), out_flat, self._wk, self._taps, self._geo,
-            self.tile.tc, self.tiles_w, self.groups, self.atomic, self.tile.split,
-        )
+        args = (d_z.reshape(d_z.size), out_flat, self._wk, self._taps, self._geo,
+                self.tile.tc, self.tiles_w, self.groups, self.atomic, self.tile.split)
+        notice_conv_compile(self._kernel, args, "cuda")
+        self._kernel[self.grid, self.block, stream, self.shared](*args)
 
 
 def core_kernel_variant(tile: CoreTile, g: ConvGeometry) -> tuple[int, int, int, int, int]:
@@ -291,7 +292,9 @@ def _core_cpu(z: np.ndarray, core: np.ndarray, g: ConvGeometry) -> np.ndarray:
     geo = np.array([g.batch, g.channels, g.height, g.width, core.shape[0], g.out_h, g.out_w,
                     g.stride_h, g.stride_w, g.pad_top, g.pad_left, g.taps], dtype=np.int64)
     wk = np.ascontiguousarray(core.reshape(core.shape[0], core.shape[1], g.taps), dtype=np.float32)
-    _core_conv_cpu(np.ascontiguousarray(z, dtype=np.float32).ravel(), out.ravel(), inc, wk, geo)
+    args = (np.ascontiguousarray(z, dtype=np.float32).ravel(), out.ravel(), inc, wk, geo)
+    notice_conv_compile(_core_conv_cpu, args, "cpu")
+    _core_conv_cpu(*args)
     return out
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from gpu.conv.cp import CPConvPlan, SeparableTiling, check_cp_factors, cp_conv2d
 from gpu.conv.index_tables import conv_geometry
-from gpu.conv.kernel_shapes import CP_RANKS, TUCKER_TILES, cp_lean_variants, tucker_row_variants, tucker_square_variants
+from gpu.conv.kernel_cache import tucker_core_variants
+from gpu.conv.kernel_shapes import CP_RANKS, cp_lean_variants
 from gpu.conv.tucker import tucker_conv2d
 
 __all__ = ["warm_up_conv"]
@@ -47,9 +48,7 @@ def _cuda(log: Callable[[str], None]) -> None:
         method = "taps" if tiling is None else "separable"
         CPConvPlan(f, g, lanes=1 if tiling is None else None, method=method, tiling=tiling)(d_x, d_out)
     log(f"conv: {len(plans)} CP kernels")
-    variants = [(th, tw, 0, 0, 1) for th, tw in TUCKER_TILES]
-    variants += [(th, tw, 0, kw, tn) for th, tw, kw, tn in tucker_row_variants()]
-    variants += [(th, tw, k, k, tn) for th, tw, k, tn in tucker_square_variants()]
+    variants = tucker_core_variants()
     compile_core_kernels(variants)
     tucker_conv2d(x, np.ones((4, 2)), np.ones((2, 2, 3, 3)), np.ones((8, 2)), padding=1, backend="cuda")
     cuda.synchronize()

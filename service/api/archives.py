@@ -98,15 +98,7 @@ def batch_results_zip(
     tenant: TenantDep,
     label: Annotated[str, Query(min_length=1, max_length=200, description="The batch's label")],
 ) -> StreamingResponse:
-    records: list[JobRecord] = []
-    cursor = None
-    while True:
-        page, cursor = store.list(
-            tenant=tenant, status=JobStatus.succeeded, label=label, limit=1000, cursor=cursor
-        )
-        records.extend(page)
-        if cursor is None:
-            break
+    records = list(store.records(tenant=tenant, status=JobStatus.succeeded, label=label))
     if not records:
         raise Problem(
             404,

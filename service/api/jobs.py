@@ -98,12 +98,23 @@ def download_result(job_id: str, name: str, request: Request, store: StoreDep, t
     )
 
 
+def _route_paths(routes) -> set[str]:
+    """The paths of ``routes``, those of included routers too (FastAPI ≥ 0.165 keeps an
+    included router whole, as ``original_router``; older versions copy its routes)."""
+    paths = set()
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        paths |= _route_paths(included.routes) if included is not None else {getattr(route, "path", None)}
+    return paths
+
+
 @router.post("/{kind}", include_in_schema=False)
 def unknown_kind(kind: str, request: Request, kinds: KindsDep) -> Response:
     """Submit routes exist for the registered kinds only; this answers the rest (which would
     otherwise be 405, as ``/v1/jobs/{job_id}`` takes GET and DELETE). A path that is a route
-    of its own (``/v1/jobs/results.zip``) is 405, naming its methods."""
-    if request.url.path in request.app.openapi().get("paths", {}):
+    of its own (``/v1/jobs/results.zip``) is 405, naming its methods; the routes are looked
+    up in the app's table, the kinds in the registry (no OpenAPI document is built)."""
+    if request.url.path in _route_paths(request.app.routes):
         raise StarletteHTTPException(status.HTTP_405_METHOD_NOT_ALLOWED)
     raise Problem(
         404, f"there is no job kind {kind!r}; submit to one of: "

@@ -68,7 +68,7 @@ def _bids(args: argparse.Namespace) -> int:
 def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str], log) -> dict:
     """Submit one job per FOD to the service as one labelled batch, wait, download each
     job's results and publish them as :func:`worker.bids.run_bids_peaks` does."""
-    from service.cli.client import REFUSES_THE_INPUT, RequestRefused, ServiceClient, _wait, in_own_names
+    from service.cli.client import ServiceClient, job_failure, submit_each, wait_for_jobs
     from worker.bids import publish_job, write_dataset_description
     from worker.job_kinds import get_job_kind
 
@@ -76,22 +76,15 @@ def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str], log
     output_dir.mkdir(parents=True, exist_ok=True)
     write_dataset_description(output_dir, args.bids_dir)
     label = f"bids-{Path(args.bids_dir).resolve().name}"
-    results: dict = {}
+    by_path = {fod.path: fod for fod in fods}
     with ServiceClient(args.server, args.api_key) as client:
-        submitted = {}
-        for fod in fods:
-            files = {"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})}
-            try:
-                submitted[client.submit("peaks", files, {**fields, "label": label})["id"]] = fod
-            except RequestRefused as exc:  # one bad FOD is reported, the others go on
-                if exc.status not in REFUSES_THE_INPUT:
-                    raise
-                results[fod.path] = in_own_names(f"{exc.title}: {exc.detail}", get_job_kind("peaks"), files)
-        for job in _wait(client, list(submitted), args.quiet, label):
-            fod = submitted[job["id"]]
+        batch = [{"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})} for fod in fods]
+        sent, refused = submit_each(client, get_job_kind("peaks"), batch, {**fields, "label": label})
+        results: dict = {files["fod"]: why for files, why in refused}
+        for job in wait_for_jobs(client, list(sent), args.quiet, label):
+            fod = by_path[sent[job["id"]]["fod"]]
             if job["status"] != "succeeded":
-                error = job.get("error") or {}
-                results[fod.path] = f"{job['status']}: {error.get('title', '')}: {error.get('detail', '')}"
+                results[fod.path] = job_failure(job)
                 continue
             work = output_dir / ".work" / job["id"]
             try:

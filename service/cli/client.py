@@ -25,7 +25,8 @@ from service.cli import CommandError
 from service.cli.model_options import add_model_options, option_values, params_from_options
 from worker.job_kinds import InputSlot, JobKind, job_kinds
 
-__all__ = ["register", "ServiceClient", "RequestRefused", "REFUSES_THE_INPUT", "in_own_names"]
+__all__ = ["register", "ServiceClient", "RequestRefused", "REFUSES_THE_INPUT", "in_own_names", "submit_each", "wait_for_jobs",
+           "job_failure"]
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -145,7 +146,7 @@ def _refresh(client: ServiceClient, jobs: dict[str, dict[str, Any]], label: str 
         jobs[job_id] = client.job(job_id)
 
 
-def _wait(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | None = None) -> list[dict[str, Any]]:
+def wait_for_jobs(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | None = None) -> list[dict[str, Any]]:
     """Poll until every job is finished, with one progress bar over the batch."""
     jobs = {job_id: client.job(job_id) for job_id in job_ids}
     bar = tqdm(total=len(job_ids), unit="job", disable=quiet, file=sys.stderr, bar_format=
@@ -184,8 +185,7 @@ def _report(client: ServiceClient, jobs: list[dict[str, Any]], out: Path | None,
             for warning in job.get("warnings") or []:
                 print(f"  ! {own_names(job['id'], warning)}", file=sys.stderr)
         else:
-            error = job.get("error") or {}
-            failed.append((job, f"{job['status']}: {error['title']}: {error['detail']}" if error else job["status"]))
+            failed.append((job, job_failure(job)))
     return failed
 
 
@@ -232,9 +232,37 @@ def in_own_names(text: str, kind: JobKind, files: dict[str, Path]) -> str:
     return text
 
 
-# A refusal of one input (bad file, job too large); any other error (key, kind, service
-# unreachable or full) would refuse every input alike, so it stops the batch.
+#: A refusal of one input (bad file, job too large); any other error (key, kind, service
+#: unreachable or full) would refuse every input alike, so it stops the batch.
 REFUSES_THE_INPUT = {413, 415, 422}
+
+
+def submit_each(client: ServiceClient, kind: JobKind, batch: list[dict[str, Path]], fields: dict[str, str],
+                on_queued: Callable[[dict[str, Any], dict[str, Path]], None] = lambda job, files: None,
+                ) -> tuple[dict[str, dict[str, Path]], list[tuple[dict[str, Path], str]]]:
+    """Submit one ``kind`` job per set of input files (slot → path) of ``batch``: a refusal of
+    one input is kept, in the user's file names, and the others go on; any other refusal
+    (:data:`REFUSES_THE_INPUT`) stops the batch. Returns the jobs queued (id → files) and
+    the refused inputs (files, why); ``on_queued(job, files)`` is called as each is queued."""
+    sent: dict[str, dict[str, Path]] = {}
+    refused: list[tuple[dict[str, Path], str]] = []
+    for files in batch:
+        try:
+            job = client.submit(kind.name, files, fields)
+        except RequestRefused as exc:
+            if exc.status not in REFUSES_THE_INPUT:
+                raise
+            refused.append((files, in_own_names(f"refused ({exc.status}): {exc.title}: {exc.detail}", kind, files)))
+            continue
+        sent[job["id"]] = files
+        on_queued(job, files)
+    return sent, refused
+
+
+def job_failure(job: dict[str, Any]) -> str:
+    """Why a finished job did not succeed: ``<status>: <title>: <detail>``, or its status."""
+    error = job.get("error") or {}
+    return f"{job['status']}: {error['title']}: {error['detail']}" if error else job["status"]
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -254,22 +282,12 @@ def _submit(args: argparse.Namespace) -> int:
     if label:
         fields["label"] = label
     with ServiceClient(args.server, args.api_key) as client:
-        sent: dict[str, dict[str, Path]] = {}
-        failed: list[tuple[Path, str]] = []
-        for source in inputs:
-            files = {primary.name: source, **extra}
-            try:
-                job = client.submit(kind.name, files, fields)
-            except RequestRefused as exc:
-                if exc.status not in REFUSES_THE_INPUT:
-                    raise
-                why = f"refused ({exc.status}): {exc.title}: {exc.detail}"
-                failed.append((source, in_own_names(why, kind, files)))
-                continue
-            sent[job["id"]] = files
-            print(f"{job['id']} queued ({source.name})")
+        sent, refused = submit_each(
+            client, kind, [{primary.name: source, **extra} for source in inputs], fields,
+            lambda job, files: print(f"{job['id']} queued ({files[primary.name].name})"))
+        failed = [(files[primary.name], why) for files, why in refused]
         if sent and (args.wait or args.out):
-            finished = _wait(client, list(sent), args.quiet, label)
+            finished = wait_for_jobs(client, list(sent), args.quiet, label)
             # a folder's (or several files') results go to a sub-folder per input
             folders = {job_id: _stem(files[primary.name]) for job_id, files in sent.items()}
             for job, why in _report(client, finished, Path(args.out) if args.out else None,
@@ -299,7 +317,7 @@ def _jobs(args: argparse.Namespace) -> int:
                 print(f"{job['id']} {'deleted' if code == 204 else 'cancelled'}")
             return 0
         if args.wait or args.out:
-            jobs = _wait(client, [j["id"] for j in jobs], args.quiet, args.label)
+            jobs = wait_for_jobs(client, [j["id"] for j in jobs], args.quiet, args.label)
             folders = {j["id"]: j["id"] for j in jobs} if len(jobs) > 1 else None
             failed = _report(client, jobs, Path(args.out) if args.out else None, folders)
             for job, why in failed:

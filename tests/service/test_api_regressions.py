@@ -24,6 +24,10 @@ async def test_unknown_job_kind_is_404_naming_the_kinds(client, store):
     assert problem["detail"].startswith("there is no job kind 'fibres'; submit to one of: ")
     assert "POST /v1/jobs/peaks" in problem["detail"] and "POST /v1/jobs/scale" in problem["detail"]
     assert leftovers(store) == []
+    assert client.app.openapi_schema is None  # answered from the registry and the route table
+    # a path that is a route of its own is still 405 with its methods
+    response = await client.post("/v1/jobs/results.zip")
+    assert response.status_code == 405 and response.headers["allow"] == "GET, HEAD"
 
 
 async def test_head_on_a_result_gives_its_headers(client, volume, store):

@@ -144,6 +144,7 @@ def test_conv_warmup_fills_the_cache_with_the_cpu_loops(tmp_path):
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "FIBERTENSOR_KERNEL_CACHE": str(tmp_path / "kernels")}
     done = python("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "conv", env=env)
     assert "conv (cpu)" in done.stdout
+    assert NOTICE not in done.stderr
     for loop in ("cp._cp_conv_cpu", "tucker._core_conv_cpu"):
         assert list((tmp_path / "cache").rglob(f"{loop}-*.nbi")), loop
     compiled = sorted((tmp_path / "cache").rglob("*.nbc"))
@@ -151,3 +152,13 @@ def test_conv_warmup_fills_the_cache_with_the_cpu_loops(tmp_path):
     # gets the float64 reference
     assert float(python(_RUN_CONV, env=env).stdout) < 1e-4
     assert sorted((tmp_path / "cache").rglob("*.nbc")) == compiled
+
+
+def test_a_conv_loops_first_compile_is_announced_once(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "FIBERTENSOR_KERNEL_CACHE": str(tmp_path / "kernels")}
+    cold = python(_RUN_CONV, env=env)
+    assert cold.stderr.count(NOTICE) == 1, cold.stderr
+    assert "compiling the CPU conv kernel _cp_conv_cpu into numba's cache (first use; about 3 s)" in cold.stderr
+    assert "fibertensor warmup" in cold.stderr and float(cold.stdout) < 1e-4
+    warm = python(_RUN_CONV, env=env)
+    assert NOTICE not in warm.stderr and float(warm.stdout) < 1e-4

@@ -82,6 +82,24 @@ def test_list_filters_and_cursor(tmp_path):
     assert [r.id for r in page] == [ids[0]] and cursor is None
     assert [r.id for r in store.list(label="L1")[0]] == [ids[3], ids[1]]
     assert store.list(status=JobStatus.running)[0] == []
+    # a page of exactly what is left has no next page
+    assert store.list(tenant="a", limit=4) == (made[3::-1], None)
+
+
+def test_records_reads_every_job_once_in_one_pass(tmp_path, monkeypatch):
+    """What a batch's results.zip walks: the filtered jobs newest first, as the pages give them."""
+    store = JobStore(tmp_path)
+    made = []
+    for i in range(7):
+        made.append(_create(store, tenant="a" if i % 3 else "b", label="L"))
+        time.sleep(0.002)  # ids order by creation time, to the millisecond
+    listed, reads = [], []
+    monkeypatch.setattr(store, "job_ids", lambda ids=store.job_ids: listed.append(1) or ids())
+    monkeypatch.setattr(store, "read", lambda job_id, read=store.read: reads.append(job_id) or read(job_id))
+    records = list(store.records(tenant="a", label="L"))
+    assert records == [r for r in reversed(made) if r.tenant == "a"]
+    assert len(listed) == 1 and sorted(reads) == sorted(r.id for r in made)
+    assert [r.id for r in store.records(tenant="a", before=records[1].id)] == [r.id for r in records[2:]]
 
 
 def test_delete_and_bad_ids(tmp_path):
