@@ -10,8 +10,9 @@ import ctypes
 import functools
 import os
 import sys
+import threading
 
-__all__ = ["cuda_available", "simulator_active", "device_name", "resolve_backend"]
+__all__ = ["cuda_available", "simulator_active", "device_name", "resolve_backend", "start_cuda_context"]
 
 
 def simulator_active() -> bool:
@@ -75,3 +76,21 @@ def resolve_backend(backend: str) -> str:
             "(install numba-cuda and an NVIDIA driver, or use --backend cpu)"
         )
     return backend
+
+
+def start_cuda_context() -> None:
+    """Create the CUDA context in a background thread, for a one-job process that will use
+    the GPU: the driver's fraction of a second then overlaps the imports and the read.
+    Nothing under the simulator or where no driver loads; a failure is left to the job,
+    which reports it when it needs the GPU."""
+    if simulator_active() or not _driver_loads():
+        return
+    from gpu.cuda_driver import driver
+
+    def create() -> None:
+        try:
+            driver.ensure_context()
+        except Exception:  # no usable GPU: the job says so, or runs on the CPU (auto)
+            pass
+
+    threading.Thread(target=create, name="cuda-context").start()

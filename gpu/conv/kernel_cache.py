@@ -28,14 +28,13 @@ from types import ModuleType
 from typing import Callable
 
 from gpu.compile_notice import notice_compile
+from gpu.cubin_cache import CACHE_ENV, kernel_cache_dir
 from gpu.conv.kernel_shapes import (CP_RANKS, cp_lean_name, cp_lean_variants, cp_taps_name, tucker_core_name,
                                     tucker_row_variants, tucker_square_variants, TUCKER_TILES)
 
 __all__ = ["CACHE_ENV", "COMPILE_SECONDS", "kernel_cache_dir", "generator_key", "kernel_path", "cp_taps_kernel",
            "cp_lean_kernel", "tucker_core_kernel", "tucker_core_variants", "notice_conv_compile"]
 
-#: Environment variable naming the kernel cache folder.
-CACHE_ENV = "FIBERTENSOR_KERNEL_CACHE"
 #: Seconds a conv kernel's first use compiles, what the first-use notice tells: the CPU loops
 #: on the shared 2-core developer VM (2026-11-24, fresh cache, load ~1); a CUDA kernel: not
 #: measured yet (None: the notice gives no figure).
@@ -45,14 +44,6 @@ _GENERATOR_FILES = ("codegen.py", "kernel_shapes.py")
 
 _lock = threading.Lock()
 _loaded: dict[Path, ModuleType] = {}
-
-
-def kernel_cache_dir() -> Path:
-    """The folder that holds the generated kernel modules (see the module docstring)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "fibertensor" / "kernels"
 
 
 @functools.cache

@@ -8,14 +8,14 @@ from typing import Callable
 import numba
 import numpy as np
 
-from gpu.kernel_cache import announce_compile, is_compiled
+from gpu.compile_notice import announce_compile, is_compiled
 from gpu.peaks import sshopm_generated
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS
 
 __all__ = ["run_sshopm_cpu", "COMPILE_SECONDS"]
 
 # Seconds to compile sshopm_cpu_m{order} (a shared 2-core VM, 2026-11-24; up to 1.7x that
-# under load): what a first run is told to expect.
+# under load): what a first run is told to expect (the CUDA kernels: gpu.peaks.backend_cuda).
 COMPILE_SECONDS = {2: 5, 4: 6, 6: 8, 8: 10, 10: 13, 12: 18}
 
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
-from service.cli.input_checks import check_inputs, input_problem
 from service.cli.model_options import add_model_options, params_from_args
 from worker.params.peaks import PeaksParams
 
@@ -43,10 +42,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _peaks(args: argparse.Namespace) -> int:
+    params = params_from_args(PeaksParams, args)
+    if params.backend != "cpu":
+        from gpu.cuda_runtime import start_cuda_context
+
+        start_cuda_context()  # while the imports below run
+    from service.cli.input_checks import check_inputs, input_problem
     from worker.errors import InputError
     from worker.jobs.peaks import PeaksOutputs, run_peaks
 
-    params = params_from_args(PeaksParams, args)
     inputs = {"fod": args.input, "mask": args.mask}
     check_inputs("peaks", inputs, params, read_through=False)
     bar = None
