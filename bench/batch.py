@@ -69,9 +69,12 @@ _CLOCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax: int) -> list[Path]:
+def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax: int,
+                 distinct: int | None = None) -> list[Path]:
     """``subjects`` copies of one noise-free phantom, each plus its own Gaussian noise (2 % of a
-    single fiber's l = 0 coefficient, as ``fod_phantom`` adds it), written in parallel."""
+    single fiber's l = 0 coefficient, as ``fod_phantom`` adds it), written in parallel; with
+    ``distinct``, only that many files, the other subjects links to them under their own
+    names (a long run that fits the disk)."""
     base = fod_phantom(shape, lmax, noise=0.0, seed=0)["sh"]
     single = fod_phantom((1, 1, 1), lmax, fiber_fractions=(1.0, 0.0, 0.0), noise=0.0)["sh"][0, 0, 0, 0]
     affine = np.diag([2.0, 2.0, 2.0, 1.0])
@@ -83,7 +86,13 @@ def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax:
 
     folder.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
-        return list(pool.map(write, range(subjects)))
+        written = list(pool.map(write, range(min(subjects, distinct or subjects))))
+    links = []
+    for index in range(len(written), subjects):
+        links.append(folder / f"sub-{index:04d}.nii.gz")
+        links[-1].unlink(missing_ok=True)
+        links[-1].symlink_to(written[index % len(written)].name)
+    return written + links
 
 
 def _tree(roots: list[int]) -> list[int]:
@@ -327,6 +336,8 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--subjects", type=int, default=100)
+    parser.add_argument("--distinct", type=int, help="write only this many distinct inputs; the other subjects "
+                        "link to them (a 500-subject memory run on a small disk)")
     parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
     parser.add_argument("--lmax", type=int, default=8)
     parser.add_argument("--gpus", help="CUDA_VISIBLE_DEVICES values, e.g. 0 or 0,1 (default: local in this "
@@ -353,7 +364,7 @@ def main() -> None:
     params = PeaksParams(backend=args.backend)
 
     started = time.perf_counter()
-    inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax)
+    inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax, args.distinct)
     size = sum(p.stat().st_size for p in inputs) / len(inputs)
     print(f"{args.subjects} subjects {'x'.join(map(str, args.shape))} lmax {args.lmax}, {size / 1e6:.1f} MB .nii.gz "
           f"each, written in {time.perf_counter() - started:.0f} s; {len(os.sched_getaffinity(0))} cores; "
