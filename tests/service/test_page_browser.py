@@ -380,7 +380,7 @@ def test_labels_and_file_names_are_shown_as_text_never_run(server, sample, brows
     page.wait_submitted()
     assert HOSTILE_NAME in page.text("chosen-files")
     # the refused file of the batch is named in its error, as text
-    assert page.text("err-fod").startswith(f"{HOSTILE_NAME}: fod: the file ends in .gz but is not gzip data")
+    assert page.text("err-fod").startswith(f"{HOSTILE_NAME}: fod: 'fod.nii.gz' ends in .gz but is not gzip data")
     job_id = page.all("#submitted a")[0].text
     page.wait(lambda: page.all(f"#job-rows tr[data-job='{job_id}']"), 10, "the job in the list")
     assert page.texts(f"#job-rows tr[data-job='{job_id}'] td[data-label=Label]") == [HOSTILE_LABEL]
