@@ -281,13 +281,15 @@ def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_clim
 def _cpu_climbs(order: int) -> str:
     return f'''@register_jitable
 def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, slot):
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
     """climb_m{order} from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^{order} = f[s]), all at once: each round computes A x^{order - 2} of every running climb in
-    one vectorized loop (axm2_points_m{order}; one climb at a time leaves the SIMD lanes idle),
-    then steps each. A climb runs the same operations as in climb_m{order}, so its result is bit
-    for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``slot`` (·) their t."""
+    A x^{order} = f[s]), all at once: each round computes A x^{order - 2} (axm2_points_m{order}) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m{order}, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
+    previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``steps`` (6, ·) the step's x', y', z', λ,
+    length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -300,14 +302,18 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
     it = 0
     while k > 0:
         axm2_points_m{order}(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                {order}, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
-            x, y, z, lam, step, negdef = sm.sshopm_step(
-                {order}, px, py, pz, m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j], shift_mode, alpha_fixed, newton,
-                max_step,
-            )
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
             merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
             capped = False
             if merged:
@@ -326,17 +332,17 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
             cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
-            # The last running climb moves into this lane: its M is computed, its step not taken.
+            # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
                 lanes[r, j] = lanes[r, k]
             for r in range(6):
-                m[r, j] = m[r, k]
+                steps[r, j] = steps[r, k]
             slot[j] = slot[k]'''
 
 
 def _cpu_loop(order: int, n_unique: int) -> str:
-    return f'''@njit(parallel=True, cache=True)
+    return f'''@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     \"\"\"The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads.\"\"\"
     n_chunks = iter_hist.shape[0]
@@ -362,6 +368,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
         rank = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
         slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range({n_unique}):
@@ -400,7 +407,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                 climbs_cpu_m{order}(
                     a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, slot,
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
                 for t in range(lo, hi):
                     out_stats[v, S_ITERATIONS] += cits[t]
@@ -443,6 +450,8 @@ The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
 # sshopm_math.py sha256 {math_hash}
 # sshopm_layout.py sha256 {layout_hash}
 
+from types import FunctionType
+
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
@@ -452,6 +461,14 @@ from gpu.peaks.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON,
     P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED,
     S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+)
+
+# sshopm_step compiled into its caller's IR, not called: LLVM vectorizes no loop with a call in
+# it. It branches (Newton or shifted power step), which LLVM turns into masked vector code
+# given numpy's error model (a division by zero in a lane not taken gives inf, not an
+# exception); each lane's result is that of the scalar step.
+sshopm_step_inline = register_jitable(inline="always")(
+    FunctionType(sm.sshopm_step.__code__, sm.sshopm_step.__globals__, "sshopm_step_inline")
 )
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps

@@ -9,6 +9,8 @@ The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
 # sshopm_math.py sha256 55442163dc5b5b96eee5efaa64094f8747d53862cededfbcef76ad3a5973838e
 # sshopm_layout.py sha256 34d6c2062d43b8771fa1f165c3c96357f608a517982019dc48638b10f2a7dceb
 
+from types import FunctionType
+
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
@@ -18,6 +20,14 @@ from gpu.peaks.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON,
     P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED,
     S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+)
+
+# sshopm_step compiled into its caller's IR, not called: LLVM vectorizes no loop with a call in
+# it. It branches (Newton or shifted power step), which LLVM turns into masked vector code
+# given numpy's error model (a division by zero in a lane not taken gives inf, not an
+# exception); each lane's result is that of the scalar step.
+sshopm_step_inline = register_jitable(inline="always")(
+    FunctionType(sm.sshopm_step.__code__, sm.sshopm_step.__globals__, "sshopm_step_inline")
 )
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
@@ -270,13 +280,15 @@ def axm2_points_m2(a, points, k, out):
 
 @register_jitable
 def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, slot):
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
     """climb_m2 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^2 = f[s]), all at once: each round computes A x^0 of every running climb in
-    one vectorized loop (axm2_points_m2; one climb at a time leaves the SIMD lanes idle),
-    then steps each. A climb runs the same operations as in climb_m2, so its result is bit
-    for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^0, ``slot`` (·) their t."""
+    A x^2 = f[s]), all at once: each round computes A x^0 (axm2_points_m2) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m2, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
+    previous λ, ``m`` (6, ·) their M = A x^0, ``steps`` (6, ·) the step's x', y', z', λ,
+    length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -289,14 +301,18 @@ def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     it = 0
     while k > 0:
         axm2_points_m2(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                2, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
-            x, y, z, lam, step, negdef = sm.sshopm_step(
-                2, px, py, pz, m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j], shift_mode, alpha_fixed, newton,
-                max_step,
-            )
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
             merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
             capped = False
             if merged:
@@ -315,16 +331,16 @@ def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
             cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
-            # The last running climb moves into this lane: its M is computed, its step not taken.
+            # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
                 lanes[r, j] = lanes[r, k]
             for r in range(6):
-                m[r, j] = m[r, k]
+                steps[r, j] = steps[r, k]
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 2, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -350,6 +366,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         rank = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
         slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range(6):
@@ -388,7 +405,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 climbs_cpu_m2(
                     a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, slot,
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
                 for t in range(lo, hi):
                     out_stats[v, S_ITERATIONS] += cits[t]
@@ -763,13 +780,15 @@ def axm2_points_m4(a, points, k, out):
 
 @register_jitable
 def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, slot):
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
     """climb_m4 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^4 = f[s]), all at once: each round computes A x^2 of every running climb in
-    one vectorized loop (axm2_points_m4; one climb at a time leaves the SIMD lanes idle),
-    then steps each. A climb runs the same operations as in climb_m4, so its result is bit
-    for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^2, ``slot`` (·) their t."""
+    A x^4 = f[s]), all at once: each round computes A x^2 (axm2_points_m4) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m4, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
+    previous λ, ``m`` (6, ·) their M = A x^2, ``steps`` (6, ·) the step's x', y', z', λ,
+    length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -782,14 +801,18 @@ def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     it = 0
     while k > 0:
         axm2_points_m4(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                4, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
-            x, y, z, lam, step, negdef = sm.sshopm_step(
-                4, px, py, pz, m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j], shift_mode, alpha_fixed, newton,
-                max_step,
-            )
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
             merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
             capped = False
             if merged:
@@ -808,16 +831,16 @@ def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
             cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
-            # The last running climb moves into this lane: its M is computed, its step not taken.
+            # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
                 lanes[r, j] = lanes[r, k]
             for r in range(6):
-                m[r, j] = m[r, k]
+                steps[r, j] = steps[r, k]
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 4, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -843,6 +866,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         rank = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
         slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range(15):
@@ -881,7 +905,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 climbs_cpu_m4(
                     a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, slot,
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
                 for t in range(lo, hi):
                     out_stats[v, S_ITERATIONS] += cits[t]
@@ -1539,13 +1563,15 @@ def axm2_points_m6(a, points, k, out):
 
 @register_jitable
 def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, slot):
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
     """climb_m6 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^6 = f[s]), all at once: each round computes A x^4 of every running climb in
-    one vectorized loop (axm2_points_m6; one climb at a time leaves the SIMD lanes idle),
-    then steps each. A climb runs the same operations as in climb_m6, so its result is bit
-    for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^4, ``slot`` (·) their t."""
+    A x^6 = f[s]), all at once: each round computes A x^4 (axm2_points_m6) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m6, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
+    previous λ, ``m`` (6, ·) their M = A x^4, ``steps`` (6, ·) the step's x', y', z', λ,
+    length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -1558,14 +1584,18 @@ def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     it = 0
     while k > 0:
         axm2_points_m6(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                6, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
-            x, y, z, lam, step, negdef = sm.sshopm_step(
-                6, px, py, pz, m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j], shift_mode, alpha_fixed, newton,
-                max_step,
-            )
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
             merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
             capped = False
             if merged:
@@ -1584,16 +1614,16 @@ def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
             cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
-            # The last running climb moves into this lane: its M is computed, its step not taken.
+            # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
                 lanes[r, j] = lanes[r, k]
             for r in range(6):
-                m[r, j] = m[r, k]
+                steps[r, j] = steps[r, k]
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 6, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -1619,6 +1649,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         rank = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
         slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range(28):
@@ -1657,7 +1688,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 climbs_cpu_m6(
                     a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, slot,
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
                 for t in range(lo, hi):
                     out_stats[v, S_ITERATIONS] += cits[t]
@@ -2698,13 +2729,15 @@ def axm2_points_m8(a, points, k, out):
 
 @register_jitable
 def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, slot):
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
     """climb_m8 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^8 = f[s]), all at once: each round computes A x^6 of every running climb in
-    one vectorized loop (axm2_points_m8; one climb at a time leaves the SIMD lanes idle),
-    then steps each. A climb runs the same operations as in climb_m8, so its result is bit
-    for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^6, ``slot`` (·) their t."""
+    A x^8 = f[s]), all at once: each round computes A x^6 (axm2_points_m8) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m8, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
+    previous λ, ``m`` (6, ·) their M = A x^6, ``steps`` (6, ·) the step's x', y', z', λ,
+    length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -2717,14 +2750,18 @@ def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     it = 0
     while k > 0:
         axm2_points_m8(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                8, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
-            x, y, z, lam, step, negdef = sm.sshopm_step(
-                8, px, py, pz, m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j], shift_mode, alpha_fixed, newton,
-                max_step,
-            )
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
             merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
             capped = False
             if merged:
@@ -2743,16 +2780,16 @@ def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
             cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
-            # The last running climb moves into this lane: its M is computed, its step not taken.
+            # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
                 lanes[r, j] = lanes[r, k]
             for r in range(6):
-                m[r, j] = m[r, k]
+                steps[r, j] = steps[r, k]
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 8, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -2778,6 +2815,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         rank = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
         slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range(45):
@@ -2816,7 +2854,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                 climbs_cpu_m8(
                     a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, slot,
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
                 for t in range(lo, hi):
                     out_stats[v, S_ITERATIONS] += cits[t]
@@ -4340,13 +4378,15 @@ def axm2_points_m10(a, points, k, out):
 
 @register_jitable
 def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, slot):
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
     """climb_m10 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^10 = f[s]), all at once: each round computes A x^8 of every running climb in
-    one vectorized loop (axm2_points_m10; one climb at a time leaves the SIMD lanes idle),
-    then steps each. A climb runs the same operations as in climb_m10, so its result is bit
-    for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^8, ``slot`` (·) their t."""
+    A x^10 = f[s]), all at once: each round computes A x^8 (axm2_points_m10) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m10, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
+    previous λ, ``m`` (6, ·) their M = A x^8, ``steps`` (6, ·) the step's x', y', z', λ,
+    length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -4359,14 +4399,18 @@ def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
     it = 0
     while k > 0:
         axm2_points_m10(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                10, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
-            x, y, z, lam, step, negdef = sm.sshopm_step(
-                10, px, py, pz, m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j], shift_mode, alpha_fixed, newton,
-                max_step,
-            )
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
             merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
             capped = False
             if merged:
@@ -4385,16 +4429,16 @@ def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
             cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
-            # The last running climb moves into this lane: its M is computed, its step not taken.
+            # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
                 lanes[r, j] = lanes[r, k]
             for r in range(6):
-                m[r, j] = m[r, k]
+                steps[r, j] = steps[r, k]
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 10, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -4420,6 +4464,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         rank = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
         slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range(66):
@@ -4458,7 +4503,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 climbs_cpu_m10(
                     a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, slot,
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
                 for t in range(lo, hi):
                     out_stats[v, S_ITERATIONS] += cits[t]
@@ -6565,13 +6610,15 @@ def axm2_points_m12(a, points, k, out):
 
 @register_jitable
 def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, slot):
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
     """climb_m12 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^12 = f[s]), all at once: each round computes A x^10 of every running climb in
-    one vectorized loop (axm2_points_m12; one climb at a time leaves the SIMD lanes idle),
-    then steps each. A climb runs the same operations as in climb_m12, so its result is bit
-    for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^10, ``slot`` (·) their t."""
+    A x^12 = f[s]), all at once: each round computes A x^10 (axm2_points_m12) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m12, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
+    previous λ, ``m`` (6, ·) their M = A x^10, ``steps`` (6, ·) the step's x', y', z', λ,
+    length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -6584,14 +6631,18 @@ def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
     it = 0
     while k > 0:
         axm2_points_m12(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                12, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
-            x, y, z, lam, step, negdef = sm.sshopm_step(
-                12, px, py, pz, m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j], shift_mode, alpha_fixed, newton,
-                max_step,
-            )
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
             merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
             capped = False
             if merged:
@@ -6610,16 +6661,16 @@ def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
             cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
-            # The last running climb moves into this lane: its M is computed, its step not taken.
+            # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
                 lanes[r, j] = lanes[r, k]
             for r in range(6):
-                m[r, j] = m[r, k]
+                steps[r, j] = steps[r, k]
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 12, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -6645,6 +6696,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         rank = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
         slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range(91):
@@ -6683,7 +6735,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                 climbs_cpu_m12(
                     a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
                     fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, slot,
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
                 for t in range(lo, hi):
                     out_stats[v, S_ITERATIONS] += cits[t]
