@@ -287,9 +287,9 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
     lanes idle), then ends the climbs that stop. A climb runs the same operations as in
     climb_m{order}, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``steps`` (6, ·) the step's x', y', z', λ,
-    length and negative definiteness, ``slot`` (·) their t."""
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -344,7 +344,7 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
 def _cpu_loop(order: int, n_unique: int) -> str:
     return f'''@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
-    \"\"\"The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads.\"\"\"
+    """The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
     count = starts.shape[0]
@@ -390,7 +390,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
             for t in range(n):
                 ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
             # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the n_first first, only those that reach the floor the first climbs
+            # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             climbed = n

@@ -286,9 +286,9 @@ def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
     lanes idle), then ends the climbs that stop. A climb runs the same operations as in
     climb_m2, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^0, ``steps`` (6, ·) the step's x', y', z', λ,
-    length and negative definiteness, ``slot`` (·) their t."""
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^0, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -388,7 +388,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(n):
                 ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
             # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the n_first first, only those that reach the floor the first climbs
+            # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             climbed = n
@@ -786,9 +786,9 @@ def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
     lanes idle), then ends the climbs that stop. A climb runs the same operations as in
     climb_m4, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^2, ``steps`` (6, ·) the step's x', y', z', λ,
-    length and negative definiteness, ``slot`` (·) their t."""
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^2, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -888,7 +888,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(n):
                 ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
             # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the n_first first, only those that reach the floor the first climbs
+            # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             climbed = n
@@ -1569,9 +1569,9 @@ def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
     lanes idle), then ends the climbs that stop. A climb runs the same operations as in
     climb_m6, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^4, ``steps`` (6, ·) the step's x', y', z', λ,
-    length and negative definiteness, ``slot`` (·) their t."""
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^4, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -1671,7 +1671,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(n):
                 ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
             # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the n_first first, only those that reach the floor the first climbs
+            # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             climbed = n
@@ -2735,9 +2735,9 @@ def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
     lanes idle), then ends the climbs that stop. A climb runs the same operations as in
     climb_m8, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^6, ``steps`` (6, ·) the step's x', y', z', λ,
-    length and negative definiteness, ``slot`` (·) their t."""
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^6, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -2837,7 +2837,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             for t in range(n):
                 ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
             # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the n_first first, only those that reach the floor the first climbs
+            # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             climbed = n
@@ -4384,9 +4384,9 @@ def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
     lanes idle), then ends the climbs that stop. A climb runs the same operations as in
     climb_m10, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^8, ``steps`` (6, ·) the step's x', y', z', λ,
-    length and negative definiteness, ``slot`` (·) their t."""
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^8, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -4486,7 +4486,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for t in range(n):
                 ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
             # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the n_first first, only those that reach the floor the first climbs
+            # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             climbed = n
@@ -6616,9 +6616,9 @@ def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
     lanes idle), then ends the climbs that stop. A climb runs the same operations as in
     climb_m12, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch: ``lanes`` (4, ≥ hi − lo) the running climbs' x, y, z and
-    previous λ, ``m`` (6, ·) their M = A x^10, ``steps`` (6, ·) the step's x', y', z', λ,
-    length and negative definiteness, ``slot`` (·) their t."""
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^10, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
     for t in range(lo, hi):
         s = ranked[t]
@@ -6718,7 +6718,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             for t in range(n):
                 ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
             # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the n_first first, only those that reach the floor the first climbs
+            # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
             climbed = n

@@ -5,7 +5,7 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 789e1a619bbe90881dee96ce2784f0db45faeaf42e8e4ae77bc7129f717fc9dd
+# sshopm_generated.py sha256 94ea20d1513d8cdf18c076b64c56f5a6b5b27652ded0be0e13807a0aebadec51
 # sshopm_math.py sha256 55442163dc5b5b96eee5efaa64094f8747d53862cededfbcef76ad3a5973838e
 # sshopm_layout.py sha256 34d6c2062d43b8771fa1f165c3c96357f608a517982019dc48638b10f2a7dceb
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
