@@ -6,6 +6,7 @@ one run, with MRtrix3 sh2peaks on the same volumes.
 
     python bench/peaks_noisy.py --shape 48 48 30 --backends cpu              # here
     python bench/peaks_noisy.py --shape 96 96 60 --backends cuda --peers     # on the GPU
+    python bench/peaks_noisy.py --shape 96 96 60 --cpu-seconds               # whole processes
 
 Per run: seconds of the whole call (best of --repeats, the variants interleaved so load on
 the machine hits them alike), CUDA kernel time and its phases, climbs and iterations per
@@ -18,7 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -80,6 +86,46 @@ def differences(result, reference) -> dict:
             "max_rel_amplitude": float(rel.max(initial=0))}
 
 
+def child_seconds(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(CPU seconds: user + sys of the process and its children; wall seconds) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def compare_processes(shape: tuple[int, ...], lmax: int, relative_noise: float, repeats: int, threads: int) -> None:
+    """``fibertensor peaks --backend cpu`` against MRtrix3 ``sh2peaks -num 3 -nthreads threads`` on
+    the same noisy-phantom .nii.gz, whole processes, in CPU seconds (user + sys): on a machine
+    shared with other jobs those count the work done, where wall time counts the waiting too.
+    Ours: best of ``repeats`` after one run that loads numba's cache (or compiles, the first
+    time); sh2peaks (minutes at 553k voxels): one run."""
+    import nibabel as nib
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fod = Path(tmp, "fod.nii.gz")
+        sh = fod_phantom(shape, lmax, relative_noise=relative_noise, seed=0)["sh"]
+        nib.save(nib.Nifti1Image(sh, np.eye(4)), fod)
+        # This checkout's code, not an installed copy's.
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "NUMBA_NUM_THREADS": str(threads),
+               "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        ours = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "ours")), "--backend", "cpu", "--quiet"]
+        child_seconds(ours, env)
+        runs = {"fibertensor peaks --backend cpu": min(child_seconds(ours, env) for _ in range(repeats))}
+        if exe := shutil.which("sh2peaks"):
+            runs["MRtrix3 sh2peaks"] = child_seconds([exe, "-quiet", "-num", "3", "-nthreads", str(threads), str(fod),
+                                                     str(Path(tmp, "sh2peaks.nii.gz"))])
+    n = int(np.prod(shape))
+    print(f"\n{n} voxels, lmax {lmax}, relative noise {relative_noise:g}, {threads} threads, whole processes")
+    print(f"{'command':32s} {'CPU s':>8s} {'wall s':>8s} {'CPU × ours':>10s}")
+    ours_cpu = runs["fibertensor peaks --backend cpu"][0]
+    for name, (cpu, wall) in runs.items():
+        print(f"{name:32s} {cpu:8.2f} {wall:8.2f} {cpu / ours_cpu:10.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", type=int, nargs=3, default=[48, 48, 30])
@@ -93,7 +139,14 @@ def main() -> None:
     parser.add_argument("--peers", action="store_true", help="also time MRtrix3 sh2peaks on each phantom")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--cpu-seconds", action="store_true",
+                        help="instead: CPU seconds of whole `fibertensor peaks --backend cpu` and sh2peaks processes "
+                             "on the noisy phantom")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both, with --cpu-seconds")
     args = parser.parse_args()
+    if args.cpu_seconds:
+        compare_processes(tuple(args.shape), args.lmax, args.relative_noise, args.repeats, args.threads)
+        return
 
     shape = tuple(args.shape)
     rows = []

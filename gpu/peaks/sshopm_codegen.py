@@ -10,7 +10,10 @@ For each even order m in 2…12 the generated modules hold
 written out term by term over the unique entries a (lexicographic index classes) with the
 multinomial multiplicities baked in as constants (Ballard, Kolda & Plantenga 2011, Eqs. 3–6,
 Figs. 2–4, "loop unrolling", Sec. III-C); then the per-start iteration ``climb_m{m}`` and the
-CPU loop ``sshopm_cpu_m{m}`` (numba ``prange`` over voxels), and, in the ``_cuda`` module, the
+CPU loop ``sshopm_cpu_m{m}`` (numba ``prange`` over voxels; within a voxel it evaluates A x^(m−1)
+at every start and A x^(m−2) at every running climb in vectorized loops over points,
+``axm1_points_m{m}`` and ``axm2_points_m{m}``, climbing the seeds in lockstep,
+``climbs_cpu_m{m}``), and, in the ``_cuda`` module, the
 CUDA kernels ``seed_cuda_m{m}`` (one block per voxel, one thread per start) and
 ``climb_cuda_m{m}`` (one thread per seed; see :mod:`gpu.peaks.backend_cuda`), which run the
 same algorithm and differ only in how the work is spread over threads. Order-independent
@@ -61,8 +64,8 @@ def _powers(degree: int) -> list[str]:
     return lines
 
 
-def _term(coefficient: int, entry: int, factors: list[str]) -> str:
-    parts = ([f"S{coefficient}"] if coefficient != 1 else []) + [f"a[{entry}]"] + factors
+def _term(coefficient: int, entry: int, factors: list[str], entry_name: str = "a[{}]") -> str:
+    parts = ([f"S{coefficient}"] if coefficient != 1 else []) + [entry_name.format(entry)] + factors
     return " * ".join(parts)
 
 
@@ -105,15 +108,13 @@ def _axm(order: int) -> str:
     )
 
 
-def _contracted(order: int, name: str, frees: tuple[tuple[int, ...], ...], what: str, outputs: list[str]) -> str:
+def _contraction_lines(order: int, frees: tuple[tuple[int, ...], ...], outputs: list[str], indent: str,
+                       entry_name: str = "a[{}]") -> list[str]:
+    """Lines computing the outputs (A x^(m−p))_free for each free index tuple from x, y, z and
+    the unique entries (``entry_name`` of k): the powers, the monomials the outputs share, the sums."""
     lower = order - len(frees[0])
     monomials = [_monomial(e) for e in monomial_exponents(lower)]
-    lines = [
-        "@register_jitable",
-        f"def {name}_m{order}(a, x, y, z):",
-        f'    """{what} (Ballard et al., Def. 2 and Fig. {3 if len(frees[0]) == 1 else 4}); returns {", ".join(outputs)}."""',
-        *_powers(lower),
-    ]
+    lines = [indent + line.lstrip() for line in _powers(lower)]
     names = []
     for j, factors in enumerate(monomials):
         if len(factors) == 0:
@@ -121,13 +122,47 @@ def _contracted(order: int, name: str, frees: tuple[tuple[int, ...], ...], what:
         elif len(factors) == 1:
             names.append(factors)
         else:
-            lines.append(f"    t{j} = {' * '.join(factors)}")
+            lines.append(f"{indent}t{j} = {' * '.join(factors)}")
             names.append([f"t{j}"])
     for out, free in zip(outputs, frees):
-        terms = [_term(sigma, entry, names[j]) for j, (sigma, entry, _) in enumerate(_contraction(order, free))]
-        lines.append(f"    {out} = (\n        {_sum(terms)}\n    )")
-    lines.append(f"    return {', '.join(outputs)}")
-    return "\n".join(lines)
+        terms = [_term(sigma, entry, names[j], entry_name) for j, (sigma, entry, _) in enumerate(_contraction(order, free))]
+        lines.append(f"{indent}{out} = (\n{indent}    {_sum(terms, indent + '    ')}\n{indent})")
+    return lines
+
+
+def _contracted(order: int, name: str, frees: tuple[tuple[int, ...], ...], what: str, outputs: list[str]) -> str:
+    return "\n".join(
+        [
+            "@register_jitable",
+            f"def {name}_m{order}(a, x, y, z):",
+            f'    """{what} (Ballard et al., Def. 2 and Fig. {3 if len(frees[0]) == 1 else 4}); returns {", ".join(outputs)}."""',
+            *_contraction_lines(order, frees, outputs, "    "),
+            f"    return {', '.join(outputs)}",
+        ]
+    )
+
+
+def _contracted_points(order: int, name: str, frees: tuple[tuple[int, ...], ...], outputs: list[str]) -> str:
+    """``{name}_points_m{order}``: ``{name}_m{order}`` at many points, for the CPU loop."""
+    n_unique = len(index_classes(order))
+    rows = [f"        out[{r}, j] = {out}" for r, out in enumerate(outputs)]
+    return "\n".join(
+        [
+            "@register_jitable",
+            f"def {name}_points_m{order}(a, points, k, out):",
+            f'    """{name}_m{order} at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],',
+            "    the same operations in the same order, so the same values. The unique entries are read",
+            "    into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from",
+            '    vectorizing the loop over the points."""',
+            *[f"    a{e} = a[{e}]" for e in range(n_unique)],
+            "    for j in range(k):",
+            "        x = points[0, j]",
+            "        y = points[1, j]",
+            "        z = points[2, j]",
+            *_contraction_lines(order, frees, outputs, "        ", entry_name="a{}"),
+            *rows,
+        ]
+    )
 
 
 def _axm1(order: int) -> str:
@@ -243,17 +278,82 @@ def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_clim
     cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)'''
 
 
+def _cpu_climbs(order: int) -> str:
+    return f'''@register_jitable
+def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
+                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
+    """climb_m{order} from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    A x^{order} = f[s]), all at once: each round computes A x^{order - 2} (axm2_points_m{order}) and
+    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
+    climb_m{order}, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
+    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``steps`` (6, ·) their
+    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+    k = 0
+    for t in range(lo, hi):
+        s = ranked[t]
+        lanes[0, k] = points[0, s]
+        lanes[1, k] = points[1, s]
+        lanes[2, k] = points[2, s]
+        lanes[3, k] = f[s]
+        slot[k] = t
+        k += 1
+    it = 0
+    while k > 0:
+        axm2_points_m{order}(a, lanes, k, m)
+        for j in range(k):
+            steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
+                {order}, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
+                shift_mode, alpha_fixed, newton, max_step,
+            )
+            steps[5, j] = 1.0 if negdef else 0.0
+        it += 1
+        j = 0
+        while j < k:
+            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
+            x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
+            negdef = steps[5, j] != 0
+            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
+            capped = False
+            if merged:
+                x, y, z = px, py, pz
+            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
+                if it < max_iter:
+                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                    j += 1
+                    continue
+                capped = True
+            if not merged:
+                lam = axm_m{order}(a, x, y, z)
+            t = slot[j]
+            if z < 0:
+                x, y, z = -x, -y, -z
+            cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
+            cits[t] = it
+            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            # The last running climb moves into this lane, its step computed, not yet taken.
+            k -= 1
+            for r in range(4):
+                lanes[r, j] = lanes[r, k]
+            for r in range(6):
+                steps[r, j] = steps[r, k]
+            slot[j] = slot[k]'''
+
+
 def _cpu_loop(order: int, n_unique: int) -> str:
-    return f'''@njit(parallel=True, cache=True)
+    return f'''@njit(parallel=True, cache=True, error_model="numpy")
 def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
     count = starts.shape[0]
+    # x, y, z of the starts as contiguous rows, for the vectorized loops over points.
+    points = np.ascontiguousarray(starts.T)
     for c in prange(n_chunks):
         a = np.empty({n_unique}, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
-        grad = np.empty((count, 3), sh2t.dtype)
+        g = np.empty((3, count), sh2t.dtype)
         seed_start = np.empty(count, np.int64)
         seed_value = np.empty(count, sh2t.dtype)
         ranked = np.empty(count, np.int64)
@@ -261,25 +361,28 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
         cl = np.empty(count, sh2t.dtype)
+        cflags = np.zeros(count, np.int32)
+        cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
         rank = np.empty(count, np.int64)
+        lanes = np.empty((4, count), sh2t.dtype)
+        m = np.empty((6, count), sh2t.dtype)
+        steps = np.empty((6, count), sh2t.dtype)
+        slot = np.empty(count, np.int64)
         for v in range(c * n_voxels // n_chunks, (c + 1) * n_voxels // n_chunks):
             for k in range({n_unique}):
                 total = 0.0
                 for j in range({n_unique}):
                     total += sh2t[k, j] * coeffs[j, v]
                 a[k] = total
+            axm1_points_m{order}(a, points, count, g)
             for t in range(count):
-                gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
-                grad[t, 0] = gx
-                grad[t, 1] = gy
-                grad[t, 2] = gz
-                f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+                f[t] = g[0, t] * points[0, t] + g[1, t] * points[1, t] + g[2, t] * points[2, t]
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, grad[t, 0], grad[t, 1], grad[t, 2], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -290,37 +393,32 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
             # value; after the first n_first, only those that reach the floor the first climbs
             # set, and those climbs stop inside the first climbs' basins.
             n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            later_floor = 0.0
             climbed = n
-            for t in range(n):
-                s = ranked[t]
-                if t == n_first and iparams[P_BOUNDED] != 0:
+            for lo, hi in ((0, n_first), (n_first, n)):
+                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
                     later_floor = sm.later_seed_floor(
-                        t, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
+                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
                     )
-                if t >= n_first and f[s] < later_floor:
-                    climbed = t
-                    break
-                x, y, z, lam, its, capped, negdef, merged = climb_m{order}(
-                    a, starts[s, 0], starts[s, 1], starts[s, 2], f[s], iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-                    0 if t < n_first else n_first, cx, cy, cz, cl, valid, fparams[P_COS_BASIN],
+                    for t in range(n_first, n):
+                        if f[ranked[t]] < later_floor:
+                            climbed = t
+                            break
+                    hi = climbed
+                climbs_cpu_m{order}(
+                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
+                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
+                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
                 )
-                out_stats[v, S_ITERATIONS] += its
-                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], its)
-                out_stats[v, S_SEEDS] += 1
-                if capped:
-                    out_stats[v, S_CAPPED] += 1
-                if merged:
-                    out_stats[v, S_MERGED] += 1
-                iter_hist[c, min(its, iter_hist.shape[1] - 1)] += 1
-                if z < 0:
-                    x, y, z = -x, -y, -z
-                cx[t] = x
-                cy[t] = y
-                cz[t] = z
-                cl[t] = lam
-                valid[t] = sm.climb_flags(capped, negdef, merged, lam) & CLIMB_PEAK
+                for t in range(lo, hi):
+                    out_stats[v, S_ITERATIONS] += cits[t]
+                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                    out_stats[v, S_SEEDS] += 1
+                    if cflags[t] & CLIMB_CAPPED:
+                        out_stats[v, S_CAPPED] += 1
+                    if cflags[t] & CLIMB_MERGED:
+                        out_stats[v, S_MERGED] += 1
+                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                    valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
             for t in range(n):
@@ -352,15 +450,25 @@ The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
 # sshopm_math.py sha256 {math_hash}
 # sshopm_layout.py sha256 {layout_hash}
 
+from types import FunctionType
+
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_layout import (
-    CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
-    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON,
+    P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED,
+    S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+)
+
+# sshopm_step compiled into its caller's IR, not called: LLVM vectorizes no loop with a call in
+# it. It branches (Newton or shifted power step), which LLVM turns into masked vector code
+# given numpy's error model (a division by zero in a lane not taken gives inf, not an
+# exception); each lane's result is that of the scalar step.
+sshopm_step_inline = register_jitable(inline="always")(
+    FunctionType(sm.sshopm_step.__code__, sm.sshopm_step.__globals__, "sshopm_step_inline")
 )
 
 # Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
@@ -417,7 +525,9 @@ def generate_module() -> str:
     for m in ORDERS:
         n_unique = len(index_classes(m))
         parts += [f"# ---- order {m}: {n_unique} unique entries ----", _axm(m), _axm1(m), _axm2(m), _climb(m),
-                  _cpu_loop(m, n_unique)]
+                  _contracted_points(m, "axm1", ((0,), (1,), (2,)), ["gx", "gy", "gz"]),
+                  _contracted_points(m, "axm2", _PAIRS, ["mxx", "mxy", "mxz", "myy", "myz", "mzz"]),
+                  _cpu_climbs(m), _cpu_loop(m, n_unique)]
     return "\n\n\n".join(parts).rstrip() + "\n"
 
 
