@@ -170,7 +170,8 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None) -> list[Future]:
     """Start writing the outputs of a run with ``submit`` (a thread pool's): records them in
-    ``paths`` as ``{output: [paths]}`` before each write starts, and returns the futures."""
+    ``paths`` as ``{output: [paths]}`` before each write starts, and returns the futures (the
+    fixel directory's gives the folder it made)."""
     from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
     from worker.qc_picture import write_qc_png
@@ -208,7 +209,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         fmt = "mif.gz" if info.path.name.endswith(".gz") else "mif"
         paths["fixel"] = [folder.with_name(folder.name + ".tar") if fixel_archive else folder]
 
-        def fixels() -> None:
+        def fixels() -> Path:
             # A service result is one file: there the directory goes into a tar (its
             # images are compressed already when the input was).
             staging = folder.with_name(f".{folder.name}.staging")
@@ -219,6 +220,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
                 with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
                     archive.add(target, arcname=folder.name)
                 shutil.rmtree(staging)
+            return paths["fixel"][0]
 
         tasks.append(fixels)
 
@@ -226,13 +228,17 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         from worker.io.pam5 import write_pam5
 
         paths["pam5"] = [outputs.path("peaks", ".pam5")]
-        directions = result.directions
-        if params.basis == "mrtrix":
-            # DIPY keeps directions in the frame of its gradient table, the image axes.
-            directions = directions @ _scanner_to_image_axes(info.affine)
-        # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
-        shm = sh if params.basis == "dipy" else None
-        tasks.append(lambda: write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm))
+
+        def pam5() -> None:
+            directions = result.directions
+            if params.basis == "mrtrix":
+                # DIPY keeps directions in the frame of its gradient table, the image axes.
+                directions = directions @ _scanner_to_image_axes(info.affine)
+            # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
+            shm = sh if params.basis == "dipy" else None
+            write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm)
+
+        tasks.append(pam5)
     return futures + [submit(task) for task in tasks]
 
 
@@ -304,20 +310,31 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
     outputs.folder.mkdir(parents=True, exist_ok=True)
     outputs.sidecar.parent.mkdir(parents=True, exist_ok=True)
     written: dict[str, list[Path]] = {}
+    writes: list[Future] = []
     try:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as workers:
             checksums = [workers.submit(_input_checksums, i) for i in (info, mask_info) if i is not None]
             writes = _write_outputs(info, inputs.sh, result, params, outputs, fixel_archive, workers.submit, written,
                                     compress_threads)
-            for write in writes:
-                write.result()
+            try:
+                for write in writes:
+                    write.result()
+            except BaseException:
+                for write in writes:
+                    write.cancel()  # those not started yet
+                raise
             sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
     except BaseException:
         # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
-        # not at all; the fixel directory's writer is atomic itself and refuses an existing one.
+        # not at all; so did the fixel directory, removed only where this run made it (its
+        # writer refuses a folder that is there and not empty).
         for path in (path for paths in written.values() for path in paths):
             if not path.is_dir():
                 path.unlink(missing_ok=True)
+        for write in writes:
+            made = None if write.cancelled() or write.exception() else write.result()
+            if isinstance(made, Path) and made.is_dir():
+                shutil.rmtree(made)
         raise
     finished = time.perf_counter()
 
