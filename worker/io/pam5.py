@@ -111,7 +111,8 @@ def _sphere_cells(vertices_bytes: bytes) -> _SphereCells:
 @njit(nogil=True, cache=True)
 def _nearest_in_cells(directions, points, labels, table, g, found):  # pragma: no cover - compiled
     for n in range(directions.shape[0]):
-        x, y, z = directions[n, 0], directions[n, 1], directions[n, 2]
+        # float64 whatever the input's type (float32 converts exactly)
+        x, y, z = np.float64(directions[n, 0]), np.float64(directions[n, 1]), np.float64(directions[n, 2])
         ax, ay, az = abs(x), abs(y), abs(z)
         if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)) or ax + ay + az == 0.0:
             found[n] = -1
@@ -162,7 +163,8 @@ def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
     if vertices.ndim != 2 or vertices.shape[1] != 3 or len(vertices) == 0:
         raise ValueError(f"vertices must have shape (V, 3) with V > 0; got {vertices.shape}")
     cells = _sphere_cells(vertices.tobytes())
-    flat = np.ascontiguousarray(np.reshape(directions, (-1, 3)), np.float64)
+    flat = np.reshape(directions, (-1, 3))
+    flat = np.ascontiguousarray(flat, flat.dtype if flat.dtype in (np.float32, np.float64) else np.float64)
     found = np.empty(len(flat), np.int32)
     _nearest_in_cells(flat, cells.points, cells.labels, cells.table, cells.cells_per_edge, found)
     return found.reshape(np.shape(directions)[:-1])
@@ -215,22 +217,23 @@ def write_pam5(
     path = Path(path)
     if path.suffix.lower() != ".pam5":
         raise ValueError(f"{path.name!r}: a PeaksAndMetrics file name ends in .pam5")
-    directions = np.asarray(directions)
-    values = np.asarray(values)
+    # float32 as DIPY stores them; a peak is present where its stored value is non-zero.
+    directions = np.asarray(directions, np.float32)
+    values = np.asarray(values, np.float32)
     if directions.shape != (*values.shape, 3) or values.ndim != 4:
         raise ValueError(f"directions {directions.shape} and values {values.shape} must be (X, Y, Z, K, 3) and (X, Y, Z, K)")
     # DIPY's own sphere object, which normalises given vertices as load_pam will.
     vertices = (get_sphere(name=sphere) if isinstance(sphere, str) else Sphere(xyz=np.asarray(sphere, np.float64))).vertices
     present = np.isfinite(values) & (values != 0)
-    peak_dirs = np.where(present[..., None], directions, 0).astype(np.float32)
+    peak_dirs = np.where(present[..., None], directions, np.float32(0))
     if indices is None:
         # Of the directions as stored, so that find_closest on a read-back peak agrees.
         indices = nearest_vertex(peak_dirs, vertices)
     datasets = {
         "affine": np.asarray(affine, np.float64),
         "peak_dirs": peak_dirs,
-        "peak_values": np.where(present, values, 0).astype(np.float32),
-        "peak_indices": np.where(present, indices, -1).astype(np.int32),
+        "peak_values": np.where(present, values, np.float32(0)),
+        "peak_indices": np.where(present, indices, np.int32(-1)).astype(np.int32, copy=False),
         "shm_coeff": None if shm_coeff is None else np.asarray(shm_coeff, np.float32),
         "sphere_vertices": vertices,
         "total_weight": np.array([_EUDX_TOTAL_WEIGHT]),
