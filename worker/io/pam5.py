@@ -6,8 +6,8 @@ The layout is that of DIPY's ``dipy.io.peaks.save_pam`` (DIPY 1.9–1.12), so
 and ``peak_indices`` (X, Y, Z, K; the sphere vertex of each peak, -1 where there is none),
 ``sphere_vertices``, ``total_weight`` and ``ang_thr`` (the EuDX defaults ``save_pam`` stores)
 and, when given, ``shm_coeff`` and ``gfa``. It is written with h5py directly because
-``save_pam`` stores every dataset in HDF5 chunks, which costs eight times the contiguous
-write for the same file. DIPY is an optional dependency (its spheres, and h5py):
+``save_pam`` stores every dataset in HDF5 chunks, slower to write than one contiguous block
+and no smaller. DIPY is an optional dependency (its spheres, and h5py):
 ``pip install 'fibertensor[dipy]'``.
 """
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -26,6 +28,9 @@ from worker.errors import InputError
 from worker.io.atomic import atomic_path
 
 __all__ = ["require_dipy", "nearest_vertex", "write_pam5"]
+
+# Directions per thread of the vertex search.
+_BLOCK = 1 << 18
 
 # The EuDX settings a fresh ``PeaksAndMetrics`` carries and ``save_pam`` writes with it.
 _EUDX_TOTAL_WEIGHT, _EUDX_ANGLE_DEGREES = 0.5, 60.0
@@ -64,7 +69,7 @@ class _SphereCells:
         lone = np.flatnonzero(gap > 1e-6)
         self.points = np.ascontiguousarray(np.concatenate([vertices, -vertices[lone]]))
         self.labels = np.concatenate([np.arange(n), lone]).astype(np.int32)
-        # About four cells per point on a face: two to five candidates per cell.
+        # About four cells per point: a handful of candidates per cell.
         self.cells_per_edge = g = int(np.clip(np.ceil(2 * np.sqrt(len(self.points) / 6)), 4, 256))
 
         edges = np.linspace(-1.0, 1.0, g + 1)
@@ -166,7 +171,13 @@ def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
     flat = np.reshape(directions, (-1, 3))
     flat = np.ascontiguousarray(flat, flat.dtype if flat.dtype in (np.float32, np.float64) else np.float64)
     found = np.empty(len(flat), np.int32)
-    _nearest_in_cells(flat, cells.points, cells.labels, cells.table, cells.cells_per_edge, found)
+    # Blocks on threads (the compiled search releases the GIL), each writing its own rows.
+    blocks = range(0, len(flat), _BLOCK)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(blocks), len(os.sched_getaffinity(0))))) as workers:
+        for done in [workers.submit(_nearest_in_cells, flat[start:start + _BLOCK], cells.points, cells.labels,
+                                    cells.table, cells.cells_per_edge, found[start:start + _BLOCK])
+                     for start in blocks]:
+            done.result()
     return found.reshape(np.shape(directions)[:-1])
 
 
@@ -206,8 +217,9 @@ def write_pam5(
     gfa : ndarray, shape (X, Y, Z), optional
         Generalized fractional anisotropy.
 
-    The datasets are stored contiguous and uncompressed: gzip level 1 would halve the file
-    (the zeros of the background) for six times the writing time.
+    The datasets are stored contiguous and uncompressed: gzip would halve the file (the
+    background's zeros) but take longer than everything else the job writes
+    (docs/benchmarks.md).
     """
     require_dipy()
     import h5py
