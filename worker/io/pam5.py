@@ -122,8 +122,8 @@ def _nearest_in_cells(directions, points, labels, table, g, found):  # pragma: n
         if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)) or ax + ay + az == 0.0:
             found[n] = -1
             continue
-        # The cube face of the largest |coordinate| (x before y before z on ties, as the
-        # table's faces were laid out), and the cell of the other two over it.
+        # The cube face of the largest |coordinate| (on a tie either face holds the
+        # direction, on its edge), and the cell of the other two over it.
         if ax >= ay and ax >= az:
             face, major, u, v = 0 if x > 0 else 1, ax, y, z
         elif ay >= az:
