@@ -8,7 +8,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
-from dipy.core.sphere import HemiSphere, Sphere
+from dipy.core.sphere import HemiSphere
 from dipy.data import get_sphere
 from dipy.direction.peaks import PeaksAndMetrics, peak_directions
 from dipy.io.peaks import load_pam, save_pam
