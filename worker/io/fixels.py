@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -77,22 +78,33 @@ def write_fixel_directory(
     if count.min(initial=0) < 0 or count.max(initial=0) > k:
         raise ValueError(f"count must lie in 0…{k}")
 
-    # Voxels x fastest (MRtrix3's loop order over the index image), peaks in order within each.
-    fixel = np.arange(k) < count[..., None]
-    in_order = fixel.transpose(2, 1, 0, 3)
-    n_fixels = int(fixel.sum())
+    # Fixels voxel by voxel with x fastest (MRtrix3's loop over the index image), peaks in
+    # order within each: fixel f of the voxel whose first fixel is `first` is its peak
+    # f - first, taken straight from the (X, Y, Z, K) arrays by flat index.
+    n_fixels = int(count.sum())
     if n_fixels == 0:
         raise InputError(
             "No fixels",
             "no voxel has a peak, and a fixel directory cannot be empty; check the mask and the "
             "peak thresholds, or choose another output format",
         )
-    unit = directions.transpose(2, 1, 0, 3, 4)[in_order]
+    per_voxel = count.ravel(order="F").astype(np.int64)
+    first = np.cumsum(per_voxel) - per_voxel
+    voxel = np.arange(per_voxel.size).reshape(grid).ravel(order="F")  # C-order number of each voxel
+    peak = np.repeat(voxel * k - first, per_voxel) + np.arange(n_fixels)
+    unit = np.take(directions.reshape(-1, 3), peak, axis=0)
     if not np.isfinite(unit).all():
         raise ValueError("a counted peak has a non-finite direction; count must cover only the valid peaks")
-    index = np.zeros((*grid, 2), np.uint32)
-    index[..., 0] = count
-    index[..., 1] = (np.cumsum(count.ravel(order="F")) - count.ravel(order="F")).reshape(grid, order="F")
+    index = np.stack([per_voxel, first], axis=-1).astype(np.uint32).reshape(*grid, 2, order="F")
+    # Fixel data files are N×M×1 images on an identity transform (Fixel::data_header_from_index).
+    files = {
+        "index": (index, affine, {"nfixels": str(n_fixels)}),
+        "directions": (unit.astype(np.float32, copy=False)[:, :, None], np.eye(4), None),
+        "peak_amp": (np.take(amplitudes.reshape(-1), peak).astype(np.float32, copy=False)[:, None, None], np.eye(4), None),
+    }
+    if peak_fraction is not None:
+        values = np.take(np.reshape(peak_fraction, -1), peak).astype(np.float32, copy=False)
+        files["peak_fraction"] = (values[:, None, None], np.eye(4), None)
 
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
@@ -100,17 +112,12 @@ def write_fixel_directory(
     partial = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}.partial")
     partial.mkdir(parents=True)
     try:
-        # Fixel data files are N×M×1 images on an identity transform (Fixel::data_header_from_index).
-        fixel_files = {
-            "directions": unit.astype(np.float32)[:, :, None],
-            "peak_amp": amplitudes.transpose(2, 1, 0, 3)[in_order].astype(np.float32)[:, None, None],
-        }
-        if peak_fraction is not None:
-            values = np.asarray(peak_fraction).transpose(2, 1, 0, 3)[in_order]
-            fixel_files["peak_fraction"] = values.astype(np.float32)[:, None, None]
-        write_image(partial / f"index.{fmt}", index, affine, keyval={"nfixels": str(n_fixels)})
-        for name, values in fixel_files.items():
-            write_image(partial / f"{name}.{fmt}", values, np.eye(4))
+        # The files compress side by side (gzip releases the GIL).
+        with ThreadPoolExecutor(max_workers=len(files)) as workers:
+            writes = [workers.submit(write_image, partial / f"{name}.{fmt}", data, grid_affine, keyval=keyval)
+                      for name, (data, grid_affine, keyval) in files.items()]
+        for write in writes:
+            write.result()
         os.replace(partial, folder)
     finally:
         shutil.rmtree(partial, ignore_errors=True)

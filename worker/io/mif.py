@@ -22,6 +22,7 @@ and flipped to lie nearest to RAS, the strides saying how they are stored), whic
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from dataclasses import dataclass, field
@@ -528,10 +529,11 @@ def write_mif(
             temporary.write_bytes(_header_text(lines, data_path.name))
         return path
     header = _header_text(lines, None)
-    with atomic_path(path) as temporary:
-        opener = (lambda p: isal.igzip.open(p, "wb", compresslevel=1)) if path.name.endswith(".gz") else (
-            lambda p: open(p, "wb"))
-        with opener(temporary) as handle:
+    with atomic_path(path) as temporary, open(temporary, "wb") as raw:
+        # gzip member without the (temporary) file name and with mtime 0: the bytes depend
+        # on the image alone, as the NIfTI writer's do.
+        gzipped = path.name.endswith(".gz")
+        with isal.igzip.IGzipFile("", "wb", 1, raw, mtime=0) if gzipped else contextlib.nullcontext(raw) as handle:
             handle.write(header)
             handle.write(payload)
     return path

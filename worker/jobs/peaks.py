@@ -170,70 +170,72 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None) -> list[Future]:
     """Start writing the outputs of a run with ``submit`` (a thread pool's): records them in
-    ``paths`` as ``{output: [paths]}`` before each write starts, and returns the futures."""
+    ``paths`` as ``{output: [paths]}`` before each write starts, and returns the futures (the
+    fixel directory's gives the folder it made)."""
     from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
     from worker.qc_picture import write_qc_png
 
     k = params.npeaks
     suffixes = image_suffixes(info.path, params.format)
-    futures: list[Future] = []
-
-    def images(maps: dict[str, np.ndarray]) -> None:
-        for name, data in maps.items():
-            paths[name] = [outputs.path(name, suffix) for suffix in suffixes]
-            futures.extend(submit(lambda data=data, path=path: save_image(info, data, path, compress_threads))
-                           for path in paths[name])
-
-    # The peak images compress while the metrics are computed.
-    images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
-            .astype(np.float32), "amplitudes": result.amplitudes.astype(np.float32)})
-    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
-    images({"count": metrics.nufo, **{name: getattr(metrics, name) for name in params.metrics}})
-    tasks: list[Callable[[], object]] = []
-
+    for name in ("peaks", "amplitudes", "count", *params.metrics):
+        paths[name] = [outputs.path(name, suffix) for suffix in suffixes]
     if params.qc:
         paths["qc"] = [outputs.path("qc", ".png")]
-        frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
-        title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
-        tasks.append(lambda: write_qc_png(paths["qc"][0], metrics.rgb, result.directions[..., 0, :], metrics.nufo,
-                                          info.zooms[:3], title, affine=info.affine, directions_frame=frame, npeaks=k))
-
+    folder = outputs.path("fixels")
     if "fixel" in params.format:
-        from worker.io.fixels import write_fixel_directory
-
-        folder = outputs.path("fixels")
-        # MRtrix format whatever the images' (as fod2fixel writes it): NIfTI-1 cannot hold
-        # the N × 3 × 1 fixel images of more than 32767 fixels.
-        fmt = "mif.gz" if info.path.name.endswith(".gz") else "mif"
         paths["fixel"] = [folder.with_name(folder.name + ".tar") if fixel_archive else folder]
-
-        def fixels() -> None:
-            # A service result is one file: there the directory goes into a tar (its
-            # images are compressed already when the input was).
-            staging = folder.with_name(f".{folder.name}.staging")
-            target = staging / folder.name if fixel_archive else folder
-            write_fixel_directory(target, result.directions, result.amplitudes, result.count, info.affine,
-                                  peak_fraction=metrics.peak_fraction, fmt=fmt)
-            if fixel_archive:
-                with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
-                    archive.add(target, arcname=folder.name)
-                shutil.rmtree(staging)
-
-        tasks.append(fixels)
-
     if "pam5" in params.format:
+        paths["pam5"] = [outputs.path("peaks", ".pam5")]
+
+    def images(maps: dict[str, np.ndarray]) -> list[Future]:
+        return [submit(lambda data=data, path=path: save_image(info, data, path, compress_threads))
+                for name, data in maps.items() for path in paths[name]]
+
+    def pam5() -> None:
         from worker.io.pam5 import write_pam5
 
-        paths["pam5"] = [outputs.path("peaks", ".pam5")]
         directions = result.directions
         if params.basis == "mrtrix":
-            # DIPY keeps directions in the frame of its gradient table, the image axes.
-            directions = directions @ _scanner_to_image_axes(info.affine)
+            # DIPY keeps directions in the frame of its gradient table, the image axes (in
+            # the directions' precision: the file holds float32).
+            directions = directions @ _scanner_to_image_axes(info.affine).astype(directions.dtype)
         # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
         shm = sh if params.basis == "dipy" else None
-        tasks.append(lambda: write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm))
-    return futures + [submit(task) for task in tasks]
+        write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm)
+
+    def fixels() -> Path:
+        from worker.io.fixels import write_fixel_directory
+
+        # MRtrix format whatever the images' (as fod2fixel writes it): NIfTI-1 cannot hold
+        # the N × 3 × 1 fixel images of more than 32767 fixels. A service result is one
+        # file: there the directory goes into a tar (its images are compressed already
+        # when the input was).
+        fmt = "mif.gz" if info.path.name.endswith(".gz") else "mif"
+        staging = folder.with_name(f".{folder.name}.staging")
+        target = staging / folder.name if fixel_archive else folder
+        write_fixel_directory(target, result.directions, result.amplitudes, result.count, info.affine,
+                              peak_fraction=metrics.peak_fraction, fmt=fmt)
+        if fixel_archive:
+            with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
+                archive.add(target, arcname=folder.name)
+            shutil.rmtree(staging)
+        return paths["fixel"][0]
+
+    def qc() -> None:
+        frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
+        title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
+        write_qc_png(paths["qc"][0], metrics.rgb, result.directions[..., 0, :], metrics.nufo, info.zooms[:3], title,
+                     affine=info.affine, directions_frame=frame, npeaks=k)
+
+    # The longest writes start first, so that on few cores the short ones fill in around
+    # them; the peak images compress while the fODF metrics are computed.
+    futures = [submit(pam5)] if "pam5" in paths else []
+    futures += images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
+                       .astype(np.float32), "amplitudes": result.amplitudes.astype(np.float32)})
+    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
+    futures += [submit(task) for name, task in (("fixel", fixels), ("qc", qc)) if name in paths]
+    return futures + images({"count": metrics.nufo, **{name: getattr(metrics, name) for name in params.metrics}})
 
 
 @dataclass
@@ -305,20 +307,31 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
     outputs.folder.mkdir(parents=True, exist_ok=True)
     outputs.sidecar.parent.mkdir(parents=True, exist_ok=True)
     written: dict[str, list[Path]] = {}
+    writes: list[Future] = []
     try:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as workers:
             checksums = [workers.submit(_input_checksums, i) for i in (info, mask_info) if i is not None]
             writes = _write_outputs(info, inputs.sh, result, params, outputs, fixel_archive, workers.submit, written,
                                     compress_threads)
-            for write in writes:
-                write.result()
+            try:
+                for write in writes:
+                    write.result()
+            except BaseException:
+                for write in writes:
+                    write.cancel()  # those not started yet
+                raise
             sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
     except BaseException:
         # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
-        # not at all; the fixel directory's writer is atomic itself and refuses an existing one.
+        # not at all; so did the fixel directory, removed only where this run made it (its
+        # writer refuses a folder that is there and not empty).
         for path in (path for paths in written.values() for path in paths):
             if not path.is_dir():
                 path.unlink(missing_ok=True)
+        for write in writes:
+            made = None if write.cancelled() or write.exception() else write.result()
+            if isinstance(made, Path) and made.is_dir():
+                shutil.rmtree(made)
         raise
     finished = time.perf_counter()
 

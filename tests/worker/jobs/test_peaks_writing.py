@@ -1,0 +1,81 @@
+"""How the peaks job writes its outputs side by side: the same bytes as one at a time, and
+nothing left behind when one of them fails."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpu.peaks.phantom import fod_phantom
+from tests.worker.jobs.test_peaks import SHAPE, files_in, save
+from worker.jobs.peaks import PeaksOutputs, _write_outputs, compute_peaks, read_peaks_inputs, write_peaks_outputs
+from worker.params import PeaksParams
+
+EVERYTHING = PeaksParams(format=["nifti", "mif", "fixel", "pam5"], metrics=["all"])
+
+
+@pytest.fixture(scope="module")
+def computed(tmp_path_factory):
+    """A phantom's inputs and peaks, ready to write."""
+    sh = fod_phantom(SHAPE, 8, seed=7)["sh"].astype(np.float32)
+    fod = save(sh, tmp_path_factory.mktemp("fod") / "fod.nii.gz")
+    inputs = read_peaks_inputs(fod, None, EVERYTHING)
+    return inputs, compute_peaks(inputs, EVERYTHING)
+
+
+def run_now(task) -> Future:
+    """``submit`` that runs the task in the calling thread before returning."""
+    future: Future = Future()
+    try:
+        future.set_result(task())
+    except BaseException as exc:
+        future.set_exception(exc)
+    return future
+
+
+def contents(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_side_by_side_writes_the_bytes_of_one_at_a_time(computed, tmp_path):
+    inputs, result = computed
+    sidecar = write_peaks_outputs(inputs, result, EVERYTHING, PeaksOutputs.in_folder(tmp_path / "parallel"))
+    one_by_one = PeaksOutputs.in_folder(tmp_path / "sequential")
+    one_by_one.folder.mkdir()
+    paths: dict[str, list[Path]] = {}
+    for write in _write_outputs(inputs.info, inputs.sh, result, EVERYTHING, one_by_one, False, run_now, paths,
+                                compress_threads=1):
+        write.result()
+
+    assert {name: [p.name for p in found] for name, found in paths.items()} == sidecar["outputs"]
+    parallel = contents(tmp_path / "parallel")
+    del parallel["peaks.json"]  # timings
+    sequential = contents(tmp_path / "sequential")
+    assert sorted(parallel) == sorted(sequential)
+    assert {"peaks.pam5", "fixels/directions.mif.gz", "peaks.mif.gz", "rgb.nii.gz", "qc.png"} <= set(parallel)
+    for name, data in sequential.items():
+        assert parallel[name] == data, name
+
+
+def test_a_failed_output_takes_the_others_with_it(computed, tmp_path):
+    inputs, result = computed
+    outputs = PeaksOutputs.in_folder(tmp_path / "out")
+    # The .pam5 cannot be renamed onto a folder of its name; the fixel directory, written
+    # meanwhile, must go again with every file.
+    (outputs.folder / "peaks.pam5").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError):
+        write_peaks_outputs(inputs, result, EVERYTHING, outputs)
+    assert files_in(outputs.folder) == ["peaks.pam5"]
+
+
+def test_a_fixel_folder_already_there_is_left_alone(computed, tmp_path):
+    inputs, result = computed
+    outputs = PeaksOutputs.in_folder(tmp_path / "out")
+    (outputs.folder / "fixels").mkdir(parents=True)
+    (outputs.folder / "fixels" / "mine.txt").write_text("not ours")
+    with pytest.raises(FileExistsError, match="remove it or choose another output"):
+        write_peaks_outputs(inputs, result, EVERYTHING, outputs)
+    assert files_in(outputs.folder) == ["fixels", "mine.txt"]
