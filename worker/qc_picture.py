@@ -307,6 +307,7 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
     picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine,
                                 directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
     buffer = io.BytesIO()
-    # zlib level 3: a little larger than the default 6, in much less time.
-    picture.image.save(buffer, format="PNG", compress_level=3)
+    # zlib level 1: 2 % larger than level 3 and 6 ms faster at 553k voxels, in a write
+    # whose critical path this picture is.
+    picture.image.save(buffer, format="PNG", compress_level=1)
     return write_bytes_atomic(Path(path), buffer.getvalue())

@@ -229,12 +229,12 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
                      affine=info.affine, directions_frame=frame, npeaks=k)
 
     # The longest writes start first, so that on few cores the short ones fill in around
-    # them; the peak images compress while the fODF metrics are computed.
-    futures = [submit(pam5)] if "pam5" in paths else []
+    # them: the QC picture (drawing and PNG encoding, mostly under the GIL: the longest on
+    # many cores) needs the fODF metrics, computed first; then the .pam5 and the images.
+    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
+    futures = [submit(task) for name, task in (("qc", qc), ("pam5", pam5), ("fixel", fixels)) if name in paths]
     futures += images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
                        .astype(np.float32), "amplitudes": result.amplitudes.astype(np.float32)})
-    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
-    futures += [submit(task) for name, task in (("fixel", fixels), ("qc", qc)) if name in paths]
     return futures + images({"count": metrics.nufo, **{name: getattr(metrics, name) for name in params.metrics}})
 
 
