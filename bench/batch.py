@@ -262,11 +262,18 @@ async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: s
                 job["sidecar"] = (await http.get(f"/v1/jobs/{job['id']}/results/peaks.json")).json()
                 job["download"], job["done"] = time.perf_counter() - started, time.time()
 
-        upload_seconds = dict(await asyncio.gather(*(upload(p) for p in inputs)))
+        # Uploads, polls and downloads overlap, as a client streaming a cohort runs them.
+        upload_seconds: dict[str, float] = {}
+
+        async def upload_one(path: Path) -> None:
+            job_id, seconds = await upload(path)
+            upload_seconds[job_id] = seconds
+
+        uploading = asyncio.ensure_future(asyncio.gather(*(upload_one(p) for p in inputs)))
         final: dict[str, dict] = {}
         fetching = []
         deadline = time.monotonic() + 3600
-        while len(final) < len(upload_seconds) and time.monotonic() < deadline:
+        while (not uploading.done() or len(final) < len(upload_seconds)) and time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             listing = (await http.get("/v1/jobs", params={"label": label, "limit": 1000})).json()["jobs"]
             for job in listing:
@@ -275,6 +282,7 @@ async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: s
                     job["upload"] = upload_seconds[job["id"]]
                     if job["status"] == "succeeded":
                         fetching.append(asyncio.create_task(download(job)))
+        await uploading  # its exception, if an upload was refused
         await asyncio.gather(*fetching)
         failed = [j for j in final.values() if j["status"] != "succeeded"]
         if failed or len(final) < len(upload_seconds):
