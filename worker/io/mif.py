@@ -22,7 +22,6 @@ and flipped to lie nearest to RAS, the strides saying how they are stored), whic
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from isal.igzip_lib import IsalError
 
 from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
-from worker.io.nifti import read_gzip_range
+from worker.io.nifti import read_gzip_range, write_gzip
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
 
@@ -529,11 +528,11 @@ def write_mif(
             temporary.write_bytes(_header_text(lines, data_path.name))
         return path
     header = _header_text(lines, None)
-    with atomic_path(path) as temporary, open(temporary, "wb") as raw:
-        # gzip member without the (temporary) file name and with mtime 0: the bytes depend
-        # on the image alone, as the NIfTI writer's do.
-        gzipped = path.name.endswith(".gz")
-        with isal.igzip.IGzipFile("", "wb", 1, raw, mtime=0) if gzipped else contextlib.nullcontext(raw) as handle:
-            handle.write(header)
-            handle.write(payload)
+    with atomic_path(path) as temporary:
+        if path.name.endswith(".gz"):
+            write_gzip(temporary, header + payload)  # on threads, as the NIfTI writer
+        else:
+            with open(temporary, "wb") as raw:
+                raw.write(header)
+                raw.write(payload)
     return path

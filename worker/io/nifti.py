@@ -27,7 +27,7 @@ from worker.io.atomic import atomic_path
 from worker.errors import InputError, without_path
 
 __all__ = [
-    "NiftiInfo", "read_nifti_header", "check_stored_size", "read_gzip_range", "INFLATER_BYTES",
+    "NiftiInfo", "read_nifti_header", "check_stored_size", "read_gzip_range", "write_gzip", "INFLATER_BYTES",
     "load_memory_bytes",
     "load_nifti_data",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
@@ -453,11 +453,18 @@ def save_nifti_atomic(image: nib.Nifti1Image, path: Path, threads: int | None = 
         with atomic_path(path) as temporary:
             nib.save(image, temporary)
         return path
-    raw = image.to_bytes()
-    if threads is None:
-        threads = max(1, min(4, len(os.sched_getaffinity(0)), len(raw) // _GZIP_BLOCK))
     with atomic_path(path) as temporary:
-        with igzip_threaded.open(temporary, "wb", compresslevel=1, threads=threads, block_size=_GZIP_BLOCK) as stream:
-            # one write: the blocks are cut at the same places whatever the thread count
-            stream.write(raw)
+        write_gzip(temporary, image.to_bytes(), threads)
     return path
+
+
+def write_gzip(path: Path, data: bytes, threads: int | None = None) -> None:
+    """Compress ``data`` into the gzip file ``path`` as :func:`save_nifti_atomic` does (ISA-L
+    level 1, 1 MiB blocks primed with the 32 KiB before each, on ``threads`` threads; default
+    one per MiB, at most 4 and no more than this process's cores): the bytes depend on
+    ``data`` alone, not on the thread count, the file name or the time."""
+    if threads is None:
+        threads = max(1, min(4, len(os.sched_getaffinity(0)), len(data) // _GZIP_BLOCK))
+    with igzip_threaded.open(path, "wb", compresslevel=1, threads=threads, block_size=_GZIP_BLOCK) as stream:
+        # one write: the blocks are cut at the same places whatever the thread count
+        stream.write(data)
