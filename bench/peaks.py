@@ -199,7 +199,7 @@ marks["prepared"] = time.time()
 def loaded():
     if prepared.backend == "cuda":  # the CUDA path loads cubins; numba only for a kernel not cached yet
         return 0
-    from gpu.peaks import sshopm_generated as g
+    from gpu.peaks import sshopm_generated_cpu as g
     return len(g.sshopm_cpu_m{lmax}.overloads)
 
 before = loaded()

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from gpu.compile_notice import announce_compile, is_compiled
-from gpu.peaks import sshopm_generated
+from gpu.peaks import sshopm_generated_cpu
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS
 
 __all__ = ["run_sshopm_cpu", "COMPILE_SECONDS"]
@@ -40,7 +40,7 @@ def run_sshopm_cpu(
     voxel has fewer peaks —, ``count`` (n,), per-voxel ``stats`` (n, N_STATS), the
     iteration histogram ``hist`` and the compute time in seconds.
     """
-    loop = getattr(sshopm_generated, f"sshopm_cpu_m{order}")
+    loop = getattr(sshopm_generated_cpu, f"sshopm_cpu_m{order}")
     n = coeffs.shape[1]
     sh2t = np.ascontiguousarray(sh2t, np.float64)
     directions = np.full((n, npeaks, 3), np.nan)

@@ -1,5 +1,5 @@
-"""Generate :mod:`gpu.peaks.sshopm_generated` and :mod:`gpu.peaks.sshopm_generated_cuda`: fully
-unrolled SS-HOPM code for each tensor order.
+"""Generate :mod:`gpu.peaks.sshopm_generated`, :mod:`gpu.peaks.sshopm_generated_cpu` and
+:mod:`gpu.peaks.sshopm_generated_cuda`: fully unrolled SS-HOPM code for each tensor order.
 
 For each even order m in 2…12 the generated modules hold
 
@@ -9,8 +9,8 @@ For each even order m in 2…12 the generated modules hold
 
 written out term by term over the unique entries a (lexicographic index classes) with the
 multinomial multiplicities baked in as constants (Ballard, Kolda & Plantenga 2011, Eqs. 3–6,
-Figs. 2–4, "loop unrolling", Sec. III-C); then the per-start iteration ``climb_m{m}`` and the
-CPU loop ``sshopm_cpu_m{m}`` (numba ``prange`` over voxels; within a voxel it evaluates A x^(m−1)
+Figs. 2–4, "loop unrolling", Sec. III-C); then the per-start iteration ``climb_m{m}``; in the
+``_cpu`` module the CPU loop ``sshopm_cpu_m{m}`` (numba ``prange`` over voxels; within a voxel it evaluates A x^(m−1)
 at every start and A x^(m−2) at every running climb in vectorized loops over points,
 ``axm1_points_m{m}`` and ``axm2_points_m{m}``, climbing the seeds in lockstep,
 ``climbs_cpu_m{m}``), and, in the ``_cuda`` module, the
@@ -29,14 +29,16 @@ invalidates numba's cache, which watches only the file a function is defined in.
 from __future__ import annotations
 
 import hashlib
+import re
+import textwrap
 from pathlib import Path
 
 
 from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.symmetric_tensor import index_classes, monomial_exponents, multiplicities
 
-__all__ = ["ORDERS", "generate_module", "generate_cuda_module", "generated_path", "generated_cuda_path",
-           "write_module"]
+__all__ = ["ORDERS", "generate_module", "generate_cpu_module", "generate_cuda_module", "generated_path",
+           "generated_cpu_path", "generated_cuda_path", "write_module"]
 
 ORDERS = (2, 4, 6, 8, 10, 12)
 _AXES = "xyz"
@@ -439,14 +441,36 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                     out_count[v] += 1'''
 
 
-_HEADER = '''"""SS-HOPM code for symmetric tensors of order 2–12 in R^3 — GENERATED, do not edit.
+_HEADER = '''"""SS-HOPM polynomials and climb for symmetric tensors of order 2–12 in R^3 — GENERATED, do not edit.
 
 Written by gpu/peaks/sshopm_codegen.py (``python -m gpu.peaks.sshopm_codegen``); see that module for
 what each function computes and gpu/peaks/sshopm_math.py for the order-independent steps.
-The CUDA kernels are in gpu/peaks/sshopm_generated_cuda.py.
+The CPU loops are in gpu/peaks/sshopm_generated_cpu.py, the CUDA kernels in
+gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own code.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
+# sshopm_math.py sha256 {math_hash}
+# sshopm_layout.py sha256 {layout_hash}
+
+import numpy as np
+from numba.extending import register_jitable
+
+from gpu.peaks import sshopm_math as sm
+
+# Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
+# the CUDA kernels in single precision while float64 CPU data stays float64.
+{constants}
+'''
+
+_CPU_HEADER = '''"""SS-HOPM CPU loops for symmetric tensors of order 2–12 in R^3 — GENERATED, do not edit.
+
+Written by gpu/peaks/sshopm_codegen.py (``python -m gpu.peaks.sshopm_codegen``); the polynomial
+code and the climb they call are in gpu/peaks/sshopm_generated.py.
+"""
+
+# numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
+# sshopm_generated.py sha256 {generated_hash}
 # sshopm_math.py sha256 {math_hash}
 # sshopm_layout.py sha256 {layout_hash}
 
@@ -457,6 +481,9 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from gpu.peaks import sshopm_math as sm
+from gpu.peaks.sshopm_generated import (
+{functions}
+)
 from gpu.peaks.sshopm_layout import (
     CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON,
     P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED,
@@ -470,10 +497,6 @@ from gpu.peaks.sshopm_layout import (
 sshopm_step_inline = register_jitable(inline="always")(
     FunctionType(sm.sshopm_step.__code__, sm.sshopm_step.__globals__, "sshopm_step_inline")
 )
-
-# Multinomial multiplicities σ(k) as float32 constants: exact integers, and float32 keeps
-# the CUDA kernels in single precision while float64 CPU data stays float64.
-{constants}
 '''
 
 _CUDA_HEADER = '''"""SS-HOPM CUDA kernels for symmetric tensors of order 2–12 in R^3 — GENERATED, do not edit.
@@ -517,18 +540,37 @@ def _hashes(*names: str) -> dict[str, str]:
     return {f"{name}_hash": hashlib.sha256((here / f"sshopm_{name}.py").read_bytes()).hexdigest() for name in names}
 
 
+def _sigmas() -> list[int]:
+    return sorted({int(s) for m in ORDERS for k in (m, m - 1, m - 2) for s in multiplicities(k)} - {1})
+
+
 def generate_module() -> str:
-    """The full source of :mod:`gpu.peaks.sshopm_generated`."""
-    sigmas = sorted({int(s) for m in ORDERS for k in (m, m - 1, m - 2) for s in multiplicities(k)} - {1})
-    constants = "\n".join(f"S{s} = np.float32({s})" for s in sigmas)
+    """The full source of :mod:`gpu.peaks.sshopm_generated`: the polynomials and the climb."""
+    constants = "\n".join(f"S{s} = np.float32({s})" for s in _sigmas())
     parts = [_HEADER.format(constants=constants, **_hashes("math", "layout"))]
     for m in ORDERS:
         n_unique = len(index_classes(m))
-        parts += [f"# ---- order {m}: {n_unique} unique entries ----", _axm(m), _axm1(m), _axm2(m), _climb(m),
+        parts += [f"# ---- order {m}: {n_unique} unique entries ----", _axm(m), _axm1(m), _axm2(m), _climb(m)]
+    return "\n\n\n".join(parts).rstrip() + "\n"
+
+
+def generate_cpu_module() -> str:
+    """The full source of :mod:`gpu.peaks.sshopm_generated_cpu`: the CPU loops."""
+    parts = []
+    for m in ORDERS:
+        n_unique = len(index_classes(m))
+        parts += [f"# ---- order {m}: {n_unique} unique entries ----",
                   _contracted_points(m, "axm1", ((0,), (1,), (2,)), ["gx", "gy", "gz"]),
                   _contracted_points(m, "axm2", _PAIRS, ["mxx", "mxy", "mxz", "myy", "myz", "mzz"]),
                   _cpu_climbs(m), _cpu_loop(m, n_unique)]
-    return "\n\n\n".join(parts).rstrip() + "\n"
+    body = "\n\n\n".join(parts)
+    # what the loops use of the shared module: its polynomials and multiplicity constants
+    shared = [f"axm_m{m}" for m in ORDERS] + [f"S{s}" for s in _sigmas()]
+    used = [name for name in shared if re.search(rf"\b{name}\b", body)]
+    functions = "\n".join(textwrap.wrap(", ".join(used) + ",", 100, initial_indent="    ", subsequent_indent="    "))
+    generated_hash = hashlib.sha256(generate_module().encode()).hexdigest()
+    header = _CPU_HEADER.format(functions=functions, generated_hash=generated_hash, **_hashes("math", "layout"))
+    return (header + "\n\n" + body).rstrip() + "\n"
 
 
 def generate_cuda_module() -> str:
@@ -548,15 +590,20 @@ def generated_path() -> Path:
     return Path(__file__).with_name("sshopm_generated.py")
 
 
+def generated_cpu_path() -> Path:
+    return Path(__file__).with_name("sshopm_generated_cpu.py")
+
+
 def generated_cuda_path() -> Path:
     return Path(__file__).with_name("sshopm_generated_cuda.py")
 
 
-def write_module() -> tuple[Path, Path]:
-    """Write both generated modules; returns their paths."""
+def write_module() -> tuple[Path, Path, Path]:
+    """Write the three generated modules; returns their paths."""
     generated_path().write_text(generate_module())
+    generated_cpu_path().write_text(generate_cpu_module())
     generated_cuda_path().write_text(generate_cuda_module())
-    return generated_path(), generated_cuda_path()
+    return generated_path(), generated_cpu_path(), generated_cuda_path()
 
 
 if __name__ == "__main__":

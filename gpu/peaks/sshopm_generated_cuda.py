@@ -5,7 +5,7 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 c63af3ea28a772a3893682dcabe0330445b805186e5b34bd932a84cb94e1603b
+# sshopm_generated.py sha256 75a201b419d6e251f676a4af8cc029bbba8287dfa763eda33db16ec563eeb69e
 # sshopm_math.py sha256 66e95471dd239bda07934c70a119be6fd13b9eb99454a997560a1c6fe4243d49
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c

@@ -119,7 +119,7 @@ def test_warmup_command_fills_the_cache(tmp_path):
                   "--lmax", "2", env=env)
     assert "peaks lmax  2 (cpu)" in done.stdout
     assert NOTICE not in done.stderr
-    assert list((tmp_path / "cache").rglob("sshopm_generated.sshopm_cpu_m2-*.nbi"))
+    assert list((tmp_path / "cache").rglob("sshopm_generated_cpu.sshopm_cpu_m2-*.nbi"))
     compiled = sorted((tmp_path / "cache").rglob("*.nbc"))
     check = python(_RUN_PEAKS, str(tmp_path / "after.npy"), env=env)
     assert NOTICE not in check.stderr

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from gpu.peaks import sshopm_generated
+from gpu.peaks import sshopm_generated_cpu
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import PeaksOptions, _one_fiber_voxel, prepare_peaks, sshopm_peaks, start_preparing
 
@@ -59,7 +59,7 @@ def test_one_fiber_voxel_has_one_peak_along_z_of_its_amplitude(lmax):
 
 def test_prepare_loads_the_cpu_loop_the_run_uses():
     """After preparing, the run finds its compiled loop in memory: no new signature."""
-    loop = sshopm_generated.sshopm_cpu_m4
+    loop = sshopm_generated_cpu.sshopm_cpu_m4
     prepared = prepare_peaks(4, backend="cpu")
     signatures = set(loop.overloads)
     assert signatures

@@ -20,8 +20,8 @@ from gpu.peaks.search import PeaksOptions, sshopm_peaks
 from gpu.peaks.peak_matching import exact_peak_offsets
 from gpu.peaks.sh_basis import n_coeffs
 from gpu.peaks.sshopm_block import MAX_WARPS
-from gpu.peaks.sshopm_codegen import (MAX_STARTS, ORDERS, generate_cuda_module, generate_module, generated_cuda_path,
-                                      generated_path)
+from gpu.peaks.sshopm_codegen import (MAX_STARTS, ORDERS, generate_cpu_module, generate_cuda_module, generate_module,
+                                      generated_cpu_path, generated_cuda_path, generated_path)
 from gpu.peaks.symmetric_tensor import index_classes, sh_to_tensor, sphere_points, tensor_value
 
 
@@ -60,6 +60,7 @@ def test_seed_scratch_covers_the_largest_block():
 
 
 @pytest.mark.parametrize("path, generate", [(generated_path, generate_module),
+                                            (generated_cpu_path, generate_cpu_module),
                                             (generated_cuda_path, generate_cuda_module)])
 def test_committed_module_is_current(path, generate):
     assert path().read_text() == generate(), (
