@@ -42,6 +42,8 @@ _INPUT_CHUNK = 1 << 22
 _PIECE = 1 << 23
 #: Most bytes an inflater holds besides what it fills: its input chunk and one piece.
 INFLATER_BYTES = _INPUT_CHUNK + _PIECE
+# What reading an uncompressed file's header and extensions holds besides the data.
+_PLAIN_READ_BYTES = 64 << 10
 # The largest piece a size check inflates at a time (it keeps nothing).
 _CHECK_PIECE = 1 << 20
 # Bytes a .nii.gz may inflate to past the end of its data (padding) before it is refused.
@@ -322,8 +324,11 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
     """Most bytes :func:`load_nifti_data` holds at once for a checked file: the stored values
     (inflated into their array), while slope and intercept are applied the scaled copy and a
     float64 intermediate, the float32 array unless the stored values are native float32,
-    another ``dtype``'s copy; plus the inflater's input chunk, its piece and the scratch
-    that inflates them."""
+    another ``dtype``'s copy; plus, for a .nii.gz, the inflater's input chunk (a read of that
+    size allocates it whole), its piece (no larger than the inflated bytes) and the scratch
+    of the trailing-data check; for a .nii, the header's small reads. (A read on several
+    threads adds rapidgzip's buffers, a few MiB a thread: one job alone on a machine does
+    that, never a service worker.)"""
     values = math.prod(info.shape)
     native_float32 = info.dtype == np.dtype(np.float32) and not info.scaled
     scaling = 2 * values * 8 if info.scaled else 0
@@ -331,7 +336,11 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
     if np.dtype(dtype) != np.float32:
         converted += values * np.dtype(dtype).itemsize
     stored = values * info.dtype.itemsize
-    return stored + scaling + converted + INFLATER_BYTES
+    if info.path.name.endswith(".gz"):
+        reader = _INPUT_CHUNK + min(_PIECE, info.offset + info.data_bytes) + _CHECK_PIECE
+    else:
+        reader = _PLAIN_READ_BYTES
+    return stored + scaling + converted + reader
 
 
 def _gzip_size_field(path: Path) -> int:

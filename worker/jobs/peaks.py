@@ -377,8 +377,8 @@ def run_peaks(
 
 
 # The QC picture's canvas, drawing buffers and PNG encoder (measured with tracemalloc: 4 MB
-# at 2k voxels, 6 MB at 553k, 36 MB at 3.7M).
-_QC_FIXED_BYTES = 8 << 20
+# at 2k voxels, 6 MB at 553k, 36 MB at 3.7M; with 10 bytes a voxel on top, below).
+_QC_FIXED_BYTES = 6 << 20
 
 
 def peaks_memory_bytes(fod: Path, mask: Path | None = None, npeaks: int = 3, qc: bool = True) -> int:
