@@ -1,6 +1,6 @@
 """CUDA backend of SS-HOPM, in up to six launches per chunk of voxels.
 
-0. :func:`sh_to_tensor_cuda` (below): SH coefficients → unique tensor entries
+0. ``sh_to_tensor_cuda`` (gpu.peaks.kernels_cuda): SH coefficients → unique tensor entries
    (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix).
 1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
@@ -12,14 +12,19 @@
    Climbing in the voxel's block left most lanes of its one busy warp idle (a voxel has
    few seeds out of 128 starts), and the block's registers kept other voxels off the SM
    (docs/benchmarks.md, measured design choices).
-3. :func:`bound_cuda` (below), when bounded: one thread per voxel counts the further seeds
+3. ``bound_cuda`` (gpu.peaks.kernels_cuda), when bounded: one thread per voxel counts the further seeds
    that reach the floor the first climbs set (gpu.peaks.sshopm_math.later_seed_floor).
 4. ``climb_cuda_m{order}`` again for those seeds (all the rest when only the basin stop is
    on); they stop inside the first climbs' basins (gpu.peaks.sshopm_math.in_found_basin).
-5. :func:`select_cuda` (below): one thread per voxel merges duplicate maxima, ranks them and
+5. ``select_cuda`` (gpu.peaks.kernels_cuda): one thread per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
 
 Voxels go in chunks so long runs report progress and can be cancelled between chunks.
+
+On a GPU the arrays, events and launches go through gpu.cuda_driver and each kernel runs
+from its cubin saved in gpu.cubin_cache, so a fresh process needs no numba; a kernel with
+no cubin yet runs through numba once (compiling it or loading numba's cache), and its
+cubin is saved then. Under the CUDA simulator numba runs everything.
 """
 
 from __future__ import annotations
