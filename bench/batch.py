@@ -243,7 +243,7 @@ async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: s
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
         async def upload(path: Path) -> tuple[str, float]:
             async with uploads:
-                data = path.read_bytes()
+                data = await asyncio.to_thread(path.read_bytes)  # not in the event loop's thread
                 started = time.perf_counter()
                 response = await http.post("/v1/jobs/peaks", files={"fod": (path.name, data)},
                                            data={"backend": backend, "label": label})
@@ -292,7 +292,7 @@ async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: s
 
 
 def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], broker: str, redis_server: str,
-                concurrency: int, api_workers: int) -> dict:
+                concurrency: int, api_workers: int, transfers: int = 8) -> dict:
     """The whole service path: ``serve --no-worker`` with ``api_workers`` processes and one
     worker of ``concurrency`` job processes per GPU; every input uploaded, every result zip
     downloaded; job folders, downloads and the processes' logs in ``work``."""
@@ -324,7 +324,7 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
         before = {pid: _cpu_seconds([pid]) for pid in _tree(roots)}
         with Monitor(roots) as monitor:
             started = time.time()
-            jobs = asyncio.run(_submit_and_wait(base, inputs, backend, "cohort", downloads))
+            jobs = asyncio.run(_submit_and_wait(base, inputs, backend, "cohort", downloads, transfers))
     finally:
         bench_service._stop(processes)
     done_times = [j["done"] for j in jobs]
@@ -360,6 +360,8 @@ def main() -> None:
                         help="service: job processes per worker (GPU); several values, comma-separated, run one "
                         "after the other")
     parser.add_argument("--api-workers", type=int, default=4, help="service: API processes")
+    parser.add_argument("--transfers", type=int, default=8, help="service: uploads (and downloads) the client runs "
+                        "at once")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
@@ -395,10 +397,11 @@ def main() -> None:
                 shutil.rmtree(out, ignore_errors=True)  # a large sweep would fill the disk
     if "service" in modes:
         for concurrency in map(int, args.concurrency.split(",")):
-            label = f"service, {broker}, {len(gpus or ['0'])}x{concurrency} jobs, {args.api_workers} API"
+            label = (f"service, {broker}, {len(gpus or ['0'])}x{concurrency} jobs, {args.api_workers} API, "
+                     f"{args.transfers} transfers")
             folder = work / f"service-{concurrency}"
             results[label] = run_service(inputs, folder, args.backend, gpus or ["0"], broker, args.redis_server,
-                                         concurrency, args.api_workers)
+                                         concurrency, args.api_workers, args.transfers)
             print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
             if not args.keep:  # its job folders and downloads (gigabytes); the logs stay
                 for bulk in ("data", "downloads"):
