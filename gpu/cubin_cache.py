@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -28,7 +29,9 @@ from typing import Iterable
 
 from gpu import cuda_driver
 
-__all__ = ["CACHE_ENV", "kernel_cache_dir", "CubinCache"]
+__all__ = ["CACHE_ENV", "kernel_cache_dir", "write_once", "CubinCache"]
+
+logger = logging.getLogger("fibertensor.kernels")
 
 #: Environment variable naming the kernel cache folder.
 CACHE_ENV = "FIBERTENSOR_KERNEL_CACHE"
@@ -59,16 +62,21 @@ def _signature_name(numba_type) -> str:
     return str(numba_type)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write under a temporary name, then rename: a reader sees all of the file or none."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def write_once(path: Path, data: bytes) -> None:
+    """Put ``data`` at ``path`` (folders made), written under a temporary name and linked
+    into place: a reader sees all of the file or none, and a file already there (written by
+    a concurrent process, from the same inputs) stays as it is, modification time included."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
+        os.chmod(temporary, 0o644)
+        os.link(temporary, path)
+    except FileExistsError:
+        pass
+    finally:
         os.unlink(temporary)
-        raise
 
 
 class CubinCache:
@@ -109,7 +117,8 @@ class CubinCache:
 
     def save(self, name: str, dispatcher) -> None:
         """Write the cubin of every signature numba compiled ``dispatcher`` (a ``cuda.jit``
-        dispatcher) for, unless it is there already."""
+        dispatcher) for, unless it is there already. A cache folder that cannot be written
+        costs later processes their fast start, not this run: it is logged, not raised."""
         for overload in list(dispatcher.overloads.values()):
             signature = tuple(_signature_name(t) for t in overload.argument_types)
             stem = self._stem(name, signature)
@@ -117,9 +126,13 @@ class CubinCache:
                 continue
             library = overload._codelibrary  # numba's code library: the linked cubin and its entry point
             cubin = library.get_cubin()
-            stem.parent.mkdir(parents=True, exist_ok=True)
-            # numba-cuda hands a cuda.core ObjectCode (its bytes in .code), older numba bytes.
-            _write_atomic(stem.with_suffix(".cubin"), bytes(getattr(cubin, "code", cubin)))
-            # The .json last: it is what marks the pair complete.
-            _write_atomic(stem.with_suffix(".json"), json.dumps(
-                {"entry": library._entry_name, "signature": list(signature)}).encode())
+            try:
+                # numba-cuda hands a cuda.core ObjectCode (its bytes in .code), older numba bytes.
+                write_once(stem.with_suffix(".cubin"), bytes(getattr(cubin, "code", cubin)))
+                # The .json last: it is what marks the pair complete.
+                write_once(stem.with_suffix(".json"), json.dumps(
+                    {"entry": library._entry_name, "signature": list(signature)}).encode())
+            except OSError as exc:
+                logger.warning("cannot save the cubin of %s in %s (%s); set %s to a writable folder for a "
+                               "faster start", name, stem.parent, exc.strerror or exc, CACHE_ENV)
+                return

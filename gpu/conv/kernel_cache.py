@@ -19,16 +19,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import os
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
 from gpu.compile_notice import notice_compile
-from gpu.cubin_cache import CACHE_ENV, kernel_cache_dir
+from gpu.cubin_cache import CACHE_ENV, kernel_cache_dir, write_once
 from gpu.conv.kernel_shapes import (CP_RANKS, cp_lean_name, cp_lean_variants, cp_taps_name, tucker_core_name,
                                     tucker_row_variants, tucker_square_variants, TUCKER_TILES)
 
@@ -61,20 +59,10 @@ def kernel_path(name: str) -> Path:
 
 
 def _write_once(path: Path, source: str) -> None:
+    # gpu.cubin_cache.write_once links, never renames: a file already in place stays (same
+    # text), so the modification time numba's cache index recorded for it stays valid.
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            os.chmod(tmp, 0o644)
-            # a link, not a rename: a file already in place stays (same text), so the
-            # modification time numba's cache index recorded for it stays valid
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        finally:
-            os.unlink(tmp)
+        write_once(path, source.encode())
     except OSError as exc:
         raise OSError(f"cannot write the generated conv kernel {path} ({exc.strerror or exc}); set {CACHE_ENV} "
                       "to a writable folder") from exc

@@ -148,6 +148,10 @@ def _contracted_points(order: int, name: str, frees: tuple[tuple[int, ...], ...]
     """``{name}_points_m{order}``: ``{name}_m{order}`` at many points, for the CPU loop."""
     n_unique = len(index_classes(order))
     rows = [f"        out[{r}, j] = {out}" for r, out in enumerate(outputs)]
+    terms = _contraction_lines(order, frees, outputs, "        ", entry_name="a{}")
+    # Only the coordinates the terms use (A x^0 at order 2 uses none).
+    coordinates = [f"        {axis} = points[{i}, j]" for i, axis in enumerate(_AXES)
+                   if any(re.search(rf"\b{axis}\b", line) for line in terms)]
     return "\n".join(
         [
             "@register_jitable",
@@ -158,10 +162,8 @@ def _contracted_points(order: int, name: str, frees: tuple[tuple[int, ...], ...]
             '    vectorizing the loop over the points."""',
             *[f"    a{e} = a[{e}]" for e in range(n_unique)],
             "    for j in range(k):",
-            "        x = points[0, j]",
-            "        y = points[1, j]",
-            "        z = points[2, j]",
-            *_contraction_lines(order, frees, outputs, "        ", entry_name="a{}"),
+            *coordinates,
+            *terms,
             *rows,
         ]
     )

@@ -90,9 +90,6 @@ def axm2_points_m2(a, points, k, out):
     a4 = a[4]
     a5 = a[5]
     for j in range(k):
-        x = points[0, j]
-        y = points[1, j]
-        z = points[2, j]
         mxx = (
             a0
         )

@@ -43,3 +43,16 @@ def test_saved_cubins_are_found_by_argument_types(tmp_path, monkeypatch):
 
     source.write_text("def kernel(): return 1\n")  # an edited kernel finds none of the old cubins
     assert cubin_cache.CubinCache([source]).kernel("kernel", (view(whole), 7)) is None
+
+
+def test_an_unwritable_cache_costs_speed_not_the_run(tmp_path, monkeypatch, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(cubin_cache.CACHE_ENV, str(blocker / "kernels"))
+    monkeypatch.setattr(cuda_driver.driver, "compute_capability", lambda: (9, 0))
+    source = tmp_path / "kernels.py"
+    source.write_text("def kernel(): pass\n")
+    cache = cubin_cache.CubinCache([source])
+    cache.save("kernel", _fake_dispatcher(typeof(np.zeros(3, np.float32)), types.int64))
+    assert "cannot save the cubin of kernel" in caplog.text
+    assert not list(tmp_path.rglob("*.cubin"))

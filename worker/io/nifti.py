@@ -353,8 +353,8 @@ def _gzip_size_field(path: Path) -> int:
 def _read_gzip_parallel(info: NiftiInfo, threads: int) -> tuple[nib.Nifti1Header, np.ndarray] | None:
     """The header and stored data of a .nii.gz inflated by ``rapidgzip`` on ``threads``
     threads (it splits even a single-member stream by speculative decoding, and checks the
-    CRC); None where it cannot vouch for the file: not installed, any error, or a stream
-    whose end does not match its size field (rapidgzip stops quietly at a cut). The caller
+    CRC); None where it cannot vouch for the file: any error, or a stream whose end does not
+    match its size field (rapidgzip stops quietly at a cut). The caller
     then reads it on one thread, which says what is wrong with a damaged file."""
     try:
         import rapidgzip
