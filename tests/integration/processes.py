@@ -8,11 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["free_port", "start_redis", "start_worker", "start_serve", "stop", "wait_for", "REPO"]
+__all__ = ["free_port", "start_redis", "start_worker", "start_serve", "serve_in_thread", "stop", "wait_for", "REPO"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,6 +113,30 @@ def start_serve(env: dict[str, str], log: Path, port: int, *options: str) -> sub
 
     wait_for(ready, 90, "fibertensor serve to be ready", interval=0.5)
     return proc
+
+
+@contextmanager
+def serve_in_thread(app) -> Iterator[str]:
+    """The ASGI ``app`` under uvicorn in a daemon thread of this process; yields its base URL
+    once the socket is bound (asking before that is refused, which a loaded CI box shows)."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+
+    def started() -> bool:
+        if not thread.is_alive() and not server.started:
+            raise AssertionError("the in-process API stopped before it started (see the log above)")
+        return server.started
+
+    try:
+        wait_for(started, 60, "the in-process API to listen")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:

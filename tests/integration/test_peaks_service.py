@@ -4,20 +4,19 @@ with the ``fibertensor submit`` client."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import httpx
 import nibabel as nib
 import numpy as np
 import pytest
-import uvicorn
 
 from service.app import create_app
 from service.cli import main
 from service.settings import Settings
 from tests.integration.processes import (
     free_port,
+    serve_in_thread,
     service_env,
     start_serve,
     start_worker,
@@ -58,31 +57,30 @@ def test_peaks_through_redis_and_a_celery_worker(phantom, redis_url, tmp_path):
     data_dir = tmp_path / "data"
     settings = Settings(data_dir=data_dir, broker_url=redis_url, queue="peaks-e2e")
     worker = start_worker(service_env(data_dir, redis_url, queue="peaks-e2e"), tmp_path / "worker.log", "cpu0@test")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
-        with open(phantom["fod"], "rb") as fod, open(phantom["mask"], "rb") as mask:
-            response = httpx.post(f"{base}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", fod), "mask": ("mask.nii.gz", mask)},
-                                  data={"backend": "cpu", "label": "phantom"}, timeout=30)
-        assert response.status_code == 202, response.text
-        location = response.headers["location"]
-        job = wait_for(lambda: (j := httpx.get(location).json())["status"] in ("succeeded", "failed") and j,
-                       120, "the peaks job")
-        assert job["status"] == "succeeded", job["error"]
-        assert [r["name"] for r in job["results"]] == list(get_job_kind("peaks").result_names)
-        out = tmp_path / "out"
-        out.mkdir()
-        for result in job["results"]:
-            (out / result["name"]).write_bytes(httpx.get(result["url"]).content)
+        with serve_in_thread(create_app(settings)) as base:
+            _run_one_job(base, phantom, tmp_path)
     finally:
-        server.should_exit = True
-        thread.join(10)
         stop(worker)
-    _assert_same_peaks(phantom, out)
+    _assert_same_peaks(phantom, tmp_path / "out")
+
+
+def _run_one_job(base: str, phantom: dict[str, Path], tmp_path: Path) -> None:
+    """Submit the phantom, wait for the job and download its results into ``tmp_path/out``."""
+    wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
+    with open(phantom["fod"], "rb") as fod, open(phantom["mask"], "rb") as mask:
+        response = httpx.post(f"{base}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", fod), "mask": ("mask.nii.gz", mask)},
+                              data={"backend": "cpu", "label": "phantom"}, timeout=30)
+    assert response.status_code == 202, response.text
+    location = response.headers["location"]
+    job = wait_for(lambda: (j := httpx.get(location).json())["status"] in ("succeeded", "failed") and j,
+                   120, "the peaks job")
+    assert job["status"] == "succeeded", job["error"]
+    assert [r["name"] for r in job["results"]] == list(get_job_kind("peaks").result_names)
+    out = tmp_path / "out"
+    out.mkdir()
+    for result in job["results"]:
+        (out / result["name"]).write_bytes(httpx.get(result["url"]).content)
 
 
 def test_peaks_through_the_embedded_default_and_the_client(phantom, tmp_path):

@@ -4,19 +4,17 @@ or redis-server), and the ``fibertensor submit``/``jobs`` client, on the test jo
 from __future__ import annotations
 
 import argparse
-import threading
 
 import httpx
 import nibabel as nib
 import numpy as np
 import pytest
-import uvicorn
 
 import worker.job_kinds as job_kinds_module
 from service.app import create_app
 from service.cli import CommandError, client
 from service.settings import Settings
-from tests.integration.processes import free_port, service_env, start_worker, stop, wait_for
+from tests.integration.processes import serve_in_thread, service_env, start_worker, stop, wait_for
 from tests.service.toy_kind import register_toy_kind, write_volume
 from worker.job_kinds import job_kinds
 
@@ -40,17 +38,11 @@ def live_service(request, tmp_path_factory):
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(job_kinds_module, "_FAMILY_MODULES", register_toy_kind(job_kinds_module))
         worker = start_worker(service_env(data_dir, url, queue=settings.queue), folder / "worker.log", "e2e@test")
-        port = free_port()
-        server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds=job_kinds()), port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        base = f"http://127.0.0.1:{port}"
         try:
-            wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
-            yield base
+            with serve_in_thread(create_app(settings, kinds=job_kinds())) as base:
+                wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")
+                yield base
         finally:
-            server.should_exit = True
-            thread.join(10)
             stop(worker)
 
 

@@ -26,12 +26,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from pydantic import BaseModel, Field
 
 from service.app import create_app
 from service.settings import Settings
-from tests.integration.processes import REPO, free_port, service_env, start_serve, stop, wait_for
+from tests.integration.processes import REPO, free_port, serve_in_thread, service_env, start_serve, stop, wait_for
 from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.job_runner import run_job
 from worker.job_store import JobStore
@@ -126,15 +125,8 @@ PICTURE = JobKind(name="picture", summary="Draw a QC picture (test job kind)", p
 def picture_server(tmp_path_factory):
     """The API in-process with the picture kind; returns its URL and its job store."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("picture") / "data")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds={"picture": PICTURE}), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_for(lambda: server.started, 30, "the in-process API")
-    yield base, JobStore(settings.data_dir)
-    server.should_exit = True
-    thread.join(10)
+    with serve_in_thread(create_app(settings, kinds={"picture": PICTURE})) as base:
+        yield base, JobStore(settings.data_dir)
 
 
 # ---- the browser -----------------------------------------------------------------------------

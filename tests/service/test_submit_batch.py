@@ -13,13 +13,12 @@ import httpx
 import nibabel as nib
 import numpy as np
 import pytest
-import uvicorn
 
 from gpu.peaks.phantom import fod_phantom
 from service.app import create_app
 from service.cli import main
 from service.settings import Settings
-from tests.integration.processes import free_port, wait_for
+from tests.integration.processes import serve_in_thread
 from tests.service.conftest import run_queued
 from tests.service.toy_kind import write_volume
 from tests.worker.test_bids import make_dataset
@@ -29,10 +28,6 @@ from worker.job_store import JobStore
 @pytest.fixture
 def service(tmp_path, toy_kinds):
     settings = Settings(data_dir=tmp_path / "data", max_voxels=10_000)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings, kinds=toy_kinds), port=port, log_level="warning"))
-    serving = threading.Thread(target=server.run, daemon=True)
-    serving.start()
     stopping = threading.Event()
 
     def work() -> None:
@@ -43,15 +38,12 @@ def service(tmp_path, toy_kinds):
 
     working = threading.Thread(target=work, daemon=True)
     working.start()
-    base = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: httpx.get(f"{base}/healthz", timeout=5).status_code == 200, 30, "the API")
-        yield base
+        with serve_in_thread(create_app(settings, kinds=toy_kinds)) as base:
+            yield base
     finally:
         stopping.set()
-        server.should_exit = True
         working.join(60)
-        serving.join(10)
 
 
 def _header_only(shape) -> bytes:
