@@ -13,6 +13,7 @@ starts (vectorized sin/cos) may round differently on another CPU.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +76,15 @@ def test_stored_inputs_are_the_cases(name):
     stored = np.load(REFERENCE)
     for key, value in inputs(name).items():
         np.testing.assert_allclose(stored[f"{name}_{key}"], value, rtol=1e-6, atol=1e-9, err_msg=f"{name}: {key}")
+
+
+def test_loops_from_several_threads_give_each_its_own_outputs():
+    """Jobs prepared in threads call the loop at once (chunk by chunk, through
+    gpu.cpu_parallel): each thread gets the outputs of its case run alone."""
+    reference = np.load(REFERENCE)
+    names = ["clean", "noisy", "noisy_bounded", "noisy"]
+    with ThreadPoolExecutor(len(names)) as pool:
+        results = list(pool.map(lambda name: run_case(name, chunk_voxels=29), names))
+    for name, got in zip(names, results):
+        for key in OUTPUTS:
+            np.testing.assert_array_equal(got[key], reference[f"{name}_{key}"], err_msg=f"{name}: {key}")
