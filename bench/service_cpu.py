@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO))
 from worker.celery_app import create_celery_app, publish_job  # noqa: E402
 from worker.job_kinds import JobContext, JobKind, get_job_kind  # noqa: E402
 from worker.job_runner import run_job  # noqa: E402
-from worker.job_store import JobRecord, JobStatus, JobStore, ResultFile, new_job_id, utc_now  # noqa: E402
+from worker.job_store import JobRecord, JobStatus, JobStore, new_job_id, utc_now  # noqa: E402
 from worker.params import PeaksParams  # noqa: E402
 
 
@@ -164,7 +164,9 @@ def main() -> None:
     parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one, removed after)")
     parser.add_argument("--redis-server", default=shutil.which("redis-server"))
+    parser.add_argument("--parts", default="upload,poll,download,job", help="what to measure")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     if not args.redis_server:
         raise SystemExit("no redis-server on PATH; give --redis-server PATH")
     work = args.work or Path(tempfile.mkdtemp(prefix="fibertensor-service-cpu-"))
@@ -178,11 +180,13 @@ def main() -> None:
     data_dir = work / "data"
     shutil.rmtree(data_dir, ignore_errors=True)
     store = JobStore(data_dir)
-    reference, job_cpu, run_cpu = _real_outputs(store, fod)
-    print(f"reference job: {len(reference.results)} results, {sum(r.bytes for r in reference.results) / 1e6:.1f} MB; "
-          f"run_job {job_cpu:.2f} CPU s, of which the job's own run {run_cpu:.2f}", flush=True)
-    rows: dict[str, float] = {"job: runner + job store (run_job around the job)": _bookkeeping(
-        store, fod, reference, args.tasks)}
+    rows: dict[str, float] = {}
+    if parts - {"upload"}:
+        reference, job_cpu, run_cpu = _real_outputs(store, fod)
+        print(f"reference job: {len(reference.results)} results, {sum(r.bytes for r in reference.results) / 1e6:.1f} "
+              f"MB; run_job {job_cpu:.2f} CPU s, of which the job's own run {run_cpu:.2f}", flush=True)
+    if "job" in parts:
+        rows["job: runner + job store (run_job around the job)"] = _bookkeeping(store, fod, reference, args.tasks)
 
     processes = []
     try:
@@ -211,18 +215,19 @@ def main() -> None:
                 if response.status_code != 202:
                     raise SystemExit(f"upload refused: {response.status_code} {response.text}")
 
-            upload()  # the first request imports and warms what the others reuse
-            rows["API: upload of the .nii.gz (POST /v1/jobs/peaks)"] = _per_call(roots, args.uploads, upload, idle)
-
-            _fake_batch(store, fod, reference, args.jobs, "cohort")
+            if "upload" in parts:
+                upload()  # the first request imports and warms what the others reuse
+                rows["API: upload of the .nii.gz (POST /v1/jobs/peaks)"] = _per_call(roots, args.uploads, upload, idle)
 
             def poll() -> None:
                 response = http.get("/v1/jobs", params={"label": "cohort", "limit": 1000})
                 if response.status_code != 200 or len(response.json()["jobs"]) != args.jobs:
                     raise SystemExit(f"listing failed: {response.status_code} {response.text[:300]}")
 
-            rows[f"API: first poll, {args.jobs} jobs (records parsed)"] = _per_call(roots, 1, poll, idle)
-            rows[f"API: poll of {args.jobs} jobs (GET /v1/jobs?label=…)"] = _per_call(roots, args.polls, poll, idle)
+            if "poll" in parts:
+                _fake_batch(store, fod, reference, args.jobs, "cohort")
+                rows[f"API: first poll, {args.jobs} jobs (records parsed)"] = _per_call(roots, 1, poll, idle)
+                rows[f"API: poll of {args.jobs} jobs (GET /v1/jobs?label=…)"] = _per_call(roots, args.polls, poll, idle)
 
             def download() -> None:
                 with http.stream("GET", f"/v1/jobs/{reference.id}/results.zip") as response:
@@ -231,27 +236,28 @@ def main() -> None:
                     raise SystemExit(f"download failed: {response.status_code}")
                 http.get(f"/v1/jobs/{reference.id}/results/peaks.json").raise_for_status()
 
-            download()
-            rows["API: results.zip + peaks.json"] = _per_call(roots, args.downloads, download, idle)
-
-        worker = bench_service._spawn([sys.executable, "-m", "service", "worker", "--concurrency", "1",
-                                       "--log-level", "warning"], env, work / "worker.log")
-        processes.append(worker)
-        celery = create_celery_app(data_dir=data_dir, broker_url=broker)
-        # a delivery of a finished job: the worker receives, claims (finds it done) and acks
-        done = [reference.id]
-        publish_job(celery, done[0])
-        _wait_queue_empty(broker)
-        time.sleep(3)
-        idle = _idle_rate([worker.pid])
-
-        def publish_all() -> None:
-            for _ in range(args.tasks):
-                publish_job(celery, done[0])
+            if "download" in parts:
+                download()
+                rows["API: results.zip + peaks.json"] = _per_call(roots, args.downloads, download, idle)
+        if "job" in parts:
+            worker = bench_service._spawn([sys.executable, "-m", "service", "worker", "--concurrency", "1",
+                                           "--log-level", "warning"], env, work / "worker.log")
+            processes.append(worker)
+            celery = create_celery_app(data_dir=data_dir, broker_url=broker)
+            # a delivery of a finished job: the worker receives, claims (finds it done) and acks
+            done = [reference.id]
+            publish_job(celery, done[0])
             _wait_queue_empty(broker)
+            time.sleep(3)
+            idle = _idle_rate([worker.pid])
 
-        rows["job: Celery task, Redis (worker main + pool process)"] = _per_call([worker.pid], 1, publish_all,
-                                                                                 idle) / args.tasks
+            def publish_all() -> None:
+                for _ in range(args.tasks):
+                    publish_job(celery, done[0])
+                _wait_queue_empty(broker)
+
+            rows["job: Celery task, Redis (worker main + pool process)"] = _per_call([worker.pid], 1, publish_all,
+                                                                                     idle) / args.tasks
     finally:
         bench_service._stop(processes)
         if not args.work:
