@@ -14,13 +14,14 @@ lmax-8 phantom of bench/batch.py, ~92 MB .nii.gz):
 * job      — the job process's bookkeeping outside the job's own work: :func:`run_job` in
              this process with a job kind that hard-links the real outputs (claim, log,
              heartbeat, output hashes, the final record), and a ``fibertensor worker``'s
-             CPU per Celery task (Redis), each timed over ``--tasks`` jobs.
+             CPU per Celery task (Redis: receive, claim, acknowledge; a task for a finished
+             job, so nothing else runs), each over ``--tasks`` jobs.
 
 The client runs in this process; its CPU is not counted. Idle CPU of each server process
 (janitor, broker heartbeats) is measured first and taken off.
 
     python3 bench/service_cpu.py [--uploads 8] [--jobs 300] [--polls 40] [--downloads 8] [--tasks 40]
-                                 [--work DIR] [--redis-server PATH]
+                                 [--parts upload,poll,download,job] [--work DIR] [--redis-server PATH]
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ sys.path.insert(0, str(REPO))
 from worker.celery_app import create_celery_app, publish_job  # noqa: E402
 from worker.job_kinds import JobContext, JobKind, get_job_kind  # noqa: E402
 from worker.job_runner import run_job  # noqa: E402
-from worker.job_store import JobRecord, JobStatus, JobStore, new_job_id, utc_now  # noqa: E402
+from worker.job_store import JobRecord, JobStatus, JobStore, utc_now  # noqa: E402
 from worker.params import PeaksParams  # noqa: E402
 
 
@@ -133,13 +134,11 @@ def _bookkeeping(store: JobStore, fod: Path, reference: JobRecord, runs: int) ->
     return (time.process_time() - started) / runs
 
 
-def _fake_batch(store: JobStore, fod: Path, reference: JobRecord, jobs: int, label: str) -> None:
-    """``jobs`` succeeded jobs of ``label`` with the reference job's result list."""
+def _fake_batch(store: JobStore, reference: JobRecord, jobs: int, label: str) -> None:
+    """``jobs`` succeeded jobs of ``label`` with the reference job's record and result list."""
     for _ in range(jobs):
-        job_id = new_job_id()
-        with store.staging() as (_, folder):
-            record = reference.model_copy(update={"id": job_id, "label": label})
-            store.commit(folder, record)
+        with store.staging() as (job_id, folder):
+            store.commit(folder, reference.model_copy(update={"id": job_id, "label": label}))
 
 
 def _wait_queue_empty(url: str, queue: str = "fibertensor", timeout: float = 600) -> None:
@@ -225,7 +224,7 @@ def main() -> None:
                     raise SystemExit(f"listing failed: {response.status_code} {response.text[:300]}")
 
             if "poll" in parts:
-                _fake_batch(store, fod, reference, args.jobs, "cohort")
+                _fake_batch(store, reference, args.jobs, "cohort")
                 rows[f"API: first poll, {args.jobs} jobs (records parsed)"] = _per_call(roots, 1, poll, idle)
                 rows[f"API: poll of {args.jobs} jobs (GET /v1/jobs?label=…)"] = _per_call(roots, args.polls, poll, idle)
 
@@ -245,18 +244,17 @@ def main() -> None:
             processes.append(worker)
             celery = create_celery_app(data_dir=data_dir, broker_url=broker)
             # a delivery of a finished job: the worker receives, claims (finds it done) and acks
-            done = [reference.id]
-            publish_job(celery, done[0])
+            publish_job(celery, reference.id)
             _wait_queue_empty(broker)
             time.sleep(3)
             idle = _idle_rate([worker.pid])
 
             def publish_all() -> None:
                 for _ in range(args.tasks):
-                    publish_job(celery, done[0])
+                    publish_job(celery, reference.id)
                 _wait_queue_empty(broker)
 
-            rows["job: Celery task, Redis (worker main + pool process)"] = _per_call([worker.pid], 1, publish_all,
+            rows["job: Celery task delivery, Redis (worker + pool process)"] = _per_call([worker.pid], 1, publish_all,
                                                                                      idle) / args.tasks
     finally:
         bench_service._stop(processes)
