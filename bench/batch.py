@@ -18,7 +18,8 @@ voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
 For each: subjects per hour (whole run, and steady: from the 10th to the last subject), GPU
 busy share (kernel seconds ÷ wall ÷ GPUs; an upper bound when several job processes share a
 GPU, as one's kernel timing may include another's), CPU cores used (CPU seconds of every process of
-the run ÷ wall), peak host RSS (all processes of the run, sampled every 0.2 s) with its
+the run ÷ wall; for the service also CPU seconds per subject of the API, the workers, Redis and
+this client), peak host RSS (all processes of the run, sampled every 0.2 s) with its
 curve, and mean seconds per subject of each stage (service: the upload, the wait in the
 queue, the job and its read/compute/write, the download); a table last.
 
@@ -142,7 +143,7 @@ class Monitor:
     its processes (for a tree whose processes outlive the measurement)."""
 
     def __init__(self, roots: list[int]):
-        self.roots, self.samples, self._cpu_seen = roots, [], {}
+        self.roots, self.samples, self._cpu_seen, self._root_of = roots, [], {}, {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -159,7 +160,11 @@ class Monitor:
         self.wall = time.perf_counter() - self.started
 
     def _sample(self) -> None:
-        pids = _tree(self.roots)
+        pids = []
+        for root in self.roots:
+            for pid in _tree([root]):
+                self._root_of[pid] = root
+                pids.append(pid)
         for pid in pids:
             self._cpu_seen[pid] = _cpu_seconds([pid])
         self.samples.append((time.perf_counter(), _rss_bytes(pids)))
@@ -168,8 +173,10 @@ class Monitor:
         while not self._stop.wait(0.2):
             self._sample()
 
-    def cpu_seconds(self, before: dict[int, float]) -> float:
-        return sum(seconds - before.get(pid, 0.0) for pid, seconds in self._cpu_seen.items())
+    def cpu_seconds(self, before: dict[int, float], roots: list[int] | None = None) -> float:
+        """CPU seconds since ``before`` of the processes under ``roots`` (default: all)."""
+        return sum(seconds - before.get(pid, 0.0) for pid, seconds in self._cpu_seen.items()
+                   if roots is None or self._root_of.get(pid) in roots)
 
     def curve(self, points: int = 10) -> str:
         """Peak RSS in GB over each tenth of the run."""
@@ -322,9 +329,11 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
         asyncio.run(_submit_and_wait(base, inputs[: len(gpus) * concurrency], backend, "warmup", None))
         roots = [p.pid for p in processes]
         before = {pid: _cpu_seconds([pid]) for pid in _tree(roots)}
+        client_before = _own_and_reaped_cpu()
         with Monitor(roots) as monitor:
             started = time.time()
             jobs = asyncio.run(_submit_and_wait(base, inputs, backend, "cohort", downloads, transfers))
+        client = _own_and_reaped_cpu() - client_before
     finally:
         bench_service._stop(processes)
     done_times = [j["done"] for j in jobs]
@@ -336,7 +345,13 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
         stages.append({"upload": job["upload"], "queued": began - created, "read": seconds["read"],
                        "compute": seconds["peaks_total"], "kernel": seconds.get("peaks_kernel", 0.0),
                        "write": seconds["write"], "job": ended - began, "download": job["download"]})
+    # who spends the host's CPU, per subject: the API, the workers (job processes and their
+    # Celery parents), Redis, and this client (its uploads, polls and downloads, and the monitor)
+    api, workers = roots[1 if broker == "redis" else 0], roots[2 if broker == "redis" else 1:]
+    by_role = {"API": monitor.cpu_seconds(before, [api]), "workers": monitor.cpu_seconds(before, workers),
+               "redis": monitor.cpu_seconds(before, roots[:1]) if broker == "redis" else 0.0, "client": client}
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": monitor.cpu_seconds(before),
+            "cpu_by_role": {role: seconds / len(jobs) for role, seconds in by_role.items()},
             "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(), "stages": _stage_means(stages),
             "kernel_total": sum(s["kernel"] for s in stages)}
 
@@ -410,6 +425,9 @@ def main() -> None:
     print()
     for label, r in results.items():
         print(f"{label}: RSS GB per tenth of the run: {r['curve']}")
+        if "cpu_by_role" in r:
+            print(f"{label}: CPU seconds per subject: "
+                  + ", ".join(f"{role} {seconds:.2f}" for role, seconds in r["cpu_by_role"].items()))
     n_gpus = len(gpus or ["0"])
     print(f"\n{args.subjects} subjects, {'x'.join(map(str, args.shape))} lmax {args.lmax}; stage columns: mean "
           "seconds per subject (service: upload = POST incl. checks, queued = accepted to started, job = "

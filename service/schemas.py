@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from fastapi import Request
 from pydantic import BaseModel, Field
@@ -25,6 +25,22 @@ class ResultOut(BaseModel):
     sha256: str
 
 
+_JOB_MARK, _NAME_MARK = "\x00job\x00", "\x00name\x00"
+
+
+def _result_url_maker(request: Request) -> Callable[[str, str], str]:
+    """``(job id, result name) → download URL`` for this request: the route's URL is looked
+    up once per request (a listing of hundreds of jobs, ten results each, spent most of its
+    time in ``url_for``) and the id and name put into it, as ``url_for`` puts them."""
+    maker = getattr(request.state, "result_url_maker", None)
+    if maker is None:
+        template = str(request.url_for("download_result", job_id=_JOB_MARK, name=_NAME_MARK))
+        head, _, rest = template.rpartition(_JOB_MARK)
+        middle, _, tail = rest.rpartition(_NAME_MARK)
+        maker = request.state.result_url_maker = lambda job_id, name: f"{head}{job_id}{middle}{name}{tail}"
+    return maker
+
+
 class JobOut(BaseModel):
     id: str
     kind: str
@@ -43,6 +59,7 @@ class JobOut(BaseModel):
 
     @classmethod
     def from_record(cls, record: JobRecord, request: Request) -> "JobOut":
+        result_url = _result_url_maker(request)
         return cls(
             id=record.id,
             kind=record.kind,
@@ -58,7 +75,7 @@ class JobOut(BaseModel):
             results=[
                 ResultOut(
                     name=r.name,
-                    url=str(request.url_for("download_result", job_id=record.id, name=r.name)),
+                    url=result_url(record.id, r.name),
                     bytes=r.bytes,
                     sha256=r.sha256,
                 )

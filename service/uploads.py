@@ -126,7 +126,7 @@ class _PartWriter:
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self.sink is not None:
-            self.sink.write(data[start:end])
+            self.sink.write(memoryview(data)[start:end])  # no copy: the body's chunks are bytes
         else:
             self.field_value += data[start:end]
             if len(self.field_value) > _MAX_FIELD_BYTES:

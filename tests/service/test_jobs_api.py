@@ -125,6 +125,23 @@ async def test_list_filters_and_pages_with_cursor(client, volume, store):
     assert fields == {"status", "limit"}
 
 
+async def test_listed_result_urls_are_the_routes_urls_behind_a_proxy_prefix(app_factory, settings, volume, store):
+    """The listing builds its download URLs from one lookup per request: they must be what
+    Starlette's ``url_for`` gives for each job and name, under a proxy's root path too."""
+    app = app_factory(settings)
+    transport = httpx.ASGITransport(app=app, root_path="/fibertensor")
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway.example:8443") as client:
+        ids = [(await _submit(client, volume, label="batch")).json()["id"] for _ in range(2)]
+        run_queued(store)
+        listing = (await client.get("/v1/jobs", params={"label": "batch"})).json()["jobs"]
+    assert {j["id"] for j in listing} == set(ids)
+    for job in listing:
+        assert [r["url"] for r in job["results"]] == [
+            f"http://gateway.example:8443/fibertensor/v1/jobs/{job['id']}/results/{name}"
+            for name in ("scaled.nii.gz", "scaled.json")
+        ]
+
+
 async def test_delete_queued_job_cancels_it_and_worker_skips_it(client, volume, store):
     job_id = (await _submit(client, volume)).json()["id"]
     response = await client.delete(f"/v1/jobs/{job_id}")
