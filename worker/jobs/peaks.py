@@ -169,12 +169,13 @@ def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None) -> list[Future]:
-    """Start writing the outputs of a run with ``submit`` (a thread pool's): records them in
-    ``paths`` as ``{output: [paths]}`` before each write starts, and returns the futures (the
-    fixel directory's gives the folder it made)."""
+    """Start writing the outputs of a run with ``submit`` (a thread pool's, which starts tasks
+    in the order given): records them in ``paths`` as ``{output: [paths]}`` before each write
+    starts, and returns the futures of the writes and of the arrays they share (the fixel
+    directory's gives the folder it made)."""
     from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
-    from worker.qc_picture import write_qc_png
+    from worker.qc_picture import write_peaks_qc_png
 
     k = params.npeaks
     suffixes = image_suffixes(info.path, params.format)
@@ -188,8 +189,8 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     if "pam5" in params.format:
         paths["pam5"] = [outputs.path("peaks", ".pam5")]
 
-    def images(maps: dict[str, np.ndarray]) -> list[Future]:
-        return [submit(lambda data=data, path=path: save_image(info, data, path, compress_threads))
+    def images(maps: dict[str, Callable[[], np.ndarray]]) -> list[Future]:
+        return [submit(lambda data=data, path=path: save_image(info, data(), path, compress_threads))
                 for name, data in maps.items() for path in paths[name]]
 
     def pam5() -> None:
@@ -198,8 +199,10 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         directions = result.directions
         if params.basis == "mrtrix":
             # DIPY keeps directions in the frame of its gradient table, the image axes (in
-            # the directions' precision: the file holds float32).
-            directions = directions @ _scanner_to_image_axes(info.affine).astype(directions.dtype)
+            # the directions' precision: the file holds float32), as one product: numpy
+            # multiplies a stack of 3 × 3 matrices one at a time.
+            rotation = _scanner_to_image_axes(info.affine).astype(directions.dtype)
+            directions = (directions.reshape(-1, 3) @ rotation).reshape(directions.shape)
         # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
         shm = sh if params.basis == "dipy" else None
         write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm)
@@ -215,7 +218,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         staging = folder.with_name(f".{folder.name}.staging")
         target = staging / folder.name if fixel_archive else folder
         write_fixel_directory(target, result.directions, result.amplitudes, result.count, info.affine,
-                              peak_fraction=metrics.peak_fraction, fmt=fmt)
+                              peak_fraction=metrics.result().peak_fraction, fmt=fmt)
         if fixel_archive:
             with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
                 archive.add(target, arcname=folder.name)
@@ -225,17 +228,29 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     def qc() -> None:
         frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
         title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
-        write_qc_png(paths["qc"][0], metrics.rgb, result.directions[..., 0, :], metrics.nufo, info.zooms[:3], title,
-                     affine=info.affine, directions_frame=frame, npeaks=k)
+        write_peaks_qc_png(paths["qc"][0], result.directions, result.amplitudes, result.count, info.zooms[:3], title,
+                           affine=info.affine, directions_frame=frame, npeaks=k)
 
-    # The longest writes start first, so that on few cores the short ones fill in around
-    # them: the QC picture (drawing and PNG encoding, mostly under the GIL: the longest on
-    # many cores) needs the fODF metrics, computed first; then the .pam5 and the images.
-    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
-    futures = [submit(task) for name, task in (("qc", qc), ("pam5", pam5), ("fixel", fixels)) if name in paths]
-    futures += images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
-                       .astype(np.float32), "amplitudes": result.amplitudes.astype(np.float32)})
-    return futures + images({"count": metrics.nufo, **{name: getattr(metrics, name) for name in params.metrics}})
+    # Nothing waits for the fODF metrics but their maps and the fixel directory (its peak
+    # fractions): the QC picture colours its three slices itself. The longest tasks start
+    # first, so that on few cores the short ones fill in around them: the QC picture
+    # (drawing, mostly under the GIL), the metrics, the .pam5. A task waiting for another's
+    # array is submitted after it (a pool starts tasks in order: what it waits for runs),
+    # the metric maps last, so that few threads wait.
+    futures = [submit(qc)] if "qc" in paths else []
+    metrics: Future | None = None
+    if params.metrics or "fixel" in paths:
+        metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count))
+        futures.append(metrics)
+    if "pam5" in paths:
+        futures.append(submit(pam5))
+    peaks = submit(lambda: (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
+                   .astype(np.float32, copy=False))
+    amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8)
+    futures += [peaks, *images({"peaks": peaks.result, "amplitudes": lambda: amplitudes, "count": lambda: count})]
+    if "fixel" in paths:
+        futures.append(submit(fixels))
+    return futures + images({name: lambda name=name: getattr(metrics.result(), name) for name in params.metrics})
 
 
 @dataclass
