@@ -152,10 +152,20 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
     return info, mask_info
 
 
-def _input_checksums(info: "ImageInfo") -> dict[str, str]:
-    """sha256 of each file holding the image (an ``.mih`` header and its data file)."""
-    files = [info.path, getattr(info, "data_path", info.path)]
+def _input_checksums(*infos: "ImageInfo | None") -> dict[str, str]:
+    """sha256 of each file holding the images (an ``.mih`` header and its data file)."""
+    files = [path for info in infos if info is not None for path in (info.path, getattr(info, "data_path", info.path))]
     return {path.name: file_sha256(path) for path in dict.fromkeys(files)}
+
+
+def _start_input_checksums(*infos: "ImageInfo | None") -> "Future[dict[str, str]]":
+    """:func:`_input_checksums` on a thread of its own (hashlib releases the GIL), so that
+    a job hashes its inputs while it inflates them rather than in the writing stage."""
+    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-sha256")
+    try:
+        return hashing.submit(_input_checksums, *infos)
+    finally:
+        hashing.shutdown(wait=False)  # the thread ends with its task
 
 
 def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
@@ -257,8 +267,9 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
 class PeaksInputs:
     """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
-    ``warnings`` about voxels left out (non-finite coefficients), and ``prepared``, the
-    engine's preparation started while they were read (a future, or None)."""
+    ``warnings`` about voxels left out (non-finite coefficients), ``prepared``, the
+    engine's preparation started while they were read (a future, or None), and ``sha256``,
+    the files' checksums by file name, taken meanwhile (a future; None: not started)."""
 
     info: "ImageInfo"
     mask_info: "ImageInfo | None"
@@ -267,6 +278,7 @@ class PeaksInputs:
     seconds: float
     warnings: list[str]
     prepared: "Future[PreparedPeaks] | None" = None
+    sha256: "Future[dict[str, str]] | None" = None
 
 
 def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams | None = None, *,
@@ -278,7 +290,8 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     :func:`compute_peaks` with the same ``params`` in a background thread (the CUDA context
     and kernels: :func:`gpu.peaks.search.start_preparing`) while this thread inflates the
     volume, on ``inflate_threads`` threads where it is a large .nii.gz (one job alone on a
-    machine; a batch or a worker running several jobs keeps one each).
+    machine; a batch or a worker running several jobs keeps one each). The files' sha256
+    for the sidecar is taken meanwhile on a thread of its own.
     """
     from worker.io.images import load_image_data
 
@@ -291,12 +304,13 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
 
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
+    sha256 = _start_input_checksums(info, mask_info)
     sh = load_image_data(info, threads=inflate_threads)
     mask_array = None
     if mask_info is not None:
         mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
     warnings = _finite_voxels_warnings(sh, mask_array, info.path.name)
-    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started, warnings, prepared)
+    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started, warnings, prepared, sha256)
 
 
 def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
@@ -325,7 +339,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
     writes: list[Future] = []
     try:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as workers:
-            checksums = [workers.submit(_input_checksums, i) for i in (info, mask_info) if i is not None]
+            checksums = inputs.sha256 or workers.submit(_input_checksums, info, mask_info)
             writes = _write_outputs(info, inputs.sh, result, params, outputs, fixel_archive, workers.submit, written,
                                     compress_threads)
             try:
@@ -335,7 +349,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
                 for write in writes:
                     write.cancel()  # those not started yet
                 raise
-            sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
+            sha256 = checksums.result()
     except BaseException:
         # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
         # not at all; so did the fixel directory, removed only where this run made it (its
