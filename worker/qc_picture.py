@@ -22,7 +22,6 @@ picture need not wait for the volume's fODF metric maps.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -111,7 +110,6 @@ def _centre(nufo: np.ndarray) -> tuple[int, int, int]:
     return tuple((int(span[0]) + int(span[-1])) // 2 for span in spans)
 
 
-@functools.cache
 def _fonts(size: int):
     from PIL import ImageFont
 
