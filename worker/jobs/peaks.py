@@ -209,10 +209,8 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         directions = result.directions
         if params.basis == "mrtrix":
             # DIPY keeps directions in the frame of its gradient table, the image axes (in
-            # the directions' precision: the file holds float32), as one product: numpy
-            # multiplies a stack of 3 × 3 matrices one at a time.
-            rotation = _scanner_to_image_axes(info.affine).astype(directions.dtype)
-            directions = (directions.reshape(-1, 3) @ rotation).reshape(directions.shape)
+            # the directions' precision: the file holds float32).
+            directions = directions @ _scanner_to_image_axes(info.affine).astype(directions.dtype)
         # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
         shm = sh if params.basis == "dipy" else None
         write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm)
