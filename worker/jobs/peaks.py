@@ -324,11 +324,12 @@ def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
 
 def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,
                         *, fixel_archive: bool = False, compress_threads: int | None = None) -> dict:
-    """Write every output (in parallel: compression, PNG encoding and hashing release the
-    GIL), then the sidecar last; returns the sidecar content, whose ``outputs`` lists the
-    written files (names relative to ``outputs.folder``) by output. ``fixel_archive`` writes
-    the fixel directory as one ``fixels.tar`` (for the service, whose results are files);
-    ``compress_threads``: gzip threads per image (:func:`worker.io.nifti.save_nifti_atomic`)."""
+    """Write every output (in parallel: compression and most array work release the GIL),
+    then the sidecar last, with the inputs' checksums :func:`read_peaks_inputs` took;
+    returns the sidecar content, whose ``outputs`` lists the written files (names relative
+    to ``outputs.folder``) by output. ``fixel_archive`` writes the fixel directory as one
+    ``fixels.tar`` (for the service, whose results are files); ``compress_threads``: gzip
+    threads per image (:func:`worker.io.nifti.save_nifti_atomic`)."""
     started = time.perf_counter()
     info, mask_info = inputs.info, inputs.mask_info
     outputs.folder.mkdir(parents=True, exist_ok=True)
