@@ -255,22 +255,19 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     # Nothing waits for the fODF metrics but their maps and the fixel directory (its peak
     # fractions): the QC picture colours its three slices itself. The longest tasks start
     # first, so that on few cores the short ones fill in around them: the QC picture
-    # (drawing, mostly under the GIL), the metrics, the .pam5. A task waiting for another's
-    # array is submitted after it (a pool starts tasks in order: what it waits for runs),
-    # the metric maps last, so that few threads wait.
+    # (drawing, mostly under the GIL), the metrics, the .pam5, the fixel directory, the
+    # peaks. A task waiting for another's array is submitted after it (a pool starts tasks
+    # in order: what it waits for runs), the metric maps last, so that few threads wait.
     futures = [submit(qc)] if "qc" in paths else []
     metrics: Future | None = None
     if params.metrics or "fixel" in paths:
         metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count))
         futures.append(metrics)
-    if "pam5" in paths:
-        futures.append(submit(pam5))
+    futures += [submit(task) for name, task in (("pam5", pam5), ("fixel", fixels)) if name in paths]
     peaks = submit(lambda: (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
                    .astype(np.float32, copy=False))
     amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8)
     futures += [peaks, *images({"peaks": peaks.result, "amplitudes": lambda: amplitudes, "count": lambda: count})]
-    if "fixel" in paths:
-        futures.append(submit(fixels))
     return futures + images({name: lambda name=name: getattr(metrics.result(), name) for name in params.metrics})
 
 
