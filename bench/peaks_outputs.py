@@ -14,7 +14,7 @@ nothing inside the search, whose own time varies from run to run on a shared mac
 "by write" counts the writing stage alone (best run of each): the read before it is the
 same code on the same file in every row, and its own spread (±0.05 s on the H100) is as
 large as the budget; the verdict line uses it. The configurations run round-robin. The
-input's sha256, taken by every configuration while the peaks are computed, is timed alone.
+input's sha256, taken by every configuration while the volume is inflated, is timed alone.
 "write CPU" is the processor time of the writing stage, all threads together
 (``time.process_time``), which a busy machine does not inflate as it does wall time; its
 growth over the baseline is what each output costs to write.
@@ -118,7 +118,7 @@ def main() -> None:
         args.json.write_text(json.dumps({"rows": rows, "sha256_s": sha256_s}, indent=2))
     print(f"all together add {100 * added:.1f} % to the warm file-to-file time "
           f"({'within' if added <= BUDGET else 'over'} the {100 * BUDGET:.0f} % budget); device {base['device']}; "
-          f"sha256 of the input alone {sha256_s:.2f} s (beside the writers)"
+          f"sha256 of the input alone {sha256_s:.2f} s (beside the read)"
           + ("" if with_pam5 else "; .pam5 left out: DIPY is not installed"))
 
 

@@ -15,12 +15,13 @@ canonical RAS+ axes of the affine, in neurological convention (subject's left on
 image's left) unless ``radiological``; the picture says which.
 
 Drawn with Pillow, which keeps the worker free of a plotting stack; lines are drawn at twice
-the size and reduced, which anti-aliases them.
+the size and reduced, which anti-aliases them. A peaks job draws it from the peaks as the
+search gives them (:func:`write_peaks_qc_png`): only the three slices are coloured, so the
+picture need not wait for the volume's fODF metric maps.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -28,12 +29,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from nibabel.orientations import apply_orientation, io_orientation
 
-from worker.io.atomic import write_bytes_atomic
+from worker.io.png import write_png_atomic
 
 if TYPE_CHECKING:
     from PIL import Image
 
-__all__ = ["QcPicture", "render_qc_picture", "write_qc_png"]
+__all__ = ["QcPicture", "render_qc_picture", "render_peaks_qc_picture", "write_qc_png", "write_peaks_qc_png"]
 
 _SUPERSAMPLE = 2
 _PANEL = 320  # pixels of the longest field of view, before supersampling
@@ -69,8 +70,10 @@ def _views(radiological: bool) -> tuple[_View, ...]:
 
 
 def _plane(volume: np.ndarray, view: _View, index: int) -> np.ndarray:
-    """The slice as displayed: rows top→bottom, columns left→right (trailing axes kept)."""
-    plane = np.take(volume, index, axis=view.fixed)
+    """The slice as displayed, a view of ``volume``: rows top→bottom, columns left→right
+    (trailing axes kept)."""
+    # Basic indexing: np.take would first copy a strided volume whole.
+    plane = volume[(slice(None),) * view.fixed + (index,)]
     # After removing the fixed axis the remaining RAS axes keep their order.
     remaining = [a for a in range(3) if a != view.fixed]
     plane = np.moveaxis(plane, [remaining.index(view.up), remaining.index(view.across)], [0, 1])
@@ -78,16 +81,16 @@ def _plane(volume: np.ndarray, view: _View, index: int) -> np.ndarray:
     return plane[:, ::-1] if view.across_sign < 0 else plane
 
 
-def _to_ras(volumes: tuple[np.ndarray, ...], voxel_sizes, ornt):
-    """Views of ``volumes`` and the voxel sizes on the closest canonical RAS+ axes, as
-    nibabel's ``as_closest_canonical`` reorients data (``ornt`` from ``io_orientation``;
-    None keeps the array axes), and the permutation and signs that take a vector's
-    components along the array axes to the RAS+ axes."""
+def _to_ras(voxel_sizes, ornt):
+    """A function giving views of volumes on the closest canonical RAS+ axes, as nibabel's
+    ``as_closest_canonical`` reorients data (``ornt`` from ``io_orientation``; None keeps
+    the array axes), the voxel sizes on those axes, and the permutation and signs that take
+    a vector's components along the array axes to the RAS+ axes."""
     voxel_sizes = np.asarray(voxel_sizes, float)[:3]
     if ornt is None:
-        return volumes, voxel_sizes, np.arange(3), np.ones(3)
+        return np.asarray, voxel_sizes, np.arange(3), np.ones(3)
     perm = np.argsort(ornt[:, 0]).astype(int)
-    return tuple(apply_orientation(v, ornt) for v in volumes), voxel_sizes[perm], perm, ornt[perm, 1]
+    return lambda volume: apply_orientation(volume, ornt), voxel_sizes[perm], perm, ornt[perm, 1]
 
 
 def _nufo_palette(npeaks: int) -> np.ndarray:
@@ -126,25 +129,65 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
                       affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
                       npeaks: int | None = None, radiological: bool = False) -> QcPicture:
     """The QC picture as an image; see :func:`write_qc_png` for the parameters."""
-    from PIL import Image, ImageDraw
-
     rgb, first_dirs, nufo = np.asarray(rgb), np.asarray(first_dirs), np.asarray(nufo)
     spatial = nufo.shape
     if nufo.ndim != 3 or rgb.shape != (*spatial, 3) or first_dirs.shape != (*spatial, 3):
         raise ValueError(f"expected rgb (X, Y, Z, 3), first_dirs (X, Y, Z, 3) and nufo (X, Y, Z) on one grid, "
                          f"got {rgb.shape}, {first_dirs.shape} and {nufo.shape}")
+    return _render(lambda plane: plane(rgb), first_dirs, nufo, voxel_sizes, title, affine, directions_frame, npeaks,
+                   radiological)
+
+
+def render_peaks_qc_picture(directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
+                            title: str, *, affine: np.ndarray | None = None,
+                            directions_frame: Literal["world", "voxel"] = "world", npeaks: int | None = None,
+                            radiological: bool = False) -> QcPicture:
+    """The QC picture of peaks as they come from the search, without the volume's fODF
+    metric maps: the colour of the three slices alone (the same pixels as
+    :func:`render_qc_picture` of the ``rgb`` and NuFO maps); see
+    :func:`write_peaks_qc_png` for the parameters."""
+    from gpu.peaks.fodf_metrics import directional_colour, largest_afd_max
+
+    directions, amplitudes, count = np.asarray(directions), np.asarray(amplitudes), np.asarray(count)
+    spatial = count.shape
+    if count.ndim != 3 or amplitudes.shape[:3] != spatial or amplitudes.ndim != 4 \
+            or directions.shape != (*amplitudes.shape, 3):
+        raise ValueError(f"expected directions (X, Y, Z, K, 3), amplitudes (X, Y, Z, K) and count (X, Y, Z) on one "
+                         f"grid, got {directions.shape}, {amplitudes.shape} and {count.shape}")
+    first_dirs, afd_max = directions[..., 0, :], amplitudes[..., 0]
+    largest = largest_afd_max(afd_max, count)
+
+    def colour(plane):
+        return directional_colour(plane(first_dirs), plane(afd_max), plane(count), largest)
+
+    return _render(colour, first_dirs, count, voxel_sizes, title, affine, directions_frame, npeaks, radiological)
+
+
+def _render(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, affine, directions_frame,
+            npeaks, radiological) -> QcPicture:
+    """The picture of the slices of ``first_dirs`` and ``nufo``; ``colour(plane)`` gives the
+    rgb map's slice (uint8) from ``plane``, the function that slices a volume of the grid."""
+    from PIL import Image, ImageDraw
+
     if directions_frame not in ("world", "voxel"):
         raise ValueError(f"directions_frame must be 'world' or 'voxel', not {directions_frame!r}")
+    spatial = nufo.shape
     npeaks = int(npeaks if npeaks is not None else max(int(nufo.max()), 1))
     ornt = io_orientation(np.asarray(affine, float)) if affine is not None else None
-    (rgb, first_dirs, nufo), sizes, perm, signs = _to_ras((rgb, first_dirs, nufo), voxel_sizes, ornt)
+    to_ras, sizes, perm, signs = _to_ras(voxel_sizes, ornt)
     if directions_frame == "world":
         perm, signs = np.arange(3), np.ones(3)
-    centre = _centre(nufo)
+    centre = _centre(to_ras(nufo))
     views = _views(radiological)
     # Only the three slices are drawn: reorient colour channels and direction components there.
-    rgb_planes = [_plane(rgb, v, centre[v.fixed])[..., perm].astype(np.float32) for v in views]
-    dir_planes = [_plane(first_dirs, v, centre[v.fixed])[..., perm] * signs for v in views]
+    rgb_planes, dir_planes, nufo_planes = [], [], []
+    for view in views:
+        def plane(volume, view=view):
+            return _plane(to_ras(volume), view, centre[view.fixed])
+
+        rgb_planes.append(colour(plane)[..., perm].astype(np.float32))
+        dir_planes.append(plane(first_dirs)[..., perm] * signs)
+        nufo_planes.append(plane(nufo))
     # rgb = 255·|d_1|·AFD_max / volume max with |d_1| = 1, so its norm gives the AFD weight.
     # Display contrast: the 99th percentile of that weight in the slices shows at full
     # brightness and line length.
@@ -183,12 +226,12 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
 
     panels = {}
     x = m
-    for view, w, rgb_plane, dir_plane, weight in zip(views, panel_w, rgb_planes, dir_planes, weights):
-        index = centre[view.fixed]
+    for view, w, rgb_plane, dir_plane, nufo_plane, weight in zip(views, panel_w, rgb_planes, dir_planes, nufo_planes,
+                                                                  weights):
         h = int(round(extent[view.up] * scale))
         shown = np.minimum(rgb_plane * (gain * _MAP_BRIGHTNESS), 255.0).astype(np.uint8)
         for row, (kind, picture) in enumerate((("rgb", shown),
-                                               ("nufo", palette[np.minimum(_plane(nufo, view, index), npeaks)]))):
+                                               ("nufo", palette[np.minimum(nufo_plane, npeaks)]))):
             top = header + row * row_h + line
             draw.text((x, top - line), view.name, fill=white, font=small)
             canvas.paste(Image.fromarray(np.ascontiguousarray(picture)).resize((w, h), Image.NEAREST), (x, top))
@@ -306,8 +349,33 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
     """
     picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine,
                                 directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
-    buffer = io.BytesIO()
-    # zlib level 1: 2 % larger than level 3 and 6 ms faster at 553k voxels, in a write
-    # whose critical path this picture is.
-    picture.image.save(buffer, format="PNG", compress_level=1)
-    return write_bytes_atomic(Path(path), buffer.getvalue())
+    return write_png_atomic(Path(path), np.asarray(picture.image))
+
+
+def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
+                       title: str, *, affine: np.ndarray | None = None,
+                       directions_frame: Literal["world", "voxel"] = "world", npeaks: int | None = None,
+                       radiological: bool = False) -> Path:
+    """Write the QC picture of peaks as the search gives them (the same file as
+    :func:`write_qc_png` of their fODF metric maps, without computing the maps).
+
+    Parameters
+    ----------
+    path : Path
+        Where to write, e.g. ``OUT_PREFIX_qc.png``.
+    directions : (X, Y, Z, K, 3) array
+        Unit peak directions in ``directions_frame``, by descending amplitude.
+    amplitudes : (X, Y, Z, K) array
+        FOD amplitude of each peak (any value past ``count``).
+    count : (X, Y, Z) integer array
+        Number of peaks per voxel (NuFO).
+    voxel_sizes, title, affine, directions_frame, npeaks, radiological
+        As for :func:`write_qc_png`.
+
+    Returns
+    -------
+    Path
+    """
+    picture = render_peaks_qc_picture(directions, amplitudes, count, voxel_sizes, title, affine=affine,
+                                      directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
+    return write_png_atomic(Path(path), np.asarray(picture.image))

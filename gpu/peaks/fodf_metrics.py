@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FodfMetrics", "METRIC_NAMES", "fodf_metrics"]
+__all__ = ["FodfMetrics", "METRIC_NAMES", "fodf_metrics", "largest_afd_max", "directional_colour"]
 
 METRIC_NAMES = ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb")
 
@@ -82,27 +82,68 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
             f"shapes do not agree: sh {sh.shape}, directions {directions.shape}, amplitudes {amplitudes.shape}, "
             f"count {count.shape}; expected (..., n_coeffs), (..., K, 3), (..., K) and (...) on one grid"
         )
-    # float32 throughout (sums of K ≤ 20 positive terms stay within 1e-6 relative), and the
-    # sum over K written out: numpy reduces a short last axis slowly.
-    reported = np.arange(k) < count[..., None]
-    values = np.where(reported, amplitudes, np.float32(0.0)).astype(np.float32, copy=False)
-    afd_max = values[..., 0]
+    # float32 throughout (sums of K ≤ 20 positive terms stay within 1e-6 relative), in
+    # place where the maps allow: the volume is large and every pass over it is memory-bound.
+    values = amplitudes.astype(np.float32)  # a copy, made peak fractions below
+    for peak in range(k):
+        np.copyto(values[..., peak], np.float32(0.0), where=count <= peak)
+    afd_max = values[..., 0].copy()
     afd_sum = afd_max.copy()
+    # The sum over K written out: numpy reduces a short last axis slowly.
     for peak in range(1, k):
         afd_sum += values[..., peak]
     inverse = np.divide(np.float32(1.0), afd_sum, out=np.zeros_like(afd_sum), where=afd_sum != 0)
-    peak_fraction = values * inverse[..., None]
-    largest = float(afd_max.max(initial=0.0))
-    scale = np.float32(255.0 / largest if largest > 0 else 0.0)
-    first = np.where(reported[..., :1], np.abs(directions[..., 0, :]), np.float32(0.0))
-    # Truncation, not rounding, is what scilpy's astype('uint8') writes; the clip keeps
-    # float round-off above 255 or below 0 from wrapping.
-    rgb = np.clip(first * (afd_max * scale)[..., None], 0.0, 255.0).astype(np.uint8)
+    peak_fraction = np.multiply(values, inverse[..., None], out=values)
     return FodfMetrics(
-        afd_max=afd_max.copy(),
+        afd_max=afd_max,
         afd_total=np.float32(_SQRT_4PI) * sh[..., 0].astype(np.float32),
         afd_sum=afd_sum,
         peak_fraction=peak_fraction,
-        rgb=rgb,
+        rgb=directional_colour(directions[..., 0, :], afd_max, count, largest_afd_max(afd_max, count)),
         nufo=count.astype(np.uint8),
     )
+
+
+def largest_afd_max(afd_max: np.ndarray, count: np.ndarray) -> np.float32:
+    """The largest AFD_max of a volume, which scales :func:`directional_colour`: max over
+    the voxels with a peak of ``afd_max`` (each voxel's first amplitude, e.g.
+    ``amplitudes[..., 0]``; ignored where ``count`` is 0), 0 when no voxel has one."""
+    return np.float32(np.max(afd_max, where=np.asarray(count) > 0, initial=0.0))
+
+
+def directional_colour(first_directions: np.ndarray, afd_max: np.ndarray, count: np.ndarray,
+                       largest: float) -> np.ndarray:
+    """The ``rgb`` map, ⌊255 · |d_1| · a_1 / ``largest``⌋ as uint8, 0 where ``count`` is 0.
+
+    Parameters
+    ----------
+    first_directions : (..., 3) array
+        First peak's unit direction d_1 (any value where a voxel has no peak).
+    afd_max : (...) array
+        a_1, the first peak's amplitude (any value where a voxel has no peak).
+    count : (...) integer array
+        Number of reported peaks per voxel.
+    largest : float
+        The volume's largest a_1 (:func:`largest_afd_max`), so that a slice of a volume
+        gets the colours of the same voxels of the whole.
+
+    Returns
+    -------
+    (..., 3) uint8 array
+    """
+    first_directions = np.asarray(first_directions)
+    largest = float(largest)
+    scale = np.float32(255.0 / largest if largest > 0 else 0.0)
+    weight = np.asarray(afd_max, np.float32) * scale
+    none = np.asarray(count) == 0
+    colour = np.empty(weight.shape + (3,), np.uint8)
+    # One channel at a time: numpy's loops over a trailing axis of 3 are slow.
+    channel = np.empty(weight.shape, np.result_type(first_directions, np.float32))
+    for axis in range(3):
+        np.abs(first_directions[..., axis], out=channel)
+        np.multiply(channel, weight, out=channel)
+        np.copyto(channel, 0.0, where=none)
+        # Truncation, not rounding, is what scilpy's astype('uint8') writes; the clip keeps
+        # float round-off above 255 or below 0 from wrapping.
+        colour[..., axis] = np.clip(channel, 0.0, 255.0, out=channel)
+    return colour

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from worker.qc_picture import render_qc_picture, write_qc_png
+from worker.qc_picture import render_qc_picture, write_peaks_qc_png, write_qc_png
 
 SHAPE = (6, 8, 5)
 AFFINES = {
@@ -120,4 +120,33 @@ def test_mismatched_arrays_are_refused_and_nothing_is_written(tmp_path):
     with pytest.raises(ValueError, match=r"expected rgb \(X, Y, Z, 3\)"):
         write_qc_png(tmp_path / "qc.png", np.zeros((4, 4, 4, 3), np.uint8), np.zeros((4, 4, 3, 3)),
                      np.zeros((4, 4, 4), np.uint8), (2.0, 2.0, 2.0), "t")
+    with pytest.raises(ValueError, match=r"expected directions \(X, Y, Z, K, 3\)"):
+        write_peaks_qc_png(tmp_path / "qc.png", np.zeros((4, 4, 4, 2, 3)), np.zeros((4, 4, 4, 3)),
+                           np.zeros((4, 4, 4), np.uint8), (2.0, 2.0, 2.0), "t")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("frame", ["world", "voxel"])
+@pytest.mark.parametrize("name", list(AFFINES))
+def test_the_picture_of_peaks_has_the_pixels_of_the_picture_of_their_metric_maps(tmp_path, name, frame):
+    """A peaks job draws the picture from the peaks (three slices coloured alone); a user
+    drawing it from the written rgb and NuFO maps gets the same file."""
+    from gpu.peaks.fodf_metrics import fodf_metrics
+
+    rng = np.random.default_rng(4)
+    shape, k = (9, 7, 6), 3
+    count = rng.integers(0, k + 1, shape).astype(np.uint8)
+    directions = rng.normal(size=(*shape, k, 3)).astype(np.float32)
+    directions /= np.linalg.norm(directions, axis=-1, keepdims=True)
+    amplitudes = np.sort(rng.uniform(0.1, 2.0, (*shape, k)).astype(np.float32), axis=-1)[..., ::-1]
+    absent = np.arange(k) >= count[..., None]
+    directions[absent], amplitudes[absent] = np.nan, np.nan  # as the search leaves them
+    metrics = fodf_metrics(np.zeros((*shape, 45), np.float32), directions, amplitudes, count)
+    options = dict(affine=AFFINES[name], directions_frame=frame, npeaks=k)
+    sizes = nib.affines.voxel_sizes(AFFINES[name])
+    expected = write_qc_png(tmp_path / "maps.png", metrics.rgb, directions[..., 0, :], metrics.nufo, sizes, "t",
+                            **options)
+    got = write_peaks_qc_png(tmp_path / "peaks.png", directions, amplitudes, count, sizes, "t", **options)
+    assert got.read_bytes() == expected.read_bytes()
+    with Image.open(got) as png:
+        assert np.asarray(png).any()

@@ -152,10 +152,20 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
     return info, mask_info
 
 
-def _input_checksums(info: "ImageInfo") -> dict[str, str]:
-    """sha256 of each file holding the image (an ``.mih`` header and its data file)."""
-    files = [info.path, getattr(info, "data_path", info.path)]
+def _input_checksums(*infos: "ImageInfo | None") -> dict[str, str]:
+    """sha256 of each file holding the images (an ``.mih`` header and its data file)."""
+    files = [path for info in infos if info is not None for path in (info.path, getattr(info, "data_path", info.path))]
     return {path.name: file_sha256(path) for path in dict.fromkeys(files)}
+
+
+def _start_input_checksums(*infos: "ImageInfo | None") -> "Future[dict[str, str]]":
+    """:func:`_input_checksums` on a thread of its own (hashlib releases the GIL), so that
+    a job hashes its inputs while it inflates them rather than in the writing stage."""
+    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-sha256")
+    try:
+        return hashing.submit(_input_checksums, *infos)
+    finally:
+        hashing.shutdown(wait=False)  # the thread ends with its task
 
 
 def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
@@ -166,15 +176,29 @@ def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
+def _rotated(vectors: np.ndarray, rotation: np.ndarray, rows: int = 8192) -> np.ndarray:
+    """``vectors @ rotation`` for (..., 3) ``vectors``, the same numbers, in blocks of
+    ``rows`` vectors: numpy multiplies a stack of 3 × 3 matrices one by one (16 ms for a
+    553k-voxel volume's peaks), and OpenBLAS spreads one product of them all over every
+    core, whose threads then spin beside the other writers; blocks this small stay on the
+    calling thread (2 ms)."""
+    flat = vectors.reshape(-1, 3)
+    out = np.empty(flat.shape, np.result_type(vectors, rotation))
+    for start in range(0, len(flat), rows):
+        np.matmul(flat[start:start + rows], rotation, out=out[start:start + rows])
+    return out.reshape(vectors.shape)
+
+
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None) -> list[Future]:
-    """Start writing the outputs of a run with ``submit`` (a thread pool's): records them in
-    ``paths`` as ``{output: [paths]}`` before each write starts, and returns the futures (the
-    fixel directory's gives the folder it made)."""
+    """Start writing the outputs of a run with ``submit`` (a thread pool's, which starts tasks
+    in the order given): records them in ``paths`` as ``{output: [paths]}`` before each write
+    starts, and returns the futures of the writes and of the arrays they share (the fixel
+    directory's gives the folder it made)."""
     from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
-    from worker.qc_picture import write_qc_png
+    from worker.qc_picture import write_peaks_qc_png
 
     k = params.npeaks
     suffixes = image_suffixes(info.path, params.format)
@@ -188,8 +212,8 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     if "pam5" in params.format:
         paths["pam5"] = [outputs.path("peaks", ".pam5")]
 
-    def images(maps: dict[str, np.ndarray]) -> list[Future]:
-        return [submit(lambda data=data, path=path: save_image(info, data, path, compress_threads))
+    def images(maps: dict[str, Callable[[], np.ndarray]]) -> list[Future]:
+        return [submit(lambda data=data, path=path: save_image(info, data(), path, compress_threads))
                 for name, data in maps.items() for path in paths[name]]
 
     def pam5() -> None:
@@ -199,7 +223,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         if params.basis == "mrtrix":
             # DIPY keeps directions in the frame of its gradient table, the image axes (in
             # the directions' precision: the file holds float32).
-            directions = directions @ _scanner_to_image_axes(info.affine).astype(directions.dtype)
+            directions = _rotated(directions, _scanner_to_image_axes(info.affine).astype(directions.dtype))
         # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
         shm = sh if params.basis == "dipy" else None
         write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm)
@@ -215,7 +239,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         staging = folder.with_name(f".{folder.name}.staging")
         target = staging / folder.name if fixel_archive else folder
         write_fixel_directory(target, result.directions, result.amplitudes, result.count, info.affine,
-                              peak_fraction=metrics.peak_fraction, fmt=fmt)
+                              peak_fraction=metrics.result().peak_fraction, fmt=fmt)
         if fixel_archive:
             with atomic_path(paths["fixel"][0]) as temporary, tarfile.open(temporary, "w") as archive:
                 archive.add(target, arcname=folder.name)
@@ -225,25 +249,35 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     def qc() -> None:
         frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
         title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
-        write_qc_png(paths["qc"][0], metrics.rgb, result.directions[..., 0, :], metrics.nufo, info.zooms[:3], title,
-                     affine=info.affine, directions_frame=frame, npeaks=k)
+        write_peaks_qc_png(paths["qc"][0], result.directions, result.amplitudes, result.count, info.zooms[:3], title,
+                           affine=info.affine, directions_frame=frame, npeaks=k)
 
-    # The longest writes start first, so that on few cores the short ones fill in around
-    # them: the QC picture (drawing and PNG encoding, mostly under the GIL: the longest on
-    # many cores) needs the fODF metrics, computed first; then the .pam5 and the images.
-    metrics = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
-    futures = [submit(task) for name, task in (("qc", qc), ("pam5", pam5), ("fixel", fixels)) if name in paths]
-    futures += images({"peaks": (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
-                       .astype(np.float32), "amplitudes": result.amplitudes.astype(np.float32)})
-    return futures + images({"count": metrics.nufo, **{name: getattr(metrics, name) for name in params.metrics}})
+    # Nothing waits for the fODF metrics but their maps and the fixel directory (its peak
+    # fractions): the QC picture colours its three slices itself. The longest tasks start
+    # first, so that on few cores the short ones fill in around them: the QC picture
+    # (drawing, mostly under the GIL), the metrics, the .pam5, the fixel directory, the
+    # peaks. A task waiting for another's array is submitted after it (a pool starts tasks
+    # in order: what it waits for runs), the metric maps last, so that few threads wait.
+    futures = [submit(qc)] if "qc" in paths else []
+    metrics: Future | None = None
+    if params.metrics or "fixel" in paths:
+        metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count))
+        futures.append(metrics)
+    futures += [submit(task) for name, task in (("pam5", pam5), ("fixel", fixels)) if name in paths]
+    peaks = submit(lambda: (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
+                   .astype(np.float32, copy=False))
+    amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8)
+    futures += [peaks, *images({"peaks": peaks.result, "amplitudes": lambda: amplitudes, "count": lambda: count})]
+    return futures + images({name: lambda name=name: getattr(metrics.result(), name) for name in params.metrics})
 
 
 @dataclass
 class PeaksInputs:
     """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
-    ``warnings`` about voxels left out (non-finite coefficients), and ``prepared``, the
-    engine's preparation started while they were read (a future, or None)."""
+    ``warnings`` about voxels left out (non-finite coefficients), ``prepared``, the
+    engine's preparation started while they were read (a future, or None), and ``sha256``,
+    the files' checksums by file name, taken meanwhile (a future; None: not started)."""
 
     info: "ImageInfo"
     mask_info: "ImageInfo | None"
@@ -252,6 +286,7 @@ class PeaksInputs:
     seconds: float
     warnings: list[str]
     prepared: "Future[PreparedPeaks] | None" = None
+    sha256: "Future[dict[str, str]] | None" = None
 
 
 def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams | None = None, *,
@@ -263,7 +298,8 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     :func:`compute_peaks` with the same ``params`` in a background thread (the CUDA context
     and kernels: :func:`gpu.peaks.search.start_preparing`) while this thread inflates the
     volume, on ``inflate_threads`` threads where it is a large .nii.gz (one job alone on a
-    machine; a batch or a worker running several jobs keeps one each).
+    machine; a batch or a worker running several jobs keeps one each). The files' sha256
+    for the sidecar is taken meanwhile on a thread of its own.
     """
     from worker.io.images import load_image_data
 
@@ -276,12 +312,13 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
 
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
+    sha256 = _start_input_checksums(info, mask_info)
     sh = load_image_data(info, threads=inflate_threads)
     mask_array = None
     if mask_info is not None:
         mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
     warnings = _finite_voxels_warnings(sh, mask_array, info.path.name)
-    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started, warnings, prepared)
+    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started, warnings, prepared, sha256)
 
 
 def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
@@ -297,11 +334,12 @@ def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
 
 def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,
                         *, fixel_archive: bool = False, compress_threads: int | None = None) -> dict:
-    """Write every output (in parallel: compression, PNG encoding and hashing release the
-    GIL), then the sidecar last; returns the sidecar content, whose ``outputs`` lists the
-    written files (names relative to ``outputs.folder``) by output. ``fixel_archive`` writes
-    the fixel directory as one ``fixels.tar`` (for the service, whose results are files);
-    ``compress_threads``: gzip threads per image (:func:`worker.io.nifti.save_nifti_atomic`)."""
+    """Write every output (in parallel: compression and most array work release the GIL),
+    then the sidecar last, with the inputs' checksums :func:`read_peaks_inputs` took;
+    returns the sidecar content, whose ``outputs`` lists the written files (names relative
+    to ``outputs.folder``) by output. ``fixel_archive`` writes the fixel directory as one
+    ``fixels.tar`` (for the service, whose results are files); ``compress_threads``: gzip
+    threads per image (:func:`worker.io.nifti.save_nifti_atomic`)."""
     started = time.perf_counter()
     info, mask_info = inputs.info, inputs.mask_info
     outputs.folder.mkdir(parents=True, exist_ok=True)
@@ -310,7 +348,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
     writes: list[Future] = []
     try:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as workers:
-            checksums = [workers.submit(_input_checksums, i) for i in (info, mask_info) if i is not None]
+            checksums = inputs.sha256 or workers.submit(_input_checksums, info, mask_info)
             writes = _write_outputs(info, inputs.sh, result, params, outputs, fixel_archive, workers.submit, written,
                                     compress_threads)
             try:
@@ -320,7 +358,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
                 for write in writes:
                     write.cancel()  # those not started yet
                 raise
-            sha256 = {name: digest for future in checksums for name, digest in future.result().items()}
+            sha256 = checksums.result()
     except BaseException:
         # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
         # not at all; so did the fixel directory, removed only where this run made it (its

@@ -12,7 +12,7 @@ import pytest
 from dipy.core.sphere import Sphere
 from dipy.reconst.shm import sh_to_sf_matrix
 
-from gpu.peaks.fodf_metrics import fodf_metrics
+from gpu.peaks.fodf_metrics import directional_colour, fodf_metrics, largest_afd_max
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import PeaksOptions, sshopm_peaks
 
@@ -114,3 +114,17 @@ def test_afd_total_is_the_integral_of_the_fod_over_the_sphere(basis, dipy_basis,
 def test_mismatched_shapes_say_what_is_expected():
     with pytest.raises(ValueError, match=r"expected \(\.\.\., n_coeffs\)"):
         fodf_metrics(np.zeros((2, 45)), np.zeros((3, 1, 3)), np.zeros((3, 1)), np.zeros(3, np.uint8))
+
+
+def test_a_slice_coloured_alone_matches_the_volume_map():
+    """The QC picture colours three slices from the raw peaks (NaN past a voxel's count) with
+    the volume's largest AFD_max: the same bytes as the whole map's slices."""
+    sh, result = peaks_of_phantom("mrtrix")
+    got = fodf_metrics(sh, result.directions, result.amplitudes, result.count)
+    largest = largest_afd_max(result.amplitudes[..., 0], result.count)
+    assert largest == got.afd_max.max() > 0
+    for index in range(SHAPE[1]):
+        plane = np.s_[:, index]
+        colour = directional_colour(result.directions[plane][..., 0, :], result.amplitudes[plane][..., 0],
+                                    result.count[plane], largest)
+        assert colour.dtype == np.uint8 and colour.tobytes() == got.rgb[plane].tobytes()
