@@ -417,18 +417,25 @@ def run_peaks(
 # The QC picture's canvas, drawing buffers and PNG encoder (measured with tracemalloc: 4 MB
 # at 2k voxels, 6 MB at 553k, 36 MB at 3.7M; with 10 bytes a voxel on top, below).
 _QC_FIXED_BYTES = 6 << 20
+# Beside the read, the input's sha256 holds up to two 1 MiB blocks (the one hashed, the next
+# read); the images written at once hold their compressors' blocks (1.5 MB over the
+# per-voxel terms at 2k voxels, tracemalloc; 3 MiB leaves room for thread timing).
+_CHECKSUM_BLOCK_BYTES = 2 << 20
+_WRITERS_FIXED_BYTES = 3 << 20
 
 
 def peaks_memory_bytes(fod: Path, mask: Path | None = None, npeaks: int = 3, qc: bool = True) -> int:
     """Most host memory :func:`run_peaks` holds at once, from the headers, in bytes.
 
     With N voxels, C coefficients and K peaks, the largest of three phases: reading (the
-    SH volume as float32, N·C·4, plus what reading the mask takes); computing (the SH volume,
+    SH volume as float32, N·C·4, plus what reading the mask takes, plus the checksum's
+    block); computing (the SH volume,
     a copy of its selected voxels, per-voxel sums, flags and shifts, the backend's peaks
     (float64 on the CPU, float32 to and from the GPU) and the float32 results,
     N·(2·C·4 + 48·K + 64)); writing (the SH volume, the results, the
     peaks image and its copy, the fODF metric maps, and each image's bytes and their
-    compression, N·(C·4 + 76·K + 21), and with ``qc`` the picture's buffers).
+    compression, N·(C·4 + 76·K + 21), the compressors' fixed buffers, and with ``qc`` the
+    picture's buffers).
     """
     info, mask_info = check_peaks_inputs(fod, mask)
     n, c, k = info.n_voxels, info.shape[3], npeaks
@@ -436,8 +443,9 @@ def peaks_memory_bytes(fod: Path, mask: Path | None = None, npeaks: int = 3, qc:
     reading = _read_bytes(info)
     if mask_info is not None:
         reading = max(reading, sh + _read_bytes(mask_info) + n)
+    reading += _CHECKSUM_BLOCK_BYTES
     computing = n * (2 * c * 4 + 48 * k + 64)
-    writing = n * (c * 4 + 76 * k + 21) + (_QC_FIXED_BYTES + 10 * n if qc else 0)
+    writing = n * (c * 4 + 76 * k + 21) + _WRITERS_FIXED_BYTES + (_QC_FIXED_BYTES + 10 * n if qc else 0)
     return max(reading, computing, writing)
 
 
