@@ -289,3 +289,42 @@ def test_params_model_rejects_bad_values():
                 {"starts": 257}, {"basis": "fsl"}, {"backend": "gpu"}, {"unknown": 1}):
         with pytest.raises(ValidationError):
             PeaksParams(**bad)
+
+
+@pytest.mark.parametrize("formats", [["nifti"], ["nifti", "mif"]])
+def test_a_job_on_an_upload_kept_inflated_writes_what_it_writes_from_the_upload(fod, tmp_path, formats):
+    """The service stores a .nii.gz upload as the .nii its check inflates (record: the
+    uploaded name and sha256); the job on that .nii writes the same files, byte for byte, in
+    the uploaded format (.nii.gz, .mif.gz), and a sidecar and warnings naming and hashing the
+    upload, as the same job on the .nii.gz itself."""
+    from worker.input_limits import InputLimits, check_job_inputs
+
+    kind, params = get_job_kind("peaks"), PeaksParams(format=formats)
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    files = {slot: uploads / fod[key].name for slot, key in (("fod", "path"), ("mask", "mask_path"))}
+    for slot, key in (("fod", "path"), ("mask", "mask_path")):
+        files[slot].write_bytes(fod[key].read_bytes())
+    kept = check_job_inputs(kind, files, params, InputLimits(1 << 30, 1 << 20, 1 << 30), keep_inflated=True)
+    assert {slot: k.path.name for slot, k in kept.items()} == {"fod": "fod.nii", "mask": "mask.nii"}
+
+    runs = {}
+    for name, inputs, uploaded in (("as uploaded", {"fod": fod["path"], "mask": fod["mask_path"]}, {}),
+                                   ("kept inflated", {slot: k.path for slot, k in kept.items()},
+                                    {slot: k.uploaded for slot, k in kept.items()})):
+        out = tmp_path / name
+        out.mkdir()
+        warned = []
+        written = kind.run(JobContext(inputs=inputs, out_dir=out, params=params, warn=warned.append,
+                                      uploaded=uploaded))
+        sidecar = json.loads((out / "peaks.json").read_text())
+        del sidecar["seconds"]
+        runs[name] = ([p.name for p in written], {p.name: p.read_bytes() for p in written if p.suffix != ".json"},
+                      sidecar, warned)
+    assert runs["kept inflated"] == runs["as uploaded"]
+    names, _, sidecar, warned = runs["kept inflated"]
+    assert ("peaks.mif.gz" in names) == ("mif" in formats) and "peaks.nii.gz" in names
+    assert sidecar["input"]["fod"] == "fod.nii.gz" and sidecar["input"]["mask"] == "mask.nii.gz"
+    assert sidecar["input"]["sha256"] == {"fod.nii.gz": hashlib.sha256(fod["path"].read_bytes()).hexdigest(),
+                                          "mask.nii.gz": hashlib.sha256(fod["mask_path"].read_bytes()).hexdigest()}
+    assert len(warned) == 1 and "'fod.nii.gz'" in warned[0]
