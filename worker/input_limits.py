@@ -20,7 +20,6 @@ from worker.io.images import (
     IMAGE_SUFFIXES, ImageInfo, check_image_data, check_image_limits, image_memory_bytes,
     read_image_header,
 )
-from worker.io.nifti import NiftiInfo, inflate_checked
 from worker.job_kinds import JobKind, UploadedInput
 
 __all__ = ["InputLimits", "InputTooLarge", "InflatedInput", "check_job_inputs", "job_memory_bytes"]
@@ -39,10 +38,15 @@ class InputTooLarge(InputError):
     """An input is well formed but the job would need more memory than allowed (HTTP 413)."""
 
 
+# Compressed images the check can keep inflated (their data in the same file), and the
+# suffix of the uncompressed form.
+_KEPT_INFLATED = {".nii.gz": ".nii", ".mif.gz": ".mif"}
+
+
 @dataclass(frozen=True)
 class InflatedInput:
-    """A ``.nii.gz`` input that the check kept inflated: the ``.nii`` written beside it, and
-    what was uploaded (its name and sha256)."""
+    """A ``.nii.gz`` or ``.mif.gz`` input that the check kept inflated: the ``.nii`` or ``.mif``
+    written beside it, and what was uploaded (its name and sha256)."""
 
     path: Path
     uploaded: UploadedInput
@@ -93,9 +97,10 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
     (:func:`worker.io.nifti.load_nifti_data`).
 
     ``keep_inflated`` (the service, which stores its uploads for a job to read later): the
-    pass over a ``.nii.gz`` also writes the ``.nii`` it inflates to beside it and hashes the
-    upload (:func:`worker.io.nifti.inflate_checked`), so the job need not inflate it again.
-    Returns those, by slot (none without ``keep_inflated``); a refused job leaves none."""
+    pass over a ``.nii.gz`` (``.mif.gz``) also writes the ``.nii`` (``.mif``) it inflates to
+    beside it and hashes the upload (:func:`worker.io.nifti.inflate_checked`), so the job
+    need not inflate it again. Returns those, by slot (none without ``keep_inflated``); a
+    refused job leaves none."""
     headers: dict[str, ImageInfo] = {}
     for slot, path in files.items():
         if path.stat().st_size == 0:
@@ -121,9 +126,10 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
     inflated: dict[str, InflatedInput] = {}
     try:
         for slot, info in headers.items():
-            if keep_inflated and isinstance(info, NiftiInfo) and info.path.name.endswith(".nii.gz"):
-                target = info.path.with_name(info.path.name.removesuffix(".gz"))
-                sha256 = inflate_checked(info.path, info.offset, info.data_bytes, slot, target)
+            suffix = next((s for s in _KEPT_INFLATED if info.path.name.endswith(s)), None)
+            if keep_inflated and suffix is not None:
+                target = info.path.with_name(info.path.name.removesuffix(suffix) + _KEPT_INFLATED[suffix])
+                sha256 = check_image_data(info, slot, keep=target)
                 inflated[slot] = InflatedInput(target, UploadedInput(name=info.path.name, sha256=sha256))
             else:
                 check_image_data(info, slot, inflate=read_through)

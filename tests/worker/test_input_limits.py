@@ -227,3 +227,26 @@ def test_a_damaged_upload_is_refused_as_before_and_leaves_no_inflated_file(tmp_p
     assert (kept.value.title, kept.value.detail) == (plain.value.title, plain.value.detail)
     assert plain.value.title in ("Truncated or damaged file", "Input larger than its header")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fod.nii.gz", "mask.nii.gz"]
+
+
+@pytest.mark.requires_mrtrix
+def test_a_kept_inflated_mif_is_the_image_mrtrix_reads_from_the_upload(tmp_path):
+    """A .mif.gz upload is kept as the .mif it inflates to: MRtrix3 reads the same image
+    (header and values) from it as from the upload."""
+    import subprocess
+
+    from worker.io.images import write_image
+    from worker.provenance import file_sha256
+
+    data = fod_phantom((7, 6, 5), lmax=4, seed=4)["sh"].astype(np.float32)
+    upload = write_image(tmp_path / "fod.mif.gz", data, np.diag([2.0, 2.0, 2.5, 1.0]))
+    kept = check_job_inputs(get_job_kind("peaks"), {"fod": upload}, PeaksParams(), DEFAULT_LIMITS, keep_inflated=True)
+    assert kept["fod"].path.name == "fod.mif" and kept["fod"].uploaded.sha256 == file_sha256(upload)
+    converted = {}
+    for name, path in (("kept", kept["fod"].path), ("upload", upload)):
+        converted[name] = tmp_path / f"{name}.nii"
+        subprocess.run(["mrconvert", "-quiet", str(path), str(converted[name])], check=True)
+    kept_image, upload_image = nib.load(converted["kept"]), nib.load(converted["upload"])
+    np.testing.assert_array_equal(np.asarray(kept_image.dataobj), np.asarray(upload_image.dataobj))
+    np.testing.assert_array_equal(kept_image.affine, upload_image.affine)
+    assert kept_image.header.binaryblock == upload_image.header.binaryblock
