@@ -5,7 +5,8 @@ goes straight into the job's staging folder in chunks, so an upload of any size 
 kilobytes of memory; the body is cut off at ``max_upload_bytes``. Inputs are then checked
 by :mod:`worker.input_limits`, from their headers first, so a tiny .nii.gz that claims
 terabytes (a gzip bomb) or a job that would need more memory than allowed is refused
-without anything being inflated or allocated.
+without anything being inflated or allocated; the one pass that proves a ``.nii.gz`` whole
+keeps the ``.nii`` it inflates to, which is what the job reads.
 """
 
 from __future__ import annotations
@@ -213,9 +214,10 @@ def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel,
     validation, its working memory, one pass over the data). Raises :class:`Problem`: 413
     for a job over the memory limit, 422 for the rest.
 
-    A ``.nii.gz`` is stored inflated, as the ``.nii`` that pass writes (the job reads it
-    without inflating it a second time): returns the stored files by slot, and, for each
-    stored so, what was uploaded (name and sha256) for the job record."""
+    A ``.nii.gz`` (``.mif.gz``) is stored inflated, as the ``.nii`` (``.mif``) that pass
+    writes, once every check passed (the job reads it without inflating it a second time):
+    returns the stored files by slot, and, for each stored so, what was uploaded (name and
+    sha256) for the job record."""
     missing = [slot.name for slot in kind.inputs if slot.required and slot.name not in files]
     if missing:
         raise Problem(

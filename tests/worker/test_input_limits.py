@@ -250,3 +250,16 @@ def test_a_kept_inflated_mif_is_the_image_mrtrix_reads_from_the_upload(tmp_path)
     np.testing.assert_array_equal(np.asarray(kept_image.dataobj), np.asarray(upload_image.dataobj))
     np.testing.assert_array_equal(kept_image.affine, upload_image.affine)
     assert kept_image.header.binaryblock == upload_image.header.binaryblock
+
+
+def test_the_estimate_made_at_the_door_bounds_the_run_on_the_input_kept_inflated(tmp_path):
+    """The service estimates a job's memory from the uploaded .nii.gz; its job reads the .nii
+    kept instead (no inflater buffers), and stays within that estimate."""
+    fod = _fod(tmp_path / "fod.nii.gz", (16, 14, 10), 8)
+    kind, params = get_job_kind("peaks"), PeaksParams(backend="cpu")
+    estimate = job_memory_bytes(kind, {"fod": fod}, params)
+    kept = check_job_inputs(kind, {"fod": fod}, params, DEFAULT_LIMITS, keep_inflated=True)["fod"]
+    uploaded = {"fod": kept.uploaded}
+    run_peaks(kept.path, PeaksOutputs.in_folder(tmp_path / "warm"), params, uploaded=uploaded)  # compile first
+    measured = _traced_peak(run_peaks, kept.path, PeaksOutputs.in_folder(tmp_path / "out"), params, uploaded=uploaded)
+    assert measured <= job_memory_bytes(kind, {"fod": kept.path}, params) <= estimate
