@@ -6,7 +6,9 @@ lmax-8 phantom of bench/batch.py, ~92 MB .nii.gz):
 
 * upload   — ``POST /v1/jobs/peaks`` of the file to ``fibertensor serve --no-worker`` (one
              API process, Redis broker): multipart receive, header checks, the inflate pass
-             proving the gzip stream whole, the job record, the queue message;
+             proving the gzip stream whole (which stores the .nii it inflates to and hashes
+             the upload), the job record, the queue message; then, in this process, the
+             job's first step on what the API stored: :func:`read_peaks_inputs` of it;
 * poll     — ``GET /v1/jobs?label=…&limit=1000`` with ``--jobs`` succeeded jobs of that label
              in the store (bench/batch.py's client polls every 0.25 s);
 * download — ``GET /v1/jobs/{id}/results.zip`` and ``results/peaks.json`` of a job whose
@@ -40,10 +42,13 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from service.uploads import check_inputs  # noqa: E402
 from worker.celery_app import create_celery_app, publish_job  # noqa: E402
+from worker.input_limits import InputLimits  # noqa: E402
 from worker.job_kinds import JobContext, JobKind, get_job_kind  # noqa: E402
 from worker.job_runner import run_job  # noqa: E402
 from worker.job_store import JobRecord, JobStatus, JobStore, utc_now  # noqa: E402
+from worker.jobs.peaks import read_peaks_inputs  # noqa: E402
 from worker.params import PeaksParams  # noqa: E402
 
 
@@ -81,7 +86,7 @@ def _real_outputs(store: JobStore, fod: Path) -> tuple[JobRecord, float, float]:
     """Run one real peaks job (this machine's backend) in this process; its record, the CPU
     seconds of the whole :func:`run_job` and of the job's own ``run``."""
     params = PeaksParams()
-    job_id = _commit(store, {"fod": fod}, params.model_dump(mode="json"), "reference")
+    job_id = _commit(store, {"fod": fod}, params.model_dump(mode="json"), "reference", as_the_api=True)
     kind = get_job_kind("peaks")
     inside = [0.0]
 
@@ -101,15 +106,35 @@ def _real_outputs(store: JobStore, fod: Path) -> tuple[JobRecord, float, float]:
     return record, time.process_time() - started, inside[0]
 
 
-def _commit(store: JobStore, files: dict[str, Path], params: dict, label: str, **fields) -> str:
+def _commit(store: JobStore, files: dict[str, Path], params: dict, label: str, *, as_the_api: bool = False,
+            **fields) -> str:
+    """A queued peaks job of hard-linked ``files``; ``as_the_api``: stored as the API stores an
+    upload (a .nii.gz kept inflated by the check, the record naming what was uploaded)."""
     with store.staging() as (job_id, folder):
+        stored = {slot: folder / "inputs" / f"{slot}{''.join(path.suffixes)}" for slot, path in files.items()}
         for slot, path in files.items():
-            os.link(path, folder / "inputs" / f"{slot}{''.join(path.suffixes)}")
+            os.link(path, stored[slot])
+        uploaded = {}
+        if as_the_api:
+            stored, uploaded = check_inputs(get_job_kind("peaks"), stored, PeaksParams.model_validate(params),
+                                            InputLimits(8 << 30, 64 << 20, 64 << 30))
         record = JobRecord(id=job_id, kind="peaks", tenant="default", label=label, params=params,
-                           inputs={slot: f"{slot}{''.join(p.suffixes)}" for slot, p in files.items()},
+                           inputs={slot: path.name for slot, path in stored.items()}, uploaded=uploaded,
                            created_at=utc_now(), **fields)
         store.commit(folder, record)
     return job_id
+
+
+def _stored_input_read(store: JobStore, label: str, reads: int) -> float:
+    """CPU seconds (all threads) per :func:`read_peaks_inputs`, a job's first step, of the FOD
+    an upload of ``label`` left in the store, as the API stored it."""
+    record = next(store.records(label=label))
+    path = store.inputs_dir(record.id) / record.inputs["fod"]
+    read_peaks_inputs(path)  # imports
+    started = time.process_time()
+    for _ in range(reads):
+        read_peaks_inputs(path)
+    return (time.process_time() - started) / reads
 
 
 def _bookkeeping(store: JobStore, fod: Path, reference: JobRecord, runs: int) -> float:
@@ -217,6 +242,8 @@ def main() -> None:
             if "upload" in parts:
                 upload()  # the first request imports and warms what the others reuse
                 rows["API: upload of the .nii.gz (POST /v1/jobs/peaks)"] = _per_call(roots, args.uploads, upload, idle)
+                rows["job: read of the input as the API stored it (read_peaks_inputs)"] = _stored_input_read(
+                    store, "uploads", args.uploads)
 
             def poll() -> None:
                 response = http.get("/v1/jobs", params={"label": "cohort", "limit": 1000})

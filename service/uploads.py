@@ -5,7 +5,8 @@ goes straight into the job's staging folder in chunks, so an upload of any size 
 kilobytes of memory; the body is cut off at ``max_upload_bytes``. Inputs are then checked
 by :mod:`worker.input_limits`, from their headers first, so a tiny .nii.gz that claims
 terabytes (a gzip bomb) or a job that would need more memory than allowed is refused
-without anything being inflated or allocated.
+without anything being inflated or allocated; the one pass that proves a ``.nii.gz`` whole
+keeps the ``.nii`` it inflates to, which is what the job reads.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from service.problems import Problem
 from worker.errors import InputError
 from worker.input_limits import InputLimits, InputTooLarge, check_job_inputs
-from worker.job_kinds import InputSlot, JobKind
+from worker.job_kinds import InputSlot, JobKind, UploadedInput
 from worker.params import error_fields, is_list_field, params_from_text
 
 __all__ = ["Upload", "receive_upload", "parse_fields", "check_inputs", "upload_form_schema"]
@@ -206,11 +207,17 @@ def parse_fields(kind: JobKind, fields: Mapping[str, str]) -> tuple[BaseModel, s
     return params, label
 
 
-def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits) -> None:
+def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel,
+                 limits: InputLimits) -> tuple[dict[str, Path], dict[str, UploadedInput]]:
     """All checks before queueing: required files, then
     :func:`worker.input_limits.check_job_inputs` (service limits, the job's own header
-    validation, its working memory). Raises :class:`Problem`: 413 for a job over the memory
-    limit, 422 for the rest."""
+    validation, its working memory, one pass over the data). Raises :class:`Problem`: 413
+    for a job over the memory limit, 422 for the rest.
+
+    A ``.nii.gz`` (``.mif.gz``) is stored inflated, as the ``.nii`` (``.mif``) that pass
+    writes, once every check passed (the job reads it without inflating it a second time):
+    returns the stored files by slot, and, for each stored so, what was uploaded (name and
+    sha256) for the job record."""
     missing = [slot.name for slot in kind.inputs if slot.required and slot.name not in files]
     if missing:
         raise Problem(
@@ -218,11 +225,15 @@ def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, li
             f"(e.g. -F {missing[0]}=@file)", title="Missing input",
         )
     try:
-        check_job_inputs(kind, files, params, limits)
+        inflated = check_job_inputs(kind, files, params, limits, keep_inflated=True)
     except InputTooLarge as exc:
         raise Problem(413, exc.detail, title=exc.title) from None
     except InputError as exc:
         raise Problem(422, exc.detail, title=exc.title) from None
+    for slot in inflated:
+        files[slot].unlink()
+    stored = {**files, **{slot: kept.path for slot, kept in inflated.items()}}
+    return stored, {slot: kept.uploaded for slot, kept in inflated.items()}
 
 
 def _list_as_text(field_schema: dict[str, Any]) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from worker.io.images import (
     IMAGE_SUFFIXES, ImageInfo, check_image_data, check_image_limits, image_memory_bytes,
     read_image_header,
 )
-from worker.job_kinds import JobKind
+from worker.job_kinds import JobKind, UploadedInput
 
-__all__ = ["InputLimits", "InputTooLarge", "check_job_inputs", "job_memory_bytes"]
+__all__ = ["InputLimits", "InputTooLarge", "InflatedInput", "check_job_inputs", "job_memory_bytes"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,20 @@ class InputLimits:
 
 class InputTooLarge(InputError):
     """An input is well formed but the job would need more memory than allowed (HTTP 413)."""
+
+
+# Compressed images the check can keep inflated (their data in the same file), and the
+# suffix of the uncompressed form.
+_KEPT_INFLATED = {".nii.gz": ".nii", ".mif.gz": ".mif"}
+
+
+@dataclass(frozen=True)
+class InflatedInput:
+    """A ``.nii.gz`` or ``.mif.gz`` input that the check kept inflated: the ``.nii`` or ``.mif``
+    written beside it, and what was uploaded (its name and sha256)."""
+
+    path: Path
+    uploaded: UploadedInput
 
 
 def _check_npy(slot: str, path: Path, max_input_bytes: int) -> None:
@@ -73,14 +87,20 @@ def job_memory_bytes(kind: JobKind, files: Mapping[str, Path], params: BaseModel
 
 
 def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits, *,
-                     read_through: bool = True) -> None:
+                     read_through: bool = True, keep_inflated: bool = False) -> dict[str, InflatedInput]:
     """Every check before a job is queued, cheapest first: each file's header (parsed once)
     against the size limits, the kind's header validation, the job's working memory, then
     one bounded pass over each image's data to prove it whole. Raises :class:`InputError`,
     or :class:`InputTooLarge` for the memory limit. ``read_through=False`` checks the size
     of uncompressed files only, for a caller that reads the files next: the NIfTI loader
     refuses a damaged stream with the same title and message
-    (:func:`worker.io.nifti.load_nifti_data`)."""
+    (:func:`worker.io.nifti.load_nifti_data`).
+
+    ``keep_inflated`` (the service, which stores its uploads for a job to read later): the
+    pass over a ``.nii.gz`` (``.mif.gz``) also writes the ``.nii`` (``.mif``) it inflates to
+    beside it and hashes the upload (:func:`worker.io.nifti.inflate_checked`), so the job
+    need not inflate it again. Returns those, by slot (none without ``keep_inflated``); a
+    refused job leaves none."""
     headers: dict[str, ImageInfo] = {}
     for slot, path in files.items():
         if path.stat().st_size == 0:
@@ -103,5 +123,18 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
             "(e.g. to the brain mask's bounding box: mrgrid … crop -mask), split it into slabs, "
             "or ask the operator to raise the limit",
         )
-    for slot, info in headers.items():
-        check_image_data(info, slot, inflate=read_through)
+    inflated: dict[str, InflatedInput] = {}
+    try:
+        for slot, info in headers.items():
+            suffix = next((s for s in _KEPT_INFLATED if info.path.name.endswith(s)), None)
+            if keep_inflated and suffix is not None:
+                target = info.path.with_name(info.path.name.removesuffix(suffix) + _KEPT_INFLATED[suffix])
+                sha256 = check_image_data(info, slot, keep=target)
+                inflated[slot] = InflatedInput(target, UploadedInput(name=info.path.name, sha256=sha256))
+            else:
+                check_image_data(info, slot, inflate=read_through)
+    except BaseException:
+        for kept in inflated.values():
+            kept.path.unlink(missing_ok=True)
+        raise
+    return inflated

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from worker.errors import JobCancelled
 
-__all__ = ["InputSlot", "JobContext", "JobKind", "job_kinds", "get_job_kind"]
+__all__ = ["InputSlot", "UploadedInput", "JobContext", "JobKind", "job_kinds", "get_job_kind"]
 
 # Modules that define job families; each exposes ``JOB_KINDS: list[JobKind]``.
 _FAMILY_MODULES = (
@@ -37,13 +37,27 @@ class InputSlot:
     description: str = ""
 
 
+class UploadedInput(BaseModel):
+    """An input as it was uploaded, where the service stores another form of it (a ``.nii.gz``
+    kept inflated as ``.nii`` by the check at the door): the uploaded file's name, as stored
+    (``fod.nii.gz``), and the sha256 of its bytes. A job names and hashes its input by these,
+    and writes its outputs in the uploaded format."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    sha256: str
+
+
 @dataclass
 class JobContext:
     """What a running job gets: its input paths, output folder, parameters and callbacks.
 
     ``progress(fraction)`` reports 0..1; ``should_stop()`` is polled between chunks of work
     and, when it returns True, the job calls :meth:`check_cancelled` which raises
-    :class:`JobCancelled`. ``warn(message)`` adds to the job's ``warnings``.
+    :class:`JobCancelled`. ``warn(message)`` adds to the job's ``warnings``. ``uploaded``:
+    by slot, the uploaded form of each input that is stored in another
+    (:class:`UploadedInput`); a slot not there was stored as uploaded.
     """
 
     inputs: dict[str, Path]
@@ -53,6 +67,7 @@ class JobContext:
     should_stop: Callable[[], bool] = lambda: False
     log: Callable[[str], None] = lambda message: None
     warn: Callable[[str], None] = lambda message: None
+    uploaded: dict[str, UploadedInput] = field(default_factory=dict)
 
     def check_cancelled(self) -> None:
         if self.should_stop():

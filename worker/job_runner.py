@@ -256,6 +256,7 @@ def run_job(
             should_stop=lambda: store.cancel_requested(job_id),
             log=lambda message: store.append_log(job_id, message),
             warn=warn,
+            uploaded=dict(record.uploaded),
         )
         paths = kind.run(ctx)
         results = _publish_outputs(store, job_id, partial, paths)

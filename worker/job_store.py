@@ -6,7 +6,7 @@ One folder per job under ``<data_dir>/jobs/<id>/``::
     job.lock      flock target serialising read-modify-write of job.json across processes
     heartbeat     touched by the running job; its mtime tells whether the runner is alive
     cancel        present once cancellation was requested
-    inputs/       uploaded files, named after their input slot
+    inputs/       uploaded files, named after their input slot (a .nii.gz kept inflated, as .nii)
     outputs/      results, renamed into place from ``outputs.partial-N`` when a run finishes
     log.txt       what the job reported while running
 
@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from worker.io.atomic import write_bytes_atomic
+from worker.job_kinds import UploadedInput
 
 __all__ = [
     "JobStatus",
@@ -86,7 +87,10 @@ class JobRecord(BaseModel):
     started_at: datetime | None = None
     finished_at: datetime | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    #: stored input file names by slot (``fod.nii`` for an upload kept inflated)
     inputs: dict[str, str] = Field(default_factory=dict)
+    #: what was uploaded, for each input stored in another form (absent in older records)
+    uploaded: dict[str, UploadedInput] = Field(default_factory=dict)
     error: JobError | None = None
     #: things the user should know about a result (e.g. voxels with non-finite input), from this attempt
     warnings: list[str] = Field(default_factory=list)

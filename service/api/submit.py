@@ -32,14 +32,15 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
         with store.staging() as (job_id, folder):
             upload = await receive_upload(request, kind, folder / "inputs", settings.max_upload_bytes)
             params, label = parse_fields(kind, upload.fields)
-            await run_in_threadpool(check_inputs, kind, upload.files, params, settings.input_limits)
+            files, uploaded = await run_in_threadpool(check_inputs, kind, upload.files, params, settings.input_limits)
             record = JobRecord(
                 id=job_id,
                 kind=kind.name,
                 tenant=tenant,
                 label=label,
                 params=params.model_dump(mode="json"),
-                inputs={slot: path.name for slot, path in upload.files.items()},
+                inputs={slot: path.name for slot, path in files.items()},
+                uploaded=uploaded,
                 created_at=utc_now(),
             )
             store.commit(folder, record)

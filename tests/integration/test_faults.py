@@ -241,11 +241,12 @@ def test_disk_full_during_upload_and_while_writing_results(small_disk, tmp_path,
     assert "disk is full" in refused.json()["detail"] and "nothing was kept" in refused.json()["detail"]
     assert list(store.staging_dir.iterdir()) == [] and list(store.jobs_dir.iterdir()) == []
 
-    # the input fits, the float64 result (twice its size) does not
+    # the input fits (stored as the .nii the check inflates it to), then, while the job
+    # runs (4 slabs of 0.5 s), the disk fills: the float64 result (twice its size) does not fit
     small = write_volume(tmp_path / "small.nii.gz", noise[:, :, :8])
     ballast.unlink()
-    ballast = _fill(small_disk, leave=small.stat().st_size + (64 << 10))
-    job_id = submit(client, small, factor=2).json()["id"]
+    job_id = submit(client, small, factor=2, delay=0.5).json()["id"]
+    ballast = _fill(small_disk, leave=64 << 10)
     job = wait_all(client, [job_id], 120)[job_id]
     assert job["status"] == "failed" and job["error"]["title"] == "Disk full", job
     assert job["results"] == [] and not store.outputs_dir(job_id).exists()

@@ -4,6 +4,8 @@ with the ``fibertensor submit`` client."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import httpx
@@ -39,17 +41,27 @@ def phantom(tmp_path_factory) -> dict[str, Path]:
     assert main(["peaks", str(paths["fod"]), str(prefix), "--mask", str(paths["mask"]),
                  "--backend", "cpu", "--quiet"]) == 0
     reference = {name: prefix.with_name(f"ref_{name}.nii.gz") for name in _OUTPUTS}
-    return {"fod": paths["fod"], "mask": paths["mask"], **reference}
+    return {"fod": paths["fod"], "mask": paths["mask"], "sidecar": prefix.with_name("ref.json"),
+            "qc": prefix.with_name("ref_qc.png"), **reference}
 
 
 def _assert_same_peaks(phantom: dict[str, Path], folder: Path) -> None:
+    """The service's results equal the CLI's: the same bytes (the service stores the upload
+    inflated, as .nii, and still writes .nii.gz), the QC picture (titled with the uploaded
+    name) and the sidecar's input block, which names and hashes the uploaded .nii.gz."""
     for name in _OUTPUTS:
         ours = nib.load(folder / f"{name}.nii.gz")
         ref = nib.load(phantom[name])
         np.testing.assert_array_equal(np.asarray(ours.dataobj), np.asarray(ref.dataobj))
         np.testing.assert_array_equal(ours.affine, ref.affine)
+        assert (folder / f"{name}.nii.gz").read_bytes() == phantom[name].read_bytes()
     count = np.asarray(nib.load(folder / "count.nii.gz").dataobj)
     assert count.sum() > 0  # the phantom has fibers; the comparison is not of empty volumes
+    assert (folder / "qc.png").read_bytes() == phantom["qc"].read_bytes()
+    ours, ref = json.loads((folder / "peaks.json").read_text()), json.loads(phantom["sidecar"].read_text())
+    assert ours["input"] == ref["input"]
+    assert ours["input"]["sha256"] == {"fod.nii.gz": hashlib.sha256(phantom["fod"].read_bytes()).hexdigest(),
+                                       "mask.nii.gz": hashlib.sha256(phantom["mask"].read_bytes()).hexdigest()}
 
 
 @pytest.mark.requires_redis

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import socket
@@ -18,6 +19,7 @@ import pytest
 
 from service.settings import Settings
 from tests.service.conftest import run_queued
+from worker.job_kinds import UploadedInput
 from worker.job_store import JobStatus, JobStore
 
 pytestmark = pytest.mark.anyio
@@ -40,10 +42,18 @@ async def test_submit_returns_202_job_and_location(client, volume, store):
     assert job["kind"] == "scale" and job["label"] == "batch-1" and job["status"] == "queued"
     assert job["params"] == {"factor": 3.0, "chunks": 4, "delay": 0.0, "fail": "none"}
     assert job["progress"] == 0.0 and job["results"] == [] and job["error"] is None
-    # the job folder holds the input under its slot name and the record; the queue the id
+    # the job folder holds the input under its slot name, inflated (the NIfTI-1 header and
+    # data the upload inflates to), and the record what was uploaded; the queue the id
     record = store.read(job["id"])
-    assert record.inputs == {"volume": "volume.nii.gz"}
-    assert (store.inputs_dir(job["id"]) / "volume.nii.gz").read_bytes() == volume.read_bytes()
+    assert record.inputs == {"volume": "volume.nii"}
+    assert record.uploaded == {"volume": UploadedInput(name="volume.nii.gz",
+                                                       sha256=hashlib.sha256(volume.read_bytes()).hexdigest())}
+    assert sorted(p.name for p in store.inputs_dir(job["id"]).iterdir()) == ["volume.nii"]
+    stored, uploaded = nib.load(store.inputs_dir(job["id"]) / "volume.nii"), nib.load(volume)
+    np.testing.assert_array_equal(np.asarray(stored.dataobj), np.asarray(uploaded.dataobj))
+    assert stored.header.binaryblock == uploaded.header.binaryblock
+    inflated = gzip.decompress(volume.read_bytes())
+    assert (store.inputs_dir(job["id"]) / "volume.nii").read_bytes() == inflated[: uploaded.dataobj.offset + 5 * 4 * 3 * 4]
     messages = list((store.data_dir / "broker" / "queue").iterdir())
     assert len(messages) == 1
     body = json.loads(messages[0].read_text())

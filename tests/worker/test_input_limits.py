@@ -170,3 +170,96 @@ def test_a_kind_without_an_estimate_counts_mrtrix_inputs_at_what_loading_them_ho
     held = _traced_peak(load_image_data, read_image_header(path, "volume"))
     assert held <= estimate + (16 << 10)  # the arrays, give or take the header's Python objects
     assert estimate >= 2 * 40 * 30 * 20 * 6 * 4  # the stored bytes and the float32 values
+
+
+def _flip(content: bytes, at: int) -> bytes:
+    return content[:at] + bytes([content[at] ^ 0xFF]) + content[at + 1:]
+
+
+def test_kept_inflated_input_is_the_nii_of_the_upload_and_its_sha256(tmp_path):
+    """The service's pass over a .nii.gz keeps what it inflates: a .nii with the upload's
+    header bytes and data (trailing padding dropped) and the upload's sha256, nothing else."""
+    from worker.provenance import file_sha256
+
+    fod = _fod(tmp_path / "fod.nii.gz", (9, 8, 7), 4)
+    padded = tmp_path / "mask.nii.gz"
+    inside = (np.arange(9 * 8 * 7).reshape(9, 8, 7) % 3 == 0).astype(np.uint8)
+    nib.save(nib.Nifti1Image(inside, np.eye(4)), tmp_path / "mask.nii")
+    # a second gzip member of zeros after the data: padding the check allows and the .nii drops
+    padded.write_bytes(gzip.compress((tmp_path / "mask.nii").read_bytes()) + gzip.compress(bytes(1000)))
+    kind, params = get_job_kind("peaks"), PeaksParams()
+    (tmp_path / "mask.nii").unlink()
+    kept = check_job_inputs(kind, {"fod": fod, "mask": padded}, params, DEFAULT_LIMITS, keep_inflated=True)
+    assert {slot: (k.path.name, k.uploaded.name, k.uploaded.sha256) for slot, k in kept.items()} == {
+        "fod": ("fod.nii", "fod.nii.gz", file_sha256(fod)), "mask": ("mask.nii", "mask.nii.gz", file_sha256(padded))}
+    for slot, upload in (("fod", fod), ("mask", padded)):
+        stored = kept[slot].path.read_bytes()
+        image = nib.load(upload)
+        data_bytes = int(np.prod(image.shape)) * image.get_data_dtype().itemsize
+        assert stored == gzip.decompress(upload.read_bytes())[: image.dataobj.offset + data_bytes]
+        np.testing.assert_array_equal(np.asarray(nib.load(kept[slot].path).dataobj), np.asarray(image.dataobj))
+    # the CLI's check keeps nothing (it reads its files once already)
+    for kept_input in kept.values():
+        kept_input.path.unlink()
+    assert check_job_inputs(kind, {"fod": fod, "mask": padded}, params, DEFAULT_LIMITS) == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fod.nii.gz", "mask.nii.gz"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "crc", "deflate", "longer"])
+def test_a_damaged_upload_is_refused_as_before_and_leaves_no_inflated_file(tmp_path, damage):
+    """Keeping the inflated bytes changes nothing in what is refused and how: the same title
+    and detail as the check that keeps nothing, and no .nii left, not even the one written
+    for an input that passed (the FOD) before the damaged one (the mask)."""
+    fod = _fod(tmp_path / "fod.nii.gz", (9, 8, 7), 4)
+    # noise, so that the stream is long and damage past its first quarter is in the data
+    inside = np.random.default_rng(2).random((9, 8, 7)).astype(np.float32)
+    raw = nib.Nifti1Image(inside, np.eye(4)).to_bytes()
+    good = gzip.compress(raw)
+    mask = tmp_path / "mask.nii.gz"
+    mask.write_bytes({"cut": good[: len(good) * 3 // 4], "crc": _flip(good, len(good) - 6),
+                      "deflate": _flip(good, len(good) * 3 // 4),
+                      "longer": gzip.compress(raw + bytes(2 << 20))}[damage])
+    kind, params = get_job_kind("peaks"), PeaksParams()
+    with pytest.raises(InputError) as plain:
+        check_job_inputs(kind, {"fod": fod, "mask": mask}, params, DEFAULT_LIMITS)
+    with pytest.raises(InputError) as kept:
+        check_job_inputs(kind, {"fod": fod, "mask": mask}, params, DEFAULT_LIMITS, keep_inflated=True)
+    assert (kept.value.title, kept.value.detail) == (plain.value.title, plain.value.detail)
+    assert plain.value.title in ("Truncated or damaged file", "Input larger than its header")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fod.nii.gz", "mask.nii.gz"]
+
+
+@pytest.mark.requires_mrtrix
+def test_a_kept_inflated_mif_is_the_image_mrtrix_reads_from_the_upload(tmp_path):
+    """A .mif.gz upload is kept as the .mif it inflates to: MRtrix3 reads the same image
+    (header and values) from it as from the upload."""
+    import subprocess
+
+    from worker.io.images import write_image
+    from worker.provenance import file_sha256
+
+    data = fod_phantom((7, 6, 5), lmax=4, seed=4)["sh"].astype(np.float32)
+    upload = write_image(tmp_path / "fod.mif.gz", data, np.diag([2.0, 2.0, 2.5, 1.0]))
+    kept = check_job_inputs(get_job_kind("peaks"), {"fod": upload}, PeaksParams(), DEFAULT_LIMITS, keep_inflated=True)
+    assert kept["fod"].path.name == "fod.mif" and kept["fod"].uploaded.sha256 == file_sha256(upload)
+    converted = {}
+    for name, path in (("kept", kept["fod"].path), ("upload", upload)):
+        converted[name] = tmp_path / f"{name}.nii"
+        subprocess.run(["mrconvert", "-quiet", str(path), str(converted[name])], check=True)
+    kept_image, upload_image = nib.load(converted["kept"]), nib.load(converted["upload"])
+    np.testing.assert_array_equal(np.asarray(kept_image.dataobj), np.asarray(upload_image.dataobj))
+    np.testing.assert_array_equal(kept_image.affine, upload_image.affine)
+    assert kept_image.header.binaryblock == upload_image.header.binaryblock
+
+
+def test_the_estimate_made_at_the_door_bounds_the_run_on_the_input_kept_inflated(tmp_path):
+    """The service estimates a job's memory from the uploaded .nii.gz; its job reads the .nii
+    kept instead (no inflater buffers), and stays within that estimate."""
+    fod = _fod(tmp_path / "fod.nii.gz", (16, 14, 10), 8)
+    kind, params = get_job_kind("peaks"), PeaksParams(backend="cpu")
+    estimate = job_memory_bytes(kind, {"fod": fod}, params)
+    kept = check_job_inputs(kind, {"fod": fod}, params, DEFAULT_LIMITS, keep_inflated=True)["fod"]
+    uploaded = {"fod": kept.uploaded}
+    run_peaks(kept.path, PeaksOutputs.in_folder(tmp_path / "warm"), params, uploaded=uploaded)  # compile first
+    measured = _traced_peak(run_peaks, kept.path, PeaksOutputs.in_folder(tmp_path / "out"), params, uploaded=uploaded)
+    assert measured <= job_memory_bytes(kind, {"fod": kept.path}, params) <= estimate

@@ -137,3 +137,27 @@ def test_sweep_staging_removes_only_old_leftovers(tmp_path):
     os.utime(store.staging_dir / "old", (time.time() - 100, time.time() - 100))
     assert store.sweep_staging(older_than=50) == 1
     assert [p.name for p in store.staging_dir.iterdir()] == ["new"]
+
+
+def test_a_record_keeps_what_was_uploaded_and_older_records_without_it_still_load(tmp_path):
+    import json
+
+    from worker.job_kinds import UploadedInput
+
+    store = JobStore(tmp_path)
+    uploaded = {"volume": UploadedInput(name="volume.nii.gz", sha256="ab" * 32)}
+    record = store.commit(_staged(store), JobRecord(id=new_job_id(), kind="scale", tenant="t", created_at=utc_now(),
+                                                    inputs={"volume": "volume.nii"}, uploaded=uploaded))
+    stored = json.loads((store.job_dir(record.id) / "job.json").read_text())
+    assert stored["uploaded"] == {"volume": {"name": "volume.nii.gz", "sha256": "ab" * 32}}
+    assert store.read(record.id).uploaded == uploaded
+    # a job.json written before the field existed
+    del stored["uploaded"]
+    (store.job_dir(record.id) / "job.json").write_text(json.dumps(stored))
+    assert store.read(record.id).uploaded == {} and store.read(record.id).inputs == {"volume": "volume.nii"}
+
+
+def _staged(store: JobStore):
+    folder = store.staging_dir / "staged"
+    (folder / "inputs").mkdir(parents=True)
+    return folder

@@ -26,6 +26,7 @@ from worker.io.nifti import (
     NiftiInfo,
     check_stored_size,
     derived_image,
+    inflate_checked,
     load_memory_bytes,
     load_nifti_data,
     read_nifti_header,
@@ -170,12 +171,19 @@ def check_image_limits(path: Path, role: str, *, max_input_bytes: int, max_voxel
     return info
 
 
-def check_image_data(info: ImageInfo, role: str, *, inflate: bool = True) -> None:
+def check_image_data(info: ImageInfo, role: str, *, inflate: bool = True, keep: Path | None = None) -> str | None:
     """Prove a checked image holds the data its header declares and no more
     (:func:`worker.io.nifti.check_stored_size`): the check of an upload that is stored now and
     read later. A compressed file is read through once, keeping nothing; ``inflate=False``
     checks the size of an uncompressed one only, for a caller about to load the image
-    (:func:`load_image_data` refuses a damaged ``.nii.gz`` in the same words)."""
+    (:func:`load_image_data` refuses a damaged ``.nii.gz`` in the same words).
+
+    ``keep`` (a ``.nii.gz`` or ``.mif.gz``): the pass writes what it inflates there, the same
+    image uncompressed (``.nii``, ``.mif``), and returns the sha256 of the compressed file
+    (:func:`worker.io.nifti.inflate_checked`)."""
     data_path, offset = (info.data_path, info.data_offset) if isinstance(info, MifInfo) else (info.path, info.offset)
+    if keep is not None:
+        return inflate_checked(data_path, offset, info.data_bytes, role, keep)
     if inflate or not data_path.name.endswith(".gz"):
         check_stored_size(data_path, offset, info.data_bytes, role)
+    return None

@@ -10,9 +10,11 @@ both (docs/benchmarks.md); the files are ordinary gzip.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -27,7 +29,7 @@ from worker.io.atomic import atomic_path
 from worker.errors import InputError, without_path
 
 __all__ = [
-    "NiftiInfo", "read_nifti_header", "check_stored_size", "read_gzip_range", "write_gzip", "INFLATER_BYTES",
+    "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_range", "write_gzip", "INFLATER_BYTES",
     "load_memory_bytes",
     "load_nifti_data",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
@@ -166,17 +168,45 @@ def check_stored_size(path: Path, offset: int, data_bytes: int, role: str) -> No
     path = Path(path)
     if not path.name.endswith(".gz"):
         stored = path.stat().st_size
+        if stored < offset + data_bytes:
+            raise _truncated(role, data_bytes, max(0, stored - offset))
     else:
-        try:
-            with open(path, "rb") as handle:
-                stream = _GzipInflater(handle, _CHECK_PIECE)
-                stored = stream.skip(offset + data_bytes + _TRAILING_SLACK + 1)
-        except _GZIP_ERRORS as exc:
-            raise _damaged_gzip(role, exc) from None
-        if stream.cut_short:
-            raise _damaged_gzip(role, stream.cut_short)
-        if stored > offset + data_bytes + _TRAILING_SLACK:
-            raise _longer_than_header(role)
+        with open(path, "rb") as handle:
+            _check_gzip_stream(_GzipInflater(handle, _CHECK_PIECE), offset, data_bytes, role)
+
+
+def inflate_checked(path: Path, offset: int, data_bytes: int, role: str, target: Path) -> str:
+    """:func:`check_stored_size` of a ``.gz`` file that keeps what it inflates: the same pass
+    writes the inflated file up to the end of its data (header, extensions, data: a ``.nii``
+    for a ``.nii.gz``) to ``target`` and hashes the compressed bytes it reads, so a service
+    stores its upload inflated (a job then reads it at file speed) and still knows what was
+    uploaded. Returns the hex sha256 of the file at ``path`` (:func:`worker.provenance.file_sha256`'s).
+    Raises what :func:`check_stored_size` raises, and then leaves no ``target``."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle, open(target, "wb") as sink:
+            # a file the check accepts was read to its end, so all of it was hashed
+            _check_gzip_stream(_GzipInflater(handle, _CHECK_PIECE, digest), offset, data_bytes, role, sink.write)
+            # padding inflated past the data is not part of a .nii
+            sink.truncate(offset + data_bytes)
+    except BaseException:
+        Path(target).unlink(missing_ok=True)
+        raise
+    return digest.hexdigest()
+
+
+def _check_gzip_stream(stream: "_GzipInflater", offset: int, data_bytes: int, role: str,
+                       keep: Callable[[memoryview], object] | None = None) -> None:
+    """:func:`check_stored_size` of an open ``.gz``: inflate it through (handing each piece to
+    ``keep``) and refuse what it finds wrong."""
+    try:
+        stored = stream.skip(offset + data_bytes + _TRAILING_SLACK + 1, keep)
+    except _GZIP_ERRORS as exc:
+        raise _damaged_gzip(role, exc) from None
+    if stream.cut_short:
+        raise _damaged_gzip(role, stream.cut_short)
+    if stored > offset + data_bytes + _TRAILING_SLACK:
+        raise _longer_than_header(role)
     if stored < offset + data_bytes:
         raise _truncated(role, data_bytes, max(0, stored - offset))
 
@@ -192,9 +222,10 @@ class _GzipInflater:
     raises ISA-L's error (``_GZIP_ERRORS``).
     """
 
-    def __init__(self, handle: BinaryIO, input_chunk: int = _INPUT_CHUNK):
+    def __init__(self, handle: BinaryIO, input_chunk: int = _INPUT_CHUNK, digest: "hashlib._Hash | None" = None):
         self._handle = handle
         self._input_chunk = input_chunk
+        self._digest = digest
         self.name = Path(handle.name).name
         self._input = b""
         self._inflater = None  # None between members
@@ -211,19 +242,26 @@ class _GzipInflater:
         self._piece = self._piece[count:]
         return count
 
-    def skip(self, limit: int) -> int:
-        """Inflate on, keeping nothing, to the end or past ``limit`` bytes, 1 MiB at a time;
-        the bytes inflated (the CRC is checked at the end of each member)."""
+    def skip(self, limit: int, keep: Callable[[memoryview], object] | None = None) -> int:
+        """Inflate on to the end or past ``limit`` bytes, 1 MiB at a time, handing each piece
+        to ``keep`` (else keeping nothing); the bytes inflated (the CRC is checked at the end
+        of each member)."""
         total = len(self._piece)
+        if keep is not None and self._piece:
+            keep(self._piece)
         self._piece = memoryview(b"")
         while total <= limit and (piece := self._inflate_next(_CHECK_PIECE)):
             total += len(piece)
+            if keep is not None:
+                keep(memoryview(piece))
         return total
 
     def _inflate_next(self, size: int) -> bytes:
         while True:
             if not self._input:
                 self._input = self._handle.read(self._input_chunk)
+                if self._digest is not None:
+                    self._digest.update(self._input)
                 if not self._input:
                     if self._inflater is not None:
                         self.cut_short = EOFError("the gzip stream ends before its end-of-stream marker")

@@ -32,7 +32,7 @@ import shutil
 import tarfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -41,7 +41,7 @@ from pydantic import BaseModel
 
 from worker.errors import InputError
 from worker.io.atomic import atomic_path, write_json_atomic
-from worker.job_kinds import InputSlot, JobContext, JobKind
+from worker.job_kinds import InputSlot, JobContext, JobKind, UploadedInput
 from worker.params.peaks import METRICS, PeaksParams
 from worker.provenance import file_sha256, generated_by, package_versions
 
@@ -152,18 +152,29 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
     return info, mask_info
 
 
-def _input_checksums(*infos: "ImageInfo | None") -> dict[str, str]:
-    """sha256 of each file holding the images (an ``.mih`` header and its data file)."""
-    files = [path for info in infos if info is not None for path in (info.path, getattr(info, "data_path", info.path))]
-    return {path.name: file_sha256(path) for path in dict.fromkeys(files)}
+def _input_checksums(infos: dict[str, "ImageInfo | None"], uploaded: dict[str, UploadedInput]) -> dict[str, str]:
+    """sha256 of each input by file name: of the files holding the image (an ``.mih`` header
+    and its data file), or, for an image stored in another form than it was uploaded in
+    (``uploaded``, by role), of the uploaded file (hashed when it was received)."""
+    digests = {}
+    for role, info in infos.items():
+        if info is None:
+            continue
+        if role in uploaded:
+            digests[uploaded[role].name] = uploaded[role].sha256
+            continue
+        for path in dict.fromkeys((info.path, getattr(info, "data_path", info.path))):
+            digests[path.name] = file_sha256(path)
+    return digests
 
 
-def _start_input_checksums(*infos: "ImageInfo | None") -> "Future[dict[str, str]]":
+def _start_input_checksums(infos: dict[str, "ImageInfo | None"],
+                           uploaded: dict[str, UploadedInput]) -> "Future[dict[str, str]]":
     """:func:`_input_checksums` on a thread of its own (hashlib releases the GIL), so that
     a job hashes its inputs while it inflates them rather than in the writing stage."""
     hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-sha256")
     try:
-        return hashing.submit(_input_checksums, *infos)
+        return hashing.submit(_input_checksums, infos, uploaded)
     finally:
         hashing.shutdown(wait=False)  # the thread ends with its task
 
@@ -191,17 +202,20 @@ def _rotated(vectors: np.ndarray, rotation: np.ndarray, rows: int = 8192) -> np.
 
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
-                   paths: dict[str, list[Path]], compress_threads: int | None = None) -> list[Future]:
+                   paths: dict[str, list[Path]], compress_threads: int | None = None,
+                   fod_name: str | None = None) -> list[Future]:
     """Start writing the outputs of a run with ``submit`` (a thread pool's, which starts tasks
     in the order given): records them in ``paths`` as ``{output: [paths]}`` before each write
     starts, and returns the futures of the writes and of the arrays they share (the fixel
-    directory's gives the folder it made)."""
+    directory's gives the folder it made). ``fod_name``: the input's name as given (default:
+    as read), whose format the outputs take."""
     from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
     from worker.qc_picture import write_peaks_qc_png
 
     k = params.npeaks
-    suffixes = image_suffixes(info.path, params.format)
+    fod_name = fod_name or info.path.name
+    suffixes = image_suffixes(Path(fod_name), params.format)
     for name in ("peaks", "amplitudes", "count", *params.metrics):
         paths[name] = [outputs.path(name, suffix) for suffix in suffixes]
     if params.qc:
@@ -235,7 +249,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         # the N × 3 × 1 fixel images of more than 32767 fixels. A service result is one
         # file: there the directory goes into a tar (its images are compressed already
         # when the input was).
-        fmt = "mif.gz" if info.path.name.endswith(".gz") else "mif"
+        fmt = "mif.gz" if fod_name.endswith(".gz") else "mif"
         staging = folder.with_name(f".{folder.name}.staging")
         target = staging / folder.name if fixel_archive else folder
         write_fixel_directory(target, result.directions, result.amplitudes, result.count, info.affine,
@@ -248,7 +262,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
 
     def qc() -> None:
         frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
-        title = f"{info.path.name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
+        title = f"{fod_name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
         write_peaks_qc_png(paths["qc"][0], result.directions, result.amplitudes, result.count, info.zooms[:3], title,
                            affine=info.affine, directions_frame=frame, npeaks=k)
 
@@ -276,8 +290,10 @@ class PeaksInputs:
     """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
     ``warnings`` about voxels left out (non-finite coefficients), ``prepared``, the
-    engine's preparation started while they were read (a future, or None), and ``sha256``,
-    the files' checksums by file name, taken meanwhile (a future; None: not started)."""
+    engine's preparation started while they were read (a future, or None), ``sha256``, the
+    files' checksums by file name, taken meanwhile (a future; None: not started), and
+    ``uploaded``: by role, the uploaded form of an input stored in another (a service's
+    ``.nii.gz`` kept inflated), whose name and sha256 the outputs give."""
 
     info: "ImageInfo"
     mask_info: "ImageInfo | None"
@@ -287,10 +303,17 @@ class PeaksInputs:
     warnings: list[str]
     prepared: "Future[PreparedPeaks] | None" = None
     sha256: "Future[dict[str, str]] | None" = None
+    uploaded: dict[str, UploadedInput] = field(default_factory=dict)
+
+    def name(self, role: str) -> str | None:
+        """The name of input ``role`` ("fod", "mask") as given: uploaded or read."""
+        info = self.info if role == "fod" else self.mask_info
+        return self.uploaded[role].name if role in self.uploaded else info and info.path.name
 
 
 def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams | None = None, *,
-                      prepare: bool = False, inflate_threads: int = 1) -> PeaksInputs:
+                      prepare: bool = False, inflate_threads: int = 1,
+                      uploaded: dict[str, UploadedInput] | None = None) -> PeaksInputs:
     """Check and read a peaks job's inputs (:class:`InputError` saying what to fix, also when
     no voxel is left to compute).
 
@@ -299,7 +322,8 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     and kernels: :func:`gpu.peaks.search.start_preparing`) while this thread inflates the
     volume, on ``inflate_threads`` threads where it is a large .nii.gz (one job alone on a
     machine; a batch or a worker running several jobs keeps one each). The files' sha256
-    for the sidecar is taken meanwhile on a thread of its own.
+    for the sidecar is taken meanwhile on a thread of its own. ``uploaded``: see
+    :class:`PeaksInputs`.
     """
     from worker.io.images import load_image_data
 
@@ -312,13 +336,15 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
 
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
-    sha256 = _start_input_checksums(info, mask_info)
+    sha256 = _start_input_checksums({"fod": info, "mask": mask_info}, dict(uploaded or {}))
     sh = load_image_data(info, threads=inflate_threads)
     mask_array = None
     if mask_info is not None:
         mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
-    warnings = _finite_voxels_warnings(sh, mask_array, info.path.name)
-    return PeaksInputs(info, mask_info, sh, mask_array, time.perf_counter() - started, warnings, prepared, sha256)
+    inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], prepared, sha256, dict(uploaded or {}))
+    inputs.warnings = _finite_voxels_warnings(sh, mask_array, inputs.name("fod"))
+    inputs.seconds = time.perf_counter() - started
+    return inputs
 
 
 def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
@@ -348,9 +374,10 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
     writes: list[Future] = []
     try:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as workers:
-            checksums = inputs.sha256 or workers.submit(_input_checksums, info, mask_info)
+            checksums = inputs.sha256 or workers.submit(_input_checksums, {"fod": info, "mask": mask_info},
+                                                        inputs.uploaded)
             writes = _write_outputs(info, inputs.sh, result, params, outputs, fixel_archive, workers.submit, written,
-                                    compress_threads)
+                                    compress_threads, inputs.name("fod"))
             try:
                 for write in writes:
                     write.result()
@@ -378,7 +405,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
     sidecar = {
         "job": "peaks",
         "generated_by": generated_by(),
-        "input": {"fod": info.path.name, "mask": mask_info.path.name if mask_info else None,
+        "input": {"fod": inputs.name("fod"), "mask": inputs.name("mask"),
                   "shape": list(info.shape), "dtype": str(info.dtype), "sha256": sha256},
         "parameters": params.model_dump(),
         "sh_basis": params.basis,
@@ -405,11 +432,12 @@ def run_peaks(
     *,
     fixel_archive: bool = False,
     inflate_threads: int = 1,
+    uploaded: dict[str, UploadedInput] | None = None,
 ) -> dict:
     """Read, compute, write (see :func:`write_peaks_outputs`). Returns the sidecar content.
     An exception ``progress`` raises (cancellation) stops the run before any output.
-    ``inflate_threads``: see :func:`read_peaks_inputs`."""
-    inputs = read_peaks_inputs(fod, mask, params, prepare=True, inflate_threads=inflate_threads)
+    ``inflate_threads``, ``uploaded``: see :func:`read_peaks_inputs`."""
+    inputs = read_peaks_inputs(fod, mask, params, prepare=True, inflate_threads=inflate_threads, uploaded=uploaded)
     result = compute_peaks(inputs, params, progress)
     return write_peaks_outputs(inputs, result, params, outputs, fixel_archive=fixel_archive)
 
@@ -503,7 +531,7 @@ def _run(ctx: JobContext) -> list[Path]:
 
     outputs = PeaksOutputs.in_folder(ctx.out_dir)
     sidecar = run_peaks(ctx.inputs["fod"], outputs, ctx.params, mask=ctx.inputs.get("mask"), progress=report,
-                        fixel_archive=True)
+                        fixel_archive=True, uploaded=ctx.uploaded)
     for warning in sidecar["warnings"]:
         ctx.warn(warning)
     return [outputs.folder / name for names in sidecar["outputs"].values() for name in names] + [outputs.sidecar]

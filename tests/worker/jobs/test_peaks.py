@@ -289,3 +289,50 @@ def test_params_model_rejects_bad_values():
                 {"starts": 257}, {"basis": "fsl"}, {"backend": "gpu"}, {"unknown": 1}):
         with pytest.raises(ValidationError):
             PeaksParams(**bad)
+
+
+@pytest.mark.parametrize("suffix, formats", [(".nii.gz", []), (".nii.gz", ["nifti", "mif"]), (".mif.gz", [])])
+def test_a_job_on_an_upload_kept_inflated_writes_what_it_writes_from_the_upload(fod, tmp_path, suffix, formats):
+    """The service stores a .nii.gz (.mif.gz) upload as the .nii (.mif) its check inflates
+    (the record: the uploaded name and sha256); the job on that writes the same files, byte
+    for byte, in the uploaded format (.nii.gz, .mif.gz), and a sidecar and warnings naming
+    and hashing the upload, as the same job on the upload itself."""
+    from worker.input_limits import InputLimits, check_job_inputs
+    from worker.io.images import load_image_data, read_image_header, write_image
+
+    kind, params = get_job_kind("peaks"), PeaksParams(format=formats)
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    files = {slot: uploads / f"{slot}{suffix}" for slot in ("fod", "mask")}
+    for slot, key in (("fod", "path"), ("mask", "mask_path")):
+        if suffix == ".nii.gz":
+            files[slot].write_bytes(fod[key].read_bytes())
+        else:
+            image = nib.load(fod[key])
+            write_image(files[slot], np.asarray(image.dataobj), image.affine)
+    kept = check_job_inputs(kind, files, params, InputLimits(1 << 30, 1 << 20, 1 << 30), keep_inflated=True)
+    plain = suffix.removesuffix(".gz")
+    assert {slot: k.path.name for slot, k in kept.items()} == {"fod": f"fod{plain}", "mask": f"mask{plain}"}
+    np.testing.assert_array_equal(load_image_data(read_image_header(kept["fod"].path, "FOD")),
+                                  load_image_data(read_image_header(files["fod"], "FOD")))
+
+    runs = {}
+    for name, inputs, uploaded in (("as uploaded", files, {}),
+                                   ("kept inflated", {slot: k.path for slot, k in kept.items()},
+                                    {slot: k.uploaded for slot, k in kept.items()})):
+        out = tmp_path / name
+        out.mkdir()
+        warned = []
+        written = kind.run(JobContext(inputs=inputs, out_dir=out, params=params, warn=warned.append,
+                                      uploaded=uploaded))
+        sidecar = json.loads((out / "peaks.json").read_text())
+        del sidecar["seconds"]
+        runs[name] = ([p.name for p in written], {p.name: p.read_bytes() for p in written if p.suffix != ".json"},
+                      sidecar, warned)
+    assert runs["kept inflated"] == runs["as uploaded"]
+    names, _, sidecar, warned = runs["kept inflated"]
+    assert (f"peaks{suffix}" in names) and (("peaks.mif.gz" in names) == ("mif" in formats or suffix == ".mif.gz"))
+    assert sidecar["input"]["fod"] == f"fod{suffix}" and sidecar["input"]["mask"] == f"mask{suffix}"
+    assert sidecar["input"]["sha256"] == {f"{slot}{suffix}": hashlib.sha256(files[slot].read_bytes()).hexdigest()
+                                          for slot in ("fod", "mask")}
+    assert len(warned) == 1 and f"'fod{suffix}'" in warned[0]
