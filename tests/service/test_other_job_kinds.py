@@ -41,6 +41,9 @@ async def test_compress_then_decompress_round_trip(client, store, tmp_path):
     run_queued(store)
     job = await _wait_done(client, response.json()["id"])
     archive = next(r for r in job["results"] if r["name"] == "compressed.npz")
+    report = next(r for r in job["results"] if r["name"] == "compressed.json")
+    # the service keeps the upload inflated; the report names the file as it was sent
+    assert (await client.get(report["url"])).json()["input"] == "volume.nii.gz"
     blob = (await client.get(archive["url"])).content
     response = await client.post("/v1/jobs/decompress", files={"archive": ("compressed.npz", blob)})
     assert response.status_code == 202, response.text

@@ -67,8 +67,10 @@ def _validate_decompress(inputs: dict[str, Path], params: DecompressParams) -> N
 
 
 def compress_file(in_path: Path, out_path: Path, params: CompressParams, progress=lambda f: None,
-                  check_cancelled=lambda: None) -> dict:
-    """Compress a NIfTI volume into the ``.npz`` container; returns the report (also saved)."""
+                  check_cancelled=lambda: None, input_name: str | None = None) -> dict:
+    """Compress a NIfTI volume into the ``.npz`` container; returns the report (also saved),
+    which names the input ``input_name`` (as uploaded, where the service stored it inflated;
+    default: the file's name)."""
     from gpu.compress.hosvd import st_hosvd
     from gpu.compress.ttmc import TTMcOverflowError
     from worker.io.tucker_npz import save_archive
@@ -103,7 +105,7 @@ def compress_file(in_path: Path, out_path: Path, params: CompressParams, progres
     except TTMcOverflowError as exc:
         raise InputError("Overflow", f"volume: {exc}") from None
     report = {
-        "input": in_path.name,
+        "input": input_name or in_path.name,
         "shape": list(image.shape),
         "ranks": list(result.ranks),
         "tolerance": result.tolerance,
@@ -147,7 +149,9 @@ def decompress_file(in_path: Path, out_path: Path) -> dict:
 def _run_compress(ctx: JobContext) -> list[Path]:
     archive = ctx.out_dir / "compressed.npz"
     try:
-        report = compress_file(ctx.inputs["volume"], archive, ctx.params, ctx.progress, ctx.check_cancelled)
+        uploaded = ctx.uploaded.get("volume")
+        report = compress_file(ctx.inputs["volume"], archive, ctx.params, ctx.progress, ctx.check_cancelled,
+                               input_name=uploaded.name if uploaded else None)
     except JobCancelled:
         archive.unlink(missing_ok=True)
         raise

@@ -106,11 +106,13 @@ def run_conv(
     factors: Path | None = None,
     kernel: Path | None = None,
     progress: Callable[[float], None] | None = None,
+    input_name: str | None = None,
 ) -> dict:
     """Check, read, (decompose,) convolve chunk by chunk, write. Returns the sidecar.
 
     ``progress(fraction)`` is called between chunks; an exception it raises (cancellation)
-    stops the run before any output is written.
+    stops the run before any output is written. ``input_name``: the input's name in the
+    sidecar (as uploaded, where the service stored it inflated; default: the file's name).
     """
     from gpu.conv.cp import cp_conv2d
     from gpu.conv.tucker import tucker_conv2d
@@ -146,7 +148,7 @@ def run_conv(
 
     sidecar = {
         "job": f"{family}-conv",
-        "input": {"file": info.path.name, "format": "nifti" if info.is_nifti else "npy",
+        "input": {"file": input_name or info.path.name, "format": "nifti" if info.is_nifti else "npy",
                   "shape_nchw": list(info.shape), "dtype": str(info.dtype)},
         "layer": {
             "source": Path(factors).name if factors is not None else Path(kernel).name,
@@ -218,8 +220,9 @@ def _job(family: str) -> tuple[Callable, Callable]:
 
         out_path = ctx.out_dir / _output_name(ctx.inputs)
         sidecar = ctx.out_dir / "conv.json"
-        run_conv(family, ctx.inputs["input"], out_path, sidecar, ctx.params,
-                 factors=ctx.inputs.get("factors"), kernel=ctx.inputs.get("kernel"), progress=report)
+        uploaded = ctx.uploaded.get("input")
+        run_conv(family, ctx.inputs["input"], out_path, sidecar, ctx.params, factors=ctx.inputs.get("factors"),
+                 kernel=ctx.inputs.get("kernel"), progress=report, input_name=uploaded.name if uploaded else None)
         return [out_path, sidecar]
 
     return validate, run

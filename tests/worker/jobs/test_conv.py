@@ -9,7 +9,7 @@ import pytest
 
 from gpu.conv.direct import cp_kernel, direct_conv2d, tucker_kernel
 from worker.errors import InputError, JobCancelled
-from worker.job_kinds import JobContext, get_job_kind
+from worker.job_kinds import JobContext, UploadedInput, get_job_kind
 
 TOL = 1e-5
 
@@ -157,3 +157,17 @@ def test_nan_weights_fail_the_run_with_a_clear_error(tmp_path, rng):
     with pytest.raises(InputError, match="factor H contains NaN"):
         kind.run(JobContext(inputs=inputs, out_dir=tmp_path, params=kind.params_model()))
     assert not (tmp_path / "output.npy").exists()
+
+
+def test_sidecar_names_the_input_as_uploaded(tmp_path, rng):
+    """The service stores a .nii.gz upload inflated (input.nii); the sidecar names what was sent."""
+    nib.save(nib.Nifti1Image(rng.standard_normal((6, 6, 1, 4)).astype(np.float32), np.eye(4)), tmp_path / "input.nii")
+    factors, _ = cp_files(tmp_path, rng)
+    kind = get_job_kind("cp-conv")
+    inputs = {"input": tmp_path / "input.nii", "factors": factors}
+    out = tmp_path / "out"
+    out.mkdir()
+    results = kind.run(JobContext(inputs=inputs, out_dir=out, params=kind.params_model(),
+                                  uploaded={"input": UploadedInput(name="input.nii.gz", sha256="0" * 64)}))
+    assert [p.name for p in results] == ["output.nii.gz", "conv.json"]
+    assert json.loads((out / "conv.json").read_text())["input"]["file"] == "input.nii.gz"
