@@ -44,8 +44,10 @@ _INPUT_CHUNK = 1 << 22
 _PIECE = 1 << 23
 #: Most bytes an inflater holds besides what it fills: its input chunk and one piece.
 INFLATER_BYTES = _INPUT_CHUNK + _PIECE
-# What reading an uncompressed file's header and extensions holds besides the data.
-_PLAIN_READ_BYTES = 64 << 10
+# What reading an uncompressed file's header and extensions holds besides the data, with
+# room for the interpreter's own small allocations meanwhile (64 KiB was exceeded by 323 bytes
+# once in the property test, not reproducibly).
+_PLAIN_READ_BYTES = 128 << 10
 # The largest piece a size check inflates at a time (it keeps nothing).
 _CHECK_PIECE = 1 << 20
 # Bytes a .nii.gz may inflate to past the end of its data (padding) before it is refused.
