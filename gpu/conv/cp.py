@@ -33,7 +33,7 @@ from numba import njit, prange
 from gpu.conv.index_tables import ConvGeometry, conv_geometry, pointer_increments, tap_offsets
 from gpu.conv.kernel_shapes import (CP_BLOCK, CP_LEAN_LOW_SHAPES, CP_LEAN_SHAPES, CP_RANKS, CP_SEP_MAX_BLOCK,
                                    cp_lean_variants)
-from gpu.cpu_parallel import parallel_region
+from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda_runtime import resolve_backend
 
 __all__ = [
@@ -604,6 +604,5 @@ def cp_conv2d(u, s, h, w, t, bias=None, stride=1, padding=0, dilation=1, backend
 
     args = (u32, out, f.s, f.h, f.w, f.t, bias_arr, geo)
     notice_conv_compile(_cp_conv_cpu, args, "cpu")
-    with parallel_region:
-        _cp_conv_cpu(*args)
+    run_parallel_loop(_cp_conv_cpu, *args)
     return out

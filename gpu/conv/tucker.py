@@ -36,7 +36,7 @@ from gpu.conv.tiling import (
     uses_square_kernel,
 )
 from gpu.conv.cp import check_out_array, run_plan_on_gpu
-from gpu.cpu_parallel import parallel_region
+from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda_runtime import resolve_backend
 
 __all__ = [
@@ -295,8 +295,7 @@ def _core_cpu(z: np.ndarray, core: np.ndarray, g: ConvGeometry) -> np.ndarray:
     wk = np.ascontiguousarray(core.reshape(core.shape[0], core.shape[1], g.taps), dtype=np.float32)
     args = (np.ascontiguousarray(z, dtype=np.float32).ravel(), out.ravel(), inc, wk, geo)
     notice_conv_compile(_core_conv_cpu, args, "cpu")
-    with parallel_region:
-        _core_conv_cpu(*args)
+    run_parallel_loop(_core_conv_cpu, *args)
     return out
 
 

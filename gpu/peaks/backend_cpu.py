@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from gpu.compile_notice import announce_compile, is_compiled
-from gpu.cpu_parallel import parallel_region
+from gpu.cpu_parallel import run_parallel_loop
 from gpu.peaks import sshopm_generated_cpu
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS
 
@@ -58,10 +58,9 @@ def run_sshopm_cpu(
         # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
         args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, alphas[lo:hi], starts, neighbors,
                 fparams, iparams, directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
-        with parallel_region:
-            if lo == 0 and not is_compiled(loop, args):
-                announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])
-            loop(*args)
+        if lo == 0 and not is_compiled(loop, args):
+            announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])
+        run_parallel_loop(loop, *args)
         hist += chunk_hist.sum(axis=0)
         if progress is not None:
             progress(hi / n)
