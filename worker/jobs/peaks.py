@@ -289,9 +289,9 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
 class PeaksInputs:
     """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
-    ``warnings`` about voxels left out (non-finite coefficients), ``prepared``, the
-    engine's preparation started while they were read (a future, or None), ``sha256``, the
-    files' checksums by file name, taken meanwhile (a future; None: not started), and
+    ``warnings`` about voxels left out (non-finite coefficients), ``sha256``, the files'
+    checksums by file name, taken meanwhile (a future), ``prepared``, the engine's
+    preparation started while they were read (a future, or None), and
     ``uploaded``: by role, the uploaded form of an input stored in another (a service's
     ``.nii.gz`` kept inflated), whose name and sha256 the outputs give."""
 
@@ -301,8 +301,8 @@ class PeaksInputs:
     mask: np.ndarray | None
     seconds: float
     warnings: list[str]
+    sha256: "Future[dict[str, str]]"
     prepared: "Future[PreparedPeaks] | None" = None
-    sha256: "Future[dict[str, str]] | None" = None
     uploaded: dict[str, UploadedInput] = field(default_factory=dict)
 
     def name(self, role: str) -> str | None:
@@ -336,12 +336,13 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
 
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
-    sha256 = _start_input_checksums({"fod": info, "mask": mask_info}, dict(uploaded or {}))
+    uploaded = dict(uploaded or {})
+    sha256 = _start_input_checksums({"fod": info, "mask": mask_info}, uploaded)
     sh = load_image_data(info, threads=inflate_threads)
     mask_array = None
     if mask_info is not None:
         mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
-    inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], prepared, sha256, dict(uploaded or {}))
+    inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], sha256, prepared, uploaded)
     inputs.warnings = _finite_voxels_warnings(sh, mask_array, inputs.name("fod"))
     inputs.seconds = time.perf_counter() - started
     return inputs
@@ -367,15 +368,13 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
     ``fixels.tar`` (for the service, whose results are files); ``compress_threads``: gzip
     threads per image (:func:`worker.io.nifti.save_nifti_atomic`)."""
     started = time.perf_counter()
-    info, mask_info = inputs.info, inputs.mask_info
+    info = inputs.info
     outputs.folder.mkdir(parents=True, exist_ok=True)
     outputs.sidecar.parent.mkdir(parents=True, exist_ok=True)
     written: dict[str, list[Path]] = {}
     writes: list[Future] = []
     try:
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as workers:
-            checksums = inputs.sha256 or workers.submit(_input_checksums, {"fod": info, "mask": mask_info},
-                                                        inputs.uploaded)
             writes = _write_outputs(info, inputs.sh, result, params, outputs, fixel_archive, workers.submit, written,
                                     compress_threads, inputs.name("fod"))
             try:
@@ -385,7 +384,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
                 for write in writes:
                     write.cancel()  # those not started yet
                 raise
-            sha256 = checksums.result()
+            sha256 = inputs.sha256.result()
     except BaseException:
         # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
         # not at all; so did the fixel directory, removed only where this run made it (its
