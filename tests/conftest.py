@@ -7,7 +7,12 @@ with ``@njit``. ``gpu.cuda_runtime.cuda_available()`` reports False under the si
 
 Compiled ``@njit(cache=True)`` functions go to one on-disk cache, ``.numba-cache/`` in the
 checkout, which xdist workers, the worker processes the integration tests start and later
-runs all load instead of compiling again (seconds per SS-HOPM order).
+runs all load instead of compiling again (seconds per SS-HOPM order). The session's first
+process (xdist's controller, or the only one) compiles the SS-HOPM CPU loops into it before
+any test runs, as the worker image does at build (``fibertensor warmup``): three CI-mode
+runs from a fresh clone out of five segfaulted in numba's parallel runtime while the loops
+compiled or loaded inside a test's job threads (not understood; never seen with a warm
+cache).
 
 Tests marked ``slow`` (full variant sweeps of the simulator tests, which a representative
 test of each kernel shape covers in the default run) are left out unless ``-m`` selects
@@ -57,6 +62,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for marker in SYSTEM_PACKAGES:
         if item.get_closest_marker(marker) is not None:
             require_system_package(marker)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller warmed the cache
+        return
+    from gpu.peaks.warmup import warm_up_peaks
+
+    warm_up_peaks("cpu")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
