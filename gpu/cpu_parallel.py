@@ -7,6 +7,8 @@ ends. Peaks jobs prepare their engine on short-lived threads: with loops called 
 a CI run segfaulted twice in an OpenMP worker thread (cold cache, a job's prepare thread in
 the loop while another waited), once even with the loops taken one at a time under a lock.
 So every loop runs on one long-lived thread per process, one at a time, in the order called.
+A cold-cache run crashed once more with this in place (not understood, never with a warm
+cache): the test session compiles the loops first (tests/conftest.py), as images do.
 """
 
 from __future__ import annotations
