@@ -34,7 +34,8 @@ from isal.igzip_lib import IsalError
 
 from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
-from worker.io.nifti import read_gzip_range, write_gzip
+from worker.io.gzip_blocks import write_gzip
+from worker.io.nifti import read_gzip_range
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
 
@@ -501,10 +502,9 @@ def write_mif(
         if s < 0:
             stored = np.flip(stored, j)
     stored = stored.transpose(sorted(range(data.ndim), key=lambda j: abs(layout[j])))
-    if data.dtype == bool:
-        payload = np.packbits(stored.ravel(order="F")).tobytes()
-    else:
-        payload = stored.tobytes(order="F")
+    # The data in disk order as an array (a copy numpy makes without the interpreter lock),
+    # handed to the writers as it is, not joined to the header.
+    payload = np.packbits(stored.ravel(order="F")) if data.dtype == bool else np.ravel(stored, order="F")
 
     def number(x: float) -> str:
         return repr(float(x))
@@ -522,15 +522,15 @@ def write_mif(
 
     if path.name.endswith(".mih"):
         data_path = path.with_suffix(".dat")
-        with atomic_path(data_path) as temporary:
-            temporary.write_bytes(payload)
+        with atomic_path(data_path) as temporary, open(temporary, "wb") as out:
+            out.write(payload)
         with atomic_path(path) as temporary:
             temporary.write_bytes(_header_text(lines, data_path.name))
         return path
     header = _header_text(lines, None)
     with atomic_path(path) as temporary:
         if path.name.endswith(".gz"):
-            write_gzip(temporary, header + payload)  # on threads, as the NIfTI writer
+            write_gzip(temporary, [header, payload])  # on threads, as the NIfTI writer
         else:
             with open(temporary, "wb") as raw:
                 raw.write(header)

@@ -11,25 +11,27 @@ both (docs/benchmarks.md); the files are ordinary gzip.
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 import nibabel as nib
 import numpy as np
-from isal import igzip_threaded, isal_zlib
+from isal import isal_zlib
 from isal.igzip_lib import IsalError
-from nibabel.volumeutils import apply_read_scaling
+from nibabel.volumeutils import apply_read_scaling, native_code, seek_tell
 
 from worker.io.atomic import atomic_path
+from worker.io.gzip_blocks import write_gzip
 from worker.errors import InputError, without_path
 
 __all__ = [
-    "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_range", "write_gzip", "INFLATER_BYTES",
+    "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_range", "INFLATER_BYTES",
     "load_memory_bytes",
     "load_nifti_data",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
@@ -52,8 +54,6 @@ _PLAIN_READ_BYTES = 128 << 10
 _CHECK_PIECE = 1 << 20
 # Bytes a .nii.gz may inflate to past the end of its data (padding) before it is refused.
 _TRAILING_SLACK = 1 << 20
-# Blocks compressed independently (in parallel) when a .nii.gz is written.
-_GZIP_BLOCK = 1 << 20
 # Smaller files inflate on one thread: splitting them would cost more than it saves.
 _PARALLEL_INFLATE_BYTES = 16 << 20
 
@@ -70,6 +70,8 @@ class NiftiInfo:
     offset: int
     scaled: bool
     header_bytes: int
+    #: the header as nibabel read it (the template of images written on this grid)
+    header: nib.Nifti1Header = field(compare=False, repr=False)
 
     @property
     def n_voxels(self) -> int:
@@ -113,7 +115,7 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
         )
     if not np.isfinite(affine).all():
         raise InputError("Invalid affine", f"the {role} file {path.name!r} has a non-finite affine; fix its header")
-    return NiftiInfo(path, shape, dtype, affine, zooms, offset, scaled, header_bytes)
+    return NiftiInfo(path, shape, dtype, affine, zooms, offset, scaled, header_bytes, header)
 
 
 def _check_dims(shape: tuple[int, ...], what: str) -> None:
@@ -476,8 +478,7 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1) -> n
 
 def derived_image(reference: NiftiInfo, data: np.ndarray) -> nib.Nifti1Image:
     """A NIfTI image of ``data`` on the reference's grid: same affine, qform/sform and zooms."""
-    header = nib.load(reference.path).header.copy()
-    image = nib.Nifti1Image(data, reference.affine, header=header)
+    image = nib.Nifti1Image(data, reference.affine, header=reference.header)
     image.set_data_dtype(data.dtype)
     image.header.set_data_shape(data.shape)
     zooms = reference.zooms[:3] + (1.0,) * (data.ndim - 3)
@@ -492,28 +493,37 @@ def save_nifti_atomic(image: nib.Nifti1Image, path: Path, threads: int | None = 
     """Write ``image`` to a temporary name beside ``path`` and rename it into place, so a
     reader never sees a half-written file.
 
-    A .nii.gz is compressed by ISA-L at level 1 in 1 MiB blocks, each primed with the 32 KiB
-    before it (pigz's scheme, ``isal.igzip_threaded``), on ``threads`` threads (default: one
-    per MiB, at most 4 and no more than this process's cores). The file's bytes depend on
-    the image alone, not on the thread count or the time (gzip mtime 0).
+    A .nii.gz is compressed by ISA-L at level 1 in 1 MiB blocks on ``threads`` threads
+    (:func:`worker.io.gzip_blocks.write_gzip`); its bytes depend on the image alone.
     """
     path = Path(path)
-    if not path.name.endswith(".nii.gz"):
-        with atomic_path(path) as temporary:
-            nib.save(image, temporary)
-        return path
+    parts = _stored_parts(image)
     with atomic_path(path) as temporary:
-        write_gzip(temporary, image.to_bytes(), threads)
+        if path.name.endswith(".gz"):
+            write_gzip(temporary, parts, threads)
+        else:
+            with open(temporary, "wb") as out:
+                for part in parts:
+                    out.write(part)
     return path
 
 
-def write_gzip(path: Path, data: bytes, threads: int | None = None) -> None:
-    """Compress ``data`` into the gzip file ``path`` as :func:`save_nifti_atomic` does (ISA-L
-    level 1, 1 MiB blocks primed with the 32 KiB before each, on ``threads`` threads; default
-    one per MiB, at most 4 and no more than this process's cores): the bytes depend on
-    ``data`` alone, not on the thread count, the file name or the time."""
-    if threads is None:
-        threads = max(1, min(4, len(os.sched_getaffinity(0)), len(data) // _GZIP_BLOCK))
-    with igzip_threaded.open(path, "wb", compresslevel=1, threads=threads, block_size=_GZIP_BLOCK) as stream:
-        # one write: the blocks are cut at the same places whatever the thread count
-        stream.write(data)
+def _stored_parts(image: nib.Nifti1Image) -> list:
+    """The bytes nibabel writes for ``image`` as one ``.nii`` file, as the header (with its
+    extensions and padding up to the data) and the data array in file (Fortran) order,
+    without joining them into one ``bytes`` (a copy of the image under the interpreter
+    lock). Where nibabel would convert or scale the array, its own bytes, as one part."""
+    data = np.asanyarray(image.dataobj)
+    header = image.header
+    as_stored = (data.dtype == header.get_data_dtype() and data.dtype.isnative and header.endianness == native_code
+                 and np.isnan(header["scl_slope"]) and np.isnan(header["scl_inter"]))
+    if not as_stored:
+        return [image.to_bytes()]
+    image = nib.Nifti1Image(data, image.affine, header=header)
+    image.update_header()
+    header = image.header
+    header.set_slope_inter(1.0, 0.0)  # what nibabel records for an array stored unscaled
+    stream = io.BytesIO()
+    header.write_to(stream)
+    seek_tell(stream, header.get_data_offset(), write0=True)
+    return [stream.getvalue(), np.ravel(data, order="F")]
