@@ -29,7 +29,7 @@ from worker.io.atomic import atomic_path
 
 __all__ = ["require_dipy", "nearest_vertex", "write_pam5"]
 
-# Directions per thread of the vertex search.
+# Peaks per block of the compiled passes (each block on a thread).
 _BLOCK = 1 << 18
 
 # The EuDX settings a fresh ``PeaksAndMetrics`` carries and ``save_pam`` writes with it.
@@ -114,32 +114,78 @@ def _sphere_cells(vertices_bytes: bytes) -> _SphereCells:
 
 
 @njit(nogil=True, cache=True)
-def _nearest_in_cells(directions, points, labels, table, g, found):  # pragma: no cover - compiled
+def _nearest_label(x, y, z, points, labels, table, g):  # pragma: no cover - compiled
+    """The label of the point nearest to direction (x, y, z) (float64), -1 for a non-finite
+    or zero one: the best of its cube-map cell's candidates."""
+    ax, ay, az = abs(x), abs(y), abs(z)
+    if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)) or ax + ay + az == 0.0:
+        return -1
+    # The cube face of the largest |coordinate| (on a tie either face holds the direction,
+    # on its edge), and the cell of the other two over it.
+    if ax >= ay and ax >= az:
+        face, major, u, v = 0 if x > 0 else 1, ax, y, z
+    elif ay >= az:
+        face, major, u, v = 2 if y > 0 else 3, ay, x, z
+    else:
+        face, major, u, v = 4 if z > 0 else 5, az, x, y
+    scale = g / (2.0 * major)
+    i = min(int((u + major) * scale), g - 1)
+    j = min(int((v + major) * scale), g - 1)
+    row = table[(face * g + i) * g + j]
+    best, best_dot = row[0], -np.inf
+    for p in row:
+        dot = x * points[p, 0] + y * points[p, 1] + z * points[p, 2]
+        if dot > best_dot:
+            best, best_dot = p, dot
+    return labels[best]
+
+
+@njit(nogil=True, cache=True)
+def _nearest_in_cells(directions, found, points, labels, table, g):  # pragma: no cover - compiled
     for n in range(directions.shape[0]):
         # float64 whatever the input's type (float32 converts exactly)
-        x, y, z = np.float64(directions[n, 0]), np.float64(directions[n, 1]), np.float64(directions[n, 2])
-        ax, ay, az = abs(x), abs(y), abs(z)
-        if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)) or ax + ay + az == 0.0:
-            found[n] = -1
+        found[n] = _nearest_label(np.float64(directions[n, 0]), np.float64(directions[n, 1]),
+                                  np.float64(directions[n, 2]), points, labels, table, g)
+
+
+@njit(nogil=True, cache=True)
+def _stored_peaks(directions, values, given, peak_dirs, peak_values, peak_indices,
+                  rotation, rotate, points, labels, table, g):  # pragma: no cover - compiled
+    """The rows of ``peak_dirs``, ``peak_values``, ``peak_indices`` for flat peaks: absent
+    (value non-finite or zero) → 0, 0, -1; present → the direction (times ``rotation`` where
+    ``rotate``, in float64, stored float32), the value, and the given index or else the
+    vertex nearest to the stored direction."""
+    for n in range(values.shape[0]):
+        value = values[n]
+        if not math.isfinite(value) or value == 0:
+            peak_dirs[n, 0] = peak_dirs[n, 1] = peak_dirs[n, 2] = 0
+            peak_values[n] = 0
+            peak_indices[n] = -1
             continue
-        # The cube face of the largest |coordinate| (on a tie either face holds the
-        # direction, on its edge), and the cell of the other two over it.
-        if ax >= ay and ax >= az:
-            face, major, u, v = 0 if x > 0 else 1, ax, y, z
-        elif ay >= az:
-            face, major, u, v = 2 if y > 0 else 3, ay, x, z
+        d0, d1, d2 = np.float64(directions[n, 0]), np.float64(directions[n, 1]), np.float64(directions[n, 2])
+        if rotate:
+            d0, d1, d2 = (d0 * rotation[0, 0] + d1 * rotation[1, 0] + d2 * rotation[2, 0],
+                          d0 * rotation[0, 1] + d1 * rotation[1, 1] + d2 * rotation[2, 1],
+                          d0 * rotation[0, 2] + d1 * rotation[1, 2] + d2 * rotation[2, 2])
+        peak_dirs[n, 0], peak_dirs[n, 1], peak_dirs[n, 2] = d0, d1, d2
+        peak_values[n] = value
+        if given.shape[0]:  # as many rows as the others, or none
+            peak_indices[n] = given[n]
         else:
-            face, major, u, v = 4 if z > 0 else 5, az, x, y
-        scale = g / (2.0 * major)
-        i = min(int((u + major) * scale), g - 1)
-        j = min(int((v + major) * scale), g - 1)
-        row = table[(face * g + i) * g + j]
-        best, best_dot = row[0], -np.inf
-        for p in row:
-            dot = x * points[p, 0] + y * points[p, 1] + z * points[p, 2]
-            if dot > best_dot:
-                best, best_dot = p, dot
-        found[n] = labels[best]
+            peak_indices[n] = _nearest_label(np.float64(peak_dirs[n, 0]), np.float64(peak_dirs[n, 1]),
+                                             np.float64(peak_dirs[n, 2]), points, labels, table, g)
+
+
+def _in_blocks(function, sliced: list, shared: list) -> None:
+    """``function(*blocks, *shared)`` on blocks of :data:`_BLOCK` rows of the ``sliced``
+    arrays (each with the first one's rows, or none, and is then passed whole), on threads:
+    the compiled passes release the GIL, and each block writes its own rows."""
+    rows = len(sliced[0])
+    blocks = range(0, rows, _BLOCK)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(blocks), len(os.sched_getaffinity(0))))) as workers:
+        for done in [workers.submit(function, *(a[start:start + _BLOCK] if len(a) == rows else a for a in sliced),
+                                    *shared) for start in blocks]:
+            done.result()
 
 
 def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
@@ -171,13 +217,7 @@ def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
     flat = np.reshape(directions, (-1, 3))
     flat = np.ascontiguousarray(flat, flat.dtype if flat.dtype in (np.float32, np.float64) else np.float64)
     found = np.empty(len(flat), np.int32)
-    # Blocks on threads (the compiled search releases the GIL), each writing its own rows.
-    blocks = range(0, len(flat), _BLOCK)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(blocks), len(os.sched_getaffinity(0))))) as workers:
-        for done in [workers.submit(_nearest_in_cells, flat[start:start + _BLOCK], cells.points, cells.labels,
-                                    cells.table, cells.cells_per_edge, found[start:start + _BLOCK])
-                     for start in blocks]:
-            done.result()
+    _in_blocks(_nearest_in_cells, [flat, found], [cells.points, cells.labels, cells.table, cells.cells_per_edge])
     return found.reshape(np.shape(directions)[:-1])
 
 
@@ -188,6 +228,7 @@ def write_pam5(
     affine: np.ndarray,
     *,
     sphere: str | np.ndarray = "repulsion724",
+    rotation: np.ndarray | None = None,
     indices: np.ndarray | None = None,
     shm_coeff: np.ndarray | None = None,
     gfa: np.ndarray | None = None,
@@ -199,9 +240,10 @@ def write_pam5(
     path : Path
         Output file, ending in ``.pam5``.
     directions : ndarray, shape (X, Y, Z, K, 3)
-        Unit peak directions, stored as given; NaN where there is no peak. DIPY takes them
-        in the frame of the gradient table its models are fitted with (for FSL-style bvecs,
-        the image axes), not necessarily the scanner frame of MRtrix3 peaks.
+        Unit peak directions, stored as given or times ``rotation``; NaN where there is no
+        peak. DIPY takes them in the frame of the gradient table its models are fitted with
+        (for FSL-style bvecs, the image axes), not necessarily the scanner frame of MRtrix3
+        peaks.
     values : ndarray, shape (X, Y, Z, K)
         Peak amplitudes; NaN where there is no peak. Absent peaks are stored as DIPY stores
         them: zero direction, zero value, index -1.
@@ -210,8 +252,11 @@ def write_pam5(
     sphere : str or ndarray, shape (V, 3)
         A DIPY sphere name (``dipy.data.get_sphere``) or its vertices: the sphere the peak
         indices refer to.
+    rotation : ndarray, shape (3, 3), optional
+        Stored directions are ``directions @ rotation`` (computed in float64), e.g. the
+        scanner frame's axes in image coordinates.
     indices : ndarray, shape (X, Y, Z, K), optional
-        Sphere vertex of each peak; default: :func:`nearest_vertex` of each peak.
+        Sphere vertex of each peak; default: :func:`nearest_vertex` of each stored direction.
     shm_coeff : ndarray, shape (X, Y, Z, C), optional
         SH coefficients, in DIPY's basis (``descoteaux07``) for DIPY tools to read them right.
     gfa : ndarray, shape (X, Y, Z), optional
@@ -236,16 +281,23 @@ def write_pam5(
         raise ValueError(f"directions {directions.shape} and values {values.shape} must be (X, Y, Z, K, 3) and (X, Y, Z, K)")
     # DIPY's own sphere object, which normalises given vertices as load_pam will.
     vertices = (get_sphere(name=sphere) if isinstance(sphere, str) else Sphere(xyz=np.asarray(sphere, np.float64))).vertices
-    present = np.isfinite(values) & (values != 0)
-    peak_dirs = np.where(present[..., None], directions, np.float32(0))
-    if indices is None:
-        # Of the directions as stored, so that find_closest on a read-back peak agrees.
-        indices = nearest_vertex(peak_dirs, vertices)
+    cells = _sphere_cells(np.ascontiguousarray(vertices, np.float64).tobytes())
+    peak_dirs = np.empty(directions.shape, np.float32)
+    peak_values = np.empty(values.shape, np.float32)
+    peak_indices = np.empty(values.shape, np.int32)
+    given = np.empty(0, np.int32) if indices is None else np.asarray(indices, np.int32).reshape(-1)
+    # One compiled pass over the peaks (absent ones zeroed, directions rotated, the nearest
+    # vertex of each stored direction, so that find_closest on a read-back peak agrees).
+    _in_blocks(_stored_peaks,
+               [directions.reshape(-1, 3), values.reshape(-1), given, peak_dirs.reshape(-1, 3), peak_values.reshape(-1),
+                peak_indices.reshape(-1)],
+               [np.eye(3) if rotation is None else np.asarray(rotation, np.float64), rotation is not None,
+                cells.points, cells.labels, cells.table, cells.cells_per_edge])
     datasets = {
         "affine": np.asarray(affine, np.float64),
         "peak_dirs": peak_dirs,
-        "peak_values": np.where(present, values, np.float32(0)),
-        "peak_indices": np.where(present, indices, np.int32(-1)).astype(np.int32, copy=False),
+        "peak_values": peak_values,
+        "peak_indices": peak_indices,
         "shm_coeff": None if shm_coeff is None else np.asarray(shm_coeff, np.float32),
         "sphere_vertices": vertices,
         "total_weight": np.array([_EUDX_TOTAL_WEIGHT]),

@@ -187,19 +187,6 @@ def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
-def _rotated(vectors: np.ndarray, rotation: np.ndarray, rows: int = 8192) -> np.ndarray:
-    """``vectors @ rotation`` for (..., 3) ``vectors``, the same numbers, in blocks of
-    ``rows`` vectors: numpy multiplies a stack of 3 × 3 matrices one by one (16 ms for a
-    553k-voxel volume's peaks), and OpenBLAS spreads one product of them all over every
-    core, whose threads then spin beside the other writers; blocks this small stay on the
-    calling thread (2 ms)."""
-    flat = vectors.reshape(-1, 3)
-    out = np.empty(flat.shape, np.result_type(vectors, rotation))
-    for start in range(0, len(flat), rows):
-        np.matmul(flat[start:start + rows], rotation, out=out[start:start + rows])
-    return out.reshape(vectors.shape)
-
-
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None,
@@ -233,14 +220,11 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     def pam5() -> None:
         from worker.io.pam5 import write_pam5
 
-        directions = result.directions
-        if params.basis == "mrtrix":
-            # DIPY keeps directions in the frame of its gradient table, the image axes (in
-            # the directions' precision: the file holds float32).
-            directions = _rotated(directions, _scanner_to_image_axes(info.affine).astype(directions.dtype))
-        # DIPY's shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
+        # DIPY keeps directions in the frame of its gradient table, the image axes; its
+        # shm_coeff is in its own basis and frame: only a DIPY-basis input is that.
+        rotation = _scanner_to_image_axes(info.affine) if params.basis == "mrtrix" else None
         shm = sh if params.basis == "dipy" else None
-        write_pam5(paths["pam5"][0], directions, result.amplitudes, info.affine, shm_coeff=shm)
+        write_pam5(paths["pam5"][0], result.directions, result.amplitudes, info.affine, rotation=rotation, shm_coeff=shm)
 
     def fixels() -> Path:
         from worker.io.fixels import write_fixel_directory

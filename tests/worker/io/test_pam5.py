@@ -130,3 +130,15 @@ def test_without_dipy_the_error_says_how_to_install_it(tmp_path, monkeypatch):
     with pytest.raises(InputError, match=r"pip install 'fibertensor\[dipy\]'"):
         write_pam5(tmp_path / "p.pam5", directions, amplitudes, np.eye(4))
     assert not any(tmp_path.iterdir())
+
+
+def test_rotated_directions_are_the_float64_product_and_index_dipys_closest_vertex(tmp_path):
+    directions, amplitudes, count = synthetic_peaks(seed=4)
+    rotation = np.linalg.qr(np.random.default_rng(4).normal(size=(3, 3)))[0]
+    pam = load_pam(write_pam5(tmp_path / "r.pam5", directions, amplitudes, np.eye(4), rotation=rotation))
+    present = np.arange(directions.shape[3]) < count[..., None]
+    expected = np.where(present[..., None], directions.astype(np.float64) @ rotation, 0).astype(np.float32)
+    np.testing.assert_allclose(pam.peak_dirs, expected, rtol=0, atol=1e-7)
+    sphere = get_sphere(name="repulsion724")
+    closest = [sphere.find_closest(d) for d in pam.peak_dirs.reshape(-1, 3).astype(np.float64)]
+    np.testing.assert_array_equal(pam.peak_indices, np.where(present, np.reshape(closest, present.shape), -1))

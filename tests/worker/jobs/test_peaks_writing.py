@@ -11,7 +11,7 @@ import pytest
 
 from gpu.peaks.phantom import fod_phantom
 from tests.worker.jobs.test_peaks import SHAPE, files_in, save
-from worker.jobs.peaks import PeaksOutputs, _rotated, _write_outputs, compute_peaks, read_peaks_inputs, write_peaks_outputs
+from worker.jobs.peaks import PeaksOutputs, _write_outputs, compute_peaks, read_peaks_inputs, write_peaks_outputs
 from worker.params import PeaksParams
 
 EVERYTHING = PeaksParams(format=["nifti", "mif", "fixel", "pam5"], metrics=["all"])
@@ -79,12 +79,3 @@ def test_a_fixel_folder_already_there_is_left_alone(computed, tmp_path):
     with pytest.raises(FileExistsError, match="remove it or choose another output"):
         write_peaks_outputs(inputs, result, EVERYTHING, outputs)
     assert files_in(outputs.folder) == ["fixels", "mine.txt"]
-
-
-def test_directions_rotated_in_blocks_are_the_product_of_them_all():
-    rng = np.random.default_rng(2)
-    vectors = rng.normal(size=(7, 5, 3, 2, 3)).astype(np.float32)
-    rotation = np.linalg.qr(rng.normal(size=(3, 3)))[0].astype(np.float32)
-    got = _rotated(vectors, rotation, rows=8)  # 210 vectors: 26 full blocks and a short one
-    assert got.shape == vectors.shape and got.dtype == np.float32
-    assert got.tobytes() == (vectors @ rotation).tobytes()
