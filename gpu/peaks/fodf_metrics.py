@@ -53,7 +53,7 @@ class FodfMetrics:
 
 
 def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
-                 count: np.ndarray) -> FodfMetrics:
+                 count: np.ndarray, *, compiled: bool = False) -> FodfMetrics:
     """fODF metrics of one volume (see the module docstring for the formulas).
 
     Parameters
@@ -66,6 +66,9 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
         FOD amplitude of each peak, descending; any value past ``count`` is ignored.
     count : (...) integer array
         Number of reported peaks per voxel.
+    compiled : bool
+        Compute in compiled passes (:mod:`gpu.peaks.fodf_metrics_compiled`, the same
+        numbers), for a process that has numba loaded anyway.
 
     Returns
     -------
@@ -82,6 +85,8 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
             f"shapes do not agree: sh {sh.shape}, directions {directions.shape}, amplitudes {amplitudes.shape}, "
             f"count {count.shape}; expected (..., n_coeffs), (..., K, 3), (..., K) and (...) on one grid"
         )
+    if compiled:
+        return _compiled_metrics(sh, directions, amplitudes, count)
     # float32 throughout (sums of K ≤ 20 positive terms stay within 1e-6 relative), in
     # place where the maps allow: the volume is large and every pass over it is memory-bound.
     values = amplitudes.astype(np.float32)  # a copy, made peak fractions below
@@ -102,6 +107,24 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
         rgb=directional_colour(directions[..., 0, :], afd_max, count, largest_afd_max(afd_max, count)),
         nufo=count.astype(np.uint8),
     )
+
+
+def _compiled_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
+                      count: np.ndarray) -> FodfMetrics:
+    from gpu.peaks.fodf_metrics_compiled import colour_rows, voxel_metrics
+
+    spatial, k = count.shape, amplitudes.shape[-1]
+    n = count.size
+    afd_max, afd_total, afd_sum = (np.empty(spatial, np.float32) for _ in range(3))
+    peak_fraction = np.empty((*spatial, k), np.float32)
+    counts = count.reshape(n)
+    largest = voxel_metrics(np.reshape(sh, (n, sh.shape[-1])), amplitudes.reshape(n, k), counts, afd_max.reshape(n),
+                            afd_total.reshape(n), afd_sum.reshape(n), peak_fraction.reshape(n, k))
+    rgb = np.empty((*spatial, 3), np.uint8)
+    colour_rows(directions.reshape(n, k, 3), afd_max.reshape(n), counts, rgb.reshape(n, 3),
+                _colour_scale(largest))
+    return FodfMetrics(afd_max=afd_max, afd_total=afd_total, afd_sum=afd_sum, peak_fraction=peak_fraction, rgb=rgb,
+                       nufo=count.astype(np.uint8))
 
 
 def largest_afd_max(afd_max: np.ndarray, count: np.ndarray) -> np.float32:
@@ -132,9 +155,7 @@ def directional_colour(first_directions: np.ndarray, afd_max: np.ndarray, count:
     (..., 3) uint8 array
     """
     first_directions = np.asarray(first_directions)
-    largest = float(largest)
-    scale = np.float32(255.0 / largest if largest > 0 else 0.0)
-    weight = np.asarray(afd_max, np.float32) * scale
+    weight = np.asarray(afd_max, np.float32) * _colour_scale(largest)
     none = np.asarray(count) == 0
     colour = np.empty(weight.shape + (3,), np.uint8)
     # One channel at a time: numpy's loops over a trailing axis of 3 are slow.
@@ -147,3 +168,8 @@ def directional_colour(first_directions: np.ndarray, afd_max: np.ndarray, count:
         # float round-off above 255 or below 0 from wrapping.
         colour[..., axis] = np.clip(channel, 0.0, 255.0, out=channel)
     return colour
+
+
+def _colour_scale(largest: float) -> np.float32:
+    largest = float(largest)
+    return np.float32(255.0 / largest if largest > 0 else 0.0)

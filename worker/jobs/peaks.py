@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import sys
 import tarfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -259,7 +260,9 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     futures = [submit(qc)] if "qc" in paths else []
     metrics: Future | None = None
     if params.metrics or "fixel" in paths:
-        metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count))
+        # compiled where this process loads numba anyway: the same numbers, without the GIL
+        compiled = "numba" in sys.modules or bool({"fixel", "pam5"} & set(params.format))
+        metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count, compiled=compiled))
         futures.append(metrics)
     futures += [submit(task) for name, task in (("pam5", pam5), ("fixel", fixels)) if name in paths]
     peaks = submit(lambda: (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)

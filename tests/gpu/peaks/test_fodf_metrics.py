@@ -128,3 +128,20 @@ def test_a_slice_coloured_alone_matches_the_volume_map():
         colour = directional_colour(result.directions[plane][..., 0, :], result.amplitudes[plane][..., 0],
                                     result.count[plane], largest)
         assert colour.dtype == np.uint8 and colour.tobytes() == got.rgb[plane].tobytes()
+
+
+@pytest.mark.parametrize("basis", ["mrtrix", "dipy"])
+def test_compiled_passes_give_the_numpy_bits(basis):
+    sh, result = peaks_of_phantom(basis)
+    rng = np.random.default_rng(7)
+    # and amplitudes past each count that must be ignored, float64 inputs, an empty volume
+    amplitudes = np.where(np.isnan(result.amplitudes), rng.uniform(size=result.amplitudes.shape), result.amplitudes)
+    cases = [(sh, result.directions, result.amplitudes, result.count),
+             (sh.astype(np.float32), result.directions, amplitudes.astype(np.float32), result.count),
+             (sh[:, :0], result.directions[:, :0], result.amplitudes[:, :0], result.count[:, :0])]
+    for case in cases:
+        numpy_maps, compiled_maps = fodf_metrics(*case), fodf_metrics(*case, compiled=True)
+        for name in ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb", "nufo"):
+            expected, got = getattr(numpy_maps, name), getattr(compiled_maps, name)
+            assert got.dtype == expected.dtype and got.shape == expected.shape, name
+            assert got.tobytes() == expected.tobytes(), name
