@@ -118,7 +118,8 @@ def _compiled_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.nda
     afd_max, afd_total, afd_sum = (np.empty(spatial, np.float32) for _ in range(3))
     peak_fraction = np.empty((*spatial, k), np.float32)
     counts = count.reshape(n)
-    largest = voxel_metrics(np.reshape(sh, (n, sh.shape[-1])), amplitudes.reshape(n, k), counts, afd_max.reshape(n),
+    # the l = 0 volume alone: a read volume is often in file (Fortran) order
+    largest = voxel_metrics(sh[..., 0].reshape(n), amplitudes.reshape(n, k), counts, afd_max.reshape(n),
                             afd_total.reshape(n), afd_sum.reshape(n), peak_fraction.reshape(n, k))
     rgb = np.empty((*spatial, 3), np.uint8)
     colour_rows(directions.reshape(n, k, 3), afd_max.reshape(n), counts, rgb.reshape(n, 3),

@@ -24,7 +24,7 @@ _BLOCK = 1 << 16
 
 
 @njit(nogil=True, cache=True)
-def _voxel_metrics(sh, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction):  # pragma: no cover - compiled
+def _voxel_metrics(sh0, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction):  # pragma: no cover - compiled
     largest = np.float32(0.0)
     for v in range(count.shape[0]):
         n = count[v]
@@ -38,7 +38,7 @@ def _voxel_metrics(sh, amplitudes, count, afd_max, afd_total, afd_sum, peak_frac
         inverse = np.float32(1.0) / total if total != 0 else np.float32(0.0)
         for p in range(amplitudes.shape[1]):
             peak_fraction[v, p] *= inverse
-        afd_total[v] = np.float32(_SQRT_4PI) * np.float32(sh[v, 0])
+        afd_total[v] = np.float32(_SQRT_4PI) * np.float32(sh0[v])
         if n > 0 and afd_max[v] > largest:
             largest = afd_max[v]
     return largest
@@ -61,12 +61,12 @@ def _in_blocks(function, sliced: list, shared: tuple = ()) -> list:
         return [future.result() for future in done]
 
 
-def voxel_metrics(sh: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, afd_max: np.ndarray,
+def voxel_metrics(sh0: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, afd_max: np.ndarray,
                   afd_total: np.ndarray, afd_sum: np.ndarray, peak_fraction: np.ndarray) -> np.float32:
     """Fill rows of voxels' ``afd_max``, ``afd_total``, ``afd_sum`` (V,) and ``peak_fraction``
-    (V, K) from ``sh`` (V, C), ``amplitudes`` (V, K) and ``count`` (V,); returns the largest
-    ``afd_max`` of the voxels with a peak (0 if none)."""
-    largest = _in_blocks(_voxel_metrics, [sh, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction])
+    (V, K) from the l = 0 coefficients ``sh0`` (V,), ``amplitudes`` (V, K) and ``count``
+    (V,); returns the largest ``afd_max`` of the voxels with a peak (0 if none)."""
+    largest = _in_blocks(_voxel_metrics, [sh0, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction])
     return np.float32(max(largest, default=0.0))
 
 
