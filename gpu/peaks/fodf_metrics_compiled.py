@@ -11,16 +11,15 @@ from a pool of threads is where the time goes. A fresh GPU process does not load
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
 
+from gpu.cpu_blocks import run_in_blocks
+
 __all__ = ["voxel_metrics", "colour_rows"]
 
 _SQRT_4PI = math.sqrt(4.0 * math.pi)
-_BLOCK = 1 << 16
 
 
 @njit(nogil=True, cache=True)
@@ -53,20 +52,12 @@ def _colour(directions, afd_max, count, colour, scale):  # pragma: no cover - co
             colour[v, axis] = np.uint8(min(max(value, 0.0), 255.0))
 
 
-def _in_blocks(function, sliced: list, shared: tuple = ()) -> list:
-    rows = len(sliced[0])
-    starts = range(0, rows, _BLOCK)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(starts), len(os.sched_getaffinity(0))))) as workers:
-        done = [workers.submit(function, *(a[start:start + _BLOCK] for a in sliced), *shared) for start in starts]
-        return [future.result() for future in done]
-
-
 def voxel_metrics(sh0: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, afd_max: np.ndarray,
                   afd_total: np.ndarray, afd_sum: np.ndarray, peak_fraction: np.ndarray) -> np.float32:
     """Fill rows of voxels' ``afd_max``, ``afd_total``, ``afd_sum`` (V,) and ``peak_fraction``
     (V, K) from the l = 0 coefficients ``sh0`` (V,), ``amplitudes`` (V, K) and ``count``
     (V,); returns the largest ``afd_max`` of the voxels with a peak (0 if none)."""
-    largest = _in_blocks(_voxel_metrics, [sh0, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction])
+    largest = run_in_blocks(_voxel_metrics, [sh0, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction])
     return np.float32(max(largest, default=0.0))
 
 
@@ -74,4 +65,4 @@ def colour_rows(directions: np.ndarray, afd_max: np.ndarray, count: np.ndarray, 
                 scale: np.float32) -> None:
     """Fill ``colour`` (V, 3) uint8 with ⌊|d_1| · a_1 · ``scale``⌋ clipped to 0…255, 0 where
     ``count`` (V,) is 0, from the first of ``directions`` (V, K, 3) and ``afd_max`` (V,)."""
-    _in_blocks(_colour, [directions, afd_max, count, colour], (scale,))
+    run_in_blocks(_colour, [directions, afd_max, count, colour], (scale,))

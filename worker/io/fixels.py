@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from gpu.cpu_blocks import leaf_pool
 from worker.errors import InputError
 from worker.io.images import write_image
 
@@ -123,10 +124,10 @@ def write_fixel_directory(
     # one pass is bound by address translation, and each slab's fixels are one range.
     firsts = np.concatenate([[0], np.cumsum(count.sum(axis=(0, 1), dtype=np.int64))])
     slabs = np.linspace(0, grid[2], min(grid[2], len(os.sched_getaffinity(0))) + 1).astype(int)
-    with ThreadPoolExecutor(max_workers=max(1, len(slabs) - 1)) as workers:
-        passes = [workers.submit(_gather_fixels, *(a[:, :, z0:z1] for a in (count, directions, amplitudes, given_fraction, index)),
+    passes = [leaf_pool().submit(_gather_fixels, *(a[:, :, z0:z1] for a in (count, directions, amplitudes,
+                                                                             given_fraction, index)),
                                  unit, peak_amp, fraction, firsts[z0]) for z0, z1 in zip(slabs, slabs[1:])]
-        finite = [done.result() for done in passes]
+    finite = [done.result() for done in passes]
     if not all(finite):
         raise ValueError("a counted peak has a non-finite direction; count must cover only the valid peaks")
     # Fixel data files are N×M×1 images on an identity transform (Fixel::data_header_from_index).

@@ -1,4 +1,4 @@
-"""gzip files compressed in independent blocks on a shared thread pool (pigz's scheme).
+"""gzip files compressed in independent blocks on the process's leaf pool (pigz's scheme).
 
 What the caller hands over is a sequence of buffers (an image's header and its data array)
 whose concatenation is the file's content. Each is cut into 1 MiB blocks, views into it, not
@@ -18,10 +18,12 @@ import os
 import struct
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from isal import isal_zlib
+
+from gpu.cpu_blocks import leaf_pool
 
 __all__ = ["GZIP_BLOCK", "write_gzip"]
 
@@ -34,20 +36,7 @@ _COMPRESSED_BOUND = GZIP_BLOCK + max(GZIP_BLOCK // 10, 500)
 _HEADER = struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, 0, 0, 0, 0xFF)
 _LEVEL = 1
 
-_pool_lock = threading.Lock()
-_pool: tuple[int, ThreadPoolExecutor] | None = None
 _compressors = threading.local()
-
-
-def _shared_pool() -> ThreadPoolExecutor:
-    """This process's compression threads, one per core; a forked child makes its own (the
-    parent's threads do not exist there)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(max_workers=len(os.sched_getaffinity(0)),
-                                                     thread_name_prefix="gzip"))
-        return _pool[1]
 
 
 def _compress(blocks: "list[memoryview]", start: int, stop: int) -> list[tuple[bytes, int, int]]:
@@ -77,7 +66,7 @@ def _blocks(parts: Sequence) -> "list[memoryview]":
 def write_gzip(path: Path, parts: Sequence, threads: int | None = None) -> None:
     """Write the concatenation of ``parts`` (buffers: bytes, C-contiguous arrays) to the gzip
     file ``path``, its blocks compressed in ``threads`` runs of consecutive blocks side by
-    side on the shared pool (default: one per MiB, at most 4 and no more than this process's
+    side on the leaf pool (default: one per MiB, at most 4 and no more than this process's
     cores; with one, on the calling thread).
 
     The calling thread writes the runs in order as they finish, combining their CRCs: it
@@ -91,7 +80,7 @@ def write_gzip(path: Path, parts: Sequence, threads: int | None = None) -> None:
     if threads == 1:
         runs = [_compress(blocks, 0, len(blocks))]
     else:
-        pool = _shared_pool()
+        pool = leaf_pool()
         runs = [pool.submit(_compress, blocks, a, b) for a, b in zip(bounds, bounds[1:])]
     crc = size = 0
     try:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,13 +22,14 @@ import numpy as np
 from numba import njit
 from scipy.spatial import cKDTree
 
+from gpu.cpu_blocks import run_in_blocks
 from worker.errors import InputError
 from worker.io.atomic import atomic_path
 
 __all__ = ["require_dipy", "nearest_vertex", "write_pam5"]
 
 # Peaks per block of the compiled passes (each block on a thread).
-_BLOCK = 1 << 18
+_BLOCK = 1 << 16
 
 # The EuDX settings a fresh ``PeaksAndMetrics`` carries and ``save_pam`` writes with it.
 _EUDX_TOTAL_WEIGHT, _EUDX_ANGLE_DEGREES = 0.5, 60.0
@@ -176,18 +175,6 @@ def _stored_peaks(directions, values, given, peak_dirs, peak_values, peak_indice
                                              np.float64(peak_dirs[n, 2]), points, labels, table, g)
 
 
-def _in_blocks(function, sliced: list, shared: list) -> None:
-    """``function(*blocks, *shared)`` on blocks of :data:`_BLOCK` rows of the ``sliced``
-    arrays (each with the first one's rows, or none, and is then passed whole), on threads:
-    the compiled passes release the GIL, and each block writes its own rows."""
-    rows = len(sliced[0])
-    blocks = range(0, rows, _BLOCK)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(blocks), len(os.sched_getaffinity(0))))) as workers:
-        for done in [workers.submit(function, *(a[start:start + _BLOCK] if len(a) == rows else a for a in sliced),
-                                    *shared) for start in blocks]:
-            done.result()
-
-
 def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
     """Index of the vertex nearest to each axis ``±direction``, the one on the direction's
     side where the sphere has both: on a full sphere DIPY's ``Sphere.find_closest``
@@ -217,7 +204,7 @@ def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
     flat = np.reshape(directions, (-1, 3))
     flat = np.ascontiguousarray(flat, flat.dtype if flat.dtype in (np.float32, np.float64) else np.float64)
     found = np.empty(len(flat), np.int32)
-    _in_blocks(_nearest_in_cells, [flat, found], [cells.points, cells.labels, cells.table, cells.cells_per_edge])
+    run_in_blocks(_nearest_in_cells, [flat, found], [cells.points, cells.labels, cells.table, cells.cells_per_edge], _BLOCK)
     return found.reshape(np.shape(directions)[:-1])
 
 
@@ -288,11 +275,11 @@ def write_pam5(
     given = np.empty(0, np.int32) if indices is None else np.asarray(indices, np.int32).reshape(-1)
     # One compiled pass over the peaks (absent ones zeroed, directions rotated, the nearest
     # vertex of each stored direction, so that find_closest on a read-back peak agrees).
-    _in_blocks(_stored_peaks,
-               [directions.reshape(-1, 3), values.reshape(-1), given, peak_dirs.reshape(-1, 3), peak_values.reshape(-1),
-                peak_indices.reshape(-1)],
-               [np.eye(3) if rotation is None else np.asarray(rotation, np.float64), rotation is not None,
-                cells.points, cells.labels, cells.table, cells.cells_per_edge])
+    run_in_blocks(_stored_peaks,
+                  [directions.reshape(-1, 3), values.reshape(-1), given, peak_dirs.reshape(-1, 3),
+                   peak_values.reshape(-1), peak_indices.reshape(-1)],
+                  [np.eye(3) if rotation is None else np.asarray(rotation, np.float64), rotation is not None,
+                   cells.points, cells.labels, cells.table, cells.cells_per_edge], _BLOCK)
     datasets = {
         "affine": np.asarray(affine, np.float64),
         "peak_dirs": peak_dirs,
