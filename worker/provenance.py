@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
@@ -16,29 +17,38 @@ _CODE_URL_LABELS = ("source", "repository", "homepage")
 
 def package_versions(*extra: str) -> dict[str, str]:
     """Python, fibertensor, numpy and numba versions, plus the packages named in ``extra``."""
-    versions = {"python": platform.python_version()}
-    for name in ("fibertensor", "numpy", "numba", *extra):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+    names = ("fibertensor", "numpy", "numba", *extra)
+    return {"python": platform.python_version(), **{name: _version(name) for name in names}}
+
+
+@lru_cache(maxsize=None)
+def _version(name: str) -> str:
+    # Read once a process: importlib.metadata scans every installed distribution each time.
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def generated_by() -> dict[str, str]:
     """This software as a BIDS ``GeneratedBy`` entry (BIDS 1.4+, "Derived dataset and
     pipeline description"): ``Name``, ``Version`` and, when the installed package declares
     one (``[project.urls]`` Source, Repository or Homepage), ``CodeURL``."""
-    entry = {"Name": "fibertensor", "Version": package_versions()["fibertensor"]}
+    entry = {"Name": "fibertensor", "Version": _version("fibertensor")}
+    code_url = _code_url()
+    if code_url:
+        entry["CodeURL"] = code_url
+    return entry
+
+
+@lru_cache(maxsize=None)
+def _code_url() -> str | None:
     try:
         urls = metadata.metadata("fibertensor").get_all("Project-URL") or []
     except metadata.PackageNotFoundError:
         urls = []
     labelled = {label.strip().lower(): url.strip() for label, _, url in (u.partition(",") for u in urls)}
-    code_url = next((labelled[label] for label in _CODE_URL_LABELS if label in labelled), None)
-    if code_url:
-        entry["CodeURL"] = code_url
-    return entry
+    return next((labelled[label] for label in _CODE_URL_LABELS if label in labelled), None)
 
 
 def file_sha256(path: Path) -> str:
