@@ -177,7 +177,8 @@ def _render(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title
     to_ras, sizes, perm, signs = _to_ras(voxel_sizes, ornt)
     if directions_frame == "world":
         perm, signs = np.arange(3), np.ones(3)
-    centre = _centre(to_ras(nufo))
+    ras_nufo = to_ras(nufo)
+    centre = _centre(ras_nufo)
     views = _views(radiological)
     # Only the three slices are drawn: reorient colour channels and direction components there.
     rgb_planes, dir_planes, nufo_planes = [], [], []
@@ -196,7 +197,7 @@ def _render(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title
     gain = 1.0 / float(np.percentile(positive, 99)) if positive.size else 1.0
 
     s = _SUPERSAMPLE
-    extent = np.array(nufo.shape) * sizes
+    extent = np.array(ras_nufo.shape) * sizes  # mm along R, A, S
     scale = _PANEL * s / extent.max()  # pixels per mm, the same in every panel
     glyph_mm = extent.max() / _GLYPHS_ACROSS
     panel_w = [int(round(extent[v.across] * scale)) for v in views]

@@ -150,3 +150,19 @@ def test_the_picture_of_peaks_has_the_pixels_of_the_picture_of_their_metric_maps
     assert got.read_bytes() == expected.read_bytes()
     with Image.open(got) as png:
         assert np.asarray(png).any()
+
+
+@pytest.mark.parametrize("name", list(AFFINES))
+def test_panels_are_drawn_to_scale_in_mm(name):
+    """Each panel spans its slice's field of view in mm (the same pixels per mm in every
+    panel), along the RAS+ axes, whatever the order of the array's axes."""
+    affine = AFFINES[name]
+    shape = (6, 8, 5)
+    picture = render_qc_picture(np.zeros((*shape, 3), np.uint8), np.full((*shape, 3), np.nan),
+                                np.ones(shape, np.uint8), nib.affines.voxel_sizes(affine), "t", affine=affine)
+    canonical = nib.as_closest_canonical(nib.Nifti1Image(np.zeros(shape, np.uint8), affine))
+    extent = np.array(canonical.shape) * nib.affines.voxel_sizes(canonical.affine)  # mm along R, A, S
+    scale = 320 / extent.max()  # pixels per mm of the reduced picture
+    for view, (across, up) in {"sagittal": (1, 2), "coronal": (0, 2), "axial": (0, 1)}.items():
+        left, top, right, bottom = picture.panels[f"rgb {view}"]
+        assert abs((right - left) - extent[across] * scale) <= 1 and abs((bottom - top) - extent[up] * scale) <= 1, view
