@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -98,6 +99,22 @@ def _to_ras(voxel_sizes, ornt):
         return np.asarray, voxel_sizes, np.arange(3), np.ones(3)
     perm = np.argsort(ornt[:, 0]).astype(int)
     return lambda volume: apply_orientation(volume, ornt), voxel_sizes[perm], perm, ornt[perm, 1]
+
+
+def _orientation(affine: np.ndarray) -> np.ndarray:
+    """nibabel's ``io_orientation`` of ``affine`` (which reads only its linear part, the same
+    for the images of one protocol), remembered: 0.2–0.5 ms under the lock each time."""
+    linear = np.ascontiguousarray(affine[:-1, :-1])
+    return _orientation_of(linear.tobytes(), linear.shape)
+
+
+@lru_cache(maxsize=64)
+def _orientation_of(linear: bytes, shape: tuple[int, int]) -> np.ndarray:
+    affine = np.eye(shape[0] + 1, shape[1] + 1)
+    affine[:-1, :-1] = np.frombuffer(linear).reshape(shape)
+    ornt = io_orientation(affine)
+    ornt.flags.writeable = False
+    return ornt
 
 
 def _nufo_palette(npeaks: int) -> np.ndarray:
@@ -195,7 +212,7 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
         raise ValueError(f"directions_frame must be 'world' or 'voxel', not {directions_frame!r}")
     spatial = nufo.shape
     npeaks = int(npeaks if npeaks is not None else max(int(nufo.max()), 1))
-    ornt = io_orientation(np.asarray(affine, float)) if affine is not None else None
+    ornt = _orientation(np.asarray(affine, float)) if affine is not None else None
     to_ras, sizes, perm, signs = _to_ras(voxel_sizes, ornt)
     if directions_frame == "world":
         perm, signs = np.arange(3), np.ones(3)

@@ -13,6 +13,7 @@ letters, colour-bar labels: few distinct strings) are rendered whole by Pillow, 
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -43,16 +44,48 @@ def default_font(size: int):
     return ImageFont.load_default(size=size)
 
 
-@lru_cache(maxsize=4096)
-def _rendered(text: str, size: int, anchor: str | None, stroke: int) -> tuple[np.ndarray, int, int]:
-    """Pillow's mask of ``text`` and where its top-left pixel lies from the anchor point."""
+class _Atlas:
+    """Masks one after the other in one growing uint8 buffer, the ``masks`` that
+    :func:`worker.qc_raster.rasterize` reads: appended under a lock, so that an offset once
+    given never changes and a buffer handed out is never written below its length."""
+
+    def __init__(self) -> None:
+        self._buffer = np.zeros(1 << 16, np.uint8)
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def add(self, mask: np.ndarray) -> int:
+        with self._lock:
+            offset, end = self._size, self._size + mask.size
+            if end > self._buffer.size:
+                grown = np.zeros(max(2 * self._buffer.size, end), np.uint8)
+                grown[:offset] = self._buffer[:offset]
+                self._buffer = grown
+            self._buffer[offset:end] = mask.ravel()
+            self._size = end
+            return offset
+
+    def buffer(self) -> np.ndarray:
+        with self._lock:
+            return self._buffer[:self._size]
+
+
+_ATLAS = _Atlas()
+
+
+# Unbounded: the keys are glyphs and short labels (orientation letters, NuFO shares), few.
+@lru_cache(maxsize=None)
+def _rendered(text: str, size: int, anchor: str | None, stroke: int) -> np.ndarray:
+    """Pillow's mask of ``text``, stored in the atlas: (1, 5) int64 [offset, rows, cols, and
+    its top-left pixel's x, y from the anchor point]."""
     from PIL import Image, ImageDraw
 
     font = default_font(size)
     left, top, right, bottom = font.getbbox(text, anchor=anchor, stroke_width=stroke)
     image = Image.new("L", (max(right - left, 1), max(bottom - top, 1)))
     ImageDraw.Draw(image).text((-left, -top), text, fill=255, font=font, anchor=anchor, stroke_width=stroke)
-    return np.ascontiguousarray(np.asarray(image)), left, top
+    mask = np.asarray(image)
+    return _frozen(np.array([[_ATLAS.add(mask), *mask.shape, left, top]], np.int64))
 
 
 @lru_cache(maxsize=None)
@@ -73,17 +106,23 @@ def _ascender(size: int) -> int:
 
 
 @lru_cache(maxsize=1024)
-def _composed(text: str, size: int) -> tuple[tuple[tuple[np.ndarray, int, int], ...], int]:
-    """Glyph masks of ``text`` anchored left at the ascender, each with its top-left pixel
-    from the anchor point, and the string's length in 26.6."""
+def _composed(text: str, size: int) -> tuple[np.ndarray, int]:
+    """The glyph masks of ``text`` anchored left at the ascender, (n, 5) rows as
+    :func:`_rendered` gives, and the string's length in 26.6."""
     ascender = _ascender(size)
-    pieces, pen = [], 0
+    rows, pen = [], 0
     for i, char in enumerate(text):
-        mask, left, top = _rendered(char, size, "ls", 0)
+        offset, height, width, left, top = _rendered(char, size, "ls", 0)[0].tolist()
         # PIXEL() of _imagingft.c: the 26.6 pen position rounded to the nearest pixel.
-        pieces.append((mask, ((pen + 32) >> 6) + left, ascender + top))
+        rows.append((offset, height, width, ((pen + 32) >> 6) + left, ascender + top))
         pen += _advance(char, text[i + 1:i + 2], size)
-    return tuple(pieces), pen
+    return _frozen(np.array(rows, np.int64).reshape(-1, 5)), pen
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` made read-only: the caches hand out the same array to every caller."""
+    array.flags.writeable = False
+    return array
 
 
 def text_length(text: str, size: int) -> float:
@@ -91,32 +130,26 @@ def text_length(text: str, size: int) -> float:
     return _composed(text, size)[1] / 64
 
 
-def _pieces(text: Text, stroked: bool) -> tuple[tuple[np.ndarray, int, int], ...]:
+def _pieces(text: Text, stroked: bool) -> np.ndarray:
     if stroked:
-        return (_rendered(text.text, text.size, text.anchor, text.stroke),)
+        return _rendered(text.text, text.size, text.anchor, text.stroke)
     if text.anchor is None:
         return _composed(text.text, text.size)[0]
-    return (_rendered(text.text, text.size, text.anchor, 0),)
+    return _rendered(text.text, text.size, text.anchor, 0)
 
 
 def text_arrays(texts: list[Text]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``masks``, ``pieces`` and ``texts`` arguments of
     :func:`worker.qc_raster.rasterize` that draw ``texts`` in order, each outline before its
     text (as ``ImageDraw.text``)."""
-    offsets: dict[int, int] = {}
-    buffers, rows, drawn = [], [], []
-    size = 0
+    placed, drawn, count = [np.zeros((0, 5), np.int64)], [], 0
     for text in texts:
         # ImageDraw.text draws the outline, then the text unless it has the outline's colour.
         passes = ((True,) if text.fill == text.stroke_fill else (True, False)) if text.stroke else (False,)
         for stroked in passes:
-            first = len(rows)
-            for mask, left, top in _pieces(text, stroked):
-                if id(mask) not in offsets:
-                    offsets[id(mask)] = size
-                    buffers.append(mask.ravel())
-                    size += mask.size
-                rows.append((offsets[id(mask)], *mask.shape, text.xy[0] + left, text.xy[1] + top))
-            drawn.append((first, len(rows), *(text.stroke_fill if stroked else text.fill)))
-    masks = np.concatenate(buffers) if buffers else np.zeros(0, np.uint8)
-    return masks, np.array(rows, np.int64).reshape(-1, 5), np.array(drawn, np.int64).reshape(-1, 5)
+            pieces = _pieces(text, stroked)
+            placed.append(pieces + np.array([0, 0, 0, *text.xy], np.int64))
+            drawn.append((count, count + len(pieces), *(text.stroke_fill if stroked else text.fill)))
+            count += len(pieces)
+    # The atlas is read after every mask is in it.
+    return _ATLAS.buffer(), np.concatenate(placed), np.array(drawn, np.int64).reshape(-1, 5)
