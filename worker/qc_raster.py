@@ -234,17 +234,24 @@ def _reduce2(canvas):  # pragma: no cover - compiled
     averages what it has (``ImagingReduceCorners``)."""
     height, width = canvas.shape[0], canvas.shape[1]
     out = np.empty(((height + 1) // 2, (width + 1) // 2, 3), np.uint8)
+    for y in range(height // 2):
+        top, bottom = canvas[2 * y], canvas[2 * y + 1]
+        for x in range(width // 2):
+            for c in range(3):
+                total = (np.int32(top[2 * x, c]) + np.int32(top[2 * x + 1, c]) + np.int32(bottom[2 * x, c])
+                         + np.int32(bottom[2 * x + 1, c]))
+                out[y, x, c] = (total + 2) >> 2
+    # The last column and row of an odd size, and their corner.
     for y in range(out.shape[0]):
-        for x in range(out.shape[1]):
-            rows = min(2, height - 2 * y)
-            cols = min(2, width - 2 * x)
-            count = rows * cols
+        partial_row = 2 * y + 1 == height
+        for x in range(0 if partial_row else width // 2, out.shape[1]):
+            rows, cols = min(2, height - 2 * y), min(2, width - 2 * x)
             for c in range(3):
                 total = 0
                 for i in range(rows):
                     for j in range(cols):
-                        total += np.int64(canvas[2 * y + i, 2 * x + j, c])
-                out[y, x, c] = (total + count // 2) // count
+                        total += np.int32(canvas[2 * y + i, 2 * x + j, c])
+                out[y, x, c] = (total + rows * cols // 2) // (rows * cols)
     return out
 
 
