@@ -17,7 +17,8 @@ image's left) unless ``radiological``; the picture says which.
 Drawn as Pillow's ``ImageDraw`` draws, which keeps the worker free of a plotting stack, with
 Pillow's own pixels but in one numba call that releases the interpreter lock
 (:mod:`worker.qc_raster`; text from glyphs rendered once, :mod:`worker.qc_text`), so that a
-job's other writers run meanwhile; lines are drawn at twice the size and reduced, which
+job's other writers run meanwhile (a process's first picture, while numba is not loaded, is
+Pillow's own: see :func:`_pixels`); lines are drawn at twice the size and reduced, which
 anti-aliases them. A peaks job draws it from the peaks as the search gives them
 (:func:`write_peaks_qc_png`): only the three slices are coloured, so the picture need not
 wait for the volume's fODF metric maps.

@@ -204,9 +204,22 @@ def _blend(background, mask, ink):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
+def _over(below, above):  # pragma: no cover - compiled
+    """A glyph's coverage over the text's so far, as Pillow's ``font_render`` combines
+    overlapping glyphs: above + below·(255 − above)/255 (MULDIV255), where both cover."""
+    if above == 0:
+        return below
+    if below == 0:
+        return above
+    value = np.int64(below) * (255 - np.int64(above)) + 128
+    return min(255, np.int64(above) + (((value >> 8) + value) >> 8))
+
+
+@njit(nogil=True, cache=True)
 def _draw_text(canvas, masks, pieces, first, end, colour):  # pragma: no cover - compiled
-    """One text: the maximum of its pieces (glyph or string masks, as FreeType's glyphs
-    combine in Pillow's ``font_render``), then blended onto the canvas in ``colour``."""
+    """One text: its pieces (glyph or string masks) combined in order as Pillow's
+    ``font_render`` combines glyphs (:func:`_over`), then blended onto the canvas in
+    ``colour``."""
     left, top, right, bottom = 1 << 30, 1 << 30, -(1 << 30), -(1 << 30)
     for p in range(first, end):
         left, top = min(left, pieces[p, 3]), min(top, pieces[p, 4])
@@ -219,7 +232,7 @@ def _draw_text(canvas, masks, pieces, first, end, colour):  # pragma: no cover -
         x, y = pieces[p, 3] - left, pieces[p, 4] - top
         for i in range(rows):
             for j in range(cols):
-                mask[y + i, x + j] = max(mask[y + i, x + j], masks[offset + i * cols + j])
+                mask[y + i, x + j] = _over(mask[y + i, x + j], masks[offset + i * cols + j])
     for i in range(max(top, 0), min(bottom, canvas.shape[0])):
         for j in range(max(left, 0), min(right, canvas.shape[1])):
             m = mask[i - top, j - left]

@@ -4,8 +4,8 @@ rendering per job once its glyphs are known.
 Pillow's default font (Aileron, which ``ImageFont.load_default`` gives with its basic
 layout) renders a string glyph by glyph: each glyph's bitmap, rendered at the pen's origin,
 is placed at the pen position rounded to whole pixels, the pen advancing by the glyph's
-hinted advance plus kerning, and overlapping bitmaps keep their maximum (``font_render``
-in Pillow's ``_imagingft.c``). So a string anchored at its left and ascender (Pillow's
+hinted advance plus kerning, each bitmap laid over those before it (``font_render`` in
+Pillow's ``_imagingft.c``). So a string anchored at its left and ascender (Pillow's
 default anchor) is composed here from glyph masks rendered once per process, which gives
 Pillow's mask of the whole string; texts with another anchor or an outline (orientation
 letters, colour-bar labels: few distinct strings) are rendered whole by Pillow, once.

@@ -75,6 +75,7 @@ TEXTS = [
     Text((6, 55), "neurological (subject's left on the image's left); axes reoriented to RAS+ from the affine; "
                   "slices cross at voxel (49, 49, 34), world (-2.0, -112.5, 7.1) mm", 24, (170, 170, 170)),
     Text((20, 78), "sagittal", 24, (235, 235, 235)),
+    Text((70, 75), "\\/\\//", 24, (200, 255, 90)),  # overlapping glyphs: each laid over the one before
     *(Text(xy, letter, 24, (235, 235, 235), anchor, stroke=4) for letter, xy, anchor in
       (("A", (6, 40), "lm"), ("P", (125, 40), "rm"), ("S", (60, 4), "mt"), ("I", (60, 93), "mb"))),
     Text((90, 70), "2   17 %", 24, (235, 235, 235), "lm"),
