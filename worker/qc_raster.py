@@ -292,7 +292,8 @@ def rasterize(canvas, panels, panel_table, masks, pieces, texts, segments, width
     segments : (L, 4) float64 array
         Lines x0, y0, x1, y1 in drawing order (truncated to int, as Pillow does).
     widths : (L,) int64 array
-        Line widths in pixels.
+        Line widths in pixels, at least 2 (Pillow draws 1-pixel lines otherwise, by
+        Bresenham's algorithm, which this does not).
     colours : (L, 3) uint8 array
         Line colours.
 
