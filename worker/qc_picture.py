@@ -14,27 +14,33 @@ anterior on the left in the sagittal view) after reorienting the arrays to the c
 canonical RAS+ axes of the affine, in neurological convention (subject's left on the
 image's left) unless ``radiological``; the picture says which.
 
-Drawn with Pillow, which keeps the worker free of a plotting stack; lines are drawn at twice
-the size and reduced, which anti-aliases them. A peaks job draws it from the peaks as the
-search gives them (:func:`write_peaks_qc_png`): only the three slices are coloured, so the
-picture need not wait for the volume's fODF metric maps.
+Drawn as Pillow's ``ImageDraw`` draws, which keeps the worker free of a plotting stack, with
+Pillow's own pixels but in one numba call that releases the interpreter lock
+(:mod:`worker.qc_raster`; text from glyphs rendered once, :mod:`worker.qc_text`), so that a
+job's other writers run meanwhile (a process's first picture, while numba is not loaded, is
+Pillow's own: see :func:`_pixels`); lines are drawn at twice the size and reduced, which
+anti-aliases them. A peaks job draws it from the peaks as the search gives them
+(:func:`write_peaks_qc_png`): only the three slices are coloured, so the picture need not
+wait for the volume's fODF metric maps.
 """
 
 from __future__ import annotations
 
+import sys
+import time
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from nibabel.orientations import apply_orientation, io_orientation
 
 from worker.io.png import write_png_atomic
+from worker.qc_text import Text, default_font, text_arrays, text_length
 
-if TYPE_CHECKING:
-    from PIL import Image
-
-__all__ = ["QcPicture", "render_qc_picture", "render_peaks_qc_picture", "write_qc_png", "write_peaks_qc_png"]
+__all__ = ["QcPicture", "render_qc_picture", "render_peaks_qc_picture", "write_qc_png", "write_peaks_qc_png",
+           "warm_up_qc_picture"]
 
 _SUPERSAMPLE = 2
 _PANEL = 320  # pixels of the longest field of view, before supersampling
@@ -43,6 +49,9 @@ _MARGIN = 14
 # The colour map under the lines is shown at this fraction of full brightness, so that a
 # line stands out from a voxel of its own colour.
 _MAP_BRIGHTNESS = 0.65
+# Seconds numba takes to compile the rasterizer (worker.qc_raster) on a 2-core CI machine.
+_RASTERIZER_COMPILE_SECONDS = 5
+_pictures_drawn = 0  # in this process (see _pixels)
 # viridis at 0, 1/4, 1/2, 3/4, 1: NuFO 1..K from dark blue to yellow; 0 is black.
 _VIRIDIS = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], float)
 
@@ -93,6 +102,22 @@ def _to_ras(voxel_sizes, ornt):
     return lambda volume: apply_orientation(volume, ornt), voxel_sizes[perm], perm, ornt[perm, 1]
 
 
+def _orientation(affine: np.ndarray) -> np.ndarray:
+    """nibabel's ``io_orientation`` of ``affine`` (which reads only its linear part, the same
+    for the images of one protocol), remembered: 0.2–0.5 ms under the lock each time."""
+    linear = np.ascontiguousarray(affine[:-1, :-1])
+    return _orientation_of(linear.tobytes(), linear.shape)
+
+
+@lru_cache(maxsize=64)
+def _orientation_of(linear: bytes, shape: tuple[int, int]) -> np.ndarray:
+    affine = np.eye(shape[0] + 1, shape[1] + 1)
+    affine[:-1, :-1] = np.frombuffer(linear).reshape(shape)
+    ornt = io_orientation(affine)
+    ornt.flags.writeable = False
+    return ornt
+
+
 def _nufo_palette(npeaks: int) -> np.ndarray:
     """uint8 colours of NuFO 0..npeaks: black, then viridis from dark blue to yellow."""
     stops = np.linspace(0.0, 1.0, len(_VIRIDIS))
@@ -110,19 +135,32 @@ def _centre(nufo: np.ndarray) -> tuple[int, int, int]:
     return tuple((int(span[0]) + int(span[-1])) // 2 for span in spans)
 
 
-def _fonts(size: int):
-    from PIL import ImageFont
+@dataclass
+class QcPicture:
+    """The rendered picture, (H, W, 3) uint8 ``pixels``, and where its panels lie:
+    ``panels["rgb coronal"]``, ``panels["nufo axial"]``, … are (left, top, right, bottom)
+    pixel boxes."""
 
-    return ImageFont.load_default(size=size * _SUPERSAMPLE)
+    pixels: np.ndarray
+    panels: dict[str, tuple[int, int, int, int]]
 
 
 @dataclass
-class QcPicture:
-    """The rendered picture and where its panels lie: ``panels["rgb coronal"]``,
-    ``panels["nufo axial"]``, … are (left, top, right, bottom) pixel boxes."""
+class _Drawing:
+    """What the picture draws on its supersampled canvas (``width`` × ``height``), in the
+    terms of Pillow's ``ImageDraw`` and in the order drawn (:func:`_pixels`): ``rectangles``
+    as ``ImageDraw.rectangle`` (box, fill, outline, outline width), ``panels`` as pictures
+    resized by nearest neighbour to (left, top, width, height), ``texts``, then the lines
+    ``segments`` (L, 4) with ``widths`` (L,) and ``colours`` (L, 3)."""
 
-    image: "Image.Image"  # Pillow is imported on first use
-    panels: dict[str, tuple[int, int, int, int]]
+    width: int
+    height: int
+    rectangles: list[tuple[tuple[int, int, int, int], tuple[int, int, int], tuple[int, int, int], int]]
+    panels: list[tuple[np.ndarray, tuple[int, int, int, int]]]
+    texts: list[Text]
+    segments: np.ndarray
+    widths: np.ndarray
+    colours: np.ndarray
 
 
 def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
@@ -134,8 +172,9 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
     if nufo.ndim != 3 or rgb.shape != (*spatial, 3) or first_dirs.shape != (*spatial, 3):
         raise ValueError(f"expected rgb (X, Y, Z, 3), first_dirs (X, Y, Z, 3) and nufo (X, Y, Z) on one grid, "
                          f"got {rgb.shape}, {first_dirs.shape} and {nufo.shape}")
-    return _render(lambda plane: plane(rgb), first_dirs, nufo, voxel_sizes, title, affine, directions_frame, npeaks,
-                   radiological)
+    drawing, panels = _draw(lambda plane: plane(rgb), first_dirs, nufo, voxel_sizes, title, affine, directions_frame,
+                            npeaks, radiological)
+    return QcPicture(_pixels(drawing), panels)
 
 
 def render_peaks_qc_picture(directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
@@ -160,24 +199,26 @@ def render_peaks_qc_picture(directions: np.ndarray, amplitudes: np.ndarray, coun
     def colour(plane):
         return directional_colour(plane(first_dirs), plane(afd_max), plane(count), largest)
 
-    return _render(colour, first_dirs, count, voxel_sizes, title, affine, directions_frame, npeaks, radiological)
+    drawing, panels = _draw(colour, first_dirs, count, voxel_sizes, title, affine, directions_frame, npeaks,
+                            radiological)
+    return QcPicture(_pixels(drawing), panels)
 
 
-def _render(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, affine, directions_frame,
-            npeaks, radiological) -> QcPicture:
-    """The picture of the slices of ``first_dirs`` and ``nufo``; ``colour(plane)`` gives the
-    rgb map's slice (uint8) from ``plane``, the function that slices a volume of the grid."""
-    from PIL import Image, ImageDraw
-
+def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, affine, directions_frame,
+          npeaks, radiological) -> tuple[_Drawing, dict[str, tuple[int, int, int, int]]]:
+    """The drawing of the slices of ``first_dirs`` and ``nufo`` and its panels' boxes (in
+    the reduced picture); ``colour(plane)`` gives the rgb map's slice (uint8) from
+    ``plane``, the function that slices a volume of the grid."""
     if directions_frame not in ("world", "voxel"):
         raise ValueError(f"directions_frame must be 'world' or 'voxel', not {directions_frame!r}")
     spatial = nufo.shape
     npeaks = int(npeaks if npeaks is not None else max(int(nufo.max()), 1))
-    ornt = io_orientation(np.asarray(affine, float)) if affine is not None else None
+    ornt = _orientation(np.asarray(affine, float)) if affine is not None else None
     to_ras, sizes, perm, signs = _to_ras(voxel_sizes, ornt)
     if directions_frame == "world":
         perm, signs = np.arange(3), np.ones(3)
-    centre = _centre(to_ras(nufo))
+    ras_nufo = to_ras(nufo)
+    centre = _centre(ras_nufo)
     views = _views(radiological)
     # Only the three slices are drawn: reorient colour channels and direction components there.
     rgb_planes, dir_planes, nufo_planes = [], [], []
@@ -196,12 +237,12 @@ def _render(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title
     gain = 1.0 / float(np.percentile(positive, 99)) if positive.size else 1.0
 
     s = _SUPERSAMPLE
-    extent = np.array(nufo.shape) * sizes
+    extent = np.array(ras_nufo.shape) * sizes  # mm along R, A, S
     scale = _PANEL * s / extent.max()  # pixels per mm, the same in every panel
     glyph_mm = extent.max() / _GLYPHS_ACROSS
     panel_w = [int(round(extent[v.across] * scale)) for v in views]
     panel_h = max(int(round(extent[v.up] * scale)) for v in views)
-    big, small = _fonts(17), _fonts(12)
+    big, small = 17 * s, 12 * s  # font sizes
     line = 17 * s
     m = _MARGIN * s
     bar_w = 96 * s
@@ -213,18 +254,14 @@ def _render(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title
         "neurological (subject's left on the image's left)"
     axes = "axes reoriented to RAS+ from the affine" if ornt is not None else "array axes taken as RAS+"
     footer = f"{convention}; {axes}; slices cross at {_crossing(centre, spatial, ornt, affine)}"
-    text_w = max(small.getlength(legend), small.getlength(footer), big.getlength(title))
+    text_w = max(text_length(legend, small), text_length(footer, small), text_length(title, big))
     width = max(m + sum(w + m for w in panel_w) + bar_w, int(text_w) + 2 * m)
     height = header + 2 * row_h + 2 * line + m
-    canvas = Image.new("RGB", (width, height), (0, 0, 0))
-    draw = ImageDraw.Draw(canvas)
     grey, white = (170, 170, 170), (235, 235, 235)
-    draw.text((m, m), title, fill=white, font=big)
-    draw.text((m, m + line + 4 * s), legend, fill=grey, font=small)
-    draw.text((m, m + 2 * line + 4 * s), "bottom: NuFO, the number of peaks per voxel", fill=grey, font=small)
+    texts = [Text((m, m), title, big, white), Text((m, m + line + 4 * s), legend, small, grey),
+             Text((m, m + 2 * line + 4 * s), "bottom: NuFO, the number of peaks per voxel", small, grey)]
+    pictures, segments, panels = [], [], {}
     palette = _nufo_palette(npeaks)
-
-    panels = {}
     x = m
     for view, w, rgb_plane, dir_plane, nufo_plane, weight in zip(views, panel_w, rgb_planes, dir_planes, nufo_planes,
                                                                   weights):
@@ -233,22 +270,91 @@ def _render(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title
         for row, (kind, picture) in enumerate((("rgb", shown),
                                                ("nufo", palette[np.minimum(nufo_plane, npeaks)]))):
             top = header + row * row_h + line
-            draw.text((x, top - line), view.name, fill=white, font=small)
-            canvas.paste(Image.fromarray(np.ascontiguousarray(picture)).resize((w, h), Image.NEAREST), (x, top))
+            texts.append(Text((x, top - line), view.name, small, white))
+            pictures.append((np.ascontiguousarray(picture), (x, top, w, h)))
             panels[f"{kind} {view.name}"] = tuple(v // s for v in (x, top, x + w, top + h))
             left, right, up, down = view.letters
             for text, xy, anchor in ((left, (x + 3 * s, top + h // 2), "lm"), (right, (x + w - 3 * s, top + h // 2), "rm"),
                                      (up, (x + w // 2, top + 2 * s), "mt"), (down, (x + w // 2, top + h - 2 * s), "mb")):
-                draw.text(xy, text, fill=white, font=small, anchor=anchor, stroke_width=2 * s, stroke_fill=(0, 0, 0))
+                texts.append(Text(xy, text, small, white, anchor, stroke=2 * s))
         # Length ∝ √AFD: a voxel at a quarter of the 99th percentile still draws half a line.
-        _draw_glyphs(draw, dir_plane, np.sqrt(np.minimum(weight * gain, 1.0)), view, sizes, scale, glyph_mm,
-                     (x, header + line))
+        segments.append(_glyphs(dir_plane, np.sqrt(np.minimum(weight * gain, 1.0)), view, sizes, scale, glyph_mm,
+                                (x, header + line)))
         x += w + m
 
-    voxels = np.bincount(np.minimum(nufo, npeaks).ravel(), minlength=npeaks + 1)
-    _draw_colour_bar(draw, palette, voxels, (x, header + row_h + line), panel_h, small)
-    draw.text((m, height - m - line), footer, fill=grey, font=small)
-    return QcPicture(image=canvas.reduce(s), panels=panels)
+    # Voxels per NuFO value, npeaks and above together (counting compares: bincount would
+    # first copy the volume to intp).
+    voxels = np.array([np.count_nonzero(nufo == value) for value in range(npeaks)] + [0])
+    voxels[npeaks] = nufo.size - voxels.sum()
+    rectangles = _colour_bar(palette, voxels, (x, header + row_h + line), panel_h, small, texts)
+    texts.append(Text((m, height - m - line), footer, small, grey))
+    lines, widths, colours = (np.concatenate(parts) for parts in zip(*segments))
+    return _Drawing(width, height, rectangles, pictures, texts, lines, widths, colours), panels
+
+
+def _pixels(drawing: _Drawing) -> np.ndarray:
+    """The reduced picture of ``drawing``, drawn by :func:`_rasterized` without the
+    interpreter lock; but by Pillow (the same pixels, :func:`_drawn_by_pillow`; about 25 ms
+    under the lock) for the first picture of a process that has not imported numba:
+    numba's import and CPU runtime would cost a process that draws one picture, such as
+    ``fibertensor peaks`` on the GPU (which needs no numba), about 0.3 s more. A process
+    that draws more (a worker, a batch) loads the rasterizer at its second picture."""
+    global _pictures_drawn
+    _pictures_drawn += 1
+    if _pictures_drawn == 1 and "numba" not in sys.modules:
+        return _drawn_by_pillow(drawing)
+    return _rasterized(drawing)
+
+
+def _rasterized(drawing: _Drawing) -> np.ndarray:
+    """:func:`_pixels` by numpy (the rectangles), then one call of
+    :func:`worker.qc_raster.rasterize` for the rest, which holds no interpreter lock."""
+    from gpu.compile_notice import notice_compile
+    from worker.qc_raster import rasterize
+
+    canvas = np.zeros((drawing.height, drawing.width, 3), np.uint8)
+    for (x0, y0, x1, y1), fill, outline, width in drawing.rectangles:
+        # ImageDraw.rectangle: the box's pixels inclusive, the outline inside it.
+        canvas[y0:y1 + 1, x0:x1 + 1] = outline
+        canvas[y0 + width:y1 - width + 1, x0 + width:x1 - width + 1] = fill
+    offsets = np.cumsum([0] + [picture.size for picture, _ in drawing.panels])
+    panel_table = np.array([(offset, *picture.shape[:2], *box)
+                            for offset, (picture, box) in zip(offsets, drawing.panels)], np.int64)
+    panels = np.concatenate([picture.ravel() for picture, _ in drawing.panels])
+    args = (canvas, panels, panel_table, *text_arrays(drawing.texts), drawing.segments, drawing.widths,
+            drawing.colours)
+    notice_compile(rasterize, args, "the QC picture's rasterizer", _RASTERIZER_COMPILE_SECONDS)
+    return rasterize(*args)
+
+
+def _drawn_by_pillow(drawing: _Drawing) -> np.ndarray:
+    """:func:`_pixels` by Pillow's ``ImageDraw``, in the drawing's order."""
+    from PIL import Image, ImageDraw
+
+    canvas = Image.new("RGB", (drawing.width, drawing.height))
+    pen = ImageDraw.Draw(canvas)
+    for box, fill, outline, width in drawing.rectangles:
+        pen.rectangle(box, fill=fill, outline=outline, width=width)
+    for picture, (left, top, width, height) in drawing.panels:
+        canvas.paste(Image.fromarray(picture).resize((width, height), Image.NEAREST), (left, top))
+    for text in drawing.texts:
+        pen.text(text.xy, text.text, fill=text.fill, font=default_font(text.size), anchor=text.anchor,
+                 stroke_width=text.stroke, stroke_fill=text.stroke_fill)
+    for segment, width, colour in zip(drawing.segments.tolist(), drawing.widths.tolist(), drawing.colours.tolist()):
+        pen.line(segment, fill=tuple(colour), width=width)
+    return np.asarray(canvas.reduce(2))
+
+
+def warm_up_qc_picture() -> float:
+    """Compile (or load from numba's cache) the rasterizer and render the glyphs of a small
+    picture, so that a job's first picture waits for neither (and is rasterized); returns
+    the seconds taken."""
+    started = time.perf_counter()
+    shape = (4, 4, 4)
+    drawing, _ = _draw(lambda plane: plane(np.zeros((*shape, 3), np.uint8)), np.full((*shape, 3), np.nan),
+                       np.ones(shape, np.uint8), (2.0, 2.0, 2.0), "warm-up", np.eye(4), "world", None, False)
+    _rasterized(drawing)
+    return time.perf_counter() - started
 
 
 def _crossing(centre, spatial, ornt, affine) -> str:
@@ -262,10 +368,11 @@ def _crossing(centre, spatial, ornt, affine) -> str:
     return f"voxel {tuple(voxel)}, world ({world[0]:.1f}, {world[1]:.1f}, {world[2]:.1f}) mm"
 
 
-def _draw_glyphs(draw, dirs: np.ndarray, lengths: np.ndarray, view: _View, sizes, scale: float, glyph_mm: float,
-                 origin) -> None:
+def _glyphs(dirs: np.ndarray, lengths: np.ndarray, view: _View, sizes, scale: float, glyph_mm: float,
+            origin) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """First-peak directions as lines centred on voxels of a grid about ``glyph_mm`` apart,
-    each ``0.85 * glyph_mm`` long times ``lengths`` (0..1) times the in-plane length of the direction."""
+    each ``0.85 * glyph_mm`` long times ``lengths`` (0..1) times the in-plane length of the
+    direction: segments (L, 4), widths and colours, a black outline under each line first."""
     size_h, size_v = sizes[view.across], sizes[view.up]
     step_h = max(1, int(round(glyph_mm / size_h)))
     step_v = max(1, int(round(glyph_mm / size_v)))
@@ -282,34 +389,35 @@ def _draw_glyphs(draw, dirs: np.ndarray, lengths: np.ndarray, view: _View, sizes
     dy = -d[:, view.up] * half
     cx = origin[0] + (cols[c] + 0.5) * size_h * scale
     cy = origin[1] + (rows[r] + 0.5) * size_v * scale
-    colour = np.abs(d) / np.abs(d).max(axis=1, keepdims=True) * 255.0
-    segments = np.stack([cx - dx, cy - dy, cx + dx, cy + dy], axis=1).tolist()
-    colours = [tuple(v) for v in colour.round().astype(int).tolist()]
+    colour = (np.abs(d) / np.abs(d).max(axis=1, keepdims=True) * 255.0).round().astype(np.uint8)
+    segments = np.stack([cx - dx, cy - dy, cx + dx, cy + dy], axis=1)
     width = min(max(2 * _SUPERSAMPLE, int(round(full / 4))), 3 * _SUPERSAMPLE)
-    for segment in segments:
-        draw.line(segment, fill=(0, 0, 0), width=width + 2 * _SUPERSAMPLE)
-    for segment, fill in zip(segments, colours):
-        draw.line(segment, fill=fill, width=width)
+    n = len(segments)
+    widths = np.repeat(np.array([width + 2 * _SUPERSAMPLE, width], np.int64), n)
+    return np.concatenate([segments, segments]), widths, np.concatenate([np.zeros_like(colour), colour])
 
 
-def _draw_colour_bar(draw, palette: np.ndarray, voxels: np.ndarray, origin, height: int, font) -> None:
+def _colour_bar(palette: np.ndarray, voxels: np.ndarray, origin, height: int, font: int, texts: list[Text]) -> list:
     """A discrete colour bar, one block per NuFO value from 0 at the bottom, each value
-    labelled with its share of the volume's voxels with peaks (``voxels`` counts each value)."""
+    labelled with its share of the volume's voxels with peaks (``voxels`` counts each value):
+    its rectangles, its labels appended to ``texts``."""
     x, y = origin
     s = _SUPERSAMPLE
     levels = len(palette)
     block = min(height // levels, 40 * s)
     with_peaks = max(int(voxels[1:].sum()), 1)
+    white, grey = (235, 235, 235), (170, 170, 170)
+    rectangles = []
     for value, colour in enumerate(palette):
         top = y + (levels - 1 - value) * block
-        draw.rectangle([x, top, x + 16 * s, top + block - 2 * s], fill=tuple(int(c) for c in colour),
-                       outline=(120, 120, 120), width=s)
+        box = (x, top, x + 16 * s, top + block - 2 * s)
+        rectangles.append((box, tuple(int(c) for c in colour), (120, 120, 120), s))
         label = str(value) if value == 0 else f"{value}   {100.0 * voxels[value] / with_peaks:.0f} %"
-        draw.text((x + 22 * s, top + block // 2), label, fill=(235, 235, 235), font=font, anchor="lm")
+        texts.append(Text((x + 22 * s, top + block // 2), label, font, white, "lm"))
     below = y + levels * block + 6 * s
-    draw.text((x, below), "NuFO", fill=(235, 235, 235), font=font)
-    draw.text((x, below + 15 * s), "% of voxels", fill=(170, 170, 170), font=font)
-    draw.text((x, below + 30 * s), "with peaks", fill=(170, 170, 170), font=font)
+    texts += [Text((x, below), "NuFO", font, white), Text((x, below + 15 * s), "% of voxels", font, grey),
+              Text((x, below + 30 * s), "with peaks", font, grey)]
+    return rectangles
 
 
 def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
@@ -349,7 +457,7 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
     """
     picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine,
                                 directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
-    return write_png_atomic(Path(path), np.asarray(picture.image))
+    return write_png_atomic(Path(path), picture.pixels)
 
 
 def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
@@ -378,4 +486,4 @@ def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarra
     """
     picture = render_peaks_qc_picture(directions, amplitudes, count, voxel_sizes, title, affine=affine,
                                       directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
-    return write_png_atomic(Path(path), np.asarray(picture.image))
+    return write_png_atomic(Path(path), picture.pixels)

@@ -91,13 +91,15 @@ def warm_up_pool_process(**_: object) -> None:
         return
     from gpu.cuda_runtime import resolve_backend
     from gpu.peaks.warmup import warm_up_peaks
+    from worker.qc_picture import warm_up_qc_picture
 
     try:
         backend = resolve_backend("auto")
-        seconds = warm_up_peaks(backend, lmaxes)
+        # The QC picture's rasterizer brings numba's CPU runtime, which a CUDA job loads for it alone.
+        seconds = sum(warm_up_peaks(backend, lmaxes).values()) + warm_up_qc_picture()
     except Exception:
         logger.warning("warm-up of the peaks kernels (lmax %s) failed; jobs load them themselves",
                        ",".join(map(str, lmaxes)), exc_info=True)
         return
-    logger.info("pool process warmed up: peaks kernels (%s, lmax %s) in %.1f s",
-                backend, ",".join(map(str, lmaxes)), sum(seconds.values()))
+    logger.info("pool process warmed up: peaks kernels (%s, lmax %s) and the QC picture's rasterizer in %.1f s",
+                backend, ",".join(map(str, lmaxes)), seconds)

@@ -5,6 +5,10 @@ axes; read back from the PNG file."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import nibabel as nib
 import numpy as np
 import pytest
@@ -67,7 +71,7 @@ def test_panels_show_the_canonical_slices_in_anatomical_orientation(tmp_path, na
     with Image.open(path) as png:
         assert png.format == "PNG" and png.mode == "RGB"
         pixels = np.asarray(png)
-    np.testing.assert_array_equal(pixels, np.asarray(picture.image))
+    np.testing.assert_array_equal(pixels, picture.pixels)
 
     # The colour shown is that of the direction in world space.
     canonical_rgb = np.asarray(nib.as_closest_canonical(nib.Nifti1Image(colour(world), affine)).dataobj)
@@ -99,7 +103,7 @@ def test_lines_point_along_the_first_peak_in_world_space(radiological, frame):
     grey = np.full((*shape, 3), 147, np.uint8)  # |(147, 147, 147)| = 255: full weight
     picture = render_qc_picture(grey, first, np.ones(shape, np.uint8), nib.affines.voxel_sizes(affine), "t",
                                 affine=affine, directions_frame=frame, radiological=radiological)
-    pixels = np.asarray(picture.image).astype(int)
+    pixels = picture.pixels.astype(int)
     # Screen angle of the line (degrees, counter-clockwise from the image's right) per view.
     expected = {"coronal": 135.0 if radiological else 45.0, "axial": 0.0, "sagittal": 90.0}
     for view, angle in expected.items():
@@ -150,3 +154,59 @@ def test_the_picture_of_peaks_has_the_pixels_of_the_picture_of_their_metric_maps
     assert got.read_bytes() == expected.read_bytes()
     with Image.open(got) as png:
         assert np.asarray(png).any()
+
+
+@pytest.mark.parametrize("name", list(AFFINES))
+def test_panels_are_drawn_to_scale_in_mm(name):
+    """Each panel spans its slice's field of view in mm (the same pixels per mm in every
+    panel), along the RAS+ axes, whatever the order of the array's axes."""
+    affine = AFFINES[name]
+    shape = (6, 8, 5)
+    picture = render_qc_picture(np.zeros((*shape, 3), np.uint8), np.full((*shape, 3), np.nan),
+                                np.ones(shape, np.uint8), nib.affines.voxel_sizes(affine), "t", affine=affine)
+    canonical = nib.as_closest_canonical(nib.Nifti1Image(np.zeros(shape, np.uint8), affine))
+    extent = np.array(canonical.shape) * nib.affines.voxel_sizes(canonical.affine)  # mm along R, A, S
+    scale = 320 / extent.max()  # pixels per mm of the reduced picture
+    for view, (across, up) in {"sagittal": (1, 2), "coronal": (0, 2), "axial": (0, 1)}.items():
+        left, top, right, bottom = picture.panels[f"rgb {view}"]
+        assert abs((right - left) - extent[across] * scale) <= 1 and abs((bottom - top) - extent[up] * scale) <= 1, view
+
+
+@pytest.mark.parametrize("name", list(AFFINES))
+def test_the_picture_has_the_pixels_pillow_draws(name):
+    """The picture, drawn without the interpreter lock (worker.qc_raster), is what Pillow's
+    ImageDraw draws of the same shapes and texts, pixel for pixel."""
+    from worker.qc_picture import _draw, _drawn_by_pillow, _rasterized
+
+    rng = np.random.default_rng(5)
+    shape, k = (14, 11, 9), 4
+    first = rng.normal(size=(*shape, 3))
+    first /= np.linalg.norm(first, axis=-1, keepdims=True)
+    rgb = colour(first * rng.uniform(0.0, 1.0, (*shape, 1)))
+    nufo = rng.integers(0, k + 1, shape).astype(np.uint8)
+    affine = AFFINES[name]
+    args = (first, nufo, nib.affines.voxel_sizes(affine), "sub-07_dwi_fod.nii.gz: lmax 8, K = 4 peaks, mrtrix basis")
+    drawing, _ = _draw(lambda plane: plane(rgb), *args, affine, "world", k, False)
+    picture = render_qc_picture(rgb, *args, affine=affine, npeaks=k)
+    expected = _drawn_by_pillow(drawing)
+    np.testing.assert_array_equal(_rasterized(drawing), expected)
+    np.testing.assert_array_equal(picture.pixels, expected)
+
+
+def test_a_process_drawing_one_picture_does_not_load_numba(tmp_path):
+    """Its picture is Pillow's (numba's import and runtime would cost more than the lock
+    held); the second picture of a process loads the rasterizer, and is the same file."""
+    code = """if True:
+        import sys
+        import numpy as np
+        from worker.qc_picture import write_qc_png
+        shape = (5, 6, 4)
+        for name in ("first", "second"):
+            write_qc_png(f"{sys.argv[1]}/{name}.png", np.full((*shape, 3), 147, np.uint8),
+                         np.broadcast_to([0.6, 0.8, 0.0], (*shape, 3)), np.ones(shape, np.uint8), (2.0, 2.0, 2.0), "t")
+            print("numba" in sys.modules)
+    """
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.stdout.split() == ["False", "True"]
+    assert (tmp_path / "first.png").read_bytes() == (tmp_path / "second.png").read_bytes()

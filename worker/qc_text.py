@@ -1,0 +1,155 @@
+"""The QC picture's text as masks for :func:`worker.qc_raster.rasterize`, with no FreeType
+rendering per job once its glyphs are known.
+
+Pillow's default font (Aileron, which ``ImageFont.load_default`` gives with its basic
+layout) renders a string glyph by glyph: each glyph's bitmap, rendered at the pen's origin,
+is placed at the pen position rounded to whole pixels, the pen advancing by the glyph's
+hinted advance plus kerning, each bitmap laid over those before it (``font_render`` in
+Pillow's ``_imagingft.c``). So a string anchored at its left and ascender (Pillow's
+default anchor) is composed here from glyph masks rendered once per process, which gives
+Pillow's mask of the whole string; texts with another anchor or an outline (orientation
+letters, colour-bar labels: few distinct strings) are rendered whole by Pillow, once.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Text", "default_font", "text_length", "text_arrays"]
+
+
+class Text(NamedTuple):
+    """A text as ``ImageDraw.text`` would draw it: the default font at ``size`` pixels,
+    ``anchor`` (None: left, ascender), and an outline ``stroke`` pixels wide in
+    ``stroke_fill`` drawn first when ``stroke`` > 0."""
+
+    xy: tuple[int, int]
+    text: str
+    size: int
+    fill: tuple[int, int, int]
+    anchor: str | None = None
+    stroke: int = 0
+    stroke_fill: tuple[int, int, int] = (0, 0, 0)
+
+
+@lru_cache(maxsize=None)
+def default_font(size: int):
+    """Pillow's default font at ``size`` pixels (``ImageFont.load_default``), loaded once."""
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size)
+
+
+class _Atlas:
+    """Masks one after the other in one growing uint8 buffer, the ``masks`` that
+    :func:`worker.qc_raster.rasterize` reads: appended under a lock, so that an offset once
+    given never changes and a buffer handed out is never written below its length."""
+
+    def __init__(self) -> None:
+        self._buffer = np.zeros(1 << 16, np.uint8)
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def add(self, mask: np.ndarray) -> int:
+        with self._lock:
+            offset, end = self._size, self._size + mask.size
+            if end > self._buffer.size:
+                grown = np.zeros(max(2 * self._buffer.size, end), np.uint8)
+                grown[:offset] = self._buffer[:offset]
+                self._buffer = grown
+            self._buffer[offset:end] = mask.ravel()
+            self._size = end
+            return offset
+
+    def buffer(self) -> np.ndarray:
+        with self._lock:
+            return self._buffer[:self._size]
+
+
+_ATLAS = _Atlas()
+
+
+# Unbounded: the keys are glyphs and short labels (orientation letters, NuFO shares), few.
+@lru_cache(maxsize=None)
+def _rendered(text: str, size: int, anchor: str | None, stroke: int) -> np.ndarray:
+    """Pillow's mask of ``text``, stored in the atlas: (1, 5) int64 [offset, rows, cols, and
+    its top-left pixel's x, y from the anchor point]."""
+    from PIL import Image, ImageDraw
+
+    font = default_font(size)
+    left, top, right, bottom = font.getbbox(text, anchor=anchor, stroke_width=stroke)
+    image = Image.new("L", (max(right - left, 1), max(bottom - top, 1)))
+    ImageDraw.Draw(image).text((-left, -top), text, fill=255, font=font, anchor=anchor, stroke_width=stroke)
+    mask = np.asarray(image)
+    return _frozen(np.array([[_ATLAS.add(mask), *mask.shape, left, top]], np.int64))
+
+
+@lru_cache(maxsize=None)
+def _advance(char: str, following: str, size: int) -> int:
+    """The pen's advance over ``char`` before ``following`` ('' at the end), kerning
+    included, in FreeType's 26.6 fixed point (``getlength`` is a multiple of 1/64)."""
+    font = default_font(size)
+    if not following:
+        return round(font.getlength(char) * 64)
+    return round(font.getlength(char + following) * 64) - round(font.getlength(following) * 64)
+
+
+@lru_cache(maxsize=None)
+def _ascender(size: int) -> int:
+    """Pixels from the ascender line down to the baseline."""
+    font = default_font(size)
+    return font.getbbox("x", anchor="la")[1] - font.getbbox("x", anchor="ls")[1]
+
+
+@lru_cache(maxsize=1024)
+def _composed(text: str, size: int) -> tuple[np.ndarray, int]:
+    """The glyph masks of ``text`` anchored left at the ascender, (n, 5) rows as
+    :func:`_rendered` gives, and the string's length in 26.6."""
+    ascender = _ascender(size)
+    rows, pen = [], 0
+    for i, char in enumerate(text):
+        offset, height, width, left, top = _rendered(char, size, "ls", 0)[0].tolist()
+        # PIXEL() of _imagingft.c: the 26.6 pen position rounded to the nearest pixel.
+        rows.append((offset, height, width, ((pen + 32) >> 6) + left, ascender + top))
+        pen += _advance(char, text[i + 1:i + 2], size)
+    return _frozen(np.array(rows, np.int64).reshape(-1, 5)), pen
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` made read-only: the caches hand out the same array to every caller."""
+    array.flags.writeable = False
+    return array
+
+
+def text_length(text: str, size: int) -> float:
+    """``FreeTypeFont.getlength`` of the default font at ``size``, from cached advances."""
+    return _composed(text, size)[1] / 64
+
+
+def _pieces(text: Text, stroked: bool) -> np.ndarray:
+    if stroked:
+        return _rendered(text.text, text.size, text.anchor, text.stroke)
+    if text.anchor is None:
+        return _composed(text.text, text.size)[0]
+    return _rendered(text.text, text.size, text.anchor, 0)
+
+
+def text_arrays(texts: list[Text]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``masks``, ``pieces`` and ``texts`` arguments of
+    :func:`worker.qc_raster.rasterize` that draw ``texts`` in order, each outline before its
+    text (as ``ImageDraw.text``)."""
+    placed, drawn, count = [np.zeros((0, 5), np.int64)], [], 0
+    for text in texts:
+        # ImageDraw.text draws the outline, then the text unless it has the outline's colour.
+        passes = ((True,) if text.fill == text.stroke_fill else (True, False)) if text.stroke else (False,)
+        for stroked in passes:
+            pieces = _pieces(text, stroked)
+            placed.append(pieces + np.array([0, 0, 0, *text.xy], np.int64))
+            drawn.append((count, count + len(pieces), *(text.stroke_fill if stroked else text.fill)))
+            count += len(pieces)
+    # The atlas is read after every mask is in it.
+    return _ATLAS.buffer(), np.concatenate(placed), np.array(drawn, np.int64).reshape(-1, 5)
