@@ -17,8 +17,8 @@ image's left) unless ``radiological``; the picture says which.
 Drawn as Pillow's ``ImageDraw`` draws, which keeps the worker free of a plotting stack, with
 Pillow's own pixels but in one numba call that releases the interpreter lock
 (:mod:`worker.qc_raster`; text from glyphs rendered once, :mod:`worker.qc_text`), so that a
-job's other writers run meanwhile (a process's first picture, while numba is not loaded, is
-Pillow's own: see :func:`_pixels`); lines are drawn at twice the size and reduced, which
+job's other writers run meanwhile (or by Pillow itself, where a process does not load numba
+otherwise: ``rasterize``); lines are drawn at twice the size and reduced, which
 anti-aliases them. A peaks job draws it from the peaks as the search gives them
 (:func:`write_peaks_qc_png`): only the three slices are coloured, so the picture need not
 wait for the volume's fODF metric maps.
@@ -26,7 +26,6 @@ wait for the volume's fODF metric maps.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,7 +50,6 @@ _MARGIN = 14
 _MAP_BRIGHTNESS = 0.65
 # Seconds numba takes to compile the rasterizer (worker.qc_raster) on a 2-core CI machine.
 _RASTERIZER_COMPILE_SECONDS = 5
-_pictures_drawn = 0  # in this process (see _pixels)
 # viridis at 0, 1/4, 1/2, 3/4, 1: NuFO 1..K from dark blue to yellow; 0 is black.
 _VIRIDIS = np.array([[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]], float)
 
@@ -165,7 +163,7 @@ class _Drawing:
 
 def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
                       affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
-                      npeaks: int | None = None, radiological: bool = False) -> QcPicture:
+                      npeaks: int | None = None, radiological: bool = False, rasterize: bool = True) -> QcPicture:
     """The QC picture as an image; see :func:`write_qc_png` for the parameters."""
     rgb, first_dirs, nufo = np.asarray(rgb), np.asarray(first_dirs), np.asarray(nufo)
     spatial = nufo.shape
@@ -174,13 +172,13 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
                          f"got {rgb.shape}, {first_dirs.shape} and {nufo.shape}")
     drawing, panels = _draw(lambda plane: plane(rgb), first_dirs, nufo, voxel_sizes, title, affine, directions_frame,
                             npeaks, radiological)
-    return QcPicture(_pixels(drawing), panels)
+    return QcPicture(_pixels(drawing, rasterize), panels)
 
 
 def render_peaks_qc_picture(directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
                             title: str, *, affine: np.ndarray | None = None,
                             directions_frame: Literal["world", "voxel"] = "world", npeaks: int | None = None,
-                            radiological: bool = False) -> QcPicture:
+                            radiological: bool = False, rasterize: bool = True) -> QcPicture:
     """The QC picture of peaks as they come from the search, without the volume's fODF
     metric maps: the colour of the three slices alone (the same pixels as
     :func:`render_qc_picture` of the ``rgb`` and NuFO maps); see
@@ -201,7 +199,7 @@ def render_peaks_qc_picture(directions: np.ndarray, amplitudes: np.ndarray, coun
 
     drawing, panels = _draw(colour, first_dirs, count, voxel_sizes, title, affine, directions_frame, npeaks,
                             radiological)
-    return QcPicture(_pixels(drawing), panels)
+    return QcPicture(_pixels(drawing, rasterize), panels)
 
 
 def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, affine, directions_frame,
@@ -292,18 +290,12 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
     return _Drawing(width, height, rectangles, pictures, texts, lines, widths, colours), panels
 
 
-def _pixels(drawing: _Drawing) -> np.ndarray:
-    """The reduced picture of ``drawing``, drawn by :func:`_rasterized` without the
-    interpreter lock; but by Pillow (the same pixels, :func:`_drawn_by_pillow`; about 25 ms
-    under the lock) for the first picture of a process that has not imported numba:
-    numba's import and CPU runtime would cost a process that draws one picture, such as
-    ``fibertensor peaks`` on the GPU (which needs no numba), about 0.3 s more. A process
-    that draws more (a worker, a batch) loads the rasterizer at its second picture."""
-    global _pictures_drawn
-    _pictures_drawn += 1
-    if _pictures_drawn == 1 and "numba" not in sys.modules:
-        return _drawn_by_pillow(drawing)
-    return _rasterized(drawing)
+def _pixels(drawing: _Drawing, rasterize: bool) -> np.ndarray:
+    """The reduced picture of ``drawing``: drawn by :func:`_rasterized` without the
+    interpreter lock, or by Pillow (the same pixels, :func:`_drawn_by_pillow`; about 25 ms
+    under the lock), which spares a process that does not load numba otherwise its import
+    and CPU runtime (about 0.3 s; ``fibertensor peaks`` on the GPU)."""
+    return _rasterized(drawing) if rasterize else _drawn_by_pillow(drawing)
 
 
 def _rasterized(drawing: _Drawing) -> np.ndarray:
@@ -422,7 +414,7 @@ def _colour_bar(palette: np.ndarray, voxels: np.ndarray, origin, height: int, fo
 
 def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
                  affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
-                 npeaks: int | None = None, radiological: bool = False) -> Path:
+                 npeaks: int | None = None, radiological: bool = False, rasterize: bool = True) -> Path:
     """Write the QC picture of a peaks result to ``path`` (PNG, atomically).
 
     Parameters
@@ -450,20 +442,24 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
         K, the top of the NuFO colour bar (default: the largest NuFO).
     radiological : bool
         Show the subject's left on the image's right.
+    rasterize : bool
+        Draw in one numba call that releases the interpreter lock (:mod:`worker.qc_raster`),
+        or, where numba is not worth loading, by Pillow: the same pixels.
 
     Returns
     -------
     Path
     """
     picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine,
-                                directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
+                                directions_frame=directions_frame, npeaks=npeaks, radiological=radiological,
+                                rasterize=rasterize)
     return write_png_atomic(Path(path), picture.pixels)
 
 
 def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
                        title: str, *, affine: np.ndarray | None = None,
                        directions_frame: Literal["world", "voxel"] = "world", npeaks: int | None = None,
-                       radiological: bool = False) -> Path:
+                       radiological: bool = False, rasterize: bool = True) -> Path:
     """Write the QC picture of peaks as the search gives them (the same file as
     :func:`write_qc_png` of their fODF metric maps, without computing the maps).
 
@@ -477,7 +473,7 @@ def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarra
         FOD amplitude of each peak (any value past ``count``).
     count : (X, Y, Z) integer array
         Number of peaks per voxel (NuFO).
-    voxel_sizes, title, affine, directions_frame, npeaks, radiological
+    voxel_sizes, title, affine, directions_frame, npeaks, radiological, rasterize
         As for :func:`write_qc_png`.
 
     Returns
@@ -485,5 +481,6 @@ def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarra
     Path
     """
     picture = render_peaks_qc_picture(directions, amplitudes, count, voxel_sizes, title, affine=affine,
-                                      directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
+                                      directions_frame=directions_frame, npeaks=npeaks, radiological=radiological,
+                                      rasterize=rasterize)
     return write_png_atomic(Path(path), picture.pixels)

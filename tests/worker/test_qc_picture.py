@@ -193,20 +193,21 @@ def test_the_picture_has_the_pixels_pillow_draws(name):
     np.testing.assert_array_equal(picture.pixels, expected)
 
 
-def test_a_process_drawing_one_picture_does_not_load_numba(tmp_path):
-    """Its picture is Pillow's (numba's import and runtime would cost more than the lock
-    held); the second picture of a process loads the rasterizer, and is the same file."""
+def test_pillow_draws_the_same_file_without_loading_numba(tmp_path):
+    """``rasterize=False`` (a process that writes one picture: numba's import and runtime
+    would cost more than the lock held) gives the rasterizer's file."""
     code = """if True:
         import sys
         import numpy as np
         from worker.qc_picture import write_qc_png
         shape = (5, 6, 4)
-        for name in ("first", "second"):
+        for name, rasterize in (("pillow", False), ("rasterized", True)):
             write_qc_png(f"{sys.argv[1]}/{name}.png", np.full((*shape, 3), 147, np.uint8),
-                         np.broadcast_to([0.6, 0.8, 0.0], (*shape, 3)), np.ones(shape, np.uint8), (2.0, 2.0, 2.0), "t")
+                         np.broadcast_to([0.6, 0.8, 0.0], (*shape, 3)), np.ones(shape, np.uint8), (2.0, 2.0, 2.0), "t",
+                         rasterize=rasterize)
             print("numba" in sys.modules)
     """
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.stdout.split() == ["False", "True"]
-    assert (tmp_path / "first.png").read_bytes() == (tmp_path / "second.png").read_bytes()
+    assert (tmp_path / "pillow.png").read_bytes() == (tmp_path / "rasterized.png").read_bytes()

@@ -26,11 +26,13 @@ compute (every selected voxel non-finite, or an empty mask) fails before computi
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import shutil
 import sys
 import tarfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,6 +52,8 @@ from worker.provenance import file_sha256, generated_by, package_versions
 IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 #: The image outputs a peaks job can write, by name.
 IMAGE_OUTPUTS = ("peaks", "amplitudes", "count") + METRICS
+_jobs_written = 0  # by this process (see _compiled_writers)
+_imports = threading.Lock()
 
 if TYPE_CHECKING:
     from gpu.peaks.search import PeaksOptions, PeaksResult, PreparedPeaks
@@ -188,6 +192,26 @@ def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
+def _compiled_writers(params: PeaksParams) -> bool:
+    """Whether this job's fODF metrics and QC picture run their compiled passes (the same
+    numbers, without holding the interpreter lock): where numba is loaded already, where
+    this job loads it anyway (fixel or ``.pam5`` output), and from a process's second job
+    on; a process that writes one job (``fibertensor peaks`` on the GPU) spares numba's
+    import (about 0.3–0.7 s). Every module a writer needs that imports numba is imported
+    here, before the writers' threads start: two threads importing numba at once can
+    find it half initialised (a batch failed on ``numba.core.config``)."""
+    global _jobs_written
+    loads = [name for fmt, name in (("pam5", "worker.io.pam5"), ("fixel", "worker.io.fixels")) if fmt in params.format]
+    with _imports:  # jobs on threads of one process, too
+        _jobs_written += 1
+        compiled = "numba" in sys.modules or bool(loads) or _jobs_written > 1
+        if compiled:
+            loads += ["gpu.peaks.fodf_metrics_compiled", "worker.qc_raster"]
+        for name in loads:
+            importlib.import_module(name)
+    return compiled
+
+
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None,
@@ -202,6 +226,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     from worker.qc_picture import write_peaks_qc_png
 
     k = params.npeaks
+    compiled = _compiled_writers(params)
     fod_name = fod_name or info.path.name
     suffixes = image_suffixes(Path(fod_name), params.format)
     for name in ("peaks", "amplitudes", "count", *params.metrics):
@@ -249,7 +274,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
         title = f"{fod_name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
         write_peaks_qc_png(paths["qc"][0], result.directions, result.amplitudes, result.count, info.zooms[:3], title,
-                           affine=info.affine, directions_frame=frame, npeaks=k)
+                           affine=info.affine, directions_frame=frame, npeaks=k, rasterize=compiled)
 
     # Nothing waits for the fODF metrics but their maps and the fixel directory (its peak
     # fractions): the QC picture colours its three slices itself. The longest tasks start
@@ -260,8 +285,6 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     futures = [submit(qc)] if "qc" in paths else []
     metrics: Future | None = None
     if params.metrics or "fixel" in paths:
-        # compiled where this process loads numba anyway: the same numbers, without the GIL
-        compiled = "numba" in sys.modules or bool({"fixel", "pam5"} & set(params.format))
         metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count, compiled=compiled))
         futures.append(metrics)
     futures += [submit(task) for name, task in (("pam5", pam5), ("fixel", fixels)) if name in paths]

@@ -3,6 +3,8 @@ nothing left behind when one of them fails."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -79,3 +81,28 @@ def test_a_fixel_folder_already_there_is_left_alone(computed, tmp_path):
     with pytest.raises(FileExistsError, match="remove it or choose another output"):
         write_peaks_outputs(inputs, result, EVERYTHING, outputs)
     assert files_in(outputs.folder) == ["fixels", "mine.txt"]
+
+
+def test_compiled_writers_from_the_second_job_or_where_numba_is_loaded_anyway():
+    """A process's first job with the default outputs does not load numba (a fresh GPU
+    `fibertensor peaks`); its second does, and so does a job asking for .pam5 or fixels,
+    each importing what its writers need before their threads start."""
+    code = """if True:
+        import sys
+        from worker.jobs.peaks import _compiled_writers
+        from worker.params.peaks import PeaksParams
+        for params in (PeaksParams(), PeaksParams()):
+            print(_compiled_writers(params), "numba" in sys.modules, "worker.qc_raster" in sys.modules)
+        print(_compiled_writers(PeaksParams()), "gpu.peaks.fodf_metrics_compiled" in sys.modules)
+    """
+    other = """if True:
+        import sys
+        from worker.jobs.peaks import _compiled_writers
+        from worker.params.peaks import PeaksParams
+        print(_compiled_writers(PeaksParams(format=["nifti", "fixel"])), "worker.io.fixels" in sys.modules)
+    """
+    root = Path(__file__).resolve().parents[3]
+    runs = [subprocess.run([sys.executable, "-c", c], capture_output=True, text=True, check=True, cwd=root).stdout
+            for c in (code, other)]
+    assert runs[0].split() == ["False", "False", "False", "True", "True", "True", "True", "True"]
+    assert runs[1].split() == ["True", "True"]
