@@ -18,10 +18,12 @@ __all__ = ["cuda_available", "simulator_active", "device_name", "resolve_backend
 def simulator_active() -> bool:
     """True when numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) stands in for a GPU.
     Read from the environment as numba reads it, unless numba is loaded already: importing
-    numba to learn this would cost the CUDA path the second it saves by not needing numba."""
-    config = sys.modules.get("numba.core.config")
-    if config is not None:
-        return bool(config.ENABLE_CUDASIM)
+    numba to learn this would cost the CUDA path the second it saves by not needing numba.
+    A config module that another thread is still importing has no setting yet: the
+    environment, which it reads, says the same."""
+    enabled = getattr(sys.modules.get("numba.core.config"), "ENABLE_CUDASIM", None)
+    if enabled is not None:
+        return bool(enabled)
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0")
 
 
