@@ -9,8 +9,11 @@ A loop's first call with new argument types compiles it (seconds) or loads it fr
 on-disk cache. That step runs apart, just before the call, on the same thread, holding an
 exclusive lock on a file beside the loop's cache files: of several processes sharing the
 cache (a worker's job processes, a batch's, pytest-xdist's), one compiles and the others
-wait, then load what it saved. Cold-cache CI runs, whose two test processes compiled the
-same loops at once into one cache, segfaulted in numba's parallel runtime; warm ones never.
+wait, then load what it saved. Without it, numba writes a function's index before its data,
+and a process loading in between runs whatever data file the index names: after a source
+change (an upgrade, regenerated loops), the old version's machine code. Cold-cache CI runs,
+whose two test processes compiled the loops at once into one cache, also segfaulted in
+numba's parallel runtime (never with a warm cache; not reproduced outside pytest).
 """
 
 from __future__ import annotations
