@@ -1,7 +1,6 @@
-"""gpu.cpu_parallel on a cold numba cache: two processes (tests/gpu/cold_cache_child.py) start
-at once on a fresh ``NUMBA_CACHE_DIR``, each calling the lmax-4 SS-HOPM loop from three
-threads and the Tucker core loop from a fourth, as two job processes of a worker (or two
-xdist workers) do when nothing is compiled yet."""
+"""gpu.cpu_parallel with processes sharing one numba cache: on a fresh cache, two job
+processes that call the loops from several threads at once; after a source change, a process
+that loads a loop while another saves it."""
 
 from __future__ import annotations
 
@@ -20,6 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_processes_on_a_cold_cache_compile_each_loop_once_and_get_the_reference_outputs(tmp_path):
+    """Two processes (tests/gpu/cold_cache_child.py) start at once on a fresh cache, each
+    calling the lmax-4 SS-HOPM loop from three threads and the Tucker core loop from a
+    fourth, as two job processes of a worker (or two xdist workers) do when nothing is
+    compiled yet."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "PYTHONPATH": str(ROOT)}
     outs = [tmp_path / f"process{i}.npz" for i in range(2)]
     children = [subprocess.Popen([sys.executable, "-m", "tests.gpu.cold_cache_child", str(out)], cwd=ROOT, env=env,
@@ -41,3 +44,39 @@ def test_processes_on_a_cold_cache_compile_each_loop_once_and_get_the_reference_
                 np.testing.assert_array_equal(r[f"peaks{chunk}_{key}"], reference[f"{PEAKS_CASE}_{key}"],
                                               err_msg=f"chunks of {chunk}: {key}")
         assert np.abs(r["conv"] - conv_reference).max() / np.abs(conv_reference).max() < 1e-5
+
+
+VERSIONED_LOOP = """from numba import njit, prange
+
+
+@njit(parallel=True, cache=True)
+def fill(out):
+    for i in prange(out.shape[0]):
+        out[i] = {version}
+"""
+
+
+def _child(module: str, role: str, env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.gpu.cache_race_child", module, role], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _printed(child: subprocess.Popen) -> float:
+    output, _ = child.communicate(timeout=600)
+    assert child.returncode == 0, output
+    return float(output.split()[-1])
+
+
+def test_a_process_never_runs_the_old_code_of_a_loop_another_is_saving(tmp_path):
+    """numba writes a function's cache index before its data: a process reading between the
+    two would load the data file the index names, which after a source change is the old
+    version's. Version 1 of a loop is cached, then its source becomes version 2; while a
+    writer process saves version 2 (its data write held back 2 s), a reader calls the loop:
+    it waits for the writer and runs version 2 (tests/gpu/cache_race_child.py)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "PYTHONPATH": str(ROOT)}
+    source = tmp_path / "versioned_loop.py"
+    source.write_text(VERSIONED_LOOP.format(version=1.0))
+    assert _printed(_child(str(tmp_path), "first", env)) == 1.0
+    source.write_text(VERSIONED_LOOP.format(version=2.0) + "# version 2\n")  # another size: numba sees a new source
+    writer, reader = _child(str(tmp_path), "writer", env), _child(str(tmp_path), "reader", env)
+    assert (_printed(writer), _printed(reader)) == (2.0, 2.0)
