@@ -2,8 +2,9 @@
 
 Each ``prange`` loop already runs on every numba thread, so two jobs' loops gain nothing by
 running at the same moment; and numba's OpenMP threading layer keeps a team of worker
-threads per calling thread. So every loop runs on one long-lived thread per process, one at
-a time, in the order called.
+threads per calling thread, built on its first parallel call and torn down when that thread
+ends, and peaks jobs prepare on short-lived threads. So every loop runs on one long-lived
+thread per process, one at a time, in the order called.
 
 A loop's first call with new argument types compiles it (seconds) or loads it from numba's
 on-disk cache. That step runs apart, just before the call, on the same thread, holding an
