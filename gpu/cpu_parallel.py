@@ -3,16 +3,23 @@
 Each ``prange`` loop already runs on every numba thread, so two jobs' loops gain nothing by
 running at the same moment; and numba's OpenMP threading layer keeps a team of worker
 threads per calling thread, built on its first parallel call and torn down when that thread
-ends. Peaks jobs prepare their engine on short-lived threads: with loops called from them,
-a CI run segfaulted twice in an OpenMP worker thread (cold cache, a job's prepare thread in
-the loop while another waited), once even with the loops taken one at a time under a lock.
-So every loop runs on one long-lived thread per process, one at a time, in the order called.
-A cold-cache run crashed once more with this in place (not understood, never with a warm
-cache): the test session compiles the loops first (tests/conftest.py), as images do.
+ends, and peaks jobs prepare on short-lived threads. So every loop runs on one long-lived
+thread per process, one at a time, in the order called.
+
+A loop's first call with new argument types compiles it (seconds) or loads it from numba's
+on-disk cache. That step runs apart, just before the call, on the same thread, holding an
+exclusive lock on a file beside the loop's cache files: of several processes sharing the
+cache (a worker's job processes, a batch's, pytest-xdist's), one compiles and the others
+wait, then load what it saved. Without it, numba writes a function's index before its data,
+and a process loading in between runs whatever data file the index names: after a source
+change (an upgrade, regenerated loops), the old version's machine code. Cold-cache CI runs,
+whose two test processes compiled the loops at once into one cache, also segfaulted in
+numba's parallel runtime (never with a warm cache; not reproduced outside pytest).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +42,29 @@ def _the_runner() -> ThreadPoolExecutor:
         return _runner
 
 
+def _load(loop, args: tuple) -> None:
+    """Compile numba ``loop`` (an ``njit`` dispatcher) for ``args``'s types, or load it from its
+    on-disk cache, under the cache's lock, unless this process already has it."""
+    sig = tuple(loop.typeof_pyval(a) for a in args)
+    if sig in loop.overloads:
+        return
+    cache_path = getattr(loop._cache, "_cache_path", None)  # none: the loop has no disk cache
+    if cache_path is None:
+        loop.compile(sig)
+        return
+    os.makedirs(cache_path, exist_ok=True)
+    name = f"{loop.py_func.__module__}.{loop.py_func.__qualname__}.lock"
+    with open(os.path.join(cache_path, name), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        loop.compile(sig)
+
+
+def _load_and_run(loop: Callable[..., Any], args: tuple) -> Any:
+    _load(loop, args)
+    return loop(*args)
+
+
 def run_parallel_loop(loop: Callable[..., Any], *args: Any) -> Any:
-    """``loop(*args)`` on the process's parallel-loop thread; its result, or its exception."""
-    return _the_runner().submit(loop, *args).result()
+    """``loop(*args)`` on the process's parallel-loop thread, compiled or loaded
+    first (see the module docstring); its result, or its exception."""
+    return _the_runner().submit(_load_and_run, loop, args).result()
