@@ -1,11 +1,11 @@
 """The fODF metrics of :mod:`gpu.peaks.fodf_metrics` as two compiled passes over blocks of
 voxels on threads, with the same float32 operations in the same order (the same bits).
 
-For a process that has numba loaded already (the CPU backend, the fixel and ``.pam5``
-writers): the passes release the interpreter lock from start to end, where numpy's two dozen
-passes over the volume each take it back, which on a many-core host writing a job's outputs
-from a pool of threads is where the time goes. A fresh GPU process does not load numba
-(about 0.7 s), and uses numpy.
+For a process that loads numba anyway (the CPU backend, the fixel and ``.pam5`` writers, a
+worker's or a batch's later jobs): the passes release the interpreter lock from start to end,
+where numpy's two dozen passes over the volume each take it back, which on a many-core host
+writing a job's outputs from a pool of threads is where the time goes. A process that runs
+one job on the GPU does not load numba (about 0.7 s), and uses numpy.
 """
 
 from __future__ import annotations
