@@ -451,9 +451,10 @@ def run_peaks(
     return write_peaks_outputs(inputs, result, params, outputs, fixel_archive=fixel_archive)
 
 
-# The QC picture's canvas, drawing buffers and PNG encoder (measured with tracemalloc: 4 MB
-# at 2k voxels, 6 MB at 553k, 36 MB at 3.7M; with 10 bytes a voxel on top, below).
-_QC_FIXED_BYTES = 6 << 20
+# The QC picture's canvas, drawing buffers and PNG encoder: the rasterizer's numpy canvases,
+# which tracemalloc sees (Pillow's own were not traced), took 10-14 MiB at 2k to 3.7M voxels;
+# with 10 bytes a voxel on top, below.
+_QC_FIXED_BYTES = 16 << 20
 # Beside the read, the input's sha256 holds up to two 1 MiB blocks (the one hashed, the next
 # read); the images written at once hold their compressors' blocks (1.5 MB over the
 # per-voxel terms at 2k voxels, tracemalloc; 3 MiB leaves room for thread timing).
