@@ -34,7 +34,7 @@ import sys
 import tarfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -348,12 +348,18 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
                                    params.backend)
     uploaded = dict(uploaded or {})
     sha256 = _start_input_checksums({"fod": info, "mask": mask_info}, uploaded)
-    sh = load_image_data(info, threads=inflate_threads)
-    mask_array = None
-    if mask_info is not None:
-        mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
-    inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], sha256, prepared, uploaded)
-    inputs.warnings = _finite_voxels_warnings(sh, mask_array, inputs.name("fod"))
+    try:
+        sh = load_image_data(info, threads=inflate_threads)
+        mask_array = None
+        if mask_info is not None:
+            mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
+        inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], sha256, prepared, uploaded)
+        inputs.warnings = _finite_voxels_warnings(sh, mask_array, inputs.name("fod"))
+    except BaseException:
+        # A job that fails here ends with its background work: nothing keeps running on
+        # (the preparation's CPU loop, the hashing) after the caller has moved on.
+        wait([future for future in (prepared, sha256) if future is not None])
+        raise
     inputs.seconds = time.perf_counter() - started
     return inputs
 

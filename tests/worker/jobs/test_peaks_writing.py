@@ -14,6 +14,7 @@ import pytest
 from gpu.peaks.phantom import fod_phantom
 from tests.worker.jobs.test_peaks import SHAPE, files_in, save
 from worker.jobs.peaks import PeaksOutputs, _write_outputs, compute_peaks, read_peaks_inputs, write_peaks_outputs
+from worker.errors import InputError
 from worker.params import PeaksParams
 
 EVERYTHING = PeaksParams(format=["nifti", "mif", "fixel", "pam5"], metrics=["all"])
@@ -106,3 +107,28 @@ def test_compiled_writers_from_the_second_job_or_where_numba_is_loaded_anyway():
             for c in (code, other)]
     assert runs[0].split() == ["False", "False", "False", "True", "True", "True", "True", "True"]
     assert runs[1].split() == ["True", "True"]
+
+
+@pytest.mark.parametrize("damage", ["cut", "no voxel"])
+def test_a_read_that_fails_leaves_no_background_work(tmp_path, damage, monkeypatch):
+    """The engine's preparation and the input's hashing, started beside the read, are over
+    when the read's error reaches the caller (a test, a batch) that moves on."""
+    import gpu.peaks.search
+    import worker.jobs.peaks
+
+    started = []
+    for module, name in ((gpu.peaks.search, "start_preparing"), (worker.jobs.peaks, "_start_input_checksums")):
+        def recorded(*args, _start=getattr(module, name), **kwargs):
+            started.append(_start(*args, **kwargs))
+            return started[-1]
+        monkeypatch.setattr(module, name, recorded)
+    sh = fod_phantom(SHAPE, 4, seed=1)["sh"].astype(np.float32)
+    if damage == "no voxel":
+        sh[:] = np.nan
+    fod = save(sh, tmp_path / "fod.nii.gz")
+    if damage == "cut":
+        data = fod.read_bytes()
+        fod.write_bytes(data[: len(data) // 2])  # the header stays readable: the data is cut
+    with pytest.raises(InputError):
+        read_peaks_inputs(fod, None, PeaksParams(backend="cpu"), prepare=True)
+    assert len(started) == 2 and all(future.done() for future in started)
