@@ -25,6 +25,7 @@ package: without it they skip, saying what to install. ``FIBERTENSOR_REQUIRE_ALL
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
@@ -70,6 +71,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from gpu.peaks.warmup import warm_up_peaks
 
     warm_up_peaks("cpu")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # A test ends with the engine preparations it started (a peaks job's prepare thread runs
+    # a CPU loop): one left running beside the next test was there when a CI-mode run
+    # segfaulted in an OpenMP thread.
+    for thread in threading.enumerate():
+        if thread.name.startswith("prepare-peaks"):
+            thread.join(timeout=120)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
