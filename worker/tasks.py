@@ -91,15 +91,15 @@ def warm_up_pool_process(**_: object) -> None:
         return
     from gpu.cuda_runtime import resolve_backend
     from gpu.peaks.warmup import warm_up_peaks
-    from worker.qc_picture import warm_up_qc_picture
+    from worker.jobs.peaks import warm_up_writers
 
     try:
         backend = resolve_backend("auto")
-        # The QC picture's rasterizer brings numba's CPU runtime, which a CUDA job loads for it alone.
-        seconds = sum(warm_up_peaks(backend, lmaxes).values()) + warm_up_qc_picture()
+        # The writers' compiled passes bring numba's CPU runtime, which a CUDA job loads for them alone.
+        seconds = sum(warm_up_peaks(backend, lmaxes).values()) + warm_up_writers()
     except Exception:
         logger.warning("warm-up of the peaks kernels (lmax %s) failed; jobs load them themselves",
                        ",".join(map(str, lmaxes)), exc_info=True)
         return
-    logger.info("pool process warmed up: peaks kernels (%s, lmax %s) and the QC picture's rasterizer in %.1f s",
+    logger.info("pool process warmed up: peaks kernels (%s, lmax %s) and the writers' compiled passes in %.1f s",
                 backend, ",".join(map(str, lmaxes)), seconds)

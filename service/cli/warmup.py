@@ -56,9 +56,9 @@ def _warmup(args: argparse.Namespace) -> int:
                 from gpu.peaks.warmup import warm_up_peaks
 
                 warm_up_peaks(backend, **({"lmaxes": tuple(args.lmax)} if args.lmax else {}), log=log)
-                from worker.qc_picture import warm_up_qc_picture
+                from worker.jobs.peaks import warm_up_writers
 
-                log(f"peaks QC picture rasterizer (cpu): {warm_up_qc_picture():.1f} s")
+                log(f"peaks writers: QC picture rasterizer, fODF metrics (cpu): {warm_up_writers():.1f} s")
             elif family == "conv":
                 from gpu.conv.warmup import warm_up_conv
 

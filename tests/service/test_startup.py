@@ -120,8 +120,10 @@ def test_warmup_command_fills_the_cache(tmp_path):
     assert "peaks lmax  2 (cpu)" in done.stdout
     assert NOTICE not in done.stderr
     assert list((tmp_path / "cache").rglob("sshopm_generated_cpu.sshopm_cpu_m2-*.nbi"))
-    assert "peaks QC picture rasterizer (cpu)" in done.stdout
+    assert "peaks writers: QC picture rasterizer, fODF metrics (cpu)" in done.stdout
     assert list((tmp_path / "cache").rglob("qc_raster.rasterize-*.nbi"))
+    assert list((tmp_path / "cache").rglob("fodf_metrics_compiled._voxel_metrics-*.nbi"))
+    assert list((tmp_path / "cache").rglob("fodf_metrics_compiled._colour-*.nbi"))
     compiled = sorted((tmp_path / "cache").rglob("*.nbc"))
     check = python(_RUN_PEAKS, str(tmp_path / "after.npy"), env=env)
     assert NOTICE not in check.stderr

@@ -204,7 +204,8 @@ def nearest_vertex(directions: np.ndarray, vertices: np.ndarray) -> np.ndarray:
     flat = np.reshape(directions, (-1, 3))
     flat = np.ascontiguousarray(flat, flat.dtype if flat.dtype in (np.float32, np.float64) else np.float64)
     found = np.empty(len(flat), np.int32)
-    run_in_blocks(_nearest_in_cells, [flat, found], [cells.points, cells.labels, cells.table, cells.cells_per_edge], _BLOCK)
+    run_in_blocks(_nearest_in_cells, [flat, found], [cells.points, cells.labels, cells.table, cells.cells_per_edge],
+                  _BLOCK)
     return found.reshape(np.shape(directions)[:-1])
 
 

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 # the job-kind registry, and with it the API, loads without them.
 
 __all__ = ["IMAGE_SUFFIXES", "IMAGE_OUTPUTS", "PeaksOutputs", "PeaksInputs", "engine_options", "check_peaks_inputs", "image_suffixes", "read_peaks_inputs",
-           "compute_peaks", "write_peaks_outputs", "run_peaks", "peaks_memory_bytes", "JOB_KINDS"]
+           "compute_peaks", "write_peaks_outputs", "run_peaks", "peaks_memory_bytes", "warm_up_writers", "JOB_KINDS"]
 
 
 def engine_options(params: PeaksParams) -> "PeaksOptions":
@@ -212,6 +212,21 @@ def _compiled_writers(params: PeaksParams) -> bool:
     return compiled
 
 
+def warm_up_writers() -> float:
+    """Load the writers' compiled passes (the QC picture's rasterizer, the fODF metrics) from
+    numba's cache, or compile them, so that a worker's first job waits for neither; returns
+    the seconds taken."""
+    from gpu.peaks.fodf_metrics import fodf_metrics
+    from worker.qc_picture import warm_up_qc_picture
+
+    started = time.perf_counter()
+    warm_up_qc_picture()
+    shape = (2, 2, 2)
+    fodf_metrics(np.ones((*shape, 15), np.float32), np.zeros((*shape, 1, 3), np.float32), np.ones((*shape, 1), np.float32),
+                 np.ones(shape, np.uint8), compiled=True)
+    return time.perf_counter() - started
+
+
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None,
@@ -278,8 +293,8 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
 
     # Nothing waits for the fODF metrics but their maps and the fixel directory (its peak
     # fractions): the QC picture colours its three slices itself. The longest tasks start
-    # first, so that on few cores the short ones fill in around them: the QC picture
-    # (drawing, mostly under the GIL), the metrics, the .pam5, the fixel directory, the
+    # first, so that on few cores the short ones fill in around them: the QC picture, the
+    # metrics, the .pam5, the fixel directory, the
     # peaks. A task waiting for another's array is submitted after it (a pool starts tasks
     # in order: what it waits for runs), the metric maps last, so that few threads wait.
     futures = [submit(qc)] if "qc" in paths else []
