@@ -11,9 +11,9 @@ voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
 * service — ``fibertensor serve --no-worker --api-workers A`` and one ``fibertensor
             worker --concurrency C`` per GPU (``CUDA_VISIBLE_DEVICES``), on a private
             ``redis-server`` (``--broker redis``, the default when one is on PATH or given)
-            or the embedded broker; every input uploaded over REST (8 at a time), and each
-            job's ``results.zip`` downloaded as soon as it succeeds: files on disk to
-            derivatives on disk, as a client runs a cohort.
+            or the embedded broker; every input uploaded over REST (``--transfers`` at a
+            time, by ``--clients`` processes), and each job's ``results.zip`` downloaded as
+            soon as it succeeds: files on disk to derivatives on disk, as a client runs a cohort.
 
 For each: subjects per hour (whole run, and steady: from the 10th to the last subject), GPU
 busy share (kernel seconds ÷ wall ÷ GPUs; an upper bound when several job processes share a
@@ -25,9 +25,11 @@ queue, the job and its read/compute/write, the download); a table last.
 
     python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--processes-per-gpu 1,4,8] [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
-                           [--concurrency 6[,8...]] [--api-workers 4] [--shape 96 96 60] [--work DIR] [--keep]
+                           [--concurrency 6[,8...]] [--api-workers 4] [--transfers 8] [--clients 1[,4...]]
+                           [--shape 96 96 60] [--work DIR] [--keep]
 
-``--concurrency 4,6,8`` runs the service once per value, on the same cohort.
+``--concurrency 4,6,8`` (and ``--clients 1,4``) runs the service once per value (pair), on the
+same cohort.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import multiprocessing
 import os
 import resource
 import shutil
@@ -43,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
@@ -298,11 +301,40 @@ async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: s
         return list(final.values())
 
 
+def _client(base: str, inputs: list[Path], backend: str, label: str, downloads: Path, transfers: int) -> list[dict]:
+    """One client process: its share of the cohort, under its own label."""
+    return asyncio.run(_submit_and_wait(base, inputs, backend, label, downloads, transfers))
+
+
+def _client_pool(clients: int) -> ProcessPoolExecutor | None:
+    """``clients`` started client processes (none for one client: it runs in this process)."""
+    if clients == 1:
+        return None
+    pool = ProcessPoolExecutor(clients, mp_context=multiprocessing.get_context("spawn"))
+    for started in [pool.submit(os.getpid) for _ in range(clients)]:
+        started.result()  # each process has imported this script before the clock starts
+    return pool
+
+
+def _run_clients(base: str, inputs: list[Path], backend: str, downloads: Path, transfers: int,
+                 pool: ProcessPoolExecutor | None, clients: int) -> list[dict]:
+    """The cohort sent by the pool's client processes, each with every k-th input and its share
+    of ``transfers``: one Python process moving 5 subjects (~1 GB) a second in and out is itself
+    bound by its interpreter lock, as a lab's many clients would not be."""
+    if pool is None:
+        return _client(base, inputs, backend, "cohort", downloads, transfers)
+    per_client = max(1, -(-transfers // clients))
+    shares = [pool.submit(_client, base, inputs[k::clients], backend, f"cohort-{k}", downloads, per_client)
+              for k in range(clients)]
+    return [job for share in shares for job in share.result()]
+
+
 def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], broker: str, redis_server: str,
-                concurrency: int, api_workers: int, transfers: int = 8) -> dict:
+                concurrency: int, api_workers: int, transfers: int = 8, clients: int = 1) -> dict:
     """The whole service path: ``serve --no-worker`` with ``api_workers`` processes and one
     worker of ``concurrency`` job processes per GPU; every input uploaded, every result zip
-    downloaded; job folders, downloads and the processes' logs in ``work``."""
+    downloaded by ``clients`` client processes; job folders, downloads and the processes' logs
+    in ``work``."""
     data_dir, port = work / "data", bench_service._free_port()
     downloads = work / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
@@ -329,10 +361,13 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
         asyncio.run(_submit_and_wait(base, inputs[: len(gpus) * concurrency], backend, "warmup", None))
         roots = [p.pid for p in processes]
         before = {pid: _cpu_seconds([pid]) for pid in _tree(roots)}
+        pool = _client_pool(clients)
         client_before = _own_and_reaped_cpu()
         with Monitor(roots) as monitor:
             started = time.time()
-            jobs = asyncio.run(_submit_and_wait(base, inputs, backend, "cohort", downloads, transfers))
+            jobs = _run_clients(base, inputs, backend, downloads, transfers, pool, clients)
+        if pool is not None:
+            pool.shutdown()  # joined: the clients' CPU is in RUSAGE_CHILDREN
         client = _own_and_reaped_cpu() - client_before
     finally:
         bench_service._stop(processes)
@@ -377,6 +412,8 @@ def main() -> None:
     parser.add_argument("--api-workers", type=int, default=4, help="service: API processes")
     parser.add_argument("--transfers", type=int, default=8, help="service: uploads (and downloads) the client runs "
                         "at once")
+    parser.add_argument("--clients", default="1", help="service: client processes sharing the cohort and the "
+                        "transfers; several values, comma-separated, run one after the other")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
@@ -411,12 +448,13 @@ def main() -> None:
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)  # a large sweep would fill the disk
     if "service" in modes:
-        for concurrency in map(int, args.concurrency.split(",")):
+        runs = [(c, k) for c in map(int, args.concurrency.split(",")) for k in map(int, args.clients.split(","))]
+        for concurrency, clients in runs:
             label = (f"service, {broker}, {len(gpus or ['0'])}x{concurrency} jobs, {args.api_workers} API, "
-                     f"{args.transfers} transfers")
-            folder = work / f"service-{concurrency}"
+                     f"{args.transfers} transfers, {clients} client(s)")
+            folder = work / f"service-{concurrency}-{clients}"
             results[label] = run_service(inputs, folder, args.backend, gpus or ["0"], broker, args.redis_server,
-                                         concurrency, args.api_workers, args.transfers)
+                                         concurrency, args.api_workers, args.transfers, clients)
             print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
             if not args.keep:  # its job folders and downloads (gigabytes); the logs stay
                 for bulk in ("data", "downloads"):
@@ -433,12 +471,12 @@ def main() -> None:
           "seconds per subject (service: upload = POST incl. checks, queued = accepted to started, job = "
           "started to finished, download = results.zip; read, compute = engine call, kernel = GPU kernels, "
           "write)")
-    print(f"{'run':<44}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'GPU busy':>9}{'cores':>7}{'peak RSS GB':>12}"
+    print(f"{'run':<64}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'GPU busy':>9}{'cores':>7}{'peak RSS GB':>12}"
           + "".join(f"{stage:>9}" for stage in _STAGES))
     for label, r in results.items():
         busy = r["kernel_total"] / r["wall"] / n_gpus
         s = r["stages"]
-        print(f"{label:<44}{r['wall']:>8.1f}{r['rates'][0]:>9.0f}{r['rates'][1]:>10.0f}"
+        print(f"{label:<64}{r['wall']:>8.1f}{r['rates'][0]:>9.0f}{r['rates'][1]:>10.0f}"
               f"{(f'{busy:.0%}' if r['kernel_total'] else '-'):>9}{r['cpu'] / r['wall']:>7.1f}{r['rss'] / 1e9:>12.2f}"
               + "".join(f"{s[stage]:>9.3f}" if s[stage] == s[stage] else f"{'-':>9}" for stage in _STAGES))
     if not args.keep and not args.work:
