@@ -49,6 +49,7 @@ def celery_app_for(settings: Settings) -> Celery:
         heartbeat_timeout=settings.heartbeat_timeout,
         max_worker_losses=settings.max_worker_losses,
         transient_retries=settings.transient_retries,
+        keep_inputs=settings.keep_inputs,
     )
 
 

@@ -109,6 +109,13 @@ class Settings(BaseSettings):
     transient_retries: int = Field(
         3, ge=0, description="Retries of a job that hit a transient error (I/O, connection)."
     )
+    keep_inputs: bool = Field(
+        False,
+        description="Keep a job's uploaded inputs once it has succeeded. Off: they are removed "
+        "then (its results record the input's name and sha256), so a cohort's inputs do not "
+        "fill the data volume, and an input that lives only while its job runs is seldom "
+        "written to disk at all. A job that failed or was cancelled keeps them.",
+    )
     janitor_interval: float = Field(
         10.0, gt=0, description="Seconds between the API's sweeps for orphaned jobs."
     )

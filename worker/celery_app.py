@@ -58,6 +58,7 @@ def create_celery_app(
     heartbeat_timeout: float = 120.0,
     max_worker_losses: int = 3,
     transient_retries: int = 3,
+    keep_inputs: bool = False,
 ) -> Celery:
     """A configured Celery app; the ``fibertensor_*`` keys are read by :mod:`worker.tasks`.
 
@@ -98,6 +99,7 @@ def create_celery_app(
         fibertensor_heartbeat_timeout=heartbeat_timeout,
         fibertensor_max_worker_losses=max_worker_losses,
         fibertensor_transient_retries=transient_retries,
+        fibertensor_keep_inputs=keep_inputs,
     )
     return app
 

@@ -202,8 +202,11 @@ def run_job(
     is_transient: Callable[[BaseException], bool] = lambda exc: False,
     retry_allowed: bool = False,
     timeout_errors: tuple[type[BaseException], ...] = (),
+    keep_inputs: bool = False,
 ) -> JobRecord | None:
     """Claim and run a job; returns its final record, or None when it was not ours to run.
+
+    A job that succeeded loses its inputs folder unless ``keep_inputs``.
 
     Raises :class:`RetryLater` after setting the job back to ``queued`` when a transient
     error stopped it and ``retry_allowed``.
@@ -268,6 +271,8 @@ def run_job(
 
         final = _owned_update(store, job_id, me, succeed)
         store.append_log(job_id, f"succeeded with {len(results)} result files")
+        if not keep_inputs:
+            shutil.rmtree(store.inputs_dir(job_id), ignore_errors=True)
         return final
     except JobCancelled:
         store.append_log(job_id, "cancelled")

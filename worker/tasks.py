@@ -72,6 +72,7 @@ def run_job_task(self: Task, job_id: str) -> None:
             is_transient=is_transient,
             retry_allowed=self.request.retries < conf.fibertensor_transient_retries,
             timeout_errors=(SoftTimeLimitExceeded,),
+            keep_inputs=conf.fibertensor_keep_inputs,
         )
     except JobNotFound:
         logger.info("job %s was deleted before it ran", job_id)

@@ -72,6 +72,17 @@ def test_success_publishes_outputs_atomically(store):
     assert store.heartbeat_age(job_id) < 30
 
 
+def test_inputs_are_removed_after_success_unless_kept(store):
+    removed, kept, failed = _job(store), _job(store), _job(store, fail="transient")
+    assert run_job(store, removed, get_job_kind, **RUN).status is JobStatus.succeeded
+    assert not store.inputs_dir(removed).exists() and store.outputs_dir(removed).is_dir()
+    assert run_job(store, kept, get_job_kind, keep_inputs=True, **RUN).status is JobStatus.succeeded
+    assert [p.name for p in store.inputs_dir(kept).iterdir()] == ["volume.nii.gz"]
+    # a failed job keeps what it was sent, for the operator to look at or to send again
+    assert run_job(store, failed, get_job_kind, **RUN).status is JobStatus.failed
+    assert [p.name for p in store.inputs_dir(failed).iterdir()] == ["volume.nii.gz"]
+
+
 def test_finished_job_is_not_run_again(store):
     job_id = _job(store)
     run_job(store, job_id, get_job_kind, **RUN)
@@ -204,6 +215,9 @@ def test_warm_up_orders_travel_from_the_environment_to_the_pool(monkeypatch, tmp
     monkeypatch.setenv("FIBERTENSOR_WORKER_CONCURRENCY", "6")
     app = celery_app_for(Settings(data_dir=tmp_path))
     assert app.conf.fibertensor_warmup_lmax == [4, 8] and app.conf.worker_concurrency == 6
+    assert app.conf.fibertensor_keep_inputs is False
+    monkeypatch.setenv("FIBERTENSOR_KEEP_INPUTS", "true")
+    assert celery_app_for(Settings(data_dir=tmp_path)).conf.fibertensor_keep_inputs is True
     # a pool process is not killed while it warms up (Celery's default is 4 s)
     assert app.conf.worker_proc_alive_timeout >= 60
     monkeypatch.setenv("FIBERTENSOR_WORKER_WARMUP_LMAX", "")
