@@ -54,7 +54,8 @@ def celery_app_for(settings: Settings) -> Celery:
 
 
 def sweep_once(app: FastAPI) -> list[str]:
-    """One janitor pass; returns the ids of jobs it requeued, republished or failed."""
+    """One janitor pass; returns the ids of jobs it requeued, republished or failed. It also
+    removes jobs finished longer than ``results_ttl_hours`` ago, and stale staging folders."""
     settings: Settings = app.state.settings
     store: JobStore = app.state.store
     celery: Celery = app.state.celery
@@ -65,6 +66,11 @@ def sweep_once(app: FastAPI) -> list[str]:
         max_worker_losses=settings.max_worker_losses,
         waiting_ids=lambda: waiting_job_ids(celery),
     )
+    if settings.results_ttl_hours > 0:
+        expired = store.expire_finished(older_than=settings.results_ttl_hours * 3600)
+        if expired:
+            logger.info("removed %d jobs finished over %g hours ago (FIBERTENSOR_RESULTS_TTL_HOURS)",
+                        len(expired), settings.results_ttl_hours)
     store.sweep_staging(older_than=_STALE_STAGING_SECONDS)
     return reaped
 

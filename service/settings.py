@@ -109,6 +109,14 @@ class Settings(BaseSettings):
     transient_retries: int = Field(
         3, ge=0, description="Retries of a job that hit a transient error (I/O, connection)."
     )
+    results_ttl_hours: float = Field(
+        0.0,
+        ge=0,
+        description="Hours a finished job (succeeded, failed or cancelled: its record, log and "
+        "results) is kept after it ended; the API's janitor then removes it, as DELETE "
+        "/v1/jobs/{id} would. 0: kept until deleted. A cohort's results (27 MB a whole-brain "
+        "peaks job) otherwise stay on the data volume for good.",
+    )
     keep_inputs: bool = Field(
         False,
         description="Keep a job's uploaded inputs once it has succeeded. Off: they are removed "

@@ -324,6 +324,21 @@ class JobStore:
             raise JobNotFound(job_id) from None
         shutil.rmtree(grave, ignore_errors=True)
 
+    def expire_finished(self, older_than: float) -> list[str]:
+        """Delete the jobs that finished more than ``older_than`` seconds ago; their ids."""
+        expired = []
+        now = utc_now()
+        for job_id in self.job_ids():
+            try:
+                record = self.read(job_id)
+                if (record.status in TERMINAL_STATUSES and record.finished_at is not None
+                        and (now - record.finished_at).total_seconds() > older_than):
+                    self.delete(job_id)
+                    expired.append(job_id)
+            except JobNotFound:  # deleted meanwhile (by its owner, or another API's janitor)
+                continue
+        return expired
+
     def sweep_staging(self, older_than: float) -> int:
         """Remove staging folders older than ``older_than`` seconds (left by a crashed API)."""
         removed = 0

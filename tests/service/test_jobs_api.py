@@ -20,7 +20,7 @@ import pytest
 from service.settings import Settings
 from tests.service.conftest import run_queued
 from worker.job_kinds import UploadedInput
-from worker.job_store import JobStatus, JobStore
+from worker.job_store import JobStatus, JobStore, utc_now
 
 pytestmark = pytest.mark.anyio
 
@@ -209,6 +209,29 @@ async def test_openapi_documents_the_generated_form(client):
     assert props["factor"]["type"] == "number" and props["fail"]["enum"] == ["none", "input", "crash", "transient"]
     assert set(body["schema"]["required"]) == {"volume"}
     assert (await client.get("/docs")).status_code == 200
+
+
+async def test_janitor_removes_jobs_past_the_results_ttl(app_factory, tmp_path, volume):
+    from datetime import timedelta
+
+    from service.app import sweep_once
+
+    settings = Settings(data_dir=tmp_path / "data", results_ttl_hours=2)
+    app = app_factory(settings)
+    store = JobStore(settings.data_dir)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        old, recent = [(await _submit(client, volume)).json()["id"] for _ in range(2)]
+        for job_id, hours in ((old, 3), (recent, 1)):
+            store.update(job_id, lambda r, h=hours: r.model_copy(update={
+                "status": JobStatus.succeeded, "finished_at": utc_now() - timedelta(hours=h)}))
+        sweep_once(app)
+        assert (await client.get(f"/v1/jobs/{old}")).status_code == 404
+        assert (await client.get(f"/v1/jobs/{recent}")).json()["status"] == "succeeded"
+    # 0 keeps finished jobs until they are deleted
+    app.state.settings = Settings(data_dir=tmp_path / "data", results_ttl_hours=0)
+    store.update(recent, lambda r: r.model_copy(update={"finished_at": utc_now() - timedelta(days=400)}))
+    sweep_once(app)
+    assert store.job_ids() == [recent]
 
 
 async def test_janitor_requeues_a_job_whose_worker_died(app_factory, tmp_path, volume):

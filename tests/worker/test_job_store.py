@@ -116,6 +116,26 @@ def test_delete_and_bad_ids(tmp_path):
             store.job_dir(bad)
 
 
+def test_expire_finished_removes_only_jobs_that_ended_long_enough_ago(tmp_path):
+    from datetime import timedelta
+
+    store = JobStore(tmp_path)
+    ended = {}
+    for status, hours_ago in [("succeeded", 30), ("failed", 30), ("cancelled", 30), ("succeeded", 1),
+                              ("running", 30), ("queued", None)]:
+        job_id = _create(store).id
+        finished = None if hours_ago is None else utc_now() - timedelta(hours=hours_ago)
+        # a running job has no finished_at; its started_at is as old as the others' ends
+        fields = {"status": JobStatus(status),
+                  "started_at" if status == "running" else "finished_at": finished}
+        store.update(job_id, lambda r: r.model_copy(update=fields))
+        ended[job_id] = (status, hours_ago)
+    expired = store.expire_finished(older_than=24 * 3600)
+    assert sorted(expired) == sorted(j for j, (s, h) in ended.items() if s != "running" and h == 30)
+    assert sorted(store.job_ids()) == sorted(set(ended) - set(expired))
+    assert list(store.trash_dir.iterdir()) == [] and store.expire_finished(older_than=24 * 3600) == []
+
+
 def test_heartbeat_cancel_and_log(tmp_path):
     store = JobStore(tmp_path)
     job_id = _create(store).id
