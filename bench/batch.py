@@ -414,6 +414,8 @@ def main() -> None:
                         "at once")
     parser.add_argument("--clients", default="1", help="service: client processes sharing the cohort and the "
                         "transfers; several values, comma-separated, run one after the other")
+    parser.add_argument("--peaks-only", action="store_true", help="local mode: write the peaks image alone (no "
+                        "fODF metrics, no QC picture), what the host's reading and writing cost at the least")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
@@ -423,7 +425,8 @@ def main() -> None:
     gpus = args.gpus.split(",") if args.gpus else None
     work = args.work or Path(tempfile.mkdtemp(prefix="fibertensor-batch-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    params = PeaksParams(backend=args.backend)
+    params = (PeaksParams(backend=args.backend, metrics=["none"], qc=False) if args.peaks_only
+              else PeaksParams(backend=args.backend))
 
     started = time.perf_counter()
     inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax, args.distinct)
@@ -442,6 +445,8 @@ def main() -> None:
                 label = "local, in-process"
             else:
                 label = f"local, {processes} process(es) x {len(gpus or ['0'])} GPU(s)"
+            if args.peaks_only:
+                label += ", peaks only"
             out = work / f"out-local-{processes}"
             results[label] = run_local(inputs, out, params, gpus, processes)
             print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
