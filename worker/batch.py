@@ -24,6 +24,7 @@ behind.
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import queue
@@ -42,8 +43,8 @@ from worker.params.peaks import PeaksParams
 if TYPE_CHECKING:
     from worker.input_limits import InputLimits
 
-__all__ = ["BatchItem", "ItemReport", "batch_items", "default_processes", "default_threads", "visible_gpus",
-           "run_batch"]
+__all__ = ["BatchItem", "ItemReport", "batch_items", "up_to_date", "default_processes", "default_threads",
+           "visible_gpus", "run_batch"]
 
 # Files a folder may hold from an earlier batch into it; they are outputs, not inputs.
 _OUTPUT_SUFFIXES = tuple(f"_{name}{suffix}" for name in IMAGE_OUTPUTS for suffix in IMAGE_SUFFIXES)
@@ -61,13 +62,15 @@ class BatchItem:
 class ItemReport:
     """How one input went: ``error`` says why it failed (empty when it did not); ``seconds``
     has ``read``, ``compute`` (the engine call), ``kernel`` (GPU kernel time, CUDA only) and
-    ``write``; ``worker`` names the process ("local", "gpu 0")."""
+    ``write``; ``worker`` names the process ("local", "gpu 0"); ``skipped``: its outputs were
+    up to date (:func:`up_to_date`) and it was not run."""
 
     fod: Path
     ok: bool
     worker: str
     error: str = ""
     seconds: dict[str, float] = field(default_factory=dict)
+    skipped: bool = False
 
 
 def _input_name(path: Path) -> str:
@@ -110,6 +113,26 @@ def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
             )
         items[name] = BatchItem(path, PeaksOutputs.with_prefix(Path(out_dir) / name))
     return list(items.values())
+
+
+def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
+    """Whether ``item``'s outputs are those a run with ``params`` would write, as ``make``
+    judges it: its sidecar (written last, so present only once every output is) names this
+    input and these parameters, every output it lists is there, and it is newer than the input."""
+    sidecar = item.outputs.sidecar
+    try:
+        if sidecar.stat().st_mtime_ns < item.fod.stat().st_mtime_ns:
+            return False
+        written = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(written, dict):
+        return False
+    parameters = json.loads(json.dumps(params.model_dump()))  # as the sidecar holds them
+    listed = written.get("outputs")
+    return (written.get("job") == "peaks" and written.get("parameters") == parameters
+            and (written.get("input") or {}).get("fod") == item.fod.name and isinstance(listed, dict)
+            and all((sidecar.parent / name).exists() for names in listed.values() for name in names))
 
 
 def default_processes(devices: int = 1) -> int:
@@ -318,6 +341,7 @@ def run_batch(
     writers: int | None = None,
     limits: "InputLimits | None" = None,
     report: Callable[[ItemReport], None] | None = None,
+    resume: bool = False,
 ) -> list[ItemReport]:
     """Run the peaks job on every item; returns the reports in ``items`` order.
 
@@ -327,7 +351,8 @@ def run_batch(
     ``readers`` and ``writers``: threads per process (default :func:`default_threads`).
     ``limits``: refuse each input as the service would (:func:`worker.input_limits.check_job_inputs`),
     as its reader's first step. ``report`` is called (in this process, one call at a time) as
-    each item finishes.
+    each item finishes. ``resume``: items whose outputs are :func:`up_to_date` are reported
+    as skipped, not run (a batch stopped part-way goes on where it stopped).
     """
     if processes < 1:
         raise ValueError(f"processes must be at least 1, not {processes}")
@@ -343,16 +368,22 @@ def run_batch(
             if report is not None:
                 report(item_report)
 
-    if not slots:
-        pending = iter(items)
+    todo = []
+    for item in items:
+        if resume and up_to_date(item, params):
+            collect(ItemReport(item.fod, True, "", skipped=True))
+        else:
+            todo.append(item)
+    if todo and not slots:
+        pending = iter(todo)
 
         def take(stopping: threading.Event) -> BatchItem | None:
             with lock:
                 return next(pending, None)
 
         _pipeline(take, params, readers, writers, collect, "local", limits)
-    else:
-        _run_processes(items, params, slots, readers, writers, limits, collect)
+    elif todo:
+        _run_processes(todo, params, slots, readers, writers, limits, collect)
     for item in items:
         if item.fod not in reports:
             reports[item.fod] = ItemReport(item.fod, False, "", "not processed: its worker process stopped "

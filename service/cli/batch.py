@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
                        "writer threads, all taking inputs from one queue; one process alone cannot use more than "
                        "about five cores (default: one per two cores; 1 without --gpus runs in this process)")
+    peaks.add_argument("--resume", action="store_true",
+                       help="skip the inputs whose outputs in DIR are up to date, as make would: the sidecar "
+                       "DIR/<name>.json (written last) names the input and these options, lists outputs that are "
+                       "all there, and is newer than the input; a batch stopped part-way goes on where it stopped")
     peaks.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
     peaks.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")
     add_model_options(peaks, PeaksParams)
@@ -94,16 +98,18 @@ def _batch_peaks(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         reports = run_batch(items, params, devices=devices, processes=processes, readers=args.readers,
-                            writers=args.writers, limits=limits, report=report)
+                            writers=args.writers, limits=limits, report=report, resume=args.resume)
     finally:
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - started
     failed = [r for r in reports if not r.ok]
     if not args.quiet:
-        written = len(reports) - len(failed)
+        skipped = sum(r.skipped for r in reports)
+        written = len(reports) - len(failed) - skipped
         print(f"{written} of {len(reports)} inputs written to {args.out_dir} in {seconds:.1f} s "
-              f"({written / seconds * 3600:.0f} per hour); {len(failed)} failed")
+              f"({written / seconds * 3600:.0f} per hour); "
+              + (f"{skipped} up to date, skipped; " if args.resume else "") + f"{len(failed)} failed")
     if failed:
         print(f"fibertensor: {len(failed)} of {len(reports)} inputs failed:", file=sys.stderr)
         for r in failed:

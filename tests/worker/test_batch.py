@@ -20,7 +20,7 @@ from gpu.peaks.phantom import fod_phantom
 from service.cli import main
 from service.settings import get_settings
 from worker.io import images
-from worker.batch import batch_items, run_batch
+from worker.batch import batch_items, run_batch, up_to_date
 from worker.errors import InputError
 from worker.jobs.peaks import IMAGE_OUTPUTS
 from worker.params import PeaksParams
@@ -153,6 +153,41 @@ def test_a_failed_write_leaves_none_of_its_outputs(cohort, tmp_path):
     assert "sub-02_count.nii.gz" in reports[1].error
     left = sorted(p.name for p in out.iterdir())
     assert left == sorted([f"{n}{s}" for n in ("sub-01", "sub-03") for s in OUTPUT_FILES] + ["sub-02_count.nii.gz"])
+
+
+def test_resume_runs_only_what_is_missing_or_stale(cohort, one_at_a_time, tmp_path, capsys):
+    """--resume: an input whose outputs a run with these options wrote after the input last
+    changed is skipped (its files untouched); one with no sidecar, an older one, an output
+    missing or other options runs again, and its outputs are those of one run alone."""
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    out.mkdir()
+    for name in GOOD:
+        (inputs / f"{name}.nii.gz").write_bytes((cohort / f"{name}.nii.gz").read_bytes())
+    for name in GOOD[:2]:  # sub-01 and sub-02 were written by an earlier run; sub-03 was not
+        for suffix in OUTPUT_FILES:
+            (out / f"{name}{suffix}").write_bytes((one_at_a_time / f"{name}{suffix}").read_bytes())
+    earlier = (inputs / "sub-02.nii.gz").stat().st_mtime - 10
+    os.utime(out / "sub-02.json", (earlier, earlier))  # sub-02's input changed since
+    kept = {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.name.startswith("sub-01")}
+    items = batch_items(sorted(inputs.iterdir()), out)
+    params = PeaksParams(backend="cpu")
+    assert [up_to_date(item, params) for item in items] == [True, False, False]
+    assert not up_to_date(items[0], PeaksParams(backend="cpu", npeaks=2))
+
+    assert main(["batch", "peaks", str(inputs), "--out-dir", str(out), "--backend", "cpu", "--resume",
+                 "--processes-per-gpu", "1"]) == 0
+    summary = capsys.readouterr().out
+    assert "2 of 3 inputs written" in summary and "1 up to date, skipped; 0 failed" in summary
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.name.startswith("sub-01")} == kept
+    assert_same_outputs(out, one_at_a_time)
+    assert all(up_to_date(item, params) for item in items)
+
+    (out / "sub-03_amplitudes.nii.gz").unlink()
+    (out / "sub-01.json").write_text("{")  # a sidecar cut short
+    reports = run_batch(items, params, resume=True)
+    assert [(r.ok, r.skipped) for r in reports] == [(True, False), (True, True), (True, False)]
+    assert_same_outputs(out, one_at_a_time)
 
 
 def test_batch_items_names_and_folders(cohort, tmp_path):
