@@ -1,14 +1,16 @@
 """The FastAPI application: ``create_app(settings)``.
 
 Besides the routes, the app runs a janitor while it lives: every ``janitor_interval``
-seconds it requeues (or fails) ``running`` jobs whose worker died and clears staging
-folders a crashed upload left behind.
+seconds it requeues (or fails) ``running`` jobs whose worker died, removes jobs past
+``results_ttl_hours`` and clears staging folders a crashed upload left behind. Of the API
+processes sharing a data volume one sweeps at a time (a file lock), not each of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 from collections.abc import AsyncIterator, Mapping
 
@@ -26,7 +28,7 @@ from worker.job_kinds import JobKind, job_kinds
 from worker.job_runner import reap_orphans
 from worker.job_store import JobStore
 
-__all__ = ["create_app", "celery_app_for", "sweep_once"]
+__all__ = ["create_app", "celery_app_for", "sweep_once", "holds_janitor_lock"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +77,35 @@ def sweep_once(app: FastAPI) -> list[str]:
     return reaped
 
 
+def holds_janitor_lock(app: FastAPI) -> bool:
+    """Whether this process is the one that sweeps: the first to take ``janitor.lock`` on the
+    data volume keeps it while it lives; the others try again each pass, so one of them takes
+    over when it exits. (Each sweep reads every job record: with tens of thousands of jobs,
+    one sweeper instead of one per API process.)"""
+    if getattr(app.state, "janitor_lock", None) is not None:
+        return True
+    handle = open(app.state.store.data_dir / "janitor.lock", "a+b")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return False
+    app.state.janitor_lock = handle
+    return True
+
+
+def _release_janitor_lock(app: FastAPI) -> None:
+    handle = getattr(app.state, "janitor_lock", None)
+    app.state.janitor_lock = None
+    if handle is not None:
+        handle.close()  # releases the lock
+
+
 async def _janitor(app: FastAPI, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
+        if not holds_janitor_lock(app):
+            continue
         try:
             reaped = await run_in_threadpool(sweep_once, app)
             if reaped:
@@ -98,6 +126,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        _release_janitor_lock(app)
 
 
 def create_app(

@@ -234,6 +234,19 @@ async def test_janitor_removes_jobs_past_the_results_ttl(app_factory, tmp_path, 
     assert store.job_ids() == [recent]
 
 
+async def test_one_api_process_of_those_sharing_a_data_volume_sweeps(app_factory, tmp_path):
+    from service.app import holds_janitor_lock
+
+    settings = Settings(data_dir=tmp_path / "data", janitor_interval=0.05)
+    first, second = app_factory(settings), app_factory(settings)
+    async with first.router.lifespan_context(first):
+        await anyio.sleep(0.2)
+        assert holds_janitor_lock(first) and not holds_janitor_lock(second)
+    # the sweeper's lifespan ended (its process exited): the next one to try takes over
+    async with second.router.lifespan_context(second):
+        assert holds_janitor_lock(second) and not holds_janitor_lock(first)
+
+
 async def test_janitor_requeues_a_job_whose_worker_died(app_factory, tmp_path, volume):
     settings = Settings(data_dir=tmp_path / "data", janitor_interval=0.1)
     app = app_factory(settings)
