@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from service import page
 from service.api import archives, health, jobs, submit
+from service.head import HeadFromGet
 from service.problems import install_problem_handlers
 from service.settings import Settings, get_settings
 from worker.celery_app import create_celery_app, publish_job, waiting_job_ids
@@ -151,6 +152,7 @@ def create_app(
     app.state.celery = celery or celery_app_for(settings)
     app.state.kinds = kinds
     install_problem_handlers(app)
+    app.add_middleware(HeadFromGet)
     app.include_router(health.router)
     app.include_router(submit.build_submit_router(kinds))
     # before jobs: /v1/jobs/results.zip must not be taken for a job id

@@ -1,4 +1,5 @@
-"""Issue 14, item 6: an unknown job kind is 404, HEAD on a result is 200 with its headers,
+"""Issue 14, item 6: an unknown job kind is 404, HEAD on a result is 200 with its headers (and
+on every GET route, the GET's status and headers),
 /readyz answers from a recent check without kombu warnings, a client hanging up mid-upload is
 one WARNING line, and the SH volume-count message is a sentence."""
 
@@ -41,6 +42,20 @@ async def test_head_on_a_result_gives_its_headers(client, volume, store):
     assert head.headers["etag"] == f'"{result["sha256"]}"'
     missing = await client.head(f"/v1/jobs/{job['id']}/results/nothing.nii.gz")
     assert missing.status_code == 404
+
+
+async def test_head_answers_every_get_route_as_its_get_without_the_body(client, volume, store):
+    """HEAD was 405 on every GET route but a result file's, while 405's Allow named it."""
+    job = (await client.post("/v1/jobs/scale", files={"volume": (volume.name, volume.read_bytes())},
+                             data={"label": "b"})).json()
+    run_queued(store)
+    for path in ("/healthz", "/", "/v1/jobs?label=b", f"/v1/jobs/{job['id']}", f"/v1/jobs/{job['id']}/log",
+                 f"/v1/jobs/{job['id']}/results.zip", "/v1/jobs/results.zip?label=b", "/v1/jobs/nothing"):
+        get, head = await client.get(path), await client.head(path)
+        assert (head.status_code, head.content) == (get.status_code, b""), path
+        assert head.headers["content-type"] == get.headers["content-type"], path
+        if "content-length" in get.headers:
+            assert head.headers["content-length"] == get.headers["content-length"], path
 
 
 async def test_readyz_answers_from_a_recent_check_without_kombu_warnings(client, caplog):
