@@ -52,7 +52,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _bids(args: argparse.Namespace) -> int:
-    from worker.batch import default_processes
     from worker.bids import find_fods, run_bids_peaks
     from worker.errors import InputError
 
@@ -69,6 +68,8 @@ def _bids(args: argparse.Namespace) -> int:
             fods = find_fods(args.bids_dir, args.participant_label, args.session_label, exclude=args.output_dir)
             results = _on_server(args, fods, fields, log)
         else:
+            from worker.batch import default_processes
+
             devices = devices_from_option(args.gpus)
             processes = args.processes or default_processes(len(devices or [None]))
             results = run_bids_peaks(args.bids_dir, args.output_dir, params, args.participant_label,
