@@ -52,10 +52,12 @@ _OUTPUT_SUFFIXES = tuple(f"_{name}{suffix}" for name in IMAGE_OUTPUTS for suffix
 
 @dataclass(frozen=True)
 class BatchItem:
-    """One input and where its outputs go (the names ``fibertensor peaks IN DIR/<name>`` uses)."""
+    """One input, where its outputs go (the names ``fibertensor peaks IN DIR/<name>`` uses),
+    and its brain mask if any (non-zero = compute, as ``fibertensor peaks --mask``)."""
 
     fod: Path
     outputs: PeaksOutputs
+    mask: Path | None = None
 
 
 @dataclass
@@ -118,10 +120,12 @@ def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
 def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
     """Whether ``item``'s outputs are those a run with ``params`` would write, as ``make``
     judges it: its sidecar (written last, so present only once every output is) names this
-    input and these parameters, every output it lists is there, and it is newer than the input."""
+    input, its mask (or none) and these parameters, every output it lists is there, and it is
+    newer than the input and the mask."""
     sidecar = item.outputs.sidecar
     try:
-        if sidecar.stat().st_mtime_ns < item.fod.stat().st_mtime_ns:
+        written_at = sidecar.stat().st_mtime_ns
+        if any(written_at < path.stat().st_mtime_ns for path in (item.fod, item.mask) if path is not None):
             return False
         written = json.loads(sidecar.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -129,9 +133,10 @@ def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
     if not isinstance(written, dict):
         return False
     parameters = json.loads(json.dumps(params.model_dump()))  # as the sidecar holds them
-    listed = written.get("outputs")
+    listed, read = written.get("outputs"), written.get("input") or {}
     return (written.get("job") == "peaks" and written.get("parameters") == parameters
-            and (written.get("input") or {}).get("fod") == item.fod.name and isinstance(listed, dict)
+            and read.get("fod") == item.fod.name and read.get("mask") == (item.mask.name if item.mask else None)
+            and isinstance(listed, dict)
             and all((sidecar.parent / name).exists() for names in listed.values() for name in names))
 
 
@@ -174,8 +179,9 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
 
     def read(item: BatchItem):
         if limits is not None:
-            check_job_inputs(kind, {"fod": item.fod}, params, limits, read_through=False)
-        return read_peaks_inputs(item.fod, params=params)
+            check_job_inputs(kind, {"fod": item.fod, **({"mask": item.mask} if item.mask else {})}, params, limits,
+                             read_through=False)
+        return read_peaks_inputs(item.fod, item.mask, params=params)
 
     ready: queue.Queue = queue.Queue(maxsize=readers)
     writing = threading.Semaphore(writers)

@@ -10,7 +10,9 @@ QSIRecon and MRtrix3 users give ``dwi2fod``'s white-matter FOD; ``<ext>`` is ``.
 and session in the same folder is used as the mask when present (one in the FOD's space
 first).
 
-Each FOD is one peaks job (:func:`worker.jobs.peaks.run_peaks`); its files are renamed in the
+Each FOD is one peaks job, its files those :func:`worker.jobs.peaks.run_peaks` writes, run
+through the batch pipeline (:mod:`worker.batch`: reading, computing and writing overlap, in
+one or more worker processes) and published as each finishes; its files are renamed in the
 FOD's entity scheme with ``param-`` and ``desc-`` replaced by what the file holds
 (``..._param-peaks_dwimap``, ``_param-nufo_dwimap``, ``_param-afdmax_dwimap``, ...,
 ``_desc-qc_dwimap.png``), in the FOD's ``sub-*/[ses-*/]<datatype>`` folder of the output,
@@ -28,7 +30,7 @@ import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
@@ -36,6 +38,7 @@ from worker.params.peaks import PeaksParams
 from worker.provenance import generated_by
 
 if TYPE_CHECKING:
+    from worker.batch import ItemReport
     from worker.input_limits import InputLimits
 
 __all__ = ["FodInput", "BIDS_VERSION", "OUTPUT_ENTITIES", "find_fods", "derivative_name",
@@ -253,36 +256,55 @@ def publish_job(fod: FodInput, bids_dir: Path, job_folder: Path, sidecar: dict, 
 def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = PeaksParams(),
                    participant_labels: Iterable[str] | None = None, session_labels: Iterable[str] | None = None,
                    log: Callable[[str], None] = lambda message: None,
-                   limits: "InputLimits | None" = None) -> dict[Path, list[Path] | str]:
+                   limits: "InputLimits | None" = None, *, devices: Sequence[str] | None = None,
+                   processes: int = 1) -> dict[Path, list[Path] | str]:
     """Run one peaks job per FOD of the selected participants and sessions, here (CPU or
-    GPU, ``params.backend``), and publish each into ``output_dir``. A job whose input is
-    refused does not stop the others: the result maps each FOD to its published files or
-    to the error that stopped it. ``limits``: each FOD's headers are first checked as the
-    service checks an upload (:func:`worker.input_limits.check_job_inputs`)."""
-    from worker.input_limits import check_job_inputs
-    from worker.job_kinds import get_job_kind
-    from worker.jobs.peaks import PeaksOutputs, run_peaks
+    GPU, ``params.backend``), and publish each into ``output_dir`` as it finishes.
+
+    The FODs go through the batch pipeline (:func:`worker.batch.run_batch`: the next FODs
+    are read while one is computed and the previous ones written; ``devices`` and
+    ``processes`` as there, one process without devices running here); each FOD's files are
+    those :func:`worker.jobs.peaks.run_peaks` writes for it alone, byte for byte. A FOD that
+    fails does not stop the others: the result maps each FOD, in :func:`find_fods` order, to
+    its published files or to the error that stopped it. ``limits``: each FOD's headers are
+    first checked as the service checks an upload (:func:`worker.input_limits.check_job_inputs`)."""
+    from worker.batch import BatchItem, run_batch
+    from worker.jobs.peaks import PeaksOutputs
 
     output_dir = Path(output_dir)
     fods = find_fods(bids_dir, participant_labels, session_labels, exclude=output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     write_dataset_description(output_dir, bids_dir)
+    staging = output_dir / ".work"
+    shutil.rmtree(staging, ignore_errors=True)
+    # Numbered folders: two FODs of one name in different pipelines' folders run at once.
+    items = {fod.path: BatchItem(fod.path, PeaksOutputs.in_folder(staging / f"{number}-{fod.path.name}"), fod.mask)
+             for number, fod in enumerate(fods, 1)}
+    by_path = {fod.path: fod for fod in fods}
     results: dict[Path, list[Path] | str] = {}
-    for number, fod in enumerate(fods, 1):
-        work = output_dir / ".work" / fod.path.name
+
+    def publish(report: ItemReport) -> None:
+        # Called once per FOD, one call at a time; an exception here would be lost in a
+        # writer thread, or stop the whole batch, so a failed publish is that FOD's error.
+        fod, work = by_path[report.fod], items[report.fod].outputs.folder
+        outcome: list[Path] | str = report.error
+        if report.ok:
+            try:
+                sidecar = json.loads(items[report.fod].outputs.sidecar.read_text(encoding="utf-8"))
+                outcome = publish_job(fod, bids_dir, work, sidecar, output_dir)
+            except Exception as exc:
+                outcome = f"{type(exc).__name__}: {exc}"
         shutil.rmtree(work, ignore_errors=True)
-        try:
-            if limits is not None:
-                # headers only: run_peaks reads the data next and refuses damage in the same words
-                check_job_inputs(get_job_kind("peaks"), {"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})},
-                                 params, limits, read_through=False)
-            sidecar = run_peaks(fod.path, PeaksOutputs.in_folder(work), params, mask=fod.mask)
-            results[fod.path] = publish_job(fod, bids_dir, work, sidecar, output_dir)
-            log(f"[{number}/{len(fods)}] {fod.path.name}: {len(results[fod.path])} files in {fod.folder}")
-        except InputError as exc:
-            results[fod.path] = f"{exc.title}: {exc.detail}"
-            log(f"[{number}/{len(fods)}] {fod.path.name}: {exc.title}: {exc.detail}")
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(output_dir / ".work", ignore_errors=True)
-    return results
+        results[fod.path] = outcome
+        said = f"{len(outcome)} files in {fod.folder}" if isinstance(outcome, list) else outcome
+        log(f"[{len(results)}/{len(fods)}] {fod.path.name}: {said}")
+
+    try:
+        reports = run_batch(list(items.values()), params, devices=devices, processes=processes, limits=limits,
+                            report=publish)
+        for report in reports:
+            if report.fod not in results:  # its worker process stopped before reporting it
+                publish(report)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {fod.path: results[fod.path] for fod in fods}

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.gpus import devices_from_option
 from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, params_from_args
 from worker.params.peaks import PeaksParams
@@ -48,22 +49,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     peaks.set_defaults(func=_batch_peaks)
 
 
-def _devices(gpus: str | None) -> list[str] | None:
-    from worker.batch import visible_gpus
-
-    if gpus is None:
-        return None
-    if gpus == "all":
-        devices = visible_gpus()
-        if not devices:
-            raise CommandError("--gpus all: no CUDA GPU is visible here; leave out --gpus to run on the CPU")
-        return devices
-    devices = [d.strip() for d in gpus.split(",")]
-    if not all(devices) or len(set(devices)) != len(devices):
-        raise CommandError(f"--gpus {gpus!r}: give 'all' or distinct device numbers separated by commas, e.g. 0,1")
-    return devices
-
-
 def _batch_peaks(args: argparse.Namespace) -> int:
     from worker.batch import batch_items, default_processes, run_batch
     from worker.errors import InputError
@@ -76,7 +61,7 @@ def _batch_peaks(args: argparse.Namespace) -> int:
         items = batch_items(args.inputs, args.out_dir)
     except InputError as exc:
         raise CommandError(exc.detail) from None
-    devices = _devices(args.gpus)
+    devices = devices_from_option(args.gpus)
     processes = args.processes_per_gpu or default_processes(len(devices or [None]))
     # checked as the service checks, by each reader from the header: a bad FIBERTENSOR_*
     # setting stops the batch here, once

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from service.cli import CommandError
+from service.cli.gpus import devices_from_option
 from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, option_values, params_from_options
 from worker.params.peaks import PeaksParams
@@ -23,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bids",
         help="fiber peaks and fODF metrics of a BIDS-derivatives dataset of FODs (BIDS App)",
         description="Find the FODs of a BIDS-derivatives dataset (BEP016 ..._param-fod_dwimap, or ..._desc-wmfod_...; "
-        "a ..._desc-brain_mask beside them is used), run one peaks job per subject and session, and write "
+        "a ..._desc-brain_mask beside them is used), run one peaks job per subject and session through the "
+        "batch pipeline (fibertensor batch peaks), and write "
         "the results as a BIDS-derivatives dataset in OUTPUT_DIR (..._param-peaks_dwimap, _param-nufo_dwimap, "
         "_param-afdmax_dwimap, ..., each with a JSON sidecar).",
     )
@@ -34,6 +36,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="only these participants (01 or sub-01; default: all)")
     bids.add_argument("--session-label", nargs="+", metavar="LABEL", help="only these sessions (default: all)")
     add_model_options(bids, PeaksParams)
+    bids.add_argument("--processes", type=int, metavar="N",
+                      help="worker processes (per GPU with --gpus), all taking FODs from one queue, each reading the "
+                      "next FODs while one is computed and writing the previous ones, as fibertensor batch peaks "
+                      "does; one process alone cannot use more than about five cores (default: one per two cores; "
+                      "1 without --gpus runs in this process)")
+    bids.add_argument("--gpus", metavar="all|0,1",
+                      help="the GPUs to run on, each with --processes worker processes: 'all' or "
+                      "CUDA_VISIBLE_DEVICES values (default: the backend's device)")
     bids.add_argument("--server", help="run the jobs on this fibertensor service (URL) instead of here")
     bids.add_argument("--api-key", default=os.environ.get("FIBERTENSOR_API_KEY"),
                       help="API key for --server (default FIBERTENSOR_API_KEY)")
@@ -47,14 +57,24 @@ def _bids(args: argparse.Namespace) -> int:
 
     fields = option_values(PeaksParams, args)
     params = params_from_options(PeaksParams, fields)
+    if args.server and (args.processes is not None or args.gpus is not None):
+        raise CommandError("--processes and --gpus say how to run the jobs here; leave them out with --server "
+                           "(the service's workers run them)")
+    if args.processes is not None and args.processes < 1:
+        raise CommandError("--processes must be at least 1")
     log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     try:
         if args.server:
             fods = find_fods(args.bids_dir, args.participant_label, args.session_label, exclude=args.output_dir)
             results = _on_server(args, fods, fields, log)
         else:
+            from worker.batch import default_processes
+
+            devices = devices_from_option(args.gpus)
+            processes = args.processes or default_processes(len(devices or [None]))
             results = run_bids_peaks(args.bids_dir, args.output_dir, params, args.participant_label,
-                                     args.session_label, log=log, limits=input_limits())
+                                     args.session_label, log=log, limits=input_limits(), devices=devices,
+                                     processes=processes)
     except InputError as exc:
         raise CommandError(exc.detail) from None
     failed = {path: error for path, error in results.items() if isinstance(error, str)}

@@ -9,7 +9,7 @@ import pytest
 
 from service.cli import main
 from tests.integration.processes import free_port, service_env, start_serve, stop
-from tests.worker.test_bids import make_dataset
+from tests.worker.test_bids import make_dataset, published_files
 from worker.io.images import load_image_data, read_image_header
 
 
@@ -48,6 +48,30 @@ def test_errors_say_what_to_fix(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["bids", str(root), str(tmp_path / "out"), "group"])
     assert "invalid choice: 'group'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_worker_processes_publish_what_one_process_does(tmp_path, capsys):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    options = ["participant", "--npeaks", "2", "--backend", "cpu"]
+    assert main([str(a) for a in ["bids", root, tmp_path / "one", *options, "--processes", "1"]]) == 0
+    assert main([str(a) for a in ["bids", root, tmp_path / "two", *options, "--processes", "2"]]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == f"4 of 4 FODs done; derivatives in {tmp_path / 'two'}"
+    assert sorted(line.split("]")[0] for line in captured.err.splitlines()[-4:]) == [f"[{n}/4" for n in range(1, 5)]
+    assert published_files(tmp_path / "two") == published_files(tmp_path / "one")
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--gpus", "0,,1"], "distinct device numbers"), (["--gpus", "1,1"], "distinct device numbers"),
+    (["--gpus", "all"], "no CUDA GPU is visible"), (["--processes", "0"], "--processes must be at least 1"),
+    (["--processes", "2", "--server", "http://127.0.0.1:9"], "leave them out with --server"),
+])
+def test_process_and_gpu_options_errors(tmp_path, capsys, options, message):
+    root = tmp_path / "ds"
+    make_dataset(root)
+    assert message in cli_error(["bids", root, tmp_path / "out", "participant", *options], capsys)
     assert not (tmp_path / "out").exists()
 
 

@@ -1,9 +1,13 @@
 """BIDS-derivatives batches: FODs found by their BEP016 and QSIRecon/MRtrix3 names, one job
-per subject and session, outputs indexed by pybids as a derivatives dataset."""
+per subject and session through the batch pipeline (in this process or in worker processes),
+the files of one peaks job per FOD, outputs indexed by pybids as a derivatives dataset."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +16,8 @@ from bids import BIDSLayout
 
 from gpu.peaks.phantom import fod_phantom
 from tests.worker.jobs.test_peaks import rotated_affine
-from worker.bids import derivative_name, find_fods, run_bids_peaks
+from worker.batch import BatchItem, run_batch, up_to_date
+from worker.bids import derivative_name, find_fods, publish_job, run_bids_peaks, write_dataset_description
 from worker.errors import InputError
 from worker.io.images import load_image_data, read_image_header, write_image
 from worker.jobs.peaks import PeaksOutputs, run_peaks
@@ -25,7 +30,7 @@ PARAMS = PeaksParams(npeaks=2, backend="cpu")
 MAPS = ("peaks", "amplitudes", "nufo", "afdmax", "afdtotal", "afdsum", "peakfraction", "rgb")
 
 
-def make_dataset(root: Path) -> dict[tuple[str, str], Path]:
+def make_dataset(root: Path, grid: tuple[int, int, int] = GRID) -> dict[tuple[str, str], Path]:
     """Two subjects, two sessions each, in the names users have: BEP016 NIfTI with brain
     masks (sub-01), QSIRecon/MRtrix3 ``desc-wmfod`` and multi-tissue ``label-WM`` MRtrix
     images without masks (sub-02), plus files that are not white-matter FODs."""
@@ -40,15 +45,15 @@ def make_dataset(root: Path) -> dict[tuple[str, str], Path]:
     for seed, ((subject, session), name) in enumerate(names.items()):
         folder = root / "derivatives" / "mrtrix" / f"sub-{subject}" / f"ses-{session}" / "dwi"
         folder.mkdir(parents=True)
-        fods[subject, session] = write_image(folder / name, fod_phantom(GRID, 4, seed=seed)["sh"].astype(np.float32),
+        fods[subject, session] = write_image(folder / name, fod_phantom(grid, 4, seed=seed)["sh"].astype(np.float32),
                                              rotated_affine())
         if subject == "01":
-            mask = np.ones(GRID, np.uint8)
+            mask = np.ones(grid, np.uint8)
             mask[0] = 0
             write_image(folder / f"sub-01_ses-{session}_desc-brain_mask.nii.gz", mask, rotated_affine())
         else:
             write_image(folder / f"sub-02_ses-{session}_model-msmtcsd_param-fod_label-CSF_dwimap.mif.gz",
-                        np.ones((*GRID, 1), np.float32), rotated_affine())
+                        np.ones((*grid, 1), np.float32), rotated_affine())
         (folder / f"sub-{subject}_ses-{session}_dwi.bval").write_text("0 1000\n")
     return fods
 
@@ -140,3 +145,84 @@ def test_output_folder_of_another_dataset_is_refused(tmp_path):
     make_dataset(root)
     with pytest.raises(InputError, match="choose an empty OUTPUT_DIR"):
         run_bids_peaks(root, root, PARAMS)
+
+
+COHORT_GRID = (7, 6, 5)
+
+
+def published_files(folder: Path) -> dict[str, bytes]:
+    """Every file below ``folder`` by relative path; the peaks sidecars without the timings."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        content = path.read_bytes()
+        if path.name.endswith("_param-peaks_dwimap.json"):
+            sidecar = json.loads(content)
+            assert sidecar["Provenance"].pop("seconds").keys() >= {"read", "write", "total"}
+            content = json.dumps(sidecar, sort_keys=True).encode()
+        files[path.relative_to(folder).as_posix()] = content
+    return files
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory) -> dict:
+    """The dataset on a 7×6×5 grid, and a third subject whose FOD is cut short; the
+    reference: one :func:`run_peaks` after the other, each published as it ends (the
+    sequential BIDS app this pipeline replaces)."""
+    root = tmp_path_factory.mktemp("cohort") / "ds"
+    fods = make_dataset(root, COHORT_GRID)
+    folder = root / "derivatives" / "mrtrix" / "sub-03" / "dwi"
+    folder.mkdir(parents=True)
+    broken = write_image(folder / "sub-03_model-csd_param-fod_dwimap.nii.gz",
+                         fod_phantom(COHORT_GRID, 4, seed=9)["sh"].astype(np.float32), rotated_affine())
+    whole = broken.read_bytes()
+    broken.write_bytes(whole[: len(whole) // 2])
+    reference = root.parent / "reference"
+    reference.mkdir()
+    write_dataset_description(reference, root)
+    for fod in find_fods(root):
+        work = root.parent / "work" / fod.path.name
+        if fod.path != broken:
+            sidecar = run_peaks(fod.path, PeaksOutputs.in_folder(work), PARAMS, mask=fod.mask)
+            publish_job(fod, root, work, sidecar, reference)
+        shutil.rmtree(work, ignore_errors=True)
+    return {"root": root, "fods": fods, "broken": broken, "reference": published_files(reference)}
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_pipeline_publishes_what_one_job_after_the_other_does(cohort, tmp_path, processes):
+    """In this process and in two worker processes: every file byte for byte the sequential
+    app's; the cut FOD fails alone, with the reader's message, and publishes nothing."""
+    lines = []
+    out = tmp_path / "out"
+    results = run_bids_peaks(cohort["root"], out, PARAMS, log=lines.append, processes=processes)
+    assert published_files(out) == cohort["reference"]
+    assert list(results) == [*cohort["fods"].values(), cohort["broken"]]
+    assert results[cohort["broken"]].startswith("Truncated or damaged file: ")
+    assert not (out / "sub-03").exists() and not (out / ".work").exists()
+    for fod in cohort["fods"].values():
+        assert len(results[fod]) == 9 and all(path.is_file() for path in results[fod])
+    # one line per FOD as it is published, counting up
+    assert [line.split("]")[0] for line in lines] == [f"[{n}/5" for n in range(1, 6)]
+    assert f"] {cohort['broken'].name}: Truncated or damaged file: " in "".join(lines)
+    assert "] sub-01_ses-1_model-csd_param-fod_dwimap.nii.gz: 9 files in sub-01/ses-1/dwi" in "".join(lines)
+
+
+def test_a_brain_mask_leaves_its_outside_voxels_without_peaks(cohort, tmp_path):
+    """sub-01's masks zero its x = 0 slab: no peaks there in the published maps (as one
+    run_peaks with the mask gives: the test above); the batch item's mask counts in --resume."""
+    out = tmp_path / "out"
+    run_bids_peaks(cohort["root"], out, PARAMS, participant_labels=["01"], session_labels=["1"])
+    stem = out / "sub-01/ses-1/dwi/sub-01_ses-1_model-csd_param-"
+    count = load_image_data(read_image_header(Path(f"{stem}nufo_dwimap.nii.gz"), "nufo"))
+    peaks = load_image_data(read_image_header(Path(f"{stem}peaks_dwimap.nii.gz"), "peaks"))
+    assert count.shape == COHORT_GRID and (count[0] == 0).all() and (count[1:] > 0).all()
+    assert np.isnan(peaks[0]).all() and np.isfinite(peaks[1:, ..., :3]).all()
+
+    fod = cohort["fods"]["01", "1"]
+    item = BatchItem(fod, PeaksOutputs.with_prefix(tmp_path / "batch" / "sub-01"),
+                     fod.parent / "sub-01_ses-1_desc-brain_mask.nii.gz")
+    assert [r.ok for r in run_batch([item], PARAMS)] == [True]
+    assert up_to_date(item, PARAMS) and not up_to_date(dataclasses.replace(item, mask=None), PARAMS)
+    later = item.outputs.sidecar.stat().st_mtime + 10
+    os.utime(item.mask, (later, later))  # the mask changed since
+    assert not up_to_date(item, PARAMS)
