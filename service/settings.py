@@ -1,6 +1,6 @@
 """Every setting of the service, read from ``FIBERTENSOR_*`` environment variables.
 
-The README's settings table lists these fields; keep the two in step.
+docs/service.md's settings table lists these fields; keep the two in step.
 """
 
 from __future__ import annotations

@@ -24,12 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kinds = batch.add_subparsers(dest="batch_kind", required=True, metavar="JOB")
     peaks = kinds.add_parser(
         "peaks", help="fiber peaks of many SH FOD volumes",
-        description="Fiber peaks of every input, written as fibertensor peaks IN DIR/<name> writes them: "
-        "DIR/<name>_peaks.nii.gz, _amplitudes.nii.gz, _count.nii.gz and DIR/<name>.json, byte for byte the "
-        "same. An input that fails is listed at the end and the others are written; the exit status is "
-        "then 1.")
+        description="Fiber peaks of every input, written as fibertensor peaks IN DIR/<name> writes them "
+        "(DIR/<name>_peaks, _amplitudes, _count, the fODF metrics, _qc.png, the formats asked for, and the "
+        "sidecar DIR/<name>.json), byte for byte the same. An input that fails is listed at the end and the "
+        "others are written; the exit status is then 1.")
     peaks.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
-                       help="4D NIfTI of SH coefficients, or a folder of them (its .nii and .nii.gz files)")
+                       help="4D image of SH coefficients (.nii, .nii.gz, .mif, .mif.gz), or a folder of them")
     peaks.add_argument("--out-dir", type=Path, required=True, metavar="DIR", help="folder for the outputs")
     peaks.add_argument("--gpus", metavar="all|0,1",
                        help="the GPUs to run on, each with --processes-per-gpu worker processes, all taking "

@@ -71,9 +71,14 @@ def _help(info: FieldInfo, is_list: bool) -> str:
     notes = [_range_text(_constraints(info))]
     if is_list:
         notes.insert(0, "comma-separated")
-    if not info.is_required() and info.default is not None:
-        default = info.default
-        notes.append(f"default: {str(default).lower() if isinstance(default, bool) else default}")
+    default = None if info.is_required() else info.default
+    if isinstance(default, bool):
+        notes.append(f"default: {str(default).lower()}")
+    elif isinstance(default, (list, tuple)):
+        if default:  # as it is typed; an empty default is the description's to explain
+            notes.append(f"default: {','.join(map(str, default))}")
+    elif default is not None:
+        notes.append(f"default: {default}")
     notes = [n for n in notes if n]
     return (info.description or "") + (f" ({'; '.join(notes)})" if notes else "")
 
