@@ -14,6 +14,7 @@ from service.cli import CommandError
 from service.cli.gpus import devices_from_option
 from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, option_values, params_from_options
+from service.cli.transfer_options import add_transfers_option
 from worker.params.peaks import PeaksParams
 
 __all__ = ["register"]
@@ -47,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bids.add_argument("--server", help="run the jobs on this fibertensor service (URL) instead of here")
     bids.add_argument("--api-key", default=os.environ.get("FIBERTENSOR_API_KEY"),
                       help="API key for --server (default FIBERTENSOR_API_KEY)")
+    add_transfers_option(bids, applies="with --server")
     bids.add_argument("--quiet", action="store_true", help="no progress lines")
     bids.set_defaults(func=_bids)
 
@@ -66,7 +68,7 @@ def _bids(args: argparse.Namespace) -> int:
     try:
         if args.server:
             fods = find_fods(args.bids_dir, args.participant_label, args.session_label, exclude=args.output_dir)
-            results = _on_server(args, fods, fields, log)
+            results = _on_server(args, fods, fields)
         else:
             from worker.batch import default_processes
 
@@ -85,10 +87,14 @@ def _bids(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str], log) -> dict:
-    """Submit one job per FOD to the service as one labelled batch, wait, download each
-    job's results and publish them as :func:`worker.bids.run_bids_peaks` does."""
-    from service.cli.client import ServiceClient, job_failure, submit_each, wait_for_jobs
+def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str]) -> dict:
+    """Submit one job per FOD to the service as one labelled batch (``--transfers`` uploads at
+    a time), and download each job's results as soon as it succeeds, while the others still
+    run, publishing them as :func:`worker.bids.run_bids_peaks` does. Returns each FOD's
+    published paths, or why it failed, in ``fods`` order."""
+    from tqdm import tqdm
+
+    from service.cli.client import ServiceClient, fetch_as_finished, job_failure, submit_each
     from worker.bids import publish_job, write_dataset_description
     from worker.job_kinds import get_job_kind
 
@@ -99,21 +105,27 @@ def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str], log
     by_path = {fod.path: fod for fod in fods}
     with ServiceClient(args.server, args.api_key) as client:
         batch = [{"fod": fod.path, **({"mask": fod.mask} if fod.mask else {})} for fod in fods]
-        sent, refused = submit_each(client, get_job_kind("peaks"), batch, {**fields, "label": label})
+        sent, refused = submit_each(client, get_job_kind("peaks"), batch, {**fields, "label": label},
+                                    transfers=args.transfers)
         results: dict = {files["fod"]: why for files, why in refused}
-        for job in wait_for_jobs(client, list(sent), args.quiet, label):
+
+        def download_and_publish(job: dict) -> list[Path]:
             fod = by_path[sent[job["id"]]["fod"]]
-            if job["status"] != "succeeded":
-                results[fod.path] = job_failure(job)
-                continue
             work = output_dir / ".work" / job["id"]
             try:
                 for result in job["results"]:
                     client.download(result, work)
                 sidecar = json.loads((work / "peaks.json").read_text())
-                results[fod.path] = publish_job(fod, args.bids_dir, work, sidecar, output_dir)
-                log(f"{fod.path.name}: {len(results[fod.path])} files in {fod.folder}")
+                published = publish_job(fod, args.bids_dir, work, sidecar, output_dir)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
+            if not args.quiet:  # through tqdm, so the line goes above the progress bar, not through it
+                tqdm.write(f"{fod.path.name}: {len(published)} files in {fod.folder}", file=sys.stderr)
+            return published
+
+        finished, published = fetch_as_finished(client, list(sent), args.quiet, label, download_and_publish,
+                                                 args.transfers)
+        for job in finished:
+            results[sent[job["id"]]["fod"]] = published[job["id"]] if job["id"] in published else job_failure(job)
     shutil.rmtree(output_dir / ".work", ignore_errors=True)
-    return results
+    return {fod.path: results[fod.path] for fod in fods}

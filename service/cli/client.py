@@ -4,7 +4,8 @@
 required one positional, the others ``--slot``) and its parameter model (``--param``, checked
 here with the model the server uses and sent only when given, so the defaults apply). A
 folder in place of the first input submits every matching file in it as one batch,
-labelled with the folder's name.
+labelled with the folder's name. Uploads and downloads run ``--transfers`` at a time, each
+job's results fetched as soon as it succeeds while the others still run.
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ import os
 import re
 import sys
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import httpx
 from tqdm import tqdm
 
 from service.cli import CommandError
 from service.cli.model_options import add_model_options, option_values, params_from_options
+from service.cli.transfer_options import add_transfers_option
 from worker.job_kinds import InputSlot, JobKind, job_kinds
 
 __all__ = ["register", "ServiceClient", "RequestRefused", "REFUSES_THE_INPUT", "in_own_names", "submit_each", "wait_for_jobs",
-           "job_failure"]
+           "fetch_as_finished", "job_failure"]
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -45,7 +48,9 @@ class RequestRefused(CommandError):
 
 
 class ServiceClient:
-    """A thin httpx wrapper that turns problem documents into :class:`RequestRefused`."""
+    """A thin httpx wrapper that turns problem documents into :class:`RequestRefused`; one
+    instance serves several threads at a time (httpx's client and its connection pool are
+    thread-safe)."""
 
     def __init__(self, server: str, api_key: str | None, timeout: float = 60.0):
         headers = {"X-API-Key": api_key} if api_key else {}
@@ -146,13 +151,21 @@ def _refresh(client: ServiceClient, jobs: dict[str, dict[str, Any]], label: str 
         jobs[job_id] = client.job(job_id)
 
 
-def wait_for_jobs(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | None = None) -> list[dict[str, Any]]:
-    """Poll until every job is finished, with one progress bar over the batch."""
+def wait_for_jobs(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | None = None,
+                  on_finished: Callable[[dict[str, Any]], None] = lambda job: None) -> list[dict[str, Any]]:
+    """Poll until every job is finished, with one progress bar over the batch; returns the
+    jobs in ``job_ids`` order. ``on_finished(job)`` is called in this thread once per job, as
+    the polling first sees it finished."""
     jobs = {job_id: client.job(job_id) for job_id in job_ids}
+    seen: set[str] = set()
     bar = tqdm(total=len(job_ids), unit="job", disable=quiet, file=sys.stderr, bar_format=
                "{l_bar}{bar}| {n:.2f}/{total} jobs [{elapsed}<{remaining}]")
     try:
         while True:
+            for job_id, job in jobs.items():
+                if job["status"] in _TERMINAL and job_id not in seen:
+                    seen.add(job_id)
+                    on_finished(job)
             done = sum(1.0 if j["status"] in _TERMINAL else j["progress"] for j in jobs.values())
             bar.n = done
             counts: dict[str, int] = {}
@@ -167,19 +180,65 @@ def wait_for_jobs(client: ServiceClient, job_ids: list[str], quiet: bool, label:
         bar.close()
 
 
-def _report(client: ServiceClient, jobs: list[dict[str, Any]], out: Path | None, folders: dict[str, str] | None,
+_Fetched = TypeVar("_Fetched")
+
+
+def fetch_as_finished(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | None,
+                      fetch: Callable[[dict[str, Any]], _Fetched], transfers: int,
+                      ) -> tuple[list[dict[str, Any]], dict[str, _Fetched]]:
+    """:func:`wait_for_jobs`, running ``fetch(job)`` (e.g. download its results) for each job
+    that succeeds as soon as the polling sees it, on up to ``transfers`` threads, while the
+    others still run. Returns the finished jobs (``job_ids`` order) and what each fetch
+    returned (job id → value). A fetch that raises stops the wait at the next finished job
+    or at the end: the fetches under way end, those not started are dropped, and its
+    exception is raised."""
+    with ThreadPoolExecutor(transfers, thread_name_prefix="fetch") as pool:
+        fetching: dict[str, Future] = {}
+
+        def start(job: dict[str, Any]) -> None:
+            for future in fetching.values():
+                if future.done() and future.exception() is not None:
+                    raise future.exception()
+            if job["status"] == "succeeded":
+                fetching[job["id"]] = pool.submit(fetch, job)
+
+        try:
+            finished = wait_for_jobs(client, job_ids, quiet, label, start)
+            return finished, {job_id: future.result() for job_id, future in fetching.items()}
+        except BaseException:
+            for future in fetching.values():
+                future.cancel()
+            raise
+
+
+def _wait_and_download(client: ServiceClient, args: argparse.Namespace, job_ids: list[str], label: str | None,
+                       subfolders: dict[str, str] | None) -> tuple[list[dict[str, Any]], dict[str, Path] | None]:
+    """Wait for the jobs; with ``--out``, download each job's results as soon as it succeeds
+    (``--transfers`` jobs at a time, each job's files one after the other) into ``out /
+    subfolders[id]``, or ``out`` itself when ``subfolders`` is None. Returns the finished
+    jobs and each job's folder (None without ``--out``)."""
+    if not args.out:
+        return wait_for_jobs(client, job_ids, args.quiet, label), None
+    folders = {job_id: Path(args.out) / subfolders[job_id] if subfolders else Path(args.out) for job_id in job_ids}
+
+    def download(job: dict[str, Any]) -> None:
+        for result in job["results"]:
+            client.download(result, folders[job["id"]])
+
+    finished, _ = fetch_as_finished(client, job_ids, args.quiet, label, download, args.transfers)
+    return finished, folders
+
+
+def _report(jobs: list[dict[str, Any]], folders: dict[str, Path] | None,
             own_names: Callable[[str, str], str] = lambda job_id, text: text) -> list[tuple[dict[str, Any], str]]:
-    """Download succeeded jobs' results (into ``out / folders[id]``, or ``out`` itself when
-    ``folders`` is None) and print them with their warnings (through ``own_names(job_id,
-    text)``); returns the other jobs, each with why it did not succeed."""
+    """Print succeeded jobs (with the folder their results were downloaded into, if
+    ``folders`` maps them) and their warnings (through ``own_names(job_id, text)``); returns
+    the other jobs, each with why it did not succeed."""
     failed = []
     for job in jobs:
         if job["status"] == "succeeded":
-            if out is not None:
-                folder = out / folders[job["id"]] if folders is not None else out
-                for result in job["results"]:
-                    client.download(result, folder)
-                print(f"{job['id']} succeeded -> {folder}")
+            if folders is not None:
+                print(f"{job['id']} succeeded -> {folders[job['id']]}")
             else:
                 print(f"{job['id']} succeeded ({len(job['results'])} results)")
             for warning in job.get("warnings") or []:
@@ -239,24 +298,50 @@ REFUSES_THE_INPUT = {413, 415, 422}
 
 def submit_each(client: ServiceClient, kind: JobKind, batch: list[dict[str, Path]], fields: dict[str, str],
                 on_queued: Callable[[dict[str, Any], dict[str, Path]], None] = lambda job, files: None,
-                ) -> tuple[dict[str, dict[str, Path]], list[tuple[dict[str, Path], str]]]:
-    """Submit one ``kind`` job per set of input files (slot → path) of ``batch``: a refusal of
-    one input is kept, in the user's file names, and the others go on; any other refusal
-    (:data:`REFUSES_THE_INPUT`) stops the batch. Returns the jobs queued (id → files) and
-    the refused inputs (files, why); ``on_queued(job, files)`` is called as each is queued."""
-    sent: dict[str, dict[str, Path]] = {}
-    refused: list[tuple[dict[str, Path], str]] = []
-    for files in batch:
-        try:
-            job = client.submit(kind.name, files, fields)
-        except RequestRefused as exc:
-            if exc.status not in REFUSES_THE_INPUT:
-                raise
-            refused.append((files, in_own_names(f"refused ({exc.status}): {exc.title}: {exc.detail}", kind, files)))
-            continue
-        sent[job["id"]] = files
-        on_queued(job, files)
-    return sent, refused
+                transfers: int = 1) -> tuple[dict[str, dict[str, Path]], list[tuple[dict[str, Path], str]]]:
+    """Submit one ``kind`` job per set of input files (slot → path) of ``batch``, uploading
+    up to ``transfers`` at a time: a refusal of one input (:data:`REFUSES_THE_INPUT`) is
+    kept, in the user's file names, and the others go on; any other refusal or error stops
+    the batch (the uploads under way end, the others are not sent) and is raised. Returns the
+    jobs queued (id → files) and the refused inputs (files, why), both in ``batch`` order;
+    ``on_queued(job, files)`` is called in this thread as each is queued."""
+    sent: dict[int, dict[str, Any]] = {}
+    refused: dict[int, tuple[dict[str, Path], str]] = {}
+    stop: BaseException | None = None
+    upcoming = iter(range(len(batch)))
+    with ThreadPoolExecutor(transfers, thread_name_prefix="upload") as pool:
+        uploading: dict[Future, int] = {}
+
+        def start_next() -> None:
+            index = next(upcoming, None)
+            if index is not None:
+                uploading[pool.submit(client.submit, kind.name, batch[index], fields)] = index
+
+        for _ in range(transfers):
+            start_next()
+        while uploading:
+            done, _ = wait(uploading, return_when=FIRST_COMPLETED)
+            for future in done:
+                index = uploading.pop(future)
+                files = batch[index]
+                try:
+                    sent[index] = future.result()
+                except RequestRefused as exc:
+                    if exc.status in REFUSES_THE_INPUT:
+                        refused[index] = (files, in_own_names(f"refused ({exc.status}): {exc.title}: {exc.detail}",
+                                                              kind, files))
+                    else:
+                        stop = stop or exc
+                except Exception as exc:  # the service unreachable, a file unreadable: every input alike
+                    stop = stop or exc
+                else:
+                    on_queued(sent[index], files)
+                if stop is None:
+                    start_next()
+    if stop is not None:
+        raise stop
+    return ({sent[index]["id"]: batch[index] for index in sorted(sent)},
+            [refused[index] for index in sorted(refused)])
 
 
 def job_failure(job: dict[str, Any]) -> str:
@@ -284,15 +369,14 @@ def _submit(args: argparse.Namespace) -> int:
     with ServiceClient(args.server, args.api_key) as client:
         sent, refused = submit_each(
             client, kind, [{primary.name: source, **extra} for source in inputs], fields,
-            lambda job, files: print(f"{job['id']} queued ({files[primary.name].name})"))
+            lambda job, files: print(f"{job['id']} queued ({files[primary.name].name})"), args.transfers)
         failed = [(files[primary.name], why) for files, why in refused]
         if sent and (args.wait or args.out):
-            finished = wait_for_jobs(client, list(sent), args.quiet, label)
             # a folder's (or several files') results go to a sub-folder per input
-            folders = {job_id: _stem(files[primary.name]) for job_id, files in sent.items()}
-            for job, why in _report(client, finished, Path(args.out) if args.out else None,
-                                    folders if len(inputs) > 1 else None,
-                                    lambda job_id, text: in_own_names(text, kind, sent[job_id])):
+            subfolders = {job_id: _stem(files[primary.name]) for job_id, files in sent.items()}
+            finished, folders = _wait_and_download(client, args, list(sent), label,
+                                                   subfolders if len(inputs) > 1 else None)
+            for job, why in _report(finished, folders, lambda job_id, text: in_own_names(text, kind, sent[job_id])):
                 files = sent[job["id"]]
                 failed.append((files[primary.name], f"job {job['id']} " + in_own_names(why, kind, files)))
     if failed:
@@ -317,9 +401,9 @@ def _jobs(args: argparse.Namespace) -> int:
                 print(f"{job['id']} {'deleted' if code == 204 else 'cancelled'}")
             return 0
         if args.wait or args.out:
-            jobs = wait_for_jobs(client, [j["id"] for j in jobs], args.quiet, args.label)
-            folders = {j["id"]: j["id"] for j in jobs} if len(jobs) > 1 else None
-            failed = _report(client, jobs, Path(args.out) if args.out else None, folders)
+            jobs, folders = _wait_and_download(client, args, [j["id"] for j in jobs], args.label,
+                                               {j["id"]: j["id"] for j in jobs} if len(jobs) > 1 else None)
+            failed = _report(jobs, folders)
             for job, why in failed:
                 print(f"{job['id']} {why}", file=sys.stderr)
             return 1 if failed else 0
@@ -362,6 +446,7 @@ def _add_kind_parser(sub: argparse._SubParsersAction, kind: JobKind) -> None:
     add_model_options(parser, kind.params_model, dest_prefix=_PARAM)
     parser.add_argument("--label", help="batch name (default: the folder's name for a folder)")
     _connection_args(parser)
+    add_transfers_option(parser)
     parser.set_defaults(func=_submit, kind=kind)
 
 
@@ -385,4 +470,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     jobs.add_argument("--status", choices=sorted(_TERMINAL | {"queued", "running"}), help="only jobs in this state")
     jobs.add_argument("--cancel", action="store_true", help="cancel queued/running jobs, delete finished ones")
     _connection_args(jobs)
+    add_transfers_option(jobs, uploads=False)
     jobs.set_defaults(func=_jobs)
