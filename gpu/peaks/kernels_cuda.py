@@ -81,15 +81,14 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first,
                 out_count, out_stats):
     """Phase 5, one thread per voxel, the CPU backend's loop: move the voxel's first climbs
     next to its later ones (``move_first``: there was a second pass), drop climbs that did not end at a strict local maximum, merge
-    duplicates (gpu.peaks.sshopm_math.is_duplicate), rank by amplitude, threshold, write. A
+    duplicates, rank by amplitude, threshold, write (gpu.peaks.sshopm_math.select_peaks). A
     warp per voxel kept few of its lanes busy (a voxel has a few climbs) and issued the
     instructions of all 32; indices are unsigned."""
     v = cuda.grid(1)
     if v >= n_seeds.shape[0]:
         return
     valid = cuda.local.array(MAX_STARTS, uint8)
-    keep = cuda.local.array(MAX_STARTS, uint8)
-    rank = cuda.local.array(MAX_STARTS, int16)
+    walked = cuda.local.array(MAX_STARTS, int16)
     first = uint64(first_climb[v])
     base = first + uint64(later_first[v])
     if move_first:
@@ -121,26 +120,8 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first,
     out_stats[v, S_SEEDS] = n
     out_stats[v, S_CAPPED] = capped
     out_stats[v, S_MERGED] = merged
-    cx = climb_dirs[base:base + n, 0]
-    cy = climb_dirs[base:base + n, 1]
-    cz = climb_dirs[base:base + n, 2]
-    lam = climb_lams[base:base + n]
-    for i in range(n):
-        keep[i] = 1 if valid[i] != 0 and not sm.is_duplicate(i, n, cx, cy, cz, lam, valid, fparams[P_COS_MERGE]) else 0
-    best = float32(0)
-    for i in range(n):
-        rank[i] = MAX_STARTS
-        if keep[i] != 0:
-            rank[i] = sm.unique_rank(i, n, lam, keep)
-            if rank[i] == 0:
-                best = lam[i]
-    found = 0
-    for i in range(n):
-        r = rank[i]
-        if r < iparams[P_NPEAKS] and lam[i] >= fparams[P_THRESHOLD] and lam[i] >= fparams[P_REL_THRESHOLD] * best:
-            out_dirs[v, r, 0] = cx[i]
-            out_dirs[v, r, 1] = cy[i]
-            out_dirs[v, r, 2] = cz[i]
-            out_amps[v, r] = lam[i]
-            found += 1
-    out_count[v] = found
+    # a signed count: select_peaks's candidate index starts at -1 (none yet)
+    out_count[v] = sm.select_peaks(
+        int16(n), climb_dirs[base:base + n, 0], climb_dirs[base:base + n, 1], climb_dirs[base:base + n, 2],
+        climb_lams[base:base + n], valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+        fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v])

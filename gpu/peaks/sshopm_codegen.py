@@ -369,7 +369,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
-        rank = np.empty(count, np.int64)
+        walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
         steps = np.empty((6, count), sh2t.dtype)
@@ -425,22 +425,10 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
                     valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
-            for t in range(n):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-            best = cl[0]
-            for t in range(n):
-                rank[t] = count
-                if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, n, cl, keep)
-                    if rank[t] == 0:
-                        best = cl[t]
-            for t in range(n):
-                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
-                    out_dirs[v, rank[t], 0] = cx[t]
-                    out_dirs[v, rank[t], 1] = cy[t]
-                    out_dirs[v, rank[t], 2] = cz[t]
-                    out_amps[v, rank[t]] = cl[t]
-                    out_count[v] += 1'''
+            out_count[v] = sm.select_peaks(
+                n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+                fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
+            )'''
 
 
 _HEADER = '''"""SS-HOPM polynomials and climb for symmetric tensors of order 2–12 in R^3 — GENERATED, do not edit.

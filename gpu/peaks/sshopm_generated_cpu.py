@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 75a201b419d6e251f676a4af8cc029bbba8287dfa763eda33db16ec563eeb69e
-# sshopm_math.py sha256 66e95471dd239bda07934c70a119be6fd13b9eb99454a997560a1c6fe4243d49
+# sshopm_generated.py sha256 0813cd3862e64f78f62f8d0d00c8ae18b489e1982dd44b7628b7ffecdabb552f
+# sshopm_math.py sha256 1c9254c76d8a398517a6eb54596b20f5e733c431ebf36800ab9cfc00e36e9500
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 
 from types import FunctionType
@@ -201,7 +201,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
-        rank = np.empty(count, np.int64)
+        walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
         steps = np.empty((6, count), sh2t.dtype)
@@ -257,22 +257,10 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
-            for t in range(n):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-            best = cl[0]
-            for t in range(n):
-                rank[t] = count
-                if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, n, cl, keep)
-                    if rank[t] == 0:
-                        best = cl[t]
-            for t in range(n):
-                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
-                    out_dirs[v, rank[t], 0] = cx[t]
-                    out_dirs[v, rank[t], 1] = cy[t]
-                    out_dirs[v, rank[t], 2] = cz[t]
-                    out_amps[v, rank[t]] = cl[t]
-                    out_count[v] += 1
+            out_count[v] = sm.select_peaks(
+                n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+                fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
+            )
 
 
 # ---- order 4: 15 unique entries ----
@@ -529,7 +517,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
-        rank = np.empty(count, np.int64)
+        walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
         steps = np.empty((6, count), sh2t.dtype)
@@ -585,22 +573,10 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
-            for t in range(n):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-            best = cl[0]
-            for t in range(n):
-                rank[t] = count
-                if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, n, cl, keep)
-                    if rank[t] == 0:
-                        best = cl[t]
-            for t in range(n):
-                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
-                    out_dirs[v, rank[t], 0] = cx[t]
-                    out_dirs[v, rank[t], 1] = cy[t]
-                    out_dirs[v, rank[t], 2] = cz[t]
-                    out_amps[v, rank[t]] = cl[t]
-                    out_count[v] += 1
+            out_count[v] = sm.select_peaks(
+                n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+                fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
+            )
 
 
 # ---- order 6: 28 unique entries ----
@@ -1002,7 +978,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
-        rank = np.empty(count, np.int64)
+        walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
         steps = np.empty((6, count), sh2t.dtype)
@@ -1058,22 +1034,10 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
-            for t in range(n):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-            best = cl[0]
-            for t in range(n):
-                rank[t] = count
-                if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, n, cl, keep)
-                    if rank[t] == 0:
-                        best = cl[t]
-            for t in range(n):
-                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
-                    out_dirs[v, rank[t], 0] = cx[t]
-                    out_dirs[v, rank[t], 1] = cy[t]
-                    out_dirs[v, rank[t], 2] = cz[t]
-                    out_amps[v, rank[t]] = cl[t]
-                    out_count[v] += 1
+            out_count[v] = sm.select_peaks(
+                n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+                fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
+            )
 
 
 # ---- order 8: 45 unique entries ----
@@ -1672,7 +1636,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
-        rank = np.empty(count, np.int64)
+        walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
         steps = np.empty((6, count), sh2t.dtype)
@@ -1728,22 +1692,10 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
                     valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
-            for t in range(n):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-            best = cl[0]
-            for t in range(n):
-                rank[t] = count
-                if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, n, cl, keep)
-                    if rank[t] == 0:
-                        best = cl[t]
-            for t in range(n):
-                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
-                    out_dirs[v, rank[t], 0] = cx[t]
-                    out_dirs[v, rank[t], 1] = cy[t]
-                    out_dirs[v, rank[t], 2] = cz[t]
-                    out_amps[v, rank[t]] = cl[t]
-                    out_count[v] += 1
+            out_count[v] = sm.select_peaks(
+                n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+                fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
+            )
 
 
 # ---- order 10: 66 unique entries ----
@@ -2591,7 +2543,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
-        rank = np.empty(count, np.int64)
+        walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
         steps = np.empty((6, count), sh2t.dtype)
@@ -2647,22 +2599,10 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                     valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
-            for t in range(n):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-            best = cl[0]
-            for t in range(n):
-                rank[t] = count
-                if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, n, cl, keep)
-                    if rank[t] == 0:
-                        best = cl[t]
-            for t in range(n):
-                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
-                    out_dirs[v, rank[t], 0] = cx[t]
-                    out_dirs[v, rank[t], 1] = cy[t]
-                    out_dirs[v, rank[t], 2] = cz[t]
-                    out_amps[v, rank[t]] = cl[t]
-                    out_count[v] += 1
+            out_count[v] = sm.select_peaks(
+                n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+                fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
+            )
 
 
 # ---- order 12: 91 unique entries ----
@@ -3811,7 +3751,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
         keep = np.zeros(count, np.int32)
-        rank = np.empty(count, np.int64)
+        walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
         steps = np.empty((6, count), sh2t.dtype)
@@ -3867,19 +3807,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
                     valid[t] = cflags[t] & CLIMB_PEAK
             out_stats[v, S_SKIPPED] = n - climbed
             n = climbed
-            for t in range(n):
-                keep[t] = 1 if valid[t] != 0 and not sm.is_duplicate(t, n, cx, cy, cz, cl, valid, fparams[P_COS_MERGE]) else 0
-            best = cl[0]
-            for t in range(n):
-                rank[t] = count
-                if keep[t] != 0:
-                    rank[t] = sm.unique_rank(t, n, cl, keep)
-                    if rank[t] == 0:
-                        best = cl[t]
-            for t in range(n):
-                if rank[t] < iparams[P_NPEAKS] and cl[t] >= fparams[P_THRESHOLD] and cl[t] >= fparams[P_REL_THRESHOLD] * best:
-                    out_dirs[v, rank[t], 0] = cx[t]
-                    out_dirs[v, rank[t], 1] = cy[t]
-                    out_dirs[v, rank[t], 2] = cz[t]
-                    out_amps[v, rank[t]] = cl[t]
-                    out_count[v] += 1
+            out_count[v] = sm.select_peaks(
+                n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
+                fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
+            )

@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 75a201b419d6e251f676a4af8cc029bbba8287dfa763eda33db16ec563eeb69e
-# sshopm_math.py sha256 66e95471dd239bda07934c70a119be6fd13b9eb99454a997560a1c6fe4243d49
+# sshopm_generated.py sha256 0813cd3862e64f78f62f8d0d00c8ae18b489e1982dd44b7628b7ffecdabb552f
+# sshopm_math.py sha256 1c9254c76d8a398517a6eb54596b20f5e733c431ebf36800ab9cfc00e36e9500
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
 

@@ -44,6 +44,7 @@ __all__ = [
     "value_rank",
     "is_duplicate",
     "unique_rank",
+    "select_peaks",
     "SHIFT_ADAPTIVE",
     "SHIFT_FIXED",
 ]
@@ -342,3 +343,50 @@ def unique_rank(i, count, lam, keep):
         if j != i and keep[j] and _better(i, j, lam):
             rank += 1
     return rank
+
+
+@register_jitable
+def select_peaks(count, cx, cy, cz, lam, valid, walked, cos_merge, npeaks, threshold, rel_threshold, dirs, amps):
+    """A voxel's reported peaks from its ``count`` climbs; writes ``dirs[r, 0:3]`` and
+    ``amps[r]`` for r = 0, 1, ... and returns how many.
+
+    The valid climbs are walked from the best down (:func:`_better`'s order): one that lies
+    within the merge angle of a climb walked before it is a duplicate (every better valid
+    climb has been walked: :func:`is_duplicate`), any other is the next peak, ranked as
+    :func:`unique_rank` ranks it. The walk ends at ``npeaks`` peaks or at the first peak below
+    ``threshold`` or ``rel_threshold`` × the first (all after it are lower), so its work
+    grows with the climbs it walks, not with count², and noisy voxels with many climbs cost
+    little more than clean ones. ``walked`` is scratch (≥ count).
+    """
+    found = 0
+    steps = 0
+    last = -1
+    best = threshold
+    while found < npeaks:
+        pick = -1
+        for i in range(count):
+            if valid[i] != 0 and (last < 0 or _better(i, last, lam)) and (pick < 0 or _better(pick, i, lam)):
+                pick = i
+        if pick < 0:
+            break
+        duplicate = False
+        for k in range(steps):
+            j = walked[k]
+            if abs(cx[pick] * cx[j] + cy[pick] * cy[j] + cz[pick] * cz[j]) >= cos_merge:
+                duplicate = True
+                break
+        walked[steps] = pick
+        steps += 1
+        last = pick
+        if duplicate:
+            continue
+        if found == 0:
+            best = lam[pick]
+        if lam[pick] < threshold or lam[pick] < rel_threshold * best:
+            break
+        dirs[found, 0] = cx[pick]
+        dirs[found, 1] = cy[pick]
+        dirs[found, 2] = cz[pick]
+        amps[found] = lam[pick]
+        found += 1
+    return found
