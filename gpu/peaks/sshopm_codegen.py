@@ -35,6 +35,7 @@ from pathlib import Path
 
 
 from gpu.peaks.limits import MAX_STARTS
+from gpu.peaks.sshopm_starts import N_NEIGHBORS
 from gpu.peaks.symmetric_tensor import index_classes, monomial_exponents, multiplicities
 
 __all__ = ["ORDERS", "generate_module", "generate_cpu_module", "generate_cuda_module", "generated_path",
@@ -211,11 +212,15 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
+    and their neighbour lists are copied to shared memory first: the seed test reads a
+    neighbour's index, then its value, then its direction, one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -223,12 +228,21 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, {n_unique}, count):
         a[k] = tensors[k, v]
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    points[t, 0] = x
+    points[t, 1] = y
+    points[t, 2] = z
+    for q in range(N_NEIGHBORS):
+        # a start with fewer neighbours lists itself in the spare places, which never block it
+        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
     cuda.syncthreads()
-    gx, gy, gz = axm1_m{order}(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+    gx, gy, gz = axm1_m{order}(a, x, y, z)
+    f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -514,6 +528,7 @@ from gpu.peaks.sshopm_layout import (
 )
 
 MAX_STARTS = {max_starts}
+N_NEIGHBORS = {n_neighbors}
 
 # Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps:
 # 64 for the block-per-voxel kernels, where the cap lets 4x more blocks share an SM; 168 for
@@ -567,7 +582,8 @@ def generate_cuda_module() -> str:
     """The full source of :mod:`gpu.peaks.sshopm_generated_cuda`."""
     functions = "\n".join(f"    axm_m{m}, axm1_m{m}, climb_m{m}," for m in ORDERS)
     generated_hash = hashlib.sha256(generate_module().encode()).hexdigest()
-    parts = [_CUDA_HEADER.format(functions=functions, max_starts=MAX_STARTS, generated_hash=generated_hash,
+    parts = [_CUDA_HEADER.format(functions=functions, max_starts=MAX_STARTS, n_neighbors=N_NEIGHBORS,
+                                 generated_hash=generated_hash,
                                  **_hashes("math", "layout", "block"))]
     for m in ORDERS:
         n_unique = len(index_classes(m))

@@ -28,6 +28,7 @@ from gpu.peaks.sshopm_layout import (
 )
 
 MAX_STARTS = 256
+N_NEIGHBORS = 6
 
 # Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps:
 # 64 for the block-per-voxel kernels, where the cap lets 4x more blocks share an SM; 168 for
@@ -48,11 +49,15 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
+    and their neighbour lists are copied to shared memory first: the seed test reads a
+    neighbour's index, then its value, then its direction, one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(6, float32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -60,12 +65,21 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 6, count):
         a[k] = tensors[k, v]
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    points[t, 0] = x
+    points[t, 1] = y
+    points[t, 2] = z
+    for q in range(N_NEIGHBORS):
+        # a start with fewer neighbours lists itself in the spare places, which never block it
+        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
     cuda.syncthreads()
-    gx, gy, gz = axm1_m2(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+    gx, gy, gz = axm1_m2(a, x, y, z)
+    f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -127,11 +141,15 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
+    and their neighbour lists are copied to shared memory first: the seed test reads a
+    neighbour's index, then its value, then its direction, one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(15, float32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -139,12 +157,21 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 15, count):
         a[k] = tensors[k, v]
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    points[t, 0] = x
+    points[t, 1] = y
+    points[t, 2] = z
+    for q in range(N_NEIGHBORS):
+        # a start with fewer neighbours lists itself in the spare places, which never block it
+        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
     cuda.syncthreads()
-    gx, gy, gz = axm1_m4(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+    gx, gy, gz = axm1_m4(a, x, y, z)
+    f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -206,11 +233,15 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
+    and their neighbour lists are copied to shared memory first: the seed test reads a
+    neighbour's index, then its value, then its direction, one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(28, float32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -218,12 +249,21 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 28, count):
         a[k] = tensors[k, v]
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    points[t, 0] = x
+    points[t, 1] = y
+    points[t, 2] = z
+    for q in range(N_NEIGHBORS):
+        # a start with fewer neighbours lists itself in the spare places, which never block it
+        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
     cuda.syncthreads()
-    gx, gy, gz = axm1_m6(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+    gx, gy, gz = axm1_m6(a, x, y, z)
+    f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -285,11 +325,15 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
+    and their neighbour lists are copied to shared memory first: the seed test reads a
+    neighbour's index, then its value, then its direction, one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(45, float32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -297,12 +341,21 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 45, count):
         a[k] = tensors[k, v]
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    points[t, 0] = x
+    points[t, 1] = y
+    points[t, 2] = z
+    for q in range(N_NEIGHBORS):
+        # a start with fewer neighbours lists itself in the spare places, which never block it
+        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
     cuda.syncthreads()
-    gx, gy, gz = axm1_m8(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+    gx, gy, gz = axm1_m8(a, x, y, z)
+    f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -364,11 +417,15 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
+    and their neighbour lists are copied to shared memory first: the seed test reads a
+    neighbour's index, then its value, then its direction, one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(66, float32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -376,12 +433,21 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 66, count):
         a[k] = tensors[k, v]
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    points[t, 0] = x
+    points[t, 1] = y
+    points[t, 2] = z
+    for q in range(N_NEIGHBORS):
+        # a start with fewer neighbours lists itself in the spare places, which never block it
+        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
     cuda.syncthreads()
-    gx, gy, gz = axm1_m10(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+    gx, gy, gz = axm1_m10(a, x, y, z)
+    f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -443,11 +509,15 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
+    and their neighbour lists are copied to shared memory first: the seed test reads a
+    neighbour's index, then its value, then its direction, one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(91, float32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -455,12 +525,21 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
     for k in range(t, 91, count):
         a[k] = tensors[k, v]
+    x = starts[t, 0]
+    y = starts[t, 1]
+    z = starts[t, 2]
+    points[t, 0] = x
+    points[t, 1] = y
+    points[t, 2] = z
+    for q in range(N_NEIGHBORS):
+        # a start with fewer neighbours lists itself in the spare places, which never block it
+        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
     cuda.syncthreads()
-    gx, gy, gz = axm1_m12(a, starts[t, 0], starts[t, 1], starts[t, 2])
-    f[t] = gx * starts[t, 0] + gy * starts[t, 1] + gz * starts[t, 2]
+    gx, gy, gz = axm1_m12(a, x, y, z)
+    f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
