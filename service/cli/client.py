@@ -29,11 +29,16 @@ from service.cli.transfer_options import add_transfers_option
 from worker.job_kinds import InputSlot, JobKind, job_kinds
 
 __all__ = ["register", "ServiceClient", "RequestRefused", "REFUSES_THE_INPUT", "in_own_names", "submit_each", "wait_for_jobs",
-           "fetch_as_finished", "job_failure"]
+           "fetch_as_finished", "job_failure", "poll_interval"]
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _DEFAULT_SERVER = "http://127.0.0.1:8000"
 _POLL_SECONDS = 0.5
+_MAX_POLL_SECONDS = 10.0
+# Jobs of a batch whose records one poll may have the server read per second: a poll lists
+# the whole batch (every record of the label, 1,000 a request), so a UK-Biobank-sized batch
+# polled every 0.5 s would keep an API process busy with listings alone.
+_RECORDS_PER_POLL_SECOND = 2000
 # Parameters live under their own names in the namespace, apart from the slots and options.
 _PARAM = "param_"
 
@@ -151,6 +156,12 @@ def _refresh(client: ServiceClient, jobs: dict[str, dict[str, Any]], label: str 
         jobs[job_id] = client.job(job_id)
 
 
+def poll_interval(batch: int) -> float:
+    """Seconds between two polls of a batch of ``batch`` jobs: 0.5 s, longer for a batch of
+    over 1,000 (one second per 2,000 jobs), at most 10 s."""
+    return min(_MAX_POLL_SECONDS, max(_POLL_SECONDS, batch / _RECORDS_PER_POLL_SECOND))
+
+
 def wait_for_jobs(client: ServiceClient, job_ids: list[str], quiet: bool, label: str | None = None,
                   on_finished: Callable[[dict[str, Any]], None] = lambda job: None) -> list[dict[str, Any]]:
     """Poll until every job is finished, with one progress bar over the batch; returns the
@@ -174,7 +185,7 @@ def wait_for_jobs(client: ServiceClient, job_ids: list[str], quiet: bool, label:
             bar.set_postfix_str(" ".join(f"{k}={v}" for k, v in sorted(counts.items())))
             if all(j["status"] in _TERMINAL for j in jobs.values()):
                 return list(jobs.values())
-            time.sleep(_POLL_SECONDS)
+            time.sleep(poll_interval(len(jobs)))
             _refresh(client, jobs, label)
     finally:
         bar.close()

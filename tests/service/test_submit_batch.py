@@ -23,7 +23,7 @@ import pytest
 from gpu.peaks.phantom import fod_phantom
 from service.app import create_app
 from service.cli import main
-from service.cli.client import RequestRefused, ServiceClient, submit_each
+from service.cli.client import RequestRefused, ServiceClient, poll_interval, submit_each
 from service.settings import Settings
 from tests.integration.processes import serve_in_thread
 from tests.service.conftest import run_queued
@@ -257,3 +257,10 @@ def test_transfers_must_be_at_least_one(toy_kinds, command, capsys):
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         "argument --transfers: '0': give a whole number of at least 1 (1: one after the other)")
+
+
+def test_a_large_batch_is_polled_less_often():
+    """Each poll lists the whole batch, the server reading every record: at 2,000 jobs a
+    second of interval, a 50,000-subject batch is listed every 10 s, not every 0.5 s."""
+    assert [poll_interval(n) for n in (1, 1000, 4000, 50_000, 1_000_000)] == [0.5, 0.5, 2.0, 10.0, 10.0]
+
