@@ -49,6 +49,9 @@ __all__ = [
 
 _ID_HEX = 28
 _PARSED_CACHE_SIZE = 100_000
+# How long a listing of jobs/ is reused while the folder looks unchanged: a client paging
+# through a large batch asks for a page after the other, each a walk from the newest job.
+_IDS_FRESH_SECONDS = 1.0
 
 
 class JobStatus(str, Enum):
@@ -138,6 +141,7 @@ class JobStore:
         # Parsed job.json by (inode, mtime, size): a poll of a batch lists every job, and
         # parsing is most of its cost (bench/load.py).
         self._parsed: dict[str, tuple[tuple[int, int, int], JobRecord]] = {}
+        self._ids: tuple[tuple[int, ...], float, list[str]] | None = None
 
     # -- paths ---------------------------------------------------------------------------
     def job_dir(self, job_id: str) -> Path:
@@ -269,8 +273,19 @@ class JobStore:
 
     # -- listing and deleting ------------------------------------------------------------
     def job_ids(self) -> list[str]:
-        """All job ids, newest first."""
-        return sorted((n for n in os.listdir(self.jobs_dir) if _is_job_id(n)), reverse=True)
+        """All job ids, newest first (shared between callers: do not change it). A listing is
+        reused for up to a second while the folder's inode, mtime, link count and size are
+        unchanged (a job added or removed changes them): the 50 pages of a 50,000-job batch
+        list the folder once, not 50 times."""
+        folder = os.stat(self.jobs_dir)
+        key = (folder.st_ino, folder.st_mtime_ns, folder.st_nlink, folder.st_size)
+        now = time.monotonic()
+        cached = self._ids
+        if cached is not None and cached[0] == key and now - cached[1] < _IDS_FRESH_SECONDS:
+            return cached[2]
+        ids = sorted((n for n in os.listdir(self.jobs_dir) if _is_job_id(n)), reverse=True)
+        self._ids = (key, now, ids)
+        return ids
 
     def records(
         self,

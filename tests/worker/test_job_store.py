@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 
 import pytest
@@ -100,6 +101,29 @@ def test_records_reads_every_job_once_in_one_pass(tmp_path, monkeypatch):
     assert records == [r for r in reversed(made) if r.tenant == "a"]
     assert len(listed) == 1 and sorted(reads) == sorted(r.id for r in made)
     assert [r.id for r in store.records(tenant="a", before=records[1].id)] == [r.id for r in records[2:]]
+
+
+def test_the_listing_of_jobs_is_reused_only_while_nothing_changed(tmp_path, monkeypatch):
+    """Paging through a batch lists jobs/ once; a job added or deleted is listed at once."""
+    import worker.job_store as job_store
+
+    store = JobStore(tmp_path)
+    made = [_create(store, label="L").id for _ in range(5)]
+    listings = []
+    monkeypatch.setattr(job_store.os, "listdir", lambda path, listdir=os.listdir: listings.append(path) or listdir(path))
+    pages, cursor = [], None
+    while True:
+        page, cursor = store.list(label="L", limit=2, cursor=cursor)
+        pages.append([r.id for r in page])
+        if cursor is None:
+            break
+    assert sum(pages, []) == sorted(made, reverse=True) and len(listings) == 1
+    added = _create(store, label="L").id
+    assert store.job_ids()[0] == added and len(listings) == 2
+    store.delete(made[0])
+    assert made[0] not in store.job_ids() and len(listings) == 3
+    monkeypatch.setattr(job_store, "_IDS_FRESH_SECONDS", 0.0)  # past its second: listed again
+    assert store.job_ids() == store.job_ids() and len(listings) == 5
 
 
 def test_delete_and_bad_ids(tmp_path):
