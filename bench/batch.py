@@ -25,7 +25,7 @@ queue, the job and its read/compute/write, the download); a table last.
 
     python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--processes-per-gpu 1,4,8] [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
-                           [--concurrency 6[,8...]] [--api-workers 4] [--transfers 8] [--clients 1[,4...]]
+                           [--concurrency 6[,12...]] [--api-workers 8] [--transfers 16] [--clients 4[,1...]]
                            [--shape 96 96 60] [--work DIR] [--keep]
 
 ``--concurrency 4,6,8`` (and ``--clients 1,4``) runs the service once per value (pair), on the
@@ -409,10 +409,10 @@ def main() -> None:
     parser.add_argument("--concurrency", default="6",
                         help="service: job processes per worker (GPU); several values, comma-separated, run one "
                         "after the other")
-    parser.add_argument("--api-workers", type=int, default=4, help="service: API processes")
-    parser.add_argument("--transfers", type=int, default=8, help="service: uploads (and downloads) the client runs "
+    parser.add_argument("--api-workers", type=int, default=8, help="service: API processes (compose.yaml's)")
+    parser.add_argument("--transfers", type=int, default=16, help="service: uploads (and downloads) the clients run "
                         "at once")
-    parser.add_argument("--clients", default="1", help="service: client processes sharing the cohort and the "
+    parser.add_argument("--clients", default="4", help="service: client processes sharing the cohort and the "
                         "transfers; several values, comma-separated, run one after the other")
     parser.add_argument("--peaks-only", action="store_true", help="local mode: write the peaks image alone (no "
                         "fODF metrics, no QC picture), what the host's reading and writing cost at the least")
