@@ -12,6 +12,7 @@ from gpu.compile_notice import announce_compile, is_compiled
 from gpu.cpu_parallel import run_parallel_loop
 from gpu.peaks import sshopm_generated_cpu
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS
+from gpu.peaks.sshopm_starts import neighbor_steps
 
 __all__ = ["run_sshopm_cpu", "COMPILE_SECONDS"]
 
@@ -51,12 +52,13 @@ def run_sshopm_cpu(
     hist = np.zeros(HIST_BINS, np.int64)
     n_threads = numba.get_num_threads()
     started = time.perf_counter()
+    steps = neighbor_steps(starts, neighbors)
     for lo in range(0, n, chunk_voxels):
         hi = min(n, lo + chunk_voxels)
         chunk_hist = np.zeros((4 * n_threads, HIST_BINS), np.int64)
         # Always a C-contiguous float64 chunk: one compiled signature per order serves float32
         # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
-        args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, alphas[lo:hi], starts, neighbors,
+        args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, alphas[lo:hi], starts, neighbors, steps,
                 fparams, iparams, directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
         if lo == 0 and not is_compiled(loop, args):
             announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])

@@ -37,6 +37,7 @@ import numpy as np
 
 from gpu.cuda_runtime import simulator_active
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, in_two_passes
+from gpu.peaks.sshopm_starts import neighbor_steps
 
 __all__ = ["run_sshopm_cuda", "load_cuda_runtime"]
 
@@ -179,6 +180,8 @@ def run_sshopm_cuda(
     d_alphas = api.to_device(np.ascontiguousarray(alphas, np.float32))
     d_starts = api.to_device(np.ascontiguousarray(starts, np.float32))
     d_neighbors = api.to_device(np.ascontiguousarray(neighbors, np.int32))
+    # made from the float32 starts, as the kernel once made them itself
+    d_steps = api.to_device(neighbor_steps(np.ascontiguousarray(starts, np.float32), neighbors))
     d_fparams = api.to_device(np.ascontiguousarray(fparams, np.float32))
     d_iparams = api.to_device(np.ascontiguousarray(iparams, np.int32))
     d_directions = api.to_device(np.full((n, npeaks, 3), np.nan, np.float32))
@@ -218,7 +221,7 @@ def run_sshopm_cuda(
         slots = part(d_slots, 0, m)
         values = part(d_values, 0, m) if iparams[P_BOUNDED] else d_values
         n_seeds_m = part(d_n_seeds, 0, m)
-        seed_args = (tensors, d_starts, d_neighbors, d_fparams, d_iparams, slots, values, n_seeds_m)
+        seed_args = (tensors, d_starts, d_neighbors, d_steps, d_fparams, d_iparams, slots, values, n_seeds_m)
         convert = kernels["sh_to_tensor_cuda"][(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS, CONVERT_THREADS]
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), d_sh2t, tensors)
         phases["seed"] += timed(seed_kernel[m, n_starts], *seed_args)

@@ -207,20 +207,20 @@ def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_s
 
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
     return f'''@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
-    and their neighbour lists are copied to shared memory first: the seed test reads a
-    neighbour's index, then its value, then its direction, one load waiting on the other."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The
+    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
+    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
+    one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
-    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -231,9 +231,6 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
-    points[t, 0] = x
-    points[t, 1] = y
-    points[t, 2] = z
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
@@ -242,7 +239,7 @@ def seed_cuda_m{order}(tensors, starts, neighbors, fparams, iparams, seed_slots,
     f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -361,7 +358,7 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
 
 def _cpu_loop(order: int, n_unique: int) -> str:
     return f'''@njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -400,7 +397,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, fparams, iparam
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1

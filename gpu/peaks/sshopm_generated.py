@@ -7,7 +7,7 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 1c9254c76d8a398517a6eb54596b20f5e733c431ebf36800ab9cfc00e36e9500
+# sshopm_math.py sha256 f2f5135a293332455a1cfa6fe775d6df19f4326f10650cec22a909800b7a2ffd
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 
 import numpy as np

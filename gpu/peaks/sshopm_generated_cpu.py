@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 0813cd3862e64f78f62f8d0d00c8ae18b489e1982dd44b7628b7ffecdabb552f
-# sshopm_math.py sha256 1c9254c76d8a398517a6eb54596b20f5e733c431ebf36800ab9cfc00e36e9500
+# sshopm_generated.py sha256 3b7c30d1c249f529a29a8c3ed33ff0115613909ddc2671a9a14204c37dc5e4d8
+# sshopm_math.py sha256 f2f5135a293332455a1cfa6fe775d6df19f4326f10650cec22a909800b7a2ffd
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 
 from types import FunctionType
@@ -179,7 +179,7 @@ def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 2, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -218,7 +218,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -495,7 +495,7 @@ def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 4, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -534,7 +534,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -956,7 +956,7 @@ def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 6, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -995,7 +995,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -1614,7 +1614,7 @@ def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 8, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -1653,7 +1653,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -2521,7 +2521,7 @@ def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 10, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -2560,7 +2560,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -3729,7 +3729,7 @@ def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 12, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -3768,7 +3768,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, fparams, iparams, ou
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1

@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 0813cd3862e64f78f62f8d0d00c8ae18b489e1982dd44b7628b7ffecdabb552f
-# sshopm_math.py sha256 1c9254c76d8a398517a6eb54596b20f5e733c431ebf36800ab9cfc00e36e9500
+# sshopm_generated.py sha256 3b7c30d1c249f529a29a8c3ed33ff0115613909ddc2671a9a14204c37dc5e4d8
+# sshopm_math.py sha256 f2f5135a293332455a1cfa6fe775d6df19f4326f10650cec22a909800b7a2ffd
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
 
@@ -44,20 +44,20 @@ CLIMB_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "m
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
-    and their neighbour lists are copied to shared memory first: the seed test reads a
-    neighbour's index, then its value, then its direction, one load waiting on the other."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The
+    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
+    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
+    one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(6, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
-    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -68,9 +68,6 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
-    points[t, 0] = x
-    points[t, 1] = y
-    points[t, 2] = z
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
@@ -79,7 +76,7 @@ def seed_cuda_m2(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -136,20 +133,20 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
-    and their neighbour lists are copied to shared memory first: the seed test reads a
-    neighbour's index, then its value, then its direction, one load waiting on the other."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The
+    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
+    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
+    one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(15, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
-    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -160,9 +157,6 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
-    points[t, 0] = x
-    points[t, 1] = y
-    points[t, 2] = z
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
@@ -171,7 +165,7 @@ def seed_cuda_m4(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -228,20 +222,20 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
-    and their neighbour lists are copied to shared memory first: the seed test reads a
-    neighbour's index, then its value, then its direction, one load waiting on the other."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The
+    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
+    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
+    one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(28, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
-    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -252,9 +246,6 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
-    points[t, 0] = x
-    points[t, 1] = y
-    points[t, 2] = z
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
@@ -263,7 +254,7 @@ def seed_cuda_m6(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -320,20 +311,20 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
-    and their neighbour lists are copied to shared memory first: the seed test reads a
-    neighbour's index, then its value, then its direction, one load waiting on the other."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The
+    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
+    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
+    one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(45, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
-    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -344,9 +335,6 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
-    points[t, 0] = x
-    points[t, 1] = y
-    points[t, 2] = z
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
@@ -355,7 +343,7 @@ def seed_cuda_m8(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_
     f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -412,20 +400,20 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
-    and their neighbour lists are copied to shared memory first: the seed test reads a
-    neighbour's index, then its value, then its direction, one load waiting on the other."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The
+    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
+    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
+    one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(66, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
-    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -436,9 +424,6 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
-    points[t, 0] = x
-    points[t, 1] = y
-    points[t, 2] = z
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
@@ -447,7 +432,7 @@ def seed_cuda_m10(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -504,20 +489,20 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
     """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
     shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
     the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
     start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The starts
-    and their neighbour lists are copied to shared memory first: the seed test reads a
-    neighbour's index, then its value, then its direction, one load waiting on the other."""
+    are packed first, so ranking costs a loop over the seeds, not over the starts. The
+    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
+    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
+    one load waiting on the other."""
     v = cuda.blockIdx.x
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(91, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
-    points = cuda.shared.array((MAX_STARTS, 3), float32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -528,9 +513,6 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
-    points[t, 0] = x
-    points[t, 1] = y
-    points[t, 2] = z
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
@@ -539,7 +521,7 @@ def seed_cuda_m12(tensors, starts, neighbors, fparams, iparams, seed_slots, seed
     f[t] = gx * x + gy * y + gz * z
     cuda.syncthreads()
     floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, points, near, iparams[P_SEED_LOCAL] != 0, floor) else 0
+    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
     slot, total = seed_slot(mine, t, count, flag, warp_seeds)
     rank = slot
     if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):

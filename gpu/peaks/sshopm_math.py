@@ -187,10 +187,11 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
 
 
 @register_jitable
-def is_seed(t, f, gx, gy, gz, starts, neighbors, local_only, floor):
+def is_seed(t, f, gx, gy, gz, starts, neighbors, steps, local_only, floor):
     """Whether start t climbs: its FOD value f[t] = A x^m is positive and ≥ ``floor`` and,
     with ``local_only``, no neighbour uphill of it lies within 30° of its tangent gradient
-    (gx, gy, gz) = A x^(m−1). Discrete local maxima always qualify; so does the start nearest
+    (gx, gy, gz) = A x^(m−1); ``steps[t, q]`` is the step to neighbour q and its length
+    (:func:`gpu.peaks.sshopm_starts.neighbor_steps`). Discrete local maxima always qualify; so does the start nearest
     a small lobe that sits on a larger lobe's flank, which a plain discrete-maximum test
     misses (its neighbours towards the larger lobe are higher, but not where the gradient
     points). A climb only increases λ, so starts below ``floor`` would only find peaks
@@ -210,16 +211,11 @@ def is_seed(t, f, gx, gy, gz, starts, neighbors, local_only, floor):
     for q in range(neighbors.shape[1]):
         j = neighbors[t, q]
         if f[j] > ft or (f[j] == ft and j < t):
-            dx = starts[j, 0]
-            dy = starts[j, 1]
-            dz = starts[j, 2]
-            if dx * x + dy * y + dz * z < 0:
-                dx, dy, dz = -dx, -dy, -dz
-            dx, dy, dz = dx - x, dy - y, dz - z
-            along = dx * ux + dy * uy + dz * uz
-            if along >= like(x, CONE_COS) * unorm * math.sqrt(dx * dx + dy * dy + dz * dz):
+            along = steps[t, q, 0] * ux + steps[t, q, 1] * uy + steps[t, q, 2] * uz
+            if along >= like(x, CONE_COS) * unorm * steps[t, q, 3]:
                 return False
     return True
+
 
 
 @register_jitable

@@ -10,7 +10,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["hemisphere_starts", "start_neighbors", "N_NEIGHBORS"]
+__all__ = ["hemisphere_starts", "start_neighbors", "neighbor_steps", "N_NEIGHBORS"]
 
 N_NEIGHBORS = 6
 
@@ -45,3 +45,15 @@ def start_neighbors(count: int, k: int = N_NEIGHBORS) -> np.ndarray:
     neighbors = np.argsort(-similarity, axis=1, kind="stable")[:, :k].astype(np.int64)
     neighbors.setflags(write=False)
     return neighbors
+
+
+def neighbor_steps(starts: np.ndarray, neighbors: np.ndarray) -> np.ndarray:
+    """(S, Q, 4): for start t and its neighbour j = neighbors[t, q], the step from x_t to x_j
+    (to −x_j when that is the nearer, antipodal copy on the hemisphere) and its length, in the
+    starts' dtype, each value from the same operations :func:`gpu.peaks.sshopm_math.is_seed` once did per voxel."""
+    x, y, z = (starts[:, k:k + 1] for k in range(3))
+    dx, dy, dz = (starts[neighbors, k] for k in range(3))
+    flip = dx * x + dy * y + dz * z < 0
+    dx, dy, dz = (np.where(flip, -d, d) for d in (dx, dy, dz))
+    dx, dy, dz = dx - x, dy - y, dz - z
+    return np.ascontiguousarray(np.stack([dx, dy, dz, np.sqrt(dx * dx + dy * dy + dz * dz)], axis=-1))
