@@ -7,7 +7,7 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 f2f5135a293332455a1cfa6fe775d6df19f4326f10650cec22a909800b7a2ffd
+# sshopm_math.py sha256 1b13a5625a9f66cb07776694faef11b48f73296f0cf82939e54f66437f15299d
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 
 import numpy as np

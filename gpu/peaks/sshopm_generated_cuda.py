@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 3b7c30d1c249f529a29a8c3ed33ff0115613909ddc2671a9a14204c37dc5e4d8
-# sshopm_math.py sha256 f2f5135a293332455a1cfa6fe775d6df19f4326f10650cec22a909800b7a2ffd
+# sshopm_generated.py sha256 8dd53991ab6c7982d73ddb8e72ee2e45161c2f99a7dc63bb8451a5604f5c9e14
+# sshopm_math.py sha256 1b13a5625a9f66cb07776694faef11b48f73296f0cf82939e54f66437f15299d
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
 

@@ -191,10 +191,10 @@ def is_seed(t, f, gx, gy, gz, starts, neighbors, steps, local_only, floor):
     """Whether start t climbs: its FOD value f[t] = A x^m is positive and ≥ ``floor`` and,
     with ``local_only``, no neighbour uphill of it lies within 30° of its tangent gradient
     (gx, gy, gz) = A x^(m−1); ``steps[t, q]`` is the step to neighbour q and its length
-    (:func:`gpu.peaks.sshopm_starts.neighbor_steps`). Discrete local maxima always qualify; so does the start nearest
-    a small lobe that sits on a larger lobe's flank, which a plain discrete-maximum test
-    misses (its neighbours towards the larger lobe are higher, but not where the gradient
-    points). A climb only increases λ, so starts below ``floor`` would only find peaks
+    (:func:`gpu.peaks.sshopm_starts.neighbor_steps`). Discrete local maxima always qualify;
+    so does the start nearest a small lobe that sits on a larger lobe's flank, which a plain
+    discrete-maximum test misses (its neighbours towards the larger lobe are higher, but not
+    where the gradient points). A climb only increases λ, so starts below ``floor`` would only find peaks
     that are dropped anyway (see PeaksOptions.seed_fraction)."""
     ft = f[t]
     if ft <= 0 or ft < floor:
