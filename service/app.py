@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import fcntl
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 
 from celery import Celery
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 # Staging folders older than this were left by an upload whose API process died.
 _STALE_STAGING_SECONDS = 24 * 3600
+# A results TTL counts in hours: its scan (every job record read, as the orphan sweep reads
+# them) runs once a minute at most, not at every janitor pass.
+_EXPIRY_SCAN_SECONDS = 60.0
 
 
 def celery_app_for(settings: Settings) -> Celery:
@@ -69,7 +73,8 @@ def sweep_once(app: FastAPI) -> list[str]:
         max_worker_losses=settings.max_worker_losses,
         waiting_ids=lambda: waiting_job_ids(celery),
     )
-    if settings.results_ttl_hours > 0:
+    if settings.results_ttl_hours > 0 and time.monotonic() >= getattr(app.state, "expiry_scan_due", 0.0):
+        app.state.expiry_scan_due = time.monotonic() + _EXPIRY_SCAN_SECONDS
         expired = store.expire_finished(older_than=settings.results_ttl_hours * 3600)
         if expired:
             logger.info("removed %d jobs finished over %g hours ago (FIBERTENSOR_RESULTS_TTL_HOURS)",

@@ -219,19 +219,31 @@ async def test_janitor_removes_jobs_past_the_results_ttl(app_factory, tmp_path, 
     settings = Settings(data_dir=tmp_path / "data", results_ttl_hours=2)
     app = app_factory(settings)
     store = JobStore(settings.data_dir)
+
+    def finished(job_id, hours):
+        store.update(job_id, lambda r: r.model_copy(update={
+            "status": JobStatus.succeeded, "finished_at": utc_now() - timedelta(hours=hours)}))
+
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
-        old, recent = [(await _submit(client, volume)).json()["id"] for _ in range(2)]
-        for job_id, hours in ((old, 3), (recent, 1)):
-            store.update(job_id, lambda r, h=hours: r.model_copy(update={
-                "status": JobStatus.succeeded, "finished_at": utc_now() - timedelta(hours=h)}))
+        old, recent, kept = [(await _submit(client, volume)).json()["id"] for _ in range(3)]
+        for job_id, hours in ((old, 3), (recent, 1), (kept, 1)):
+            finished(job_id, hours)
         sweep_once(app)
         assert (await client.get(f"/v1/jobs/{old}")).status_code == 404
         assert (await client.get(f"/v1/jobs/{recent}")).json()["status"] == "succeeded"
+    # the next scan waits its minute (a TTL counts in hours), then expires what is due
+    finished(recent, 3)
+    sweep_once(app)
+    assert sorted(store.job_ids()) == sorted([recent, kept])
+    app.state.expiry_scan_due = 0.0
+    sweep_once(app)
+    assert store.job_ids() == [kept]
     # 0 keeps finished jobs until they are deleted
     app.state.settings = Settings(data_dir=tmp_path / "data", results_ttl_hours=0)
-    store.update(recent, lambda r: r.model_copy(update={"finished_at": utc_now() - timedelta(days=400)}))
+    app.state.expiry_scan_due = 0.0
+    finished(kept, 400 * 24)
     sweep_once(app)
-    assert store.job_ids() == [recent]
+    assert store.job_ids() == [kept]
 
 
 async def test_one_api_process_of_those_sharing_a_data_volume_sweeps(app_factory, tmp_path):
