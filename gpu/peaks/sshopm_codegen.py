@@ -112,23 +112,32 @@ def _axm(order: int) -> str:
 
 
 def _contraction_lines(order: int, frees: tuple[tuple[int, ...], ...], outputs: list[str], indent: str,
-                       entry_name: str = "a[{}]") -> list[str]:
+                       entry_name: str = "a[{}]", scaled: bool = False) -> list[str]:
     """Lines computing the outputs (A x^(m−p))_free for each free index tuple from x, y, z and
-    the unique entries (``entry_name`` of k): the powers, the monomials the outputs share, the sums."""
+    the unique entries (``entry_name`` of k): the powers, the monomials the outputs share, the sums.
+
+    ``scaled``: the outputs share each monomial times its multiplicity, u_J = σ(J) x^J, and
+    sum a_k u_J, one multiplication a term fewer than σ(J) a_k x^J (6 outputs share each of
+    28 monomials at order 8). The CPU loops keep the unscaled form of their stored results."""
     lower = order - len(frees[0])
     monomials = [_monomial(e) for e in monomial_exponents(lower)]
+    sigmas = [int(sigma) for sigma in multiplicities(lower)]
     lines = [indent + line.lstrip() for line in _powers(lower)]
     names = []
-    for j, factors in enumerate(monomials):
-        if len(factors) == 0:
-            names.append([])
-        elif len(factors) == 1:
+    for j, (factors, sigma) in enumerate(zip(monomials, sigmas)):
+        factors = ([f"S{sigma}"] if scaled and sigma != 1 else []) + factors
+        if len(factors) <= 1:
             names.append(factors)
+        elif scaled and sigma != 1 and len(factors) > 2:
+            lines.append(f"{indent}t{j} = {' * '.join(factors[1:])}")
+            lines.append(f"{indent}u{j} = {factors[0]} * t{j}")
+            names.append([f"u{j}"])
         else:
-            lines.append(f"{indent}t{j} = {' * '.join(factors)}")
-            names.append([f"t{j}"])
+            lines.append(f"{indent}{'u' if scaled and sigma != 1 else 't'}{j} = {' * '.join(factors)}")
+            names.append([f"{'u' if scaled and sigma != 1 else 't'}{j}"])
     for out, free in zip(outputs, frees):
-        terms = [_term(sigma, entry, names[j], entry_name) for j, (sigma, entry, _) in enumerate(_contraction(order, free))]
+        terms = [_term(1 if scaled else sigma, entry, names[j], entry_name)
+                 for j, (sigma, entry, _) in enumerate(_contraction(order, free))]
         lines.append(f"{indent}{out} = (\n{indent}    {_sum(terms, indent + '    ')}\n{indent})")
     return lines
 
@@ -138,8 +147,9 @@ def _contracted(order: int, name: str, frees: tuple[tuple[int, ...], ...], what:
         [
             "@register_jitable",
             f"def {name}_m{order}(a, x, y, z):",
-            f'    """{what} (Ballard et al., Def. 2 and Fig. {3 if len(frees[0]) == 1 else 4}); returns {", ".join(outputs)}."""',
-            *_contraction_lines(order, frees, outputs, "    "),
+            f'    """{what} (Ballard et al., Def. 2 and Fig. {3 if len(frees[0]) == 1 else 4}), the monomials scaled by',
+            f'    their multiplicities once for all outputs; returns {", ".join(outputs)}."""',
+            *_contraction_lines(order, frees, outputs, "    ", scaled=True),
             f"    return {', '.join(outputs)}",
         ]
     )
@@ -158,7 +168,7 @@ def _contracted_points(order: int, name: str, frees: tuple[tuple[int, ...], ...]
             "@register_jitable",
             f"def {name}_points_m{order}(a, points, k, out):",
             f'    """{name}_m{order} at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],',
-            "    the same operations in the same order, so the same values. The unique entries are read",
+            "    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read",
             "    into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from",
             '    vectorizing the loop over the points."""',
             *[f"    a{e} = a[{e}]" for e in range(n_unique)],
@@ -184,25 +194,26 @@ def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_s
              n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^{order} = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
-    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
+    merged inside the basin of one of the n_found peaks already found. Returns
     (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
-    negdef = False
-    for it in range(max_iter):
+    its = 0
+    while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m{order}(a, x, y, z)
         px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             {order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
-        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-            return px, py, pz, lam, it + 1, False, negdef, True
-        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m{order}(a, x, y, z), it + 1, False, negdef, False
-        lam_prev = lam
-    return x, y, z, axm_m{order}(a, x, y, z), max_iter, True, negdef, False'''
+        its += 1
+        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
+                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
+        if status == sm.STOPPED_MERGED:
+            return px, py, pz, lam, its, False, negdef, True
+        if status != sm.CLIMBING:
+            return x, y, z, axm_m{order}(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+        lam_prev = lam'''
 
 
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
@@ -297,11 +308,11 @@ def _cpu_climbs(order: int) -> str:
     return f'''@register_jitable
 def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
                   max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """climb_m{order} from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
     A x^{order} = f[s]), all at once: each round computes A x^{order - 2} (axm2_points_m{order}) and
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
-    climb_m{order}, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as
+    climb_m{order} (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
     cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
     climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``steps`` (6, ·) their
     step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
@@ -329,24 +340,22 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
-            capped = False
-            if merged:
+            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
+                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            if status == sm.CLIMBING:
+                lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                j += 1
+                continue
+            if status == sm.STOPPED_MERGED:
                 x, y, z = px, py, pz
-            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
-                if it < max_iter:
-                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
-                    j += 1
-                    continue
-                capped = True
-            if not merged:
+            else:
                 lam = axm_m{order}(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):

@@ -7,7 +7,7 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 1b13a5625a9f66cb07776694faef11b48f73296f0cf82939e54f66437f15299d
+# sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 
 import numpy as np
@@ -116,7 +116,8 @@ def axm_m2(a, x, y, z):
 
 @register_jitable
 def axm1_m2(a, x, y, z):
-    """A x^1 (Ballard et al., Def. 2 and Fig. 3); returns gx, gy, gz."""
+    """A x^1 (Ballard et al., Def. 2 and Fig. 3), the monomials scaled by
+    their multiplicities once for all outputs; returns gx, gy, gz."""
     gx = (
         a[0] * x
         + a[1] * y
@@ -137,7 +138,8 @@ def axm1_m2(a, x, y, z):
 
 @register_jitable
 def axm2_m2(a, x, y, z):
-    """A x^0 (Ballard et al., Def. 2 and Fig. 4); returns mxx, mxy, mxz, myy, myz, mzz."""
+    """A x^0 (Ballard et al., Def. 2 and Fig. 4), the monomials scaled by
+    their multiplicities once for all outputs; returns mxx, mxy, mxz, myy, myz, mzz."""
     mxx = (
         a[0]
     )
@@ -164,25 +166,26 @@ def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
              n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^2 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
-    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
+    merged inside the basin of one of the n_found peaks already found. Returns
     (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
-    negdef = False
-    for it in range(max_iter):
+    its = 0
+    while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m2(a, x, y, z)
         px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             2, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
-        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-            return px, py, pz, lam, it + 1, False, negdef, True
-        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m2(a, x, y, z), it + 1, False, negdef, False
+        its += 1
+        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
+                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
+        if status == sm.STOPPED_MERGED:
+            return px, py, pz, lam, its, False, negdef, True
+        if status != sm.CLIMBING:
+            return x, y, z, axm_m2(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m2(a, x, y, z), max_iter, True, negdef, False
 
 
 # ---- order 4: 15 unique entries ----
@@ -221,7 +224,8 @@ def axm_m4(a, x, y, z):
 
 @register_jitable
 def axm1_m4(a, x, y, z):
-    """A x^3 (Ballard et al., Def. 2 and Fig. 3); returns gx, gy, gz."""
+    """A x^3 (Ballard et al., Def. 2 and Fig. 3), the monomials scaled by
+    their multiplicities once for all outputs; returns gx, gy, gz."""
     x2 = x * x
     x3 = x2 * x
     y2 = y * y
@@ -229,46 +233,53 @@ def axm1_m4(a, x, y, z):
     z2 = z * z
     z3 = z2 * z
     t1 = x2 * y
+    u1 = S3 * t1
     t2 = x2 * z
+    u2 = S3 * t2
     t3 = x * y2
+    u3 = S3 * t3
     t4 = x * y * z
+    u4 = S6 * t4
     t5 = x * z2
+    u5 = S3 * t5
     t7 = y2 * z
+    u7 = S3 * t7
     t8 = y * z2
+    u8 = S3 * t8
     gx = (
         a[0] * x3
-        + S3 * a[1] * t1
-        + S3 * a[2] * t2
-        + S3 * a[3] * t3
-        + S6 * a[4] * t4
-        + S3 * a[5] * t5
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
         + a[6] * y3
-        + S3 * a[7] * t7
-        + S3 * a[8] * t8
+        + a[7] * u7
+        + a[8] * u8
         + a[9] * z3
     )
     gy = (
         a[1] * x3
-        + S3 * a[3] * t1
-        + S3 * a[4] * t2
-        + S3 * a[6] * t3
-        + S6 * a[7] * t4
-        + S3 * a[8] * t5
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
         + a[10] * y3
-        + S3 * a[11] * t7
-        + S3 * a[12] * t8
+        + a[11] * u7
+        + a[12] * u8
         + a[13] * z3
     )
     gz = (
         a[2] * x3
-        + S3 * a[4] * t1
-        + S3 * a[5] * t2
-        + S3 * a[7] * t3
-        + S6 * a[8] * t4
-        + S3 * a[9] * t5
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
         + a[11] * y3
-        + S3 * a[12] * t7
-        + S3 * a[13] * t8
+        + a[12] * u7
+        + a[13] * u8
         + a[14] * z3
     )
     return gx, gy, gz
@@ -276,59 +287,63 @@ def axm1_m4(a, x, y, z):
 
 @register_jitable
 def axm2_m4(a, x, y, z):
-    """A x^2 (Ballard et al., Def. 2 and Fig. 4); returns mxx, mxy, mxz, myy, myz, mzz."""
+    """A x^2 (Ballard et al., Def. 2 and Fig. 4), the monomials scaled by
+    their multiplicities once for all outputs; returns mxx, mxy, mxz, myy, myz, mzz."""
     x2 = x * x
     y2 = y * y
     z2 = z * z
     t1 = x * y
+    u1 = S2 * t1
     t2 = x * z
+    u2 = S2 * t2
     t4 = y * z
+    u4 = S2 * t4
     mxx = (
         a[0] * x2
-        + S2 * a[1] * t1
-        + S2 * a[2] * t2
+        + a[1] * u1
+        + a[2] * u2
         + a[3] * y2
-        + S2 * a[4] * t4
+        + a[4] * u4
         + a[5] * z2
     )
     mxy = (
         a[1] * x2
-        + S2 * a[3] * t1
-        + S2 * a[4] * t2
+        + a[3] * u1
+        + a[4] * u2
         + a[6] * y2
-        + S2 * a[7] * t4
+        + a[7] * u4
         + a[8] * z2
     )
     mxz = (
         a[2] * x2
-        + S2 * a[4] * t1
-        + S2 * a[5] * t2
+        + a[4] * u1
+        + a[5] * u2
         + a[7] * y2
-        + S2 * a[8] * t4
+        + a[8] * u4
         + a[9] * z2
     )
     myy = (
         a[3] * x2
-        + S2 * a[6] * t1
-        + S2 * a[7] * t2
+        + a[6] * u1
+        + a[7] * u2
         + a[10] * y2
-        + S2 * a[11] * t4
+        + a[11] * u4
         + a[12] * z2
     )
     myz = (
         a[4] * x2
-        + S2 * a[7] * t1
-        + S2 * a[8] * t2
+        + a[7] * u1
+        + a[8] * u2
         + a[11] * y2
-        + S2 * a[12] * t4
+        + a[12] * u4
         + a[13] * z2
     )
     mzz = (
         a[5] * x2
-        + S2 * a[8] * t1
-        + S2 * a[9] * t2
+        + a[8] * u1
+        + a[9] * u2
         + a[12] * y2
-        + S2 * a[13] * t4
+        + a[13] * u4
         + a[14] * z2
     )
     return mxx, mxy, mxz, myy, myz, mzz
@@ -339,25 +354,26 @@ def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
              n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^4 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
-    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
+    merged inside the basin of one of the n_found peaks already found. Returns
     (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
-    negdef = False
-    for it in range(max_iter):
+    its = 0
+    while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m4(a, x, y, z)
         px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             4, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
-        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-            return px, py, pz, lam, it + 1, False, negdef, True
-        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m4(a, x, y, z), it + 1, False, negdef, False
+        its += 1
+        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
+                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
+        if status == sm.STOPPED_MERGED:
+            return px, py, pz, lam, its, False, negdef, True
+        if status != sm.CLIMBING:
+            return x, y, z, axm_m4(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m4(a, x, y, z), max_iter, True, negdef, False
 
 
 # ---- order 6: 28 unique entries ----
@@ -415,7 +431,8 @@ def axm_m6(a, x, y, z):
 
 @register_jitable
 def axm1_m6(a, x, y, z):
-    """A x^5 (Ballard et al., Def. 2 and Fig. 3); returns gx, gy, gz."""
+    """A x^5 (Ballard et al., Def. 2 and Fig. 3), the monomials scaled by
+    their multiplicities once for all outputs; returns gx, gy, gz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -429,90 +446,108 @@ def axm1_m6(a, x, y, z):
     z4 = z3 * z
     z5 = z4 * z
     t1 = x4 * y
+    u1 = S5 * t1
     t2 = x4 * z
+    u2 = S5 * t2
     t3 = x3 * y2
+    u3 = S10 * t3
     t4 = x3 * y * z
+    u4 = S20 * t4
     t5 = x3 * z2
+    u5 = S10 * t5
     t6 = x2 * y3
+    u6 = S10 * t6
     t7 = x2 * y2 * z
+    u7 = S30 * t7
     t8 = x2 * y * z2
+    u8 = S30 * t8
     t9 = x2 * z3
+    u9 = S10 * t9
     t10 = x * y4
+    u10 = S5 * t10
     t11 = x * y3 * z
+    u11 = S20 * t11
     t12 = x * y2 * z2
+    u12 = S30 * t12
     t13 = x * y * z3
+    u13 = S20 * t13
     t14 = x * z4
+    u14 = S5 * t14
     t16 = y4 * z
+    u16 = S5 * t16
     t17 = y3 * z2
+    u17 = S10 * t17
     t18 = y2 * z3
+    u18 = S10 * t18
     t19 = y * z4
+    u19 = S5 * t19
     gx = (
         a[0] * x5
-        + S5 * a[1] * t1
-        + S5 * a[2] * t2
-        + S10 * a[3] * t3
-        + S20 * a[4] * t4
-        + S10 * a[5] * t5
-        + S10 * a[6] * t6
-        + S30 * a[7] * t7
-        + S30 * a[8] * t8
-        + S10 * a[9] * t9
-        + S5 * a[10] * t10
-        + S20 * a[11] * t11
-        + S30 * a[12] * t12
-        + S20 * a[13] * t13
-        + S5 * a[14] * t14
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
+        + a[10] * u10
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
+        + a[14] * u14
         + a[15] * y5
-        + S5 * a[16] * t16
-        + S10 * a[17] * t17
-        + S10 * a[18] * t18
-        + S5 * a[19] * t19
+        + a[16] * u16
+        + a[17] * u17
+        + a[18] * u18
+        + a[19] * u19
         + a[20] * z5
     )
     gy = (
         a[1] * x5
-        + S5 * a[3] * t1
-        + S5 * a[4] * t2
-        + S10 * a[6] * t3
-        + S20 * a[7] * t4
-        + S10 * a[8] * t5
-        + S10 * a[10] * t6
-        + S30 * a[11] * t7
-        + S30 * a[12] * t8
-        + S10 * a[13] * t9
-        + S5 * a[15] * t10
-        + S20 * a[16] * t11
-        + S30 * a[17] * t12
-        + S20 * a[18] * t13
-        + S5 * a[19] * t14
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
+        + a[15] * u10
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
+        + a[19] * u14
         + a[21] * y5
-        + S5 * a[22] * t16
-        + S10 * a[23] * t17
-        + S10 * a[24] * t18
-        + S5 * a[25] * t19
+        + a[22] * u16
+        + a[23] * u17
+        + a[24] * u18
+        + a[25] * u19
         + a[26] * z5
     )
     gz = (
         a[2] * x5
-        + S5 * a[4] * t1
-        + S5 * a[5] * t2
-        + S10 * a[7] * t3
-        + S20 * a[8] * t4
-        + S10 * a[9] * t5
-        + S10 * a[11] * t6
-        + S30 * a[12] * t7
-        + S30 * a[13] * t8
-        + S10 * a[14] * t9
-        + S5 * a[16] * t10
-        + S20 * a[17] * t11
-        + S30 * a[18] * t12
-        + S20 * a[19] * t13
-        + S5 * a[20] * t14
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
+        + a[16] * u10
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
+        + a[20] * u14
         + a[22] * y5
-        + S5 * a[23] * t16
-        + S10 * a[24] * t17
-        + S10 * a[25] * t18
-        + S5 * a[26] * t19
+        + a[23] * u16
+        + a[24] * u17
+        + a[25] * u18
+        + a[26] * u19
         + a[27] * z5
     )
     return gx, gy, gz
@@ -520,7 +555,8 @@ def axm1_m6(a, x, y, z):
 
 @register_jitable
 def axm2_m6(a, x, y, z):
-    """A x^4 (Ballard et al., Def. 2 and Fig. 4); returns mxx, mxy, mxz, myy, myz, mzz."""
+    """A x^4 (Ballard et al., Def. 2 and Fig. 4), the monomials scaled by
+    their multiplicities once for all outputs; returns mxx, mxy, mxz, myy, myz, mzz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -531,117 +567,129 @@ def axm2_m6(a, x, y, z):
     z3 = z2 * z
     z4 = z3 * z
     t1 = x3 * y
+    u1 = S4 * t1
     t2 = x3 * z
+    u2 = S4 * t2
     t3 = x2 * y2
+    u3 = S6 * t3
     t4 = x2 * y * z
+    u4 = S12 * t4
     t5 = x2 * z2
+    u5 = S6 * t5
     t6 = x * y3
+    u6 = S4 * t6
     t7 = x * y2 * z
+    u7 = S12 * t7
     t8 = x * y * z2
+    u8 = S12 * t8
     t9 = x * z3
+    u9 = S4 * t9
     t11 = y3 * z
+    u11 = S4 * t11
     t12 = y2 * z2
+    u12 = S6 * t12
     t13 = y * z3
+    u13 = S4 * t13
     mxx = (
         a[0] * x4
-        + S4 * a[1] * t1
-        + S4 * a[2] * t2
-        + S6 * a[3] * t3
-        + S12 * a[4] * t4
-        + S6 * a[5] * t5
-        + S4 * a[6] * t6
-        + S12 * a[7] * t7
-        + S12 * a[8] * t8
-        + S4 * a[9] * t9
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
         + a[10] * y4
-        + S4 * a[11] * t11
-        + S6 * a[12] * t12
-        + S4 * a[13] * t13
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
         + a[14] * z4
     )
     mxy = (
         a[1] * x4
-        + S4 * a[3] * t1
-        + S4 * a[4] * t2
-        + S6 * a[6] * t3
-        + S12 * a[7] * t4
-        + S6 * a[8] * t5
-        + S4 * a[10] * t6
-        + S12 * a[11] * t7
-        + S12 * a[12] * t8
-        + S4 * a[13] * t9
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
         + a[15] * y4
-        + S4 * a[16] * t11
-        + S6 * a[17] * t12
-        + S4 * a[18] * t13
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
         + a[19] * z4
     )
     mxz = (
         a[2] * x4
-        + S4 * a[4] * t1
-        + S4 * a[5] * t2
-        + S6 * a[7] * t3
-        + S12 * a[8] * t4
-        + S6 * a[9] * t5
-        + S4 * a[11] * t6
-        + S12 * a[12] * t7
-        + S12 * a[13] * t8
-        + S4 * a[14] * t9
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
         + a[16] * y4
-        + S4 * a[17] * t11
-        + S6 * a[18] * t12
-        + S4 * a[19] * t13
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
         + a[20] * z4
     )
     myy = (
         a[3] * x4
-        + S4 * a[6] * t1
-        + S4 * a[7] * t2
-        + S6 * a[10] * t3
-        + S12 * a[11] * t4
-        + S6 * a[12] * t5
-        + S4 * a[15] * t6
-        + S12 * a[16] * t7
-        + S12 * a[17] * t8
-        + S4 * a[18] * t9
+        + a[6] * u1
+        + a[7] * u2
+        + a[10] * u3
+        + a[11] * u4
+        + a[12] * u5
+        + a[15] * u6
+        + a[16] * u7
+        + a[17] * u8
+        + a[18] * u9
         + a[21] * y4
-        + S4 * a[22] * t11
-        + S6 * a[23] * t12
-        + S4 * a[24] * t13
+        + a[22] * u11
+        + a[23] * u12
+        + a[24] * u13
         + a[25] * z4
     )
     myz = (
         a[4] * x4
-        + S4 * a[7] * t1
-        + S4 * a[8] * t2
-        + S6 * a[11] * t3
-        + S12 * a[12] * t4
-        + S6 * a[13] * t5
-        + S4 * a[16] * t6
-        + S12 * a[17] * t7
-        + S12 * a[18] * t8
-        + S4 * a[19] * t9
+        + a[7] * u1
+        + a[8] * u2
+        + a[11] * u3
+        + a[12] * u4
+        + a[13] * u5
+        + a[16] * u6
+        + a[17] * u7
+        + a[18] * u8
+        + a[19] * u9
         + a[22] * y4
-        + S4 * a[23] * t11
-        + S6 * a[24] * t12
-        + S4 * a[25] * t13
+        + a[23] * u11
+        + a[24] * u12
+        + a[25] * u13
         + a[26] * z4
     )
     mzz = (
         a[5] * x4
-        + S4 * a[8] * t1
-        + S4 * a[9] * t2
-        + S6 * a[12] * t3
-        + S12 * a[13] * t4
-        + S6 * a[14] * t5
-        + S4 * a[17] * t6
-        + S12 * a[18] * t7
-        + S12 * a[19] * t8
-        + S4 * a[20] * t9
+        + a[8] * u1
+        + a[9] * u2
+        + a[12] * u3
+        + a[13] * u4
+        + a[14] * u5
+        + a[17] * u6
+        + a[18] * u7
+        + a[19] * u8
+        + a[20] * u9
         + a[23] * y4
-        + S4 * a[24] * t11
-        + S6 * a[25] * t12
-        + S4 * a[26] * t13
+        + a[24] * u11
+        + a[25] * u12
+        + a[26] * u13
         + a[27] * z4
     )
     return mxx, mxy, mxz, myy, myz, mzz
@@ -652,25 +700,26 @@ def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
              n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^6 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
-    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
+    merged inside the basin of one of the n_found peaks already found. Returns
     (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
-    negdef = False
-    for it in range(max_iter):
+    its = 0
+    while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m6(a, x, y, z)
         px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             6, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
-        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-            return px, py, pz, lam, it + 1, False, negdef, True
-        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m6(a, x, y, z), it + 1, False, negdef, False
+        its += 1
+        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
+                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
+        if status == sm.STOPPED_MERGED:
+            return px, py, pz, lam, its, False, negdef, True
+        if status != sm.CLIMBING:
+            return x, y, z, axm_m6(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m6(a, x, y, z), max_iter, True, negdef, False
 
 
 # ---- order 8: 45 unique entries ----
@@ -751,7 +800,8 @@ def axm_m8(a, x, y, z):
 
 @register_jitable
 def axm1_m8(a, x, y, z):
-    """A x^7 (Ballard et al., Def. 2 and Fig. 3); returns gx, gy, gz."""
+    """A x^7 (Ballard et al., Def. 2 and Fig. 3), the monomials scaled by
+    their multiplicities once for all outputs; returns gx, gy, gz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -771,150 +821,183 @@ def axm1_m8(a, x, y, z):
     z6 = z5 * z
     z7 = z6 * z
     t1 = x6 * y
+    u1 = S7 * t1
     t2 = x6 * z
+    u2 = S7 * t2
     t3 = x5 * y2
+    u3 = S21 * t3
     t4 = x5 * y * z
+    u4 = S42 * t4
     t5 = x5 * z2
+    u5 = S21 * t5
     t6 = x4 * y3
+    u6 = S35 * t6
     t7 = x4 * y2 * z
+    u7 = S105 * t7
     t8 = x4 * y * z2
+    u8 = S105 * t8
     t9 = x4 * z3
+    u9 = S35 * t9
     t10 = x3 * y4
+    u10 = S35 * t10
     t11 = x3 * y3 * z
+    u11 = S140 * t11
     t12 = x3 * y2 * z2
+    u12 = S210 * t12
     t13 = x3 * y * z3
+    u13 = S140 * t13
     t14 = x3 * z4
+    u14 = S35 * t14
     t15 = x2 * y5
+    u15 = S21 * t15
     t16 = x2 * y4 * z
+    u16 = S105 * t16
     t17 = x2 * y3 * z2
+    u17 = S210 * t17
     t18 = x2 * y2 * z3
+    u18 = S210 * t18
     t19 = x2 * y * z4
+    u19 = S105 * t19
     t20 = x2 * z5
+    u20 = S21 * t20
     t21 = x * y6
+    u21 = S7 * t21
     t22 = x * y5 * z
+    u22 = S42 * t22
     t23 = x * y4 * z2
+    u23 = S105 * t23
     t24 = x * y3 * z3
+    u24 = S140 * t24
     t25 = x * y2 * z4
+    u25 = S105 * t25
     t26 = x * y * z5
+    u26 = S42 * t26
     t27 = x * z6
+    u27 = S7 * t27
     t29 = y6 * z
+    u29 = S7 * t29
     t30 = y5 * z2
+    u30 = S21 * t30
     t31 = y4 * z3
+    u31 = S35 * t31
     t32 = y3 * z4
+    u32 = S35 * t32
     t33 = y2 * z5
+    u33 = S21 * t33
     t34 = y * z6
+    u34 = S7 * t34
     gx = (
         a[0] * x7
-        + S7 * a[1] * t1
-        + S7 * a[2] * t2
-        + S21 * a[3] * t3
-        + S42 * a[4] * t4
-        + S21 * a[5] * t5
-        + S35 * a[6] * t6
-        + S105 * a[7] * t7
-        + S105 * a[8] * t8
-        + S35 * a[9] * t9
-        + S35 * a[10] * t10
-        + S140 * a[11] * t11
-        + S210 * a[12] * t12
-        + S140 * a[13] * t13
-        + S35 * a[14] * t14
-        + S21 * a[15] * t15
-        + S105 * a[16] * t16
-        + S210 * a[17] * t17
-        + S210 * a[18] * t18
-        + S105 * a[19] * t19
-        + S21 * a[20] * t20
-        + S7 * a[21] * t21
-        + S42 * a[22] * t22
-        + S105 * a[23] * t23
-        + S140 * a[24] * t24
-        + S105 * a[25] * t25
-        + S42 * a[26] * t26
-        + S7 * a[27] * t27
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
+        + a[10] * u10
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
+        + a[14] * u14
+        + a[15] * u15
+        + a[16] * u16
+        + a[17] * u17
+        + a[18] * u18
+        + a[19] * u19
+        + a[20] * u20
+        + a[21] * u21
+        + a[22] * u22
+        + a[23] * u23
+        + a[24] * u24
+        + a[25] * u25
+        + a[26] * u26
+        + a[27] * u27
         + a[28] * y7
-        + S7 * a[29] * t29
-        + S21 * a[30] * t30
-        + S35 * a[31] * t31
-        + S35 * a[32] * t32
-        + S21 * a[33] * t33
-        + S7 * a[34] * t34
+        + a[29] * u29
+        + a[30] * u30
+        + a[31] * u31
+        + a[32] * u32
+        + a[33] * u33
+        + a[34] * u34
         + a[35] * z7
     )
     gy = (
         a[1] * x7
-        + S7 * a[3] * t1
-        + S7 * a[4] * t2
-        + S21 * a[6] * t3
-        + S42 * a[7] * t4
-        + S21 * a[8] * t5
-        + S35 * a[10] * t6
-        + S105 * a[11] * t7
-        + S105 * a[12] * t8
-        + S35 * a[13] * t9
-        + S35 * a[15] * t10
-        + S140 * a[16] * t11
-        + S210 * a[17] * t12
-        + S140 * a[18] * t13
-        + S35 * a[19] * t14
-        + S21 * a[21] * t15
-        + S105 * a[22] * t16
-        + S210 * a[23] * t17
-        + S210 * a[24] * t18
-        + S105 * a[25] * t19
-        + S21 * a[26] * t20
-        + S7 * a[28] * t21
-        + S42 * a[29] * t22
-        + S105 * a[30] * t23
-        + S140 * a[31] * t24
-        + S105 * a[32] * t25
-        + S42 * a[33] * t26
-        + S7 * a[34] * t27
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
+        + a[15] * u10
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
+        + a[19] * u14
+        + a[21] * u15
+        + a[22] * u16
+        + a[23] * u17
+        + a[24] * u18
+        + a[25] * u19
+        + a[26] * u20
+        + a[28] * u21
+        + a[29] * u22
+        + a[30] * u23
+        + a[31] * u24
+        + a[32] * u25
+        + a[33] * u26
+        + a[34] * u27
         + a[36] * y7
-        + S7 * a[37] * t29
-        + S21 * a[38] * t30
-        + S35 * a[39] * t31
-        + S35 * a[40] * t32
-        + S21 * a[41] * t33
-        + S7 * a[42] * t34
+        + a[37] * u29
+        + a[38] * u30
+        + a[39] * u31
+        + a[40] * u32
+        + a[41] * u33
+        + a[42] * u34
         + a[43] * z7
     )
     gz = (
         a[2] * x7
-        + S7 * a[4] * t1
-        + S7 * a[5] * t2
-        + S21 * a[7] * t3
-        + S42 * a[8] * t4
-        + S21 * a[9] * t5
-        + S35 * a[11] * t6
-        + S105 * a[12] * t7
-        + S105 * a[13] * t8
-        + S35 * a[14] * t9
-        + S35 * a[16] * t10
-        + S140 * a[17] * t11
-        + S210 * a[18] * t12
-        + S140 * a[19] * t13
-        + S35 * a[20] * t14
-        + S21 * a[22] * t15
-        + S105 * a[23] * t16
-        + S210 * a[24] * t17
-        + S210 * a[25] * t18
-        + S105 * a[26] * t19
-        + S21 * a[27] * t20
-        + S7 * a[29] * t21
-        + S42 * a[30] * t22
-        + S105 * a[31] * t23
-        + S140 * a[32] * t24
-        + S105 * a[33] * t25
-        + S42 * a[34] * t26
-        + S7 * a[35] * t27
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
+        + a[16] * u10
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
+        + a[20] * u14
+        + a[22] * u15
+        + a[23] * u16
+        + a[24] * u17
+        + a[25] * u18
+        + a[26] * u19
+        + a[27] * u20
+        + a[29] * u21
+        + a[30] * u22
+        + a[31] * u23
+        + a[32] * u24
+        + a[33] * u25
+        + a[34] * u26
+        + a[35] * u27
         + a[37] * y7
-        + S7 * a[38] * t29
-        + S21 * a[39] * t30
-        + S35 * a[40] * t31
-        + S35 * a[41] * t32
-        + S21 * a[42] * t33
-        + S7 * a[43] * t34
+        + a[38] * u29
+        + a[39] * u30
+        + a[40] * u31
+        + a[41] * u32
+        + a[42] * u33
+        + a[43] * u34
         + a[44] * z7
     )
     return gx, gy, gz
@@ -922,7 +1005,8 @@ def axm1_m8(a, x, y, z):
 
 @register_jitable
 def axm2_m8(a, x, y, z):
-    """A x^6 (Ballard et al., Def. 2 and Fig. 4); returns mxx, mxy, mxz, myy, myz, mzz."""
+    """A x^6 (Ballard et al., Def. 2 and Fig. 4), the monomials scaled by
+    their multiplicities once for all outputs; returns mxx, mxy, mxz, myy, myz, mzz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -939,208 +1023,233 @@ def axm2_m8(a, x, y, z):
     z5 = z4 * z
     z6 = z5 * z
     t1 = x5 * y
+    u1 = S6 * t1
     t2 = x5 * z
+    u2 = S6 * t2
     t3 = x4 * y2
+    u3 = S15 * t3
     t4 = x4 * y * z
+    u4 = S30 * t4
     t5 = x4 * z2
+    u5 = S15 * t5
     t6 = x3 * y3
+    u6 = S20 * t6
     t7 = x3 * y2 * z
+    u7 = S60 * t7
     t8 = x3 * y * z2
+    u8 = S60 * t8
     t9 = x3 * z3
+    u9 = S20 * t9
     t10 = x2 * y4
+    u10 = S15 * t10
     t11 = x2 * y3 * z
+    u11 = S60 * t11
     t12 = x2 * y2 * z2
+    u12 = S90 * t12
     t13 = x2 * y * z3
+    u13 = S60 * t13
     t14 = x2 * z4
+    u14 = S15 * t14
     t15 = x * y5
+    u15 = S6 * t15
     t16 = x * y4 * z
+    u16 = S30 * t16
     t17 = x * y3 * z2
+    u17 = S60 * t17
     t18 = x * y2 * z3
+    u18 = S60 * t18
     t19 = x * y * z4
+    u19 = S30 * t19
     t20 = x * z5
+    u20 = S6 * t20
     t22 = y5 * z
+    u22 = S6 * t22
     t23 = y4 * z2
+    u23 = S15 * t23
     t24 = y3 * z3
+    u24 = S20 * t24
     t25 = y2 * z4
+    u25 = S15 * t25
     t26 = y * z5
+    u26 = S6 * t26
     mxx = (
         a[0] * x6
-        + S6 * a[1] * t1
-        + S6 * a[2] * t2
-        + S15 * a[3] * t3
-        + S30 * a[4] * t4
-        + S15 * a[5] * t5
-        + S20 * a[6] * t6
-        + S60 * a[7] * t7
-        + S60 * a[8] * t8
-        + S20 * a[9] * t9
-        + S15 * a[10] * t10
-        + S60 * a[11] * t11
-        + S90 * a[12] * t12
-        + S60 * a[13] * t13
-        + S15 * a[14] * t14
-        + S6 * a[15] * t15
-        + S30 * a[16] * t16
-        + S60 * a[17] * t17
-        + S60 * a[18] * t18
-        + S30 * a[19] * t19
-        + S6 * a[20] * t20
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
+        + a[10] * u10
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
+        + a[14] * u14
+        + a[15] * u15
+        + a[16] * u16
+        + a[17] * u17
+        + a[18] * u18
+        + a[19] * u19
+        + a[20] * u20
         + a[21] * y6
-        + S6 * a[22] * t22
-        + S15 * a[23] * t23
-        + S20 * a[24] * t24
-        + S15 * a[25] * t25
-        + S6 * a[26] * t26
+        + a[22] * u22
+        + a[23] * u23
+        + a[24] * u24
+        + a[25] * u25
+        + a[26] * u26
         + a[27] * z6
     )
     mxy = (
         a[1] * x6
-        + S6 * a[3] * t1
-        + S6 * a[4] * t2
-        + S15 * a[6] * t3
-        + S30 * a[7] * t4
-        + S15 * a[8] * t5
-        + S20 * a[10] * t6
-        + S60 * a[11] * t7
-        + S60 * a[12] * t8
-        + S20 * a[13] * t9
-        + S15 * a[15] * t10
-        + S60 * a[16] * t11
-        + S90 * a[17] * t12
-        + S60 * a[18] * t13
-        + S15 * a[19] * t14
-        + S6 * a[21] * t15
-        + S30 * a[22] * t16
-        + S60 * a[23] * t17
-        + S60 * a[24] * t18
-        + S30 * a[25] * t19
-        + S6 * a[26] * t20
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
+        + a[15] * u10
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
+        + a[19] * u14
+        + a[21] * u15
+        + a[22] * u16
+        + a[23] * u17
+        + a[24] * u18
+        + a[25] * u19
+        + a[26] * u20
         + a[28] * y6
-        + S6 * a[29] * t22
-        + S15 * a[30] * t23
-        + S20 * a[31] * t24
-        + S15 * a[32] * t25
-        + S6 * a[33] * t26
+        + a[29] * u22
+        + a[30] * u23
+        + a[31] * u24
+        + a[32] * u25
+        + a[33] * u26
         + a[34] * z6
     )
     mxz = (
         a[2] * x6
-        + S6 * a[4] * t1
-        + S6 * a[5] * t2
-        + S15 * a[7] * t3
-        + S30 * a[8] * t4
-        + S15 * a[9] * t5
-        + S20 * a[11] * t6
-        + S60 * a[12] * t7
-        + S60 * a[13] * t8
-        + S20 * a[14] * t9
-        + S15 * a[16] * t10
-        + S60 * a[17] * t11
-        + S90 * a[18] * t12
-        + S60 * a[19] * t13
-        + S15 * a[20] * t14
-        + S6 * a[22] * t15
-        + S30 * a[23] * t16
-        + S60 * a[24] * t17
-        + S60 * a[25] * t18
-        + S30 * a[26] * t19
-        + S6 * a[27] * t20
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
+        + a[16] * u10
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
+        + a[20] * u14
+        + a[22] * u15
+        + a[23] * u16
+        + a[24] * u17
+        + a[25] * u18
+        + a[26] * u19
+        + a[27] * u20
         + a[29] * y6
-        + S6 * a[30] * t22
-        + S15 * a[31] * t23
-        + S20 * a[32] * t24
-        + S15 * a[33] * t25
-        + S6 * a[34] * t26
+        + a[30] * u22
+        + a[31] * u23
+        + a[32] * u24
+        + a[33] * u25
+        + a[34] * u26
         + a[35] * z6
     )
     myy = (
         a[3] * x6
-        + S6 * a[6] * t1
-        + S6 * a[7] * t2
-        + S15 * a[10] * t3
-        + S30 * a[11] * t4
-        + S15 * a[12] * t5
-        + S20 * a[15] * t6
-        + S60 * a[16] * t7
-        + S60 * a[17] * t8
-        + S20 * a[18] * t9
-        + S15 * a[21] * t10
-        + S60 * a[22] * t11
-        + S90 * a[23] * t12
-        + S60 * a[24] * t13
-        + S15 * a[25] * t14
-        + S6 * a[28] * t15
-        + S30 * a[29] * t16
-        + S60 * a[30] * t17
-        + S60 * a[31] * t18
-        + S30 * a[32] * t19
-        + S6 * a[33] * t20
+        + a[6] * u1
+        + a[7] * u2
+        + a[10] * u3
+        + a[11] * u4
+        + a[12] * u5
+        + a[15] * u6
+        + a[16] * u7
+        + a[17] * u8
+        + a[18] * u9
+        + a[21] * u10
+        + a[22] * u11
+        + a[23] * u12
+        + a[24] * u13
+        + a[25] * u14
+        + a[28] * u15
+        + a[29] * u16
+        + a[30] * u17
+        + a[31] * u18
+        + a[32] * u19
+        + a[33] * u20
         + a[36] * y6
-        + S6 * a[37] * t22
-        + S15 * a[38] * t23
-        + S20 * a[39] * t24
-        + S15 * a[40] * t25
-        + S6 * a[41] * t26
+        + a[37] * u22
+        + a[38] * u23
+        + a[39] * u24
+        + a[40] * u25
+        + a[41] * u26
         + a[42] * z6
     )
     myz = (
         a[4] * x6
-        + S6 * a[7] * t1
-        + S6 * a[8] * t2
-        + S15 * a[11] * t3
-        + S30 * a[12] * t4
-        + S15 * a[13] * t5
-        + S20 * a[16] * t6
-        + S60 * a[17] * t7
-        + S60 * a[18] * t8
-        + S20 * a[19] * t9
-        + S15 * a[22] * t10
-        + S60 * a[23] * t11
-        + S90 * a[24] * t12
-        + S60 * a[25] * t13
-        + S15 * a[26] * t14
-        + S6 * a[29] * t15
-        + S30 * a[30] * t16
-        + S60 * a[31] * t17
-        + S60 * a[32] * t18
-        + S30 * a[33] * t19
-        + S6 * a[34] * t20
+        + a[7] * u1
+        + a[8] * u2
+        + a[11] * u3
+        + a[12] * u4
+        + a[13] * u5
+        + a[16] * u6
+        + a[17] * u7
+        + a[18] * u8
+        + a[19] * u9
+        + a[22] * u10
+        + a[23] * u11
+        + a[24] * u12
+        + a[25] * u13
+        + a[26] * u14
+        + a[29] * u15
+        + a[30] * u16
+        + a[31] * u17
+        + a[32] * u18
+        + a[33] * u19
+        + a[34] * u20
         + a[37] * y6
-        + S6 * a[38] * t22
-        + S15 * a[39] * t23
-        + S20 * a[40] * t24
-        + S15 * a[41] * t25
-        + S6 * a[42] * t26
+        + a[38] * u22
+        + a[39] * u23
+        + a[40] * u24
+        + a[41] * u25
+        + a[42] * u26
         + a[43] * z6
     )
     mzz = (
         a[5] * x6
-        + S6 * a[8] * t1
-        + S6 * a[9] * t2
-        + S15 * a[12] * t3
-        + S30 * a[13] * t4
-        + S15 * a[14] * t5
-        + S20 * a[17] * t6
-        + S60 * a[18] * t7
-        + S60 * a[19] * t8
-        + S20 * a[20] * t9
-        + S15 * a[23] * t10
-        + S60 * a[24] * t11
-        + S90 * a[25] * t12
-        + S60 * a[26] * t13
-        + S15 * a[27] * t14
-        + S6 * a[30] * t15
-        + S30 * a[31] * t16
-        + S60 * a[32] * t17
-        + S60 * a[33] * t18
-        + S30 * a[34] * t19
-        + S6 * a[35] * t20
+        + a[8] * u1
+        + a[9] * u2
+        + a[12] * u3
+        + a[13] * u4
+        + a[14] * u5
+        + a[17] * u6
+        + a[18] * u7
+        + a[19] * u8
+        + a[20] * u9
+        + a[23] * u10
+        + a[24] * u11
+        + a[25] * u12
+        + a[26] * u13
+        + a[27] * u14
+        + a[30] * u15
+        + a[31] * u16
+        + a[32] * u17
+        + a[33] * u18
+        + a[34] * u19
+        + a[35] * u20
         + a[38] * y6
-        + S6 * a[39] * t22
-        + S15 * a[40] * t23
-        + S20 * a[41] * t24
-        + S15 * a[42] * t25
-        + S6 * a[43] * t26
+        + a[39] * u22
+        + a[40] * u23
+        + a[41] * u24
+        + a[42] * u25
+        + a[43] * u26
         + a[44] * z6
     )
     return mxx, mxy, mxz, myy, myz, mzz
@@ -1151,25 +1260,26 @@ def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, t
              n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^8 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
-    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
+    merged inside the basin of one of the n_found peaks already found. Returns
     (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
-    negdef = False
-    for it in range(max_iter):
+    its = 0
+    while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m8(a, x, y, z)
         px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             8, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
-        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-            return px, py, pz, lam, it + 1, False, negdef, True
-        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m8(a, x, y, z), it + 1, False, negdef, False
+        its += 1
+        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
+                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
+        if status == sm.STOPPED_MERGED:
+            return px, py, pz, lam, its, False, negdef, True
+        if status != sm.CLIMBING:
+            return x, y, z, axm_m8(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m8(a, x, y, z), max_iter, True, negdef, False
 
 
 # ---- order 10: 66 unique entries ----
@@ -1277,7 +1387,8 @@ def axm_m10(a, x, y, z):
 
 @register_jitable
 def axm1_m10(a, x, y, z):
-    """A x^9 (Ballard et al., Def. 2 and Fig. 3); returns gx, gy, gz."""
+    """A x^9 (Ballard et al., Def. 2 and Fig. 3), the monomials scaled by
+    their multiplicities once for all outputs; returns gx, gy, gz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -1303,226 +1414,278 @@ def axm1_m10(a, x, y, z):
     z8 = z7 * z
     z9 = z8 * z
     t1 = x8 * y
+    u1 = S9 * t1
     t2 = x8 * z
+    u2 = S9 * t2
     t3 = x7 * y2
+    u3 = S36 * t3
     t4 = x7 * y * z
+    u4 = S72 * t4
     t5 = x7 * z2
+    u5 = S36 * t5
     t6 = x6 * y3
+    u6 = S84 * t6
     t7 = x6 * y2 * z
+    u7 = S252 * t7
     t8 = x6 * y * z2
+    u8 = S252 * t8
     t9 = x6 * z3
+    u9 = S84 * t9
     t10 = x5 * y4
+    u10 = S126 * t10
     t11 = x5 * y3 * z
+    u11 = S504 * t11
     t12 = x5 * y2 * z2
+    u12 = S756 * t12
     t13 = x5 * y * z3
+    u13 = S504 * t13
     t14 = x5 * z4
+    u14 = S126 * t14
     t15 = x4 * y5
+    u15 = S126 * t15
     t16 = x4 * y4 * z
+    u16 = S630 * t16
     t17 = x4 * y3 * z2
+    u17 = S1260 * t17
     t18 = x4 * y2 * z3
+    u18 = S1260 * t18
     t19 = x4 * y * z4
+    u19 = S630 * t19
     t20 = x4 * z5
+    u20 = S126 * t20
     t21 = x3 * y6
+    u21 = S84 * t21
     t22 = x3 * y5 * z
+    u22 = S504 * t22
     t23 = x3 * y4 * z2
+    u23 = S1260 * t23
     t24 = x3 * y3 * z3
+    u24 = S1680 * t24
     t25 = x3 * y2 * z4
+    u25 = S1260 * t25
     t26 = x3 * y * z5
+    u26 = S504 * t26
     t27 = x3 * z6
+    u27 = S84 * t27
     t28 = x2 * y7
+    u28 = S36 * t28
     t29 = x2 * y6 * z
+    u29 = S252 * t29
     t30 = x2 * y5 * z2
+    u30 = S756 * t30
     t31 = x2 * y4 * z3
+    u31 = S1260 * t31
     t32 = x2 * y3 * z4
+    u32 = S1260 * t32
     t33 = x2 * y2 * z5
+    u33 = S756 * t33
     t34 = x2 * y * z6
+    u34 = S252 * t34
     t35 = x2 * z7
+    u35 = S36 * t35
     t36 = x * y8
+    u36 = S9 * t36
     t37 = x * y7 * z
+    u37 = S72 * t37
     t38 = x * y6 * z2
+    u38 = S252 * t38
     t39 = x * y5 * z3
+    u39 = S504 * t39
     t40 = x * y4 * z4
+    u40 = S630 * t40
     t41 = x * y3 * z5
+    u41 = S504 * t41
     t42 = x * y2 * z6
+    u42 = S252 * t42
     t43 = x * y * z7
+    u43 = S72 * t43
     t44 = x * z8
+    u44 = S9 * t44
     t46 = y8 * z
+    u46 = S9 * t46
     t47 = y7 * z2
+    u47 = S36 * t47
     t48 = y6 * z3
+    u48 = S84 * t48
     t49 = y5 * z4
+    u49 = S126 * t49
     t50 = y4 * z5
+    u50 = S126 * t50
     t51 = y3 * z6
+    u51 = S84 * t51
     t52 = y2 * z7
+    u52 = S36 * t52
     t53 = y * z8
+    u53 = S9 * t53
     gx = (
         a[0] * x9
-        + S9 * a[1] * t1
-        + S9 * a[2] * t2
-        + S36 * a[3] * t3
-        + S72 * a[4] * t4
-        + S36 * a[5] * t5
-        + S84 * a[6] * t6
-        + S252 * a[7] * t7
-        + S252 * a[8] * t8
-        + S84 * a[9] * t9
-        + S126 * a[10] * t10
-        + S504 * a[11] * t11
-        + S756 * a[12] * t12
-        + S504 * a[13] * t13
-        + S126 * a[14] * t14
-        + S126 * a[15] * t15
-        + S630 * a[16] * t16
-        + S1260 * a[17] * t17
-        + S1260 * a[18] * t18
-        + S630 * a[19] * t19
-        + S126 * a[20] * t20
-        + S84 * a[21] * t21
-        + S504 * a[22] * t22
-        + S1260 * a[23] * t23
-        + S1680 * a[24] * t24
-        + S1260 * a[25] * t25
-        + S504 * a[26] * t26
-        + S84 * a[27] * t27
-        + S36 * a[28] * t28
-        + S252 * a[29] * t29
-        + S756 * a[30] * t30
-        + S1260 * a[31] * t31
-        + S1260 * a[32] * t32
-        + S756 * a[33] * t33
-        + S252 * a[34] * t34
-        + S36 * a[35] * t35
-        + S9 * a[36] * t36
-        + S72 * a[37] * t37
-        + S252 * a[38] * t38
-        + S504 * a[39] * t39
-        + S630 * a[40] * t40
-        + S504 * a[41] * t41
-        + S252 * a[42] * t42
-        + S72 * a[43] * t43
-        + S9 * a[44] * t44
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
+        + a[10] * u10
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
+        + a[14] * u14
+        + a[15] * u15
+        + a[16] * u16
+        + a[17] * u17
+        + a[18] * u18
+        + a[19] * u19
+        + a[20] * u20
+        + a[21] * u21
+        + a[22] * u22
+        + a[23] * u23
+        + a[24] * u24
+        + a[25] * u25
+        + a[26] * u26
+        + a[27] * u27
+        + a[28] * u28
+        + a[29] * u29
+        + a[30] * u30
+        + a[31] * u31
+        + a[32] * u32
+        + a[33] * u33
+        + a[34] * u34
+        + a[35] * u35
+        + a[36] * u36
+        + a[37] * u37
+        + a[38] * u38
+        + a[39] * u39
+        + a[40] * u40
+        + a[41] * u41
+        + a[42] * u42
+        + a[43] * u43
+        + a[44] * u44
         + a[45] * y9
-        + S9 * a[46] * t46
-        + S36 * a[47] * t47
-        + S84 * a[48] * t48
-        + S126 * a[49] * t49
-        + S126 * a[50] * t50
-        + S84 * a[51] * t51
-        + S36 * a[52] * t52
-        + S9 * a[53] * t53
+        + a[46] * u46
+        + a[47] * u47
+        + a[48] * u48
+        + a[49] * u49
+        + a[50] * u50
+        + a[51] * u51
+        + a[52] * u52
+        + a[53] * u53
         + a[54] * z9
     )
     gy = (
         a[1] * x9
-        + S9 * a[3] * t1
-        + S9 * a[4] * t2
-        + S36 * a[6] * t3
-        + S72 * a[7] * t4
-        + S36 * a[8] * t5
-        + S84 * a[10] * t6
-        + S252 * a[11] * t7
-        + S252 * a[12] * t8
-        + S84 * a[13] * t9
-        + S126 * a[15] * t10
-        + S504 * a[16] * t11
-        + S756 * a[17] * t12
-        + S504 * a[18] * t13
-        + S126 * a[19] * t14
-        + S126 * a[21] * t15
-        + S630 * a[22] * t16
-        + S1260 * a[23] * t17
-        + S1260 * a[24] * t18
-        + S630 * a[25] * t19
-        + S126 * a[26] * t20
-        + S84 * a[28] * t21
-        + S504 * a[29] * t22
-        + S1260 * a[30] * t23
-        + S1680 * a[31] * t24
-        + S1260 * a[32] * t25
-        + S504 * a[33] * t26
-        + S84 * a[34] * t27
-        + S36 * a[36] * t28
-        + S252 * a[37] * t29
-        + S756 * a[38] * t30
-        + S1260 * a[39] * t31
-        + S1260 * a[40] * t32
-        + S756 * a[41] * t33
-        + S252 * a[42] * t34
-        + S36 * a[43] * t35
-        + S9 * a[45] * t36
-        + S72 * a[46] * t37
-        + S252 * a[47] * t38
-        + S504 * a[48] * t39
-        + S630 * a[49] * t40
-        + S504 * a[50] * t41
-        + S252 * a[51] * t42
-        + S72 * a[52] * t43
-        + S9 * a[53] * t44
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
+        + a[15] * u10
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
+        + a[19] * u14
+        + a[21] * u15
+        + a[22] * u16
+        + a[23] * u17
+        + a[24] * u18
+        + a[25] * u19
+        + a[26] * u20
+        + a[28] * u21
+        + a[29] * u22
+        + a[30] * u23
+        + a[31] * u24
+        + a[32] * u25
+        + a[33] * u26
+        + a[34] * u27
+        + a[36] * u28
+        + a[37] * u29
+        + a[38] * u30
+        + a[39] * u31
+        + a[40] * u32
+        + a[41] * u33
+        + a[42] * u34
+        + a[43] * u35
+        + a[45] * u36
+        + a[46] * u37
+        + a[47] * u38
+        + a[48] * u39
+        + a[49] * u40
+        + a[50] * u41
+        + a[51] * u42
+        + a[52] * u43
+        + a[53] * u44
         + a[55] * y9
-        + S9 * a[56] * t46
-        + S36 * a[57] * t47
-        + S84 * a[58] * t48
-        + S126 * a[59] * t49
-        + S126 * a[60] * t50
-        + S84 * a[61] * t51
-        + S36 * a[62] * t52
-        + S9 * a[63] * t53
+        + a[56] * u46
+        + a[57] * u47
+        + a[58] * u48
+        + a[59] * u49
+        + a[60] * u50
+        + a[61] * u51
+        + a[62] * u52
+        + a[63] * u53
         + a[64] * z9
     )
     gz = (
         a[2] * x9
-        + S9 * a[4] * t1
-        + S9 * a[5] * t2
-        + S36 * a[7] * t3
-        + S72 * a[8] * t4
-        + S36 * a[9] * t5
-        + S84 * a[11] * t6
-        + S252 * a[12] * t7
-        + S252 * a[13] * t8
-        + S84 * a[14] * t9
-        + S126 * a[16] * t10
-        + S504 * a[17] * t11
-        + S756 * a[18] * t12
-        + S504 * a[19] * t13
-        + S126 * a[20] * t14
-        + S126 * a[22] * t15
-        + S630 * a[23] * t16
-        + S1260 * a[24] * t17
-        + S1260 * a[25] * t18
-        + S630 * a[26] * t19
-        + S126 * a[27] * t20
-        + S84 * a[29] * t21
-        + S504 * a[30] * t22
-        + S1260 * a[31] * t23
-        + S1680 * a[32] * t24
-        + S1260 * a[33] * t25
-        + S504 * a[34] * t26
-        + S84 * a[35] * t27
-        + S36 * a[37] * t28
-        + S252 * a[38] * t29
-        + S756 * a[39] * t30
-        + S1260 * a[40] * t31
-        + S1260 * a[41] * t32
-        + S756 * a[42] * t33
-        + S252 * a[43] * t34
-        + S36 * a[44] * t35
-        + S9 * a[46] * t36
-        + S72 * a[47] * t37
-        + S252 * a[48] * t38
-        + S504 * a[49] * t39
-        + S630 * a[50] * t40
-        + S504 * a[51] * t41
-        + S252 * a[52] * t42
-        + S72 * a[53] * t43
-        + S9 * a[54] * t44
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
+        + a[16] * u10
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
+        + a[20] * u14
+        + a[22] * u15
+        + a[23] * u16
+        + a[24] * u17
+        + a[25] * u18
+        + a[26] * u19
+        + a[27] * u20
+        + a[29] * u21
+        + a[30] * u22
+        + a[31] * u23
+        + a[32] * u24
+        + a[33] * u25
+        + a[34] * u26
+        + a[35] * u27
+        + a[37] * u28
+        + a[38] * u29
+        + a[39] * u30
+        + a[40] * u31
+        + a[41] * u32
+        + a[42] * u33
+        + a[43] * u34
+        + a[44] * u35
+        + a[46] * u36
+        + a[47] * u37
+        + a[48] * u38
+        + a[49] * u39
+        + a[50] * u40
+        + a[51] * u41
+        + a[52] * u42
+        + a[53] * u43
+        + a[54] * u44
         + a[56] * y9
-        + S9 * a[57] * t46
-        + S36 * a[58] * t47
-        + S84 * a[59] * t48
-        + S126 * a[60] * t49
-        + S126 * a[61] * t50
-        + S84 * a[62] * t51
-        + S36 * a[63] * t52
-        + S9 * a[64] * t53
+        + a[57] * u46
+        + a[58] * u47
+        + a[59] * u48
+        + a[60] * u49
+        + a[61] * u50
+        + a[62] * u51
+        + a[63] * u52
+        + a[64] * u53
         + a[65] * z9
     )
     return gx, gy, gz
@@ -1530,7 +1693,8 @@ def axm1_m10(a, x, y, z):
 
 @register_jitable
 def axm2_m10(a, x, y, z):
-    """A x^8 (Ballard et al., Def. 2 and Fig. 4); returns mxx, mxy, mxz, myy, myz, mzz."""
+    """A x^8 (Ballard et al., Def. 2 and Fig. 4), the monomials scaled by
+    their multiplicities once for all outputs; returns mxx, mxy, mxz, myy, myz, mzz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -1553,327 +1717,369 @@ def axm2_m10(a, x, y, z):
     z7 = z6 * z
     z8 = z7 * z
     t1 = x7 * y
+    u1 = S8 * t1
     t2 = x7 * z
+    u2 = S8 * t2
     t3 = x6 * y2
+    u3 = S28 * t3
     t4 = x6 * y * z
+    u4 = S56 * t4
     t5 = x6 * z2
+    u5 = S28 * t5
     t6 = x5 * y3
+    u6 = S56 * t6
     t7 = x5 * y2 * z
+    u7 = S168 * t7
     t8 = x5 * y * z2
+    u8 = S168 * t8
     t9 = x5 * z3
+    u9 = S56 * t9
     t10 = x4 * y4
+    u10 = S70 * t10
     t11 = x4 * y3 * z
+    u11 = S280 * t11
     t12 = x4 * y2 * z2
+    u12 = S420 * t12
     t13 = x4 * y * z3
+    u13 = S280 * t13
     t14 = x4 * z4
+    u14 = S70 * t14
     t15 = x3 * y5
+    u15 = S56 * t15
     t16 = x3 * y4 * z
+    u16 = S280 * t16
     t17 = x3 * y3 * z2
+    u17 = S560 * t17
     t18 = x3 * y2 * z3
+    u18 = S560 * t18
     t19 = x3 * y * z4
+    u19 = S280 * t19
     t20 = x3 * z5
+    u20 = S56 * t20
     t21 = x2 * y6
+    u21 = S28 * t21
     t22 = x2 * y5 * z
+    u22 = S168 * t22
     t23 = x2 * y4 * z2
+    u23 = S420 * t23
     t24 = x2 * y3 * z3
+    u24 = S560 * t24
     t25 = x2 * y2 * z4
+    u25 = S420 * t25
     t26 = x2 * y * z5
+    u26 = S168 * t26
     t27 = x2 * z6
+    u27 = S28 * t27
     t28 = x * y7
+    u28 = S8 * t28
     t29 = x * y6 * z
+    u29 = S56 * t29
     t30 = x * y5 * z2
+    u30 = S168 * t30
     t31 = x * y4 * z3
+    u31 = S280 * t31
     t32 = x * y3 * z4
+    u32 = S280 * t32
     t33 = x * y2 * z5
+    u33 = S168 * t33
     t34 = x * y * z6
+    u34 = S56 * t34
     t35 = x * z7
+    u35 = S8 * t35
     t37 = y7 * z
+    u37 = S8 * t37
     t38 = y6 * z2
+    u38 = S28 * t38
     t39 = y5 * z3
+    u39 = S56 * t39
     t40 = y4 * z4
+    u40 = S70 * t40
     t41 = y3 * z5
+    u41 = S56 * t41
     t42 = y2 * z6
+    u42 = S28 * t42
     t43 = y * z7
+    u43 = S8 * t43
     mxx = (
         a[0] * x8
-        + S8 * a[1] * t1
-        + S8 * a[2] * t2
-        + S28 * a[3] * t3
-        + S56 * a[4] * t4
-        + S28 * a[5] * t5
-        + S56 * a[6] * t6
-        + S168 * a[7] * t7
-        + S168 * a[8] * t8
-        + S56 * a[9] * t9
-        + S70 * a[10] * t10
-        + S280 * a[11] * t11
-        + S420 * a[12] * t12
-        + S280 * a[13] * t13
-        + S70 * a[14] * t14
-        + S56 * a[15] * t15
-        + S280 * a[16] * t16
-        + S560 * a[17] * t17
-        + S560 * a[18] * t18
-        + S280 * a[19] * t19
-        + S56 * a[20] * t20
-        + S28 * a[21] * t21
-        + S168 * a[22] * t22
-        + S420 * a[23] * t23
-        + S560 * a[24] * t24
-        + S420 * a[25] * t25
-        + S168 * a[26] * t26
-        + S28 * a[27] * t27
-        + S8 * a[28] * t28
-        + S56 * a[29] * t29
-        + S168 * a[30] * t30
-        + S280 * a[31] * t31
-        + S280 * a[32] * t32
-        + S168 * a[33] * t33
-        + S56 * a[34] * t34
-        + S8 * a[35] * t35
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
+        + a[10] * u10
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
+        + a[14] * u14
+        + a[15] * u15
+        + a[16] * u16
+        + a[17] * u17
+        + a[18] * u18
+        + a[19] * u19
+        + a[20] * u20
+        + a[21] * u21
+        + a[22] * u22
+        + a[23] * u23
+        + a[24] * u24
+        + a[25] * u25
+        + a[26] * u26
+        + a[27] * u27
+        + a[28] * u28
+        + a[29] * u29
+        + a[30] * u30
+        + a[31] * u31
+        + a[32] * u32
+        + a[33] * u33
+        + a[34] * u34
+        + a[35] * u35
         + a[36] * y8
-        + S8 * a[37] * t37
-        + S28 * a[38] * t38
-        + S56 * a[39] * t39
-        + S70 * a[40] * t40
-        + S56 * a[41] * t41
-        + S28 * a[42] * t42
-        + S8 * a[43] * t43
+        + a[37] * u37
+        + a[38] * u38
+        + a[39] * u39
+        + a[40] * u40
+        + a[41] * u41
+        + a[42] * u42
+        + a[43] * u43
         + a[44] * z8
     )
     mxy = (
         a[1] * x8
-        + S8 * a[3] * t1
-        + S8 * a[4] * t2
-        + S28 * a[6] * t3
-        + S56 * a[7] * t4
-        + S28 * a[8] * t5
-        + S56 * a[10] * t6
-        + S168 * a[11] * t7
-        + S168 * a[12] * t8
-        + S56 * a[13] * t9
-        + S70 * a[15] * t10
-        + S280 * a[16] * t11
-        + S420 * a[17] * t12
-        + S280 * a[18] * t13
-        + S70 * a[19] * t14
-        + S56 * a[21] * t15
-        + S280 * a[22] * t16
-        + S560 * a[23] * t17
-        + S560 * a[24] * t18
-        + S280 * a[25] * t19
-        + S56 * a[26] * t20
-        + S28 * a[28] * t21
-        + S168 * a[29] * t22
-        + S420 * a[30] * t23
-        + S560 * a[31] * t24
-        + S420 * a[32] * t25
-        + S168 * a[33] * t26
-        + S28 * a[34] * t27
-        + S8 * a[36] * t28
-        + S56 * a[37] * t29
-        + S168 * a[38] * t30
-        + S280 * a[39] * t31
-        + S280 * a[40] * t32
-        + S168 * a[41] * t33
-        + S56 * a[42] * t34
-        + S8 * a[43] * t35
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
+        + a[15] * u10
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
+        + a[19] * u14
+        + a[21] * u15
+        + a[22] * u16
+        + a[23] * u17
+        + a[24] * u18
+        + a[25] * u19
+        + a[26] * u20
+        + a[28] * u21
+        + a[29] * u22
+        + a[30] * u23
+        + a[31] * u24
+        + a[32] * u25
+        + a[33] * u26
+        + a[34] * u27
+        + a[36] * u28
+        + a[37] * u29
+        + a[38] * u30
+        + a[39] * u31
+        + a[40] * u32
+        + a[41] * u33
+        + a[42] * u34
+        + a[43] * u35
         + a[45] * y8
-        + S8 * a[46] * t37
-        + S28 * a[47] * t38
-        + S56 * a[48] * t39
-        + S70 * a[49] * t40
-        + S56 * a[50] * t41
-        + S28 * a[51] * t42
-        + S8 * a[52] * t43
+        + a[46] * u37
+        + a[47] * u38
+        + a[48] * u39
+        + a[49] * u40
+        + a[50] * u41
+        + a[51] * u42
+        + a[52] * u43
         + a[53] * z8
     )
     mxz = (
         a[2] * x8
-        + S8 * a[4] * t1
-        + S8 * a[5] * t2
-        + S28 * a[7] * t3
-        + S56 * a[8] * t4
-        + S28 * a[9] * t5
-        + S56 * a[11] * t6
-        + S168 * a[12] * t7
-        + S168 * a[13] * t8
-        + S56 * a[14] * t9
-        + S70 * a[16] * t10
-        + S280 * a[17] * t11
-        + S420 * a[18] * t12
-        + S280 * a[19] * t13
-        + S70 * a[20] * t14
-        + S56 * a[22] * t15
-        + S280 * a[23] * t16
-        + S560 * a[24] * t17
-        + S560 * a[25] * t18
-        + S280 * a[26] * t19
-        + S56 * a[27] * t20
-        + S28 * a[29] * t21
-        + S168 * a[30] * t22
-        + S420 * a[31] * t23
-        + S560 * a[32] * t24
-        + S420 * a[33] * t25
-        + S168 * a[34] * t26
-        + S28 * a[35] * t27
-        + S8 * a[37] * t28
-        + S56 * a[38] * t29
-        + S168 * a[39] * t30
-        + S280 * a[40] * t31
-        + S280 * a[41] * t32
-        + S168 * a[42] * t33
-        + S56 * a[43] * t34
-        + S8 * a[44] * t35
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
+        + a[16] * u10
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
+        + a[20] * u14
+        + a[22] * u15
+        + a[23] * u16
+        + a[24] * u17
+        + a[25] * u18
+        + a[26] * u19
+        + a[27] * u20
+        + a[29] * u21
+        + a[30] * u22
+        + a[31] * u23
+        + a[32] * u24
+        + a[33] * u25
+        + a[34] * u26
+        + a[35] * u27
+        + a[37] * u28
+        + a[38] * u29
+        + a[39] * u30
+        + a[40] * u31
+        + a[41] * u32
+        + a[42] * u33
+        + a[43] * u34
+        + a[44] * u35
         + a[46] * y8
-        + S8 * a[47] * t37
-        + S28 * a[48] * t38
-        + S56 * a[49] * t39
-        + S70 * a[50] * t40
-        + S56 * a[51] * t41
-        + S28 * a[52] * t42
-        + S8 * a[53] * t43
+        + a[47] * u37
+        + a[48] * u38
+        + a[49] * u39
+        + a[50] * u40
+        + a[51] * u41
+        + a[52] * u42
+        + a[53] * u43
         + a[54] * z8
     )
     myy = (
         a[3] * x8
-        + S8 * a[6] * t1
-        + S8 * a[7] * t2
-        + S28 * a[10] * t3
-        + S56 * a[11] * t4
-        + S28 * a[12] * t5
-        + S56 * a[15] * t6
-        + S168 * a[16] * t7
-        + S168 * a[17] * t8
-        + S56 * a[18] * t9
-        + S70 * a[21] * t10
-        + S280 * a[22] * t11
-        + S420 * a[23] * t12
-        + S280 * a[24] * t13
-        + S70 * a[25] * t14
-        + S56 * a[28] * t15
-        + S280 * a[29] * t16
-        + S560 * a[30] * t17
-        + S560 * a[31] * t18
-        + S280 * a[32] * t19
-        + S56 * a[33] * t20
-        + S28 * a[36] * t21
-        + S168 * a[37] * t22
-        + S420 * a[38] * t23
-        + S560 * a[39] * t24
-        + S420 * a[40] * t25
-        + S168 * a[41] * t26
-        + S28 * a[42] * t27
-        + S8 * a[45] * t28
-        + S56 * a[46] * t29
-        + S168 * a[47] * t30
-        + S280 * a[48] * t31
-        + S280 * a[49] * t32
-        + S168 * a[50] * t33
-        + S56 * a[51] * t34
-        + S8 * a[52] * t35
+        + a[6] * u1
+        + a[7] * u2
+        + a[10] * u3
+        + a[11] * u4
+        + a[12] * u5
+        + a[15] * u6
+        + a[16] * u7
+        + a[17] * u8
+        + a[18] * u9
+        + a[21] * u10
+        + a[22] * u11
+        + a[23] * u12
+        + a[24] * u13
+        + a[25] * u14
+        + a[28] * u15
+        + a[29] * u16
+        + a[30] * u17
+        + a[31] * u18
+        + a[32] * u19
+        + a[33] * u20
+        + a[36] * u21
+        + a[37] * u22
+        + a[38] * u23
+        + a[39] * u24
+        + a[40] * u25
+        + a[41] * u26
+        + a[42] * u27
+        + a[45] * u28
+        + a[46] * u29
+        + a[47] * u30
+        + a[48] * u31
+        + a[49] * u32
+        + a[50] * u33
+        + a[51] * u34
+        + a[52] * u35
         + a[55] * y8
-        + S8 * a[56] * t37
-        + S28 * a[57] * t38
-        + S56 * a[58] * t39
-        + S70 * a[59] * t40
-        + S56 * a[60] * t41
-        + S28 * a[61] * t42
-        + S8 * a[62] * t43
+        + a[56] * u37
+        + a[57] * u38
+        + a[58] * u39
+        + a[59] * u40
+        + a[60] * u41
+        + a[61] * u42
+        + a[62] * u43
         + a[63] * z8
     )
     myz = (
         a[4] * x8
-        + S8 * a[7] * t1
-        + S8 * a[8] * t2
-        + S28 * a[11] * t3
-        + S56 * a[12] * t4
-        + S28 * a[13] * t5
-        + S56 * a[16] * t6
-        + S168 * a[17] * t7
-        + S168 * a[18] * t8
-        + S56 * a[19] * t9
-        + S70 * a[22] * t10
-        + S280 * a[23] * t11
-        + S420 * a[24] * t12
-        + S280 * a[25] * t13
-        + S70 * a[26] * t14
-        + S56 * a[29] * t15
-        + S280 * a[30] * t16
-        + S560 * a[31] * t17
-        + S560 * a[32] * t18
-        + S280 * a[33] * t19
-        + S56 * a[34] * t20
-        + S28 * a[37] * t21
-        + S168 * a[38] * t22
-        + S420 * a[39] * t23
-        + S560 * a[40] * t24
-        + S420 * a[41] * t25
-        + S168 * a[42] * t26
-        + S28 * a[43] * t27
-        + S8 * a[46] * t28
-        + S56 * a[47] * t29
-        + S168 * a[48] * t30
-        + S280 * a[49] * t31
-        + S280 * a[50] * t32
-        + S168 * a[51] * t33
-        + S56 * a[52] * t34
-        + S8 * a[53] * t35
+        + a[7] * u1
+        + a[8] * u2
+        + a[11] * u3
+        + a[12] * u4
+        + a[13] * u5
+        + a[16] * u6
+        + a[17] * u7
+        + a[18] * u8
+        + a[19] * u9
+        + a[22] * u10
+        + a[23] * u11
+        + a[24] * u12
+        + a[25] * u13
+        + a[26] * u14
+        + a[29] * u15
+        + a[30] * u16
+        + a[31] * u17
+        + a[32] * u18
+        + a[33] * u19
+        + a[34] * u20
+        + a[37] * u21
+        + a[38] * u22
+        + a[39] * u23
+        + a[40] * u24
+        + a[41] * u25
+        + a[42] * u26
+        + a[43] * u27
+        + a[46] * u28
+        + a[47] * u29
+        + a[48] * u30
+        + a[49] * u31
+        + a[50] * u32
+        + a[51] * u33
+        + a[52] * u34
+        + a[53] * u35
         + a[56] * y8
-        + S8 * a[57] * t37
-        + S28 * a[58] * t38
-        + S56 * a[59] * t39
-        + S70 * a[60] * t40
-        + S56 * a[61] * t41
-        + S28 * a[62] * t42
-        + S8 * a[63] * t43
+        + a[57] * u37
+        + a[58] * u38
+        + a[59] * u39
+        + a[60] * u40
+        + a[61] * u41
+        + a[62] * u42
+        + a[63] * u43
         + a[64] * z8
     )
     mzz = (
         a[5] * x8
-        + S8 * a[8] * t1
-        + S8 * a[9] * t2
-        + S28 * a[12] * t3
-        + S56 * a[13] * t4
-        + S28 * a[14] * t5
-        + S56 * a[17] * t6
-        + S168 * a[18] * t7
-        + S168 * a[19] * t8
-        + S56 * a[20] * t9
-        + S70 * a[23] * t10
-        + S280 * a[24] * t11
-        + S420 * a[25] * t12
-        + S280 * a[26] * t13
-        + S70 * a[27] * t14
-        + S56 * a[30] * t15
-        + S280 * a[31] * t16
-        + S560 * a[32] * t17
-        + S560 * a[33] * t18
-        + S280 * a[34] * t19
-        + S56 * a[35] * t20
-        + S28 * a[38] * t21
-        + S168 * a[39] * t22
-        + S420 * a[40] * t23
-        + S560 * a[41] * t24
-        + S420 * a[42] * t25
-        + S168 * a[43] * t26
-        + S28 * a[44] * t27
-        + S8 * a[47] * t28
-        + S56 * a[48] * t29
-        + S168 * a[49] * t30
-        + S280 * a[50] * t31
-        + S280 * a[51] * t32
-        + S168 * a[52] * t33
-        + S56 * a[53] * t34
-        + S8 * a[54] * t35
+        + a[8] * u1
+        + a[9] * u2
+        + a[12] * u3
+        + a[13] * u4
+        + a[14] * u5
+        + a[17] * u6
+        + a[18] * u7
+        + a[19] * u8
+        + a[20] * u9
+        + a[23] * u10
+        + a[24] * u11
+        + a[25] * u12
+        + a[26] * u13
+        + a[27] * u14
+        + a[30] * u15
+        + a[31] * u16
+        + a[32] * u17
+        + a[33] * u18
+        + a[34] * u19
+        + a[35] * u20
+        + a[38] * u21
+        + a[39] * u22
+        + a[40] * u23
+        + a[41] * u24
+        + a[42] * u25
+        + a[43] * u26
+        + a[44] * u27
+        + a[47] * u28
+        + a[48] * u29
+        + a[49] * u30
+        + a[50] * u31
+        + a[51] * u32
+        + a[52] * u33
+        + a[53] * u34
+        + a[54] * u35
         + a[57] * y8
-        + S8 * a[58] * t37
-        + S28 * a[59] * t38
-        + S56 * a[60] * t39
-        + S70 * a[61] * t40
-        + S56 * a[62] * t41
-        + S28 * a[63] * t42
-        + S8 * a[64] * t43
+        + a[58] * u37
+        + a[59] * u38
+        + a[60] * u39
+        + a[61] * u40
+        + a[62] * u41
+        + a[63] * u42
+        + a[64] * u43
         + a[65] * z8
     )
     return mxx, mxy, mxz, myy, myz, mzz
@@ -1884,25 +2090,26 @@ def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
              n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^10 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
-    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
+    merged inside the basin of one of the n_found peaks already found. Returns
     (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
-    negdef = False
-    for it in range(max_iter):
+    its = 0
+    while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m10(a, x, y, z)
         px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             10, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
-        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-            return px, py, pz, lam, it + 1, False, negdef, True
-        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m10(a, x, y, z), it + 1, False, negdef, False
+        its += 1
+        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
+                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
+        if status == sm.STOPPED_MERGED:
+            return px, py, pz, lam, its, False, negdef, True
+        if status != sm.CLIMBING:
+            return x, y, z, axm_m10(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m10(a, x, y, z), max_iter, True, negdef, False
 
 
 # ---- order 12: 91 unique entries ----
@@ -2041,7 +2248,8 @@ def axm_m12(a, x, y, z):
 
 @register_jitable
 def axm1_m12(a, x, y, z):
-    """A x^11 (Ballard et al., Def. 2 and Fig. 3); returns gx, gy, gz."""
+    """A x^11 (Ballard et al., Def. 2 and Fig. 3), the monomials scaled by
+    their multiplicities once for all outputs; returns gx, gy, gz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -2073,318 +2281,393 @@ def axm1_m12(a, x, y, z):
     z10 = z9 * z
     z11 = z10 * z
     t1 = x10 * y
+    u1 = S11 * t1
     t2 = x10 * z
+    u2 = S11 * t2
     t3 = x9 * y2
+    u3 = S55 * t3
     t4 = x9 * y * z
+    u4 = S110 * t4
     t5 = x9 * z2
+    u5 = S55 * t5
     t6 = x8 * y3
+    u6 = S165 * t6
     t7 = x8 * y2 * z
+    u7 = S495 * t7
     t8 = x8 * y * z2
+    u8 = S495 * t8
     t9 = x8 * z3
+    u9 = S165 * t9
     t10 = x7 * y4
+    u10 = S330 * t10
     t11 = x7 * y3 * z
+    u11 = S1320 * t11
     t12 = x7 * y2 * z2
+    u12 = S1980 * t12
     t13 = x7 * y * z3
+    u13 = S1320 * t13
     t14 = x7 * z4
+    u14 = S330 * t14
     t15 = x6 * y5
+    u15 = S462 * t15
     t16 = x6 * y4 * z
+    u16 = S2310 * t16
     t17 = x6 * y3 * z2
+    u17 = S4620 * t17
     t18 = x6 * y2 * z3
+    u18 = S4620 * t18
     t19 = x6 * y * z4
+    u19 = S2310 * t19
     t20 = x6 * z5
+    u20 = S462 * t20
     t21 = x5 * y6
+    u21 = S462 * t21
     t22 = x5 * y5 * z
+    u22 = S2772 * t22
     t23 = x5 * y4 * z2
+    u23 = S6930 * t23
     t24 = x5 * y3 * z3
+    u24 = S9240 * t24
     t25 = x5 * y2 * z4
+    u25 = S6930 * t25
     t26 = x5 * y * z5
+    u26 = S2772 * t26
     t27 = x5 * z6
+    u27 = S462 * t27
     t28 = x4 * y7
+    u28 = S330 * t28
     t29 = x4 * y6 * z
+    u29 = S2310 * t29
     t30 = x4 * y5 * z2
+    u30 = S6930 * t30
     t31 = x4 * y4 * z3
+    u31 = S11550 * t31
     t32 = x4 * y3 * z4
+    u32 = S11550 * t32
     t33 = x4 * y2 * z5
+    u33 = S6930 * t33
     t34 = x4 * y * z6
+    u34 = S2310 * t34
     t35 = x4 * z7
+    u35 = S330 * t35
     t36 = x3 * y8
+    u36 = S165 * t36
     t37 = x3 * y7 * z
+    u37 = S1320 * t37
     t38 = x3 * y6 * z2
+    u38 = S4620 * t38
     t39 = x3 * y5 * z3
+    u39 = S9240 * t39
     t40 = x3 * y4 * z4
+    u40 = S11550 * t40
     t41 = x3 * y3 * z5
+    u41 = S9240 * t41
     t42 = x3 * y2 * z6
+    u42 = S4620 * t42
     t43 = x3 * y * z7
+    u43 = S1320 * t43
     t44 = x3 * z8
+    u44 = S165 * t44
     t45 = x2 * y9
+    u45 = S55 * t45
     t46 = x2 * y8 * z
+    u46 = S495 * t46
     t47 = x2 * y7 * z2
+    u47 = S1980 * t47
     t48 = x2 * y6 * z3
+    u48 = S4620 * t48
     t49 = x2 * y5 * z4
+    u49 = S6930 * t49
     t50 = x2 * y4 * z5
+    u50 = S6930 * t50
     t51 = x2 * y3 * z6
+    u51 = S4620 * t51
     t52 = x2 * y2 * z7
+    u52 = S1980 * t52
     t53 = x2 * y * z8
+    u53 = S495 * t53
     t54 = x2 * z9
+    u54 = S55 * t54
     t55 = x * y10
+    u55 = S11 * t55
     t56 = x * y9 * z
+    u56 = S110 * t56
     t57 = x * y8 * z2
+    u57 = S495 * t57
     t58 = x * y7 * z3
+    u58 = S1320 * t58
     t59 = x * y6 * z4
+    u59 = S2310 * t59
     t60 = x * y5 * z5
+    u60 = S2772 * t60
     t61 = x * y4 * z6
+    u61 = S2310 * t61
     t62 = x * y3 * z7
+    u62 = S1320 * t62
     t63 = x * y2 * z8
+    u63 = S495 * t63
     t64 = x * y * z9
+    u64 = S110 * t64
     t65 = x * z10
+    u65 = S11 * t65
     t67 = y10 * z
+    u67 = S11 * t67
     t68 = y9 * z2
+    u68 = S55 * t68
     t69 = y8 * z3
+    u69 = S165 * t69
     t70 = y7 * z4
+    u70 = S330 * t70
     t71 = y6 * z5
+    u71 = S462 * t71
     t72 = y5 * z6
+    u72 = S462 * t72
     t73 = y4 * z7
+    u73 = S330 * t73
     t74 = y3 * z8
+    u74 = S165 * t74
     t75 = y2 * z9
+    u75 = S55 * t75
     t76 = y * z10
+    u76 = S11 * t76
     gx = (
         a[0] * x11
-        + S11 * a[1] * t1
-        + S11 * a[2] * t2
-        + S55 * a[3] * t3
-        + S110 * a[4] * t4
-        + S55 * a[5] * t5
-        + S165 * a[6] * t6
-        + S495 * a[7] * t7
-        + S495 * a[8] * t8
-        + S165 * a[9] * t9
-        + S330 * a[10] * t10
-        + S1320 * a[11] * t11
-        + S1980 * a[12] * t12
-        + S1320 * a[13] * t13
-        + S330 * a[14] * t14
-        + S462 * a[15] * t15
-        + S2310 * a[16] * t16
-        + S4620 * a[17] * t17
-        + S4620 * a[18] * t18
-        + S2310 * a[19] * t19
-        + S462 * a[20] * t20
-        + S462 * a[21] * t21
-        + S2772 * a[22] * t22
-        + S6930 * a[23] * t23
-        + S9240 * a[24] * t24
-        + S6930 * a[25] * t25
-        + S2772 * a[26] * t26
-        + S462 * a[27] * t27
-        + S330 * a[28] * t28
-        + S2310 * a[29] * t29
-        + S6930 * a[30] * t30
-        + S11550 * a[31] * t31
-        + S11550 * a[32] * t32
-        + S6930 * a[33] * t33
-        + S2310 * a[34] * t34
-        + S330 * a[35] * t35
-        + S165 * a[36] * t36
-        + S1320 * a[37] * t37
-        + S4620 * a[38] * t38
-        + S9240 * a[39] * t39
-        + S11550 * a[40] * t40
-        + S9240 * a[41] * t41
-        + S4620 * a[42] * t42
-        + S1320 * a[43] * t43
-        + S165 * a[44] * t44
-        + S55 * a[45] * t45
-        + S495 * a[46] * t46
-        + S1980 * a[47] * t47
-        + S4620 * a[48] * t48
-        + S6930 * a[49] * t49
-        + S6930 * a[50] * t50
-        + S4620 * a[51] * t51
-        + S1980 * a[52] * t52
-        + S495 * a[53] * t53
-        + S55 * a[54] * t54
-        + S11 * a[55] * t55
-        + S110 * a[56] * t56
-        + S495 * a[57] * t57
-        + S1320 * a[58] * t58
-        + S2310 * a[59] * t59
-        + S2772 * a[60] * t60
-        + S2310 * a[61] * t61
-        + S1320 * a[62] * t62
-        + S495 * a[63] * t63
-        + S110 * a[64] * t64
-        + S11 * a[65] * t65
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
+        + a[10] * u10
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
+        + a[14] * u14
+        + a[15] * u15
+        + a[16] * u16
+        + a[17] * u17
+        + a[18] * u18
+        + a[19] * u19
+        + a[20] * u20
+        + a[21] * u21
+        + a[22] * u22
+        + a[23] * u23
+        + a[24] * u24
+        + a[25] * u25
+        + a[26] * u26
+        + a[27] * u27
+        + a[28] * u28
+        + a[29] * u29
+        + a[30] * u30
+        + a[31] * u31
+        + a[32] * u32
+        + a[33] * u33
+        + a[34] * u34
+        + a[35] * u35
+        + a[36] * u36
+        + a[37] * u37
+        + a[38] * u38
+        + a[39] * u39
+        + a[40] * u40
+        + a[41] * u41
+        + a[42] * u42
+        + a[43] * u43
+        + a[44] * u44
+        + a[45] * u45
+        + a[46] * u46
+        + a[47] * u47
+        + a[48] * u48
+        + a[49] * u49
+        + a[50] * u50
+        + a[51] * u51
+        + a[52] * u52
+        + a[53] * u53
+        + a[54] * u54
+        + a[55] * u55
+        + a[56] * u56
+        + a[57] * u57
+        + a[58] * u58
+        + a[59] * u59
+        + a[60] * u60
+        + a[61] * u61
+        + a[62] * u62
+        + a[63] * u63
+        + a[64] * u64
+        + a[65] * u65
         + a[66] * y11
-        + S11 * a[67] * t67
-        + S55 * a[68] * t68
-        + S165 * a[69] * t69
-        + S330 * a[70] * t70
-        + S462 * a[71] * t71
-        + S462 * a[72] * t72
-        + S330 * a[73] * t73
-        + S165 * a[74] * t74
-        + S55 * a[75] * t75
-        + S11 * a[76] * t76
+        + a[67] * u67
+        + a[68] * u68
+        + a[69] * u69
+        + a[70] * u70
+        + a[71] * u71
+        + a[72] * u72
+        + a[73] * u73
+        + a[74] * u74
+        + a[75] * u75
+        + a[76] * u76
         + a[77] * z11
     )
     gy = (
         a[1] * x11
-        + S11 * a[3] * t1
-        + S11 * a[4] * t2
-        + S55 * a[6] * t3
-        + S110 * a[7] * t4
-        + S55 * a[8] * t5
-        + S165 * a[10] * t6
-        + S495 * a[11] * t7
-        + S495 * a[12] * t8
-        + S165 * a[13] * t9
-        + S330 * a[15] * t10
-        + S1320 * a[16] * t11
-        + S1980 * a[17] * t12
-        + S1320 * a[18] * t13
-        + S330 * a[19] * t14
-        + S462 * a[21] * t15
-        + S2310 * a[22] * t16
-        + S4620 * a[23] * t17
-        + S4620 * a[24] * t18
-        + S2310 * a[25] * t19
-        + S462 * a[26] * t20
-        + S462 * a[28] * t21
-        + S2772 * a[29] * t22
-        + S6930 * a[30] * t23
-        + S9240 * a[31] * t24
-        + S6930 * a[32] * t25
-        + S2772 * a[33] * t26
-        + S462 * a[34] * t27
-        + S330 * a[36] * t28
-        + S2310 * a[37] * t29
-        + S6930 * a[38] * t30
-        + S11550 * a[39] * t31
-        + S11550 * a[40] * t32
-        + S6930 * a[41] * t33
-        + S2310 * a[42] * t34
-        + S330 * a[43] * t35
-        + S165 * a[45] * t36
-        + S1320 * a[46] * t37
-        + S4620 * a[47] * t38
-        + S9240 * a[48] * t39
-        + S11550 * a[49] * t40
-        + S9240 * a[50] * t41
-        + S4620 * a[51] * t42
-        + S1320 * a[52] * t43
-        + S165 * a[53] * t44
-        + S55 * a[55] * t45
-        + S495 * a[56] * t46
-        + S1980 * a[57] * t47
-        + S4620 * a[58] * t48
-        + S6930 * a[59] * t49
-        + S6930 * a[60] * t50
-        + S4620 * a[61] * t51
-        + S1980 * a[62] * t52
-        + S495 * a[63] * t53
-        + S55 * a[64] * t54
-        + S11 * a[66] * t55
-        + S110 * a[67] * t56
-        + S495 * a[68] * t57
-        + S1320 * a[69] * t58
-        + S2310 * a[70] * t59
-        + S2772 * a[71] * t60
-        + S2310 * a[72] * t61
-        + S1320 * a[73] * t62
-        + S495 * a[74] * t63
-        + S110 * a[75] * t64
-        + S11 * a[76] * t65
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
+        + a[15] * u10
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
+        + a[19] * u14
+        + a[21] * u15
+        + a[22] * u16
+        + a[23] * u17
+        + a[24] * u18
+        + a[25] * u19
+        + a[26] * u20
+        + a[28] * u21
+        + a[29] * u22
+        + a[30] * u23
+        + a[31] * u24
+        + a[32] * u25
+        + a[33] * u26
+        + a[34] * u27
+        + a[36] * u28
+        + a[37] * u29
+        + a[38] * u30
+        + a[39] * u31
+        + a[40] * u32
+        + a[41] * u33
+        + a[42] * u34
+        + a[43] * u35
+        + a[45] * u36
+        + a[46] * u37
+        + a[47] * u38
+        + a[48] * u39
+        + a[49] * u40
+        + a[50] * u41
+        + a[51] * u42
+        + a[52] * u43
+        + a[53] * u44
+        + a[55] * u45
+        + a[56] * u46
+        + a[57] * u47
+        + a[58] * u48
+        + a[59] * u49
+        + a[60] * u50
+        + a[61] * u51
+        + a[62] * u52
+        + a[63] * u53
+        + a[64] * u54
+        + a[66] * u55
+        + a[67] * u56
+        + a[68] * u57
+        + a[69] * u58
+        + a[70] * u59
+        + a[71] * u60
+        + a[72] * u61
+        + a[73] * u62
+        + a[74] * u63
+        + a[75] * u64
+        + a[76] * u65
         + a[78] * y11
-        + S11 * a[79] * t67
-        + S55 * a[80] * t68
-        + S165 * a[81] * t69
-        + S330 * a[82] * t70
-        + S462 * a[83] * t71
-        + S462 * a[84] * t72
-        + S330 * a[85] * t73
-        + S165 * a[86] * t74
-        + S55 * a[87] * t75
-        + S11 * a[88] * t76
+        + a[79] * u67
+        + a[80] * u68
+        + a[81] * u69
+        + a[82] * u70
+        + a[83] * u71
+        + a[84] * u72
+        + a[85] * u73
+        + a[86] * u74
+        + a[87] * u75
+        + a[88] * u76
         + a[89] * z11
     )
     gz = (
         a[2] * x11
-        + S11 * a[4] * t1
-        + S11 * a[5] * t2
-        + S55 * a[7] * t3
-        + S110 * a[8] * t4
-        + S55 * a[9] * t5
-        + S165 * a[11] * t6
-        + S495 * a[12] * t7
-        + S495 * a[13] * t8
-        + S165 * a[14] * t9
-        + S330 * a[16] * t10
-        + S1320 * a[17] * t11
-        + S1980 * a[18] * t12
-        + S1320 * a[19] * t13
-        + S330 * a[20] * t14
-        + S462 * a[22] * t15
-        + S2310 * a[23] * t16
-        + S4620 * a[24] * t17
-        + S4620 * a[25] * t18
-        + S2310 * a[26] * t19
-        + S462 * a[27] * t20
-        + S462 * a[29] * t21
-        + S2772 * a[30] * t22
-        + S6930 * a[31] * t23
-        + S9240 * a[32] * t24
-        + S6930 * a[33] * t25
-        + S2772 * a[34] * t26
-        + S462 * a[35] * t27
-        + S330 * a[37] * t28
-        + S2310 * a[38] * t29
-        + S6930 * a[39] * t30
-        + S11550 * a[40] * t31
-        + S11550 * a[41] * t32
-        + S6930 * a[42] * t33
-        + S2310 * a[43] * t34
-        + S330 * a[44] * t35
-        + S165 * a[46] * t36
-        + S1320 * a[47] * t37
-        + S4620 * a[48] * t38
-        + S9240 * a[49] * t39
-        + S11550 * a[50] * t40
-        + S9240 * a[51] * t41
-        + S4620 * a[52] * t42
-        + S1320 * a[53] * t43
-        + S165 * a[54] * t44
-        + S55 * a[56] * t45
-        + S495 * a[57] * t46
-        + S1980 * a[58] * t47
-        + S4620 * a[59] * t48
-        + S6930 * a[60] * t49
-        + S6930 * a[61] * t50
-        + S4620 * a[62] * t51
-        + S1980 * a[63] * t52
-        + S495 * a[64] * t53
-        + S55 * a[65] * t54
-        + S11 * a[67] * t55
-        + S110 * a[68] * t56
-        + S495 * a[69] * t57
-        + S1320 * a[70] * t58
-        + S2310 * a[71] * t59
-        + S2772 * a[72] * t60
-        + S2310 * a[73] * t61
-        + S1320 * a[74] * t62
-        + S495 * a[75] * t63
-        + S110 * a[76] * t64
-        + S11 * a[77] * t65
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
+        + a[16] * u10
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
+        + a[20] * u14
+        + a[22] * u15
+        + a[23] * u16
+        + a[24] * u17
+        + a[25] * u18
+        + a[26] * u19
+        + a[27] * u20
+        + a[29] * u21
+        + a[30] * u22
+        + a[31] * u23
+        + a[32] * u24
+        + a[33] * u25
+        + a[34] * u26
+        + a[35] * u27
+        + a[37] * u28
+        + a[38] * u29
+        + a[39] * u30
+        + a[40] * u31
+        + a[41] * u32
+        + a[42] * u33
+        + a[43] * u34
+        + a[44] * u35
+        + a[46] * u36
+        + a[47] * u37
+        + a[48] * u38
+        + a[49] * u39
+        + a[50] * u40
+        + a[51] * u41
+        + a[52] * u42
+        + a[53] * u43
+        + a[54] * u44
+        + a[56] * u45
+        + a[57] * u46
+        + a[58] * u47
+        + a[59] * u48
+        + a[60] * u49
+        + a[61] * u50
+        + a[62] * u51
+        + a[63] * u52
+        + a[64] * u53
+        + a[65] * u54
+        + a[67] * u55
+        + a[68] * u56
+        + a[69] * u57
+        + a[70] * u58
+        + a[71] * u59
+        + a[72] * u60
+        + a[73] * u61
+        + a[74] * u62
+        + a[75] * u63
+        + a[76] * u64
+        + a[77] * u65
         + a[79] * y11
-        + S11 * a[80] * t67
-        + S55 * a[81] * t68
-        + S165 * a[82] * t69
-        + S330 * a[83] * t70
-        + S462 * a[84] * t71
-        + S462 * a[85] * t72
-        + S330 * a[86] * t73
-        + S165 * a[87] * t74
-        + S55 * a[88] * t75
-        + S11 * a[89] * t76
+        + a[80] * u67
+        + a[81] * u68
+        + a[82] * u69
+        + a[83] * u70
+        + a[84] * u71
+        + a[85] * u72
+        + a[86] * u73
+        + a[87] * u74
+        + a[88] * u75
+        + a[89] * u76
         + a[90] * z11
     )
     return gx, gy, gz
@@ -2392,7 +2675,8 @@ def axm1_m12(a, x, y, z):
 
 @register_jitable
 def axm2_m12(a, x, y, z):
-    """A x^10 (Ballard et al., Def. 2 and Fig. 4); returns mxx, mxy, mxz, myy, myz, mzz."""
+    """A x^10 (Ballard et al., Def. 2 and Fig. 4), the monomials scaled by
+    their multiplicities once for all outputs; returns mxx, mxy, mxz, myy, myz, mzz."""
     x2 = x * x
     x3 = x2 * x
     x4 = x3 * x
@@ -2421,474 +2705,537 @@ def axm2_m12(a, x, y, z):
     z9 = z8 * z
     z10 = z9 * z
     t1 = x9 * y
+    u1 = S10 * t1
     t2 = x9 * z
+    u2 = S10 * t2
     t3 = x8 * y2
+    u3 = S45 * t3
     t4 = x8 * y * z
+    u4 = S90 * t4
     t5 = x8 * z2
+    u5 = S45 * t5
     t6 = x7 * y3
+    u6 = S120 * t6
     t7 = x7 * y2 * z
+    u7 = S360 * t7
     t8 = x7 * y * z2
+    u8 = S360 * t8
     t9 = x7 * z3
+    u9 = S120 * t9
     t10 = x6 * y4
+    u10 = S210 * t10
     t11 = x6 * y3 * z
+    u11 = S840 * t11
     t12 = x6 * y2 * z2
+    u12 = S1260 * t12
     t13 = x6 * y * z3
+    u13 = S840 * t13
     t14 = x6 * z4
+    u14 = S210 * t14
     t15 = x5 * y5
+    u15 = S252 * t15
     t16 = x5 * y4 * z
+    u16 = S1260 * t16
     t17 = x5 * y3 * z2
+    u17 = S2520 * t17
     t18 = x5 * y2 * z3
+    u18 = S2520 * t18
     t19 = x5 * y * z4
+    u19 = S1260 * t19
     t20 = x5 * z5
+    u20 = S252 * t20
     t21 = x4 * y6
+    u21 = S210 * t21
     t22 = x4 * y5 * z
+    u22 = S1260 * t22
     t23 = x4 * y4 * z2
+    u23 = S3150 * t23
     t24 = x4 * y3 * z3
+    u24 = S4200 * t24
     t25 = x4 * y2 * z4
+    u25 = S3150 * t25
     t26 = x4 * y * z5
+    u26 = S1260 * t26
     t27 = x4 * z6
+    u27 = S210 * t27
     t28 = x3 * y7
+    u28 = S120 * t28
     t29 = x3 * y6 * z
+    u29 = S840 * t29
     t30 = x3 * y5 * z2
+    u30 = S2520 * t30
     t31 = x3 * y4 * z3
+    u31 = S4200 * t31
     t32 = x3 * y3 * z4
+    u32 = S4200 * t32
     t33 = x3 * y2 * z5
+    u33 = S2520 * t33
     t34 = x3 * y * z6
+    u34 = S840 * t34
     t35 = x3 * z7
+    u35 = S120 * t35
     t36 = x2 * y8
+    u36 = S45 * t36
     t37 = x2 * y7 * z
+    u37 = S360 * t37
     t38 = x2 * y6 * z2
+    u38 = S1260 * t38
     t39 = x2 * y5 * z3
+    u39 = S2520 * t39
     t40 = x2 * y4 * z4
+    u40 = S3150 * t40
     t41 = x2 * y3 * z5
+    u41 = S2520 * t41
     t42 = x2 * y2 * z6
+    u42 = S1260 * t42
     t43 = x2 * y * z7
+    u43 = S360 * t43
     t44 = x2 * z8
+    u44 = S45 * t44
     t45 = x * y9
+    u45 = S10 * t45
     t46 = x * y8 * z
+    u46 = S90 * t46
     t47 = x * y7 * z2
+    u47 = S360 * t47
     t48 = x * y6 * z3
+    u48 = S840 * t48
     t49 = x * y5 * z4
+    u49 = S1260 * t49
     t50 = x * y4 * z5
+    u50 = S1260 * t50
     t51 = x * y3 * z6
+    u51 = S840 * t51
     t52 = x * y2 * z7
+    u52 = S360 * t52
     t53 = x * y * z8
+    u53 = S90 * t53
     t54 = x * z9
+    u54 = S10 * t54
     t56 = y9 * z
+    u56 = S10 * t56
     t57 = y8 * z2
+    u57 = S45 * t57
     t58 = y7 * z3
+    u58 = S120 * t58
     t59 = y6 * z4
+    u59 = S210 * t59
     t60 = y5 * z5
+    u60 = S252 * t60
     t61 = y4 * z6
+    u61 = S210 * t61
     t62 = y3 * z7
+    u62 = S120 * t62
     t63 = y2 * z8
+    u63 = S45 * t63
     t64 = y * z9
+    u64 = S10 * t64
     mxx = (
         a[0] * x10
-        + S10 * a[1] * t1
-        + S10 * a[2] * t2
-        + S45 * a[3] * t3
-        + S90 * a[4] * t4
-        + S45 * a[5] * t5
-        + S120 * a[6] * t6
-        + S360 * a[7] * t7
-        + S360 * a[8] * t8
-        + S120 * a[9] * t9
-        + S210 * a[10] * t10
-        + S840 * a[11] * t11
-        + S1260 * a[12] * t12
-        + S840 * a[13] * t13
-        + S210 * a[14] * t14
-        + S252 * a[15] * t15
-        + S1260 * a[16] * t16
-        + S2520 * a[17] * t17
-        + S2520 * a[18] * t18
-        + S1260 * a[19] * t19
-        + S252 * a[20] * t20
-        + S210 * a[21] * t21
-        + S1260 * a[22] * t22
-        + S3150 * a[23] * t23
-        + S4200 * a[24] * t24
-        + S3150 * a[25] * t25
-        + S1260 * a[26] * t26
-        + S210 * a[27] * t27
-        + S120 * a[28] * t28
-        + S840 * a[29] * t29
-        + S2520 * a[30] * t30
-        + S4200 * a[31] * t31
-        + S4200 * a[32] * t32
-        + S2520 * a[33] * t33
-        + S840 * a[34] * t34
-        + S120 * a[35] * t35
-        + S45 * a[36] * t36
-        + S360 * a[37] * t37
-        + S1260 * a[38] * t38
-        + S2520 * a[39] * t39
-        + S3150 * a[40] * t40
-        + S2520 * a[41] * t41
-        + S1260 * a[42] * t42
-        + S360 * a[43] * t43
-        + S45 * a[44] * t44
-        + S10 * a[45] * t45
-        + S90 * a[46] * t46
-        + S360 * a[47] * t47
-        + S840 * a[48] * t48
-        + S1260 * a[49] * t49
-        + S1260 * a[50] * t50
-        + S840 * a[51] * t51
-        + S360 * a[52] * t52
-        + S90 * a[53] * t53
-        + S10 * a[54] * t54
+        + a[1] * u1
+        + a[2] * u2
+        + a[3] * u3
+        + a[4] * u4
+        + a[5] * u5
+        + a[6] * u6
+        + a[7] * u7
+        + a[8] * u8
+        + a[9] * u9
+        + a[10] * u10
+        + a[11] * u11
+        + a[12] * u12
+        + a[13] * u13
+        + a[14] * u14
+        + a[15] * u15
+        + a[16] * u16
+        + a[17] * u17
+        + a[18] * u18
+        + a[19] * u19
+        + a[20] * u20
+        + a[21] * u21
+        + a[22] * u22
+        + a[23] * u23
+        + a[24] * u24
+        + a[25] * u25
+        + a[26] * u26
+        + a[27] * u27
+        + a[28] * u28
+        + a[29] * u29
+        + a[30] * u30
+        + a[31] * u31
+        + a[32] * u32
+        + a[33] * u33
+        + a[34] * u34
+        + a[35] * u35
+        + a[36] * u36
+        + a[37] * u37
+        + a[38] * u38
+        + a[39] * u39
+        + a[40] * u40
+        + a[41] * u41
+        + a[42] * u42
+        + a[43] * u43
+        + a[44] * u44
+        + a[45] * u45
+        + a[46] * u46
+        + a[47] * u47
+        + a[48] * u48
+        + a[49] * u49
+        + a[50] * u50
+        + a[51] * u51
+        + a[52] * u52
+        + a[53] * u53
+        + a[54] * u54
         + a[55] * y10
-        + S10 * a[56] * t56
-        + S45 * a[57] * t57
-        + S120 * a[58] * t58
-        + S210 * a[59] * t59
-        + S252 * a[60] * t60
-        + S210 * a[61] * t61
-        + S120 * a[62] * t62
-        + S45 * a[63] * t63
-        + S10 * a[64] * t64
+        + a[56] * u56
+        + a[57] * u57
+        + a[58] * u58
+        + a[59] * u59
+        + a[60] * u60
+        + a[61] * u61
+        + a[62] * u62
+        + a[63] * u63
+        + a[64] * u64
         + a[65] * z10
     )
     mxy = (
         a[1] * x10
-        + S10 * a[3] * t1
-        + S10 * a[4] * t2
-        + S45 * a[6] * t3
-        + S90 * a[7] * t4
-        + S45 * a[8] * t5
-        + S120 * a[10] * t6
-        + S360 * a[11] * t7
-        + S360 * a[12] * t8
-        + S120 * a[13] * t9
-        + S210 * a[15] * t10
-        + S840 * a[16] * t11
-        + S1260 * a[17] * t12
-        + S840 * a[18] * t13
-        + S210 * a[19] * t14
-        + S252 * a[21] * t15
-        + S1260 * a[22] * t16
-        + S2520 * a[23] * t17
-        + S2520 * a[24] * t18
-        + S1260 * a[25] * t19
-        + S252 * a[26] * t20
-        + S210 * a[28] * t21
-        + S1260 * a[29] * t22
-        + S3150 * a[30] * t23
-        + S4200 * a[31] * t24
-        + S3150 * a[32] * t25
-        + S1260 * a[33] * t26
-        + S210 * a[34] * t27
-        + S120 * a[36] * t28
-        + S840 * a[37] * t29
-        + S2520 * a[38] * t30
-        + S4200 * a[39] * t31
-        + S4200 * a[40] * t32
-        + S2520 * a[41] * t33
-        + S840 * a[42] * t34
-        + S120 * a[43] * t35
-        + S45 * a[45] * t36
-        + S360 * a[46] * t37
-        + S1260 * a[47] * t38
-        + S2520 * a[48] * t39
-        + S3150 * a[49] * t40
-        + S2520 * a[50] * t41
-        + S1260 * a[51] * t42
-        + S360 * a[52] * t43
-        + S45 * a[53] * t44
-        + S10 * a[55] * t45
-        + S90 * a[56] * t46
-        + S360 * a[57] * t47
-        + S840 * a[58] * t48
-        + S1260 * a[59] * t49
-        + S1260 * a[60] * t50
-        + S840 * a[61] * t51
-        + S360 * a[62] * t52
-        + S90 * a[63] * t53
-        + S10 * a[64] * t54
+        + a[3] * u1
+        + a[4] * u2
+        + a[6] * u3
+        + a[7] * u4
+        + a[8] * u5
+        + a[10] * u6
+        + a[11] * u7
+        + a[12] * u8
+        + a[13] * u9
+        + a[15] * u10
+        + a[16] * u11
+        + a[17] * u12
+        + a[18] * u13
+        + a[19] * u14
+        + a[21] * u15
+        + a[22] * u16
+        + a[23] * u17
+        + a[24] * u18
+        + a[25] * u19
+        + a[26] * u20
+        + a[28] * u21
+        + a[29] * u22
+        + a[30] * u23
+        + a[31] * u24
+        + a[32] * u25
+        + a[33] * u26
+        + a[34] * u27
+        + a[36] * u28
+        + a[37] * u29
+        + a[38] * u30
+        + a[39] * u31
+        + a[40] * u32
+        + a[41] * u33
+        + a[42] * u34
+        + a[43] * u35
+        + a[45] * u36
+        + a[46] * u37
+        + a[47] * u38
+        + a[48] * u39
+        + a[49] * u40
+        + a[50] * u41
+        + a[51] * u42
+        + a[52] * u43
+        + a[53] * u44
+        + a[55] * u45
+        + a[56] * u46
+        + a[57] * u47
+        + a[58] * u48
+        + a[59] * u49
+        + a[60] * u50
+        + a[61] * u51
+        + a[62] * u52
+        + a[63] * u53
+        + a[64] * u54
         + a[66] * y10
-        + S10 * a[67] * t56
-        + S45 * a[68] * t57
-        + S120 * a[69] * t58
-        + S210 * a[70] * t59
-        + S252 * a[71] * t60
-        + S210 * a[72] * t61
-        + S120 * a[73] * t62
-        + S45 * a[74] * t63
-        + S10 * a[75] * t64
+        + a[67] * u56
+        + a[68] * u57
+        + a[69] * u58
+        + a[70] * u59
+        + a[71] * u60
+        + a[72] * u61
+        + a[73] * u62
+        + a[74] * u63
+        + a[75] * u64
         + a[76] * z10
     )
     mxz = (
         a[2] * x10
-        + S10 * a[4] * t1
-        + S10 * a[5] * t2
-        + S45 * a[7] * t3
-        + S90 * a[8] * t4
-        + S45 * a[9] * t5
-        + S120 * a[11] * t6
-        + S360 * a[12] * t7
-        + S360 * a[13] * t8
-        + S120 * a[14] * t9
-        + S210 * a[16] * t10
-        + S840 * a[17] * t11
-        + S1260 * a[18] * t12
-        + S840 * a[19] * t13
-        + S210 * a[20] * t14
-        + S252 * a[22] * t15
-        + S1260 * a[23] * t16
-        + S2520 * a[24] * t17
-        + S2520 * a[25] * t18
-        + S1260 * a[26] * t19
-        + S252 * a[27] * t20
-        + S210 * a[29] * t21
-        + S1260 * a[30] * t22
-        + S3150 * a[31] * t23
-        + S4200 * a[32] * t24
-        + S3150 * a[33] * t25
-        + S1260 * a[34] * t26
-        + S210 * a[35] * t27
-        + S120 * a[37] * t28
-        + S840 * a[38] * t29
-        + S2520 * a[39] * t30
-        + S4200 * a[40] * t31
-        + S4200 * a[41] * t32
-        + S2520 * a[42] * t33
-        + S840 * a[43] * t34
-        + S120 * a[44] * t35
-        + S45 * a[46] * t36
-        + S360 * a[47] * t37
-        + S1260 * a[48] * t38
-        + S2520 * a[49] * t39
-        + S3150 * a[50] * t40
-        + S2520 * a[51] * t41
-        + S1260 * a[52] * t42
-        + S360 * a[53] * t43
-        + S45 * a[54] * t44
-        + S10 * a[56] * t45
-        + S90 * a[57] * t46
-        + S360 * a[58] * t47
-        + S840 * a[59] * t48
-        + S1260 * a[60] * t49
-        + S1260 * a[61] * t50
-        + S840 * a[62] * t51
-        + S360 * a[63] * t52
-        + S90 * a[64] * t53
-        + S10 * a[65] * t54
+        + a[4] * u1
+        + a[5] * u2
+        + a[7] * u3
+        + a[8] * u4
+        + a[9] * u5
+        + a[11] * u6
+        + a[12] * u7
+        + a[13] * u8
+        + a[14] * u9
+        + a[16] * u10
+        + a[17] * u11
+        + a[18] * u12
+        + a[19] * u13
+        + a[20] * u14
+        + a[22] * u15
+        + a[23] * u16
+        + a[24] * u17
+        + a[25] * u18
+        + a[26] * u19
+        + a[27] * u20
+        + a[29] * u21
+        + a[30] * u22
+        + a[31] * u23
+        + a[32] * u24
+        + a[33] * u25
+        + a[34] * u26
+        + a[35] * u27
+        + a[37] * u28
+        + a[38] * u29
+        + a[39] * u30
+        + a[40] * u31
+        + a[41] * u32
+        + a[42] * u33
+        + a[43] * u34
+        + a[44] * u35
+        + a[46] * u36
+        + a[47] * u37
+        + a[48] * u38
+        + a[49] * u39
+        + a[50] * u40
+        + a[51] * u41
+        + a[52] * u42
+        + a[53] * u43
+        + a[54] * u44
+        + a[56] * u45
+        + a[57] * u46
+        + a[58] * u47
+        + a[59] * u48
+        + a[60] * u49
+        + a[61] * u50
+        + a[62] * u51
+        + a[63] * u52
+        + a[64] * u53
+        + a[65] * u54
         + a[67] * y10
-        + S10 * a[68] * t56
-        + S45 * a[69] * t57
-        + S120 * a[70] * t58
-        + S210 * a[71] * t59
-        + S252 * a[72] * t60
-        + S210 * a[73] * t61
-        + S120 * a[74] * t62
-        + S45 * a[75] * t63
-        + S10 * a[76] * t64
+        + a[68] * u56
+        + a[69] * u57
+        + a[70] * u58
+        + a[71] * u59
+        + a[72] * u60
+        + a[73] * u61
+        + a[74] * u62
+        + a[75] * u63
+        + a[76] * u64
         + a[77] * z10
     )
     myy = (
         a[3] * x10
-        + S10 * a[6] * t1
-        + S10 * a[7] * t2
-        + S45 * a[10] * t3
-        + S90 * a[11] * t4
-        + S45 * a[12] * t5
-        + S120 * a[15] * t6
-        + S360 * a[16] * t7
-        + S360 * a[17] * t8
-        + S120 * a[18] * t9
-        + S210 * a[21] * t10
-        + S840 * a[22] * t11
-        + S1260 * a[23] * t12
-        + S840 * a[24] * t13
-        + S210 * a[25] * t14
-        + S252 * a[28] * t15
-        + S1260 * a[29] * t16
-        + S2520 * a[30] * t17
-        + S2520 * a[31] * t18
-        + S1260 * a[32] * t19
-        + S252 * a[33] * t20
-        + S210 * a[36] * t21
-        + S1260 * a[37] * t22
-        + S3150 * a[38] * t23
-        + S4200 * a[39] * t24
-        + S3150 * a[40] * t25
-        + S1260 * a[41] * t26
-        + S210 * a[42] * t27
-        + S120 * a[45] * t28
-        + S840 * a[46] * t29
-        + S2520 * a[47] * t30
-        + S4200 * a[48] * t31
-        + S4200 * a[49] * t32
-        + S2520 * a[50] * t33
-        + S840 * a[51] * t34
-        + S120 * a[52] * t35
-        + S45 * a[55] * t36
-        + S360 * a[56] * t37
-        + S1260 * a[57] * t38
-        + S2520 * a[58] * t39
-        + S3150 * a[59] * t40
-        + S2520 * a[60] * t41
-        + S1260 * a[61] * t42
-        + S360 * a[62] * t43
-        + S45 * a[63] * t44
-        + S10 * a[66] * t45
-        + S90 * a[67] * t46
-        + S360 * a[68] * t47
-        + S840 * a[69] * t48
-        + S1260 * a[70] * t49
-        + S1260 * a[71] * t50
-        + S840 * a[72] * t51
-        + S360 * a[73] * t52
-        + S90 * a[74] * t53
-        + S10 * a[75] * t54
+        + a[6] * u1
+        + a[7] * u2
+        + a[10] * u3
+        + a[11] * u4
+        + a[12] * u5
+        + a[15] * u6
+        + a[16] * u7
+        + a[17] * u8
+        + a[18] * u9
+        + a[21] * u10
+        + a[22] * u11
+        + a[23] * u12
+        + a[24] * u13
+        + a[25] * u14
+        + a[28] * u15
+        + a[29] * u16
+        + a[30] * u17
+        + a[31] * u18
+        + a[32] * u19
+        + a[33] * u20
+        + a[36] * u21
+        + a[37] * u22
+        + a[38] * u23
+        + a[39] * u24
+        + a[40] * u25
+        + a[41] * u26
+        + a[42] * u27
+        + a[45] * u28
+        + a[46] * u29
+        + a[47] * u30
+        + a[48] * u31
+        + a[49] * u32
+        + a[50] * u33
+        + a[51] * u34
+        + a[52] * u35
+        + a[55] * u36
+        + a[56] * u37
+        + a[57] * u38
+        + a[58] * u39
+        + a[59] * u40
+        + a[60] * u41
+        + a[61] * u42
+        + a[62] * u43
+        + a[63] * u44
+        + a[66] * u45
+        + a[67] * u46
+        + a[68] * u47
+        + a[69] * u48
+        + a[70] * u49
+        + a[71] * u50
+        + a[72] * u51
+        + a[73] * u52
+        + a[74] * u53
+        + a[75] * u54
         + a[78] * y10
-        + S10 * a[79] * t56
-        + S45 * a[80] * t57
-        + S120 * a[81] * t58
-        + S210 * a[82] * t59
-        + S252 * a[83] * t60
-        + S210 * a[84] * t61
-        + S120 * a[85] * t62
-        + S45 * a[86] * t63
-        + S10 * a[87] * t64
+        + a[79] * u56
+        + a[80] * u57
+        + a[81] * u58
+        + a[82] * u59
+        + a[83] * u60
+        + a[84] * u61
+        + a[85] * u62
+        + a[86] * u63
+        + a[87] * u64
         + a[88] * z10
     )
     myz = (
         a[4] * x10
-        + S10 * a[7] * t1
-        + S10 * a[8] * t2
-        + S45 * a[11] * t3
-        + S90 * a[12] * t4
-        + S45 * a[13] * t5
-        + S120 * a[16] * t6
-        + S360 * a[17] * t7
-        + S360 * a[18] * t8
-        + S120 * a[19] * t9
-        + S210 * a[22] * t10
-        + S840 * a[23] * t11
-        + S1260 * a[24] * t12
-        + S840 * a[25] * t13
-        + S210 * a[26] * t14
-        + S252 * a[29] * t15
-        + S1260 * a[30] * t16
-        + S2520 * a[31] * t17
-        + S2520 * a[32] * t18
-        + S1260 * a[33] * t19
-        + S252 * a[34] * t20
-        + S210 * a[37] * t21
-        + S1260 * a[38] * t22
-        + S3150 * a[39] * t23
-        + S4200 * a[40] * t24
-        + S3150 * a[41] * t25
-        + S1260 * a[42] * t26
-        + S210 * a[43] * t27
-        + S120 * a[46] * t28
-        + S840 * a[47] * t29
-        + S2520 * a[48] * t30
-        + S4200 * a[49] * t31
-        + S4200 * a[50] * t32
-        + S2520 * a[51] * t33
-        + S840 * a[52] * t34
-        + S120 * a[53] * t35
-        + S45 * a[56] * t36
-        + S360 * a[57] * t37
-        + S1260 * a[58] * t38
-        + S2520 * a[59] * t39
-        + S3150 * a[60] * t40
-        + S2520 * a[61] * t41
-        + S1260 * a[62] * t42
-        + S360 * a[63] * t43
-        + S45 * a[64] * t44
-        + S10 * a[67] * t45
-        + S90 * a[68] * t46
-        + S360 * a[69] * t47
-        + S840 * a[70] * t48
-        + S1260 * a[71] * t49
-        + S1260 * a[72] * t50
-        + S840 * a[73] * t51
-        + S360 * a[74] * t52
-        + S90 * a[75] * t53
-        + S10 * a[76] * t54
+        + a[7] * u1
+        + a[8] * u2
+        + a[11] * u3
+        + a[12] * u4
+        + a[13] * u5
+        + a[16] * u6
+        + a[17] * u7
+        + a[18] * u8
+        + a[19] * u9
+        + a[22] * u10
+        + a[23] * u11
+        + a[24] * u12
+        + a[25] * u13
+        + a[26] * u14
+        + a[29] * u15
+        + a[30] * u16
+        + a[31] * u17
+        + a[32] * u18
+        + a[33] * u19
+        + a[34] * u20
+        + a[37] * u21
+        + a[38] * u22
+        + a[39] * u23
+        + a[40] * u24
+        + a[41] * u25
+        + a[42] * u26
+        + a[43] * u27
+        + a[46] * u28
+        + a[47] * u29
+        + a[48] * u30
+        + a[49] * u31
+        + a[50] * u32
+        + a[51] * u33
+        + a[52] * u34
+        + a[53] * u35
+        + a[56] * u36
+        + a[57] * u37
+        + a[58] * u38
+        + a[59] * u39
+        + a[60] * u40
+        + a[61] * u41
+        + a[62] * u42
+        + a[63] * u43
+        + a[64] * u44
+        + a[67] * u45
+        + a[68] * u46
+        + a[69] * u47
+        + a[70] * u48
+        + a[71] * u49
+        + a[72] * u50
+        + a[73] * u51
+        + a[74] * u52
+        + a[75] * u53
+        + a[76] * u54
         + a[79] * y10
-        + S10 * a[80] * t56
-        + S45 * a[81] * t57
-        + S120 * a[82] * t58
-        + S210 * a[83] * t59
-        + S252 * a[84] * t60
-        + S210 * a[85] * t61
-        + S120 * a[86] * t62
-        + S45 * a[87] * t63
-        + S10 * a[88] * t64
+        + a[80] * u56
+        + a[81] * u57
+        + a[82] * u58
+        + a[83] * u59
+        + a[84] * u60
+        + a[85] * u61
+        + a[86] * u62
+        + a[87] * u63
+        + a[88] * u64
         + a[89] * z10
     )
     mzz = (
         a[5] * x10
-        + S10 * a[8] * t1
-        + S10 * a[9] * t2
-        + S45 * a[12] * t3
-        + S90 * a[13] * t4
-        + S45 * a[14] * t5
-        + S120 * a[17] * t6
-        + S360 * a[18] * t7
-        + S360 * a[19] * t8
-        + S120 * a[20] * t9
-        + S210 * a[23] * t10
-        + S840 * a[24] * t11
-        + S1260 * a[25] * t12
-        + S840 * a[26] * t13
-        + S210 * a[27] * t14
-        + S252 * a[30] * t15
-        + S1260 * a[31] * t16
-        + S2520 * a[32] * t17
-        + S2520 * a[33] * t18
-        + S1260 * a[34] * t19
-        + S252 * a[35] * t20
-        + S210 * a[38] * t21
-        + S1260 * a[39] * t22
-        + S3150 * a[40] * t23
-        + S4200 * a[41] * t24
-        + S3150 * a[42] * t25
-        + S1260 * a[43] * t26
-        + S210 * a[44] * t27
-        + S120 * a[47] * t28
-        + S840 * a[48] * t29
-        + S2520 * a[49] * t30
-        + S4200 * a[50] * t31
-        + S4200 * a[51] * t32
-        + S2520 * a[52] * t33
-        + S840 * a[53] * t34
-        + S120 * a[54] * t35
-        + S45 * a[57] * t36
-        + S360 * a[58] * t37
-        + S1260 * a[59] * t38
-        + S2520 * a[60] * t39
-        + S3150 * a[61] * t40
-        + S2520 * a[62] * t41
-        + S1260 * a[63] * t42
-        + S360 * a[64] * t43
-        + S45 * a[65] * t44
-        + S10 * a[68] * t45
-        + S90 * a[69] * t46
-        + S360 * a[70] * t47
-        + S840 * a[71] * t48
-        + S1260 * a[72] * t49
-        + S1260 * a[73] * t50
-        + S840 * a[74] * t51
-        + S360 * a[75] * t52
-        + S90 * a[76] * t53
-        + S10 * a[77] * t54
+        + a[8] * u1
+        + a[9] * u2
+        + a[12] * u3
+        + a[13] * u4
+        + a[14] * u5
+        + a[17] * u6
+        + a[18] * u7
+        + a[19] * u8
+        + a[20] * u9
+        + a[23] * u10
+        + a[24] * u11
+        + a[25] * u12
+        + a[26] * u13
+        + a[27] * u14
+        + a[30] * u15
+        + a[31] * u16
+        + a[32] * u17
+        + a[33] * u18
+        + a[34] * u19
+        + a[35] * u20
+        + a[38] * u21
+        + a[39] * u22
+        + a[40] * u23
+        + a[41] * u24
+        + a[42] * u25
+        + a[43] * u26
+        + a[44] * u27
+        + a[47] * u28
+        + a[48] * u29
+        + a[49] * u30
+        + a[50] * u31
+        + a[51] * u32
+        + a[52] * u33
+        + a[53] * u34
+        + a[54] * u35
+        + a[57] * u36
+        + a[58] * u37
+        + a[59] * u38
+        + a[60] * u39
+        + a[61] * u40
+        + a[62] * u41
+        + a[63] * u42
+        + a[64] * u43
+        + a[65] * u44
+        + a[68] * u45
+        + a[69] * u46
+        + a[70] * u47
+        + a[71] * u48
+        + a[72] * u49
+        + a[73] * u50
+        + a[74] * u51
+        + a[75] * u52
+        + a[76] * u53
+        + a[77] * u54
         + a[80] * y10
-        + S10 * a[81] * t56
-        + S45 * a[82] * t57
-        + S120 * a[83] * t58
-        + S210 * a[84] * t59
-        + S252 * a[85] * t60
-        + S210 * a[86] * t61
-        + S120 * a[87] * t62
-        + S45 * a[88] * t63
-        + S10 * a[89] * t64
+        + a[81] * u56
+        + a[82] * u57
+        + a[83] * u58
+        + a[84] * u59
+        + a[85] * u60
+        + a[86] * u61
+        + a[87] * u62
+        + a[88] * u63
+        + a[89] * u64
         + a[90] * z10
     )
     return mxx, mxy, mxz, myy, myz, mzz
@@ -2899,22 +3246,23 @@ def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, 
              n_found, fx, fy, fz, flam, fflags, cos_basin):
     """SS-HOPM from the unit start (x, y, z), where A x^12 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|; a step rule
-    is needed because λ is stationary at a maximum. Stops early, merged, inside the basin of
-    one of the n_found peaks already found (gpu.peaks.sshopm_math.in_found_basin). Returns
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
+    merged inside the basin of one of the n_found peaks already found. Returns
     (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
     """
     lam_prev = lam_start
-    negdef = False
-    for it in range(max_iter):
+    its = 0
+    while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m12(a, x, y, z)
         px, py, pz = x, y, z
         x, y, z, lam, step, negdef = sm.sshopm_step(
             12, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
         )
-        if negdef and sm.in_found_basin(px, py, pz, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-            return px, py, pz, lam, it + 1, False, negdef, True
-        if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
-            return x, y, z, axm_m12(a, x, y, z), it + 1, False, negdef, False
+        its += 1
+        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
+                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
+        if status == sm.STOPPED_MERGED:
+            return px, py, pz, lam, its, False, negdef, True
+        if status != sm.CLIMBING:
+            return x, y, z, axm_m12(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
         lam_prev = lam
-    return x, y, z, axm_m12(a, x, y, z), max_iter, True, negdef, False

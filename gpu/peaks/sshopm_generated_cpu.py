@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 8dd53991ab6c7982d73ddb8e72ee2e45161c2f99a7dc63bb8451a5604f5c9e14
-# sshopm_math.py sha256 1b13a5625a9f66cb07776694faef11b48f73296f0cf82939e54f66437f15299d
+# sshopm_generated.py sha256 ecfc8f0e120960d9ed1ef5ee97bf740218c26050056b22ae87cf9259a9e4094b
+# sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 
 from types import FunctionType
@@ -44,7 +44,7 @@ sshopm_step_inline = register_jitable(inline="always")(
 @register_jitable
 def axm1_points_m2(a, points, k, out):
     """axm1_m2 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -80,7 +80,7 @@ def axm1_points_m2(a, points, k, out):
 @register_jitable
 def axm2_points_m2(a, points, k, out):
     """axm2_m2 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -119,11 +119,11 @@ def axm2_points_m2(a, points, k, out):
 @register_jitable
 def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
                   max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """climb_m2 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
     A x^2 = f[s]), all at once: each round computes A x^0 (axm2_points_m2) and
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
-    climb_m2, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as
+    climb_m2 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
     cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
     climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^0, ``steps`` (6, ·) their
     step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
@@ -151,24 +151,22 @@ def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
-            capped = False
-            if merged:
+            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
+                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            if status == sm.CLIMBING:
+                lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                j += 1
+                continue
+            if status == sm.STOPPED_MERGED:
                 x, y, z = px, py, pz
-            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
-                if it < max_iter:
-                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
-                    j += 1
-                    continue
-                capped = True
-            if not merged:
+            else:
                 lam = axm_m2(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -269,7 +267,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
 @register_jitable
 def axm1_points_m4(a, points, k, out):
     """axm1_m4 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -348,7 +346,7 @@ def axm1_points_m4(a, points, k, out):
 @register_jitable
 def axm2_points_m4(a, points, k, out):
     """axm2_m4 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -435,11 +433,11 @@ def axm2_points_m4(a, points, k, out):
 @register_jitable
 def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
                   max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """climb_m4 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
     A x^4 = f[s]), all at once: each round computes A x^2 (axm2_points_m4) and
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
-    climb_m4, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as
+    climb_m4 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
     cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
     climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^2, ``steps`` (6, ·) their
     step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
@@ -467,24 +465,22 @@ def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
-            capped = False
-            if merged:
+            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
+                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            if status == sm.CLIMBING:
+                lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                j += 1
+                continue
+            if status == sm.STOPPED_MERGED:
                 x, y, z = px, py, pz
-            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
-                if it < max_iter:
-                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
-                    j += 1
-                    continue
-                capped = True
-            if not merged:
+            else:
                 lam = axm_m4(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -585,7 +581,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
 @register_jitable
 def axm1_points_m6(a, points, k, out):
     """axm1_m6 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -727,7 +723,7 @@ def axm1_points_m6(a, points, k, out):
 @register_jitable
 def axm2_points_m6(a, points, k, out):
     """axm2_m6 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -896,11 +892,11 @@ def axm2_points_m6(a, points, k, out):
 @register_jitable
 def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
                   max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """climb_m6 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
     A x^6 = f[s]), all at once: each round computes A x^4 (axm2_points_m6) and
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
-    climb_m6, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as
+    climb_m6 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
     cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
     climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^4, ``steps`` (6, ·) their
     step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
@@ -928,24 +924,22 @@ def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
-            capped = False
-            if merged:
+            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
+                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            if status == sm.CLIMBING:
+                lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                j += 1
+                continue
+            if status == sm.STOPPED_MERGED:
                 x, y, z = px, py, pz
-            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
-                if it < max_iter:
-                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
-                    j += 1
-                    continue
-                capped = True
-            if not merged:
+            else:
                 lam = axm_m6(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -1046,7 +1040,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
 @register_jitable
 def axm1_points_m8(a, points, k, out):
     """axm1_m8 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -1271,7 +1265,7 @@ def axm1_points_m8(a, points, k, out):
 @register_jitable
 def axm2_points_m8(a, points, k, out):
     """axm2_m8 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -1554,11 +1548,11 @@ def axm2_points_m8(a, points, k, out):
 @register_jitable
 def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
                   max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """climb_m8 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
     A x^8 = f[s]), all at once: each round computes A x^6 (axm2_points_m8) and
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
-    climb_m8, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as
+    climb_m8 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
     cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
     climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^6, ``steps`` (6, ·) their
     step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
@@ -1586,24 +1580,22 @@ def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
-            capped = False
-            if merged:
+            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
+                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            if status == sm.CLIMBING:
+                lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                j += 1
+                continue
+            if status == sm.STOPPED_MERGED:
                 x, y, z = px, py, pz
-            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
-                if it < max_iter:
-                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
-                    j += 1
-                    continue
-                capped = True
-            if not merged:
+            else:
                 lam = axm_m8(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -1704,7 +1696,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
 @register_jitable
 def axm1_points_m10(a, points, k, out):
     """axm1_m10 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -2032,7 +2024,7 @@ def axm1_points_m10(a, points, k, out):
 @register_jitable
 def axm2_points_m10(a, points, k, out):
     """axm2_m10 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -2461,11 +2453,11 @@ def axm2_points_m10(a, points, k, out):
 @register_jitable
 def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
                   max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """climb_m10 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
     A x^10 = f[s]), all at once: each round computes A x^8 (axm2_points_m10) and
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
-    climb_m10, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as
+    climb_m10 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
     cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
     climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^8, ``steps`` (6, ·) their
     step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
@@ -2493,24 +2485,22 @@ def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
-            capped = False
-            if merged:
+            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
+                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            if status == sm.CLIMBING:
+                lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                j += 1
+                continue
+            if status == sm.STOPPED_MERGED:
                 x, y, z = px, py, pz
-            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
-                if it < max_iter:
-                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
-                    j += 1
-                    continue
-                capped = True
-            if not merged:
+            else:
                 lam = axm_m10(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -2611,7 +2601,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
 @register_jitable
 def axm1_points_m12(a, points, k, out):
     """axm1_m12 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -3062,7 +3052,7 @@ def axm1_points_m12(a, points, k, out):
 @register_jitable
 def axm2_points_m12(a, points, k, out):
     """axm2_m12 at the k points (points[0, j], points[1, j], points[2, j]) into out[:, j],
-    the same operations in the same order, so the same values. The unique entries are read
+    with each term's multiplicity applied to its entry (σ(J) a_k x^J). The unique entries are read
     into locals once: stores to ``out`` could otherwise alias them, which keeps LLVM from
     vectorizing the loop over the points."""
     a0 = a[0]
@@ -3669,11 +3659,11 @@ def axm2_points_m12(a, points, k, out):
 @register_jitable
 def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
                   max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """climb_m12 from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
+    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
     A x^12 = f[s]), all at once: each round computes A x^10 (axm2_points_m12) and
     then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as in
-    climb_m12, so its result is bit for bit the same: (cx, cy, cz, cl)[t], CLIMB_* flags
+    lanes idle), then ends the climbs that stop. A climb runs the same operations as
+    climb_m12 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
     cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
     climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^10, ``steps`` (6, ·) their
     step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
@@ -3701,24 +3691,22 @@ def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
             px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            merged = negdef and sm.in_found_basin(px, py, pz, lam, n_found, cx, cy, cz, cl, cflags, cos_basin)
-            capped = False
-            if merged:
+            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
+                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            if status == sm.CLIMBING:
+                lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
+                j += 1
+                continue
+            if status == sm.STOPPED_MERGED:
                 x, y, z = px, py, pz
-            elif not (step <= step_tol and abs(lam - lanes[3, j]) <= tol_lambda * abs(lam)):
-                if it < max_iter:
-                    lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
-                    j += 1
-                    continue
-                capped = True
-            if not merged:
+            else:
                 lam = axm_m12(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(capped, negdef, merged, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):

@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 8dd53991ab6c7982d73ddb8e72ee2e45161c2f99a7dc63bb8451a5604f5c9e14
-# sshopm_math.py sha256 1b13a5625a9f66cb07776694faef11b48f73296f0cf82939e54f66437f15299d
+# sshopm_generated.py sha256 ecfc8f0e120960d9ed1ef5ee97bf740218c26050056b22ae87cf9259a9e4094b
+# sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
 # sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
 

@@ -39,8 +39,13 @@ __all__ = [
     "first_climbs",
     "later_seed_floor",
     "in_found_basin",
+    "climb_status",
     "climb_flags",
     "owner",
+    "CLIMBING",
+    "STOPPED_MERGED",
+    "STOPPED_CONVERGED",
+    "STOPPED_CAPPED",
     "value_rank",
     "is_duplicate",
     "unique_rank",
@@ -273,6 +278,31 @@ def in_found_basin(x, y, z, lam, count, fx, fy, fz, flam, fflags, cos_basin):
         if fflags[j] & CLIMB_PEAK and flam[j] >= lam and abs(x * fx[j] + y * fy[j] + z * fz[j]) >= cos_basin:
             return True
     return False
+
+
+# climb_status: whether a climb goes on, or why it stopped
+CLIMBING = 0
+STOPPED_MERGED = 1
+STOPPED_CONVERGED = 2
+STOPPED_CAPPED = 3
+
+
+@register_jitable
+def climb_status(x, y, z, lam, lam_prev, step, negdef, iterations, max_iter, step_tol, tol_lambda,
+                 n_found, fx, fy, fz, flam, fflags, cos_basin):
+    """Whether a climb stops after the step (:func:`sshopm_step`) from unit (x, y, z), where
+    f = lam (lam_prev one step before), that was its ``iterations``-th: STOPPED_MERGED
+    inside the basin of one of ``n_found`` found peaks (:func:`in_found_basin`; the climb
+    ends at (x, y, z)), STOPPED_CONVERGED when the step is below step_tol radians and
+    |Δλ| ≤ tol_lambda·|λ| (a step rule is needed because λ is stationary at a maximum),
+    STOPPED_CAPPED after max_iter iterations (both end at the new iterate), else CLIMBING."""
+    if negdef and in_found_basin(x, y, z, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
+        return STOPPED_MERGED
+    if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
+        return STOPPED_CONVERGED
+    if iterations >= max_iter:
+        return STOPPED_CAPPED
+    return CLIMBING
 
 
 @register_jitable

@@ -62,3 +62,24 @@ def test_select_peaks_example(npeaks):
     assert found == min(npeaks, 2)
     np.testing.assert_array_equal(amps[:found], [2.0, 1.0][:found])
     np.testing.assert_array_equal(dirs[:found], [[1, 0, 0], [0, 1, 0]][:found])
+
+
+def test_climb_status_stops_merged_then_converged_then_capped():
+    """One found peak (1, 0, 0) with λ 2 and a 10° basin: a climb inside it, negative definite
+    and no higher, merges before any other test; a converged step is converged even on
+    the last iteration; the cap only stops a climb still moving."""
+    found = (np.array([1.0]), np.array([0.0]), np.array([0.0]), np.array([2.0]), np.array([sm.CLIMB_PEAK], np.int32))
+    cos_basin = np.cos(np.radians(10.0))
+    near = np.array([np.cos(0.1), np.sin(0.1), 0.0])  # 5.7° from the peak
+    far = np.array([0.0, 1.0, 0.0])
+
+    def status(point, lam, lam_prev, step, negdef, its, max_iter=30):
+        return sm.climb_status(*point, lam, lam_prev, step, negdef, its, max_iter, 1e-4, 1e-6, 1, *found, cos_basin)
+
+    assert status(near, 1.5, 1.5, 0.0, True, 30) == sm.STOPPED_MERGED
+    assert status(near, 2.5, 2.5, 0.0, True, 3) == sm.STOPPED_CONVERGED  # higher than the found peak
+    assert status(near, 1.5, 1.5, 0.0, False, 3) == sm.STOPPED_CONVERGED  # not in a basin without negdef
+    assert status(far, 1.5, 1.5, 0.0, True, 30) == sm.STOPPED_CONVERGED
+    assert status(far, 1.5, 1.4, 0.0, True, 30) == sm.STOPPED_CAPPED  # λ still changing
+    assert status(far, 1.5, 1.5, 1e-3, True, 29) == sm.CLIMBING  # step above step_tol
+    assert status(far, 1.5, 1.5, 1e-3, True, 30) == sm.STOPPED_CAPPED
