@@ -314,7 +314,8 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
 class PeaksInputs:
     """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
-    ``warnings`` about voxels left out (non-finite coefficients), ``sha256``, the files'
+    ``warnings`` about voxels left out (non-finite coefficients), ``finite``, which voxels
+    have only finite coefficients (x, y, z) bool, for the engine, ``sha256``, the files'
     checksums by file name, taken meanwhile (a future), ``prepared``, the engine's
     preparation started while they were read (a future, or None), and
     ``uploaded``: by role, the uploaded form of an input stored in another (a service's
@@ -326,6 +327,7 @@ class PeaksInputs:
     mask: np.ndarray | None
     seconds: float
     warnings: list[str]
+    finite: np.ndarray
     sha256: "Future[dict[str, str]]"
     prepared: "Future[PreparedPeaks] | None" = None
     uploaded: dict[str, UploadedInput] = field(default_factory=dict)
@@ -350,6 +352,7 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     for the sidecar is taken meanwhile on a thread of its own. ``uploaded``: see
     :class:`PeaksInputs`.
     """
+    from gpu.peaks.search import finite_voxels
     from worker.io.images import load_image_data
 
     started = time.perf_counter()
@@ -368,8 +371,10 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
         mask_array = None
         if mask_info is not None:
             mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
-        inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], sha256, prepared, uploaded)
-        inputs.warnings = _finite_voxels_warnings(sh, mask_array, inputs.name("fod"))
+        # One pass finds them for the warnings and the engine (compute_peaks).
+        finite = finite_voxels(sh)
+        inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], finite, sha256, prepared, uploaded)
+        inputs.warnings = _finite_voxels_warnings(finite, mask_array, inputs.name("fod"))
     except BaseException:
         # A job that fails here ends with its background work: nothing keeps running on
         # (the preparation's CPU loop, the hashing) after the caller has moved on.
@@ -387,7 +392,7 @@ def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
     from gpu.peaks.search import sshopm_peaks
 
     return sshopm_peaks(inputs.sh, basis=params.basis, mask=inputs.mask, options=engine_options(params),
-                        backend=params.backend, progress=progress, prepared=inputs.prepared)
+                        backend=params.backend, progress=progress, prepared=inputs.prepared, finite=inputs.finite)
 
 
 def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,
@@ -523,16 +528,15 @@ def _memory(inputs: dict[str, Path], params: PeaksParams) -> int:
     return peaks_memory_bytes(inputs["fod"], inputs.get("mask"), params.npeaks, params.qc)
 
 
-def _finite_voxels_warnings(sh: np.ndarray, mask: np.ndarray | None, name: str) -> list[str]:
-    """Warnings about voxels with non-finite coefficients; :class:`InputError` when no voxel is
-    left to compute."""
-    # a float64 sum per voxel is non-finite exactly when a coefficient is (float32 inputs)
-    finite = np.isfinite(sh.sum(axis=-1, dtype=np.float64))
+def _finite_voxels_warnings(finite: np.ndarray, mask: np.ndarray | None, name: str) -> list[str]:
+    """Warnings about voxels with non-finite coefficients (``finite`` False: see
+    :func:`gpu.peaks.search.finite_voxels`); :class:`InputError` when no voxel is left to
+    compute."""
     where = "" if mask is None else " inside the mask"
     if mask is not None:
         if not mask.any():
             raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
-        finite &= mask
+        finite = finite & mask  # not in place: the engine gets the flags too
         selected = int(mask.sum())
     else:
         selected = finite.size
