@@ -46,7 +46,7 @@ from worker.errors import InputError
 from worker.io.atomic import atomic_path, write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind, UploadedInput
 from worker.params.peaks import METRICS, PeaksParams
-from worker.provenance import file_sha256, generated_by, package_versions
+from worker.provenance import generated_by, package_versions
 
 #: The image files a peaks job reads (NIfTI or MRtrix), longest suffix of a kind last.
 IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
@@ -157,31 +157,18 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
     return info, mask_info
 
 
-def _input_checksums(infos: dict[str, "ImageInfo | None"], uploaded: dict[str, UploadedInput]) -> dict[str, str]:
-    """sha256 of each input by file name: of the files holding the image (an ``.mih`` header
-    and its data file), or, for an image stored in another form than it was uploaded in
-    (``uploaded``, by role), of the uploaded file (hashed when it was received)."""
-    digests = {}
-    for role, info in infos.items():
-        if info is None:
-            continue
-        if role in uploaded:
-            digests[uploaded[role].name] = uploaded[role].sha256
-            continue
-        for path in dict.fromkeys((info.path, getattr(info, "data_path", info.path))):
-            digests[path.name] = file_sha256(path)
-    return digests
+def _read_input(info: "ImageInfo", role: str, uploaded: dict[str, UploadedInput],
+                threads: int = 1) -> tuple[np.ndarray, dict[str, str]]:
+    """An input's data as float32 and its sha256 by file name: of the files holding the image
+    (an ``.mih`` header and its data file), taken in the read
+    (:func:`worker.io.images.load_image_data_with_sha256`), or, for an image stored in
+    another form than it was uploaded in (``uploaded``, by role), of the uploaded file
+    (hashed when it was received)."""
+    from worker.io.images import load_image_data, load_image_data_with_sha256
 
-
-def _start_input_checksums(infos: dict[str, "ImageInfo | None"],
-                           uploaded: dict[str, UploadedInput]) -> "Future[dict[str, str]]":
-    """:func:`_input_checksums` on a thread of its own (hashlib releases the GIL), so that
-    a job hashes its inputs while it inflates them rather than in the writing stage."""
-    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-sha256")
-    try:
-        return hashing.submit(_input_checksums, infos, uploaded)
-    finally:
-        hashing.shutdown(wait=False)  # the thread ends with its task
+    if role in uploaded:
+        return load_image_data(info, threads=threads), {uploaded[role].name: uploaded[role].sha256}
+    return load_image_data_with_sha256(info, threads=threads)
 
 
 def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
@@ -316,7 +303,7 @@ class PeaksInputs:
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
     ``warnings`` about voxels left out (non-finite coefficients), ``finite``, which voxels
     have only finite coefficients (x, y, z) bool, for the engine, ``sha256``, the files'
-    checksums by file name, taken meanwhile (a future), ``prepared``, the engine's
+    checksums by file name, taken in the read, ``prepared``, the engine's
     preparation started while they were read (a future, or None), and
     ``uploaded``: by role, the uploaded form of an input stored in another (a service's
     ``.nii.gz`` kept inflated), whose name and sha256 the outputs give."""
@@ -328,7 +315,7 @@ class PeaksInputs:
     seconds: float
     warnings: list[str]
     finite: np.ndarray
-    sha256: "Future[dict[str, str]]"
+    sha256: dict[str, str]
     prepared: "Future[PreparedPeaks] | None" = None
     uploaded: dict[str, UploadedInput] = field(default_factory=dict)
 
@@ -349,11 +336,10 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     and kernels: :func:`gpu.peaks.search.start_preparing`) while this thread inflates the
     volume, on ``inflate_threads`` threads where it is a large .nii.gz (one job alone on a
     machine; a batch or a worker running several jobs keeps one each). The files' sha256
-    for the sidecar is taken meanwhile on a thread of its own. ``uploaded``: see
+    for the sidecar is taken from the bytes the same read takes in. ``uploaded``: see
     :class:`PeaksInputs`.
     """
     from gpu.peaks.search import finite_voxels
-    from worker.io.images import load_image_data
 
     started = time.perf_counter()
     info, mask_info = check_peaks_inputs(fod, mask, params)
@@ -365,20 +351,22 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
     uploaded = dict(uploaded or {})
-    sha256 = _start_input_checksums({"fod": info, "mask": mask_info}, uploaded)
     try:
-        sh = load_image_data(info, threads=inflate_threads)
+        sh, sha256 = _read_input(info, "fod", uploaded, inflate_threads)
         mask_array = None
         if mask_info is not None:
-            mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
+            mask_values, mask_sha256 = _read_input(mask_info, "mask", uploaded)
+            mask_array = mask_values.reshape(info.shape[:3]) > 0
+            sha256.update(mask_sha256)
         # One pass finds them for the warnings and the engine (compute_peaks).
         finite = finite_voxels(sh)
         inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], finite, sha256, prepared, uploaded)
         inputs.warnings = _finite_voxels_warnings(finite, mask_array, inputs.name("fod"))
     except BaseException:
         # A job that fails here ends with its background work: nothing keeps running on
-        # (the preparation's CPU loop, the hashing) after the caller has moved on.
-        wait([future for future in (prepared, sha256) if future is not None])
+        # (the preparation's CPU loop) after the caller has moved on.
+        if prepared is not None:
+            wait([prepared])
         raise
     inputs.seconds = time.perf_counter() - started
     return inputs
@@ -420,7 +408,6 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
                 for write in writes:
                     write.cancel()  # those not started yet
                 raise
-            sha256 = inputs.sha256.result()
     except BaseException:
         # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
         # not at all; so did the fixel directory, removed only where this run made it (its
@@ -441,7 +428,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
         "job": "peaks",
         "generated_by": generated_by(),
         "input": {"fod": inputs.name("fod"), "mask": inputs.name("mask"),
-                  "shape": list(info.shape), "dtype": str(info.dtype), "sha256": sha256},
+                  "shape": list(info.shape), "dtype": str(info.dtype), "sha256": inputs.sha256},
         "parameters": params.model_dump(),
         "sh_basis": params.basis,
         "outputs": {name: [str(path.relative_to(outputs.folder)) for path in paths] for name, paths in written.items()},
@@ -481,9 +468,10 @@ def run_peaks(
 # which tracemalloc sees (Pillow's own were not traced), took 10-14 MiB at 2k to 3.7M voxels;
 # with 10 bytes a voxel on top, below.
 _QC_FIXED_BYTES = 16 << 20
-# Beside the read, the input's sha256 holds up to two 1 MiB blocks (the one hashed, the next
-# read); the images written at once hold their compressors' blocks (1.5 MB over the
-# per-voxel terms at 2k voxels, tracemalloc; 3 MiB leaves room for thread timing).
+# Beside the read, the input's sha256 holds up to two 1 MiB blocks (a .nii's bytes past its
+# data, read to be hashed; a file hashed beside a read on several threads); the images
+# written at once hold their compressors' blocks (1.5 MB over the per-voxel terms at 2k
+# voxels, tracemalloc; 3 MiB leaves room for thread timing).
 _CHECKSUM_BLOCK_BYTES = 2 << 20
 _WRITERS_FIXED_BYTES = 3 << 20
 

@@ -111,17 +111,17 @@ def test_compiled_writers_from_the_second_job_or_where_numba_is_loaded_anyway():
 
 @pytest.mark.parametrize("damage", ["cut", "no voxel"])
 def test_a_read_that_fails_leaves_no_background_work(tmp_path, damage, monkeypatch):
-    """The engine's preparation and the input's hashing, started beside the read, are over
-    when the read's error reaches the caller (a test, a batch) that moves on."""
+    """The engine's preparation, started beside the read, is over when the read's error
+    reaches the caller (a test, a batch) that moves on."""
     import gpu.peaks.search
-    import worker.jobs.peaks
 
     started = []
-    for module, name in ((gpu.peaks.search, "start_preparing"), (worker.jobs.peaks, "_start_input_checksums")):
-        def recorded(*args, _start=getattr(module, name), **kwargs):
-            started.append(_start(*args, **kwargs))
-            return started[-1]
-        monkeypatch.setattr(module, name, recorded)
+
+    def recorded(*args, _start=gpu.peaks.search.start_preparing, **kwargs):
+        started.append(_start(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(gpu.peaks.search, "start_preparing", recorded)
     sh = fod_phantom(SHAPE, 4, seed=1)["sh"].astype(np.float32)
     if damage == "no voxel":
         sh[:] = np.nan
@@ -131,4 +131,4 @@ def test_a_read_that_fails_leaves_no_background_work(tmp_path, damage, monkeypat
         fod.write_bytes(data[: len(data) // 2])  # the header stays readable: the data is cut
     with pytest.raises(InputError):
         read_peaks_inputs(fod, None, PeaksParams(backend="cpu"), prepare=True)
-    assert len(started) == 2 and all(future.done() for future in started)
+    assert len(started) == 1 and started[0].done()
