@@ -35,7 +35,7 @@ import tarfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -56,6 +56,7 @@ _jobs_written = 0  # by this process (see _compiled_writers)
 _imports = threading.Lock()
 
 if TYPE_CHECKING:
+    from gpu.peaks.fodf_metrics import FodfMetrics
     from gpu.peaks.search import PeaksOptions, PeaksResult, PreparedPeaks
     from worker.io.images import ImageInfo
 
@@ -214,6 +215,39 @@ def warm_up_writers() -> float:
     return time.perf_counter() - started
 
 
+def _peaks_image(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
+    """The ``sh2peaks`` image (..., 3K) float32 of unit ``directions`` (..., K, 3) and
+    ``amplitudes`` (..., K): volume 3k + i is amplitude_k × direction_k[i]. Made in the order
+    NIfTI stores it (first axis fastest, volumes last), a volume at a time, so that the
+    writer takes it without copying it into that order."""
+    spatial, k = amplitudes.shape[:-1], amplitudes.shape[-1]
+    image = np.empty((*spatial, 3 * k), np.float32, order="F")
+    for peak in range(k):
+        for axis in range(3):
+            np.multiply(directions[..., peak, axis], amplitudes[..., peak], out=image[..., 3 * peak + axis])
+    return image
+
+
+def _run_metrics(sh: np.ndarray, result: "PeaksResult", compiled: bool) -> "FodfMetrics":
+    """:func:`gpu.peaks.fodf_metrics.fodf_metrics` of a run, computed with the spatial axes in
+    the order in which the engine's voxels lie in memory (reversed for a NIfTI volume, whose
+    first axis is fastest), so that its compiled pass reads the arrays without first copying
+    them into C order; the maps come back as views on the input's axes, the 3D ones in
+    NIfTI's order (written without a copy)."""
+    from gpu.peaks.fodf_metrics import FodfMetrics, fodf_metrics
+
+    arrays = (sh, result.directions, result.amplitudes, result.count)
+    d = result.count.ndim
+    if result.count.flags.c_contiguous or not result.count.T.flags.c_contiguous:
+        return fodf_metrics(*arrays, compiled=compiled)
+
+    def flipped(a: np.ndarray) -> np.ndarray:  # its own inverse
+        return a.transpose(*range(d - 1, -1, -1), *range(d, a.ndim))
+
+    maps = fodf_metrics(*map(flipped, arrays), compiled=compiled)
+    return FodfMetrics(**{f.name: flipped(getattr(maps, f.name)) for f in fields(maps)})
+
+
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None,
@@ -223,7 +257,6 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     starts, and returns the futures of the writes and of the arrays they share (the fixel
     directory's gives the folder it made). ``fod_name``: the input's name as given (default:
     as read), whose format the outputs take."""
-    from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
     from worker.qc_picture import write_peaks_qc_png
 
@@ -287,12 +320,11 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     futures = [submit(qc)] if "qc" in paths else []
     metrics: Future | None = None
     if params.metrics or "fixel" in paths:
-        metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count, compiled=compiled))
+        metrics = submit(lambda: _run_metrics(sh, result, compiled))
         futures.append(metrics)
     futures += [submit(task) for name, task in (("pam5", pam5), ("fixel", fixels)) if name in paths]
-    peaks = submit(lambda: (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
-                   .astype(np.float32, copy=False))
-    amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8)
+    peaks = submit(lambda: _peaks_image(result.directions, result.amplitudes))
+    amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8, copy=False)
     futures += [peaks, *images({"peaks": peaks.result, "amplitudes": lambda: amplitudes, "count": lambda: count})]
     return futures + images({name: lambda name=name: getattr(metrics.result(), name) for name in params.metrics})
 
