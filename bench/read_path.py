@@ -1,5 +1,7 @@
 """Reading and writing a whole-brain FOD: the job's NIfTI read path against the one it
-replaced (nibabel on an ISA-L-inflated copy of the file) and ISA-L's inflate alone, in one run.
+replaced (nibabel on an ISA-L-inflated copy of the file) and ISA-L's inflate alone, and the
+read with the input's sha256 taken in it against a second read of the file on a thread
+beside it (how jobs hashed their inputs before), in one run.
 
     python3 bench/read_path.py [--shape 96 96 60] [--lmax 8] [--repeats 5]
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import isal.igzip
@@ -22,7 +25,9 @@ import numpy as np
 from isal import isal_zlib
 
 from gpu.peaks import fod_phantom
+from worker.io.images import load_image_data_with_sha256
 from worker.io.nifti import load_nifti_data, read_nifti_header, save_nifti_atomic
+from worker.provenance import file_sha256
 
 
 def best(function, repeats: int) -> tuple[float, float]:
@@ -39,6 +44,14 @@ def nibabel_on_inflated_copy(path: Path) -> np.ndarray:
     """The read path before: inflate the whole file into bytes, parse it with nibabel."""
     image = nib.Nifti1Image.from_bytes(isal.igzip.decompress(path.read_bytes()))
     return np.asarray(image.get_fdata(dtype=np.float32), dtype=np.float32)
+
+
+def read_then_hash_beside(info) -> tuple[np.ndarray, str]:
+    """The read and sha256 before: the file hashed by a second read of it on a thread of its
+    own while the reading thread inflates it."""
+    with ThreadPoolExecutor(max_workers=1) as hashing:
+        sha256 = hashing.submit(file_sha256, info.path)
+        return load_nifti_data(info), sha256.result()
 
 
 def main() -> None:
@@ -63,6 +76,12 @@ def main() -> None:
         rows.append(("  ISA-L inflate alone (bytes in memory)",
                      *best(lambda: isal_zlib.decompress(compressed, wbits=31), args.repeats)))
         rows.append(("read .nii, load_nifti_data", *best(lambda: load_nifti_data(plain_info), args.repeats)))
+        for label, checked in ((".nii.gz", info), (".nii", plain_info)):
+            assert load_image_data_with_sha256(checked)[1][checked.path.name] == read_then_hash_beside(checked)[1]
+            rows.append((f"read {label} + sha256, before (file hashed beside)",
+                         *best(lambda: read_then_hash_beside(checked), args.repeats)))
+            rows.append((f"read {label} + sha256 in the same read",
+                         *best(lambda: load_image_data_with_sha256(checked), args.repeats)))
         k = 3
         outputs = {"peaks": sh[..., : 3 * k], "amplitudes": sh[..., :k]}
         for name, data in outputs.items():

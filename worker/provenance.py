@@ -8,8 +8,9 @@ import platform
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["package_versions", "generated_by", "file_sha256"]
+__all__ = ["package_versions", "generated_by", "file_sha256", "hash_to_end"]
 
 # Project-URL labels that name the source code, in order of preference.
 _CODE_URL_LABELS = ("source", "repository", "homepage")
@@ -55,6 +56,13 @@ def file_sha256(path: Path) -> str:
     """Hex sha256 of a file, read in 1 MiB blocks (hashlib releases the GIL on each)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+        hash_to_end(handle, digest)
     return digest.hexdigest()
+
+
+def hash_to_end(handle: BinaryIO, digest: "hashlib._Hash") -> None:
+    """Update ``digest`` with the rest of the open file ``handle``, read in 1 MiB blocks: what
+    a reader that hashes the bytes it takes in (the input's checksum in the same read as its
+    data) has left behind its data."""
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)

@@ -33,7 +33,7 @@ from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
 from gpu.peaks.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
 
 __all__ = ["PeaksOptions", "PeaksResult", "PreparedPeaks", "prepare_peaks", "start_preparing", "sshopm_peaks",
-           "convexity_shift"]
+           "finite_voxels", "convexity_shift"]
 
 
 @dataclass(frozen=True)
@@ -273,6 +273,22 @@ def start_preparing(lmax: int, basis: str = "mrtrix", options: PeaksOptions = Pe
     return future
 
 
+def finite_voxels(sh: np.ndarray) -> np.ndarray:
+    """Which voxels of ``sh`` (..., n_coeffs) have only finite coefficients: bool (...).
+
+    One pass over the volume: a voxel's sum in the coefficients' own precision is finite
+    unless a coefficient is NaN or infinite or the sum overflows, so only the voxels whose
+    sum is not finite are looked at coefficient by coefficient (a float64 sum of float32
+    values never overflows, but converting every value costs more than the sum)."""
+    sh = np.asarray(sh)
+    with np.errstate(over="ignore", invalid="ignore"):  # what the second look sorts out
+        finite = np.isfinite(sh.sum(axis=-1, keepdims=True))[..., 0]  # an array also for one voxel
+    suspect = ~finite
+    if suspect.any():
+        finite[suspect] = np.isfinite(sh[suspect]).all(axis=-1)
+    return finite
+
+
 def sshopm_peaks(
     sh: np.ndarray,
     *,
@@ -283,6 +299,7 @@ def sshopm_peaks(
     progress: Callable[[float], None] | None = None,
     chunk_voxels: int | None = None,
     prepared: PreparedPeaks | Future | None = None,
+    finite: np.ndarray | None = None,
 ) -> PeaksResult:
     """Fiber peaks of SH coefficients ``sh`` (..., n_coeffs) in ``basis`` (mrtrix|dipy).
 
@@ -291,6 +308,8 @@ def sshopm_peaks(
     between chunks of voxels; an exception it raises stops the run (cancellation).
     ``prepared``: a :func:`prepare_peaks` result (or a :func:`start_preparing` future) for this
     lmax, basis, options and backend; the same peaks, without preparing them again.
+    ``finite``: :func:`finite_voxels` of ``sh``, where the caller has it (a job that warned
+    about those voxels first); the same peaks, without a second pass over the volume.
     """
     started = time.perf_counter()
     sh = np.asarray(sh)
@@ -308,8 +327,12 @@ def sshopm_peaks(
         if mask.shape != spatial:
             raise ValueError(f"mask shape {mask.shape} does not match the SH volume's spatial shape {spatial}")
         selected &= mask.reshape(-1, order=order).astype(bool)
-    # One pass over the data; float64 sums of float32 values cannot overflow.
-    finite = np.isfinite(coeffs_t.sum(axis=0, dtype=np.float64))
+    if finite is None:
+        finite = finite_voxels(sh)
+    elif np.shape(finite) != spatial:
+        raise ValueError(f"finite has shape {np.shape(finite)}, not the SH volume's spatial shape {spatial}; "
+                         "pass finite_voxels(sh), or none")
+    finite = np.asarray(finite, bool).reshape(-1, order=order)
     nonfinite = int((selected & ~finite).sum())
     selected &= finite
     coeffs = coeffs_t if selected.all() else coeffs_t[:, selected]

@@ -11,6 +11,7 @@ the data whole, for both formats.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 from typing import Union
@@ -32,6 +33,7 @@ from worker.io.nifti import (
     read_nifti_header,
     save_nifti_atomic,
 )
+from worker.provenance import file_sha256
 
 __all__ = [
     "IMAGE_SUFFIXES",
@@ -39,6 +41,7 @@ __all__ = [
     "image_format",
     "read_image_header",
     "load_image_data",
+    "load_image_data_with_sha256",
     "write_image",
     "save_image",
     "check_image_limits",
@@ -83,6 +86,21 @@ def load_image_data(info: ImageInfo, dtype=np.float32, *, threads: int = 1) -> n
     """The data of a checked header, scaled by its slope/intercept (NIfTI) or scaling (MRtrix);
     a large .nii.gz inflated on ``threads`` threads (:func:`worker.io.nifti.load_nifti_data`)."""
     return load_mif_data(info, dtype) if isinstance(info, MifInfo) else load_nifti_data(info, dtype, threads=threads)
+
+
+def load_image_data_with_sha256(info: ImageInfo, dtype=np.float32, *,
+                                threads: int = 1) -> tuple[np.ndarray, dict[str, str]]:
+    """:func:`load_image_data`, and the hex sha256 of each file holding the image by file name
+    (:func:`worker.provenance.file_sha256`'s digests: of a ``.gz`` file as stored), the data
+    file's taken from the bytes the read takes in rather than by reading it again; an
+    ``.mih`` header's, a few kilobytes, apart."""
+    digest = hashlib.sha256()
+    if isinstance(info, MifInfo):
+        data = load_mif_data(info, dtype, digest=digest)
+        header = {} if info.data_path == info.path else {info.path.name: file_sha256(info.path)}
+        return data, {**header, info.data_path.name: digest.hexdigest()}
+    data = load_nifti_data(info, dtype, threads=threads, digest=digest)
+    return data, {info.path.name: digest.hexdigest()}
 
 
 def write_image(

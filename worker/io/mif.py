@@ -22,6 +22,7 @@ and flipped to lie nearest to RAS, the strides saying how they are stored), whic
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
 from worker.io.gzip_blocks import write_gzip
 from worker.io.nifti import read_gzip_range
+from worker.provenance import hash_to_end
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
 
@@ -329,16 +331,24 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
     return MifInfo(path, tuple(dims), tuple(vox), layout, datatype, transform, scaling, data_path, offset, keyval)
 
 
-def _read_exactly(info: MifInfo) -> memoryview:
-    """The stored data bytes, read (and for ``.gz`` inflated) no further than they go."""
+def _read_exactly(info: MifInfo, digest: "hashlib._Hash | None" = None) -> memoryview:
+    """The stored data bytes, read (and for ``.gz`` inflated) no further than they go;
+    ``digest``: updated with every byte of the data file, read to its end."""
     try:
         if info.compressed:
-            data = read_gzip_range(info.data_path, info.data_offset, info.data_bytes)
+            data = read_gzip_range(info.data_path, info.data_offset, info.data_bytes, digest)
         else:
             buffer = bytearray(info.data_bytes)
             with open(info.data_path, "rb") as stream:
-                stream.seek(info.data_offset)
+                if digest is None:
+                    stream.seek(info.data_offset)
+                else:
+                    for start in range(0, info.data_offset, 1 << 20):  # a header of up to 16 MiB
+                        digest.update(stream.read(min(1 << 20, info.data_offset - start)))
                 data = memoryview(buffer)[: stream.readinto(buffer)]
+                if digest is not None:
+                    digest.update(data)
+                    hash_to_end(stream, digest)
     except _STREAM_ERRORS as exc:
         raise InputError(
             "Unreadable MRtrix image data",
@@ -353,13 +363,15 @@ def _read_exactly(info: MifInfo) -> memoryview:
     return data
 
 
-def load_mif_data(info: MifInfo, dtype=np.float32) -> np.ndarray:
+def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | None" = None) -> np.ndarray:
     """The data array of a checked header, in array order (see :class:`MifInfo`).
 
     ``dtype`` given: values ``offset + scale × stored`` (the header's ``scaling``) as ``dtype``.
     ``dtype=None``: the stored values themselves, unscaled, in native byte order.
+    ``digest`` (a :mod:`hashlib` object): updated with every byte of the file holding the
+    data (``info.data_path``) in the same read.
     """
-    buffer = _read_exactly(info)
+    buffer = _read_exactly(info, digest)
     count = math.prod(info.dims)
     if info.datatype.lower() == "bit":
         # MRtrix3 packs bits most significant first (core/raw.h, BITMASK 0x80 >> i%8).

@@ -16,6 +16,7 @@ import math
 import os
 import zlib
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -29,6 +30,7 @@ from nibabel.volumeutils import apply_read_scaling, native_code, seek_tell
 from worker.io.atomic import atomic_path
 from worker.io.gzip_blocks import write_gzip
 from worker.errors import InputError, without_path
+from worker.provenance import hash_to_end
 
 __all__ = [
     "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_range", "INFLATER_BYTES",
@@ -314,16 +316,47 @@ def _read_exactly(stream, size: int, what: str) -> np.ndarray:
     return buffer
 
 
-def read_gzip_range(path: Path, offset: int, size: int) -> memoryview:
+def read_gzip_range(path: Path, offset: int, size: int, digest: "hashlib._Hash | None" = None) -> memoryview:
     """Bytes ``offset`` to ``offset + size`` of what gzip file ``path`` inflates to (fewer if
     it inflates to less, or is cut short), inflated straight into one buffer; nothing past
-    them is inflated."""
+    them is inflated. ``digest``: updated with every byte of the file, those the inflate
+    took in and then the rest, read (not inflated) to the end."""
     buffer = bytearray(max(offset, size))
     with open(path, "rb") as handle:
-        stream = _GzipInflater(handle)
+        stream = _GzipInflater(handle, digest=digest)
         if _fill(stream, memoryview(buffer)[:offset]) < offset:
-            return memoryview(b"")
-        return memoryview(buffer)[: _fill(stream, memoryview(buffer)[:size])]
+            data = memoryview(b"")
+        else:
+            data = memoryview(buffer)[: _fill(stream, memoryview(buffer)[:size])]
+        if digest is not None:
+            hash_to_end(handle, digest)
+    return data
+
+
+class _HashingReader:
+    """An open file's ``readinto`` that also updates ``digest`` with the bytes it reads."""
+
+    def __init__(self, handle: BinaryIO, digest: "hashlib._Hash"):
+        self._handle = handle
+        self._digest = digest
+
+    def readinto(self, view: memoryview) -> int:
+        count = self._handle.readinto(view)
+        self._digest.update(view[:count])
+        return count
+
+
+def _hash_beside(path: Path, digest: "hashlib._Hash") -> "Future[None]":
+    """Update ``digest`` with the whole file at ``path`` on a thread of its own."""
+    def whole_file() -> None:
+        with open(path, "rb") as handle:
+            hash_to_end(handle, digest)
+
+    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-sha256")
+    try:
+        return hashing.submit(whole_file)
+    finally:
+        hashing.shutdown(wait=False)  # the thread ends with its task
 
 
 def _read_stored(stream) -> tuple[nib.Nifti1Header, np.ndarray]:
@@ -418,7 +451,8 @@ def _read_gzip_parallel(info: NiftiInfo, threads: int) -> tuple[nib.Nifti1Header
     return header, stored
 
 
-def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1) -> np.ndarray:
+def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1,
+                    digest: "hashlib._Hash | None" = None) -> np.ndarray:
     """The data array of a checked file, shape ``info.shape``, x fastest (Fortran order).
 
     ``dtype`` given: the values nibabel's ``get_fdata(dtype=np.float32)`` gives (scaled by
@@ -431,29 +465,42 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1) -> n
     ``threads`` > 1 inflates a large file on that many threads instead (rapidgzip): for one
     job on an otherwise idle machine; many jobs at once keep one thread each, which costs
     the fewest CPU seconds.
+
+    ``digest`` (a :mod:`hashlib` object): updated with every byte of the file in the same
+    read (the compressed bytes of a .nii.gz as they are inflated; a read that succeeds goes
+    to the end of the file), so that a job knows its input's checksum without reading the
+    file twice; a read on several threads hashes the file beside them, on a thread of its own.
     """
     role = info.path.name
     stream = None
+    hashing = None
     try:
         parallel = None
         if threads > 1 and info.path.name.endswith(".gz") and info.path.stat().st_size >= _PARALLEL_INFLATE_BYTES:
+            if digest is not None:
+                # rapidgzip reads the file itself; hashed here once, whichever read follows
+                hashing, digest = _hash_beside(info.path, digest), None
             parallel = _read_gzip_parallel(info, threads)
         if parallel is not None:
             header, stored = parallel
         else:
             with open(info.path, "rb") as handle:
                 if info.path.name.endswith(".gz"):
-                    stream = _GzipInflater(handle)
+                    stream = _GzipInflater(handle, digest=digest)
                     header, stored = _read_stored(stream)
                     if stream.skip(_TRAILING_SLACK) > _TRAILING_SLACK:
                         raise _longer_than_header(role)
-                else:
+                elif digest is None:
                     header, stored = _read_stored(handle)
+                else:
+                    header, stored = _read_stored(_HashingReader(handle, digest))
+                    hash_to_end(handle, digest)
         if stream is not None and stream.cut_short:
             raise _damaged_gzip(role, stream.cut_short)
         if dtype is None:
-            return stored.astype(stored.dtype.newbyteorder("="), copy=False)
-        return _scaled(stored, header, np.dtype(np.float32)).astype(dtype, copy=False)
+            data = stored.astype(stored.dtype.newbyteorder("="), copy=False)
+        else:
+            data = _scaled(stored, header, np.dtype(np.float32)).astype(dtype, copy=False)
     except MemoryError:
         raise InputError(
             "Out of memory",
@@ -474,6 +521,12 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1) -> n
             "Unreadable NIfTI data",
             f"the data of {info.path.name!r} could not be read ({exc}); the file is probably truncated or damaged",
         ) from None
+    finally:
+        if hashing is not None:
+            wait([hashing])  # nothing reads the file on after the caller moves on
+    if hashing is not None:
+        hashing.result()
+    return data
 
 
 def derived_image(reference: NiftiInfo, data: np.ndarray) -> nib.Nifti1Image:

@@ -35,7 +35,7 @@ import tarfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -46,7 +46,7 @@ from worker.errors import InputError
 from worker.io.atomic import atomic_path, write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind, UploadedInput
 from worker.params.peaks import METRICS, PeaksParams
-from worker.provenance import file_sha256, generated_by, package_versions
+from worker.provenance import generated_by, package_versions
 
 #: The image files a peaks job reads (NIfTI or MRtrix), longest suffix of a kind last.
 IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
@@ -56,6 +56,7 @@ _jobs_written = 0  # by this process (see _compiled_writers)
 _imports = threading.Lock()
 
 if TYPE_CHECKING:
+    from gpu.peaks.fodf_metrics import FodfMetrics
     from gpu.peaks.search import PeaksOptions, PeaksResult, PreparedPeaks
     from worker.io.images import ImageInfo
 
@@ -157,31 +158,18 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
     return info, mask_info
 
 
-def _input_checksums(infos: dict[str, "ImageInfo | None"], uploaded: dict[str, UploadedInput]) -> dict[str, str]:
-    """sha256 of each input by file name: of the files holding the image (an ``.mih`` header
-    and its data file), or, for an image stored in another form than it was uploaded in
-    (``uploaded``, by role), of the uploaded file (hashed when it was received)."""
-    digests = {}
-    for role, info in infos.items():
-        if info is None:
-            continue
-        if role in uploaded:
-            digests[uploaded[role].name] = uploaded[role].sha256
-            continue
-        for path in dict.fromkeys((info.path, getattr(info, "data_path", info.path))):
-            digests[path.name] = file_sha256(path)
-    return digests
+def _read_input(info: "ImageInfo", role: str, uploaded: dict[str, UploadedInput],
+                threads: int = 1) -> tuple[np.ndarray, dict[str, str]]:
+    """An input's data as float32 and its sha256 by file name: of the files holding the image
+    (an ``.mih`` header and its data file), taken in the read
+    (:func:`worker.io.images.load_image_data_with_sha256`), or, for an image stored in
+    another form than it was uploaded in (``uploaded``, by role), of the uploaded file
+    (hashed when it was received)."""
+    from worker.io.images import load_image_data, load_image_data_with_sha256
 
-
-def _start_input_checksums(infos: dict[str, "ImageInfo | None"],
-                           uploaded: dict[str, UploadedInput]) -> "Future[dict[str, str]]":
-    """:func:`_input_checksums` on a thread of its own (hashlib releases the GIL), so that
-    a job hashes its inputs while it inflates them rather than in the writing stage."""
-    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="input-sha256")
-    try:
-        return hashing.submit(_input_checksums, infos, uploaded)
-    finally:
-        hashing.shutdown(wait=False)  # the thread ends with its task
+    if role in uploaded:
+        return load_image_data(info, threads=threads), {uploaded[role].name: uploaded[role].sha256}
+    return load_image_data_with_sha256(info, threads=threads)
 
 
 def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
@@ -227,6 +215,39 @@ def warm_up_writers() -> float:
     return time.perf_counter() - started
 
 
+def _peaks_image(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
+    """The ``sh2peaks`` image (..., 3K) float32 of unit ``directions`` (..., K, 3) and
+    ``amplitudes`` (..., K): volume 3k + i is amplitude_k × direction_k[i]. Made in the order
+    NIfTI stores it (first axis fastest, volumes last), a volume at a time, so that the
+    writer takes it without copying it into that order."""
+    spatial, k = amplitudes.shape[:-1], amplitudes.shape[-1]
+    image = np.empty((*spatial, 3 * k), np.float32, order="F")
+    for peak in range(k):
+        for axis in range(3):
+            np.multiply(directions[..., peak, axis], amplitudes[..., peak], out=image[..., 3 * peak + axis])
+    return image
+
+
+def _run_metrics(sh: np.ndarray, result: "PeaksResult", compiled: bool) -> "FodfMetrics":
+    """:func:`gpu.peaks.fodf_metrics.fodf_metrics` of a run, computed with the spatial axes in
+    the order in which the engine's voxels lie in memory (reversed for a NIfTI volume, whose
+    first axis is fastest), so that its compiled pass reads the arrays without first copying
+    them into C order; the maps come back as views on the input's axes, the 3D ones in
+    NIfTI's order (written without a copy)."""
+    from gpu.peaks.fodf_metrics import FodfMetrics, fodf_metrics
+
+    arrays = (sh, result.directions, result.amplitudes, result.count)
+    d = result.count.ndim
+    if result.count.flags.c_contiguous or not result.count.T.flags.c_contiguous:
+        return fodf_metrics(*arrays, compiled=compiled)
+
+    def flipped(a: np.ndarray) -> np.ndarray:  # its own inverse
+        return a.transpose(*range(d - 1, -1, -1), *range(d, a.ndim))
+
+    maps = fodf_metrics(*map(flipped, arrays), compiled=compiled)
+    return FodfMetrics(**{f.name: flipped(getattr(maps, f.name)) for f in fields(maps)})
+
+
 def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", params: PeaksParams,
                    outputs: PeaksOutputs, fixel_archive: bool, submit: Callable[[Callable[[], object]], Future],
                    paths: dict[str, list[Path]], compress_threads: int | None = None,
@@ -236,7 +257,6 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     starts, and returns the futures of the writes and of the arrays they share (the fixel
     directory's gives the folder it made). ``fod_name``: the input's name as given (default:
     as read), whose format the outputs take."""
-    from gpu.peaks.fodf_metrics import fodf_metrics
     from worker.io.images import save_image
     from worker.qc_picture import write_peaks_qc_png
 
@@ -300,12 +320,11 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     futures = [submit(qc)] if "qc" in paths else []
     metrics: Future | None = None
     if params.metrics or "fixel" in paths:
-        metrics = submit(lambda: fodf_metrics(sh, result.directions, result.amplitudes, result.count, compiled=compiled))
+        metrics = submit(lambda: _run_metrics(sh, result, compiled))
         futures.append(metrics)
     futures += [submit(task) for name, task in (("pam5", pam5), ("fixel", fixels)) if name in paths]
-    peaks = submit(lambda: (result.directions * result.amplitudes[..., None]).reshape(*info.shape[:3], 3 * k)
-                   .astype(np.float32, copy=False))
-    amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8)
+    peaks = submit(lambda: _peaks_image(result.directions, result.amplitudes))
+    amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8, copy=False)
     futures += [peaks, *images({"peaks": peaks.result, "amplitudes": lambda: amplitudes, "count": lambda: count})]
     return futures + images({name: lambda name=name: getattr(metrics.result(), name) for name in params.metrics})
 
@@ -314,8 +333,9 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
 class PeaksInputs:
     """A peaks job's inputs in memory: the checked headers, the SH volume (x, y, z, coeffs)
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
-    ``warnings`` about voxels left out (non-finite coefficients), ``sha256``, the files'
-    checksums by file name, taken meanwhile (a future), ``prepared``, the engine's
+    ``warnings`` about voxels left out (non-finite coefficients), ``finite``, which voxels
+    have only finite coefficients (x, y, z) bool, for the engine, ``sha256``, the files'
+    checksums by file name, taken in the read, ``prepared``, the engine's
     preparation started while they were read (a future, or None), and
     ``uploaded``: by role, the uploaded form of an input stored in another (a service's
     ``.nii.gz`` kept inflated), whose name and sha256 the outputs give."""
@@ -326,7 +346,8 @@ class PeaksInputs:
     mask: np.ndarray | None
     seconds: float
     warnings: list[str]
-    sha256: "Future[dict[str, str]]"
+    finite: np.ndarray
+    sha256: dict[str, str]
     prepared: "Future[PreparedPeaks] | None" = None
     uploaded: dict[str, UploadedInput] = field(default_factory=dict)
 
@@ -347,10 +368,10 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     and kernels: :func:`gpu.peaks.search.start_preparing`) while this thread inflates the
     volume, on ``inflate_threads`` threads where it is a large .nii.gz (one job alone on a
     machine; a batch or a worker running several jobs keeps one each). The files' sha256
-    for the sidecar is taken meanwhile on a thread of its own. ``uploaded``: see
+    for the sidecar is taken from the bytes the same read takes in. ``uploaded``: see
     :class:`PeaksInputs`.
     """
-    from worker.io.images import load_image_data
+    from gpu.peaks.search import finite_voxels
 
     started = time.perf_counter()
     info, mask_info = check_peaks_inputs(fod, mask, params)
@@ -362,18 +383,22 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
     uploaded = dict(uploaded or {})
-    sha256 = _start_input_checksums({"fod": info, "mask": mask_info}, uploaded)
     try:
-        sh = load_image_data(info, threads=inflate_threads)
+        sh, sha256 = _read_input(info, "fod", uploaded, inflate_threads)
         mask_array = None
         if mask_info is not None:
-            mask_array = load_image_data(mask_info).reshape(info.shape[:3]) > 0
-        inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], sha256, prepared, uploaded)
-        inputs.warnings = _finite_voxels_warnings(sh, mask_array, inputs.name("fod"))
+            mask_values, mask_sha256 = _read_input(mask_info, "mask", uploaded)
+            mask_array = mask_values.reshape(info.shape[:3]) > 0
+            sha256.update(mask_sha256)
+        # One pass finds them for the warnings and the engine (compute_peaks).
+        finite = finite_voxels(sh)
+        inputs = PeaksInputs(info, mask_info, sh, mask_array, 0.0, [], finite, sha256, prepared, uploaded)
+        inputs.warnings = _finite_voxels_warnings(finite, mask_array, inputs.name("fod"))
     except BaseException:
         # A job that fails here ends with its background work: nothing keeps running on
-        # (the preparation's CPU loop, the hashing) after the caller has moved on.
-        wait([future for future in (prepared, sha256) if future is not None])
+        # (the preparation's CPU loop) after the caller has moved on.
+        if prepared is not None:
+            wait([prepared])
         raise
     inputs.seconds = time.perf_counter() - started
     return inputs
@@ -387,7 +412,7 @@ def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
     from gpu.peaks.search import sshopm_peaks
 
     return sshopm_peaks(inputs.sh, basis=params.basis, mask=inputs.mask, options=engine_options(params),
-                        backend=params.backend, progress=progress, prepared=inputs.prepared)
+                        backend=params.backend, progress=progress, prepared=inputs.prepared, finite=inputs.finite)
 
 
 def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,
@@ -415,7 +440,6 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
                 for write in writes:
                     write.cancel()  # those not started yet
                 raise
-            sha256 = inputs.sha256.result()
     except BaseException:
         # No partial set of outputs stays behind. Each file appeared whole (atomic rename) or
         # not at all; so did the fixel directory, removed only where this run made it (its
@@ -436,7 +460,7 @@ def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: Peak
         "job": "peaks",
         "generated_by": generated_by(),
         "input": {"fod": inputs.name("fod"), "mask": inputs.name("mask"),
-                  "shape": list(info.shape), "dtype": str(info.dtype), "sha256": sha256},
+                  "shape": list(info.shape), "dtype": str(info.dtype), "sha256": inputs.sha256},
         "parameters": params.model_dump(),
         "sh_basis": params.basis,
         "outputs": {name: [str(path.relative_to(outputs.folder)) for path in paths] for name, paths in written.items()},
@@ -476,9 +500,10 @@ def run_peaks(
 # which tracemalloc sees (Pillow's own were not traced), took 10-14 MiB at 2k to 3.7M voxels;
 # with 10 bytes a voxel on top, below.
 _QC_FIXED_BYTES = 16 << 20
-# Beside the read, the input's sha256 holds up to two 1 MiB blocks (the one hashed, the next
-# read); the images written at once hold their compressors' blocks (1.5 MB over the
-# per-voxel terms at 2k voxels, tracemalloc; 3 MiB leaves room for thread timing).
+# Beside the read, the input's sha256 holds up to two 1 MiB blocks (a .nii's bytes past its
+# data, read to be hashed; a file hashed beside a read on several threads); the images
+# written at once hold their compressors' blocks (1.5 MB over the per-voxel terms at 2k
+# voxels, tracemalloc; 3 MiB leaves room for thread timing).
 _CHECKSUM_BLOCK_BYTES = 2 << 20
 _WRITERS_FIXED_BYTES = 3 << 20
 
@@ -523,16 +548,15 @@ def _memory(inputs: dict[str, Path], params: PeaksParams) -> int:
     return peaks_memory_bytes(inputs["fod"], inputs.get("mask"), params.npeaks, params.qc)
 
 
-def _finite_voxels_warnings(sh: np.ndarray, mask: np.ndarray | None, name: str) -> list[str]:
-    """Warnings about voxels with non-finite coefficients; :class:`InputError` when no voxel is
-    left to compute."""
-    # a float64 sum per voxel is non-finite exactly when a coefficient is (float32 inputs)
-    finite = np.isfinite(sh.sum(axis=-1, dtype=np.float64))
+def _finite_voxels_warnings(finite: np.ndarray, mask: np.ndarray | None, name: str) -> list[str]:
+    """Warnings about voxels with non-finite coefficients (``finite`` False: see
+    :func:`gpu.peaks.search.finite_voxels`); :class:`InputError` when no voxel is left to
+    compute."""
     where = "" if mask is None else " inside the mask"
     if mask is not None:
         if not mask.any():
             raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
-        finite &= mask
+        finite = finite & mask  # not in place: the engine gets the flags too
         selected = int(mask.sum())
     else:
         selected = finite.size

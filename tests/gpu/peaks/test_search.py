@@ -11,7 +11,7 @@ import pytest
 
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.peak_matching import exact_peak_offsets, match_peaks
-from gpu.peaks.search import PeaksOptions, sshopm_peaks
+from gpu.peaks.search import PeaksOptions, finite_voxels, sshopm_peaks
 from gpu.peaks.symmetric_tensor import sh_to_tensor, tensor_value
 
 
@@ -153,6 +153,48 @@ def test_nonfinite_voxels_give_nan_peaks_and_are_counted():
     nothing = sshopm_peaks(np.full((2, 2, 45), np.nan, np.float32), backend="cpu")
     assert nothing.stats["nonfinite_voxels"] == 4 and (nothing.count == 0).all()
     assert nothing.stats["starts_climbed_per_voxel"] == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_finite_voxels_match_a_coefficient_by_coefficient_check(dtype, order):
+    """finite_voxels against np.isfinite of every coefficient, including voxels of finite
+    values whose sum overflows the dtype (finite, whatever the sum says)."""
+    big = np.finfo(dtype).max
+    sh = np.asarray(phantom((4, 3, 5), 4, seed=2)["sh"], dtype=dtype, order=order)
+    sh[0, 0, 0, :] = big  # sums to inf, all finite
+    sh[0, 1, 0, :2] = (big, -big)
+    sh[1, 1, 1, 3] = np.nan
+    sh[2, 0, 4, 0] = np.inf
+    sh[3, 2, 2, :2] = (np.inf, -np.inf)  # sums to NaN
+    sh[3, 0, 1, 14] = -np.inf
+    sh[2, 2, 2, :] = np.nan
+    expected = np.isfinite(sh).all(axis=-1)
+    assert expected.sum() == 60 - 5
+    np.testing.assert_array_equal(finite_voxels(sh), expected)
+    np.testing.assert_array_equal(finite_voxels(sh[1, 1, 1]), False)  # one voxel: (n_coeffs,)
+    np.testing.assert_array_equal(finite_voxels(sh[0, 0, 0]), True)
+
+
+def test_given_finite_flags_stand_in_for_the_search_own_pass():
+    """``finite`` is what the search leaves out, as its own pass would (a job passes the
+    flags it warned about); flags of the wrong shape are refused."""
+    shape = (4, 4, 3)
+    sh = np.asfortranarray(phantom(shape, 6, seed=4)["sh"].astype(np.float32))
+    sh[1, 2, 0, 5] = np.nan
+    sh[3, 3, 2, :] = np.inf
+    alone = sshopm_peaks(sh, backend="cpu")
+    given = sshopm_peaks(sh, backend="cpu", finite=np.isfinite(sh).all(axis=-1))
+    assert given.stats["nonfinite_voxels"] == alone.stats["nonfinite_voxels"] == 2
+    for name in ("directions", "amplitudes", "count"):
+        np.testing.assert_array_equal(getattr(given, name), getattr(alone, name))
+    # the flags are taken as given: a voxel flagged non-finite is left out
+    flags = finite_voxels(sh)
+    flags[0, 0, 0] = False
+    left_out = sshopm_peaks(sh, backend="cpu", finite=flags)
+    assert left_out.stats["nonfinite_voxels"] == 3 and left_out.count[0, 0, 0] == 0 < alone.count[0, 0, 0]
+    with pytest.raises(ValueError, match=r"finite has shape \(4, 4\), not the SH volume's spatial shape"):
+        sshopm_peaks(sh, backend="cpu", finite=flags[..., 0])
 
 
 @pytest.mark.parametrize(

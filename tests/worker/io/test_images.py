@@ -4,6 +4,7 @@ header), and outputs written on the input's grid in either format."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import zlib
 
 import nibabel as nib
@@ -12,7 +13,10 @@ import pytest
 
 from tests.worker.io.grids import oblique_affine, save_nifti
 from worker.errors import InputError
-from worker.io.images import check_image_data, check_image_limits, image_format, load_image_data, read_image_header, save_image
+from worker.io.images import (
+    check_image_data, check_image_limits, image_format, load_image_data, load_image_data_with_sha256, read_image_header,
+    save_image, write_image,
+)
 from worker.io.mif import read_mif_header, write_mif
 
 LIMITS = {"max_input_bytes": 1 << 20, "max_voxels": 10_000}
@@ -121,3 +125,18 @@ def test_save_image_puts_data_on_the_reference_grid(tmp_path, mrtrix, source, ou
                                np.loadtxt(mrtrix("mrinfo", reference, "-transform").splitlines()), atol=1e-5)
     if source == output == ".mif":
         assert read_mif_header(written).keyval == {"comments": "subject 01"}
+
+
+@pytest.mark.parametrize("name", ["fod.nii.gz", "fod.nii", "fod.mif", "fod.mif.gz", "fod.mih"])
+def test_the_read_gives_the_sha256_of_each_file_holding_the_image(tmp_path, name):
+    """The array load_image_data gives, and hashlib's sha256 of each file as stored (an
+    .mih header and its .dat file: two), from the same read."""
+    data = np.random.default_rng(6).standard_normal((5, 4, 3, 6)).astype(np.float32)
+    path = tmp_path / name
+    write_image(path, data, oblique_affine())
+    info = read_image_header(path, "FOD")
+    values, sha256 = load_image_data_with_sha256(info)
+    np.testing.assert_array_equal(values, load_image_data(info))
+    files = [path, path.with_suffix(".dat")] if name.endswith(".mih") else [path]
+    assert all(file.stat().st_size > 0 for file in files)
+    assert sha256 == {file.name: hashlib.sha256(file.read_bytes()).hexdigest() for file in files}

@@ -5,6 +5,7 @@ bit for bit; and the writer against nibabel's own bytes."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 
 import nibabel as nib
 import numpy as np
@@ -124,6 +125,30 @@ def test_multi_member_gzip_and_zero_padding(tmp_path, threads):
     path.write_bytes(b"".join(gzip.compress(raw[a:b]) for a, b in zip(cuts, cuts[1:])) + b"\0" * 700)
     assert same_bits(load_nifti_data(read_nifti_header(path, "FOD"), threads=threads),
                      nib.load(path).get_fdata(dtype=np.float32))
+
+
+@pytest.mark.parametrize("layout", ["one member", "members and zero padding", "uncompressed, bytes past the data"])
+def test_the_read_hashes_every_byte_of_the_file(tmp_path, layout, threads):
+    """``digest`` ends as hashlib's sha256 of the whole file as stored, whichever way it was
+    read: one member, several with zero padding (which rapidgzip turns down: the read on
+    one thread that follows must not hash again), or a .nii with bytes after its data."""
+    stored = np.random.default_rng(5).standard_normal((9, 8, 7, 15)).astype(np.float32)
+    plain = tmp_path / "image.nii"
+    write_nifti(plain, stored, version=1, byteorder="<", slope=1.0, inter=0.0)
+    raw = plain.read_bytes()
+    path = tmp_path / "image.nii.gz"
+    if layout == "one member":
+        path.write_bytes(gzip.compress(raw))
+    elif layout == "members and zero padding":
+        cuts = [0, 352, 20_000, len(raw)]
+        path.write_bytes(b"\0".join(gzip.compress(raw[a:b]) for a, b in zip(cuts, cuts[1:])) + b"\0" * 700)
+    else:
+        path = plain
+        path.write_bytes(raw + b"not image data" * 100)
+    digest = hashlib.sha256()
+    values = load_nifti_data(read_nifti_header(path, "FOD"), threads=threads, digest=digest)
+    assert same_bits(values, stored)
+    assert digest.hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.parametrize("damage", ["truncated data", "truncated stream", "no trailer", "corrupt stream", "bad crc",

@@ -122,6 +122,22 @@ def test_run_peaks_writes_sh2peaks_layout_on_the_input_grid(fod, tmp_path):
     assert on_disk["options"]["starts"] == 128 and on_disk["options"]["npeaks"] == 3
 
 
+@pytest.mark.parametrize("suffix", [".nii", ".mif", ".mih"])
+def test_the_sidecar_holds_the_sha256_of_every_input_file(fod, tmp_path, suffix):
+    """The checksums the read takes are hashlib's of the files as stored, by file name: a
+    .nii, a .mif, an .mih header and its data file, a .nii.gz mask."""
+    from worker.io.images import write_image
+
+    image = nib.load(fod["path"])
+    path = tmp_path / f"fod{suffix}"
+    write_image(path, np.asarray(image.dataobj), image.affine)
+    sidecar = run_peaks(path, PeaksOutputs.in_folder(tmp_path / "out"), PeaksParams(backend="cpu", qc=False),
+                        mask=fod["mask_path"])
+    files = [path, path.with_suffix(".dat")] if suffix == ".mih" else [path]
+    assert sidecar["input"]["sha256"] == {file.name: hashlib.sha256(file.read_bytes()).hexdigest()
+                                          for file in (*files, fod["mask_path"])}
+
+
 def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
     outputs = PeaksOutputs.with_prefix(tmp_path / "sub" / "case")
     params = PeaksParams(npeaks=2, relative_threshold=0.6, starts=64, metrics=["none"])

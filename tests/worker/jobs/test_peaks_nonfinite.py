@@ -50,6 +50,35 @@ def test_nonfinite_voxels_are_warned_about_and_the_rest_computed(partly_nan, tmp
     assert (count > 0).sum() == 33
 
 
+def test_the_warning_and_the_engine_share_one_pass_over_the_volume(partly_nan, tmp_path, monkeypatch):
+    """The job finds the non-finite voxels once: the flags behind its warning are what the
+    engine leaves out; the stats, warning and images are those of the engine's own pass
+    (``sshopm_peaks`` alone) and of a float64 count of the bad voxels."""
+    import gpu.peaks.search
+
+    sh, path = partly_nan
+    passes = []
+
+    def counted(volume, _finite_voxels=gpu.peaks.search.finite_voxels):
+        passes.append(volume.shape)
+        return _finite_voxels(volume)
+
+    monkeypatch.setattr(gpu.peaks.search, "finite_voxels", counted)
+    outputs = PeaksOutputs.in_folder(tmp_path / "out")
+    sidecar = run_peaks(path, outputs, PeaksParams(backend="cpu"))
+    assert passes == [sh.shape]
+    bad = int((~np.isfinite(sh.astype(np.float64)).all(axis=-1)).sum())
+    assert sidecar["nonfinite_voxels"] == bad == 3 and sidecar["voxels_processed"] == 36 - bad
+    monkeypatch.undo()
+    alone = sshopm_peaks(sh, backend="cpu")
+    assert sidecar["nonfinite_voxels"] == alone.stats["nonfinite_voxels"]
+    peaks = np.asarray(nib.load(outputs.path("peaks", ".nii.gz")).dataobj)
+    expected = (alone.directions * alone.amplitudes[..., None]).reshape(*SHAPE, -1)
+    np.testing.assert_array_equal(peaks, expected)
+    np.testing.assert_array_equal(np.asarray(nib.load(outputs.path("amplitudes", ".nii.gz")).dataobj),
+                                  alone.amplitudes)
+
+
 def test_a_mask_counts_only_its_voxels(partly_nan, tmp_path):
     sh, path = partly_nan
     mask = np.ones(SHAPE, np.uint8)
