@@ -1,7 +1,7 @@
 """CUDA backend of SS-HOPM, in up to six launches per chunk of voxels.
 
 0. ``sh_to_tensor_cuda`` (gpu.peaks.kernels_cuda): SH coefficients → unique tensor entries
-   (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix).
+   (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix, its non-zero entries).
 1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
    every start evaluates A x^(m−1) and A x^m and the voxel's seeds are listed (in two passes:
@@ -43,9 +43,13 @@ __all__ = ["run_sshopm_cuda", "load_cuda_runtime"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
-CONVERT_THREADS = 256
-# Unique tensor entries one thread of the convert kernel computes (gpu.peaks.kernels_cuda).
-ENTRIES_PER_THREAD = 5
+# sh_to_tensor_cuda's block (gpu.peaks.kernels_cuda.CONVERT_VOXELS, CONVERT_WARPS; not
+# imported from there, which would load numba)
+CONVERT_VOXELS = 32
+CONVERT_THREADS = CONVERT_VOXELS * 8
+# Entries of the SH→tensor matrix below this fraction of its largest are rounding residue
+# of exact zeros (at most 6e-15 at lmax 2–12, the true entries at least 3e-5 of the largest).
+SH2T_ZERO = 1e-9
 
 # The CUDA kernels of an order compile in about this many times the CPU loop's seconds
 # (19 s against 10 s at lmax 8 on an H100 host): what a first run is told to expect.
@@ -139,6 +143,18 @@ def _packed(counts: np.ndarray) -> tuple[np.ndarray, int]:
     return first, int(first[-1] + counts[-1]) if counts.size else 0
 
 
+def _nonzero_rows(sh2t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The SH→tensor matrix (unique entries, SH coefficients) in compressed rows: (first,
+    columns, values) such that row k's non-zero entries are values[first[k]:first[k + 1]]
+    in columns columns[first[k]:first[k + 1]], ascending; entries below SH2T_ZERO of the
+    largest count as zero."""
+    keep = np.abs(sh2t) > SH2T_ZERO * np.abs(sh2t).max()
+    first = np.zeros(sh2t.shape[0] + 1, np.int32)
+    np.cumsum(keep.sum(axis=1), out=first[1:])
+    rows, columns = np.nonzero(keep)
+    return first, columns.astype(np.int32), np.asarray(sh2t, np.float32)[rows, columns]
+
+
 def _climb_arrays(api, climbs: int) -> tuple:
     """Device arrays for ``climbs`` results: directions, λ, iterations, flags (CLIMB_*)."""
     size = max(climbs, 1)
@@ -173,10 +189,7 @@ def run_sshopm_cuda(
     n_unique = sh2t.shape[0]
     started = time.perf_counter()
     d_coeffs = api.to_device(np.ascontiguousarray(coeffs, np.float32))
-    groups = (n_unique + ENTRIES_PER_THREAD - 1) // ENTRIES_PER_THREAD
-    sh2t_rows = np.zeros((groups * ENTRIES_PER_THREAD, sh2t.shape[1]), np.float32)
-    sh2t_rows[:n_unique] = sh2t
-    d_sh2t = api.to_device(sh2t_rows)
+    d_sh2t = tuple(api.to_device(part) for part in _nonzero_rows(sh2t))
     d_alphas = api.to_device(np.ascontiguousarray(alphas, np.float32))
     d_starts = api.to_device(np.ascontiguousarray(starts, np.float32))
     d_neighbors = api.to_device(np.ascontiguousarray(neighbors, np.int32))
@@ -190,7 +203,7 @@ def run_sshopm_cuda(
     d_stats = api.to_device(np.zeros((n, N_STATS), np.int32))
     d_hist = api.to_device(np.zeros(HIST_BINS, np.int32))
     chunk = min(chunk_voxels, max(n, 1))
-    d_tensors = api.device_array((groups * ENTRIES_PER_THREAD, chunk), np.float32)
+    d_tensors = api.device_array((n_unique, chunk), np.float32)
     d_slots = api.device_array((chunk, n_starts), np.uint8)
     # Start values of the seeds, read only by bound_cuda.
     d_values = api.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
@@ -222,8 +235,8 @@ def run_sshopm_cuda(
         values = part(d_values, 0, m) if iparams[P_BOUNDED] else d_values
         n_seeds_m = part(d_n_seeds, 0, m)
         seed_args = (tensors, d_starts, d_neighbors, d_steps, d_fparams, d_iparams, slots, values, n_seeds_m)
-        convert = kernels["sh_to_tensor_cuda"][(m * groups + CONVERT_THREADS - 1) // CONVERT_THREADS, CONVERT_THREADS]
-        phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), d_sh2t, tensors)
+        convert = kernels["sh_to_tensor_cuda"][(m + CONVERT_VOXELS - 1) // CONVERT_VOXELS, CONVERT_THREADS]
+        phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), *d_sh2t, tensors)
         phases["seed"] += timed(seed_kernel[m, n_starts], *seed_args)
         n_seeds = n_seeds_m.copy_to_host()
         n_first = np.minimum(n_seeds, npeaks) if in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]) else n_seeds

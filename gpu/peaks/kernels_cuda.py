@@ -15,38 +15,39 @@ from gpu.peaks.sshopm_layout import (
     P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
 )
 
-__all__ = ["sh_to_tensor_cuda", "bound_cuda", "select_cuda", "ENTRIES_PER_THREAD"]
+__all__ = ["sh_to_tensor_cuda", "bound_cuda", "select_cuda", "CONVERT_VOXELS", "CONVERT_WARPS"]
 
-ENTRIES_PER_THREAD = 5
+#: Voxels one block of sh_to_tensor_cuda converts (a warp's lanes) and its warps.
+CONVERT_VOXELS = 32
+CONVERT_WARPS = 8
+#: SH coefficients at lmax 12, the highest order the generated kernels take.
+MAX_COEFFS = 91
 
 
 @cuda.jit(cache=True)
-def sh_to_tensor_cuda(coeffs, sh2t, tensors):
-    """tensors[:, v] = sh2t @ coeffs[:, v], one thread per voxel and group of
-    ENTRIES_PER_THREAD (5) unique entries: each coefficient load feeds five multiply-adds,
-    and both arrays are entry-major, so a warp's loads and stores are contiguous. sh2t and
-    tensors are padded with zero rows to whole groups, so the five accumulators are plain
-    registers (a local array indexed under a row test lived in local memory) and indices
-    are unsigned (no negative-index wraparound code)."""
-    i = cuda.grid(1)
-    n = coeffs.shape[1]
-    group = i // n
-    if group * ENTRIES_PER_THREAD < sh2t.shape[0]:
-        v = uint64(i - group * n)
-        k = uint64(group * ENTRIES_PER_THREAD)
-        acc0 = acc1 = acc2 = acc3 = acc4 = float32(0)
-        for j in range(uint64(sh2t.shape[1])):
-            c = coeffs[j, v]
-            acc0 += sh2t[k, j] * c
-            acc1 += sh2t[k + uint64(1), j] * c
-            acc2 += sh2t[k + uint64(2), j] * c
-            acc3 += sh2t[k + uint64(3), j] * c
-            acc4 += sh2t[k + uint64(4), j] * c
-        tensors[k, v] = acc0
-        tensors[k + uint64(1), v] = acc1
-        tensors[k + uint64(2), v] = acc2
-        tensors[k + uint64(3), v] = acc3
-        tensors[k + uint64(4), v] = acc4
+def sh_to_tensor_cuda(coeffs, sh2t_first, sh2t_cols, sh2t_values, tensors):
+    """tensors[:, v] = sh2t @ coeffs[:, v] for CONVERT_VOXELS voxels a block. The block
+    first copies their coefficients to shared memory, a contiguous row of 32 at a time, so
+    each coefficient is read from memory once (thread-per-entry-group kernels read the
+    volume once per group). Then warp w makes unique entries w, w + CONVERT_WARPS, …, lane j
+    for the block's voxel j: entry k sums sh2t_values[q]·coeffs[sh2t_cols[q], v] over row k's
+    non-zero entries, sh2t_first[k] ≤ q < sh2t_first[k + 1], in column order (a fifth of
+    the matrix at lmax 8; each load of the row is the same for the whole warp)."""
+    staged = cuda.shared.array((MAX_COEFFS, CONVERT_VOXELS), float32)
+    lane = cuda.threadIdx.x % CONVERT_VOXELS
+    warp = cuda.threadIdx.x // CONVERT_VOXELS
+    v = cuda.blockIdx.x * CONVERT_VOXELS + lane
+    inside = v < coeffs.shape[1]
+    for j in range(warp, coeffs.shape[0], CONVERT_WARPS):
+        if inside:
+            staged[j, lane] = coeffs[j, v]
+    cuda.syncthreads()
+    if inside:
+        for k in range(warp, tensors.shape[0], CONVERT_WARPS):
+            total = float32(0)
+            for q in range(sh2t_first[k], sh2t_first[k + 1]):
+                total += sh2t_values[q] * staged[sh2t_cols[q], lane]
+            tensors[k, v] = total
 
 
 @cuda.jit(**SEED_OPTIONS)

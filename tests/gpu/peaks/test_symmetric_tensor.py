@@ -158,3 +158,21 @@ def test_sphere_points_are_unit_and_spread():
     np.fill_diagonal(cos, -1)
     nearest = np.degrees(np.arccos(cos.max(axis=1)))
     assert nearest.max() < 2.0 * nearest.min()
+
+
+@pytest.mark.parametrize("lmax", [2, 8, 12])
+@pytest.mark.parametrize("basis", ["mrtrix", "dipy"])
+def test_sh_to_tensor_rows_the_cuda_backend_keeps_are_the_matrix(lmax, basis):
+    """The CUDA backend converts with the SH→tensor matrix's non-zero entries in compressed
+    rows; what it drops is rounding residue of exact zeros, and what it keeps is the matrix."""
+    from gpu.peaks.backend_cuda import _nonzero_rows
+
+    sh2t = sh_to_tensor_matrix(lmax, basis)
+    first, columns, values = _nonzero_rows(sh2t)
+    rebuilt = np.zeros(sh2t.shape)
+    for k in range(sh2t.shape[0]):
+        assert np.all(np.diff(columns[first[k]:first[k + 1]]) > 0)
+        rebuilt[k, columns[first[k]:first[k + 1]]] = values[first[k]:first[k + 1]]
+    kept = rebuilt != 0
+    np.testing.assert_array_equal(rebuilt[kept], sh2t.astype(np.float32)[kept])
+    assert np.abs(sh2t[~kept]).max(initial=0) < 1e-13
