@@ -33,8 +33,8 @@ def inflate_passes(monkeypatch: pytest.MonkeyPatch) -> Counter:
     passes: Counter = Counter()
 
     class CountingInflater(nifti._GzipInflater):
-        def __init__(self, handle, *args):
-            super().__init__(handle, *args)
+        def __init__(self, handle, *args, **kwargs):
+            super().__init__(handle, *args, **kwargs)
             passes[self.name] += 1
 
     monkeypatch.setattr(nifti, "_GzipInflater", CountingInflater)
