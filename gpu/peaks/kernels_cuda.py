@@ -34,20 +34,27 @@ def sh_to_tensor_cuda(coeffs, sh2t_first, sh2t_cols, sh2t_values, tensors):
     non-zero entries, sh2t_first[k] ≤ q < sh2t_first[k + 1], in column order (a fifth of
     the matrix at lmax 8; each load of the row is the same for the whole warp)."""
     staged = cuda.shared.array((MAX_COEFFS, CONVERT_VOXELS), float32)
-    lane = cuda.threadIdx.x % CONVERT_VOXELS
-    warp = cuda.threadIdx.x // CONVERT_VOXELS
-    v = cuda.blockIdx.x * CONVERT_VOXELS + lane
-    inside = v < coeffs.shape[1]
-    for j in range(warp, coeffs.shape[0], CONVERT_WARPS):
+    # unsigned indices: numba adds a negative-index wraparound to every signed one
+    lane = uint64(cuda.threadIdx.x % CONVERT_VOXELS)
+    warp = uint64(cuda.threadIdx.x // CONVERT_VOXELS)
+    v = uint64(cuda.blockIdx.x * CONVERT_VOXELS) + lane
+    inside = v < uint64(coeffs.shape[1])
+    j = warp
+    while j < uint64(coeffs.shape[0]):
         if inside:
             staged[j, lane] = coeffs[j, v]
+        j += uint64(CONVERT_WARPS)
     cuda.syncthreads()
     if inside:
-        for k in range(warp, tensors.shape[0], CONVERT_WARPS):
+        k = warp
+        while k < uint64(tensors.shape[0]):
             total = float32(0)
-            for q in range(sh2t_first[k], sh2t_first[k + 1]):
-                total += sh2t_values[q] * staged[sh2t_cols[q], lane]
+            q = uint64(sh2t_first[k])
+            while q < uint64(sh2t_first[k + uint64(1)]):
+                total += sh2t_values[q] * staged[uint64(sh2t_cols[q]), lane]
+                q += uint64(1)
             tensors[k, v] = total
+            k += uint64(CONVERT_WARPS)
 
 
 @cuda.jit(**SEED_OPTIONS)
