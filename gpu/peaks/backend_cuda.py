@@ -2,7 +2,7 @@
 
 0. ``sh_to_tensor_cuda`` (gpu.peaks.kernels_cuda): SH coefficients → unique tensor entries
    (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix, its non-zero entries).
-1. ``seed_cuda_m{order}`` (generated): one block per voxel, one thread per start, the
+1. ``seed_cuda_m{order}`` (generated): a block per SEED_VOXELS voxels, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
    every start evaluates A x^(m−1) and A x^m and the voxel's seeds are listed (in two passes:
    ranked by start value).
@@ -36,7 +36,7 @@ from typing import Callable
 import numpy as np
 
 from gpu.cuda_runtime import simulator_active
-from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, in_two_passes
+from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, SEED_VOXELS, in_two_passes
 from gpu.peaks.sshopm_starts import neighbor_steps
 
 __all__ = ["run_sshopm_cuda", "load_cuda_runtime"]
@@ -237,7 +237,7 @@ def run_sshopm_cuda(
         seed_args = (tensors, d_starts, d_neighbors, d_steps, d_fparams, d_iparams, slots, values, n_seeds_m)
         convert = kernels["sh_to_tensor_cuda"][(m + CONVERT_VOXELS - 1) // CONVERT_VOXELS, CONVERT_THREADS]
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), *d_sh2t, tensors)
-        phases["seed"] += timed(seed_kernel[m, n_starts], *seed_args)
+        phases["seed"] += timed(seed_kernel[(m + SEED_VOXELS - 1) // SEED_VOXELS, n_starts], *seed_args)
         n_seeds = n_seeds_m.copy_to_host()
         n_first = np.minimum(n_seeds, npeaks) if in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]) else n_seeds
         first, climbs = _packed(n_first)

@@ -219,15 +219,15 @@ def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_s
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
     return f'''@cuda.jit(**SEED_OPTIONS)
 def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and A x^{order} at every start, then
-    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
-    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The
-    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
-    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
-    one load waiting on the other."""
-    v = cuda.blockIdx.x
+    """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
+    tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and
+    A x^{order} at every start, then the voxel's seeds in start order or, in two passes, by
+    decreasing start value, ties in start order (block maximum and seed slots:
+    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
+    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    block, the lists into shared memory: the seed test reads a neighbour's index, then its
+    value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
+    waiting on the other."""
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array({n_unique}, float32)
@@ -237,34 +237,39 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, {n_unique}, count):
-        a[k] = tensors[k, v]
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m{order}(a, x, y, z)
-    f[t] = gx * x + gy * y + gz * z
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    rank = slot
-    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-        if mine != 0:
-            packed[slot] = f[t]
+    first = cuda.blockIdx.x * SEED_VOXELS
+    # No barrier is needed between voxels: a thread writes the next voxel's entries only
+    # after the previous voxel's last read of them (the barrier after A x^{order - 1}), and
+    # everything else only after the next barrier, which waits for every thread to finish.
+    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
+        for k in range(t, {n_unique}, count):
+            a[k] = tensors[k, v]
         cuda.syncthreads()
+        gx, gy, gz = axm1_m{order}(a, x, y, z)
+        f[t] = gx * x + gy * y + gz * z
+        cuda.syncthreads()
+        floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+        rank = slot
+        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+            if mine != 0:
+                packed[slot] = f[t]
+            cuda.syncthreads()
+            if mine != 0:
+                rank = sm.value_rank(slot, total, packed)
         if mine != 0:
-            rank = sm.value_rank(slot, total, packed)
-    if mine != 0:
-        seed_slots[v, rank] = t
-        if iparams[P_BOUNDED] != 0:
-            seed_values[v, rank] = f[t]
-    if t == 0:
-        n_seeds[v] = total'''
+            seed_slots[v, rank] = t
+            if iparams[P_BOUNDED] != 0:
+                seed_values[v, rank] = f[t]
+        if t == 0:
+            n_seeds[v] = total'''
 
 
 def _cuda_climb_kernel(order: int) -> str:
@@ -530,7 +535,7 @@ from gpu.peaks.sshopm_generated import (
 )
 from gpu.peaks.sshopm_layout import (
     P_BOUNDED, P_COS_BASIN, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA,
+    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, SEED_VOXELS,
 )
 
 MAX_STARTS = {max_starts}

@@ -8,7 +8,7 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
 # sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
-# sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
+# sshopm_layout.py sha256 4edb43b33f43e066eacbbdddcef6ab77cb449eaae45f2e697f041cffac798900
 
 import numpy as np
 from numba.extending import register_jitable

@@ -5,9 +5,9 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 ecfc8f0e120960d9ed1ef5ee97bf740218c26050056b22ae87cf9259a9e4094b
+# sshopm_generated.py sha256 6bf2e6ce98dedef5d4ebc5924b7ca94588f87adbc98719985674ba9ac55fac80
 # sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
-# sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
+# sshopm_layout.py sha256 4edb43b33f43e066eacbbdddcef6ab77cb449eaae45f2e697f041cffac798900
 
 from types import FunctionType
 

@@ -5,9 +5,9 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 ecfc8f0e120960d9ed1ef5ee97bf740218c26050056b22ae87cf9259a9e4094b
+# sshopm_generated.py sha256 6bf2e6ce98dedef5d4ebc5924b7ca94588f87adbc98719985674ba9ac55fac80
 # sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
-# sshopm_layout.py sha256 6899c18d967ba72e04ee0b6d6b5370955fb561a79821c49e62820b82a8c20289
+# sshopm_layout.py sha256 4edb43b33f43e066eacbbdddcef6ab77cb449eaae45f2e697f041cffac798900
 # sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
 
 from numba import config, cuda, float32, int32
@@ -24,7 +24,7 @@ from gpu.peaks.sshopm_generated import (
 )
 from gpu.peaks.sshopm_layout import (
     P_BOUNDED, P_COS_BASIN, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA,
+    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, SEED_VOXELS,
 )
 
 MAX_STARTS = 256
@@ -45,15 +45,15 @@ CLIMB_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "m
 
 @cuda.jit(**SEED_OPTIONS)
 def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^1 and A x^2 at every start, then
-    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
-    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The
-    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
-    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
-    one load waiting on the other."""
-    v = cuda.blockIdx.x
+    """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
+    tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^1 and
+    A x^2 at every start, then the voxel's seeds in start order or, in two passes, by
+    decreasing start value, ties in start order (block maximum and seed slots:
+    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
+    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    block, the lists into shared memory: the seed test reads a neighbour's index, then its
+    value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
+    waiting on the other."""
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(6, float32)
@@ -63,34 +63,39 @@ def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 6, count):
-        a[k] = tensors[k, v]
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m2(a, x, y, z)
-    f[t] = gx * x + gy * y + gz * z
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    rank = slot
-    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-        if mine != 0:
-            packed[slot] = f[t]
+    first = cuda.blockIdx.x * SEED_VOXELS
+    # No barrier is needed between voxels: a thread writes the next voxel's entries only
+    # after the previous voxel's last read of them (the barrier after A x^1), and
+    # everything else only after the next barrier, which waits for every thread to finish.
+    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
+        for k in range(t, 6, count):
+            a[k] = tensors[k, v]
         cuda.syncthreads()
+        gx, gy, gz = axm1_m2(a, x, y, z)
+        f[t] = gx * x + gy * y + gz * z
+        cuda.syncthreads()
+        floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+        rank = slot
+        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+            if mine != 0:
+                packed[slot] = f[t]
+            cuda.syncthreads()
+            if mine != 0:
+                rank = sm.value_rank(slot, total, packed)
         if mine != 0:
-            rank = sm.value_rank(slot, total, packed)
-    if mine != 0:
-        seed_slots[v, rank] = t
-        if iparams[P_BOUNDED] != 0:
-            seed_values[v, rank] = f[t]
-    if t == 0:
-        n_seeds[v] = total
+            seed_slots[v, rank] = t
+            if iparams[P_BOUNDED] != 0:
+                seed_values[v, rank] = f[t]
+        if t == 0:
+            n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -134,15 +139,15 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 @cuda.jit(**SEED_OPTIONS)
 def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^3 and A x^4 at every start, then
-    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
-    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The
-    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
-    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
-    one load waiting on the other."""
-    v = cuda.blockIdx.x
+    """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
+    tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^3 and
+    A x^4 at every start, then the voxel's seeds in start order or, in two passes, by
+    decreasing start value, ties in start order (block maximum and seed slots:
+    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
+    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    block, the lists into shared memory: the seed test reads a neighbour's index, then its
+    value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
+    waiting on the other."""
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(15, float32)
@@ -152,34 +157,39 @@ def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 15, count):
-        a[k] = tensors[k, v]
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m4(a, x, y, z)
-    f[t] = gx * x + gy * y + gz * z
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    rank = slot
-    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-        if mine != 0:
-            packed[slot] = f[t]
+    first = cuda.blockIdx.x * SEED_VOXELS
+    # No barrier is needed between voxels: a thread writes the next voxel's entries only
+    # after the previous voxel's last read of them (the barrier after A x^3), and
+    # everything else only after the next barrier, which waits for every thread to finish.
+    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
+        for k in range(t, 15, count):
+            a[k] = tensors[k, v]
         cuda.syncthreads()
+        gx, gy, gz = axm1_m4(a, x, y, z)
+        f[t] = gx * x + gy * y + gz * z
+        cuda.syncthreads()
+        floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+        rank = slot
+        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+            if mine != 0:
+                packed[slot] = f[t]
+            cuda.syncthreads()
+            if mine != 0:
+                rank = sm.value_rank(slot, total, packed)
         if mine != 0:
-            rank = sm.value_rank(slot, total, packed)
-    if mine != 0:
-        seed_slots[v, rank] = t
-        if iparams[P_BOUNDED] != 0:
-            seed_values[v, rank] = f[t]
-    if t == 0:
-        n_seeds[v] = total
+            seed_slots[v, rank] = t
+            if iparams[P_BOUNDED] != 0:
+                seed_values[v, rank] = f[t]
+        if t == 0:
+            n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -223,15 +233,15 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 @cuda.jit(**SEED_OPTIONS)
 def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^5 and A x^6 at every start, then
-    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
-    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The
-    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
-    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
-    one load waiting on the other."""
-    v = cuda.blockIdx.x
+    """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
+    tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^5 and
+    A x^6 at every start, then the voxel's seeds in start order or, in two passes, by
+    decreasing start value, ties in start order (block maximum and seed slots:
+    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
+    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    block, the lists into shared memory: the seed test reads a neighbour's index, then its
+    value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
+    waiting on the other."""
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(28, float32)
@@ -241,34 +251,39 @@ def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 28, count):
-        a[k] = tensors[k, v]
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m6(a, x, y, z)
-    f[t] = gx * x + gy * y + gz * z
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    rank = slot
-    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-        if mine != 0:
-            packed[slot] = f[t]
+    first = cuda.blockIdx.x * SEED_VOXELS
+    # No barrier is needed between voxels: a thread writes the next voxel's entries only
+    # after the previous voxel's last read of them (the barrier after A x^5), and
+    # everything else only after the next barrier, which waits for every thread to finish.
+    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
+        for k in range(t, 28, count):
+            a[k] = tensors[k, v]
         cuda.syncthreads()
+        gx, gy, gz = axm1_m6(a, x, y, z)
+        f[t] = gx * x + gy * y + gz * z
+        cuda.syncthreads()
+        floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+        rank = slot
+        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+            if mine != 0:
+                packed[slot] = f[t]
+            cuda.syncthreads()
+            if mine != 0:
+                rank = sm.value_rank(slot, total, packed)
         if mine != 0:
-            rank = sm.value_rank(slot, total, packed)
-    if mine != 0:
-        seed_slots[v, rank] = t
-        if iparams[P_BOUNDED] != 0:
-            seed_values[v, rank] = f[t]
-    if t == 0:
-        n_seeds[v] = total
+            seed_slots[v, rank] = t
+            if iparams[P_BOUNDED] != 0:
+                seed_values[v, rank] = f[t]
+        if t == 0:
+            n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -312,15 +327,15 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 @cuda.jit(**SEED_OPTIONS)
 def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^7 and A x^8 at every start, then
-    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
-    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The
-    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
-    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
-    one load waiting on the other."""
-    v = cuda.blockIdx.x
+    """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
+    tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^7 and
+    A x^8 at every start, then the voxel's seeds in start order or, in two passes, by
+    decreasing start value, ties in start order (block maximum and seed slots:
+    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
+    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    block, the lists into shared memory: the seed test reads a neighbour's index, then its
+    value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
+    waiting on the other."""
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(45, float32)
@@ -330,34 +345,39 @@ def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 45, count):
-        a[k] = tensors[k, v]
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m8(a, x, y, z)
-    f[t] = gx * x + gy * y + gz * z
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    rank = slot
-    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-        if mine != 0:
-            packed[slot] = f[t]
+    first = cuda.blockIdx.x * SEED_VOXELS
+    # No barrier is needed between voxels: a thread writes the next voxel's entries only
+    # after the previous voxel's last read of them (the barrier after A x^7), and
+    # everything else only after the next barrier, which waits for every thread to finish.
+    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
+        for k in range(t, 45, count):
+            a[k] = tensors[k, v]
         cuda.syncthreads()
+        gx, gy, gz = axm1_m8(a, x, y, z)
+        f[t] = gx * x + gy * y + gz * z
+        cuda.syncthreads()
+        floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+        rank = slot
+        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+            if mine != 0:
+                packed[slot] = f[t]
+            cuda.syncthreads()
+            if mine != 0:
+                rank = sm.value_rank(slot, total, packed)
         if mine != 0:
-            rank = sm.value_rank(slot, total, packed)
-    if mine != 0:
-        seed_slots[v, rank] = t
-        if iparams[P_BOUNDED] != 0:
-            seed_values[v, rank] = f[t]
-    if t == 0:
-        n_seeds[v] = total
+            seed_slots[v, rank] = t
+            if iparams[P_BOUNDED] != 0:
+                seed_values[v, rank] = f[t]
+        if t == 0:
+            n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -401,15 +421,15 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
 
 @cuda.jit(**SEED_OPTIONS)
 def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^9 and A x^10 at every start, then
-    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
-    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The
-    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
-    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
-    one load waiting on the other."""
-    v = cuda.blockIdx.x
+    """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
+    tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^9 and
+    A x^10 at every start, then the voxel's seeds in start order or, in two passes, by
+    decreasing start value, ties in start order (block maximum and seed slots:
+    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
+    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    block, the lists into shared memory: the seed test reads a neighbour's index, then its
+    value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
+    waiting on the other."""
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(66, float32)
@@ -419,34 +439,39 @@ def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 66, count):
-        a[k] = tensors[k, v]
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m10(a, x, y, z)
-    f[t] = gx * x + gy * y + gz * z
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    rank = slot
-    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-        if mine != 0:
-            packed[slot] = f[t]
+    first = cuda.blockIdx.x * SEED_VOXELS
+    # No barrier is needed between voxels: a thread writes the next voxel's entries only
+    # after the previous voxel's last read of them (the barrier after A x^9), and
+    # everything else only after the next barrier, which waits for every thread to finish.
+    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
+        for k in range(t, 66, count):
+            a[k] = tensors[k, v]
         cuda.syncthreads()
+        gx, gy, gz = axm1_m10(a, x, y, z)
+        f[t] = gx * x + gy * y + gz * z
+        cuda.syncthreads()
+        floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+        rank = slot
+        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+            if mine != 0:
+                packed[slot] = f[t]
+            cuda.syncthreads()
+            if mine != 0:
+                rank = sm.value_rank(slot, total, packed)
         if mine != 0:
-            rank = sm.value_rank(slot, total, packed)
-    if mine != 0:
-        seed_slots[v, rank] = t
-        if iparams[P_BOUNDED] != 0:
-            seed_values[v, rank] = f[t]
-    if t == 0:
-        n_seeds[v] = total
+            seed_slots[v, rank] = t
+            if iparams[P_BOUNDED] != 0:
+                seed_values[v, rank] = f[t]
+        if t == 0:
+            n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
@@ -490,15 +515,15 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
 
 @cuda.jit(**SEED_OPTIONS)
 def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
-    """Phase 1, one block per voxel and one thread per start, the tensor's unique entries in
-    shared memory (Ballard et al., Sec. III-D): A x^11 and A x^12 at every start, then
-    the voxel's seeds in start order or, in two passes, by decreasing start value, ties in
-    start order (block maximum and seed slots: gpu.peaks.sshopm_block); the seeds' values
-    are packed first, so ranking costs a loop over the seeds, not over the starts. The
-    neighbour lists are copied to shared memory first: the seed test reads a neighbour's
-    index, then its value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps),
-    one load waiting on the other."""
-    v = cuda.blockIdx.x
+    """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
+    tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^11 and
+    A x^12 at every start, then the voxel's seeds in start order or, in two passes, by
+    decreasing start value, ties in start order (block maximum and seed slots:
+    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
+    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    block, the lists into shared memory: the seed test reads a neighbour's index, then its
+    value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
+    waiting on the other."""
     t = cuda.threadIdx.x
     count = cuda.blockDim.x
     a = cuda.shared.array(91, float32)
@@ -508,34 +533,39 @@ def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, int32)
-    for k in range(t, 91, count):
-        a[k] = tensors[k, v]
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
         near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    cuda.syncthreads()
-    gx, gy, gz = axm1_m12(a, x, y, z)
-    f[t] = gx * x + gy * y + gz * z
-    cuda.syncthreads()
-    floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-    mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
-    slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-    rank = slot
-    if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-        if mine != 0:
-            packed[slot] = f[t]
+    first = cuda.blockIdx.x * SEED_VOXELS
+    # No barrier is needed between voxels: a thread writes the next voxel's entries only
+    # after the previous voxel's last read of them (the barrier after A x^11), and
+    # everything else only after the next barrier, which waits for every thread to finish.
+    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
+        for k in range(t, 91, count):
+            a[k] = tensors[k, v]
         cuda.syncthreads()
+        gx, gy, gz = axm1_m12(a, x, y, z)
+        f[t] = gx * x + gy * y + gz * z
+        cuda.syncthreads()
+        floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
+        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        slot, total = seed_slot(mine, t, count, flag, warp_seeds)
+        rank = slot
+        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
+            if mine != 0:
+                packed[slot] = f[t]
+            cuda.syncthreads()
+            if mine != 0:
+                rank = sm.value_rank(slot, total, packed)
         if mine != 0:
-            rank = sm.value_rank(slot, total, packed)
-    if mine != 0:
-        seed_slots[v, rank] = t
-        if iparams[P_BOUNDED] != 0:
-            seed_values[v, rank] = f[t]
-    if t == 0:
-        n_seeds[v] = total
+            seed_slots[v, rank] = t
+            if iparams[P_BOUNDED] != 0:
+                seed_values[v, rank] = f[t]
+        if t == 0:
+            n_seeds[v] = total
 
 
 @cuda.jit(**CLIMB_OPTIONS)
