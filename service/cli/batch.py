@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     peaks.add_argument("--processes-per-gpu", type=int, metavar="N",
                        help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
                        "writer threads, all taking inputs from one queue; one process alone cannot use more than "
-                       "about five cores (default: one per two cores; 1 without --gpus runs in this process)")
+                       "about five cores (default: three per four cores; 1 without --gpus runs in this process)")
     peaks.add_argument("--resume", action="store_true",
                        help="skip the inputs whose outputs in DIR are up to date, as make would: the sidecar "
                        "DIR/<name>.json (written last) names the input and these options, lists outputs that are "

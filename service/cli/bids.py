@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bids.add_argument("--processes", type=int, metavar="N",
                       help="worker processes (per GPU with --gpus), all taking FODs from one queue, each reading the "
                       "next FODs while one is computed and writing the previous ones, as fibertensor batch peaks "
-                      "does; one process alone cannot use more than about five cores (default: one per two cores; "
+                      "does; one process alone cannot use more than about five cores (default: three per four cores; "
                       "1 without --gpus runs in this process)")
     bids.add_argument("--gpus", metavar="all|0,1",
                       help="the GPUs to run on, each with --processes worker processes: 'all' or "
