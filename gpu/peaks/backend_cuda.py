@@ -36,17 +36,15 @@ from typing import Callable
 import numpy as np
 
 from gpu.cuda_runtime import simulator_active
-from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, SEED_VOXELS, in_two_passes
+from gpu.peaks.sshopm_layout import (
+    CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, SEED_VOXELS, in_two_passes,
+)
 from gpu.peaks.sshopm_starts import neighbor_steps
 
 __all__ = ["run_sshopm_cuda", "load_cuda_runtime"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
-# sh_to_tensor_cuda's block (gpu.peaks.kernels_cuda.CONVERT_VOXELS, CONVERT_WARPS; not
-# imported from there, which would load numba)
-CONVERT_VOXELS = 32
-CONVERT_THREADS = CONVERT_VOXELS * 8
 # Entries of the SH→tensor matrix below this fraction of its largest are rounding residue
 # of exact zeros (at most 6e-15 at lmax 2–12, the true entries at least 3e-5 of the largest).
 SH2T_ZERO = 1e-9
@@ -235,7 +233,8 @@ def run_sshopm_cuda(
         values = part(d_values, 0, m) if iparams[P_BOUNDED] else d_values
         n_seeds_m = part(d_n_seeds, 0, m)
         seed_args = (tensors, d_starts, d_neighbors, d_steps, d_fparams, d_iparams, slots, values, n_seeds_m)
-        convert = kernels["sh_to_tensor_cuda"][(m + CONVERT_VOXELS - 1) // CONVERT_VOXELS, CONVERT_THREADS]
+        convert = kernels["sh_to_tensor_cuda"][(m + CONVERT_VOXELS - 1) // CONVERT_VOXELS,
+                                                 CONVERT_VOXELS * CONVERT_WARPS]
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), *d_sh2t, tensors)
         phases["seed"] += timed(seed_kernel[(m + SEED_VOXELS - 1) // SEED_VOXELS, n_starts], *seed_args)
         n_seeds = n_seeds_m.copy_to_host()

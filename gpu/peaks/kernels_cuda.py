@@ -11,15 +11,12 @@ from gpu.peaks import sshopm_math as sm
 from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.sshopm_generated_cuda import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION,
-    P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, CONVERT_VOXELS, CONVERT_WARPS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD,
+    P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
 )
 
-__all__ = ["sh_to_tensor_cuda", "bound_cuda", "select_cuda", "CONVERT_VOXELS", "CONVERT_WARPS"]
+__all__ = ["sh_to_tensor_cuda", "bound_cuda", "select_cuda"]
 
-#: Voxels one block of sh_to_tensor_cuda converts (a warp's lanes) and its warps.
-CONVERT_VOXELS = 32
-CONVERT_WARPS = 8
 #: SH coefficients at lmax 12, the highest order the generated kernels take.
 MAX_COEFFS = 91
 
@@ -28,8 +25,7 @@ MAX_COEFFS = 91
 def sh_to_tensor_cuda(coeffs, sh2t_first, sh2t_cols, sh2t_values, tensors):
     """tensors[:, v] = sh2t @ coeffs[:, v] for CONVERT_VOXELS voxels a block. The block
     first copies their coefficients to shared memory, a contiguous row of 32 at a time, so
-    each coefficient is read from memory once (thread-per-entry-group kernels read the
-    volume once per group). Then warp w makes unique entries w, w + CONVERT_WARPS, …, lane j
+    each coefficient is read from memory once. Then warp w makes unique entries w, w + CONVERT_WARPS, …, lane j
     for the block's voxel j: entry k sums sh2t_values[q]·coeffs[sh2t_cols[q], v] over row k's
     non-zero entries, sh2t_first[k] ≤ q < sh2t_first[k + 1], in column order (a fifth of
     the matrix at lmax 8; each load of the row is the same for the whole warp)."""

@@ -8,7 +8,7 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
 # sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
-# sshopm_layout.py sha256 4edb43b33f43e066eacbbdddcef6ab77cb449eaae45f2e697f041cffac798900
+# sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
 
 import numpy as np
 from numba.extending import register_jitable

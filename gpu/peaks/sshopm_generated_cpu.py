@@ -5,9 +5,9 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 6bf2e6ce98dedef5d4ebc5924b7ca94588f87adbc98719985674ba9ac55fac80
+# sshopm_generated.py sha256 1434c51b18ca9e073f7a3493755b4d9cef55d28cbd3f03a2eff58f93b2747e9a
 # sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
-# sshopm_layout.py sha256 4edb43b33f43e066eacbbdddcef6ab77cb449eaae45f2e697f041cffac798900
+# sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
 
 from types import FunctionType
 

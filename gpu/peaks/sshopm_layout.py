@@ -11,7 +11,8 @@ __all__ = [
     "P_COS_BASIN", "N_FPARAMS",
     "P_MAX_ITER", "P_SHIFT", "P_NEWTON", "P_SEED_LOCAL", "P_NPEAKS", "P_BOUNDED", "N_IPARAMS",
     "S_ITERATIONS", "S_MAX_ITERATIONS", "S_SEEDS", "S_CAPPED", "S_SKIPPED", "S_MERGED", "N_STATS", "HIST_BINS",
-    "CLIMB_CAPPED", "CLIMB_PEAK", "CLIMB_MERGED", "SHIFT_ADAPTIVE", "SHIFT_FIXED", "SEED_VOXELS", "in_two_passes",
+    "CLIMB_CAPPED", "CLIMB_PEAK", "CLIMB_MERGED", "SHIFT_ADAPTIVE", "SHIFT_FIXED", "SEED_VOXELS", "CONVERT_VOXELS",
+    "CONVERT_WARPS", "in_two_passes",
 ]
 
 # float parameters
@@ -52,6 +53,10 @@ HIST_BINS = 128
 
 # voxels one block of the CUDA seed kernels takes, one after the other (its grid: voxels / this)
 SEED_VOXELS = 16
+
+# voxels one block of the CUDA SH→tensor kernel converts (a warp's lanes), and its warps
+CONVERT_VOXELS = 32
+CONVERT_WARPS = 8
 
 # per-climb flags (CUDA phase 2 → phase 3)
 CLIMB_CAPPED = 1
