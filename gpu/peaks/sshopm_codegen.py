@@ -125,16 +125,13 @@ def _contraction_lines(order: int, frees: tuple[tuple[int, ...], ...], outputs: 
     lines = [indent + line.lstrip() for line in _powers(lower)]
     names = []
     for j, (factors, sigma) in enumerate(zip(monomials, sigmas)):
-        factors = ([f"S{sigma}"] if scaled and sigma != 1 else []) + factors
-        if len(factors) <= 1:
-            names.append(factors)
-        elif scaled and sigma != 1 and len(factors) > 2:
-            lines.append(f"{indent}t{j} = {' * '.join(factors[1:])}")
-            lines.append(f"{indent}u{j} = {factors[0]} * t{j}")
-            names.append([f"u{j}"])
-        else:
-            lines.append(f"{indent}{'u' if scaled and sigma != 1 else 't'}{j} = {' * '.join(factors)}")
-            names.append([f"{'u' if scaled and sigma != 1 else 't'}{j}"])
+        if len(factors) > 1:
+            lines.append(f"{indent}t{j} = {' * '.join(factors)}")
+            factors = [f"t{j}"]
+        if scaled and sigma != 1:
+            lines.append(f"{indent}u{j} = S{sigma} * {factors[0]}")
+            factors = [f"u{j}"]
+        names.append(factors)
     for out, free in zip(outputs, frees):
         terms = [_term(1 if scaled else sigma, entry, names[j], entry_name)
                  for j, (sigma, entry, _) in enumerate(_contraction(order, free))]
