@@ -36,7 +36,7 @@ from isal.igzip_lib import IsalError
 from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
 from worker.io.gzip_blocks import write_gzip
-from worker.io.nifti import read_gzip_range
+from worker.io.nifti import read_gzip_into
 from worker.provenance import hash_to_end
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
@@ -331,36 +331,45 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
     return MifInfo(path, tuple(dims), tuple(vox), layout, datatype, transform, scaling, data_path, offset, keyval)
 
 
-def _read_exactly(info: MifInfo, digest: "hashlib._Hash | None" = None) -> memoryview:
-    """The stored data bytes, read (and for ``.gz`` inflated) no further than they go;
-    ``digest``: updated with every byte of the data file, read to its end."""
+def _read_into(info: MifInfo, out: np.ndarray, digest: "hashlib._Hash | None" = None) -> None:
+    """Fill ``out`` (a new array of ``info.data_bytes`` bytes) with the stored data, read (and
+    for ``.gz`` inflated) straight into it and no further than it goes; ``digest``: updated
+    with every byte of the data file, read to its end."""
+    view = memoryview(out).cast("B")
     try:
         if info.compressed:
-            data = read_gzip_range(info.data_path, info.data_offset, info.data_bytes, digest)
+            filled = read_gzip_into(info.data_path, info.data_offset, view, digest)
         else:
-            buffer = bytearray(info.data_bytes)
             with open(info.data_path, "rb") as stream:
                 if digest is None:
                     stream.seek(info.data_offset)
                 else:
                     for start in range(0, info.data_offset, 1 << 20):  # a header of up to 16 MiB
                         digest.update(stream.read(min(1 << 20, info.data_offset - start)))
-                data = memoryview(buffer)[: stream.readinto(buffer)]
+                filled = stream.readinto(view)  # a buffered reader fills it unless the file ends
                 if digest is not None:
-                    digest.update(data)
+                    digest.update(view[:filled])
                     hash_to_end(stream, digest)
     except _STREAM_ERRORS as exc:
         raise InputError(
             "Unreadable MRtrix image data",
             f"the data of {info.path.name!r} could not be read ({exc}); the file is probably damaged",
         ) from None
-    if len(data) != info.data_bytes:
+    if filled != info.data_bytes:
         raise InputError(
             "Truncated file",
-            f"{info.path.name!r} declares {info.data_bytes} bytes of image data but holds {len(data)}; "
+            f"{info.path.name!r} declares {info.data_bytes} bytes of image data but holds {filled}; "
             "the file is incomplete, write or send it again",
         )
-    return data
+
+
+def _as_type(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array``, a view of the whole buffer this read made (axes permuted, some perhaps
+    reversed), as ``dtype``: the view itself where it has that type and runs forward (the
+    copy ``astype`` would make has its very memory layout), else that copy."""
+    if array.dtype == dtype and all(stride >= 0 for stride in array.strides):
+        return array
+    return array.astype(dtype)
 
 
 def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | None" = None) -> np.ndarray:
@@ -370,26 +379,29 @@ def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | N
     ``dtype=None``: the stored values themselves, unscaled, in native byte order.
     ``digest`` (a :mod:`hashlib` object): updated with every byte of the file holding the
     data (``info.data_path``) in the same read.
+
+    The data is read straight into the array returned where it is stored as ``dtype`` in
+    native byte order, unscaled, and no axis past the third runs backwards (a ``.mif`` of
+    float32 SH as ``dwi2fod`` or ``mrconvert`` writes it): a read at file speed. Other files
+    cost one conversion, in the layout the data has on disk.
     """
-    buffer = _read_exactly(info, digest)
     count = math.prod(info.dims)
-    if info.datatype.lower() == "bit":
-        # MRtrix3 packs bits most significant first (core/raw.h, BITMASK 0x80 >> i%8).
-        flat = np.unpackbits(np.frombuffer(buffer, np.uint8), count=count).astype(bool)
-    else:
-        flat = np.frombuffer(buffer, info.dtype, count)
+    bits = info.datatype.lower() == "bit"
+    stored = np.empty(info.data_bytes if bits else count, np.uint8 if bits else info.dtype)
+    _read_into(info, stored, digest)
+    # MRtrix3 packs bits most significant first (core/raw.h, BITMASK 0x80 >> i%8).
+    flat = np.unpackbits(stored, count=count).view(bool) if bits else stored
     # Disk order: axes by rank, fastest first; then the array's axes out of it.
     by_rank = sorted(range(len(info.dims)), key=lambda a: abs(info.layout[a]))
-    stored = flat.reshape([info.dims[a] for a in by_rank], order="F")
-    array = stored.transpose([by_rank.index(a) for a in info.axes])
+    array = flat.reshape([info.dims[a] for a in by_rank], order="F").transpose([by_rank.index(a) for a in info.axes])
     for i, a in enumerate(info.axes[3:], start=3):
         if info.layout[a] < 0:
             array = np.flip(array, i)
     if dtype is None:
-        return np.array(array, dtype=array.dtype.newbyteorder("="))
+        return _as_type(array, array.dtype.newbyteorder("="))
     if info.scaling is None or info.scaling == (0.0, 1.0):
-        return array.astype(dtype)
-    values = array.astype(np.result_type(dtype, np.float32))
+        return _as_type(array, np.dtype(dtype))
+    values = _as_type(array, np.result_type(dtype, np.float32))  # scaled in place: the buffer is this read's
     values *= info.scaling[1]
     values += info.scaling[0]
     return values.astype(dtype, copy=False)

@@ -33,7 +33,7 @@ from worker.errors import InputError, without_path
 from worker.provenance import hash_to_end
 
 __all__ = [
-    "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_range", "INFLATER_BYTES",
+    "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_into", "INFLATER_BYTES",
     "load_memory_bytes",
     "load_nifti_data",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
@@ -46,8 +46,9 @@ NIFTI_SUFFIXES = (".nii", ".nii.gz")
 # runs Python (the kernels load in the background during the read).
 _INPUT_CHUNK = 1 << 22
 _PIECE = 1 << 23
-#: Most bytes an inflater holds besides what it fills: its input chunk and one piece.
-INFLATER_BYTES = _INPUT_CHUNK + _PIECE
+#: Most bytes an inflater holds besides what it fills: its input chunk, what is left of it
+#: (ISA-L hands back a copy after each call, while the chunk is still held) and one piece.
+INFLATER_BYTES = 2 * _INPUT_CHUNK + _PIECE
 # What reading an uncompressed file's header and extensions holds besides the data, with
 # room for the interpreter's own small allocations meanwhile (64 KiB was exceeded by 323 bytes
 # once in the property test, not reproducibly).
@@ -316,21 +317,27 @@ def _read_exactly(stream, size: int, what: str) -> np.ndarray:
     return buffer
 
 
-def read_gzip_range(path: Path, offset: int, size: int, digest: "hashlib._Hash | None" = None) -> memoryview:
-    """Bytes ``offset`` to ``offset + size`` of what gzip file ``path`` inflates to (fewer if
-    it inflates to less, or is cut short), inflated straight into one buffer; nothing past
-    them is inflated. ``digest``: updated with every byte of the file, those the inflate
-    took in and then the rest, read (not inflated) to the end."""
-    buffer = bytearray(max(offset, size))
+def read_gzip_into(path: Path, offset: int, out: memoryview, digest: "hashlib._Hash | None" = None) -> int:
+    """Fill ``out`` (a writable byte buffer) with bytes ``offset`` to ``offset + len(out)`` of
+    what gzip file ``path`` inflates to, inflated straight into it (the bytes before
+    ``offset`` too, as scratch), nothing past them inflated; returns the bytes filled (fewer
+    if it inflates to less, or is cut short). ``digest``: updated with every byte of the
+    file, those the inflate took in and then the rest, read (not inflated) to the end."""
+    out = memoryview(out).cast("B")
+    filled = 0
     with open(path, "rb") as handle:
         stream = _GzipInflater(handle, digest=digest)
-        if _fill(stream, memoryview(buffer)[:offset]) < offset:
-            data = memoryview(b"")
-        else:
-            data = memoryview(buffer)[: _fill(stream, memoryview(buffer)[:size])]
+        skipped = 0
+        while skipped < offset and len(out):
+            count = _fill(stream, out[: min(offset - skipped, len(out))])
+            skipped += count
+            if not count:
+                break
+        if skipped == offset:
+            filled = _fill(stream, out)
         if digest is not None:
             hash_to_end(handle, digest)
-    return data
+    return filled
 
 
 class _HashingReader:
@@ -400,7 +407,7 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
     (inflated into their array), while slope and intercept are applied the scaled copy and a
     float64 intermediate, the float32 array unless the stored values are native float32,
     another ``dtype``'s copy; plus, for a .nii.gz, the inflater's input chunk (a read of that
-    size allocates it whole), its piece (no larger than the inflated bytes) and the scratch
+    size allocates it whole) and the copy of its rest, its piece (no larger than the inflated bytes) and the scratch
     of the trailing-data check; for a .nii, the header's small reads. (A read on several
     threads adds rapidgzip's buffers, a few MiB a thread: one job alone on a machine does
     that, never a service worker.)"""
@@ -412,7 +419,7 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
         converted += values * np.dtype(dtype).itemsize
     stored = values * info.dtype.itemsize
     if info.path.name.endswith(".gz"):
-        reader = _INPUT_CHUNK + min(_PIECE, info.offset + info.data_bytes) + _CHECK_PIECE
+        reader = 2 * _INPUT_CHUNK + min(_PIECE, info.offset + info.data_bytes) + _CHECK_PIECE
     else:
         reader = _PLAIN_READ_BYTES
     return stored + scaling + converted + reader

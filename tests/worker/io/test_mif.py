@@ -5,6 +5,7 @@ read what we write with the right datatype, strides, transform and values."""
 from __future__ import annotations
 
 import gzip
+import tracemalloc
 
 import nibabel as nib
 import numpy as np
@@ -14,6 +15,7 @@ from tests.worker.io.grids import in_world_order, oblique_affine, save_nifti
 from worker.errors import InputError
 from worker.io.images import load_image_data, read_image_header
 from worker.io.mif import load_mif_data, read_mif_header, write_mif
+from worker.io.nifti import INFLATER_BYTES
 
 SHAPE = (5, 4, 3, 2)
 DATATYPES = [
@@ -236,3 +238,29 @@ def test_truncated_data_is_refused_on_reading(tmp_path):
     path.write_bytes(gzip.compress(whole[:-10]))
     with pytest.raises(InputError, match="declares 256 bytes of image data but holds 246"):
         load_mif_data(read_mif_header(path))
+
+
+@pytest.mark.parametrize("suffix", [".mif", ".mif.gz"])
+@pytest.mark.parametrize("strides", [None, "2,3,4,1", "-1,3,-2,4"])
+def test_float32_sh_is_read_into_the_array_it_returns(tmp_path, mrtrix, suffix, strides):
+    """A float32 SH image as mrconvert writes it (its default layout, or volume-contiguous,
+    or spatial axes reversed) is read straight into the array returned: the read holds the
+    data once (plus, for .mif.gz, the inflater's buffers), and gives what nibabel reads of
+    the NIfTI it came from."""
+    data = np.random.default_rng(5).normal(size=(64, 48, 40, 45)).astype(np.float32)  # 22 MB: a copy shows
+    source = tmp_path / "fod.nii"
+    save_nifti(data, oblique_affine(), source)
+    path = tmp_path / f"fod{suffix}"
+    mrtrix("mrconvert", source, path, *(["-strides", strides] if strides else []))
+    info = read_mif_header(path)
+    tracemalloc.start()
+    try:
+        values = load_mif_data(info)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert held <= info.data_bytes + (INFLATER_BYTES if suffix == ".mif.gz" else 0) + (1 << 20)
+    got, got_affine = in_world_order(values, info.affine)
+    want, want_affine = in_world_order(nib.load(source).get_fdata(dtype=np.float32), nib.load(source).affine)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got_affine, want_affine, atol=1e-5)

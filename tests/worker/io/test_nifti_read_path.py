@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import tracemalloc
 
 import nibabel as nib
 import numpy as np
@@ -111,6 +112,23 @@ def test_volume_larger_than_the_inflate_pieces(tmp_path, threads):
     ours = read_nifti_header(tmp_path / "ours.nii.gz", "FOD")
     assert same_bits(load_nifti_data(ours, threads=threads), stored)
     assert same_bits(nifti._read_gzip_parallel(ours, 3)[1].view(np.float32).reshape(stored.shape, order="F"), stored)
+
+
+@pytest.mark.parametrize("suffix", [".nii", ".nii.gz"])
+def test_the_read_stays_within_its_memory_bound(tmp_path, suffix):
+    """A volume larger than the inflater's input chunks and pieces (22 MB) holds no more than
+    load_memory_bytes says (tracemalloc): the service admits jobs by that bound."""
+    stored = np.random.default_rng(8).standard_normal((64, 48, 40, 45)).astype(np.float32)
+    path = save_nifti_atomic(nib.Nifti1Image(stored, np.eye(4)), tmp_path / f"big{suffix}")
+    info = read_nifti_header(path, "FOD")
+    tracemalloc.start()
+    try:
+        values = load_nifti_data(info)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert same_bits(values, stored)
+    assert info.data_bytes < held <= nifti.load_memory_bytes(info)
 
 
 def test_multi_member_gzip_and_zero_padding(tmp_path, threads):
