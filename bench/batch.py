@@ -1,7 +1,10 @@
 """Cohort throughput: N whole-brain FOD volumes from files on disk to peaks on disk.
 
 N distinct copies of one phantom (``gpu.peaks.fod_phantom``, 96×96×60 voxels, lmax 8: 553k
-voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
+voxels, ~92 MB .nii.gz or 100 MB .nii/.mif each), each with its own noise seed, written as
+``--format`` says (``nii.gz``, ``nii``, ``mif``: the same voxels, hence the same peaks;
+the outputs take the input's format as a job's do: ``.nii.gz`` for NIfTI, ``.mif`` for
+``.mif``), go through
 
 * local   — ``worker.batch.run_batch`` (what ``fibertensor batch peaks`` runs) with each
             ``--processes-per-gpu`` value given (e.g. ``1,4,8``: one run each; default that of
@@ -15,15 +18,19 @@ voxels, ~92 MB .nii.gz each), each with its own noise seed, go through
             time, by ``--clients`` processes), and each job's ``results.zip`` downloaded as
             soon as it succeeds: files on disk to derivatives on disk, as a client runs a cohort.
 
-For each: subjects per hour (whole run, and steady: from the 10th to the last subject), GPU
-busy share (kernel seconds ÷ wall ÷ GPUs; an upper bound when several job processes share a
-GPU, as one's kernel timing may include another's), CPU cores used (CPU seconds of every process of
+For each: subjects per hour (whole run, and steady: from the 10th to the last subject), the
+GPU's busy share twice: from our kernel timings (kernel seconds ÷ wall ÷ GPUs; an upper bound
+when several job processes share a GPU, as one's kernel events may enclose another's
+kernels) and as the GPU counts it (``nvidia-smi``'s ``utilization.gpu`` every 0.2 s, the mean
+over the steady part of the GPUs the run used, each GPU's in the log and the raw samples in
+the work folder; "n/a" without ``nvidia-smi``: bench/gpu_utilization.py), CPU cores used (CPU seconds of every process of
 the run ÷ wall; for the service also CPU seconds per subject of the API, the workers, Redis and
 this client), peak host RSS (all processes of the run, sampled every 0.2 s) with its
 curve, and mean seconds per subject of each stage (service: the upload, the wait in the
 queue, the job and its read/compute/write, the download); a table last.
 
-    python3 bench/batch.py [--subjects 100] [--gpus 0,1] [--processes-per-gpu 1,4,8] [--modes local,service]
+    python3 bench/batch.py [--subjects 100] [--format nii.gz|nii|mif] [--gpus 0,1] [--processes-per-gpu 1,4,8]
+                           [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
                            [--concurrency 6[,12...]] [--api-workers 8] [--transfers 16] [--clients 4[,1...]]
                            [--shape 96 96 60] [--work DIR] [--keep]
@@ -59,26 +66,40 @@ sys.path.insert(0, str(REPO))
 
 from gpu.peaks.phantom import fod_phantom  # noqa: E402
 from worker.batch import batch_items, default_processes, run_batch  # noqa: E402
+from worker.io.mif import write_mif  # noqa: E402
 from worker.io.nifti import save_nifti_atomic  # noqa: E402
+from worker.jobs.peaks import image_suffixes  # noqa: E402
 from worker.params import PeaksParams  # noqa: E402
 
-# The process helpers of the service benchmark (bench/ is no package, and its service.py
-# would shadow ours as a module name).
-_spec = importlib.util.spec_from_file_location("bench_service", REPO / "bench" / "service.py")
-bench_service = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_service)
+
+def _bench_module(name: str, file: str):
+    """A module of bench/ loaded from its file (bench/ is no package, and its service.py
+    would shadow ours as a module name)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / file)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_service = _bench_module("bench_service", "service.py")  # the service benchmark's process helpers
+gpu_utilization = _bench_module("bench_gpu_utilization", "gpu_utilization.py")
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _CLOCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+FORMATS = ("nii.gz", "nii", "mif")
+
+
 def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax: int,
-                 distinct: int | None = None) -> list[Path]:
+                 distinct: int | None = None, fmt: str = "nii.gz") -> list[Path]:
     """``subjects`` copies of one noise-free phantom, each plus its own Gaussian noise (2 % of a
-    single fiber's l = 0 coefficient, as ``fod_phantom`` adds it), written in parallel; with
-    ``distinct``, only that many files, the other subjects links to them under their own
-    names (a long run that fits the disk)."""
+    single fiber's l = 0 coefficient, as ``fod_phantom`` adds it), written in parallel as
+    ``fmt`` (one of :data:`FORMATS`; a ``.mif`` in the voxel order of the NIfTI, as
+    ``mrconvert`` keeps it: the same array read back); with ``distinct``, only that many
+    files, the other subjects links to them under their own names (a long run that fits the
+    disk)."""
     base = fod_phantom(shape, lmax, noise=0.0, seed=0)["sh"]
     single = fod_phantom((1, 1, 1), lmax, fiber_fractions=(1.0, 0.0, 0.0), noise=0.0)["sh"][0, 0, 0, 0]
     affine = np.diag([2.0, 2.0, 2.0, 1.0])
@@ -86,14 +107,17 @@ def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax:
     def write(index: int) -> Path:
         rng = np.random.default_rng(1000 + index)
         sh = base + rng.normal(scale=0.02 * single, size=base.shape).astype(np.float32)
-        return save_nifti_atomic(nib.Nifti1Image(sh, affine), folder / f"sub-{index:04d}.nii.gz", threads=1)
+        path = folder / f"sub-{index:04d}.{fmt}"
+        if fmt == "mif":
+            return write_mif(path, sh, affine)
+        return save_nifti_atomic(nib.Nifti1Image(sh, affine), path, threads=1)
 
     folder.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
         written = list(pool.map(write, range(min(subjects, distinct or subjects))))
     links = []
     for index in range(len(written), subjects):
-        links.append(folder / f"sub-{index:04d}.nii.gz")
+        links.append(folder / f"sub-{index:04d}.{fmt}")
         links[-1].unlink(missing_ok=True)
         links[-1].symlink_to(written[index % len(written)].name)
     return written + links
@@ -190,12 +214,17 @@ class Monitor:
         return " ".join(f"{t.max() / 1e9:.2f}" if t.size else "-" for t in tenths)
 
 
-def _rates(done_times: list[float], started: float) -> tuple[float, float]:
-    """Subjects per hour over the whole run, and from the 10th percentile subject to the last."""
+def _steady(done_times: list[float]) -> tuple[float, float]:
+    """The steady part of a run: from the 10th percentile subject's end to the last's."""
     done_times = sorted(done_times)
-    whole = len(done_times) / (done_times[-1] - started) * 3600
-    first = int(0.1 * len(done_times))
-    steady = (len(done_times) - 1 - first) / max(done_times[-1] - done_times[first], 1e-9) * 3600
+    return done_times[int(0.1 * len(done_times))], done_times[-1]
+
+
+def _rates(done_times: list[float], started: float) -> tuple[float, float]:
+    """Subjects per hour over the whole run, and over its steady part (:func:`_steady`)."""
+    first, last = _steady(done_times)
+    whole = len(done_times) / (last - started) * 3600
+    steady = (len(done_times) - 1 - int(0.1 * len(done_times))) / max(last - first, 1e-9) * 3600
     return whole, steady
 
 
@@ -214,24 +243,27 @@ def _own_and_reaped_cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str] | None, processes: int) -> dict:
+def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str] | None, processes: int,
+              smi_log: Path) -> dict:
     items = batch_items(inputs, out)
     # a warm-up subject in this process compiles or loads the kernels (spawned workers load
     # them from numba's cache, inside the measured run, as a real batch does)
     run_batch(items[:1], params)
     done_times: list[float] = []
     before = _own_and_reaped_cpu()
-    with Monitor([os.getpid()]) as monitor:
+    with gpu_utilization.GpuSampler(smi_log) as sampler, Monitor([os.getpid()]) as monitor:
+        started = time.time()
         reports = run_batch(items, params, devices=gpus, processes=processes,
-                            report=lambda r: done_times.append(time.perf_counter()))
+                            report=lambda r: done_times.append(time.time()))
     # the worker processes have exited and been joined: their CPU is in RUSAGE_CHILDREN
     cpu = _own_and_reaped_cpu() - before
     failed = [r for r in reports if not r.ok]
     if failed:
         raise SystemExit(f"local batch: {len(failed)} inputs failed, e.g. {failed[0].fod}: {failed[0].error}")
-    return {"wall": monitor.wall, "rates": _rates(done_times, monitor.started), "cpu": cpu,
+    return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": cpu,
             "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(),
-            "stages": _stage_means([r.seconds for r in reports]), "kernel_total": sum(r.seconds["kernel"] for r in reports)}
+            "stages": _stage_means([r.seconds for r in reports]), "kernel_total": sum(r.seconds["kernel"] for r in reports),
+            "gpu_utilization": gpu_utilization.mean_utilization(sampler.samples, *_steady(done_times))}
 
 
 def _environment(data_dir: Path, broker_url: str) -> dict[str, str]:
@@ -363,7 +395,7 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
         before = {pid: _cpu_seconds([pid]) for pid in _tree(roots)}
         pool = _client_pool(clients)
         client_before = _own_and_reaped_cpu()
-        with Monitor(roots) as monitor:
+        with gpu_utilization.GpuSampler(work / "nvidia-smi.csv") as sampler, Monitor(roots) as monitor:
             started = time.time()
             jobs = _run_clients(base, inputs, backend, downloads, transfers, pool, clients)
         if pool is not None:
@@ -388,7 +420,8 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": monitor.cpu_seconds(before),
             "cpu_by_role": {role: seconds / len(jobs) for role, seconds in by_role.items()},
             "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(), "stages": _stage_means(stages),
-            "kernel_total": sum(s["kernel"] for s in stages)}
+            "kernel_total": sum(s["kernel"] for s in stages),
+            "gpu_utilization": gpu_utilization.mean_utilization(sampler.samples, *_steady(done_times))}
 
 
 def main() -> None:
@@ -397,6 +430,8 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, help="write only this many distinct inputs; the other subjects "
                         "link to them (a 500-subject memory run on a small disk)")
     parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
+    parser.add_argument("--format", choices=FORMATS, default="nii.gz", help="the inputs' file format (the outputs "
+                        "take it: .nii.gz for NIfTI, .mif for .mif); nii and mif have no inflate to read")
     parser.add_argument("--lmax", type=int, default=8)
     parser.add_argument("--gpus", help="CUDA_VISIBLE_DEVICES values, e.g. 0 or 0,1 (default: local in this "
                         "process, service with one worker)")
@@ -429,11 +464,14 @@ def main() -> None:
               else PeaksParams(backend=args.backend))
 
     started = time.perf_counter()
-    inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax, args.distinct)
+    inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax, args.distinct, args.format)
     size = sum(p.stat().st_size for p in inputs) / len(inputs)
-    print(f"{args.subjects} subjects {'x'.join(map(str, args.shape))} lmax {args.lmax}, {size / 1e6:.1f} MB .nii.gz "
-          f"each, written in {time.perf_counter() - started:.0f} s; {len(os.sched_getaffinity(0))} cores; "
-          f"backend {args.backend}; work folder {work}", flush=True)
+    formats = f"{args.format} in, {image_suffixes(inputs[0], params.format)[0].lstrip('.')} out"
+    print(f"{args.subjects} subjects {'x'.join(map(str, args.shape))} lmax {args.lmax}, {size / 1e6:.1f} MB "
+          f".{args.format} each, written in {time.perf_counter() - started:.0f} s; {formats}; "
+          f"{len(os.sched_getaffinity(0))} cores; backend {args.backend}; "
+          f"nvidia-smi {'sampled' if shutil.which('nvidia-smi') else 'absent: GPU util n/a'}; work folder {work}",
+          flush=True)
 
     results = {}
     modes = args.modes.split(",")
@@ -442,21 +480,21 @@ def main() -> None:
                  else [default_processes(len(gpus or ["0"]))])
         for processes in sweep:
             if not gpus and processes == 1:
-                label = "local, in-process"
+                label = f"local {args.format}, in-process"
             else:
-                label = f"local, {processes} process(es) x {len(gpus or ['0'])} GPU(s)"
+                label = f"local {args.format}, {processes} process(es) x {len(gpus or ['0'])} GPU(s)"
             if args.peaks_only:
                 label += ", peaks only"
             out = work / f"out-local-{processes}"
-            results[label] = run_local(inputs, out, params, gpus, processes)
+            results[label] = run_local(inputs, out, params, gpus, processes, work / f"nvidia-smi-local-{processes}.csv")
             print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)  # a large sweep would fill the disk
     if "service" in modes:
         runs = [(c, k) for c in map(int, args.concurrency.split(",")) for k in map(int, args.clients.split(","))]
         for concurrency, clients in runs:
-            label = (f"service, {broker}, {len(gpus or ['0'])}x{concurrency} jobs, {args.api_workers} API, "
-                     f"{args.transfers} transfers, {clients} client(s)")
+            label = (f"service {args.format}, {broker}, {len(gpus or ['0'])}x{concurrency} jobs, {args.api_workers} "
+                     f"API, {args.transfers} transfers, {clients} client(s)")
             folder = work / f"service-{concurrency}-{clients}"
             results[label] = run_service(inputs, folder, args.backend, gpus or ["0"], broker, args.redis_server,
                                          concurrency, args.api_workers, args.transfers, clients)
@@ -465,24 +503,31 @@ def main() -> None:
                 for bulk in ("data", "downloads"):
                     shutil.rmtree(folder / bulk, ignore_errors=True)
 
+    n_gpus = len(gpus or ["0"])
+    # without --gpus a run uses the first GPU CUDA sees: nvidia-smi's index where it is one
+    used_gpus = gpus or [os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]]
     print()
     for label, r in results.items():
         print(f"{label}: RSS GB per tenth of the run: {r['curve']}")
+        print(f"{label}: nvidia-smi utilization.gpu, mean over the steady part: "
+              f"{gpu_utilization.describe_utilization(r['gpu_utilization'], used_gpus)[1]}")
         if "cpu_by_role" in r:
             print(f"{label}: CPU seconds per subject: "
                   + ", ".join(f"{role} {seconds:.2f}" for role, seconds in r["cpu_by_role"].items()))
-    n_gpus = len(gpus or ["0"])
-    print(f"\n{args.subjects} subjects, {'x'.join(map(str, args.shape))} lmax {args.lmax}; stage columns: mean "
-          "seconds per subject (service: upload = POST incl. checks, queued = accepted to started, job = "
-          "started to finished, download = results.zip; read, compute = engine call, kernel = GPU kernels, "
-          "write)")
-    print(f"{'run':<64}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'GPU busy':>9}{'cores':>7}{'peak RSS GB':>12}"
-          + "".join(f"{stage:>9}" for stage in _STAGES))
+    print(f"\n{args.subjects} subjects, {'x'.join(map(str, args.shape))} lmax {args.lmax}, {formats}; kernel busy = "
+          "kernel seconds / wall / GPUs (an upper bound with several processes a GPU), GPU util = nvidia-smi's "
+          "utilization.gpu over the steady part; stage columns: mean seconds per subject (service: upload = POST "
+          "incl. checks, queued = accepted to started, job = started to finished, download = results.zip; read, "
+          "compute = engine call, kernel = GPU kernels, write)")
+    print(f"{'run':<64}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'kernel busy':>12}{'GPU util':>9}{'cores':>7}"
+          f"{'peak RSS GB':>12}" + "".join(f"{stage:>9}" for stage in _STAGES))
     for label, r in results.items():
         busy = r["kernel_total"] / r["wall"] / n_gpus
+        utilization = gpu_utilization.describe_utilization(r["gpu_utilization"], used_gpus)[0]
         s = r["stages"]
         print(f"{label:<64}{r['wall']:>8.1f}{r['rates'][0]:>9.0f}{r['rates'][1]:>10.0f}"
-              f"{(f'{busy:.0%}' if r['kernel_total'] else '-'):>9}{r['cpu'] / r['wall']:>7.1f}{r['rss'] / 1e9:>12.2f}"
+              f"{(f'{busy:.0%}' if r['kernel_total'] else '-'):>12}{utilization:>9}{r['cpu'] / r['wall']:>7.1f}"
+              f"{r['rss'] / 1e9:>12.2f}"
               + "".join(f"{s[stage]:>9.3f}" if s[stage] == s[stage] else f"{'-':>9}" for stage in _STAGES))
     if not args.keep and not args.work:
         shutil.rmtree(work, ignore_errors=True)
