@@ -23,11 +23,12 @@ GPU's busy share twice: from our kernel timings (kernel seconds ÷ wall ÷ GPUs;
 when several job processes share a GPU, as one's kernel events may enclose another's
 kernels) and as the GPU counts it (``nvidia-smi``'s ``utilization.gpu`` every 0.2 s, the mean
 over the steady part of the GPUs the run used, each GPU's in the log and the raw samples in
-the work folder; "n/a" without ``nvidia-smi``: bench/gpu_utilization.py), CPU cores used (CPU seconds of every process of
-the run ÷ wall; for the service also CPU seconds per subject of the API, the workers, Redis and
-this client), peak host RSS (all processes of the run, sampled every 0.2 s) with its
-curve, and mean seconds per subject of each stage (service: the upload, the wait in the
-queue, the job and its read/compute/write, the download); a table last.
+the work folder; "n/a" without ``nvidia-smi``: bench/gpu_utilization.py), CPU cores used
+(CPU seconds of every process of the run ÷ wall; for the service also CPU seconds per
+subject of the API, the workers, Redis and this client), peak host RSS (all processes of the
+run, sampled every 0.2 s) with its curve, and mean seconds per subject of each stage
+(service: the upload, the wait in the queue, the job and its read/compute/write, the
+download); a table last.
 
     python3 bench/batch.py [--subjects 100] [--format nii.gz|nii|mif] [--gpus 0,1] [--processes-per-gpu 1,4,8]
                            [--modes local,service]
@@ -262,7 +263,8 @@ def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str
         raise SystemExit(f"local batch: {len(failed)} inputs failed, e.g. {failed[0].fod}: {failed[0].error}")
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": cpu,
             "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(),
-            "stages": _stage_means([r.seconds for r in reports]), "kernel_total": sum(r.seconds["kernel"] for r in reports),
+            "stages": _stage_means([r.seconds for r in reports]),
+            "kernel_total": sum(r.seconds["kernel"] for r in reports),
             "gpu_utilization": gpu_utilization.mean_utilization(sampler.samples, *_steady(done_times))}
 
 

@@ -1,7 +1,7 @@
-"""The image writers' files byte for byte: the sha256 of what ``write_mif``, ``save_image`` and
-``save_nifti_atomic`` write for arrays in every memory order (C, Fortran, strided, reversed)
-is pinned to what they wrote before their copy-free write path (commit 0312260), so a faster
-writer that changes one byte fails here; MRtrix3 and nibabel read those files in
+"""The image writers' files byte for byte: the sha256 of what ``write_mif`` and ``save_image``
+(``save_nifti_atomic`` for NIfTI) write for arrays in every memory order (C, Fortran,
+strided, reversed) is pinned to what they wrote at commit 0312260, so a faster writer that
+changes one byte fails here; MRtrix3 and nibabel read those files in
 tests/worker/io/test_mif.py and test_nifti_read_path.py."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import pytest
 from tests.worker.io.grids import oblique_affine, save_nifti
 from worker.io.images import read_image_header, save_image
 from worker.io.mif import write_mif
-from worker.io.nifti import save_nifti_atomic
 
 SHAPE = (6, 5, 4, 3)
 
