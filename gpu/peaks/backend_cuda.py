@@ -8,7 +8,8 @@
    ranked by start value).
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
    end to end: all seeds, or in two passes (PeaksOptions.bounded, .basin_angle) the npeaks
-   highest of each voxel.
+   highest of each voxel; ``climb_owners`` (gpu.peaks.kernels_cuda) first lists each
+   climb's voxel.
    Climbing in the voxel's block left most lanes of its one busy warp idle (a voxel has
    few seeds out of 128 starts), and the block's registers kept other voxels off the SM
    (docs/benchmarks.md, measured design choices).
@@ -18,6 +19,8 @@
    on); they stop inside the first climbs' basins (gpu.peaks.sshopm_math.in_found_basin).
 5. ``select_cuda`` (gpu.peaks.kernels_cuda): one thread per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
+6. ``iteration_histogram`` (gpu.peaks.kernels_cuda): the climbs' iterations, counted into the
+   histogram the CPU backend also reports.
 
 Voxels go in chunks so long runs report progress and can be cancelled between chunks.
 
@@ -45,6 +48,9 @@ __all__ = ["run_sshopm_cuda", "load_cuda_runtime"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
+HIST_THREADS = 256
+# enough blocks to fill an H100 several times over; each then loops over its share
+HIST_BLOCKS = 1024
 # Entries of the SH→tensor matrix below this fraction of its largest are rounding residue
 # of exact zeros (at most 6e-15 at lmax 2–12, the true entries at least 3e-5 of the largest).
 SH2T_ZERO = 1e-9
@@ -153,6 +159,13 @@ def _nonzero_rows(sh2t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return first, columns.astype(np.int32), np.asarray(sh2t, np.float32)[rows, columns]
 
 
+def _owners(api, kernels, first, counts, climbs: int):
+    """Device array of each packed climb's voxel (``climb_owners``) and the kernel's seconds."""
+    owners = api.device_array(max(climbs, 1), np.int32)
+    launch = kernels["climb_owners"][(counts.shape[0] + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
+    return owners, launch, (first, counts, owners)
+
+
 def _climb_arrays(api, climbs: int) -> tuple:
     """Device arrays for ``climbs`` results: directions, λ, iterations, flags (CLIMB_*)."""
     size = max(climbs, 1)
@@ -245,10 +258,12 @@ def run_sshopm_cuda(
         zeros = part(d_zeros, 0, m)
         climb_args = (tensors, part(d_alphas, lo, hi), d_starts, slots)
         if climbs:
+            owners, fill, fill_args = _owners(api, kernels, d_first, d_n_first, climbs)
+            phases["climb"] += timed(fill, *fill_args)
             climb = climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
-            phases["climb"] += timed(climb, *climb_args, d_first, climbs, zeros, zeros, zeros, zeros,
-                                     *first_climbs[:2], first_climbs[3], d_fparams, d_iparams, *first_climbs, d_hist)
-        later_climbs, d_later_first, d_n_later = first_climbs, zeros, zeros
+            phases["climb"] += timed(climb, *climb_args, d_first, owners, climbs, zeros, zeros, zeros, zeros,
+                                     *first_climbs[:2], first_climbs[3], d_fparams, d_iparams, *first_climbs)
+        later_climbs, d_later_first, d_n_later, all_climbs = first_climbs, zeros, zeros, climbs
         if (n_seeds > n_first).any():
             if iparams[P_BOUNDED]:
                 d_n_later = api.device_array(m, np.int32)
@@ -263,17 +278,25 @@ def run_sshopm_cuda(
             if later:
                 # Voxel v's climbs end up at first[v] + later_first[v]: its first climbs
                 # (moved there by select_cuda), then its later ones.
-                later_climbs = _climb_arrays(api, climbs + later)
+                all_climbs = climbs + later
+                later_climbs = _climb_arrays(api, all_climbs)
                 d_later_first = api.to_device(later_first)
                 d_write = api.to_device((first + n_first).astype(np.int32))
+                owners, fill, fill_args = _owners(api, kernels, d_later_first, d_n_later, later)
+                phases["climb"] += timed(fill, *fill_args)
                 climb = climb_kernel[(later + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
-                phases["climb"] += timed(climb, *climb_args, d_later_first, later, d_n_first, d_write, d_first,
-                                         d_n_first, *first_climbs[:2], first_climbs[3], d_fparams, d_iparams,
-                                         *later_climbs, d_hist)
+                phases["climb"] += timed(climb, *climb_args, d_later_first, owners, later, d_n_first, d_write,
+                                         d_first, d_n_first, *first_climbs[:2], first_climbs[3], d_fparams,
+                                         d_iparams, *later_climbs)
         select = kernels["select_cuda"][(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
         phases["select"] += timed(select, d_first, d_n_first, d_later_first, d_n_later, n_seeds_m,
                                   later_climbs is not first_climbs, *first_climbs, *later_climbs, d_fparams, d_iparams, part(d_directions, lo, hi),
                                   part(d_amplitudes, lo, hi), part(d_count, lo, hi), part(d_stats, lo, hi))
+        if all_climbs:
+            # after select_cuda, which moved a second pass's first climbs next to the later ones
+            count_its = kernels["iteration_histogram"][min((all_climbs + HIST_THREADS - 1) // HIST_THREADS, HIST_BLOCKS),
+                                                       HIST_THREADS]
+            phases["climb"] += timed(count_its, later_climbs[2], all_climbs, d_hist)
         if progress is not None:
             progress(hi / n)
     result = {

@@ -225,10 +225,12 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
+    # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
+    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    t = uint64(cuda.threadIdx.x)
+    count = uint64(cuda.blockDim.x)
     a = cuda.shared.array({n_unique}, float32)
-    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -239,20 +241,25 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
-        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    first = cuda.blockIdx.x * SEED_VOXELS
+        near[t, q] = t
+        if q < neighbors.shape[1]:
+            near[t, q] = neighbors[t, q]
+    v = uint64(cuda.blockIdx.x) * uint64(SEED_VOXELS)
+    last = min(v + uint64(SEED_VOXELS), uint64(tensors.shape[1]))
     # No barrier is needed between voxels: a thread writes the next voxel's entries only
     # after the previous voxel's last read of them (the barrier after A x^{order - 1}), and
     # everything else only after the next barrier, which waits for every thread to finish.
-    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
-        for k in range(t, {n_unique}, count):
+    while v < last:
+        k = t
+        while k < uint64({n_unique}):
             a[k] = tensors[k, v]
+            k += count
         cuda.syncthreads()
         gx, gy, gz = axm1_m{order}(a, x, y, z)
         f[t] = gx * x + gy * y + gz * z
         cuda.syncthreads()
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
         rank = slot
         if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -266,21 +273,24 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
             if iparams[P_BOUNDED] != 0:
                 seed_values[v, rank] = f[t]
         if t == 0:
-            n_seeds[v] = total'''
+            n_seeds[v] = total
+        v += uint64(1)'''
 
 
 def _cuda_climb_kernel(order: int) -> str:
     return f'''@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
-    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
+    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
+    i + write_offset[v]. Voxel v's peaks found so far are
+    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
+    (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
-    v = sm.owner(first_climb, i)
+    v = owners[i]
     s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
@@ -302,8 +312,7 @@ def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, n_clim
     climb_dirs[w, 2] = z
     climb_lams[w] = lam
     climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)'''
+    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)'''
 
 
 def _cpu_climbs(order: int) -> str:
@@ -408,7 +417,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, 
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -523,7 +532,7 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 # sshopm_layout.py sha256 {layout_hash}
 # sshopm_block.py sha256 {block_hash}
 
-from numba import config, cuda, float32, int32
+from numba import config, cuda, float32, int32, uint32, uint64
 
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot

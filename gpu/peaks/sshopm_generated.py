@@ -7,7 +7,7 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
+# sshopm_math.py sha256 631c080dd109e148b864ea7c831d52161f109ba44a5c8b904599eeb4039665e5
 # sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
 
 import numpy as np

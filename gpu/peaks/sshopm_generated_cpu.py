@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 1434c51b18ca9e073f7a3493755b4d9cef55d28cbd3f03a2eff58f93b2747e9a
-# sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
+# sshopm_generated.py sha256 f03ebd829fa6bf52ca8d93e51fd1e3dd32d70b34c69aa2f635fe5d6d47d2b114
+# sshopm_math.py sha256 631c080dd109e148b864ea7c831d52161f109ba44a5c8b904599eeb4039665e5
 # sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
 
 from types import FunctionType
@@ -216,7 +216,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -530,7 +530,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -989,7 +989,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -1645,7 +1645,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -2550,7 +2550,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1
@@ -3756,7 +3756,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
             floor = sm.seed_floor(f.max(), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
             n = 0
             for t in range(count):
-                if sm.is_seed(t, f, g[0, t], g[1, t], g[2, t], starts, neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
+                if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
                     seed_start[n] = t
                     seed_value[n] = f[t]
                     n += 1

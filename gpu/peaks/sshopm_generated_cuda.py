@@ -5,12 +5,12 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 1434c51b18ca9e073f7a3493755b4d9cef55d28cbd3f03a2eff58f93b2747e9a
-# sshopm_math.py sha256 b52438b601d00ed5ce264a85398429485150b8843b98c563dea3771b969252f3
+# sshopm_generated.py sha256 f03ebd829fa6bf52ca8d93e51fd1e3dd32d70b34c69aa2f635fe5d6d47d2b114
+# sshopm_math.py sha256 631c080dd109e148b864ea7c831d52161f109ba44a5c8b904599eeb4039665e5
 # sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
-# sshopm_block.py sha256 2de7de8d73cd3280d592fb09f4b673f1b899950881a50c30d0a243487017207c
+# sshopm_block.py sha256 5ca7b722073d00317e4a1b4e283847d4bbdc6a97cf9ca8aa8994f11f2ca247c9
 
-from numba import config, cuda, float32, int32
+from numba import config, cuda, float32, int32, uint32, uint64
 
 from gpu.peaks import sshopm_math as sm
 from gpu.peaks.sshopm_block import MAX_WARPS, block_max, seed_slot
@@ -54,10 +54,12 @@ def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
+    # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
+    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    t = uint64(cuda.threadIdx.x)
+    count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(6, float32)
-    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -68,20 +70,25 @@ def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
-        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    first = cuda.blockIdx.x * SEED_VOXELS
+        near[t, q] = t
+        if q < neighbors.shape[1]:
+            near[t, q] = neighbors[t, q]
+    v = uint64(cuda.blockIdx.x) * uint64(SEED_VOXELS)
+    last = min(v + uint64(SEED_VOXELS), uint64(tensors.shape[1]))
     # No barrier is needed between voxels: a thread writes the next voxel's entries only
     # after the previous voxel's last read of them (the barrier after A x^1), and
     # everything else only after the next barrier, which waits for every thread to finish.
-    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
-        for k in range(t, 6, count):
+    while v < last:
+        k = t
+        while k < uint64(6):
             a[k] = tensors[k, v]
+            k += count
         cuda.syncthreads()
         gx, gy, gz = axm1_m2(a, x, y, z)
         f[t] = gx * x + gy * y + gz * z
         cuda.syncthreads()
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
         rank = slot
         if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -96,19 +103,22 @@ def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 seed_values[v, rank] = f[t]
         if t == 0:
             n_seeds[v] = total
+        v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
-    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
+    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
+    i + write_offset[v]. Voxel v's peaks found so far are
+    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
+    (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
-    v = sm.owner(first_climb, i)
+    v = owners[i]
     s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
@@ -131,7 +141,6 @@ def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_lams[w] = lam
     climb_its[w] = its
     climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 # ---- order 4: 15 unique entries ----
@@ -148,10 +157,12 @@ def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
+    # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
+    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    t = uint64(cuda.threadIdx.x)
+    count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(15, float32)
-    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -162,20 +173,25 @@ def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
-        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    first = cuda.blockIdx.x * SEED_VOXELS
+        near[t, q] = t
+        if q < neighbors.shape[1]:
+            near[t, q] = neighbors[t, q]
+    v = uint64(cuda.blockIdx.x) * uint64(SEED_VOXELS)
+    last = min(v + uint64(SEED_VOXELS), uint64(tensors.shape[1]))
     # No barrier is needed between voxels: a thread writes the next voxel's entries only
     # after the previous voxel's last read of them (the barrier after A x^3), and
     # everything else only after the next barrier, which waits for every thread to finish.
-    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
-        for k in range(t, 15, count):
+    while v < last:
+        k = t
+        while k < uint64(15):
             a[k] = tensors[k, v]
+            k += count
         cuda.syncthreads()
         gx, gy, gz = axm1_m4(a, x, y, z)
         f[t] = gx * x + gy * y + gz * z
         cuda.syncthreads()
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
         rank = slot
         if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -190,19 +206,22 @@ def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 seed_values[v, rank] = f[t]
         if t == 0:
             n_seeds[v] = total
+        v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
-    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
+    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
+    i + write_offset[v]. Voxel v's peaks found so far are
+    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
+    (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
-    v = sm.owner(first_climb, i)
+    v = owners[i]
     s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
@@ -225,7 +244,6 @@ def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_lams[w] = lam
     climb_its[w] = its
     climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 # ---- order 6: 28 unique entries ----
@@ -242,10 +260,12 @@ def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
+    # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
+    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    t = uint64(cuda.threadIdx.x)
+    count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(28, float32)
-    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -256,20 +276,25 @@ def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
-        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    first = cuda.blockIdx.x * SEED_VOXELS
+        near[t, q] = t
+        if q < neighbors.shape[1]:
+            near[t, q] = neighbors[t, q]
+    v = uint64(cuda.blockIdx.x) * uint64(SEED_VOXELS)
+    last = min(v + uint64(SEED_VOXELS), uint64(tensors.shape[1]))
     # No barrier is needed between voxels: a thread writes the next voxel's entries only
     # after the previous voxel's last read of them (the barrier after A x^5), and
     # everything else only after the next barrier, which waits for every thread to finish.
-    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
-        for k in range(t, 28, count):
+    while v < last:
+        k = t
+        while k < uint64(28):
             a[k] = tensors[k, v]
+            k += count
         cuda.syncthreads()
         gx, gy, gz = axm1_m6(a, x, y, z)
         f[t] = gx * x + gy * y + gz * z
         cuda.syncthreads()
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
         rank = slot
         if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -284,19 +309,22 @@ def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 seed_values[v, rank] = f[t]
         if t == 0:
             n_seeds[v] = total
+        v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
-    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
+    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
+    i + write_offset[v]. Voxel v's peaks found so far are
+    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
+    (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
-    v = sm.owner(first_climb, i)
+    v = owners[i]
     s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
@@ -319,7 +347,6 @@ def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_lams[w] = lam
     climb_its[w] = its
     climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 # ---- order 8: 45 unique entries ----
@@ -336,10 +363,12 @@ def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
+    # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
+    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    t = uint64(cuda.threadIdx.x)
+    count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(45, float32)
-    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -350,20 +379,25 @@ def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
-        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    first = cuda.blockIdx.x * SEED_VOXELS
+        near[t, q] = t
+        if q < neighbors.shape[1]:
+            near[t, q] = neighbors[t, q]
+    v = uint64(cuda.blockIdx.x) * uint64(SEED_VOXELS)
+    last = min(v + uint64(SEED_VOXELS), uint64(tensors.shape[1]))
     # No barrier is needed between voxels: a thread writes the next voxel's entries only
     # after the previous voxel's last read of them (the barrier after A x^7), and
     # everything else only after the next barrier, which waits for every thread to finish.
-    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
-        for k in range(t, 45, count):
+    while v < last:
+        k = t
+        while k < uint64(45):
             a[k] = tensors[k, v]
+            k += count
         cuda.syncthreads()
         gx, gy, gz = axm1_m8(a, x, y, z)
         f[t] = gx * x + gy * y + gz * z
         cuda.syncthreads()
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
         rank = slot
         if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -378,19 +412,22 @@ def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 seed_values[v, rank] = f[t]
         if t == 0:
             n_seeds[v] = total
+        v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
-    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
+    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
+    i + write_offset[v]. Voxel v's peaks found so far are
+    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
+    (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
-    v = sm.owner(first_climb, i)
+    v = owners[i]
     s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
@@ -413,7 +450,6 @@ def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, n_climbs, ra
     climb_lams[w] = lam
     climb_its[w] = its
     climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 # ---- order 10: 66 unique entries ----
@@ -430,10 +466,12 @@ def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
+    # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
+    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    t = uint64(cuda.threadIdx.x)
+    count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(66, float32)
-    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -444,20 +482,25 @@ def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
-        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    first = cuda.blockIdx.x * SEED_VOXELS
+        near[t, q] = t
+        if q < neighbors.shape[1]:
+            near[t, q] = neighbors[t, q]
+    v = uint64(cuda.blockIdx.x) * uint64(SEED_VOXELS)
+    last = min(v + uint64(SEED_VOXELS), uint64(tensors.shape[1]))
     # No barrier is needed between voxels: a thread writes the next voxel's entries only
     # after the previous voxel's last read of them (the barrier after A x^9), and
     # everything else only after the next barrier, which waits for every thread to finish.
-    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
-        for k in range(t, 66, count):
+    while v < last:
+        k = t
+        while k < uint64(66):
             a[k] = tensors[k, v]
+            k += count
         cuda.syncthreads()
         gx, gy, gz = axm1_m10(a, x, y, z)
         f[t] = gx * x + gy * y + gz * z
         cuda.syncthreads()
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
         rank = slot
         if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -472,19 +515,22 @@ def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
                 seed_values[v, rank] = f[t]
         if t == 0:
             n_seeds[v] = total
+        v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
-    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
+    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
+    i + write_offset[v]. Voxel v's peaks found so far are
+    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
+    (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
-    v = sm.owner(first_climb, i)
+    v = owners[i]
     s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
@@ -507,7 +553,6 @@ def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
     climb_lams[w] = lam
     climb_its[w] = its
     climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)
 
 
 # ---- order 12: 91 unique entries ----
@@ -524,10 +569,12 @@ def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
-    t = cuda.threadIdx.x
-    count = cuda.blockDim.x
+    # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
+    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    t = uint64(cuda.threadIdx.x)
+    count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(91, float32)
-    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), int32)
+    near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
@@ -538,20 +585,25 @@ def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     z = starts[t, 2]
     for q in range(N_NEIGHBORS):
         # a start with fewer neighbours lists itself in the spare places, which never block it
-        near[t, q] = neighbors[t, q] if q < neighbors.shape[1] else t
-    first = cuda.blockIdx.x * SEED_VOXELS
+        near[t, q] = t
+        if q < neighbors.shape[1]:
+            near[t, q] = neighbors[t, q]
+    v = uint64(cuda.blockIdx.x) * uint64(SEED_VOXELS)
+    last = min(v + uint64(SEED_VOXELS), uint64(tensors.shape[1]))
     # No barrier is needed between voxels: a thread writes the next voxel's entries only
     # after the previous voxel's last read of them (the barrier after A x^11), and
     # everything else only after the next barrier, which waits for every thread to finish.
-    for v in range(first, min(first + SEED_VOXELS, tensors.shape[1])):
-        for k in range(t, 91, count):
+    while v < last:
+        k = t
+        while k < uint64(91):
             a[k] = tensors[k, v]
+            k += count
         cuda.syncthreads()
         gx, gy, gz = axm1_m12(a, x, y, z)
         f[t] = gx * x + gy * y + gz * z
         cuda.syncthreads()
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
-        mine = 1 if sm.is_seed(t, f, gx, gy, gz, starts, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
+        mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
         rank = slot
         if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
@@ -566,19 +618,22 @@ def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
                 seed_values[v, rank] = f[t]
         if t == 0:
             n_seeds[v] = total
+        v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags, iter_hist):
+def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
     """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
     every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
     i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owner(first_climb, i); its result goes to slot i + write_offset[v]. Voxel v's peaks
-    found so far are found_*[found_first[v]:found_first[v] + n_found[v]]."""
+    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
+    i + write_offset[v]. Voxel v's peaks found so far are
+    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
+    (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
-    v = sm.owner(first_climb, i)
+    v = owners[i]
     s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
@@ -601,4 +656,3 @@ def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, n_climbs, r
     climb_lams[w] = lam
     climb_its[w] = its
     climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
-    cuda.atomic.add(iter_hist, min(its, iter_hist.shape[0] - 1), 1)

@@ -41,7 +41,6 @@ __all__ = [
     "in_found_basin",
     "climb_status",
     "climb_flags",
-    "owner",
     "CLIMBING",
     "STOPPED_MERGED",
     "STOPPED_CONVERGED",
@@ -192,8 +191,8 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
 
 
 @register_jitable
-def is_seed(t, f, gx, gy, gz, starts, neighbors, steps, local_only, floor):
-    """Whether start t climbs: its FOD value f[t] = A x^m is positive and ≥ ``floor`` and,
+def is_seed(t, x, y, z, f, gx, gy, gz, neighbors, steps, local_only, floor):
+    """Whether start t, the unit (x, y, z), climbs: its FOD value f[t] = A x^m is positive and ≥ ``floor`` and,
     with ``local_only``, no neighbour uphill of it lies within 30° of its tangent gradient
     (gx, gy, gz) = A x^(m−1); ``steps[t, q]`` is the step to neighbour q and its length
     (:func:`gpu.peaks.sshopm_starts.neighbor_steps`). Discrete local maxima always qualify;
@@ -206,9 +205,6 @@ def is_seed(t, f, gx, gy, gz, starts, neighbors, steps, local_only, floor):
         return False
     if not local_only:
         return True
-    x = starts[t, 0]
-    y = starts[t, 1]
-    z = starts[t, 2]
     ux = gx - ft * x
     uy = gy - ft * y
     uz = gz - ft * z
@@ -317,21 +313,6 @@ def climb_flags(capped, negdef, merged, lam):
     elif negdef and not capped and lam > 0:
         flags += CLIMB_PEAK
     return flags
-
-
-@register_jitable
-def owner(first, i):
-    """The voxel v whose climbs include climb i: the last v with first[v] ≤ i, where
-    ``first`` is the exclusive prefix sum of the voxels' climb counts (binary search)."""
-    lo = 0
-    hi = first.shape[0] - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if first[mid] <= i:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 @register_jitable

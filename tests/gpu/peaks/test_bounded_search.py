@@ -104,6 +104,9 @@ def test_cuda_kernels_in_simulator_bound_as_the_cpu_backend():
     assert gpu.stats["starts_skipped_by_bound"] == cpu.stats["starts_skipped_by_bound"] > 0
     assert gpu.stats["starts_climbed_per_voxel"] == cpu.stats["starts_climbed_per_voxel"]
     assert gpu.stats["climbs_stopped_at_found_peaks"] == cpu.stats["climbs_stopped_at_found_peaks"]
+    # both passes' climbs in the iteration histogram, once each, with their iterations
+    climbs = gpu.stats["starts_climbed_per_voxel"] * gpu.stats["voxels_processed"]
+    assert gpu.stats["iterations_per_climb"]["mean"] * climbs == pytest.approx(gpu.stats["iterations_total"], rel=1e-12)
 
 
 def unit(theta_deg: float, phi_deg: float = 0.0) -> tuple[float, float, float]:

@@ -60,6 +60,9 @@ def test_cuda_kernel_in_simulator_equals_cpu_backend(lmax, starts):
     # Same climbs from the same seeds; iteration counts may differ by float32 rounding.
     assert gpu.stats["starts_climbed_per_voxel"] == cpu.stats["starts_climbed_per_voxel"]
     assert gpu.stats["starts_hit_cap"] == cpu.stats["starts_hit_cap"] == 0
+    # the iteration histogram (iteration_histogram) counts every climb once, with its iterations
+    climbs = gpu.stats["starts_climbed_per_voxel"] * gpu.stats["voxels_processed"]
+    assert gpu.stats["iterations_per_climb"]["mean"] * climbs == pytest.approx(gpu.stats["iterations_total"], rel=1e-12)
     print(f"\nlmax {lmax}, {starts} starts: CUDA (simulator) vs CPU on {len(pick)} voxels, counts {gpu.count.tolist()}, "
           f"max |Δdirection| {np.nanmax(np.abs(gpu.directions - cpu.directions)):.1e}, "
           f"max relative |Δamplitude| {np.nanmax(np.abs(gpu.amplitudes / cpu.amplitudes - 1)):.1e}")
