@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 f03ebd829fa6bf52ca8d93e51fd1e3dd32d70b34c69aa2f635fe5d6d47d2b114
-# sshopm_math.py sha256 631c080dd109e148b864ea7c831d52161f109ba44a5c8b904599eeb4039665e5
+# sshopm_generated.py sha256 be15e509f1f1a89cbb61bbb29203d8cc8066b237ace2b86c4c46bd376232bbc2
+# sshopm_math.py sha256 7fc2b10c6b0037b055d703d663e503d4357247ac9ea2db2711b0f24cb2077d9e
 # sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
 # sshopm_block.py sha256 5ca7b722073d00317e4a1b4e283847d4bbdc6a97cf9ca8aa8994f11f2ca247c9
 

@@ -368,12 +368,20 @@ def select_peaks(count, cx, cy, cz, lam, valid, walked, cos_merge, npeaks, thres
     found = 0
     steps = 0
     last = -1
+    lam_last = lam[0] if count > 0 else threshold  # read only once last ≥ 0
     best = threshold
     while found < npeaks:
+        # the best valid climb below the last one walked, in _better's order; λ of the last
+        # and of the pick kept at hand (a GPU thread otherwise reloads both for every i)
         pick = -1
+        lam_pick = lam_last
         for i in range(count):
-            if valid[i] != 0 and (last < 0 or _better(i, last, lam)) and (pick < 0 or _better(pick, i, lam)):
-                pick = i
+            if valid[i] != 0:
+                li = lam[i]
+                if (last < 0 or li < lam_last or (li == lam_last and i > last)) and (
+                        pick < 0 or li > lam_pick or (li == lam_pick and i < pick)):
+                    pick = i
+                    lam_pick = li
         if pick < 0:
             break
         duplicate = False
@@ -385,6 +393,7 @@ def select_peaks(count, cx, cy, cz, lam, valid, walked, cos_merge, npeaks, thres
         walked[steps] = pick
         steps += 1
         last = pick
+        lam_last = lam_pick
         if duplicate:
             continue
         if found == 0:
