@@ -97,8 +97,8 @@ def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax:
                  distinct: int | None = None, fmt: str = "nii.gz") -> list[Path]:
     """``subjects`` copies of one noise-free phantom, each plus its own Gaussian noise (2 % of a
     single fiber's l = 0 coefficient, as ``fod_phantom`` adds it), written in parallel as
-    ``fmt`` (one of :data:`FORMATS`; a ``.mif`` in the voxel order of the NIfTI, as
-    ``mrconvert`` keeps it: the same array read back); with ``distinct``, only that many
+    ``fmt`` (one of :data:`FORMATS`; a ``.mif`` as ``dwi2fod`` writes FODs, each voxel's
+    coefficients together, x fastest: strides 2,3,4,1); with ``distinct``, only that many
     files, the other subjects links to them under their own names (a long run that fits the
     disk)."""
     base = fod_phantom(shape, lmax, noise=0.0, seed=0)["sh"]
@@ -110,7 +110,7 @@ def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax:
         sh = base + rng.normal(scale=0.02 * single, size=base.shape).astype(np.float32)
         path = folder / f"sub-{index:04d}.{fmt}"
         if fmt == "mif":
-            return write_mif(path, sh, affine)
+            return write_mif(path, sh, affine, layout=(2, 3, 4, 1))
         return save_nifti_atomic(nib.Nifti1Image(sh, affine), path, threads=1)
 
     folder.mkdir(parents=True, exist_ok=True)

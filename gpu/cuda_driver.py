@@ -186,6 +186,11 @@ class DeviceArray:
             shape[axis] = max(stop - start, 0)
         return DeviceArray(self._allocation, ptr, tuple(shape), self.strides, self.dtype)
 
+    @property
+    def T(self) -> "DeviceArray":
+        """The transposed view (axes reversed), as numpy's ``.T``."""
+        return DeviceArray(self._allocation, self.ptr, self.shape[::-1], self.strides[::-1], self.dtype)
+
     def copy_to_host(self) -> np.ndarray:
         """A new host array with this array's contents (C order)."""
         if not self.is_c_contiguous:
@@ -213,9 +218,11 @@ def device_array(shape, dtype) -> DeviceArray:
 
 
 def to_device(host: np.ndarray) -> DeviceArray:
-    """A device copy of ``host`` (made C-contiguous first)."""
-    host = np.ascontiguousarray(host)
-    array = device_array(host.shape, host.dtype)
+    """A device copy of ``host`` in its own layout where it is C- or F-contiguous (as numba's
+    ``cuda.to_device``), else made C-contiguous first."""
+    fortran = host.flags.f_contiguous and not host.flags.c_contiguous
+    host = host if fortran else np.ascontiguousarray(host)
+    array = device_array(host.shape[::-1], host.dtype).T if fortran else device_array(host.shape, host.dtype)
     if host.nbytes:
         driver.ensure_context()._call("cuMemcpyHtoD_v2", ctypes.c_uint64(array.ptr),
                                       host.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(host.nbytes))

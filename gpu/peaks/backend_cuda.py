@@ -199,7 +199,10 @@ def run_sshopm_cuda(
     n_starts = starts.shape[0]
     n_unique = sh2t.shape[0]
     started = time.perf_counter()
-    d_coeffs = api.to_device(np.ascontiguousarray(coeffs, np.float32))
+    # (n_coeffs, voxels) in either layout: convert reads it with its strides, so each
+    # voxel's coefficients together (an MRtrix image's usual layout) need no transpose here
+    coeffs = coeffs.astype(np.float32, copy=False)
+    d_coeffs = api.to_device(coeffs if coeffs.flags.f_contiguous else np.ascontiguousarray(coeffs))
     d_sh2t = tuple(api.to_device(part) for part in _nonzero_rows(sh2t))
     d_alphas = api.to_device(np.ascontiguousarray(alphas, np.float32))
     d_starts = api.to_device(np.ascontiguousarray(starts, np.float32))

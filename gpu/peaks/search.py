@@ -171,6 +171,20 @@ def _iteration_summary(hist: np.ndarray) -> dict:
     }
 
 
+def _coefficients_by_voxel(sh: np.ndarray) -> tuple[np.ndarray, str]:
+    """(coeffs, order): ``sh`` (..., n_coeffs) as (n_coeffs, voxels), voxels numbered in
+    ``order`` ("C" or "F" over the spatial axes), a view where the memory allows: a NIfTI
+    volume (x fastest, each coefficient's volume after the other), an MRtrix image with each
+    voxel's coefficients together (``mrconvert -strides 2,3,4,1``, as ``dwi2fod`` writes
+    them) and a C-ordered array. Any other layout is copied, in C order."""
+    if sh.ndim > 1 and sh.flags.f_contiguous and not sh.flags.c_contiguous:
+        return sh.reshape(-1, sh.shape[-1], order="F").T, "F"
+    by_voxel = np.moveaxis(sh, -1, 0)
+    if sh.ndim > 2 and by_voxel.flags.f_contiguous and not sh.flags.c_contiguous:
+        return by_voxel.reshape(sh.shape[-1], -1, order="F"), "F"
+    return sh.reshape(-1, sh.shape[-1]).T, "C"
+
+
 def _to_spatial(per_voxel: np.ndarray, spatial: tuple[int, ...], order: str) -> np.ndarray:
     """(voxels, ...) → (*spatial, ...), voxels numbered in ``order`` (a view, no copy)."""
     rest = per_voxel.shape[1:]
@@ -317,10 +331,7 @@ def sshopm_peaks(
         raise ValueError("sh must have the SH coefficients along its last axis")
     lmax = lmax_from_ncoeffs(sh.shape[-1])
     spatial = sh.shape[:-1]
-    # Coefficient-major (n_coeffs, voxels): a free view of a NIfTI volume, which is stored
-    # x-fastest (Fortran order); voxels are numbered in the volume's own memory order.
-    order = "F" if sh.ndim > 1 and sh.flags.f_contiguous and not sh.flags.c_contiguous else "C"
-    coeffs_t = sh.reshape(-1, sh.shape[-1], order=order).T
+    coeffs_t, order = _coefficients_by_voxel(sh)
     selected = np.ones(coeffs_t.shape[1], bool)
     if mask is not None:
         mask = np.asarray(mask)
@@ -335,9 +346,15 @@ def sshopm_peaks(
     finite = np.asarray(finite, bool).reshape(-1, order=order)
     nonfinite = int((selected & ~finite).sum())
     selected &= finite
-    # np.compress gives the selected columns contiguous, a boolean index does not (and the
-    # backends would copy them again; docs/benchmarks.md, measured design choices)
-    coeffs = coeffs_t if selected.all() else np.compress(selected, coeffs_t, axis=1)
+    # np.compress gives the selected voxels contiguous, a boolean index does not (and the
+    # backends would copy them again; docs/benchmarks.md, measured design choices); in the
+    # layout they have, each voxel's coefficients together or each coefficient's voxels
+    if selected.all():
+        coeffs = coeffs_t
+    elif coeffs_t.T.flags.c_contiguous:
+        coeffs = np.compress(selected, coeffs_t.T, axis=0).T
+    else:
+        coeffs = np.compress(selected, coeffs_t, axis=1)
     if prepared is None:
         prepared = _prepared_arrays(lmax, basis, options, backend)
     elif isinstance(prepared, Future):

@@ -4,13 +4,16 @@ A kernel compiles once per argument-type signature, so the warm-up goes through
 :func:`gpu.peaks.search.sshopm_peaks` itself, on a few phantom voxels per lmax: the kernels
 see the argument types of a real run. The CPU loop takes one signature (its chunks are made
 C-contiguous float64); the CUDA kernels take two, whole device arrays and slices of them
-(a volume in several chunks), so the CUDA warm-up runs once whole and once in chunks.
+(a volume in several chunks), so the CUDA warm-up runs once whole and once in chunks, and
+the SH→tensor kernel two more, coefficients in either layout (gpu.peaks.backend_cuda).
 """
 
 from __future__ import annotations
 
 import time
 from typing import Callable
+
+import numpy as np
 
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
@@ -36,6 +39,10 @@ def warm_up_peaks(
         sshopm_peaks(sh, backend=backend)
         if backend == "cuda":
             sshopm_peaks(sh, backend=backend, chunk_voxels=_VOXELS - 1)
+            # a NIfTI's layout: each coefficient's voxels together (the phantom has each
+            # voxel's coefficients together), another type for the SH→tensor kernel
+            sshopm_peaks(np.asfortranarray(sh), backend=backend)
+            sshopm_peaks(np.asfortranarray(sh), backend=backend, chunk_voxels=_VOXELS - 1)
         seconds[lmax] = time.perf_counter() - started
         log(f"peaks lmax {lmax:2d} ({backend}): {seconds[lmax]:.1f} s")
     return seconds

@@ -54,3 +54,14 @@ def test_slices_are_views_with_numpys_offsets():
         expected = host[index]
         offset = expected.__array_interface__["data"][0] - host.__array_interface__["data"][0]
         assert (part.shape, part.strides, part.ptr - view.ptr) == (expected.shape, expected.strides, offset)
+
+
+def test_transposes_and_their_slices_are_typed_as_numba_types_numpys():
+    """A C array's transpose (how to_device keeps a Fortran-ordered host array) and slices of
+    it: numpy's shapes and strides, and the layout numba gives the same numpy views."""
+    host = np.zeros((6, 5), np.float32)
+    view = _device_view(host).T
+    for index, expected in [((), host.T), ((slice(None), slice(1, 4)), host.T[:, 1:4]), ((slice(2, 4),), host.T[2:4])]:
+        part = view[index] if index else view
+        assert (part.shape, part.strides) == (expected.shape, expected.strides)
+        assert argument_type(part) == _signature_name(typeof(expected))

@@ -307,3 +307,29 @@ def test_progress_is_reported_and_can_cancel():
 
     with pytest.raises(Stop):
         sshopm_peaks(sh, backend="cpu", progress=cancel, chunk_voxels=50)
+
+
+def test_every_layout_of_the_volume_gives_the_same_peaks_from_a_view():
+    """A C-ordered array, a NIfTI's layout (x fastest, each coefficient's volume after the
+    other) and an MRtrix image's usual one (each voxel's coefficients together, x fastest:
+    ``mrconvert -strides 2,3,4,1``): the engine takes each as a view, not a transposed copy,
+    and finds the same peaks, with and without a mask, on both backends (the CUDA one in
+    the simulator, whose SH→tensor kernel then reads the coefficients with their strides)."""
+    from gpu.peaks.search import _coefficients_by_voxel
+
+    sh = phantom((4, 3, 2), 4, seed=5)["sh"].astype(np.float32)
+    nifti = np.asfortranarray(sh)
+    mrtrix = np.moveaxis(np.asfortranarray(np.moveaxis(sh, -1, 0)), 0, -1)
+    assert mrtrix.strides == (4 * 15, 4 * 15 * 4, 4 * 15 * 12, 4)
+    mask = np.arange(24).reshape(4, 3, 2) % 3 != 1
+    for layout in (sh, nifti, mrtrix):
+        assert np.shares_memory(_coefficients_by_voxel(layout)[0], layout)
+    options = PeaksOptions(starts=32)
+    for backend in ("cpu", "cuda"):
+        for selected in (None, mask):
+            c, f, m = (sshopm_peaks(a, mask=selected, options=options, backend=backend) for a in (sh, nifti, mrtrix))
+            assert c.count.sum() > 0
+            for other in (f, m):
+                np.testing.assert_array_equal(other.count, c.count)
+                np.testing.assert_array_equal(other.directions, c.directions)
+                np.testing.assert_array_equal(other.amplitudes, c.amplitudes)
