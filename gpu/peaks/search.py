@@ -376,13 +376,18 @@ def sshopm_peaks(
                        **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
     n_total = coeffs_t.shape[1]
     k = options.npeaks
-    directions = np.full((n_total, k, 3), np.nan, np.float32)
-    amplitudes = np.full((n_total, k), np.nan, np.float32)
-    count = np.zeros(n_total, np.uint8)
-    where = np.flatnonzero(selected)  # an integer index scatters faster than a boolean one
-    directions[where] = run["directions"]
-    amplitudes[where] = run["amplitudes"]
-    count[where] = run["count"]
+    if coeffs is coeffs_t:  # every voxel computed: the backend's arrays are the results
+        directions = np.asarray(run["directions"], np.float32)
+        amplitudes = np.asarray(run["amplitudes"], np.float32)
+        count = np.asarray(run["count"], np.uint8)
+    else:
+        directions = np.full((n_total, k, 3), np.nan, np.float32)
+        amplitudes = np.full((n_total, k), np.nan, np.float32)
+        count = np.zeros(n_total, np.uint8)
+        where = np.flatnonzero(selected)  # an integer index scatters faster than a boolean one
+        directions[where] = run["directions"]
+        amplitudes[where] = run["amplitudes"]
+        count[where] = run["count"]
     voxel_stats = run["stats"]
     seeds = int(voxel_stats[:, S_SEEDS].sum())
     n_sel = int(selected.sum())
