@@ -160,7 +160,8 @@ def _nonzero_rows(sh2t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def _owners(api, kernels, first, counts, climbs: int):
-    """Device array of each packed climb's voxel (``climb_owners``) and the kernel's seconds."""
+    """(a device array for each packed climb's voxel, the ``climb_owners`` launch that fills
+    it, that launch's arguments)."""
     owners = api.device_array(max(climbs, 1), np.int32)
     launch = kernels["climb_owners"][(counts.shape[0] + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
     return owners, launch, (first, counts, owners)
@@ -297,8 +298,8 @@ def run_sshopm_cuda(
                                   part(d_amplitudes, lo, hi), part(d_count, lo, hi), part(d_stats, lo, hi))
         if all_climbs:
             # after select_cuda, which moved a second pass's first climbs next to the later ones
-            count_its = kernels["iteration_histogram"][min((all_climbs + HIST_THREADS - 1) // HIST_THREADS, HIST_BLOCKS),
-                                                       HIST_THREADS]
+            blocks = min((all_climbs + HIST_THREADS - 1) // HIST_THREADS, HIST_BLOCKS)
+            count_its = kernels["iteration_histogram"][blocks, HIST_THREADS]
             phases["climb"] += timed(count_its, later_climbs[2], all_climbs, d_hist)
         if progress is not None:
             progress(hi / n)

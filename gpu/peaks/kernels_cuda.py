@@ -11,8 +11,9 @@ from gpu.peaks import sshopm_math as sm
 from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.sshopm_generated_cuda import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD,
-    P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, P_COS_MERGE, P_NPEAKS,
+    P_REL_THRESHOLD, P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS,
+    S_SKIPPED,
 )
 
 __all__ = ["sh_to_tensor_cuda", "climb_owners", "bound_cuda", "select_cuda", "iteration_histogram"]
