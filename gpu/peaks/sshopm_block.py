@@ -88,12 +88,14 @@ else:
         if lane == 0:
             warp_counts[warp] = cuda.popc(bits)
         cuda.syncthreads()
-        before = cuda.popc(bits & cuda.lanemask_lt())
-        total = 0
+        before = uint64(cuda.popc(bits & cuda.lanemask_lt()))
+        total = uint64(0)
         n_warps = (count + _LANE) >> _WARP_SHIFT
         for k in range(MAX_WARPS):
             if k < n_warps:
+                # uint32 counts widen to uint64 for free; int32 ones took a sign extension each
+                seeds = uint64(warp_counts[k])
                 if k < warp:
-                    before += warp_counts[k]
-                total += warp_counts[k]
+                    before += seeds
+                total += seeds
         return before, total

@@ -235,7 +235,7 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
@@ -267,7 +267,7 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
                 packed[slot] = f[t]
             cuda.syncthreads()
             if mine != 0:
-                rank = sm.value_rank(slot, total, packed)
+                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
             seed_slots[v, rank] = t
             if iparams[P_BOUNDED] != 0:

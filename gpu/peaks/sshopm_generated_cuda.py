@@ -8,7 +8,7 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 # sshopm_generated.py sha256 be15e509f1f1a89cbb61bbb29203d8cc8066b237ace2b86c4c46bd376232bbc2
 # sshopm_math.py sha256 7fc2b10c6b0037b055d703d663e503d4357247ac9ea2db2711b0f24cb2077d9e
 # sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
-# sshopm_block.py sha256 5ca7b722073d00317e4a1b4e283847d4bbdc6a97cf9ca8aa8994f11f2ca247c9
+# sshopm_block.py sha256 7af0fb47df3ffee76049693f9f87adfc44d4317058387e16125f78bd13a91c0f
 
 from numba import config, cuda, float32, int32, uint32, uint64
 
@@ -64,7 +64,7 @@ def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
@@ -96,7 +96,7 @@ def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 packed[slot] = f[t]
             cuda.syncthreads()
             if mine != 0:
-                rank = sm.value_rank(slot, total, packed)
+                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
             seed_slots[v, rank] = t
             if iparams[P_BOUNDED] != 0:
@@ -167,7 +167,7 @@ def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
@@ -199,7 +199,7 @@ def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 packed[slot] = f[t]
             cuda.syncthreads()
             if mine != 0:
-                rank = sm.value_rank(slot, total, packed)
+                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
             seed_slots[v, rank] = t
             if iparams[P_BOUNDED] != 0:
@@ -270,7 +270,7 @@ def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
@@ -302,7 +302,7 @@ def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 packed[slot] = f[t]
             cuda.syncthreads()
             if mine != 0:
-                rank = sm.value_rank(slot, total, packed)
+                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
             seed_slots[v, rank] = t
             if iparams[P_BOUNDED] != 0:
@@ -373,7 +373,7 @@ def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
@@ -405,7 +405,7 @@ def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
                 packed[slot] = f[t]
             cuda.syncthreads()
             if mine != 0:
-                rank = sm.value_rank(slot, total, packed)
+                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
             seed_slots[v, rank] = t
             if iparams[P_BOUNDED] != 0:
@@ -476,7 +476,7 @@ def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
@@ -508,7 +508,7 @@ def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
                 packed[slot] = f[t]
             cuda.syncthreads()
             if mine != 0:
-                rank = sm.value_rank(slot, total, packed)
+                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
             seed_slots[v, rank] = t
             if iparams[P_BOUNDED] != 0:
@@ -579,7 +579,7 @@ def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
     packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
-    warp_seeds = cuda.shared.array(MAX_WARPS, int32)
+    warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
     x = starts[t, 0]
     y = starts[t, 1]
     z = starts[t, 2]
@@ -611,7 +611,7 @@ def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
                 packed[slot] = f[t]
             cuda.syncthreads()
             if mine != 0:
-                rank = sm.value_rank(slot, total, packed)
+                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
             seed_slots[v, rank] = t
             if iparams[P_BOUNDED] != 0:
