@@ -407,8 +407,8 @@ def load_memory_bytes(info: NiftiInfo, dtype=np.float32) -> int:
     (inflated into their array), while slope and intercept are applied the scaled copy and a
     float64 intermediate, the float32 array unless the stored values are native float32,
     another ``dtype``'s copy; plus, for a .nii.gz, the inflater's input chunk (a read of that
-    size allocates it whole) and the copy of its rest, its piece (no larger than the inflated bytes) and the scratch
-    of the trailing-data check; for a .nii, the header's small reads. (A read on several
+    size allocates it whole) and the copy of its rest, its piece (no larger than the inflated
+    bytes) and the scratch of the trailing-data check; for a .nii, the header's small reads. (A read on several
     threads adds rapidgzip's buffers, a few MiB a thread: one job alone on a machine does
     that, never a service worker.)"""
     values = math.prod(info.shape)
