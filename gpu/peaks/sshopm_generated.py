@@ -7,7 +7,7 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 7fc2b10c6b0037b055d703d663e503d4357247ac9ea2db2711b0f24cb2077d9e
+# sshopm_math.py sha256 5d5135cab0193edadcafea42a266942ae1a873d518d548823b2b357638189526
 # sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
 
 import numpy as np

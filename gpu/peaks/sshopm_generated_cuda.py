@@ -5,8 +5,8 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 be15e509f1f1a89cbb61bbb29203d8cc8066b237ace2b86c4c46bd376232bbc2
-# sshopm_math.py sha256 7fc2b10c6b0037b055d703d663e503d4357247ac9ea2db2711b0f24cb2077d9e
+# sshopm_generated.py sha256 ebe563c00df84b342f0153c07e97235ae37921866afd1c6b6e95315df4c73fa1
+# sshopm_math.py sha256 5d5135cab0193edadcafea42a266942ae1a873d518d548823b2b357638189526
 # sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
 # sshopm_block.py sha256 7af0fb47df3ffee76049693f9f87adfc44d4317058387e16125f78bd13a91c0f
 

@@ -192,14 +192,15 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
 
 @register_jitable
 def is_seed(t, x, y, z, f, gx, gy, gz, neighbors, steps, local_only, floor):
-    """Whether start t, the unit (x, y, z), climbs: its FOD value f[t] = A x^m is positive and ≥ ``floor`` and,
-    with ``local_only``, no neighbour uphill of it lies within 30° of its tangent gradient
-    (gx, gy, gz) = A x^(m−1); ``steps[t, q]`` is the step to neighbour q and its length
-    (:func:`gpu.peaks.sshopm_starts.neighbor_steps`). Discrete local maxima always qualify;
-    so does the start nearest a small lobe that sits on a larger lobe's flank, which a plain
-    discrete-maximum test misses (its neighbours towards the larger lobe are higher, but not
-    where the gradient points). A climb only increases λ, so starts below ``floor`` would only find peaks
-    that are dropped anyway (see PeaksOptions.seed_fraction)."""
+    """Whether start t, the unit (x, y, z), climbs: its FOD value f[t] = A x^m is positive
+    and ≥ ``floor`` and, with ``local_only``, no neighbour uphill of it lies within 30° of
+    its tangent gradient (gx, gy, gz) = A x^(m−1); ``steps[t, q]`` is the step to neighbour
+    q and its length (:func:`gpu.peaks.sshopm_starts.neighbor_steps`). Discrete local maxima
+    always qualify; so does the start nearest a small lobe that sits on a larger lobe's
+    flank, which a plain discrete-maximum test misses (its neighbours towards the larger
+    lobe are higher, but not where the gradient points). A climb only increases λ, so starts
+    below ``floor`` would only find peaks that are dropped anyway (see
+    PeaksOptions.seed_fraction)."""
     ft = f[t]
     if ft <= 0 or ft < floor:
         return False
@@ -316,9 +317,16 @@ def climb_flags(capped, negdef, merged, lam):
 
 
 @register_jitable
+def _ranks_above(lam_j, j, lam_i, i):
+    """Candidate j, of λ ``lam_j``, ranks above candidate i, of λ ``lam_i``: larger λ, ties
+    broken by the lower index."""
+    return lam_j > lam_i or (lam_j == lam_i and j < i)
+
+
+@register_jitable
 def _better(i, j, lam):
-    """Candidate j ranks above candidate i: larger λ, ties broken by the lower index."""
-    return lam[j] > lam[i] or (lam[j] == lam[i] and j < i)
+    """Candidate j ranks above candidate i (:func:`_ranks_above` of their λ in ``lam``)."""
+    return _ranks_above(lam[j], j, lam[i], i)
 
 
 @register_jitable
@@ -368,18 +376,18 @@ def select_peaks(count, cx, cy, cz, lam, valid, walked, cos_merge, npeaks, thres
     found = 0
     steps = 0
     last = -1
-    lam_last = lam[0] if count > 0 else threshold  # read only once last ≥ 0
+    lam_last = lam[0] if count > 0 else threshold  # λ's type; read only once last ≥ 0
     best = threshold
     while found < npeaks:
-        # the best valid climb below the last one walked, in _better's order; λ of the last
-        # and of the pick kept at hand (a GPU thread otherwise reloads both for every i)
+        # the best valid climb below the last one walked; λ of the last and of the pick kept
+        # at hand (a GPU thread otherwise reloads both for every i)
         pick = -1
         lam_pick = lam_last
         for i in range(count):
             if valid[i] != 0:
                 li = lam[i]
-                if (last < 0 or li < lam_last or (li == lam_last and i > last)) and (
-                        pick < 0 or li > lam_pick or (li == lam_pick and i < pick)):
+                if ((last < 0 or _ranks_above(lam_last, last, li, i))
+                        and (pick < 0 or _ranks_above(li, i, lam_pick, pick))):
                     pick = i
                     lam_pick = li
         if pick < 0:
