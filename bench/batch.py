@@ -58,8 +58,6 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
-import httpx
-import nibabel as nib
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +80,8 @@ def _bench_module(name: str, file: str):
     return module
 
 
-bench_service = _bench_module("bench_service", "service.py")  # the service benchmark's process helpers
+# The local run's spawned workers import this file again (as their __main__): what only the
+# parent uses (the service's clients, the cohort's writer) is imported where it is used.
 gpu_utilization = _bench_module("bench_gpu_utilization", "gpu_utilization.py")
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -101,6 +100,8 @@ def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax:
     coefficients together, x fastest: strides 2,3,4,1); with ``distinct``, only that many
     files, the other subjects links to them under their own names (a long run that fits the
     disk)."""
+    import nibabel
+
     base = fod_phantom(shape, lmax, noise=0.0, seed=0)["sh"]
     single = fod_phantom((1, 1, 1), lmax, fiber_fractions=(1.0, 0.0, 0.0), noise=0.0)["sh"][0, 0, 0, 0]
     affine = np.diag([2.0, 2.0, 2.0, 1.0])
@@ -111,7 +112,7 @@ def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax:
         path = folder / f"sub-{index:04d}.{fmt}"
         if fmt == "mif":
             return write_mif(path, sh, affine, layout=(2, 3, 4, 1))
-        return save_nifti_atomic(nib.Nifti1Image(sh, affine), path, threads=1)
+        return save_nifti_atomic(nibabel.Nifti1Image(sh, affine), path, threads=1)
 
     folder.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
@@ -282,6 +283,8 @@ async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: s
     """Upload every input (``uploads_at_once`` at a time), poll the batch, and download each
     job's ``results.zip`` into ``downloads`` as soon as it succeeds; each job's record gets the
     client's ``upload`` and ``download`` seconds and the time its download ended (``done``)."""
+    import httpx
+
     uploads, fetches = asyncio.Semaphore(uploads_at_once), asyncio.Semaphore(uploads_at_once)
     limits = httpx.Limits(max_connections=2 * uploads_at_once + 4, max_keepalive_connections=2 * uploads_at_once + 4)
     async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as http:
@@ -369,6 +372,7 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
     worker of ``concurrency`` job processes per GPU; every input uploaded, every result zip
     downloaded by ``clients`` client processes; job folders, downloads and the processes' logs
     in ``work``."""
+    bench_service = _bench_module("bench_service", "service.py")  # the service benchmark's process helpers
     data_dir, port = work / "data", bench_service._free_port()
     downloads = work / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
