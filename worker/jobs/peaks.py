@@ -194,7 +194,10 @@ def _compiled_writers(params: PeaksParams) -> bool:
         _jobs_written += 1
         compiled = "numba" in sys.modules or bool(loads) or _jobs_written > 1
         if compiled:
-            loads += ["gpu.peaks.fodf_metrics_compiled", "worker.qc_raster"]
+            # only the passes this job runs: a peaks-only batch never imports numba
+            loads += [name for wanted, name in ((params.metrics or "fixel" in params.format,
+                                                 "gpu.peaks.fodf_metrics_compiled"), (params.qc, "worker.qc_raster"))
+                      if wanted]
         for name in loads:
             importlib.import_module(name)
     return compiled

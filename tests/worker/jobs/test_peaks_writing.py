@@ -118,7 +118,8 @@ def test_a_fixel_folder_already_there_is_left_alone(computed, tmp_path):
 def test_compiled_writers_from_the_second_job_or_where_numba_is_loaded_anyway():
     """A process's first job with the default outputs does not load numba (a fresh GPU
     `fibertensor peaks`); its second does, and so does a job asking for .pam5 or fixels,
-    each importing what its writers need before their threads start."""
+    each importing what its writers need before their threads start; a job without fODF
+    metrics nor QC picture (a peaks-only batch) never loads numba."""
     code = """if True:
         import sys
         from worker.jobs.peaks import _compiled_writers
@@ -133,11 +134,19 @@ def test_compiled_writers_from_the_second_job_or_where_numba_is_loaded_anyway():
         from worker.params.peaks import PeaksParams
         print(_compiled_writers(PeaksParams(format=["nifti", "fixel"])), "worker.io.fixels" in sys.modules)
     """
+    peaks_only = """if True:
+        import sys
+        from worker.jobs.peaks import _compiled_writers
+        from worker.params.peaks import PeaksParams
+        for _ in range(2):
+            print(_compiled_writers(PeaksParams(metrics=[], qc=False)), "numba" in sys.modules)
+    """
     root = Path(__file__).resolve().parents[3]
     runs = [subprocess.run([sys.executable, "-c", c], capture_output=True, text=True, check=True, cwd=root).stdout
-            for c in (code, other)]
+            for c in (code, other, peaks_only)]
     assert runs[0].split() == ["False", "False", "False", "True", "True", "True", "True", "True"]
     assert runs[1].split() == ["True", "True"]
+    assert runs[2].split() == ["False", "False", "True", "False"]
 
 
 @pytest.mark.parametrize("damage", ["cut", "no voxel"])
