@@ -228,7 +228,7 @@ def _peaks_image(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
     image = np.empty((*spatial, 3 * k), np.float32, order="F")
     slabs = [()]
     if spatial:
-        step = max(1, _SLAB_VOXELS // math.prod(spatial[:-1]))
+        step = max(1, _SLAB_VOXELS // max(1, math.prod(spatial[:-1])))
         slabs = [(slice(None),) * (len(spatial) - 1) + (slice(start, start + step),)
                  for start in range(0, spatial[-1], step)]
     for slab in slabs:
