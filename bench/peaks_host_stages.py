@@ -4,14 +4,17 @@ input of the local cohort batch: the read (with the input's sha256), the finite-
 the peaks image, each output's write (``.mif``, as the input is), the fODF metrics, the QC
 picture and the sidecar, each stage alone in this thread.
 
-    python3 bench/peaks_host_stages.py [--shape 96 96 60] [--repeats 5] [--cache DIR]
+    TMPDIR=/dev/shm python3 bench/peaks_host_stages.py [--shape 96 96 60] [--repeats 5] [--cache DIR]
 
 Makes the phantom FOD (``gpu.peaks.fod_phantom``, lmax 8, a few voxels NaN or infinite),
 writes it as NIfTI and converts it with ``mrconvert -strides 2,3,4,1``, then computes its
 peaks once with the CPU backend (the CUDA backend returns them in the same voxel-major
 layout: ``gpu.peaks.search._to_spatial``). ``--cache DIR`` keeps the image and the peaks
 for the next run. Prints the process CPU (``time.process_time``, all threads) of each
-stage's first call and the median of ``--repeats``, in milliseconds.
+stage's first call and the median of ``--repeats``, in milliseconds. The outputs go to new
+files in the temporary folder: on a disk, the kernel's writeback of the earlier stages'
+files slows the later writes by several times, hence ``TMPDIR=/dev/shm`` (a job's write
+into the page cache, without the disk).
 """
 
 from __future__ import annotations
