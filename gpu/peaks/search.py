@@ -287,14 +287,57 @@ def start_preparing(lmax: int, basis: str = "mrtrix", options: PeaksOptions = Pe
     return future
 
 
+# Voxels whose sums are taken together where each voxel's coefficients lie together in memory.
+_FINITE_GROUP = 64
+
+
 def finite_voxels(sh: np.ndarray) -> np.ndarray:
     """Which voxels of ``sh`` (..., n_coeffs) have only finite coefficients: bool (...).
 
-    One pass over the volume: a voxel's sum in the coefficients' own precision is finite
-    unless a coefficient is NaN or infinite or the sum overflows, so only the voxels whose
-    sum is not finite are looked at coefficient by coefficient (a float64 sum of float32
-    values never overflows, but converting every value costs more than the sum)."""
+    One pass over the volume: a sum in the coefficients' own precision is finite unless a
+    coefficient is NaN or infinite or the sum overflows, so only the voxels whose sum is not
+    finite are looked at coefficient by coefficient (a float64 sum of float32 values never
+    overflows, but converting every value costs more than the sum). Where each voxel's
+    coefficients lie together in memory (C order, an MRtrix image as ``dwi2fod`` writes it),
+    numpy would sum each voxel's few coefficients in a call of its inner loop of their own,
+    several times the cost of reading them: there the sums are of groups of voxels
+    contiguous in memory, and the coefficients of the voxels of a group whose sum is not
+    finite (and of those past the last whole group) are looked at. The same flags in every
+    layout."""
     sh = np.asarray(sh)
+    rows = _voxel_rows(sh)
+    if rows is None:
+        return _finite_by_sums(sh)
+    voxels, order = rows
+    n, c = voxels.shape
+    whole = n - n % _FINITE_GROUP
+    with np.errstate(over="ignore", invalid="ignore"):  # what the look at the coefficients sorts out
+        groups = np.isfinite(voxels[:whole].reshape(-1, _FINITE_GROUP * c).sum(axis=1))
+    finite = np.empty(n, bool)
+    finite[:whole].reshape(-1, _FINITE_GROUP)[...] = groups[:, None]
+    suspect = np.concatenate([(np.flatnonzero(~groups)[:, None] * _FINITE_GROUP + np.arange(_FINITE_GROUP)).ravel(),
+                              np.arange(whole, n)])
+    finite[suspect] = np.isfinite(voxels[suspect]).all(axis=-1)
+    return _to_spatial(finite, sh.shape[:-1], order)
+
+
+def _voxel_rows(sh: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """``sh`` (..., n_coeffs) as a C-contiguous view (voxels, n_coeffs), voxels numbered in
+    ``order`` ("C" or "F" over the spatial axes), where each voxel's coefficients lie
+    together and the voxels one after the other in one of those orders; else None."""
+    if sh.ndim < 2 or sh.size == 0:
+        return None
+    if sh.flags.c_contiguous:
+        return sh.reshape(-1, sh.shape[-1]), "C"
+    by_voxel = np.moveaxis(sh, -1, 0)
+    if by_voxel.flags.f_contiguous:
+        return by_voxel.reshape(sh.shape[-1], -1, order="F").T, "F"
+    return None
+
+
+def _finite_by_sums(sh: np.ndarray) -> np.ndarray:
+    """:func:`finite_voxels` by one sum a voxel, then a look at the coefficients of those
+    whose sum is not finite."""
     with np.errstate(over="ignore", invalid="ignore"):  # what the second look sorts out
         finite = np.isfinite(sh.sum(axis=-1, keepdims=True))[..., 0]  # an array also for one voxel
     suspect = ~finite

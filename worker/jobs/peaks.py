@@ -53,6 +53,8 @@ IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 #: The image outputs a peaks job can write, by name.
 IMAGE_OUTPUTS = ("peaks", "amplitudes", "count") + METRICS
 _jobs_written = 0  # by this process (see _compiled_writers)
+# Voxels of a slab of the peaks image (_peaks_image): its results and image stay in the cache.
+_SLAB_VOXELS = 1 << 16
 _imports = threading.Lock()
 
 if TYPE_CHECKING:
@@ -221,13 +223,23 @@ def warm_up_writers() -> float:
 def _peaks_image(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
     """The ``sh2peaks`` image (..., 3K) float32 of unit ``directions`` (..., K, 3) and
     ``amplitudes`` (..., K): volume 3k + i is amplitude_k × direction_k[i]. Made in the order
-    NIfTI stores it (first axis fastest, volumes last), a volume at a time, so that the
-    writer takes it without copying it into that order."""
+    NIfTI and our MRtrix writer store it (first axis fastest, volumes last), so that they take
+    it without copying it into that order: a volume at a time, in slabs of the last spatial
+    axis of about :data:`_SLAB_VOXELS` voxels, so that results with each voxel's peaks
+    together (the engine's) are read 3K times from the cache rather than from memory."""
     spatial, k = amplitudes.shape[:-1], amplitudes.shape[-1]
     image = np.empty((*spatial, 3 * k), np.float32, order="F")
-    for peak in range(k):
-        for axis in range(3):
-            np.multiply(directions[..., peak, axis], amplitudes[..., peak], out=image[..., 3 * peak + axis])
+    slabs = [()]
+    if spatial:
+        step = max(1, _SLAB_VOXELS // max(1, math.prod(spatial[:-1])))
+        slabs = [(slice(None),) * (len(spatial) - 1) + (slice(start, start + step),)
+                 for start in range(0, spatial[-1], step)]
+    for slab in slabs:
+        slab_directions, slab_amplitudes, slab_image = directions[slab], amplitudes[slab], image[slab]
+        for peak in range(k):
+            for axis in range(3):
+                np.multiply(slab_directions[..., peak, axis], slab_amplitudes[..., peak],
+                            out=slab_image[..., 3 * peak + axis])
     return image
 
 

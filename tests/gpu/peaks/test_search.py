@@ -11,7 +11,7 @@ import pytest
 
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.peak_matching import exact_peak_offsets, match_peaks
-from gpu.peaks.search import PeaksOptions, finite_voxels, sshopm_peaks
+from gpu.peaks.search import _FINITE_GROUP, PeaksOptions, _finite_by_sums, finite_voxels, sshopm_peaks
 from gpu.peaks.symmetric_tensor import sh_to_tensor, tensor_value
 
 
@@ -177,6 +177,48 @@ def test_finite_voxels_match_a_coefficient_by_coefficient_check(dtype, order):
     np.testing.assert_array_equal(finite_voxels(sh), expected)
     np.testing.assert_array_equal(finite_voxels(sh[1, 1, 1]), False)  # one voxel: (n_coeffs,)
     np.testing.assert_array_equal(finite_voxels(sh[0, 0, 0]), True)
+
+
+def in_layout(values: np.ndarray, layout: str) -> np.ndarray:
+    """``values`` (..., n_coeffs) laid out in memory as ``layout`` says: C order, NIfTI's
+    (F), MRtrix's as dwi2fod writes it (each voxel's coefficients together, x fastest), or
+    a strided view (every other voxel of a larger array)."""
+    if layout == "MRtrix":
+        return np.moveaxis(np.asfortranarray(np.moveaxis(values, -1, 0)), 0, -1)
+    if layout == "strided":
+        larger = np.zeros((*(2 * n for n in values.shape[:-1]), values.shape[-1]), values.dtype)
+        larger[::2, ::2, ::2] = values
+        return larger[::2, ::2, ::2]
+    return np.asarray(values, order=layout)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["C", "F", "MRtrix", "strided"])
+def test_finite_voxels_in_every_layout_are_those_of_one_sum_a_voxel(layout, dtype):
+    """finite_voxels, which sums groups of voxels where each voxel's coefficients lie
+    together, against the one-sum-a-voxel formula it replaced there and np.isfinite of every
+    coefficient, with non-finite values in whole groups and past the last one, and finite
+    voxels whose group's sum (or their own) overflows."""
+    big = np.finfo(dtype).max
+    shape = (9, 7, 5)  # 315 voxels: whole groups and a partial one, in either voxel order
+    assert 315 % _FINITE_GROUP and 315 > 4 * _FINITE_GROUP
+    values = np.array(phantom(shape, 4, seed=5)["sh"], dtype=dtype)
+    rng = np.random.default_rng(3)
+    flat = values.reshape(-1, values.shape[-1])
+    for voxel, bad in zip(rng.choice(flat.shape[0], 24, replace=False), [np.nan, np.inf, -np.inf] * 8):
+        flat[voxel, rng.integers(flat.shape[1])] = bad
+    values[0, 0, 0, :2] = (np.inf, -np.inf)  # sums to NaN
+    values[8, 6, 4] = np.nan  # the last voxel in either order
+    values[4, 3, 2, :] = big  # finite, its sum overflows
+    values[1, 5, 3, 0] = big  # finite, its group's sum overflows
+    values[7, 1, 1, 0] = -big
+    sh = in_layout(values, layout)
+    expected = np.isfinite(values).all(axis=-1)
+    assert 20 < (~expected).sum() < 27 and expected[4, 3, 2] and expected[1, 5, 3]
+    np.testing.assert_array_equal(finite_voxels(sh), expected)
+    np.testing.assert_array_equal(_finite_by_sums(sh), expected)
+    everywhere = np.full_like(sh, np.nan)
+    np.testing.assert_array_equal(finite_voxels(everywhere), np.zeros(shape, bool))
 
 
 def test_given_finite_flags_stand_in_for_the_search_own_pass():

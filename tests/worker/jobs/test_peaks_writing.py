@@ -16,7 +16,7 @@ from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from tests.worker.jobs.test_peaks import SHAPE, files_in, save
 from worker.jobs.peaks import (
-    PeaksOutputs, _peaks_image, _run_metrics, _write_outputs, compute_peaks, engine_options, read_peaks_inputs,
+    _SLAB_VOXELS, PeaksOutputs, _peaks_image, _run_metrics, _write_outputs, compute_peaks, engine_options, read_peaks_inputs,
     write_peaks_outputs,
 )
 from worker.errors import InputError
@@ -58,6 +58,48 @@ def test_maps_made_in_memory_order_are_those_of_the_plain_formulas(order, compil
         np.testing.assert_array_equal(ours, theirs)
         if order == "F" and ours.ndim == 3:
             assert ours.flags.f_contiguous
+
+
+def volume_at_a_time(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
+    """The peaks image as _peaks_image made it before its slabs: each volume in one pass."""
+    spatial, k = amplitudes.shape[:-1], amplitudes.shape[-1]
+    image = np.empty((*spatial, 3 * k), np.float32, order="F")
+    for peak in range(k):
+        for axis in range(3):
+            np.multiply(directions[..., peak, axis], amplitudes[..., peak], out=image[..., 3 * peak + axis])
+    return image
+
+
+@pytest.mark.parametrize("layout", ["voxel-major F", "voxel-major C", "volume-major F"])
+def test_peaks_image_in_slabs_is_the_image_of_a_volume_at_a_time(layout):
+    """The peaks image, made in slabs of the last spatial axis, equals bit for bit the one
+    made a volume at a time and the plain formula, for results with each voxel's peaks
+    together (the engine's, voxels in NIfTI's order for a NIfTI or .mif input, or in C
+    order) or volume by volume, with absent peaks (NaN) and infinite amplitudes, on a grid
+    of several slabs, one of them partial, and on one voxel and a line of them."""
+    shape, k = (41, 40, 43), 3
+    assert shape[0] * shape[1] * shape[2] > _SLAB_VOXELS and shape[2] % (_SLAB_VOXELS // (shape[0] * shape[1]))
+    rng = np.random.default_rng(5)
+    directions = rng.normal(size=(*shape, k, 3)).astype(np.float32)
+    amplitudes = rng.uniform(0.1, 2.0, size=(*shape, k)).astype(np.float32)
+    absent = rng.random(shape) < 0.3
+    directions[absent, 2] = np.nan
+    amplitudes[absent, 2] = np.nan
+    amplitudes[3, 4, 5, 0] = np.inf
+    if layout == "voxel-major F":  # (voxels, K, 3) rows, voxels x fastest: sshopm_peaks' _to_spatial
+        flipped = (2, 1, 0)
+        directions = np.ascontiguousarray(directions.transpose(*flipped, 3, 4)).transpose(*flipped, 3, 4)
+        amplitudes = np.ascontiguousarray(amplitudes.transpose(*flipped, 3)).transpose(*flipped, 3)
+    elif layout == "volume-major F":
+        directions, amplitudes = np.asfortranarray(directions), np.asfortranarray(amplitudes)
+    image = _peaks_image(directions, amplitudes)
+    assert image.dtype == np.float32 and image.flags.f_contiguous and image.shape == (*shape, 3 * k)
+    np.testing.assert_array_equal(image, volume_at_a_time(directions, amplitudes))
+    np.testing.assert_array_equal(image, (directions * amplitudes[..., None]).reshape(*shape, 3 * k))
+    assert np.isinf(image[3, 4, 5, :3]).all() and np.isnan(image[absent][:, 6:]).all()
+    for voxels in ((3, 4, 5), (3, 4)):
+        np.testing.assert_array_equal(_peaks_image(directions[voxels], amplitudes[voxels]),
+                                      volume_at_a_time(directions[voxels], amplitudes[voxels]))
 
 
 def run_now(task) -> Future:
