@@ -38,7 +38,7 @@ import numpy as np
 from gpu.cuda_runtime import simulator_active
 
 __all__ = ["CudaDriverError", "library_name", "driver", "DeviceArray", "Event", "Kernel", "HostBlockPool", "pinned_pool",
-           "pinned_empty", "to_device", "device_array", "device_full", "event", "load_kernel", "synchronize"]
+           "pinned_empty", "host_empty", "to_device", "device_array", "device_full", "event", "load_kernel", "synchronize"]
 
 # What the device's memory pool keeps reserved after a synchronisation instead of giving it
 # back (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD): above a peaks run's arrays (about 400 MB for
@@ -306,6 +306,13 @@ def pinned_empty(shape, dtype, order: str = "C") -> np.ndarray:
         return np.empty(shape, dtype, order=order)
 
 
+def host_empty(backend: str) -> Callable[..., np.ndarray]:
+    """How to allocate a host array that peaks backend ``backend`` (auto, cpu, cuda) reads or
+    fills: :func:`pinned_empty` unless it is the CPU's (auto picks the CPU only without a
+    GPU, where no context exists and pinned_empty is ``np.empty`` itself)."""
+    return np.empty if backend == "cpu" else pinned_empty
+
+
 class _Allocation:
     """Device memory, freed when the last array viewing it is gone.
 
@@ -435,11 +442,12 @@ def device_full(shape, dtype, value) -> DeviceArray:
     """C-ordered device memory of a 4-byte ``dtype``, every item ``value`` (its bits in
     ``dtype``: NaN as float32 is 0x7FC00000, as ``np.full`` makes it), filled on the device
     (cuMemsetD32) rather than made on the host and sent."""
+    dtype = np.dtype(dtype)
+    if dtype.itemsize != 4:
+        raise ValueError(f"device_full fills 4-byte items, not {dtype}")
+    pattern = int(np.array(value, dtype).view(np.uint32))
     array = device_array(shape, dtype)
-    if array.dtype.itemsize != 4:
-        raise ValueError(f"device_full fills 4-byte items, not {array.dtype}")
     if array.size:
-        pattern = int(np.array(value, array.dtype).view(np.uint32))
         driver._call("cuMemsetD32_v2", ctypes.c_uint64(array.ptr), ctypes.c_uint(pattern), ctypes.c_size_t(array.size))
     return array
 

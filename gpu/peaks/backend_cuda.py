@@ -78,6 +78,9 @@ class _NumbaKernels:
     def __getitem__(self, name: str):
         return _dispatcher(name)
 
+    def full(self, shape, dtype, value):
+        return self.api.to_device(np.full(shape, value, dtype))
+
 
 class _CachedKernel:
     """Kernel ``name`` launched from its cubin (gpu.cubin_cache) when one was saved for the
@@ -128,6 +131,10 @@ class _DriverKernels:
 
     def __getitem__(self, name: str) -> _CachedKernel:
         return _CachedKernel(self._cubins, name, self._order)
+
+    def full(self, shape, dtype, value):
+        """Filled on the device (cuMemsetD32), not made on the host and sent."""
+        return self.api.device_full(shape, dtype, value)
 
 
 def load_cuda_runtime() -> None:
@@ -212,18 +219,18 @@ def run_sshopm_cuda(
     d_steps = api.to_device(neighbor_steps(np.ascontiguousarray(starts, np.float32), neighbors))
     d_fparams = api.to_device(np.ascontiguousarray(fparams, np.float32))
     d_iparams = api.to_device(np.ascontiguousarray(iparams, np.int32))
-    d_directions = api.to_device(np.full((n, npeaks, 3), np.nan, np.float32))
-    d_amplitudes = api.to_device(np.full((n, npeaks), np.nan, np.float32))
-    d_count = api.to_device(np.zeros(n, np.int32))
-    d_stats = api.to_device(np.zeros((n, N_STATS), np.int32))
-    d_hist = api.to_device(np.zeros(HIST_BINS, np.int32))
+    d_directions = kernels.full((n, npeaks, 3), np.float32, np.nan)
+    d_amplitudes = kernels.full((n, npeaks), np.float32, np.nan)
+    d_count = kernels.full(n, np.int32, 0)
+    d_stats = kernels.full((n, N_STATS), np.int32, 0)
+    d_hist = kernels.full(HIST_BINS, np.int32, 0)
     chunk = min(chunk_voxels, max(n, 1))
     d_tensors = api.device_array((n_unique, chunk), np.float32)
     d_slots = api.device_array((chunk, n_starts), np.uint8)
     # Start values of the seeds, read only by bound_cuda.
     d_values = api.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
     d_n_seeds = api.device_array(chunk, np.int32)
-    d_zeros = api.to_device(np.zeros(chunk, np.int32))
+    d_zeros = kernels.full(chunk, np.int32, 0)
     phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "bound": 0.0, "select": 0.0}
 
     def timed(kernel, *args) -> float:
