@@ -27,7 +27,9 @@ Voxels go in chunks so long runs report progress and can be cancelled between ch
 On a GPU the arrays, events and launches go through gpu.cuda_driver and each kernel runs
 from its cubin saved in gpu.cubin_cache, so a fresh process needs no numba; a kernel with
 no cubin yet runs through numba once (compiling it or loading numba's cache), and its
-cubin is saved then. Under the CUDA simulator numba runs everything.
+cubin is saved then. There the result arrays are filled on the device and come back into
+page-locked host memory, and an input in page-locked memory (gpu.cuda_driver.pinned_empty)
+goes over by DMA without a staging copy. Under the CUDA simulator numba runs everything.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class _NumbaKernels:
         return _dispatcher(name)
 
     def full(self, shape, dtype, value):
+        """A device array of ``value``, made on the host and sent."""
         return self.api.to_device(np.full(shape, value, dtype))
 
 
