@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from gpu.cuda_driver import HostBlockPool, pinned_empty
+from gpu.cuda_driver import HostBlockPool, host_empty, pinned_empty
 from tests.gpu.host_memory import pool
 
 PAGE = HostBlockPool.PAGE
@@ -142,3 +142,9 @@ def test_without_a_cuda_context_pinned_empty_is_np_empty():
     """The tests' process has none (the simulator, or no GPU): plain pageable memory."""
     array = pinned_empty((4, 3), np.float32, "F")
     assert array.base is None and array.flags.f_contiguous and array.shape == (4, 3)
+
+
+def test_arrays_for_the_gpu_are_page_locked_and_the_cpus_are_not():
+    """auto runs on the GPU wherever one is usable: page-locked memory for it, as for cuda."""
+    assert host_empty("cpu") is np.empty
+    assert host_empty("cuda") is host_empty("auto") is pinned_empty

@@ -17,6 +17,8 @@ from gpu.peaks.search import sshopm_peaks
 from tests.worker.io.grids import oblique_affine
 from worker.io.images import load_image_data, read_image_header, write_image
 from worker.io.mif import write_mif
+from worker.jobs.peaks import read_peaks_inputs
+from worker.params.peaks import PeaksParams
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="page-locked memory and device fills need a CUDA GPU")
 
@@ -51,6 +53,16 @@ def test_a_page_locked_read_gives_the_peaks_of_a_pageable_one(tmp_path, name, ma
         np.testing.assert_array_equal(got, expected)
     if not masked:  # the backend's arrays are the results, in page-locked memory
         assert page_locked(ours.directions) and page_locked(ours.amplitudes)
+
+
+@pytest.mark.parametrize("backend, pinned", [("cuda", True), ("auto", True), ("cpu", False)])
+def test_a_jobs_input_is_read_into_page_locked_memory_for_the_gpu(tmp_path, backend, pinned):
+    load_cuda_runtime()
+    path = tmp_path / "fod.mif"
+    write_mif(path, fod_phantom((6, 5, 4), 8, seed=1)["sh"].astype(np.float32), oblique_affine(), layout=(2, 3, 4, 1))
+    inputs = read_peaks_inputs(path, params=PeaksParams(backend=backend))
+    assert page_locked(inputs.sh) == pinned
+    np.testing.assert_array_equal(inputs.sh, load_image_data(read_image_header(path, "fod")))
 
 
 @pytest.mark.parametrize("shape, dtype, value", [((1000, 3, 3), np.float32, np.nan), ((5, 7), np.int32, 0),
