@@ -12,23 +12,44 @@ kernels of both can be mixed in one process (:class:`DeviceArray` has the
 Launch arguments follow numba's kernel ABI: an array is passed as its data model's fields,
 flattened (meminfo, parent, nitems, itemsize, data, shape..., strides...), a scalar as its
 C type.
+
+Memory is reused rather than allocated per array: device arrays come from the device's
+stream-ordered pool (``cuMemAllocAsync``), host arrays the GPU reads or fills from page-locked
+blocks kept in a :class:`HostBlockPool` (:func:`pinned_empty`), which the driver copies by DMA
+instead of through a staging buffer of its own with the CPU.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
 import ctypes
 import functools
+import itertools
 import math
 import os
 import struct
 import sys
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["CudaDriverError", "library_name", "driver", "DeviceArray", "Event", "Kernel", "to_device", "device_array", "event",
-           "load_kernel", "synchronize"]
+from gpu.cuda_runtime import simulator_active
+
+__all__ = ["CudaDriverError", "library_name", "driver", "DeviceArray", "Event", "Kernel", "HostBlockPool", "pinned_pool",
+           "pinned_empty", "host_empty", "to_device", "device_array", "device_full", "event", "load_kernel", "synchronize"]
+
+# What the device's memory pool keeps reserved after a synchronisation instead of giving it
+# back (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD): above a peaks run's arrays (about 400 MB for
+# 553k voxels at lmax 8), so a process's next run allocates nothing from the driver, while
+# 12 processes sharing an 80 GB GPU keep at most 12 GiB between them.
+DEVICE_POOL_KEEP_BYTES = 1 << 30
+# Free page-locked blocks a process keeps for its next arrays: a peaks job's input and
+# results (about 130 MB for 553k voxels at lmax 8) fit; beyond it blocks go back to the OS,
+# so a worker's pinned memory stays flat however its inputs' sizes vary.
+PINNED_KEEP_BYTES = 256 << 20
+PINNED_KEEP_BLOCKS = 32
 
 
 class CudaDriverError(RuntimeError):
@@ -48,6 +69,7 @@ class _Driver:
         self._lock = threading.Lock()
         self._lib: ctypes.CDLL | None = None
         self._context = ctypes.c_void_p()
+        self.memory_pools = False  # device arrays from the device's stream-ordered pool
 
     def _call(self, name: str, *args) -> None:
         rc = getattr(self._lib, name)(*args)
@@ -66,13 +88,13 @@ class _Driver:
                 self._lib = None
                 raise
 
-    def release(self, function: str, handle) -> None:
+    def release(self, function: str, *args) -> None:
         """Free a resource from a finaliser: no lock (a finaliser may run inside a locked
         section), the context made current first (the finaliser's thread may have none),
         errors ignored (at interpreter exit the context may already be gone)."""
         try:
             self._lib.cuCtxSetCurrent(self._context)
-            getattr(self._lib, function)(handle)
+            getattr(self._lib, function)(*args)
         except Exception:
             pass
 
@@ -93,8 +115,37 @@ class _Driver:
                 self._call("cuDeviceGet", ctypes.byref(device), 0)
                 self._call("cuDevicePrimaryCtxRetain", ctypes.byref(self._context), device)
                 self._device = device
+                self._call("cuCtxSetCurrent", self._context)
+                self.memory_pools = self._keep_pool_memory()
         self._call("cuCtxSetCurrent", self._context)
         return self
+
+    def created_context(self) -> bool:
+        """Make the primary context current here if this process has created it, and say
+        whether it has; never creates one (a parent that forks workers stays GPU-free)."""
+        with self._lock:
+            created = bool(self._context)
+        if created:
+            self._call("cuCtxSetCurrent", self._context)
+        return created
+
+    def _keep_pool_memory(self) -> bool:
+        """Whether the device allocates from its stream-ordered pool (CUDA 11.2 drivers and
+        later); if so, raise the pool's release threshold to DEVICE_POOL_KEEP_BYTES."""
+        supported = ctypes.c_int()
+        if not hasattr(self._lib, "cuMemAllocAsync"):
+            return False
+        # CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED
+        self._call("cuDeviceGetAttribute", ctypes.byref(supported), 115, self._device)
+        if not supported.value:
+            return False
+        pool, threshold = ctypes.c_void_p(), ctypes.c_uint64(DEVICE_POOL_KEEP_BYTES)
+        try:
+            self._call("cuDeviceGetDefaultMemPool", ctypes.byref(pool), self._device)
+            self._call("cuMemPoolSetAttribute", pool, 4, ctypes.byref(threshold))  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+        except CudaDriverError:  # a pool that frees at every synchronisation is no gain
+            return False
+        return True
 
     def compute_capability(self) -> tuple[int, int]:
         self.ensure_context()
@@ -114,16 +165,178 @@ class _Driver:
 driver = _Driver()
 
 
+class _Lease:
+    """One pooled block while arrays view it: numpy keeps it as their ``base`` (through the
+    array interface), and when the last view is gone its finaliser gives the block back."""
+
+    def __init__(self, pool: "HostBlockPool", size: int, ptr: int, shape: tuple[int, ...], dtype: np.dtype,
+                 strides: tuple[int, ...]) -> None:
+        self._pool, self._size, self._ptr = pool, size, ptr
+        self.__array_interface__ = {"data": (ptr, False), "shape": shape, "typestr": dtype.str,
+                                    "strides": strides, "version": 3}
+
+    def __del__(self) -> None:
+        self._pool._give_back(self._size, self._ptr)
+
+
+class HostBlockPool:
+    """Host memory blocks reused for numpy arrays: :meth:`empty` views a free block that fits
+    (the smallest, if at most twice the size asked for) or a new one from ``allocate(nbytes)
+    -> address``; the block comes back when the array and all its views are gone. Of the
+    free blocks at most ``keep_bytes`` and ``keep_blocks`` stay, the least recently
+    returned go first, to ``free(address)`` (a block larger than ``keep_bytes`` at once).
+
+    Thread-safe, and safe from finalisers, which may run on any thread, also inside a
+    locked section of this pool: a returned block is queued without a lock and put on the
+    free list by whoever holds the lock next, or at once when nobody does."""
+
+    PAGE = 4096  # sizes are rounded up to pages: what page-locking takes anyway
+
+    def __init__(self, allocate: Callable[[int], int], free: Callable[[int], None], keep_bytes: int,
+                 keep_blocks: int) -> None:
+        self._allocate, self._free = allocate, free
+        self.keep_bytes, self.keep_blocks = keep_bytes, keep_blocks
+        self._lock = threading.Lock()
+        self._returned: collections.deque = collections.deque()  # (size, address); append and popleft are atomic
+        self._free_list: list[tuple[int, int, int]] = []  # (size, address, when returned), by size
+        self._free_bytes = 0
+        self._clock = itertools.count()
+        self.allocated = 0  # blocks taken from ``allocate``
+        self.reused = 0  # arrays given a free block
+
+    @property
+    def free_blocks(self) -> list[tuple[int, int]]:
+        """(size, address) of the blocks kept free, by size."""
+        self._settle()
+        with self._lock:
+            return [(size, address) for size, address, _ in self._free_list]
+
+    def empty(self, shape, dtype, order: str = "C") -> np.ndarray:
+        """An uninitialised array as ``np.empty(shape, dtype, order=order)``, over a block of
+        this pool."""
+        if order not in ("C", "F"):
+            raise ValueError(f"order must be 'C' or 'F', not {order!r}")
+        dtype = np.dtype(dtype)
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
+        size = max(-(-math.prod(shape) * dtype.itemsize // self.PAGE), 1) * self.PAGE
+        dims = shape if order == "C" else shape[::-1]
+        strides = tuple(math.prod(dims[i + 1:]) * dtype.itemsize for i in range(len(dims)))
+        lease = _Lease(self, size, self._take(size), shape, dtype, strides if order == "C" else strides[::-1])
+        return np.asarray(lease)
+
+    def _take(self, size: int) -> int:
+        address = None
+        with self._lock:
+            evicted = self._drain()
+            at = bisect.bisect_left(self._free_list, (size,))
+            if at < len(self._free_list) and self._free_list[at][0] <= 2 * size:
+                found, address, _ = self._free_list.pop(at)
+                self._free_bytes -= found
+                self.reused += 1
+        for _, old, _ in evicted:
+            self._free(old)
+        self._settle()
+        if address is None:
+            address = self._allocate(size)
+            with self._lock:
+                self.allocated += 1
+        return address
+
+    def _give_back(self, size: int, address: int) -> None:
+        self._returned.append((size, address))
+        self._settle()
+
+    def _settle(self) -> None:
+        """Put the queued blocks on the free list, unless another holds the lock (it then
+        does so itself when it lets go); free those beyond the bounds, outside the lock."""
+        while self._returned:
+            if not self._lock.acquire(blocking=False):
+                return
+            try:
+                evicted = self._drain()
+            finally:
+                self._lock.release()
+            for _, address, _ in evicted:
+                self._free(address)
+
+    def _drain(self) -> list[tuple[int, int, int]]:
+        """Under the lock: the queued blocks onto the free list, and the least recently
+        returned ones taken off it until it is within the bounds (returned, to be freed)."""
+        evicted = []
+        while self._returned:
+            size, address = self._returned.popleft()
+            if size > self.keep_bytes:  # kept, it would push out every other block
+                evicted.append((size, address, 0))
+                continue
+            bisect.insort(self._free_list, (size, address, next(self._clock)))
+            self._free_bytes += size
+        while self._free_list and (self._free_bytes > self.keep_bytes or len(self._free_list) > self.keep_blocks):
+            oldest = min(range(len(self._free_list)), key=lambda i: self._free_list[i][2])
+            evicted.append(self._free_list.pop(oldest))
+            self._free_bytes -= evicted[-1][0]
+        return evicted
+
+
+def _host_alloc(nbytes: int) -> int:
+    address = ctypes.c_void_p()
+    # CU_MEMHOSTALLOC_PORTABLE: page-locked for every context, not only the current one
+    driver._call("cuMemHostAlloc", ctypes.byref(address), ctypes.c_size_t(nbytes), ctypes.c_uint(0x01))
+    return address.value
+
+
+def _host_free(address: int) -> None:
+    driver.release("cuMemFreeHost", ctypes.c_void_p(address))
+
+
+#: This process's page-locked host blocks (cuMemHostAlloc), kept for reuse.
+pinned_pool = HostBlockPool(_host_alloc, _host_free, PINNED_KEEP_BYTES, PINNED_KEEP_BLOCKS)
+
+
+def pinned_empty(shape, dtype, order: str = "C") -> np.ndarray:
+    """``np.empty(shape, dtype, order=order)`` in page-locked memory of :data:`pinned_pool`,
+    which the driver copies to and from the device by DMA (from pageable memory it copies
+    through a staging buffer with the CPU); given back to the pool when the array and its
+    views are gone. Plain ``np.empty`` under the CUDA simulator, where this process has no
+    CUDA context yet (none is created for it), or when page-locked memory runs out."""
+    if simulator_active() or not driver.created_context():
+        return np.empty(shape, dtype, order=order)
+    try:
+        return pinned_pool.empty(shape, dtype, order)
+    except CudaDriverError:
+        return np.empty(shape, dtype, order=order)
+
+
+def host_empty(backend: str) -> Callable[..., np.ndarray]:
+    """How to allocate a host array that peaks backend ``backend`` (auto, cpu, cuda) reads or
+    fills: :func:`pinned_empty` unless it is the CPU's (auto picks the CPU only without a
+    GPU, where no context exists and pinned_empty is ``np.empty`` itself)."""
+    return np.empty if backend == "cpu" else pinned_empty
+
+
 class _Allocation:
-    """Device memory, freed when the last array viewing it is gone."""
+    """Device memory, freed when the last array viewing it is gone.
+
+    From the device's stream-ordered pool where it has one: every copy and launch here runs
+    on the legacy default stream, so memory allocated and freed on it is never reused
+    before the work queued on it is done, a free waits for nothing (cuMemFree synchronises
+    the device), and the pool hands the next run's arrays the same memory without asking
+    the OS (a size-keyed cache of our own would do the same for fewer sizes)."""
 
     def __init__(self, nbytes: int) -> None:
         self.ptr = ctypes.c_uint64()
         self.nbytes = nbytes
-        driver.ensure_context()._call("cuMemAlloc_v2", ctypes.byref(self.ptr), ctypes.c_size_t(max(nbytes, 1)))
+        self.pooled = driver.ensure_context().memory_pools
+        size = ctypes.c_size_t(max(nbytes, 1))
+        if self.pooled:
+            driver._call("cuMemAllocAsync", ctypes.byref(self.ptr), size, None)
+        else:
+            driver._call("cuMemAlloc_v2", ctypes.byref(self.ptr), size)
 
     def __del__(self) -> None:
-        driver.release("cuMemFree_v2", self.ptr)
+        if self.pooled:
+            driver.release("cuMemFreeAsync", self.ptr, None)
+        else:
+            driver.release("cuMemFree_v2", self.ptr)
 
 
 def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
@@ -191,11 +404,19 @@ class DeviceArray:
         """The transposed view (axes reversed), as numpy's ``.T``."""
         return DeviceArray(self._allocation, self.ptr, self.shape[::-1], self.strides[::-1], self.dtype)
 
-    def copy_to_host(self) -> np.ndarray:
-        """A new host array with this array's contents (C order)."""
+    def copy_to_host(self, ary: np.ndarray | None = None) -> np.ndarray:
+        """This array's contents in ``ary`` (C-contiguous, of this shape and dtype), as
+        numba's ``copy_to_host(ary)``, or in a new C-ordered array of page-locked memory
+        (:func:`pinned_empty`), which the driver fills by DMA."""
         if not self.is_c_contiguous:
             raise ValueError("copy_to_host takes a contiguous device array")
-        host = np.empty(self.shape, self.dtype)
+        if ary is None:
+            host = pinned_empty(self.shape, self.dtype)
+        elif ary.shape != self.shape or ary.dtype != self.dtype or not ary.flags.c_contiguous:
+            raise ValueError(f"copy_to_host needs a C-contiguous {self.dtype} array of shape {self.shape}, "
+                             f"not a {ary.dtype} array of shape {ary.shape}")
+        else:
+            host = ary
         if host.nbytes:
             driver.ensure_context()._call("cuMemcpyDtoH_v2", host.ctypes.data_as(ctypes.c_void_p),
                                           ctypes.c_uint64(self.ptr), ctypes.c_size_t(host.nbytes))
@@ -215,6 +436,20 @@ def device_array(shape, dtype) -> DeviceArray:
     strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize for i in range(len(shape)))
     allocation = _Allocation(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
     return DeviceArray(allocation, allocation.ptr.value, shape, strides, dtype)
+
+
+def device_full(shape, dtype, value) -> DeviceArray:
+    """C-ordered device memory of a 4-byte ``dtype``, every item ``value`` (its bits in
+    ``dtype``: NaN as float32 is 0x7FC00000, as ``np.full`` makes it), filled on the device
+    (cuMemsetD32) rather than made on the host and sent."""
+    dtype = np.dtype(dtype)
+    if dtype.itemsize != 4:
+        raise ValueError(f"device_full fills 4-byte items, not {dtype}")
+    pattern = int(np.array(value, dtype).view(np.uint32))
+    array = device_array(shape, dtype)
+    if array.size:
+        driver._call("cuMemsetD32_v2", ctypes.c_uint64(array.ptr), ctypes.c_uint(pattern), ctypes.c_size_t(array.size))
+    return array
 
 
 def to_device(host: np.ndarray) -> DeviceArray:

@@ -27,7 +27,9 @@ Voxels go in chunks so long runs report progress and can be cancelled between ch
 On a GPU the arrays, events and launches go through gpu.cuda_driver and each kernel runs
 from its cubin saved in gpu.cubin_cache, so a fresh process needs no numba; a kernel with
 no cubin yet runs through numba once (compiling it or loading numba's cache), and its
-cubin is saved then. Under the CUDA simulator numba runs everything.
+cubin is saved then. There the result arrays are filled on the device and come back into
+page-locked host memory, and an input in page-locked memory (gpu.cuda_driver.pinned_empty)
+goes over by DMA without a staging copy. Under the CUDA simulator numba runs everything.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ class _NumbaKernels:
 
     def __getitem__(self, name: str):
         return _dispatcher(name)
+
+    def full(self, shape, dtype, value):
+        """A device array of ``value``, made on the host and sent."""
+        return self.api.to_device(np.full(shape, value, dtype))
 
 
 class _CachedKernel:
@@ -128,6 +134,10 @@ class _DriverKernels:
 
     def __getitem__(self, name: str) -> _CachedKernel:
         return _CachedKernel(self._cubins, name, self._order)
+
+    def full(self, shape, dtype, value):
+        """Filled on the device (cuMemsetD32), not made on the host and sent."""
+        return self.api.device_full(shape, dtype, value)
 
 
 def load_cuda_runtime() -> None:
@@ -212,18 +222,18 @@ def run_sshopm_cuda(
     d_steps = api.to_device(neighbor_steps(np.ascontiguousarray(starts, np.float32), neighbors))
     d_fparams = api.to_device(np.ascontiguousarray(fparams, np.float32))
     d_iparams = api.to_device(np.ascontiguousarray(iparams, np.int32))
-    d_directions = api.to_device(np.full((n, npeaks, 3), np.nan, np.float32))
-    d_amplitudes = api.to_device(np.full((n, npeaks), np.nan, np.float32))
-    d_count = api.to_device(np.zeros(n, np.int32))
-    d_stats = api.to_device(np.zeros((n, N_STATS), np.int32))
-    d_hist = api.to_device(np.zeros(HIST_BINS, np.int32))
+    d_directions = kernels.full((n, npeaks, 3), np.float32, np.nan)
+    d_amplitudes = kernels.full((n, npeaks), np.float32, np.nan)
+    d_count = kernels.full(n, np.int32, 0)
+    d_stats = kernels.full((n, N_STATS), np.int32, 0)
+    d_hist = kernels.full(HIST_BINS, np.int32, 0)
     chunk = min(chunk_voxels, max(n, 1))
     d_tensors = api.device_array((n_unique, chunk), np.float32)
     d_slots = api.device_array((chunk, n_starts), np.uint8)
     # Start values of the seeds, read only by bound_cuda.
     d_values = api.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
     d_n_seeds = api.device_array(chunk, np.int32)
-    d_zeros = api.to_device(np.zeros(chunk, np.int32))
+    d_zeros = kernels.full(chunk, np.int32, 0)
     phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "bound": 0.0, "select": 0.0}
 
     def timed(kernel, *args) -> float:

@@ -389,20 +389,25 @@ def sshopm_peaks(
     finite = np.asarray(finite, bool).reshape(-1, order=order)
     nonfinite = int((selected & ~finite).sum())
     selected &= finite
+    chosen = resolve_backend(backend)
     # np.compress gives the selected voxels contiguous, a boolean index does not (and the
     # backends would copy them again; docs/benchmarks.md, measured design choices); in the
-    # layout they have, each voxel's coefficients together or each coefficient's voxels
+    # layout they have, each voxel's coefficients together or each coefficient's voxels;
+    # for the GPU in page-locked memory, which it reads by DMA
     if selected.all():
         coeffs = coeffs_t
-    elif coeffs_t.T.flags.c_contiguous:
-        coeffs = np.compress(selected, coeffs_t.T, axis=0).T
     else:
-        coeffs = np.compress(selected, coeffs_t, axis=1)
+        from gpu.cuda_driver import host_empty
+
+        empty, n_coeffs, n_selected = host_empty(chosen), coeffs_t.shape[0], int(np.count_nonzero(selected))
+        if coeffs_t.T.flags.c_contiguous:
+            coeffs = np.compress(selected, coeffs_t.T, axis=0, out=empty((n_selected, n_coeffs), coeffs_t.dtype)).T
+        else:
+            coeffs = np.compress(selected, coeffs_t, axis=1, out=empty((n_coeffs, n_selected), coeffs_t.dtype))
     if prepared is None:
         prepared = _prepared_arrays(lmax, basis, options, backend)
     elif isinstance(prepared, Future):
         prepared = prepared.result()
-    chosen = resolve_backend(backend)
     wanted = (lmax, basis, options, chosen)
     if (prepared.lmax, prepared.basis, prepared.options, prepared.backend) != wanted:
         raise ValueError(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 from pathlib import Path
-from typing import Union
+from typing import Callable, Union
 
 import nibabel as nib
 import numpy as np
@@ -82,24 +82,29 @@ def read_image_header(path: Path, role: str) -> ImageInfo:
     return info
 
 
-def load_image_data(info: ImageInfo, dtype=np.float32, *, threads: int = 1) -> np.ndarray:
+def load_image_data(info: ImageInfo, dtype=np.float32, *, threads: int = 1,
+                    empty: Callable[..., np.ndarray] = np.empty) -> np.ndarray:
     """The data of a checked header, scaled by its slope/intercept (NIfTI) or scaling (MRtrix);
-    a large .nii.gz inflated on ``threads`` threads (:func:`worker.io.nifti.load_nifti_data`)."""
-    return load_mif_data(info, dtype) if isinstance(info, MifInfo) else load_nifti_data(info, dtype, threads=threads)
+    a large .nii.gz inflated on ``threads`` threads (:func:`worker.io.nifti.load_nifti_data`);
+    read into an array ``empty`` makes, as ``np.empty`` (page-locked memory for a GPU:
+    :func:`gpu.cuda_driver.pinned_empty`), where the stored values need no conversion."""
+    if isinstance(info, MifInfo):
+        return load_mif_data(info, dtype, empty=empty)
+    return load_nifti_data(info, dtype, threads=threads, empty=empty)
 
 
-def load_image_data_with_sha256(info: ImageInfo, dtype=np.float32, *,
-                                threads: int = 1) -> tuple[np.ndarray, dict[str, str]]:
+def load_image_data_with_sha256(info: ImageInfo, dtype=np.float32, *, threads: int = 1,
+                                empty: Callable[..., np.ndarray] = np.empty) -> tuple[np.ndarray, dict[str, str]]:
     """:func:`load_image_data`, and the hex sha256 of each file holding the image by file name
     (:func:`worker.provenance.file_sha256`'s digests: of a ``.gz`` file as stored), the data
     file's taken from the bytes the read takes in rather than by reading it again; an
     ``.mih`` header's, a few kilobytes, apart."""
     digest = hashlib.sha256()
     if isinstance(info, MifInfo):
-        data = load_mif_data(info, dtype, digest=digest)
+        data = load_mif_data(info, dtype, digest=digest, empty=empty)
         header = {} if info.data_path == info.path else {info.path.name: file_sha256(info.path)}
         return data, {**header, info.data_path.name: digest.hexdigest()}
-    data = load_nifti_data(info, dtype, threads=threads, digest=digest)
+    data = load_nifti_data(info, dtype, threads=threads, digest=digest, empty=empty)
     return data, {info.path.name: digest.hexdigest()}
 
 

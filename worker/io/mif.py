@@ -27,7 +27,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Mapping, Sequence
+from typing import BinaryIO, Callable, Mapping, Sequence
 
 import isal.igzip
 import numpy as np
@@ -372,13 +372,16 @@ def _as_type(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array.astype(dtype)
 
 
-def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | None" = None) -> np.ndarray:
+def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | None" = None,
+                  empty: Callable[..., np.ndarray] = np.empty) -> np.ndarray:
     """The data array of a checked header, in array order (see :class:`MifInfo`).
 
     ``dtype`` given: values ``offset + scale × stored`` (the header's ``scaling``) as ``dtype``.
     ``dtype=None``: the stored values themselves, unscaled, in native byte order.
     ``digest`` (a :mod:`hashlib` object): updated with every byte of the file holding the
-    data (``info.data_path``) in the same read.
+    data (``info.data_path``) in the same read. ``empty``: allocates the array the data is
+    read into, as ``np.empty(shape, dtype)`` does (page-locked memory for a GPU,
+    :func:`gpu.cuda_driver.pinned_empty`).
 
     The data is read straight into the array returned where it is stored as ``dtype`` in
     native byte order, unscaled, and no axis past the third runs backwards (a ``.mif`` of
@@ -387,7 +390,7 @@ def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | N
     """
     count = math.prod(info.dims)
     bits = info.datatype.lower() == "bit"
-    stored = np.empty(info.data_bytes if bits else count, np.uint8 if bits else info.dtype)
+    stored = np.empty(info.data_bytes, np.uint8) if bits else empty(count, info.dtype)
     _read_into(info, stored, digest)
     # MRtrix3 packs bits most significant first (core/raw.h, BITMASK 0x80 >> i%8).
     flat = np.unpackbits(stored, count=count).view(bool) if bits else stored

@@ -307,10 +307,10 @@ class _ShortRead(EOFError):
         self.data_held = filled if what == "data" else 0
 
 
-def _read_exactly(stream, size: int, what: str) -> np.ndarray:
-    """``size`` bytes of ``stream`` in a new aligned buffer; :class:`_ShortRead` naming
-    ``what`` if fewer."""
-    buffer = np.empty(size, np.uint8)
+def _read_exactly(stream, size: int, what: str, empty: Callable[..., np.ndarray] = np.empty) -> np.ndarray:
+    """``size`` bytes of ``stream`` in a new aligned buffer made by ``empty`` (as
+    ``np.empty``); :class:`_ShortRead` naming ``what`` if fewer."""
+    buffer = empty(size, np.uint8)
     filled = _fill(stream, memoryview(buffer))
     if filled < size:
         raise _ShortRead(what, size, filled)
@@ -366,11 +366,12 @@ def _hash_beside(path: Path, digest: "hashlib._Hash") -> "Future[None]":
         hashing.shutdown(wait=False)  # the thread ends with its task
 
 
-def _read_stored(stream) -> tuple[nib.Nifti1Header, np.ndarray]:
+def _read_stored(stream, empty: Callable[..., np.ndarray] = np.empty) -> tuple[nib.Nifti1Header, np.ndarray]:
     """The header and the stored (unscaled) data array of a NIfTI-1/2 byte stream.
 
     The header is checked and fixed as ``nib.load`` does; the data is read once, straight
-    into the array's buffer, and viewed in the header's dtype and byte order, x fastest.
+    into the array's buffer (made by ``empty``), and viewed in the header's dtype and byte
+    order, x fastest.
     """
     first = _read_exactly(stream, 4, "header").tobytes()
     # sizeof_hdr, in either byte order: 540 for NIfTI-2, 348 for NIfTI-1
@@ -383,7 +384,7 @@ def _read_stored(stream) -> tuple[nib.Nifti1Header, np.ndarray]:
         raise ValueError(f"the header puts the data at byte {offset}, inside the {size}-byte header")
     if offset > size:
         _read_exactly(stream, offset - size, "header extensions")
-    stored = _read_exactly(stream, math.prod(shape) * dtype.itemsize, "data")
+    stored = _read_exactly(stream, math.prod(shape) * dtype.itemsize, "data", empty)
     return header, stored.view(dtype).reshape(shape, order="F")
 
 
@@ -432,9 +433,10 @@ def _gzip_size_field(path: Path) -> int:
         return int.from_bytes(handle.read(4), "little")
 
 
-def _read_gzip_parallel(info: NiftiInfo, threads: int) -> tuple[nib.Nifti1Header, np.ndarray] | None:
-    """The header and stored data of a .nii.gz inflated by ``rapidgzip`` on ``threads``
-    threads (it splits even a single-member stream by speculative decoding, and checks the
+def _read_gzip_parallel(info: NiftiInfo, threads: int,
+                        empty: Callable[..., np.ndarray] = np.empty) -> tuple[nib.Nifti1Header, np.ndarray] | None:
+    """The header and stored data (in an array made by ``empty``) of a .nii.gz inflated by
+    ``rapidgzip`` on ``threads`` threads (it splits even a single-member stream by speculative decoding, and checks the
     CRC); None where it cannot vouch for the file: any error, or a stream whose end does not
     match its size field (rapidgzip stops quietly at a cut). The caller
     then reads it on one thread, which says what is wrong with a damaged file."""
@@ -442,7 +444,7 @@ def _read_gzip_parallel(info: NiftiInfo, threads: int) -> tuple[nib.Nifti1Header
         import rapidgzip
 
         with rapidgzip.open(str(info.path), parallelization=threads) as stream:
-            header, stored = _read_stored(stream)
+            header, stored = _read_stored(stream, empty)
             scratch = memoryview(bytearray(_CHECK_PIECE))
             inflated = stream.tell()
             while count := stream.readinto(scratch):
@@ -459,7 +461,8 @@ def _read_gzip_parallel(info: NiftiInfo, threads: int) -> tuple[nib.Nifti1Header
 
 
 def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1,
-                    digest: "hashlib._Hash | None" = None) -> np.ndarray:
+                    digest: "hashlib._Hash | None" = None,
+                    empty: Callable[..., np.ndarray] = np.empty) -> np.ndarray:
     """The data array of a checked file, shape ``info.shape``, x fastest (Fortran order).
 
     ``dtype`` given: the values nibabel's ``get_fdata(dtype=np.float32)`` gives (scaled by
@@ -477,6 +480,9 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1,
     read (the compressed bytes of a .nii.gz as they are inflated; a read that succeeds goes
     to the end of the file), so that a job knows its input's checksum without reading the
     file twice; a read on several threads hashes the file beside them, on a thread of its own.
+
+    ``empty``: allocates the array the stored values are read into, as ``np.empty(shape,
+    dtype)`` does (page-locked memory for a GPU, :func:`gpu.cuda_driver.pinned_empty`).
     """
     role = info.path.name
     stream = None
@@ -487,20 +493,20 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1,
             if digest is not None:
                 # rapidgzip reads the file itself; hashed here once, whichever read follows
                 hashing, digest = _hash_beside(info.path, digest), None
-            parallel = _read_gzip_parallel(info, threads)
+            parallel = _read_gzip_parallel(info, threads, empty)
         if parallel is not None:
             header, stored = parallel
         else:
             with open(info.path, "rb") as handle:
                 if info.path.name.endswith(".gz"):
                     stream = _GzipInflater(handle, digest=digest)
-                    header, stored = _read_stored(stream)
+                    header, stored = _read_stored(stream, empty)
                     if stream.skip(_TRAILING_SLACK) > _TRAILING_SLACK:
                         raise _longer_than_header(role)
                 elif digest is None:
-                    header, stored = _read_stored(handle)
+                    header, stored = _read_stored(handle, empty)
                 else:
-                    header, stored = _read_stored(_HashingReader(handle, digest))
+                    header, stored = _read_stored(_HashingReader(handle, digest), empty)
                     hash_to_end(handle, digest)
         if stream is not None and stream.cut_short:
             raise _damaged_gzip(role, stream.cut_short)

@@ -161,17 +161,17 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
 
 
 def _read_input(info: "ImageInfo", role: str, uploaded: dict[str, UploadedInput],
-                threads: int = 1) -> tuple[np.ndarray, dict[str, str]]:
-    """An input's data as float32 and its sha256 by file name: of the files holding the image
-    (an ``.mih`` header and its data file), taken in the read
-    (:func:`worker.io.images.load_image_data_with_sha256`), or, for an image stored in
-    another form than it was uploaded in (``uploaded``, by role), of the uploaded file
-    (hashed when it was received)."""
+                threads: int = 1, empty: Callable[..., np.ndarray] = np.empty) -> tuple[np.ndarray, dict[str, str]]:
+    """An input's data as float32, read into an array ``empty`` makes (as ``np.empty``), and
+    its sha256 by file name: of the files holding the image (an ``.mih`` header and its data
+    file), taken in the read (:func:`worker.io.images.load_image_data_with_sha256`), or, for
+    an image stored in another form than it was uploaded in (``uploaded``, by role), of the
+    uploaded file (hashed when it was received)."""
     from worker.io.images import load_image_data, load_image_data_with_sha256
 
     if role in uploaded:
-        return load_image_data(info, threads=threads), {uploaded[role].name: uploaded[role].sha256}
-    return load_image_data_with_sha256(info, threads=threads)
+        return load_image_data(info, threads=threads, empty=empty), {uploaded[role].name: uploaded[role].sha256}
+    return load_image_data_with_sha256(info, threads=threads, empty=empty)
 
 
 def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
@@ -386,6 +386,7 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     for the sidecar is taken from the bytes the same read takes in. ``uploaded``: see
     :class:`PeaksInputs`.
     """
+    from gpu.cuda_driver import host_empty
     from gpu.peaks.search import finite_voxels
 
     started = time.perf_counter()
@@ -399,7 +400,10 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
                                    params.backend)
     uploaded = dict(uploaded or {})
     try:
-        sh, sha256 = _read_input(info, "fod", uploaded, inflate_threads)
+        # For the GPU into page-locked memory, which it copies by DMA (plain memory while
+        # this process has no CUDA context yet)
+        empty = host_empty(params.backend if params is not None else "auto")
+        sh, sha256 = _read_input(info, "fod", uploaded, inflate_threads, empty)
         mask_array = None
         if mask_info is not None:
             mask_values, mask_sha256 = _read_input(mask_info, "mask", uploaded)

@@ -11,6 +11,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from tests.gpu.host_memory import pool as host_pool
 from tests.worker.io.grids import oblique_affine, save_nifti
 from worker.errors import InputError
 from worker.io.images import (
@@ -140,3 +141,45 @@ def test_the_read_gives_the_sha256_of_each_file_holding_the_image(tmp_path, name
     files = [path, path.with_suffix(".dat")] if name.endswith(".mih") else [path]
     assert all(file.stat().st_size > 0 for file in files)
     assert sha256 == {file.name: hashlib.sha256(file.read_bytes()).hexdigest() for file in files}
+
+
+@pytest.mark.parametrize("name, layout", [("fod.nii.gz", None), ("fod.nii", None), ("fod.mif", None),
+                                          ("fod.mif", (2, 3, 4, 1)), ("fod.mif.gz", (2, 3, 4, 1)), ("fod.mih", None)])
+def test_the_read_goes_straight_into_the_array_the_allocator_gives(tmp_path, name, layout):
+    """An allocator such as gpu.cuda_driver.pinned_empty (here a pool of ordinary memory):
+    the values are read into its array, the same as into np.empty's, and its block goes back
+    when they are dropped."""
+    data = np.random.default_rng(7).standard_normal((5, 4, 3, 6)).astype(np.float32)
+    path = tmp_path / name
+    if layout:
+        write_mif(path, data, oblique_affine(), layout=layout)
+    else:
+        write_image(path, data, oblique_affine())
+    info = read_image_header(path, "FOD")
+    blocks, memory = host_pool()
+    plain = load_image_data(info)
+    for read in (lambda: load_image_data(info, empty=blocks.empty),
+                 lambda: load_image_data_with_sha256(info, empty=blocks.empty)[0]):
+        values = read()
+        assert values.strides == plain.strides
+        np.testing.assert_array_equal(values, plain)
+        (block,) = (block for block in memory.live.values() if np.shares_memory(block, values))
+        del values
+        assert blocks.free_blocks == [(block.nbytes, block.ctypes.data)]
+    assert (blocks.allocated, blocks.reused) == (1, 1)
+
+
+def test_values_that_need_converting_are_the_same_with_an_allocator(tmp_path):
+    """Scaled or other-typed data is converted into a new array: the allocator's buffer only
+    held the stored values."""
+    data = np.arange(5 * 4 * 3 * 6, dtype=np.int16).reshape(5, 4, 3, 6)
+    path = tmp_path / "fod.nii"
+    save_nifti(data, oblique_affine(), path)
+    image = nib.load(path)
+    image.header.set_slope_inter(0.5, 3.0)
+    nib.save(image, path)
+    info = read_image_header(path, "FOD")
+    blocks, memory = host_pool()
+    values = load_image_data(info, empty=blocks.empty)
+    np.testing.assert_array_equal(values, nib.load(path).get_fdata(dtype=np.float32))
+    assert blocks.allocated == 1 and not any(np.shares_memory(block, values) for block in memory.live.values())
