@@ -13,18 +13,21 @@ the process) seconds of each step, and whether both inputs give the same peaks b
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from gpu import cuda_driver
-from gpu.cuda_driver import pinned_empty, pinned_pool
-from gpu.peaks import fod_phantom
-from gpu.peaks.search import prepare_peaks, sshopm_peaks
-from worker.io.images import load_image_data, read_image_header
-from worker.io.mif import write_mif
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu import cuda_driver  # noqa: E402
+from gpu.cuda_driver import pinned_empty, pinned_pool  # noqa: E402
+from gpu.peaks import fod_phantom  # noqa: E402
+from gpu.peaks.search import prepare_peaks, sshopm_peaks  # noqa: E402
+from worker.io.images import load_image_data, read_image_header  # noqa: E402
+from worker.io.mif import write_mif  # noqa: E402
 
 
 def best(function, repeats: int) -> tuple[float, float]:
