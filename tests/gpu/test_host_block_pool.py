@@ -4,7 +4,10 @@ and thread safety are checked here; tests/gpu/peaks/test_pinned_path.py checks t
 page-locked blocks themselves on a GPU."""
 
 import gc
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,9 +142,17 @@ def test_a_block_given_back_while_the_pool_is_locked_is_kept():
 
 
 def test_without_a_cuda_context_pinned_empty_is_np_empty():
-    """The tests' process has none (the simulator, or no GPU): plain pageable memory."""
-    array = pinned_empty((4, 3), np.float32, "F")
-    assert array.base is None and array.flags.f_contiguous and array.shape == (4, 3)
+    """A fresh process has no CUDA context (with or without a GPU): plain pageable memory,
+    and asking for it creates none (a parent that forks stays free of CUDA)."""
+    code = """if True:
+        import numpy as np
+        from gpu.cuda_driver import driver, pinned_empty
+        array = pinned_empty((4, 3), np.float32, "F")
+        print(array.base is None, array.flags.f_contiguous, array.shape == (4, 3), driver.created_context())
+    """
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
+    assert out.split() == ["True", "True", "True", "False"]
 
 
 def test_arrays_for_the_gpu_are_page_locked_and_the_cpus_are_not():

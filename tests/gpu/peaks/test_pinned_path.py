@@ -46,7 +46,8 @@ def test_a_page_locked_read_gives_the_peaks_of_a_pageable_one(tmp_path, name, ma
     pageable, pinned = load_image_data(info), load_image_data(info, empty=pinned_empty)
     assert page_locked(pinned) and not page_locked(pageable)
     assert pinned.strides == pageable.strides
-    mask = (np.arange(sh[..., 0].size).reshape(sh.shape[:3]) % 3 > 0) if masked else None
+    # on the axes the image is read in (an oblique .mif's are not the array's it was written from)
+    mask = (np.arange(sh[..., 0].size).reshape(pageable.shape[:3]) % 3 > 0) if masked else None
     ours, reference = (sshopm_peaks(values, mask=mask, backend="cuda") for values in (pinned, pageable))
     for got, expected in [(ours.directions, reference.directions), (ours.amplitudes, reference.amplitudes),
                           (ours.count, reference.count)]:
