@@ -34,7 +34,7 @@ download); a table last.
                            [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
                            [--concurrency 6[,12...]] [--api-workers 8] [--transfers 16] [--clients 4[,1...]]
-                           [--shape 96 96 60] [--work DIR] [--keep]
+                           [--peaks-only] [--no-checksums] [--shape 96 96 60] [--work DIR] [--keep]
 
 ``--concurrency 4,6,8`` (and ``--clients 1,4``) runs the service once per value (pair), on the
 same cohort.
@@ -457,6 +457,8 @@ def main() -> None:
                         "transfers; several values, comma-separated, run one after the other")
     parser.add_argument("--peaks-only", action="store_true", help="local mode: write the peaks image alone (no "
                         "fODF metrics, no QC picture), what the host's reading and writing cost at the least")
+    parser.add_argument("--no-checksums", action="store_true", help="local mode: the jobs' --no-checksums (no "
+                        "input is hashed for the sidecar)")
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
@@ -466,8 +468,8 @@ def main() -> None:
     gpus = args.gpus.split(",") if args.gpus else None
     work = args.work or Path(tempfile.mkdtemp(prefix="fibertensor-batch-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    params = (PeaksParams(backend=args.backend, metrics=["none"], qc=False) if args.peaks_only
-              else PeaksParams(backend=args.backend))
+    params = PeaksParams(backend=args.backend, checksums=not args.no_checksums,
+                         **({"metrics": ["none"], "qc": False} if args.peaks_only else {}))
 
     started = time.perf_counter()
     inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax, args.distinct, args.format)
@@ -489,8 +491,7 @@ def main() -> None:
                 label = f"local {args.format}, in-process"
             else:
                 label = f"local {args.format}, {processes} process(es) x {len(gpus or ['0'])} GPU(s)"
-            if args.peaks_only:
-                label += ", peaks only"
+            label += ", peaks only" * args.peaks_only + ", no checksums" * args.no_checksums
             out = work / f"out-local-{processes}"
             results[label] = run_local(inputs, out, params, gpus, processes, work / f"nvidia-smi-local-{processes}.csv")
             print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)

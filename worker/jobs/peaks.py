@@ -160,17 +160,19 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
     return info, mask_info
 
 
-def _read_input(info: "ImageInfo", role: str, uploaded: dict[str, UploadedInput],
-                threads: int = 1, empty: Callable[..., np.ndarray] = np.empty) -> tuple[np.ndarray, dict[str, str]]:
+def _read_input(info: "ImageInfo", role: str, uploaded: dict[str, UploadedInput], threads: int = 1,
+                empty: Callable[..., np.ndarray] = np.empty, checksums: bool = True) -> tuple[np.ndarray, dict[str, str]]:
     """An input's data as float32, read into an array ``empty`` makes (as ``np.empty``), and
-    its sha256 by file name: of the files holding the image (an ``.mih`` header and its data
-    file), taken in the read (:func:`worker.io.images.load_image_data_with_sha256`), or, for
-    an image stored in another form than it was uploaded in (``uploaded``, by role), of the
-    uploaded file (hashed when it was received)."""
+    its sha256 by file name (none without ``checksums``): of the files holding the image (an
+    ``.mih`` header and its data file), taken in the read
+    (:func:`worker.io.images.load_image_data_with_sha256`), or, for an image stored in another
+    form than it was uploaded in (``uploaded``, by role), of the uploaded file (hashed when it
+    was received)."""
     from worker.io.images import load_image_data, load_image_data_with_sha256
 
-    if role in uploaded:
-        return load_image_data(info, threads=threads, empty=empty), {uploaded[role].name: uploaded[role].sha256}
+    if role in uploaded or not checksums:
+        known = {uploaded[role].name: uploaded[role].sha256} if role in uploaded and checksums else {}
+        return load_image_data(info, threads=threads, empty=empty), known
     return load_image_data_with_sha256(info, threads=threads, empty=empty)
 
 
@@ -350,7 +352,8 @@ class PeaksInputs:
     float32 and the mask (x, y, z) bool or None; ``seconds`` it took to read them,
     ``warnings`` about voxels left out (non-finite coefficients), ``finite``, which voxels
     have only finite coefficients (x, y, z) bool, for the engine, ``sha256``, the files'
-    checksums by file name, taken in the read, ``prepared``, the engine's
+    checksums by file name, taken in the read (none where the parameters turn ``checksums``
+    off), ``prepared``, the engine's
     preparation started while they were read (a future, or None), and
     ``uploaded``: by role, the uploaded form of an input stored in another (a service's
     ``.nii.gz`` kept inflated), whose name and sha256 the outputs give."""
@@ -403,10 +406,11 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
         # For the GPU into page-locked memory, which it copies by DMA (plain memory while
         # this process has no CUDA context yet)
         empty = host_empty(params.backend if params is not None else "auto")
-        sh, sha256 = _read_input(info, "fod", uploaded, inflate_threads, empty)
+        checksums = params is None or params.checksums
+        sh, sha256 = _read_input(info, "fod", uploaded, inflate_threads, empty, checksums)
         mask_array = None
         if mask_info is not None:
-            mask_values, mask_sha256 = _read_input(mask_info, "mask", uploaded)
+            mask_values, mask_sha256 = _read_input(mask_info, "mask", uploaded, checksums=checksums)
             mask_array = mask_values.reshape(info.shape[:3]) > 0
             sha256.update(mask_sha256)
         # One pass finds them for the warnings and the engine (compute_peaks).

@@ -39,6 +39,10 @@ class PeaksParams(JobParams):
     format: list[Literal[OUTPUT_FORMATS]] = Field(
         [], description="output formats, any of nifti, mif (MRtrix image), fixel (MRtrix3 fixel directory), "
         "pam5 (DIPY PeaksAndMetrics); default: the input's image format")
+    checksums: bool = Field(
+        True, description="record each input file's sha256 in the sidecar (which files made these outputs); "
+        "hashing reads every input byte once more: --no-checksums for a large cohort whose files are "
+        "checksummed already")
     backend: Backend = "auto"
 
     @field_validator("metrics")

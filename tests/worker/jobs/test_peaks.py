@@ -138,6 +138,28 @@ def test_the_sidecar_holds_the_sha256_of_every_input_file(fod, tmp_path, suffix)
                                           for file in (*files, fod["mask_path"])}
 
 
+def test_without_checksums_nothing_is_hashed_and_the_outputs_are_the_same(fod, tmp_path, monkeypatch):
+    """--no-checksums: the sidecar lists no sha256 and no input byte is hashed; every output
+    file is the checksummed run's, byte for byte."""
+    from worker.io import images
+
+    written = {}
+    for checksums in (True, False):
+        if not checksums:
+            def hashed(*args, **kwargs):
+                raise AssertionError("an input was hashed with checksums off")
+
+            monkeypatch.setattr(images, "load_image_data_with_sha256", hashed)
+        outputs = PeaksOutputs.in_folder(tmp_path / str(checksums))
+        written[checksums] = run_peaks(fod["path"], outputs, PeaksParams(backend="cpu", checksums=checksums),
+                                       mask=fod["mask_path"])
+    assert written[True]["input"]["sha256"].keys() == {"fod.nii.gz", "mask.nii.gz"}
+    assert written[False]["input"]["sha256"] == {}
+    assert written[False]["outputs"] == written[True]["outputs"]
+    for name in (name for names in written[True]["outputs"].values() for name in names):
+        assert (tmp_path / "False" / name).read_bytes() == (tmp_path / "True" / name).read_bytes(), name
+
+
 def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
     outputs = PeaksOutputs.with_prefix(tmp_path / "sub" / "case")
     params = PeaksParams(npeaks=2, relative_threshold=0.6, starts=64, metrics=["none"])
