@@ -41,8 +41,8 @@ class PeaksParams(JobParams):
         "pam5 (DIPY PeaksAndMetrics); default: the input's image format")
     checksums: bool = Field(
         True, description="record each input file's sha256 in the sidecar (which files made these outputs); "
-        "hashing reads every input byte once more: --no-checksums for a large cohort whose files are "
-        "checksummed already")
+        "hashing every input byte is the largest host cost of a cohort of .mif files: --no-checksums for a "
+        "large cohort whose files are checksummed already")
     backend: Backend = "auto"
 
     @field_validator("metrics")
