@@ -367,7 +367,11 @@ def test_a_job_on_an_upload_kept_inflated_writes_what_it_writes_from_the_upload(
         del sidecar["seconds"]
         runs[name] = ([p.name for p in written], {p.name: p.read_bytes() for p in written if p.suffix != ".json"},
                       sidecar, warned)
-    assert runs["kept inflated"] == runs["as uploaded"]
+    (names, kept_bytes, kept_sidecar, kept_warned), (*uploaded_run,) = runs["kept inflated"], runs["as uploaded"]
+    assert names == uploaded_run[0]
+    for name, data in kept_bytes.items():  # file by file, so that a difference names its file
+        assert data == uploaded_run[1][name], f"{name} differs"
+    assert (kept_sidecar, kept_warned) == (uploaded_run[2], uploaded_run[3])
     names, _, sidecar, warned = runs["kept inflated"]
     assert (f"peaks{suffix}" in names) and (("peaks.mif.gz" in names) == ("mif" in formats or suffix == ".mif.gz"))
     assert sidecar["input"]["fod"] == f"fod{suffix}" and sidecar["input"]["mask"] == f"mask{suffix}"
