@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +27,7 @@ from gpu.peaks import fod_phantom  # noqa: E402
 from gpu.peaks.search import _coefficients_by_voxel, prepare_peaks, sshopm_peaks  # noqa: E402
 from worker.io.images import load_image_data, read_image_header  # noqa: E402
 from worker.io.mif import write_mif  # noqa: E402
-
-
-def best(function, repeats: int) -> tuple[float, float]:
-    """The least wall and process-CPU seconds (all threads) of ``repeats`` calls."""
-    wall = cpu = float("inf")
-    for _ in range(repeats):
-        started, started_cpu = time.perf_counter(), time.process_time()
-        function()
-        wall, cpu = min(wall, time.perf_counter() - started), min(cpu, time.process_time() - started_cpu)
-    return wall, cpu
+from read_path import best  # noqa: E402  (bench/ is this script's folder on sys.path)
 
 
 def main() -> None:

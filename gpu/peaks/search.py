@@ -179,9 +179,9 @@ def _coefficients_by_voxel(sh: np.ndarray) -> tuple[np.ndarray, str]:
     them) and a C-ordered array. Any other layout is copied, in C order."""
     if sh.ndim > 1 and sh.flags.f_contiguous and not sh.flags.c_contiguous:
         return sh.reshape(-1, sh.shape[-1], order="F").T, "F"
-    by_voxel = np.moveaxis(sh, -1, 0)
-    if sh.ndim > 2 and by_voxel.flags.f_contiguous and not sh.flags.c_contiguous:
-        return by_voxel.reshape(sh.shape[-1], -1, order="F"), "F"
+    rows = _voxel_rows(sh)
+    if rows is not None:
+        return rows[0].T, rows[1]
     return sh.reshape(-1, sh.shape[-1]).T, "C"
 
 
