@@ -288,8 +288,8 @@ def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> Separable
 
 #: Launch shapes a plan times per lean kernel (each generated (ns, px1, px4) of the rank),
 #: the best by :func:`separable_time`. Per kernel rather than overall: the model's overall
-#: shortlist can miss a whole kernel kind that turns out fastest (docs/benchmarks.md,
-#: measured design choices).
+#: shortlist can miss a whole kernel kind that turns out fastest
+#: (docs/decisions/conv-cp-lean-shapes.md).
 TUNE_LEAN = 8
 
 #: (geometry, rank, output channels) → (method, tiling or lanes) the first call timed fastest.
