@@ -399,8 +399,9 @@ class CPConvPlan:
     launch shapes of :func:`separable_shortlist` (the ``TUNE_LEAN`` shapes of each lean
     kernel of the rank that :func:`separable_time` ranks first), and keeps the fastest
     (remembered per layer shape for later plans in the process, e.g. the batch chunks of
-    a job). On the H100 the separable kernels won all 50 Reustle configurations;
-    Algorithm 2 stays a timed candidate and runs where no separable tile fits. Under the
+    a job). The separable kernels won every Reustle configuration measured
+    (docs/decisions/conv-cp-lean-shapes.md); Algorithm 2 stays a timed candidate and runs
+    where no separable tile fits. Under the
     CUDA simulator ``auto`` takes the model's first separable shape untimed. After the
     first call ``method``, ``tiling`` and ``lanes`` say what runs. Ranks above 16 run as
     consecutive rank chunks, the later ones accumulating into the output (the CP sum over
