@@ -1,4 +1,4 @@
-"""Faults with real processes (issue 14): Redis killed or restarted while jobs are queued and
+"""Faults with real processes: Redis killed or restarted while jobs are queued and
 running, a worker SIGKILLed while it writes results, the data volume full during an upload
 and while results are written. Each test states what the user saw and what was lost:
 nothing.
