@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import math
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 __all__ = ["REPO", "Timing", "time_host", "gpu_time", "ratio", "Column", "table_lines", "run_header", "Report",
-           "bench_parser", "add_json_option"]
+           "bench_parser", "add_json_option", "run_sections"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -272,3 +273,22 @@ def bench_parser(description: str, **kwargs) -> argparse.ArgumentParser:
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, metavar="PATH",
                         help="also write the run's header and every table row to PATH as JSON lines")
+
+
+def run_sections(prog: str, description: str, package: str, sections: dict[str, tuple[str, str]],
+                 argv: Sequence[str] | None = None) -> None:
+    """A command of several benchmarks, one sub-command each: ``sections`` maps a section's
+    name to (its module in ``package``, one line on what it measures against what). Each
+    module has ``add_arguments(parser)`` and ``run(args, report)``; its docstring is the
+    section's help."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    subparsers = parser.add_subparsers(dest="section", required=True, metavar="SECTION")
+    modules = {}
+    for section, (module_name, summary) in sections.items():
+        module = modules[section] = importlib.import_module(f"{package}.{module_name}")
+        sub = subparsers.add_parser(section, help=summary, description=module.__doc__,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(sub)
+        add_json_option(sub)
+    args = parser.parse_args(argv)
+    modules[args.section].run(args, Report(args.json))

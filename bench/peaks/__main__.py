@@ -1,11 +1,6 @@
 """Fiber-peaks benchmarks, one per section (``python3 -m bench.peaks SECTION --help``)."""
 
-from __future__ import annotations
-
-import argparse
-import importlib
-
-from bench.harness import Report, add_json_option
+from bench.harness import run_sections
 
 # section → (module of bench.peaks, what it measures against what)
 SECTIONS = {
@@ -20,20 +15,5 @@ SECTIONS = {
     "read": ("read_path", "the NIfTI read path against the one it replaced and ISA-L alone"),
 }
 
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python3 -m bench.peaks", description=__doc__.splitlines()[0])
-    sections = parser.add_subparsers(dest="section", required=True, metavar="SECTION")
-    modules = {}
-    for section, (module_name, summary) in SECTIONS.items():
-        module = modules[section] = importlib.import_module(f"bench.peaks.{module_name}")
-        sub = sections.add_parser(section, help=summary, description=module.__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(sub)
-        add_json_option(sub)
-    args = parser.parse_args(argv)
-    modules[args.section].run(args, Report(args.json))
-
-
 if __name__ == "__main__":
-    main()
+    run_sections("python3 -m bench.peaks", __doc__, "bench.peaks", SECTIONS)
