@@ -264,7 +264,11 @@ class Report:
 
 
 def bench_parser(description: str, **kwargs) -> argparse.ArgumentParser:
-    """An argument parser with the shared ``--json PATH``."""
+    """An argument parser with the shared ``--json PATH``, named as the benchmark is run
+    (``python3 -m bench.NAME``)."""
+    script = Path(sys.argv[0]).resolve()
+    if "prog" not in kwargs and script.suffix == ".py" and script.parent == REPO / "bench":
+        kwargs["prog"] = f"python3 -m bench.{script.stem}"
     parser = argparse.ArgumentParser(description=description, **kwargs)
     add_json_option(parser)
     return parser
