@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from numba import config as numba_config
 from numba import cuda
 
-from bench.harness import REPO, Column, Report, bench_parser, ratio
+from bench.harness import REPO, Column, Report, bench_parser, child_environment, ratio
 from gpu.conv.direct import cp_kernel, direct_conv2d, tucker_kernel
 from gpu.conv.index_tables import conv_geometry
 from gpu.conv.tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates
@@ -91,7 +91,7 @@ def precompile_core_kernels(variants, log) -> None:
     workers = max(1, min(len(variants), os.cpu_count() or 1))
     code = ("import json, sys; from gpu.conv.tucker import compile_core_kernels; "
             "compile_core_kernels([tuple(v) for v in json.loads(sys.argv[1])])")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = child_environment()
     t0 = time.time()
     procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(variants[i::workers])], cwd=REPO, env=env)
              for i in range(workers)]
@@ -224,7 +224,7 @@ def bench_cp(rng, log, report: Report, layers, ranks, batches) -> None:
                 w2 = torch.from_numpy(np.ascontiguousarray(f.t[:, :, None, None])).cuda()
                 full = lambda: F.conv2d(x, k_full, b, padding=pad)  # noqa: E731
                 pair = lambda: pairwise(x, w1, wh, ww, w2, b, pad)  # noqa: E731
-                # the first image only: batch-32 outputs of layer 1 are 600 MB
+                # the first image only: batch-32 outputs of layer 1 are large
                 ref = full()[:1].cpu().numpy()
                 err = max(rel_err(d_out[:1].copy_to_host(), ref), rel_err(pair()[:1].cpu().numpy(), ref))
                 cudnn, cudnn_host = timed(full)

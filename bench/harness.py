@@ -21,13 +21,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter, process_time
 from typing import Any, Callable, Iterable, Sequence
 
 __all__ = ["REPO", "Timing", "time_host", "gpu_time", "ratio", "Column", "table_lines", "run_header", "Report",
-           "bench_parser", "add_json_option", "run_sections"]
+           "bench_parser", "add_json_option", "run_sections", "child_environment"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,10 +65,10 @@ def time_host(function: Callable[[], object], repeats: int = 3, warmup: int = 1)
         function()
     wall, cpu = [], []
     for _ in range(repeats):
-        started, started_cpu = time.perf_counter(), time.process_time()
+        started, started_cpu = perf_counter(), process_time()
         function()
-        wall.append(time.perf_counter() - started)
-        cpu.append(time.process_time() - started_cpu)
+        wall.append(perf_counter() - started)
+        cpu.append(process_time() - started_cpu)
     return Timing(tuple(wall), tuple(cpu))
 
 
@@ -86,10 +86,10 @@ def gpu_time(launch: Callable[[], object], repeats: int = 20, warmup: int = 1) -
     cuda_driver.synchronize()
     start, stop = cuda_driver.event(), cuda_driver.event()
     start.record()
-    started = time.perf_counter()
+    started = perf_counter()
     for _ in range(repeats):
         launch()
-    host = time.perf_counter() - started
+    host = perf_counter() - started
     stop.record()
     stop.synchronize()
     return start.elapsed_time(stop) / 1e3 / repeats, host / repeats
@@ -104,6 +104,13 @@ def ratio(peer: float | None, ours: float | None) -> float:
     if not (math.isfinite(peer) and math.isfinite(ours)) or ours == 0:
         return math.nan
     return peer / ours
+
+
+def child_environment(**variables: str) -> dict[str, str]:
+    """This process's environment for a child process (``fibertensor``, a worker) that runs
+    this checkout's code: the repository first on ``PYTHONPATH``, ``variables`` set."""
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != REPO]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *paths]), **variables}
 
 
 def _missing(value: Any) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench.harness import REPO
+from bench.harness import REPO, child_environment
 
 __all__ = ["free_port", "service_environment", "spawn", "stop", "wait_ready", "process_tree", "cpu_seconds",
            "rss_bytes", "TreeMonitor"]
@@ -33,9 +33,8 @@ def free_port() -> int:
 def service_environment(data_dir: Path, broker_url: str = "") -> dict[str, str]:
     """The service processes' environment: this one's (a device's PYTHONPATH included) with
     the repository first, no simulator, the data folder and broker (empty: embedded)."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.update(FIBERTENSOR_DATA_DIR=str(data_dir), FIBERTENSOR_BROKER_URL=broker_url)
+    env = child_environment(FIBERTENSOR_DATA_DIR=str(data_dir), FIBERTENSOR_BROKER_URL=broker_url)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
     return env
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import Column, Report, ratio, time_host
+from bench.harness import Column, Report, child_environment, ratio, time_host
 from bench.peaks.peers import run_dipy, run_sh2peaks, truth_agreement
 from bench.peaks.volume import add_volume_options, make_phantom
 from gpu.peaks import PeaksOptions, sshopm_peaks
@@ -134,7 +133,7 @@ def file_to_file(sh, backend, starts) -> dict:
         command = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "cold")), "--backend", backend,
                    "--starts", str(starts), "--quiet"]
         started = time.perf_counter()
-        subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        subprocess.run(command, check=True, env=child_environment())
         row["cold_cli_s"] = time.perf_counter() - started
         cold = json.loads(Path(tmp, "cold.json").read_text())["seconds"]
         row["cold_cli_inside_s"] = {k: round(v, 3) for k, v in cold.items()}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import REPO, Column, Report, ratio
+from bench.harness import Column, Report, child_environment, ratio
 from bench.peaks.volume import add_volume_options, make_phantom
 
 __all__ = ["add_arguments", "run"]
@@ -51,9 +51,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         fod = Path(tmp, "fod.nii.gz")
         nib.save(nib.Nifti1Image(sh, np.eye(4)), fod)
-        # this checkout's code, not an installed copy's
-        env = {**os.environ, "NUMBA_NUM_THREADS": str(args.threads),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        env = child_environment(NUMBA_NUM_THREADS=str(args.threads))
         ours = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "ours")), "--backend", "cpu",
                 "--quiet"]
         child_seconds(ours, env)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import Column, Report
+from bench.harness import Column, Report, child_environment
 from bench.peaks.volume import add_volume_options, make_phantom
 
 __all__ = ["add_arguments", "run"]
@@ -82,7 +81,7 @@ def startup_breakdown(sh: np.ndarray, lmax: int, backend: str, starts: int, repe
     """Seconds of each step, the best of ``repeats`` fresh processes (the worst for the counts)."""
     import nibabel as nib
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = child_environment()
     steps: dict[str, list[float]] = {}
 
     def child(tmp: str, overlap: bool) -> tuple[dict, float]:
