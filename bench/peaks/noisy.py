@@ -22,7 +22,7 @@ from gpu.peaks import PeaksOptions, fod_phantom, sshopm_peaks
 from gpu.peaks.sh_basis import convert_sh_basis
 from gpu.peaks.sshopm_starts import hemisphere_starts
 
-__all__ = ["add_arguments", "run", "csd_fods"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
