@@ -27,7 +27,7 @@ from gpu.peaks.symmetric_tensor import sh_to_tensor
 REFERENCE = Path(__file__).with_name("data") / "sshopm_cpu_reference.npz"
 
 # name: (spatial shape, lmax, relative noise, options); the noisy phantom has noise SD 0.3 ×
-# each voxel's l = 0 coefficient on every coefficient, as in bench/peaks_noisy.py.
+# each voxel's l = 0 coefficient on every coefficient, as in python3 -m bench.peaks noisy.
 CASES = {
     "clean": ((6, 6, 4), 8, 0.0, PeaksOptions()),
     "noisy": ((8, 8, 6), 8, 0.3, PeaksOptions()),
