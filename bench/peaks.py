@@ -184,20 +184,22 @@ import json, os, sys, time
 marks = {{"started": time.time()}}
 from pathlib import Path
 from worker.jobs.peaks import PeaksOutputs, PeaksParams, compute_peaks, engine_options, read_peaks_inputs, write_peaks_outputs
+import gpu.peaks.search as search
+spent = []  # seconds of each prepare_peaks call, the job's background one included
+search.prepare_peaks = lambda *args, _prepare=search.prepare_peaks: spent.append(_prepare(*args))
 marks["imported"] = time.time()
 fod, prefix = Path(sys.argv[1]), Path(sys.argv[2])
 params = PeaksParams(backend="{backend}", starts={starts})
 inputs = read_peaks_inputs(fod, None, params, prepare={overlap}, inflate_threads=len(os.sched_getaffinity(0)))
 marks["read"] = time.time()
 if {overlap}:
-    prepared = inputs.prepared.result()
+    inputs.prepared.join()
 else:
-    from gpu.peaks.search import prepare_peaks
-    inputs.prepared = prepared = prepare_peaks({lmax}, params.basis, engine_options(params), params.backend)
+    search.prepare_peaks({lmax}, params.basis, engine_options(params), params.backend)
 marks["prepared"] = time.time()
 
 def loaded():
-    if prepared.backend == "cuda":  # the CUDA path loads cubins; numba only for a kernel not cached yet
+    if "{backend}" == "cuda":  # the CUDA path loads cubins; numba only for a kernel not cached yet
         return 0
     from gpu.peaks import sshopm_generated_cpu as g
     return len(g.sshopm_cpu_m{lmax}.overloads)
@@ -209,7 +211,7 @@ late = loaded() - before
 numba_imported = "numba" in sys.modules
 sidecar = write_peaks_outputs(inputs, result, params, PeaksOutputs.with_prefix(prefix))
 marks["done"] = time.time()
-print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": prepared.seconds, "late_loads": late,
+print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": sum(spent), "late_loads": late,
                   "numba": numba_imported}}))
 import gc
 gc.freeze()  # as service.cli.run exits
@@ -221,7 +223,7 @@ def startup_breakdown(sh, backend, starts, repeats=3):
     cache (a first process fills it): python start, imports, then the read of the volume in
     the main thread while a background thread prepares the engine (imports numba, creates
     the CUDA context, loads the kernels from the cache, builds the SH-to-tensor matrix and
-    the starts: gpu.peaks.search.start_preparing), how long the main thread then waited for
+    the starts: gpu.peaks.search.prepare_peaks), how long the main thread then waited for
     it, compute (kernel: CUDA events), write, exit; the same steps one after the other (no
     overlap) for comparison; and the wall time of the real CLI. The best of ``repeats``
     fresh processes, step by step. "late kernel loads" counts kernel signatures the run
@@ -289,9 +291,6 @@ def main() -> None:
     parser.add_argument("--peers", nargs="*", default=["sh2peaks", "dipy"], choices=["sh2peaks", "dipy"])
     parser.add_argument("--dipy-voxels", type=int, default=20000, help="DIPY is slow: time it on this many voxels")
     parser.add_argument("--relative-threshold", type=float, default=0.1)
-    parser.add_argument("--shift", choices=["adaptive", "fixed"], default="adaptive",
-                        help="SS-HOPM shift: GEAP's adaptive shift or the fixed convexity bound")
-    parser.add_argument("--no-newton", action="store_true", help="power steps only, no Newton steps")
     parser.add_argument("--max-iter", type=int, default=PeaksOptions.max_iter)
     parser.add_argument("--step-tol", type=float, default=PeaksOptions.step_tol)
     parser.add_argument("--repeats", type=int, default=3)
@@ -336,8 +335,8 @@ def main() -> None:
     rows = []
     for backend in args.backends:
         for starts in args.starts:
-            options = PeaksOptions(starts=starts, relative_threshold=args.relative_threshold, shift=args.shift,
-                                   newton=not args.no_newton, max_iter=args.max_iter, step_tol=args.step_tol)
+            options = PeaksOptions(starts=starts, relative_threshold=args.relative_threshold, max_iter=args.max_iter,
+                                   step_tol=args.step_tol)
             rows.append(run_ours(sh, truth, options, backend, args.repeats, args.check_voxels, args.lmax))
             print(json.dumps(rows[-1]), flush=True)
     if "sh2peaks" in args.peers and (row := run_sh2peaks(sh, truth, 3, args.relative_threshold)):

@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    prepared = prepare_peaks(args.lmax, backend="cuda")  # the CUDA context: page-locked memory from here on
+    prepare_peaks(args.lmax, backend="cuda")  # the CUDA context: page-locked memory from here on
     sh = fod_phantom(tuple(args.shape), args.lmax, relative_noise=0.1, seed=4)["sh"].astype(np.float32)
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -58,7 +58,7 @@ def main() -> None:
             rows.append((f"  copy to the GPU from {name} memory", *best(copy, args.repeats)))
 
             def peaks() -> None:
-                results[name] = sshopm_peaks(values, backend="cuda", prepared=prepared)
+                results[name] = sshopm_peaks(values, backend="cuda")
 
             rows.append((f"  sshopm_peaks on {name} memory", *best(peaks, args.repeats)))
     same = all(np.array_equal(getattr(results["pageable"], field), getattr(results["page-locked"], field),
