@@ -18,7 +18,7 @@ import gpu.cuda_runtime
 from gpu.peaks.phantom import fod_phantom
 from tests.service.conftest import leftovers, run_queued
 from tests.service.toy_kind import write_volume
-from tests.worker.io.test_voxel_grid import raw_nifti
+from tests.worker.io.test_voxel_grid import huge_nifti2, raw_nifti
 from worker.io.images import load_image_data, read_image_header, save_image
 from worker.job_kinds import get_job_kind
 from worker.job_runner import run_job
@@ -88,12 +88,7 @@ async def test_zero_sform_is_refused_without_a_qform_and_read_through_it_with_on
 
 
 async def test_nifti2_dims_of_2_to_the_40_meet_the_voxel_limit(client, tmp_path):
-    header = nib.Nifti2Header()
-    header.set_data_shape((2**40, 2**40, 2**40))
-    header.set_data_dtype(np.float32)
-    header["vox_offset"] = 544
-    path = tmp_path / "huge.nii"
-    path.write_bytes(header.binaryblock + b"\0" * 4)
+    path = huge_nifti2(tmp_path / "huge.nii")
     problem = await _expect(await client.post("/v1/jobs/scale", files={"volume": (path.name, path.read_bytes())}),
                             422, "Too many voxels")
     assert problem["detail"] == (

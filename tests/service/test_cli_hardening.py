@@ -5,7 +5,6 @@ its API key to its own server only, and writes results only into the folder it w
 from __future__ import annotations
 
 import hashlib
-import os
 
 import httpx
 import nibabel as nib
@@ -19,6 +18,7 @@ from service.cli.client import ServiceClient
 from service.cli.input_checks import check_inputs
 from service.settings import get_settings
 from tests.service.test_cli_limits import error_line
+from tests.worker.io.test_data_files import linked_mih
 from tests.worker.io.test_voxel_grid import raw_nifti
 from worker.params.peaks import PeaksParams
 
@@ -69,14 +69,7 @@ def test_zero_sform_with_a_qform_is_checked_with_a_warning(tmp_path, capsys):
 
 
 def test_mih_whose_data_links_outside_its_folder_exits_2(tmp_path, capsys):
-    outside = tmp_path / "passwd"
-    outside.write_bytes(FOD.tobytes(order="F"))
-    folder = tmp_path / "subject"
-    folder.mkdir()
-    os.symlink(outside, folder / "fod.dat")
-    header = folder / "fod.mih"
-    header.write_text("mrtrix image\ndim: 3,3,2,15\nvox: 2,2,2,1\nlayout: +0,+1,+2,+3\ndatatype: Float32LE\n"
-                      "file: fod.dat 0\nEND\n")
+    header = linked_mih(tmp_path, FOD)
     assert error_line(["peaks", header, tmp_path / "out"], capsys) == (
         "fibertensor: error: Data file outside the header's folder: the fod file 'fod.mih' keeps its data in "
         "'fod.dat', a link to a file in another folder; put the data file itself beside the header, or make "

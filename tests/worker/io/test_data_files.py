@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import gzip
 import os
+from pathlib import Path
 
 import nibabel as nib
+import numpy as np
 import pytest
 
 from tests.worker.io.test_voxel_grid import DATA, mif_text, raw_nifti
@@ -45,17 +47,25 @@ def test_trailing_bytes_follow_one_rule_with_or_without_compression(tmp_path):
     assert mrtrix.value.detail == plain.value.detail
 
 
+def linked_mih(folder: Path, data: np.ndarray) -> Path:
+    """``folder/subject/fod.mih`` of float32 ``data`` whose ``fod.dat`` is a link to
+    ``folder/elsewhere/secret.txt``."""
+    secret = folder / "elsewhere" / "secret.txt"
+    subject = folder / "subject"
+    for made in (secret.parent, subject):
+        made.mkdir()
+    secret.write_bytes(data.astype("<f4").tobytes(order="F"))
+    os.symlink(secret, subject / "fod.dat")
+    ndim = data.ndim
+    header = subject / "fod.mih"
+    header.write_text(f"mrtrix image\ndim: {','.join(map(str, data.shape))}\nvox: {','.join(['2'] * ndim)}\n"
+                      f"layout: {','.join(f'+{a}' for a in range(ndim))}\ndatatype: Float32LE\nfile: fod.dat 0\nEND\n")
+    return header
+
+
 def test_mih_data_file_linked_from_another_folder_is_refused(tmp_path):
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    secret = elsewhere / "secret.txt"
-    secret.write_bytes(DATA.tobytes(order="F"))
-    folder = tmp_path / "subject"
-    folder.mkdir()
-    os.symlink(secret, folder / "fod.dat")
-    header = folder / "fod.mih"
-    header.write_text("mrtrix image\ndim: 2,3,4\nvox: 2,2,2\nlayout: +0,+1,+2\ndatatype: Float32LE\n"
-                      "file: fod.dat 0\nEND\n")
+    header = linked_mih(tmp_path, DATA)
+    folder = header.parent
     with pytest.raises(InputError) as caught:
         read_image_header(header, "FOD")
     assert caught.value.title == "Data file outside the header's folder"

@@ -30,6 +30,16 @@ def raw_nifti(path: Path, header: nib.Nifti1Header, data: np.ndarray = DATA, *, 
     return path
 
 
+def huge_nifti2(path: Path) -> Path:
+    """A NIfTI-2 header (no data) of 2**40 × 2**40 × 2**40 float32 voxels."""
+    header = nib.Nifti2Header()
+    header.set_data_shape((2**40, 2**40, 2**40))
+    header.set_data_dtype(np.float32)
+    header["vox_offset"] = 544
+    path.write_bytes(header.binaryblock + b"\0" * 4)
+    return path
+
+
 def mif_text(transform_rows: list[str], dims: str = "2,3,4") -> bytes:
     lines = ["mrtrix image", f"dim: {dims}", "vox: 2,2,2", "layout: +0,+1,+2", "datatype: Float32LE",
              *(f"transform: {row}" for row in transform_rows)]
@@ -124,12 +134,7 @@ def test_mif_with_a_scanner_transform_is_read(tmp_path):
 def test_nifti2_dims_of_2_to_the_40_meet_the_voxel_limit_first(tmp_path):
     """np.prod of (2**40,)*3 wraps to 0: the limits saw an empty image and only the memory
     estimate stopped it; the exact product is 2**120 voxels."""
-    header = nib.Nifti2Header()
-    header.set_data_shape((2**40, 2**40, 2**40))
-    header.set_data_dtype(np.float32)
-    header["vox_offset"] = 544
-    path = tmp_path / "huge.nii"
-    path.write_bytes(header.binaryblock + b"\0" * 4)
+    path = huge_nifti2(tmp_path / "huge.nii")
     info = read_nifti_header(path, "FOD")
     assert info.n_voxels == 2**120 and info.data_bytes == 4 * 2**120
     with pytest.raises(InputError) as caught:
