@@ -139,8 +139,10 @@ def _allowed_methods(request: Request) -> list[str]:
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        # one line, no server folder: a detail may repeat an error about an uploaded file
+        detail = request.app.state.store.user_text(exc.detail)
         return problem_response(
-            exc.status, exc.title, exc.detail, instance=request.url.path, headers=exc.headers, **exc.extra
+            exc.status, exc.title, detail, instance=request.url.path, headers=exc.headers, **exc.extra
         )
 
     @app.exception_handler(RequestValidationError)

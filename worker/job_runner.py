@@ -284,7 +284,7 @@ def run_job(
         return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.cancelled))
     except InputError as exc:
         store.append_log(job_id, f"input error: {exc.detail}")
-        error = JobError(title=exc.title, detail=exc.detail)
+        error = JobError(title=exc.title, detail=store.user_text(exc.detail, job_id))
         return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.failed, error))
     except timeout_errors:
         store.append_log(job_id, "soft time limit exceeded")
@@ -312,7 +312,7 @@ def run_job(
         # the job's log is served to its owner: the traceback goes to the server's log only,
         # findable by the error id the job's log and error carry
         error_id = secrets.token_hex(4)
-        summary = store.user_text(job_id, _one_line(exc))  # the owner reads it: no server paths
+        summary = store.user_text(_one_line(exc), job_id)  # the owner reads it: no server paths
         if retry_allowed and is_transient(exc):
             logger.warning("job %s: transient error (error id %s); queued again", job_id, error_id, exc_info=exc)
             store.append_log(job_id, f"transient error (error id {error_id}): {summary}; queued again for a retry")

@@ -54,9 +54,9 @@ _PARSED_CACHE_SIZE = 100_000
 # How long a listing of jobs/ is reused while the folder looks unchanged: a client paging
 # through a large batch asks for a page after the other, each a walk from the newest job.
 _IDS_FRESH_SECONDS = 1.0
-# An absolute path of three or more parts (not a URL's, nor an API route of two): what is
-# left of one after the data volume's own folders are cut from a message.
-_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.])/(?:[^\s/'\"]+/){2,}([^\s/'\"]+)")
+# An absolute path of three or more parts, not a URL's nor one of the API's routes (/v1/...):
+# what is left of one after the data volume's own folders are cut from a message.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.])/(?!v1/)(?:[^\s/'\"]+/){2,}([^\s/'\"]+)")
 
 
 class JobStatus(str, Enum):
@@ -275,12 +275,12 @@ class JobStore:
     def cancel_requested(self, job_id: str) -> bool:
         return (self.job_dir(job_id) / "cancel").exists()
 
-    def user_text(self, job_id: str, text: str) -> str:
-        """``text`` as its job's owner may read it (its log, its error): one line, the server's
-        folders cut out (a file of the job by its name in the job's folder, another by its
-        own name)."""
+    def user_text(self, text: str, job_id: str | None = None) -> str:
+        """``text`` as a user may read it (a job's log or error, a problem's detail): one line,
+        the server's folders cut out (a file of job ``job_id`` by its place in the job's
+        folder, one elsewhere on the data volume by its place there, another by its name)."""
         text = " ".join(text.split())
-        job_dir = self.job_dir(job_id)
+        job_dir = self.data_dir if job_id is None else self.job_dir(job_id)
         for folder in dict.fromkeys((job_dir, job_dir.resolve(), self.data_dir, self.data_dir.resolve())):
             if folder.is_absolute():
                 text = text.replace(f"{folder}/", "").replace(str(folder), ".")
@@ -289,7 +289,7 @@ class JobStore:
     def append_log(self, job_id: str, message: str) -> None:
         """Add a line to the job's log: its UTC time and ``message`` (:meth:`user_text`)."""
         stamp = utc_now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        line = self.user_text(job_id, message)
+        line = self.user_text(message, job_id)
         with open(self.log_path(job_id), "a", encoding="utf-8") as handle:
             handle.write(f"{stamp} {line}\n")
 

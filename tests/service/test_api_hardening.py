@@ -257,3 +257,16 @@ async def test_json_answers_are_not_sniffed(client, volume):
         assert response.headers["x-content-type-options"] == "nosniff"
     page = await client.get("/")
     assert page.headers.get_list("x-content-type-options") == ["nosniff"]
+
+
+async def test_problem_details_are_one_line_without_server_folders(client, settings):
+    from service.problems import Problem
+
+    folder = settings.data_dir.resolve()
+
+    @client.app.get("/v1/test-problem")
+    def refuse():
+        raise Problem(422, f"cannot read {folder}/staging/0a/inputs/fod.nii\nnor /srv/elsewhere/deep/mask.nii")
+
+    problem = await _expect(await client.get("/v1/test-problem"), 422, "Invalid request")
+    assert problem["detail"] == "cannot read staging/0a/inputs/fod.nii nor mask.nii"

@@ -119,3 +119,12 @@ def test_client_resolves_a_path_against_its_server_and_keeps_names_in_the_folder
                                           "http://service.example:8000/v1/jobs/1/results/b.nii.gz"]
     assert all(r.headers["x-api-key"] == "secret-key" for r in seen)
     assert not (tmp_path.parent / "escape.txt").exists()
+
+
+def test_trailing_megabytes_after_a_nii_exit_2_as_after_a_nii_gz(tmp_path, capsys):
+    path = raw_nifti(tmp_path / "fod.nii", nib.Nifti1Header(), FOD, extra=bytes(3 << 20))
+    assert error_line(["peaks", path, tmp_path / "out"], capsys) == (
+        f"fibertensor: error: Input larger than its header: {path}: the file holds {3 << 20} bytes past the "
+        f"image data its header declares, more than the {1 << 20} bytes of padding allowed; the file is "
+        "damaged, write it again"
+    )

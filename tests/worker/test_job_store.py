@@ -185,11 +185,11 @@ def test_log_lines_and_user_text_are_one_line_without_server_paths(tmp_path):
     assert store.log_path(job_id).read_text().split(" ", 1)[1] == (
         "data volume full: [Errno 28] No space left on device (quota): 'outputs.partial-1/peaks.nii.gz'\n"
     )
-    assert store.user_text(job_id, f"read {store.data_dir.resolve()}/trash/x.nii and /srv/other/place/y.mif") == (
+    assert store.user_text(f"read {store.data_dir.resolve()}/trash/x.nii and /srv/other/place/y.mif", job_id) == (
         "read trash/x.nii and y.mif"
     )
-    assert store.user_text(job_id, "see https://example.org/a/b and GET /v1/jobs") == (
-        "see https://example.org/a/b and GET /v1/jobs"
+    assert store.user_text("see https://example.org/a/b/c, GET /v1/jobs and POST /v1/jobs/peaks") == (
+        "see https://example.org/a/b/c, GET /v1/jobs and POST /v1/jobs/peaks"
     )
 
 
