@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse
-from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 
 from service.deps import KindsDep, StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem, echo
