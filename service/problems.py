@@ -49,6 +49,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: _problem_doc("The job is not in a state that allows this"),
     413: _problem_doc("Upload larger than the limit, or the job needs more memory than allowed"),
     415: _problem_doc("Not a multipart/form-data request"),
+    416: _problem_doc("The Range starts past the end of the file"),
     422: _problem_doc("Invalid input files or parameters"),
     503: _problem_doc("Queue unavailable"),
     507: _problem_doc("The service's disk is full"),

@@ -50,7 +50,9 @@ def list_jobs(
     status_: Annotated[JobStatus | None, Query(alias="status")] = None,
     label: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    # the pattern documents what a cursor is; this route refuses others in its own words
+    cursor: Annotated[str | None, Query(max_length=64, json_schema_extra={"pattern": "^[0-9a-f]{28}$"},
+                                        description="next_cursor of the previous page")] = None,
 ) -> JobListOut:
     unknown = sorted(set(request.query_params) - _LIST_PARAMETERS)
     if unknown:
@@ -85,7 +87,8 @@ def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -
     "/{job_id}/results/{name}",
     response_class=FileResponse,
     summary="Download a result file (HEAD gives its size and ETag only)",
-    responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404]},
+    responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404],
+               416: PROBLEM_RESPONSES[416]},
 )
 def download_result(job_id: str, name: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
     record = own_job(store, job_id, tenant)
