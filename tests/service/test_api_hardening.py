@@ -270,3 +270,15 @@ async def test_problem_details_are_one_line_without_server_folders(client, setti
 
     problem = await _expect(await client.get("/v1/test-problem"), 422, "Invalid request")
     assert problem["detail"] == "cannot read staging/0a/inputs/fod.nii nor mask.nii"
+
+
+async def test_mif_transform_of_1e300_is_refused_at_the_door(client, store):
+    from tests.worker.io.test_voxel_grid import mif_text
+
+    body = mif_text(["1e300,0,0,0", "0,1,0,0", "0,0,1,0"], dims="2,3,4")
+    problem = await _expect(await client.post("/v1/jobs/peaks", files={"fod": ("fod.mif", body)}),
+                            422, "Invalid MRtrix image header")
+    assert problem["detail"] == (
+        "the fod file 'fod.mif' has a voxel-to-scanner transform or voxel sizes beyond 1e+06 mm; write it again "
+        "with MRtrix3 (mrconvert in.mif out.mif) or convert it to NIfTI (mrconvert in.mif out.nii.gz)")
+    assert leftovers(store) == []

@@ -128,3 +128,14 @@ def test_trailing_megabytes_after_a_nii_exit_2_as_after_a_nii_gz(tmp_path, capsy
         f"image data its header declares, more than the {1 << 20} bytes of padding allowed; the file is "
         "damaged, write it again"
     )
+
+
+def test_mif_transform_of_1e300_exits_2(tmp_path, capsys):
+    from tests.worker.io.test_voxel_grid import mif_text
+
+    path = tmp_path / "fod.mif"
+    path.write_bytes(mif_text(["1,0,0,0", "0,1e300,0,0", "0,0,1,0"]))
+    assert error_line(["peaks", path, tmp_path / "out"], capsys).startswith(
+        "fibertensor: error: Invalid MRtrix image header: the fod file 'fod.mif' has a voxel-to-scanner "
+        "transform or voxel sizes beyond 1e+06 mm; write it again with MRtrix3"
+    )
