@@ -108,7 +108,7 @@ def check_run_here(params: BaseModel, files: Mapping[str, Path]) -> list[str]:
     know about the inputs' headers (a NIfTI read through its qform), the job's warnings."""
     check_backend(params)
     return [message for slot, path in files.items() if path.name.endswith(IMAGE_SUFFIXES)
-            for message in getattr(read_image_header(path, slot), "warnings", ())]
+            for message in read_image_header(path, slot).warnings]
 
 
 def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits, *,
@@ -137,7 +137,7 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
                 path, slot, max_input_bytes=limits.max_input_bytes, max_voxels=limits.max_voxels
             )
             if warn is not None:
-                for message in getattr(headers[slot], "warnings", ()):
+                for message in headers[slot].warnings:
                     warn(message)
         elif path.name.endswith(".npy"):
             _check_npy(slot, path, limits.max_input_bytes)

@@ -110,6 +110,8 @@ class MifInfo:
     data_path: Path
     data_offset: int
     keyval: dict[str, str] = field(default_factory=dict)
+    #: what a user should know about the header, as :class:`worker.io.nifti.NiftiInfo`'s (none)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def compressed(self) -> bool:
