@@ -11,8 +11,11 @@ One folder per job under ``<data_dir>/jobs/<id>/``::
     log.txt       what the job reported while running
 
 Uploads are assembled in ``<data_dir>/staging/<id>/`` (same file system) and renamed into
-``jobs/`` in one step, so a job either exists completely or not at all. The queue carries
-only job ids; a worker reads everything else from here.
+``jobs/`` in one step, so a job either exists completely or not at all. The process
+receiving an upload holds a lock on its staging folder (``flock`` on the folder itself), so
+a folder nobody holds is a leftover, whichever way its cleanup failed, and the API's janitor
+removes it (:meth:`JobStore.sweep_staging`). The queue carries only job ids; a worker reads
+everything else from here.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import itertools
+import logging
 import os
 import secrets
 import shutil
@@ -46,6 +50,8 @@ __all__ = [
     "new_job_id",
     "utc_now",
 ]
+
+logger = logging.getLogger(__name__)
 
 _ID_HEX = 28
 _PARSED_CACHE_SIZE = 100_000
@@ -128,6 +134,13 @@ def _is_job_id(text: str) -> bool:
     return len(text) == _ID_HEX and all(c in "0123456789abcdef" for c in text)
 
 
+def _log_leftover(function: Callable, path: str, exc_info: tuple) -> None:
+    """``shutil.rmtree``'s error handler: one line, and the janitor's next pass tries again."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        logger.warning("could not remove %s (%s: %s); the janitor tries again", path,
+                       exc_info[0].__name__, exc_info[1])
+
+
 class JobStore:
     """Create, read, update, list and delete job folders under ``data_dir``."""
 
@@ -168,14 +181,34 @@ class JobStore:
     # -- creation ------------------------------------------------------------------------
     @contextlib.contextmanager
     def staging(self) -> Iterator[tuple[str, Path]]:
-        """A fresh ``(job_id, folder)`` to assemble a job in; removed unless committed."""
-        job_id = new_job_id()
-        folder = self.staging_dir / job_id
-        (folder / "inputs").mkdir(parents=True)
+        """A fresh ``(job_id, folder)`` to assemble a job in, locked while the block runs;
+        removed unless committed (or, when that fails, by the janitor)."""
+        job_id, folder, handle = self._locked_staging_folder()
         try:
+            (folder / "inputs").mkdir()
             yield job_id, folder
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            try:
+                shutil.rmtree(folder, onerror=_log_leftover)
+            finally:
+                os.close(handle)
+
+    def _locked_staging_folder(self) -> tuple[str, Path, int]:
+        while True:
+            job_id = new_job_id()
+            folder = self.staging_dir / job_id
+            folder.mkdir()
+            try:
+                handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue  # a janitor took it for a leftover before it was locked
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                if os.stat(folder).st_ino == os.fstat(handle).st_ino:
+                    return job_id, folder, handle
+            except FileNotFoundError:
+                pass  # as above, while the lock was awaited
+            os.close(handle)
 
     def commit(self, folder: Path, record: JobRecord) -> JobRecord:
         """Write ``job.json`` into a staging folder and move it into ``jobs/`` in one rename."""
@@ -354,13 +387,30 @@ class JobStore:
                 continue
         return expired
 
-    def sweep_staging(self, older_than: float) -> int:
-        """Remove staging folders older than ``older_than`` seconds (left by a crashed API)."""
+    def sweep_staging(self, older_than: float = 0.0) -> int:
+        """Remove the staging folders no upload holds (left by a crashed API, or whose removal
+        failed, e.g. for want of file handles) and what ``delete`` left in ``trash/``, when
+        older than ``older_than`` seconds; the number removed."""
         removed = 0
         now = time.time()
         for base in (self.staging_dir, self.trash_dir):
             for entry in os.scandir(base):
-                if now - entry.stat(follow_symlinks=False).st_mtime > older_than:
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                    removed += 1
+                with contextlib.suppress(FileNotFoundError):
+                    if now - entry.stat(follow_symlinks=False).st_mtime > older_than:
+                        removed += self._remove_unheld(entry.path)
         return removed
+
+    @staticmethod
+    def _remove_unheld(path: str) -> int:
+        """Remove ``path`` unless an upload holds its lock (held meanwhile, so that an upload
+        taking it after the check finds it gone); 1 if it is gone."""
+        handle = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0
+            shutil.rmtree(path, onerror=_log_leftover)
+            return 0 if os.path.exists(path) else 1
+        finally:
+            os.close(handle)
