@@ -124,4 +124,10 @@ class Transport(filesystem.Transport):
     plus ``claimed_folder`` and ``quarantine_folder`` (both on the queue's file system)."""
 
     Channel = Channel
-    global_state = virtual.BrokerState()
+    _states: dict[str, virtual.BrokerState] = {}
+
+    def __init__(self, client, **kwargs):
+        super().__init__(client, **kwargs)
+        # kombu's transport keeps one state (which bindings exist) for the whole process; a
+        # process using two data dirs would then never write the second one's binding tables.
+        self.state = self._states.setdefault(client.transport_options["control_folder"], virtual.BrokerState())
