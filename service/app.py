@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import time
@@ -119,6 +120,11 @@ async def _janitor(app: FastAPI, interval: float) -> None:
         except (ConnectionError, OperationalError) as exc:
             # a broker outage: one line a pass, no traceback; the next pass retries
             logger.warning("janitor pass skipped, the broker is unreachable: %s", exc)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                logger.exception("janitor pass failed")
+            else:  # as a broker outage: the next pass retries
+                logger.warning("janitor pass skipped, out of file handles: %s", exc)
         except Exception:  # must not end the janitor either; the next pass retries
             logger.exception("janitor pass failed")
 

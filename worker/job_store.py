@@ -134,11 +134,12 @@ def _is_job_id(text: str) -> bool:
     return len(text) == _ID_HEX and all(c in "0123456789abcdef" for c in text)
 
 
-def _log_leftover(function: Callable, path: str, exc_info: tuple) -> None:
-    """``shutil.rmtree``'s error handler: one line, and the janitor's next pass tries again."""
-    if not isinstance(exc_info[1], FileNotFoundError):
-        logger.warning("could not remove %s (%s: %s); the janitor tries again", path,
-                       exc_info[0].__name__, exc_info[1])
+def _remove_tree(path: str | Path) -> OSError | None:
+    """``shutil.rmtree`` that goes on past errors, as ``ignore_errors`` does, and returns the
+    first one (None if the tree is gone, or was never there)."""
+    errors: list[OSError] = []
+    shutil.rmtree(path, onerror=lambda function, failed, exc_info: errors.append(exc_info[1]))
+    return next((error for error in errors if not isinstance(error, FileNotFoundError)), None)
 
 
 class JobStore:
@@ -189,7 +190,8 @@ class JobStore:
             yield job_id, folder
         finally:
             try:
-                shutil.rmtree(folder, onerror=_log_leftover)
+                if (error := _remove_tree(folder)) is not None:
+                    logger.warning("could not remove the staging folder %s (%s); the janitor removes it", folder, error)
             finally:
                 os.close(handle)
 
@@ -410,7 +412,6 @@ class JobStore:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0
-            shutil.rmtree(path, onerror=_log_leftover)
-            return 0 if os.path.exists(path) else 1
+            return 0 if _remove_tree(path) is not None else 1
         finally:
             os.close(handle)
