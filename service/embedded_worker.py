@@ -146,7 +146,7 @@ class WorkerSupervisor:
             failures = 1 if time.monotonic() - started >= _HEALTHY_RUN_SECONDS else failures + 1
             detail = f"the worker (pid {self._process.pid}) exited with status {code}"
             if failures > self.max_restarts:
-                logger.error("%s, its %d-th failure in a row; giving up (FIBERTENSOR_WORKER_MAX_RESTARTS=%d)",
+                logger.error("%s, failure %d in a row; giving up (FIBERTENSOR_WORKER_MAX_RESTARTS=%d)",
                              detail, failures, self.max_restarts)
                 self.gave_up = True
                 self._publish(WorkerState("failed", None, restarts, detail))

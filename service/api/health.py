@@ -118,12 +118,10 @@ async def readyz(request: Request, settings: SettingsDep, celery: CeleryDep) -> 
     broker = "embedded" if settings.embedded_broker else "redis"
     checked_at = check.checked_at.isoformat()
     if check.error is not None:
-        raise Problem(
-            503,
-            f"the {broker} broker is unreachable ({check.error}); check "
-            "FIBERTENSOR_BROKER_URL and that Redis is running",
-            checked_at=checked_at,
-        )
+        remedy = ("that the data volume (FIBERTENSOR_DATA_DIR) is writable and not full" if settings.embedded_broker
+                  else "FIBERTENSOR_BROKER_URL and that Redis is running")
+        raise Problem(503, f"the {broker} broker is unreachable ({check.error}); check {remedy}",
+                      checked_at=checked_at)
     if not check.workers:
         raise Problem(
             503,

@@ -1,7 +1,9 @@
 """``fibertensor serve`` (the API, plus a worker on this machine) and ``fibertensor worker``.
 
 ``serve`` with no broker configured is the embedded default: the API and one worker process
-share a filesystem broker under the data dir, so one command runs the whole service.
+share a filesystem broker under the data dir, so one command runs the whole service. ``serve``
+starts its worker again when it dies, and exits non-zero when it keeps dying
+(:mod:`service.embedded_worker`).
 With ``FIBERTENSOR_BROKER_URL=redis://...``, ``serve --no-worker`` runs the API alone and
 ``worker`` runs anywhere that reaches Redis and the data volume.
 """
