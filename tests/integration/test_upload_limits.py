@@ -14,13 +14,12 @@ import json
 import resource
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.integration.processes import REPO, free_port, service_env, stop, wait_for
+from tests.integration.processes import free_port, service_env, start_serve, stop, wait_for
 from worker.job_store import JobStore
 from worker.sample import write_sample
 
@@ -31,20 +30,7 @@ _KEYS = {"lab-a": "key-a", "lab-b": "key-b", "lab-c": "key-c"}
 def start_api(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, int]:
     """``fibertensor serve --no-worker`` (the API alone), once it answers /healthz."""
     port = free_port()
-    with open(log, "ab") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "service", "serve", "--no-worker", "--port", str(port)],
-                                cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"the API exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_for(healthy, 60, "the API to answer", interval=0.3)
-    return proc, port
+    return start_serve(env, log, port, "--no-worker", until="/healthz"), port
 
 
 def half_upload(port: int, key: str) -> socket.socket:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -62,15 +64,13 @@ def test_a_worker_that_keeps_dying_is_given_up_on(tmp_path):
 
 def _write_state(data_dir: Path, **state) -> None:
     """The state file ``serve`` writes, as if this test process were ``serve``."""
-    path = data_dir / "run" / f"embedded-worker-{__import__('socket').gethostname()}-{os.getpid()}.json"
+    path = data_dir / "run" / f"embedded-worker-{socket.gethostname()}-{os.getpid()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"pid": None, "restarts": 0, "detail": "", "retry_at": None, **state}))
 
 
 @pytest.mark.anyio
 async def test_healthz_and_submits_answer_503_while_the_worker_is_down(client, settings, store, volume):
-    import time
-
     _write_state(settings.data_dir, state="running", pid=1234)
     health = await client.get("/healthz")
     assert health.status_code == 200

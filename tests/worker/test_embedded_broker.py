@@ -3,10 +3,12 @@ not fatal; a publish on a full disk fails and leaves nothing in the queue folder
 
 from __future__ import annotations
 
+import base64
 import errno
 import json
 import logging
 import shutil
+from queue import Empty
 
 import pytest
 from kombu.exceptions import OperationalError
@@ -18,8 +20,6 @@ _QUEUE = "fibertensor"
 
 def _take(app) -> dict | None:
     """The next message of the queue, as a worker's consumer takes it (None: empty)."""
-    from queue import Empty
-
     with app.connection_for_read() as connection:
         try:
             return connection.default_channel._get(_QUEUE)
@@ -28,8 +28,6 @@ def _take(app) -> dict | None:
 
 
 def _job_id(message: dict) -> str:
-    import base64
-
     return json.loads(base64.b64decode(message["body"]))[0][0]
 
 
