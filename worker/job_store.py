@@ -12,8 +12,8 @@ One folder per job under ``<data_dir>/jobs/<id>/``::
 
 Uploads are assembled in ``<data_dir>/staging/<id>/`` (same file system) and renamed into
 ``jobs/`` in one step, so a job either exists completely or not at all. The process
-receiving an upload holds a lock on its staging folder (``flock`` on the folder itself), so
-a folder nobody holds is a leftover, whichever way its cleanup failed, and the API's janitor
+receiving an upload holds the lock on its staging folder's ``job.lock``, so a folder nobody
+holds is a leftover, whichever way its cleanup failed, and the API's janitor
 removes it (:meth:`JobStore.sweep_staging`). The queue carries only job ids; a worker reads
 everything else from here.
 """
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field
 
@@ -182,8 +182,9 @@ class JobStore:
     # -- creation ------------------------------------------------------------------------
     @contextlib.contextmanager
     def staging(self) -> Iterator[tuple[str, Path]]:
-        """A fresh ``(job_id, folder)`` to assemble a job in, locked while the block runs;
-        removed unless committed (or, when that fails, by the janitor)."""
+        """A fresh ``(job_id, folder)`` to assemble a job in; removed unless committed (or, when
+        removing it fails, by the janitor). Its ``job.lock`` is held until the block ends, so
+        commit last: the job's own lock is taken only once the block has ended."""
         job_id, folder, handle = self._locked_staging_folder()
         try:
             (folder / "inputs").mkdir()
@@ -193,24 +194,26 @@ class JobStore:
                 if (error := _remove_tree(folder)) is not None:
                     logger.warning("could not remove the staging folder %s (%s); the janitor removes it", folder, error)
             finally:
-                os.close(handle)
+                handle.close()
 
-    def _locked_staging_folder(self) -> tuple[str, Path, int]:
+    def _locked_staging_folder(self) -> tuple[str, Path, BinaryIO]:
+        # A lock file, not the folder: on NFS flock is a byte-range lock, which needs a file
+        # opened for writing.
         while True:
             job_id = new_job_id()
             folder = self.staging_dir / job_id
             folder.mkdir()
             try:
-                handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+                handle = open(folder / "job.lock", "a+b")
             except FileNotFoundError:
                 continue  # a janitor took it for a leftover before it was locked
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
-                if os.stat(folder).st_ino == os.fstat(handle).st_ino:
+                if os.stat(folder / "job.lock").st_ino == os.fstat(handle.fileno()).st_ino:
                     return job_id, folder, handle
             except FileNotFoundError:
                 pass  # as above, while the lock was awaited
-            os.close(handle)
+            handle.close()
 
     def commit(self, folder: Path, record: JobRecord) -> JobRecord:
         """Write ``job.json`` into a staging folder and move it into ``jobs/`` in one rename."""
@@ -404,14 +407,16 @@ class JobStore:
 
     @staticmethod
     def _remove_unheld(path: str) -> int:
-        """Remove ``path`` unless an upload holds its lock (held meanwhile, so that an upload
-        taking it after the check finds it gone); 1 if it is gone."""
-        handle = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        """Remove ``path`` unless a process holds its ``job.lock`` (an upload under way, or a
+        worker on a job deleted meanwhile); held meanwhile, so that an upload locking a new
+        folder after the check finds it gone and starts another. 1 if it is gone."""
         try:
+            handle = open(os.path.join(path, "job.lock"), "a+b")
+        except OSError:
+            return 0  # gone meanwhile, or the disk is full: the next pass tries again
+        with handle:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0
             return 0 if _remove_tree(path) is not None else 1
-        finally:
-            os.close(handle)
