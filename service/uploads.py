@@ -66,9 +66,9 @@ class UploadSlots:
         if self.by_tenant[tenant] >= self.per_tenant:
             raise Problem(
                 429, f"this API already receives {self.per_tenant} uploads of yours at once "
-                "(FIBERTENSOR_MAX_CONCURRENT_UPLOADS_PER_TENANT); send this one when one of them "
-                f"has finished, in {_RETRY_AFTER_SECONDS} s (fibertensor submit --transfers sets how many "
-                "it sends at once)", title="Too many uploads", headers=retry,
+                f"(FIBERTENSOR_MAX_CONCURRENT_UPLOADS_PER_TENANT); send this one again in "
+                f"{_RETRY_AFTER_SECONDS} s, once one of them has finished (fibertensor submit --transfers "
+                "sets how many it sends at once)", title="Too many uploads", headers=retry,
             )
         if sum(self.by_tenant.values()) >= self.total:
             raise Problem(

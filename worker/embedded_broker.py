@@ -72,7 +72,8 @@ class Channel(filesystem.Channel):
                 message = loads(payload.decode("utf-8"))
                 if not isinstance(message, dict):
                     raise ValueError(f"a JSON {type(message).__name__}, not an object")
-            except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+                virtual.Message(message, channel=self)  # what the consumer makes of it, which must not raise
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON, UTF-8, base64 are ValueErrors
                 self._quarantine(claimed, f"{type(exc).__name__}: {exc}" if payload else "an empty file")
                 continue
             claimed.unlink()

@@ -41,6 +41,7 @@ def test_unreadable_message_files_are_quarantined_not_fatal(tmp_path, caplog):
         "0002_truncated.fibertensor.msg": b'{"body": "W1siYWJj',
         "0003_list.fibertensor.msg": b"[1, 2]",
         "0004_binary.fibertensor.msg": b"\xff\xfe\x00",
+        "0005_no_properties.fibertensor.msg": b'{"body": "e30="}',
     }
     for name, content in bad.items():
         (broker / "queue" / name).write_bytes(content)
@@ -53,8 +54,9 @@ def test_unreadable_message_files_are_quarantined_not_fatal(tmp_path, caplog):
     assert list((broker / "queue").iterdir()) == [] and list((broker / "claimed").iterdir()) == []
     assert {p.name: p.read_bytes() for p in (broker / "quarantine").iterdir()} == bad
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 4 and all("unreadable broker file" in line and "moved to" in line for line in lines)
+    assert len(lines) == 5 and all("unreadable broker file" in line and "moved to" in line for line in lines)
     assert "an empty file" in lines[0] and "JSONDecodeError" in lines[1] and "not an object" in lines[2]
+    assert "UnicodeDecodeError" in lines[3] and "KeyError: 'properties'" in lines[4]
 
 
 def test_a_publish_on_a_full_disk_leaves_nothing_behind(small_filesystem):
