@@ -183,17 +183,20 @@ _STARTUP_CHILD = """
 import json, os, sys, time
 marks = {{"started": time.time()}}
 from pathlib import Path
-from worker.jobs.peaks import PeaksOutputs, PeaksParams, compute_peaks, engine_options, read_peaks_inputs, write_peaks_outputs
+from worker.jobs.peaks import (PeaksOutputs, PeaksParams, compute_peaks, engine_options, plan_peaks, prepare_engine,
+                               read_peaks_inputs, write_peaks_outputs)
 marks["imported"] = time.time()
 fod, prefix = Path(sys.argv[1]), Path(sys.argv[2])
 params = PeaksParams(backend="{backend}", starts={starts})
-inputs = read_peaks_inputs(fod, None, params, prepare={overlap}, inflate_threads=len(os.sched_getaffinity(0)))
+plan = plan_peaks(fod, None, params)
+preparing = prepare_engine(plan) if {overlap} else None
+inputs = read_peaks_inputs(plan, inflate_threads=len(os.sched_getaffinity(0)))
 marks["read"] = time.time()
 if {overlap}:
-    prepared = inputs.prepared.result()
+    prepared = preparing.result()
 else:
     from gpu.peaks.search import prepare_peaks
-    inputs.prepared = prepared = prepare_peaks({lmax}, params.basis, engine_options(params), params.backend)
+    prepared = prepare_peaks({lmax}, params.basis, engine_options(params), params.backend)
 marks["prepared"] = time.time()
 
 def loaded():
@@ -203,11 +206,11 @@ def loaded():
     return len(g.sshopm_cpu_m{lmax}.overloads)
 
 before = loaded()
-result = compute_peaks(inputs, params)
+result = compute_peaks(plan, inputs, prepared)
 marks["computed"] = time.time()
 late = loaded() - before
 numba_imported = "numba" in sys.modules
-sidecar = write_peaks_outputs(inputs, result, params, PeaksOutputs.with_prefix(prefix))
+sidecar = write_peaks_outputs(plan, inputs, result, PeaksOutputs.with_prefix(prefix))
 marks["done"] = time.time()
 print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": prepared.seconds, "late_loads": late,
                   "numba": numba_imported}}))

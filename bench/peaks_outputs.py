@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu.peaks.phantom import fod_phantom  # noqa: E402
 from worker.io.images import write_image  # noqa: E402
-from worker.jobs.peaks import PeaksOutputs, compute_peaks, read_peaks_inputs, run_peaks, write_peaks_outputs  # noqa: E402
+from worker.jobs.peaks import (PeaksOutputs, compute_peaks, plan_peaks, prepare_engine, read_peaks_inputs,  # noqa: E402
+                               run_peaks, write_peaks_outputs)
 from worker.params.peaks import PeaksParams  # noqa: E402
 from worker.provenance import file_sha256  # noqa: E402
 
@@ -88,10 +89,12 @@ def main() -> None:
                 params = PeaksParams(backend=args.backend, **options)
                 # run_peaks's three stages, the processor time of the last taken apart
                 started = time.perf_counter()
-                inputs = read_peaks_inputs(fod, None, params, prepare=True)
-                result = compute_peaks(inputs, params)
+                plan = plan_peaks(fod, None, params)
+                prepared = prepare_engine(plan)
+                inputs = read_peaks_inputs(plan)
+                result = compute_peaks(plan, inputs, prepared)
                 writing = time.process_time()
-                sidecar = write_peaks_outputs(inputs, result, params, PeaksOutputs.in_folder(Path(tmp, f"{number}-{repeat}")))
+                sidecar = write_peaks_outputs(plan, inputs, result, PeaksOutputs.in_folder(Path(tmp, f"{number}-{repeat}")))
                 runs[name].append((time.perf_counter() - started, sidecar["seconds"], time.process_time() - writing,
                                    sidecar["device"]))
                 del inputs, result

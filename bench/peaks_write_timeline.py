@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu.peaks.phantom import fod_phantom  # noqa: E402
 from worker.io.images import write_image  # noqa: E402
-from worker.jobs.peaks import PeaksOutputs, compute_peaks, read_peaks_inputs, write_peaks_outputs  # noqa: E402
+from worker.jobs.peaks import PeaksOutputs, compute_peaks, plan_peaks, read_peaks_inputs, write_peaks_outputs  # noqa: E402
 from worker.params.peaks import PeaksParams  # noqa: E402
 
 _tasks: list[tuple[str, float, float, float]] = []
@@ -34,9 +34,9 @@ _submit = ThreadPoolExecutor.submit
 
 def _timed_submit(self, fn, /, *args, **kwargs):
     """``submit`` that records the task's name, start, end and the CPU of its thread."""
-    name = getattr(fn, "__qualname__", repr(fn)).replace("<locals>.", "").replace("_write_outputs.", "")
-    if getattr(fn, "__defaults__", None):
-        name = f"image {Path(str(fn.__defaults__[-1])).name}"  # the images' lambdas bind their path
+    # an output's task binds the file it writes; an array's, its maker
+    paths = [a for a in getattr(fn, "args", ()) if isinstance(a, Path)]
+    name = paths[0].name if paths else getattr(getattr(fn, "func", fn), "__name__", repr(fn)).lstrip("_")
 
     def task():
         started, cpu = time.perf_counter(), time.thread_time()
@@ -60,15 +60,16 @@ def main() -> None:
                       "all together": PeaksParams(backend=args.backend, format=["nifti", "mif", "fixel", "pam5"])}
     with tempfile.TemporaryDirectory() as tmp:
         fod = write_image(Path(tmp, "fod.nii.gz"), sh, np.diag([2.0, 2.0, 2.0, 1.0]))
-        inputs = read_peaks_inputs(fod, None, configurations["all together"])
-        result = compute_peaks(inputs, configurations["all together"])
+        plans = {name: plan_peaks(fod, None, params) for name, params in configurations.items()}
+        inputs = read_peaks_inputs(plans["all together"])
+        result = compute_peaks(plans["all together"], inputs)
         best: dict[str, tuple[float, list]] = {}
         for _ in range(args.repeats):
-            for name, params in configurations.items():
+            for name, plan in plans.items():
                 _tasks.clear()
                 folder = Path(tmp, "out")
                 started = time.perf_counter()
-                write_peaks_outputs(inputs, result, params, PeaksOutputs.in_folder(folder))
+                write_peaks_outputs(plan, inputs, result, PeaksOutputs.in_folder(folder))
                 total = time.perf_counter() - started
                 shutil.rmtree(folder)
                 if name not in best or total < best[name][0]:

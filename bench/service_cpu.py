@@ -48,7 +48,7 @@ from worker.input_limits import InputLimits  # noqa: E402
 from worker.job_kinds import JobContext, JobKind, get_job_kind  # noqa: E402
 from worker.job_runner import run_job  # noqa: E402
 from worker.job_store import JobRecord, JobStatus, JobStore, utc_now  # noqa: E402
-from worker.jobs.peaks import read_peaks_inputs  # noqa: E402
+from worker.jobs.peaks import plan_peaks, read_peaks_inputs  # noqa: E402
 from worker.params import PeaksParams  # noqa: E402
 
 
@@ -130,10 +130,10 @@ def _stored_input_read(store: JobStore, label: str, reads: int) -> float:
     an upload of ``label`` left in the store, as the API stored it."""
     record = next(store.records(label=label))
     path = store.inputs_dir(record.id) / record.inputs["fod"]
-    read_peaks_inputs(path)  # imports
+    read_peaks_inputs(plan_peaks(path))  # imports
     started = time.process_time()
     for _ in range(reads):
-        read_peaks_inputs(path)
+        read_peaks_inputs(plan_peaks(path))
     return (time.process_time() - started) / reads
 
 
