@@ -144,10 +144,9 @@ def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
 
 def default_processes(devices: int = 1) -> int:
     """Worker processes per GPU (or in all, without one): three per four of this machine's
-    cores, at least one. In one process the GIL, not the cores, caps a batch (at about five
-    busy cores); a process's reader and writer threads keep more than one core busy, and
-    three per four cores filled a 16-core host without slowing its stages
-    (docs/benchmarks.md, "Cohort batch after the kernels of session 9")."""
+    cores, at least one. In one process the GIL, not the cores, caps a batch; a process's
+    reader and writer threads keep more than one core busy, and three per four cores kept
+    a host's cores busy without slowing its stages (docs/benchmarks.md, "Cohort batch")."""
     return max(1, 3 * len(os.sched_getaffinity(0)) // (4 * max(1, devices)))
 
 
