@@ -14,6 +14,7 @@ import pytest
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from worker.errors import InputError, JobCancelled
+from worker.input_limits import InputLimits, check_job_inputs
 from worker.job_kinds import JobContext, get_job_kind
 from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, engine_options, plan_peaks, run_peaks
 from worker.params import PeaksParams
@@ -306,6 +307,11 @@ def test_a_job_reads_each_header_once(tmp_path, monkeypatch):
     written = get_job_kind("peaks").run(ctx)
     assert sorted(read) == ["fod.nii.gz", "mask.nii"]
     assert (tmp_path / "out" / "peaks.mif.gz") in written
+    # At the door: the limit check reads each header, and validation and the memory
+    # estimate share one plan.
+    read.clear()
+    check_job_inputs(get_job_kind("peaks"), {"fod": fod, "mask": mask}, ctx.params, InputLimits(1 << 30, 1 << 20, 1 << 34))
+    assert sorted(read) == ["fod.nii.gz", "fod.nii.gz", "mask.nii", "mask.nii"]
 
 
 def test_cancellation_through_progress_stops_with_no_outputs(fod, tmp_path):

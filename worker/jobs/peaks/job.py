@@ -11,7 +11,7 @@ from worker.io.image_names import SINGLE_FILE_IMAGE_SUFFIXES
 from worker.job_kinds import InputSlot, JobContext, JobKind, UploadedInput
 from worker.jobs.peaks.compute import compute_peaks, prepare_engine
 from worker.jobs.peaks.names import PeaksOutputs
-from worker.jobs.peaks.plan import plan_peaks
+from worker.jobs.peaks.plan import PeaksPlan, plan_peaks
 from worker.jobs.peaks.read import read_peaks_inputs
 from worker.jobs.peaks.write import write_peaks_outputs
 from worker.params.peaks import PeaksParams
@@ -48,12 +48,12 @@ def run_peaks(
     return write_peaks_outputs(plan, inputs, result, outputs, fixel_archive=fixel_archive)
 
 
-def _validate(inputs: dict[str, Path], params: PeaksParams) -> None:
-    plan_peaks(inputs["fod"], inputs.get("mask"), params)
+def _validate(inputs: dict[str, Path], params: PeaksParams) -> PeaksPlan:
+    return plan_peaks(inputs["fod"], inputs.get("mask"), params)
 
 
-def _memory(inputs: dict[str, Path], params: PeaksParams) -> int:
-    return plan_peaks(inputs["fod"], inputs.get("mask"), params).memory_bytes
+def _memory(inputs: dict[str, Path], params: PeaksParams, plan: PeaksPlan) -> int:
+    return plan.memory_bytes
 
 
 def _run(ctx: JobContext) -> list[Path]:
