@@ -41,4 +41,4 @@ from worker.params.peaks import PeaksParams
 
 __all__ = ["PeaksOutputs", "PeaksPlan", "PeaksInputs", "IMAGE_OUTPUTS", "engine_options", "image_suffixes",
            "plan_peaks", "read_peaks_inputs", "prepare_engine", "compute_peaks", "write_peaks_outputs", "run_peaks",
-           "warm_up_writers", "JOB_KINDS"]
+           "warm_up_writers", "PeaksParams", "JOB_KINDS"]
