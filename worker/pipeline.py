@@ -3,7 +3,7 @@
 A job declares what it makes as :class:`Task` s, each naming the tasks whose results it
 needs; :func:`run_tasks` starts a task once those have finished and hands it their results,
 so nothing rests on the order in which work is submitted (the model is MRtrix3's
-``Thread::run_queue``, one primitive that every stage goes through). The first task that
+``Thread::run_queue``: one primitive runs the stages, each saying what it takes). The first task that
 fails stops the run: no task starts after it, the running ones finish, and its exception
 reaches the caller, which can see in ``results`` what was made before it.
 """
