@@ -50,7 +50,8 @@ __all__ = [
 _ID_HEX = 28
 _PARSED_CACHE_SIZE = 100_000
 # How long a listing of jobs/ is reused while the folder looks unchanged: a client paging
-# through a large batch asks for a page after the other, each a walk from the newest job.
+# through a large batch asks for a page after the other, each a walk from the newest job
+# (docs/decisions/job-listing-cache.md).
 _IDS_FRESH_SECONDS = 1.0
 
 
@@ -139,7 +140,7 @@ class JobStore:
         for folder in (self.jobs_dir, self.staging_dir, self.trash_dir):
             folder.mkdir(parents=True, exist_ok=True)
         # Parsed job.json by (inode, mtime, size): a poll of a batch lists every job, and
-        # parsing is most of its cost (bench/load.py).
+        # parsing is most of its cost (python3 -m bench.service load).
         self._parsed: dict[str, tuple[tuple[int, int, int], JobRecord]] = {}
         self._ids: tuple[tuple[int, ...], float, list[str]] | None = None
 

@@ -20,7 +20,7 @@ Kernels (all on the C-ordered tensor, no transposed copies):
 
 Dense GEMMs go through cuBLAS (``cublasGemmStridedBatchedEx`` through CuPy's bindings:
 FP32 accumulation for FP16, no TF32) when CuPy is installed, because it measures faster
-(``bench/ttmc.py``); numba has no access to the tensor cores. ``gemm='numba'`` forces our
+(``python3 -m bench.ttmc``); numba has no access to the tensor cores. ``gemm='numba'`` forces our
 kernel; CuPy stays optional.
 """
 

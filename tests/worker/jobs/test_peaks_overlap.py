@@ -4,7 +4,6 @@ bit, as reading and computing one after the other; a failed read leaves no threa
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
 
 import nibabel as nib
 import numpy as np
@@ -40,13 +39,13 @@ def test_overlapped_read_and_prepare_give_the_same_peaks(fod, tmp_path, params):
     plan = plan_peaks(fod, params=params)
     plain = read_peaks_inputs(plan)
     expected = compute_peaks(plan, plain)
-    prepared = prepare_engine(plan)
-    assert isinstance(prepared, Future)
+    preparing = prepare_engine(plan)
+    assert isinstance(preparing, threading.Thread)
     overlapped = read_peaks_inputs(plan)
     np.testing.assert_array_equal(overlapped.sh, plain.sh)
     assert overlapped.warnings == plain.warnings == [
         "1 of 24 voxels of 'fod.nii.gz' have NaN or infinite SH coefficients; their peaks are NaN and their count 0"]
-    got = compute_peaks(plan, overlapped, prepared)
+    got = compute_peaks(plan, overlapped, preparing)
     for name in ("directions", "amplitudes", "count"):
         np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
     assert got.stats["seconds"]["prepare_kernels"] > 0

@@ -3,13 +3,13 @@ engine's preparation, which runs on a thread of its own while the inputs are rea
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import threading
 from typing import TYPE_CHECKING, Callable
 
 from worker.params.peaks import PeaksParams
 
 if TYPE_CHECKING:
-    from gpu.peaks.search import PeaksOptions, PeaksResult, PreparedPeaks
+    from gpu.peaks.search import PeaksOptions, PeaksResult
     from worker.jobs.peaks.plan import PeaksPlan
     from worker.jobs.peaks.read import PeaksInputs
 
@@ -25,23 +25,40 @@ def engine_options(params: PeaksParams) -> "PeaksOptions":
                         starts=params.starts, seeding=params.seeding)
 
 
-def prepare_engine(plan: "PeaksPlan") -> "Future[PreparedPeaks]":
-    """Start preparing the engine for ``plan`` (the CUDA context and kernels, or the CPU
-    backend's compiled loops) on a thread of its own, so that it overlaps reading the
-    inputs; :func:`compute_peaks` waits for it."""
-    from gpu.peaks.search import start_preparing
+def prepare_engine(plan: "PeaksPlan") -> threading.Thread:
+    """Start preparing the engine for ``plan`` (:func:`gpu.peaks.search.prepare_peaks`: the
+    CUDA context and kernels, or the CPU backend's compiled loops) on a thread of its own,
+    so that it overlaps reading the inputs; the engine's call in :func:`compute_peaks` finds
+    it prepared, or waits for it. Not a daemon: an interpreter that exits early waits for it
+    rather than killing it inside a CUDA driver call."""
+    thread = threading.Thread(target=_prepare, args=(plan,), name=f"prepare-peaks-lmax{plan.lmax}")
+    thread.start()
+    return thread
+
+
+def _prepare(plan: "PeaksPlan") -> None:
+    from gpu.peaks.search import prepare_peaks
 
     params = plan.params
-    return start_preparing(plan.lmax, params.basis, engine_options(params), params.backend)
+    try:
+        prepare_peaks(plan.lmax, params.basis, engine_options(params), params.backend)
+    except Exception:  # kept nothing: the engine's call prepares again and raises it in the job
+        pass
 
 
-def compute_peaks(plan: "PeaksPlan", inputs: "PeaksInputs", prepared: "Future[PreparedPeaks] | None" = None,
+def compute_peaks(plan: "PeaksPlan", inputs: "PeaksInputs", preparing: threading.Thread | None = None,
                   progress: Callable[[float], None] | None = None) -> "PeaksResult":
-    """The engine's peaks of read inputs; ``prepared``: :func:`prepare_engine` of the same
-    plan, if started; ``progress(fraction)`` is called between chunks, and an exception it
-    raises (cancellation) stops the run."""
+    """The engine's peaks of read inputs; ``preparing``: :func:`prepare_engine` of the same
+    plan, if started (the engine's statistics count the wait for it); ``progress(fraction)``
+    is called between chunks, and an exception it raises (cancellation) stops the run. A
+    masked volume's voxels are copied into page-locked memory for the GPU."""
+    from gpu.cuda_driver import host_empty
     from gpu.peaks.search import sshopm_peaks
 
     params = plan.params
-    return sshopm_peaks(inputs.sh, basis=params.basis, mask=inputs.mask, options=engine_options(params),
-                        backend=params.backend, progress=progress, prepared=prepared, finite=inputs.finite)
+    try:
+        return sshopm_peaks(inputs.sh, inputs.mask, engine_options(params), params.backend, basis=params.basis,
+                            finite=inputs.finite, progress=progress, empty=host_empty(params.backend))
+    finally:
+        if preparing is not None:
+            preparing.join()

@@ -3,7 +3,6 @@ them, compute the peaks, write the outputs; and its registration as a job kind."
 
 from __future__ import annotations
 
-from concurrent.futures import wait
 from pathlib import Path
 from typing import Callable
 
@@ -36,15 +35,15 @@ def run_peaks(
     :func:`worker.jobs.peaks.read.read_peaks_inputs`; ``uploaded``: see
     :class:`worker.jobs.peaks.plan.PeaksPlan`."""
     plan = plan_peaks(fod, mask, params, uploaded=uploaded)
-    prepared = prepare_engine(plan)
+    preparing = prepare_engine(plan)
     try:
         inputs = read_peaks_inputs(plan, inflate_threads=inflate_threads)
     except BaseException:
         # A job that fails here ends with its background work: nothing keeps running on
         # after the caller has moved on.
-        wait([prepared])
+        preparing.join()
         raise
-    result = compute_peaks(plan, inputs, prepared, progress)
+    result = compute_peaks(plan, inputs, preparing, progress)
     return write_peaks_outputs(plan, inputs, result, outputs, fixel_archive=fixel_archive)
 
 
