@@ -20,9 +20,9 @@ import nibabel as nib
 import numpy as np
 
 from worker.errors import InputError
-from worker.io.mif import MIF_SUFFIXES, MifInfo, load_mif_data, read_mif_header, write_mif
+from worker.io.image_names import IMAGE_SUFFIXES, MIF_SUFFIXES, NIFTI_SUFFIXES
+from worker.io.mif import MifInfo, load_mif_data, read_mif_header, write_mif
 from worker.io.nifti import (
-    NIFTI_SUFFIXES,
     INFLATER_BYTES,
     NiftiInfo,
     check_stored_size,
@@ -49,7 +49,6 @@ __all__ = [
     "image_memory_bytes",
 ]
 
-IMAGE_SUFFIXES = NIFTI_SUFFIXES + MIF_SUFFIXES
 ImageInfo = Union[NiftiInfo, MifInfo]
 
 

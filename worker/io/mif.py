@@ -35,6 +35,7 @@ from isal.igzip_lib import IsalError
 
 from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
+from worker.io.image_names import MIF_SUFFIXES
 from worker.io.gzip_blocks import write_gzip
 from worker.io.nifti import read_gzip_into
 from worker.io.voxel_grid import grid_problem
@@ -42,7 +43,6 @@ from worker.provenance import hash_to_end
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
 
-MIF_SUFFIXES = (".mif", ".mif.gz", ".mih")
 
 # What reading a damaged or cut gzip stream raises (zlib/gzip errors, ISA-L's own).
 _STREAM_ERRORS = (OSError, EOFError, ValueError, IsalError)

@@ -17,7 +17,7 @@ from gpu.peaks.search import sshopm_peaks
 from tests.worker.io.grids import oblique_affine
 from worker.io.images import load_image_data, read_image_header, write_image
 from worker.io.mif import write_mif
-from worker.jobs.peaks import read_peaks_inputs
+from worker.jobs.peaks import plan_peaks, read_peaks_inputs
 from worker.params.peaks import PeaksParams
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="page-locked memory and device fills need a CUDA GPU")
@@ -61,7 +61,7 @@ def test_a_jobs_input_is_read_into_page_locked_memory_for_the_gpu(tmp_path, back
     load_cuda_runtime()
     path = tmp_path / "fod.mif"
     write_mif(path, fod_phantom((6, 5, 4), 8, seed=1)["sh"].astype(np.float32), oblique_affine(), layout=(2, 3, 4, 1))
-    inputs = read_peaks_inputs(path, params=PeaksParams(backend=backend))
+    inputs = read_peaks_inputs(plan_peaks(path, params=PeaksParams(backend=backend)))
     assert page_locked(inputs.sh) == pinned
     np.testing.assert_array_equal(inputs.sh, load_image_data(read_image_header(path, "fod")))
 
