@@ -1,5 +1,5 @@
 """On a GPU: the host CPU the CUDA peaks path spends on an input in page-locked memory
-(gpu.cuda_driver.pinned_empty) against the same input in pageable memory, in one run: the
+(gpu.cuda.host_memory.pinned_empty) against the same input in pageable memory, in one run: the
 read of a dwi2fod-layout .mif into each, the copy of it to the GPU, and sshopm_peaks on it
 (whose result arrays are filled on the device and come back page-locked either way).
 
@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu import cuda_driver  # noqa: E402
-from gpu.cuda_driver import pinned_empty, pinned_pool  # noqa: E402
+from gpu.cuda import device_arrays  # noqa: E402
+from gpu.cuda.host_memory import pinned_empty, pinned_pool  # noqa: E402
 from gpu.peaks import fod_phantom  # noqa: E402
 from gpu.peaks.search import _coefficients_by_voxel, prepare_peaks, sshopm_peaks  # noqa: E402
 from worker.io.images import load_image_data, read_image_header  # noqa: E402
@@ -52,8 +52,8 @@ def main() -> None:
             by_voxel, _ = _coefficients_by_voxel(values)  # the view the engine copies, in the file's layout
 
             def copy() -> None:
-                cuda_driver.to_device(by_voxel)
-                cuda_driver.synchronize()
+                device_arrays.to_device(by_voxel)
+                device_arrays.synchronize()
 
             rows.append((f"  copy to the GPU from {name} memory", *best(copy, args.repeats)))
 

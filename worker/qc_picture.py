@@ -301,7 +301,7 @@ def _pixels(drawing: _Drawing, rasterize: bool) -> np.ndarray:
 def _rasterized(drawing: _Drawing) -> np.ndarray:
     """:func:`_pixels` by numpy (the rectangles), then one call of
     :func:`worker.qc_raster.rasterize` for the rest, which holds no interpreter lock."""
-    from gpu.compile_notice import notice_compile
+    from gpu.cuda.compile_notice import notice_compile
     from worker.qc_raster import rasterize
 
     canvas = np.zeros((drawing.height, drawing.width, 3), np.uint8)

@@ -775,6 +775,6 @@ def _pointer(a) -> int:
 
 
 def _simulating() -> bool:
-    from gpu.cuda_runtime import simulator_active
+    from gpu.cuda.simulator import simulator_active
 
     return simulator_active()

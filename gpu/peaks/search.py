@@ -21,7 +21,8 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from gpu.cuda_runtime import device_name, resolve_backend
+from gpu.cuda.backend import resolve_backend
+from gpu.cuda.device import device_name
 from gpu.peaks.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
@@ -249,7 +250,7 @@ def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = Peak
                   backend: str = "auto") -> PreparedPeaks:
     """Everything :func:`sshopm_peaks` prepares before it touches a voxel, for data of ``lmax``:
     the matrices and parameters, and the backend's kernels for a volume of one chunk, loaded
-    by a run on one single-fiber voxel: on a GPU from their saved cubins (gpu.cubin_cache),
+    by a run on one single-fiber voxel: on a GPU from their saved cubins (gpu.cuda.cubin_cache),
     else from numba's on-disk cache (or compiled, with a notice). For the CUDA backend this
     also creates the CUDA context: the device's primary context, which every thread of the
     process (and numba) shares, so kernels loaded here launch from any thread.
@@ -397,7 +398,7 @@ def sshopm_peaks(
     if selected.all():
         coeffs = coeffs_t
     else:
-        from gpu.cuda_driver import host_empty
+        from gpu.cuda.host_memory import host_empty
 
         empty, n_coeffs, n_selected = host_empty(chosen), coeffs_t.shape[0], int(np.count_nonzero(selected))
         if coeffs_t.T.flags.c_contiguous:

@@ -389,7 +389,7 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     for the sidecar is taken from the bytes the same read takes in. ``uploaded``: see
     :class:`PeaksInputs`.
     """
-    from gpu.cuda_driver import host_empty
+    from gpu.cuda.host_memory import host_empty
     from gpu.peaks.search import finite_voxels
 
     started = time.perf_counter()
