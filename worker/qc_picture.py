@@ -102,7 +102,7 @@ def _to_ras(voxel_sizes, ornt):
 
 def _orientation(affine: np.ndarray) -> np.ndarray:
     """nibabel's ``io_orientation`` of ``affine`` (which reads only its linear part, the same
-    for the images of one protocol), remembered: 0.2–0.5 ms under the lock each time."""
+    for the images of one protocol), remembered: computing it holds the interpreter lock."""
     linear = np.ascontiguousarray(affine[:-1, :-1])
     return _orientation_of(linear.tobytes(), linear.shape)
 
@@ -292,9 +292,9 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
 
 def _pixels(drawing: _Drawing, rasterize: bool) -> np.ndarray:
     """The reduced picture of ``drawing``: drawn by :func:`_rasterized` without the
-    interpreter lock, or by Pillow (the same pixels, :func:`_drawn_by_pillow`; about 25 ms
-    under the lock), which spares a process that does not load numba otherwise its import
-    and CPU runtime (about 0.3 s; ``fibertensor peaks`` on the GPU)."""
+    interpreter lock, or by Pillow (the same pixels, :func:`_drawn_by_pillow`, under the
+    lock), which spares a process that does not load numba otherwise its import and CPU
+    runtime (``fibertensor peaks`` on the GPU); docs/benchmarks.md has both costs."""
     return _rasterized(drawing) if rasterize else _drawn_by_pillow(drawing)
 
 
