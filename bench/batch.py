@@ -1,7 +1,7 @@
 """Cohort throughput: N whole-brain FOD volumes from files on disk to peaks on disk.
 
-N distinct copies of one phantom (``gpu.peaks.fod_phantom``, 96×96×60 voxels, lmax 8: 553k
-voxels, ~92 MB .nii.gz or 100 MB .nii/.mif each), each with its own noise seed, written as
+N distinct copies of one phantom (``gpu.peaks.fod_phantom``, ``--shape`` voxels, lmax 8),
+each with its own noise seed, written as
 ``--format`` says (``nii.gz``, ``nii``, ``mif``: the same voxels, hence the same peaks;
 the outputs take the input's format as a job's do: ``.nii.gz`` for NIfTI, ``.mif`` for
 ``.mif``), go through
@@ -23,14 +23,14 @@ GPU's busy share twice: from our kernel timings (kernel seconds ÷ wall ÷ GPUs;
 when several job processes share a GPU, as one's kernel events may enclose another's
 kernels) and as the GPU counts it (``nvidia-smi``'s ``utilization.gpu`` every 0.2 s, the mean
 over the steady part of the GPUs the run used, each GPU's in the log and the raw samples in
-the work folder; "n/a" without ``nvidia-smi``: bench/gpu_utilization.py), CPU cores used
+the work folder; "n/a" without ``nvidia-smi``: :mod:`bench.gpu_utilization`), CPU cores used
 (CPU seconds of every process of the run ÷ wall; for the service also CPU seconds per
 subject of the API, the workers, Redis and this client), peak host RSS (all processes of the
 run, sampled every 0.2 s) with its curve, and mean seconds per subject of each stage
 (service: the upload, the wait in the queue, the job and its read/compute/write, the
 download); a table last.
 
-    python3 bench/batch.py [--subjects 100] [--format nii.gz|nii|mif] [--gpus 0,1] [--processes-per-gpu 1,4,8]
+    python3 -m bench.batch [--subjects 100] [--format nii.gz|nii|mif] [--gpus 0,1] [--processes-per-gpu 1,4,8]
                            [--modes local,service]
                            [--broker redis|embedded] [--redis-server PATH] [--backend auto]
                            [--concurrency 6[,12...]] [--api-workers 8] [--transfers 16] [--clients 4[,1...]]
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import multiprocessing
 import os
 import resource
@@ -52,7 +51,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from datetime import datetime
@@ -60,34 +58,20 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench import gpu_utilization
+from bench.harness import Column, Report, bench_parser
+from bench.processes import TreeMonitor, cpu_seconds, free_port, process_tree, service_environment, spawn, stop, \
+    wait_ready
+from gpu.peaks.phantom import fod_phantom
+from worker.batch import batch_items, default_processes, run_batch
+from worker.io.mif import write_mif
+from worker.io.nifti import save_nifti_atomic
+from worker.jobs.peaks import image_suffixes
+from worker.params import PeaksParams
 
-from gpu.peaks.phantom import fod_phantom  # noqa: E402
-from worker.batch import batch_items, default_processes, run_batch  # noqa: E402
-from worker.io.mif import write_mif  # noqa: E402
-from worker.io.nifti import save_nifti_atomic  # noqa: E402
-from worker.jobs.peaks import image_suffixes  # noqa: E402
-from worker.params import PeaksParams  # noqa: E402
-
-
-def _bench_module(name: str, file: str):
-    """A module of bench/ loaded from its file (bench/ is no package, and its service.py
-    would shadow ours as a module name)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / file)
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# The local run's spawned workers import this file again (as their __main__): what only the
-# parent uses (the service's clients, the cohort's writer) is imported where it is used.
-gpu_utilization = _bench_module("bench_gpu_utilization", "gpu_utilization.py")
-
+# The local run's spawned workers import this module again (as their __main__): what only
+# the parent uses (the service's clients, the cohort's writer) is imported where it is used.
 _TERMINAL = {"succeeded", "failed", "cancelled"}
-_CLOCK = os.sysconf("SC_CLK_TCK")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
 
 FORMATS = ("nii.gz", "nii", "mif")
 
@@ -123,97 +107,6 @@ def write_cohort(folder: Path, subjects: int, shape: tuple[int, int, int], lmax:
         links[-1].unlink(missing_ok=True)
         links[-1].symlink_to(written[index % len(written)].name)
     return written + links
-
-
-def _tree(roots: list[int]) -> list[int]:
-    """``roots`` and all their living descendants."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    found, todo = set(), [r for r in roots if r in parents]
-    while todo:
-        pid = todo.pop()
-        found.add(pid)
-        todo.extend(child for child, parent in parents.items() if parent == pid and child not in found)
-    return sorted(found)
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    """CPU seconds of ``pids`` and of their children already reaped (utime+stime+cutime+cstime)."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            total += sum(int(f) for f in fields[11:15])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / _CLOCK
-
-
-def _rss_bytes(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm") as handle:
-                total += int(handle.read().split()[1]) * _PAGE
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
-class Monitor:
-    """Samples the summed RSS of a process tree every 0.2 s, and the CPU seconds of each of
-    its processes (for a tree whose processes outlive the measurement)."""
-
-    def __init__(self, roots: list[int]):
-        self.roots, self.samples, self._cpu_seen, self._root_of = roots, [], {}, {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> "Monitor":
-        self.started = time.perf_counter()
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-        self.wall = time.perf_counter() - self.started
-
-    def _sample(self) -> None:
-        pids = []
-        for root in self.roots:
-            for pid in _tree([root]):
-                self._root_of[pid] = root
-                pids.append(pid)
-        for pid in pids:
-            self._cpu_seen[pid] = _cpu_seconds([pid])
-        self.samples.append((time.perf_counter(), _rss_bytes(pids)))
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            self._sample()
-
-    def cpu_seconds(self, before: dict[int, float], roots: list[int] | None = None) -> float:
-        """CPU seconds since ``before`` of the processes under ``roots`` (default: all)."""
-        return sum(seconds - before.get(pid, 0.0) for pid, seconds in self._cpu_seen.items()
-                   if roots is None or self._root_of.get(pid) in roots)
-
-    def curve(self, points: int = 10) -> str:
-        """Peak RSS in GB over each tenth of the run."""
-        times = np.array([t for t, _ in self.samples])
-        rss = np.array([r for _, r in self.samples])
-        edges = np.linspace(times[0], times[-1], points + 1)
-        tenths = [rss[(times >= a) & (times <= b)] for a, b in zip(edges, edges[1:])]
-        return " ".join(f"{t.max() / 1e9:.2f}" if t.size else "-" for t in tenths)
 
 
 def _steady(done_times: list[float]) -> tuple[float, float]:
@@ -253,7 +146,7 @@ def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str
     run_batch(items[:1], params)
     done_times: list[float] = []
     before = _own_and_reaped_cpu()
-    with gpu_utilization.GpuSampler(smi_log) as sampler, Monitor([os.getpid()]) as monitor:
+    with gpu_utilization.GpuSampler(smi_log) as sampler, TreeMonitor([os.getpid()]) as monitor:
         started = time.time()
         reports = run_batch(items, params, devices=gpus, processes=processes,
                             report=lambda r: done_times.append(time.time()))
@@ -263,19 +156,10 @@ def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str
     if failed:
         raise SystemExit(f"local batch: {len(failed)} inputs failed, e.g. {failed[0].fod}: {failed[0].error}")
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": cpu,
-            "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(),
+            "rss": int(monitor.rss().max()), "curve": monitor.curve(),
             "stages": _stage_means([r.seconds for r in reports]),
             "kernel_total": sum(r.seconds["kernel"] for r in reports),
             "gpu_utilization": gpu_utilization.mean_utilization(sampler.samples, *_steady(done_times))}
-
-
-def _environment(data_dir: Path, broker_url: str) -> dict[str, str]:
-    """The service processes' environment: this one's (the device's PYTHONPATH included) with
-    the repository first, no simulator, the data folder and broker."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.update(FIBERTENSOR_DATA_DIR=str(data_dir), FIBERTENSOR_BROKER_URL=broker_url)
-    return env
 
 
 async def _submit_and_wait(base: str, inputs: list[Path], backend: str, label: str, downloads: Path | None,
@@ -356,7 +240,7 @@ def _client_pool(clients: int) -> ProcessPoolExecutor | None:
 def _run_clients(base: str, inputs: list[Path], backend: str, downloads: Path, transfers: int,
                  pool: ProcessPoolExecutor | None, clients: int) -> list[dict]:
     """The cohort sent by the pool's client processes, each with every k-th input and its share
-    of ``transfers``: one Python process moving 5 subjects (~1 GB) a second in and out is itself
+    of ``transfers``: one Python process moving a cohort in and out at the service's pace is itself
     bound by its interpreter lock, as a lab's many clients would not be."""
     if pool is None:
         return _client(base, inputs, backend, "cohort", downloads, transfers)
@@ -372,8 +256,7 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
     worker of ``concurrency`` job processes per GPU; every input uploaded, every result zip
     downloaded by ``clients`` client processes; job folders, downloads and the processes' logs
     in ``work``."""
-    bench_service = _bench_module("bench_service", "service.py")  # the service benchmark's process helpers
-    data_dir, port = work / "data", bench_service._free_port()
+    data_dir, port = work / "data", free_port()
     downloads = work / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{port}"
@@ -381,34 +264,34 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
     try:
         broker_url = ""
         if broker == "redis":
-            redis_port = bench_service._free_port()
-            processes.append(bench_service._spawn([redis_server, "--port", str(redis_port), "--save", "",
+            redis_port = free_port()
+            processes.append(spawn([redis_server, "--port", str(redis_port), "--save", "",
                                                    "--appendonly", "no"], dict(os.environ), work / "redis.log"))
             broker_url = f"redis://127.0.0.1:{redis_port}/0"
-        env = _environment(data_dir, broker_url)
-        processes.append(bench_service._spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port",
+        env = service_environment(data_dir, broker_url)
+        processes.append(spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port",
                                                str(port), "--api-workers", str(api_workers), "--log-level",
                                                "warning"], env, work / "serve.log"))
         for gpu in gpus:
-            processes.append(bench_service._spawn(
+            processes.append(spawn(
                 [sys.executable, "-m", "service", "worker", "--concurrency", str(concurrency), "--log-level", "info"],
                 {**env, "CUDA_VISIBLE_DEVICES": gpu}, work / f"worker-gpu{gpu}.log"))
-        bench_service._wait_ready(base, len(gpus), processes)
+        wait_ready(base, len(gpus), processes)
         # warm-up jobs, one per job process: each process loads its kernels (the pool does at
         # start, but a job may be taken before that ends)
         asyncio.run(_submit_and_wait(base, inputs[: len(gpus) * concurrency], backend, "warmup", None))
         roots = [p.pid for p in processes]
-        before = {pid: _cpu_seconds([pid]) for pid in _tree(roots)}
+        before = {pid: cpu_seconds([pid]) for pid in process_tree(roots)}
         pool = _client_pool(clients)
         client_before = _own_and_reaped_cpu()
-        with gpu_utilization.GpuSampler(work / "nvidia-smi.csv") as sampler, Monitor(roots) as monitor:
+        with gpu_utilization.GpuSampler(work / "nvidia-smi.csv") as sampler, TreeMonitor(roots) as monitor:
             started = time.time()
             jobs = _run_clients(base, inputs, backend, downloads, transfers, pool, clients)
         if pool is not None:
             pool.shutdown()  # joined: the clients' CPU is in RUSAGE_CHILDREN
         client = _own_and_reaped_cpu() - client_before
     finally:
-        bench_service._stop(processes)
+        stop(processes)
     done_times = [j["done"] for j in jobs]
     stages = []
     for job in jobs:
@@ -425,13 +308,13 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
                "redis": monitor.cpu_seconds(before, roots[:1]) if broker == "redis" else 0.0, "client": client}
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": monitor.cpu_seconds(before),
             "cpu_by_role": {role: seconds / len(jobs) for role, seconds in by_role.items()},
-            "rss": max(r for _, r in monitor.samples), "curve": monitor.curve(), "stages": _stage_means(stages),
+            "rss": int(monitor.rss().max()), "curve": monitor.curve(), "stages": _stage_means(stages),
             "kernel_total": sum(s["kernel"] for s in stages),
             "gpu_utilization": gpu_utilization.mean_utilization(sampler.samples, *_steady(done_times))}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--subjects", type=int, default=100)
     parser.add_argument("--distinct", type=int, help="write only this many distinct inputs; the other subjects "
                         "link to them (a 500-subject memory run on a small disk)")
@@ -471,15 +354,15 @@ def main() -> None:
     params = PeaksParams(backend=args.backend, checksums=not args.no_checksums,
                          **({"metrics": ["none"], "qc": False} if args.peaks_only else {}))
 
+    report = Report(args.json)
     started = time.perf_counter()
     inputs = write_cohort(work / "inputs", args.subjects, tuple(args.shape), args.lmax, args.distinct, args.format)
     size = sum(p.stat().st_size for p in inputs) / len(inputs)
     formats = f"{args.format} in, {image_suffixes(inputs[0], params.format)[0].lstrip('.')} out"
-    print(f"{args.subjects} subjects {'x'.join(map(str, args.shape))} lmax {args.lmax}, {size / 1e6:.1f} MB "
-          f".{args.format} each, written in {time.perf_counter() - started:.0f} s; {formats}; "
-          f"{len(os.sched_getaffinity(0))} cores; backend {args.backend}; "
-          f"nvidia-smi {'sampled' if shutil.which('nvidia-smi') else 'absent: GPU util n/a'}; work folder {work}",
-          flush=True)
+    report.progress(f"{args.subjects} subjects {'x'.join(map(str, args.shape))} lmax {args.lmax}, {size / 1e6:.1f} MB "
+                    f".{args.format} each, written in {time.perf_counter() - started:.0f} s; {formats}; "
+                    f"{len(os.sched_getaffinity(0))} cores; backend {args.backend}; "
+                    f"nvidia-smi {'sampled' if shutil.which('nvidia-smi') else 'absent: GPU util n/a'}; work folder {work}")
 
     results = {}
     modes = args.modes.split(",")
@@ -494,7 +377,7 @@ def main() -> None:
             label += ", peaks only" * args.peaks_only + ", no checksums" * args.no_checksums
             out = work / f"out-local-{processes}"
             results[label] = run_local(inputs, out, params, gpus, processes, work / f"nvidia-smi-local-{processes}.csv")
-            print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
+            report.progress(f"{label}: done in {results[label]['wall']:.1f} s")
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)  # a large sweep would fill the disk
     if "service" in modes:
@@ -505,37 +388,39 @@ def main() -> None:
             folder = work / f"service-{concurrency}-{clients}"
             results[label] = run_service(inputs, folder, args.backend, gpus or ["0"], broker, args.redis_server,
                                          concurrency, args.api_workers, args.transfers, clients)
-            print(f"{label}: done in {results[label]['wall']:.1f} s", flush=True)
-            if not args.keep:  # its job folders and downloads (gigabytes); the logs stay
+            report.progress(f"{label}: done in {results[label]['wall']:.1f} s")
+            if not args.keep:  # its job folders and downloads; the logs stay
                 for bulk in ("data", "downloads"):
                     shutil.rmtree(folder / bulk, ignore_errors=True)
 
     n_gpus = len(gpus or ["0"])
     # without --gpus a run uses the first GPU CUDA sees: nvidia-smi's index where it is one
     used_gpus = gpus or [os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]]
-    print()
+    rows = []
     for label, r in results.items():
-        print(f"{label}: RSS GB per tenth of the run: {r['curve']}")
-        print(f"{label}: nvidia-smi utilization.gpu, mean over the steady part: "
-              f"{gpu_utilization.describe_utilization(r['gpu_utilization'], used_gpus)[1]}")
-        if "cpu_by_role" in r:
-            print(f"{label}: CPU seconds per subject: "
-                  + ", ".join(f"{role} {seconds:.2f}" for role, seconds in r["cpu_by_role"].items()))
-    print(f"\n{args.subjects} subjects, {'x'.join(map(str, args.shape))} lmax {args.lmax}, {formats}; kernel busy = "
-          "kernel seconds / wall / GPUs (an upper bound with several processes a GPU), GPU util = nvidia-smi's "
-          "utilization.gpu over the steady part; stage columns: mean seconds per subject (service: upload = POST "
-          "incl. checks, queued = accepted to started, job = started to finished, download = results.zip; read, "
-          "compute = engine call, kernel = GPU kernels, write)")
-    print(f"{'run':<64}{'wall s':>8}{'subj/h':>9}{'steady/h':>10}{'kernel busy':>12}{'GPU util':>9}{'cores':>7}"
-          f"{'peak RSS GB':>12}" + "".join(f"{stage:>9}" for stage in _STAGES))
-    for label, r in results.items():
-        busy = r["kernel_total"] / r["wall"] / n_gpus
-        utilization = gpu_utilization.describe_utilization(r["gpu_utilization"], used_gpus)[0]
-        s = r["stages"]
-        print(f"{label:<64}{r['wall']:>8.1f}{r['rates'][0]:>9.0f}{r['rates'][1]:>10.0f}"
-              f"{(f'{busy:.0%}' if r['kernel_total'] else '-'):>12}{utilization:>9}{r['cpu'] / r['wall']:>7.1f}"
-              f"{r['rss'] / 1e9:>12.2f}"
-              + "".join(f"{s[stage]:>9.3f}" if s[stage] == s[stage] else f"{'-':>9}" for stage in _STAGES))
+        utilization, per_gpu = gpu_utilization.describe_utilization(r["gpu_utilization"], used_gpus)
+        rows.append({"run": label, "wall_s": r["wall"], "subjects_per_h": r["rates"][0],
+                     "steady_per_h": r["rates"][1],
+                     "kernel_busy": r["kernel_total"] / r["wall"] / n_gpus if r["kernel_total"] else None,
+                     "gpu_util": utilization, "gpu_util_per_gpu": per_gpu, "cores": r["cpu"] / r["wall"],
+                     "peak_rss_gb": r["rss"] / 1e9, "rss_gb_per_tenth": r["curve"],
+                     **r["stages"], **{f"cpu_s_per_subject_{role}": seconds
+                                       for role, seconds in r.get("cpu_by_role", {}).items()}})
+    report.table(
+        f"{args.subjects} subjects, {'x'.join(map(str, args.shape))} lmax {args.lmax}, {formats}", rows,
+        [Column("run", "run"), Column("wall_s", "wall s", ".1f"), Column("subjects_per_h", "subj/h", ".0f"),
+         Column("steady_per_h", "steady/h", ".0f"), Column("kernel_busy", "kernel busy", ".0%"),
+         Column("gpu_util", "GPU util"), Column("cores", "cores", ".1f"), Column("peak_rss_gb", "peak RSS GB", ".2f")]
+        + [Column(stage, stage, ".3f") for stage in _STAGES],
+        note="kernel busy = kernel seconds / wall / GPUs (an upper bound with several processes a GPU), GPU util = "
+             "nvidia-smi's utilization.gpu over the steady part; stage columns: mean seconds per subject (service: "
+             "upload = POST incl. checks, queued = accepted to started, job = started to finished, download = "
+             "results.zip; read, compute = engine call, kernel = GPU kernels, write)")
+    report.table("per run: memory, GPUs and host CPU", rows,
+                 [Column("run", "run"), Column("rss_gb_per_tenth", "RSS GB per tenth of the run"),
+                  Column("gpu_util_per_gpu", "utilization.gpu per GPU")]
+                 + [Column(f"cpu_s_per_subject_{role}", f"CPU s/subject {role}", ".2f")
+                    for role in ("API", "workers", "redis", "client")])
     if not args.keep and not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,7 +1,7 @@
 """Factorized conv benchmark: fused CP and Tucker core kernels vs cuDNN and the PyTorch
 pairwise sequence, on one GPU, in one run.
 
-    python3 bench/conv.py [--quick] [--sections check,cp,cpsweep,tdc,tucker,sweep] [--out DIR]
+    python3 -m bench.conv [--quick] [--sections check,cp,cpsweep,tdc,tucker,sweep] [--json PATH]
 
 Kernel times are GPU time per call from CUDA events around back-to-back launches queued
 behind a sleeping kernel (gpu/conv/timing.py), the same for every side; "host" is the
@@ -15,7 +15,8 @@ parallel processes (numba's on-disk cache), since one process compiles one gener
 kernel at a time.
 
 ``--quick`` checks every kernel against a float64 direct convolution on small random
-shapes and against cuDNN on the five layers, then times one layer.
+shapes and against cuDNN on the five layers, then times one layer. ``--json PATH`` keeps
+every row and every timed candidate (tiles, launch shapes) as JSON lines.
 """
 
 from __future__ import annotations
@@ -28,30 +29,26 @@ import subprocess
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import numpy as np
+import torch
+import torch.nn.functional as F
+from numba import config as numba_config
+from numba import cuda
 
-# the small layers launch fewer blocks than SMs on purpose; numba's warning is noise here
-os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from numba import cuda  # noqa: E402
-
-from gpu.conv.direct import cp_kernel, direct_conv2d, tucker_kernel  # noqa: E402
-from gpu.conv.index_tables import conv_geometry  # noqa: E402
-from gpu.conv.tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates  # noqa: E402
-from gpu.conv.timing import device_time, device_times  # noqa: E402
-from gpu.conv.cp import (  # noqa: E402
+from bench.harness import REPO, Column, Report, bench_parser, child_environment, ratio
+from gpu.conv.direct import cp_kernel, direct_conv2d, tucker_kernel
+from gpu.conv.index_tables import conv_geometry
+from gpu.conv.tiling import gpu_spec, select_tile_exhaustive, select_tile_model, tile_candidates
+from gpu.conv.timing import device_time, device_times
+from gpu.conv.cp import (
     CPConvPlan,
     check_cp_factors,
     choose_separable_tiling,
     cp_conv2d,
     lean_candidates,
 )
-from gpu.conv.tucker import (  # noqa: E402
+from gpu.conv.tucker import (
     TuckerConvPlan,
     TuckerCorePlan,
     check_tucker_factors,
@@ -83,13 +80,10 @@ TDC_SHAPES = [
 ]
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def precompile_core_kernels(variants, log) -> None:
     """Compile the generated core kernels ``variants`` into numba's on-disk cache in
     parallel processes before they are timed: numba compiles one kernel at a time, and a
-    sweep's first shape needs about 66; the processes share nothing but the cache. If a process fails, the kernels
+    sweep's first shape needs dozens; the processes share nothing but the cache. If a process fails, the kernels
     it did not cache are compiled on first launch as before."""
     variants = sorted(set(variants))
     if not variants:
@@ -97,9 +91,9 @@ def precompile_core_kernels(variants, log) -> None:
     workers = max(1, min(len(variants), os.cpu_count() or 1))
     code = ("import json, sys; from gpu.conv.tucker import compile_core_kernels; "
             "compile_core_kernels([tuple(v) for v in json.loads(sys.argv[1])])")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = child_environment()
     t0 = time.time()
-    procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(variants[i::workers])], cwd=ROOT, env=env)
+    procs = [subprocess.Popen([sys.executable, "-c", code, json.dumps(variants[i::workers])], cwd=REPO, env=env)
              for i in range(workers)]
     failed = sum(p.wait() != 0 for p in procs)
     log({"precompile": len(variants), "workers": workers, "failed_workers": failed, "seconds": time.time() - t0})
@@ -129,6 +123,18 @@ def tile_name(t) -> str:
     return f"{t.th}x{t.tw}x{t.tc}/{t.split}/{t.tn}"
 
 
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.2f}"
+
+
+def _shape(values) -> str:
+    return f"({','.join(map(str, values))})"
+
+
+def _geometric_mean(values) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
 def rel_err(a, b) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -153,10 +159,9 @@ def pairwise(x, w1, wh, ww, w2, b, pad):
     return F.conv2d(y, w2, b)
 
 
-def check_small(rng, log) -> list[str]:
+def check_small(rng, log, report: Report) -> None:
     """Every kernel vs float64 direct conv on small random shapes (strides, dilations, ranks)."""
-    lines = []
-    worst = 0.0
+    worst, trials = 0.0, 0
     for trial in range(16):
         n = int(rng.integers(1, 4))
         c = int(rng.integers(1, 40))
@@ -189,15 +194,16 @@ def check_small(rng, log) -> list[str]:
         tile = cands[int(rng.integers(len(cands)))]
         out_c = tucker_core_conv2d(z, tf.core, stride, pad, dil, backend="cuda", tiling=tile)
         e_t = max(e_t, rel_err(out_c, direct_conv2d(z, tf.core, None, stride, pad, dil)))
-        worst = max(worst, e_cp, e_t)
+        worst, trials = max(worst, e_cp, e_t), trials + 1
         log({"check": "small", "shape": [n, c, h, w], "kernel": [t, kh, kw], "rank": rank, "stride": stride,
              "pad": pad, "dil": dil, "tucker_ranks": [d1, d2], "tile": tile_name(tile), "err_cp": e_cp, "err_tucker": e_t})
-    lines.append(f"small random shapes vs float64 direct conv: worst relative error {worst:.2e}")
-    return lines
+    report.table("small random shapes against float64 direct conv (CP taps and separable, Tucker, core tiles)",
+                 [{"shapes": trials, "worst_rel_err": worst}],
+                 [Column("shapes", "shapes", "d"), Column("worst_rel_err", "worst relative error", ".2e")])
 
 
-def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
-    rows = ["layer  batch rank | ours µs  host µs | cuDNN µs ratio | pairwise µs ratio | MiB ours cuDNN pair | err     | kernel"]
+def bench_cp(rng, log, report: Report, layers, ranks, batches) -> None:
+    rows = []
     for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
         for n in batches:
             u = rng.standard_normal((n, c, h, w)).astype(np.float32)
@@ -218,7 +224,7 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
                 w2 = torch.from_numpy(np.ascontiguousarray(f.t[:, :, None, None])).cuda()
                 full = lambda: F.conv2d(x, k_full, b, padding=pad)  # noqa: E731
                 pair = lambda: pairwise(x, w1, wh, ww, w2, b, pad)  # noqa: E731
-                # the first image only: batch-32 outputs of layer 1 are 600 MB
+                # the first image only: batch-32 outputs of layer 1 are large
                 ref = full()[:1].cpu().numpy()
                 err = max(rel_err(d_out[:1].copy_to_host(), ref), rel_err(pair()[:1].cpu().numpy(), ref))
                 cudnn, cudnn_host = timed(full)
@@ -227,7 +233,8 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
                 rec = {"bench": "cp", "layer": li, "batch": n, "rank": rank, "kernel": cp_tile_name(plan),
                        "ours_us": ours * 1e6, "ours_host_us": ours_host * 1e6, "cudnn_us": cudnn * 1e6,
                        "cudnn_host_us": cudnn_host * 1e6, "pairwise_us": pw * 1e6, "pairwise_host_us": pw_host * 1e6,
-                       "ours_bytes": ours_bytes, "cudnn_bytes": mem_full, "pairwise_bytes": mem_pair, "max_rel_err": err}
+                       "ours_bytes": ours_bytes, "cudnn_bytes": mem_full, "pairwise_bytes": mem_pair, "max_rel_err": err,
+                       "cudnn_x_ours": ratio(cudnn, ours), "pairwise_x_ours": ratio(pw, ours)}
                 # best separable shape and Algorithm 2 in the plan's tuning (3 calls each)
                 for method in ("separable", "taps"):
                     best = min(((sec, param) for m, param, sec in plan.tuning_times if m == method),
@@ -237,14 +244,18 @@ def bench_cp(rng, log, layers, ranks, batches) -> list[str]:
                         rec[f"tuned_{method}_shape"] = (separable_name(best[1]) if method == "separable"
                                                         else f"taps/{best[1]}")
                 log(rec)
-                rows.append(
-                    f"L{li} {n:>7} {rank:>4} | {ours * 1e6:7.1f} {ours_host * 1e6:8.1f} | {cudnn * 1e6:8.1f} "
-                    f"{cudnn / ours:5.2f} | {pw * 1e6:11.1f} {pw / ours:5.2f} | {ours_bytes / 2**20:8.2f} "
-                    f"{mem_full / 2**20:6.2f} {mem_pair / 2**20:6.2f} | {err:.1e} | {cp_tile_name(plan)}"
-                )
+                rows.append(rec)
                 del k_full, b, w1, wh, ww, w2
             del x
-    return rows
+    report.table("fused CP conv against cuDNN and the pairwise sequence (Reustle layers; µs per call, GPU time)", rows,
+                 [Column("layer", "layer", lambda li: f"L{li}"), Column("batch", "batch", "d"), Column("rank", "rank", "d"),
+                  Column("ours_us", "ours µs", ".1f"), Column("ours_host_us", "host µs", ".1f"),
+                  Column("cudnn_us", "cuDNN µs", ".1f"), Column("cudnn_x_ours", "cuDNN/ours", ".2f"),
+                  Column("pairwise_us", "pairwise µs", ".1f"), Column("pairwise_x_ours", "pairwise/ours", ".2f"),
+                  Column("ours_bytes", "MiB ours", _mib), Column("cudnn_bytes", "MiB cuDNN", _mib),
+                  Column("pairwise_bytes", "MiB pair", _mib), Column("max_rel_err", "err", ".1e"),
+                  Column("kernel", "kernel")],
+                 note="err: largest relative difference of ours and the pairwise sequence from cuDNN (first image)")
 
 
 def cp_tile_name(plan) -> str:
@@ -257,12 +268,12 @@ def separable_name(t) -> str:
     return f"{t.th}x{t.tw}/{t.cs}/{t.groups}/{t.block}/{t.px}/s{t.ns}p{t.px4}"
 
 
-def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
+def bench_cp_sweep(rng, log, report: Report, layers, ranks, batches) -> None:
     """Every launch shape of the separable CP kernels and Algorithm 2 (``taps``) on the
     Reustle layers, with the pairwise sequence for scale: the data behind the cost model
     ``gpu.conv.cp.separable_time`` and ``choose_separable_tiling`` (each candidate's time
     in the log, ``bench: cptile``)."""
-    rows = ["CP sweep layer batch rank | cands | best tile µs | rule tile µs | Alg.2 µs | pairwise µs | pair/best pair/rule | err"]
+    rows = []
     for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
         for n in batches:
             u = rng.standard_normal((n, c, h, w)).astype(np.float32)
@@ -292,19 +303,24 @@ def bench_cp_sweep(rng, log, layers, ranks, batches) -> list[str]:
                 for i in (best, rule):
                     plans[i](d_u, d_out)
                     err = max(err, rel_err(d_out[:1].copy_to_host(), ref))
-                log({"bench": "cpsweep", "layer": li, "batch": n, "rank": rank, "best": cp_tile_name(plans[best]),
-                     "best_us": times[best] * 1e6, "rule": cp_tile_name(plans[rule]), "rule_us": times[rule] * 1e6,
-                     "taps_us": times[-1] * 1e6, "pairwise_us": pw * 1e6, "max_rel_err": err})
-                rows.append(f"L{li} {n:>16} {rank:>4} | {len(plans) - 1:5} | {cp_tile_name(plans[best]):<16} {times[best] * 1e6:7.1f} | "
-                            f"{cp_tile_name(plans[rule]):<16} {times[rule] * 1e6:7.1f} | {times[-1] * 1e6:8.1f} | {pw * 1e6:11.1f} | "
-                            f"{pw / times[best]:9.2f} {pw / times[rule]:9.2f} | {err:.1e}")
+                rows.append({"bench": "cpsweep", "layer": li, "batch": n, "rank": rank, "candidates": len(plans) - 1,
+                             "best": cp_tile_name(plans[best]), "best_us": times[best] * 1e6,
+                             "rule": cp_tile_name(plans[rule]), "rule_us": times[rule] * 1e6,
+                             "taps_us": times[-1] * 1e6, "pairwise_us": pw * 1e6, "max_rel_err": err,
+                             "pairwise_x_best": ratio(pw, times[best]), "pairwise_x_rule": ratio(pw, times[rule])})
                 del plans, w1, wh, ww, w2, b
             del x, d_u, d_out
-    return rows
+    report.table("every CP launch shape (µs per call, GPU time): the best, the rule's, Algorithm 2, the pairwise "
+                 "sequence", rows,
+                 [Column("layer", "layer", lambda li: f"L{li}"), Column("batch", "batch", "d"), Column("rank", "rank", "d"),
+                  Column("candidates", "cands", "d"), Column("best", "best tile"), Column("best_us", "µs", ".1f"),
+                  Column("rule", "rule tile"), Column("rule_us", "µs", ".1f"), Column("taps_us", "Alg.2 µs", ".1f"),
+                  Column("pairwise_us", "pairwise µs", ".1f"), Column("pairwise_x_best", "pair/best", ".2f"),
+                  Column("pairwise_x_rule", "pair/rule", ".2f"), Column("max_rel_err", "err", ".1e")])
 
 
-def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
-    rows = ["TDC core (C,N,H,W) | TH x TW x TC/split/TN µs: model | oracle        | cuDNN µs | cuDNN/model cuDNN/oracle | MiB ours cuDNN | err"]
+def bench_tdc(rng, log, report: Report, shapes, exhaustive: bool) -> None:
+    rows = []
     spec = gpu_spec()
     ratios_model, ratios_best = [], []
     variants = []
@@ -344,19 +360,20 @@ def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
         ours_bytes = d_z.nbytes + d_out.nbytes + plan.device_bytes
         ratios_model.append(cudnn / t_model)
         ratios_best.append(cudnn / min(t_model, t_oracle))
-        log({"bench": "tdc", "shape": [c, nn, h, w], "tile_model": [tile_m.th, tile_m.tw, tile_m.tc, tile_m.split, tile_m.tn],
-             "tile_oracle": [tile_o.th, tile_o.tw, tile_o.tc, tile_o.split, tile_o.tn],
-             "model_us": t_model * 1e6, "oracle_us": t_oracle * 1e6,
-             "host_us": host * 1e6, "cudnn_us": cudnn * 1e6, "cudnn_host_us": cudnn_host * 1e6,
-             "ours_bytes": ours_bytes, "cudnn_bytes": mem, "max_rel_err": err})
-        rows.append(
-            f"({c:3},{nn:3},{h:3},{w:3}) | {tile_name(tile_m):<13} {t_model * 1e6:7.1f} | "
-            f"{tile_name(tile_o):<13} {t_oracle * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
-            f"{cudnn / t_model:11.2f} {cudnn / t_oracle:12.2f} | {ours_bytes / 2**20:5.2f} {mem / 2**20:6.2f} | {err:.1e}"
-        )
-    gm = lambda r: math.exp(sum(map(math.log, r)) / len(r))  # noqa: E731
-    rows.append(f"geometric mean cuDNN/ours: model tiles {gm(ratios_model):.2f}x, best of model/oracle {gm(ratios_best):.2f}x")
-    return rows
+        rows.append({"bench": "tdc", "shape": [c, nn, h, w], "tile_model": tile_name(tile_m),
+                     "tile_oracle": tile_name(tile_o), "model_us": t_model * 1e6, "oracle_us": t_oracle * 1e6,
+                     "host_us": host * 1e6, "cudnn_us": cudnn * 1e6, "cudnn_host_us": cudnn_host * 1e6,
+                     "ours_bytes": ours_bytes, "cudnn_bytes": mem, "max_rel_err": err,
+                     "cudnn_x_model": ratio(cudnn, t_model), "cudnn_x_oracle": ratio(cudnn, t_oracle)})
+    report.table("Tucker core on the TDC shapes against cuDNN (3x3, pad 1, batch 1; µs per call, GPU time; tiles "
+                 "TH x TW x TC/split/TN)", rows,
+                 [Column("shape", "(C,N,H,W)", _shape), Column("tile_model", "model tile"),
+                  Column("model_us", "µs", ".1f"), Column("tile_oracle", "oracle tile"), Column("oracle_us", "µs", ".1f"),
+                  Column("cudnn_us", "cuDNN µs", ".1f"), Column("cudnn_x_model", "cuDNN/model", ".2f"),
+                  Column("cudnn_x_oracle", "cuDNN/oracle", ".2f"), Column("ours_bytes", "MiB ours", _mib),
+                  Column("cudnn_bytes", "MiB cuDNN", _mib), Column("max_rel_err", "err", ".1e")],
+                 note=f"geometric mean cuDNN/ours: model tiles {_geometric_mean(ratios_model):.2f}x, best of "
+                      f"model/oracle {_geometric_mean(ratios_best):.2f}x")
 
 
 # Core shapes of the Tucker layers of bench_tucker_stages (Reustle layers 3 and 4, D1 = C/4,
@@ -364,12 +381,12 @@ def bench_tdc(rng, log, shapes, exhaustive: bool) -> list[str]:
 SWEEP_EXTRA = [((64, 96, 27, 27), 0, 1), ((64, 96, 27, 27), 0, 32), ((48, 96, 13, 13), 0, 1), ((48, 96, 13, 13), 0, 32)]
 
 
-def bench_tile_sweep(rng, log, picks=None) -> list[str]:
+def bench_tile_sweep(rng, log, report: Report, picks=None) -> None:
     """Every tiling candidate of the Tucker core on the TDC shapes (3×3, pad 1, batch 1) and
     a few layer shapes with batch: the data the tile model is checked against (each
     candidate's time in the log, ``bench: tile``). ``picks``: indices into TDC_SHAPES to
     sweep alone (no layer shapes)."""
-    rows = ["sweep (C,N,H,W) pad batch | cands | TH x TW x TC/split/TN µs: best | model          | cuDNN µs | cuDNN/best cuDNN/model | err"]
+    rows = []
     spec = gpu_spec()
     if picks is None:
         cases = [(s, 1, 1) for s in TDC_SHAPES] + SWEEP_EXTRA
@@ -406,24 +423,25 @@ def bench_tile_sweep(rng, log, picks=None) -> list[str]:
             TuckerCorePlan(core, g, tile)(d_z, d_out)
             err = max(err, rel_err(d_out.copy_to_host(), ref))
         cudnn, _ = timed(full)
-        log({"bench": "sweep", "shape": [c, nn, h, w], "pad": pad, "batch": batch, "cudnn_us": cudnn * 1e6,
-             "best": [best.th, best.tw, best.tc, best.split, best.tn],
-             "model": [tile_m.th, tile_m.tw, tile_m.tc, tile_m.split, tile_m.tn],
-             "max_rel_err": err})
-        rows.append(f"({c:3},{nn:3},{h:3},{w:3}) {pad} {batch:5} | {len(times):5} | {tile_name(best):<13} {times[best] * 1e6:7.1f} | "
-                    f"{tile_name(tile_m):<13} {times[tile_m] * 1e6:7.1f} | {cudnn * 1e6:8.1f} | "
-                    f"{cudnn / times[best]:10.2f} {cudnn / times[tile_m]:11.2f} | {err:.1e}")
+        rows.append({"bench": "sweep", "shape": [c, nn, h, w], "pad": pad, "batch": batch, "candidates": len(times),
+                     "best": tile_name(best), "best_us": times[best] * 1e6, "model": tile_name(tile_m),
+                     "model_us": times[tile_m] * 1e6, "cudnn_us": cudnn * 1e6, "max_rel_err": err,
+                     "cudnn_x_best": ratio(cudnn, times[best]), "cudnn_x_model": ratio(cudnn, times[tile_m])})
         ratios.append((cudnn / times[best], cudnn / times[tile_m]))
     tdc = ratios[:len(TDC_SHAPES)] if picks is None else ratios
-    gm = lambda r: math.exp(sum(map(math.log, r)) / len(r))  # noqa: E731
-    rows.append(f"{'TDC' if picks is None else 'swept TDC'} shapes, geometric mean cuDNN/ours: best tiles {gm([b for b, _ in tdc]):.2f}x, "
-                f"model tiles {gm([m for _, m in tdc]):.2f}x")
-    return rows
+    report.table("every Tucker core tiling candidate (µs per call, GPU time; tiles TH x TW x TC/split/TN)", rows,
+                 [Column("shape", "(C,N,H,W)", _shape), Column("pad", "pad", "d"), Column("batch", "batch", "d"),
+                  Column("candidates", "cands", "d"), Column("best", "best tile"), Column("best_us", "µs", ".1f"),
+                  Column("model", "model tile"), Column("model_us", "µs", ".1f"), Column("cudnn_us", "cuDNN µs", ".1f"),
+                  Column("cudnn_x_best", "cuDNN/best", ".2f"), Column("cudnn_x_model", "cuDNN/model", ".2f"),
+                  Column("max_rel_err", "err", ".1e")],
+                 note=f"{'TDC' if picks is None else 'swept TDC'} shapes, geometric mean cuDNN/ours: best tiles "
+                      f"{_geometric_mean([b for b, _ in tdc]):.2f}x, model tiles {_geometric_mean([m for _, m in tdc]):.2f}x")
 
 
-def bench_tucker_stages(rng, log, layers, batches) -> list[str]:
+def bench_tucker_stages(rng, log, report: Report, layers, batches) -> None:
     """Full Tucker layers (D1 = C/4, D2 = T/4): the three stages apart, to decide on fusion."""
-    rows = ["Tucker layer batch (D1,D2) | 1x1 in µs  core µs  1x1 out µs | total µs | cuDNN full µs ratio | err"]
+    rows = []
     for li, ((c, h, w), (t, kh, kw), pad) in enumerate(layers, 1):
         d1, d2 = max(1, c // 4), max(1, t // 4)
         tf = check_tucker_factors(rng.standard_normal((c, d1)) / math.sqrt(c),
@@ -444,17 +462,22 @@ def bench_tucker_stages(rng, log, layers, batches) -> list[str]:
             plan(d_u, d_out)
             err = rel_err(d_out[:1].copy_to_host(), full()[:1].cpu().numpy())
             cudnn, _ = timed(full)
-            log({"bench": "tucker_stages", "layer": li, "batch": n, "ranks": [d1, d2], "in_us": st_in * 1e6,
-                 "core_us": st_core * 1e6, "out_us": st_out * 1e6, "total_us": total * 1e6, "cudnn_us": cudnn * 1e6,
-                 "tile": tile_name(plan.core.tile), "max_rel_err": err})
-            rows.append(f"L{li} {n:>13} ({d1},{d2}) | {st_in * 1e6:9.1f} {st_core * 1e6:8.1f} {st_out * 1e6:10.1f} | "
-                        f"{total * 1e6:8.1f} | {cudnn * 1e6:13.1f} {cudnn / total:5.2f} | {err:.1e}")
+            rows.append({"bench": "tucker_stages", "layer": li, "batch": n, "ranks": [d1, d2], "in_us": st_in * 1e6,
+                         "core_us": st_core * 1e6, "out_us": st_out * 1e6, "total_us": total * 1e6,
+                         "cudnn_us": cudnn * 1e6, "cudnn_x_ours": ratio(cudnn, total), "tile": tile_name(plan.core.tile),
+                         "max_rel_err": err})
             del x, k, b
-    return rows
+    report.table("Tucker layers (D1 = C/4, D2 = T/4), the three stages apart, against cuDNN on the full kernel "
+                 "(µs per call, GPU time)", rows,
+                 [Column("layer", "layer", lambda li: f"L{li}"), Column("batch", "batch", "d"),
+                  Column("ranks", "(D1,D2)", _shape), Column("in_us", "1x1 in µs", ".1f"),
+                  Column("core_us", "core µs", ".1f"), Column("out_us", "1x1 out µs", ".1f"),
+                  Column("total_us", "total µs", ".1f"), Column("cudnn_us", "cuDNN full µs", ".1f"),
+                  Column("cudnn_x_ours", "cuDNN/ours", ".2f"), Column("max_rel_err", "err", ".1e")])
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench_parser(__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="correctness checks and one timing (smoke test)")
     ap.add_argument("--no-exhaustive", action="store_true", help="skip the exhaustive tile tuner")
     ap.add_argument("--sections", default="check,cp,tdc,tucker",
@@ -462,40 +485,34 @@ def main() -> int:
                          "sweep (every core tiling candidate)")
     ap.add_argument("--sweep-shapes", default=None,
                     help="comma-separated indices into the 18 TDC shapes: sweep only these")
-    ap.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for conv_bench.jsonl")
     args = ap.parse_args()
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    log_file = open(out_dir / "conv_bench.jsonl", "w")
+    # the small layers launch fewer blocks than SMs on purpose; numba's warning is noise here
+    numba_config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    report = Report(args.json)
 
-    def log(rec):
-        log_file.write(json.dumps(rec) + "\n")
-        log_file.flush()
+    def log(rec: dict) -> None:
+        report.record(rec.get("bench", rec.get("check", "log")), rec)
 
     rng = np.random.default_rng(2026)
-    dev = cuda.get_current_device()
-    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
-    header = (f"device {name}; torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-              f"TF32 off, cudnn.benchmark on; numpy {np.__version__}")
-    print(header, flush=True)
-    log({"header": header})
+    report.progress(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, TF32 off, cudnn.benchmark on; "
+                    f"numpy {np.__version__}")
     t0 = time.time()
     if args.quick:
         plan = [
-            ("check", lambda: check_small(rng, log)),
-            ("cp", lambda: bench_cp(rng, log, REUSTLE_LAYERS, (4,), (1,))),
-            ("tdc", lambda: bench_tdc(rng, log, TDC_SHAPES[::6], exhaustive=False)),
-            ("tucker", lambda: bench_tucker_stages(rng, log, REUSTLE_LAYERS[3:4], (1,))),
+            ("check", lambda: check_small(rng, log, report)),
+            ("cp", lambda: bench_cp(rng, log, report, REUSTLE_LAYERS, (4,), (1,))),
+            ("tdc", lambda: bench_tdc(rng, log, report, TDC_SHAPES[::6], exhaustive=False)),
+            ("tucker", lambda: bench_tucker_stages(rng, log, report, REUSTLE_LAYERS[3:4], (1,))),
         ]
     else:
         plan = [
-            ("check", lambda: check_small(rng, log)),
-            ("cp", lambda: bench_cp(rng, log, REUSTLE_LAYERS, RANKS, BATCHES)),
-            ("cpsweep", lambda: bench_cp_sweep(rng, log, REUSTLE_LAYERS, RANKS, BATCHES)),
-            ("tdc", lambda: bench_tdc(rng, log, TDC_SHAPES, exhaustive=not args.no_exhaustive)),
-            ("tucker", lambda: bench_tucker_stages(rng, log, REUSTLE_LAYERS, BATCHES)),
+            ("check", lambda: check_small(rng, log, report)),
+            ("cp", lambda: bench_cp(rng, log, report, REUSTLE_LAYERS, RANKS, BATCHES)),
+            ("cpsweep", lambda: bench_cp_sweep(rng, log, report, REUSTLE_LAYERS, RANKS, BATCHES)),
+            ("tdc", lambda: bench_tdc(rng, log, report, TDC_SHAPES, exhaustive=not args.no_exhaustive)),
+            ("tucker", lambda: bench_tucker_stages(rng, log, report, REUSTLE_LAYERS, BATCHES)),
             ("sweep", lambda: bench_tile_sweep(
-                rng, log, None if args.sweep_shapes is None else [int(i) for i in args.sweep_shapes.split(",")])),
+                rng, log, report, None if args.sweep_shapes is None else [int(i) for i in args.sweep_shapes.split(",")])),
         ]
         wanted = set(args.sections.split(","))
         unknown = wanted - {name for name, _ in plan}
@@ -507,8 +524,7 @@ def main() -> int:
         # one failing section must not cost the others' figures; each prints when done, so
         # a run cut short still shows the sections it finished
         try:
-            for r in run():
-                print(r, flush=True)
+            run()
         except Exception as exc:  # noqa: BLE001
             traceback.print_exc()
             log({"failed": name, "error": repr(exc)})
@@ -516,7 +532,7 @@ def main() -> int:
     for name, exc in failures:
         print(f"FAILED {name}: {exc}")
     print(f"total bench time {time.time() - t0:.0f} s")
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 ``nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits
 -lms 200`` runs beside the benchmark and prints one line per GPU every 200 ms;
-``utilization.gpu`` is the percent of the driver's last sample period (1/6 s to 1 s, by
-product) during which one or more kernels ran (``nvidia-smi --help-query-gpu``). Unlike
+``utilization.gpu`` is the percent of the driver's last sample period (its length depends
+on the product) during which one or more kernels ran (``nvidia-smi --help-query-gpu``). Unlike
 kernel seconds ÷ wall, it counts a moment once however many processes' kernels share it.
 Where ``nvidia-smi`` is missing or fails, no samples come and the figure reads "n/a".
 """

@@ -7,25 +7,21 @@ process, each the first time (every record parsed) and again (records cached): p
 through one batch's listing as ``GET /v1/jobs?label=`` serves it (1,000 a page), the
 janitor's sweep for orphaned jobs, and its scan for jobs past ``FIBERTENSOR_RESULTS_TTL_HOURS``;
 last, the paging with the folder listed again for every page, as before the store reused
-its listing.
-
-    python3 bench/job_store.py [--jobs 50000] [--labels 4] [--work DIR]
+its listing (the peer).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import worker.job_store as job_store  # noqa: E402
-from worker.job_runner import reap_orphans  # noqa: E402
-from worker.job_store import JobRecord, JobStatus, JobStore, new_job_id, utc_now  # noqa: E402
+import worker.job_store as job_store
+from bench.harness import Column, Report, bench_parser, ratio
+from worker.job_runner import reap_orphans
+from worker.job_store import JobRecord, JobStatus, JobStore, new_job_id, utc_now
 
 
 def write_store(folder: Path, jobs: int, labels: int) -> JobStore:
@@ -52,15 +48,17 @@ def page_through(store: JobStore, label: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser(__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--labels", type=int, default=4)
     parser.add_argument("--work", type=Path, help="folder for the store (default: a new temporary one)")
     args = parser.parse_args()
+    report = Report(args.json)
     work = args.work or Path(tempfile.mkdtemp(prefix="fibertensor-store-bench-"))
     started = time.perf_counter()
     store = write_store(work / "data", args.jobs, args.labels)
-    print(f"{args.jobs} finished jobs in {args.labels} batches written in {time.perf_counter() - started:.1f} s")
+    report.progress(f"{args.jobs} finished jobs in {args.labels} batches written in "
+                    f"{time.perf_counter() - started:.1f} s")
     steps = {
         "list one batch, 1,000 a page": lambda store: page_through(store, "cohort-0"),
         "janitor sweep for orphaned jobs": lambda store: reap_orphans(store, lambda job_id: None,
@@ -80,9 +78,12 @@ def main() -> None:
     steps["list one batch, 1,000 a page"](store)
     rows.append(("list one batch, records cached, jobs/ listed for every page", time.perf_counter() - started))
     job_store._IDS_FRESH_SECONDS = fresh_seconds
-    print(f"\n{'step (' + str(args.jobs) + ' jobs, ' + str(args.labels) + ' batches)':<72}{'s':>8}")
-    for name, seconds in rows:
-        print(f"{name:<72}{seconds:>8.3f}")
+    cached = next(seconds for name, seconds in rows if name == "list one batch, 1,000 a page, again, records cached")
+    report.table(f"{args.jobs} jobs, {args.labels} batches (seconds)",
+                 [{"step": name, "seconds": seconds} for name, seconds in rows[:-1]]
+                 + [{"step": rows[-1][0], "seconds": rows[-1][1], "x_ours": ratio(rows[-1][1], cached)}],
+                 [Column("step", "step"), Column("seconds", "s", ".3f"), Column("x_ours", "x cached listing", ".1f")],
+                 note="x cached listing: the listing as before over the one that reuses the folder's listing")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

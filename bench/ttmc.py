@@ -1,9 +1,9 @@
 """TTMc and Tucker-compression benchmark: ours vs a plain cuBLAS chain (PyTorch) and TensorLy.
 
-    python3 bench/ttmc.py --section smoke [--out DIR]     # device: kernels vs CPU backend, bounds
-    python3 bench/ttmc.py --section ttmc [--quick]        # device: the TTMc table
-    python3 bench/ttmc.py --section scan [--quick]        # device: the pass over X per launch constant
-    python3 bench/ttmc.py --section dwi [--backend cpu]   # end to end vs TensorLy tucker (CPU)
+    python3 -m bench.ttmc --section smoke [--json PATH]   # device: kernels vs CPU backend, bounds
+    python3 -m bench.ttmc --section ttmc [--quick]        # device: the TTMc table
+    python3 -m bench.ttmc --section scan [--quick]        # device: the pass over X per launch constant
+    python3 -m bench.ttmc --section dwi [--backend cpu]   # end to end vs TensorLy tucker ([--quick]: small volume)
 
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
 ``ssf``. FP64 starts from a float64 X; the other variants from a float32 X (the FP16 ones
@@ -23,22 +23,17 @@ Relative error is against the float64 chain on the same input, next to our bound
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import os
 import sys
 import time
 import traceback
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from gpu.compress.ttmc import TTMcOverflowError, make_ops, ttmc  # noqa: E402
-from gpu.compress.bound import get_precision  # noqa: E402
-from gpu.compress.hosvd import st_hosvd, tucker_reconstruct  # noqa: E402
+from bench.harness import Column, Report, bench_parser, ratio
+from gpu.compress.bound import get_precision
+from gpu.compress.hosvd import st_hosvd, tucker_reconstruct
+from gpu.compress.ttmc import TTMcOverflowError, make_ops, ttmc
 
 CASES = [
     ("256x256x2048 r64", (256, 256, 2048), 64),
@@ -102,7 +97,7 @@ def torch_chain(x_cupy, mats, order, dtype_name):
     return chain
 
 
-def section_ttmc(cases, reps, log):
+def section_ttmc(cases, reps) -> list[dict]:
     import cupy as cp
 
     from gpu.conv.timing import device_time
@@ -161,31 +156,34 @@ def section_ttmc(cases, reps, log):
                                maxima_from=result.report.maxima_from)
                 except TTMcOverflowError as exc:
                     row = dict(case=label, variant=name, gemm=gemm, overflow=True, error=str(exc))
+            if not row["overflow"]:
+                row["within_bound"] = row["rel_err"] <= row["bound"]
                 if name == "FP64" and gemm == "cublas":
                     base = row.get("gpu_ms")
                 row["vs_fp64"] = base / row["gpu_ms"] if base and row.get("gpu_ms") else None
+                row["torch_x_ours"] = ratio(row.get("peer_ms"), row.get("gpu_ms"))
                 rows.append(row)
-                log(json.dumps(row))
         del x32, inputs, refs, y64
         cp.get_default_memory_pool().free_all_blocks()
     return rows
 
 
-def print_ttmc(rows):
-    print(f"{'case':<18}{'variant':<24}{'gemm':<7}{'gpu ms':>9}{'gemm ms':>9}{'host ms':>9}"
-          f"{'torch ms':>9}{'ours/torch':>11}{'x FP64':>8}{'rel err':>10}{'bound':>10}")
-    for r in rows:
-        if r.get("overflow"):
-            print(f"{r['case']:<18}{r['variant']:<24}{r['gemm']:<7}  overflow reported: {r['error'][:60]}")
-            continue
-        print(f"{r['case']:<18}{r['variant']:<24}{r['gemm']:<7}{r['gpu_ms']:>9.3f}{r['gemm_ms']:>9.3f}"
-              f"{r['host_ms']:>9.2f}{r['peer_ms']:>9.3f}{r['gpu_ms'] / r['peer_ms']:>11.2f}"
-              f"{(r['vs_fp64'] or float('nan')):>8.2f}{r['rel_err']:>10.2e}{r['bound']:>10.2e}")
-    print("phases (ms, cuBLAS rows):")
-    for r in rows:
-        if r.get("gemm") == "cublas" and not r.get("overflow"):
-            parts = " ".join(f"{k}={v:.3f}" for k, v in r["phases"].items())
-            print(f"  {r['case']:<18}{r['variant']:<20}{parts}  [maxima: {r['maxima_from']}]")
+def print_ttmc(rows: list[dict], report: Report) -> None:
+    report.table(
+        "TTMc: ours against the same GEMM chain in PyTorch (cuBLAS); ms of GPU time", rows,
+        [Column("case", "case"), Column("variant", "variant"), Column("gemm", "gemm"),
+         Column("gpu_ms", "gpu ms", ".3f"), Column("gemm_ms", "gemm ms", ".3f"), Column("host_ms", "host ms", ".2f"),
+         Column("peer_ms", "torch ms", ".3f"), Column("torch_x_ours", "torch/ours", ".2f"),
+         Column("vs_fp64", "x FP64", ".2f"), Column("rel_err", "rel err", ".2e"), Column("bound", "bound", ".2e"),
+         Column("within_bound", "err <= bound"), Column("error", "overflow reported", lambda text: text[:60])],
+        note="torch/ours: the PyTorch chain's GPU time over ours at the variant's precision; x FP64: our FP64 "
+             "time over the variant's; rel err: against the float64 chain on the same input, beside our bound")
+    report.table("phases (ms, cuBLAS rows)",
+                 [{"case": r["case"], "variant": r["variant"], "maxima_from": r["maxima_from"],
+                   "phases": " ".join(f"{k}={v:.3f}" for k, v in r["phases"].items())}
+                  for r in rows if r.get("gemm") == "cublas" and not r.get("overflow")],
+                 [Column("case", "case"), Column("variant", "variant"), Column("phases", "phases"),
+                  Column("maxima_from", "maxima")])
 
 
 def dwi_like(shape=(64, 64, 40), n_dirs=64, seed=3) -> np.ndarray:
@@ -207,8 +205,8 @@ def dwi_like(shape=(64, 64, 40), n_dirs=64, seed=3) -> np.ndarray:
     return volume.astype(np.float32)
 
 
-def section_dwi(backend, tol, log):
-    x = dwi_like()
+def section_dwi(backend, tol, report: Report, quick: bool = False) -> None:
+    x = dwi_like((16, 16, 10), n_dirs=32) if quick else dwi_like()
     x64 = x.astype(np.float64)  # norms in float64: a float32 norm errs in the 5th digit
     norm_x = float(np.linalg.norm(x64))
     rows = []
@@ -222,10 +220,9 @@ def section_dwi(backend, tol, log):
         xhat = tucker_reconstruct(d.core, d.factors, d.core_exp)
         err = float(np.linalg.norm(xhat - x64)) / norm_x
         nbytes = d.core.nbytes + sum(f.nbytes for f in d.factors)
-        rows.append(dict(side=f"ours {precision} ({backend})", ranks=d.ranks, seconds=elapsed,
+        rows.append(dict(side=f"ours {precision} ({backend})", ranks=tuple(d.ranks), seconds=elapsed,
                          rel_err=err, reported_err=d.relative_error, ratio=x.nbytes / nbytes,
-                         first_call_seconds=first))
-        log(json.dumps(rows[-1], default=str))
+                         first_call_seconds=first, within_tol=err <= tol))
     ranks = rows[0]["ranks"]
     try:
         import tensorly as tl
@@ -243,17 +240,18 @@ def section_dwi(backend, tol, log):
             nbytes = core.nbytes + sum(f.nbytes for f in factors)
             rows.append(dict(side=label, ranks=ranks, seconds=elapsed, rel_err=err, reported_err=None,
                              ratio=x.nbytes / nbytes))
-            log(json.dumps(rows[-1], default=str))
-    print(f"DWI-like volume {x.shape} float32, tol {tol}")
-    print(f"{'side':<36}{'ranks':<18}{'seconds':>9}{'rel err':>11}{'ratio':>8}{'time vs ours fp16':>19}")
-    for r in rows:
-        print(f"{r['side']:<36}{str(tuple(r['ranks'])):<18}{r['seconds']:>9.2f}{r['rel_err']:>11.3e}"
-              f"{r['ratio']:>8.1f}{r['seconds'] / rows[0]['seconds']:>19.2f}")
-    print("first calls in the process (kernel compilation included): "
-          + ", ".join(f"{r['side']} {r['first_call_seconds']:.2f} s" for r in rows if "first_call_seconds" in r))
+    for row in rows:
+        row["x_ours_fp16"] = ratio(row["seconds"], rows[0]["seconds"])
+    report.table(f"DWI-like volume {x.shape} float32, tol {tol}", rows,
+                 [Column("side", "side"), Column("ranks", "ranks", str), Column("seconds", "seconds", ".2f"),
+                  Column("rel_err", "rel err", ".3e"), Column("within_tol", "err <= tol"),
+                  Column("ratio", "ratio", ".1f"), Column("x_ours_fp16", "time vs ours fp16", ".2f"),
+                  Column("first_call_seconds", "first call s", ".2f")],
+                 note="ratio: compression (input bytes over core and factor bytes); first call: in the process, "
+                      "kernel compilation included")
 
 
-def section_scan(cases, log):
+def section_scan(cases, report: Report) -> None:
     """The one pass over X alone, per launch constant: GB/s of scale-and-scan by input and
     output type, for each (loads in flight, rows per chunk, most blocks) setting (kernels
     rebuilt per setting)."""
@@ -281,20 +279,28 @@ def section_scan(cases, log):
                 seconds = device_time(lambda: ops.replay(launches), repeats=20)[0]  # noqa: B023
                 row = dict(case=label, source=source, target=str(target), unroll=unroll, group=group,
                            blocks=blocks, us=1e6 * seconds, gbs=nbytes / seconds / 1e9)
+                row["torch_x_ours"] = ratio(row.get("peer_ms"), row.get("gpu_ms"))
                 rows.append(row)
-                log(json.dumps(row))
         del x32, x
         cp.get_default_memory_pool().free_all_blocks()
-    print(f"{'case':<18}{'in':<9}{'out':<9}" + "".join(f"{f'u{u}/g{g}/b{b}':>14}" for u, g, b in pairs) + "  (GB/s)")
+    settings = [f"u{u}/g{g}/b{b}" for u, g, b in pairs]
+    table = []
     for i in range(0, len(rows), len(pairs)):
         r = rows[i]
-        print(f"{r['case']:<18}{r['source']:<9}{r['target']:<9}"
-              + "".join(f"{q['gbs']:>14.0f}" for q in rows[i:i + len(pairs)]))
+        table.append({"case": r["case"], "source": r["source"], "target": r["target"],
+                      **{setting: q["gbs"] for setting, q in zip(settings, rows[i:i + len(pairs)])}})
+    report.table("scale-and-scan, GB/s per (loads in flight u, rows per chunk g, most blocks b)", table,
+                 [Column("case", "case"), Column("source", "in"), Column("target", "out")]
+                 + [Column(setting, setting, ".0f") for setting in settings])
 
 
-def section_smoke(log):
-    """Kernels on the GPU vs the CPU backend and the float64 reference; bounds hold."""
+def section_smoke(report: Report) -> bool:
+    """Kernels on the GPU vs the CPU backend and the float64 reference; bounds hold. True
+    when every check passed."""
     import cupy as cp
+
+    def log(text: str) -> None:
+        report.record("smoke checks", {"check": text})
 
     failures = []
     a = cp.ones((3, 1, 4096), dtype=cp.float16)
@@ -361,39 +367,33 @@ def section_smoke(log):
     log(f"adversarial kronecker: rel err {err / np.linalg.norm(y64):.3e} bound {r.report.bound / np.linalg.norm(y64):.3e}")
     if not err <= r.report.bound:
         failures.append("adversarial kronecker outside bound")
-    print("SMOKE", "PASS" if not failures else "FAIL", failures)
+    report.table("smoke: GPU kernels against the CPU backend and the float64 chain, within their bounds",
+                 [{"passed": not failures, "failures": "; ".join(failures)}],
+                 [Column("passed", "passed"), Column("failures", "failures")])
+    return not failures
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_parser(__doc__.splitlines()[0])
     parser.add_argument("--section", choices=("smoke", "ttmc", "scan", "dwi"), required=True)
-    parser.add_argument("--quick", action="store_true", help="smaller TTMc cases")
+    parser.add_argument("--quick", action="store_true", help="smaller TTMc cases, a smaller DWI volume")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--tol", type=float, default=2e-2)
-    parser.add_argument("--out", default=os.environ.get("OUT"))
     args = parser.parse_args()
-    log_path = Path(args.out) / f"ttmc_{args.section}.log" if args.out else None
-
-    def log(line: str) -> None:
-        if log_path is not None:
-            with open(log_path, "a") as fh:
-                fh.write(line + "\n")
-
+    report = Report(args.json)
     try:
         if args.section == "smoke":
-            section_smoke(log)
-        elif args.section == "scan":
-            section_scan(QUICK_CASES if args.quick else CASES, log)
+            return 0 if section_smoke(report) else 1
+        if args.section == "scan":
+            section_scan(QUICK_CASES if args.quick else CASES, report)
         elif args.section == "ttmc":
-            rows = section_ttmc(QUICK_CASES if args.quick else CASES, args.reps, log)
-            print_ttmc(rows)
+            print_ttmc(section_ttmc(QUICK_CASES if args.quick else CASES, args.reps), report)
         else:
-            section_dwi(args.backend, args.tol, log)
+            section_dwi(args.backend, args.tol, report, args.quick)
     except Exception:
         traceback.print_exc()
-        if log_path is not None:
-            log(traceback.format_exc())
+        report.record("failed", {"section": args.section, "error": traceback.format_exc()})
         return 1
     return 0
 

@@ -3,7 +3,7 @@ passes over blocks of a volume's rows, and gzip blocks.
 
 The threads live as long as the process: a pool made per call starts its threads when work
 is submitted, and on a many-core host writing a job's outputs from a pool of threads, each
-new thread waits for the interpreter lock before it runs (several milliseconds apiece).
+new thread waits for the interpreter lock before it runs (docs/decisions/writer-thread-pool.md).
 Only leaf work goes here, work that waits for nothing else in the pool.
 """
 

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 # Staging folders older than this were left by an upload whose API process died.
 _STALE_STAGING_SECONDS = 24 * 3600
 # A results TTL counts in hours: its scan (every job record read, as the orphan sweep reads
-# them) runs once a minute at most, not at every janitor pass.
+# them) runs once a minute at most, not at every janitor pass (docs/decisions/job-listing-cache.md).
 _EXPIRY_SCAN_SECONDS = 60.0
 
 

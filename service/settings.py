@@ -72,6 +72,7 @@ class Settings(BaseSettings):
         description="SH orders whose peaks kernels each job process loads when it starts, "
         "so that no job waits for them; comma-separated (e.g. 4,6,8), empty for none.",
     )
+    # docs/decisions/api-processes.md
     api_workers: int = Field(
         1,
         ge=1,
@@ -117,6 +118,7 @@ class Settings(BaseSettings):
         "/v1/jobs/{id} would. 0: kept until deleted. A cohort's results (27 MB a whole-brain "
         "peaks job) otherwise stay on the data volume for good.",
     )
+    # docs/decisions/inputs-removed-after-success.md
     keep_inputs: bool = Field(
         False,
         description="Keep a job's uploaded inputs once it has succeeded. Off: they are removed "

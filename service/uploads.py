@@ -217,7 +217,7 @@ def check_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel,
     A ``.nii.gz`` (``.mif.gz``) is stored inflated, as the ``.nii`` (``.mif``) that pass
     writes, once every check passed (the job reads it without inflating it a second time):
     returns the stored files by slot, and, for each stored so, what was uploaded (name and
-    sha256) for the job record."""
+    sha256) for the job record (docs/decisions/api-stores-inflated-uploads.md)."""
     missing = [slot.name for slot in kind.inputs if slot.required and slot.name not in files]
     if missing:
         raise Problem(

@@ -50,7 +50,8 @@ __all__ = [
 _ID_HEX = 28
 _PARSED_CACHE_SIZE = 100_000
 # How long a listing of jobs/ is reused while the folder looks unchanged: a client paging
-# through a large batch asks for a page after the other, each a walk from the newest job.
+# through a large batch asks for a page after the other, each a walk from the newest job
+# (docs/decisions/job-listing-cache.md).
 _IDS_FRESH_SECONDS = 1.0
 
 

@@ -60,6 +60,7 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+# docs/decisions/checksums-option.md
 def hash_to_end(handle: BinaryIO, digest: "hashlib._Hash") -> None:
     """Update ``digest`` with the rest of the open file ``handle``, read in 1 MiB blocks: what
     a reader that hashes the bytes it takes in (the input's checksum in the same read as its

@@ -294,7 +294,7 @@ def _pixels(drawing: _Drawing, rasterize: bool) -> np.ndarray:
     """The reduced picture of ``drawing``: drawn by :func:`_rasterized` without the
     interpreter lock, or by Pillow (the same pixels, :func:`_drawn_by_pillow`, under the
     lock), which spares a process that does not load numba otherwise its import and CPU
-    runtime (``fibertensor peaks`` on the GPU); docs/benchmarks.md has both costs."""
+    runtime (``fibertensor peaks`` on the GPU)."""
     return _rasterized(drawing) if rasterize else _drawn_by_pillow(drawing)
 
 

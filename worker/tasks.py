@@ -96,7 +96,8 @@ def warm_up_pool_process(**_: object) -> None:
 
     try:
         backend = resolve_backend("auto")
-        # The writers' compiled passes bring numba's CPU runtime, which a CUDA job loads for them alone.
+        # The writers' compiled passes bring numba's CPU runtime, which a CUDA job loads for them alone
+        # (docs/decisions/kernel-warmup.md).
         seconds = sum(warm_up_peaks(backend, lmaxes).values()) + warm_up_writers()
     except Exception:
         logger.warning("warm-up of the peaks kernels (lmax %s) failed; jobs load them themselves",

@@ -21,8 +21,8 @@ Kernels (all on the C-ordered tensor, no transposed copies):
 Dense GEMMs go through cuBLAS (``cublasGemmStridedBatchedEx`` through CuPy's bindings:
 FP32 accumulation for FP16, no TF32; :func:`_cublas_mode_product` says why not a
 higher-level CuPy call) when CuPy is installed, because it measures faster
-(``bench/ttmc.py``, docs/benchmarks.md); numba has no access to the tensor cores. ``gemm='numba'`` forces our
-kernel; CuPy stays optional.
+(``python3 -m bench.ttmc``, docs/decisions/ttmc-cublas-direct.md); numba has no access to
+the tensor cores. ``gemm='numba'`` forces our kernel; CuPy stays optional.
 """
 
 from __future__ import annotations
@@ -383,8 +383,8 @@ def _cublas_mode_product(cp, x, u, y, p, i, q, j, precision: Precision):
       batch shares, as an array of pointers (cublasGemmBatchedEx after a kernel that
       builds them) rather than as one strided batch with stride 0. Its float32 compute
       type follows the process-wide ``CUPY_TF32``; the TTMc's error bound needs plain FP32.
-      It measured several times slower in FP16 (docs/benchmarks.md, measured design
-      choices); it stays the fallback when the binding is missing or disagrees.
+      It measured several times slower in FP16 (docs/decisions/ttmc-cublas-direct.md); it
+      stays the fallback when the binding is missing or disagrees.
     * ``cupyx`` has no GEMM taking a compute type.
     """
     cublas = cp.cuda.cublas

@@ -5,8 +5,8 @@ GPUs", Section 2) is never stored: each block rounds its tile of X into shared m
 it loads it, multiplies on the tensor cores (FP16 products, FP32 accumulation) and adds
 ``Σ X²`` and ``max |X̃|`` to the scan, so the whole TTMc reads X once and writes only the
 first product, which is J_m/I_m of X̃'s size. Unfused, X costs a read, a write of X̃ and a
-second read of X̃ by the first GEMM. For X stored in FP16 the fused kernel measured slower
-than the unfused pair (docs/benchmarks.md), so it takes float32 X only.
+second read of X̃ by the first GEMM. For X stored in FP16 the fused kernel was slower than
+the unfused pair, so it takes float32 X only (docs/decisions/ttmc-fused-first-product.md).
 
 The tensor-core work is CUDA C++ (``scaled_ttm.cu``), linked into numba.cuda kernels
 through numba's foreign-function interface, because numba cannot emit ``mma.sync``. It
@@ -30,8 +30,8 @@ _CHUNK = 32  # i per shared-memory chunk (BK)
 _THREADS = 256
 MAX_ROWS = 128  # J ≤ 16·8: the accumulators of all rows of a column tile stay in registers
 _ROW_TILES = (1, 2, 4, 8)
-# Blocks per SM the register allocation must allow, per row-tile count, as measured
-# (docs/benchmarks.md); 3 blocks at 8 row tiles spill heavily.
+# Blocks per SM the register allocation must allow, per row-tile count, the fastest measured
+# (docs/decisions/ttmc-fused-first-product.md); 3 blocks at 8 row tiles spill heavily.
 _MIN_BLOCKS = {1: 3, 2: 3, 4: 2, 8: 2}
 
 

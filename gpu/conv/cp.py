@@ -288,8 +288,8 @@ def choose_separable_tiling(g: ConvGeometry, rank: int, n_out: int) -> Separable
 
 #: Launch shapes a plan times per lean kernel (each generated (ns, px1, px4) of the rank),
 #: the best by :func:`separable_time`. Per kernel rather than overall: the model's overall
-#: shortlist can miss a whole kernel kind that turns out fastest (docs/benchmarks.md,
-#: measured design choices).
+#: shortlist can miss a whole kernel kind that turns out fastest
+#: (docs/decisions/conv-cp-lean-shapes.md).
 TUNE_LEAN = 8
 
 #: (geometry, rank, output channels) → (method, tiling or lanes) the first call timed fastest.
@@ -399,8 +399,9 @@ class CPConvPlan:
     launch shapes of :func:`separable_shortlist` (the ``TUNE_LEAN`` shapes of each lean
     kernel of the rank that :func:`separable_time` ranks first), and keeps the fastest
     (remembered per layer shape for later plans in the process, e.g. the batch chunks of
-    a job). On the H100 the separable kernels won all 50 Reustle configurations;
-    Algorithm 2 stays a timed candidate and runs where no separable tile fits. Under the
+    a job). The separable kernels won every Reustle configuration measured
+    (docs/decisions/conv-cp-lean-shapes.md); Algorithm 2 stays a timed candidate and runs
+    where no separable tile fits. Under the
     CUDA simulator ``auto`` takes the model's first separable shape untimed. After the
     first call ``method``, ``tiling`` and ``lanes`` say what runs. Ranks above 16 run as
     consecutive rank chunks, the later ones accumulating into the output (the CP sum over

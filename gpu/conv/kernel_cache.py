@@ -8,6 +8,8 @@ the file under a temporary name and links it into place (atomic, and never repla
 file a concurrent process linked first); every later use imports the file. It is a real
 file that never changes, so numba's on-disk cache (``cache=True``, keyed by the file's
 path and modification time) compiles each kernel once per machine, not once per process.
+One file per kernel, not one module per family: a module's import time grows with its
+kernels (docs/decisions/conv-kernel-per-file.md).
 
 The cache folder is ``$FIBERTENSOR_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/fibertensor/kernels``,
 else ``~/.cache/fibertensor/kernels``. Files from an older generator stay in their own

@@ -40,7 +40,7 @@ CP_SEP_MAX_BLOCK = 256
 
 #: The lean separable kernels generated, as (rank slices ns, stage-1 pixels px1, stage-4
 #: pixels px4), for ranks 9–16: the shapes that were fastest on some Reustle layer in a
-#: sweep of 15 (docs/benchmarks.md, measured design choices).
+#: sweep of 15 (docs/decisions/conv-cp-lean-shapes.md).
 CP_LEAN_SHAPES = ((1, 2, 2), (1, 4, 2), (1, 2, 4), (1, 4, 4), (2, 2, 2), (2, 4, 2))
 #: The lean shapes at ranks 1–8, where px·R accumulators are few: 8 stage-1 pixels as
 #: well (at most 64 accumulators), and two rank slices only where each holds at least 4

@@ -25,7 +25,7 @@ channel inside a block, which share the input tile and reduce in shared memory, 
 output channels per thread. TDC's ranking ignores what decided the measured times on the
 H100 (atomic adds and the zero-fill when TC < C, the weight-load latency that each
 thread's channel loop waits on, the uncoalesced tile copy, shared-memory bandwidth), and
-its picks ran well behind the best tiles (docs/benchmarks.md). So
+its picks ran well behind the best tiles (docs/decisions/conv-tiling-model.md). So
 ``tiling="model"`` uses :func:`tile_time`, a roofline-and-latency estimate of the kernel
 time whose constants (:class:`CostModel`) were fitted to every candidate's time on 22
 shapes (``bench/conv.py --sections sweep``); TDC's rule stays available as
@@ -164,7 +164,7 @@ SPLITS = (1, 2, 4, 8)
 
 
 #: The largest TN the fitted cost model ranks: its sweep had no TN = 4 kernels, and the
-#: TN = 4 tiles measured since ran no faster than the TN = 2 ones (docs/benchmarks.md).
+#: TN = 4 tiles measured since ran no faster than the TN = 2 ones (docs/decisions/conv-tiling-model.md).
 MODEL_MAX_TN = 2
 
 
@@ -267,12 +267,11 @@ def _candidates_or_raise(shape) -> list[CoreTile]:
 class CostModel:
     """Constants of :func:`tile_time`, fitted on an H100 (2026-11-22) to the times of all
     18 992 candidates of the 18 TDC shapes and 4 layer shapes with batch 1 and 32: first by
-    least squares on log time, then refined for the quality of the pick (the picks are
-    within 6 % of the best candidate's time on average). The fit predates the column-wise
-    tile copy and the weight prefetch of the row kernels and has not been redone since: a
-    version whose copy and latency terms followed the new code instead of a fit picked
-    tiles that ran slower on 12 of the 18 TDC shapes (docs/benchmarks.md), so the fitted
-    model stays until a new sweep refits it."""
+    least squares on log time, then refined for the quality of the pick. The fit predates
+    the column-wise tile copy and the weight prefetch of the row kernels and has not been
+    redone since: a version whose copy and latency terms followed the new code instead of a
+    fit picked slower tiles on most TDC shapes, so the fitted model stays until a new sweep
+    refits it (docs/decisions/conv-tiling-model.md)."""
 
     iteration_latency: float = 400.0  # cycles a thread waits per (channel, kernel row): weight loads
     iteration_overhead: float = 15.0  # warp instructions per iteration besides FMAs and loads

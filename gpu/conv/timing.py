@@ -58,7 +58,7 @@ def device_times(launches: Sequence[Callable[[], object]], repeats: int = 5, chu
     times: list[float] = []
     for first in range(0, len(launches), chunk):
         part = launches[first:first + chunk]
-        # about 0.2 ms of host time per numba launch, with margin
+        # numba's host time per launch, with margin; lengthened below if the host took longer
         hold_ms = max(2, int(0.2 * repeats * len(part)) + 1)
         while True:
             before = cuda.event()

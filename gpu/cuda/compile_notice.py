@@ -2,9 +2,9 @@
 
 A kernel missing from the cache (``cache=True``, under ``NUMBA_CACHE_DIR``) compiles on
 first use, which for the generated kernels is a pause long enough to look like a hang
-(docs/benchmarks.md has the compile times). Reading numba's index file for the function
-(a small pickle) tells ahead of time, with no compile.
-``fibertensor warmup`` fills the cache.
+(docs/decisions/kernel-warmup.md has the compile times). Reading numba's index file for
+the function (a small pickle) tells ahead of time, with no compile. ``fibertensor warmup``
+fills the cache.
 """
 
 from __future__ import annotations

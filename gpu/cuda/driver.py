@@ -16,9 +16,9 @@ import threading
 __all__ = ["CudaDriverError", "library_name", "driver_loads", "driver"]
 
 # What the device's memory pool keeps reserved after a synchronisation instead of giving it
-# back (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD): above a peaks run's arrays on a large volume
-# (docs/benchmarks.md), so a process's next run allocates nothing from the driver, while
-# twelve processes sharing one GPU keep at most twelve times this between them.
+# back (CU_MEMPOOL_ATTR_RELEASE_THRESHOLD): above a peaks run's arrays on a whole-brain
+# volume, so a process's next run allocates nothing from the driver, while twelve processes
+# sharing one GPU keep at most twelve times this (docs/decisions/pinned-host-transfers.md).
 DEVICE_POOL_KEEP_BYTES = 1 << 30
 
 

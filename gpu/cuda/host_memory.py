@@ -23,8 +23,9 @@ from gpu.cuda.simulator import simulator_active
 __all__ = ["HostBlockPool", "pinned_pool", "pinned_empty", "host_empty"]
 
 # Free page-locked blocks a process keeps for its next arrays: a peaks job's input and
-# results on a large volume fit; beyond it blocks go back to the OS, so a worker's pinned
-# memory stays flat however its inputs' sizes vary.
+# results on a whole-brain volume fit; beyond it blocks go back to the OS, so a worker's
+# pinned memory stays flat however its inputs' sizes vary
+# (docs/decisions/pinned-host-transfers.md).
 PINNED_KEEP_BYTES = 256 << 20
 PINNED_KEEP_BLOCKS = 32
 

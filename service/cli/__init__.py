@@ -81,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> None:
     """The ``fibertensor`` entry point: :func:`main`, then exit at once. The command is done
     and its files are written (atomically, closed): the interpreter's teardown and the CUDA
-    driver's (destroying a context and its memory, about 0.1 s) would only add to its wall
-    time. The output streams and logging are flushed first, as an orderly exit would."""
+    driver's (destroying a context and its memory) would only add to its wall time. The output streams and logging are flushed first, as an orderly exit would."""
     code = main()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

@@ -62,6 +62,7 @@ def _batch_peaks(args: argparse.Namespace) -> int:
     except InputError as exc:
         raise CommandError(exc.detail) from None
     devices = devices_from_option(args.gpus)
+    # docs/decisions/processes-per-gpu.md
     processes = args.processes_per_gpu or default_processes(len(devices or [None]))
     # checked as the service checks, by each reader from the header: a bad FIBERTENSOR_*
     # setting stops the batch here, once

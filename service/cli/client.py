@@ -37,7 +37,8 @@ _POLL_SECONDS = 0.5
 _MAX_POLL_SECONDS = 10.0
 # Jobs of a batch whose records one poll may have the server read per second: a poll lists
 # the whole batch (every record of the label, 1,000 a request), so a UK-Biobank-sized batch
-# polled every 0.5 s would keep an API process busy with listings alone.
+# polled every 0.5 s would keep an API process busy with listings alone
+# (docs/decisions/job-listing-cache.md).
 _RECORDS_PER_POLL_SECOND = 2000
 # Parameters live under their own names in the namespace, apart from the slots and options.
 _PARAM = "param_"

@@ -8,6 +8,7 @@ import argparse
 
 __all__ = ["add_transfers_option"]
 
+# docs/decisions/client-transfers.md
 _DEFAULT_TRANSFERS = 4
 
 

@@ -5,7 +5,7 @@ kernels: one set per lmax); the worker image runs this at build time
 (docker/Dockerfile.worker) so that no job waits for it. numba keys its cache on the CPU
 model (``NUMBA_CPU_NAME``) or the GPU's compute capability, and on ``NUMBA_CACHE_DIR``:
 warm up where, and with the settings with which, the jobs run. A warm cache makes this a
-quick check.
+quick check (docs/decisions/kernel-warmup.md).
 """
 
 from __future__ import annotations

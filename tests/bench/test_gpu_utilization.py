@@ -1,20 +1,13 @@
-"""bench/gpu_utilization.py: nvidia-smi's CSV lines parsed, averaged over a run's steady
-part per GPU, and "n/a" (never a failure) where nvidia-smi is absent."""
+"""bench.gpu_utilization: nvidia-smi's CSV lines parsed, averaged over a run's steady part
+per GPU, and "n/a" (never a failure) where nvidia-smi is absent."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-# bench/ is scripts, not a package: the module is loaded from its file, as bench/batch.py loads it.
-_spec = importlib.util.spec_from_file_location(
-    "gpu_utilization", Path(__file__).resolve().parents[2] / "bench" / "gpu_utilization.py")
-gpu_utilization = sys.modules["gpu_utilization"] = importlib.util.module_from_spec(_spec)  # for its dataclass
-_spec.loader.exec_module(gpu_utilization)
+from bench import gpu_utilization
 
 # What `nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader,nounits
 # -lms 200` prints on a two-GPU host, one line per GPU per sample, here three samples 0.2 s

@@ -1,4 +1,4 @@
-"""Faults with real processes (issue 14): Redis killed or restarted while jobs are queued and
+"""Faults with real processes: Redis killed or restarted while jobs are queued and
 running, a worker SIGKILLed while it writes results, the data volume full during an upload
 and while results are written. Each test states what the user saw and what was lost:
 nothing.
@@ -170,7 +170,7 @@ def test_worker_killed_while_writing_results(max_losses, tmp_path, request):
     api, client = start_api(env, tmp_path / "api.log")
     processes.append(api)
     processes.append(start_worker(env, tmp_path / "w1.log", "w1@faults"))
-    # float64 noise: about 1 s to compress, a window to kill in
+    # float64 noise: long enough to compress that there is a window to kill in
     big = write_volume(tmp_path / "big.nii", np.random.default_rng(3).normal(size=(256, 256, 48)))
     job_id = submit(client, big, factor=2, chunks=1).json()["id"]
     store = JobStore(data_dir)

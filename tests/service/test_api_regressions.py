@@ -1,4 +1,4 @@
-"""Issue 14, item 6: an unknown job kind is 404, HEAD on a result is 200 with its headers (and
+"""An unknown job kind is 404, HEAD on a result is 200 with its headers (and
 on every GET route, the GET's status and headers),
 /readyz answers from a recent check without kombu warnings, a client hanging up mid-upload is
 one WARNING line, and the SH volume-count message is a sentence."""

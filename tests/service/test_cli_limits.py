@@ -1,4 +1,4 @@
-"""Issue 14, item 4: the local commands refuse what the API refuses, from the header and with
+"""The local commands refuse what the API refuses, from the header and with
 the API's titles and messages, before reading any data; one line ``fibertensor: error: ...``
 and exit code 2 (a batch or a BIDS run lists the refused input and goes on with the others)."""
 

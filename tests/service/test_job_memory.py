@@ -1,4 +1,4 @@
-"""Issue 14, item 1 through the API: a 367 KB upload whose peaks job would need 4.4 GiB is
+"""Through the API: a 367 KB upload whose peaks job would need 4.4 GiB is
 refused with 413 before it is queued, and leaves nothing behind."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``fibertensor submit`` of a folder holding bad files (issue 14, item 5), job warnings in
-``fibertensor submit``/``jobs``/``peaks`` (issue 14, item 2) and ``--transfers`` (several
+"""``fibertensor submit`` of a folder holding bad files, job warnings in
+``fibertensor submit``/``jobs``/``peaks`` and ``--transfers`` (several
 uploads at a time, each job's results downloaded as it succeeds), against a real service:
 the API served by uvicorn on a port, and a worker thread running the queued jobs as the
 Celery task does."""

@@ -1,6 +1,7 @@
 """Bounded memory per job: the estimate from the headers against the memory a run really
-holds (tracemalloc), and the issue's case, a 367 KB .nii.gz that promises 377 MB of uint8
-whose peaks job needs more than the default 4 GiB, refused before anything is inflated."""
+holds (tracemalloc), and a small upload of a huge job, a 367 KB .nii.gz that promises 377 MB
+of uint8 whose peaks job needs more than the default 4 GiB, refused before anything is
+inflated."""
 
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ def _header_only(shape, dtype=np.float32) -> bytes:
 
 
 def test_the_limits_apply_outside_the_api_too(tmp_path):
-    """The function the CLI calls refuses what the API refuses (issue 14, item 4): a 2000³
+    """The function the CLI calls refuses what the API refuses: a 2000³
     header, and a stream that inflates past its header, neither of them inflated in full."""
     kind, params = get_job_kind("peaks"), PeaksParams()
     claim = tmp_path / "claim.nii.gz"

@@ -63,6 +63,7 @@ def _blocks(parts: Sequence) -> "list[memoryview]":
     return blocks
 
 
+# docs/decisions/parallel-gzip.md, docs/decisions/writer-thread-pool.md
 def write_gzip(path: Path, parts: Sequence, threads: int | None = None) -> None:
     """Write the concatenation of ``parts`` (buffers: bytes, C-contiguous arrays) to the gzip
     file ``path``, its blocks compressed in ``threads`` runs of consecutive blocks side by

@@ -4,8 +4,8 @@ Checks read the header alone (a .nii.gz is decompressed only as far as its heade
 service can reject a bad upload before queueing it, and a header that promises more data
 than is allowed is refused before any of it is decompressed.
 
-.nii.gz files are (de)compressed with ISA-L (``isal``), which measured faster than zlib at
-both (docs/benchmarks.md); the files are ordinary gzip.
+.nii.gz files are (de)compressed with ISA-L (``isal``), faster than zlib at both
+(docs/decisions/parallel-gzip.md); the files are ordinary gzip.
 """
 
 from __future__ import annotations
@@ -433,6 +433,7 @@ def _gzip_size_field(path: Path) -> int:
         return int.from_bytes(handle.read(4), "little")
 
 
+# docs/decisions/parallel-gzip.md
 def _read_gzip_parallel(info: NiftiInfo, threads: int,
                         empty: Callable[..., np.ndarray] = np.empty) -> tuple[nib.Nifti1Header, np.ndarray] | None:
     """The header and stored data (in an array made by ``empty``) of a .nii.gz inflated by

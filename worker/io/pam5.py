@@ -7,7 +7,7 @@ and ``peak_indices`` (X, Y, Z, K; the sphere vertex of each peak, -1 where there
 ``sphere_vertices``, ``total_weight`` and ``ang_thr`` (the EuDX defaults ``save_pam`` stores)
 and, when given, ``shm_coeff`` and ``gfa``. It is written with h5py directly because
 ``save_pam`` stores every dataset in HDF5 chunks, slower to write than one contiguous block
-and no smaller. DIPY is an optional dependency (its spheres, and h5py):
+and no smaller (docs/decisions/pam5-contiguous.md). DIPY is an optional dependency (its spheres, and h5py):
 ``pip install 'fibertensor[dipy]'``.
 """
 
@@ -252,7 +252,7 @@ def write_pam5(
 
     The datasets are stored contiguous and uncompressed: gzip would halve the file (the
     background's zeros) but take longer than everything else the job writes
-    (docs/benchmarks.md).
+    (docs/decisions/pam5-contiguous.md).
     """
     require_dipy()
     import h5py

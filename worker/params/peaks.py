@@ -39,6 +39,7 @@ class PeaksParams(JobParams):
     format: list[Literal[OUTPUT_FORMATS]] = Field(
         [], description="output formats, any of nifti, mif (MRtrix image), fixel (MRtrix3 fixel directory), "
         "pam5 (DIPY PeaksAndMetrics); default: the input's image format")
+    # docs/decisions/checksums-option.md
     checksums: bool = Field(
         True, description="record each input file's sha256 in the sidecar (which files made these outputs); "
         "hashing every input byte is the largest host cost of a cohort of .mif files: --no-checksums for a "

@@ -49,8 +49,8 @@ def test_stats_kernel_column_chunks(ops, monkeypatch, block):
     """More columns than one block's shared buffer: the column-chunk grid dimension.
 
     The simulator reads the module constants at run time, so a chunk of 8 columns is real
-    here; 64-thread blocks (2 threads a row in the first reduction stage) simulate 4× faster
-    than the 256 of the GPU build.
+    here; 64-thread blocks (2 threads a row in the first reduction stage) keep the simulator,
+    which runs each thread as a Python thread, quicker than the 256 of the GPU build.
     """
     import gpu.compress.backend_cuda as mod
 

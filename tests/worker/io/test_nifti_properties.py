@@ -1,4 +1,4 @@
-"""Property-based tests of the NIfTI input validators (issue 14): random headers, dims,
+"""Property-based tests of the NIfTI input validators: random headers, dims,
 dtypes, scalings, offsets, byte flips, truncations, trailing bytes and gzip streams.
 
 For every file the checks an upload passes (:func:`check_image_limits`, its header parsed

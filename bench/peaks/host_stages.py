@@ -2,19 +2,17 @@
 layout (each voxel's coefficients together, x fastest: ``mrconvert -strides 2,3,4,1``), the
 input of the local cohort batch: the read (with the input's sha256), the finite-value pass,
 the peaks image, each output's write (``.mif``, as the input is), the fODF metrics, the QC
-picture and the sidecar, each stage alone in this thread.
+picture and the sidecar, each stage alone in this thread, and the whole writing stage on
+its threads.
 
-    TMPDIR=/dev/shm python3 bench/peaks_host_stages.py [--shape 96 96 60] [--repeats 5] [--cache DIR]
-
-Makes the phantom FOD (``gpu.peaks.fod_phantom``, lmax 8, a few voxels NaN or infinite),
-writes it as NIfTI and converts it with ``mrconvert -strides 2,3,4,1``, then computes its
-peaks once with the CPU backend (the CUDA backend returns them in the same voxel-major
-layout: ``gpu.peaks.search._to_spatial``). ``--cache DIR`` keeps the image and the peaks
-for the next run. Prints the process CPU (``time.process_time``, all threads) of each
-stage's first call and the median of ``--repeats``, in milliseconds. The outputs go to new
-files in the temporary folder: on a disk, the kernel's writeback of the earlier stages'
-files slows the later writes by several times, hence ``TMPDIR=/dev/shm`` (a job's write
-into the page cache, without the disk).
+Makes the phantom FOD (lmax 8, a few voxels NaN or infinite), writes it as NIfTI and
+converts it with ``mrconvert -strides 2,3,4,1``, then computes its peaks once with the CPU
+backend (the CUDA backend returns them in the same voxel-major layout). ``--cache DIR``
+keeps the image and the peaks for the next run. Prints the process CPU
+(``time.process_time``, all threads) of each stage's first call and the median of
+``--repeats``. The outputs go to new files in the temporary folder: on a disk, the
+kernel's writeback of the earlier stages' files slows the later writes, hence
+``TMPDIR=/dev/shm`` (a job's write into the page cache, without the disk).
 """
 
 from __future__ import annotations
@@ -23,46 +21,35 @@ import argparse
 import itertools
 import pickle
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import nibabel as nib
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import Column, Report, time_host
+from bench.peaks.volume import add_volume_options, make_phantom
 
-from gpu.peaks.phantom import fod_phantom  # noqa: E402
-from gpu.peaks.search import finite_voxels  # noqa: E402
-from worker.io.atomic import write_json_atomic  # noqa: E402
-from worker.io.images import load_image_data_with_sha256, read_image_header, save_image  # noqa: E402
-from worker.jobs.peaks import (  # noqa: E402
-    PeaksOutputs, _peaks_image, _run_metrics, compute_peaks, read_peaks_inputs, write_peaks_outputs,
-)
-from worker.params.peaks import PeaksParams  # noqa: E402
-from worker.qc_picture import write_peaks_qc_png  # noqa: E402
+__all__ = ["add_arguments", "run"]
 
 
-def cpu_ms(function, repeats: int) -> tuple[float, float]:
-    """The first and the median process CPU milliseconds (all threads) of ``repeats`` calls."""
-    times = []
-    for _ in range(repeats):
-        started = time.process_time()
-        function()
-        times.append(1e3 * (time.process_time() - started))
-    return times[0], float(np.median(times))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_volume_options(parser, repeats=5)
+    parser.add_argument("--cache", type=Path, help="folder keeping the subject and its peaks between runs")
 
 
-def subject(folder: Path, shape: tuple[int, int, int]) -> tuple[Path, object]:
+def subject(folder: Path, args: argparse.Namespace) -> tuple[Path, object]:
     """The ``.mif`` subject in ``folder`` and its peaks, made (and kept there) if missing."""
+    import nibabel as nib
+
+    from worker.jobs.peaks import compute_peaks, read_peaks_inputs
+    from worker.params.peaks import PeaksParams
+
     mif, peaks = folder / "fod.mif", folder / "peaks.pkl"
     if not mif.exists():
-        sh = fod_phantom(shape, 8)["sh"].astype(np.float32)
+        sh = make_phantom(args, seed=0)["sh"].astype(np.float32)
         sh[:4, 2, 3, 3] = np.nan  # a few voxels the finite pass must find
         sh[5, 5, 5, :] = np.inf
-        affine = np.diag([2.0, 2.0, 2.0, 1.0])
-        nib.save(nib.Nifti1Image(sh, affine), folder / "fod.nii")
+        nib.save(nib.Nifti1Image(sh, np.diag([2.0, 2.0, 2.0, 1.0])), folder / "fod.nii")
         subprocess.run(["mrconvert", "-quiet", "-force", "-strides", "2,3,4,1", folder / "fod.nii", mif], check=True)
         peaks.unlink(missing_ok=True)
     if not peaks.exists():
@@ -72,17 +59,18 @@ def subject(folder: Path, shape: tuple[int, int, int]) -> tuple[Path, object]:
     return mif, pickle.loads(peaks.read_bytes())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shape", type=int, nargs=3, default=[96, 96, 60])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--cache", type=Path, help="folder keeping the subject and its peaks between runs")
-    args = parser.parse_args()
+def run(args: argparse.Namespace, report: Report) -> None:
+    from gpu.peaks.search import finite_voxels
+    from worker.io.atomic import write_json_atomic
+    from worker.io.images import load_image_data_with_sha256, read_image_header, save_image
+    from worker.jobs.peaks import PeaksOutputs, _peaks_image, _run_metrics, read_peaks_inputs, write_peaks_outputs
+    from worker.params.peaks import PeaksParams
+    from worker.qc_picture import write_peaks_qc_png
 
     with tempfile.TemporaryDirectory() as scratch:
         folder = args.cache or Path(scratch)
         folder.mkdir(parents=True, exist_ok=True)
-        fod, result = subject(folder, tuple(args.shape))
+        fod, result = subject(folder, args)
         out = Path(scratch) / "out"
         out.mkdir()
         info = read_image_header(fod, "FOD")
@@ -91,7 +79,7 @@ def main() -> None:
         maps = _run_metrics(sh, result, compiled=True)  # compiles or loads them before timing
         image = _peaks_image(result.directions, result.amplitudes)
         amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8, copy=False)
-        title = f"{fod.name}: lmax 8, K = 3 peaks, mrtrix basis"
+        title = f"{fod.name}: lmax {args.lmax}, K = 3 peaks, mrtrix basis"
         write_peaks_qc_png(out / "warm.png", result.directions, result.amplitudes, result.count, info.zooms[:3], title,
                            affine=info.affine, npeaks=3)
         inputs = read_peaks_inputs(fod, None, params)
@@ -118,12 +106,11 @@ def main() -> None:
             "write_peaks_outputs (all, threads)": lambda: write_peaks_outputs(
                 inputs, result, params, PeaksOutputs.in_folder(out / f"whole{next(fresh)}")),
         }
-        print(f"{fod.name}: {info.shape} float32, strides {sh.strides}; peaks' strides "
-              f"{result.directions.strides}; first and median of {args.repeats}")
-        print(f"{'stage':<36} {'first':>8} {'median':>8}  (CPU ms)")
+        rows = []
         for name, stage in stages.items():
-            print(f"{name:<36} {'{:8.1f} {:8.1f}'.format(*cpu_ms(stage, args.repeats))}")
-
-
-if __name__ == "__main__":
-    main()
+            timing = time_host(stage, args.repeats, warmup=0)
+            rows.append({"stage": name, "first_cpu_ms": 1e3 * timing.cpu[0], "median_cpu_ms": 1e3 * timing.median_cpu})
+        report.table(f"{fod.name}: {info.shape} float32, strides {sh.strides}; peaks' strides "
+                     f"{result.directions.strides}; process CPU ms, first call and median of {args.repeats}", rows,
+                     [Column("stage", "stage"), Column("first_cpu_ms", "first", ".1f"),
+                      Column("median_cpu_ms", "median", ".1f")])

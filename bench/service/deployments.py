@@ -1,4 +1,4 @@
-"""Service benchmark: concurrent peaks jobs through the whole service vs the bare CLI.
+"""Concurrent peaks jobs through the whole service against the bare CLI.
 
 Two deployments, each started as real processes on this machine:
 
@@ -10,8 +10,6 @@ For each: the latency of one job on an idle service (upload → result downloade
 ``--jobs`` jobs submitted at once: all must succeed and none may be lost; median and p95
 upload → result and the wall time of the batch. The bare CLI (``fibertensor peaks`` on the
 same file, process start included) is the reference for the service's overhead.
-
-    python3 bench/service.py [--jobs 50] [--grid 16] [--lmax 8]
 """
 
 from __future__ import annotations
@@ -20,8 +18,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,64 +29,14 @@ import httpx
 import nibabel as nib
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.harness import REPO, Column, Report, ratio
+from bench.processes import free_port, service_environment, spawn, stop, wait_ready
+from gpu.peaks.phantom import fod_phantom
 
-from gpu.peaks.phantom import fod_phantom  # noqa: E402
+__all__ = ["add_arguments", "run"]
 
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 _POLL = 0.25
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _env(data_dir: Path, broker_url: str = "") -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env.update(FIBERTENSOR_DATA_DIR=str(data_dir), FIBERTENSOR_BROKER_URL=broker_url, PYTHONPATH=str(REPO))
-    return env
-
-
-def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    with open(log, "ab") as handle:
-        return subprocess.Popen(argv, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    # SIGTERM to each leader only (serve stops its worker; a Celery worker its pool), then
-    # SIGKILL whatever is left in their sessions.
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
-
-
-def _wait_ready(base: str, workers: int, procs: list[subprocess.Popen], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            raise SystemExit("a service process exited early; see the logs in the work folder")
-        try:
-            response = httpx.get(f"{base}/readyz", timeout=5)
-            if response.status_code == 200 and len(response.json()["workers"]) >= workers:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"{base} not ready after {timeout} s")
 
 
 async def _upload(http: httpx.AsyncClient, fod: Path, label: str) -> tuple[str | None, float]:
@@ -183,7 +129,7 @@ def _bare_cli(fod: Path, work: Path, repeats: int = 3) -> tuple[float, float]:
     numba's cache."""
     import json
 
-    env = _env(work)
+    env = service_environment(work)
     walls, inside = [], []
     for i in range(repeats + 1):
         start = time.perf_counter()
@@ -195,71 +141,67 @@ def _bare_cli(fod: Path, work: Path, repeats: int = 3) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(inside)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--grid", type=int, default=16, help="phantom grid is GRID³ voxels")
     parser.add_argument("--lmax", type=int, default=8)
-    args = parser.parse_args()
 
+
+def run(args: argparse.Namespace, report: Report) -> None:
     work = Path(tempfile.mkdtemp(prefix="fibertensor-bench-"))
     phantom = fod_phantom((args.grid,) * 3, args.lmax, seed=7)
     fod = work / "fod.nii.gz"
     nib.save(nib.Nifti1Image(phantom["sh"], np.eye(4)), str(fod))
-    print(f"phantom {args.grid}³ voxels, lmax {args.lmax} ({phantom['sh'].shape[-1]} volumes), "
-          f"{fod.stat().st_size} bytes; {os.cpu_count()} CPU cores; work folder {work}", flush=True)
+    report.progress(f"phantom {args.grid}³ voxels, lmax {args.lmax} ({phantom['sh'].shape[-1]} volumes), "
+                    f"{fod.stat().st_size} bytes; work folder {work}")
 
     cli, cli_inside = _bare_cli(fod, work)
-    print(f"bare CLI `fibertensor peaks`: {cli:.2f} s per process, of which the job {cli_inside:.2f} s", flush=True)
+    report.progress(f"bare CLI `fibertensor peaks`: {cli:.2f} s per process, of which the job {cli_inside:.2f} s")
 
-    results = {}
+    rows = []
     for mode in ("embedded", "redis"):
         data_dir = work / f"data-{mode}"
         out = work / f"out-{mode}"
         out.mkdir()
-        port = _free_port()
+        port = free_port()
         base = f"http://127.0.0.1:{port}"
         procs: list[subprocess.Popen] = []
         try:
             if mode == "embedded":
-                procs.append(_spawn([sys.executable, "-m", "service", "serve", "--port", str(port), "--log-level", "warning"],
-                                    _env(data_dir), work / f"{mode}-serve.log"))
-                workers = 1
+                procs.append(spawn([sys.executable, "-m", "service", "serve", "--port", str(port), "--log-level",
+                                    "warning"], service_environment(data_dir), work / f"{mode}-serve.log"))
+                workers, label = 1, "embedded (1 worker)"
             else:
-                redis_port = _free_port()
-                procs.append(_spawn([shutil.which("redis-server") or "redis-server", "--port", str(redis_port),
-                                     "--save", "", "--appendonly", "no"], os.environ.copy(), work / "redis.log"))
-                env = _env(data_dir, f"redis://127.0.0.1:{redis_port}/0")
-                procs.append(_spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port", str(port),
-                                     "--log-level", "warning"], env, work / f"{mode}-serve.log"))
-                workers = 2
+                redis_port = free_port()
+                procs.append(spawn([shutil.which("redis-server") or "redis-server", "--port", str(redis_port),
+                                    "--save", "", "--appendonly", "no"], os.environ.copy(), work / "redis.log"))
+                env = service_environment(data_dir, f"redis://127.0.0.1:{redis_port}/0")
+                procs.append(spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port", str(port),
+                                    "--log-level", "warning"], env, work / f"{mode}-serve.log"))
+                workers, label = 2, "redis (2 CPU workers)"
                 for i in range(workers):
-                    procs.append(_spawn([sys.executable, "-m", "service", "worker", "--hostname", f"cpu{i}@bench",
-                                         "--log-level", "warning"], env, work / f"{mode}-worker{i}.log"))
-            _wait_ready(base, workers, procs)
-            results[mode] = asyncio.run(_measure(base, fod, out, args.jobs, warmup=2 * workers))
+                    procs.append(spawn([sys.executable, "-m", "service", "worker", "--hostname", f"cpu{i}@bench",
+                                        "--log-level", "warning"], env, work / f"{mode}-worker{i}.log"))
+            wait_ready(base, workers, procs)
+            r = asyncio.run(_measure(base, fod, out, args.jobs, warmup=2 * workers))
         finally:
-            _stop(procs)
-        r = results[mode]
-        print(f"{mode}: {r['succeeded']}/{args.jobs} succeeded, {r['failed']} failed, {r['rejected']} rejected, "
-              f"{r['lost']} lost", flush=True)
-
-    print()
-    print(f"{args.jobs} concurrent peaks jobs, {args.grid}³ voxels each (CPU backend)")
-    print(f"{'deployment':<23}{'ok':>4}{'lost':>5}{'median s':>10}{'p95 s':>8}{'wall s':>8}{'jobs/s':>8}"
-          f"{'idle job s':>12}{'job run s':>11}{'overhead s':>12}{'idle ÷ CLI':>12}")
-    for mode, label in (("embedded", "embedded (1 worker)"), ("redis", "redis (2 CPU workers)")):
-        r = results[mode]
-        print(f"{label:<23}{r['succeeded']:>4}{r['lost']:>5}{r['median']:>10.2f}{r['p95']:>8.2f}{r['wall']:>8.2f}"
-              f"{r['succeeded'] / r['wall']:>8.2f}{r['idle']:>12.3f}{r['idle_run']:>11.3f}"
-              f"{r['idle'] - r['idle_run']:>12.3f}{r['idle'] / cli:>12.2f}")
-    print(f"{'bare CLI (process)':<23}{'':>55}{cli:>12.3f}{cli_inside:>11.3f}{cli - cli_inside:>12.3f}{1.0:>12.2f}")
-    print("median/p95: upload start to results downloaded, per job of the concurrent batch; wall: whole batch; "
-          "idle job: one job on an idle service (median of 5); job run: started→finished in the worker "
-          "(CLI: the job's own seconds.total); overhead: idle job − job run (upload, checks, queue, poll, "
-          "download; CLI: process start and imports)")
+            stop(procs)
+        report.progress(f"{mode}: {r['succeeded']}/{args.jobs} succeeded, {r['failed']} failed, {r['rejected']} "
+                        f"rejected, {r['lost']} lost")
+        rows.append({"deployment": label, **r, "jobs_per_s": r["succeeded"] / r["wall"],
+                     "overhead": r["idle"] - r["idle_run"], "idle_x_cli": ratio(r["idle"], cli),
+                     "all_ok": r["succeeded"] == args.jobs and r["lost"] == 0})
+    rows.append({"deployment": "bare CLI (process)", "idle": cli, "idle_run": cli_inside, "overhead": cli - cli_inside,
+                 "idle_x_cli": 1.0})
+    report.table(
+        f"{args.jobs} concurrent peaks jobs, {args.grid}³ voxels each (CPU backend)", rows,
+        [Column("deployment", "deployment"), Column("succeeded", "ok", "d"), Column("lost", "lost", "d"),
+         Column("all_ok", "all done"), Column("median", "median s", ".2f"), Column("p95", "p95 s", ".2f"),
+         Column("wall", "wall s", ".2f"), Column("jobs_per_s", "jobs/s", ".2f"), Column("idle", "idle job s", ".3f"),
+         Column("idle_run", "job run s", ".3f"), Column("overhead", "overhead s", ".3f"),
+         Column("idle_x_cli", "idle / CLI", ".2f")],
+        note="median/p95: upload start to results downloaded, per job of the concurrent batch; wall: whole batch; "
+             "idle job: one job on an idle service (median of 5); job run: started→finished in the worker "
+             "(CLI: the job's own seconds.total); overhead: idle job − job run (upload, checks, queue, poll, "
+             "download; CLI: process start and imports)")
     shutil.rmtree(work, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()

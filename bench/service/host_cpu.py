@@ -1,8 +1,8 @@
 """Host CPU the service spends per subject besides the job's own read, compute and write.
 
 CPU seconds, not wall (a shared machine's wall times say little), read from ``/proc`` of the
-service's processes before and after each phase, for one whole-brain subject (the 553k-voxel
-lmax-8 phantom of bench/batch.py, ~92 MB .nii.gz):
+service's processes before and after each phase, for one whole-brain subject (the lmax-8
+phantom of :mod:`bench.batch`, ``--shape`` voxels, as .nii.gz):
 
 * upload   — ``POST /v1/jobs/peaks`` of the file to ``fibertensor serve --no-worker`` (one
              API process, Redis broker): multipart receive, header checks, the inflate pass
@@ -10,7 +10,7 @@ lmax-8 phantom of bench/batch.py, ~92 MB .nii.gz):
              the upload), the job record, the queue message; then, in this process, the
              job's first step on what the API stored: :func:`read_peaks_inputs` of it;
 * poll     — ``GET /v1/jobs?label=…&limit=1000`` with ``--jobs`` succeeded jobs of that label
-             in the store (bench/batch.py's client polls every 0.25 s);
+             in the store (:mod:`bench.batch`'s client polls every 0.25 s);
 * download — ``GET /v1/jobs/{id}/results.zip`` and ``results/peaks.json`` of a job whose
              outputs are a real peaks job's;
 * job      — the job process's bookkeeping outside the job's own work: :func:`run_job` in
@@ -20,16 +20,13 @@ lmax-8 phantom of bench/batch.py, ~92 MB .nii.gz):
              job, so nothing else runs), each over ``--tasks`` jobs.
 
 The client runs in this process; its CPU is not counted. Idle CPU of each server process
-(janitor, broker heartbeats) is measured first and taken off.
-
-    python3 bench/service_cpu.py [--uploads 8] [--jobs 300] [--polls 40] [--downloads 8] [--tasks 40]
-                                 [--parts upload,poll,download,job] [--work DIR] [--redis-server PATH]
+(janitor, broker heartbeats) is measured first and taken off. The peer is the job's own
+read, compute and write (the reference job's line).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import sys
@@ -39,32 +36,23 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.batch import write_cohort
+from bench.harness import Column, Report
+from bench.processes import cpu_seconds, free_port, process_tree, service_environment, spawn, stop
+from service.uploads import check_inputs
+from worker.celery_app import create_celery_app, publish_job
+from worker.input_limits import InputLimits
+from worker.job_kinds import JobContext, JobKind, get_job_kind
+from worker.job_runner import run_job
+from worker.job_store import JobRecord, JobStatus, JobStore, utc_now
+from worker.jobs.peaks import read_peaks_inputs
+from worker.params import PeaksParams
 
-from service.uploads import check_inputs  # noqa: E402
-from worker.celery_app import create_celery_app, publish_job  # noqa: E402
-from worker.input_limits import InputLimits  # noqa: E402
-from worker.job_kinds import JobContext, JobKind, get_job_kind  # noqa: E402
-from worker.job_runner import run_job  # noqa: E402
-from worker.job_store import JobRecord, JobStatus, JobStore, utc_now  # noqa: E402
-from worker.jobs.peaks import read_peaks_inputs  # noqa: E402
-from worker.params import PeaksParams  # noqa: E402
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_batch = _load("batch")
-bench_service = bench_batch.bench_service
+__all__ = ["add_arguments", "run"]
 
 
 def _tree_cpu(roots: list[int]) -> float:
-    return bench_batch._cpu_seconds(bench_batch._tree(roots))
+    return cpu_seconds(process_tree(roots))
 
 
 def _per_call(roots: list[int], calls: int, action, idle_rate: float) -> float:
@@ -178,8 +166,7 @@ def _wait_queue_empty(url: str, queue: str = "fibertensor", timeout: float = 600
     raise SystemExit("the worker did not take the queued tasks")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--uploads", type=int, default=8)
     parser.add_argument("--jobs", type=int, default=300, help="succeeded jobs of the polled label")
     parser.add_argument("--polls", type=int, default=40)
@@ -189,7 +176,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="work folder (default: a new temporary one, removed after)")
     parser.add_argument("--redis-server", default=shutil.which("redis-server"))
     parser.add_argument("--parts", default="upload,poll,download,job", help="what to measure")
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace, report: Report) -> None:
     parts = set(args.parts.split(","))
     if not args.redis_server:
         raise SystemExit("no redis-server on PATH; give --redis-server PATH")
@@ -197,9 +186,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     fod = work / "inputs" / "sub-0000.nii.gz"
     if not fod.exists():
-        bench_batch.write_cohort(fod.parent, 1, tuple(args.shape), 8)
+        write_cohort(fod.parent, 1, tuple(args.shape), 8)
     body = fod.read_bytes()
-    print(f"input {fod} ({len(body) / 1e6:.1f} MB); work folder {work}", flush=True)
+    report.progress(f"input {fod} ({len(body) / 1e6:.1f} MB); work folder {work}")
 
     data_dir = work / "data"
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -207,19 +196,21 @@ def main() -> None:
     rows: dict[str, float] = {}
     if parts - {"upload"}:
         reference, job_cpu, run_cpu = _real_outputs(store, fod)
-        print(f"reference job: {len(reference.results)} results, {sum(r.bytes for r in reference.results) / 1e6:.1f} "
-              f"MB; run_job {job_cpu:.2f} CPU s, of which the job's own run {run_cpu:.2f}", flush=True)
+        report.progress(f"reference job: {len(reference.results)} results, "
+                        f"{sum(r.bytes for r in reference.results) / 1e6:.1f} MB")
+        rows["reference job: run_job, all of it"] = job_cpu
+        rows["reference job: the job's own run (read, compute, write)"] = run_cpu
     if "job" in parts:
         rows["job: runner + job store (run_job around the job)"] = _bookkeeping(store, fod, reference, args.tasks)
 
     processes = []
     try:
-        redis_port, port = bench_service._free_port(), bench_service._free_port()
-        processes.append(bench_service._spawn([args.redis_server, "--port", str(redis_port), "--save", "",
+        redis_port, port = free_port(), free_port()
+        processes.append(spawn([args.redis_server, "--port", str(redis_port), "--save", "",
                                                "--appendonly", "no"], dict(os.environ), work / "redis.log"))
         broker = f"redis://127.0.0.1:{redis_port}/0"
-        env = bench_batch._environment(data_dir, broker)
-        api = bench_service._spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port", str(port),
+        env = service_environment(data_dir, broker)
+        api = spawn([sys.executable, "-m", "service", "serve", "--no-worker", "--port", str(port),
                                     "--api-workers", "1", "--log-level", "warning"], env, work / "serve.log")
         processes.append(api)
         base = f"http://127.0.0.1:{port}"
@@ -266,7 +257,7 @@ def main() -> None:
                 download()
                 rows["API: results.zip + peaks.json"] = _per_call(roots, args.downloads, download, idle)
         if "job" in parts:
-            worker = bench_service._spawn([sys.executable, "-m", "service", "worker", "--concurrency", "1",
+            worker = spawn([sys.executable, "-m", "service", "worker", "--concurrency", "1",
                                            "--log-level", "warning"], env, work / "worker.log")
             processes.append(worker)
             celery = create_celery_app(data_dir=data_dir, broker_url=broker)
@@ -284,15 +275,13 @@ def main() -> None:
             rows["job: Celery task delivery, Redis (worker + pool process)"] = _per_call([worker.pid], 1, publish_all,
                                                                                      idle) / args.tasks
     finally:
-        bench_service._stop(processes)
+        stop(processes)
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
 
-    print(f"\nCPU seconds per call ({os.cpu_count()} cores here; idle CPU taken off)")
-    width = max(map(len, rows))
-    for name, seconds in rows.items():
-        print(f"{name:<{width}}  {seconds:8.4f}")
-
-
-if __name__ == "__main__":
-    main()
+    own = rows.get("reference job: the job's own run (read, compute, write)")
+    report.table(f"CPU seconds per call ({os.cpu_count()} cores here; idle CPU taken off)",
+                 [{"step": name, "cpu_s": seconds, "share_of_job": seconds / own if own else None}
+                  for name, seconds in rows.items()],
+                 [Column("step", "step"), Column("cpu_s", "CPU s", ".4f"),
+                  Column("share_of_job", "of the job's own run", ".1%")])
