@@ -140,7 +140,7 @@ class JobStore:
         for folder in (self.jobs_dir, self.staging_dir, self.trash_dir):
             folder.mkdir(parents=True, exist_ok=True)
         # Parsed job.json by (inode, mtime, size): a poll of a batch lists every job, and
-        # parsing is most of its cost (bench/load.py).
+        # parsing is most of its cost (python3 -m bench.service load).
         self._parsed: dict[str, tuple[tuple[int, int, int], JobRecord]] = {}
         self._ids: tuple[tuple[int, ...], float, list[str]] | None = None
 

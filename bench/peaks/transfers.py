@@ -34,7 +34,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
     from worker.io.images import load_image_data, read_image_header
     from worker.io.mif import write_mif
 
-    prepared = prepare_peaks(args.lmax, backend="cuda")  # the CUDA context: page-locked memory from here on
+    prepare_peaks(args.lmax, backend="cuda")  # the CUDA context: page-locked memory from here on
     sh = make_phantom(args, relative_noise=0.1, seed=4)["sh"].astype(np.float32)
     rows, results = [], {}
     with tempfile.TemporaryDirectory() as folder:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
             row("copy to the GPU", lambda: (copy(), device_arrays.synchronize()), gpu_ms=1e3 * gpu_time(copy, args.repeats)[0])
 
             def peaks() -> None:
-                results[memory] = sshopm_peaks(values, backend="cuda", prepared=prepared)
+                results[memory] = sshopm_peaks(values, backend="cuda")
 
             row("sshopm_peaks", peaks)
     same = all(np.array_equal(getattr(results["pageable"], field), getattr(results["page-locked"], field),

@@ -28,7 +28,7 @@ thread's channel loop waits on, the uncoalesced tile copy, shared-memory bandwid
 its picks ran well behind the best tiles (docs/decisions/conv-tiling-model.md). So
 ``tiling="model"`` uses :func:`tile_time`, a roofline-and-latency estimate of the kernel
 time whose constants (:class:`CostModel`) were fitted to every candidate's time on 22
-shapes (``bench/conv.py --sections sweep``); TDC's rule stays available as
+shapes (``python3 -m bench.conv --sections sweep``); TDC's rule stays available as
 :func:`select_tile_tdc`.
 """
 
@@ -290,7 +290,7 @@ class CostModel:
 #: Constants of :func:`tile_time` for the k×k unit-stride kernel
 #: (:func:`gpu.conv.codegen.tucker_square_kernel_source`), fitted on the H100 (2026-11-22)
 #: to the times of all 22 531 candidates (TN ≤ 4) of the 18 TDC shapes with that kernel
-#: (``bench/conv.py --sections sweep``): least squares on log time, then the pick quality.
+#: (``python3 -m bench.conv --sections sweep``): least squares on log time, then the pick quality.
 #: Global traffic never limited a candidate in the fit (``bytes_per_us`` went to the top of
 #: its range), and ``launch_us`` also carries the fixed latency of every launch (parameter
 #: loads, index set-up, first weight load), so it exceeds an empty kernel's.

@@ -16,8 +16,8 @@ from gpu.peaks.sshopm_starts import neighbor_steps
 
 __all__ = ["run_sshopm_cpu", "COMPILE_SECONDS"]
 
-# Seconds to compile sshopm_cpu_m{order} (a shared 2-core VM, 2026-11-24; up to 1.7x that
-# under load): what a first run is told to expect (the CUDA kernels: gpu.peaks.backend_cuda).
+# Seconds sshopm_cpu_m{order} takes to compile on a small machine: what a first run is told to
+# expect (the CUDA kernels: gpu.peaks.backend_cuda).
 COMPILE_SECONDS = {2: 5, 4: 6, 6: 8, 8: 10, 10: 13, 12: 18}
 
 
@@ -25,7 +25,6 @@ def run_sshopm_cpu(
     order: int,
     coeffs: np.ndarray,
     sh2t: np.ndarray,
-    alphas: np.ndarray,
     starts: np.ndarray,
     neighbors: np.ndarray,
     fparams: np.ndarray,
@@ -58,8 +57,8 @@ def run_sshopm_cpu(
         chunk_hist = np.zeros((4 * n_threads, HIST_BINS), np.int64)
         # Always a C-contiguous float64 chunk: one compiled signature per order serves float32
         # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
-        args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, alphas[lo:hi], starts, neighbors, steps,
-                fparams, iparams, directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
+        args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, starts, neighbors, steps, fparams, iparams,
+                directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
         if lo == 0 and not is_compiled(loop, args):
             announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])
         run_parallel_loop(loop, *args)

@@ -1,25 +1,18 @@
-"""CUDA backend of SS-HOPM, in up to six launches per chunk of voxels.
+"""CUDA backend of SS-HOPM, in five launches per chunk of voxels.
 
 0. ``sh_to_tensor_cuda`` (gpu.peaks.kernels_cuda): SH coefficients → unique tensor entries
    (gpu.peaks.symmetric_tensor.sh_to_tensor_matrix, its non-zero entries).
 1. ``seed_cuda_m{order}`` (generated): a block per SEED_VOXELS voxels, one thread per start, the
    tensor's unique entries in shared memory (Ballard, Kolda & Plantenga 2011, Sec. III-D):
-   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are listed (in two passes:
-   ranked by start value).
+   every start evaluates A x^(m−1) and A x^m and the voxel's seeds are listed in start order.
 2. ``climb_cuda_m{order}`` (generated): one thread per seed, the seeds of all voxels packed
-   end to end: all seeds, or in two passes (PeaksOptions.bounded, .basin_angle) the npeaks
-   highest of each voxel; ``climb_owners`` (gpu.peaks.kernels_cuda) first lists each
-   climb's voxel.
+   end to end; ``climb_owners`` (gpu.peaks.kernels_cuda) first lists each climb's voxel.
    Climbing in the voxel's block left most lanes of its one busy warp idle (a voxel has
-   few seeds out of 128 starts), and the block's registers kept other voxels off the SM
+   few seeds out of its starts), and the block's registers kept other voxels off the SM
    (docs/benchmarks.md, measured design choices).
-3. ``bound_cuda`` (gpu.peaks.kernels_cuda), when bounded: one thread per voxel counts the further seeds
-   that reach the floor the first climbs set (gpu.peaks.sshopm_math.later_seed_floor).
-4. ``climb_cuda_m{order}`` again for those seeds (all the rest when only the basin stop is
-   on); they stop inside the first climbs' basins (gpu.peaks.sshopm_math.in_found_basin).
-5. ``select_cuda`` (gpu.peaks.kernels_cuda): one thread per voxel merges duplicate maxima, ranks them and
+3. ``select_cuda`` (gpu.peaks.kernels_cuda): one thread per voxel merges duplicate maxima, ranks them and
    applies the thresholds, exactly as the CPU backend does.
-6. ``iteration_histogram`` (gpu.peaks.kernels_cuda): the climbs' iterations, counted into the
+4. ``iteration_histogram`` (gpu.peaks.kernels_cuda): the climbs' iterations, counted into the
    histogram the CPU backend also reports.
 
 Voxels go in chunks so long runs report progress and can be cancelled between chunks.
@@ -41,9 +34,7 @@ from typing import Callable
 import numpy as np
 
 from gpu.cuda.simulator import simulator_active
-from gpu.peaks.sshopm_layout import (
-    CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, N_STATS, P_BOUNDED, P_COS_BASIN, SEED_VOXELS, in_two_passes,
-)
+from gpu.peaks.sshopm_layout import CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, N_STATS, SEED_VOXELS
 from gpu.peaks.sshopm_starts import neighbor_steps
 
 __all__ = ["run_sshopm_cuda", "load_cuda_runtime"]
@@ -54,11 +45,11 @@ HIST_THREADS = 256
 # enough blocks to fill an H100 several times over; each then loops over its share
 HIST_BLOCKS = 1024
 # Entries of the SH→tensor matrix below this fraction of its largest are rounding residue
-# of exact zeros (at most 6e-15 at lmax 2–12, the true entries at least 3e-5 of the largest).
+# of exact zeros, orders of magnitude below the smallest true entry at every lmax.
 SH2T_ZERO = 1e-9
 
-# The CUDA kernels of an order compile in about this many times the CPU loop's seconds
-# (19 s against 10 s at lmax 8 on an H100 host): what a first run is told to expect.
+# The CUDA kernels of an order compile in about this many times the CPU loop's seconds: what
+# a first run is told to expect.
 CUDA_COMPILE_FACTOR = 1.9
 
 
@@ -149,14 +140,6 @@ def load_cuda_runtime() -> None:
         driver.ensure_context()
 
 
-def _packed(counts: np.ndarray) -> tuple[np.ndarray, int]:
-    """(exclusive prefix sum as int32, total) of per-voxel climb counts: where each voxel's
-    climbs start when all voxels' climbs are packed end to end."""
-    first = np.zeros(counts.size, np.int32)
-    np.cumsum(counts[:-1], out=first[1:])
-    return first, int(first[-1] + counts[-1]) if counts.size else 0
-
-
 def _nonzero_rows(sh2t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The SH→tensor matrix (unique entries, SH coefficients) in compressed rows: (first,
     columns, values) such that row k's non-zero entries are values[first[k]:first[k + 1]]
@@ -167,14 +150,6 @@ def _nonzero_rows(sh2t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     np.cumsum(keep.sum(axis=1), out=first[1:])
     rows, columns = np.nonzero(keep)
     return first, columns.astype(np.int32), np.asarray(sh2t, np.float32)[rows, columns]
-
-
-def _owners(api, kernels, first, counts, climbs: int):
-    """(a device array for each packed climb's voxel, the ``climb_owners`` launch that fills
-    it, that launch's arguments)."""
-    owners = api.device_array(max(climbs, 1), np.int32)
-    launch = kernels["climb_owners"][(counts.shape[0] + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
-    return owners, launch, (first, counts, owners)
 
 
 def _climb_arrays(api, climbs: int) -> tuple:
@@ -188,7 +163,6 @@ def run_sshopm_cuda(
     order: int,
     coeffs: np.ndarray,
     sh2t: np.ndarray,
-    alphas: np.ndarray,
     starts: np.ndarray,
     neighbors: np.ndarray,
     fparams: np.ndarray,
@@ -200,7 +174,7 @@ def run_sshopm_cuda(
     """Same contract as :func:`gpu.peaks.backend_cpu.run_sshopm_cpu`, computed in float32 on the GPU.
 
     ``kernel_seconds`` adds up CUDA-event times of the kernels (``kernel_seconds_by_phase``;
-    transfers and the host's prefix sums between phases excluded); ``compute_seconds`` is the
+    transfers and the host's prefix sum between phases excluded); ``compute_seconds`` is the
     host wall time.
     """
     kernels = _NumbaKernels() if simulator_active() else _DriverKernels(order)
@@ -215,7 +189,6 @@ def run_sshopm_cuda(
     coeffs = coeffs.astype(np.float32, copy=False)
     d_coeffs = api.to_device(coeffs if coeffs.flags.f_contiguous else np.ascontiguousarray(coeffs))
     d_sh2t = tuple(api.to_device(part) for part in _nonzero_rows(sh2t))
-    d_alphas = api.to_device(np.ascontiguousarray(alphas, np.float32))
     d_starts = api.to_device(np.ascontiguousarray(starts, np.float32))
     d_neighbors = api.to_device(np.ascontiguousarray(neighbors, np.int32))
     # made from the float32 starts, as the kernel once made them itself
@@ -230,11 +203,8 @@ def run_sshopm_cuda(
     chunk = min(chunk_voxels, max(n, 1))
     d_tensors = api.device_array((n_unique, chunk), np.float32)
     d_slots = api.device_array((chunk, n_starts), np.uint8)
-    # Start values of the seeds, read only by bound_cuda.
-    d_values = api.device_array((chunk, n_starts) if iparams[P_BOUNDED] else (1, 1), np.float32)
     d_n_seeds = api.device_array(chunk, np.int32)
-    d_zeros = kernels.full(chunk, np.int32, 0)
-    phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "bound": 0.0, "select": 0.0}
+    phases = {"convert": 0.0, "seed": 0.0, "climb": 0.0, "select": 0.0}
 
     def timed(kernel, *args) -> float:
         # Views and launch configurations are made before the events: slicing a device
@@ -257,60 +227,33 @@ def run_sshopm_cuda(
         m = hi - lo
         tensors = part(d_tensors, 0, m, columns=True)
         slots = part(d_slots, 0, m)
-        values = part(d_values, 0, m) if iparams[P_BOUNDED] else d_values
         n_seeds_m = part(d_n_seeds, 0, m)
-        seed_args = (tensors, d_starts, d_neighbors, d_steps, d_fparams, d_iparams, slots, values, n_seeds_m)
         convert = kernels["sh_to_tensor_cuda"][(m + CONVERT_VOXELS - 1) // CONVERT_VOXELS,
                                                  CONVERT_VOXELS * CONVERT_WARPS]
         phases["convert"] += timed(convert, part(d_coeffs, lo, hi, columns=True), *d_sh2t, tensors)
-        phases["seed"] += timed(seed_kernel[(m + SEED_VOXELS - 1) // SEED_VOXELS, n_starts], *seed_args)
+        seed = seed_kernel[(m + SEED_VOXELS - 1) // SEED_VOXELS, n_starts]
+        phases["seed"] += timed(seed, tensors, d_starts, d_neighbors, d_steps, d_fparams, d_iparams, slots, n_seeds_m)
+        # where each voxel's climbs start when all voxels' climbs are packed end to end
         n_seeds = n_seeds_m.copy_to_host()
-        n_first = np.minimum(n_seeds, npeaks) if in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]) else n_seeds
-        first, climbs = _packed(n_first)
-        d_first, d_n_first = api.to_device(first), api.to_device(n_first.astype(np.int32))
-        first_climbs = _climb_arrays(api, climbs)
-        zeros = part(d_zeros, 0, m)
-        climb_args = (tensors, part(d_alphas, lo, hi), d_starts, slots)
+        first = np.zeros(m, np.int32)
+        np.cumsum(n_seeds[:-1], out=first[1:])
+        climbs = int(first[-1] + n_seeds[-1])
+        d_first = api.to_device(first)
+        results = _climb_arrays(api, climbs)
         if climbs:
-            owners, fill, fill_args = _owners(api, kernels, d_first, d_n_first, climbs)
-            phases["climb"] += timed(fill, *fill_args)
+            owners = api.device_array(climbs, np.int32)
+            fill = kernels["climb_owners"][(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
+            phases["climb"] += timed(fill, d_first, n_seeds_m, owners)
             climb = climb_kernel[(climbs + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
-            phases["climb"] += timed(climb, *climb_args, d_first, owners, climbs, zeros, zeros, zeros, zeros,
-                                     *first_climbs[:2], first_climbs[3], d_fparams, d_iparams, *first_climbs)
-        later_climbs, d_later_first, d_n_later, all_climbs = first_climbs, zeros, zeros, climbs
-        if (n_seeds > n_first).any():
-            if iparams[P_BOUNDED]:
-                d_n_later = api.device_array(m, np.int32)
-                bound = kernels["bound_cuda"][(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
-                phases["bound"] += timed(bound, d_first, d_n_first, n_seeds_m, values, first_climbs[0],
-                                         first_climbs[1], first_climbs[3], d_fparams, d_iparams, d_n_later)
-                n_later = d_n_later.copy_to_host()
-            else:
-                n_later = n_seeds - n_first
-                d_n_later = api.to_device(n_later)
-            later_first, later = _packed(n_later)
-            if later:
-                # Voxel v's climbs end up at first[v] + later_first[v]: its first climbs
-                # (moved there by select_cuda), then its later ones.
-                all_climbs = climbs + later
-                later_climbs = _climb_arrays(api, all_climbs)
-                d_later_first = api.to_device(later_first)
-                d_write = api.to_device((first + n_first).astype(np.int32))
-                owners, fill, fill_args = _owners(api, kernels, d_later_first, d_n_later, later)
-                phases["climb"] += timed(fill, *fill_args)
-                climb = climb_kernel[(later + CLIMB_THREADS - 1) // CLIMB_THREADS, CLIMB_THREADS]
-                phases["climb"] += timed(climb, *climb_args, d_later_first, owners, later, d_n_first, d_write,
-                                         d_first, d_n_first, *first_climbs[:2], first_climbs[3], d_fparams,
-                                         d_iparams, *later_climbs)
+            phases["climb"] += timed(climb, tensors, d_starts, slots, d_first, owners, climbs, d_fparams, d_iparams,
+                                     *results)
         select = kernels["select_cuda"][(m + SELECT_THREADS - 1) // SELECT_THREADS, SELECT_THREADS]
-        phases["select"] += timed(select, d_first, d_n_first, d_later_first, d_n_later, n_seeds_m,
-                                  later_climbs is not first_climbs, *first_climbs, *later_climbs, d_fparams, d_iparams, part(d_directions, lo, hi),
+        phases["select"] += timed(select, d_first, n_seeds_m, *results, d_fparams, d_iparams, part(d_directions, lo, hi),
                                   part(d_amplitudes, lo, hi), part(d_count, lo, hi), part(d_stats, lo, hi))
-        if all_climbs:
-            # after select_cuda, which moved a second pass's first climbs next to the later ones
-            blocks = min((all_climbs + HIST_THREADS - 1) // HIST_THREADS, HIST_BLOCKS)
+        if climbs:
+            blocks = min((climbs + HIST_THREADS - 1) // HIST_THREADS, HIST_BLOCKS)
             count_its = kernels["iteration_histogram"][blocks, HIST_THREADS]
-            phases["climb"] += timed(count_its, later_climbs[2], all_climbs, d_hist)
+            phases["climb"] += timed(count_its, results[2], climbs, d_hist)
         if progress is not None:
             progress(hi / n)
     result = {

@@ -1,6 +1,6 @@
-"""The hand-written SS-HOPM CUDA kernels (phases 0, 3 and 5 of
-:mod:`gpu.peaks.backend_cuda`); the seed and climb kernels are generated per tensor order in
-:mod:`gpu.peaks.sshopm_generated_cuda`. Only this module and the generated one import numba.
+"""The hand-written SS-HOPM CUDA kernels (phases 0, 3 and 4 of :mod:`gpu.peaks.backend_cuda`,
+and the climbs' owners of phase 2); the seed and climb kernels are generated per tensor order
+in :mod:`gpu.peaks.sshopm_generated_cuda`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ from gpu.peaks import sshopm_math as sm
 from gpu.peaks.limits import MAX_STARTS
 from gpu.peaks.sshopm_generated_cuda import SEED_OPTIONS
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, P_COS_MERGE, P_NPEAKS,
-    P_REL_THRESHOLD, P_SEED_FRACTION, P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS,
-    S_SKIPPED,
+    CLIMB_CAPPED, CLIMB_PEAK, CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, P_COS_MERGE, P_NPEAKS, P_REL_THRESHOLD,
+    P_THRESHOLD, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
 
-__all__ = ["sh_to_tensor_cuda", "climb_owners", "bound_cuda", "select_cuda", "iteration_histogram"]
+__all__ = ["sh_to_tensor_cuda", "climb_owners", "select_cuda", "iteration_histogram"]
 
 #: SH coefficients at lmax 12, the highest order the generated kernels take.
 MAX_COEFFS = 91
@@ -57,8 +56,8 @@ def sh_to_tensor_cuda(coeffs, sh2t_first, sh2t_cols, sh2t_values, tensors):
 @cuda.jit(cache=True)
 def climb_owners(first_climb, n_climbs, owners):
     """owners[first_climb[v] + i] = v for i < n_climbs[v], one thread per voxel: the voxel of
-    each packed climb, which the climb kernels then read in one load (a binary search of
-    first_climb took a tenth of their instructions and a sixth of their stalls, ncu)."""
+    each packed climb, which the climb kernel then reads in one load instead of a binary
+    search of first_climb (docs/benchmarks.md, measured design choices)."""
     v = cuda.grid(1)
     if v >= n_climbs.shape[0]:
         return
@@ -68,61 +67,22 @@ def climb_owners(first_climb, n_climbs, owners):
 
 
 @cuda.jit(**SEED_OPTIONS)
-def bound_cuda(first_climb, n_first, n_seeds, seed_values, climb_dirs, climb_lams, climb_flags, fparams, iparams,
-               n_later):
-    """Phase 3, one thread per voxel: n_later[v], how many of voxel v's seeds after its first
-    n_first[v] climbs reach the floor those climbs set (gpu.peaks.sshopm_math.later_seed_floor);
-    seeds are ranked by start value, so they are the next ones."""
-    v = cuda.grid(1)
-    if v >= n_seeds.shape[0]:
-        return
-    valid = cuda.local.array(MAX_STARTS, uint8)
-    keep = cuda.local.array(MAX_STARTS, uint8)
-    base = uint64(first_climb[v])
-    n = uint64(n_first[v])
-    later = n_first[v]
-    if n_seeds[v] > later:
-        for i in range(n):
-            valid[i] = 1 if climb_flags[base + i] & CLIMB_PEAK else 0
-        floor = sm.later_seed_floor(
-            n, climb_dirs[base:base + n, 0], climb_dirs[base:base + n, 1], climb_dirs[base:base + n, 2],
-            climb_lams[base:base + n], valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-        )
-        while later < n_seeds[v] and seed_values[v, later] >= floor:
-            later += 1
-    n_later[v] = later - n_first[v]
-
-
-@cuda.jit(**SEED_OPTIONS)
-def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first, first_dirs, first_lams, first_its,
-                first_flags, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams, out_dirs, out_amps,
-                out_count, out_stats):
-    """Phase 5, one thread per voxel, the CPU backend's loop: move the voxel's first climbs
-    next to its later ones (``move_first``: there was a second pass), drop climbs that did not end at a strict local maximum, merge
-    duplicates, rank by amplitude, threshold, write (gpu.peaks.sshopm_math.select_peaks). A
-    warp per voxel kept few of its lanes busy (a voxel has a few climbs) and issued the
-    instructions of all 32; indices are unsigned."""
+def select_cuda(first_climb, n_seeds, climb_dirs, climb_lams, climb_its, climb_flags, fparams, iparams, out_dirs,
+                out_amps, out_count, out_stats):
+    """Phase 3, one thread per voxel, the CPU backend's loop: drop the voxel's climbs that did
+    not end at a strict local maximum, merge duplicates, rank by amplitude, threshold, write
+    (gpu.peaks.sshopm_math.select_peaks). A warp per voxel kept few of its lanes busy (a voxel
+    has a few climbs) and issued the instructions of all 32; indices are unsigned."""
     v = cuda.grid(1)
     if v >= n_seeds.shape[0]:
         return
     valid = cuda.local.array(MAX_STARTS, uint8)
     walked = cuda.local.array(MAX_STARTS, int16)
-    first = uint64(first_climb[v])
-    base = first + uint64(later_first[v])
-    if move_first:
-        for i in range(uint64(n_first[v])):
-            climb_dirs[base + i, 0] = first_dirs[first + i, 0]
-            climb_dirs[base + i, 1] = first_dirs[first + i, 1]
-            climb_dirs[base + i, 2] = first_dirs[first + i, 2]
-            climb_lams[base + i] = first_lams[first + i]
-            climb_its[base + i] = first_its[first + i]
-            climb_flags[base + i] = first_flags[first + i]
-    n = uint64(n_first[v] + n_later[v])
-    out_stats[v, S_SKIPPED] = n_seeds[v] - n_first[v] - n_later[v]
+    base = uint64(first_climb[v])
+    n = uint64(n_seeds[v])
     total = 0
     most = 0
     capped = 0
-    merged = 0
     for i in range(n):
         its = climb_its[base + i]
         flags = climb_flags[base + i]
@@ -130,14 +90,11 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first,
         most = max(most, its)
         if flags & CLIMB_CAPPED:
             capped += 1
-        if flags & CLIMB_MERGED:
-            merged += 1
         valid[i] = 1 if flags & CLIMB_PEAK else 0
     out_stats[v, S_ITERATIONS] = total
     out_stats[v, S_MAX_ITERATIONS] = most
     out_stats[v, S_SEEDS] = n
     out_stats[v, S_CAPPED] = capped
-    out_stats[v, S_MERGED] = merged
     # a signed count: select_peaks's candidate index starts at -1 (none yet)
     out_count[v] = sm.select_peaks(
         int16(n), climb_dirs[base:base + n, 0], climb_dirs[base:base + n, 1], climb_dirs[base:base + n, 2],
@@ -147,7 +104,7 @@ def select_cuda(first_climb, n_first, later_first, n_later, n_seeds, move_first,
 
 @cuda.jit(cache=True)
 def iteration_histogram(its, n, hist):
-    """hist[min(its[i], HIST_BINS − 1)] += 1 for i < n, the climbs' iterations: each block
+    """Phase 4: hist[min(its[i], HIST_BINS − 1)] += 1 for i < n, the climbs' iterations: each block
     counts its share in shared memory and adds its counts to ``hist`` once (one global
     atomic add a climb, inside the climb kernels, onto a few counters serialised them)."""
     counts = cuda.shared.array(HIST_BINS, int32)

@@ -58,9 +58,7 @@ def exact_peak_offsets(entries: np.ndarray, directions: np.ndarray, count: np.nd
         for d in dirs[: int(k)]:
             x, y, z = (float(c) for c in d / np.linalg.norm(d))
             for _ in range(20):
-                x, y, z, _, step, _ = sshopm_math.sshopm_step(
-                    order, x, y, z, *axm2(a, x, y, z), sshopm_math.SHIFT_ADAPTIVE, 0.0, True, 0.05
-                )
+                x, y, z, _, step, _ = sshopm_math.sshopm_step(order, x, y, z, *axm2(a, x, y, z), 0.05)
                 if step < 1e-12:
                     break
             cosine = min(1.0, abs(x * d[0] + y * d[1] + z * d[2]) / float(np.linalg.norm(d)))

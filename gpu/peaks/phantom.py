@@ -9,7 +9,7 @@ the coefficients. The ground truth is the fiber directions themselves.
 ``relative_noise`` adds the noise of low-SNR data, grey matter or unconstrained fits
 (CSA/Q-ball ODFs): on every coefficient, of every SH order, a standard deviation
 proportional to the voxel's own l = 0 coefficient. It raises many small noise lobes, which
-is what makes a peak search climb more (bench/peaks_noisy.py).
+is what makes a peak search climb more (python3 -m bench.peaks noisy).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field, replace
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Literal
 
 import numpy as np
@@ -26,15 +26,13 @@ from gpu.cuda.device import device_name
 from gpu.peaks.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
-    N_FPARAMS, N_IPARAMS, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,
-    P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS,
-    S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED, SHIFT_ADAPTIVE, SHIFT_FIXED,
+    N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION,
+    P_SEED_LOCAL, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
 from gpu.peaks.sshopm_starts import hemisphere_starts, start_neighbors
-from gpu.peaks.symmetric_tensor import index_classes, multiplicities, sh_to_tensor, sh_to_tensor_matrix
+from gpu.peaks.symmetric_tensor import sh_to_tensor_matrix
 
-__all__ = ["PeaksOptions", "PeaksResult", "PreparedPeaks", "prepare_peaks", "start_preparing", "sshopm_peaks",
-           "finite_voxels", "convexity_shift"]
+__all__ = ["PeaksOptions", "PeaksResult", "prepare_peaks", "sshopm_peaks", "finite_voxels"]
 
 
 @dataclass(frozen=True)
@@ -50,22 +48,12 @@ class PeaksOptions:
     along its gradient (:func:`gpu.peaks.sshopm_math.is_seed`); "all" drops the second test. A
     start lies within half the start spacing of any lobe's peak, where an lmax ≤ 12 FOD lobe
     keeps well over half its height, so 0.5 loses no reportable peak; 0 climbs from every
-    positive start that passes the neighbour test. ``shift`` "adaptive" is GEAP's shift,
-    "fixed" the convexity bound; ``newton`` finishes with Newton steps once the tangent
-    Hessian is negative definite. With ``bounded``, seeds climb by decreasing start value:
-    the ``npeaks`` highest first, then only those at least ``seed_fraction`` × the
-    ``npeaks``-th distinct peak found (:func:`gpu.peaks.sshopm_math.later_seed_floor`), the
-    first floor's own argument, which keeps noisy FODs from climbing every noise lobe. With
-    ``basin_angle`` > 0, those later climbs stop as duplicates once within that many degrees
-    of a higher found peak with a negative definite tangent Hessian
-    (:func:`gpu.peaks.sshopm_math.in_found_basin`). Both are experimental and off by
-    default, and not offered as job parameters: the bound can miss a shoulder maximum the
-    unbounded search reaches only from a seed far below it, and on the CUDA backend (float32)
-    both changed peaks on a noisy phantom and made the kernels slower, not faster
-    (tests/gpu/peaks/test_bounded_search.py, docs/benchmarks.md).
-    A climb stops when it moves less than ``step_tol``
-    radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter`` iterations
-    (then it is dropped and counted). Peaks closer than ``merge_angle`` degrees are one.
+    positive start that passes the neighbour test. A climb takes shifted power steps with
+    GEAP's adaptive shift and Newton steps once the tangent Hessian is negative definite
+    (:func:`gpu.peaks.sshopm_math.sshopm_step`); it stops when it moves less than
+    ``step_tol`` radians and λ changes by less than ``tol_lambda``·|λ|, or after ``max_iter``
+    iterations (then it is dropped and counted); no step moves more than ``max_step``
+    radians. Peaks closer than ``merge_angle`` degrees are one.
     """
 
     npeaks: int = 3
@@ -74,10 +62,6 @@ class PeaksOptions:
     starts: int = 128
     seeding: Literal["local-max", "all"] = "local-max"
     seed_fraction: float = 0.5
-    bounded: bool = False
-    basin_angle: float = 0.0
-    shift: Literal["adaptive", "fixed"] = "adaptive"
-    newton: bool = True
     max_iter: int = 30
     tol_lambda: float = 1e-6
     step_tol: float = 1e-4
@@ -97,14 +81,10 @@ class PeaksOptions:
             raise ValueError("threshold must be a finite number")
         if self.seeding not in ("local-max", "all"):
             raise ValueError(f"seeding must be 'local-max' or 'all', not {self.seeding!r}")
-        if self.shift not in ("adaptive", "fixed"):
-            raise ValueError(f"shift must be 'adaptive' or 'fixed', not {self.shift!r}")
         if not 0.0 <= self.seed_fraction <= 1.0:
             raise ValueError(f"seed_fraction must be in [0, 1], not {self.seed_fraction}")
         if self.max_iter < 1:
             raise ValueError("max_iter must be at least 1")
-        if not 0.0 <= self.basin_angle < 90.0:
-            raise ValueError(f"basin_angle must be in [0, 90) degrees, not {self.basin_angle}")
 
 
 @dataclass
@@ -119,26 +99,6 @@ class PeaksResult:
     stats: dict = field(default_factory=dict)
 
 
-def convexity_shift(tensors: np.ndarray, order: int) -> np.ndarray:
-    """A shift α ≥ β(A) = (m−1) max_{‖x‖=1} ρ(A x^(m−2)) per tensor, which makes SS-HOPM
-    converge monotonically to local maxima (Kolda & Mayo 2011, Thm. 4.4).
-
-    Each entry of M = A x^(m−2) is bounded on the sphere by B_pq = Σ_J σ(J)|a_{J∪{p,q}}|
-    (|x^J| ≤ 1), and ρ(M) ≤ ‖M‖_F ≤ ‖B‖_F.
-    """
-    lower = order - 2
-    index = {tuple(c): k for k, c in enumerate(index_classes(order))}
-    weights = multiplicities(lower).astype(np.float64)
-    abs_tensors = np.abs(tensors)
-    frob = np.zeros(tensors.shape[0])
-    for p in range(3):
-        for q in range(p, 3):
-            entries = [index[tuple(sorted(tuple(c) + (p, q)))] for c in index_classes(lower)]
-            bound = abs_tensors[:, entries] @ weights
-            frob += (1.0 if p == q else 2.0) * bound * bound
-    return (order - 1) * np.sqrt(frob)
-
-
 def _kernel_params(options: PeaksOptions) -> tuple[np.ndarray, np.ndarray]:
     fparams = np.zeros(N_FPARAMS)
     fparams[P_TOL_LAMBDA] = options.tol_lambda
@@ -148,14 +108,10 @@ def _kernel_params(options: PeaksOptions) -> tuple[np.ndarray, np.ndarray]:
     fparams[P_THRESHOLD] = options.threshold
     fparams[P_REL_THRESHOLD] = options.relative_threshold
     fparams[P_SEED_FRACTION] = options.seed_fraction
-    fparams[P_COS_BASIN] = math.cos(math.radians(options.basin_angle)) if options.basin_angle > 0 else 2.0
     iparams = np.zeros(N_IPARAMS, np.int64)
     iparams[P_MAX_ITER] = options.max_iter
-    iparams[P_SHIFT] = SHIFT_FIXED if options.shift == "fixed" else SHIFT_ADAPTIVE
-    iparams[P_NEWTON] = int(options.newton)
     iparams[P_SEED_LOCAL] = int(options.seeding == "local-max")
     iparams[P_NPEAKS] = options.npeaks
-    iparams[P_BOUNDED] = int(options.bounded)
     return fparams, iparams
 
 
@@ -197,33 +153,26 @@ def _to_spatial(per_voxel: np.ndarray, spatial: tuple[int, ...], order: str) -> 
 
 
 @dataclass(frozen=True)
-class PreparedPeaks:
-    """What :func:`sshopm_peaks` needs before it sees the data, for one ``lmax``, ``basis``,
-    ``options`` and resolved ``backend``: the SH→tensor matrix ``sh2t`` (unique entries,
-    n_coeffs), the ``starts`` (S, 3), their ``neighbors`` and the kernels' parameter vectors;
-    ``seconds`` :func:`prepare_peaks` took to build them and load the backend's kernels into
-    this process (0 when the kernels are left to load at their first launch)."""
+class _Preparation:
+    """What a run needs before it sees the data, for one lmax, basis and options: the
+    SH→tensor matrix ``sh2t`` (unique entries, n_coeffs), the ``starts`` (S, 3), their
+    ``neighbors``, the kernels' parameter vectors and ``npeaks``."""
 
-    lmax: int
-    basis: str
-    options: PeaksOptions
-    backend: str
     sh2t: np.ndarray
     starts: np.ndarray
     neighbors: np.ndarray
     fparams: np.ndarray
     iparams: np.ndarray
-    seconds: float
+    npeaks: int
 
 
-def _run_backend(backend: str, lmax: int, coeffs: np.ndarray, alphas: np.ndarray, prepared: PreparedPeaks,
-                 **kwargs) -> dict:
+def _run_backend(backend: str, lmax: int, coeffs: np.ndarray, preparation: _Preparation, **kwargs) -> dict:
     if backend == "cuda":
         from gpu.peaks.backend_cuda import run_sshopm_cuda as run
     else:
         from gpu.peaks.backend_cpu import run_sshopm_cpu as run
-    return run(lmax, coeffs, prepared.sh2t, alphas, prepared.starts, prepared.neighbors, prepared.fparams,
-               prepared.iparams, prepared.options.npeaks, **kwargs)
+    return run(lmax, coeffs, preparation.sh2t, preparation.starts, preparation.neighbors, preparation.fparams,
+               preparation.iparams, preparation.npeaks, **kwargs)
 
 
 def _one_fiber_voxel(lmax: int, amplitude: float) -> np.ndarray:
@@ -236,56 +185,68 @@ def _one_fiber_voxel(lmax: int, amplitude: float) -> np.ndarray:
     return (coeffs * amplitude / peak)[:, None]
 
 
-def _prepared_arrays(lmax: int, basis: str, options: PeaksOptions, backend: str) -> PreparedPeaks:
-    """The matrices and parameters of :class:`PreparedPeaks`; the kernels load at first launch."""
+def _prepare(lmax: int, basis: str, options: PeaksOptions, backend: str) -> _Preparation:
+    """Make a :class:`_Preparation` and load the kernels of the resolved ``backend`` by a run on
+    one single-fiber voxel: on a GPU from their saved cubins (gpu.cuda.cubin_cache), else from
+    numba's on-disk cache (or compiled, with a notice). For the CUDA backend this first
+    creates the CUDA context: the device's primary context, which every thread of the
+    process (and numba) shares, so kernels loaded here launch from any thread."""
     fparams, iparams = _kernel_params(options)
-    return PreparedPeaks(
-        lmax=lmax, basis=basis, options=options, backend=resolve_backend(backend),
-        sh2t=sh_to_tensor_matrix(lmax, basis), starts=hemisphere_starts(options.starts),
-        neighbors=start_neighbors(options.starts), fparams=fparams, iparams=iparams, seconds=0.0,
-    )
-
-
-def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = PeaksOptions(),
-                  backend: str = "auto") -> PreparedPeaks:
-    """Everything :func:`sshopm_peaks` prepares before it touches a voxel, for data of ``lmax``:
-    the matrices and parameters, and the backend's kernels for a volume of one chunk, loaded
-    by a run on one single-fiber voxel: on a GPU from their saved cubins (gpu.cuda.cubin_cache),
-    else from numba's on-disk cache (or compiled, with a notice). For the CUDA backend this
-    also creates the CUDA context: the device's primary context, which every thread of the
-    process (and numba) shares, so kernels loaded here launch from any thread.
-    The result feeds ``sshopm_peaks(..., prepared=...)``."""
-    started = time.perf_counter()
-    prepared = _prepared_arrays(lmax, basis, options, backend)
-    if prepared.backend == "cuda":
+    preparation = _Preparation(sh2t=sh_to_tensor_matrix(lmax, basis), starts=hemisphere_starts(options.starts),
+                               neighbors=start_neighbors(options.starts), fparams=fparams, iparams=iparams,
+                               npeaks=options.npeaks)
+    if backend == "cuda":
         from gpu.peaks.backend_cuda import load_cuda_runtime
 
         load_cuda_runtime()
     # Above every threshold, so that its seeds climb and the climb kernel loads too.
-    voxel = _one_fiber_voxel(lmax, max(1.0, 2.0 * options.threshold))
-    _run_backend(prepared.backend, lmax, voxel, np.zeros(1), prepared)
-    return replace(prepared, seconds=time.perf_counter() - started)
+    _run_backend(backend, lmax, _one_fiber_voxel(lmax, max(1.0, 2.0 * options.threshold)), preparation)
+    return preparation
 
 
-def start_preparing(lmax: int, basis: str = "mrtrix", options: PeaksOptions = PeaksOptions(),
-                    backend: str = "auto") -> "Future[PreparedPeaks]":
-    """:func:`prepare_peaks` in a background thread: a future of its result, or of its
-    exception. Meant to overlap the fixed start-up costs (the CUDA context and the kernels'
-    cubins; numba and its cache on the CPU backend) with reading the volume, whose inflate releases the GIL. The thread
-    is not a daemon: an interpreter that exits early waits for it rather than killing it
-    inside a CUDA driver call."""
-    future: Future[PreparedPeaks] = Future()
+@dataclass
+class _Slot:
+    """One memoised preparation: made once, under its own lock, by the first caller."""
 
-    def work() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(prepare_peaks(lmax, basis, options, backend))
-        except BaseException as exc:  # handed to whoever waits on the future
-            future.set_exception(exc)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    preparation: _Preparation | None = None
 
-    threading.Thread(target=work, name=f"prepare-peaks-lmax{lmax}").start()
-    return future
+
+# Preparations a process keeps, the most recently used: a worker's jobs share a few settings,
+# and options come from job parameters, which could otherwise grow the memo without end.
+_KEPT_PREPARATIONS = 8
+_preparations: OrderedDict[tuple, _Slot] = OrderedDict()
+_preparations_lock = threading.Lock()
+
+
+def _prepared(lmax: int, basis: str, options: PeaksOptions, backend: str) -> _Preparation:
+    """The preparation for these settings (``backend`` resolved), made by the first caller and
+    kept; a caller that comes while another makes it waits for that one. A preparation that
+    fails is not kept: the next caller tries again (and gets the error itself)."""
+    key = (lmax, basis, options, backend)
+    with _preparations_lock:
+        slot = _preparations.setdefault(key, _Slot())
+        _preparations.move_to_end(key)
+        while len(_preparations) > _KEPT_PREPARATIONS:
+            _preparations.popitem(last=False)
+    with slot.lock:
+        if slot.preparation is None:
+            slot.preparation = _prepare(lmax, basis, options, backend)
+        return slot.preparation
+
+
+def prepare_peaks(lmax: int, basis: str = "mrtrix", options: PeaksOptions = PeaksOptions(),
+                  backend: str = "auto") -> float:
+    """Make ready what :func:`sshopm_peaks` needs for data of ``lmax`` in ``basis`` with
+    ``options`` on ``backend`` before it touches a voxel: the CUDA context on a GPU, the
+    backend's kernels (loaded by a run on one voxel), the SH→tensor matrix and the starts.
+    Once per process and settings (thread-safe; the most recent few are kept):
+    :func:`sshopm_peaks` then finds it ready, or waits for the thread making it. A caller
+    may run it ahead on a thread of its own, while it reads the volume. Returns the seconds
+    this call took (about 0 when it was ready already)."""
+    started = time.perf_counter()
+    _prepared(lmax, basis, options, resolve_backend(backend))
+    return time.perf_counter() - started
 
 
 # Voxels whose sums are taken together where each voxel's coefficients lie together in memory.
@@ -349,25 +310,28 @@ def _finite_by_sums(sh: np.ndarray) -> np.ndarray:
 
 def sshopm_peaks(
     sh: np.ndarray,
-    *,
-    basis: str = "mrtrix",
     mask: np.ndarray | None = None,
     options: PeaksOptions = PeaksOptions(),
     backend: str = "auto",
-    progress: Callable[[float], None] | None = None,
-    chunk_voxels: int | None = None,
-    prepared: PreparedPeaks | Future | None = None,
+    *,
+    basis: str = "mrtrix",
     finite: np.ndarray | None = None,
+    progress: Callable[[float], None] | None = None,
+    empty: Callable[..., np.ndarray] = np.empty,
+    chunk_voxels: int | None = None,
 ) -> PeaksResult:
     """Fiber peaks of SH coefficients ``sh`` (..., n_coeffs) in ``basis`` (mrtrix|dipy).
 
     ``mask`` (...) selects voxels; voxels whose coefficients are not all finite give NaN
-    peaks and are counted in ``stats["nonfinite_voxels"]``. ``progress(fraction)`` is called
-    between chunks of voxels; an exception it raises stops the run (cancellation).
-    ``prepared``: a :func:`prepare_peaks` result (or a :func:`start_preparing` future) for this
-    lmax, basis, options and backend; the same peaks, without preparing them again.
-    ``finite``: :func:`finite_voxels` of ``sh``, where the caller has it (a job that warned
-    about those voxels first); the same peaks, without a second pass over the volume.
+    peaks and are counted in ``stats["nonfinite_voxels"]``. ``finite``: :func:`finite_voxels`
+    of ``sh``, where the caller has it (a job that warned about those voxels first); the
+    same peaks, without a second pass over the volume. ``progress(fraction)`` is called
+    between chunks of ``chunk_voxels`` voxels (the backend's default when None); an
+    exception it raises stops the run (cancellation). ``empty``: how to allocate, like
+    ``np.empty``, the host copy of the selected voxels made when some are left out
+    (``gpu.cuda.host_memory.host_empty(backend)`` gives page-locked memory, which a GPU reads by
+    DMA). The backend's kernels and matrices come from :func:`prepare_peaks`, made here
+    if no earlier call made them.
     """
     started = time.perf_counter()
     sh = np.asarray(sh)
@@ -393,35 +357,19 @@ def sshopm_peaks(
     chosen = resolve_backend(backend)
     # np.compress gives the selected voxels contiguous, a boolean index does not (and the
     # backends would copy them again; docs/benchmarks.md, measured design choices); in the
-    # layout they have, each voxel's coefficients together or each coefficient's voxels;
-    # for the GPU in page-locked memory, which it reads by DMA
+    # layout they have, each voxel's coefficients together or each coefficient's voxels
     if selected.all():
         coeffs = coeffs_t
     else:
-        from gpu.cuda.host_memory import host_empty
-
-        empty, n_coeffs, n_selected = host_empty(chosen), coeffs_t.shape[0], int(np.count_nonzero(selected))
+        n_coeffs, n_selected = coeffs_t.shape[0], int(np.count_nonzero(selected))
         if coeffs_t.T.flags.c_contiguous:
             coeffs = np.compress(selected, coeffs_t.T, axis=0, out=empty((n_selected, n_coeffs), coeffs_t.dtype)).T
         else:
             coeffs = np.compress(selected, coeffs_t, axis=1, out=empty((n_coeffs, n_selected), coeffs_t.dtype))
-    if prepared is None:
-        prepared = _prepared_arrays(lmax, basis, options, backend)
-    elif isinstance(prepared, Future):
-        prepared = prepared.result()
-    wanted = (lmax, basis, options, chosen)
-    if (prepared.lmax, prepared.basis, prepared.options, prepared.backend) != wanted:
-        raise ValueError(
-            f"prepared is for lmax {prepared.lmax}, basis {prepared.basis!r}, backend {prepared.backend!r} and "
-            f"{prepared.options}, not for this call's lmax {lmax}, basis {basis!r}, backend {chosen!r} and "
-            f"{options}; prepare with this call's arguments, or pass none"
-        )
-    if options.shift == "fixed":
-        alphas = convexity_shift(sh_to_tensor(coeffs.T, basis), lmax)
-    else:
-        alphas = np.zeros(coeffs.shape[1])
+    waited = time.perf_counter()
+    preparation = _prepared(lmax, basis, options, chosen)
     prepared_at = time.perf_counter()
-    run = _run_backend(chosen, lmax, coeffs, alphas, prepared, progress=progress,
+    run = _run_backend(chosen, lmax, coeffs, preparation, progress=progress,
                        **({"chunk_voxels": chunk_voxels} if chunk_voxels else {}))
     n_total = coeffs_t.shape[1]
     k = options.npeaks
@@ -453,13 +401,12 @@ def sshopm_peaks(
         "iterations_per_climb": _iteration_summary(run["hist"]),
         "max_iterations_in_a_voxel": int(voxel_stats[:, S_MAX_ITERATIONS].max(initial=0)),
         "iterations_total": int(voxel_stats[:, S_ITERATIONS].sum()),
-        "starts_skipped_by_bound": int(voxel_stats[:, S_SKIPPED].sum()),
-        "climbs_stopped_at_found_peaks": int(voxel_stats[:, S_MERGED].sum()),
         "starts_hit_cap": int(voxel_stats[:, S_CAPPED].sum()),
         "voxels_with_capped_starts": int((voxel_stats[:, S_CAPPED] > 0).sum()),
         "seconds": {
             "prepare": prepared_at - started,
-            **({"prepare_kernels": prepared.seconds} if prepared.seconds else {}),
+            # of which making the backend ready (prepare_peaks), or waiting for the thread making it
+            "prepare_kernels": prepared_at - waited,
             "compute": run["compute_seconds"],
             **({"kernel": run["kernel_seconds"]} if "kernel_seconds" in run else {}),
             **{f"kernel_{name}": value for name, value in run.get("kernel_seconds_by_phase", {}).items()},

@@ -18,7 +18,7 @@ CUDA kernels ``seed_cuda_m{m}`` (one block per voxel, one thread per start) and
 ``climb_cuda_m{m}`` (one thread per seed; see :mod:`gpu.peaks.backend_cuda`), which run the
 same algorithm and differ only in how the work is spread over threads. Order-independent
 math lives in :mod:`gpu.peaks.sshopm_math`. The kernels sit in a module of their own so that
-the CPU backend never imports ``numba.cuda`` (~40 ms, and the kernels' dispatchers).
+the CPU backend never imports ``numba.cuda`` and the kernels' dispatchers.
 
 The generated files are committed so they can be read and so numba can cache the compiled
 kernels on disk; ``python -m gpu.peaks.sshopm_codegen`` rewrites them and a test checks they
@@ -117,8 +117,8 @@ def _contraction_lines(order: int, frees: tuple[tuple[int, ...], ...], outputs: 
     the unique entries (``entry_name`` of k): the powers, the monomials the outputs share, the sums.
 
     ``scaled``: the outputs share each monomial times its multiplicity, u_J = σ(J) x^J, and
-    sum a_k u_J, one multiplication a term fewer than σ(J) a_k x^J (6 outputs share each of
-    28 monomials at order 8). The CPU loops keep the unscaled form of their stored results."""
+    sum a_k u_J, one multiplication a term fewer than σ(J) a_k x^J (the 6 outputs of
+    A x^(m−2) share each monomial). The CPU loops keep the unscaled form of their stored results."""
     lower = order - len(frees[0])
     monomials = [_monomial(e) for e in monomial_exponents(lower)]
     sigmas = [int(sigma) for sigma in multiplicities(lower)]
@@ -187,52 +187,41 @@ def _axm2(order: int) -> str:
 
 def _climb(order: int) -> str:
     return f'''@register_jitable
-def climb_m{order}(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
-             n_found, fx, fy, fz, flam, fflags, cos_basin):
+def climb_m{order}(a, x, y, z, lam_start, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z), where A x^{order} = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
-    merged inside the basin of one of the n_found peaks already found. Returns
-    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, or after max_iter iterations.
+    Returns (x, y, z, λ, iterations, hit_cap, negative_definite).
     """
     lam_prev = lam_start
     its = 0
     while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m{order}(a, x, y, z)
-        px, py, pz = x, y, z
-        x, y, z, lam, step, negdef = sm.sshopm_step(
-            {order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
-        )
+        x, y, z, lam, step, negdef = sm.sshopm_step({order}, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step)
         its += 1
-        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
-                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
-        if status == sm.STOPPED_MERGED:
-            return px, py, pz, lam, its, False, negdef, True
+        status = sm.climb_status(lam, lam_prev, step, its, max_iter, step_tol, tol_lambda)
         if status != sm.CLIMBING:
-            return x, y, z, axm_m{order}(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+            return x, y, z, axm_m{order}(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef
         lam_prev = lam'''
 
 
 def _cuda_seed_kernel(order: int, n_unique: int) -> str:
     return f'''@cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
     tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^{order - 1} and
-    A x^{order} at every start, then the voxel's seeds in start order or, in two passes, by
-    decreasing start value, ties in start order (block maximum and seed slots:
-    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
-    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    A x^{order} at every start, then the voxel's seeds in start order (block maximum and seed
+    slots: gpu.peaks.sshopm_block). The starts and their neighbour lists are read once a
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
     # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
-    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    # count; unsigned, far less integer work (ncu, docs/benchmarks.md)
     t = uint64(cuda.threadIdx.x)
     count = uint64(cuda.blockDim.x)
     a = cuda.shared.array({n_unique}, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
@@ -261,17 +250,8 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
         mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-        rank = slot
-        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-            if mine != 0:
-                packed[slot] = f[t]
-            cuda.syncthreads()
-            if mine != 0:
-                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
-            seed_slots[v, rank] = t
-            if iparams[P_BOUNDED] != 0:
-                seed_values[v, rank] = f[t]
+            seed_slots[v, slot] = t
         if t == 0:
             n_seeds[v] = total
         v += uint64(1)'''
@@ -279,57 +259,50 @@ def seed_cuda_m{order}(tensors, starts, neighbors, hops, fparams, iparams, seed_
 
 def _cuda_climb_kernel(order: int) -> str:
     return f'''@cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m{order}(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
-    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
-    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
-    i + write_offset[v]. Voxel v's peaks found so far are
-    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
-    (gpu.peaks.kernels_cuda.iteration_histogram)."""
+def climb_cuda_m{order}(tensors, starts, seed_slots, first_climb, owners, n_climbs, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
+    """Phase 2, one thread per climb, the climbs of all voxels packed end to end so every
+    warp lane climbs (a block per voxel would leave most of a warp's lanes idle here).
+    Climb i is voxel v's seed i − first_climb[v], where v = owners[i]
+    (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot i. Iterations are
+    counted afterwards (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
     v = owners[i]
-    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
+    s = seed_slots[v, i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    lo = found_first[v]
-    hi = lo + n_found[v]
-    x, y, z, lam, its, capped, negdef, merged = climb_m{order}(
-        a, x, y, z, axm_m{order}(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
-        found_flags[lo:hi], fparams[P_COS_BASIN],
+    x, y, z, lam, its, capped, negdef = climb_m{order}(
+        a, x, y, z, axm_m{order}(a, x, y, z), fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+        iparams[P_MAX_ITER],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    w = i + write_offset[v]
-    climb_dirs[w, 0] = x
-    climb_dirs[w, 1] = y
-    climb_dirs[w, 2] = z
-    climb_lams[w] = lam
-    climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)'''
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = sm.climb_flags(capped, negdef, lam)'''
 
 
 def _cpu_climbs(order: int) -> str:
     return f'''@register_jitable
-def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^{order} = f[s]), all at once: each round computes A x^{order - 2} (axm2_points_m{order}) and
-    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as
-    climb_m{order} (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
-    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``steps`` (6, ·) their
-    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+def climbs_cpu_m{order}(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_iter, cx, cy, cz, cl, cflags, cits,
+                  lanes, m, steps, slot):
+    """SS-HOPM from each start s = seeds[t], t < n (unit points[:, s], where A x^{order} = f[s]),
+    all at once: each round computes A x^{order - 2} (axm2_points_m{order}) and then the step of
+    every running climb in vectorized loops (one climb at a time leaves the SIMD lanes idle),
+    then ends the climbs that stop. A climb runs the same operations as climb_m{order}
+    (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t]
+    and iterations cits[t]. Scratch, columns ≥ n: ``lanes`` (4, ·) the running climbs' x, y, z
+    and previous λ, ``m`` (6, ·) their M = A x^{order - 2}, ``steps`` (6, ·) their step's x',
+    y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
-    for t in range(lo, hi):
-        s = ranked[t]
+    for t in range(n):
+        s = seeds[t]
         lanes[0, k] = points[0, s]
         lanes[1, k] = points[1, s]
         lanes[2, k] = points[2, s]
@@ -342,31 +315,26 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
         for j in range(k):
             steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
                 {order}, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
-                shift_mode, alpha_fixed, newton, max_step,
+                max_step,
             )
             steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
-            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
-                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            status = sm.climb_status(lam, lanes[3, j], step, it, max_iter, step_tol, tol_lambda)
             if status == sm.CLIMBING:
                 lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
                 j += 1
                 continue
-            if status == sm.STOPPED_MERGED:
-                x, y, z = px, py, pz
-            else:
-                lam = axm_m{order}(a, x, y, z)
+            lam = axm_m{order}(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -378,7 +346,7 @@ def climbs_cpu_m{order}(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, n
 
 def _cpu_loop(order: int, n_unique: int) -> str:
     return f'''@njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m{order}(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -389,9 +357,7 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, 
         a = np.empty({n_unique}, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
         g = np.empty((3, count), sh2t.dtype)
-        seed_start = np.empty(count, np.int64)
-        seed_value = np.empty(count, sh2t.dtype)
-        ranked = np.empty(count, np.int64)
+        seeds = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -399,7 +365,6 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, 
         cflags = np.zeros(count, np.int32)
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
-        keep = np.zeros(count, np.int32)
         walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
@@ -418,44 +383,20 @@ def sshopm_cpu_m{order}(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, 
             n = 0
             for t in range(count):
                 if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
-                    seed_start[n] = t
-                    seed_value[n] = f[t]
+                    seeds[n] = t
                     n += 1
-            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
+            climbs_cpu_m{order}(
+                a, points, f, seeds, n, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+                iparams[P_MAX_ITER], cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
+            )
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
-            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the first n_first, only those that reach the floor the first climbs
-            # set, and those climbs stop inside the first climbs' basins.
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            climbed = n
-            for lo, hi in ((0, n_first), (n_first, n)):
-                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
-                    later_floor = sm.later_seed_floor(
-                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-                    )
-                    for t in range(n_first, n):
-                        if f[ranked[t]] < later_floor:
-                            climbed = t
-                            break
-                    hi = climbed
-                climbs_cpu_m{order}(
-                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
-                )
-                for t in range(lo, hi):
-                    out_stats[v, S_ITERATIONS] += cits[t]
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
-                    out_stats[v, S_SEEDS] += 1
-                    if cflags[t] & CLIMB_CAPPED:
-                        out_stats[v, S_CAPPED] += 1
-                    if cflags[t] & CLIMB_MERGED:
-                        out_stats[v, S_MERGED] += 1
-                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
-                    valid[t] = cflags[t] & CLIMB_PEAK
-            out_stats[v, S_SKIPPED] = n - climbed
-            n = climbed
+                out_stats[v, S_ITERATIONS] += cits[t]
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                out_stats[v, S_SEEDS] += 1
+                if cflags[t] & CLIMB_CAPPED:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                valid[t] = cflags[t] & CLIMB_PEAK
             out_count[v] = sm.select_peaks(
                 n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
                 fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
@@ -506,9 +447,8 @@ from gpu.peaks.sshopm_generated import (
 {functions}
 )
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON,
-    P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED,
-    S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION,
+    P_SEED_LOCAL, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
 
 # sshopm_step compiled into its caller's IR, not called: LLVM vectorizes no loop with a call in
@@ -540,14 +480,14 @@ from gpu.peaks.sshopm_generated import (
 {functions}
 )
 from gpu.peaks.sshopm_layout import (
-    P_BOUNDED, P_COS_BASIN, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, SEED_VOXELS,
+    P_MAX_ITER, P_MAX_STEP, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA,
+    SEED_VOXELS,
 )
 
 MAX_STARTS = {max_starts}
 N_NEIGHBORS = {n_neighbors}
 
-# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps:
+# Fully unrolled code keeps every monomial live: uncapped, many registers a thread. Register caps:
 # 64 for the block-per-voxel kernels, where the cap lets 4x more blocks share an SM; 168 for
 # the thread-per-climb kernel, the most that fits three 128-thread blocks an SM (65,536 / 384,
 # in steps of 8). Each was the fastest cap measured (docs/benchmarks.md, "Measured design

@@ -7,8 +7,8 @@ gpu/peaks/sshopm_generated_cuda.py; both compile these functions into their own 
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_math.py sha256 5d5135cab0193edadcafea42a266942ae1a873d518d548823b2b357638189526
-# sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
+# sshopm_math.py sha256 6961578a724483193e3119a60fc3cad3f46ecb18319c756e8d6d6a503d073fef
+# sshopm_layout.py sha256 47381b90bbe135b1554b677d2744f7c21b951c5f74a839f602b5bf1f8e64c711
 
 import numpy as np
 from numba.extending import register_jitable
@@ -162,29 +162,21 @@ def axm2_m2(a, x, y, z):
 
 
 @register_jitable
-def climb_m2(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
-             n_found, fx, fy, fz, flam, fflags, cos_basin):
+def climb_m2(a, x, y, z, lam_start, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z), where A x^2 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
-    merged inside the basin of one of the n_found peaks already found. Returns
-    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, or after max_iter iterations.
+    Returns (x, y, z, λ, iterations, hit_cap, negative_definite).
     """
     lam_prev = lam_start
     its = 0
     while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m2(a, x, y, z)
-        px, py, pz = x, y, z
-        x, y, z, lam, step, negdef = sm.sshopm_step(
-            2, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
-        )
+        x, y, z, lam, step, negdef = sm.sshopm_step(2, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step)
         its += 1
-        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
-                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
-        if status == sm.STOPPED_MERGED:
-            return px, py, pz, lam, its, False, negdef, True
+        status = sm.climb_status(lam, lam_prev, step, its, max_iter, step_tol, tol_lambda)
         if status != sm.CLIMBING:
-            return x, y, z, axm_m2(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+            return x, y, z, axm_m2(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef
         lam_prev = lam
 
 
@@ -350,29 +342,21 @@ def axm2_m4(a, x, y, z):
 
 
 @register_jitable
-def climb_m4(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
-             n_found, fx, fy, fz, flam, fflags, cos_basin):
+def climb_m4(a, x, y, z, lam_start, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z), where A x^4 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
-    merged inside the basin of one of the n_found peaks already found. Returns
-    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, or after max_iter iterations.
+    Returns (x, y, z, λ, iterations, hit_cap, negative_definite).
     """
     lam_prev = lam_start
     its = 0
     while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m4(a, x, y, z)
-        px, py, pz = x, y, z
-        x, y, z, lam, step, negdef = sm.sshopm_step(
-            4, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
-        )
+        x, y, z, lam, step, negdef = sm.sshopm_step(4, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step)
         its += 1
-        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
-                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
-        if status == sm.STOPPED_MERGED:
-            return px, py, pz, lam, its, False, negdef, True
+        status = sm.climb_status(lam, lam_prev, step, its, max_iter, step_tol, tol_lambda)
         if status != sm.CLIMBING:
-            return x, y, z, axm_m4(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+            return x, y, z, axm_m4(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef
         lam_prev = lam
 
 
@@ -696,29 +680,21 @@ def axm2_m6(a, x, y, z):
 
 
 @register_jitable
-def climb_m6(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
-             n_found, fx, fy, fz, flam, fflags, cos_basin):
+def climb_m6(a, x, y, z, lam_start, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z), where A x^6 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
-    merged inside the basin of one of the n_found peaks already found. Returns
-    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, or after max_iter iterations.
+    Returns (x, y, z, λ, iterations, hit_cap, negative_definite).
     """
     lam_prev = lam_start
     its = 0
     while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m6(a, x, y, z)
-        px, py, pz = x, y, z
-        x, y, z, lam, step, negdef = sm.sshopm_step(
-            6, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
-        )
+        x, y, z, lam, step, negdef = sm.sshopm_step(6, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step)
         its += 1
-        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
-                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
-        if status == sm.STOPPED_MERGED:
-            return px, py, pz, lam, its, False, negdef, True
+        status = sm.climb_status(lam, lam_prev, step, its, max_iter, step_tol, tol_lambda)
         if status != sm.CLIMBING:
-            return x, y, z, axm_m6(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+            return x, y, z, axm_m6(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef
         lam_prev = lam
 
 
@@ -1256,29 +1232,21 @@ def axm2_m8(a, x, y, z):
 
 
 @register_jitable
-def climb_m8(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
-             n_found, fx, fy, fz, flam, fflags, cos_basin):
+def climb_m8(a, x, y, z, lam_start, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z), where A x^8 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
-    merged inside the basin of one of the n_found peaks already found. Returns
-    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, or after max_iter iterations.
+    Returns (x, y, z, λ, iterations, hit_cap, negative_definite).
     """
     lam_prev = lam_start
     its = 0
     while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m8(a, x, y, z)
-        px, py, pz = x, y, z
-        x, y, z, lam, step, negdef = sm.sshopm_step(
-            8, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
-        )
+        x, y, z, lam, step, negdef = sm.sshopm_step(8, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step)
         its += 1
-        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
-                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
-        if status == sm.STOPPED_MERGED:
-            return px, py, pz, lam, its, False, negdef, True
+        status = sm.climb_status(lam, lam_prev, step, its, max_iter, step_tol, tol_lambda)
         if status != sm.CLIMBING:
-            return x, y, z, axm_m8(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+            return x, y, z, axm_m8(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef
         lam_prev = lam
 
 
@@ -2086,29 +2054,21 @@ def axm2_m10(a, x, y, z):
 
 
 @register_jitable
-def climb_m10(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
-             n_found, fx, fy, fz, flam, fflags, cos_basin):
+def climb_m10(a, x, y, z, lam_start, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z), where A x^10 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
-    merged inside the basin of one of the n_found peaks already found. Returns
-    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, or after max_iter iterations.
+    Returns (x, y, z, λ, iterations, hit_cap, negative_definite).
     """
     lam_prev = lam_start
     its = 0
     while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m10(a, x, y, z)
-        px, py, pz = x, y, z
-        x, y, z, lam, step, negdef = sm.sshopm_step(
-            10, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
-        )
+        x, y, z, lam, step, negdef = sm.sshopm_step(10, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step)
         its += 1
-        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
-                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
-        if status == sm.STOPPED_MERGED:
-            return px, py, pz, lam, its, False, negdef, True
+        status = sm.climb_status(lam, lam_prev, step, its, max_iter, step_tol, tol_lambda)
         if status != sm.CLIMBING:
-            return x, y, z, axm_m10(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+            return x, y, z, axm_m10(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef
         lam_prev = lam
 
 
@@ -3242,27 +3202,19 @@ def axm2_m12(a, x, y, z):
 
 
 @register_jitable
-def climb_m12(a, x, y, z, lam_start, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol, max_iter,
-             n_found, fx, fy, fz, flam, fflags, cos_basin):
+def climb_m12(a, x, y, z, lam_start, max_step, tol_lambda, step_tol, max_iter):
     """SS-HOPM from the unit start (x, y, z), where A x^12 = lam_start (gpu.peaks.sshopm_math.sshopm_step).
 
-    Stops by gpu.peaks.sshopm_math.climb_status: converged, after max_iter iterations, or
-    merged inside the basin of one of the n_found peaks already found. Returns
-    (x, y, z, λ, iterations, hit_cap, negative_definite, merged).
+    Stops by gpu.peaks.sshopm_math.climb_status: converged, or after max_iter iterations.
+    Returns (x, y, z, λ, iterations, hit_cap, negative_definite).
     """
     lam_prev = lam_start
     its = 0
     while True:
         mxx, mxy, mxz, myy, myz, mzz = axm2_m12(a, x, y, z)
-        px, py, pz = x, y, z
-        x, y, z, lam, step, negdef = sm.sshopm_step(
-            12, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step
-        )
+        x, y, z, lam, step, negdef = sm.sshopm_step(12, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step)
         its += 1
-        status = sm.climb_status(px, py, pz, lam, lam_prev, step, negdef, its, max_iter, step_tol, tol_lambda,
-                                 n_found, fx, fy, fz, flam, fflags, cos_basin)
-        if status == sm.STOPPED_MERGED:
-            return px, py, pz, lam, its, False, negdef, True
+        status = sm.climb_status(lam, lam_prev, step, its, max_iter, step_tol, tol_lambda)
         if status != sm.CLIMBING:
-            return x, y, z, axm_m12(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef, False
+            return x, y, z, axm_m12(a, x, y, z), its, status == sm.STOPPED_CAPPED, negdef
         lam_prev = lam

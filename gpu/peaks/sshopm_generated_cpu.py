@@ -5,9 +5,9 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 ebe563c00df84b342f0153c07e97235ae37921866afd1c6b6e95315df4c73fa1
-# sshopm_math.py sha256 5d5135cab0193edadcafea42a266942ae1a873d518d548823b2b357638189526
-# sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
+# sshopm_generated.py sha256 294ac8f7126946017539e8d001b585b31c401c552ecdbbc704375c0c6102ea89
+# sshopm_math.py sha256 6961578a724483193e3119a60fc3cad3f46ecb18319c756e8d6d6a503d073fef
+# sshopm_layout.py sha256 47381b90bbe135b1554b677d2744f7c21b951c5f74a839f602b5bf1f8e64c711
 
 from types import FunctionType
 
@@ -24,9 +24,8 @@ from gpu.peaks.sshopm_generated import (
     S11550,
 )
 from gpu.peaks.sshopm_layout import (
-    CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON,
-    P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED,
-    S_ITERATIONS, S_MAX_ITERATIONS, S_MERGED, S_SEEDS, S_SKIPPED,
+    CLIMB_CAPPED, CLIMB_PEAK, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION,
+    P_SEED_LOCAL, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, S_CAPPED, S_ITERATIONS, S_MAX_ITERATIONS, S_SEEDS,
 )
 
 # sshopm_step compiled into its caller's IR, not called: LLVM vectorizes no loop with a call in
@@ -117,19 +116,19 @@ def axm2_points_m2(a, points, k, out):
 
 
 @register_jitable
-def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^2 = f[s]), all at once: each round computes A x^0 (axm2_points_m2) and
-    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as
-    climb_m2 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
-    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^0, ``steps`` (6, ·) their
-    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+def climbs_cpu_m2(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_iter, cx, cy, cz, cl, cflags, cits,
+                  lanes, m, steps, slot):
+    """SS-HOPM from each start s = seeds[t], t < n (unit points[:, s], where A x^2 = f[s]),
+    all at once: each round computes A x^0 (axm2_points_m2) and then the step of
+    every running climb in vectorized loops (one climb at a time leaves the SIMD lanes idle),
+    then ends the climbs that stop. A climb runs the same operations as climb_m2
+    (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t]
+    and iterations cits[t]. Scratch, columns ≥ n: ``lanes`` (4, ·) the running climbs' x, y, z
+    and previous λ, ``m`` (6, ·) their M = A x^0, ``steps`` (6, ·) their step's x',
+    y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
-    for t in range(lo, hi):
-        s = ranked[t]
+    for t in range(n):
+        s = seeds[t]
         lanes[0, k] = points[0, s]
         lanes[1, k] = points[1, s]
         lanes[2, k] = points[2, s]
@@ -142,31 +141,26 @@ def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
         for j in range(k):
             steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
                 2, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
-                shift_mode, alpha_fixed, newton, max_step,
+                max_step,
             )
             steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
-            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
-                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            status = sm.climb_status(lam, lanes[3, j], step, it, max_iter, step_tol, tol_lambda)
             if status == sm.CLIMBING:
                 lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
                 j += 1
                 continue
-            if status == sm.STOPPED_MERGED:
-                x, y, z = px, py, pz
-            else:
-                lam = axm_m2(a, x, y, z)
+            lam = axm_m2(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -177,7 +171,7 @@ def climbs_cpu_m2(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m2(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 2, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -188,9 +182,7 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         a = np.empty(6, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
         g = np.empty((3, count), sh2t.dtype)
-        seed_start = np.empty(count, np.int64)
-        seed_value = np.empty(count, sh2t.dtype)
-        ranked = np.empty(count, np.int64)
+        seeds = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -198,7 +190,6 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         cflags = np.zeros(count, np.int32)
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
-        keep = np.zeros(count, np.int32)
         walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
@@ -217,44 +208,20 @@ def sshopm_cpu_m2(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             n = 0
             for t in range(count):
                 if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
-                    seed_start[n] = t
-                    seed_value[n] = f[t]
+                    seeds[n] = t
                     n += 1
-            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
+            climbs_cpu_m2(
+                a, points, f, seeds, n, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+                iparams[P_MAX_ITER], cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
+            )
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
-            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the first n_first, only those that reach the floor the first climbs
-            # set, and those climbs stop inside the first climbs' basins.
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            climbed = n
-            for lo, hi in ((0, n_first), (n_first, n)):
-                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
-                    later_floor = sm.later_seed_floor(
-                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-                    )
-                    for t in range(n_first, n):
-                        if f[ranked[t]] < later_floor:
-                            climbed = t
-                            break
-                    hi = climbed
-                climbs_cpu_m2(
-                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
-                )
-                for t in range(lo, hi):
-                    out_stats[v, S_ITERATIONS] += cits[t]
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
-                    out_stats[v, S_SEEDS] += 1
-                    if cflags[t] & CLIMB_CAPPED:
-                        out_stats[v, S_CAPPED] += 1
-                    if cflags[t] & CLIMB_MERGED:
-                        out_stats[v, S_MERGED] += 1
-                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
-                    valid[t] = cflags[t] & CLIMB_PEAK
-            out_stats[v, S_SKIPPED] = n - climbed
-            n = climbed
+                out_stats[v, S_ITERATIONS] += cits[t]
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                out_stats[v, S_SEEDS] += 1
+                if cflags[t] & CLIMB_CAPPED:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                valid[t] = cflags[t] & CLIMB_PEAK
             out_count[v] = sm.select_peaks(
                 n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
                 fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
@@ -431,19 +398,19 @@ def axm2_points_m4(a, points, k, out):
 
 
 @register_jitable
-def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^4 = f[s]), all at once: each round computes A x^2 (axm2_points_m4) and
-    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as
-    climb_m4 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
-    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^2, ``steps`` (6, ·) their
-    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+def climbs_cpu_m4(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_iter, cx, cy, cz, cl, cflags, cits,
+                  lanes, m, steps, slot):
+    """SS-HOPM from each start s = seeds[t], t < n (unit points[:, s], where A x^4 = f[s]),
+    all at once: each round computes A x^2 (axm2_points_m4) and then the step of
+    every running climb in vectorized loops (one climb at a time leaves the SIMD lanes idle),
+    then ends the climbs that stop. A climb runs the same operations as climb_m4
+    (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t]
+    and iterations cits[t]. Scratch, columns ≥ n: ``lanes`` (4, ·) the running climbs' x, y, z
+    and previous λ, ``m`` (6, ·) their M = A x^2, ``steps`` (6, ·) their step's x',
+    y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
-    for t in range(lo, hi):
-        s = ranked[t]
+    for t in range(n):
+        s = seeds[t]
         lanes[0, k] = points[0, s]
         lanes[1, k] = points[1, s]
         lanes[2, k] = points[2, s]
@@ -456,31 +423,26 @@ def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
         for j in range(k):
             steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
                 4, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
-                shift_mode, alpha_fixed, newton, max_step,
+                max_step,
             )
             steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
-            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
-                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            status = sm.climb_status(lam, lanes[3, j], step, it, max_iter, step_tol, tol_lambda)
             if status == sm.CLIMBING:
                 lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
                 j += 1
                 continue
-            if status == sm.STOPPED_MERGED:
-                x, y, z = px, py, pz
-            else:
-                lam = axm_m4(a, x, y, z)
+            lam = axm_m4(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -491,7 +453,7 @@ def climbs_cpu_m4(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m4(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 4, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -502,9 +464,7 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         a = np.empty(15, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
         g = np.empty((3, count), sh2t.dtype)
-        seed_start = np.empty(count, np.int64)
-        seed_value = np.empty(count, sh2t.dtype)
-        ranked = np.empty(count, np.int64)
+        seeds = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -512,7 +472,6 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         cflags = np.zeros(count, np.int32)
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
-        keep = np.zeros(count, np.int32)
         walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
@@ -531,44 +490,20 @@ def sshopm_cpu_m4(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             n = 0
             for t in range(count):
                 if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
-                    seed_start[n] = t
-                    seed_value[n] = f[t]
+                    seeds[n] = t
                     n += 1
-            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
+            climbs_cpu_m4(
+                a, points, f, seeds, n, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+                iparams[P_MAX_ITER], cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
+            )
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
-            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the first n_first, only those that reach the floor the first climbs
-            # set, and those climbs stop inside the first climbs' basins.
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            climbed = n
-            for lo, hi in ((0, n_first), (n_first, n)):
-                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
-                    later_floor = sm.later_seed_floor(
-                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-                    )
-                    for t in range(n_first, n):
-                        if f[ranked[t]] < later_floor:
-                            climbed = t
-                            break
-                    hi = climbed
-                climbs_cpu_m4(
-                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
-                )
-                for t in range(lo, hi):
-                    out_stats[v, S_ITERATIONS] += cits[t]
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
-                    out_stats[v, S_SEEDS] += 1
-                    if cflags[t] & CLIMB_CAPPED:
-                        out_stats[v, S_CAPPED] += 1
-                    if cflags[t] & CLIMB_MERGED:
-                        out_stats[v, S_MERGED] += 1
-                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
-                    valid[t] = cflags[t] & CLIMB_PEAK
-            out_stats[v, S_SKIPPED] = n - climbed
-            n = climbed
+                out_stats[v, S_ITERATIONS] += cits[t]
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                out_stats[v, S_SEEDS] += 1
+                if cflags[t] & CLIMB_CAPPED:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                valid[t] = cflags[t] & CLIMB_PEAK
             out_count[v] = sm.select_peaks(
                 n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
                 fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
@@ -890,19 +825,19 @@ def axm2_points_m6(a, points, k, out):
 
 
 @register_jitable
-def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^6 = f[s]), all at once: each round computes A x^4 (axm2_points_m6) and
-    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as
-    climb_m6 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
-    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^4, ``steps`` (6, ·) their
-    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+def climbs_cpu_m6(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_iter, cx, cy, cz, cl, cflags, cits,
+                  lanes, m, steps, slot):
+    """SS-HOPM from each start s = seeds[t], t < n (unit points[:, s], where A x^6 = f[s]),
+    all at once: each round computes A x^4 (axm2_points_m6) and then the step of
+    every running climb in vectorized loops (one climb at a time leaves the SIMD lanes idle),
+    then ends the climbs that stop. A climb runs the same operations as climb_m6
+    (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t]
+    and iterations cits[t]. Scratch, columns ≥ n: ``lanes`` (4, ·) the running climbs' x, y, z
+    and previous λ, ``m`` (6, ·) their M = A x^4, ``steps`` (6, ·) their step's x',
+    y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
-    for t in range(lo, hi):
-        s = ranked[t]
+    for t in range(n):
+        s = seeds[t]
         lanes[0, k] = points[0, s]
         lanes[1, k] = points[1, s]
         lanes[2, k] = points[2, s]
@@ -915,31 +850,26 @@ def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
         for j in range(k):
             steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
                 6, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
-                shift_mode, alpha_fixed, newton, max_step,
+                max_step,
             )
             steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
-            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
-                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            status = sm.climb_status(lam, lanes[3, j], step, it, max_iter, step_tol, tol_lambda)
             if status == sm.CLIMBING:
                 lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
                 j += 1
                 continue
-            if status == sm.STOPPED_MERGED:
-                x, y, z = px, py, pz
-            else:
-                lam = axm_m6(a, x, y, z)
+            lam = axm_m6(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -950,7 +880,7 @@ def climbs_cpu_m6(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m6(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 6, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -961,9 +891,7 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         a = np.empty(28, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
         g = np.empty((3, count), sh2t.dtype)
-        seed_start = np.empty(count, np.int64)
-        seed_value = np.empty(count, sh2t.dtype)
-        ranked = np.empty(count, np.int64)
+        seeds = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -971,7 +899,6 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         cflags = np.zeros(count, np.int32)
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
-        keep = np.zeros(count, np.int32)
         walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
@@ -990,44 +917,20 @@ def sshopm_cpu_m6(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             n = 0
             for t in range(count):
                 if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
-                    seed_start[n] = t
-                    seed_value[n] = f[t]
+                    seeds[n] = t
                     n += 1
-            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
+            climbs_cpu_m6(
+                a, points, f, seeds, n, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+                iparams[P_MAX_ITER], cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
+            )
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
-            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the first n_first, only those that reach the floor the first climbs
-            # set, and those climbs stop inside the first climbs' basins.
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            climbed = n
-            for lo, hi in ((0, n_first), (n_first, n)):
-                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
-                    later_floor = sm.later_seed_floor(
-                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-                    )
-                    for t in range(n_first, n):
-                        if f[ranked[t]] < later_floor:
-                            climbed = t
-                            break
-                    hi = climbed
-                climbs_cpu_m6(
-                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
-                )
-                for t in range(lo, hi):
-                    out_stats[v, S_ITERATIONS] += cits[t]
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
-                    out_stats[v, S_SEEDS] += 1
-                    if cflags[t] & CLIMB_CAPPED:
-                        out_stats[v, S_CAPPED] += 1
-                    if cflags[t] & CLIMB_MERGED:
-                        out_stats[v, S_MERGED] += 1
-                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
-                    valid[t] = cflags[t] & CLIMB_PEAK
-            out_stats[v, S_SKIPPED] = n - climbed
-            n = climbed
+                out_stats[v, S_ITERATIONS] += cits[t]
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                out_stats[v, S_SEEDS] += 1
+                if cflags[t] & CLIMB_CAPPED:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                valid[t] = cflags[t] & CLIMB_PEAK
             out_count[v] = sm.select_peaks(
                 n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
                 fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
@@ -1546,19 +1449,19 @@ def axm2_points_m8(a, points, k, out):
 
 
 @register_jitable
-def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^8 = f[s]), all at once: each round computes A x^6 (axm2_points_m8) and
-    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as
-    climb_m8 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
-    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^6, ``steps`` (6, ·) their
-    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+def climbs_cpu_m8(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_iter, cx, cy, cz, cl, cflags, cits,
+                  lanes, m, steps, slot):
+    """SS-HOPM from each start s = seeds[t], t < n (unit points[:, s], where A x^8 = f[s]),
+    all at once: each round computes A x^6 (axm2_points_m8) and then the step of
+    every running climb in vectorized loops (one climb at a time leaves the SIMD lanes idle),
+    then ends the climbs that stop. A climb runs the same operations as climb_m8
+    (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t]
+    and iterations cits[t]. Scratch, columns ≥ n: ``lanes`` (4, ·) the running climbs' x, y, z
+    and previous λ, ``m`` (6, ·) their M = A x^6, ``steps`` (6, ·) their step's x',
+    y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
-    for t in range(lo, hi):
-        s = ranked[t]
+    for t in range(n):
+        s = seeds[t]
         lanes[0, k] = points[0, s]
         lanes[1, k] = points[1, s]
         lanes[2, k] = points[2, s]
@@ -1571,31 +1474,26 @@ def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
         for j in range(k):
             steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
                 8, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
-                shift_mode, alpha_fixed, newton, max_step,
+                max_step,
             )
             steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
-            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
-                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            status = sm.climb_status(lam, lanes[3, j], step, it, max_iter, step_tol, tol_lambda)
             if status == sm.CLIMBING:
                 lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
                 j += 1
                 continue
-            if status == sm.STOPPED_MERGED:
-                x, y, z = px, py, pz
-            else:
-                lam = axm_m8(a, x, y, z)
+            lam = axm_m8(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -1606,7 +1504,7 @@ def climbs_cpu_m8(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton,
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m8(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 8, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -1617,9 +1515,7 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         a = np.empty(45, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
         g = np.empty((3, count), sh2t.dtype)
-        seed_start = np.empty(count, np.int64)
-        seed_value = np.empty(count, sh2t.dtype)
-        ranked = np.empty(count, np.int64)
+        seeds = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -1627,7 +1523,6 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
         cflags = np.zeros(count, np.int32)
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
-        keep = np.zeros(count, np.int32)
         walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
@@ -1646,44 +1541,20 @@ def sshopm_cpu_m8(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparam
             n = 0
             for t in range(count):
                 if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
-                    seed_start[n] = t
-                    seed_value[n] = f[t]
+                    seeds[n] = t
                     n += 1
-            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
+            climbs_cpu_m8(
+                a, points, f, seeds, n, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+                iparams[P_MAX_ITER], cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
+            )
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
-            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the first n_first, only those that reach the floor the first climbs
-            # set, and those climbs stop inside the first climbs' basins.
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            climbed = n
-            for lo, hi in ((0, n_first), (n_first, n)):
-                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
-                    later_floor = sm.later_seed_floor(
-                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-                    )
-                    for t in range(n_first, n):
-                        if f[ranked[t]] < later_floor:
-                            climbed = t
-                            break
-                    hi = climbed
-                climbs_cpu_m8(
-                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
-                )
-                for t in range(lo, hi):
-                    out_stats[v, S_ITERATIONS] += cits[t]
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
-                    out_stats[v, S_SEEDS] += 1
-                    if cflags[t] & CLIMB_CAPPED:
-                        out_stats[v, S_CAPPED] += 1
-                    if cflags[t] & CLIMB_MERGED:
-                        out_stats[v, S_MERGED] += 1
-                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
-                    valid[t] = cflags[t] & CLIMB_PEAK
-            out_stats[v, S_SKIPPED] = n - climbed
-            n = climbed
+                out_stats[v, S_ITERATIONS] += cits[t]
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                out_stats[v, S_SEEDS] += 1
+                if cflags[t] & CLIMB_CAPPED:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                valid[t] = cflags[t] & CLIMB_PEAK
             out_count[v] = sm.select_peaks(
                 n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
                 fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
@@ -2451,19 +2322,19 @@ def axm2_points_m10(a, points, k, out):
 
 
 @register_jitable
-def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^10 = f[s]), all at once: each round computes A x^8 (axm2_points_m10) and
-    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as
-    climb_m10 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
-    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^8, ``steps`` (6, ·) their
-    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+def climbs_cpu_m10(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_iter, cx, cy, cz, cl, cflags, cits,
+                  lanes, m, steps, slot):
+    """SS-HOPM from each start s = seeds[t], t < n (unit points[:, s], where A x^10 = f[s]),
+    all at once: each round computes A x^8 (axm2_points_m10) and then the step of
+    every running climb in vectorized loops (one climb at a time leaves the SIMD lanes idle),
+    then ends the climbs that stop. A climb runs the same operations as climb_m10
+    (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t]
+    and iterations cits[t]. Scratch, columns ≥ n: ``lanes`` (4, ·) the running climbs' x, y, z
+    and previous λ, ``m`` (6, ·) their M = A x^8, ``steps`` (6, ·) their step's x',
+    y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
-    for t in range(lo, hi):
-        s = ranked[t]
+    for t in range(n):
+        s = seeds[t]
         lanes[0, k] = points[0, s]
         lanes[1, k] = points[1, s]
         lanes[2, k] = points[2, s]
@@ -2476,31 +2347,26 @@ def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
         for j in range(k):
             steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
                 10, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
-                shift_mode, alpha_fixed, newton, max_step,
+                max_step,
             )
             steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
-            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
-                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            status = sm.climb_status(lam, lanes[3, j], step, it, max_iter, step_tol, tol_lambda)
             if status == sm.CLIMBING:
                 lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
                 j += 1
                 continue
-            if status == sm.STOPPED_MERGED:
-                x, y, z = px, py, pz
-            else:
-                lam = axm_m10(a, x, y, z)
+            lam = axm_m10(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -2511,7 +2377,7 @@ def climbs_cpu_m10(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m10(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 10, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -2522,9 +2388,7 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
         a = np.empty(66, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
         g = np.empty((3, count), sh2t.dtype)
-        seed_start = np.empty(count, np.int64)
-        seed_value = np.empty(count, sh2t.dtype)
-        ranked = np.empty(count, np.int64)
+        seeds = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -2532,7 +2396,6 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
         cflags = np.zeros(count, np.int32)
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
-        keep = np.zeros(count, np.int32)
         walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
@@ -2551,44 +2414,20 @@ def sshopm_cpu_m10(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
             n = 0
             for t in range(count):
                 if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
-                    seed_start[n] = t
-                    seed_value[n] = f[t]
+                    seeds[n] = t
                     n += 1
-            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
+            climbs_cpu_m10(
+                a, points, f, seeds, n, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+                iparams[P_MAX_ITER], cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
+            )
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
-            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the first n_first, only those that reach the floor the first climbs
-            # set, and those climbs stop inside the first climbs' basins.
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            climbed = n
-            for lo, hi in ((0, n_first), (n_first, n)):
-                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
-                    later_floor = sm.later_seed_floor(
-                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-                    )
-                    for t in range(n_first, n):
-                        if f[ranked[t]] < later_floor:
-                            climbed = t
-                            break
-                    hi = climbed
-                climbs_cpu_m10(
-                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
-                )
-                for t in range(lo, hi):
-                    out_stats[v, S_ITERATIONS] += cits[t]
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
-                    out_stats[v, S_SEEDS] += 1
-                    if cflags[t] & CLIMB_CAPPED:
-                        out_stats[v, S_CAPPED] += 1
-                    if cflags[t] & CLIMB_MERGED:
-                        out_stats[v, S_MERGED] += 1
-                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
-                    valid[t] = cflags[t] & CLIMB_PEAK
-            out_stats[v, S_SKIPPED] = n - climbed
-            n = climbed
+                out_stats[v, S_ITERATIONS] += cits[t]
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                out_stats[v, S_SEEDS] += 1
+                if cflags[t] & CLIMB_CAPPED:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                valid[t] = cflags[t] & CLIMB_PEAK
             out_count[v] = sm.select_peaks(
                 n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
                 fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],
@@ -3657,19 +3496,19 @@ def axm2_points_m12(a, points, k, out):
 
 
 @register_jitable
-def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton, max_step, tol_lambda, step_tol,
-                  max_iter, n_found, cos_basin, cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot):
-    """SS-HOPM from each start s = ranked[t], t in lo…hi − 1 (unit points[:, s], where
-    A x^12 = f[s]), all at once: each round computes A x^10 (axm2_points_m12) and
-    then the step of every running climb in vectorized loops (one climb at a time leaves the SIMD
-    lanes idle), then ends the climbs that stop. A climb runs the same operations as
-    climb_m12 (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags
-    cflags[t] and iterations cits[t]. Scratch, columns ≥ hi − lo: ``lanes`` (4, ·) the running
-    climbs' x, y, z and previous λ, ``m`` (6, ·) their M = A x^10, ``steps`` (6, ·) their
-    step's x', y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
+def climbs_cpu_m12(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_iter, cx, cy, cz, cl, cflags, cits,
+                  lanes, m, steps, slot):
+    """SS-HOPM from each start s = seeds[t], t < n (unit points[:, s], where A x^12 = f[s]),
+    all at once: each round computes A x^10 (axm2_points_m12) and then the step of
+    every running climb in vectorized loops (one climb at a time leaves the SIMD lanes idle),
+    then ends the climbs that stop. A climb runs the same operations as climb_m12
+    (sm.sshopm_step, stopping by sm.climb_status): (cx, cy, cz, cl)[t], CLIMB_* flags cflags[t]
+    and iterations cits[t]. Scratch, columns ≥ n: ``lanes`` (4, ·) the running climbs' x, y, z
+    and previous λ, ``m`` (6, ·) their M = A x^10, ``steps`` (6, ·) their step's x',
+    y', z', λ, length and negative definiteness, ``slot`` (·) their t."""
     k = 0
-    for t in range(lo, hi):
-        s = ranked[t]
+    for t in range(n):
+        s = seeds[t]
         lanes[0, k] = points[0, s]
         lanes[1, k] = points[1, s]
         lanes[2, k] = points[2, s]
@@ -3682,31 +3521,26 @@ def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
         for j in range(k):
             steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j], negdef = sshopm_step_inline(
                 12, lanes[0, j], lanes[1, j], lanes[2, j], m[0, j], m[1, j], m[2, j], m[3, j], m[4, j], m[5, j],
-                shift_mode, alpha_fixed, newton, max_step,
+                max_step,
             )
             steps[5, j] = 1.0 if negdef else 0.0
         it += 1
         j = 0
         while j < k:
-            px, py, pz = lanes[0, j], lanes[1, j], lanes[2, j]
             x, y, z, lam, step = steps[0, j], steps[1, j], steps[2, j], steps[3, j], steps[4, j]
             negdef = steps[5, j] != 0
-            status = sm.climb_status(px, py, pz, lam, lanes[3, j], step, negdef, it, max_iter, step_tol, tol_lambda,
-                                     n_found, cx, cy, cz, cl, cflags, cos_basin)
+            status = sm.climb_status(lam, lanes[3, j], step, it, max_iter, step_tol, tol_lambda)
             if status == sm.CLIMBING:
                 lanes[0, j], lanes[1, j], lanes[2, j], lanes[3, j] = x, y, z, lam
                 j += 1
                 continue
-            if status == sm.STOPPED_MERGED:
-                x, y, z = px, py, pz
-            else:
-                lam = axm_m12(a, x, y, z)
+            lam = axm_m12(a, x, y, z)
             t = slot[j]
             if z < 0:
                 x, y, z = -x, -y, -z
             cx[t], cy[t], cz[t], cl[t] = x, y, z, lam
             cits[t] = it
-            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, status == sm.STOPPED_MERGED, lam)
+            cflags[t] = sm.climb_flags(status == sm.STOPPED_CAPPED, negdef, lam)
             # The last running climb moves into this lane, its step computed, not yet taken.
             k -= 1
             for r in range(4):
@@ -3717,7 +3551,7 @@ def climbs_cpu_m12(a, points, f, ranked, lo, hi, shift_mode, alpha_fixed, newton
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
+def sshopm_cpu_m12(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 12, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
     n_voxels = coeffs.shape[1]
@@ -3728,9 +3562,7 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
         a = np.empty(91, sh2t.dtype)
         f = np.empty(count, sh2t.dtype)
         g = np.empty((3, count), sh2t.dtype)
-        seed_start = np.empty(count, np.int64)
-        seed_value = np.empty(count, sh2t.dtype)
-        ranked = np.empty(count, np.int64)
+        seeds = np.empty(count, np.int64)
         cx = np.empty(count, sh2t.dtype)
         cy = np.empty(count, sh2t.dtype)
         cz = np.empty(count, sh2t.dtype)
@@ -3738,7 +3570,6 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
         cflags = np.zeros(count, np.int32)
         cits = np.zeros(count, np.int64)
         valid = np.zeros(count, np.int32)
-        keep = np.zeros(count, np.int32)
         walked = np.empty(count, np.int64)
         lanes = np.empty((4, count), sh2t.dtype)
         m = np.empty((6, count), sh2t.dtype)
@@ -3757,44 +3588,20 @@ def sshopm_cpu_m12(coeffs, sh2t, alphas, starts, neighbors, hops, fparams, ipara
             n = 0
             for t in range(count):
                 if sm.is_seed(t, starts[t, 0], starts[t, 1], starts[t, 2], f, g[0, t], g[1, t], g[2, t], neighbors, hops, iparams[P_SEED_LOCAL] != 0, floor):
-                    seed_start[n] = t
-                    seed_value[n] = f[t]
+                    seeds[n] = t
                     n += 1
-            two_passes = sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN])
+            climbs_cpu_m12(
+                a, points, f, seeds, n, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+                iparams[P_MAX_ITER], cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
+            )
             for t in range(n):
-                ranked[sm.value_rank(t, n, seed_value) if two_passes else t] = seed_start[t]
-            # In two passes (the CUDA backend's phases 2-4), seeds climb by decreasing start
-            # value; after the first n_first, only those that reach the floor the first climbs
-            # set, and those climbs stop inside the first climbs' basins.
-            n_first = sm.first_climbs(n, iparams[P_NPEAKS], two_passes)
-            climbed = n
-            for lo, hi in ((0, n_first), (n_first, n)):
-                if lo == n_first and iparams[P_BOUNDED] != 0 and n_first < n:
-                    later_floor = sm.later_seed_floor(
-                        n_first, cx, cy, cz, cl, valid, keep, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_SEED_FRACTION],
-                    )
-                    for t in range(n_first, n):
-                        if f[ranked[t]] < later_floor:
-                            climbed = t
-                            break
-                    hi = climbed
-                climbs_cpu_m12(
-                    a, points, f, ranked, lo, hi, iparams[P_SHIFT], alphas[v], iparams[P_NEWTON] != 0,
-                    fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER], lo, fparams[P_COS_BASIN],
-                    cx, cy, cz, cl, cflags, cits, lanes, m, steps, slot,
-                )
-                for t in range(lo, hi):
-                    out_stats[v, S_ITERATIONS] += cits[t]
-                    out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
-                    out_stats[v, S_SEEDS] += 1
-                    if cflags[t] & CLIMB_CAPPED:
-                        out_stats[v, S_CAPPED] += 1
-                    if cflags[t] & CLIMB_MERGED:
-                        out_stats[v, S_MERGED] += 1
-                    iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
-                    valid[t] = cflags[t] & CLIMB_PEAK
-            out_stats[v, S_SKIPPED] = n - climbed
-            n = climbed
+                out_stats[v, S_ITERATIONS] += cits[t]
+                out_stats[v, S_MAX_ITERATIONS] = max(out_stats[v, S_MAX_ITERATIONS], cits[t])
+                out_stats[v, S_SEEDS] += 1
+                if cflags[t] & CLIMB_CAPPED:
+                    out_stats[v, S_CAPPED] += 1
+                iter_hist[c, min(cits[t], iter_hist.shape[1] - 1)] += 1
+                valid[t] = cflags[t] & CLIMB_PEAK
             out_count[v] = sm.select_peaks(
                 n, cx, cy, cz, cl, valid, walked, fparams[P_COS_MERGE], iparams[P_NPEAKS], fparams[P_THRESHOLD],
                 fparams[P_REL_THRESHOLD], out_dirs[v], out_amps[v],

@@ -5,9 +5,9 @@ code and the climb they call are in gpu/peaks/sshopm_generated.py.
 """
 
 # numba's on-disk cache is keyed on this file alone, so it records the code it inlines:
-# sshopm_generated.py sha256 ebe563c00df84b342f0153c07e97235ae37921866afd1c6b6e95315df4c73fa1
-# sshopm_math.py sha256 5d5135cab0193edadcafea42a266942ae1a873d518d548823b2b357638189526
-# sshopm_layout.py sha256 b2dc37a34d47c6bab4bbdff37e46ec993a5f0332b49763391076a62cebb3b110
+# sshopm_generated.py sha256 294ac8f7126946017539e8d001b585b31c401c552ecdbbc704375c0c6102ea89
+# sshopm_math.py sha256 6961578a724483193e3119a60fc3cad3f46ecb18319c756e8d6d6a503d073fef
+# sshopm_layout.py sha256 47381b90bbe135b1554b677d2744f7c21b951c5f74a839f602b5bf1f8e64c711
 # sshopm_block.py sha256 7af0fb47df3ffee76049693f9f87adfc44d4317058387e16125f78bd13a91c0f
 
 from numba import config, cuda, float32, int32, uint32, uint64
@@ -23,14 +23,14 @@ from gpu.peaks.sshopm_generated import (
     axm_m12, axm1_m12, climb_m12,
 )
 from gpu.peaks.sshopm_layout import (
-    P_BOUNDED, P_COS_BASIN, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL,
-    P_SHIFT, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA, SEED_VOXELS,
+    P_MAX_ITER, P_MAX_STEP, P_REL_THRESHOLD, P_SEED_FRACTION, P_SEED_LOCAL, P_STEP_TOL, P_THRESHOLD, P_TOL_LAMBDA,
+    SEED_VOXELS,
 )
 
 MAX_STARTS = 256
 N_NEIGHBORS = 6
 
-# Fully unrolled code keeps every monomial live (215 registers at order 8). Register caps:
+# Fully unrolled code keeps every monomial live: uncapped, many registers a thread. Register caps:
 # 64 for the block-per-voxel kernels, where the cap lets 4x more blocks share an SM; 168 for
 # the thread-per-climb kernel, the most that fits three 128-thread blocks an SM (65,536 / 384,
 # in steps of 8). Each was the fastest cap measured (docs/benchmarks.md, "Measured design
@@ -44,24 +44,21 @@ CLIMB_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "m
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
     tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^1 and
-    A x^2 at every start, then the voxel's seeds in start order or, in two passes, by
-    decreasing start value, ties in start order (block maximum and seed slots:
-    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
-    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    A x^2 at every start, then the voxel's seeds in start order (block maximum and seed
+    slots: gpu.peaks.sshopm_block). The starts and their neighbour lists are read once a
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
     # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
-    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    # count; unsigned, far less integer work (ncu, docs/benchmarks.md)
     t = uint64(cuda.threadIdx.x)
     count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(6, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
@@ -90,81 +87,62 @@ def seed_cuda_m2(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
         mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-        rank = slot
-        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-            if mine != 0:
-                packed[slot] = f[t]
-            cuda.syncthreads()
-            if mine != 0:
-                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
-            seed_slots[v, rank] = t
-            if iparams[P_BOUNDED] != 0:
-                seed_values[v, rank] = f[t]
+            seed_slots[v, slot] = t
         if t == 0:
             n_seeds[v] = total
         v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m2(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
-    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
-    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
-    i + write_offset[v]. Voxel v's peaks found so far are
-    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
-    (gpu.peaks.kernels_cuda.iteration_histogram)."""
+def climb_cuda_m2(tensors, starts, seed_slots, first_climb, owners, n_climbs, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
+    """Phase 2, one thread per climb, the climbs of all voxels packed end to end so every
+    warp lane climbs (a block per voxel would leave most of a warp's lanes idle here).
+    Climb i is voxel v's seed i − first_climb[v], where v = owners[i]
+    (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot i. Iterations are
+    counted afterwards (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
     v = owners[i]
-    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
+    s = seed_slots[v, i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    lo = found_first[v]
-    hi = lo + n_found[v]
-    x, y, z, lam, its, capped, negdef, merged = climb_m2(
-        a, x, y, z, axm_m2(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
-        found_flags[lo:hi], fparams[P_COS_BASIN],
+    x, y, z, lam, its, capped, negdef = climb_m2(
+        a, x, y, z, axm_m2(a, x, y, z), fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+        iparams[P_MAX_ITER],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    w = i + write_offset[v]
-    climb_dirs[w, 0] = x
-    climb_dirs[w, 1] = y
-    climb_dirs[w, 2] = z
-    climb_lams[w] = lam
-    climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = sm.climb_flags(capped, negdef, lam)
 
 
 # ---- order 4: 15 unique entries ----
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
     tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^3 and
-    A x^4 at every start, then the voxel's seeds in start order or, in two passes, by
-    decreasing start value, ties in start order (block maximum and seed slots:
-    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
-    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    A x^4 at every start, then the voxel's seeds in start order (block maximum and seed
+    slots: gpu.peaks.sshopm_block). The starts and their neighbour lists are read once a
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
     # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
-    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    # count; unsigned, far less integer work (ncu, docs/benchmarks.md)
     t = uint64(cuda.threadIdx.x)
     count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(15, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
@@ -193,81 +171,62 @@ def seed_cuda_m4(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
         mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-        rank = slot
-        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-            if mine != 0:
-                packed[slot] = f[t]
-            cuda.syncthreads()
-            if mine != 0:
-                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
-            seed_slots[v, rank] = t
-            if iparams[P_BOUNDED] != 0:
-                seed_values[v, rank] = f[t]
+            seed_slots[v, slot] = t
         if t == 0:
             n_seeds[v] = total
         v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m4(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
-    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
-    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
-    i + write_offset[v]. Voxel v's peaks found so far are
-    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
-    (gpu.peaks.kernels_cuda.iteration_histogram)."""
+def climb_cuda_m4(tensors, starts, seed_slots, first_climb, owners, n_climbs, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
+    """Phase 2, one thread per climb, the climbs of all voxels packed end to end so every
+    warp lane climbs (a block per voxel would leave most of a warp's lanes idle here).
+    Climb i is voxel v's seed i − first_climb[v], where v = owners[i]
+    (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot i. Iterations are
+    counted afterwards (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
     v = owners[i]
-    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
+    s = seed_slots[v, i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    lo = found_first[v]
-    hi = lo + n_found[v]
-    x, y, z, lam, its, capped, negdef, merged = climb_m4(
-        a, x, y, z, axm_m4(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
-        found_flags[lo:hi], fparams[P_COS_BASIN],
+    x, y, z, lam, its, capped, negdef = climb_m4(
+        a, x, y, z, axm_m4(a, x, y, z), fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+        iparams[P_MAX_ITER],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    w = i + write_offset[v]
-    climb_dirs[w, 0] = x
-    climb_dirs[w, 1] = y
-    climb_dirs[w, 2] = z
-    climb_lams[w] = lam
-    climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = sm.climb_flags(capped, negdef, lam)
 
 
 # ---- order 6: 28 unique entries ----
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
     tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^5 and
-    A x^6 at every start, then the voxel's seeds in start order or, in two passes, by
-    decreasing start value, ties in start order (block maximum and seed slots:
-    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
-    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    A x^6 at every start, then the voxel's seeds in start order (block maximum and seed
+    slots: gpu.peaks.sshopm_block). The starts and their neighbour lists are read once a
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
     # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
-    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    # count; unsigned, far less integer work (ncu, docs/benchmarks.md)
     t = uint64(cuda.threadIdx.x)
     count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(28, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
@@ -296,81 +255,62 @@ def seed_cuda_m6(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
         mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-        rank = slot
-        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-            if mine != 0:
-                packed[slot] = f[t]
-            cuda.syncthreads()
-            if mine != 0:
-                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
-            seed_slots[v, rank] = t
-            if iparams[P_BOUNDED] != 0:
-                seed_values[v, rank] = f[t]
+            seed_slots[v, slot] = t
         if t == 0:
             n_seeds[v] = total
         v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m6(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
-    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
-    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
-    i + write_offset[v]. Voxel v's peaks found so far are
-    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
-    (gpu.peaks.kernels_cuda.iteration_histogram)."""
+def climb_cuda_m6(tensors, starts, seed_slots, first_climb, owners, n_climbs, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
+    """Phase 2, one thread per climb, the climbs of all voxels packed end to end so every
+    warp lane climbs (a block per voxel would leave most of a warp's lanes idle here).
+    Climb i is voxel v's seed i − first_climb[v], where v = owners[i]
+    (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot i. Iterations are
+    counted afterwards (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
     v = owners[i]
-    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
+    s = seed_slots[v, i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    lo = found_first[v]
-    hi = lo + n_found[v]
-    x, y, z, lam, its, capped, negdef, merged = climb_m6(
-        a, x, y, z, axm_m6(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
-        found_flags[lo:hi], fparams[P_COS_BASIN],
+    x, y, z, lam, its, capped, negdef = climb_m6(
+        a, x, y, z, axm_m6(a, x, y, z), fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+        iparams[P_MAX_ITER],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    w = i + write_offset[v]
-    climb_dirs[w, 0] = x
-    climb_dirs[w, 1] = y
-    climb_dirs[w, 2] = z
-    climb_lams[w] = lam
-    climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = sm.climb_flags(capped, negdef, lam)
 
 
 # ---- order 8: 45 unique entries ----
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
     tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^7 and
-    A x^8 at every start, then the voxel's seeds in start order or, in two passes, by
-    decreasing start value, ties in start order (block maximum and seed slots:
-    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
-    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    A x^8 at every start, then the voxel's seeds in start order (block maximum and seed
+    slots: gpu.peaks.sshopm_block). The starts and their neighbour lists are read once a
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
     # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
-    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    # count; unsigned, far less integer work (ncu, docs/benchmarks.md)
     t = uint64(cuda.threadIdx.x)
     count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(45, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
@@ -399,81 +339,62 @@ def seed_cuda_m8(tensors, starts, neighbors, hops, fparams, iparams, seed_slots,
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
         mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-        rank = slot
-        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-            if mine != 0:
-                packed[slot] = f[t]
-            cuda.syncthreads()
-            if mine != 0:
-                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
-            seed_slots[v, rank] = t
-            if iparams[P_BOUNDED] != 0:
-                seed_values[v, rank] = f[t]
+            seed_slots[v, slot] = t
         if t == 0:
             n_seeds[v] = total
         v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m8(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
-    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
-    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
-    i + write_offset[v]. Voxel v's peaks found so far are
-    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
-    (gpu.peaks.kernels_cuda.iteration_histogram)."""
+def climb_cuda_m8(tensors, starts, seed_slots, first_climb, owners, n_climbs, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
+    """Phase 2, one thread per climb, the climbs of all voxels packed end to end so every
+    warp lane climbs (a block per voxel would leave most of a warp's lanes idle here).
+    Climb i is voxel v's seed i − first_climb[v], where v = owners[i]
+    (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot i. Iterations are
+    counted afterwards (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
     v = owners[i]
-    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
+    s = seed_slots[v, i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    lo = found_first[v]
-    hi = lo + n_found[v]
-    x, y, z, lam, its, capped, negdef, merged = climb_m8(
-        a, x, y, z, axm_m8(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
-        found_flags[lo:hi], fparams[P_COS_BASIN],
+    x, y, z, lam, its, capped, negdef = climb_m8(
+        a, x, y, z, axm_m8(a, x, y, z), fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+        iparams[P_MAX_ITER],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    w = i + write_offset[v]
-    climb_dirs[w, 0] = x
-    climb_dirs[w, 1] = y
-    climb_dirs[w, 2] = z
-    climb_lams[w] = lam
-    climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = sm.climb_flags(capped, negdef, lam)
 
 
 # ---- order 10: 66 unique entries ----
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
     tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^9 and
-    A x^10 at every start, then the voxel's seeds in start order or, in two passes, by
-    decreasing start value, ties in start order (block maximum and seed slots:
-    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
-    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    A x^10 at every start, then the voxel's seeds in start order (block maximum and seed
+    slots: gpu.peaks.sshopm_block). The starts and their neighbour lists are read once a
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
     # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
-    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    # count; unsigned, far less integer work (ncu, docs/benchmarks.md)
     t = uint64(cuda.threadIdx.x)
     count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(66, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
@@ -502,81 +423,62 @@ def seed_cuda_m10(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
         mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-        rank = slot
-        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-            if mine != 0:
-                packed[slot] = f[t]
-            cuda.syncthreads()
-            if mine != 0:
-                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
-            seed_slots[v, rank] = t
-            if iparams[P_BOUNDED] != 0:
-                seed_values[v, rank] = f[t]
+            seed_slots[v, slot] = t
         if t == 0:
             n_seeds[v] = total
         v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m10(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
-    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
-    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
-    i + write_offset[v]. Voxel v's peaks found so far are
-    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
-    (gpu.peaks.kernels_cuda.iteration_histogram)."""
+def climb_cuda_m10(tensors, starts, seed_slots, first_climb, owners, n_climbs, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
+    """Phase 2, one thread per climb, the climbs of all voxels packed end to end so every
+    warp lane climbs (a block per voxel would leave most of a warp's lanes idle here).
+    Climb i is voxel v's seed i − first_climb[v], where v = owners[i]
+    (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot i. Iterations are
+    counted afterwards (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
     v = owners[i]
-    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
+    s = seed_slots[v, i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    lo = found_first[v]
-    hi = lo + n_found[v]
-    x, y, z, lam, its, capped, negdef, merged = climb_m10(
-        a, x, y, z, axm_m10(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
-        found_flags[lo:hi], fparams[P_COS_BASIN],
+    x, y, z, lam, its, capped, negdef = climb_m10(
+        a, x, y, z, axm_m10(a, x, y, z), fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+        iparams[P_MAX_ITER],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    w = i + write_offset[v]
-    climb_dirs[w, 0] = x
-    climb_dirs[w, 1] = y
-    climb_dirs[w, 2] = z
-    climb_lams[w] = lam
-    climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = sm.climb_flags(capped, negdef, lam)
 
 
 # ---- order 12: 91 unique entries ----
 
 
 @cuda.jit(**SEED_OPTIONS)
-def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, seed_values, n_seeds):
+def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots, n_seeds):
     """Phase 1, one thread per start and SEED_VOXELS voxels a block, one after the other, the
     tensor's unique entries in shared memory (Ballard et al., Sec. III-D): A x^11 and
-    A x^12 at every start, then the voxel's seeds in start order or, in two passes, by
-    decreasing start value, ties in start order (block maximum and seed slots:
-    gpu.peaks.sshopm_block); the seeds' values are packed first, so ranking costs a loop over
-    the seeds, not over the starts. The starts and their neighbour lists are read once a
+    A x^12 at every start, then the voxel's seeds in start order (block maximum and seed
+    slots: gpu.peaks.sshopm_block). The starts and their neighbour lists are read once a
     block, the lists into shared memory: the seed test reads a neighbour's index, then its
     value, then its step (``hops``, gpu.peaks.sshopm_starts.neighbor_steps), one load
     waiting on the other."""
     # uint64 indices: numba makes a signed index a wraparound test and a range loop a signed
-    # count; unsigned, the integer work is a fraction of what it was (ncu, docs/benchmarks.md)
+    # count; unsigned, far less integer work (ncu, docs/benchmarks.md)
     t = uint64(cuda.threadIdx.x)
     count = uint64(cuda.blockDim.x)
     a = cuda.shared.array(91, float32)
     near = cuda.shared.array((MAX_STARTS, N_NEIGHBORS), uint32)
     f = cuda.shared.array(MAX_STARTS, float32)
-    packed = cuda.shared.array(MAX_STARTS, float32)
     flag = cuda.shared.array(MAX_STARTS, int32)
     warp_max = cuda.shared.array(MAX_WARPS, float32)
     warp_seeds = cuda.shared.array(MAX_WARPS, uint32)
@@ -605,54 +507,38 @@ def seed_cuda_m12(tensors, starts, neighbors, hops, fparams, iparams, seed_slots
         floor = sm.seed_floor(block_max(f, t, count, warp_max), fparams[P_THRESHOLD], fparams[P_REL_THRESHOLD], fparams[P_SEED_FRACTION])
         mine = 1 if sm.is_seed(t, x, y, z, f, gx, gy, gz, near, hops, iparams[P_SEED_LOCAL] != 0, floor) else 0
         slot, total = seed_slot(mine, t, count, flag, warp_seeds)
-        rank = slot
-        if sm.in_two_passes(iparams[P_BOUNDED], fparams[P_COS_BASIN]):
-            if mine != 0:
-                packed[slot] = f[t]
-            cuda.syncthreads()
-            if mine != 0:
-                rank = uint64(sm.value_rank(slot, total, packed))
         if mine != 0:
-            seed_slots[v, rank] = t
-            if iparams[P_BOUNDED] != 0:
-                seed_values[v, rank] = f[t]
+            seed_slots[v, slot] = t
         if t == 0:
             n_seeds[v] = total
         v += uint64(1)
 
 
 @cuda.jit(**CLIMB_OPTIONS)
-def climb_cuda_m12(tensors, alphas, starts, seed_slots, first_climb, owners, n_climbs, rank_offset, write_offset, found_first, n_found, found_dirs, found_lams, found_flags, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
-    """Phases 2 and 4, one thread per climb, the climbs of all voxels packed end to end so
-    every warp lane climbs (a block per voxel would leave ~29 of 32 lanes idle here). Climb
-    i of the pass is voxel v's seed of rank rank_offset[v] + i − first_climb[v], where
-    v = owners[i] (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot
-    i + write_offset[v]. Voxel v's peaks found so far are
-    found_*[found_first[v]:found_first[v] + n_found[v]]. Iterations are counted afterwards
-    (gpu.peaks.kernels_cuda.iteration_histogram)."""
+def climb_cuda_m12(tensors, starts, seed_slots, first_climb, owners, n_climbs, fparams, iparams, climb_dirs, climb_lams, climb_its, climb_flags):
+    """Phase 2, one thread per climb, the climbs of all voxels packed end to end so every
+    warp lane climbs (a block per voxel would leave most of a warp's lanes idle here).
+    Climb i is voxel v's seed i − first_climb[v], where v = owners[i]
+    (gpu.peaks.kernels_cuda.climb_owners); its result goes to slot i. Iterations are
+    counted afterwards (gpu.peaks.kernels_cuda.iteration_histogram)."""
     i = cuda.grid(1)
     if i >= n_climbs:
         return
     v = owners[i]
-    s = seed_slots[v, rank_offset[v] + i - first_climb[v]]
+    s = seed_slots[v, i - first_climb[v]]
     a = tensors[:, v]
     x = starts[s, 0]
     y = starts[s, 1]
     z = starts[s, 2]
-    lo = found_first[v]
-    hi = lo + n_found[v]
-    x, y, z, lam, its, capped, negdef, merged = climb_m12(
-        a, x, y, z, axm_m12(a, x, y, z), iparams[P_SHIFT], alphas[v],
-        iparams[P_NEWTON] != 0, fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL], iparams[P_MAX_ITER],
-        n_found[v], found_dirs[lo:hi, 0], found_dirs[lo:hi, 1], found_dirs[lo:hi, 2], found_lams[lo:hi],
-        found_flags[lo:hi], fparams[P_COS_BASIN],
+    x, y, z, lam, its, capped, negdef = climb_m12(
+        a, x, y, z, axm_m12(a, x, y, z), fparams[P_MAX_STEP], fparams[P_TOL_LAMBDA], fparams[P_STEP_TOL],
+        iparams[P_MAX_ITER],
     )
     if z < 0:
         x, y, z = -x, -y, -z
-    w = i + write_offset[v]
-    climb_dirs[w, 0] = x
-    climb_dirs[w, 1] = y
-    climb_dirs[w, 2] = z
-    climb_lams[w] = lam
-    climb_its[w] = its
-    climb_flags[w] = sm.climb_flags(capped, negdef, merged, lam)
+    climb_dirs[i, 0] = x
+    climb_dirs[i, 1] = y
+    climb_dirs[i, 2] = z
+    climb_lams[i] = lam
+    climb_its[i] = its
+    climb_flags[i] = sm.climb_flags(capped, negdef, lam)

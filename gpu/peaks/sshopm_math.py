@@ -27,7 +27,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
-from gpu.peaks.sshopm_layout import CLIMB_CAPPED, CLIMB_MERGED, CLIMB_PEAK, SHIFT_ADAPTIVE, SHIFT_FIXED, in_two_passes
+from gpu.peaks.sshopm_layout import CLIMB_CAPPED, CLIMB_PEAK
 
 __all__ = [
     "like",
@@ -35,28 +35,16 @@ __all__ = [
     "sshopm_step",
     "is_seed",
     "seed_floor",
-    "in_two_passes",
-    "first_climbs",
-    "later_seed_floor",
-    "in_found_basin",
     "climb_status",
     "climb_flags",
     "CLIMBING",
-    "STOPPED_MERGED",
     "STOPPED_CONVERGED",
     "STOPPED_CAPPED",
-    "value_rank",
-    "is_duplicate",
-    "unique_rank",
     "select_peaks",
-    "SHIFT_ADAPTIVE",
-    "SHIFT_FIXED",
 ]
 
-# A higher neighbour blocks a start only within 30° of the start's gradient (cos 30°).
-# Measured on a two-fiber phantom with crossings ≥ 35° (1,000 voxels): a 60° cone missed a
-# weak shoulder maximum in 4 voxels, 45° in 4, 40° in 2, 30° in none, at 6.6 instead of 3.5
-# climbs per voxel on the main phantom.
+# A higher neighbour blocks a start only within 30° of the start's gradient (cos 30°): wider
+# cones missed weak shoulder maxima of close crossings (docs/peaks.md, "Shoulder maxima").
 CONE_COS = 0.866
 
 
@@ -96,7 +84,7 @@ def tangent_basis(x, y, z):
 
 
 @register_jitable
-def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_fixed, newton, max_step):
+def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, max_step):
     """One iteration from unit (x, y, z) given M = A x^(m−2).
 
     Returns (x', y', z', λ, step, negdef): the next iterate, λ = A x^m at the *current*
@@ -104,12 +92,11 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
     whether the tangent Hessian H was negative definite (x is then in the basin of a
     strict local maximum).
 
-    * Newton (``newton`` and H negative definite): solve H s = −(uᵀg, vᵀg) on the tangent
-      plane, cap |s| at ``max_step`` and retract x' = (x + s_u u + s_v v)/|·|. Quadratic
-      convergence, which is what makes the 0.01° accuracy affordable.
+    * Newton (H negative definite): solve H s = −(uᵀg, vᵀg) on the tangent plane, cap |s|
+      at ``max_step`` and retract x' = (x + s_u u + s_v v)/|·|. Quadratic convergence,
+      which is what makes the 0.01° accuracy affordable.
     * Otherwise the shifted power step of SS-HOPM (Kolda & Mayo 2011, Alg. 1):
-      x' = (A x^(m−1) + α x)/|·|, with α = ``alpha_fixed`` (a convexity bound,
-      Kolda & Mayo 2011, Thm. 4.4) or the adaptive shift of GEAP (Kolda & Mayo 2014, Alg. 3),
+      x' = (A x^(m−1) + α x)/|·| with the adaptive shift of GEAP (Kolda & Mayo 2014, Alg. 3),
       α = max(0, −μ_min) where μ_min is the least eigenvalue of (m−1)[uᵀMu uᵀMv; vᵀMu vᵀMv]:
       just enough to make f + α‖x‖^m locally convex, so λ increases monotonically.
     """
@@ -132,7 +119,7 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
     hvv = cvv - lam
     det = huu * hvv - cuv * cuv
     negdef = huu < 0 and det > 0
-    if newton and negdef:
+    if negdef:
         gu = ux * gx + uy * gy + uz * gz
         gv = vx * gx + vy * gy + vz * gz
         su = (cuv * gv - hvv * gu) / det
@@ -145,13 +132,10 @@ def sshopm_step(order, x, y, z, mxx, mxy, mxz, myy, myz, mzz, shift_mode, alpha_
         ny = y + su * uy + sv * vy
         nz = z + su * uz + sv * vz
     else:
-        if shift_mode == SHIFT_FIXED:
-            alpha = alpha_fixed
-        else:
-            half = like(x, 0.5)
-            mean = half * (cuu + cvv)
-            gap = math.sqrt(half * half * (cuu - cvv) * (cuu - cvv) + cuv * cuv)
-            alpha = max(like(x, 0.0), gap - mean)
+        half = like(x, 0.5)
+        mean = half * (cuu + cvv)
+        gap = math.sqrt(half * half * (cuu - cvv) * (cuu - cvv) + cuv * cuv)
+        alpha = max(like(x, 0.0), gap - mean)
         nx = gx + alpha * x
         ny = gy + alpha * y
         nz = gz + alpha * z
@@ -219,82 +203,25 @@ def is_seed(t, x, y, z, f, gx, gy, gz, neighbors, steps, local_only, floor):
     return True
 
 
-
 @register_jitable
 def seed_floor(fmax, threshold, rel_threshold, seed_fraction):
     """Least start value that may seed: seed_fraction × the least amplitude a peak may have."""
     return seed_fraction * max(threshold, rel_threshold * fmax)
 
 
-# Plain Python in sshopm_layout (the host decides with it too, without numba).
-in_two_passes = register_jitable(in_two_passes)
-
-
-@register_jitable
-def first_climbs(n_seeds, npeaks, two_passes):
-    """How many of a voxel's seeds climb in the first pass: the ``npeaks`` highest, or all."""
-    return min(n_seeds, npeaks) if two_passes else n_seeds
-
-
-@register_jitable
-def later_seed_floor(count, cx, cy, cz, lam, valid, keep, cos_merge, npeaks, seed_fraction):
-    """Least start value a further seed needs to climb once the first ``count`` climbs have
-    ended: seed_fraction·λ_K, λ_K being the ``npeaks``-th distinct peak found so far, or 0
-    (every seed climbs) while fewer are known.
-
-    No peak below λ_K is reported, and later climbs only raise it, so :func:`seed_floor`'s
-    argument holds with λ_K for the least reportable amplitude. λ_K counts only when the
-    distinct peaks are more than twice the merge angle apart: a later, higher peak can then
-    merge away at most one of them, and λ_K cannot fall. ``keep`` is scratch (≥ count).
-    """
-    none = like(cos_merge, 0.0)
-    kept = 0
-    for i in range(count):
-        keep[i] = 1 if valid[i] and not is_duplicate(i, count, cx, cy, cz, lam, valid, cos_merge) else 0
-        kept += keep[i]
-    if kept < npeaks:
-        return none
-    cos_apart = like(cos_merge, 2.0) * cos_merge * cos_merge - like(cos_merge, 1.0)
-    for i in range(count):
-        for j in range(i + 1, count):
-            if keep[i] and keep[j] and abs(cx[i] * cx[j] + cy[i] * cy[j] + cz[i] * cz[j]) >= cos_apart:
-                return none
-    for i in range(count):
-        if keep[i] and unique_rank(i, count, lam, keep) == npeaks - 1:
-            return seed_fraction * lam[i]
-    return none
-
-
-@register_jitable
-def in_found_basin(x, y, z, lam, count, fx, fy, fz, flam, fflags, cos_basin):
-    """Whether a climb at unit (x, y, z), where f = lam and the tangent Hessian is negative
-    definite, is within the basin angle (|x·p| ≥ cos_basin) of one of ``count`` found peaks p
-    (flag CLIMB_PEAK) at least as high: Newton steps from there end on that peak, so the
-    climb would only add a duplicate, which never outranks the peak it repeats."""
-    for j in range(count):
-        if fflags[j] & CLIMB_PEAK and flam[j] >= lam and abs(x * fx[j] + y * fy[j] + z * fz[j]) >= cos_basin:
-            return True
-    return False
-
-
 # climb_status: whether a climb goes on, or why it stopped
 CLIMBING = 0
-STOPPED_MERGED = 1
-STOPPED_CONVERGED = 2
-STOPPED_CAPPED = 3
+STOPPED_CONVERGED = 1
+STOPPED_CAPPED = 2
 
 
 @register_jitable
-def climb_status(x, y, z, lam, lam_prev, step, negdef, iterations, max_iter, step_tol, tol_lambda,
-                 n_found, fx, fy, fz, flam, fflags, cos_basin):
-    """Whether a climb stops after the step (:func:`sshopm_step`) from unit (x, y, z), where
-    f = lam (lam_prev one step before), that was its ``iterations``-th: STOPPED_MERGED
-    inside the basin of one of ``n_found`` found peaks (:func:`in_found_basin`; the climb
-    ends at (x, y, z)), STOPPED_CONVERGED when the step is below step_tol radians and
-    |Δλ| ≤ tol_lambda·|λ| (a step rule is needed because λ is stationary at a maximum),
-    STOPPED_CAPPED after max_iter iterations (both end at the new iterate), else CLIMBING."""
-    if negdef and in_found_basin(x, y, z, lam, n_found, fx, fy, fz, flam, fflags, cos_basin):
-        return STOPPED_MERGED
+def climb_status(lam, lam_prev, step, iterations, max_iter, step_tol, tol_lambda):
+    """Whether a climb stops after a step (:func:`sshopm_step`) that was its
+    ``iterations``-th, to a point where f = lam (lam_prev one step before):
+    STOPPED_CONVERGED when the step is below step_tol radians and |Δλ| ≤ tol_lambda·|λ|
+    (a step rule is needed because λ is stationary at a maximum), STOPPED_CAPPED after
+    max_iter iterations (both end at the new iterate), else CLIMBING."""
     if step <= step_tol and abs(lam - lam_prev) <= tol_lambda * abs(lam):
         return STOPPED_CONVERGED
     if iterations >= max_iter:
@@ -303,15 +230,13 @@ def climb_status(x, y, z, lam, lam_prev, step, negdef, iterations, max_iter, ste
 
 
 @register_jitable
-def climb_flags(capped, negdef, merged, lam):
-    """CLIMB_* flags of a finished climb: a peak when it ended, neither capped nor merged,
-    at a strict local maximum (negative definite tangent Hessian) of positive value."""
+def climb_flags(capped, negdef, lam):
+    """CLIMB_* flags of a finished climb: a peak when it ended, not capped, at a strict
+    local maximum (negative definite tangent Hessian) of positive value."""
     flags = 0
     if capped:
         flags += CLIMB_CAPPED
-    if merged:
-        flags += CLIMB_MERGED
-    elif negdef and not capped and lam > 0:
+    elif negdef and lam > 0:
         flags += CLIMB_PEAK
     return flags
 
@@ -324,51 +249,13 @@ def _ranks_above(lam_j, j, lam_i, i):
 
 
 @register_jitable
-def _better(i, j, lam):
-    """Candidate j ranks above candidate i (:func:`_ranks_above` of their λ in ``lam``)."""
-    return _ranks_above(lam[j], j, lam[i], i)
-
-
-@register_jitable
-def is_duplicate(i, count, cx, cy, cz, lam, valid, cos_merge):
-    """Whether valid candidate i duplicates a better valid candidate (same axis within the
-    merge angle: |x_i·x_j| ≥ cos_merge, antipodes included)."""
-    for j in range(count):
-        if j != i and valid[j] and _better(i, j, lam):
-            if abs(cx[i] * cx[j] + cy[i] * cy[j] + cz[i] * cz[j]) >= cos_merge:
-                return True
-    return False
-
-
-@register_jitable
-def value_rank(i, count, values):
-    """Rank of entry i of values[0:count] by decreasing value, ties by index (0 = first)."""
-    rank = 0
-    for j in range(count):
-        if j != i and _better(i, j, values):
-            rank += 1
-    return rank
-
-
-@register_jitable
-def unique_rank(i, count, lam, keep):
-    """Rank of kept candidate i among the kept candidates (0 = largest amplitude)."""
-    rank = 0
-    for j in range(count):
-        if j != i and keep[j] and _better(i, j, lam):
-            rank += 1
-    return rank
-
-
-@register_jitable
 def select_peaks(count, cx, cy, cz, lam, valid, walked, cos_merge, npeaks, threshold, rel_threshold, dirs, amps):
     """A voxel's reported peaks from its ``count`` climbs; writes ``dirs[r, 0:3]`` and
     ``amps[r]`` for r = 0, 1, ... and returns how many.
 
-    The valid climbs are walked from the best down (:func:`_better`'s order): one that lies
-    within the merge angle of a climb walked before it is a duplicate (every better valid
-    climb has been walked: :func:`is_duplicate`), any other is the next peak, ranked as
-    :func:`unique_rank` ranks it. The walk ends at ``npeaks`` peaks or at the first peak below
+    The valid climbs are walked from the best down (:func:`_ranks_above`'s order): one that
+    lies within the merge angle (|x_i·x_j| ≥ cos_merge, antipodes included) of a climb walked
+    before it is a duplicate of a better climb, any other is the next peak. The walk ends at ``npeaks`` peaks or at the first peak below
     ``threshold`` or ``rel_threshold`` × the first (all after it are lower), so its work
     grows with the climbs it walks, not with count², and noisy voxels with many climbs cost
     little more than clean ones. ``walked`` is scratch (≥ count).

@@ -16,8 +16,8 @@ from gpu.conv.tucker import _core_conv_cpu, tucker_core_conv2d
 from gpu.peaks import sshopm_generated_cpu
 from tests.gpu.peaks.test_backend_cpu import OUTPUTS, run_case
 
-PEAKS_CASE = "noisy_lmax4_fixed_shift"
-CHUNKS = (64, 29, 7)  # one chunk, several, many: the loop is called 1, 3 and 10 times
+PEAKS_CASE = "clean"
+CHUNKS = (144, 29, 7)  # one chunk, several, many: the loop is called 1, 5 and 21 times
 CONV_SEED = 3
 
 
@@ -33,7 +33,7 @@ def main(out_path: str) -> None:
         conv = pool.submit(tucker_core_conv2d, *conv_inputs(), 1, 1, 1, "cpu")
         arrays = {f"peaks{chunk}_{key}": future.result()[key] for chunk, future in zip(CHUNKS, peaks) for key in OUTPUTS}
         arrays["conv"] = conv.result()
-    for name, loop in (("peaks", sshopm_generated_cpu.sshopm_cpu_m4), ("conv", _core_conv_cpu)):
+    for name, loop in (("peaks", sshopm_generated_cpu.sshopm_cpu_m8), ("conv", _core_conv_cpu)):
         arrays[f"{name}_compiled"] = np.array(sum(loop.stats.cache_misses.values()))
         arrays[f"{name}_loaded"] = np.array(sum(loop.stats.cache_hits.values()))
     np.savez(out_path, **arrays)

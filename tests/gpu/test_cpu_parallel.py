@@ -13,14 +13,14 @@ import numpy as np
 
 from gpu.conv.direct import direct_conv2d
 from tests.gpu.cold_cache_child import CHUNKS, PEAKS_CASE, conv_inputs
-from tests.gpu.peaks.test_backend_cpu import OUTPUTS, REFERENCE
+from tests.gpu.peaks.test_backend_cpu import OUTPUTS, stored
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_processes_on_a_cold_cache_compile_each_loop_once_and_get_the_reference_outputs(tmp_path):
     """Two processes (tests/gpu/cold_cache_child.py) start at once on a fresh cache, each
-    calling the lmax-4 SS-HOPM loop from three threads and the Tucker core loop from a
+    calling the lmax-8 SS-HOPM loop from three threads and the Tucker core loop from a
     fourth, as two job processes of a worker (or two xdist workers) do when nothing is
     compiled yet."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "PYTHONPATH": str(ROOT)}
@@ -35,13 +35,12 @@ def test_processes_on_a_cold_cache_compile_each_loop_once_and_get_the_reference_
     for loop in ("peaks", "conv"):
         assert sorted(int(r[f"{loop}_compiled"]) for r in results) == [0, 1], loop
         assert sorted(int(r[f"{loop}_loaded"]) for r in results) == [0, 1], loop
-    reference = np.load(REFERENCE)
     x, core = conv_inputs()
     conv_reference = direct_conv2d(x, core, padding=1)
     for r in results:
         for chunk in CHUNKS:
             for key in OUTPUTS:
-                np.testing.assert_array_equal(r[f"peaks{chunk}_{key}"], reference[f"{PEAKS_CASE}_{key}"],
+                np.testing.assert_array_equal(r[f"peaks{chunk}_{key}"], stored(PEAKS_CASE, key),
                                               err_msg=f"chunks of {chunk}: {key}")
         assert np.abs(r["conv"] - conv_reference).max() / np.abs(conv_reference).max() < 1e-5
 

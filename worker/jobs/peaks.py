@@ -34,7 +34,7 @@ import sys
 import tarfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -59,7 +59,7 @@ _imports = threading.Lock()
 
 if TYPE_CHECKING:
     from gpu.peaks.fodf_metrics import FodfMetrics
-    from gpu.peaks.search import PeaksOptions, PeaksResult, PreparedPeaks
+    from gpu.peaks.search import PeaksOptions, PeaksResult
     from worker.io.images import ImageInfo
 
 # The engine (numba) and nibabel are imported inside the functions that use them, so that
@@ -353,8 +353,8 @@ class PeaksInputs:
     ``warnings`` about voxels left out (non-finite coefficients), ``finite``, which voxels
     have only finite coefficients (x, y, z) bool, for the engine, ``sha256``, the files'
     checksums by file name, taken in the read (none where the parameters turn ``checksums``
-    off), ``prepared``, the engine's
-    preparation started while they were read (a future, or None), and
+    off), ``prepared``, the thread preparing the engine
+    (:func:`gpu.peaks.search.prepare_peaks`) started while they were read (or None), and
     ``uploaded``: by role, the uploaded form of an input stored in another (a service's
     ``.nii.gz`` kept inflated), whose name and sha256 the outputs give."""
 
@@ -366,7 +366,7 @@ class PeaksInputs:
     warnings: list[str]
     finite: np.ndarray
     sha256: dict[str, str]
-    prepared: "Future[PreparedPeaks] | None" = None
+    prepared: threading.Thread | None = None
     uploaded: dict[str, UploadedInput] = field(default_factory=dict)
 
     def name(self, role: str) -> str | None:
@@ -383,7 +383,7 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
 
     ``prepare`` (with ``params``): once the header says lmax, start preparing the engine for
     :func:`compute_peaks` with the same ``params`` in a background thread (the CUDA context
-    and kernels: :func:`gpu.peaks.search.start_preparing`) while this thread inflates the
+    and kernels: :func:`gpu.peaks.search.prepare_peaks`) while this thread inflates the
     volume, on ``inflate_threads`` threads where it is a large .nii.gz (one job alone on a
     machine; a batch or a worker running several jobs keeps one each). The files' sha256
     for the sidecar is taken from the bytes the same read takes in. ``uploaded``: see
@@ -396,11 +396,13 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     info, mask_info = check_peaks_inputs(fod, mask, params)
     prepared = None
     if prepare and params is not None:
-        from gpu.peaks.search import start_preparing
         from gpu.peaks.sh_basis import lmax_from_ncoeffs
 
-        prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
-                                   params.backend)
+        lmax = lmax_from_ncoeffs(info.shape[3])
+        # Not a daemon: an interpreter that exits early waits for it rather than killing it
+        # inside a CUDA driver call.
+        prepared = threading.Thread(target=_prepare_engine, args=(lmax, params), name=f"prepare-peaks-lmax{lmax}")
+        prepared.start()
     uploaded = dict(uploaded or {})
     try:
         # For the GPU into page-locked memory, which it copies by DMA (plain memory while
@@ -421,21 +423,37 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
         # A job that fails here ends with its background work: nothing keeps running on
         # (the preparation's CPU loop) after the caller has moved on.
         if prepared is not None:
-            wait([prepared])
+            prepared.join()
         raise
     inputs.seconds = time.perf_counter() - started
     return inputs
 
 
+def _prepare_engine(lmax: int, params: PeaksParams) -> None:
+    """:func:`gpu.peaks.search.prepare_peaks` for a job's ``params``, on a thread of its own."""
+    from gpu.peaks.search import prepare_peaks
+
+    try:
+        prepare_peaks(lmax, params.basis, engine_options(params), params.backend)
+    except Exception:  # kept nothing: compute_peaks prepares again and raises it in the job
+        pass
+
+
 def compute_peaks(inputs: PeaksInputs, params: PeaksParams,
                   progress: Callable[[float], None] | None = None) -> "PeaksResult":
-    """The engine's peaks of read inputs (with the preparation :func:`read_peaks_inputs`
-    started, which must be for the same ``params``); ``progress(fraction)`` is called
-    between chunks."""
+    """The engine's peaks of read inputs; ``progress(fraction)`` is called between chunks.
+    The engine waits for the preparation :func:`read_peaks_inputs` started, if any (its
+    statistics count the wait), and copies the voxels of a masked volume into page-locked
+    memory for the GPU."""
+    from gpu.cuda.host_memory import host_empty
     from gpu.peaks.search import sshopm_peaks
 
-    return sshopm_peaks(inputs.sh, basis=params.basis, mask=inputs.mask, options=engine_options(params),
-                        backend=params.backend, progress=progress, prepared=inputs.prepared, finite=inputs.finite)
+    try:
+        return sshopm_peaks(inputs.sh, inputs.mask, engine_options(params), params.backend, basis=params.basis,
+                            finite=inputs.finite, progress=progress, empty=host_empty(params.backend))
+    finally:
+        if inputs.prepared is not None:
+            inputs.prepared.join()
 
 
 def write_peaks_outputs(inputs: PeaksInputs, result: "PeaksResult", params: PeaksParams, outputs: PeaksOutputs,

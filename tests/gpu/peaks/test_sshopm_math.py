@@ -1,7 +1,7 @@
 """gpu.peaks.sshopm_math.select_peaks: the peaks of the pairwise merge and rank it replaced
-(is_duplicate keeps a climb no better climb lies within the merge angle of; unique_rank
-ranks the kept ones), on random climbs with tied amplitudes, antipodal and near-duplicate
-directions, invalid climbs and thresholds that cut the list."""
+(a climb is kept when no better climb lies within the merge angle of it; the kept ones are
+ranked against each other), on random climbs with tied amplitudes, antipodal and
+near-duplicate directions, invalid climbs and thresholds that cut the list; climb_status."""
 
 from __future__ import annotations
 
@@ -12,11 +12,27 @@ from hypothesis import given, settings, strategies as st
 from gpu.peaks import sshopm_math as sm
 
 
+def better(i, j, lam):
+    """Climb j ranks above climb i: larger λ, ties broken by the lower index."""
+    return lam[j] > lam[i] or (lam[j] == lam[i] and j < i)
+
+
+def is_duplicate(i, n, cx, cy, cz, lam, valid, cos_merge):
+    """Valid climb i lies within the merge angle of a better valid climb (antipodes included)."""
+    return any(j != i and valid[j] and better(i, j, lam)
+               and abs(cx[i] * cx[j] + cy[i] * cy[j] + cz[i] * cz[j]) >= cos_merge for j in range(n))
+
+
+def unique_rank(i, n, lam, keep):
+    """Rank of kept climb i among the kept climbs (0 = largest amplitude)."""
+    return sum(1 for j in range(n) if j != i and keep[j] and better(i, j, lam))
+
+
 def pairwise(cx, cy, cz, lam, valid, cos_merge, npeaks, threshold, rel_threshold):
     """The selection before select_peaks: every kept climb ranked against every other."""
     n = len(lam)
-    keep = [1 if valid[i] and not sm.is_duplicate(i, n, cx, cy, cz, lam, valid, cos_merge) else 0 for i in range(n)]
-    rank = [sm.unique_rank(i, n, lam, keep) if keep[i] else npeaks for i in range(n)]
+    keep = [1 if valid[i] and not is_duplicate(i, n, cx, cy, cz, lam, valid, cos_merge) else 0 for i in range(n)]
+    rank = [unique_rank(i, n, lam, keep) if keep[i] else npeaks for i in range(n)]
     best = next((lam[i] for i in range(n) if rank[i] == 0), 0.0)
     dirs, amps = np.full((npeaks, 3), np.nan), np.full(npeaks, np.nan)
     for i in range(n):
@@ -64,22 +80,16 @@ def test_select_peaks_example(npeaks):
     np.testing.assert_array_equal(dirs[:found], [[1, 0, 0], [0, 1, 0]][:found])
 
 
-def test_climb_status_stops_merged_then_converged_then_capped():
-    """One found peak (1, 0, 0) with λ 2 and a 10° basin: a climb inside it, negative definite
-    and no higher, merges before any other test; a converged step is converged even on
-    the last iteration; the cap only stops a climb still moving."""
-    found = (np.array([1.0]), np.array([0.0]), np.array([0.0]), np.array([2.0]), np.array([sm.CLIMB_PEAK], np.int32))
-    cos_basin = np.cos(np.radians(10.0))
-    near = np.array([np.cos(0.1), np.sin(0.1), 0.0])  # 5.7° from the peak
-    far = np.array([0.0, 1.0, 0.0])
+def test_climb_status_stops_converged_then_capped():
+    """A converged step is converged even on the last iteration; the cap only stops a climb
+    still moving."""
 
-    def status(point, lam, lam_prev, step, negdef, its, max_iter=30):
-        return sm.climb_status(*point, lam, lam_prev, step, negdef, its, max_iter, 1e-4, 1e-6, 1, *found, cos_basin)
+    def status(lam, lam_prev, step, its, max_iter=30):
+        return sm.climb_status(lam, lam_prev, step, its, max_iter, 1e-4, 1e-6)
 
-    assert status(near, 1.5, 1.5, 0.0, True, 30) == sm.STOPPED_MERGED
-    assert status(near, 2.5, 2.5, 0.0, True, 3) == sm.STOPPED_CONVERGED  # higher than the found peak
-    assert status(near, 1.5, 1.5, 0.0, False, 3) == sm.STOPPED_CONVERGED  # not in a basin without negdef
-    assert status(far, 1.5, 1.5, 0.0, True, 30) == sm.STOPPED_CONVERGED
-    assert status(far, 1.5, 1.4, 0.0, True, 30) == sm.STOPPED_CAPPED  # λ still changing
-    assert status(far, 1.5, 1.5, 1e-3, True, 29) == sm.CLIMBING  # step above step_tol
-    assert status(far, 1.5, 1.5, 1e-3, True, 30) == sm.STOPPED_CAPPED
+    assert status(2.5, 2.5, 0.0, 3) == sm.STOPPED_CONVERGED
+    assert status(1.5, 1.5, 0.0, 3) == sm.STOPPED_CONVERGED
+    assert status(1.5, 1.5, 0.0, 30) == sm.STOPPED_CONVERGED
+    assert status(1.5, 1.4, 0.0, 30) == sm.STOPPED_CAPPED  # λ still changing
+    assert status(1.5, 1.5, 1e-3, 29) == sm.CLIMBING  # step above step_tol
+    assert status(1.5, 1.5, 1e-3, 30) == sm.STOPPED_CAPPED

@@ -4,7 +4,6 @@ bit, as reading and computing one after the other; a failed read leaves no threa
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future
 
 import nibabel as nib
 import numpy as np
@@ -41,7 +40,7 @@ def test_overlapped_read_and_prepare_give_the_same_peaks(fod, tmp_path, params):
     assert plain.prepared is None
     expected = compute_peaks(plain, params)
     overlapped = read_peaks_inputs(fod, params=params, prepare=True)
-    assert isinstance(overlapped.prepared, Future)
+    assert isinstance(overlapped.prepared, threading.Thread)
     np.testing.assert_array_equal(overlapped.sh, plain.sh)
     assert overlapped.warnings == plain.warnings == [
         "1 of 24 voxels of 'fod.nii.gz' have NaN or infinite SH coefficients; their peaks are NaN and their count 0"]

@@ -197,13 +197,16 @@ def test_a_read_that_fails_leaves_no_background_work(tmp_path, damage, monkeypat
     reaches the caller (a test, a batch) that moves on."""
     import gpu.peaks.search
 
-    started = []
+    started, finished = [], []
 
-    def recorded(*args, _start=gpu.peaks.search.start_preparing, **kwargs):
-        started.append(_start(*args, **kwargs))
-        return started[-1]
+    def recorded(*args, _prepare=gpu.peaks.search.prepare_peaks, **kwargs):
+        started.append(args)
+        try:
+            return _prepare(*args, **kwargs)
+        finally:
+            finished.append(args)
 
-    monkeypatch.setattr(gpu.peaks.search, "start_preparing", recorded)
+    monkeypatch.setattr(gpu.peaks.search, "prepare_peaks", recorded)
     sh = fod_phantom(SHAPE, 4, seed=1)["sh"].astype(np.float32)
     if damage == "no voxel":
         sh[:] = np.nan
@@ -213,4 +216,4 @@ def test_a_read_that_fails_leaves_no_background_work(tmp_path, damage, monkeypat
         fod.write_bytes(data[: len(data) // 2])  # the header stays readable: the data is cut
     with pytest.raises(InputError):
         read_peaks_inputs(fod, None, PeaksParams(backend="cpu"), prepare=True)
-    assert len(started) == 1 and started[0].done()
+    assert len(started) == 1 and finished == started
