@@ -24,6 +24,7 @@ from service import page
 from service.api import archives, health, jobs, submit
 from service.head import HeadFromGet
 from service.problems import install_problem_handlers
+from service.security_headers import NoSniff
 from service.settings import Settings, get_settings
 from worker.celery_app import create_celery_app, publish_job, waiting_job_ids
 from worker.job_kinds import JobKind, job_kinds
@@ -158,6 +159,7 @@ def create_app(
     app.state.kinds = kinds
     install_problem_handlers(app)
     app.add_middleware(HeadFromGet)
+    app.add_middleware(NoSniff)
     app.include_router(health.router)
     app.include_router(submit.build_submit_router(kinds))
     # before jobs: /v1/jobs/results.zip must not be taken for a job id

@@ -14,12 +14,14 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-__all__ = ["PROBLEM_JSON", "Problem", "problem_response", "install_problem_handlers", "PROBLEM_RESPONSES"]
+__all__ = ["PROBLEM_JSON", "Problem", "problem_response", "install_problem_handlers", "PROBLEM_RESPONSES", "echo"]
 
 logger = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 _HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+# The most characters of a request's own text (a path, an id) an answer repeats.
+_ECHO_CHARS = 200
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -47,6 +49,7 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: _problem_doc("The job is not in a state that allows this"),
     413: _problem_doc("Upload larger than the limit, or the job needs more memory than allowed"),
     415: _problem_doc("Not a multipart/form-data request"),
+    416: _problem_doc("The Range starts past the end of the file"),
     422: _problem_doc("Invalid input files or parameters"),
     503: _problem_doc("Queue unavailable"),
     507: _problem_doc("The service's disk is full"),
@@ -61,11 +64,21 @@ _TITLES = {
     409: "Conflict",
     413: "Upload too large",
     415: "Unsupported media type",
+    416: "Range not satisfiable",
     422: "Invalid request",
     500: "Internal server error",
     503: "Service unavailable",
     507: "Insufficient storage",
 }
+
+
+def echo(text: str, *, quoted: bool = True) -> str:
+    """Text from the request as an answer repeats it: cut to 200 characters (saying how long
+    it was), quoted as ``repr`` unless ``quoted`` is false."""
+    text = str(text)
+    cut = text if len(text) <= _ECHO_CHARS else text[:_ECHO_CHARS]
+    shown = repr(cut) if quoted else cut
+    return shown if cut is text else f"{shown}… ({len(text)} characters)"
 
 
 class Problem(Exception):
@@ -99,7 +112,7 @@ def problem_response(
 ) -> JSONResponse:
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if instance:
-        body["instance"] = instance
+        body["instance"] = instance if len(instance) <= _ECHO_CHARS else instance[:_ECHO_CHARS]
     body.update(extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_JSON)
 
@@ -127,8 +140,10 @@ def _allowed_methods(request: Request) -> list[str]:
 def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
+        # one line, no server folder: a detail may repeat an error about an uploaded file
+        detail = request.app.state.store.user_text(exc.detail)
         return problem_response(
-            exc.status, exc.title, exc.detail, instance=request.url.path, headers=exc.headers, **exc.extra
+            exc.status, exc.title, detail, instance=request.url.path, headers=exc.headers, **exc.extra
         )
 
     @app.exception_handler(RequestValidationError)
@@ -147,10 +162,10 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         status = exc.status_code
         if status == 404:
-            detail = f"there is no route {request.url.path}; the API is under /v1 (see /docs)"
+            detail = f"there is no route {echo(request.url.path, quoted=False)}; the API is under /v1 (see /docs)"
         elif status == 405:
             allowed = _allowed_methods(request)
-            detail = f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}"
+            detail = f"{request.method} is not allowed on {echo(request.url.path, quoted=False)}; use {', '.join(allowed)}"
             headers = {"Allow": ", ".join(allowed)}
         else:
             detail = str(exc.detail)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from worker.job_store import JobRecord, JobStatus
 
-__all__ = ["JobErrorOut", "ResultOut", "JobOut", "JobListOut", "HealthOut", "ReadyOut"]
+__all__ = ["api_url", "JobErrorOut", "ResultOut", "JobOut", "JobListOut", "HealthOut", "ReadyOut"]
 
 
 class JobErrorOut(BaseModel):
@@ -28,13 +28,22 @@ class ResultOut(BaseModel):
 _JOB_MARK, _NAME_MARK = "\x00job\x00", "\x00name\x00"
 
 
+def api_url(request: Request, route: str, **path_params: str) -> str:
+    """The URL of ``route`` a client is given: under ``FIBERTENSOR_PUBLIC_URL``, else its
+    path (under a proxy's root path), which the client resolves against the address it
+    used. Never built from the request's ``Host`` header, which the client (or an attacker)
+    chooses."""
+    base = request.app.state.settings.public_url or request.scope.get("root_path", "")
+    return base + request.app.url_path_for(route, **path_params)
+
+
 def _result_url_maker(request: Request) -> Callable[[str, str], str]:
     """``(job id, result name) → download URL`` for this request: the route's URL is looked
     up once per request (a listing of hundreds of jobs, ten results each, spent most of its
-    time in ``url_for``) and the id and name put into it, as ``url_for`` puts them."""
+    time in ``url_for``) and the id and name put into it, as ``url_path_for`` puts them."""
     maker = getattr(request.state, "result_url_maker", None)
     if maker is None:
-        template = str(request.url_for("download_result", job_id=_JOB_MARK, name=_NAME_MARK))
+        template = api_url(request, "download_result", job_id=_JOB_MARK, name=_NAME_MARK)
         head, _, rest = template.rpartition(_JOB_MARK)
         middle, _, tail = rest.rpartition(_NAME_MARK)
         maker = request.state.result_url_maker = lambda job_id, name: f"{head}{job_id}{middle}{name}{tail}"

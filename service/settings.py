@@ -9,6 +9,7 @@ import functools
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -129,6 +130,28 @@ class Settings(BaseSettings):
     janitor_interval: float = Field(
         10.0, gt=0, description="Seconds between the API's sweeps for orphaned jobs."
     )
+
+    # The address clients reach the API at, for the URLs its answers carry.
+    public_url: str = Field(
+        "",
+        description="Base URL clients reach the API at (e.g. https://mri.example.org), which "
+        "the job's Location and result URLs start with. Empty: those URLs are paths (/v1/...), "
+        "to be resolved against the address the client used; never taken from the request's "
+        "Host header.",
+    )
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value:
+            return ""
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError(
+                f"FIBERTENSOR_PUBLIC_URL must be an http(s) base URL such as https://mri.example.org, not {value!r}"
+            )
+        return value
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 from fastapi import Request
 from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ValidationError
-from python_multipart.multipart import MultipartParser, parse_options_header
+from python_multipart.multipart import MultipartParser, MultipartState, parse_options_header
 
 from service.problems import Problem
 from worker.errors import InputError
@@ -170,15 +170,18 @@ async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_
         raise too_large
     upload = Upload()
     writer = _PartWriter(kind, inputs_dir, upload)
-    parser = MultipartParser(boundary, writer.callbacks())
     received = 0
     try:
+        parser = MultipartParser(boundary, writer.callbacks())  # refuses a boundary over 256 bytes
         async for chunk in request.stream():
             received += len(chunk)
             if received > max_bytes:
                 raise too_large
             parser.write(chunk)
         parser.finalize()
+        if parser.state != MultipartState.END:  # finalize() does not check it
+            raise Problem(400, "the multipart body ends before its closing boundary; the upload was cut "
+                          "short or malformed, send it again")
     except (Problem, ClientDisconnect, OSError):  # OSError: the disk filled up (507)
         raise
     except Exception as exc:

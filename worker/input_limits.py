@@ -8,7 +8,7 @@ is refused before anything is inflated or allocated.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,8 @@ from worker.io.images import (
 )
 from worker.job_kinds import JobKind, UploadedInput
 
-__all__ = ["InputLimits", "InputTooLarge", "InflatedInput", "check_job_inputs", "job_memory_bytes"]
+__all__ = ["InputLimits", "InputTooLarge", "InflatedInput", "check_job_inputs", "check_backend", "check_run_here",
+           "job_memory_bytes"]
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,33 @@ def job_memory_bytes(kind: JobKind, files: Mapping[str, Path], params: BaseModel
     return sum(image_memory_bytes(info) for info in headers.values())
 
 
+def check_backend(params: BaseModel) -> None:
+    """Refuse parameters asking for the CUDA backend where no GPU (nor numba's simulator) can
+    run it: on the machine the job runs on, before it starts."""
+    if getattr(params, "backend", None) != "cuda":
+        return
+    from gpu.cuda import device, simulator
+
+    if not (device.cuda_available() or simulator.simulator_active()):
+        raise InputError(
+            "No GPU for backend cuda",
+            "backend 'cuda' was asked for, but the machine that runs this job has no usable CUDA GPU; "
+            "use backend auto (the GPU where there is one, else the CPU) or cpu",
+        )
+
+
+def check_run_here(params: BaseModel, files: Mapping[str, Path]) -> list[str]:
+    """What a worker checks as a job starts, the job's inputs having passed
+    :func:`check_job_inputs`: its backend (:func:`check_backend`); returns what a user should
+    know about the inputs' headers (a NIfTI read through its qform), the job's warnings."""
+    check_backend(params)
+    return [message for slot, path in files.items() if path.name.endswith(IMAGE_SUFFIXES)
+            for message in read_image_header(path, slot).warnings]
+
+
 def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel, limits: InputLimits, *,
-                     read_through: bool = True, keep_inflated: bool = False) -> dict[str, InflatedInput]:
+                     read_through: bool = True, keep_inflated: bool = False,
+                     warn: Callable[[str], object] | None = None) -> dict[str, InflatedInput]:
     """Every check before a job is queued, cheapest first: each file's header (parsed once)
     against the size limits, the kind's header validation, the job's working memory, then
     one bounded pass over each image's data to prove it whole. Raises :class:`InputError`,
@@ -100,7 +126,8 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
     pass over a ``.nii.gz`` (``.mif.gz``) also writes the ``.nii`` (``.mif``) it inflates to
     beside it and hashes the upload (:func:`worker.io.nifti.inflate_checked`), so the job
     need not inflate it again. Returns those, by slot (none without ``keep_inflated``); a
-    refused job leaves none."""
+    refused job leaves none. ``warn``: called with what a user should know about an accepted
+    header (a NIfTI read through its qform)."""
     headers: dict[str, ImageInfo] = {}
     for slot, path in files.items():
         if path.stat().st_size == 0:
@@ -109,6 +136,9 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
             headers[slot] = check_image_limits(
                 path, slot, max_input_bytes=limits.max_input_bytes, max_voxels=limits.max_voxels
             )
+            if warn is not None:
+                for message in headers[slot].warnings:
+                    warn(message)
         elif path.name.endswith(".npy"):
             _check_npy(slot, path, limits.max_input_bytes)
     kind.validate(dict(files), params)

@@ -261,6 +261,11 @@ def run_job(
             warn=warn,
             uploaded=dict(record.uploaded),
         )
+        from worker.input_limits import check_run_here  # imports nibabel: not at worker start-up
+
+        # a backend this machine lacks is the user's choice, not a fault of the service
+        for message in check_run_here(ctx.params, ctx.inputs):
+            warn(message)
         paths = kind.run(ctx)
         results = _publish_outputs(store, job_id, partial, paths)
 
@@ -279,7 +284,7 @@ def run_job(
         return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.cancelled))
     except InputError as exc:
         store.append_log(job_id, f"input error: {exc.detail}")
-        error = JobError(title=exc.title, detail=exc.detail)
+        error = JobError(title=exc.title, detail=store.user_text(exc.detail, job_id))
         return _owned_update(store, job_id, me, lambda rec: _finish(rec, JobStatus.failed, error))
     except timeout_errors:
         store.append_log(job_id, "soft time limit exceeded")
@@ -307,7 +312,7 @@ def run_job(
         # the job's log is served to its owner: the traceback goes to the server's log only,
         # findable by the error id the job's log and error carry
         error_id = secrets.token_hex(4)
-        summary = _one_line(exc)
+        summary = store.user_text(_one_line(exc), job_id)  # the owner reads it: no server paths
         if retry_allowed and is_transient(exc):
             logger.warning("job %s: transient error (error id %s); queued again", job_id, error_id, exc_info=exc)
             store.append_log(job_id, f"transient error (error id {error_id}): {summary}; queued again for a retry")

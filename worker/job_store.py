@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import itertools
 import os
+import re
 import secrets
 import shutil
 import time
@@ -42,6 +43,7 @@ __all__ = [
     "ResultFile",
     "JobRecord",
     "JobNotFound",
+    "InvalidCursor",
     "JobStore",
     "new_job_id",
     "utc_now",
@@ -53,6 +55,9 @@ _PARSED_CACHE_SIZE = 100_000
 # through a large batch asks for a page after the other, each a walk from the newest job
 # (docs/decisions/job-listing-cache.md).
 _IDS_FRESH_SECONDS = 1.0
+# An absolute path of three or more parts, not a URL's nor one of the API's routes (/v1/...):
+# what is left of one after the data volume's own folders are cut from a message.
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.])/(?!v1/)(?:[^\s/'\"]+/){2,}([^\s/'\"]+)")
 
 
 class JobStatus(str, Enum):
@@ -107,6 +112,10 @@ class JobRecord(BaseModel):
 
 class JobNotFound(KeyError):
     """No job with this id (or it was deleted)."""
+
+
+class InvalidCursor(ValueError):
+    """A listing cursor that no listing handed out: not a job id."""
 
 
 def utc_now() -> datetime:
@@ -267,10 +276,23 @@ class JobStore:
     def cancel_requested(self, job_id: str) -> bool:
         return (self.job_dir(job_id) / "cancel").exists()
 
+    def user_text(self, text: str, job_id: str | None = None) -> str:
+        """``text`` as a user may read it (a job's log or error, a problem's detail): one line,
+        the server's folders cut out (a file of job ``job_id`` by its place in the job's
+        folder, one elsewhere on the data volume by its place there, another by its name)."""
+        text = " ".join(text.split())
+        job_dir = self.data_dir if job_id is None else self.job_dir(job_id)
+        for folder in dict.fromkeys((job_dir, job_dir.resolve(), self.data_dir, self.data_dir.resolve())):
+            if folder.is_absolute():
+                text = text.replace(f"{folder}/", "").replace(str(folder), ".")
+        return _ABSOLUTE_PATH.sub(r"\1", text)
+
     def append_log(self, job_id: str, message: str) -> None:
+        """Add a line to the job's log: its UTC time and ``message`` (:meth:`user_text`)."""
         stamp = utc_now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        line = self.user_text(message, job_id)
         with open(self.log_path(job_id), "a", encoding="utf-8") as handle:
-            handle.write(f"{stamp} {message}\n")
+            handle.write(f"{stamp} {line}\n")
 
     # -- listing and deleting ------------------------------------------------------------
     def job_ids(self) -> list[str]:
@@ -324,8 +346,11 @@ class JobStore:
     ) -> tuple[list[JobRecord], str | None]:
         """Jobs newest first, filtered; returns the page and the cursor of the next page.
 
-        ``cursor`` is the id of the last job of the previous page.
+        ``cursor`` is the id of the last job of the previous page; anything else (an empty
+        string too) is an :class:`InvalidCursor`.
         """
+        if cursor is not None and not _is_job_id(cursor):
+            raise InvalidCursor(cursor)
         page = list(itertools.islice(self.records(tenant=tenant, status=status, label=label, before=cursor),
                                      limit + 1))
         return (page[:limit], page[limit - 1].id) if len(page) > limit else (page, None)

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
         info = read_image_header(fod, "FOD")
         sh, _ = load_image_data_with_sha256(info)
         params = PeaksParams()
-        maps = _run_metrics(sh, result, compiled=True)  # compiles or loads them before timing
+        maps = _run_metrics(sh, result)  # compiles or loads them before timing
         image = _peaks_image(result.directions, result.amplitudes)
         amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8, copy=False)
         title = f"{fod.name}: lmax {args.lmax}, K = 3 peaks, mrtrix basis"
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
             "write peaks.mif": lambda: write("peaks", image),
             "write amplitudes.mif": lambda: write("amplitudes", amplitudes),
             "write count.mif": lambda: write("count", count),
-            "fODF metrics (compiled)": lambda: _run_metrics(sh, result, compiled=True),
+            "fODF metrics (compiled)": lambda: _run_metrics(sh, result),
             **{f"write {name}.mif": (lambda name=name: write(name, getattr(maps, name))) for name in params.metrics},
             "QC picture (compiled)": lambda: write_peaks_qc_png(
                 out / f"qc{next(fresh)}.png", result.directions, result.amplitudes, result.count, info.zooms[:3], title,

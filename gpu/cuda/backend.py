@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from gpu.cuda.device import cuda_available
-from gpu.cuda.simulator import simulator_active
+from gpu.cuda import device, simulator
 
 __all__ = ["resolve_backend"]
 
@@ -17,8 +16,8 @@ def resolve_backend(backend: str) -> str:
     if backend not in ("auto", "cpu", "cuda"):
         raise ValueError(f"backend must be auto, cpu or cuda, not {backend!r}")
     if backend == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    if backend == "cuda" and not (cuda_available() or simulator_active()):
+        return "cuda" if device.cuda_available() else "cpu"
+    if backend == "cuda" and not (device.cuda_available() or simulator.simulator_active()):
         raise RuntimeError(
             "backend 'cuda' was requested but no CUDA GPU is usable here "
             "(install numba-cuda and an NVIDIA driver, or use --backend cpu)"

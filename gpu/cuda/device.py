@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import threading
 
+from gpu.cuda import simulator
 from gpu.cuda.driver import driver, driver_loads
-from gpu.cuda.simulator import simulator_active
 
 __all__ = ["cuda_available", "device_name", "start_cuda_context"]
 
@@ -20,7 +20,7 @@ __all__ = ["cuda_available", "device_name", "start_cuda_context"]
 def cuda_available() -> bool:
     """True when a real CUDA GPU is usable (never under the simulator). Initialises the
     driver, creating no context."""
-    if simulator_active() or not driver_loads():
+    if simulator.simulator_active() or not driver_loads():
         return False
     try:
         return driver.device_count() > 0
@@ -30,7 +30,7 @@ def cuda_available() -> bool:
 
 def device_name() -> str:
     """A human-readable name of the device the CUDA backend runs on."""
-    if simulator_active():
+    if simulator.simulator_active():
         return "numba CUDA simulator"
     return driver.device_name()
 
@@ -40,7 +40,7 @@ def start_cuda_context() -> None:
     the GPU: the driver's start-up then overlaps the imports and the read. Nothing under the
     simulator or where no driver loads; a failure is left to the job, which reports it when
     it needs the GPU."""
-    if simulator_active() or not driver_loads():
+    if simulator.simulator_active() or not driver_loads():
         return
 
     def create() -> None:

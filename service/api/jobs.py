@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import FileResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 
 from service.deps import KindsDep, StoreDep, TenantDep
-from service.problems import PROBLEM_RESPONSES, Problem
+from service.problems import PROBLEM_RESPONSES, Problem, echo
 from service.schemas import JobListOut, JobOut
-from worker.job_store import TERMINAL_STATUSES, JobNotFound, JobRecord, JobStatus, JobStore, utc_now
+from worker.job_store import TERMINAL_STATUSES, InvalidCursor, JobNotFound, JobRecord, JobStatus, JobStore, utc_now
 
 __all__ = ["router", "own_job"]
 
@@ -22,7 +23,7 @@ _LIST_PARAMETERS = frozenset({"status", "label", "limit", "cursor"})
 
 
 def _not_found(job_id: str) -> Problem:
-    return Problem(404, f"no job {job_id!r} here; list your jobs with GET /v1/jobs")
+    return Problem(404, f"no job {echo(job_id)} here; list your jobs with GET /v1/jobs")
 
 
 def own_job(store: JobStore, job_id: str, tenant: str) -> JobRecord:
@@ -49,18 +50,25 @@ def list_jobs(
     status_: Annotated[JobStatus | None, Query(alias="status")] = None,
     label: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    # the pattern documents what a cursor is; this route refuses others in its own words
+    cursor: Annotated[str | None, Query(max_length=64, json_schema_extra={"pattern": "^[0-9a-f]{28}$"},
+                                        description="next_cursor of the previous page")] = None,
 ) -> JobListOut:
     unknown = sorted(set(request.query_params) - _LIST_PARAMETERS)
     if unknown:
         # a misspelt filter (?staus=failed) would otherwise silently list every job
         raise Problem(
-            422, f"unknown query parameter(s) {', '.join(map(repr, unknown))}; the parameters are "
+            422, f"unknown query parameter(s) {', '.join(map(echo, unknown))}; the parameters are "
             + ", ".join(sorted(_LIST_PARAMETERS)),
         )
-    records, next_cursor = store.list(
-        tenant=tenant, status=status_, label=label, limit=limit, cursor=cursor
-    )
+    try:
+        records, next_cursor = store.list(tenant=tenant, status=status_, label=label, limit=limit, cursor=cursor)
+    except InvalidCursor:
+        raise Problem(
+            422, f"cursor {echo(cursor)} is not one this service handed out; pass the next_cursor of "
+            "the previous page, or leave cursor out for the first page",
+            errors=[{"field": "cursor", "message": "not a cursor from next_cursor"}],
+        ) from None
     return JobListOut(jobs=[JobOut.from_record(r, request) for r in records], next_cursor=next_cursor)
 
 
@@ -79,23 +87,44 @@ def get_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -
     "/{job_id}/results/{name}",
     response_class=FileResponse,
     summary="Download a result file (HEAD gives its size and ETag only)",
-    responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404]},
+    responses={200: {"content": {"application/octet-stream": {}}}, 404: PROBLEM_RESPONSES[404],
+               416: PROBLEM_RESPONSES[416]},
 )
 def download_result(job_id: str, name: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
     record = own_job(store, job_id, tenant)
     result = next((r for r in record.results if r.name == name), None)
     if result is None:
         names = ", ".join(r.name for r in record.results) or "none yet"
-        raise Problem(404, f"job {job_id} has no result {name!r}; its results: {names}")
+        raise Problem(404, f"job {job_id} has no result {echo(name)}; its results: {names}")
     etag = f'"{result.sha256}"'
     if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+    if request.headers.get("if-range") in (None, etag):  # a stale If-Range gets the whole file
+        _check_range(request.headers.get("range"), result.bytes)
     return FileResponse(
         store.outputs_dir(job_id) / name,
         media_type="application/octet-stream",
         filename=name,
         headers={"ETag": etag},
     )
+
+
+def _check_range(http_range: str | None, size: int) -> None:
+    """Refuse a ``Range`` the file cannot satisfy as a problem (416, with ``Content-Range``)
+    or a malformed one (400); FileResponse, which serves the rest, answers those in plain
+    text. Its own parser decides, so both agree on what is satisfiable."""
+    if http_range is None:
+        return
+    try:
+        FileResponse._parse_range_header(http_range, size)
+    except RangeNotSatisfiable:
+        raise Problem(
+            416, f"the range {echo(http_range)} starts past the end of this {size}-byte file; ask for "
+            f"bytes 0 to {size - 1}, or leave Range out for the whole file",
+            headers={"Content-Range": f"bytes */{size}"},
+        ) from None
+    except MalformedRangeHeader:
+        raise Problem(400, f"the Range header {echo(http_range)} is malformed; send e.g. Range: bytes=0-1023") from None
 
 
 def _route_paths(routes) -> set[str]:
@@ -117,7 +146,7 @@ def unknown_kind(kind: str, request: Request, kinds: KindsDep) -> Response:
     if request.url.path in _route_paths(request.app.routes):
         raise StarletteHTTPException(status.HTTP_405_METHOD_NOT_ALLOWED)
     raise Problem(
-        404, f"there is no job kind {kind!r}; submit to one of: "
+        404, f"there is no job kind {echo(kind)}; submit to one of: "
         + ", ".join(f"POST /v1/jobs/{name}" for name in kinds),
         title="Unknown job kind",
     )
@@ -135,6 +164,8 @@ def unknown_kind(kind: str, request: Request, kinds: KindsDep) -> Response:
     },
 )
 def delete_job(job_id: str, request: Request, store: StoreDep, tenant: TenantDep) -> Response:
+    if request.url.path in _route_paths(request.app.routes):  # /v1/jobs/results.zip is no job
+        raise StarletteHTTPException(status.HTTP_405_METHOD_NOT_ALLOWED)
     own_job(store, job_id, tenant)
 
     def cancel(record: JobRecord) -> JobRecord | None:

@@ -12,17 +12,28 @@ from typing import Any, Callable
 
 from fastapi import APIRouter, Request, status
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import CeleryDep, SettingsDep, StoreDep, TenantDep
 from service.problems import PROBLEM_RESPONSES, Problem
-from service.schemas import JobOut
+from service.schemas import JobOut, api_url
 from service.uploads import check_inputs, parse_fields, receive_upload, upload_form_schema
 from worker.celery_app import publish_job
+from worker.errors import InputError
+from worker.input_limits import check_backend
 from worker.job_kinds import JobKind
 from worker.job_store import JobRecord, utc_now
 
 __all__ = ["build_submit_router"]
+
+
+def _check_backend(params: BaseModel) -> None:
+    """:func:`worker.input_limits.check_backend` as a 422 problem."""
+    try:
+        check_backend(params)
+    except InputError as exc:
+        raise Problem(422, exc.detail, title=exc.title) from None
 
 
 def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
@@ -32,6 +43,8 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
         with store.staging() as (job_id, folder):
             upload = await receive_upload(request, kind, folder / "inputs", settings.max_upload_bytes)
             params, label = parse_fields(kind, upload.fields)
+            if settings.embedded_broker:  # the workers run on this machine: its GPU is theirs
+                _check_backend(params)
             files, uploaded = await run_in_threadpool(check_inputs, kind, upload.files, params, settings.input_limits)
             record = JobRecord(
                 id=job_id,
@@ -57,7 +70,7 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
         return JSONResponse(
             job.model_dump(mode="json"),
             status_code=status.HTTP_202_ACCEPTED,
-            headers={"Location": str(request.url_for("get_job", job_id=job_id))},
+            headers={"Location": api_url(request, "get_job", job_id=job_id)},
         )
 
     submit.__name__ = f"submit_{kind.name.replace('-', '_')}"

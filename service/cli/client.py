@@ -53,6 +53,12 @@ class RequestRefused(CommandError):
         self.status, self.title, self.detail = status, title, detail
 
 
+def _origin(url: httpx.URL) -> str:
+    """``scheme://host[:port]`` of ``url``, as a message names it."""
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme or 'http'}://{url.host}{port}"
+
+
 class ServiceClient:
     """A thin httpx wrapper that turns problem documents into :class:`RequestRefused`; one
     instance serves several threads at a time (httpx's client and its connection pool are
@@ -120,14 +126,36 @@ class ServiceClient:
     def delete(self, job_id: str) -> int:
         return self.request("DELETE", f"/v1/jobs/{job_id}").status_code
 
+    def own_url(self, url: str) -> httpx.URL:
+        """A URL the service handed out (a result's), resolved against ``--server`` as every
+        request is; a :class:`CommandError` for one on another origin, where the API key,
+        which goes with every request, must not go."""
+        given = httpx.URL(url)
+        server = self.http.base_url
+        if not (given.scheme or given.host):
+            return server.join(given)  # a path from the root, as a browser resolves it
+        if (given.scheme, given.host, given.port) != (server.scheme, server.host, server.port):
+            raise CommandError(
+                f"the service at {self.server} pointed a download at {_origin(given)}, another address; "
+                "refused, so that the API key goes nowhere else. Ask the operator to set "
+                "FIBERTENSOR_PUBLIC_URL to the address clients use"
+            )
+        return given
+
     def download(self, result: dict[str, Any], folder: Path) -> Path:
-        """Stream one result into ``folder`` (temporary name, then rename), checking sha256."""
+        """Stream one result into ``folder`` (temporary name, then rename), checking sha256;
+        only from the server's own address (:meth:`own_url`), only into ``folder``."""
+        name = str(result["name"])
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise CommandError(f"the service listed a result named {name[:200]!r}, which is not a file name; "
+                               "refused, nothing was written")
+        url = self.own_url(result["url"])
         folder.mkdir(parents=True, exist_ok=True)
-        target = folder / result["name"]
-        partial = folder / f".{result['name']}.part"
+        target = folder / name
+        partial = folder / f".{name}.part"
         digest = hashlib.sha256()
         try:
-            with self.http.stream("GET", result["url"]) as response:
+            with self.http.stream("GET", url) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise CommandError(f"download of {result['url']} failed: {response.status_code} {response.text}")

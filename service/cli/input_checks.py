@@ -11,6 +11,7 @@ data to the reader, which refuses it in the same words (one inflate per input).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -37,17 +38,25 @@ def check_inputs(kind_name: str, files: Mapping[str, Path | None], params: BaseM
     """Refuse the inputs of a ``kind_name`` job (slot → path; None for a slot not given) as
     the API would, as a :class:`CommandError` (:func:`input_problem`); a missing file first.
     ``read_through=False`` checks headers only, for a command that reads the files next: the
-    reader refuses damaged data with the same message, so each file is inflated once."""
+    reader refuses damaged data with the same message, so each file is inflated once.
+    Parameters asking for a GPU this machine lacks are refused too; what to know about an
+    accepted header (a NIfTI read through its qform) is printed to stderr."""
     from worker.errors import InputError
-    from worker.input_limits import check_job_inputs
+    from worker.input_limits import check_backend, check_job_inputs
     from worker.job_kinds import get_job_kind
 
     given = {slot: Path(path) for slot, path in files.items() if path is not None}
     for slot, path in given.items():
         if not path.is_file():
             raise CommandError(f"{slot} file {str(path)!r} does not exist")
+
+    def warn(message: str) -> None:
+        print(f"fibertensor: warning: {message}", file=sys.stderr)
+
     try:
-        check_job_inputs(get_job_kind(kind_name), given, params, input_limits(), read_through=read_through)
+        check_backend(params)
+        check_job_inputs(get_job_kind(kind_name), given, params, input_limits(), read_through=read_through,
+                         warn=warn)
     except InputError as exc:
         raise CommandError(input_problem(exc, given, name_file=name_file)) from None
 

@@ -84,7 +84,7 @@ def _run_one_job(base: str, phantom: dict[str, Path], tmp_path: Path) -> None:
         response = httpx.post(f"{base}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", fod), "mask": ("mask.nii.gz", mask)},
                               data={"backend": "cpu", "label": "phantom"}, timeout=30)
     assert response.status_code == 202, response.text
-    location = response.headers["location"]
+    location = base + response.headers["location"]  # a path: URLs never come from the Host header
     job = wait_for(lambda: (j := httpx.get(location).json())["status"] in ("succeeded", "failed") and j,
                    120, "the peaks job")
     assert job["status"] == "succeeded", job["error"]
@@ -92,7 +92,7 @@ def _run_one_job(base: str, phantom: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     for result in job["results"]:
-        (out / result["name"]).write_bytes(httpx.get(result["url"]).content)
+        (out / result["name"]).write_bytes(httpx.get(base + result["url"]).content)
 
 
 def test_peaks_through_the_embedded_default_and_the_client(phantom, tmp_path):

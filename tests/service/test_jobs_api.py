@@ -38,7 +38,7 @@ async def test_submit_returns_202_job_and_location(client, volume, store):
     response = await _submit(client, volume, factor=3, label="batch-1")
     assert response.status_code == 202
     job = response.json()
-    assert response.headers["location"] == f"http://test/v1/jobs/{job['id']}"
+    assert response.headers["location"] == f"/v1/jobs/{job['id']}"  # never from the Host header
     assert job["kind"] == "scale" and job["label"] == "batch-1" and job["status"] == "queued"
     assert job["params"] == {"factor": 3.0, "chunks": 4, "delay": 0.0, "fail": "none"}
     assert job["progress"] == 0.0 and job["results"] == [] and job["error"] is None
@@ -136,8 +136,9 @@ async def test_list_filters_and_pages_with_cursor(client, volume, store):
 
 
 async def test_listed_result_urls_are_the_routes_urls_behind_a_proxy_prefix(app_factory, settings, volume, store):
-    """The listing builds its download URLs from one lookup per request: they must be what
-    Starlette's ``url_for`` gives for each job and name, under a proxy's root path too."""
+    """The listing builds its download URLs from one lookup per request: they must be the
+    route's path for each job and name, under a proxy's root path too (without
+    FIBERTENSOR_PUBLIC_URL, a path: never the Host header's address)."""
     app = app_factory(settings)
     transport = httpx.ASGITransport(app=app, root_path="/fibertensor")
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway.example:8443") as client:
@@ -147,7 +148,7 @@ async def test_listed_result_urls_are_the_routes_urls_behind_a_proxy_prefix(app_
     assert {j["id"] for j in listing} == set(ids)
     for job in listing:
         assert [r["url"] for r in job["results"]] == [
-            f"http://gateway.example:8443/fibertensor/v1/jobs/{job['id']}/results/{name}"
+            f"/fibertensor/v1/jobs/{job['id']}/results/{name}"
             for name in ("scaled.nii.gz", "scaled.json")
         ]
 

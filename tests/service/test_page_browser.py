@@ -312,7 +312,7 @@ def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
     assert log.splitlines()[-1].endswith(f"succeeded with {len(job['results'])} result files")
     # the job's QC picture is shown inline, at the size of the PNG the API serves
     qc = next(r for r in job["results"] if r["name"] == "qc.png")
-    png = httpx.get(qc["url"]).content
+    png = httpx.get(server + qc["url"]).content
     assert hashlib.sha256(png).hexdigest() == qc["sha256"] and png.startswith(b"\x89PNG\r\n\x1a\n")
     page.wait(lambda: page.all("#images img"), 10, "the QC picture")
     [image] = page.all("#images img")
@@ -323,7 +323,7 @@ def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
     page.shot("job-succeeded")
 
     # one result, then all of them as a zip: the bytes the API serves
-    served = {r["name"]: httpx.get(r["url"]).content for r in job["results"]}
+    served = {r["name"]: httpx.get(server + r["url"]).content for r in job["results"]}
     assert {hashlib.sha256(v).hexdigest() for v in served.values()} == {r["sha256"] for r in job["results"]}
     page.all("#results a")[0].click()
     assert page.downloaded("peaks.nii.gz") == served["peaks.nii.gz"]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from worker.job_store import JobNotFound, JobRecord, JobStatus, JobStore, new_job_id, utc_now
+from worker.job_store import InvalidCursor, JobNotFound, JobRecord, JobStatus, JobStore, new_job_id, utc_now
 
 
 def _create(store: JobStore, tenant="t", label=None) -> JobRecord:
@@ -85,6 +85,10 @@ def test_list_filters_and_cursor(tmp_path):
     assert store.list(status=JobStatus.running)[0] == []
     # a page of exactly what is left has no next page
     assert store.list(tenant="a", limit=4) == (made[3::-1], None)
+    # a cursor is a job id: an empty one listed nothing, a made-up one the first page
+    for cursor in ("", "garbage", ids[0].upper(), ids[0] + "0"):
+        with pytest.raises(InvalidCursor):
+            store.list(cursor=cursor)
 
 
 def test_records_reads_every_job_once_in_one_pass(tmp_path, monkeypatch):
@@ -170,6 +174,23 @@ def test_heartbeat_cancel_and_log(tmp_path):
     assert store.cancel_requested(job_id)
     store.append_log(job_id, "hello")
     assert store.log_path(job_id).read_text().endswith(" hello\n")
+
+
+def test_log_lines_and_user_text_are_one_line_without_server_paths(tmp_path):
+    store = JobStore(tmp_path / "data")
+    job_id = _create(store).id
+    partial = store.job_dir(job_id) / "outputs.partial-1" / "peaks.nii.gz"
+    error = OSError(28, "No space left on device\n  (quota)", str(partial))
+    store.append_log(job_id, f"data volume full: {error}")
+    assert store.log_path(job_id).read_text().split(" ", 1)[1] == (
+        "data volume full: [Errno 28] No space left on device (quota): 'outputs.partial-1/peaks.nii.gz'\n"
+    )
+    assert store.user_text(f"read {store.data_dir.resolve()}/trash/x.nii and /srv/other/place/y.mif", job_id) == (
+        "read trash/x.nii and y.mif"
+    )
+    assert store.user_text("see https://example.org/a/b/c, GET /v1/jobs and POST /v1/jobs/peaks") == (
+        "see https://example.org/a/b/c, GET /v1/jobs and POST /v1/jobs/peaks"
+    )
 
 
 def test_sweep_staging_removes_only_old_leftovers(tmp_path):

@@ -1,7 +1,7 @@
 """Images in the formats our jobs read and write, NIfTI or MRtrix, chosen by file name.
 
 The header object of either format has ``path``, ``shape``, ``dtype``, ``affine``, ``zooms``,
-``n_voxels`` and ``data_bytes`` with the same meaning (:class:`worker.io.nifti.NiftiInfo`,
+``n_voxels``, ``data_bytes`` and ``warnings`` with the same meaning (:class:`worker.io.nifti.NiftiInfo`,
 :class:`worker.io.mif.MifInfo`), so a job reads either through :func:`read_image_header` and
 :func:`load_image_data` and gets the same arrays from a ``.nii`` and the ``.mif`` that
 ``mrconvert`` makes of it. :func:`check_image_limits` is the service's header-only check of

@@ -37,6 +37,7 @@ from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
 from worker.io.gzip_blocks import write_gzip
 from worker.io.nifti import read_gzip_into
+from worker.io.voxel_grid import grid_problem
 from worker.provenance import hash_to_end
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
@@ -109,6 +110,8 @@ class MifInfo:
     data_path: Path
     data_offset: int
     keyval: dict[str, str] = field(default_factory=dict)
+    #: what a user should know about the header, as :class:`worker.io.nifti.NiftiInfo`'s (none)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def compressed(self) -> bool:
@@ -282,6 +285,9 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
         transform = np.array(rows[:3], dtype=np.float64)  # MRtrix3 ignores a fourth row
         if not np.isfinite(transform).all():
             raise _bad(path, role, "has a non-finite transform")
+        # before the columns are normalised, which would overflow on absurd numbers
+        if (problem := grid_problem(np.vstack([transform, [0, 0, 0, 1]]), vox[:3])) is not None:
+            raise _bad(path, role, f"has {problem}")
         lengths = np.linalg.norm(transform[:, :3], axis=0)
         if (lengths == 0).any():
             raise _bad(path, role, "has a transform with a zero column")
@@ -322,13 +328,23 @@ def read_mif_header(path: Path, role: str = "image") -> MifInfo:
         if Path(name).name != name or name in ("", ".."):
             raise _bad(path, role, f"keeps its data in {name!r}, not in a file beside it")
         data_path = path.parent / name
+        if data_path.is_symlink() and data_path.resolve().parent != path.parent.resolve():
+            raise InputError(
+                "Data file outside the header's folder",
+                f"the {role} file {path.name!r} keeps its data in {name!r}, a link to a file in another "
+                f"folder; put the data file itself beside the header, or make one file of both with "
+                f"mrconvert {path.name} {path.stem}.mif",
+            )
         if not data_path.is_file():
             raise InputError(
                 "Missing data file",
                 f"the {role} file {path.name!r} keeps its data in {name!r}, which is not beside it; "
                 f"put it there, or make one file of both with mrconvert {path.name} {path.stem}.mif",
             )
-    return MifInfo(path, tuple(dims), tuple(vox), layout, datatype, transform, scaling, data_path, offset, keyval)
+    info = MifInfo(path, tuple(dims), tuple(vox), layout, datatype, transform, scaling, data_path, offset, keyval)
+    if (problem := grid_problem(info.affine, info.zooms)) is not None:
+        raise _bad(path, role, f"has {problem}")
+    return info
 
 
 def _read_into(info: MifInfo, out: np.ndarray, digest: "hashlib._Hash | None" = None) -> None:

@@ -29,6 +29,7 @@ from nibabel.volumeutils import apply_read_scaling, native_code, seek_tell
 
 from worker.io.atomic import atomic_path
 from worker.io.gzip_blocks import write_gzip
+from worker.io.voxel_grid import grid_problem
 from worker.errors import InputError, without_path
 from worker.provenance import hash_to_end
 
@@ -73,16 +74,20 @@ class NiftiInfo:
     offset: int
     scaled: bool
     header_bytes: int
-    #: the header as nibabel read it (the template of images written on this grid)
+    #: the header as nibabel read it (the template of images written on this grid), its
+    #: sform replaced by the qform where the sform could not place the image
     header: nib.Nifti1Header = field(compare=False, repr=False)
+    #: what a user should know about the header (a fallback to the qform)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
+    # exact integers: a NIfTI-2 header's 64-bit dims would wrap numpy's product
     @property
     def n_voxels(self) -> int:
-        return int(np.prod(self.shape[:3]))
+        return math.prod(self.shape[:3])
 
     @property
     def data_bytes(self) -> int:
-        return int(np.prod(self.shape)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 def read_nifti_header(path: Path, role: str) -> NiftiInfo:
@@ -116,9 +121,33 @@ def read_nifti_header(path: Path, role: str) -> NiftiInfo:
             f"the {role} file {path.name!r} stores {dtype}; use a float or integer NIfTI "
             "(e.g. mrconvert -datatype float32)",
         )
-    if not np.isfinite(affine).all():
-        raise InputError("Invalid affine", f"the {role} file {path.name!r} has a non-finite affine; fix its header")
-    return NiftiInfo(path, shape, dtype, affine, zooms, offset, scaled, header_bytes, header)
+    affine, header, warnings = _placed(header, affine, zooms, f"the {role} file {path.name!r}")
+    return NiftiInfo(path, shape, dtype, affine, zooms, offset, scaled, header_bytes, header, warnings)
+
+
+def _placed(header: nib.Nifti1Header, affine: np.ndarray, zooms: tuple[float, ...],
+            what: str) -> tuple[np.ndarray, nib.Nifti1Header, tuple[str, ...]]:
+    """The affine, header and warnings of a header whose grid :func:`grid_problem` accepts:
+    its best affine, or, where that is an sform that cannot place the image while its qform
+    can, the qform (as NIfTI readers do without an sform), written into a copy of the header
+    as its sform; an :class:`InputError` saying what to fix otherwise."""
+    problem = grid_problem(affine, zooms)
+    if problem is None:
+        return affine, header, ()
+    if header["sform_code"] > 0 and header["qform_code"] > 0 and grid_problem(affine, (1, 1, 1)) is not None:
+        qform = np.asarray(header.get_qform(), np.float64)
+        if grid_problem(qform, zooms) is None:
+            header = header.copy()
+            header.set_sform(qform, code=int(header["qform_code"]))
+            return qform, header, (
+                f"{what} has {problem} in its sform; its qform was used instead. "
+                "Check the result's orientation, and fix the input's sform",
+            )
+    raise InputError(
+        "Invalid affine",
+        f"{what} has {problem}; fix its header (pixdim, sform and qform, e.g. with nibabel or "
+        "mrconvert from the scanner's data) and send it again",
+    )
 
 
 def _check_dims(shape: tuple[int, ...], what: str) -> None:
@@ -153,12 +182,14 @@ def _damaged_gzip(role: str, exc: BaseException) -> InputError:
     )
 
 
-def _longer_than_header(role: str) -> InputError:
-    return InputError(
-        "Input larger than its header",
-        f"{role}: the compressed data inflates to more than its header declares; the file is damaged, "
-        "write it again",
-    )
+def _longer_than_header(role: str, extra: int | None = None) -> InputError:
+    """``extra``: the bytes an uncompressed file holds past its data (None: a ``.gz``)."""
+    if extra is None:
+        found = "the compressed data inflates to more than its header declares"
+    else:
+        found = (f"the file holds {extra} bytes past the image data its header declares, more than "
+                 f"the {_TRAILING_SLACK} bytes of padding allowed")
+    return InputError("Input larger than its header", f"{role}: {found}; the file is damaged, write it again")
 
 
 # What ISA-L raises for a corrupt deflate stream or a wrong CRC/length trailer.
@@ -171,12 +202,15 @@ def check_stored_size(path: Path, offset: int, data_bytes: int, role: str) -> No
     compressed file is inflated once, a chunk at a time, keeping nothing. The messages are
     those :func:`load_nifti_data` gives for the same damage (``role`` first), so a caller
     about to read the file may skip this. Raises :class:`InputError` titled "Truncated file",
-    "Truncated or damaged file" or "Input larger than its header"."""
+    "Truncated or damaged file" or "Input larger than its header". The rule for bytes past the
+    data is the same with or without compression: up to 1 MiB (padding) is accepted."""
     path = Path(path)
     if not path.name.endswith(".gz"):
         stored = path.stat().st_size
         if stored < offset + data_bytes:
             raise _truncated(role, data_bytes, max(0, stored - offset))
+        if stored > offset + data_bytes + _TRAILING_SLACK:
+            raise _longer_than_header(role, stored - offset - data_bytes)
     else:
         with open(path, "rb") as handle:
             _check_gzip_stream(_GzipInflater(handle, _CHECK_PIECE), offset, data_bytes, role)

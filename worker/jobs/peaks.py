@@ -30,7 +30,6 @@ import importlib
 import math
 import os
 import shutil
-import sys
 import tarfile
 import threading
 import time
@@ -52,7 +51,6 @@ from worker.provenance import generated_by, package_versions
 IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 #: The image outputs a peaks job can write, by name.
 IMAGE_OUTPUTS = ("peaks", "amplitudes", "count") + METRICS
-_jobs_written = 0  # by this process (see _compiled_writers)
 # Voxels of a slab of the peaks image (_peaks_image): its results and image stay in the cache.
 _SLAB_VOXELS = 1 << 16
 _imports = threading.Lock()
@@ -184,27 +182,18 @@ def _scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
     return u @ vt
 
 
-def _compiled_writers(params: PeaksParams) -> bool:
-    """Whether this job's fODF metrics and QC picture run their compiled passes (the same
-    numbers, without holding the interpreter lock): where numba is loaded already, where
-    this job loads it anyway (fixel or ``.pam5`` output), and from a process's second job
-    on; a process that writes one job (``fibertensor peaks`` on the GPU) spares numba's
-    import (about 0.3–0.7 s). Every module a writer needs that imports numba is imported
-    here, before the writers' threads start: two threads importing numba at once can
-    find it half initialised (a batch failed on ``numba.core.config``)."""
-    global _jobs_written
-    loads = [name for fmt, name in (("pam5", "worker.io.pam5"), ("fixel", "worker.io.fixels")) if fmt in params.format]
+def _compiled_writers(params: PeaksParams) -> None:
+    """Import every module this job's writers need that imports numba (the fODF metrics'
+    and the QC picture's compiled passes, the fixel and ``.pam5`` writers) before the
+    writers' threads start: two threads importing numba at once can find it half
+    initialised (a batch failed on ``numba.core.config``). A peaks-only job imports none."""
+    loads = [name for wanted, name in (("pam5" in params.format, "worker.io.pam5"),
+                                       ("fixel" in params.format, "worker.io.fixels"),
+                                       (params.metrics or "fixel" in params.format, "gpu.peaks.fodf_metrics_compiled"),
+                                       (params.qc, "worker.qc_raster")) if wanted]
     with _imports:  # jobs on threads of one process, too
-        _jobs_written += 1
-        compiled = "numba" in sys.modules or bool(loads) or _jobs_written > 1
-        if compiled:
-            # only the passes this job runs: a peaks-only batch never imports numba
-            loads += [name for wanted, name in ((params.metrics or "fixel" in params.format,
-                                                 "gpu.peaks.fodf_metrics_compiled"), (params.qc, "worker.qc_raster"))
-                      if wanted]
         for name in loads:
             importlib.import_module(name)
-    return compiled
 
 
 def warm_up_writers() -> float:
@@ -218,7 +207,7 @@ def warm_up_writers() -> float:
     warm_up_qc_picture()
     shape = (2, 2, 2)
     fodf_metrics(np.ones((*shape, 15), np.float32), np.zeros((*shape, 1, 3), np.float32), np.ones((*shape, 1), np.float32),
-                 np.ones(shape, np.uint8), compiled=True)
+                 np.ones(shape, np.uint8))
     return time.perf_counter() - started
 
 
@@ -245,7 +234,7 @@ def _peaks_image(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
     return image
 
 
-def _run_metrics(sh: np.ndarray, result: "PeaksResult", compiled: bool) -> "FodfMetrics":
+def _run_metrics(sh: np.ndarray, result: "PeaksResult") -> "FodfMetrics":
     """:func:`gpu.peaks.fodf_metrics.fodf_metrics` of a run, computed with the spatial axes in
     the order in which the engine's voxels lie in memory (reversed for a NIfTI volume, whose
     first axis is fastest), so that its compiled pass reads the arrays without first copying
@@ -256,12 +245,12 @@ def _run_metrics(sh: np.ndarray, result: "PeaksResult", compiled: bool) -> "Fodf
     arrays = (sh, result.directions, result.amplitudes, result.count)
     d = result.count.ndim
     if result.count.flags.c_contiguous or not result.count.T.flags.c_contiguous:
-        return fodf_metrics(*arrays, compiled=compiled)
+        return fodf_metrics(*arrays)
 
     def flipped(a: np.ndarray) -> np.ndarray:  # its own inverse
         return a.transpose(*range(d - 1, -1, -1), *range(d, a.ndim))
 
-    maps = fodf_metrics(*map(flipped, arrays), compiled=compiled)
+    maps = fodf_metrics(*map(flipped, arrays))
     return FodfMetrics(**{f.name: flipped(getattr(maps, f.name)) for f in fields(maps)})
 
 
@@ -278,7 +267,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     from worker.qc_picture import write_peaks_qc_png
 
     k = params.npeaks
-    compiled = _compiled_writers(params)
+    _compiled_writers(params)
     fod_name = fod_name or info.path.name
     suffixes = image_suffixes(Path(fod_name), params.format)
     for name in ("peaks", "amplitudes", "count", *params.metrics):
@@ -326,7 +315,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
         frame = "world" if params.basis == "mrtrix" else "voxel"  # MRtrix3 SH live in scanner space
         title = f"{fod_name}: lmax {result.stats['lmax']}, K = {k} peaks, {params.basis} basis"
         write_peaks_qc_png(paths["qc"][0], result.directions, result.amplitudes, result.count, info.zooms[:3], title,
-                           affine=info.affine, directions_frame=frame, npeaks=k, rasterize=compiled)
+                           affine=info.affine, directions_frame=frame, npeaks=k)
 
     # Nothing waits for the fODF metrics but their maps and the fixel directory (its peak
     # fractions): the QC picture colours its three slices itself. The longest tasks start
@@ -337,7 +326,7 @@ def _write_outputs(info: "ImageInfo", sh: np.ndarray, result: "PeaksResult", par
     futures = [submit(qc)] if "qc" in paths else []
     metrics: Future | None = None
     if params.metrics or "fixel" in paths:
-        metrics = submit(lambda: _run_metrics(sh, result, compiled))
+        metrics = submit(lambda: _run_metrics(sh, result))
         futures.append(metrics)
     futures += [submit(task) for name, task in (("pam5", pam5), ("fixel", fixels)) if name in paths]
     peaks = submit(lambda: _peaks_image(result.directions, result.amplitudes))

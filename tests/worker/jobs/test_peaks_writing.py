@@ -34,9 +34,8 @@ def computed(tmp_path_factory):
     return inputs, compute_peaks(inputs, EVERYTHING)
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("order", ["F", "C"])
-def test_maps_made_in_memory_order_are_those_of_the_plain_formulas(order, compiled):
+def test_maps_made_in_memory_order_are_those_of_the_plain_formulas(order):
     """The peaks image, made a volume at a time in NIfTI's order, and the fODF metrics, computed
     on the engine's voxel order (reversed axes for a NIfTI volume), equal, bit for bit, what the
     formulas give on C-ordered copies of the same arrays; for a NIfTI volume the peaks image
@@ -49,9 +48,8 @@ def test_maps_made_in_memory_order_are_those_of_the_plain_formulas(order, compil
     expected = (result.directions * result.amplitudes[..., None]).reshape(*SHAPE, 12)
     assert image.dtype == np.float32 and image.flags.f_contiguous
     np.testing.assert_array_equal(image, expected)
-    maps = _run_metrics(sh, result, compiled)
-    plain = fodf_metrics(*(np.ascontiguousarray(a) for a in (sh, result.directions, result.amplitudes, result.count)),
-                         compiled=compiled)
+    maps = _run_metrics(sh, result)
+    plain = fodf_metrics(*(np.ascontiguousarray(a) for a in (sh, result.directions, result.amplitudes, result.count)))
     for name in ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb", "nufo"):
         ours, theirs = getattr(maps, name), getattr(plain, name)
         assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
@@ -157,38 +155,27 @@ def test_a_fixel_folder_already_there_is_left_alone(computed, tmp_path):
     assert files_in(outputs.folder) == ["fixels", "mine.txt"]
 
 
-def test_compiled_writers_from_the_second_job_or_where_numba_is_loaded_anyway():
-    """A process's first job with the default outputs does not load numba (a fresh GPU
-    `fibertensor peaks`); its second does, and so does a job asking for .pam5 or fixels,
-    each importing what its writers need before their threads start; a job without fODF
-    metrics nor QC picture (a peaks-only batch) never loads numba."""
+def test_writers_import_what_the_outputs_need_whatever_ran_before():
+    """Each job imports the compiled passes its outputs need (the fODF metrics for the maps
+    or the fixels, the rasterizer for the QC picture, the fixel and .pam5 writers) before
+    its writers' threads start, the first job of a process as any later one; a job without
+    fODF metrics nor QC picture (a peaks-only batch) never loads numba."""
     code = """if True:
         import sys
         from worker.jobs.peaks import _compiled_writers
         from worker.params.peaks import PeaksParams
-        for params in (PeaksParams(), PeaksParams()):
-            print(_compiled_writers(params), "numba" in sys.modules, "worker.qc_raster" in sys.modules)
-        print(_compiled_writers(PeaksParams()), "gpu.peaks.fodf_metrics_compiled" in sys.modules)
-    """
-    other = """if True:
-        import sys
-        from worker.jobs.peaks import _compiled_writers
-        from worker.params.peaks import PeaksParams
-        print(_compiled_writers(PeaksParams(format=["nifti", "fixel"])), "worker.io.fixels" in sys.modules)
-    """
-    peaks_only = """if True:
-        import sys
-        from worker.jobs.peaks import _compiled_writers
-        from worker.params.peaks import PeaksParams
-        for _ in range(2):
-            print(_compiled_writers(PeaksParams(metrics=[], qc=False)), "numba" in sys.modules)
+        _compiled_writers(PeaksParams.model_validate_json(sys.argv[1]))
+        print(*(name in sys.modules for name in ("numba", "gpu.peaks.fodf_metrics_compiled", "worker.qc_raster",
+                                                  "worker.io.fixels", "worker.io.pam5")))
     """
     root = Path(__file__).resolve().parents[3]
-    runs = [subprocess.run([sys.executable, "-c", c], capture_output=True, text=True, check=True, cwd=root).stdout
-            for c in (code, other, peaks_only)]
-    assert runs[0].split() == ["False", "False", "False", "True", "True", "True", "True", "True"]
-    assert runs[1].split() == ["True", "True"]
-    assert runs[2].split() == ["False", "False", "True", "False"]
+    expected = {'{}': "True True True False False",
+                '{"metrics": [], "qc": false}': "False False False False False",
+                '{"metrics": [], "format": ["nifti", "fixel"]}': "True True True True False",
+                '{"qc": false, "format": ["pam5"]}': "True True False False True"}
+    for params, modules in expected.items():
+        done = subprocess.run([sys.executable, "-c", code, params], capture_output=True, text=True, check=True, cwd=root)
+        assert done.stdout.split() == modules.split(), params
 
 
 @pytest.mark.parametrize("damage", ["cut", "no voxel"])

@@ -1,0 +1,142 @@
+"""The local commands refuse what the API refuses (bad headers, a GPU that is not there, a
+.mih whose data lies elsewhere) with exit code 2 and the API's message; the client sends
+its API key to its own server only, and writes results only into the folder it was given."""
+
+from __future__ import annotations
+
+import hashlib
+
+import httpx
+import nibabel as nib
+import numpy as np
+import pytest
+
+import gpu.cuda.device
+import gpu.cuda.simulator
+from gpu.peaks.phantom import fod_phantom
+from service.cli import CommandError, main
+from service.cli.client import ServiceClient
+from service.cli.input_checks import check_inputs
+from service.settings import get_settings
+from tests.service.test_cli_limits import error_line
+from tests.worker.io.test_data_files import linked_mih
+from tests.worker.io.test_voxel_grid import raw_nifti
+from worker.params.peaks import PeaksParams
+
+FOD = fod_phantom((3, 3, 2), lmax=4, seed=3)["sh"].astype(np.float32)
+
+
+@pytest.fixture(autouse=True)
+def fresh_settings():
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def test_nan_pixdim_exits_2_with_the_apis_message(tmp_path, capsys):
+    header = nib.Nifti1Header()
+    header.set_sform(np.eye(4), code=1)
+    header["pixdim"][3] = np.inf
+    path = raw_nifti(tmp_path / "nan.nii", header, FOD)
+    assert error_line(["peaks", path, tmp_path / "out"], capsys) == (
+        "fibertensor: error: Invalid affine: the fod file 'nan.nii' has voxel sizes [1.0, 1.0, inf] that are "
+        "not all numbers; fix its header (pixdim, sform and qform, e.g. with nibabel or mrconvert from the "
+        "scanner's data) and send it again"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_backend_cuda_without_a_gpu_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(gpu.cuda.simulator, "simulator_active", lambda: False)
+    monkeypatch.setattr(gpu.cuda.device, "cuda_available", lambda: False)
+    path = raw_nifti(tmp_path / "fod.nii", nib.Nifti1Header(), FOD)
+    assert error_line(["peaks", path, tmp_path / "out", "--backend", "cuda"], capsys) == (
+        "fibertensor: error: No GPU for backend cuda: backend 'cuda' was asked for, but the machine that runs "
+        "this job has no usable CUDA GPU; use backend auto (the GPU where there is one, else the CPU) or cpu"
+    )
+
+
+def test_zero_sform_with_a_qform_is_checked_with_a_warning(tmp_path, capsys):
+    header = nib.Nifti1Header()
+    header.set_qform(np.diag([2.0, 2.0, 2.0, 1.0]), code=1)
+    header["sform_code"] = 1
+    path = raw_nifti(tmp_path / "fod.nii", header, FOD)
+    check_inputs("peaks", {"fod": path, "mask": None}, PeaksParams(), read_through=False)
+    assert capsys.readouterr().err == (
+        "fibertensor: warning: the fod file 'fod.nii' has a voxel-to-scanner transform that collapses an axis "
+        "(a zero or degenerate matrix) in its sform; its qform was used instead. Check the result's "
+        "orientation, and fix the input's sform\n"
+    )
+
+
+def test_mih_whose_data_links_outside_its_folder_exits_2(tmp_path, capsys):
+    header = linked_mih(tmp_path, FOD)
+    assert error_line(["peaks", header, tmp_path / "out"], capsys) == (
+        "fibertensor: error: Data file outside the header's folder: the fod file 'fod.mih' keeps its data in "
+        "'fod.dat', a link to a file in another folder; put the data file itself beside the header, or make "
+        "one file of both with mrconvert fod.mih fod.mif"
+    )
+
+
+def _client(server: str, seen: list[httpx.Request]) -> ServiceClient:
+    client = ServiceClient(server, "secret-key")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, content=b"peaks")
+
+    client.http = httpx.Client(base_url=client.server, headers=client.http.headers, transport=httpx.MockTransport(answer))
+    return client
+
+
+SHA = hashlib.sha256(b"peaks").hexdigest()
+
+
+@pytest.mark.parametrize("url", ["http://evil.example/v1/jobs/1/results/peaks.nii.gz",
+                                 "https://service.example:8000/x", "//evil.example/x"])
+def test_client_sends_its_key_to_no_other_origin(tmp_path, url):
+    seen: list[httpx.Request] = []
+    with _client("http://service.example:8000", seen) as client:
+        with pytest.raises(CommandError) as caught:
+            client.download({"name": "peaks.nii.gz", "url": url, "sha256": SHA}, tmp_path)
+    assert str(caught.value).startswith("the service at http://service.example:8000 pointed a download at ")
+    assert "refused, so that the API key goes nowhere else" in str(caught.value)
+    assert seen == [] and list(tmp_path.iterdir()) == []
+
+
+def test_client_resolves_a_path_against_its_server_and_keeps_names_in_the_folder(tmp_path):
+    seen: list[httpx.Request] = []
+    sha = SHA
+    with _client("http://service.example:8000", seen) as client:
+        path = client.download({"name": "peaks.nii.gz", "url": "/v1/jobs/1/results/peaks.nii.gz", "sha256": sha},
+                               tmp_path)
+        same_origin = {"name": "b.nii.gz", "url": "http://service.example:8000/v1/jobs/1/results/b.nii.gz",
+                       "sha256": sha}
+        client.download(same_origin, tmp_path)
+        with pytest.raises(CommandError, match="which is not a file name"):
+            client.download({"name": "../escape.txt", "url": "/x", "sha256": sha}, tmp_path)
+    assert path.read_bytes() == b"peaks"
+    assert [str(r.url) for r in seen] == ["http://service.example:8000/v1/jobs/1/results/peaks.nii.gz",
+                                          "http://service.example:8000/v1/jobs/1/results/b.nii.gz"]
+    assert all(r.headers["x-api-key"] == "secret-key" for r in seen)
+    assert not (tmp_path.parent / "escape.txt").exists()
+
+
+def test_trailing_megabytes_after_a_nii_exit_2_as_after_a_nii_gz(tmp_path, capsys):
+    path = raw_nifti(tmp_path / "fod.nii", nib.Nifti1Header(), FOD, extra=bytes(3 << 20))
+    assert error_line(["peaks", path, tmp_path / "out"], capsys) == (
+        f"fibertensor: error: Input larger than its header: {path}: the file holds {3 << 20} bytes past the "
+        f"image data its header declares, more than the {1 << 20} bytes of padding allowed; the file is "
+        "damaged, write it again"
+    )
+
+
+def test_mif_transform_of_1e300_exits_2(tmp_path, capsys):
+    from tests.worker.io.test_voxel_grid import mif_text
+
+    path = tmp_path / "fod.mif"
+    path.write_bytes(mif_text(["1,0,0,0", "0,1e300,0,0", "0,0,1,0"]))
+    assert error_line(["peaks", path, tmp_path / "out"], capsys).startswith(
+        "fibertensor: error: Invalid MRtrix image header: the fod file 'fod.mif' has a voxel-to-scanner "
+        "transform or voxel sizes beyond 1e+06 mm; write it again with MRtrix3"
+    )
