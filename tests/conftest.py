@@ -2,7 +2,7 @@
 
 The CUDA kernels are tested with numba's CUDA simulator, which must be switched on before
 numba is first imported; it changes only ``numba.cuda``, so the CPU backends still compile
-with ``@njit``. ``gpu.cuda_runtime.cuda_available()`` reports False under the simulator, so
+with ``@njit``. ``gpu.cuda.device.cuda_available()`` reports False under the simulator, so
 ``--backend auto`` picks the CPU in tests.
 
 Compiled ``@njit(cache=True)`` functions go to one on-disk cache, ``.numba-cache/`` in the

@@ -324,11 +324,11 @@ def _worker_process(slot: _WorkerSlot, tasks, reports, params: dict, readers: in
 
 
 def _count_gpus() -> int:
-    from gpu.cuda_runtime import cuda_available
+    from gpu.cuda.device import cuda_available
 
     if not cuda_available():
         return 0
-    from gpu.cuda_driver import driver
+    from gpu.cuda.driver import driver
 
     return driver.device_count()
 

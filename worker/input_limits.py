@@ -95,9 +95,9 @@ def check_backend(params: BaseModel) -> None:
     run it: on the machine the job runs on, before it starts."""
     if getattr(params, "backend", None) != "cuda":
         return
-    from gpu.cuda_runtime import cuda_available, simulator_active
+    from gpu.cuda import device, simulator
 
-    if not (cuda_available() or simulator_active()):
+    if not (device.cuda_available() or simulator.simulator_active()):
         raise InputError(
             "No GPU for backend cuda",
             "backend 'cuda' was asked for, but the machine that runs this job has no usable CUDA GPU; "

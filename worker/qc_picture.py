@@ -101,7 +101,7 @@ def _to_ras(voxel_sizes, ornt):
 
 def _orientation(affine: np.ndarray) -> np.ndarray:
     """nibabel's ``io_orientation`` of ``affine`` (which reads only its linear part, the same
-    for the images of one protocol), remembered: 0.2–0.5 ms under the lock each time."""
+    for the images of one protocol), remembered: computing it holds the interpreter lock."""
     linear = np.ascontiguousarray(affine[:-1, :-1])
     return _orientation_of(linear.tobytes(), linear.shape)
 
@@ -292,7 +292,7 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
 def _rasterized(drawing: _Drawing) -> np.ndarray:
     """The reduced picture of ``drawing``: the rectangles by numpy, then one call of
     :func:`worker.qc_raster.rasterize` for the rest, which holds no interpreter lock."""
-    from gpu.compile_notice import notice_compile
+    from gpu.cuda.compile_notice import notice_compile
     from worker.qc_raster import rasterize
 
     canvas = np.zeros((drawing.height, drawing.width, 3), np.uint8)

@@ -62,7 +62,7 @@ else:
 marks["prepared"] = time.time()
 
 def loaded():
-    from gpu.cuda_runtime import resolve_backend
+    from gpu.cuda.backend import resolve_backend
     if resolve_backend(params.backend) == "cuda":  # the CUDA path loads cubins; numba only for a kernel not cached yet
         return 0
     from gpu.peaks import sshopm_generated_cpu as g

@@ -11,7 +11,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-import gpu.cuda_runtime
+import gpu.cuda.device
+import gpu.cuda.simulator
 from gpu.peaks.phantom import fod_phantom
 from service.cli import CommandError, main
 from service.cli.client import ServiceClient
@@ -46,8 +47,8 @@ def test_nan_pixdim_exits_2_with_the_apis_message(tmp_path, capsys):
 
 
 def test_backend_cuda_without_a_gpu_exits_2(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(gpu.cuda_runtime, "simulator_active", lambda: False)
-    monkeypatch.setattr(gpu.cuda_runtime, "cuda_available", lambda: False)
+    monkeypatch.setattr(gpu.cuda.simulator, "simulator_active", lambda: False)
+    monkeypatch.setattr(gpu.cuda.device, "cuda_available", lambda: False)
     path = raw_nifti(tmp_path / "fod.nii", nib.Nifti1Header(), FOD)
     assert error_line(["peaks", path, tmp_path / "out", "--backend", "cuda"], capsys) == (
         "fibertensor: error: No GPU for backend cuda: backend 'cuda' was asked for, but the machine that runs "

@@ -86,7 +86,7 @@ def load_image_data(info: ImageInfo, dtype=np.float32, *, threads: int = 1,
     """The data of a checked header, scaled by its slope/intercept (NIfTI) or scaling (MRtrix);
     a large .nii.gz inflated on ``threads`` threads (:func:`worker.io.nifti.load_nifti_data`);
     read into an array ``empty`` makes, as ``np.empty`` (page-locked memory for a GPU:
-    :func:`gpu.cuda_driver.pinned_empty`), where the stored values need no conversion."""
+    :func:`gpu.cuda.host_memory.pinned_empty`), where the stored values need no conversion."""
     if isinstance(info, MifInfo):
         return load_mif_data(info, dtype, empty=empty)
     return load_nifti_data(info, dtype, threads=threads, empty=empty)

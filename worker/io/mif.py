@@ -397,7 +397,7 @@ def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | N
     ``digest`` (a :mod:`hashlib` object): updated with every byte of the file holding the
     data (``info.data_path``) in the same read. ``empty``: allocates the array the data is
     read into, as ``np.empty(shape, dtype)`` does (page-locked memory for a GPU,
-    :func:`gpu.cuda_driver.pinned_empty`; docs/decisions/pinned-host-transfers.md).
+    :func:`gpu.cuda.host_memory.pinned_empty`; docs/decisions/pinned-host-transfers.md).
 
     The data is read straight into the array returned where it is stored as ``dtype`` in
     native byte order, unscaled, and no axis past the third runs backwards (a ``.mif`` of

@@ -517,7 +517,7 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1,
     file twice; a read on several threads hashes the file beside them, on a thread of its own.
 
     ``empty``: allocates the array the stored values are read into, as ``np.empty(shape,
-    dtype)`` does (page-locked memory for a GPU, :func:`gpu.cuda_driver.pinned_empty`).
+    dtype)`` does (page-locked memory for a GPU, :func:`gpu.cuda.host_memory.pinned_empty`).
     """
     role = info.path.name
     stream = None

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu.cuda_runtime import cuda_available
+from gpu.cuda.device import cuda_available
 from gpu.peaks.phantom import fod_phantom
 from worker.io.images import write_image
 

@@ -52,7 +52,7 @@ def compute_peaks(plan: "PeaksPlan", inputs: "PeaksInputs", preparing: threading
     plan, if started (the engine's statistics count the wait for it); ``progress(fraction)``
     is called between chunks, and an exception it raises (cancellation) stops the run. A
     masked volume's voxels are copied into page-locked memory for the GPU."""
-    from gpu.cuda_driver import host_empty
+    from gpu.cuda.host_memory import host_empty
     from gpu.peaks.search import sshopm_peaks
 
     params = plan.params

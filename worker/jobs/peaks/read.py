@@ -45,7 +45,7 @@ def read_peaks_inputs(plan: "PeaksPlan", *, inflate_threads: int = 1) -> PeaksIn
     has no CUDA context yet). The files' sha256 for the sidecar is taken from the bytes the
     same read takes in.
     """
-    from gpu.cuda_driver import host_empty
+    from gpu.cuda.host_memory import host_empty
     from gpu.peaks.search import finite_voxels
 
     started = time.perf_counter()
