@@ -25,8 +25,9 @@ def _modules() -> dict[str, Path]:
 
 
 def _imported(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules ``name`` (at ``path``) imports anywhere in its code: ``from a
-    import b`` names module ``a.b`` where it is one, else ``a``."""
+    """The project modules ``name`` (at ``path``) imports anywhere in its code, functions
+    included: ``from a import b`` names module ``a.b`` where it is one, else ``a``. Imports
+    under ``if TYPE_CHECKING:`` are left out: annotations name a type, they run no import."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
 
@@ -36,7 +37,13 @@ def _imported(name: str, path: Path, known: set[str]) -> set[str]:
         if target:
             found.add(target)
 
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(inner) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for statement in node.body for inner in ast.walk(statement)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 add(alias.name)
