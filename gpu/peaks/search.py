@@ -22,7 +22,7 @@ from typing import Callable, Literal
 import numpy as np
 
 from gpu.cuda_runtime import device_name, resolve_backend
-from gpu.peaks.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
+from gpu.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
     N_FPARAMS, N_IPARAMS, P_BOUNDED, P_COS_BASIN, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NEWTON, P_NPEAKS, P_REL_THRESHOLD,

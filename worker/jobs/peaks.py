@@ -119,7 +119,7 @@ def check_peaks_inputs(fod: Path, mask: Path | None = None,
     """Header-only checks of a peaks job's inputs (NIfTI or MRtrix images), and that the
     output formats ``params`` asks for can be written; raises :class:`InputError` saying
     what to fix."""
-    from gpu.peaks.sh_basis import lmax_from_ncoeffs
+    from gpu.sh_basis import lmax_from_ncoeffs
     from worker.io.images import read_image_header
 
     info = read_image_header(fod, "FOD")
@@ -397,7 +397,7 @@ def read_peaks_inputs(fod: Path, mask: Path | None = None, params: PeaksParams |
     prepared = None
     if prepare and params is not None:
         from gpu.peaks.search import start_preparing
-        from gpu.peaks.sh_basis import lmax_from_ncoeffs
+        from gpu.sh_basis import lmax_from_ncoeffs
 
         prepared = start_preparing(lmax_from_ncoeffs(info.shape[3]), params.basis, engine_options(params),
                                    params.backend)
