@@ -32,15 +32,14 @@ def _msmt_loop(signals, project, B, L, lambda_min_norm, max_iterations, out, nit
         y_u = np.empty(n)
         c_u = np.empty(m)
         c = np.empty(m)
-        lam = np.empty(m)
         lam_prev = np.empty(m)
         l = np.empty(m)
         active = np.empty(m, np.int32)
         rows = np.empty(m, np.int32)
-        gram = np.empty((m, m))
+        low = np.empty((m, m))
         for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
             niter[v] = icls_voxel(signals[v], project, B, L, lambda_min_norm, max_iterations, out[v],
-                                  y_u, c_u, c, lam, lam_prev, active, rows, l, gram)
+                                  y_u, c_u, c, lam_prev, active, rows, l, low)
 
 
 @njit(parallel=True, cache=True)

@@ -24,12 +24,12 @@ MAX_THREADS = 4096
 
 @cuda.jit(cache=True)
 def _msmt_kernel(signals, project, B, L, lambda_min_norm, max_iterations, out, niter,
-                 y_u, c_u, c, lam, lam_prev, l, active, rows, gram):
+                 y_u, c_u, c, lam_prev, l, active, rows, low):
     t = cuda.grid(1)
     v = t
     while v < signals.shape[0]:
         niter[v] = icls_voxel(signals[v], project, B, L, lambda_min_norm, max_iterations, out[v],
-                              y_u[t], c_u[t], c[t], lam[t], lam_prev[t], active[t], rows[t], l[t], gram[t])
+                              y_u[t], c_u[t], c[t], lam_prev[t], active[t], rows[t], l[t], low[t])
         v += cuda.gridsize(1)
 
 
@@ -59,7 +59,7 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, threads_per_block: 
     blocks, threads = _launch_shape(n_vox, threads_per_block, max_threads)
     out = cuda.device_array((n_vox, n))
     niter = cuda.device_array(n_vox, np.int32)
-    work = [cuda.device_array((threads, n))] + [cuda.device_array((threads, m)) for _ in range(5)]
+    work = [cuda.device_array((threads, n))] + [cuda.device_array((threads, m)) for _ in range(4)]
     work += [cuda.device_array((threads, m), np.int32) for _ in range(2)] + [cuda.device_array((threads, m, m))]
     _msmt_kernel[blocks, threads_per_block](
         cuda.to_device(signals), cuda.to_device(problem.project), cuda.to_device(problem.B),

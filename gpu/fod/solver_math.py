@@ -11,7 +11,7 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["cholesky_lower", "cholesky_solve", "icls_voxel", "csd_voxel"]
+__all__ = ["cholesky_lower", "cholesky_solve", "matvec", "icls_voxel", "csd_voxel"]
 
 
 @register_jitable
@@ -50,8 +50,66 @@ def cholesky_solve(low, n, x):
 
 
 @register_jitable
+def matvec(a, x, out):
+    """out = a x for a (m, n), x (n,)."""
+    for r in range(a.shape[0]):
+        t = 0.0
+        for i in range(a.shape[1]):
+            t += a[r, i] * x[i]
+        out[r] = t
+
+
+@register_jitable
+def _append_row(B, rows, k, r, lambda_min_norm, low):
+    """Extend the Cholesky factor low[:k, :k] of the active rows' Gram matrix
+    (B_a B_aᵀ + λ I, rows in the order of ``rows``) by row r of B: one forward solve."""
+    n = B.shape[1]
+    ss = 0.0
+    for j in range(k):
+        t = 0.0
+        for i in range(n):
+            t += B[rows[j], i] * B[r, i]
+        for q in range(j):
+            t -= low[j, q] * low[k, q]
+        t /= low[j, j]
+        low[k, j] = t
+        ss += t * t
+    d = lambda_min_norm
+    for i in range(n):
+        d += B[r, i] * B[r, i]
+    d -= ss
+    # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
+    low[k, k] = math.sqrt(max(max(d, lambda_min_norm), 1e-300))
+    rows[k] = r
+
+
+@register_jitable
+def _remove_row(rows, k, p, low):
+    """Drop position p from the factor low[:k, :k] and from ``rows``: deleting row p leaves
+    one entry above the diagonal in each later row, which Givens rotations of neighbouring
+    columns clear (Golub & Van Loan, Matrix Computations, Sec. 6.5.4)."""
+    for i in range(p, k - 1):
+        rows[i] = rows[i + 1]
+        for j in range(i + 2):
+            low[i, j] = low[i + 1, j]
+    for i in range(p, k - 1):
+        a = low[i, i]
+        b = low[i, i + 1]
+        h = math.hypot(a, b)
+        cs = a / h
+        sn = b / h
+        for j in range(i, k - 1):
+            u = low[j, i]
+            v = low[j, i + 1] if j > i else b
+            low[j, i] = cs * u + sn * v
+            if j > i:
+                low[j, i + 1] = cs * v - sn * u
+        low[i, i] = h
+
+
+@register_jitable
 def icls_voxel(b, project, B, L, lambda_min_norm, max_iterations, x,
-               y_u, c_u, c, lam, lam_prev, active, rows, l, gram):
+               y_u, c_u, c, lam_prev, active, rows, l, low):
     """Minimise ‖H x − b‖ subject to A x ≥ 0 for one voxel by MRtrix3's dual active-set method
     (``Math::ICLS::Solver``, ``core/math/constrained_least_squares.h``), in the preconditioned
     frame of :class:`gpu.fod.msmt_problem.MsmtProblem`.
@@ -59,9 +117,11 @@ def icls_voxel(b, project, B, L, lambda_min_norm, max_iterations, x,
     From y = y_u, the most violated constraint (lowest c = B y) joins the active set; the
     multipliers of the active rows solve (B_a B_aᵀ + λ I) l = −B_a y_u (Cholesky). While
     some are negative, the row whose multiplier reaches zero first on the way from the
-    previous feasible ones leaves; then y = y_u + B_aᵀ l. This repeats until no constraint
-    is violated, the active set stops changing, or after ``max_iterations``. Finally
-    x = L⁻ᵀ y.
+    previous feasible ones leaves (ties: the lowest row); then y = y_u + B_aᵀ l. This
+    repeats until no constraint is violated, the active set stops changing, or after
+    ``max_iterations``. Finally x = L⁻ᵀ y. The active set goes through the same steps as
+    MRtrix3's, which factors the Gram matrix afresh at each; here its Cholesky factor is
+    updated as a row joins or leaves.
 
     Parameters
     ----------
@@ -69,8 +129,8 @@ def icls_voxel(b, project, B, L, lambda_min_norm, max_iterations, x,
     project : (N, n_volumes); B : (M, N); L : (N, N) — from the problem.
     lambda_min_norm : float; max_iterations : int.
     x : (N,) output.
-    y_u : (N,); c_u, c, lam, lam_prev, l : (M,) float64; active, rows : (M,) integer;
-    gram : (M, M) — work arrays.
+    y_u : (N,); c_u, c, lam_prev, l : (M,) float64; active, rows : (M,) integer;
+    low : (M, M) — work arrays.
 
     Returns
     -------
@@ -78,23 +138,16 @@ def icls_voxel(b, project, B, L, lambda_min_norm, max_iterations, x,
         Outer iterations (> max_iterations: not converged).
     """
     n = project.shape[0]
-    nb = project.shape[1]
     m = B.shape[0]
+    matvec(project, b, y_u)
+    matvec(B, y_u, c_u)
     for i in range(n):
-        t = 0.0
-        for j in range(nb):
-            t += project[i, j] * b[j]
-        y_u[i] = t
-        x[i] = t
+        x[i] = y_u[i]
     for r in range(m):
-        t = 0.0
-        for i in range(n):
-            t += B[r, i] * y_u[i]
-        c_u[r] = t
-        c[r] = t
-        lam[r] = 0.0
+        c[r] = c_u[r]
         lam_prev[r] = 0.0
         active[r] = 0
+    k = 0
     niter = 0
     while True:
         worst = 0
@@ -106,37 +159,25 @@ def icls_voxel(b, project, B, L, lambda_min_norm, max_iterations, x,
         if not lowest < 0.0:
             break
         changed = active[worst] == 0
-        active[worst] = 1
+        if changed:
+            _append_row(B, rows, k, worst, lambda_min_norm, low)
+            k += 1
+            active[worst] = 1
         while True:
-            k = 0
-            for r in range(m):
-                if active[r] != 0:
-                    rows[k] = r
-                    l[k] = -c_u[r]
-                    k += 1
             for p in range(k):
-                rp = rows[p]
-                for q in range(p + 1):
-                    rq = rows[q]
-                    t = 0.0
-                    for i in range(n):
-                        t += B[rp, i] * B[rq, i]
-                    gram[p, q] = t
-                gram[p, p] += lambda_min_norm
-            cholesky_lower(gram, k)
-            cholesky_solve(gram, k, l)
+                l[p] = -c_u[rows[p]]
+            cholesky_solve(low, k, l)
             s_min = math.inf
-            s_row = 0
-            for r in range(m):
-                lam[r] = 0.0
+            s_row = m
+            s_pos = 0
             for p in range(k):
                 r = rows[p]
                 if l[p] < 0.0:
                     s = lam_prev[r] / (lam_prev[r] - l[p])
-                    if s < s_min:
+                    if s < s_min or (s == s_min and r < s_row):
                         s_min = s
                         s_row = r
-                lam[r] = l[p]
+                        s_pos = p
             if s_min == math.inf:
                 for i in range(n):
                     t = y_u[i]
@@ -146,16 +187,16 @@ def icls_voxel(b, project, B, L, lambda_min_norm, max_iterations, x,
                 break
             changed = True
             active[s_row] = 0
+            _remove_row(rows, k, s_pos, low)
+            k -= 1
         for r in range(m):
-            lam_prev[r] = lam[r]
+            lam_prev[r] = 0.0
+        for p in range(k):
+            lam_prev[rows[p]] = l[p]
         niter += 1
         if not changed or niter > max_iterations:
             break
-        for r in range(m):
-            t = 0.0
-            for i in range(n):
-                t += B[r, i] * x[i]
-            c[r] = t
+        matvec(B, x, c)
     for i in range(n - 1, -1, -1):
         t = x[i]
         for k in range(i + 1, n):
