@@ -60,6 +60,14 @@ def _csd_loop(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
                                  data, qtb, negative, was_negative, work)
 
 
+def _run(loop, signals: np.ndarray, n_coeffs: int, *args) -> tuple[np.ndarray, np.ndarray]:
+    signals = np.ascontiguousarray(signals, np.float64)
+    out = np.empty((signals.shape[0], n_coeffs))
+    niter = np.empty(signals.shape[0], np.int32)
+    run_parallel_loop(loop, signals, *args, out, niter)
+    return out, niter
+
+
 def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Solve every voxel's MSMT-CSD problem.
 
@@ -74,12 +82,8 @@ def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray,
         The tissues' SH coefficients side by side.
     niter : ndarray, shape (n_voxels,), int32
     """
-    signals = np.ascontiguousarray(signals, np.float64)
-    out = np.empty((signals.shape[0], problem.H.shape[1]))
-    niter = np.empty(signals.shape[0], np.int32)
-    run_parallel_loop(_msmt_loop, signals, problem.project, problem.B, np.ascontiguousarray(problem.L),
-                      problem.constraint_norm_lambda, problem.max_iterations, out, niter)
-    return out, niter
+    return _run(_msmt_loop, signals, problem.H.shape[1], problem.project, problem.B,
+                np.ascontiguousarray(problem.L), problem.constraint_norm_lambda, problem.max_iterations)
 
 
 def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,9 +100,5 @@ def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.nd
     f : ndarray, shape (n_voxels, N), float64
     niter : ndarray, shape (n_voxels,), int32
     """
-    signals = np.ascontiguousarray(signals, np.float64)
-    out = np.empty((signals.shape[0], problem.Q.shape[1]))
-    niter = np.empty(signals.shape[0], np.int32)
-    run_parallel_loop(_csd_loop, signals, problem.init, problem.Q, np.ascontiguousarray(problem.QtQ), problem.P,
-                      problem.threshold, problem.max_iterations, out, niter)
-    return out, niter
+    return _run(_csd_loop, signals, problem.Q.shape[1], problem.init, problem.Q, np.ascontiguousarray(problem.QtQ),
+                problem.P, problem.threshold, problem.max_iterations)
