@@ -12,12 +12,14 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["shell_scheme", "dwi_phantom"]
+__all__ = ["shell_scheme", "dwi_phantom", "tissue_responses"]
 
 # Diffusivities (mm²/s) and b=0 signals of the three tissues.
 _WM_AXIAL, _WM_RADIAL = 1.7e-3, 0.3e-3
 _GM_D, _CSF_D = 0.8e-3, 3.0e-3
 _S0 = {"wm": 1.0, "gm": 1.2, "csf": 2.0}
+# Signal units: the b=0 white-matter signal.
+_SCALE = 1000.0
 
 
 def _hemisphere(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -103,4 +105,36 @@ def dwi_phantom(shape: tuple[int, int, int], bvals: np.ndarray, bvecs: np.ndarra
     if snr is not None:
         sigma = _S0["wm"] / snr
         signal = np.hypot(signal + sigma * rng.standard_normal(signal.shape), sigma * rng.standard_normal(signal.shape))
-    return {"dwi": (1000.0 * signal).astype(np.float32), "fractions": fractions, "fibres": fibres, "weights": weights}
+    return {"dwi": (_SCALE * signal).astype(np.float32), "fractions": fractions, "fibres": fibres, "weights": weights}
+
+
+def tissue_responses(shell_bvalues: Sequence[float], lmax: int = 8) -> list[np.ndarray]:
+    """The exact responses of the phantom's tissues, in ``dwi2response``'s layout.
+
+    The zonal SH coefficient of degree l of an axially symmetric signal S(cos θ) is
+    r_l = 2π ∫ S(x) Y_l0(x) dx over [−1, 1] (Gauss–Legendre quadrature); an isotropic
+    signal s has only r_0 = √(4π) s. With them a voxel's fitted WM, GM and CSF l = 0
+    coefficients are its tissue fractions times Y_00.
+
+    Parameters
+    ----------
+    shell_bvalues : sequence of float
+        Each shell's b-value, ascending (0 for the b=0 shell).
+    lmax : int
+        Degree of the white-matter response.
+
+    Returns
+    -------
+    list of ndarray
+        WM (n_shells, lmax / 2 + 1), GM (n_shells, 1) and CSF (n_shells, 1).
+    """
+    b = np.asarray(shell_bvalues, np.float64)[:, None]
+    x, w = np.polynomial.legendre.leggauss(64)
+    degrees = np.arange(0, lmax + 1, 2)
+    legendre = np.stack([np.polynomial.legendre.Legendre.basis(l)(x) for l in degrees])
+    y_l0 = np.sqrt((2 * degrees + 1) / (4 * np.pi))[:, None] * legendre
+    wm = _S0["wm"] * np.exp(-b * (_WM_RADIAL + (_WM_AXIAL - _WM_RADIAL) * x ** 2))
+    root = np.sqrt(4 * np.pi)
+    return [_SCALE * 2 * np.pi * (wm * w) @ y_l0.T,
+            _SCALE * root * _S0["gm"] * np.exp(-b * _GM_D),
+            _SCALE * root * _S0["csf"] * np.exp(-b * _CSF_D)]
