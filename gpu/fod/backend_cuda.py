@@ -1,8 +1,10 @@
 """CUDA backend of CSD and MSMT-CSD: one thread per voxel (a grid-stride loop) running the
 per-voxel solvers of :mod:`gpu.fod.solver_math`, the CPU backend's code, in float64.
 
-Each thread's work arrays are its rows of device arrays sized for the launched threads,
-not for the voxels: the active constraints' Gram matrix alone is (M, M) float64.
+Each thread's work arrays are slices of device arrays sized for the launched threads, not
+for the voxels (the active constraints' Cholesky factor alone is (M, M) float64), with the
+thread index last, so that neighbouring threads touching the same entry of their own
+arrays touch neighbouring addresses (coalesced loads).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def _msmt_kernel(signals, project, B, L, lambda_min_norm, max_iterations, out, n
     v = t
     while v < signals.shape[0]:
         niter[v] = icls_voxel(signals[v], project, B, L, lambda_min_norm, max_iterations, out[v],
-                              y_u[t], c_u[t], c[t], lam_prev[t], active[t], rows[t], l[t], low[t])
+                              y_u[:, t], c_u[:, t], c[:, t], lam_prev[:, t], active[:, t], rows[:, t], l[:, t],
+                              low[:, :, t])
         v += cuda.gridsize(1)
 
 
@@ -40,7 +43,7 @@ def _csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter,
     v = t
     while v < signals.shape[0]:
         niter[v] = csd_voxel(signals[v], init, Q, QtQ, P, threshold, max_iterations, out[v],
-                             data[t], qtb[t], negative[t], was_negative[t], work[t])
+                             data[:, t], qtb[:, t], negative[:, t], was_negative[:, t], work[:, :, t])
         v += cuda.gridsize(1)
 
 
@@ -59,8 +62,8 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, threads_per_block: 
     blocks, threads = _launch_shape(n_vox, threads_per_block, max_threads)
     out = cuda.device_array((n_vox, n))
     niter = cuda.device_array(n_vox, np.int32)
-    work = [cuda.device_array((threads, n))] + [cuda.device_array((threads, m)) for _ in range(4)]
-    work += [cuda.device_array((threads, m), np.int32) for _ in range(2)] + [cuda.device_array((threads, m, m))]
+    work = [cuda.device_array((n, threads))] + [cuda.device_array((m, threads)) for _ in range(4)]
+    work += [cuda.device_array((m, threads), np.int32) for _ in range(2)] + [cuda.device_array((m, m, threads))]
     _msmt_kernel[blocks, threads_per_block](
         cuda.to_device(signals), cuda.to_device(problem.project), cuda.to_device(problem.B),
         cuda.to_device(np.ascontiguousarray(problem.L)), problem.constraint_norm_lambda, problem.max_iterations,
@@ -77,9 +80,9 @@ def csd_cuda(problem: CsdProblem, signals: np.ndarray, threads_per_block: int = 
     blocks, threads = _launch_shape(n_vox, threads_per_block, max_threads)
     out = cuda.device_array((n_vox, nf))
     niter = cuda.device_array(n_vox, np.int32)
-    work = [cuda.device_array((threads, n)), cuda.device_array((threads, nf)),
-            cuda.device_array((threads, nk), np.int32), cuda.to_device(np.zeros((threads, nk), np.int32)),
-            cuda.device_array((threads, nf, nf))]
+    work = [cuda.device_array((n, threads)), cuda.device_array((nf, threads)),
+            cuda.device_array((nk, threads), np.int32), cuda.to_device(np.zeros((nk, threads), np.int32)),
+            cuda.device_array((nf, nf, threads))]
     _csd_kernel[blocks, threads_per_block](
         cuda.to_device(signals), cuda.to_device(problem.init), cuda.to_device(problem.Q),
         cuda.to_device(np.ascontiguousarray(problem.QtQ)), cuda.to_device(problem.P), problem.threshold,
