@@ -7,12 +7,11 @@ from typing import Sequence
 
 import numpy as np
 
+from gpu.cuda_runtime import resolve_backend
 from gpu.fod.csd_problem import CSD_DEFAULTS, csd_problem
 from gpu.fod.msmt_problem import DEFAULT_NEG_LAMBDA, DEFAULT_NORM_LAMBDA, msmt_problem
 
 __all__ = ["msmt_csd", "csd"]
-
-_BACKENDS = ("cpu", "cuda")
 
 
 def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -33,9 +32,7 @@ def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[n
 
 
 def _solve(kind: str, problem, signals: np.ndarray, backend: str):
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, not {backend!r}")
-    if backend == "cuda":
+    if resolve_backend(backend) == "cuda":
         from gpu.fod import backend_cuda
 
         return getattr(backend_cuda, f"{kind}_cuda")(problem, signals)
@@ -65,7 +62,8 @@ def msmt_csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, responses: S
         Voxels to fit; the others are 0.
     norm_lambda, neg_lambda : float
         As ``dwi2fod msmt_csd``.
-    backend : {"cpu", "cuda"}
+    backend : {"cpu", "cuda", "auto"}
+        ``auto``: CUDA when a GPU is usable.
 
     Returns
     -------
@@ -105,7 +103,8 @@ def csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, response: np.ndar
         Voxels to fit; the others are 0.
     neg_lambda, norm_lambda, threshold, niter :
         As ``dwi2fod csd``.
-    backend : {"cpu", "cuda"}
+    backend : {"cpu", "cuda", "auto"}
+        ``auto``: CUDA when a GPU is usable.
 
     Returns
     -------
