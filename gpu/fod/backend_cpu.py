@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpu.compile_notice import announce_compile, is_compiled
 from gpu.cpu_parallel import run_parallel_loop
 from gpu.fod.csd_problem import CsdProblem
 from gpu.fod.msmt_problem import MsmtProblem
@@ -60,11 +61,14 @@ def _csd_loop(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
                                  data, qtb, negative, was_negative, work)
 
 
-def _run(loop, signals: np.ndarray, n_coeffs: int, *args) -> tuple[np.ndarray, np.ndarray]:
+def _run(what: str, loop, signals: np.ndarray, n_coeffs: int, *args) -> tuple[np.ndarray, np.ndarray]:
     signals = np.ascontiguousarray(signals, np.float64)
     out = np.empty((signals.shape[0], n_coeffs))
     niter = np.empty(signals.shape[0], np.int32)
-    run_parallel_loop(loop, signals, *args, out, niter)
+    args = (signals, *args, out, niter)
+    if not is_compiled(loop, args):
+        announce_compile(f"the {what} CPU loop", None)
+    run_parallel_loop(loop, *args)
     return out, niter
 
 
@@ -82,7 +86,7 @@ def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray,
         The tissues' SH coefficients side by side.
     niter : ndarray, shape (n_voxels,), int32
     """
-    return _run(_msmt_loop, signals, problem.H.shape[1], problem.project, problem.B,
+    return _run("MSMT-CSD", _msmt_loop, signals, problem.H.shape[1], problem.project, problem.B,
                 np.ascontiguousarray(problem.L), problem.constraint_norm_lambda, problem.max_iterations)
 
 
@@ -100,5 +104,5 @@ def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.nd
     f : ndarray, shape (n_voxels, N), float64
     niter : ndarray, shape (n_voxels,), int32
     """
-    return _run(_csd_loop, signals, problem.Q.shape[1], problem.init, problem.Q, np.ascontiguousarray(problem.QtQ),
+    return _run("CSD", _csd_loop, signals, problem.Q.shape[1], problem.init, problem.Q, np.ascontiguousarray(problem.QtQ),
                 problem.P, problem.threshold, problem.max_iterations)
