@@ -23,7 +23,7 @@ import numpy as np
 
 from gpu.cuda.backend import resolve_backend
 from gpu.cuda.device import device_name
-from gpu.peaks.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
+from gpu.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
     N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION,

@@ -177,7 +177,7 @@ def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
 
 
 def test_run_peaks_dipy_basis(tmp_path):
-    from gpu.peaks.sh_basis import convert_sh_basis
+    from gpu.sh_basis import convert_sh_basis
 
     sh = fod_phantom((3, 3, 3), 8, seed=9)["sh"]
     save(sh, tmp_path / "mrtrix.nii.gz")

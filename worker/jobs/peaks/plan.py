@@ -54,7 +54,7 @@ def plan_peaks(fod: Path, mask: Path | None = None, params: PeaksParams | None =
     """Check a peaks job's inputs from their headers (NIfTI or MRtrix images) and plan it;
     :class:`InputError` saying what to fix, also when the output formats ``params`` asks
     for cannot be written."""
-    from gpu.peaks.sh_basis import lmax_from_ncoeffs
+    from gpu.sh_basis import lmax_from_ncoeffs
     from worker.io.images import read_image_header
 
     params = params if params is not None else PeaksParams()

@@ -8,7 +8,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from gpu.peaks.sh_basis import (
+from gpu.sh_basis import (
     SUPPORTED_LMAX,
     convert_sh_basis,
     lmax_from_ncoeffs,
