@@ -1,0 +1,97 @@
+"""b-value shells as MRtrix3 finds them (``core/dwi/shells.cpp``): b ≤ ``BZeroThreshold`` is
+b=0; the rest cluster by density (DBSCAN-like) with a neighbourhood of ±80 s/mm² and at
+least 3 volumes to grow a cluster; shells sort by mean b."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["B0_THRESHOLD", "Shell", "dwi_shells"]
+
+#: MRtrix3's default ``BZeroThreshold`` (s/mm²)
+B0_THRESHOLD = 10.0
+_EPSILON = 80.0
+_MIN_LINKAGE = 3
+
+
+@dataclass(frozen=True)
+class Shell:
+    """One shell: its ``volumes`` (indices into the scheme, ascending) and mean b."""
+
+    volumes: np.ndarray
+    mean: float
+
+    def is_bzero(self, b0_threshold: float = B0_THRESHOLD) -> bool:
+        return self.mean < b0_threshold
+
+
+def _clusters(bvals: np.ndarray, b0_threshold: float) -> tuple[np.ndarray, int]:
+    """MRtrix3's ``Shells::clusterBvalues``: cluster index per volume (0 = unassigned, 1 = b=0
+    when there is any) and the number of clusters."""
+    n = bvals.size
+    clusters = np.zeros(n, dtype=np.int64)
+    visited = bvals <= b0_threshold
+    cluster = 0
+    if visited.any():
+        clusters[visited] = 1
+        cluster = 1
+    weighted = bvals > b0_threshold
+
+    def neighbours(b: float) -> list[int]:
+        return np.flatnonzero(weighted & (np.abs(b - bvals) < _EPSILON)).tolist()
+
+    for i in range(n):
+        if visited[i]:
+            continue
+        visited[i] = True
+        members = neighbours(bvals[i])
+        if len(members) < _MIN_LINKAGE:
+            continue
+        cluster += 1
+        clusters[i] = cluster
+        k = 0
+        while k < len(members):  # the list grows as the cluster's density reaches further
+            j = members[k]
+            if not visited[j]:
+                visited[j] = True
+                more = neighbours(bvals[j])
+                if len(more) >= _MIN_LINKAGE:
+                    members.extend(more)
+            if clusters[j] == 0:
+                clusters[j] = cluster
+            k += 1
+    return clusters, cluster
+
+
+def dwi_shells(bvals: np.ndarray, b0_threshold: float = B0_THRESHOLD) -> list[Shell]:
+    """The shells of a gradient scheme's b-values, as MRtrix3's ``DWI::Shells``.
+
+    Parameters
+    ----------
+    bvals : (n,) array
+        b-values (s/mm²), column 3 of an MRtrix scheme.
+    b0_threshold : float
+        b-values up to this are b=0 (MRtrix3's ``BZeroThreshold``).
+
+    Returns
+    -------
+    list of :class:`Shell`, ascending mean b. Volumes in no cluster belong to no shell.
+
+    Raises
+    ------
+    ValueError
+        When the b-values make no shells or more than √n of them (not a shelled HARDI scheme).
+    """
+    bvals = np.asarray(bvals, dtype=np.float64).ravel()
+    clusters, count = _clusters(bvals, b0_threshold)
+    if count < 1 or count > np.sqrt(bvals.size):
+        raise ValueError(f"the {bvals.size} b-values do not group into shells ({count} clusters of nearby b-values); "
+                         "response estimation needs a shelled scheme (each b-value shared by several volumes)")
+    shells = []
+    for c in range(1, count + 1):
+        volumes = np.flatnonzero(clusters == c)
+        if volumes.size:
+            shells.append(Shell(volumes, float(np.mean(bvals[volumes]))))
+    return sorted(shells, key=lambda s: s.mean)
