@@ -18,7 +18,7 @@ from scipy.special import eval_legendre, lpmv
 
 from gpu.fod.shells import B0_THRESHOLD, dwi_shells
 
-__all__ = ["zsh_amplitudes", "zsh_elevation_derivatives", "amp2response"]
+__all__ = ["constrained_least_squares", "zsh_amplitudes", "zsh_elevation_derivatives", "amp2response"]
 
 # the default lmax of anisotropic shells: the fit pools voxels, so directions do not limit it
 _DEFAULT_LMAX = 10
@@ -54,9 +54,23 @@ def zsh_elevation_derivatives(elevation: np.ndarray, lmax: int) -> np.ndarray:
     return np.sqrt((2 * ls + 1) / (4 * np.pi)) * lpmv(1, ls, x)
 
 
-def _constrained_least_squares(normal: np.ndarray, rhs: np.ndarray, constraints: np.ndarray) -> np.ndarray:
-    """argmin ½xᵀMx − bᵀx subject to Cx ≥ 0 (M positive definite), as least distance
-    programming solved by NNLS (Lawson & Hanson 1974, Solving Least Squares Problems, ch. 23)."""
+def constrained_least_squares(normal: np.ndarray, rhs: np.ndarray, constraints: np.ndarray) -> np.ndarray:
+    """argmin ½xᵀMx − bᵀx subject to Cx ≥ 0, as least distance programming solved by NNLS
+    (Lawson & Hanson 1974, Solving Least Squares Problems, ch. 23, eqs. 23.3–23.7).
+
+    Parameters
+    ----------
+    normal : (k, k) array
+        M, positive definite (the normal matrix AᵀA of a least-squares problem).
+    rhs : (k,) array
+        b (Aᵀy).
+    constraints : (c, k) array
+        C.
+
+    Returns
+    -------
+    (k,) float64 array
+    """
     lower = np.linalg.cholesky(normal)
     y0 = solve_triangular(lower, rhs, lower=True)  # ½‖Lᵀx − y0‖² is the objective
     g = solve_triangular(lower, constraints.T, lower=True).T  # C L⁻ᵀ
@@ -144,6 +158,6 @@ def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray,
             elevations = np.deg2rad(np.arange(91.0))
             limits = np.vstack([zsh_amplitudes(np.cos(elevations), shell_lmax),
                                 zsh_elevation_derivatives(elevations, shell_lmax)])
-            coefs = _constrained_least_squares(normal, rhs, limits)
+            coefs = constrained_least_squares(normal, rhs, limits)
         response[row, :coefs.size] = coefs
     return response, np.array([s.mean for s in shells])

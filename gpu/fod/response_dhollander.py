@@ -7,10 +7,8 @@ on Breaking the Barriers of Diffusion MRI, p. 5), with the 2019 refinements MRtr
 (Dhollander et al. 2019, ISMRM 27, p. 555): the signal decay metric (SDM) separates the tissues,
 FA > ``fa`` gives crude WM, SDM outliers move from WM to CSF, automatic thresholds split GM and
 CSF, and the final voxels are the top ``csf`` % of refined CSF by SDM, the ``gm`` % of refined GM
-closest to its median SDM, and ``sfwm`` % of refined WM.
-
-The final single-fibre WM choice here is the refined-WM voxels of highest FA; MRtrix3's default
-ranks them by the peak fraction of a WM/CSF multi-shell CSD (lmax 2, then 6).
+closest to its median SDM, and ``sfwm`` % of refined WM ranked by their WM FOD peak fraction
+(:mod:`gpu.fod.response_sfwm`).
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ import numpy as np
 from scipy import ndimage
 
 from gpu.fod.amp2response import amp2response
+from gpu.fod.response_sfwm import sfwm_peak_fraction
 from gpu.fod.response_tensor import tensor_fa_and_direction
 from gpu.fod.shells import B0_THRESHOLD, dwi_shells
 
@@ -204,12 +203,24 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
     csf_voxels = _extreme(sdm, refined_csf, int(round(refined_csf.sum() * csf / 100.0)), True, "CSF")
     gm_distance = np.abs(sdm - _median(sdm[refined_gm])) + np.float32(1)
     gm_voxels = _extreme(gm_distance, refined_gm, int(round(refined_gm.sum() * gm / 100.0)), False, "GM")
-    wm_voxels = _extreme(fa_map, refined_wm, int(round(refined_wm.sum() * sfwm / 100.0)), True, "WM")
 
     def response(voxels: np.ndarray, isotropic: bool) -> np.ndarray:
         return amp2response(dwi[voxels], vectors[voxels], scheme, isotropic=isotropic, b0_threshold=b0_threshold)
 
     csf_rf, bvalues = response(csf_voxels, True)
     gm_rf, _ = response(gm_voxels, True)
+
+    # single-fibre WM: a generic WM response (the refined WM's median mean signal, alternating
+    # in sign over l) against the CSF one; the best peak fractions at lmax 2, then at lmax 6
+    wm_count = int(round(refined_wm.sum() * sfwm / 100.0))
+    level = float(_median(np.mean(dwi, axis=3, dtype=np.float64).astype(np.float32)[refined_wm])) * np.sqrt(4 * np.pi)
+    generic = np.array([[level, 0, 0, 0] if round(b) < b0_threshold else [level, -level, level, -level]
+                        for b in bvalues])
+    candidates = refined_wm
+    for lmax, count in ((2, 2 * wm_count), (6, wm_count)):
+        fraction = np.zeros(mask.shape, dtype=np.float32)
+        fraction[candidates] = sfwm_peak_fraction(dwi[candidates], scheme, shells, generic, csf_rf, lmax)
+        candidates = _extreme(fraction, candidates, count, True, "WM")
+    wm_voxels = candidates
     wm_rf, _ = response(wm_voxels, False)
     return DhollanderResponse(wm_rf, gm_rf, csf_rf, bvalues, np.stack([csf_voxels, gm_voxels, wm_voxels], axis=-1))
