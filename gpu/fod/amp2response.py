@@ -16,7 +16,7 @@ from scipy.linalg import cho_factor, cho_solve, solve_triangular
 from scipy.optimize import nnls
 from scipy.special import eval_legendre, lpmv
 
-from gpu.fod.shells import B0_THRESHOLD, dwi_shells
+from gpu.fod.shells import BZERO_THRESHOLD, dw_shells
 
 __all__ = ["constrained_least_squares", "zsh_amplitudes", "zsh_elevation_derivatives", "amp2response"]
 
@@ -91,7 +91,7 @@ def constrained_least_squares(normal: np.ndarray, rhs: np.ndarray, constraints: 
 
 def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray, *,
                  lmax: list[int] | None = None, isotropic: bool = False,
-                 constrained: bool = True, b0_threshold: float = B0_THRESHOLD) -> tuple[np.ndarray, np.ndarray]:
+                 constrained: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Per-shell zonal response coefficients of the selected voxels' signal.
 
     Tournier et al. 2013 (NeuroImage 76:49), eq. 4 fitted in the ZSH basis: for voxel ``v``
@@ -112,8 +112,6 @@ def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray,
         Fit lmax 0 on every shell (``-isotropic``).
     constrained : bool
         Non-negative, monotonic fit (False: ``-noconstraint``).
-    b0_threshold : float
-        MRtrix3's ``BZeroThreshold``.
 
     Returns
     -------
@@ -130,14 +128,14 @@ def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray,
     if fibre.shape != (signal.shape[0], 3):
         raise ValueError(f"fibre_dirs must be ({signal.shape[0]}, 3), not {fibre.shape}")
     fibre = fibre / np.linalg.norm(fibre, axis=1, keepdims=True)
-    shells = dwi_shells(scheme[:, 3], b0_threshold)
+    shells = dw_shells(scheme[:, 3])
     if isotropic:
         lmax = [0] * len(shells)
     elif lmax is None:
-        lmax = [0 if (i == 0 and s.is_bzero(b0_threshold)) else _DEFAULT_LMAX for i, s in enumerate(shells)]
+        lmax = [0 if (i == 0 and s.is_bzero) else _DEFAULT_LMAX for i, s in enumerate(shells)]
     elif len(lmax) != len(shells) or any(l < 0 or l % 2 for l in lmax):
         raise ValueError(f"lmax needs one even value ≥ 0 per shell ({len(shells)}), not {lmax}")
-    if isotropic or (len(shells) == 1 and shells[0].is_bzero(b0_threshold)):
+    if isotropic or (len(shells) == 1 and shells[0].is_bzero):
         width = 1
     else:
         width = max(lmax) // 2 + 1
@@ -160,4 +158,4 @@ def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray,
                                 zsh_elevation_derivatives(elevations, shell_lmax)])
             coefs = constrained_least_squares(normal, rhs, limits)
         response[row, :coefs.size] = coefs
-    return response, np.array([s.mean for s in shells])
+    return response, np.array([s.mean_b for s in shells])

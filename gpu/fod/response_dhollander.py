@@ -21,7 +21,7 @@ from scipy import ndimage
 from gpu.fod.amp2response import amp2response
 from gpu.fod.response_sfwm import sfwm_peak_fraction
 from gpu.fod.response_tensor import tensor_fa_and_direction
-from gpu.fod.shells import B0_THRESHOLD, dwi_shells
+from gpu.fod.shells import BZERO_THRESHOLD, dw_shells
 
 __all__ = ["DhollanderResponse", "dhollander_response"]
 
@@ -118,8 +118,7 @@ def _median(values: np.ndarray) -> np.float32:
 
 
 def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *, erode: int = 3,
-                        fa: float = 0.2, sfwm: float = 0.5, gm: float = 2.0, csf: float = 10.0,
-                        b0_threshold: float = B0_THRESHOLD) -> DhollanderResponse:
+                        fa: float = 0.2, sfwm: float = 0.5, gm: float = 2.0, csf: float = 10.0) -> DhollanderResponse:
     """WM, GM and CSF responses of a DWI, as ``dwi2response dhollander`` (see the module).
 
     Parameters
@@ -136,8 +135,6 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
         FA threshold between crude WM and GM-CSF (``-fa``).
     sfwm, gm, csf : float
         Percentages of refined WM, GM and CSF selected (``-sfwm``, ``-gm``, ``-csf``).
-    b0_threshold : float
-        MRtrix3's ``BZeroThreshold``.
 
     Returns
     -------
@@ -148,7 +145,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
     mask = np.asarray(mask, dtype=bool)
     if dwi.ndim != 4 or mask.shape != dwi.shape[:3] or dwi.shape[3] != len(scheme):
         raise ValueError(f"dwi (X, Y, Z, {len(scheme)}) and mask (X, Y, Z) expected, got {dwi.shape}, {mask.shape}")
-    shells = dwi_shells(np.asarray(scheme)[:, 3], b0_threshold)
+    shells = dw_shells(np.asarray(scheme)[:, 3])
     if len(shells) < 2:
         raise ValueError("dhollander needs at least 2 b-values (b=0 and a shell)")
     if not mask.any():
@@ -205,7 +202,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
     gm_voxels = _extreme(gm_distance, refined_gm, int(round(refined_gm.sum() * gm / 100.0)), False, "GM")
 
     def response(voxels: np.ndarray, isotropic: bool) -> np.ndarray:
-        return amp2response(dwi[voxels], vectors[voxels], scheme, isotropic=isotropic, b0_threshold=b0_threshold)
+        return amp2response(dwi[voxels], vectors[voxels], scheme, isotropic=isotropic)
 
     csf_rf, bvalues = response(csf_voxels, True)
     gm_rf, _ = response(gm_voxels, True)
@@ -214,7 +211,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
     # in sign over l) against the CSF one; the best peak fractions at lmax 2, then at lmax 6
     wm_count = int(round(refined_wm.sum() * sfwm / 100.0))
     level = float(_median(np.mean(dwi, axis=3, dtype=np.float64).astype(np.float32)[refined_wm])) * np.sqrt(4 * np.pi)
-    generic = np.array([[level, 0, 0, 0] if round(b) < b0_threshold else [level, -level, level, -level]
+    generic = np.array([[level, 0, 0, 0] if round(b) < BZERO_THRESHOLD else [level, -level, level, -level]
                         for b in bvalues])
     candidates = refined_wm
     for lmax, count in ((2, 2 * wm_count), (6, wm_count)):

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["B0_THRESHOLD", "Shell", "dwi_shells"]
+__all__ = ["BZERO_THRESHOLD", "SHELL_EPSILON", "MIN_LINKAGE", "Shell", "dw_shells"]
 
 #: MRtrix3's default ``BZeroThreshold`` (s/mm²)
-B0_THRESHOLD = 10.0
-_EPSILON = 80.0
-_MIN_LINKAGE = 3
+BZERO_THRESHOLD = 10.0
+SHELL_EPSILON = 80.0
+MIN_LINKAGE = 3
 
 
 @dataclass(frozen=True)
@@ -21,33 +21,34 @@ class Shell:
     """One shell: its ``volumes`` (indices into the scheme, ascending) and mean b."""
 
     volumes: np.ndarray
-    mean: float
+    mean_b: float
 
-    def is_bzero(self, b0_threshold: float = B0_THRESHOLD) -> bool:
-        return self.mean < b0_threshold
+    @property
+    def is_bzero(self) -> bool:
+        return self.mean_b < BZERO_THRESHOLD
 
 
-def _clusters(bvals: np.ndarray, b0_threshold: float) -> tuple[np.ndarray, int]:
+def _clusters(bvals: np.ndarray) -> tuple[np.ndarray, int]:
     """MRtrix3's ``Shells::clusterBvalues``: cluster index per volume (0 = unassigned, 1 = b=0
     when there is any) and the number of clusters."""
     n = bvals.size
     clusters = np.zeros(n, dtype=np.int64)
-    visited = bvals <= b0_threshold
+    visited = bvals <= BZERO_THRESHOLD
     cluster = 0
     if visited.any():
         clusters[visited] = 1
         cluster = 1
-    weighted = bvals > b0_threshold
+    weighted = bvals > BZERO_THRESHOLD
 
     def neighbours(b: float) -> list[int]:
-        return np.flatnonzero(weighted & (np.abs(b - bvals) < _EPSILON)).tolist()
+        return np.flatnonzero(weighted & (np.abs(b - bvals) < SHELL_EPSILON)).tolist()
 
     for i in range(n):
         if visited[i]:
             continue
         visited[i] = True
         members = neighbours(bvals[i])
-        if len(members) < _MIN_LINKAGE:
+        if len(members) < MIN_LINKAGE:
             continue
         cluster += 1
         clusters[i] = cluster
@@ -57,7 +58,7 @@ def _clusters(bvals: np.ndarray, b0_threshold: float) -> tuple[np.ndarray, int]:
             if not visited[j]:
                 visited[j] = True
                 more = neighbours(bvals[j])
-                if len(more) >= _MIN_LINKAGE:
+                if len(more) >= MIN_LINKAGE:
                     members.extend(more)
             if clusters[j] == 0:
                 clusters[j] = cluster
@@ -65,15 +66,13 @@ def _clusters(bvals: np.ndarray, b0_threshold: float) -> tuple[np.ndarray, int]:
     return clusters, cluster
 
 
-def dwi_shells(bvals: np.ndarray, b0_threshold: float = B0_THRESHOLD) -> list[Shell]:
+def dw_shells(bvals: np.ndarray) -> list[Shell]:
     """The shells of a gradient scheme's b-values, as MRtrix3's ``DWI::Shells``.
 
     Parameters
     ----------
     bvals : (n,) array
         b-values (s/mm²), column 3 of an MRtrix scheme.
-    b0_threshold : float
-        b-values up to this are b=0 (MRtrix3's ``BZeroThreshold``).
 
     Returns
     -------
@@ -85,7 +84,7 @@ def dwi_shells(bvals: np.ndarray, b0_threshold: float = B0_THRESHOLD) -> list[Sh
         When the b-values make no shells or more than √n of them (not a shelled HARDI scheme).
     """
     bvals = np.asarray(bvals, dtype=np.float64).ravel()
-    clusters, count = _clusters(bvals, b0_threshold)
+    clusters, count = _clusters(bvals)
     if count < 1 or count > np.sqrt(bvals.size):
         raise ValueError(f"the {bvals.size} b-values do not group into shells ({count} clusters of nearby b-values); "
                          "response estimation needs a shelled scheme (each b-value shared by several volumes)")
@@ -94,4 +93,4 @@ def dwi_shells(bvals: np.ndarray, b0_threshold: float = B0_THRESHOLD) -> list[Sh
         volumes = np.flatnonzero(clusters == c)
         if volumes.size:
             shells.append(Shell(volumes, float(np.mean(bvals[volumes]))))
-    return sorted(shells, key=lambda s: s.mean)
+    return sorted(shells, key=lambda s: s.mean_b)

@@ -17,14 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from gpu.fod.shells import BZERO_THRESHOLD
 from worker.errors import InputError
 
-__all__ = ["B0_THRESHOLD", "read_fsl_gradients", "read_mrtrix_gradients", "scheme_from_header", "read_gradients"]
+__all__ = ["read_fsl_gradients", "read_mrtrix_gradients", "scheme_from_header", "read_gradients"]
 
 _log = logging.getLogger(__name__)
-
-#: MRtrix3's default ``BZeroThreshold``: b-values up to this are b=0 volumes
-B0_THRESHOLD = 10.0
 
 # MRtrix3 scales b-values by the squared norm once some |log(norm²)| exceeds this, and writes
 # the normalised scheme back when one exceeds single precision.
@@ -68,7 +66,7 @@ def _normalised(scheme: np.ndarray, source: str) -> np.ndarray:
         raise InputError("Unreadable gradient table", f"{source} holds non-finite b-values; fix those entries")
     # Some writers give b=0 volumes a NaN direction (MRtrix3 keeps it); they carry no direction.
     undefined = ~np.isfinite(scheme[:, :3]).all(axis=1)
-    weighted = np.flatnonzero(undefined & (scheme[:, 3] > B0_THRESHOLD))
+    weighted = np.flatnonzero(undefined & (scheme[:, 3] > BZERO_THRESHOLD))
     if weighted.size:
         raise InputError("Unreadable gradient table",
                          f"{source} has non-finite directions for diffusion-weighted volumes "

@@ -7,7 +7,7 @@ import pytest
 
 from gpu.fod.amp2response import amp2response
 from gpu.fod.response_tensor import tensor_fa_and_direction
-from gpu.fod.shells import dwi_shells
+from gpu.fod.shells import dw_shells
 from tests.gpu.fod.response_phantom import three_tissue_phantom
 from worker.io.response_files import read_response
 
@@ -37,12 +37,12 @@ def test_tensor_fa_and_direction_match_mrtrix(small_64d_case):
 
 def test_shells_match_mrinfo(small_64d_case):
     # mrinfo -shell_bvalues / -shell_sizes: "0 994.193" / "1 64"; the phantom's "0 1000 2000 3000" / "3 30 30 30"
-    shells = dwi_shells(small_64d_case.scheme[:, 3])
-    assert [round(s.mean, 3) for s in shells] == [0.0, 994.193]
+    shells = dw_shells(small_64d_case.scheme[:, 3])
+    assert [round(s.mean_b, 3) for s in shells] == [0.0, 994.193]
     assert [s.volumes.size for s in shells] == [1, 64]
     np.testing.assert_array_equal(shells[1].volumes, np.arange(1, 65))
-    phantom = dwi_shells(three_tissue_phantom(n=2)[1][:, 3])
-    assert [(s.mean, s.volumes.size) for s in phantom] == [(0, 3), (1000, 30), (2000, 30), (3000, 30)]
+    phantom = dw_shells(three_tissue_phantom(n=2)[1][:, 3])
+    assert [(s.mean_b, s.volumes.size) for s in phantom] == [(0, 3), (1000, 30), (2000, 30), (3000, 30)]
 
 
 def test_unshelled_scheme_is_refused():
@@ -50,4 +50,4 @@ def test_unshelled_scheme_is_refused():
     from dipy.data import get_fnames
     bvals = np.loadtxt(get_fnames(name="small_101D")[1])
     with pytest.raises(ValueError, match="do not group into shells"):
-        dwi_shells(bvals)
+        dw_shells(bvals)
