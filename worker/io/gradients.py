@@ -87,6 +87,17 @@ def _normalised(scheme: np.ndarray, source: str) -> np.ndarray:
     return scheme
 
 
+def _rows_of(table: np.ndarray, rows: int, path: Path, what: str, other: str) -> np.ndarray:
+    """``table`` with ``rows`` rows, transposed if FSL's columns were written as rows."""
+    if table.shape[0] == rows:
+        return table
+    if table.shape[1] == rows:
+        return table.T
+    raise InputError("Unreadable gradient file",
+                     f"the file {path.name!r} must hold {what}, not {table.shape[0]}×{table.shape[1]}; "
+                     f"is it the {other} file?")
+
+
 def read_fsl_gradients(bvecs: Path, bvals: Path, affine: np.ndarray,
                        n_volumes: int | None = None) -> np.ndarray:
     """The scheme of an FSL ``bvecs``/``bvals`` pair, as MRtrix3's ``-fslgrad``.
@@ -108,18 +119,8 @@ def read_fsl_gradients(bvecs: Path, bvals: Path, affine: np.ndarray,
     bvecs, bvals = Path(bvecs), Path(bvals)
     b = _numbers(bvals, "bvals", "-fslgrad BVECS BVALS")
     vecs = _numbers(bvecs, "bvecs", "-fslgrad BVECS BVALS")
-    if b.shape[0] != 1:
-        if b.shape[1] != 1:
-            raise InputError("Unreadable gradient file",
-                             f"the bvals file {bvals.name!r} must hold one row (or column) of b-values, "
-                             f"not {b.shape[0]}×{b.shape[1]}; is it the bvecs file?")
-        b = b.T
-    if vecs.shape[0] != 3:
-        if vecs.shape[1] != 3:
-            raise InputError("Unreadable gradient file",
-                             f"the bvecs file {bvecs.name!r} must hold 3 rows (or columns) of directions, "
-                             f"not {vecs.shape[0]}×{vecs.shape[1]}; is it the bvals file?")
-        vecs = vecs.T
+    b = _rows_of(b, 1, bvals, "one row (or column) of b-values", "bvecs")
+    vecs = _rows_of(vecs, 3, bvecs, "3 rows (or columns) of directions", "bvals")
     if vecs.shape[1] != b.shape[1]:
         raise InputError("Gradient files do not match",
                          f"the bvecs file {bvecs.name!r} has {vecs.shape[1]} directions but the bvals file "
