@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _peaks(args: argparse.Namespace) -> int:
     params = params_from_args(PeaksParams, args)
     if params.backend != "cpu":
-        from gpu.cuda_runtime import start_cuda_context
+        from gpu.cuda.device import start_cuda_context
 
         start_cuda_context()  # while the imports below run
     from service.cli.input_checks import check_inputs, input_problem

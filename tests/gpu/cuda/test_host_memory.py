@@ -1,4 +1,4 @@
-"""The page-locked pool's bookkeeping (gpu.cuda_driver.HostBlockPool) on real host memory:
+"""The page-locked pool's bookkeeping (gpu.cuda.host_memory.HostBlockPool) on real host memory:
 blocks of ``np.empty`` stand in for ``cuMemHostAlloc``'s, so reuse, lifetimes, the bounds
 and thread safety are checked here; tests/gpu/peaks/test_pinned_path.py checks the
 page-locked blocks themselves on a GPU."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu.cuda_driver import HostBlockPool, host_empty, pinned_empty
-from tests.gpu.host_memory import pool
+from gpu.cuda.host_memory import HostBlockPool, host_empty, pinned_empty
+from tests.gpu.cuda.host_memory_blocks import pool
 
 PAGE = HostBlockPool.PAGE
 
@@ -146,11 +146,12 @@ def test_without_a_cuda_context_pinned_empty_is_np_empty():
     and asking for it creates none (a parent that forks stays free of CUDA)."""
     code = """if True:
         import numpy as np
-        from gpu.cuda_driver import driver, pinned_empty
+        from gpu.cuda.driver import driver
+        from gpu.cuda.host_memory import pinned_empty
         array = pinned_empty((4, 3), np.float32, "F")
         print(array.base is None, array.flags.f_contiguous, array.shape == (4, 3), driver.created_context())
     """
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.split() == ["True", "True", "True", "False"]
 

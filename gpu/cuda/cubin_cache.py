@@ -1,17 +1,18 @@
 """Cubins of numba-compiled CUDA kernels kept on disk, so that a fresh process launches them
-through :mod:`gpu.cuda_driver` without importing numba.
+through :mod:`gpu.cuda.kernel_launch` without importing numba.
 
 numba's own cache (``cache=True``) holds the same machine code, but only numba can read it,
-and importing numba and its CUDA target takes longer than the whole job on a GPU. After
-numba has compiled or loaded a kernel, :meth:`CubinCache.save` writes each of its compiled
-signatures as ``<folder>/<kernel>-<signature hash>.cubin`` with a ``.json`` naming the
+and importing numba and its CUDA target costs a fresh process more than the rest of a job
+on a GPU (docs/decisions/cubin-driver-path.md). After numba has compiled or loaded a
+kernel, :meth:`CubinCache.save` writes each of its compiled signatures as ``<folder>/<kernel>-<signature hash>.cubin`` with a ``.json`` naming the
 entry point and the argument types. The folder is ``<kernel cache>/cubins/<key>``, where
 ``<key>`` hashes the text of the source files that define the kernels, the numba versions
 and the GPU's compute capability: an edited kernel, another numba or another GPU never
-finds a stale cubin.
+finds a stale cubin. With a numba-cuda outside the range whose kernel-argument layout the
+launch packs (:data:`gpu.cuda.kernel_launch.NUMBA_CUDA_VERSIONS`) no cubin is loaded or
+saved: the kernels launch through numba.
 
-The kernel cache is ``$FIBERTENSOR_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/fibertensor/kernels``,
-else ``~/.cache/fibertensor/kernels``.
+The kernel cache folder: :func:`gpu.cuda.cache_folder.kernel_cache_dir`.
 """
 
 from __future__ import annotations
@@ -20,29 +21,18 @@ import functools
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from importlib import metadata
 from pathlib import Path
 from typing import Iterable
 
-from gpu import cuda_driver
+from gpu.cuda import kernel_launch
+from gpu.cuda.cache_folder import CACHE_ENV, kernel_cache_dir, write_once
+from gpu.cuda.driver import driver
 
-__all__ = ["CACHE_ENV", "kernel_cache_dir", "write_once", "CubinCache"]
+__all__ = ["CubinCache"]
 
 logger = logging.getLogger("fibertensor.kernels")
-
-#: Environment variable naming the kernel cache folder.
-CACHE_ENV = "FIBERTENSOR_KERNEL_CACHE"
-
-
-def kernel_cache_dir() -> Path:
-    """The folder that holds generated kernel sources and cubins (module docstring)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "fibertensor" / "kernels"
 
 
 def _numba_versions() -> str:
@@ -56,27 +46,10 @@ def _numba_versions() -> str:
 
 
 def _signature_name(numba_type) -> str:
-    """A numba argument type spelled as :func:`gpu.cuda_driver.argument_type` spells values."""
+    """A numba argument type spelled as :func:`gpu.cuda.kernel_launch.argument_type` spells values."""
     if hasattr(numba_type, "layout") and hasattr(numba_type, "ndim"):
         return f"array({numba_type.dtype}, {numba_type.ndim}d, {numba_type.layout})"
     return str(numba_type)
-
-
-def write_once(path: Path, data: bytes) -> None:
-    """Put ``data`` at ``path`` (folders made), written under a temporary name and linked
-    into place: a reader sees all of the file or none, and a file already there (written by
-    a concurrent process, from the same inputs) stays as it is, modification time included."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.chmod(temporary, 0o644)
-        os.link(temporary, path)
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(temporary)
 
 
 class CubinCache:
@@ -85,24 +58,27 @@ class CubinCache:
     def __init__(self, sources: Iterable[Path]) -> None:
         self._sources = sorted(Path(p) for p in sources)
         self._lock = threading.Lock()
-        self._loaded: dict[tuple[str, tuple[str, ...]], cuda_driver.Kernel | None] = {}
+        self._loaded: dict[tuple[str, tuple[str, ...]], kernel_launch.Kernel | None] = {}
 
     @functools.cached_property
     def folder(self) -> Path:
         digest = hashlib.sha256()
         for path in self._sources:
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        major, minor = cuda_driver.driver.compute_capability()
+        major, minor = driver.compute_capability()
         digest.update(f"{_numba_versions()};sm_{major}{minor}".encode())
         return kernel_cache_dir() / "cubins" / digest.hexdigest()[:24]
 
     def _stem(self, name: str, signature: tuple[str, ...]) -> Path:
         return self.folder / f"{name}-{hashlib.sha256(repr(signature).encode()).hexdigest()[:16]}"
 
-    def kernel(self, name: str, args: tuple) -> cuda_driver.Kernel | None:
+    def kernel(self, name: str, args: tuple) -> kernel_launch.Kernel | None:
         """Kernel ``name`` compiled for the types of ``args``, loaded from its cubin; None
-        when no cubin for them was saved."""
-        signature = tuple(cuda_driver.argument_type(a) for a in args)
+        when no cubin for them was saved, or numba-cuda's argument layout is not the one
+        the launch packs."""
+        if not kernel_launch.launch_layout_supported():
+            return None
+        signature = tuple(kernel_launch.argument_type(a) for a in args)
         key = (name, signature)
         with self._lock:
             if key not in self._loaded:
@@ -112,13 +88,16 @@ class CubinCache:
                     cubin = stem.with_suffix(".cubin").read_bytes()
                 except (OSError, ValueError, KeyError):
                     return None
-                self._loaded[key] = cuda_driver.load_kernel(cubin, entry, signature)
+                self._loaded[key] = kernel_launch.load_kernel(cubin, entry, signature)
             return self._loaded[key]
 
     def save(self, name: str, dispatcher) -> None:
         """Write the cubin of every signature numba compiled ``dispatcher`` (a ``cuda.jit``
         dispatcher) for, unless it is there already. A cache folder that cannot be written
-        costs later processes their fast start, not this run: it is logged, not raised."""
+        costs later processes their fast start, not this run: it is logged, not raised.
+        Nothing is saved where :meth:`kernel` would not load it."""
+        if not kernel_launch.launch_layout_supported():
+            return
         for overload in list(dispatcher.overloads.values()):
             signature = tuple(_signature_name(t) for t in overload.argument_types)
             stem = self._stem(name, signature)

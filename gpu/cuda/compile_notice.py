@@ -1,9 +1,10 @@
 """The first-use compile notice: will a numba call compile, and saying so before it does.
 
 A kernel missing from the cache (``cache=True``, under ``NUMBA_CACHE_DIR``) compiles on
-first use: seconds to a minute for the generated kernels, which looks like a hang. Reading
-numba's index file for the function (a small pickle) tells ahead of time, with no compile.
-``fibertensor warmup`` fills the cache.
+first use, which for the generated kernels is a pause long enough to look like a hang
+(docs/decisions/kernel-warmup.md has the compile times). Reading numba's index file for
+the function (a small pickle) tells ahead of time, with no compile. ``fibertensor warmup``
+fills the cache.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ while another thread is still importing it."""
 import sys
 import types
 
-from gpu.cuda_runtime import simulator_active
+from gpu.cuda.simulator import simulator_active
 
 
 def test_simulator_setting_from_numbas_config_or_the_environment(monkeypatch):

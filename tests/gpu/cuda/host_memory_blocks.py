@@ -1,11 +1,11 @@
-"""A :class:`gpu.cuda_driver.HostBlockPool` over ordinary host memory (``np.empty`` blocks
+"""A :class:`gpu.cuda.host_memory.HostBlockPool` over ordinary host memory (``np.empty`` blocks
 standing in for ``cuMemHostAlloc``'s), for tests of the pool and of what allocates from it."""
 
 import threading
 
 import numpy as np
 
-from gpu.cuda_driver import HostBlockPool
+from gpu.cuda.host_memory import HostBlockPool
 
 
 class Memory:
