@@ -86,8 +86,10 @@ def dw_shells(bvals: np.ndarray) -> list[Shell]:
     bvals = np.asarray(bvals, dtype=np.float64).ravel()
     clusters, count = _clusters(bvals)
     if count < 1 or count > np.sqrt(bvals.size):
-        raise ValueError(f"the {bvals.size} b-values do not group into shells ({count} clusters of nearby b-values); "
-                         "response estimation needs a shelled scheme (each b-value shared by several volumes)")
+        raise ValueError(
+            f"the {bvals.size} b-values could not be grouped into shells ({count} groups found, at most "
+            f"√{bvals.size} allowed): the gradient scheme does not look like a HARDI acquisition"
+        )
     shells = []
     for c in range(1, count + 1):
         volumes = np.flatnonzero(clusters == c)

@@ -49,5 +49,5 @@ def test_unshelled_scheme_is_refused():
     # small_101D's many b-values: mrinfo -shell_bvalues refuses it too
     from dipy.data import get_fnames
     bvals = np.loadtxt(get_fnames(name="small_101D")[1])
-    with pytest.raises(ValueError, match="do not group into shells"):
+    with pytest.raises(ValueError, match="could not be grouped into shells"):
         dw_shells(bvals)
