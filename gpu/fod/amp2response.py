@@ -103,7 +103,8 @@ def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray,
     signal : (V, n) array
         The selected voxels' DWI signal, volumes in scheme order.
     fibre_dirs : (V, 3) array
-        Each voxel's fibre direction in the scheme's frame (need not be unit).
+        Each voxel's fibre direction in the scheme's frame (need not be unit; unused, and may
+        be zero, when ``isotropic``).
     scheme : (n, 4) array
         MRtrix gradient scheme (``x y z b``; :mod:`worker.io.gradients`).
     lmax : list of int, optional
@@ -127,7 +128,10 @@ def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray,
     fibre = np.asarray(fibre_dirs, dtype=np.float64)
     if fibre.shape != (signal.shape[0], 3):
         raise ValueError(f"fibre_dirs must be ({signal.shape[0]}, 3), not {fibre.shape}")
-    fibre = fibre / np.linalg.norm(fibre, axis=1, keepdims=True)
+    lengths = np.linalg.norm(fibre, axis=1, keepdims=True)
+    if not isotropic and not np.all(lengths > 0):
+        raise ValueError("every voxel needs a non-zero fibre direction for an anisotropic response")
+    fibre = fibre / np.where(lengths > 0, lengths, 1.0)
     shells = dw_shells(scheme[:, 3])
     if isotropic:
         lmax = [0] * len(shells)

@@ -27,6 +27,16 @@ def test_amp2response_matches_mrtrix(small_64d_case, suffix, options):
         assert np.abs(ours - read_response(case.path("rf_ols.txt"))[0]).max() > 1e-3
 
 
+def test_isotropic_fit_needs_no_directions(small_64d_case):
+    """The isotropic response is each shell's mean signal × √(4π), whatever the directions."""
+    case = small_64d_case
+    voxels = case.image("sf.mif").astype(bool)
+    ours, _ = amp2response(case.dwi[voxels], np.zeros((300, 3)), case.scheme, isotropic=True)
+    np.testing.assert_allclose(ours, read_response(case.path("rf_iso.txt"))[0], rtol=1e-6)
+    with pytest.raises(ValueError, match="non-zero fibre direction"):
+        amp2response(case.dwi[voxels], np.zeros((300, 3)), case.scheme)
+
+
 def test_tensor_fa_and_direction_match_mrtrix(small_64d_case):
     case = small_64d_case
     fa, direction = tensor_fa_and_direction(case.dwi.reshape(-1, case.dwi.shape[3]), case.scheme)
