@@ -178,6 +178,10 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
     crude_non_wm = safe & ~crude_wm
     crude_csf = _auto_select(np.where(crude_non_wm, sdm - _median(sdm[crude_non_wm]), 0), crude_non_wm)
     crude_gm = crude_non_wm & ~crude_csf
+    for tissue, region in (("WM", crude_wm), ("GM", crude_gm), ("CSF", crude_csf)):
+        if not region.any():
+            raise ValueError(f"the eroded brain mask holds no crude {tissue} voxel; the mask must cover WM, GM "
+                             "and CSF (a whole brain), or give fewer erosions")
 
     # refined WM: drop SDM outliers
     wm_median = _median(sdm[crude_wm])
@@ -201,7 +205,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
     gm_distance = np.abs(sdm - _median(sdm[refined_gm])) + np.float32(1)
     gm_voxels = _extreme(gm_distance, refined_gm, int(round(refined_gm.sum() * gm / 100.0)), False, "GM")
 
-    def response(voxels: np.ndarray, isotropic: bool) -> np.ndarray:
+    def response(voxels: np.ndarray, isotropic: bool) -> tuple[np.ndarray, np.ndarray]:
         return amp2response(dwi[voxels], vectors[voxels], scheme, isotropic=isotropic)
 
     csf_rf, bvalues = response(csf_voxels, True)

@@ -38,3 +38,10 @@ def test_white_matter_matches_mrtrix(phantom_case, ours):
     their_voxels = phantom_case.image("voxels.mif").astype(bool)[..., 2]
     assert ours.voxels[..., 2].sum() == their_voxels.sum() == 7
     assert _dice(ours.voxels[..., 2], their_voxels) == 1.0
+
+
+def test_a_white_matter_only_mask_is_refused(small_64d_case):
+    """small_64D is nearly all WM: ``dwi2response dhollander`` fails on its crude GM too."""
+    case = small_64d_case
+    with pytest.raises(ValueError, match="no crude GM voxel"):
+        dhollander_response(case.dwi, case.scheme, case.mask)
