@@ -125,8 +125,11 @@ def sfwm_peak_fraction(signal: np.ndarray, scheme: np.ndarray, shells, wm_respon
     constraints[:-1, :n_coefs] = real_sh(_sphere(_CONSTRAINT_DIRECTIONS), lmax)
     constraints[-1, n_coefs] = 1.0
     normal = forward.T @ forward
-    coefs = np.array([constrained_least_squares(normal, forward.T @ voxel, constraints)
-                      for voxel in np.asarray(signal, dtype=np.float64)]).reshape(-1, n_coefs + 1)
+    rhs = np.asarray(signal, dtype=np.float64) @ forward
+    coefs = np.linalg.solve(normal, rhs.T).T.reshape(-1, n_coefs + 1)
+    # only voxels whose unconstrained fit breaks a constraint need the constrained solve
+    for v in np.flatnonzero(np.any(coefs @ constraints.T < 0, axis=1)):
+        coefs[v] = constrained_least_squares(normal, rhs[v], constraints)
     total = coefs[:, 0] + coefs[:, n_coefs]
     peaks = _largest_amplitudes(coefs[:, :n_coefs], lmax)
     return np.divide(peaks, total, out=np.zeros_like(total), where=total != 0)
