@@ -12,6 +12,7 @@ from pathlib import Path
 
 from service.cli import CommandError
 from service.cli.model_options import add_model_options, params_from_args
+from service.cli.progress_bar import percent_bar
 from worker.params.fixels import FixelsParams
 
 __all__ = ["register"]
@@ -46,26 +47,13 @@ def _fixels(args: argparse.Namespace) -> int:
     out_dir = args.out_dir
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise CommandError(f"{out_dir} exists and is not an empty folder; remove it or choose another OUT_DIR")
-    bar = None
-    if not args.quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(total=100, unit="%", desc="fixels", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed}<{remaining}")
-
-    def progress(fraction: float) -> None:
-        if bar is not None:
-            bar.n = round(100 * fraction)
-            bar.refresh()
-
     try:
-        sidecar = run_fixels(args.input, out_dir, params, mask=args.mask, progress=progress)
+        with percent_bar("fixels", args.quiet) as progress:
+            sidecar = run_fixels(args.input, out_dir, params, mask=args.mask, progress=progress)
     except InputError as exc:
         raise CommandError(input_problem(exc, inputs)) from None
     except (ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from None
-    finally:
-        if bar is not None:
-            bar.close()
     for warning in sidecar["warnings"]:
         print(f"fibertensor: warning: {warning}", file=sys.stderr)
     if not args.quiet:
