@@ -129,13 +129,16 @@ def integration_weights() -> np.ndarray:
     √(4π), the others to 0), lmax the highest the set supports (MRtrix3's
     ``FMLS::IntegrationWeights``), so a lobe's sum of w·amplitude is its integral, the AFD
     (Raffelt et al. 2012, NeuroImage 59:3976, Eq. 1)."""
+    from scipy.linalg import lstsq
+
     unit = sampling_directions()
     n = len(unit)
     lmax = 2 * int((math.sqrt(1.0 + 8.0 * n) - 3.0) / 4.0) + 2
     basis = sh_amplitude_matrix(lmax, *_azimuth_elevation(unit))
     target = np.zeros(basis.shape[1])
     target[0] = 2.0 * math.sqrt(math.pi)
-    weights = np.linalg.lstsq(basis.T, target, rcond=None)[0]
+    # a QR least-squares solve (column-pivoted Householder), as MRtrix3's householderQr
+    weights = lstsq(basis.T, target, lapack_driver="gelsy")[0]
     weights.flags.writeable = False
     return weights
 
