@@ -24,6 +24,7 @@ _FAMILY_MODULES = (
     "worker.jobs.peaks",
     "worker.jobs.compress",
     "worker.jobs.conv",
+    "worker.jobs.fixels",
 )
 
 
