@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from gpu.cuda_runtime import resolve_backend
+from gpu.cuda.backend import resolve_backend
 from gpu.fixels.fmls_tables import fmls_tables, lmax_for_coefficients
 
 __all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE"]

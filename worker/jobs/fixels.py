@@ -84,7 +84,7 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
     ``progress(fraction)`` is called between chunks of voxels; an exception it raises
     (cancellation) stops the run before any output. ``uploaded``: the inputs' names and
     sha256 as uploaded, by slot, where the service stored them in another form."""
-    from gpu.cuda_runtime import resolve_backend
+    from gpu.cuda.backend import resolve_backend
     from gpu.fixels.segment import FmlsOptions, segment_fods
     from worker.io.fixels import write_fixel_images
     from worker.io.images import load_image_data, load_image_data_with_sha256

@@ -11,7 +11,7 @@ import pytest
 
 from gpu.fixels.fmls_tables import (direction_neighbours, fmls_tables, integration_weights, lmax_for_coefficients,
                                     sampling_directions, sh_amplitude_matrix)
-from gpu.peaks.sh_basis import real_sh_matrix
+from gpu.sh_basis import real_sh_matrix
 
 
 @pytest.mark.parametrize("lmax", [2, 8, 12])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu.cuda_runtime import simulator_active
+from gpu.cuda.simulator import simulator_active
 from gpu.fixels import kernels_cuda
 from gpu.fixels.fmls_math import LOBE_OVERFLOW
 from gpu.fixels.fmls_tables import fmls_tables
