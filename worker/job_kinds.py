@@ -25,6 +25,7 @@ _FAMILY_MODULES = (
     "worker.jobs.compress",
     "worker.jobs.conv",
     "worker.jobs.fixels",
+    "worker.jobs.fod",
 )
 
 

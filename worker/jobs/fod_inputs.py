@@ -1,0 +1,170 @@
+"""What the ``response`` and ``fod`` jobs share: the DWI, its gradient table and mask checked
+from headers and text files alone (:func:`check_dwi_inputs`), the DWI read with unusable
+voxels left out (:func:`read_dwi`), and where their outputs go (:func:`output_path`).
+
+The gradients are found as MRtrix3 finds them (:func:`worker.io.gradients.read_gradients`):
+an MRtrix gradient file or FSL bvecs/bvals when given, else a ``.mif``'s ``dw_scheme``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from worker.errors import InputError
+from worker.job_kinds import InputSlot
+
+__all__ = ["DwiPlan", "DwiData", "DWI_SLOTS", "check_dwi_inputs", "read_dwi", "output_path", "image_suffix"]
+
+_IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
+
+#: The input slots both jobs take (the DWI, its gradients, a mask), as the API's form fields.
+DWI_SLOTS = (
+    InputSlot("dwi", True, _IMAGE_SUFFIXES, "4D diffusion-weighted series (NIfTI, or MRtrix with a dw_scheme)"),
+    InputSlot("bval", False, ("bval", "bvals", ".txt"), "FSL b-values (with bvec), as dwi2fod -fslgrad"),
+    InputSlot("bvec", False, ("bvec", "bvecs", ".txt"), "FSL b-vectors in voxel axes (with bval)"),
+    InputSlot("grad", False, (".b", ".txt", ".grad"), "MRtrix gradient table (x y z b rows, scanner space), as "
+              "dwi2fod -grad"),
+    InputSlot("mask", False, _IMAGE_SUFFIXES, "3D mask on the DWI grid (non-zero = process)"),
+)
+
+
+@dataclass(frozen=True)
+class DwiPlan:
+    """A DWI's checked headers: ``info`` (4-D), ``scheme`` ((n, 4) ``x y z b`` rows, scanner
+    space), ``shells`` (:func:`gpu.fod.shells.dw_shells`, b=0 first), ``mask`` (or None)."""
+
+    info: object
+    scheme: np.ndarray
+    shells: list
+    mask: object | None
+
+    @property
+    def shell_bvalues(self) -> np.ndarray:
+        return np.array([s.mean_b for s in self.shells])
+
+    def shells_text(self) -> str:
+        return ", ".join(f"{b:.0f}" for b in self.shell_bvalues)
+
+
+@dataclass(frozen=True)
+class DwiData:
+    """A DWI read: ``dwi`` (X, Y, Z, n) float32, 0 in ``unusable`` voxels; ``mask`` (X, Y, Z)
+    bool, the voxels to use; ``unusable`` the count of masked voxels left out for NaN,
+    infinite or negative signal; ``names`` and ``sha256`` of the files read, by slot and by name."""
+
+    dwi: np.ndarray
+    mask: np.ndarray
+    unusable: int
+    names: dict[str, str]
+    sha256: dict[str, str]
+
+    def warnings(self) -> list[str]:
+        if not self.unusable:
+            return []
+        return [f"{self.unusable} voxels have NaN, infinite or negative signal in some volume; they are left out "
+                "(0 in the outputs)"]
+
+
+def check_dwi_inputs(dwi: Path, *, bval: Path | None = None, bvec: Path | None = None, grad: Path | None = None,
+                     mask: Path | None = None) -> DwiPlan:
+    """Header-only checks of a DWI, its gradients and mask; raises :class:`InputError`
+    saying what to fix: a 3-D image, a gradient table whose rows are not the volumes, no
+    b=0 volume, no b > 0 shell, volumes whose b-value is in no shell, a mask off the grid."""
+    from gpu.fod.shells import BZERO_THRESHOLD, MIN_LINKAGE, SHELL_EPSILON, dw_shells
+    from worker.io.gradients import read_gradients
+    from worker.io.images import read_image_header
+
+    info = read_image_header(dwi, "dwi")
+    if len(info.shape) != 4:
+        raise InputError("Not a diffusion-weighted series",
+                         f"the DWI {info.path.name!r} has shape {tuple(info.shape)}; give the 4-D series (one volume "
+                         "per gradient direction), not a single volume")
+    scheme = read_gradients(info, bvecs=bvec, bvals=bval, grad=grad)
+    try:
+        shells = dw_shells(scheme[:, 3])
+    except ValueError as exc:
+        raise InputError("No b-value shells", f"{exc}; check the b-values (bval or grad file)") from None
+    if not shells[0].is_bzero:
+        raise InputError("No b=0 volume", f"the DWI has no b=0 volume (b ≤ {BZERO_THRESHOLD:g} s/mm²; the smallest "
+                         f"b-value is {scheme[:, 3].min():g}); responses and FODs need b=0 volumes: give a series "
+                         "with them, or the bvals written with it")
+    if len(shells) < 2:
+        raise InputError("No diffusion-weighted shell", "every volume is b=0; give a series with diffusion-weighted "
+                         "(b > 0) volumes")
+    in_shells = np.zeros(len(scheme), bool)
+    for shell in shells:
+        in_shells[shell.volumes] = True
+    if not in_shells.all():
+        lost = np.flatnonzero(~in_shells)
+        raise InputError("B-values in no shell",
+                         f"volumes {lost.tolist()[:8]} (b = {', '.join(f'{b:g}' for b in scheme[lost[:8], 3])}) "
+                         f"belong to no shell: a shell needs at least {MIN_LINKAGE} volumes within "
+                         f"{SHELL_EPSILON:g} s/mm² of each other (MRtrix3's rule); fix the b-values or drop those "
+                         "volumes (mrconvert -coord 3 …)")
+    mask_info = None
+    if mask is not None:
+        mask_info = read_image_header(mask, "mask")
+        spatial = mask_info.shape[:3] if len(mask_info.shape) == 4 and mask_info.shape[3] == 1 else mask_info.shape
+        if tuple(spatial) != tuple(info.shape[:3]) or not np.allclose(mask_info.affine, info.affine, atol=1e-3):
+            raise InputError("Mask grid mismatch", f"the mask {mask_info.path.name!r} (shape {tuple(mask_info.shape)})"
+                             f" is not on the DWI grid (shape {tuple(info.shape[:3])}); resample it onto the DWI grid "
+                             "(e.g. mrgrid … regrid -template)")
+    return DwiPlan(info, scheme, shells, mask_info)
+
+
+def read_dwi(plan: DwiPlan, uploaded: dict | None = None) -> DwiData:
+    """Read the DWI and mask of ``plan``. Without a mask every voxel is used; voxels with a
+    NaN, infinite or negative value in any volume are left out and counted. ``uploaded``:
+    :class:`worker.job_kinds.UploadedInput` by slot, for inputs stored in another form."""
+    from worker.io.images import load_image_data, load_image_data_with_sha256
+
+    uploaded = dict(uploaded or {})
+    names, sha256, arrays = {}, {}, {}
+    for role, image in (("dwi", plan.info), ("mask", plan.mask)):
+        if image is None:
+            continue
+        if role in uploaded:
+            arrays[role] = load_image_data(image)
+            names[role], sha256[uploaded[role].name] = uploaded[role].name, uploaded[role].sha256
+        else:
+            arrays[role], digests = load_image_data_with_sha256(image)
+            names[role] = image.path.name
+            sha256.update(digests)
+    dwi = arrays["dwi"]
+    shape = tuple(plan.info.shape[:3])
+    mask = np.ones(shape, bool) if plan.mask is None else arrays["mask"].reshape(shape) != 0
+    if not mask.any():
+        raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.isfinite(dwi).all(axis=3) & (dwi >= 0).all(axis=3))
+    unusable = int((bad & mask).sum())
+    if bad.any():
+        dwi[bad] = 0.0
+        mask &= ~bad
+    if not mask.any():
+        raise InputError("No usable voxel", "every masked voxel has NaN, infinite or negative signal; check the DWI "
+                         "(its scaling, or the preprocessing that wrote it)")
+    return DwiData(dwi, mask, unusable, names, sha256)
+
+
+def image_suffix(name: str) -> str:
+    """The image format of outputs for an input named ``name``: its own (``.mih`` → ``.mif``)."""
+    for suffix in (".nii.gz", ".mif.gz", ".nii", ".mif"):
+        if name.endswith(suffix):
+            return suffix
+    return ".mif"
+
+
+def output_path(prefix: Path, name: str) -> Path:
+    """Where an output ``name`` goes for the prefix given: inside ``prefix`` when it is a
+    folder (or ends in ``/``), else ``<prefix>_<name>`` (``<prefix><name>`` when it ends in
+    ``_`` or ``-``)."""
+    text = str(prefix)
+    if text.endswith("/") or Path(prefix).is_dir():
+        return Path(prefix) / name
+    prefix = Path(prefix)
+    joiner = "" if prefix.name.endswith(("_", "-")) else "_"
+    return prefix.with_name(f"{prefix.name}{joiner}{name}")

@@ -1,0 +1,144 @@
+"""The ``response`` job kind: a DWI → WM, GM and CSF response functions, as MRtrix3's
+``dwi2response dhollander`` (:func:`gpu.fod.response_dhollander.dhollander_response`):
+``wm.txt``, ``gm.txt`` and ``csf.txt`` in MRtrix3's response format, the image of the voxels
+they came from (``voxels``: 3 volumes, CSF, GM and single-fibre WM, as ``-voxels`` writes
+it) in the DWI's image format, and a JSON sidecar. Nothing is written before all is computed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from worker.errors import InputError
+from worker.io.atomic import write_json_atomic
+from worker.job_kinds import JobContext, JobKind
+from worker.jobs.fod_inputs import DWI_SLOTS, check_dwi_inputs, image_suffix, output_path, read_dwi
+from worker.params.fod import ResponseParams
+
+__all__ = ["TISSUES", "estimate_responses", "run_response", "response_memory_bytes", "RESPONSE_KIND"]
+
+TISSUES = ("wm", "gm", "csf")
+
+
+def estimate_responses(data, plan, params: ResponseParams):
+    """Responses of read DWI ``data`` (:class:`worker.jobs.fod_inputs.DwiData`) by dhollander,
+    with the WM response fitted again at ``params.lmax`` where it is below dwi2response's 10.
+
+    Returns
+    -------
+    DhollanderResponse
+    """
+    from dataclasses import replace
+
+    from gpu.fod.amp2response import amp2response
+    from gpu.fod.response_dhollander import dhollander_response
+    from gpu.fod.response_tensor import tensor_fa_and_direction
+
+    try:
+        result = dhollander_response(data.dwi, plan.scheme, data.mask, erode=params.erode, fa=params.fa,
+                                     sfwm=params.sfwm, gm=params.gm, csf=params.csf)
+    except ValueError as exc:
+        raise InputError("Responses cannot be estimated", f"{exc}") from None
+    if params.lmax != 10:
+        selected = data.dwi[result.voxels[..., 2]]
+        _, directions = tensor_fa_and_direction(selected, plan.scheme)
+        lmax = [0 if shell.is_bzero else params.lmax for shell in plan.shells]
+        wm, _ = amp2response(selected, directions, plan.scheme, lmax=lmax)
+        result = replace(result, wm=wm)
+    return result
+
+
+def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParams(), *, bval: Path | None = None,
+                 bvec: Path | None = None, grad: Path | None = None, mask: Path | None = None,
+                 uploaded: dict | None = None) -> dict:
+    """Estimate the responses of ``dwi`` and write ``<prefix>_wm.txt``, ``_gm.txt``,
+    ``_csf.txt``, ``_voxels.<ext>`` and ``_response.json`` (:func:`output_path`: plain names
+    inside a folder prefix); returns the sidecar content."""
+    from worker.io.images import write_image
+    from worker.io.response_files import write_response
+    from worker.provenance import generated_by, package_versions
+
+    started = time.perf_counter()
+    plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask)
+    data = read_dwi(plan, uploaded)
+    read = time.perf_counter()
+    result = estimate_responses(data, plan, params)
+    estimated = time.perf_counter()
+    suffix = image_suffix(data.names["dwi"])
+    paths = {tissue: output_path(prefix, f"{tissue}.txt") for tissue in TISSUES}
+    paths["voxels"] = output_path(prefix, f"voxels{suffix}")
+    for tissue in TISSUES:
+        write_response(paths[tissue], getattr(result, tissue), result.bvalues)
+    write_image(paths["voxels"], result.voxels.astype(np.uint8), plan.info.affine)
+    warnings = data.warnings()
+    if plan.mask is None:
+        warnings.append("no mask given: voxels were chosen from the whole image (dwi2response makes a brain mask "
+                        "with dwi2mask); pass a brain mask for responses of brain tissue only")
+    sidecar = {
+        "job": "response",
+        "generated_by": generated_by(),
+        "input": {**{role: data.names.get(role) for role in ("dwi", "mask")},
+                  "gradients": _gradient_source(bval, grad), "shape": list(plan.info.shape), "sha256": data.sha256},
+        "parameters": params.model_dump(),
+        "method": "dwi2response dhollander (Dhollander et al. 2016, ISMRM Workshop on Breaking the Barriers of "
+                  "Diffusion MRI p. 5; 2019, ISMRM 27 p. 555); responses by amp2response (Tournier et al. 2013, "
+                  "NeuroImage 76:49, Eq. 4)",
+        "shells": [round(float(b), 1) for b in result.bvalues],
+        "voxels": {tissue: int(result.voxels[..., index].sum()) for index, tissue in
+                   ((2, "wm"), (1, "gm"), (0, "csf"))},
+        "outputs": {name: path.name for name, path in paths.items()},
+        "warnings": warnings,
+        "versions": package_versions("nibabel", "scipy"),
+        "seconds": {"read": read - started, "estimate": estimated - read, "total": time.perf_counter() - started},
+    }
+    write_json_atomic(output_path(prefix, "response.json"), sidecar)
+    return sidecar
+
+
+def _gradient_source(bval: Path | None, grad: Path | None) -> str:
+    return "fsl" if bval is not None else "grad" if grad is not None else "dw_scheme"
+
+
+def response_memory_bytes(plan) -> int:
+    """Most host memory :func:`run_response` holds, in bytes, from the headers: the DWI as
+    float32 and dhollander's float64 per-shell means and copies (about 3 DWIs), and a dozen
+    per-voxel maps."""
+    n = int(np.prod(plan.info.shape[:3]))
+    return 3 * n * plan.info.shape[3] * 4 + 12 * n * 8
+
+
+def _dwi_inputs(inputs: dict[str, Path]) -> dict[str, Path | None]:
+    return {slot: inputs.get(slot) for slot in ("bval", "bvec", "grad", "mask")}
+
+
+def _validate(inputs: dict[str, Path], params: ResponseParams):
+    return check_dwi_inputs(inputs["dwi"], **_dwi_inputs(inputs))
+
+
+def _memory(inputs: dict[str, Path], params: ResponseParams, plan=None) -> int:
+    return response_memory_bytes(plan or _validate(inputs, params))
+
+
+def _run(ctx: JobContext) -> list[Path]:
+    ctx.check_cancelled()
+    sidecar = run_response(ctx.inputs["dwi"], ctx.out_dir, ctx.params, **_dwi_inputs(ctx.inputs),
+                           uploaded=ctx.uploaded)
+    for warning in sidecar["warnings"]:
+        ctx.warn(warning)
+    return [ctx.out_dir / name for name in sidecar["outputs"].values()] + [ctx.out_dir / "response.json"]
+
+
+RESPONSE_KIND = JobKind(
+    name="response",
+    summary="WM, GM and CSF response functions of a DWI as MRtrix3 dwi2response dhollander, with the voxels "
+            "they came from",
+    params_model=ResponseParams,
+    inputs=DWI_SLOTS,
+    validate=_validate,
+    memory_bytes=_memory,
+    run=_run,
+    result_names=("wm.txt", "gm.txt", "csf.txt", "voxels.nii.gz", "response.json"),
+)
