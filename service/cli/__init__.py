@@ -23,6 +23,8 @@ __all__ = ["main", "run", "build_parser", "COMMANDS"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "peaks": ("service.cli.peaks", "fiber directions of an SH FOD volume (SS-HOPM, GPU or CPU)"),
     "fixels": ("service.cli.fixels", "fixels of an SH FOD volume as MRtrix3 fod2fixel (FMLS; AFD, peak amplitude, dispersion)"),
+    "response": ("service.cli.response", "WM, GM and CSF response functions of a DWI as MRtrix3 dwi2response dhollander"),
+    "fod": ("service.cli.fod", "FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd or csd)"),
     "sample": ("service.cli.peaks", "write a small FOD phantom with known fibers"),
     "serve": ("service.cli.server", "run the REST API and a worker on this machine"),
     "worker": ("service.cli.server", "run a job worker (one per GPU)"),

@@ -1,0 +1,62 @@
+"""``fibertensor fod``: a DWI → FODs by constrained spherical deconvolution, as MRtrix3's
+``dwi2fod msmt_csd`` or ``dwi2fod csd``.
+
+Calls the function the ``fod`` job runs (:func:`worker.jobs.fod.run_fod`), locally, without
+the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from service.cli import CommandError
+from service.cli.model_options import add_model_options, params_from_args
+from service.cli.response import add_dwi_arguments, dwi_inputs, output_prefix, print_warnings
+from worker.params.fod import FodParams
+
+__all__ = ["register"]
+
+_TISSUES = ("wm", "gm", "csf")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    fod = subparsers.add_parser(
+        "fod",
+        help="FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd or csd)",
+        description="Fit FODs to a DWI (dwi2fod) and write OUT_PREFIX_wmfod (and _gm, _csf for msmt_csd) in the "
+        "DWI's image format, and OUT_PREFIX_fod.json. Without --response, msmt_csd first estimates the responses "
+        "as dwi2response dhollander and writes them as OUT_PREFIX_wm.txt, _gm.txt, _csf.txt.",
+    )
+    add_dwi_arguments(fod)
+    fod.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
+                     help="response files WM [GM CSF] (MRtrix3 format, e.g. from fibertensor response); csd takes "
+                     "WM alone")
+    add_model_options(fod, FodParams)
+    fod.add_argument("--quiet", action="store_true", help="no summary")
+    fod.set_defaults(func=_fod)
+
+
+def _fod(args: argparse.Namespace) -> int:
+    params = params_from_args(FodParams, args)
+    from service.cli.input_checks import check_inputs, input_problem
+    from worker.errors import InputError
+    from worker.jobs.fod import run_fod
+
+    responses = list(args.response or [])
+    if len(responses) > len(_TISSUES):
+        raise CommandError(f"--response takes at most 3 files (WM GM CSF), not {len(responses)}")
+    inputs = {**dwi_inputs(args), **dict(zip(_TISSUES, responses))}
+    check_inputs("fod", inputs, params, read_through=False)
+    prefix = output_prefix(args.out_prefix)
+    try:
+        sidecar = run_fod(args.input, prefix, params, responses=dict(zip(_TISSUES, responses)),
+                          **{k: inputs[k] for k in ("bval", "bvec", "grad", "mask")})
+    except InputError as exc:
+        raise CommandError(input_problem(exc, inputs)) from None
+    print_warnings(sidecar)
+    if not args.quiet:
+        print(f"{params.algorithm} FODs (lmax {sidecar['lmax']['wmfod']}) in {sidecar['voxels_fitted']} voxels, "
+              f"backend {sidecar['backend']}, {sidecar['seconds']['total']:.2f} s; wrote "
+              f"{', '.join(sidecar['outputs'].values())}")
+    return 0

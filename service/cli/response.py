@@ -1,0 +1,92 @@
+"""``fibertensor response``: a DWI → WM, GM and CSF response functions, as MRtrix3's
+``dwi2response dhollander``.
+
+Calls the function the ``response`` job runs (:func:`worker.jobs.fod_response.run_response`),
+locally, without the service. :func:`add_dwi_arguments` and :func:`dwi_inputs` are the DWI
+arguments ``fibertensor fod`` shares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from service.cli import CommandError
+from service.cli.model_options import add_model_options, params_from_args
+from worker.params.fod import ResponseParams
+
+__all__ = ["register", "add_dwi_arguments", "dwi_inputs", "output_prefix", "print_warnings"]
+
+
+def add_dwi_arguments(parser: argparse.ArgumentParser) -> None:
+    """DWI OUT_PREFIX and the gradient and mask options, as dwi2fod and dwi2response name them."""
+    parser.add_argument("input", type=Path, metavar="DWI", help="4D diffusion-weighted series (.nii, .nii.gz, "
+                        ".mif, .mif.gz); a .mif may carry its gradients (dw_scheme)")
+    parser.add_argument("out_prefix", metavar="OUT_PREFIX", help="outputs are OUT_PREFIX_<name> (plain "
+                        "<name> inside OUT_PREFIX when it is a folder or ends in /)")
+    parser.add_argument("--bval", type=Path, help="FSL b-values file (with --bvec), as -fslgrad")
+    parser.add_argument("--bvec", type=Path, help="FSL b-vectors file (with --bval), as -fslgrad")
+    parser.add_argument("--grad", type=Path, help="MRtrix gradient table (x y z b rows), as -grad")
+    parser.add_argument("--mask", type=Path, help="3D mask image on the DWI grid (NIfTI or MRtrix)")
+
+
+def dwi_inputs(args: argparse.Namespace) -> dict[str, Path | None]:
+    """The DWI's input files by job slot."""
+    if (args.bval is None) != (args.bvec is None):
+        raise CommandError("give --bval and --bvec together (FSL gradients), or --grad, or neither for a .mif "
+                           "with a dw_scheme")
+    if args.grad is not None and args.bval is not None:
+        raise CommandError("give either --grad or --bval/--bvec, not both")
+    return {"dwi": args.input, "bval": args.bval, "bvec": args.bvec, "grad": args.grad, "mask": args.mask}
+
+
+def output_prefix(text: str) -> Path:
+    """OUT_PREFIX as given, its folder made when it ends in ``/``; a missing parent folder refused."""
+    prefix = Path(text)
+    if text.endswith("/"):
+        prefix.mkdir(parents=True, exist_ok=True)
+    elif not prefix.is_dir() and not prefix.parent.is_dir():
+        raise CommandError(f"the folder of OUT_PREFIX {str(prefix)!r} does not exist; create it first")
+    return prefix
+
+
+def print_warnings(sidecar: dict) -> None:
+    for warning in sidecar["warnings"]:
+        print(f"fibertensor: warning: {warning}", file=sys.stderr)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    response = subparsers.add_parser(
+        "response",
+        help="WM, GM and CSF response functions of a DWI as MRtrix3 dwi2response dhollander",
+        description="Estimate WM, GM and CSF response functions from the DWI alone (dwi2response dhollander) and "
+        "write OUT_PREFIX_wm.txt, _gm.txt, _csf.txt (MRtrix3 format), the voxels they came from "
+        "(OUT_PREFIX_voxels, 3 volumes: CSF, GM, WM, in the DWI's format) and OUT_PREFIX_response.json.",
+    )
+    add_dwi_arguments(response)
+    add_model_options(response, ResponseParams)
+    response.add_argument("--quiet", action="store_true", help="no summary")
+    response.set_defaults(func=_response)
+
+
+def _response(args: argparse.Namespace) -> int:
+    params = params_from_args(ResponseParams, args)
+    from service.cli.input_checks import check_inputs, input_problem
+    from worker.errors import InputError
+    from worker.jobs.fod_response import run_response
+
+    inputs = dwi_inputs(args)
+    check_inputs("response", inputs, params, read_through=False)
+    prefix = output_prefix(args.out_prefix)
+    try:
+        sidecar = run_response(args.input, prefix, params, **{k: v for k, v in inputs.items() if k != "dwi"})
+    except InputError as exc:
+        raise CommandError(input_problem(exc, inputs)) from None
+    print_warnings(sidecar)
+    if not args.quiet:
+        voxels = sidecar["voxels"]
+        print(f"responses from {voxels['wm']} WM, {voxels['gm']} GM and {voxels['csf']} CSF voxels, shells b = "
+              f"{', '.join(f'{b:g}' for b in sidecar['shells'])}, {sidecar['seconds']['total']:.2f} s; wrote "
+              f"{', '.join(sidecar['outputs'].values())}")
+    return 0
