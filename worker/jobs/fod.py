@@ -128,12 +128,14 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
 def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: Path | None = None,
             bvec: Path | None = None, grad: Path | None = None, mask: Path | None = None,
             responses: dict[str, Path] | None = None, uploaded: dict | None = None,
+            response_params: ResponseParams = ResponseParams(),
             check_cancelled: Callable[[], None] = lambda: None) -> dict:
     """Fit FODs to ``dwi`` and write ``<prefix>_wmfod.<ext>`` (and ``_gm``, ``_csf`` for
     msmt_csd; ``_wm.txt``, ``_gm.txt``, ``_csf.txt`` where responses were estimated) and
     ``<prefix>_fod.json`` (:func:`worker.jobs.fod_inputs.output_path`: plain names inside a
-    folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``).
-    Returns the sidecar content."""
+    folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``);
+    without them, msmt_csd estimates them with ``response_params``. Returns the sidecar
+    content."""
     from gpu.cuda.backend import resolve_backend
     from gpu.fod import csd, msmt_csd
     from gpu.sh_basis import convert_sh_basis
@@ -150,7 +152,11 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     arrays = dict(fod_plan.responses)
     estimated = None
     if not arrays:
-        estimated = estimate_responses(data, plan, ResponseParams())
+        try:
+            estimated = estimate_responses(data, plan, response_params)
+        except InputError as exc:
+            raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response (its "
+                             "--erode, --sfwm, --gm and --csf options) and pass them with --response") from None
         arrays = {tissue: getattr(estimated, tissue) for tissue in TISSUES}
     check_cancelled()
     backend = resolve_backend(params.backend)

@@ -1,0 +1,48 @@
+"""A small multi-shell DWI phantom (:mod:`gpu.fod.phantom`) written as the fod and response
+jobs take it: NIfTI with FSL bvals/bvecs, and the phantom's exact tissue responses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from gpu.fod import dwi_phantom, shell_scheme, tissue_responses
+from worker.io.images import write_image
+from worker.io.response_files import write_response
+
+__all__ = ["SHAPE", "AFFINE", "write_phantom", "write_fsl", "write_exact_responses"]
+
+SHAPE = (12, 6, 4)
+#: voxel → scanner, positive determinant: FSL's bvecs are the scanner directions with x flipped
+AFFINE = np.array([[2.0, 0, 0, -11], [0, 2.0, 0, -5], [0, 0, 2.0, -3], [0, 0, 0, 1]])
+
+
+def write_fsl(folder: Path, bvals: np.ndarray, scanner_dirs: np.ndarray, stem: str = "dwi") -> tuple[Path, Path]:
+    """FSL files for an image whose affine is diagonal, of either determinant sign: x flipped
+    either way (MRtrix3 flips it for a positive determinant; a negative one flips it back)."""
+    bval, bvec = folder / f"{stem}.bval", folder / f"{stem}.bvec"
+    np.savetxt(bval, bvals[None], fmt="%g")
+    np.savetxt(bvec, (scanner_dirs * [-1.0, 1.0, 1.0]).T, fmt="%.10f")
+    return bval, bvec
+
+
+def write_phantom(folder: Path, shells=((1000, 30), (2000, 45), (3000, 60)), n_b0: int = 4, seed: int = 0) -> dict:
+    """``dwi.nii`` (SHAPE, AFFINE), ``dwi.bval``/``dwi.bvec``, ``mask.nii`` and ``wm.txt``,
+    ``gm.txt``, ``csf.txt`` (the exact responses) in ``folder``; returns the paths, the
+    data and the scheme."""
+    bvals, dirs = shell_scheme(n_b0, shells, seed=seed)
+    dwi = dwi_phantom(SHAPE, bvals, dirs, snr=50.0, seed=seed)["dwi"]
+    paths = {"dwi": write_image(folder / "dwi.nii", dwi, AFFINE),
+             "mask": write_image(folder / "mask.nii", np.ones(SHAPE, np.uint8), AFFINE)}
+    paths["bval"], paths["bvec"] = write_fsl(folder, bvals, dirs)
+    paths.update(write_exact_responses(folder, [0.0] + [b for b, _ in shells]))
+    return {"paths": paths, "dwi": dwi, "bvals": bvals, "dirs": dirs}
+
+
+def write_exact_responses(folder: Path, shell_bvalues, stem: str = "") -> dict[str, Path]:
+    paths = {}
+    for tissue, response in zip(("wm", "gm", "csf"), tissue_responses(shell_bvalues)):
+        paths[tissue] = folder / f"{stem}{tissue}.txt"
+        write_response(paths[tissue], response, np.asarray(shell_bvalues))
+    return paths
