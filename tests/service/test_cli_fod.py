@@ -1,0 +1,133 @@
+"""``fibertensor fod`` and ``fibertensor response`` refuse unusable inputs from their headers
+and gradient tables, before reading any data, with a message saying what to fix (exit 2), as
+``POST /v1/jobs/fod`` does (422 problem+json); the API runs a fod job from its form slots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from service.cli import main
+from tests.service.conftest import run_queued
+from tests.worker.jobs.fod_phantom import AFFINE, write_exact_responses, write_fsl, write_phantom
+from worker.io.images import load_image_data, read_image_header, write_image
+
+
+@pytest.fixture
+def phantom(tmp_path):
+    return write_phantom(tmp_path)
+
+
+def _bad_volume_count(phantom, tmp_path):
+    bval, bvec = write_fsl(tmp_path, phantom["bvals"][:-1], phantom["dirs"][:-1], "short")
+    return {"bval": bval, "bvec": bvec}
+
+
+def _no_bzero(phantom, tmp_path):
+    keep = phantom["bvals"] > 0
+    dwi = write_image(tmp_path / "no_b0.nii", np.ascontiguousarray(phantom["dwi"][..., keep]), AFFINE)
+    bval, bvec = write_fsl(tmp_path, phantom["bvals"][keep], phantom["dirs"][keep], "no_b0")
+    return {"dwi": dwi, "bval": bval, "bvec": bvec}
+
+
+def _stray_bvalue(phantom, tmp_path):
+    bvals = phantom["bvals"].copy()
+    bvals[-1] = 5000.0
+    bval, bvec = write_fsl(tmp_path, bvals, phantom["dirs"], "stray")
+    return {"bval": bval, "bvec": bvec}
+
+
+def _other_shells(phantom, tmp_path):
+    return {"responses": write_exact_responses(tmp_path, [0.0, 1000.0, 2000.0], "other_")}
+
+
+def _single_volume(phantom, tmp_path):
+    return {"dwi": write_image(tmp_path / "b0.nii", np.ascontiguousarray(phantom["dwi"][..., 0]), AFFINE)}
+
+
+def _csd_without_response(phantom, tmp_path):
+    return {"responses": {}, "options": ["--algorithm", "csd"]}
+
+
+def _no_gradients(phantom, tmp_path):
+    return {"bval": None, "bvec": None}
+
+
+BAD_INPUTS = {
+    "volume count": (_bad_volume_count, "Gradient table does not match the image: the bvals file 'short.bval' gives "
+                     "138 gradient rows but the image has 139 volumes"),
+    "no b=0": (_no_bzero, "No b=0 volume: the DWI has no b=0 volume"),
+    "b-value in no shell": (_stray_bvalue, "B-values in no shell: volumes [138] (b = 5000) belong to no shell"),
+    "response shells": (_other_shells, "Response does not match the data's shells: the wm response 'other_wm.txt' "
+                        "is for b = 0, 1000, 2000 but the DWI has shells b = 0, 1000, 2000, 3000"),
+    "3D image": (_single_volume, "Not a diffusion-weighted series: the DWI 'b0.nii' has shape (12, 6, 4)"),
+    "csd without response": (_csd_without_response, "No response for csd: csd needs a single-fibre WM response: "
+                             "pass --response WM.txt"),
+    "no gradients": (_no_gradients, "No gradient table: the DWI needs its gradients"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_cli_refuses_bad_input(case, phantom, tmp_path, capsys):
+    make, message = BAD_INPUTS[case]
+    given = {**phantom["paths"], "responses": {t: phantom["paths"][t] for t in ("wm", "gm", "csf")}}
+    given.update(make(phantom, tmp_path))
+    argv = ["fod", str(given["dwi"]), str(tmp_path / "out" / "sub"), "--backend", "cpu",
+            *(arg for slot in ("bval", "bvec") if given[slot] is not None for arg in (f"--{slot}", str(given[slot]))),
+            *given.get("options", [])]
+    if given["responses"]:
+        argv += ["--response", *map(str, given["responses"].values())]
+    (tmp_path / "out").mkdir()
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_response_cli_refuses_a_3d_image(phantom, tmp_path, capsys):
+    p = phantom["paths"]
+    dwi = _single_volume(phantom, tmp_path)["dwi"]
+    assert main(["response", str(dwi), str(tmp_path / "r"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"])]) == 2
+    assert "Not a diffusion-weighted series" in capsys.readouterr().err
+
+
+def test_cli_needs_both_fsl_files(phantom, tmp_path, capsys):
+    p = phantom["paths"]
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "o"), "--bval", str(p["bval"])]) == 2
+    assert "give --bval and --bvec together" in capsys.readouterr().err
+
+
+def _form(paths, **slots):
+    return {slot: (path.name, path.read_bytes()) for slot, path in {**paths, **slots}.items()}
+
+
+@pytest.mark.anyio
+async def test_api_refuses_bad_input(client, store, phantom, tmp_path):
+    p = phantom["paths"]
+    short = _bad_volume_count(phantom, tmp_path)
+    response = await client.post("/v1/jobs/fod", files=_form({"dwi": p["dwi"]}, **short))
+    assert response.status_code == 422 and response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["title"] == "Gradient table does not match the image"
+    other = _other_shells(phantom, tmp_path)["responses"]
+    response = await client.post("/v1/jobs/fod", files=_form({s: p[s] for s in ("dwi", "bval", "bvec")}, **other))
+    assert response.status_code == 422 and response.json()["title"] == "Response does not match the data's shells"
+    assert "b = 0, 1000, 2000 but the DWI has shells b = 0, 1000, 2000, 3000" in response.json()["detail"]
+
+
+@pytest.mark.anyio
+async def test_api_runs_a_fod_job_as_the_cli(client, store, phantom, tmp_path):
+    p = phantom["paths"]
+    slots = ("dwi", "bval", "bvec", "mask", "wm", "gm", "csf")
+    response = await client.post("/v1/jobs/fod", files=_form({s: p[s] for s in slots}), data={"backend": "cpu"})
+    assert response.status_code == 202, response.text
+    run_queued(store)
+    job = (await client.get(f"/v1/jobs/{response.json()['id']}")).json()
+    assert job["status"] == "succeeded", job["error"]
+    results = {r["name"]: r["url"] for r in job["results"]}
+    assert sorted(results) == ["csf.nii", "fod.json", "gm.nii", "wmfod.nii"]
+    (tmp_path / "api_wmfod.nii").write_bytes((await client.get(results["wmfod.nii"])).content)
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "cli"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
+                 "--mask", str(p["mask"]), "--response", str(p["wm"]), str(p["gm"]), str(p["csf"]),
+                 "--backend", "cpu", "--quiet"]) == 0
+    api, cli = (load_image_data(read_image_header(tmp_path / f"{name}_wmfod.nii", "fod")) for name in ("api", "cli"))
+    np.testing.assert_array_equal(api, cli)
+    assert (await client.get(results["fod.json"])).json()["input"]["dwi"] == "dwi.nii"
