@@ -42,6 +42,7 @@ __all__ = [
     "read_image_header",
     "load_image_data",
     "load_image_data_with_sha256",
+    "load_job_images",
     "write_image",
     "save_image",
     "check_image_limits",
@@ -105,6 +106,27 @@ def load_image_data_with_sha256(info: ImageInfo, dtype=np.float32, *, threads: i
         return data, {**header, info.data_path.name: digest.hexdigest()}
     data = load_nifti_data(info, dtype, threads=threads, digest=digest, empty=empty)
     return data, {info.path.name: digest.hexdigest()}
+
+
+def load_job_images(images: dict[str, ImageInfo | None], uploaded: dict | None = None
+                    ) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, str]]:
+    """A job's input images (by role; None for one not given) as float32: the arrays and the
+    file names by role, and the sha256 of the files by name (:func:`load_image_data_with_sha256`),
+    or, for an image stored in another form than it was uploaded in (``uploaded``: by role,
+    :class:`worker.job_kinds.UploadedInput`), the uploaded file's name and sha256."""
+    uploaded = dict(uploaded or {})
+    arrays, names, sha256 = {}, {}, {}
+    for role, info in images.items():
+        if info is None:
+            continue
+        if role in uploaded:
+            arrays[role] = load_image_data(info)
+            names[role], sha256[uploaded[role].name] = uploaded[role].name, uploaded[role].sha256
+        else:
+            arrays[role], digests = load_image_data_with_sha256(info)
+            names[role] = info.path.name
+            sha256.update(digests)
+    return arrays, names, sha256
 
 
 def write_image(

@@ -87,25 +87,13 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
     from gpu.cuda.backend import resolve_backend
     from gpu.fixels.segment import FmlsOptions, segment_fods
     from worker.io.fixels import write_fixel_images
-    from worker.io.images import load_image_data, load_image_data_with_sha256
+    from worker.io.images import load_job_images
     from worker.provenance import generated_by, package_versions
 
     started = time.perf_counter()
     out_dir = Path(out_dir)
     info, mask_info = check_fixels_inputs(fod, mask)
-    uploaded = dict(uploaded or {})
-    names, sha256 = {}, {}
-    arrays = {}
-    for role, image in (("fod", info), ("mask", mask_info)):
-        if image is None:
-            continue
-        if role in uploaded:
-            arrays[role] = load_image_data(image)
-            names[role], sha256[uploaded[role].name] = uploaded[role].name, uploaded[role].sha256
-        else:
-            arrays[role], digests = load_image_data_with_sha256(image)
-            names[role] = image.path.name
-            sha256.update(digests)
+    arrays, names, sha256 = load_job_images({"fod": info, "mask": mask_info}, uploaded)
     mask_array = None if mask_info is None else arrays["mask"].reshape(info.shape[:3]) != 0
     if mask_array is not None and not mask_array.any():
         raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
@@ -168,7 +156,7 @@ def _validate(inputs: dict[str, Path], params: FixelsParams) -> None:
     check_fixels_inputs(inputs["fod"], inputs.get("mask"))
 
 
-def _memory(inputs: dict[str, Path], params: FixelsParams) -> int:
+def _memory(inputs: dict[str, Path], params: FixelsParams, validated: object = None) -> int:
     return fixels_memory_bytes(inputs["fod"], inputs.get("mask"))
 
 

@@ -119,20 +119,9 @@ def read_dwi(plan: DwiPlan, uploaded: dict | None = None) -> DwiData:
     """Read the DWI and mask of ``plan``. Without a mask every voxel is used; voxels with a
     NaN, infinite or negative value in any volume are left out and counted. ``uploaded``:
     :class:`worker.job_kinds.UploadedInput` by slot, for inputs stored in another form."""
-    from worker.io.images import load_image_data, load_image_data_with_sha256
+    from worker.io.images import load_job_images
 
-    uploaded = dict(uploaded or {})
-    names, sha256, arrays = {}, {}, {}
-    for role, image in (("dwi", plan.info), ("mask", plan.mask)):
-        if image is None:
-            continue
-        if role in uploaded:
-            arrays[role] = load_image_data(image)
-            names[role], sha256[uploaded[role].name] = uploaded[role].name, uploaded[role].sha256
-        else:
-            arrays[role], digests = load_image_data_with_sha256(image)
-            names[role] = image.path.name
-            sha256.update(digests)
+    arrays, names, sha256 = load_job_images({"dwi": plan.info, "mask": plan.mask}, uploaded)
     dwi = arrays["dwi"]
     shape = tuple(plan.info.shape[:3])
     mask = np.ones(shape, bool) if plan.mask is None else arrays["mask"].reshape(shape) != 0
