@@ -131,3 +131,23 @@ async def test_api_runs_a_fod_job_as_the_cli(client, store, phantom, tmp_path):
     api, cli = (load_image_data(read_image_header(tmp_path / f"{name}_wmfod.nii", "fod")) for name in ("api", "cli"))
     np.testing.assert_array_equal(api, cli)
     assert (await client.get(results["fod.json"])).json()["input"]["dwi"] == "dwi.nii"
+
+
+@pytest.mark.anyio
+async def test_api_runs_a_response_job_as_the_cli(client, store, phantom, tmp_path):
+    p = phantom["paths"]
+    small = {"erode": "0", "sfwm": "20", "gm": "20", "csf": "20"}
+    response = await client.post("/v1/jobs/response", files=_form({s: p[s] for s in ("dwi", "bval", "bvec", "mask")}),
+                                 data=small)
+    assert response.status_code == 202, response.text
+    run_queued(store)
+    job = (await client.get(f"/v1/jobs/{response.json()['id']}")).json()
+    assert job["status"] == "succeeded", job["error"]
+    results = {r["name"]: r["url"] for r in job["results"]}
+    assert sorted(results) == ["csf.txt", "gm.txt", "response.json", "voxels.nii", "wm.txt"]
+    assert main(["response", str(p["dwi"]), str(tmp_path / "cli"), "--bval", str(p["bval"]), "--bvec",
+                 str(p["bvec"]), "--mask", str(p["mask"]), *(f"--{k}={v}" for k, v in small.items()), "--quiet"]) == 0
+    for tissue in ("wm", "gm", "csf"):
+        assert (await client.get(results[f"{tissue}.txt"])).text == (tmp_path / f"cli_{tissue}.txt").read_text()
+    sidecar = (await client.get(results["response.json"])).json()
+    assert sidecar["input"]["gradients"] == "fsl" and sidecar["parameters"]["erode"] == 0

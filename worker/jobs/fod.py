@@ -22,7 +22,7 @@ from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.jobs.fod_inputs import DWI_SLOTS, DwiPlan, check_dwi_inputs, image_suffix, output_path, read_dwi
-from worker.jobs.fod_response import RESPONSE_KIND, TISSUES, estimate_responses
+from worker.jobs.fod_response import RESPONSE_KIND, TISSUES, estimate_responses, gradient_source
 from worker.params.fod import FodParams, ResponseParams
 
 __all__ = ["FodPlan", "plan_fod", "run_fod", "fod_memory_bytes", "JOB_KINDS"]
@@ -186,6 +186,7 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
         "job": "fod",
         "generated_by": generated_by(),
         "input": {**{role: data.names.get(role) for role in ("dwi", "mask")},
+                  "gradients": gradient_source(bval, grad),
                   "responses": {t: Path(p).name for t, p in (responses or {}).items() if p is not None},
                   "shape": list(plan.info.shape), "sha256": data.sha256},
         "parameters": params.model_dump(),

@@ -18,7 +18,7 @@ from worker.job_kinds import JobContext, JobKind
 from worker.jobs.fod_inputs import DWI_SLOTS, check_dwi_inputs, image_suffix, output_path, read_dwi
 from worker.params.fod import ResponseParams
 
-__all__ = ["TISSUES", "estimate_responses", "run_response", "response_memory_bytes", "RESPONSE_KIND"]
+__all__ = ["TISSUES", "estimate_responses", "gradient_source", "run_response", "response_memory_bytes", "RESPONSE_KIND"]
 
 TISSUES = ("wm", "gm", "csf")
 
@@ -81,7 +81,7 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
         "job": "response",
         "generated_by": generated_by(),
         "input": {**{role: data.names.get(role) for role in ("dwi", "mask")},
-                  "gradients": _gradient_source(bval, grad), "shape": list(plan.info.shape), "sha256": data.sha256},
+                  "gradients": gradient_source(bval, grad), "shape": list(plan.info.shape), "sha256": data.sha256},
         "parameters": params.model_dump(),
         "method": "dwi2response dhollander (Dhollander et al. 2016, ISMRM Workshop on Breaking the Barriers of "
                   "Diffusion MRI p. 5; 2019, ISMRM 27 p. 555); responses by amp2response (Tournier et al. 2013, "
@@ -98,7 +98,8 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
     return sidecar
 
 
-def _gradient_source(bval: Path | None, grad: Path | None) -> str:
+def gradient_source(bval: Path | None, grad: Path | None) -> str:
+    """Where the gradients came from: ``fsl`` (bval/bvec), ``grad`` (MRtrix file) or ``dw_scheme``."""
     return "fsl" if bval is not None else "grad" if grad is not None else "dw_scheme"
 
 
