@@ -210,15 +210,16 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
 def fod_memory_bytes(plan: FodPlan) -> int:
     """Most host memory :func:`run_fod` holds, in bytes, from the headers: the DWI as float32
     and the signals of the voxels fitted (2·N·V·4), the outputs (N·C·4 with C coefficients in
-    all) and the solver's float64 work per voxel (8·(V + 4C)); when responses are estimated,
-    the dhollander step's (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger."""
+    all), the solver's float64 work per voxel (8·(V + 4C)) and its matrices 32 MiB; when
+    responses are estimated, the dhollander step's
+    (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger."""
     from gpu.sh_basis import n_coeffs
     from worker.jobs.fod_response import response_memory_bytes
 
     n = int(np.prod(plan.dwi.info.shape[:3]))
     volumes = plan.dwi.info.shape[3]
     coeffs = sum(n_coeffs(l) for l in plan.lmax)
-    fit = 2 * n * volumes * 4 + n * coeffs * 4 + n * 8 * (volumes + 4 * coeffs)
+    fit = 2 * n * volumes * 4 + n * coeffs * 4 + n * 8 * (volumes + 4 * coeffs) + (32 << 20)
     return fit if plan.responses else max(fit, response_memory_bytes(plan.dwi) + n * coeffs * 4)
 
 

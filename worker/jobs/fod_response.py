@@ -104,11 +104,12 @@ def gradient_source(bval: Path | None, grad: Path | None) -> str:
 
 
 def response_memory_bytes(plan) -> int:
-    """Most host memory :func:`run_response` holds, in bytes, from the headers: the DWI as
-    float32 and dhollander's float64 per-shell means and copies (about 3 DWIs), and a dozen
-    per-voxel maps."""
+    """Most host memory :func:`run_response` holds, in bytes, from the headers: with N voxels
+    and V volumes, dhollander's per-voxel work (the DWI, its shell means, the tensor fit and
+    the single-fibre WM selection's SH fits) holds up to about 40 float32 copies of the
+    signal (40·N·V·4), and the engine's tables 32 MiB."""
     n = int(np.prod(plan.info.shape[:3]))
-    return 3 * n * plan.info.shape[3] * 4 + 12 * n * 8
+    return 40 * n * plan.info.shape[3] * 4 + (32 << 20)
 
 
 def _dwi_inputs(inputs: dict[str, Path]) -> dict[str, Path | None]:
