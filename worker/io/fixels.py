@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+import gpu.numba_cache  # noqa: F401 - numba's cache shared safely by processes
 from gpu.cpu_blocks import leaf_pool
 from worker.errors import InputError
 from worker.io.images import write_image
