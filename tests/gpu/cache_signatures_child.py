@@ -4,7 +4,8 @@ into a fresh numba cache at once.
 
 Usage: ``python -m tests.gpu.cache_signatures_child OUT ROLE [alone]``, ROLE ``strided``
 (calls the pass on arrays with negative strides, as on a flipped slice), ``contiguous`` (on
-contiguous copies) or ``reader`` (strided, after both); saves the colours to OUT (.npy).
+contiguous copies) or ``reader`` (strided, after both); saves the colours to OUT (.npy)
+and prints how many of its calls loaded their machine code from the cache.
 Unless ``alone``, the two writers interleave their saves as two processes compiling at once can: both read the empty
 index, the contiguous one writes its index, then the strided one its index and data, then
 the contiguous one its data; a step waits at most :data:`WAIT` seconds for the other's (a
@@ -95,6 +96,7 @@ def main(out: str, role: str, alone: bool) -> None:
     colour = np.empty((len(count), 3), np.uint8)
     _colour(*arrays, colour, scale)
     np.save(out, colour)
+    print(sum(_colour.stats.cache_hits.values()))
 
 
 if __name__ == "__main__":

@@ -29,10 +29,11 @@ def _expected_colours() -> np.ndarray:
     return expected
 
 
-def _colours(child: subprocess.Popen, out: Path) -> np.ndarray:
+def _colours(child: subprocess.Popen, out: Path) -> tuple[np.ndarray, int]:
+    """The colours a child computed, and how many of its calls loaded from the cache."""
     output, _ = child.communicate(timeout=600)
     assert child.returncode == 0, output
-    return np.load(out)
+    return np.load(out), int(output.split()[-1])
 
 
 def test_a_signature_saved_beside_another_runs_its_own_machine_code(tmp_path):
@@ -40,15 +41,17 @@ def test_a_signature_saved_beside_another_runs_its_own_machine_code(tmp_path):
     for strided ones (a flipped slice): on a fresh cache, one process saves each with their
     index and data writes interleaved as two processes can interleave them
     (tests/gpu/cache_signatures_child.py); a third process then loads the strided one. Each
-    gets the colours numpy computes. numba alone gave both signatures one data file, the contiguous one's: the third process
+    gets the colours numpy computes, the third from the cache. numba alone gave both signatures one data file, the contiguous one's: the third process
     read the strided arrays as contiguous ones, past their ends."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "PYTHONPATH": str(ROOT)}
     expected = _expected_colours()
     outs = {role: tmp_path / f"{role}.npy" for role in ("strided", "contiguous", "reader")}
     writers = {role: _child(outs[role], role, env) for role in ("strided", "contiguous")}
     for role, child in writers.items():
-        np.testing.assert_array_equal(_colours(child, outs[role]), expected, err_msg=role)
-    np.testing.assert_array_equal(_colours(_child(outs["reader"], "reader", env), outs["reader"]), expected)
+        np.testing.assert_array_equal(_colours(child, outs[role])[0], expected, err_msg=role)
+    colours, loaded = _colours(_child(outs["reader"], "reader", env), outs["reader"])
+    np.testing.assert_array_equal(colours, expected)
+    assert loaded == 1
 
 
 def test_an_entry_whose_data_holds_another_signature_is_compiled_anew(tmp_path):
@@ -59,11 +62,12 @@ def test_an_entry_whose_data_holds_another_signature_is_compiled_anew(tmp_path):
     expected = _expected_colours()
     for role in ("contiguous", "strided"):  # data files 1 and 2
         np.testing.assert_array_equal(_colours(_child(tmp_path / f"{role}.npy", role, env, "alone"),
-                                               tmp_path / f"{role}.npy"), expected, err_msg=role)
+                                               tmp_path / f"{role}.npy")[0], expected, err_msg=role)
     first, second = sorted((tmp_path / "numba-cache").rglob("fodf_metrics_compiled._colour-*.nbc"))
     swap = first.with_suffix(".swap")
     first.rename(swap)
     second.rename(first)
     swap.rename(second)
-    np.testing.assert_array_equal(_colours(_child(tmp_path / "reader.npy", "reader", env), tmp_path / "reader.npy"),
-                                  expected)
+    colours, loaded = _colours(_child(tmp_path / "reader.npy", "reader", env), tmp_path / "reader.npy")
+    np.testing.assert_array_equal(colours, expected)
+    assert loaded == 0
