@@ -1,7 +1,8 @@
 """numba's on-disk cache shared by processes: a function's index updated under a lock, its
 machine code written before the index names it, and an entry run only for the argument types
 it was compiled for. Importing this module makes it so, for every ``cache=True`` function of
-the process; each module that defines one imports it.
+the process; each module that defines one imports it (the parallel loops' through
+:mod:`gpu.cpu_parallel`).
 
 numba saves a function's machine code for new argument types by reading the function's
 index, taking the first data file number the index does not name, writing the index, then
