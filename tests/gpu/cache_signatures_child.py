@@ -4,12 +4,12 @@ into a fresh numba cache at once.
 
 Usage: ``python -m tests.gpu.cache_signatures_child OUT ROLE [alone]``, ROLE ``strided``
 (calls the pass on arrays with negative strides, as on a flipped slice), ``contiguous`` (on
-contiguous copies) or ``reader`` (strided, after both); saves the colours to OUT (.npy)
-and prints how many of its calls loaded their machine code from the cache.
-Unless ``alone``, the two writers interleave their saves as two processes compiling at once can: both read the empty
-index, the contiguous one writes its index, then the strided one its index and data, then
-the contiguous one its data; a step waits at most :data:`WAIT` seconds for the other's (a
-lock that keeps them apart makes it wait in vain).
+contiguous copies) or ``reader`` (strided, after both); saves the colours to OUT (.npy) and
+prints how many of its calls loaded their machine code from the cache. Unless ``alone``, the
+two writers, once both have compiled, interleave their saves as two processes compiling at
+once can: both read the empty index, the contiguous one writes its index, then the strided
+one its index and data, then the contiguous one its data; a step waits at most
+:data:`WAIT` seconds for the other's (a lock that keeps them apart makes it wait in vain).
 """
 
 from __future__ import annotations
@@ -23,17 +23,26 @@ import numpy as np
 from numba.core import caching
 
 WAIT = 2.0
+COMPILED_WAIT = 120.0  # for the other writer to finish compiling, on a busy machine
 
 
-def _wait_for(flag: Path) -> None:
-    deadline = time.monotonic() + WAIT
+def _wait_for(flag: Path, seconds: float = WAIT) -> None:
+    deadline = time.monotonic() + seconds
     while not flag.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
 def _interleave(role: str, flags: Path) -> None:
-    """Hook numba's index and data writes so that the two writers interleave."""
+    """Hook numba's index and data writes so that the two writers interleave, both starting
+    to save once both have compiled."""
     other = "contiguous" if role == "strided" else "strided"
+    save_overload = caching.FunctionCache.save_overload
+
+    def hooked_save_overload(self, sig, data):
+        (flags / f"{role}-compiled").touch()
+        _wait_for(flags / f"{other}-compiled", COMPILED_WAIT)
+        save_overload(self, sig, data)
+
     load_index, save_index, save_data = (caching.IndexDataCacheFile._load_index,
                                          caching.IndexDataCacheFile._save_index,
                                          caching.IndexDataCacheFile._save_data)
@@ -66,6 +75,7 @@ def _interleave(role: str, flags: Path) -> None:
         save_data(self, name, data)
         (flags / f"{role}-wrote-data").touch()
 
+    caching.FunctionCache.save_overload = hooked_save_overload
     caching.IndexDataCacheFile.save = hooked_save
     caching.IndexDataCacheFile._load_index = hooked_load_index
     caching.IndexDataCacheFile._save_index = hooked_save_index
