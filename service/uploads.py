@@ -37,9 +37,11 @@ _LABEL_FIELD = "label"
 
 @dataclass
 class Upload:
-    """What a multipart request carried: saved input files by slot, and text fields."""
+    """What a multipart request carried: saved input files by slot, the file names the client
+    gave them, and text fields."""
 
     files: dict[str, Path] = field(default_factory=dict)
+    filenames: dict[str, str] = field(default_factory=dict)
     fields: dict[str, str] = field(default_factory=dict)
 
 
@@ -112,10 +114,12 @@ class _PartWriter:
                 )
             if name in self.upload.files:
                 raise Problem(422, f"field {name!r} was sent twice; send one file per field")
-            suffix = _slot_suffix(slot, filename.decode("utf-8", "replace"))
+            client_name = filename.decode("utf-8", "replace")
+            suffix = _slot_suffix(slot, client_name)
             path = self.inputs_dir / f"{name}{suffix}"
             self.sink = open(path, "wb")
             self.upload.files[name] = path
+            self.upload.filenames[name] = client_name
         else:
             if name in self.slots:
                 raise Problem(422, f"field {name!r} must be a file upload, not a text value")
