@@ -145,8 +145,8 @@ def test_bids_on_a_server_goes_on_past_a_refused_fod(service, tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"{fods['01', '2'].name}: refused (422): Too many voxels: fod: the image grid 100×100×100 has 1000000 voxels, more than "
         "this server's limit of 10000 (FIBERTENSOR_MAX_VOXELS); crop it\n")
-    published = {p.name for p in (tmp_path / "out").rglob("*_param-peaks_dwimap.nii.gz")}
-    assert published == {"sub-01_ses-1_model-csd_param-peaks_dwimap.nii.gz"}
+    published = {p.name for p in (tmp_path / "out").rglob("*_desc-peaks_dwimap.nii.gz")}
+    assert published == {"sub-01_ses-1_model-csd_param-peaks_desc-peaks_dwimap.nii.gz"}
 
 
 def _cohort(folder: Path, subjects: int) -> dict[str, np.ndarray]:
