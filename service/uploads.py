@@ -251,7 +251,8 @@ def _list_as_text(field_schema: dict[str, Any]) -> dict[str, Any]:
     counts = [f"at least {array['minItems']}" if "minItems" in array else "",
               f"at most {array['maxItems']}" if "maxItems" in array else ""]
     count = " and ".join(c for c in counts if c)
-    note = f"comma-separated values{f' ({count})' if count else ''}, e.g. 8,8,4"
+    example = ",".join(map(str, field_schema["examples"][0])) if field_schema.get("examples") else ""
+    note = f"comma-separated values{f' ({count})' if count else ''}{f', e.g. {example}' if example else ''}"
     described = f"{field_schema['description']}: {note}" if field_schema.get("description") else note
     return {"type": "string", "title": field_schema.get("title"), "description": described, "x-list": array}
 
