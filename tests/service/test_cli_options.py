@@ -108,3 +108,20 @@ def test_every_list_option_shows_an_example_of_its_own_that_the_model_takes(kind
     if kind == "peaks":
         assert "(comma-separated, e.g. afd_max,rgb; default: all)" in helps["metrics"]
         assert helps["format"].endswith("(comma-separated, e.g. nifti,fixel)")
+
+
+def test_version_prints_the_installed_package_version(capsys):
+    from importlib import metadata
+
+    from service.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out == f"fibertensor {metadata.version('fibertensor')}\n"
+
+
+def test_out_prefix_says_where_the_files_go():
+    [out_prefix] = [a for a in _subparser(build_parser(), "peaks")._actions if a.dest == "out_prefix"]
+    assert out_prefix.help.startswith("folder and start of the output file names: out/sub-01 writes "
+                                      "out/sub-01_peaks.nii.gz")
