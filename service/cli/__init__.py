@@ -84,8 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     # the command.
     command = next((word for word in argv if not word.startswith("-")), None)
     args = build_parser([command] if command else []).parse_args(argv)
+    from worker.io.mif import command_history_entry, recording_command
+    from worker.provenance import generated_by
+
     try:
-        return int(args.func(args) or 0)
+        # the .mif images this command writes record it, as MRtrix3's own commands do
+        with recording_command(command_history_entry("fibertensor", argv, generated_by()["Version"])):
+            return int(args.func(args) or 0)
     except CommandError as exc:
         print(f"fibertensor: error: {exc}", file=sys.stderr)
         return 2
