@@ -252,7 +252,7 @@ def run_job(
         store.append_log(job_id, f"warning: {message}")
 
         def add(rec: JobRecord) -> JobRecord:
-            rec.warnings.append(message)
+            rec.warnings.append(store.user_text(message, job_id))  # the inputs by their uploaded names
             return rec
 
         _owned_update(store, job_id, me, add)

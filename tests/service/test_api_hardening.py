@@ -51,7 +51,7 @@ async def test_nan_pixdim_is_refused_at_the_door(client, store, tmp_path):
     problem = await _expect(await client.post("/v1/jobs/scale", files={"volume": (path.name, path.read_bytes())}),
                             422, "Invalid affine")
     assert problem["detail"] == (
-        "the volume file 'volume.nii' has voxel sizes [1.0, nan, 1.0] that are not all numbers; fix its "
+        "the volume file 'v.nii' has voxel sizes [1.0, nan, 1.0] that are not all numbers; fix its "
         "header (pixdim, sform and qform, e.g. with nibabel or mrconvert from the scanner's data) and send it again"
     )
     assert leftovers(store) == []
@@ -80,7 +80,7 @@ async def test_zero_sform_is_refused_without_a_qform_and_read_through_it_with_on
     assert record.status is JobStatus.succeeded
     written = nib.load(store.outputs_dir(record.id) / "copy.nii.gz")
     np.testing.assert_allclose(written.affine, np.diag([2.0, 2.0, 3.0, 1.0]))
-    warning = ("the volume file 'volume.nii' has a voxel-to-scanner transform that collapses an axis (a zero or "
+    warning = ("the volume file 'qform.nii' has a voxel-to-scanner transform that collapses an axis (a zero or "
                "degenerate matrix) in its sform; its qform was used instead. Check the result's orientation, "
                "and fix the input's sform")
     assert record.warnings == [warning]
@@ -216,10 +216,10 @@ async def test_log_lines_and_errors_hold_one_line_and_no_server_path(client, vol
                         r"'outputs\.partial-1/scaled\.nii\.gz'", full_log[-1])
     crash_job = (await client.get(f"/v1/jobs/{job_ids[1]}")).json()
     assert crash_job["error"]["detail"].startswith(
-        "RuntimeError: cannot open inputs/volume.nii or x/y.bin. This is a fault of the service")
+        "RuntimeError: cannot open volume.nii.gz or x/y.bin. This is a fault of the service")  # as uploaded
     crash_log = (await client.get(f"/v1/jobs/{job_ids[1]}/log")).text
     assert str(settings.data_dir.resolve()) not in crash_log and str(settings.data_dir) not in crash_log
-    assert "cannot open inputs/volume.nii or x/y.bin" in crash_log.splitlines()[-1]
+    assert "cannot open volume.nii.gz or x/y.bin" in crash_log.splitlines()[-1]
 
 
 async def test_range_past_the_end_is_416_problem(client, volume, store):

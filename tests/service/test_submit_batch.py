@@ -123,8 +123,9 @@ def test_warnings_reach_submit_jobs_and_peaks(service, tmp_path, capsys):
 
     assert main(["jobs", "--label", "nan", "--server", service]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert listing[0].endswith("! label") and listing[1].endswith("! nan") and "succeeded" in listing[1]
-    assert listing[2] == " " * 30 + "! " + warning.format("fod.nii.gz")  # the service's name for it
+    assert listing[0].endswith("! label  (inputs)") and "succeeded" in listing[1]
+    assert listing[1].endswith("! nan  (sub-9_fod.nii.gz)")  # the input by the name it was sent with
+    assert listing[2] == " " * 30 + "! " + warning.format("sub-9_fod.nii.gz")
     assert len(listing) == 3
 
     assert main(["peaks", str(fod), str(tmp_path / "local"), "--backend", "cpu", "--quiet"]) == 0
