@@ -282,3 +282,23 @@ async def test_mif_transform_of_1e300_is_refused_at_the_door(client, store):
         "the fod file 'fod.mif' has a voxel-to-scanner transform or voxel sizes beyond 1e+06 mm; write it again "
         "with MRtrix3 (mrconvert in.mif out.mif) or convert it to NIfTI (mrconvert in.mif out.nii.gz)")
     assert leftovers(store) == []
+
+
+async def test_a_jobs_mif_images_add_the_job_to_their_command_history(client, store, volume):
+    from worker.io.mif import read_mif_header, write_mif
+    from worker.provenance import generated_by
+
+    job_id = (await client.post("/v1/jobs/scale", files={"volume": (volume.name, volume.read_bytes())},
+                                data={"factor": "3"})).json()["id"]
+    converted = "mrconvert in.nii in.mif  (version=3.0.3)"
+
+    def write_like_mrtrix_input(ctx):  # as the real kinds write an MRtrix input's outputs
+        return [write_mif(ctx.out_dir / "scaled.mif", np.zeros((2, 2, 2), np.float32), np.eye(4),
+                          keyval={"command_history": converted})]
+
+    record = run_job(store, job_id, lambda name: dataclasses.replace(get_job_kind(name), run=write_like_mrtrix_input),
+                     heartbeat_interval=1.0, heartbeat_timeout=30.0, max_worker_losses=3)
+    assert record.status is JobStatus.succeeded
+    history = read_mif_header(store.outputs_dir(job_id) / "scaled.mif").keyval["command_history"]
+    assert history.splitlines() == [
+        converted, f"fibertensor job {job_id} scale factor=3.0 chunks=4 delay=0.0 fail=none  (version={generated_by()['Version']})"]
