@@ -597,9 +597,12 @@ def test_a_dropped_file_or_a_chosen_folder_is_a_batch_labelled_with_its_name(ser
     page.by_id("batch-zip").click()
     with zipfile.ZipFile(io.BytesIO(page.downloaded("subj-batch.zip"))) as archive:
         members = archive.namelist()
+        # a folder per job, named after the file it was given
+        assert sorted(j["input_names"]["fod"] for j in done) == ["sub-01.nii.gz", "sub-02.nii.gz"]
         for job in done:
+            folder = job["input_names"]["fod"].removesuffix(".nii.gz")
             for result in job["results"]:
-                assert hashlib.sha256(archive.read(f"{job['id']}/{result['name']}")).hexdigest() == result["sha256"]
+                assert hashlib.sha256(archive.read(f"{folder}/{result['name']}")).hexdigest() == result["sha256"]
     assert len(members) == sum(len(j["results"]) for j in done)
     page.shot("batch")
     assert page.console_errors() == []
