@@ -79,12 +79,12 @@ def gpu_time(launch: Callable[[], object], repeats: int = 20, warmup: int = 1) -
     waits for the host between launches and the figure is the host's: kernels launched
     through numba's Python path are timed behind a held stream instead
     (``gpu.conv.timing.device_time``)."""
-    from gpu import cuda_driver
+    from gpu.cuda import device_arrays
 
     for _ in range(warmup):
         launch()
-    cuda_driver.synchronize()
-    start, stop = cuda_driver.event(), cuda_driver.event()
+    device_arrays.synchronize()
+    start, stop = device_arrays.event(), device_arrays.event()
     start.record()
     started = perf_counter()
     for _ in range(repeats):

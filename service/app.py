@@ -2,14 +2,16 @@
 
 Besides the routes, the app runs a janitor while it lives: every ``janitor_interval``
 seconds it requeues (or fails) ``running`` jobs whose worker died, removes jobs past
-``results_ttl_hours`` and clears staging folders a crashed upload left behind. Of the API
-processes sharing a data volume one sweeps at a time (a file lock), not each of them.
+``results_ttl_hours`` and clears staging folders no upload holds (a crashed API's, or those
+whose removal failed); it clears those at start-up too. Of the API processes sharing a data
+volume one sweeps at a time (a file lock), not each of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import time
@@ -26,6 +28,7 @@ from service.head import HeadFromGet
 from service.problems import install_problem_handlers
 from service.security_headers import NoSniff
 from service.settings import Settings, get_settings
+from service.uploads import UploadSlots
 from worker.celery_app import create_celery_app, publish_job, waiting_job_ids
 from worker.job_kinds import JobKind, job_kinds
 from worker.job_runner import reap_orphans
@@ -35,8 +38,6 @@ __all__ = ["create_app", "celery_app_for", "sweep_once", "holds_janitor_lock"]
 
 logger = logging.getLogger(__name__)
 
-# Staging folders older than this were left by an upload whose API process died.
-_STALE_STAGING_SECONDS = 24 * 3600
 # A results TTL counts in hours: its scan (every job record read, as the orphan sweep reads
 # them) runs once a minute at most, not at every janitor pass (docs/decisions/job-listing-cache.md).
 _EXPIRY_SCAN_SECONDS = 60.0
@@ -80,7 +81,7 @@ def sweep_once(app: FastAPI) -> list[str]:
         if expired:
             logger.info("removed %d jobs finished over %g hours ago (FIBERTENSOR_RESULTS_TTL_HOURS)",
                         len(expired), settings.results_ttl_hours)
-    store.sweep_staging(older_than=_STALE_STAGING_SECONDS)
+    store.sweep_staging()
     return reaped
 
 
@@ -120,12 +121,25 @@ async def _janitor(app: FastAPI, interval: float) -> None:
         except (ConnectionError, OperationalError) as exc:
             # a broker outage: one line a pass, no traceback; the next pass retries
             logger.warning("janitor pass skipped, the broker is unreachable: %s", exc)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                logger.exception("janitor pass failed")
+            else:  # as a broker outage: the next pass retries
+                logger.warning("janitor pass skipped, out of file handles: %s", exc)
         except Exception:  # must not end the janitor either; the next pass retries
             logger.exception("janitor pass failed")
 
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    if holds_janitor_lock(app):
+        try:
+            removed = await run_in_threadpool(app.state.store.sweep_staging)
+        except OSError:
+            logger.exception("could not clear the staging folders left behind; the janitor tries again")
+        else:
+            if removed:
+                logger.info("removed %d staging folders left behind by uploads that ended", removed)
     task = asyncio.create_task(_janitor(app, app.state.settings.janitor_interval))
     try:
         yield
@@ -157,6 +171,7 @@ def create_app(
     app.state.store = JobStore(settings.data_dir)
     app.state.celery = celery or celery_app_for(settings)
     app.state.kinds = kinds
+    app.state.uploads = UploadSlots(settings.max_concurrent_uploads, settings.max_concurrent_uploads_per_tenant)
     install_problem_handlers(app)
     app.add_middleware(HeadFromGet)
     app.add_middleware(NoSniff)

@@ -46,12 +46,14 @@ PROBLEM_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _problem_doc("Malformed request body"),
     401: _problem_doc("Missing or unknown API key"),
     404: _problem_doc("No such job (or not yours)"),
+    408: _problem_doc("The upload stalled (sent nothing for FIBERTENSOR_UPLOAD_IDLE_TIMEOUT)"),
     409: _problem_doc("The job is not in a state that allows this"),
     413: _problem_doc("Upload larger than the limit, or the job needs more memory than allowed"),
     415: _problem_doc("Not a multipart/form-data request"),
     416: _problem_doc("The Range starts past the end of the file"),
     422: _problem_doc("Invalid input files or parameters"),
-    503: _problem_doc("Queue unavailable"),
+    429: _problem_doc("Too many uploads of this tenant at once; see Retry-After"),
+    503: _problem_doc("Queue, worker or upload capacity unavailable; see Retry-After where given"),
     507: _problem_doc("The service's disk is full"),
 }
 
@@ -61,11 +63,13 @@ _TITLES = {
     403: "Forbidden",
     404: "Not found",
     405: "Method not allowed",
+    408: "Request timeout",
     409: "Conflict",
     413: "Upload too large",
     415: "Unsupported media type",
     416: "Range not satisfiable",
     422: "Invalid request",
+    429: "Too many requests",
     500: "Internal server error",
     503: "Service unavailable",
     507: "Insufficient storage",
@@ -184,6 +188,14 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(OSError)
     async def _os_error(request: Request, exc: OSError) -> JSONResponse:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            logger.warning("out of file handles during %s %s: %s", request.method, request.url.path, exc)
+            return problem_response(
+                503, "Service unavailable",
+                "the service has too many files and connections open to take this request now; "
+                "nothing was kept, send it again in a moment.",
+                instance=request.url.path, headers={"Retry-After": "10", "Connection": "close"},
+            )
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             return await _unexpected(request, exc)
         logger.warning("data volume full during %s %s: %s", request.method, request.url.path, exc)

@@ -105,8 +105,17 @@ class JobListOut(BaseModel):
     )
 
 
+class WorkerStateOut(BaseModel):
+    state: str = Field(description="running, restarting (it died; started again shortly) or failed")
+    pid: int | None = None
+    restarts: int = Field(description="Times it was started again since `fibertensor serve` started")
+    detail: str = ""
+
+
 class HealthOut(BaseModel):
     status: str
+    worker: WorkerStateOut | None = Field(
+        None, description="The worker `fibertensor serve` runs beside this API (absent with --no-worker)")
 
 
 class ReadyOut(BaseModel):

@@ -130,6 +130,32 @@ class Settings(BaseSettings):
     janitor_interval: float = Field(
         10.0, gt=0, description="Seconds between the API's sweeps for orphaned jobs."
     )
+    upload_idle_timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds an upload may send nothing before the API answers 408 and closes "
+        "the connection (a client that stalled half-way holds a connection and file handles).",
+    )
+    max_concurrent_uploads: int = Field(
+        256,
+        ge=1,
+        description="Uploads one API process receives at a time; one more is answered 503 with "
+        "Retry-After. Each holds three file handles (its connection, its staging folder, the "
+        "file being written): keep it well under the process's open-file limit (ulimit -n).",
+    )
+    max_concurrent_uploads_per_tenant: int = Field(
+        64,
+        ge=1,
+        description="Uploads one API process receives at a time for one tenant; one more is "
+        "answered 429 with Retry-After, so one client cannot take every upload slot.",
+    )
+    worker_max_restarts: int = Field(
+        5,
+        ge=0,
+        description="Times in a row `fibertensor serve` starts its worker again after it died "
+        "(waiting 1 s, doubling up to 30 s; a worker that ran a minute resets the count); then "
+        "serve exits with status 1.",
+    )
 
     # The address clients reach the API at, for the URLs its answers carry.
     public_url: str = Field(

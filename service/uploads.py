@@ -7,11 +7,20 @@ by :mod:`worker.input_limits`, from their headers first, so a tiny .nii.gz that 
 terabytes (a gzip bomb) or a job that would need more memory than allowed is refused
 without anything being inflated or allocated; the one pass that proves a ``.nii.gz`` whole
 keeps the ``.nii`` it inflates to, which is what the job reads.
+
+An upload holds a connection and file handles while it arrives, so each API process takes at
+most ``max_concurrent_uploads`` at a time (``max_concurrent_uploads_per_tenant`` for one
+tenant) and answers the next 503 (429 for the tenant's) with ``Retry-After``, and an upload
+that sends nothing for ``upload_idle_timeout`` seconds is answered 408 and its connection
+closed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -27,12 +36,53 @@ from worker.input_limits import InputLimits, InputTooLarge, check_job_inputs
 from worker.job_kinds import InputSlot, JobKind, UploadedInput
 from worker.params import error_fields, is_list_field, params_from_text
 
-__all__ = ["Upload", "receive_upload", "parse_fields", "check_inputs", "upload_form_schema"]
+__all__ = ["Upload", "UploadSlots", "receive_upload", "parse_fields", "check_inputs", "upload_form_schema"]
 
 # Form fields that are not files are parameters: short strings.
 _MAX_FIELD_BYTES = 64 * 1024
 _MAX_LABEL_CHARS = 200
 _LABEL_FIELD = "label"
+# An answer given before the body was read ends the connection: the rest of the body, if
+# it ever comes, is not worth reading.
+_CLOSE = {"Connection": "close"}
+# What a refused upload is told to wait: uploads end within the idle timeout or keep sending.
+_RETRY_AFTER_SECONDS = 10
+
+
+class UploadSlots:
+    """The uploads this API process is receiving, by tenant, within the two caps. Used from the
+    event loop only, so counting needs no lock."""
+
+    def __init__(self, total: int, per_tenant: int):
+        self.total = total
+        self.per_tenant = per_tenant
+        self.by_tenant: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def hold(self, tenant: str) -> Iterator[None]:
+        """A slot for one upload of ``tenant`` while the block runs; :class:`Problem` 429 when
+        the tenant has ``per_tenant`` under way, 503 when the process has ``total``."""
+        retry = {"Retry-After": str(_RETRY_AFTER_SECONDS), **_CLOSE}
+        if self.by_tenant[tenant] >= self.per_tenant:
+            raise Problem(
+                429, f"this API already receives {self.per_tenant} uploads of yours at once "
+                f"(FIBERTENSOR_MAX_CONCURRENT_UPLOADS_PER_TENANT); send this one again in "
+                f"{_RETRY_AFTER_SECONDS} s, once one of them has finished (fibertensor submit --transfers "
+                "sets how many it sends at once)", title="Too many uploads", headers=retry,
+            )
+        if sum(self.by_tenant.values()) >= self.total:
+            raise Problem(
+                503, f"this API already receives {self.total} uploads at once "
+                f"(FIBERTENSOR_MAX_CONCURRENT_UPLOADS); nothing was kept, send it again in "
+                f"{_RETRY_AFTER_SECONDS} s", headers=retry,
+            )
+        self.by_tenant[tenant] += 1
+        try:
+            yield
+        finally:
+            self.by_tenant[tenant] -= 1
+            if not self.by_tenant[tenant]:
+                del self.by_tenant[tenant]
 
 
 @dataclass
@@ -154,8 +204,25 @@ class _PartWriter:
             self.sink.close()
 
 
-async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_bytes: int) -> Upload:
-    """Stream a multipart/form-data body into ``inputs_dir``; at most ``max_bytes``."""
+async def _chunks(request: Request, idle_timeout: float):
+    """The body's chunks; :class:`Problem` 408 when none arrives for ``idle_timeout`` seconds."""
+    stream = request.stream()
+    while True:
+        try:
+            yield await asyncio.wait_for(anext(stream), idle_timeout)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise Problem(
+                408, f"the upload sent nothing for {idle_timeout:g} s (FIBERTENSOR_UPLOAD_IDLE_TIMEOUT) "
+                "and was dropped; nothing was kept, send it again", title="Request timeout", headers=_CLOSE,
+            ) from None
+
+
+async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_bytes: int,
+                         idle_timeout: float) -> Upload:
+    """Stream a multipart/form-data body into ``inputs_dir``; at most ``max_bytes``, with a
+    pause of at most ``idle_timeout`` seconds between chunks."""
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if content_type != b"multipart/form-data" or not boundary:
@@ -177,7 +244,7 @@ async def receive_upload(request: Request, kind: JobKind, inputs_dir: Path, max_
     received = 0
     try:
         parser = MultipartParser(boundary, writer.callbacks())  # refuses a boundary over 256 bytes
-        async for chunk in request.stream():
+        async for chunk in _chunks(request, idle_timeout):
             received += len(chunk)
             if received > max_bytes:
                 raise too_large

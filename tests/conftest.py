@@ -2,7 +2,7 @@
 
 The CUDA kernels are tested with numba's CUDA simulator, which must be switched on before
 numba is first imported; it changes only ``numba.cuda``, so the CPU backends still compile
-with ``@njit``. ``gpu.cuda_runtime.cuda_available()`` reports False under the simulator, so
+with ``@njit``. ``gpu.cuda.device.cuda_available()`` reports False under the simulator, so
 ``--backend auto`` picks the CPU in tests.
 
 Compiled ``@njit(cache=True)`` functions go to one on-disk cache, ``.numba-cache/`` in the
@@ -19,13 +19,17 @@ test of each kernel shape covers in the default run) are left out unless ``-m`` 
 them or ``FIBERTENSOR_REQUIRE_ALL_TESTS`` is set.
 
 Tests marked ``requires_redis``, ``requires_mrtrix`` or ``requires_chromium`` need a system
-package: without it they skip, saying what to install. ``FIBERTENSOR_REQUIRE_ALL_TESTS=1``
-(``.ci/run`` sets it) turns those skips into failures, so CI cannot pass without its peers.
+package: without it they skip, saying what to install. Tests that take
+:func:`small_filesystem` need to mount a tmpfs (root, or CAP_SYS_ADMIN): without it they skip,
+saying so. ``FIBERTENSOR_REQUIRE_ALL_TESTS=1`` (``.ci/run`` sets it, and CI runs as root)
+turns those skips into failures, so CI cannot pass without its peers.
 """
 
 import os
 import shutil
+import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
@@ -50,12 +54,38 @@ def require_system_package(marker: str) -> None:
     that ``marker`` stands for is not on PATH."""
     commands, install = SYSTEM_PACKAGES[marker]
     missing = [command for command in commands if shutil.which(command) is None]
-    if not missing:
-        return
-    message = f"{', '.join(missing)} not found on PATH: install it with `{install}`"
+    if missing:
+        skip_or_fail(f"{', '.join(missing)} not found on PATH: install it with `{install}`")
+
+
+def skip_or_fail(message: str) -> None:
+    """Skip the running test for want of what ``message`` names; fail it instead under
+    FIBERTENSOR_REQUIRE_ALL_TESTS."""
     if REQUIRE_ALL_TESTS:
         pytest.fail(f"{message} (FIBERTENSOR_REQUIRE_ALL_TESTS is set: every test must run)", pytrace=False)
     pytest.skip(message)
+
+
+@pytest.fixture
+def small_filesystem(tmp_path_factory) -> Callable[[int], Path]:
+    """``mount(mib)``: a new folder holding a tmpfs of ``mib`` MiB, a real file system that
+    runs out of space (ENOSPC); unmounted when the test ends. Mounting needs root (or
+    CAP_SYS_ADMIN): without it the test skips, or fails under FIBERTENSOR_REQUIRE_ALL_TESTS."""
+    mounted: list[Path] = []
+
+    def mount(mib: int) -> Path:
+        folder = tmp_path_factory.mktemp("tmpfs")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            skip_or_fail(f"cannot mount a {mib} MiB tmpfs for a full-disk test ({done.stderr.strip()}); "
+                         "run the tests as root")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -6,8 +6,8 @@ inflating it) and inflate the volume (ISA-L releases the GIL) into a bounded que
 thread runs the engine on one volume at a time, and writer threads compress and write the
 results of the ones before; at most ``2·readers + 1`` volumes and ``writers`` results are
 held, so memory stays flat however long the batch. Each input's files are those
-:func:`worker.jobs.peaks.run_peaks` writes for it alone, through the same three functions,
-byte for byte (the gzip streams do not depend on timing, thread or process counts).
+:func:`worker.jobs.peaks.run_peaks` writes for it alone, through the same steps (plan, read,
+compute, write), byte for byte (the gzip streams do not depend on timing, thread or process counts).
 
 One process runs out of the GIL long before a host's cores run out (header parsing, numpy
 glue, the fODF metrics, the QC picture), so the pipeline also runs in several spawned worker
@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from worker.errors import InputError
-from worker.jobs.peaks import IMAGE_OUTPUTS, IMAGE_SUFFIXES, PeaksOutputs
+from worker.io.image_names import IMAGE_SUFFIXES
+from worker.jobs.peaks import IMAGE_OUTPUTS, PeaksOutputs
 from worker.params.peaks import PeaksParams
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["BatchItem", "ItemReport", "batch_items", "up_to_date", "default_processes", "default_threads",
            "visible_gpus", "run_batch"]
 
+_FORMATS = f"{', '.join(IMAGE_SUFFIXES[:-1])} or {IMAGE_SUFFIXES[-1]}"
 # Files a folder may hold from an earlier batch into it; they are outputs, not inputs.
 _OUTPUT_SUFFIXES = tuple(f"_{name}{suffix}" for name in IMAGE_OUTPUTS for suffix in IMAGE_SUFFIXES)
 
@@ -77,7 +79,7 @@ class ItemReport:
 
 def _input_name(path: Path) -> str:
     """``sub-01.nii.gz`` → ``sub-01``."""
-    for suffix in IMAGE_SUFFIXES[::-1]:
+    for suffix in sorted(IMAGE_SUFFIXES, key=len, reverse=True):
         if path.name.endswith(suffix):
             return path.name[: -len(suffix)]
     return path.name
@@ -96,7 +98,7 @@ def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
                            if p.is_file() and p.name.endswith(IMAGE_SUFFIXES) and not p.name.endswith(_OUTPUT_SUFFIXES)
                            and not p.name.startswith("."))
             if not found:
-                raise InputError("No inputs", f"the folder {str(path)!r} holds no .nii, .nii.gz, .mif or .mif.gz file")
+                raise InputError("No inputs", f"the folder {str(path)!r} holds no {_FORMATS} file")
             files.extend(found)
         elif path.is_file():
             files.append(path)
@@ -142,10 +144,9 @@ def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
 
 def default_processes(devices: int = 1) -> int:
     """Worker processes per GPU (or in all, without one): three per four of this machine's
-    cores, at least one. In one process the GIL, not the cores, caps a batch (at about five
-    busy cores); a process's reader and writer threads keep more than one core busy, and
-    three per four cores filled a 16-core host without slowing its stages
-    (docs/benchmarks.md, "Cohort batch after the kernels of session 9")."""
+    cores, at least one. In one process the GIL, not the cores, caps a batch; a process's
+    reader and writer threads keep more than one core busy, and three per four cores kept
+    a host's cores busy without slowing its stages (docs/benchmarks.md, "Cohort batch")."""
     return max(1, 3 * len(os.sched_getaffinity(0)) // (4 * max(1, devices)))
 
 
@@ -175,7 +176,7 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
     reading, lets started writes finish, and re-raises."""
     from worker.input_limits import check_job_inputs
     from worker.job_kinds import get_job_kind
-    from worker.jobs.peaks import compute_peaks, read_peaks_inputs, write_peaks_outputs
+    from worker.jobs.peaks import compute_peaks, plan_peaks, read_peaks_inputs, write_peaks_outputs
 
     kind = get_job_kind("peaks")
 
@@ -183,7 +184,8 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
         if limits is not None:
             check_job_inputs(kind, {"fod": item.fod, **({"mask": item.mask} if item.mask else {})}, params, limits,
                              read_through=False)
-        return read_peaks_inputs(item.fod, item.mask, params=params)
+        plan = plan_peaks(item.fod, item.mask, params)
+        return plan, read_peaks_inputs(plan)
 
     ready: queue.Queue = queue.Queue(maxsize=readers)
     writing = threading.Semaphore(writers)
@@ -208,10 +210,10 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
         finally:
             hand_over(None)
 
-    def write(item: BatchItem, inputs, result, compute_seconds: float) -> None:
+    def write(item: BatchItem, plan, inputs, result, compute_seconds: float) -> None:
         try:
             # Each image on one thread: this stage's parallelism is across inputs.
-            sidecar = write_peaks_outputs(inputs, result, params, item.outputs, compress_threads=1)
+            sidecar = write_peaks_outputs(plan, inputs, result, item.outputs, compress_threads=1)
         except Exception as exc:  # write_peaks_outputs removed what it had written
             report(ItemReport(item.fod, False, worker, _describe(exc)))
         else:
@@ -231,13 +233,14 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
                 if entry is None:
                     running -= 1
                     continue
-                item, inputs, error = entry
+                item, loaded, error = entry
                 if error:
                     report(ItemReport(item.fod, False, worker, error))
                     continue
+                plan, inputs = loaded
                 started = time.perf_counter()
                 try:
-                    result = compute_peaks(inputs, params)
+                    result = compute_peaks(plan, inputs)
                 except Exception as exc:
                     report(ItemReport(item.fod, False, worker, _describe(exc)))
                     continue
@@ -245,8 +248,8 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
                 writing.acquire()
                 # The writer still needs the SH volume (fODF metrics, .pam5); the writing
                 # semaphore bounds how many are held.
-                write_pool.submit(write, item, dataclasses.replace(inputs, mask=None), result, compute_seconds)
-                del inputs, result
+                write_pool.submit(write, item, plan, dataclasses.replace(inputs, mask=None), result, compute_seconds)
+                del loaded, inputs, result
         except BaseException:
             # Interrupted: readers stop after the volume in hand, started writes finish.
             stopping.set()
@@ -321,11 +324,11 @@ def _worker_process(slot: _WorkerSlot, tasks, reports, params: dict, readers: in
 
 
 def _count_gpus() -> int:
-    from gpu.cuda_runtime import cuda_available
+    from gpu.cuda.device import cuda_available
 
     if not cuda_available():
         return 0
-    from gpu.cuda_driver import driver
+    from gpu.cuda.driver import driver
 
     return driver.device_count()
 

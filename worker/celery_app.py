@@ -2,7 +2,8 @@
 
 Two brokers: Redis (``broker_url="redis://..."``) for any number of workers on any number of
 hosts, and the embedded one (empty ``broker_url``): kombu's filesystem transport in
-``<data_dir>/broker``, which needs no server and serves the API and workers of one machine.
+``<data_dir>/broker`` (:mod:`worker.embedded_broker`), which needs no server and serves the
+API and workers of one machine.
 There is no Celery result backend: the job folder (:mod:`worker.job_store`) holds every
 job's state and results, so the queue only carries job ids.
 """
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+
+from worker.embedded_broker import TRANSPORT
 
 __all__ = ["RUN_JOB_TASK", "create_celery_app", "publish_job", "waiting_job_ids"]
 
@@ -32,13 +35,15 @@ def _broker(broker_url: str, data_dir: Path, visibility_timeout: int) -> tuple[s
             "socket_timeout": 30,
         }
     folder = Path(data_dir) / "broker"
-    for sub in ("queue", "control"):
+    for sub in ("queue", "control", "claimed", "quarantine"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
     # a hostname, which the transport ignores, keeps kombu from warning on every connection
     return "filesystem://localhost/", {
         "data_folder_in": str(folder / "queue"),
         "data_folder_out": str(folder / "queue"),
         "control_folder": str(folder / "control"),
+        "claimed_folder": str(folder / "claimed"),
+        "quarantine_folder": str(folder / "quarantine"),
         # Seconds between scans of the queue folder when it is empty.
         "polling_interval": 0.1,
     }
@@ -69,6 +74,7 @@ def create_celery_app(
     app = Celery("fibertensor")
     app.conf.update(
         broker_url=url,
+        broker_transport=None if broker_url else TRANSPORT,
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         # Ids only, as JSON: never pickle, so a message cannot execute code.

@@ -75,12 +75,15 @@ def _check_npy(slot: str, path: Path, max_input_bytes: int) -> None:
 
 
 def job_memory_bytes(kind: JobKind, files: Mapping[str, Path], params: BaseModel,
-                     headers: Mapping[str, ImageInfo] | None = None) -> int:
+                     headers: Mapping[str, ImageInfo] | None = None, validated: object = None) -> int:
     """Bytes of memory the job needs at its peak, from headers: the kind's own estimate, or,
     for a kind without one, what loading its images (NIfTI or MRtrix) as float32 takes
-    (``headers``: those already read, by slot)."""
+    (``headers``: those already read, by slot; ``validated``: what the kind's ``validate``
+    returned for these inputs, if it ran)."""
     if kind.memory_bytes is not None:
-        return kind.memory_bytes(dict(files), params)
+        if validated is None:
+            validated = kind.validate(dict(files), params)
+        return kind.memory_bytes(dict(files), params, validated)
     if headers is None:
         headers = {slot: read_image_header(path, slot) for slot, path in files.items()
                    if path.name.endswith(IMAGE_SUFFIXES)}
@@ -92,9 +95,9 @@ def check_backend(params: BaseModel) -> None:
     run it: on the machine the job runs on, before it starts."""
     if getattr(params, "backend", None) != "cuda":
         return
-    from gpu.cuda_runtime import cuda_available, simulator_active
+    from gpu.cuda import device, simulator
 
-    if not (cuda_available() or simulator_active()):
+    if not (device.cuda_available() or simulator.simulator_active()):
         raise InputError(
             "No GPU for backend cuda",
             "backend 'cuda' was asked for, but the machine that runs this job has no usable CUDA GPU; "
@@ -141,8 +144,8 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
                     warn(message)
         elif path.name.endswith(".npy"):
             _check_npy(slot, path, limits.max_input_bytes)
-    kind.validate(dict(files), params)
-    needed = job_memory_bytes(kind, files, params, headers)
+    validated = kind.validate(dict(files), params)
+    needed = job_memory_bytes(kind, files, params, headers, validated)
     limit = limits.max_job_memory_bytes
     if needed > limit:
         raise InputTooLarge(

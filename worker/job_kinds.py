@@ -24,6 +24,7 @@ _FAMILY_MODULES = (
     "worker.jobs.peaks",
     "worker.jobs.compress",
     "worker.jobs.conv",
+    "worker.jobs.fixels",
 )
 
 
@@ -79,9 +80,11 @@ class JobKind:
     """A job family.
 
     ``validate(inputs, params)`` reads headers only and raises
-    :class:`worker.errors.InputError`; ``run(ctx)`` writes result files into ``ctx.out_dir``
-    (through a temporary name and a rename) and returns their paths, sidecar included.
-    ``memory_bytes(inputs, params)``, from headers only, is the most memory the run holds at
+    :class:`worker.errors.InputError`; it may return what it made of them (the peaks job's
+    plan), which ``memory_bytes`` then takes rather than reading them again. ``run(ctx)``
+    writes result files into ``ctx.out_dir`` (through a temporary name and a rename) and
+    returns their paths, sidecar included. ``memory_bytes(inputs, params, validated)``, with
+    ``validated`` what ``validate`` returned for them, is the most memory the run holds at
     once; a job above the service's limit is refused before it is queued.
     """
 
@@ -89,10 +92,10 @@ class JobKind:
     summary: str
     params_model: type[BaseModel]
     inputs: tuple[InputSlot, ...]
-    validate: Callable[[dict[str, Path], BaseModel], None]
+    validate: Callable[[dict[str, Path], BaseModel], object]
     run: Callable[[JobContext], list[Path]]
     result_names: tuple[str, ...] = field(default=())
-    memory_bytes: Callable[[dict[str, Path], BaseModel], int] | None = None
+    memory_bytes: Callable[[dict[str, Path], BaseModel, object], int] | None = None
 
 
 def job_kinds() -> dict[str, JobKind]:

@@ -11,8 +11,11 @@ One folder per job under ``<data_dir>/jobs/<id>/``::
     log.txt       what the job reported while running
 
 Uploads are assembled in ``<data_dir>/staging/<id>/`` (same file system) and renamed into
-``jobs/`` in one step, so a job either exists completely or not at all. The queue carries
-only job ids; a worker reads everything else from here.
+``jobs/`` in one step, so a job either exists completely or not at all. The process
+receiving an upload holds the lock on its staging folder's ``job.lock``, so a folder nobody
+holds is a leftover, whichever way its cleanup failed, and the API's janitor
+removes it (:meth:`JobStore.sweep_staging`). The queue carries only job ids; a worker reads
+everything else from here.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import itertools
+import logging
 import os
 import re
 import secrets
@@ -29,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field
 
@@ -50,6 +54,8 @@ __all__ = [
     "with_input_names",
     "utc_now",
 ]
+
+logger = logging.getLogger(__name__)
 
 _ID_HEX = 28
 _PARSED_CACHE_SIZE = 100_000
@@ -162,6 +168,14 @@ def _is_job_id(text: str) -> bool:
     return len(text) == _ID_HEX and all(c in "0123456789abcdef" for c in text)
 
 
+def _remove_tree(path: str | Path) -> OSError | None:
+    """``shutil.rmtree`` that goes on past errors, as ``ignore_errors`` does, and returns the
+    first one (None if the tree is gone, or was never there)."""
+    errors: list[OSError] = []
+    shutil.rmtree(path, onerror=lambda function, failed, exc_info: errors.append(exc_info[1]))
+    return next((error for error in errors if not isinstance(error, FileNotFoundError)), None)
+
+
 class JobStore:
     """Create, read, update, list and delete job folders under ``data_dir``."""
 
@@ -202,14 +216,38 @@ class JobStore:
     # -- creation ------------------------------------------------------------------------
     @contextlib.contextmanager
     def staging(self) -> Iterator[tuple[str, Path]]:
-        """A fresh ``(job_id, folder)`` to assemble a job in; removed unless committed."""
-        job_id = new_job_id()
-        folder = self.staging_dir / job_id
-        (folder / "inputs").mkdir(parents=True)
+        """A fresh ``(job_id, folder)`` to assemble a job in; removed unless committed (or, when
+        removing it fails, by the janitor). Its ``job.lock`` is held until the block ends, so
+        commit last: the job's own lock is taken only once the block has ended."""
+        job_id, folder, handle = self._locked_staging_folder()
         try:
+            (folder / "inputs").mkdir()
             yield job_id, folder
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            try:
+                if (error := _remove_tree(folder)) is not None:
+                    logger.warning("could not remove the staging folder %s (%s); the janitor removes it", folder, error)
+            finally:
+                handle.close()
+
+    def _locked_staging_folder(self) -> tuple[str, Path, BinaryIO]:
+        # A lock file, not the folder: on NFS flock is a byte-range lock, which needs a file
+        # opened for writing.
+        while True:
+            job_id = new_job_id()
+            folder = self.staging_dir / job_id
+            folder.mkdir()
+            try:
+                handle = open(folder / "job.lock", "a+b")
+            except FileNotFoundError:
+                continue  # a janitor took it for a leftover before it was locked
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                if os.stat(folder / "job.lock").st_ino == os.fstat(handle.fileno()).st_ino:
+                    return job_id, folder, handle
+            except FileNotFoundError:
+                pass  # as above, while the lock was awaited
+            handle.close()
 
     def commit(self, folder: Path, record: JobRecord) -> JobRecord:
         """Write ``job.json`` into a staging folder and move it into ``jobs/`` in one rename."""
@@ -419,13 +457,31 @@ class JobStore:
                 continue
         return expired
 
-    def sweep_staging(self, older_than: float) -> int:
-        """Remove staging folders older than ``older_than`` seconds (left by a crashed API)."""
+    def sweep_staging(self, older_than: float = 0.0) -> int:
+        """Remove the staging folders no upload holds (left by a crashed API, or whose removal
+        failed, e.g. for want of file handles) and what ``delete`` left in ``trash/``, when
+        older than ``older_than`` seconds; the number removed."""
         removed = 0
         now = time.time()
         for base in (self.staging_dir, self.trash_dir):
             for entry in os.scandir(base):
-                if now - entry.stat(follow_symlinks=False).st_mtime > older_than:
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                    removed += 1
+                with contextlib.suppress(FileNotFoundError):
+                    if now - entry.stat(follow_symlinks=False).st_mtime > older_than:
+                        removed += self._remove_unheld(entry.path)
         return removed
+
+    @staticmethod
+    def _remove_unheld(path: str) -> int:
+        """Remove ``path`` unless a process holds its ``job.lock`` (an upload under way, or a
+        worker on a job deleted meanwhile); held meanwhile, so that an upload locking a new
+        folder after the check finds it gone and starts another. 1 if it is gone."""
+        try:
+            handle = open(os.path.join(path, "job.lock"), "a+b")
+        except OSError:
+            return 0  # gone meanwhile, or the disk is full: the next pass tries again
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0
+            return 0 if _remove_tree(path) is not None else 1

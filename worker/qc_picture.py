@@ -17,8 +17,7 @@ image's left) unless ``radiological``; the picture says which.
 Drawn as Pillow's ``ImageDraw`` draws, which keeps the worker free of a plotting stack, with
 Pillow's own pixels but in one numba call that releases the interpreter lock
 (:mod:`worker.qc_raster`; text from glyphs rendered once, :mod:`worker.qc_text`), so that a
-job's other writers run meanwhile (or by Pillow itself, where a process does not load numba
-otherwise: ``rasterize``); lines are drawn at twice the size and reduced, which
+job's other writers run meanwhile; lines are drawn at twice the size and reduced, which
 anti-aliases them. A peaks job draws it from the peaks as the search gives them
 (:func:`write_peaks_qc_png`): only the three slices are coloured, so the picture need not
 wait for the volume's fODF metric maps.
@@ -102,7 +101,7 @@ def _to_ras(voxel_sizes, ornt):
 
 def _orientation(affine: np.ndarray) -> np.ndarray:
     """nibabel's ``io_orientation`` of ``affine`` (which reads only its linear part, the same
-    for the images of one protocol), remembered: 0.2–0.5 ms under the lock each time."""
+    for the images of one protocol), remembered: computing it holds the interpreter lock."""
     linear = np.ascontiguousarray(affine[:-1, :-1])
     return _orientation_of(linear.tobytes(), linear.shape)
 
@@ -146,7 +145,7 @@ class QcPicture:
 @dataclass
 class _Drawing:
     """What the picture draws on its supersampled canvas (``width`` × ``height``), in the
-    terms of Pillow's ``ImageDraw`` and in the order drawn (:func:`_pixels`): ``rectangles``
+    terms of Pillow's ``ImageDraw`` and in the order drawn (:func:`_rasterized`): ``rectangles``
     as ``ImageDraw.rectangle`` (box, fill, outline, outline width), ``panels`` as pictures
     resized by nearest neighbour to (left, top, width, height), ``texts``, then the lines
     ``segments`` (L, 4) with ``widths`` (L,) and ``colours`` (L, 3)."""
@@ -163,7 +162,7 @@ class _Drawing:
 
 def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
                       affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
-                      npeaks: int | None = None, radiological: bool = False, rasterize: bool = True) -> QcPicture:
+                      npeaks: int | None = None, radiological: bool = False) -> QcPicture:
     """The QC picture as an image; see :func:`write_qc_png` for the parameters."""
     rgb, first_dirs, nufo = np.asarray(rgb), np.asarray(first_dirs), np.asarray(nufo)
     spatial = nufo.shape
@@ -172,13 +171,13 @@ def render_qc_picture(rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray,
                          f"got {rgb.shape}, {first_dirs.shape} and {nufo.shape}")
     drawing, panels = _draw(lambda plane: plane(rgb), first_dirs, nufo, voxel_sizes, title, affine, directions_frame,
                             npeaks, radiological)
-    return QcPicture(_pixels(drawing, rasterize), panels)
+    return QcPicture(_rasterized(drawing), panels)
 
 
 def render_peaks_qc_picture(directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
                             title: str, *, affine: np.ndarray | None = None,
                             directions_frame: Literal["world", "voxel"] = "world", npeaks: int | None = None,
-                            radiological: bool = False, rasterize: bool = True) -> QcPicture:
+                            radiological: bool = False) -> QcPicture:
     """The QC picture of peaks as they come from the search, without the volume's fODF
     metric maps: the colour of the three slices alone (the same pixels as
     :func:`render_qc_picture` of the ``rgb`` and NuFO maps); see
@@ -199,7 +198,7 @@ def render_peaks_qc_picture(directions: np.ndarray, amplitudes: np.ndarray, coun
 
     drawing, panels = _draw(colour, first_dirs, count, voxel_sizes, title, affine, directions_frame, npeaks,
                             radiological)
-    return QcPicture(_pixels(drawing, rasterize), panels)
+    return QcPicture(_rasterized(drawing), panels)
 
 
 def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, affine, directions_frame,
@@ -290,18 +289,10 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
     return _Drawing(width, height, rectangles, pictures, texts, lines, widths, colours), panels
 
 
-def _pixels(drawing: _Drawing, rasterize: bool) -> np.ndarray:
-    """The reduced picture of ``drawing``: drawn by :func:`_rasterized` without the
-    interpreter lock, or by Pillow (the same pixels, :func:`_drawn_by_pillow`; about 25 ms
-    under the lock), which spares a process that does not load numba otherwise its import
-    and CPU runtime (about 0.3 s; ``fibertensor peaks`` on the GPU)."""
-    return _rasterized(drawing) if rasterize else _drawn_by_pillow(drawing)
-
-
 def _rasterized(drawing: _Drawing) -> np.ndarray:
-    """:func:`_pixels` by numpy (the rectangles), then one call of
+    """The reduced picture of ``drawing``: the rectangles by numpy, then one call of
     :func:`worker.qc_raster.rasterize` for the rest, which holds no interpreter lock."""
-    from gpu.compile_notice import notice_compile
+    from gpu.cuda.compile_notice import notice_compile
     from worker.qc_raster import rasterize
 
     canvas = np.zeros((drawing.height, drawing.width, 3), np.uint8)
@@ -319,27 +310,9 @@ def _rasterized(drawing: _Drawing) -> np.ndarray:
     return rasterize(*args)
 
 
-def _drawn_by_pillow(drawing: _Drawing) -> np.ndarray:
-    """:func:`_pixels` by Pillow's ``ImageDraw``, in the drawing's order."""
-    from PIL import Image, ImageDraw
-
-    canvas = Image.new("RGB", (drawing.width, drawing.height))
-    pen = ImageDraw.Draw(canvas)
-    for box, fill, outline, width in drawing.rectangles:
-        pen.rectangle(box, fill=fill, outline=outline, width=width)
-    for picture, (left, top, width, height) in drawing.panels:
-        canvas.paste(Image.fromarray(picture).resize((width, height), Image.NEAREST), (left, top))
-    for text in drawing.texts:
-        pen.text(text.xy, text.text, fill=text.fill, font=default_font(text.size), anchor=text.anchor,
-                 stroke_width=text.stroke, stroke_fill=text.stroke_fill)
-    for segment, width, colour in zip(drawing.segments.tolist(), drawing.widths.tolist(), drawing.colours.tolist()):
-        pen.line(segment, fill=tuple(colour), width=width)
-    return np.asarray(canvas.reduce(2))
-
-
 def warm_up_qc_picture() -> float:
     """Compile (or load from numba's cache) the rasterizer and render the glyphs of a small
-    picture, so that a job's first picture waits for neither (and is rasterized); returns
+    picture, so that a job's first picture waits for neither; returns
     the seconds taken."""
     started = time.perf_counter()
     shape = (4, 4, 4)
@@ -414,7 +387,7 @@ def _colour_bar(palette: np.ndarray, voxels: np.ndarray, origin, height: int, fo
 
 def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: str, *,
                  affine: np.ndarray | None = None, directions_frame: Literal["world", "voxel"] = "world",
-                 npeaks: int | None = None, radiological: bool = False, rasterize: bool = True) -> Path:
+                 npeaks: int | None = None, radiological: bool = False) -> Path:
     """Write the QC picture of a peaks result to ``path`` (PNG, atomically).
 
     Parameters
@@ -442,24 +415,20 @@ def write_qc_png(path: Path, rgb: np.ndarray, first_dirs: np.ndarray, nufo: np.n
         K, the top of the NuFO colour bar (default: the largest NuFO).
     radiological : bool
         Show the subject's left on the image's right.
-    rasterize : bool
-        Draw in one numba call that releases the interpreter lock (:mod:`worker.qc_raster`),
-        or, where numba is not worth loading, by Pillow: the same pixels.
 
     Returns
     -------
     Path
     """
     picture = render_qc_picture(rgb, first_dirs, nufo, voxel_sizes, title, affine=affine,
-                                directions_frame=directions_frame, npeaks=npeaks, radiological=radiological,
-                                rasterize=rasterize)
+                                directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
     return write_png_atomic(Path(path), picture.pixels)
 
 
 def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, voxel_sizes,
                        title: str, *, affine: np.ndarray | None = None,
                        directions_frame: Literal["world", "voxel"] = "world", npeaks: int | None = None,
-                       radiological: bool = False, rasterize: bool = True) -> Path:
+                       radiological: bool = False) -> Path:
     """Write the QC picture of peaks as the search gives them (the same file as
     :func:`write_qc_png` of their fODF metric maps, without computing the maps).
 
@@ -473,7 +442,7 @@ def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarra
         FOD amplitude of each peak (any value past ``count``).
     count : (X, Y, Z) integer array
         Number of peaks per voxel (NuFO).
-    voxel_sizes, title, affine, directions_frame, npeaks, radiological, rasterize
+    voxel_sizes, title, affine, directions_frame, npeaks, radiological
         As for :func:`write_qc_png`.
 
     Returns
@@ -481,6 +450,5 @@ def write_peaks_qc_png(path: Path, directions: np.ndarray, amplitudes: np.ndarra
     Path
     """
     picture = render_peaks_qc_picture(directions, amplitudes, count, voxel_sizes, title, affine=affine,
-                                      directions_frame=directions_frame, npeaks=npeaks, radiological=radiological,
-                                      rasterize=rasterize)
+                                      directions_frame=directions_frame, npeaks=npeaks, radiological=radiological)
     return write_png_atomic(Path(path), picture.pixels)

@@ -90,7 +90,7 @@ def warm_up_pool_process(**_: object) -> None:
     lmaxes = tuple(current_app.conf.get("fibertensor_warmup_lmax") or ())
     if not lmaxes:
         return
-    from gpu.cuda_runtime import resolve_backend
+    from gpu.cuda.backend import resolve_backend
     from gpu.peaks.warmup import warm_up_peaks
     from worker.jobs.peaks import warm_up_writers
 

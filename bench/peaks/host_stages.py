@@ -41,7 +41,7 @@ def subject(folder: Path, args: argparse.Namespace) -> tuple[Path, object]:
     """The ``.mif`` subject in ``folder`` and its peaks, made (and kept there) if missing."""
     import nibabel as nib
 
-    from worker.jobs.peaks import compute_peaks, read_peaks_inputs
+    from worker.jobs.peaks import compute_peaks, plan_peaks, read_peaks_inputs
     from worker.params.peaks import PeaksParams
 
     mif, peaks = folder / "fod.mif", folder / "peaks.pkl"
@@ -53,8 +53,8 @@ def subject(folder: Path, args: argparse.Namespace) -> tuple[Path, object]:
         subprocess.run(["mrconvert", "-quiet", "-force", "-strides", "2,3,4,1", folder / "fod.nii", mif], check=True)
         peaks.unlink(missing_ok=True)
     if not peaks.exists():
-        params = PeaksParams(backend="cpu")
-        result = compute_peaks(read_peaks_inputs(mif, None, params), params)
+        plan = plan_peaks(mif, None, PeaksParams(backend="cpu"))
+        result = compute_peaks(plan, read_peaks_inputs(plan))
         peaks.write_bytes(pickle.dumps(result, protocol=5))  # keeps the arrays' strides
     return mif, pickle.loads(peaks.read_bytes())
 
@@ -63,7 +63,8 @@ def run(args: argparse.Namespace, report: Report) -> None:
     from gpu.peaks.search import finite_voxels
     from worker.io.atomic import write_json_atomic
     from worker.io.images import load_image_data_with_sha256, read_image_header, save_image
-    from worker.jobs.peaks import PeaksOutputs, _peaks_image, _run_metrics, read_peaks_inputs, write_peaks_outputs
+    from worker.jobs.peaks import PeaksOutputs, plan_peaks, read_peaks_inputs, write_peaks_outputs
+    from worker.jobs.peaks.arrays import fodf_metrics_of, peaks_image
     from worker.params.peaks import PeaksParams
     from worker.qc_picture import write_peaks_qc_png
 
@@ -76,14 +77,15 @@ def run(args: argparse.Namespace, report: Report) -> None:
         info = read_image_header(fod, "FOD")
         sh, _ = load_image_data_with_sha256(info)
         params = PeaksParams()
-        maps = _run_metrics(sh, result, compiled=True)  # compiles or loads them before timing
-        image = _peaks_image(result.directions, result.amplitudes)
+        maps = fodf_metrics_of(sh, result)  # compiles or loads them before timing
+        image = peaks_image(result.directions, result.amplitudes)
         amplitudes, count = result.amplitudes.astype(np.float32, copy=False), result.count.astype(np.uint8, copy=False)
         title = f"{fod.name}: lmax {args.lmax}, K = 3 peaks, mrtrix basis"
         write_peaks_qc_png(out / "warm.png", result.directions, result.amplitudes, result.count, info.zooms[:3], title,
                            affine=info.affine, npeaks=3)
-        inputs = read_peaks_inputs(fod, None, params)
-        sidecar = write_peaks_outputs(inputs, result, params, PeaksOutputs.in_folder(out / "whole"))
+        plan = plan_peaks(fod, None, params)
+        inputs = read_peaks_inputs(plan)
+        sidecar = write_peaks_outputs(plan, inputs, result, PeaksOutputs.in_folder(out / "whole"))
 
         fresh = itertools.count()  # a new file each call, as a job writes
 
@@ -93,18 +95,18 @@ def run(args: argparse.Namespace, report: Report) -> None:
         stages = {
             "read (with sha256)": lambda: load_image_data_with_sha256(info),
             "finite_voxels": lambda: finite_voxels(sh),
-            "_peaks_image": lambda: _peaks_image(result.directions, result.amplitudes),
+            "peaks_image": lambda: peaks_image(result.directions, result.amplitudes),
             "write peaks.mif": lambda: write("peaks", image),
             "write amplitudes.mif": lambda: write("amplitudes", amplitudes),
             "write count.mif": lambda: write("count", count),
-            "fODF metrics (compiled)": lambda: _run_metrics(sh, result, compiled=True),
+            "fODF metrics (compiled)": lambda: fodf_metrics_of(sh, result),
             **{f"write {name}.mif": (lambda name=name: write(name, getattr(maps, name))) for name in params.metrics},
             "QC picture (compiled)": lambda: write_peaks_qc_png(
                 out / f"qc{next(fresh)}.png", result.directions, result.amplitudes, result.count, info.zooms[:3], title,
                 affine=info.affine, npeaks=3),
             "sidecar": lambda: write_json_atomic(out / f"peaks{next(fresh)}.json", sidecar),
             "write_peaks_outputs (all, threads)": lambda: write_peaks_outputs(
-                inputs, result, params, PeaksOutputs.in_folder(out / f"whole{next(fresh)}")),
+                plan, inputs, result, PeaksOutputs.in_folder(out / f"whole{next(fresh)}")),
         }
         rows = []
         for name, stage in stages.items():

@@ -19,7 +19,7 @@ from bench.harness import Column, Report, ratio, time_host
 from bench.peaks.peers import run_sh2peaks, truth_agreement
 from bench.peaks.volume import add_volume_options
 from gpu.peaks import PeaksOptions, fod_phantom, sshopm_peaks
-from gpu.peaks.sh_basis import convert_sh_basis
+from gpu.sh_basis import convert_sh_basis
 from gpu.peaks.sshopm_starts import hemisphere_starts
 
 __all__ = ["add_arguments", "run"]

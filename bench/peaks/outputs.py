@@ -55,7 +55,8 @@ def configurations(with_pam5: bool) -> dict[str, dict]:
 
 def run(args: argparse.Namespace, report: Report) -> None:
     from worker.io.images import write_image
-    from worker.jobs.peaks import PeaksOutputs, compute_peaks, read_peaks_inputs, run_peaks, write_peaks_outputs
+    from worker.jobs.peaks import (PeaksOutputs, compute_peaks, plan_peaks, prepare_engine, read_peaks_inputs, run_peaks,
+                                   write_peaks_outputs)
     from worker.params.peaks import PeaksParams
     from worker.provenance import file_sha256
 
@@ -76,10 +77,12 @@ def run(args: argparse.Namespace, report: Report) -> None:
                 params = PeaksParams(backend=args.backend, **options)
                 # run_peaks's three stages, the processor time of the last taken apart
                 started = time.perf_counter()
-                inputs = read_peaks_inputs(fod, None, params, prepare=True)
-                result = compute_peaks(inputs, params)
+                plan = plan_peaks(fod, None, params)
+                preparing = prepare_engine(plan)
+                inputs = read_peaks_inputs(plan)
+                result = compute_peaks(plan, inputs, preparing)
                 writing = time.process_time()
-                sidecar = write_peaks_outputs(inputs, result, params,
+                sidecar = write_peaks_outputs(plan, inputs, result,
                                               PeaksOutputs.in_folder(Path(tmp, f"{number}-{repeat}")))
                 runs[name].append((time.perf_counter() - started, sidecar["seconds"], time.process_time() - writing,
                                    sidecar["device"]))

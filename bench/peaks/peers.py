@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu.peaks import lmax_from_ncoeffs
+from gpu.sh_basis import lmax_from_ncoeffs
 from gpu.peaks.peak_matching import match_peaks
 
 __all__ = ["run_sh2peaks", "run_dipy", "truth_agreement"]

@@ -4,7 +4,7 @@ cache (a first process fills it), step by step, per backend.
 Steps: python start, imports, then the read of the volume in the main thread while a
 background thread prepares the engine (imports numba, creates the CUDA context, loads the
 kernels from the cache, builds the SH-to-tensor matrix and the starts:
-``gpu.peaks.search.start_preparing``), how long the main thread then waited for it, compute
+``gpu.peaks.search.prepare_peaks``), how long the main thread then waited for it, compute
 (kernel: CUDA events), write, exit; the same steps one after the other (no overlap) for
 comparison; and the wall time of the real CLI. The best of ``--repeats`` fresh processes,
 step by step. "late kernel loads" counts kernel signatures the run still had to load after
@@ -38,33 +38,44 @@ _STARTUP_CHILD = """
 import json, os, sys, time
 marks = {{"started": time.time()}}
 from pathlib import Path
-from worker.jobs.peaks import PeaksOutputs, PeaksParams, compute_peaks, engine_options, read_peaks_inputs, write_peaks_outputs
+import threading
+from worker.jobs.peaks import PeaksOutputs, PeaksParams, compute_peaks, engine_options, plan_peaks, read_peaks_inputs, write_peaks_outputs
 marks["imported"] = time.time()
 fod, prefix = Path(sys.argv[1]), Path(sys.argv[2])
 params = PeaksParams(backend="{backend}", starts={starts})
-inputs = read_peaks_inputs(fod, None, params, prepare={overlap}, inflate_threads=len(os.sched_getaffinity(0)))
+plan = plan_peaks(fod, None, params)
+prepare_seconds = []
+
+def prepare():  # prepare_engine's work, timed
+    from gpu.peaks.search import prepare_peaks
+    prepare_seconds.append(prepare_peaks(plan.lmax, params.basis, engine_options(params), params.backend))
+
+preparing = threading.Thread(target=prepare)
+if {overlap}:
+    preparing.start()
+inputs = read_peaks_inputs(plan, inflate_threads=len(os.sched_getaffinity(0)))
 marks["read"] = time.time()
 if {overlap}:
-    prepared = inputs.prepared.result()
+    preparing.join()
 else:
-    from gpu.peaks.search import prepare_peaks
-    inputs.prepared = prepared = prepare_peaks({lmax}, params.basis, engine_options(params), params.backend)
+    prepare()
 marks["prepared"] = time.time()
 
 def loaded():
-    if prepared.backend == "cuda":  # the CUDA path loads cubins; numba only for a kernel not cached yet
+    from gpu.cuda.backend import resolve_backend
+    if resolve_backend(params.backend) == "cuda":  # the CUDA path loads cubins; numba only for a kernel not cached yet
         return 0
     from gpu.peaks import sshopm_generated_cpu as g
     return len(g.sshopm_cpu_m{lmax}.overloads)
 
 before = loaded()
-result = compute_peaks(inputs, params)
+result = compute_peaks(plan, inputs)
 marks["computed"] = time.time()
 late = loaded() - before
 numba_imported = "numba" in sys.modules
-sidecar = write_peaks_outputs(inputs, result, params, PeaksOutputs.with_prefix(prefix))
+sidecar = write_peaks_outputs(plan, inputs, result, PeaksOutputs.with_prefix(prefix))
 marks["done"] = time.time()
-print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": prepared.seconds, "late_loads": late,
+print(json.dumps({{"marks": marks, "seconds": sidecar["seconds"], "prepare": prepare_seconds[0], "late_loads": late,
                   "numba": numba_imported}}))
 import gc
 gc.freeze()  # as service.cli.run exits

@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, report: Report) -> None:
-    from gpu import cuda_driver
+    from gpu.cuda import device_arrays
+    from gpu.cuda.host_memory import pinned_empty, pinned_pool
     from gpu.peaks.search import prepare_peaks, sshopm_peaks
     from worker.io.images import load_image_data, read_image_header
     from worker.io.mif import write_mif
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
         path = write_mif(Path(folder) / "fod.mif", sh, np.diag([2.0, 2.0, 2.0, 1.0]), layout=(2, 3, 4, 1))
         info = read_image_header(path, "fod")
         inputs = {"pageable": (np.empty, load_image_data(info)),
-                  "page-locked": (cuda_driver.pinned_empty, load_image_data(info, empty=cuda_driver.pinned_empty))}
+                  "page-locked": (pinned_empty, load_image_data(info, empty=pinned_empty))}
         for memory, (empty, values) in inputs.items():
             def row(step: str, function, **extra) -> None:
                 timing = time_host(function, args.repeats)
@@ -51,9 +52,9 @@ def run(args: argparse.Namespace, report: Report) -> None:
             flat = values.ravel(order="K")  # the file's bytes in memory order: what the engine copies
 
             def copy() -> None:
-                cuda_driver.to_device(flat)
+                device_arrays.to_device(flat)
 
-            row("copy to the GPU", lambda: (copy(), cuda_driver.synchronize()), gpu_ms=1e3 * gpu_time(copy, args.repeats)[0])
+            row("copy to the GPU", lambda: (copy(), device_arrays.synchronize()), gpu_ms=1e3 * gpu_time(copy, args.repeats)[0])
 
             def peaks() -> None:
                 results[memory] = sshopm_peaks(values, backend="cuda")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
         row["cpu_x_ours"] = ratio(pageable[row["step"]]["cpu_s"], row["cpu_s"])
         row["same_peaks"] = same
     report.table(f"{'x'.join(map(str, args.shape))} lmax {args.lmax}: {sh.nbytes / 1e6:.1f} MB float32; page-locked "
-                 f"blocks allocated {cuda_driver.pinned_pool.allocated}, reused {cuda_driver.pinned_pool.reused}; "
+                 f"blocks allocated {pinned_pool.allocated}, reused {pinned_pool.reused}; "
                  f"best of {args.repeats}", rows,
                  [Column("step", "step"), Column("memory", "memory"), Column("wall_s", "wall s", ".4f"),
                   Column("cpu_s", "cpu s", ".4f"), Column("gpu_ms", "GPU ms", ".3f"),

@@ -11,6 +11,7 @@ leaf pool's many short tasks (gzip runs, compiled passes) one row per kind.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import tempfile
 import time
@@ -35,9 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _timed_submit(self, fn, /, *args, **kwargs):
     """``submit`` that records the task's name, start, end and the CPU of its thread."""
-    name = getattr(fn, "__qualname__", repr(fn)).replace("<locals>.", "").replace("_write_outputs.", "")
-    if getattr(fn, "__defaults__", None):
-        name = f"image {Path(str(fn.__defaults__[-1])).name}"  # the images' lambdas bind their path
+    if isinstance(fn, functools.partial):  # the job's tasks: an output's file, or an array outputs share
+        paths = [a for a in fn.args if isinstance(a, Path)]
+        name = paths[0].name if paths else fn.func.__name__.lstrip("_")
+    else:
+        name = getattr(fn, "__qualname__", repr(fn)).replace("<locals>.", "")
 
     def task():
         started, cpu = time.perf_counter(), time.thread_time()
@@ -65,7 +68,7 @@ def _rows(tasks: list[tuple[str, float, float, float]]) -> list[dict]:
 
 def run(args: argparse.Namespace, report: Report) -> None:
     from worker.io.images import write_image
-    from worker.jobs.peaks import PeaksOutputs, compute_peaks, read_peaks_inputs, write_peaks_outputs
+    from worker.jobs.peaks import PeaksOutputs, compute_peaks, plan_peaks, read_peaks_inputs, write_peaks_outputs
     from worker.params.peaks import PeaksParams
 
     sh = make_phantom(args)["sh"].astype(np.float32)
@@ -75,15 +78,16 @@ def run(args: argparse.Namespace, report: Report) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             fod = write_image(Path(tmp, "fod.nii.gz"), sh, np.diag([2.0, 2.0, 2.0, 1.0]))
-            inputs = read_peaks_inputs(fod, None, configurations["all together"])
-            result = compute_peaks(inputs, configurations["all together"])
+            plans = {name: plan_peaks(fod, None, params) for name, params in configurations.items()}
+            inputs = read_peaks_inputs(plans["all together"])
+            result = compute_peaks(plans["all together"], inputs)
             best: dict[str, tuple[float, list]] = {}
             for _ in range(args.repeats):
-                for name, params in configurations.items():
+                for name, plan in plans.items():
                     _tasks.clear()
                     folder = Path(tmp, "out")
                     started = time.perf_counter()
-                    write_peaks_outputs(inputs, result, params, PeaksOutputs.in_folder(folder))
+                    write_peaks_outputs(plan, inputs, result, PeaksOutputs.in_folder(folder))
                     total = time.perf_counter() - started
                     shutil.rmtree(folder)
                     if name not in best or total < best[name][0]:

@@ -45,7 +45,7 @@ from worker.input_limits import InputLimits
 from worker.job_kinds import JobContext, JobKind, get_job_kind
 from worker.job_runner import run_job
 from worker.job_store import JobRecord, JobStatus, JobStore, utc_now
-from worker.jobs.peaks import read_peaks_inputs
+from worker.jobs.peaks import plan_peaks, read_peaks_inputs
 from worker.params import PeaksParams
 
 __all__ = ["add_arguments", "run"]
@@ -118,10 +118,10 @@ def _stored_input_read(store: JobStore, label: str, reads: int) -> float:
     an upload of ``label`` left in the store, as the API stored it."""
     record = next(store.records(label=label))
     path = store.inputs_dir(record.id) / record.inputs["fod"]
-    read_peaks_inputs(path)  # imports
+    read_peaks_inputs(plan_peaks(path))  # imports
     started = time.process_time()
     for _ in range(reads):
-        read_peaks_inputs(path)
+        read_peaks_inputs(plan_peaks(path))
     return (time.process_time() - started) / reads
 
 

@@ -19,9 +19,10 @@ Kernels (all on the C-ordered tensor, no transposed copies):
   ``(P, I_n, Q)`` view as ``Y[p] = U X[p]``.
 
 Dense GEMMs go through cuBLAS (``cublasGemmStridedBatchedEx`` through CuPy's bindings:
-FP32 accumulation for FP16, no TF32) when CuPy is installed, because it measures faster
-(``python3 -m bench.ttmc``); numba has no access to the tensor cores. ``gemm='numba'`` forces our
-kernel; CuPy stays optional.
+FP32 accumulation for FP16, no TF32; :func:`_cublas_mode_product` says why not a
+higher-level CuPy call) when CuPy is installed, because it measures faster
+(``python3 -m bench.ttmc``, docs/decisions/ttmc-cublas-direct.md); numba has no access to
+the tensor cores. ``gemm='numba'`` forces our kernel; CuPy stays optional.
 """
 
 from __future__ import annotations
@@ -354,34 +355,45 @@ _direct_cublas = [True]  # cleared for the process if the direct call fails its 
 _fused_ok = [True]  # cleared for the process if the fused kernel cannot be built
 
 
-def _cublas_module():
-    try:
-        from cupy_backends.cuda.libs import cublas
-    except ImportError:
-        from cupy.cuda import cublas
-    return cublas
+def _gemm_arguments(x, u, y, p: int, i: int, q: int, j: int) -> tuple:
+    """The arguments of one cublasGemmStridedBatchedEx computing ``Y[p] = U X[p]`` on the
+    C-ordered ``(P, I, Q)`` view of X and ``(P, J, Q)`` view of Y, with U (J×I) C-ordered:
+    (transa, transb, m, n, k, A, lda, strideA, B, ldb, strideB, C, ldc, strideC, batch).
+
+    cuBLAS is column-major, so it computes ``Y[p]ᵀ = X[p]ᵀ Uᵀ`` on the same buffers:
+    m = Q, n = J, k = I, U shared by every batch (stride 0); for Q = 1, ``Yᵀ = U X₂ᵀ`` in
+    one GEMM."""
+    if q == 1:
+        return 1, 0, j, p, i, u, i, 0, x, i, 0, y, j, 0, 1
+    return 0, 0, q, j, i, x, q, i * q, u, i, 0, y, q, j * q, p
 
 
 def _cublas_mode_product(cp, x, u, y, p, i, q, j, precision: Precision):
-    """A launch of ``Y[p] = U X[p]`` as one cublasGemmStridedBatchedEx (no copies).
+    """A launch of ``Y[p] = U X[p]`` as one cublasGemmStridedBatchedEx (no copies), through
+    ``cupy.cuda.cublas``: the name CuPy's cuBLAS bindings have in its user-facing
+    ``cupy.cuda`` namespace (implemented in ``cupy_backends``, whose modules are internal).
 
-    cuBLAS is column-major, so it computes ``Y[p]ᵀ = X[p]ᵀ Uᵀ`` on the same buffers:
-    m = Q, n = J, k = I, U shared by every batch (stride 0); for Q = 1, ``Yᵀ = U X₂ᵀ``.
     FP16 data use FP32 compute (tensor cores, FP32 accumulation), FP32 plain FP32 (no
-    TF32), FP64 FP64. CuPy's own ``matmul`` measured several times slower in FP16
-    (docs/benchmarks.md).
+    TF32), FP64 FP64. No higher-level CuPy call does this GEMM in this form:
+
+    * ``cupy.cublas.gemm`` multiplies one pair of 2-D float32/float64/complex matrices: no
+      float16, no batch.
+    * ``cupy.matmul`` on batched (3-D) operands promotes float16 to float32 copies of X and
+      Y (CuPy 13), and where it keeps float16 with FP32 compute, it passes U, which every
+      batch shares, as an array of pointers (cublasGemmBatchedEx after a kernel that
+      builds them) rather than as one strided batch with stride 0. Its float32 compute
+      type follows the process-wide ``CUPY_TF32``; the TTMc's error bound needs plain FP32.
+      It measured several times slower in FP16 (docs/decisions/ttmc-cublas-direct.md); it
+      stays the fallback when the binding is missing or disagrees.
+    * ``cupyx`` has no GEMM taking a compute type.
     """
-    cublas = _cublas_module()
+    cublas = cp.cuda.cublas
     dtype = np.dtype(precision.storage)
     kind = _CUDA_TYPE[dtype]
     compute = _COMPUTE_64F if dtype == np.float64 else _COMPUTE_32F
     scalar = np.float64 if compute == _COMPUTE_64F else np.float32
     alpha, beta = np.ones(1, scalar), np.zeros(1, scalar)
-    if q == 1:
-        args = (1, 0, j, p, i, u, i, 0, x, i, 0, y, j, 0, 1)
-    else:
-        args = (0, 0, q, j, i, x, q, i * q, u, i, 0, y, q, j * q, p)
-    ta, tb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch = args
+    ta, tb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch = _gemm_arguments(x, u, y, p, i, q, j)
     handle = cp.cuda.device.get_cublas_handle()
 
     def launch():
@@ -775,6 +787,6 @@ def _pointer(a) -> int:
 
 
 def _simulating() -> bool:
-    from gpu.cuda_runtime import simulator_active
+    from gpu.cuda.simulator import simulator_active
 
     return simulator_active()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.cuda_runtime import resolve_backend
+from gpu.cuda.backend import resolve_backend
 from gpu.compress.ttmc import TTMcReport, ttmc
 from gpu.compress.bound import get_precision
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gpu.cuda_runtime import resolve_backend
+from gpu.cuda.backend import resolve_backend
 from gpu.compress.bound import (
     Precision,
     choose_order,

@@ -35,7 +35,7 @@ _HEADER = '''"""GENERATED at first use by gpu/conv/codegen.py ({what}) into the 
 # fmt: off
 from numba import cuda, float32, int32, uint64
 
-from gpu.cuda_runtime import simulator_active
+from gpu.cuda.simulator import simulator_active
 
 '''
 

@@ -34,7 +34,7 @@ from gpu.conv.index_tables import ConvGeometry, conv_geometry, pointer_increment
 from gpu.conv.kernel_shapes import (CP_BLOCK, CP_LEAN_LOW_SHAPES, CP_LEAN_SHAPES, CP_RANKS, CP_SEP_MAX_BLOCK,
                                    cp_lean_variants)
 from gpu.cpu_parallel import run_parallel_loop
-from gpu.cuda_runtime import resolve_backend
+from gpu.cuda.backend import resolve_backend
 
 __all__ = [
     "CPFactors",
@@ -412,7 +412,7 @@ class CPConvPlan:
                  method: str = "auto", tiling: SeparableTiling | None = None):
         from numba import cuda
 
-        from gpu.cuda_runtime import simulator_active
+        from gpu.cuda.simulator import simulator_active
 
         if method not in ("auto", "taps", "separable"):
             raise ValueError(f"method must be auto, taps or separable, not {method!r}")

@@ -27,8 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from gpu.compile_notice import notice_compile
-from gpu.cubin_cache import CACHE_ENV, kernel_cache_dir, write_once
+from gpu.cuda.compile_notice import notice_compile
+from gpu.cuda.cache_folder import CACHE_ENV, kernel_cache_dir, write_once
 from gpu.conv.kernel_shapes import (CP_RANKS, cp_lean_name, cp_lean_variants, cp_taps_name, tucker_core_name,
                                     tucker_row_variants, tucker_square_variants, TUCKER_TILES)
 
@@ -61,7 +61,7 @@ def kernel_path(name: str) -> Path:
 
 
 def _write_once(path: Path, source: str) -> None:
-    # gpu.cubin_cache.write_once links, never renames: a file already in place stays (same
+    # gpu.cuda.cache_folder.write_once links, never renames: a file already in place stays (same
     # text), so the modification time numba's cache index recorded for it stays valid.
     try:
         write_once(path, source.encode())
@@ -134,7 +134,7 @@ def _tucker_core_set() -> frozenset:
 
 
 def notice_conv_compile(dispatcher, args: tuple, backend: str) -> None:
-    """The first-use compile notice (:func:`gpu.compile_notice.notice_compile`) for a conv
+    """The first-use compile notice (:func:`gpu.cuda.compile_notice.notice_compile`) for a conv
     kernel or CPU loop about to run on ``args``."""
     name = dispatcher.__name__
     notice_compile(dispatcher, args, f"the {backend.upper()} conv kernel {name}", COMPILE_SECONDS[backend].get(name))

@@ -96,7 +96,7 @@ class GpuSpec:
 
 def gpu_spec() -> GpuSpec:
     """The current CUDA device's figures, or the H100 defaults without a GPU."""
-    from gpu.cuda_runtime import cuda_available
+    from gpu.cuda.device import cuda_available
 
     if not cuda_available():
         return GpuSpec()

@@ -37,7 +37,7 @@ from gpu.conv.tiling import (
 )
 from gpu.conv.cp import check_out_array, run_plan_on_gpu
 from gpu.cpu_parallel import run_parallel_loop
-from gpu.cuda_runtime import resolve_backend
+from gpu.cuda.backend import resolve_backend
 
 __all__ = [
     "TuckerFactors",

@@ -8,7 +8,7 @@ from typing import Callable
 import numba
 import numpy as np
 
-from gpu.compile_notice import announce_compile, is_compiled
+from gpu.cuda.compile_notice import announce_compile, is_compiled
 from gpu.cpu_parallel import run_parallel_loop
 from gpu.peaks import sshopm_generated_cpu
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS

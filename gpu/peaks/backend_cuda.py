@@ -17,11 +17,11 @@
 
 Voxels go in chunks so long runs report progress and can be cancelled between chunks.
 
-On a GPU the arrays, events and launches go through gpu.cuda_driver and each kernel runs
-from its cubin saved in gpu.cubin_cache, so a fresh process needs no numba; a kernel with
+On a GPU the arrays, events and launches go through gpu.cuda.device_arrays and each kernel
+runs from its cubin saved in gpu.cuda.cubin_cache, so a fresh process needs no numba; a kernel with
 no cubin yet runs through numba once (compiling it or loading numba's cache), and its
 cubin is saved then. There the result arrays are filled on the device and come back into
-page-locked host memory, and an input in page-locked memory (gpu.cuda_driver.pinned_empty)
+page-locked host memory, and an input in page-locked memory (gpu.cuda.host_memory.pinned_empty)
 goes over by DMA without a staging copy. Under the CUDA simulator numba runs everything.
 """
 
@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from gpu.cuda_runtime import simulator_active
+from gpu.cuda.simulator import simulator_active
 from gpu.peaks.sshopm_layout import CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, N_STATS, SEED_VOXELS
 from gpu.peaks.sshopm_starts import neighbor_steps
 
@@ -77,7 +77,7 @@ class _NumbaKernels:
 
 
 class _CachedKernel:
-    """Kernel ``name`` launched from its cubin (gpu.cubin_cache) when one was saved for the
+    """Kernel ``name`` launched from its cubin (gpu.cuda.cubin_cache) when one was saved for the
     arguments' types, else through numba, which compiles or loads it (with a notice when it
     must compile) and whose cubin is then saved for the next process."""
 
@@ -92,7 +92,7 @@ class _CachedKernel:
                 return
             from numba import cuda
 
-            from gpu.compile_notice import announce_compile, is_compiled
+            from gpu.cuda.compile_notice import announce_compile, is_compiled
             from gpu.peaks.backend_cpu import COMPILE_SECONDS
 
             # As numba's own arrays, which it types by their layout ('C' where contiguous,
@@ -109,16 +109,16 @@ class _CachedKernel:
 
 
 class _DriverKernels:
-    """Arrays and events of gpu.cuda_driver and cached cubins: a GPU's path, which imports
+    """Arrays and events of gpu.cuda.device_arrays and cached cubins: a GPU's path, which imports
     numba only for a kernel whose cubin is not cached yet."""
 
     _cubins = None
 
     def __init__(self, order: int) -> None:
-        from gpu import cuda_driver
-        from gpu.cubin_cache import CubinCache
+        from gpu.cuda import device_arrays
+        from gpu.cuda.cubin_cache import CubinCache
 
-        self.api = cuda_driver
+        self.api = device_arrays
         if _DriverKernels._cubins is None:
             _DriverKernels._cubins = CubinCache(Path(__file__).parent.glob("*.py"))
         self._order = order
@@ -135,7 +135,7 @@ def load_cuda_runtime() -> None:
     """Create the CUDA context (the device's primary one, shared by every thread and by
     numba) ahead of the first launch."""
     if not simulator_active():
-        from gpu.cuda_driver import driver
+        from gpu.cuda.driver import driver
 
         driver.ensure_context()
 

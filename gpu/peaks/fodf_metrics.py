@@ -27,7 +27,6 @@ without the √(4π); here they follow the definitions above.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,8 +34,6 @@ import numpy as np
 __all__ = ["FodfMetrics", "METRIC_NAMES", "fodf_metrics", "largest_afd_max", "directional_colour"]
 
 METRIC_NAMES = ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb")
-
-_SQRT_4PI = math.sqrt(4.0 * math.pi)
 
 
 @dataclass
@@ -53,8 +50,9 @@ class FodfMetrics:
 
 
 def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
-                 count: np.ndarray, *, compiled: bool = False) -> FodfMetrics:
-    """fODF metrics of one volume (see the module docstring for the formulas).
+                 count: np.ndarray) -> FodfMetrics:
+    """fODF metrics of one volume (see the module docstring for the formulas), in the
+    compiled passes of :mod:`gpu.peaks.fodf_metrics_compiled`, float32 throughout.
 
     Parameters
     ----------
@@ -66,14 +64,13 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
         FOD amplitude of each peak, descending; any value past ``count`` is ignored.
     count : (...) integer array
         Number of reported peaks per voxel.
-    compiled : bool
-        Compute in compiled passes (:mod:`gpu.peaks.fodf_metrics_compiled`, the same
-        numbers), for a process that has numba loaded anyway.
 
     Returns
     -------
     FodfMetrics
     """
+    from gpu.peaks.fodf_metrics_compiled import colour_rows, voxel_metrics
+
     sh = np.asarray(sh)
     amplitudes = np.asarray(amplitudes)
     directions = np.asarray(directions)
@@ -85,35 +82,6 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
             f"shapes do not agree: sh {sh.shape}, directions {directions.shape}, amplitudes {amplitudes.shape}, "
             f"count {count.shape}; expected (..., n_coeffs), (..., K, 3), (..., K) and (...) on one grid"
         )
-    if compiled:
-        return _compiled_metrics(sh, directions, amplitudes, count)
-    # float32 throughout (sums of K ≤ 20 positive terms stay within 1e-6 relative), in
-    # place where the maps allow: the volume is large and every pass over it is memory-bound.
-    values = amplitudes.astype(np.float32)  # a copy, made peak fractions below
-    for peak in range(k):
-        np.copyto(values[..., peak], np.float32(0.0), where=count <= peak)
-    afd_max = values[..., 0].copy()
-    afd_sum = afd_max.copy()
-    # The sum over K written out: numpy reduces a short last axis slowly.
-    for peak in range(1, k):
-        afd_sum += values[..., peak]
-    inverse = np.divide(np.float32(1.0), afd_sum, out=np.zeros_like(afd_sum), where=afd_sum != 0)
-    peak_fraction = np.multiply(values, inverse[..., None], out=values)
-    return FodfMetrics(
-        afd_max=afd_max,
-        afd_total=np.float32(_SQRT_4PI) * sh[..., 0].astype(np.float32),
-        afd_sum=afd_sum,
-        peak_fraction=peak_fraction,
-        rgb=directional_colour(directions[..., 0, :], afd_max, count, largest_afd_max(afd_max, count)),
-        nufo=count.astype(np.uint8),
-    )
-
-
-def _compiled_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
-                      count: np.ndarray) -> FodfMetrics:
-    from gpu.peaks.fodf_metrics_compiled import colour_rows, voxel_metrics
-
-    spatial, k = count.shape, amplitudes.shape[-1]
     n = count.size
     afd_max, afd_total, afd_sum = (np.empty(spatial, np.float32) for _ in range(3))
     peak_fraction = np.empty((*spatial, k), np.float32)
@@ -122,8 +90,7 @@ def _compiled_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.nda
     largest = voxel_metrics(sh[..., 0].reshape(n), amplitudes.reshape(n, k), counts, afd_max.reshape(n),
                             afd_total.reshape(n), afd_sum.reshape(n), peak_fraction.reshape(n, k))
     rgb = np.empty((*spatial, 3), np.uint8)
-    colour_rows(directions.reshape(n, k, 3), afd_max.reshape(n), counts, rgb.reshape(n, 3),
-                _colour_scale(largest))
+    colour_rows(directions.reshape(n, k, 3), afd_max.reshape(n), counts, rgb.reshape(n, 3), _colour_scale(largest))
     return FodfMetrics(afd_max=afd_max, afd_total=afd_total, afd_sum=afd_sum, peak_fraction=peak_fraction, rgb=rgb,
                        nufo=count.astype(np.uint8))
 
@@ -155,19 +122,14 @@ def directional_colour(first_directions: np.ndarray, afd_max: np.ndarray, count:
     -------
     (..., 3) uint8 array
     """
-    first_directions = np.asarray(first_directions)
-    weight = np.asarray(afd_max, np.float32) * _colour_scale(largest)
-    none = np.asarray(count) == 0
-    colour = np.empty(weight.shape + (3,), np.uint8)
-    # One channel at a time: numpy's loops over a trailing axis of 3 are slow.
-    channel = np.empty(weight.shape, np.result_type(first_directions, np.float32))
-    for axis in range(3):
-        np.abs(first_directions[..., axis], out=channel)
-        np.multiply(channel, weight, out=channel)
-        np.copyto(channel, 0.0, where=none)
-        # Truncation, not rounding, is what scilpy's astype('uint8') writes; the clip keeps
-        # float round-off above 255 or below 0 from wrapping.
-        colour[..., axis] = np.clip(channel, 0.0, 255.0, out=channel)
+    from gpu.peaks.fodf_metrics_compiled import colour_rows
+
+    count = np.asarray(count)
+    n = count.size
+    colour = np.empty((*count.shape, 3), np.uint8)
+    # the pass of fodf_metrics' rgb map, on rows of voxels (copies of a strided slice)
+    colour_rows(np.asarray(first_directions).reshape(n, 1, 3), np.asarray(afd_max).reshape(n), count.reshape(n),
+                colour.reshape(n, 3), _colour_scale(largest))
     return colour
 
 

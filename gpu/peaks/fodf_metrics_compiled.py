@@ -1,11 +1,9 @@
 """The fODF metrics of :mod:`gpu.peaks.fodf_metrics` as two compiled passes over blocks of
-voxels on threads, with the same float32 operations in the same order (the same bits).
+voxels on threads, float32 throughout.
 
-For a process that loads numba anyway (the CPU backend, the fixel and ``.pam5`` writers, a
-worker's or a batch's later jobs): the passes release the interpreter lock from start to end,
-where numpy's two dozen passes over the volume each take it back, which on a many-core host
-writing a job's outputs from a pool of threads is where the time goes. A process that runs
-one job on the GPU does not load numba (about 0.7 s), and uses numpy.
+The passes release the interpreter lock from start to end (numpy's two dozen passes over the
+volume would each take it back), so that the other output writers of a job run meanwhile.
+Every output is written for every voxel: the maps do not depend on what memory held before.
 """
 
 from __future__ import annotations

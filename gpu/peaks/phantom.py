@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.peaks.sh_basis import n_coeffs, real_sh_matrix, sh_degrees_orders
+from gpu.sh_basis import n_coeffs, real_sh_matrix, sh_degrees_orders
 
 __all__ = ["fod_phantom", "random_directions"]
 

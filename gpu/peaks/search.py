@@ -21,8 +21,9 @@ from typing import Callable, Literal
 
 import numpy as np
 
-from gpu.cuda_runtime import device_name, resolve_backend
-from gpu.peaks.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
+from gpu.cuda.backend import resolve_backend
+from gpu.cuda.device import device_name
+from gpu.sh_basis import lmax_from_ncoeffs, sh_degrees_orders
 from gpu.peaks.limits import MAX_NPEAKS, MAX_STARTS
 from gpu.peaks.sshopm_layout import (
     N_FPARAMS, N_IPARAMS, P_COS_MERGE, P_MAX_ITER, P_MAX_STEP, P_NPEAKS, P_REL_THRESHOLD, P_SEED_FRACTION,
@@ -186,7 +187,7 @@ def _one_fiber_voxel(lmax: int, amplitude: float) -> np.ndarray:
 
 def _prepare(lmax: int, basis: str, options: PeaksOptions, backend: str) -> _Preparation:
     """Make a :class:`_Preparation` and load the kernels of the resolved ``backend`` by a run on
-    one single-fiber voxel: on a GPU from their saved cubins (gpu.cubin_cache), else from
+    one single-fiber voxel: on a GPU from their saved cubins (gpu.cuda.cubin_cache), else from
     numba's on-disk cache (or compiled, with a notice). For the CUDA backend this first
     creates the CUDA context: the device's primary context, which every thread of the
     process (and numba) shares, so kernels loaded here launch from any thread."""
@@ -328,7 +329,7 @@ def sshopm_peaks(
     between chunks of ``chunk_voxels`` voxels (the backend's default when None); an
     exception it raises stops the run (cancellation). ``empty``: how to allocate, like
     ``np.empty``, the host copy of the selected voxels made when some are left out
-    (``gpu.cuda_driver.host_empty(backend)`` gives page-locked memory, which a GPU reads by
+    (``gpu.cuda.host_memory.host_empty(backend)`` gives page-locked memory, which a GPU reads by
     DMA). The backend's kernels and matrices come from :func:`prepare_peaks`, made here
     if no earlier call made them.
     """

@@ -22,7 +22,7 @@ from math import factorial
 
 import numpy as np
 
-from gpu.peaks.sh_basis import lmax_from_ncoeffs, n_coeffs, real_sh_matrix
+from gpu.sh_basis import lmax_from_ncoeffs, n_coeffs, real_sh_matrix
 
 __all__ = [
     "index_classes",

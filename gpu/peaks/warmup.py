@@ -17,7 +17,7 @@ import numpy as np
 
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
-from gpu.peaks.sh_basis import SUPPORTED_LMAX
+from gpu.sh_basis import SUPPORTED_LMAX
 
 __all__ = ["warm_up_peaks"]
 

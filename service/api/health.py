@@ -1,5 +1,8 @@
 """Liveness and readiness probes (outside /v1 and without authentication, for orchestrators).
 
+``/healthz`` also answers for the worker ``fibertensor serve`` runs beside the API
+(:mod:`service.embedded_worker`): 503 while it is down.
+
 Asking the workers whether they are there takes a broadcast and a wait for replies (about a
 second), so ``/readyz`` answers from the last check while it is younger than
 ``_FRESH_SECONDS``, serves an older one (up to ``_STALE_SECONDS``) while a new check runs in
@@ -18,8 +21,9 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import CeleryDep, SettingsDep
+from service.embedded_worker import read_worker_state
 from service.problems import PROBLEM_RESPONSES, Problem
-from service.schemas import HealthOut, ReadyOut
+from service.schemas import HealthOut, ReadyOut, WorkerStateOut
 from worker.job_store import utc_now
 
 __all__ = ["router"]
@@ -30,9 +34,25 @@ _FRESH_SECONDS = 5.0
 _STALE_SECONDS = 30.0
 
 
-@router.get("/healthz", response_model=HealthOut, summary="The API process is alive")
-async def healthz() -> HealthOut:
-    return HealthOut(status="ok")
+@router.get(
+    "/healthz",
+    response_model=HealthOut,
+    response_model_exclude_none=True,
+    responses={503: PROBLEM_RESPONSES[503]},
+    summary="The API process is alive, and so is the worker `fibertensor serve` runs beside it",
+)
+async def healthz(settings: SettingsDep) -> HealthOut:
+    state = read_worker_state(settings.data_dir)
+    if state is None:
+        return HealthOut(status="ok")
+    worker = WorkerStateOut(state=state.state, pid=state.pid, restarts=state.restarts, detail=state.detail)
+    if not state.alive:
+        raise Problem(
+            503, f"the worker `fibertensor serve` runs is down ({state.detail}; {state.state}); jobs are "
+            "not run and submits are refused until it is back",
+            headers={"Retry-After": str(state.retry_after())}, worker=worker.model_dump(),
+        )
+    return HealthOut(status="ok", worker=worker)
 
 
 @dataclass(frozen=True)
@@ -98,12 +118,10 @@ async def readyz(request: Request, settings: SettingsDep, celery: CeleryDep) -> 
     broker = "embedded" if settings.embedded_broker else "redis"
     checked_at = check.checked_at.isoformat()
     if check.error is not None:
-        raise Problem(
-            503,
-            f"the {broker} broker is unreachable ({check.error}); check "
-            "FIBERTENSOR_BROKER_URL and that Redis is running",
-            checked_at=checked_at,
-        )
+        remedy = ("that the data volume (FIBERTENSOR_DATA_DIR) is writable and not full" if settings.embedded_broker
+                  else "FIBERTENSOR_BROKER_URL and that Redis is running")
+        raise Problem(503, f"the {broker} broker is unreachable ({check.error}); check {remedy}",
+                      checked_at=checked_at)
     if not check.workers:
         raise Problem(
             503,

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from service.deps import CeleryDep, SettingsDep, StoreDep, TenantDep
+from service.embedded_worker import refuse_while_worker_down
 from service.problems import PROBLEM_RESPONSES, Problem
 from service.schemas import JobOut, api_url
 from service.uploads import check_inputs, parse_fields, receive_upload, upload_form_schema
@@ -40,8 +41,10 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
     async def submit(
         request: Request, settings: SettingsDep, store: StoreDep, celery: CeleryDep, tenant: TenantDep
     ) -> JSONResponse:
-        with store.staging() as (job_id, folder):
-            upload = await receive_upload(request, kind, folder / "inputs", settings.max_upload_bytes)
+        refuse_while_worker_down(settings.data_dir)
+        with request.app.state.uploads.hold(tenant), store.staging() as (job_id, folder):
+            upload = await receive_upload(request, kind, folder / "inputs", settings.max_upload_bytes,
+                                          settings.upload_idle_timeout)
             params, label = parse_fields(kind, upload.fields)
             if settings.embedded_broker:  # the workers run on this machine: its GPU is theirs
                 _check_backend(params)
@@ -101,7 +104,7 @@ def build_submit_router(kinds: Mapping[str, JobKind]) -> APIRouter:
                 "checked from their headers before the job is queued; a rejected upload "
                 "leaves nothing behind. Answers 202 with the job and a `Location` header."
             ),
-            responses={k: PROBLEM_RESPONSES[k] for k in (400, 401, 413, 415, 422, 503, 507)},
+            responses={k: PROBLEM_RESPONSES[k] for k in (400, 401, 408, 413, 415, 422, 429, 503, 507)},
             openapi_extra=upload_form_schema(kind),
         )
     return router

@@ -22,6 +22,7 @@ __all__ = ["main", "run", "build_parser", "COMMANDS"]
 # this table without importing the modules; a test checks it against what the modules register.
 COMMANDS: dict[str, tuple[str, str]] = {
     "peaks": ("service.cli.peaks", "fiber directions of an SH FOD volume (SS-HOPM, GPU or CPU)"),
+    "fixels": ("service.cli.fixels", "fixels of an SH FOD volume as MRtrix3 fod2fixel (FMLS; AFD, peak amplitude, dispersion)"),
     "sample": ("service.cli.peaks", "write a small FOD phantom with known fibers"),
     "serve": ("service.cli.server", "run the REST API and a worker on this machine"),
     "worker": ("service.cli.server", "run a job worker (one per GPU)"),

@@ -48,9 +48,25 @@ class RequestRefused(CommandError):
     """The service answered with an error: its HTTP ``status`` and the problem document's
     ``title`` and ``detail``."""
 
-    def __init__(self, message: str, status: int, title: str, detail: str):
+    def __init__(self, message: str, status: int, title: str, detail: str, retry_after: float | None = None):
         super().__init__(message)
-        self.status, self.title, self.detail = status, title, detail
+        self.status, self.title, self.detail, self.retry_after = status, title, detail, retry_after
+
+
+#: Submits a 429 or 503 with ``Retry-After`` is waited out and sent again, at most.
+SUBMIT_ATTEMPTS = 8
+#: The longest ``Retry-After`` the client waits; a longer one is waited this long.
+MAX_RETRY_WAIT = 60.0
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds a 429 or 503 asks the client to wait (``Retry-After`` in seconds), else None."""
+    if response.status_code not in (429, 503):
+        return None
+    try:
+        return min(max(float(response.headers["retry-after"]), 0.0), MAX_RETRY_WAIT)
+    except (KeyError, ValueError):
+        return None
 
 
 def _origin(url: httpx.URL) -> str:
@@ -90,10 +106,23 @@ class ServiceClient:
             except ValueError:
                 title, detail = response.reason_phrase, response.text
             raise RequestRefused(f"{method} {url} -> {response.status_code} {title}: {detail}",
-                                 response.status_code, title, detail)
+                                 response.status_code, title, detail, _retry_after(response))
         return response
 
     def submit(self, kind: str, files: dict[str, Path], fields: dict[str, str]) -> dict[str, Any]:
+        """Upload a job; a refusal that says when to come back (429 over a tenant's upload cap,
+        503 while the service is busy or its worker restarts, with ``Retry-After``) is waited
+        out and sent again, up to :data:`SUBMIT_ATTEMPTS` times."""
+        for attempt in range(1, SUBMIT_ATTEMPTS):
+            try:
+                return self._submit_once(kind, files, fields)
+            except RequestRefused as refused:
+                if refused.retry_after is None:
+                    raise
+                time.sleep(refused.retry_after)
+        return self._submit_once(kind, files, fields)
+
+    def _submit_once(self, kind: str, files: dict[str, Path], fields: dict[str, str]) -> dict[str, Any]:
         handles = {slot: open(path, "rb") for slot, path in files.items()}
         try:
             return self.request(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from service.cli import CommandError
 from service.cli.model_options import add_model_options, params_from_args
+from service.cli.progress_bar import percent_bar
 from worker.params.peaks import PeaksParams
 
 __all__ = ["register"]
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _peaks(args: argparse.Namespace) -> int:
     params = params_from_args(PeaksParams, args)
     if params.backend != "cpu":
-        from gpu.cuda_runtime import start_cuda_context
+        from gpu.cuda.device import start_cuda_context
 
         start_cuda_context()  # while the imports below run
     from service.cli.input_checks import check_inputs, input_problem
@@ -55,28 +56,15 @@ def _peaks(args: argparse.Namespace) -> int:
 
     inputs = {"fod": args.input, "mask": args.mask}
     check_inputs("peaks", inputs, params, read_through=False)
-    bar = None
-    if not args.quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(total=100, unit="%", desc="peaks", file=sys.stderr, bar_format="{l_bar}{bar}| {elapsed}<{remaining}")
-
-    def progress(fraction: float) -> None:
-        if bar is not None:
-            bar.n = round(100 * fraction)
-            bar.refresh()
-
     try:
         # One job has the machine to itself: the volume inflates on all its cores.
-        sidecar = run_peaks(args.input, PeaksOutputs.with_prefix(args.out_prefix), params, mask=args.mask,
-                            progress=progress, inflate_threads=len(os.sched_getaffinity(0)))
+        with percent_bar("peaks", args.quiet) as progress:
+            sidecar = run_peaks(args.input, PeaksOutputs.with_prefix(args.out_prefix), params, mask=args.mask,
+                                progress=progress, inflate_threads=len(os.sched_getaffinity(0)))
     except InputError as exc:
         raise CommandError(input_problem(exc, inputs)) from None
     except (ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from None
-    finally:
-        if bar is not None:
-            bar.close()
     for warning in sidecar["warnings"]:  # shown with --quiet too: they qualify the results
         print(f"fibertensor: warning: {warning}", file=sys.stderr)
     if not args.quiet:

@@ -1,7 +1,9 @@
 """``fibertensor serve`` (the API, plus a worker on this machine) and ``fibertensor worker``.
 
 ``serve`` with no broker configured is the embedded default: the API and one worker process
-share a filesystem broker under the data dir, so one command runs the whole service.
+share a filesystem broker under the data dir, so one command runs the whole service. ``serve``
+starts its worker again when it dies, and exits non-zero when it keeps dying
+(:mod:`service.embedded_worker`).
 With ``FIBERTENSOR_BROKER_URL=redis://...``, ``serve --no-worker`` runs the API alone and
 ``worker`` runs anywhere that reaches Redis and the data volume.
 """
@@ -14,10 +16,10 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
+from service.embedded_worker import WorkerSupervisor
 from service.settings import Settings
 
 __all__ = ["register"]
@@ -100,12 +102,16 @@ def _serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     worker = None
     if not args.no_worker:
-        env = dict(os.environ, FIBERTENSOR_DATA_DIR=str(settings.data_dir))
-        worker = subprocess.Popen(
+        worker = WorkerSupervisor(
             [sys.executable, "-m", "service", "worker", "--log-level", args.log_level],
-            env=env,
+            data_dir=settings.data_dir,
+            max_restarts=settings.worker_max_restarts,
+            # SIGTERM to ourselves: uvicorn shuts down as on any SIGTERM, then this exits non-zero
+            on_give_up=lambda: os.kill(os.getpid(), signal.SIGTERM),
+            env=dict(os.environ, FIBERTENSOR_DATA_DIR=str(settings.data_dir)),
             preexec_fn=_stop_with_parent,
         )
+        worker.start()
     api_workers = args.api_workers or settings.api_workers
     try:
         if api_workers == 1:
@@ -115,15 +121,15 @@ def _serve(args: argparse.Namespace) -> int:
             os.environ["FIBERTENSOR_DATA_DIR"] = str(settings.data_dir)
             uvicorn.run("service.app:create_app", factory=True, workers=api_workers, host=args.host,
                         port=args.port, log_level=args.log_level)
+    except SystemExit:
+        if worker is None or not worker.gave_up:
+            raise
     finally:
         if worker is not None:
-            # SIGTERM is Celery's warm shutdown: the running job finishes or is handed back.
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+            worker.stop()
+    if worker is not None and worker.gave_up:
+        logging.getLogger("fibertensor").error("stopped: the embedded worker kept dying (see above)")
+        return 1
     return 0
 
 

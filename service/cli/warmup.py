@@ -37,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _warmup(args: argparse.Namespace) -> int:
-    from gpu.cuda_runtime import resolve_backend
-    from gpu.compile_notice import compiling_on_purpose
+    from gpu.cuda.backend import resolve_backend
+    from gpu.cuda.compile_notice import compiling_on_purpose
 
     try:
         backend = resolve_backend(args.backend)

@@ -74,13 +74,13 @@ class _FakeEvent:
 
 
 def test_gpu_time_divides_the_events_interval_by_the_launches(monkeypatch):
-    from gpu import cuda_driver
+    from gpu.cuda import device_arrays
 
     events = iter([_FakeEvent("start"), _FakeEvent("stop", elapsed_ms=12.0)])
     launches, order = [], []
     _FakeEvent.recorded = order
-    monkeypatch.setattr(cuda_driver, "event", lambda: next(events))
-    monkeypatch.setattr(cuda_driver, "synchronize", lambda: order.append("synchronize"))
+    monkeypatch.setattr(device_arrays, "event", lambda: next(events))
+    monkeypatch.setattr(device_arrays, "synchronize", lambda: order.append("synchronize"))
     monkeypatch.setattr(harness, "perf_counter", _Clock([5.0, 5.6]))
     gpu, host = gpu_time(lambda: (launches.append(1), order.append("launch")), repeats=4, warmup=2)
     assert len(launches) == 6

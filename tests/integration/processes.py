@@ -91,9 +91,9 @@ def start_worker(env: dict[str, str], log: Path, node: str) -> subprocess.Popen:
     return proc
 
 
-def start_serve(env: dict[str, str], log: Path, port: int, *options: str) -> subprocess.Popen:
+def start_serve(env: dict[str, str], log: Path, port: int, *options: str, until: str = "/readyz") -> subprocess.Popen:
     """``fibertensor serve [options]`` (API + embedded worker unless ``--no-worker``), waiting
-    until /readyz says ready."""
+    until ``until`` (/readyz: ready; /healthz for an API without workers) answers 200."""
     import httpx
 
     handle = open(log, "ab")
@@ -107,7 +107,7 @@ def start_serve(env: dict[str, str], log: Path, port: int, *options: str) -> sub
         if proc.poll() is not None:
             raise AssertionError(f"serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+            return httpx.get(f"http://127.0.0.1:{port}{until}", timeout=5).status_code == 200
         except httpx.TransportError:
             return False
 

@@ -14,7 +14,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-import gpu.cuda_runtime
+import gpu.cuda.device
+import gpu.cuda.simulator
 from gpu.peaks.phantom import fod_phantom
 from tests.service.conftest import leftovers, run_queued
 from tests.service.toy_kind import write_volume
@@ -99,8 +100,8 @@ async def test_nifti2_dims_of_2_to_the_40_meet_the_voxel_limit(client, tmp_path)
 
 @pytest.fixture
 def no_gpu(monkeypatch):
-    monkeypatch.setattr(gpu.cuda_runtime, "simulator_active", lambda: False)
-    monkeypatch.setattr(gpu.cuda_runtime, "cuda_available", lambda: False)
+    monkeypatch.setattr(gpu.cuda.simulator, "simulator_active", lambda: False)
+    monkeypatch.setattr(gpu.cuda.device, "cuda_available", lambda: False)
 
 
 @pytest.fixture

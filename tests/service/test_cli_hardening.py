@@ -11,7 +11,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-import gpu.cuda_runtime
+import gpu.cuda.device
+import gpu.cuda.simulator
 from gpu.peaks.phantom import fod_phantom
 from service.cli import CommandError, main
 from service.cli.client import ServiceClient
@@ -46,8 +47,8 @@ def test_nan_pixdim_exits_2_with_the_apis_message(tmp_path, capsys):
 
 
 def test_backend_cuda_without_a_gpu_exits_2(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(gpu.cuda_runtime, "simulator_active", lambda: False)
-    monkeypatch.setattr(gpu.cuda_runtime, "cuda_available", lambda: False)
+    monkeypatch.setattr(gpu.cuda.simulator, "simulator_active", lambda: False)
+    monkeypatch.setattr(gpu.cuda.device, "cuda_available", lambda: False)
     path = raw_nifti(tmp_path / "fod.nii", nib.Nifti1Header(), FOD)
     assert error_line(["peaks", path, tmp_path / "out", "--backend", "cuda"], capsys) == (
         "fibertensor: error: No GPU for backend cuda: backend 'cuda' was asked for, but the machine that runs "
@@ -139,3 +140,33 @@ def test_mif_transform_of_1e300_exits_2(tmp_path, capsys):
         "fibertensor: error: Invalid MRtrix image header: the fod file 'fod.mif' has a voxel-to-scanner "
         "transform or voxel sizes beyond 1e+06 mm; write it again with MRtrix3"
     )
+
+
+def test_a_submit_waits_out_429_and_503_with_retry_after_and_gives_up_on_other_refusals(tmp_path, monkeypatch):
+    fod = tmp_path / "fod.nii.gz"
+    fod.write_bytes(b"not read by the fake server")
+    answers = [httpx.Response(429, json={"title": "Too many uploads", "status": 429, "detail": "wait"},
+                              headers={"Retry-After": "2"}),
+               httpx.Response(503, json={"title": "Busy", "status": 503, "detail": "wait"},
+                              headers={"Retry-After": "1"}),
+               httpx.Response(202, json={"id": "j1"})]
+    bodies: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.read())
+        return answers.pop(0)
+
+    waits: list[float] = []
+    monkeypatch.setattr("service.cli.client.time.sleep", waits.append)
+    client = ServiceClient("http://127.0.0.1:9", None)
+    client.http = httpx.Client(base_url=client.server, transport=httpx.MockTransport(answer))
+    assert client.submit("peaks", {"fod": fod}, {}) == {"id": "j1"}
+    assert waits == [2.0, 1.0]
+    # every attempt sends the whole file again (each with a boundary of its own)
+    assert len(bodies) == 3 and all(body.count(b"not read by the fake server") == 1 for body in bodies)
+
+    refused = httpx.Response(422, json={"title": "Bad input", "status": 422, "detail": "fix it"})
+    client.http = httpx.Client(base_url=client.server, transport=httpx.MockTransport(lambda request: refused))
+    with pytest.raises(CommandError, match="422 Bad input: fix it"):
+        client.submit("peaks", {"fod": fod}, {})
+    assert waits == [2.0, 1.0]

@@ -210,7 +210,7 @@ def test_batch_items_names_and_folders(cohort, tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         batch_items([tmp_path / "missing.nii.gz"], out)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(InputError, match="holds no .nii, .nii.gz, .mif or .mif.gz file"):
+    with pytest.raises(InputError, match="holds no .nii, .nii.gz, .mif, .mif.gz or .mih file"):
         batch_items([tmp_path / "empty"], out)
 
 

@@ -30,7 +30,7 @@ def test_commit_moves_a_complete_job_into_place(tmp_path):
     store = JobStore(tmp_path)
     record = _create(store)
     assert list(store.staging_dir.iterdir()) == []
-    assert sorted(p.name for p in store.job_dir(record.id).iterdir()) == ["inputs", "job.json"]
+    assert sorted(p.name for p in store.job_dir(record.id).iterdir()) == ["inputs", "job.json", "job.lock"]
     assert store.read(record.id) == record
 
 
@@ -252,3 +252,19 @@ def test_errors_and_log_name_inputs_as_the_client_did(tmp_path):
     assert input_name("C:\\scans\\sub-02\x07_fod.mif") == "sub-02_fod.mif"
     assert input_name("../../etc/sub-03.nii.gz") == "sub-03.nii.gz"
     assert len(input_name("a" * 300 + ".mif")) == 255 and input_name("a" * 300 + ".mif").endswith("a.mif")
+
+
+def test_sweep_staging_spares_the_folders_uploads_hold(tmp_path):
+    """A staging folder whose upload is under way (its job.lock held, here by another open of
+    it, as by another process) stays; one nobody holds, whose removal failed or whose API
+    died, goes, with or without a job.lock."""
+    store = JobStore(tmp_path)
+    with store.staging() as (_, held):
+        (held / "inputs" / "volume.nii").write_bytes(b"x")
+        (store.staging_dir / "crashed" / "inputs").mkdir(parents=True)
+        (store.staging_dir / "crashed" / "job.lock").touch()
+        (store.staging_dir / "never-locked").mkdir()
+        assert store.sweep_staging() == 2
+        assert [p.name for p in store.staging_dir.iterdir()] == [held.name]
+        assert (held / "inputs" / "volume.nii").read_bytes() == b"x"
+    assert list(store.staging_dir.iterdir()) == []

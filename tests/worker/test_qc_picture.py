@@ -5,10 +5,6 @@ axes; read back from the PNG file."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import nibabel as nib
 import numpy as np
 import pytest
@@ -172,11 +168,32 @@ def test_panels_are_drawn_to_scale_in_mm(name):
         assert abs((right - left) - extent[across] * scale) <= 1 and abs((bottom - top) - extent[up] * scale) <= 1, view
 
 
+def drawn_by_pillow(drawing) -> np.ndarray:
+    """The reference: the drawing's rectangles, panels, texts and lines drawn by Pillow's
+    ``ImageDraw``, in its order, and reduced 2 × 2."""
+    from PIL import Image, ImageDraw
+
+    from worker.qc_text import default_font
+
+    canvas = Image.new("RGB", (drawing.width, drawing.height))
+    pen = ImageDraw.Draw(canvas)
+    for box, fill, outline, width in drawing.rectangles:
+        pen.rectangle(box, fill=fill, outline=outline, width=width)
+    for picture, (left, top, width, height) in drawing.panels:
+        canvas.paste(Image.fromarray(picture).resize((width, height), Image.NEAREST), (left, top))
+    for text in drawing.texts:
+        pen.text(text.xy, text.text, fill=text.fill, font=default_font(text.size), anchor=text.anchor,
+                 stroke_width=text.stroke, stroke_fill=text.stroke_fill)
+    for segment, width, colour in zip(drawing.segments.tolist(), drawing.widths.tolist(), drawing.colours.tolist()):
+        pen.line(segment, fill=tuple(colour), width=width)
+    return np.asarray(canvas.reduce(2))
+
+
 @pytest.mark.parametrize("name", list(AFFINES))
 def test_the_picture_has_the_pixels_pillow_draws(name):
     """The picture, drawn without the interpreter lock (worker.qc_raster), is what Pillow's
     ImageDraw draws of the same shapes and texts, pixel for pixel."""
-    from worker.qc_picture import _draw, _drawn_by_pillow, _rasterized
+    from worker.qc_picture import _draw, _rasterized
 
     rng = np.random.default_rng(5)
     shape, k = (14, 11, 9), 4
@@ -188,26 +205,6 @@ def test_the_picture_has_the_pixels_pillow_draws(name):
     args = (first, nufo, nib.affines.voxel_sizes(affine), "sub-07_dwi_fod.nii.gz: lmax 8, K = 4 peaks, mrtrix basis")
     drawing, _ = _draw(lambda plane: plane(rgb), *args, affine, "world", k, False)
     picture = render_qc_picture(rgb, *args, affine=affine, npeaks=k)
-    expected = _drawn_by_pillow(drawing)
+    expected = drawn_by_pillow(drawing)
     np.testing.assert_array_equal(_rasterized(drawing), expected)
     np.testing.assert_array_equal(picture.pixels, expected)
-
-
-def test_pillow_draws_the_same_file_without_loading_numba(tmp_path):
-    """``rasterize=False`` (a process that writes one picture: numba's import and runtime
-    would cost more than the lock held) gives the rasterizer's file."""
-    code = """if True:
-        import sys
-        import numpy as np
-        from worker.qc_picture import write_qc_png
-        shape = (5, 6, 4)
-        for name, rasterize in (("pillow", False), ("rasterized", True)):
-            write_qc_png(f"{sys.argv[1]}/{name}.png", np.full((*shape, 3), 147, np.uint8),
-                         np.broadcast_to([0.6, 0.8, 0.0], (*shape, 3)), np.ones(shape, np.uint8), (2.0, 2.0, 2.0), "t",
-                         rasterize=rasterize)
-            print("numba" in sys.modules)
-    """
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).resolve().parents[2])
-    assert done.stdout.split() == ["False", "True"]
-    assert (tmp_path / "pillow.png").read_bytes() == (tmp_path / "rasterized.png").read_bytes()

@@ -1,4 +1,5 @@
-"""MRtrix3 fixel directories written from per-voxel peaks.
+"""MRtrix3 fixel directories: written from per-voxel peaks (:func:`write_fixel_directory`) or
+from fixel arrays as FMLS segmentation gives them (:func:`write_fixel_images`).
 
 The format (MRtrix3 documentation, "Fixel data file format"; ``core/fixel/helpers.h``): a
 folder holding ``index`` (X, Y, Z, 2; uint32: volume 0 the number of fixels in the voxel,
@@ -27,9 +28,11 @@ from gpu.cpu_blocks import leaf_pool
 from worker.errors import InputError
 from worker.io.images import write_image
 
-__all__ = ["FIXEL_FORMATS", "write_fixel_directory"]
+__all__ = ["FIXEL_FORMATS", "NIFTI1_MAX_FIXELS", "write_fixel_directory", "write_fixel_images"]
 
 FIXEL_FORMATS = ("mif", "mif.gz", "nii", "nii.gz")
+#: NIfTI-1 stores each dimension as an int16: no more fixels fit its fixel data files.
+NIFTI1_MAX_FIXELS = 32767
 
 
 @njit(nogil=True, cache=True)
@@ -130,15 +133,43 @@ def write_fixel_directory(
     finite = [done.result() for done in passes]
     if not all(finite):
         raise ValueError("a counted peak has a non-finite direction; count must cover only the valid peaks")
+    quantities = {"peak_amp": peak_amp}
+    if peak_fraction is not None:
+        quantities["peak_fraction"] = fraction
+    return write_fixel_images(folder, index, unit, quantities, affine, fmt=fmt)
+
+
+def write_fixel_images(folder: Path, index: np.ndarray, directions: np.ndarray, quantities: dict[str, np.ndarray],
+                       affine: np.ndarray, *, fmt: str = "mif") -> Path:
+    """Write a fixel directory from its arrays, atomically (the folder appears whole or not
+    at all; it must not exist or be empty).
+
+    Parameters
+    ----------
+    index : ndarray, shape (X, Y, Z, 2), uint32
+        Per voxel its number of fixels and its first fixel.
+    directions : ndarray, shape (N, 3), float32
+    quantities : dict of name → ndarray, shape (N,)
+        One fixel data file each, ``name.fmt``.
+    affine : ndarray, shape (4, 4)
+        Voxel → scanner mm of the grid, given to ``index``.
+    fmt : {"mif", "mif.gz", "nii", "nii.gz"}
+    """
+    if fmt not in FIXEL_FORMATS:
+        raise ValueError(f"fixel format {fmt!r}: choose one of {', '.join(FIXEL_FORMATS)}")
+    n_fixels = directions.shape[0]
+    if n_fixels == 0:
+        raise InputError("No fixels", "no voxel has a fixel, and a fixel directory cannot be empty; check the mask "
+                         "and the thresholds")
+    if int(index[..., 0].sum()) != n_fixels or any(np.shape(q) != (n_fixels,) for q in quantities.values()):
+        raise ValueError(f"index counts {int(index[..., 0].sum())} fixels, directions {n_fixels}, quantities "
+                         f"{ {name: np.shape(q) for name, q in quantities.items()} }")
     # Fixel data files are N×M×1 images on an identity transform (Fixel::data_header_from_index).
     files = {
         "index": (index, affine, {"nfixels": str(n_fixels)}),
-        "directions": (unit[:, :, None], np.eye(4), None),
-        "peak_amp": (peak_amp[:, None, None], np.eye(4), None),
+        "directions": (directions[:, :, None], np.eye(4), None),
+        **{name: (values[:, None, None], np.eye(4), None) for name, values in quantities.items()},
     }
-    if peak_fraction is not None:
-        files["peak_fraction"] = (fraction[:, None, None], np.eye(4), None)
-
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise FileExistsError(f"{folder} exists and is not an empty folder; remove it or choose another output")

@@ -20,9 +20,9 @@ import nibabel as nib
 import numpy as np
 
 from worker.errors import InputError
-from worker.io.mif import MIF_SUFFIXES, MifInfo, load_mif_data, read_mif_header, write_mif
+from worker.io.image_names import IMAGE_SUFFIXES, MIF_SUFFIXES, NIFTI_SUFFIXES
+from worker.io.mif import MifInfo, load_mif_data, read_mif_header, write_mif
 from worker.io.nifti import (
-    NIFTI_SUFFIXES,
     INFLATER_BYTES,
     NiftiInfo,
     check_stored_size,
@@ -49,7 +49,6 @@ __all__ = [
     "image_memory_bytes",
 ]
 
-IMAGE_SUFFIXES = NIFTI_SUFFIXES + MIF_SUFFIXES
 ImageInfo = Union[NiftiInfo, MifInfo]
 
 
@@ -87,7 +86,7 @@ def load_image_data(info: ImageInfo, dtype=np.float32, *, threads: int = 1,
     """The data of a checked header, scaled by its slope/intercept (NIfTI) or scaling (MRtrix);
     a large .nii.gz inflated on ``threads`` threads (:func:`worker.io.nifti.load_nifti_data`);
     read into an array ``empty`` makes, as ``np.empty`` (page-locked memory for a GPU:
-    :func:`gpu.cuda_driver.pinned_empty`), where the stored values need no conversion."""
+    :func:`gpu.cuda.host_memory.pinned_empty`), where the stored values need no conversion."""
     if isinstance(info, MifInfo):
         return load_mif_data(info, dtype, empty=empty)
     return load_nifti_data(info, dtype, threads=threads, empty=empty)

@@ -36,6 +36,7 @@ from isal.igzip_lib import IsalError
 
 from worker.errors import InputError, without_path
 from worker.io.atomic import atomic_path
+from worker.io.image_names import MIF_SUFFIXES
 from worker.io.gzip_blocks import write_gzip
 from worker.io.nifti import read_gzip_into
 from worker.io.voxel_grid import grid_problem
@@ -44,7 +45,6 @@ from worker.provenance import hash_to_end
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif", "recording_command",
            "command_history_entry"]
 
-MIF_SUFFIXES = (".mif", ".mif.gz", ".mih")
 
 # What reading a damaged or cut gzip stream raises (zlib/gzip errors, ISA-L's own).
 _STREAM_ERRORS = (OSError, EOFError, ValueError, IsalError)
@@ -399,7 +399,7 @@ def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | N
     ``digest`` (a :mod:`hashlib` object): updated with every byte of the file holding the
     data (``info.data_path``) in the same read. ``empty``: allocates the array the data is
     read into, as ``np.empty(shape, dtype)`` does (page-locked memory for a GPU,
-    :func:`gpu.cuda_driver.pinned_empty`; docs/decisions/pinned-host-transfers.md).
+    :func:`gpu.cuda.host_memory.pinned_empty`; docs/decisions/pinned-host-transfers.md).
 
     The data is read straight into the array returned where it is stored as ``dtype`` in
     native byte order, unscaled, and no axis past the third runs backwards (a ``.mif`` of

@@ -28,6 +28,7 @@ from isal.igzip_lib import IsalError
 from nibabel.volumeutils import apply_read_scaling, native_code, seek_tell
 
 from worker.io.atomic import atomic_path
+from worker.io.image_names import NIFTI_SUFFIXES
 from worker.io.gzip_blocks import write_gzip
 from worker.io.voxel_grid import grid_problem
 from worker.errors import InputError, without_path
@@ -40,7 +41,6 @@ __all__ = [
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
 ]
 
-NIFTI_SUFFIXES = (".nii", ".nii.gz")
 # Compressed bytes read per call, and the most inflated bytes one call returns (a bound on
 # what a gzip bomb can inflate at once). Few, large calls: between two calls the reading
 # thread must win the GIL back, which costs up to a switch interval while another thread
@@ -517,7 +517,7 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1,
     file twice; a read on several threads hashes the file beside them, on a thread of its own.
 
     ``empty``: allocates the array the stored values are read into, as ``np.empty(shape,
-    dtype)`` does (page-locked memory for a GPU, :func:`gpu.cuda_driver.pinned_empty`).
+    dtype)`` does (page-locked memory for a GPU, :func:`gpu.cuda.host_memory.pinned_empty`).
     """
     role = info.path.name
     stream = None

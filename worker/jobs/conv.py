@@ -116,7 +116,8 @@ def run_conv(
     """
     from gpu.conv.cp import cp_conv2d
     from gpu.conv.tucker import tucker_conv2d
-    from gpu.cuda_runtime import device_name, resolve_backend
+    from gpu.cuda.backend import resolve_backend
+    from gpu.cuda.device import device_name
     from worker.io.conv_arrays import load_factors, load_input, load_kernel, write_output
 
     started = time.perf_counter()

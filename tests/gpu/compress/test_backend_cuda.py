@@ -182,6 +182,39 @@ def test_gemm_kernel_equals_cpu(ops, precision, mode):
     assert np.all(np.abs(a - b) <= tol)
 
 
+def _column_major_strided_batched_gemm(ta, tb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch):
+    """cublasGemmStridedBatchedEx's definition (alpha 1, beta 0) on flat float64 buffers:
+    column-major matrices, element (r, s) of one at offset + r + s·ld."""
+    for z in range(batch):
+        for r in range(m):
+            for col in range(n):
+                total = 0.0
+                for t in range(k):
+                    left = a[z * sa + (t + r * lda if ta else r + t * lda)]
+                    right = b[z * sb + (col + t * ldb if tb else t + col * ldb)]
+                    total += left * right
+                c[z * sc + r + col * ldc] = total
+
+
+@pytest.mark.parametrize("shape, mode", [((3, 4, 2), 0), ((3, 4, 2), 1), ((3, 4, 2), 2), ((5, 3), 1)])
+def test_cublas_arguments_compute_the_mode_product(shape, mode):
+    """The strided-batched GEMM the cuBLAS path launches, evaluated as cuBLAS defines it on
+    the same flat buffers, is ``X ×_mode U`` (float64 tensordot), the last mode (Q = 1)
+    included."""
+    from gpu.compress.backend_cpu import mode_view
+    from gpu.compress.backend_cuda import _gemm_arguments
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(shape)
+    u = rng.standard_normal((3, shape[mode]))
+    p, i, q = mode_view(shape, mode)
+    j = u.shape[0]
+    y = np.full(p * j * q, np.nan)
+    _column_major_strided_batched_gemm(*_gemm_arguments(x.ravel(), u.ravel(), y, p, i, q, j))
+    expected = np.moveaxis(np.tensordot(u, x, axes=([1], [mode])), 0, mode)
+    np.testing.assert_allclose(y.reshape(expected.shape), expected, rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize("scaling", [pytest.param("none", marks=pytest.mark.slow), pytest.param("onesided", marks=pytest.mark.slow), "kronecker"])
 def test_ttmc_cuda_backend_equals_cpu_backend(ops, scaling):
     cpu, gpu = ops

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from gpu.cuda_runtime import cuda_available
+from gpu.cuda.device import cuda_available
 from gpu.compress.ttmc import make_ops, ttmc
 from gpu.compress.bound import get_precision
 from gpu.compress.backend_cpu import CpuTTMcOps, mode_product

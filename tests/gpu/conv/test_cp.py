@@ -217,7 +217,7 @@ def test_auto_plan_times_the_shortlist_and_algorithm_2_and_keeps_the_fastest(mon
     """Without the simulator, ``auto`` times the model's shortlist and Algorithm 2 on the
     first call (here with fixed fake times) and runs the fastest; the choice is kept per
     layer shape for later plans."""
-    from gpu import cuda_runtime
+    from gpu.cuda import simulator
     from gpu.conv import cp as cp_conv, timing as conv_timing
 
     rng = np.random.default_rng(5)
@@ -229,7 +229,7 @@ def test_auto_plan_times_the_shortlist_and_algorithm_2_and_keeps_the_fastest(mon
     for shape in {(t.ns, t.px, t.px4) for t in shortlist}:
         cp_lean_kernel(2, *shape)
     cp_taps_kernel(2)
-    monkeypatch.setattr(cuda_runtime, "simulator_active", lambda: False)
+    monkeypatch.setattr(simulator, "simulator_active", lambda: False)
     monkeypatch.setattr(cp_conv, "_TUNED", {})
     for fastest, method in ((len(shortlist), "taps"), (1, "separable")):
         cp_conv._TUNED.clear()

@@ -4,7 +4,7 @@ give the same bits as numba launching them, in one chunk and in several."""
 import numpy as np
 import pytest
 
-from gpu.cuda_runtime import cuda_available
+from gpu.cuda.device import cuda_available
 from gpu.peaks import backend_cuda
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks

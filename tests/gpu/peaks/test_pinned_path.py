@@ -1,23 +1,26 @@
 """On a GPU: the peaks path's page-locked host memory and device-side fills
-(gpu.cuda_driver). An input read into page-locked memory gives the same peaks, bit for bit,
-as one read into pageable memory; the results come back page-locked; fills made on the
-device are np.full's bits; freed blocks and device memory are reused."""
+(gpu.cuda.host_memory, gpu.cuda.device_arrays). An input read into page-locked memory gives
+the same peaks, bit for bit, as one read into pageable memory; the results come back
+page-locked; fills made on the device are np.full's bits; freed blocks and device memory
+are reused."""
 
 import ctypes
 
 import numpy as np
 import pytest
 
-from gpu import cuda_driver
-from gpu.cuda_driver import device_full, driver, pinned_empty, pinned_pool
-from gpu.cuda_runtime import cuda_available
+from gpu.cuda import device_arrays
+from gpu.cuda.device import cuda_available
+from gpu.cuda.device_arrays import device_full
+from gpu.cuda.driver import driver
+from gpu.cuda.host_memory import pinned_empty, pinned_pool
 from gpu.peaks.backend_cuda import load_cuda_runtime
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from tests.worker.io.grids import oblique_affine
 from worker.io.images import load_image_data, read_image_header, write_image
 from worker.io.mif import write_mif
-from worker.jobs.peaks import read_peaks_inputs
+from worker.jobs.peaks import plan_peaks, read_peaks_inputs
 from worker.params.peaks import PeaksParams
 
 pytestmark = pytest.mark.skipif(not cuda_available(), reason="page-locked memory and device fills need a CUDA GPU")
@@ -61,7 +64,7 @@ def test_a_jobs_input_is_read_into_page_locked_memory_for_the_gpu(tmp_path, back
     load_cuda_runtime()
     path = tmp_path / "fod.mif"
     write_mif(path, fod_phantom((6, 5, 4), 8, seed=1)["sh"].astype(np.float32), oblique_affine(), layout=(2, 3, 4, 1))
-    inputs = read_peaks_inputs(path, params=PeaksParams(backend=backend))
+    inputs = read_peaks_inputs(plan_peaks(path, params=PeaksParams(backend=backend)))
     assert page_locked(inputs.sh) == pinned
     np.testing.assert_array_equal(inputs.sh, load_image_data(read_image_header(path, "fod")))
 
@@ -101,14 +104,14 @@ def test_device_memory_comes_from_the_stream_ordered_pool_and_is_reused():
 
     def reserved() -> int:
         pool, value = ctypes.c_void_p(), ctypes.c_uint64()
-        driver._call("cuDeviceGetDefaultMemPool", ctypes.byref(pool), driver._device)
-        driver._call("cuMemPoolGetAttribute", pool, 5, ctypes.byref(value))  # CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
+        driver.call("cuDeviceGetDefaultMemPool", ctypes.byref(pool), driver._device)
+        driver.call("cuMemPoolGetAttribute", pool, 5, ctypes.byref(value))  # CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT
         return value.value
 
     first = sshopm_peaks(sh, backend="cuda")
-    cuda_driver.synchronize()
+    device_arrays.synchronize()
     after_first = reserved()
     second = sshopm_peaks(sh, backend="cuda")
-    cuda_driver.synchronize()
+    device_arrays.synchronize()
     assert 0 < reserved() <= after_first
     np.testing.assert_array_equal(first.directions, second.directions)

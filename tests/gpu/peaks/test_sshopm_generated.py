@@ -18,7 +18,7 @@ from gpu.peaks import sshopm_generated
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import PeaksOptions, sshopm_peaks
 from gpu.peaks.peak_matching import exact_peak_offsets
-from gpu.peaks.sh_basis import n_coeffs
+from gpu.sh_basis import n_coeffs
 from gpu.peaks.sshopm_block import MAX_WARPS
 from gpu.peaks.sshopm_codegen import (MAX_STARTS, ORDERS, generate_cpu_module, generate_cuda_module, generate_module,
                                       generated_cpu_path, generated_cuda_path, generated_path)

@@ -8,7 +8,7 @@ from math import factorial
 import numpy as np
 import pytest
 
-from gpu.peaks.sh_basis import SH_BASES, SUPPORTED_LMAX, n_coeffs, real_sh_matrix
+from gpu.sh_basis import SH_BASES, SUPPORTED_LMAX, n_coeffs, real_sh_matrix
 from gpu.peaks.symmetric_tensor import (
     index_classes,
     monomial_exponents,

@@ -15,7 +15,7 @@ from gpu.peaks import sshopm_generated
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.peak_matching import exact_peak_offsets
 from gpu.peaks.search import PeaksOptions, sshopm_peaks
-from gpu.peaks.sh_basis import convert_sh_basis, real_sh_matrix
+from gpu.sh_basis import convert_sh_basis, real_sh_matrix
 from gpu.peaks.symmetric_tensor import sh_to_tensor, tensor_value
 
 # The module's expensive fixtures (DIPY's CSD fit, sh2peaks runs) are computed once: with

@@ -11,7 +11,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from tests.gpu.host_memory import pool as host_pool
+from tests.gpu.cuda.host_memory_blocks import pool as host_pool
 from tests.worker.io.grids import oblique_affine, save_nifti
 from worker.errors import InputError
 from worker.io.images import (
@@ -146,7 +146,7 @@ def test_the_read_gives_the_sha256_of_each_file_holding_the_image(tmp_path, name
 @pytest.mark.parametrize("name, layout", [("fod.nii.gz", None), ("fod.nii", None), ("fod.mif", None),
                                           ("fod.mif", (2, 3, 4, 1)), ("fod.mif.gz", (2, 3, 4, 1)), ("fod.mih", None)])
 def test_the_read_goes_straight_into_the_array_the_allocator_gives(tmp_path, name, layout):
-    """An allocator such as gpu.cuda_driver.pinned_empty (here a pool of ordinary memory):
+    """An allocator such as gpu.cuda.host_memory.pinned_empty (here a pool of ordinary memory):
     the values are read into its array, the same as into np.empty's, and its block goes back
     when they are dropped."""
     data = np.random.default_rng(7).standard_normal((5, 4, 3, 6)).astype(np.float32)

@@ -14,8 +14,9 @@ import pytest
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from worker.errors import InputError, JobCancelled
+from worker.input_limits import InputLimits, check_job_inputs
 from worker.job_kinds import JobContext, get_job_kind
-from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, check_peaks_inputs, engine_options, run_peaks
+from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, engine_options, plan_peaks, run_peaks
 from worker.params import PeaksParams
 
 SHAPE = (5, 6, 4)
@@ -176,7 +177,7 @@ def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
 
 
 def test_run_peaks_dipy_basis(tmp_path):
-    from gpu.peaks.sh_basis import convert_sh_basis
+    from gpu.sh_basis import convert_sh_basis
 
     sh = fod_phantom((3, 3, 3), 8, seed=9)["sh"]
     save(sh, tmp_path / "mrtrix.nii.gz")
@@ -277,14 +278,40 @@ def test_truncated_input_is_rejected_before_any_output(kind, tmp_path):
     assert files_in(out) == []
 
 
-def test_check_peaks_inputs_accepts_good_input_and_4d_singleton_mask(tmp_path):
+def test_plan_peaks_accepts_good_input_and_4d_singleton_mask(tmp_path):
     sh = fod_phantom((3, 3, 2), 6, seed=1)["sh"]
     fod = save(sh, tmp_path / "fod.nii")
     mask = save(np.ones((3, 3, 2, 1), np.uint8), tmp_path / "mask.nii.gz")
-    info, mask_info = check_peaks_inputs(fod, mask)
-    assert info.shape == (3, 3, 2, 28) and mask_info.shape == (3, 3, 2, 1)
+    plan = plan_peaks(fod, mask)
+    assert plan.fod.shape == (3, 3, 2, 28) and plan.mask.shape == (3, 3, 2, 1) and plan.lmax == 6
     sidecar = run_peaks(fod, PeaksOutputs.in_folder(tmp_path / "out"), mask=mask)
     assert sidecar["lmax"] == 6 and sidecar["voxels_processed"] == 18
+
+
+def test_a_job_reads_each_header_once(tmp_path, monkeypatch):
+    """The plan holds the headers: checking, the memory estimate, reading and writing all
+    take them from it."""
+    import worker.io.images
+
+    read = []
+
+    def counted(path, role, _read=worker.io.images.read_image_header):
+        read.append(Path(path).name)
+        return _read(path, role)
+
+    monkeypatch.setattr(worker.io.images, "read_image_header", counted)
+    fod = save(fod_phantom((3, 3, 2), 4, seed=2)["sh"], tmp_path / "fod.nii.gz")
+    mask = save(np.ones((3, 3, 2), np.uint8), tmp_path / "mask.nii")
+    ctx = JobContext(inputs={"fod": fod, "mask": mask}, out_dir=tmp_path / "out",
+                     params=PeaksParams(backend="cpu", format=["nifti", "mif", "fixel"]))
+    written = get_job_kind("peaks").run(ctx)
+    assert sorted(read) == ["fod.nii.gz", "mask.nii"]
+    assert (tmp_path / "out" / "peaks.mif.gz") in written
+    # At the door: the limit check reads each header, and validation and the memory
+    # estimate share one plan.
+    read.clear()
+    check_job_inputs(get_job_kind("peaks"), {"fod": fod, "mask": mask}, ctx.params, InputLimits(1 << 30, 1 << 20, 1 << 34))
+    assert sorted(read) == ["fod.nii.gz", "fod.nii.gz", "mask.nii", "mask.nii"]
 
 
 def test_cancellation_through_progress_stops_with_no_outputs(fod, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from gpu.peaks.fodf_metrics import METRIC_NAMES
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
-from gpu.peaks.sh_basis import convert_sh_basis, real_sh_matrix
+from gpu.sh_basis import convert_sh_basis, real_sh_matrix
 from tests.worker.io.conftest import mrtrix  # noqa: F401  (the fixture)
 from tests.worker.jobs.test_peaks import SHAPE, rotated_affine, save
 from worker.io.images import load_image_data, read_image_header

@@ -11,7 +11,7 @@ import pytest
 
 from gpu.peaks.phantom import fod_phantom
 from worker.errors import InputError
-from worker.jobs.peaks import PeaksOutputs, compute_peaks, read_peaks_inputs, run_peaks
+from worker.jobs.peaks import PeaksOutputs, compute_peaks, plan_peaks, prepare_engine, read_peaks_inputs, run_peaks
 from worker.params import PeaksParams
 
 SHAPE = (4, 3, 2)
@@ -36,15 +36,16 @@ def fod(tmp_path):
 @pytest.mark.parametrize("params", [PeaksParams(backend="cpu"), PeaksParams(backend="cpu", basis="dipy", npeaks=2),
                                     PeaksParams(backend="cuda", starts=32)])
 def test_overlapped_read_and_prepare_give_the_same_peaks(fod, tmp_path, params):
-    plain = read_peaks_inputs(fod, params=params)
-    assert plain.prepared is None
-    expected = compute_peaks(plain, params)
-    overlapped = read_peaks_inputs(fod, params=params, prepare=True)
-    assert isinstance(overlapped.prepared, threading.Thread)
+    plan = plan_peaks(fod, params=params)
+    plain = read_peaks_inputs(plan)
+    expected = compute_peaks(plan, plain)
+    preparing = prepare_engine(plan)
+    assert isinstance(preparing, threading.Thread)
+    overlapped = read_peaks_inputs(plan)
     np.testing.assert_array_equal(overlapped.sh, plain.sh)
     assert overlapped.warnings == plain.warnings == [
         "1 of 24 voxels of 'fod.nii.gz' have NaN or infinite SH coefficients; their peaks are NaN and their count 0"]
-    got = compute_peaks(overlapped, params)
+    got = compute_peaks(plan, overlapped, preparing)
     for name in ("directions", "amplitudes", "count"):
         np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
     assert got.stats["seconds"]["prepare_kernels"] > 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +15,9 @@ from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from tests.worker.jobs.test_peaks import SHAPE, files_in, save
 from worker.jobs.peaks import (
-    _SLAB_VOXELS, PeaksOutputs, _peaks_image, _run_metrics, _write_outputs, compute_peaks, engine_options, read_peaks_inputs,
-    write_peaks_outputs,
+    PeaksOutputs, compute_peaks, engine_options, plan_peaks, read_peaks_inputs, run_peaks, write_peaks_outputs,
 )
+from worker.jobs.peaks.arrays import SLAB_VOXELS, fodf_metrics_of, peaks_image
 from worker.errors import InputError
 from worker.params import PeaksParams
 
@@ -30,28 +29,27 @@ def computed(tmp_path_factory):
     """A phantom's inputs and peaks, ready to write."""
     sh = fod_phantom(SHAPE, 8, seed=7)["sh"].astype(np.float32)
     fod = save(sh, tmp_path_factory.mktemp("fod") / "fod.nii.gz")
-    inputs = read_peaks_inputs(fod, None, EVERYTHING)
-    return inputs, compute_peaks(inputs, EVERYTHING)
+    plan = plan_peaks(fod, None, EVERYTHING)
+    inputs = read_peaks_inputs(plan)
+    return plan, inputs, compute_peaks(plan, inputs)
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("order", ["F", "C"])
-def test_maps_made_in_memory_order_are_those_of_the_plain_formulas(order, compiled):
+def test_maps_made_in_memory_order_are_those_of_the_plain_formulas(order):
     """The peaks image, made a volume at a time in NIfTI's order, and the fODF metrics, computed
     on the engine's voxel order (reversed axes for a NIfTI volume), equal, bit for bit, what the
-    formulas give on C-ordered copies of the same arrays; for a NIfTI volume the peaks image
-    and the 3D maps need no copy to be written."""
+    formulas give on C-ordered copies of the same arrays (numpy's or the compiled passes');
+    for a NIfTI volume the peaks image and the 3D maps need no copy to be written."""
     sh = np.asarray(fod_phantom(SHAPE, 6, seed=8)["sh"], np.float32, order=order)
     sh[1, 2, 3, 4] = np.nan
     result = sshopm_peaks(sh, backend="cpu", options=engine_options(PeaksParams(npeaks=4)))
     assert (result.count == 0).any() and (result.count > 1).any()
-    image = _peaks_image(result.directions, result.amplitudes)
+    image = peaks_image(result.directions, result.amplitudes)
     expected = (result.directions * result.amplitudes[..., None]).reshape(*SHAPE, 12)
     assert image.dtype == np.float32 and image.flags.f_contiguous
     np.testing.assert_array_equal(image, expected)
-    maps = _run_metrics(sh, result, compiled)
-    plain = fodf_metrics(*(np.ascontiguousarray(a) for a in (sh, result.directions, result.amplitudes, result.count)),
-                         compiled=compiled)
+    maps = fodf_metrics_of(sh, result)
+    plain = fodf_metrics(*(np.ascontiguousarray(a) for a in (sh, result.directions, result.amplitudes, result.count)))
     for name in ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb", "nufo"):
         ours, theirs = getattr(maps, name), getattr(plain, name)
         assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
@@ -61,7 +59,7 @@ def test_maps_made_in_memory_order_are_those_of_the_plain_formulas(order, compil
 
 
 def volume_at_a_time(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
-    """The peaks image as _peaks_image made it before its slabs: each volume in one pass."""
+    """The peaks image as peaks_image made it before its slabs: each volume in one pass."""
     spatial, k = amplitudes.shape[:-1], amplitudes.shape[-1]
     image = np.empty((*spatial, 3 * k), np.float32, order="F")
     for peak in range(k):
@@ -78,7 +76,7 @@ def test_peaks_image_in_slabs_is_the_image_of_a_volume_at_a_time(layout):
     order) or volume by volume, with absent peaks (NaN) and infinite amplitudes, on a grid
     of several slabs, one of them partial, and on one voxel and a line of them."""
     shape, k = (41, 40, 43), 3
-    assert shape[0] * shape[1] * shape[2] > _SLAB_VOXELS and shape[2] % (_SLAB_VOXELS // (shape[0] * shape[1]))
+    assert shape[0] * shape[1] * shape[2] > SLAB_VOXELS and shape[2] % (SLAB_VOXELS // (shape[0] * shape[1]))
     rng = np.random.default_rng(5)
     directions = rng.normal(size=(*shape, k, 3)).astype(np.float32)
     amplitudes = rng.uniform(0.1, 2.0, size=(*shape, k)).astype(np.float32)
@@ -92,24 +90,14 @@ def test_peaks_image_in_slabs_is_the_image_of_a_volume_at_a_time(layout):
         amplitudes = np.ascontiguousarray(amplitudes.transpose(*flipped, 3)).transpose(*flipped, 3)
     elif layout == "volume-major F":
         directions, amplitudes = np.asfortranarray(directions), np.asfortranarray(amplitudes)
-    image = _peaks_image(directions, amplitudes)
+    image = peaks_image(directions, amplitudes)
     assert image.dtype == np.float32 and image.flags.f_contiguous and image.shape == (*shape, 3 * k)
     np.testing.assert_array_equal(image, volume_at_a_time(directions, amplitudes))
     np.testing.assert_array_equal(image, (directions * amplitudes[..., None]).reshape(*shape, 3 * k))
     assert np.isinf(image[3, 4, 5, :3]).all() and np.isnan(image[absent][:, 6:]).all()
     for voxels in ((3, 4, 5), (3, 4)):
-        np.testing.assert_array_equal(_peaks_image(directions[voxels], amplitudes[voxels]),
+        np.testing.assert_array_equal(peaks_image(directions[voxels], amplitudes[voxels]),
                                       volume_at_a_time(directions[voxels], amplitudes[voxels]))
-
-
-def run_now(task) -> Future:
-    """``submit`` that runs the task in the calling thread before returning."""
-    future: Future = Future()
-    try:
-        future.set_result(task())
-    except BaseException as exc:
-        future.set_exception(exc)
-    return future
 
 
 def contents(folder: Path) -> dict[str, bytes]:
@@ -117,19 +105,15 @@ def contents(folder: Path) -> dict[str, bytes]:
 
 
 def test_side_by_side_writes_the_bytes_of_one_at_a_time(computed, tmp_path):
-    inputs, result = computed
-    sidecar = write_peaks_outputs(inputs, result, EVERYTHING, PeaksOutputs.in_folder(tmp_path / "parallel"))
-    one_by_one = PeaksOutputs.in_folder(tmp_path / "sequential")
-    one_by_one.folder.mkdir()
-    paths: dict[str, list[Path]] = {}
-    for write in _write_outputs(inputs.info, inputs.sh, result, EVERYTHING, one_by_one, False, run_now, paths,
-                                compress_threads=1):
-        write.result()
+    plan, inputs, result = computed
+    sidecar = write_peaks_outputs(plan, inputs, result, PeaksOutputs.in_folder(tmp_path / "parallel"))
+    one_by_one = write_peaks_outputs(plan, inputs, result, PeaksOutputs.in_folder(tmp_path / "sequential"),
+                                     compress_threads=1, threads=1)
 
-    assert {name: [p.name for p in found] for name, found in paths.items()} == sidecar["outputs"]
+    assert one_by_one["outputs"] == sidecar["outputs"]
     parallel = contents(tmp_path / "parallel")
-    del parallel["peaks.json"]  # timings
     sequential = contents(tmp_path / "sequential")
+    del parallel["peaks.json"], sequential["peaks.json"]  # timings
     assert sorted(parallel) == sorted(sequential)
     assert {"peaks.pam5", "fixels/directions.mif.gz", "peaks.mif.gz", "rgb.nii.gz", "qc.png"} <= set(parallel)
     for name, data in sequential.items():
@@ -137,58 +121,47 @@ def test_side_by_side_writes_the_bytes_of_one_at_a_time(computed, tmp_path):
 
 
 def test_a_failed_output_takes_the_others_with_it(computed, tmp_path):
-    inputs, result = computed
+    plan, inputs, result = computed
     outputs = PeaksOutputs.in_folder(tmp_path / "out")
     # The .pam5 cannot be renamed onto a folder of its name; the fixel directory, written
     # meanwhile, must go again with every file.
     (outputs.folder / "peaks.pam5").mkdir(parents=True)
     with pytest.raises(IsADirectoryError):
-        write_peaks_outputs(inputs, result, EVERYTHING, outputs)
+        write_peaks_outputs(plan, inputs, result, outputs)
     assert files_in(outputs.folder) == ["peaks.pam5"]
 
 
 def test_a_fixel_folder_already_there_is_left_alone(computed, tmp_path):
-    inputs, result = computed
+    plan, inputs, result = computed
     outputs = PeaksOutputs.in_folder(tmp_path / "out")
     (outputs.folder / "fixels").mkdir(parents=True)
     (outputs.folder / "fixels" / "mine.txt").write_text("not ours")
     with pytest.raises(FileExistsError, match="remove it or choose another output"):
-        write_peaks_outputs(inputs, result, EVERYTHING, outputs)
+        write_peaks_outputs(plan, inputs, result, outputs)
     assert files_in(outputs.folder) == ["fixels", "mine.txt"]
 
 
-def test_compiled_writers_from_the_second_job_or_where_numba_is_loaded_anyway():
-    """A process's first job with the default outputs does not load numba (a fresh GPU
-    `fibertensor peaks`); its second does, and so does a job asking for .pam5 or fixels,
-    each importing what its writers need before their threads start; a job without fODF
-    metrics nor QC picture (a peaks-only batch) never loads numba."""
+def test_a_job_imports_the_compiled_writers_its_outputs_need_and_no_others():
+    """Whatever ran before in the process, a job imports, before its writers' threads start,
+    the modules its outputs need that load numba; a job without fODF metrics nor QC picture
+    (a peaks-only batch) loads none."""
     code = """if True:
         import sys
-        from worker.jobs.peaks import _compiled_writers
+        from worker.jobs.peaks.outputs import import_writer_modules, wanted_outputs
         from worker.params.peaks import PeaksParams
-        for params in (PeaksParams(), PeaksParams()):
-            print(_compiled_writers(params), "numba" in sys.modules, "worker.qc_raster" in sys.modules)
-        print(_compiled_writers(PeaksParams()), "gpu.peaks.fodf_metrics_compiled" in sys.modules)
-    """
-    other = """if True:
-        import sys
-        from worker.jobs.peaks import _compiled_writers
-        from worker.params.peaks import PeaksParams
-        print(_compiled_writers(PeaksParams(format=["nifti", "fixel"])), "worker.io.fixels" in sys.modules)
-    """
-    peaks_only = """if True:
-        import sys
-        from worker.jobs.peaks import _compiled_writers
-        from worker.params.peaks import PeaksParams
-        for _ in range(2):
-            print(_compiled_writers(PeaksParams(metrics=[], qc=False)), "numba" in sys.modules)
+        import_writer_modules(wanted_outputs(PeaksParams(%s)))
+        print(*(name in sys.modules for name in ("numba", "gpu.peaks.fodf_metrics_compiled", "worker.qc_raster",
+                                                  "worker.io.fixels")))
     """
     root = Path(__file__).resolve().parents[3]
-    runs = [subprocess.run([sys.executable, "-c", c], capture_output=True, text=True, check=True, cwd=root).stdout
-            for c in (code, other, peaks_only)]
-    assert runs[0].split() == ["False", "False", "False", "True", "True", "True", "True", "True"]
-    assert runs[1].split() == ["True", "True"]
-    assert runs[2].split() == ["False", "False", "True", "False"]
+    runs = [subprocess.run([sys.executable, "-c", code % params], capture_output=True, text=True, check=True,
+                           cwd=root).stdout.split()
+            for params in ("", "metrics=['rgb'], qc=False", "format=['nifti', 'fixel'], metrics=[], qc=False",
+                           "metrics=[], qc=False")]
+    assert runs[0] == ["True", "True", "True", "False"]
+    assert runs[1] == ["True", "True", "False", "False"]
+    assert runs[2] == ["True", "True", "False", "True"]
+    assert runs[3] == ["False", "False", "False", "False"]
 
 
 @pytest.mark.parametrize("damage", ["cut", "no voxel"])
@@ -215,5 +188,6 @@ def test_a_read_that_fails_leaves_no_background_work(tmp_path, damage, monkeypat
         data = fod.read_bytes()
         fod.write_bytes(data[: len(data) // 2])  # the header stays readable: the data is cut
     with pytest.raises(InputError):
-        read_peaks_inputs(fod, None, PeaksParams(backend="cpu"), prepare=True)
+        run_peaks(fod, PeaksOutputs.in_folder(tmp_path / "out"), PeaksParams(backend="cpu"))
     assert len(started) == 1 and finished == started
+    assert files_in(tmp_path / "out") == []

@@ -1,0 +1,162 @@
+"""FOD image → fixels, as MRtrix3's ``fod2fixel`` makes them: FMLS lobes (Smith et al. 2013,
+NeuroImage 67:298, Appendix 2) with their integral (AFD; Raffelt et al. 2012, NeuroImage
+59:3976), peak amplitude and dispersion.
+
+Order of the fixels: voxel by voxel with x fastest, then y, then z (the loop over MRtrix3's
+index image), and within a voxel in lobe order, the order in which FMLS seeded the lobes,
+which is by each lobe's largest sampled amplitude, descending (``fod2fixel`` keeps the
+segmenter's order and sorts nothing). Two runs on the same backend give identical arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from gpu.cuda.backend import resolve_backend
+from gpu.fixels.fmls_tables import fmls_tables, lmax_for_coefficients
+
+__all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE"]
+
+#: MRtrix3's FMLS defaults: no integral threshold, peak amplitude ≥ 0.1, lobes never merged.
+DEFAULT_PEAK_VALUE = 0.1
+_FIRST_CAPACITY = 8
+_CHUNK_VOXELS = 16384
+
+
+@dataclass(frozen=True)
+class FmlsOptions:
+    """FMLS settings, named after ``fod2fixel``'s options.
+
+    integral : drop lobes whose integral is below this (``-fmls_integral``).
+    peak_value : drop lobes whose peak amplitude is below this (``-fmls_peak_value``).
+    no_thresholds : keep every positive lobe; overrides both thresholds (``-fmls_no_thresholds``).
+    lobe_merge_ratio : in [0, 1]; two lobes meeting at a sample merge when its amplitude over
+        the smaller lobe's peak exceeds this; 1 never merges (``-fmls_lobe_merge_ratio``).
+    maxnum : at most this many fixels per voxel, the first in lobe order; 0: all (``-maxnum``).
+    dirpeak : fixel direction = the lobe's largest peak instead of its amplitude-weighted mean
+        direction (``-dirpeak``).
+    """
+
+    integral: float = 0.0
+    peak_value: float = DEFAULT_PEAK_VALUE
+    no_thresholds: bool = False
+    lobe_merge_ratio: float = 1.0
+    maxnum: int = 0
+    dirpeak: bool = False
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.integral) and self.integral >= 0.0):
+            raise ValueError(f"integral must be a finite number ≥ 0, not {self.integral}")
+        if not (np.isfinite(self.peak_value) and self.peak_value >= 0.0):
+            raise ValueError(f"peak_value must be a finite number ≥ 0, not {self.peak_value}")
+        if not 0.0 <= self.lobe_merge_ratio <= 1.0:
+            raise ValueError(f"lobe_merge_ratio must lie in [0, 1], not {self.lobe_merge_ratio}")
+        if self.maxnum < 0:
+            raise ValueError(f"maxnum must be ≥ 0 (0: no limit), not {self.maxnum}")
+
+    @property
+    def thresholds(self) -> tuple[float, float]:
+        """(integral, peak value) thresholds in effect."""
+        return (0.0, 0.0) if self.no_thresholds else (float(self.integral), float(self.peak_value))
+
+
+@dataclass(frozen=True)
+class FixelSet:
+    """Fixels of an image.
+
+    index : (X, Y, Z, 2) uint32, per voxel its number of fixels and its first fixel.
+    directions : (N, 3) float32 unit vectors, in the frame of the SH coefficients.
+    afd : (N,) float32 lobe integrals; peak_amp : (N,) float32 peak amplitudes;
+    disp : (N,) float32 afd / peak_amp (computed in float32, as ``fod2fixel``).
+    """
+
+    index: np.ndarray
+    directions: np.ndarray
+    afd: np.ndarray
+    peak_amp: np.ndarray
+    disp: np.ndarray
+
+
+def _run_backend(backend: str) -> Callable:
+    if backend == "cuda":
+        from gpu.fixels.kernels_cuda import segment_voxels_cuda
+
+        return segment_voxels_cuda
+    from gpu.fixels.fmls import segment_voxels_cpu
+
+    return segment_voxels_cpu
+
+
+def _segment_rows(coeffs: np.ndarray, tables, options: FmlsOptions, backend: str) -> tuple[np.ndarray, ...]:
+    """Counts and padded fixels of voxel rows ``coeffs``; rows that overflow the first capacity
+    (or the CUDA kernel's lobe scratch) run again on the CPU with room for all."""
+    integral, peak = options.thresholds
+    args = (tables, integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak)
+    counts, dirs, afd, amp = _run_backend(backend)(coeffs, *args, _FIRST_CAPACITY)
+    redo = np.flatnonzero((counts < 0) | (counts > _FIRST_CAPACITY))
+    if redo.size:
+        from gpu.fixels.fmls import segment_voxels_cpu
+
+        again = segment_voxels_cpu(coeffs[redo], *args, _FIRST_CAPACITY)
+        capacity = int(again[0].max())
+        if capacity > _FIRST_CAPACITY:
+            again = segment_voxels_cpu(coeffs[redo], *args, capacity)
+            grow = ((0, 0), (0, capacity - _FIRST_CAPACITY))
+            dirs, afd, amp = np.pad(dirs, grow + ((0, 0),)), np.pad(afd, grow), np.pad(amp, grow)
+        width = again[1].shape[1]
+        counts[redo] = again[0]
+        dirs[redo, :width], afd[redo, :width], amp[redo, :width] = again[1], again[2], again[3]
+    return counts, dirs, afd, amp
+
+
+def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsOptions = FmlsOptions(),
+                 backend: str = "auto", progress: Callable[[float], None] | None = None) -> FixelSet:
+    """Fixels of an SH FOD image (MRtrix3 basis), as ``fod2fixel``.
+
+    Parameters
+    ----------
+    fod : ndarray, shape (X, Y, Z, n_coeffs)
+        SH coefficients in MRtrix3's basis, n_coeffs = (lmax+1)(lmax+2)/2, lmax ≤ 12.
+    mask : ndarray, shape (X, Y, Z), optional
+        Voxels where it is non-zero are segmented; the others get no fixel.
+    options : FmlsOptions
+    backend : {"auto", "cpu", "cuda"}
+    progress : callable, optional
+        Called with the fraction done after each chunk of voxels.
+
+    A voxel gets no fixel when its l=0 coefficient is ≤ 0 or any coefficient is not finite,
+    or when its largest |amplitude| is negative.
+    """
+    fod = np.asarray(fod)
+    if fod.ndim != 4:
+        raise ValueError(f"fod must be (X, Y, Z, n_coeffs), not of shape {fod.shape}")
+    tables = fmls_tables(lmax_for_coefficients(fod.shape[3]))
+    grid = fod.shape[:3]
+    if mask is not None and np.shape(mask) != grid:
+        raise ValueError(f"mask has shape {np.shape(mask)}, the FOD's grid is {grid}")
+    chosen = resolve_backend(backend)
+    # x fastest: the transposed grid in C order
+    rows = fod.transpose(2, 1, 0, 3).reshape(-1, fod.shape[3])
+    selected = np.arange(rows.shape[0]) if mask is None else np.flatnonzero(np.asarray(mask).transpose(2, 1, 0) != 0)
+    counts = np.zeros(rows.shape[0], np.int64)
+    parts: list[tuple[np.ndarray, ...]] = []
+    for start in range(0, selected.size, _CHUNK_VOXELS):
+        voxels = selected[start:start + _CHUNK_VOXELS]
+        n, dirs, afd, amp = _segment_rows(rows[voxels].astype(np.float64), tables, options, chosen)
+        counts[voxels] = n
+        keep = np.arange(dirs.shape[1])[None, :] < n[:, None]
+        parts.append((dirs[keep], afd[keep], amp[keep]))
+        if progress is not None:
+            progress(min(1.0, (start + voxels.size) / selected.size))
+    directions = np.concatenate([p[0] for p in parts]).astype(np.float32) if parts else np.zeros((0, 3), np.float32)
+    afd = np.concatenate([p[1] for p in parts]).astype(np.float32) if parts else np.zeros(0, np.float32)
+    peak_amp = np.concatenate([p[2] for p in parts]).astype(np.float32) if parts else np.zeros(0, np.float32)
+    index = np.empty((*grid, 2), np.uint32)
+    index[..., 0] = counts.reshape(grid[::-1]).transpose(2, 1, 0)
+    index[..., 1] = (np.cumsum(counts) - counts).reshape(grid[::-1]).transpose(2, 1, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        disp = afd / peak_amp
+    return FixelSet(index=index, directions=directions, afd=afd, peak_amp=peak_amp, disp=disp)

@@ -1,0 +1,53 @@
+"""The FMLS tables against independent references: the SH matrix against the peaks family's
+basis (a different recurrence), the integration weights against exact SH integrals, the
+adjacency against the geometry of the direction set."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gpu.fixels.fmls_tables import (direction_neighbours, fmls_tables, integration_weights, lmax_for_coefficients,
+                                    sampling_directions, sh_amplitude_matrix)
+from gpu.sh_basis import real_sh_matrix
+
+
+@pytest.mark.parametrize("lmax", [2, 8, 12])
+def test_sh_matrix_is_mrtrix_basis(lmax):
+    unit = sampling_directions()
+    ours = sh_amplitude_matrix(lmax, np.arctan2(unit[:, 1], unit[:, 0]), np.arccos(unit[:, 2]))
+    np.testing.assert_allclose(ours, real_sh_matrix(lmax, unit, "mrtrix"), atol=1e-12)
+    np.testing.assert_allclose(fmls_tables(lmax).sh_to_amp, ours, atol=0)
+
+
+def test_weights_integrate_even_sh():
+    unit = sampling_directions()
+    weights = integration_weights()
+    rng = np.random.default_rng(0)
+    coeffs = rng.normal(size=45)
+    # ∫ Σ c_lm Y_lm dΩ = c_00 √(4π): only Y_00 has a non-zero integral (to the least-squares
+    # residual of the weights, which fit 1326 conditions with 1281 unknowns)
+    assert weights @ (real_sh_matrix(8, unit, "mrtrix") @ coeffs) == pytest.approx(coeffs[0] * math.sqrt(4 * math.pi),
+                                                                                 rel=1e-6)
+    assert weights.sum() == pytest.approx(4 * math.pi, rel=1e-6)
+
+
+def test_neighbours_are_the_hull_edges():
+    unit = sampling_directions()
+    table = direction_neighbours()
+    pairs = {(a, b) for a, row in enumerate(table) for b in row if b >= 0}
+    assert all((b, a) in pairs for a, b in pairs)
+    # the hull of 2562 points has 3·2562 − 6 edges, each pair of antipodal edges one pair here
+    assert len(pairs) == 3 * 2562 - 6
+    assert set(np.count_nonzero(table >= 0, axis=1)) == {5, 6}
+    # neighbours are the nearest directions (sign-blind), about 4° apart on this set
+    cos = np.abs(np.einsum("ij,ikj->ik", unit, unit[np.maximum(table, 0)]))[table >= 0]
+    assert np.degrees(np.arccos(cos.min())) < 6.0
+
+
+def test_lmax_from_coefficients():
+    assert [lmax_for_coefficients(n) for n in (6, 15, 28, 45, 66, 91)] == [2, 4, 6, 8, 10, 12]
+    with pytest.raises(ValueError, match="46 SH coefficients are not an even-order SH series"):
+        lmax_for_coefficients(46)

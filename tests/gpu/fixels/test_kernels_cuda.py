@@ -1,0 +1,44 @@
+"""The CUDA kernel (numba's simulator; a GPU with NUMBA_ENABLE_CUDASIM=0) against the CPU
+backend on a few voxels: default settings, and merging with the peak direction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu.cuda.simulator import simulator_active
+from gpu.fixels import kernels_cuda
+from gpu.fixels.fmls_math import LOBE_OVERFLOW
+from gpu.fixels.fmls_tables import fmls_tables
+from gpu.fixels.segment import FmlsOptions, segment_fods
+from gpu.peaks.phantom import fod_phantom
+
+
+def assert_same_fixels(cuda, cpu):
+    np.testing.assert_array_equal(cuda.index, cpu.index)
+    # float64 on both; the GPU may contract multiply-adds, so not always the same last bit
+    for name in ("directions", "afd", "peak_amp", "disp"):
+        np.testing.assert_allclose(getattr(cuda, name), getattr(cpu, name), rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.parametrize("options", [FmlsOptions(), FmlsOptions(lobe_merge_ratio=0.3, dirpeak=True, peak_value=0.0)])
+def test_cuda_matches_cpu(options):
+    fod = fod_phantom((2, 2, 1), 8, relative_noise=0.05, seed=1)["sh"]
+    fod[1, 1, 0, 0] = -1.0  # no fixel: the l = 0 term is not positive
+    cuda = segment_fods(fod, options=options, backend="cuda")
+    cpu = segment_fods(fod, options=options, backend="cpu")
+    assert_same_fixels(cuda, cpu)
+    assert cpu.index[1, 1, 0, 0] == 0 and cpu.index[..., 0].sum() >= 4
+
+
+@pytest.mark.skipif(not simulator_active(), reason="shrinks the kernel's lobe scratch, which only the simulator reads at run time")
+def test_lobe_overflow_is_redone_on_cpu(monkeypatch):
+    fod = fod_phantom((2, 1, 1), 8, relative_noise=0.3, seed=2)["sh"]
+    options = FmlsOptions(no_thresholds=True)
+    cpu = segment_fods(fod, options=options, backend="cpu")
+    assert cpu.index[..., 0].max() > 2
+    monkeypatch.setattr(kernels_cuda, "MAX_LOBES", 2)
+    counts = kernels_cuda.segment_voxels_cuda(fod.reshape(2, -1).astype(np.float64), fmls_tables(8), 0.0, 0.0, 1.0,
+                                              0, False, 8)[0]
+    assert (counts == LOBE_OVERFLOW).all()
+    assert_same_fixels(segment_fods(fod, options=options, backend="cuda"), cpu)

@@ -1,0 +1,63 @@
+"""amp2response, shells and the tensor fit against MRtrix3 on DIPY's small_64D."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu.fod.amp2response import amp2response
+from gpu.fod.response_tensor import tensor_fa_and_direction
+from gpu.fod.shells import dw_shells
+from tests.gpu.fod.response_phantom import three_tissue_phantom
+from worker.io.response_files import read_response
+
+
+@pytest.mark.parametrize("suffix, options", [("", {}), ("_ols", {"constrained": False}), ("_iso", {"isotropic": True})])
+def test_amp2response_matches_mrtrix(small_64d_case, suffix, options):
+    case = small_64d_case
+    voxels = case.image("sf.mif").astype(bool)
+    directions = case.image("vec.mif")
+    ours, bvalues = amp2response(case.dwi[voxels], directions[voxels], case.scheme, **options)
+    theirs, their_shells = read_response(case.path(f"rf{suffix}.txt"))
+    assert voxels.sum() == 300
+    np.testing.assert_array_equal(np.trunc(bvalues), their_shells)
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-6 * np.abs(theirs).max())
+    if not options:  # the constraints bind here: the unconstrained fit differs
+        assert np.abs(ours - read_response(case.path("rf_ols.txt"))[0]).max() > 1e-3
+
+
+def test_isotropic_fit_needs_no_directions(small_64d_case):
+    """The isotropic response is each shell's mean signal × √(4π), whatever the directions."""
+    case = small_64d_case
+    voxels = case.image("sf.mif").astype(bool)
+    ours, _ = amp2response(case.dwi[voxels], np.zeros((300, 3)), case.scheme, isotropic=True)
+    np.testing.assert_allclose(ours, read_response(case.path("rf_iso.txt"))[0], rtol=1e-6)
+    with pytest.raises(ValueError, match="non-zero fibre direction"):
+        amp2response(case.dwi[voxels], np.zeros((300, 3)), case.scheme)
+
+
+def test_tensor_fa_and_direction_match_mrtrix(small_64d_case):
+    case = small_64d_case
+    fa, direction = tensor_fa_and_direction(case.dwi.reshape(-1, case.dwi.shape[3]), case.scheme)
+    np.testing.assert_allclose(fa, case.image("fa.mif").ravel(), atol=1e-6)
+    theirs = case.image("vec.mif").reshape(-1, 3)
+    np.testing.assert_allclose(np.abs(np.sum(direction * theirs, axis=1)), 1.0, atol=1e-6)
+
+
+def test_shells_match_mrinfo(small_64d_case):
+    # mrinfo -shell_bvalues / -shell_sizes: "0 994.193" / "1 64"; the phantom's "0 1000 2000 3000" / "3 30 30 30"
+    shells = dw_shells(small_64d_case.scheme[:, 3])
+    assert [round(s.mean_b, 3) for s in shells] == [0.0, 994.193]
+    assert [s.volumes.size for s in shells] == [1, 64]
+    np.testing.assert_array_equal(shells[1].volumes, np.arange(1, 65))
+    phantom = dw_shells(three_tissue_phantom(n=2)[1][:, 3])
+    assert [(s.mean_b, s.volumes.size) for s in phantom] == [(0, 3), (1000, 30), (2000, 30), (3000, 30)]
+
+
+def test_unshelled_scheme_is_refused():
+    # small_101D's many b-values: mrinfo -shell_bvalues refuses it too
+    from dipy.data import get_fnames
+    bvals = np.loadtxt(get_fnames(name="small_101D")[1])
+    with pytest.raises(ValueError, match="could not be grouped into shells"):
+        dw_shells(bvals)

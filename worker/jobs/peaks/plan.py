@@ -1,0 +1,102 @@
+"""A peaks job's plan: everything decided from its parameters and its inputs' headers
+before any data is read, made once per job and used by every step after it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from worker.errors import InputError
+from worker.job_kinds import UploadedInput
+from worker.jobs.peaks.memory import peaks_memory_bytes
+from worker.jobs.peaks.names import image_suffixes
+from worker.jobs.peaks.outputs import Output, wanted_outputs
+from worker.params.peaks import PeaksParams
+
+if TYPE_CHECKING:
+    from worker.io.images import ImageInfo
+
+__all__ = ["PeaksPlan", "plan_peaks"]
+
+
+@dataclass(frozen=True)
+class PeaksPlan:
+    """A peaks job as its checked headers and parameters define it.
+
+    ``fod`` and ``mask``: the inputs' headers; ``lmax``: the SH order of the FOD's
+    coefficients; ``suffixes``: those of the output images; ``outputs``: the outputs this
+    job writes (:mod:`worker.jobs.peaks.outputs`), in the sidecar's order;
+    ``memory_bytes``: the most host memory the job holds at once
+    (:func:`worker.jobs.peaks.memory.peaks_memory_bytes`); ``uploaded``: by role, the
+    uploaded form of an input stored in another (a service's ``.nii.gz`` kept inflated),
+    whose name and sha256 the outputs give and whose format they take."""
+
+    params: PeaksParams
+    fod: "ImageInfo"
+    mask: "ImageInfo | None"
+    lmax: int
+    suffixes: tuple[str, ...]
+    outputs: tuple[Output, ...]
+    memory_bytes: int
+    uploaded: dict[str, UploadedInput] = field(default_factory=dict)
+
+    def name(self, role: str) -> str | None:
+        """The name of input ``role`` ("fod", "mask") as given: uploaded or read."""
+        info = self.fod if role == "fod" else self.mask
+        return self.uploaded[role].name if role in self.uploaded else info and info.path.name
+
+
+def plan_peaks(fod: Path, mask: Path | None = None, params: PeaksParams | None = None, *,
+               uploaded: dict[str, UploadedInput] | None = None) -> PeaksPlan:
+    """Check a peaks job's inputs from their headers (NIfTI or MRtrix images) and plan it;
+    :class:`InputError` saying what to fix, also when the output formats ``params`` asks
+    for cannot be written."""
+    from gpu.sh_basis import lmax_from_ncoeffs
+    from worker.io.images import read_image_header
+
+    params = params if params is not None else PeaksParams()
+    uploaded = dict(uploaded or {})
+    info = read_image_header(fod, "FOD")
+    if len(info.shape) != 4:
+        raise InputError(
+            "Not a 4D volume",
+            f"the FOD file {info.path.name!r} has shape {info.shape}; peaks need a 4D volume of SH "
+            "coefficients (x, y, z, coefficients), e.g. the output of dwi2fod",
+        )
+    try:
+        lmax = lmax_from_ncoeffs(info.shape[3])
+    except ValueError as exc:
+        raise InputError(
+            "Wrong number of volumes",
+            f"the FOD file {info.path.name!r} has {info.shape[3]} volumes: {exc}. Pass an FOD image "
+            "(e.g. from dwi2fod), not the DWI",
+        ) from None
+    mask_info = None if mask is None else _check_mask(read_image_header(mask, "mask"), info)
+    if "pam5" in params.format:
+        from worker.io.pam5 import require_dipy
+
+        require_dipy()
+    fod_name = uploaded["fod"].name if "fod" in uploaded else info.path.name
+    return PeaksPlan(params, info, mask_info, lmax, tuple(image_suffixes(fod_name, params.format)),
+                     wanted_outputs(params), peaks_memory_bytes(info, mask_info, params.npeaks, params.qc), uploaded)
+
+
+def _check_mask(mask: "ImageInfo", fod: "ImageInfo") -> "ImageInfo":
+    """``mask``, refused unless it lies on the FOD's grid (3D, or 4D with one volume)."""
+    spatial = mask.shape[:3] if len(mask.shape) == 4 and mask.shape[3] == 1 else mask.shape
+    if spatial != fod.shape[:3]:
+        raise InputError(
+            "Mask grid mismatch",
+            f"the mask {mask.path.name!r} has shape {mask.shape} but the FOD grid is {fod.shape[:3]}; "
+            "resample the mask onto the FOD grid (e.g. mrgrid … regrid -template)",
+        )
+    if not np.allclose(mask.affine, fod.affine, atol=1e-3):
+        raise InputError(
+            "Mask grid mismatch",
+            f"the mask {mask.path.name!r} has the FOD's shape {fod.shape[:3]} but a different affine; "
+            "resample the mask onto the FOD grid",
+        )
+    return mask
