@@ -69,6 +69,11 @@ def test_worker_processes_publish_what_one_process_does(tmp_path, capsys):
     assert captured.out.splitlines()[-1] == f"4 of 4 FODs done; derivatives in {tmp_path / 'two'}"
     assert sorted(line.split("]")[0] for line in captured.err.splitlines()[-4:]) == [f"[{n}/4" for n in range(1, 5)]
     assert published_files(tmp_path / "two") == published_files(tmp_path / "one")
+    # each image names the command that made it, also when a worker process wrote it
+    for out, processes in (("one", 1), ("two", 2)):
+        entry = f"fibertensor bids {root} {tmp_path / out} {' '.join(options)} --processes {processes}  (version="
+        for image in (tmp_path / out).rglob("*.mif.gz"):
+            assert read_image_header(image, "image").keyval["command_history"].startswith(entry), image
 
 
 @pytest.mark.parametrize("options, message", [

@@ -173,7 +173,8 @@ COHORT_GRID = (7, 6, 5)
 
 
 def published_files(folder: Path) -> dict[str, bytes]:
-    """Every file below ``folder`` by relative path; the peaks sidecars without the timings."""
+    """Every file below ``folder`` by relative path; the peaks sidecars without the timings,
+    MRtrix images as their header and data without the command that wrote them."""
     files = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         content = path.read_bytes()
@@ -181,6 +182,12 @@ def published_files(folder: Path) -> dict[str, bytes]:
             sidecar = json.loads(content)
             assert sidecar["Provenance"].pop("seconds").keys() >= {"read", "write", "total"}
             content = json.dumps(sidecar, sort_keys=True).encode()
+        elif path.name.endswith((".mif", ".mif.gz")):
+            info = read_image_header(path, "image")
+            keyval = dict(info.keyval)
+            history = [line for line in keyval.pop("command_history", "").splitlines() if not line.startswith("fibertensor ")]
+            header = (info.dims, info.vox, info.layout, info.datatype, info.transform, info.scaling, keyval, history)
+            content = repr(header).encode() + load_image_data(info, dtype=None).tobytes()
         files[path.relative_to(folder).as_posix()] = content
     return files
 

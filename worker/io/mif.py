@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -449,8 +450,9 @@ def _axial_permutation(rotation: np.ndarray) -> tuple[list[int], list[bool]]:
 
 
 # What write_mif adds to the command_history of the images it writes: the command (or job) at
-# work in this process, set by :func:`recording_command`; None: nothing is added.
-_command: str | None = None
+# work, set by :func:`recording_command`. An environment variable, so that the worker
+# processes a command starts (a batch's) inherit it; unset: nothing is added.
+_COMMAND_VARIABLE = "FIBERTENSOR_COMMAND_HISTORY_ENTRY"
 
 
 def command_history_entry(program: str, arguments: Sequence[str], version: str) -> str:
@@ -464,13 +466,17 @@ def command_history_entry(program: str, arguments: Sequence[str], version: str) 
 @contextlib.contextmanager
 def recording_command(entry: str) -> Iterator[None]:
     """While in this block, every image :func:`write_mif` writes, from any thread of the
-    process, gets ``entry`` (:func:`command_history_entry`) appended to its ``command_history``."""
-    global _command
-    previous, _command = _command, entry
+    process or a process it starts, gets ``entry`` (:func:`command_history_entry`) appended to
+    its ``command_history``."""
+    previous = os.environ.get(_COMMAND_VARIABLE)
+    os.environ[_COMMAND_VARIABLE] = entry
     try:
         yield
     finally:
-        _command = previous
+        if previous is None:
+            os.environ.pop(_COMMAND_VARIABLE, None)
+        else:
+            os.environ[_COMMAND_VARIABLE] = previous
 
 
 def _header_text(lines: Sequence[str], data_file: str | None) -> bytes:
@@ -540,8 +546,9 @@ def write_mif(
     datatype = _datatype_spec(data.dtype)
     zooms = [*spacing, *[1.0] * (data.ndim - 3)]
     keyval = dict(keyval or {})
-    if _command is not None:
-        keyval["command_history"] = "\n".join(filter(None, (keyval.get("command_history"), _command)))
+    command = os.environ.get(_COMMAND_VARIABLE)
+    if command:
+        keyval["command_history"] = "\n".join(filter(None, (keyval.get("command_history"), command)))
     for key, value in keyval.items():
         if not key or ":" in key or "#" in key or "\n" in key or key.lower() in _COMPULSORY or key == "END":
             raise ValueError(f"{key!r} cannot be a free MRtrix header key")
