@@ -15,6 +15,7 @@ import pytest
 from bids import BIDSLayout
 
 from gpu.peaks.phantom import fod_phantom
+from tests.worker.io.test_mif import mif_without_our_command
 from tests.worker.jobs.test_peaks import rotated_affine
 from worker.batch import BatchItem, run_batch, up_to_date
 from worker.bids import derivative_name, find_fods, publish_job, run_bids_peaks, write_dataset_description
@@ -183,11 +184,7 @@ def published_files(folder: Path) -> dict[str, bytes]:
             assert sidecar["Provenance"].pop("seconds").keys() >= {"read", "write", "total"}
             content = json.dumps(sidecar, sort_keys=True).encode()
         elif path.name.endswith((".mif", ".mif.gz")):
-            info = read_image_header(path, "image")
-            keyval = dict(info.keyval)
-            history = [line for line in keyval.pop("command_history", "").splitlines() if not line.startswith("fibertensor ")]
-            header = (info.dims, info.vox, info.layout, info.datatype, info.transform, info.scaling, keyval, history)
-            content = repr(header).encode() + load_image_data(info, dtype=None).tobytes()
+            content = mif_without_our_command(content)
         files[path.relative_to(folder).as_posix()] = content
     return files
 

@@ -197,6 +197,17 @@ def test_written_images_add_the_command_to_the_inputs_command_history(tmp_path, 
     assert "command_history" not in read_mif_header(after).keyval
 
 
+def mif_without_our_command(content: bytes) -> bytes:
+    """An MRtrix image's bytes (``.mif``, or ``.mif.gz`` inflated) without the
+    ``command_history`` line of the fibertensor command that wrote it and without the data
+    offset that line moves: what two runs by different commands have in common."""
+    raw = gzip.decompress(content) if content[:2] == b"\x1f\x8b" else content
+    lines = raw.partition(b"\nEND\n")[0].split(b"\n")
+    offset = int(next(line for line in lines if line.startswith(b"file: ")).split()[-1])
+    kept = [line for line in lines if not line.startswith((b"command_history: fibertensor ", b"file: "))]
+    return b"\n".join(kept) + b"\nEND\n" + raw[offset:]
+
+
 def handwritten(path, lines: list[str], data: bytes) -> None:
     header = ("mrtrix image\n" + "\n".join(lines) + "\nfile: . 256\nEND\n").encode()
     path.write_bytes(header.ljust(256, b"\0") + data)
