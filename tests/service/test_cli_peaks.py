@@ -13,6 +13,7 @@ import pytest
 from gpu.peaks.peak_matching import match_peaks
 from service.cli import main
 from service.settings import get_settings
+from tests.worker.io.conftest import mrtrix  # noqa: F401 (the fixture)
 from worker.errors import InputError
 from worker.input_limits import check_job_inputs
 from worker.job_kinds import get_job_kind
@@ -88,6 +89,20 @@ def test_peaks_command_options_and_summary(sample, tmp_path, capsys):
     assert sidecar["parameters"]["npeaks"] == 2 and sidecar["options"]["relative_threshold"] == 0.5
     assert sidecar["options"]["starts"] == 64
     assert nib.load(tmp_path / "opts_peaks.nii.gz").shape == (24, 24, 12, 6)
+
+
+def test_mif_outputs_add_the_command_to_the_inputs_command_history(sample, tmp_path, mrtrix):
+    from worker.provenance import generated_by
+
+    fod = tmp_path / "fod.mif"
+    mrtrix("mrconvert", sample / "fod.nii.gz", fod)
+    [converted] = mrtrix("mrinfo", fod, "-property", "command_history").splitlines()
+    argv = ["peaks", str(fod), str(tmp_path / "s1"), "--npeaks", "2", "--metrics", "afd_max", "--format", "mif",
+            "--no-qc", "--backend", "cpu", "--quiet"]
+    assert main(argv) == 0
+    entry = f"fibertensor {' '.join(argv)}  (version={generated_by()['Version']})"
+    for name in ("s1_peaks.mif", "s1_count.mif", "s1_afd_max.mif"):
+        assert mrtrix("mrinfo", tmp_path / name, "-property", "command_history").splitlines() == [converted, entry]
 
 
 def write(tmp_path, name, data, affine=None):

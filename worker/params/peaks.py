@@ -34,11 +34,11 @@ class PeaksParams(JobParams):
         "or from every start above the thresholds (exhaustive, slower)")
     metrics: list[Literal[("all", "none") + METRICS]] = Field(
         ["all"], validate_default=True, description="fODF metric maps written beside the peaks: all, none, or some of "
-        f"{', '.join(METRICS)}")
+        f"{', '.join(METRICS)}", examples=[["afd_max", "rgb"]])
     qc: bool = Field(True, description="write the quality-control picture qc.png")
     format: list[Literal[OUTPUT_FORMATS]] = Field(
         [], description="output formats, any of nifti, mif (MRtrix image), fixel (MRtrix3 fixel directory), "
-        "pam5 (DIPY PeaksAndMetrics); default: the input's image format")
+        "pam5 (DIPY PeaksAndMetrics); default: the input's image format", examples=[["nifti", "fixel"]])
     # docs/decisions/checksums-option.md
     checksums: bool = Field(
         True, description="record each input file's sha256 in the sidecar (which files made these outputs); "
