@@ -280,11 +280,11 @@ def bad_input(kind: str, tmp_path: Path) -> dict[str, Path]:
 
 BAD_INPUTS = {
     # kind: (error title, words the detail must contain)
-    "3d": ("Not a 4D volume", ["has shape (3, 3, 2)", "4D volume of SH coefficients"]),
+    "3d": ("Not a 4D volume", ["is a 3D image (3 x 3 x 2)", "4D image of SH coefficients", "3 x 3 x 2 x 45"]),
     "44 volumes": ("Wrong number of volumes", ["44 SH coefficients", "6 (lmax 2), 15 (lmax 4), 28 (lmax 6), 45 (lmax 8)"]),
     "complex": ("Unsupported data type", ["complex64", "float or integer"]),
-    "mask shape": ("Mask grid mismatch", ["(3, 3, 3)", "(3, 3, 2)", "resample the mask"]),
-    "mask affine": ("Mask grid mismatch", ["different affine", "resample the mask"]),
+    "mask shape": ("Mask grid mismatch", ["is 3 x 3 x 3", "FOD grid is 3 x 3 x 2", "resample the mask"]),
+    "mask affine": ("Mask grid mismatch", ["different voxel-to-scanner transform", "resample the mask"]),
     "not NIfTI": ("Unreadable NIfTI file", ["could not be read as NIfTI", "fod.nii.gz"]),
 }
 
