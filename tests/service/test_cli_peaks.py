@@ -244,3 +244,23 @@ def test_error_invalid_relative_threshold(sample, tmp_path, capsys, value):
 def test_error_invalid_starts(sample, tmp_path, capsys):
     line = cli_error(["peaks", sample / "fod.nii.gz", tmp_path / "out", "--starts", "1000", "--quiet"], capsys)
     assert line.startswith("fibertensor: error: --starts: ") and "256" in line
+
+
+def test_a_small_cpu_job_imports_only_what_it_runs(tmp_path):
+    # A process that writes the default outputs of a CPU job loads neither the CUDA layer of
+    # numba nor the writers and formats it was not asked for.
+    import os
+    import subprocess
+    import sys
+
+    fod = write(tmp_path, "fod.nii.gz", np.zeros((3, 3, 3, 6), np.float32) + np.float32(0.3))
+    script = ("import sys; from service.cli import main; "
+              f"code = main(['peaks', {str(fod)!r}, {str(tmp_path / 'out')!r}, '--backend', 'cpu', '--quiet']); "
+              "print(' '.join(sorted(sys.modules))); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}, check=True)
+    modules = set(done.stdout.split())
+    assert {"worker.jobs.peaks", "gpu.peaks.backend_cpu", "worker.qc_picture"} <= modules
+    unneeded = {"numba.cuda", "gpu.peaks.backend_cuda", "gpu.peaks.kernels_cuda", "worker.io.fixels", "worker.io.pam5",
+                "dipy", "fastapi", "celery", "redis", "matplotlib"}
+    assert modules & unneeded == set()
