@@ -44,7 +44,7 @@ from worker.io.voxel_grid import grid_problem
 from worker.provenance import hash_to_end
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif", "recording_command",
-           "command_history_entry"]
+           "command_history_entry", "mrtrix_size"]
 
 
 # What reading a damaged or cut gzip stream raises (zlib/gzip errors, ISA-L's own).
@@ -477,6 +477,15 @@ def recording_command(entry: str) -> Iterator[None]:
             os.environ.pop(_COMMAND_VARIABLE, None)
         else:
             os.environ[_COMMAND_VARIABLE] = previous
+
+
+def mrtrix_size(shape: Sequence[int], affine: np.ndarray) -> str:
+    """The size of an image of array ``shape`` and voxel→scanner ``affine`` as ``mrinfo``
+    prints it (``9 x 10 x 10``): MRtrix3 shows the spatial axes realigned nearest to scanner
+    x, y, z, whatever the order they are stored in."""
+    spatial = affine[:3, :3] / np.linalg.norm(affine[:3, :3], axis=0)
+    perm, _ = _axial_permutation(spatial)
+    return " x ".join(str(shape[a]) for a in [*perm, *range(3, len(shape))])
 
 
 def _header_text(lines: Sequence[str], data_file: str | None) -> bytes:

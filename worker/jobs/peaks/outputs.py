@@ -141,9 +141,11 @@ def _metrics(source: OutputSource) -> "FodfMetrics":
 
 
 def _peaks_image(source: OutputSource) -> np.ndarray:
-    from worker.jobs.peaks.arrays import peaks_image
+    from worker.jobs.peaks.arrays import peaks_frame_rotation, peaks_image
 
-    return peaks_image(source.result.directions, source.result.amplitudes)
+    params = source.plan.params
+    rotation = peaks_frame_rotation(params.basis, params.peaks_frame, source.plan.fod.affine)
+    return peaks_image(source.result.directions, source.result.amplitudes, rotation)
 
 
 #: The arrays outputs share. Nothing waits for the fODF metrics but their maps and the
