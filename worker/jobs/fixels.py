@@ -31,8 +31,6 @@ from worker.params.fixels import FixelsParams
 __all__ = ["check_fixels_inputs", "fixel_format", "run_fixels", "fixels_memory_bytes", "JOB_KINDS"]
 
 _IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
-#: fod2fixel's quantities, each one fixel data file.
-QUANTITIES = ("afd", "peak_amp", "disp")
 
 
 def check_fixels_inputs(fod: Path, mask: Path | None = None) -> tuple["ImageInfo", "ImageInfo | None"]:
@@ -86,7 +84,7 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
     sha256 as uploaded, by slot, where the service stored them in another form."""
     from gpu.cuda.backend import resolve_backend
     from gpu.fixels.segment import FmlsOptions, segment_fods
-    from worker.io.fixels import write_fixel_images
+    from worker.io.fixels import FMLS_QUANTITIES, write_fixel_images
     from worker.io.images import load_image_data, load_image_data_with_sha256
     from worker.provenance import generated_by, package_versions
 
@@ -119,7 +117,7 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
     segmented = time.perf_counter()
 
     fmt, warning = fixel_format(names["fod"], fixels.afd.size)
-    quantities = {name: getattr(fixels, name) for name in QUANTITIES}
+    quantities = {name: getattr(fixels, name) for name in FMLS_QUANTITIES}
     if archive:
         staging = out_dir.with_name(f".{out_dir.name}.staging")
         folder = write_fixel_images(staging / "fixels", fixels.index, fixels.directions, quantities, info.affine,
@@ -140,7 +138,7 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
         "method": "FMLS segmentation as MRtrix3 fod2fixel (Smith et al. 2013, NeuroImage 67:298, Appendix 2) on its "
                   "1281-direction set; afd = lobe integral, peak_amp = FOD amplitude at the lobe's largest peak, "
                   "disp = afd / peak_amp",
-        "outputs": {"fixels": out_dir.name, "format": fmt, "files": ["index", "directions", *QUANTITIES]},
+        "outputs": {"fixels": out_dir.name, "format": fmt, "files": ["index", "directions", *FMLS_QUANTITIES]},
         "fixels": int(fixels.afd.size),
         "voxels_with_fixels": int((fixels.index[..., 0] > 0).sum()),
         "most_fixels_in_a_voxel": int(fixels.index[..., 0].max(initial=0)),
