@@ -76,7 +76,7 @@ _DESCRIPTIONS = {
     "peak_fraction": "Each peak's amplitude over afd_sum",
     "rgb": "Directionally encoded colour of the first peak weighted by afd_max (uint8)",
     "qc": "Quality-control picture: first-peak colour map with direction glyphs and NuFO on three mid-slices",
-    "fixel": "MRtrix3 fixel directory: index, directions, peak_amp, peak_fraction",
+    "fixel": "MRtrix3 fixel directory as fod2fixel: index, directions, afd, peak_amp, disp",
     "pam5": "DIPY PeaksAndMetrics, directions in the image axes",
 }
 
