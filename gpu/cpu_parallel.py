@@ -25,6 +25,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+import gpu.numba_cache  # noqa: F401 - numba's cache shared safely by processes
+
 __all__ = ["run_parallel_loop"]
 
 _runner: ThreadPoolExecutor | None = None

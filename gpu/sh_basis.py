@@ -15,6 +15,8 @@ Both are orthonormal on the sphere and differ only by the swap m ↔ −m.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -25,6 +27,8 @@ __all__ = [
     "sh_degrees_orders",
     "real_sh_matrix",
     "convert_sh_basis",
+    "legendre_sph",
+    "mrtrix_sh_matrix",
 ]
 
 SH_BASES = ("mrtrix", "dipy")
@@ -122,3 +126,77 @@ def convert_sh_basis(coeffs: np.ndarray, src: str, dst: str) -> np.ndarray:
     l, m = sh_degrees_orders(lmax)
     permutation = l * (l + 1) // 2 - m
     return coeffs[..., permutation]
+
+
+def legendre_sph(lmax: int, m: int, x: np.ndarray) -> np.ndarray:
+    """P̄_l^m(x) for l = m … lmax (rows l; rows below m are zero), orthonormalised on the sphere,
+    Condon–Shortley phase included: the recurrence of MRtrix3's ``Legendre::Plm_sph``, so that
+    tables built from it match MRtrix3's to the last bit.
+
+    P̄_m^m = (−1)^m √(1/4π) √((2m+1) ∏_{k=1}^{m} (2k−1)/(2k)) (1−x²)^{m/2},
+    P̄_{m+1}^m = √(2m+3) x P̄_m^m, and for n ≥ m+2
+    P̄_n^m = f_n (x P̄_{n−1}^m − P̄_{n−2}^m / f_{n−1}), f_n = √((4n²−1)/(n²−m²)).
+
+    Parameters
+    ----------
+    lmax, m : int
+        Highest degree and the order, 0 ≤ m ≤ lmax (any lmax, not only :data:`SUPPORTED_LMAX`).
+    x : ndarray, shape (...)
+        cos θ, θ the polar angle.
+
+    Returns
+    -------
+    ndarray, shape (lmax + 1, ...), float64
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.zeros((lmax + 1, *x.shape))
+    x2 = x * x
+    start = np.full(x.shape, 1.0 / math.sqrt(4.0 * math.pi))
+    if m:
+        factor = np.ones(x.shape)
+        for k in range(2 * m, 0, -2):
+            factor = factor * (1.0 - x2) * (k - 1.0) / k
+        start = np.where(x2 < 1.0, start * np.sqrt((2 * m + 1) * factor), 0.0)
+        if m & 1:
+            start = -start
+    out[m] = start
+    if lmax == m:
+        return out
+    f = math.sqrt(2 * m + 3)
+    out[m + 1] = x * f * out[m]
+    for n in range(m + 2, lmax + 1):
+        previous_f = f
+        f = math.sqrt((4.0 * n * n - 1.0) / (n * n - m * m))
+        out[n] = f * (x * out[n - 1] - out[n - 2] / previous_f)
+    return out
+
+
+def mrtrix_sh_matrix(lmax: int, azimuth: np.ndarray, elevation: np.ndarray) -> np.ndarray:
+    """MRtrix3's basis at directions given by angles, evaluated as MRtrix3 does
+    (``Math::SH::init_transform``, :func:`legendre_sph`), for any even lmax.
+
+    Parameters
+    ----------
+    lmax : int
+        Even SH degree (not limited to :data:`SUPPORTED_LMAX`).
+    azimuth, elevation : ndarray, shape (N,)
+        Azimuth φ and polar angle θ in radians.
+
+    Returns
+    -------
+    ndarray, shape (N, n_coeffs(lmax)), float64
+        B with amplitudes = B @ coefficients, column l(l+1)/2 + m as in :func:`real_sh_matrix`.
+    """
+    azimuth = np.asarray(azimuth, dtype=np.float64)
+    cos_el = np.cos(np.asarray(elevation, dtype=np.float64))
+    matrix = np.zeros((azimuth.size, n_coeffs(lmax)))
+    for m in range(lmax + 1):
+        p = legendre_sph(lmax, m, cos_el)
+        for l in range(m + (m & 1), lmax + 1, 2):
+            centre = l * (l + 1) // 2
+            if m == 0:
+                matrix[:, centre] = p[l]
+            else:
+                matrix[:, centre + m] = math.sqrt(2.0) * p[l] * np.cos(m * azimuth)
+                matrix[:, centre - m] = math.sqrt(2.0) * p[l] * np.sin(m * azimuth)
+    return matrix

@@ -60,6 +60,10 @@ class JobOut(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     params: dict[str, Any]
+    input_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each input's file name as it was uploaded, by input field (e.g. {\"fod\": \"sub-01_fod.nii.gz\"}).",
+    )
     error: JobErrorOut | None
     warnings: list[str] = Field(
         default_factory=list, description="What to know about the results (e.g. voxels skipped for NaN input)."
@@ -79,6 +83,7 @@ class JobOut(BaseModel):
             started_at=record.started_at,
             finished_at=record.finished_at,
             params=record.params,
+            input_names=record.input_names,
             error=JobErrorOut(**record.error.model_dump()) if record.error else None,
             warnings=record.warnings,
             results=[

@@ -87,9 +87,11 @@ class UploadSlots:
 
 @dataclass
 class Upload:
-    """What a multipart request carried: saved input files by slot, and text fields."""
+    """What a multipart request carried: saved input files by slot, the file names the client
+    gave them, and text fields."""
 
     files: dict[str, Path] = field(default_factory=dict)
+    filenames: dict[str, str] = field(default_factory=dict)
     fields: dict[str, str] = field(default_factory=dict)
 
 
@@ -162,10 +164,12 @@ class _PartWriter:
                 )
             if name in self.upload.files:
                 raise Problem(422, f"field {name!r} was sent twice; send one file per field")
-            suffix = _slot_suffix(slot, filename.decode("utf-8", "replace"))
+            client_name = filename.decode("utf-8", "replace")
+            suffix = _slot_suffix(slot, client_name)
             path = self.inputs_dir / f"{name}{suffix}"
             self.sink = open(path, "wb")
             self.upload.files[name] = path
+            self.upload.filenames[name] = client_name
         else:
             if name in self.slots:
                 raise Problem(422, f"field {name!r} must be a file upload, not a text value")
@@ -314,7 +318,8 @@ def _list_as_text(field_schema: dict[str, Any]) -> dict[str, Any]:
     counts = [f"at least {array['minItems']}" if "minItems" in array else "",
               f"at most {array['maxItems']}" if "maxItems" in array else ""]
     count = " and ".join(c for c in counts if c)
-    note = f"comma-separated values{f' ({count})' if count else ''}, e.g. 8,8,4"
+    example = ",".join(map(str, field_schema["examples"][0])) if field_schema.get("examples") else ""
+    note = f"comma-separated values{f' ({count})' if count else ''}{f', e.g. {example}' if example else ''}"
     described = f"{field_schema['description']}: {note}" if field_schema.get("description") else note
     return {"type": "string", "title": field_schema.get("title"), "description": described, "x-list": array}
 

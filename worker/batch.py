@@ -23,7 +23,6 @@ behind.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import multiprocessing
 import os
@@ -246,9 +245,9 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
                     continue
                 compute_seconds = time.perf_counter() - started
                 writing.acquire()
-                # The writer still needs the SH volume (fODF metrics, .pam5); the writing
-                # semaphore bounds how many are held.
-                write_pool.submit(write, item, plan, dataclasses.replace(inputs, mask=None), result, compute_seconds)
+                # The writer still needs the SH volume (fODF metrics, fixels, .pam5) and the
+                # mask (fixels); the writing semaphore bounds how many are held.
+                write_pool.submit(write, item, plan, inputs, result, compute_seconds)
                 del loaded, inputs, result
         except BaseException:
             # Interrupted: readers stop after the volume in hand, started writes finish.

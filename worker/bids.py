@@ -12,12 +12,15 @@ first).
 
 Each FOD is one peaks job, its files those :func:`worker.jobs.peaks.run_peaks` writes, run
 through the batch pipeline (:mod:`worker.batch`: reading, computing and writing overlap, in
-one or more worker processes) and published as each finishes; its files are renamed in the
-FOD's entity scheme with ``param-`` and ``desc-`` replaced by what the file holds
-(``..._param-peaks_dwimap``, ``_param-nufo_dwimap``, ``_param-afdmax_dwimap``, ...,
-``_desc-qc_dwimap.png``), in the FOD's ``sub-*/[ses-*/]<datatype>`` folder of the output,
+one or more worker processes) and published as each finishes; its files are named after the
+FOD, its entities in its order, with the ``param-`` value replaced by what the file holds
+(added last when the FOD has none) and ``desc-`` by the same, last
+(``..._model-msmtcsd_param-peaks_label-WM_desc-peaks_dwimap``,
+``..._param-nufo_label-WM_desc-nufo_dwimap``, ..., ``..._label-WM_desc-qc_dwimap.png``), in the FOD's ``sub-*/[ses-*/]<datatype>`` folder of the output,
 each with a JSON sidecar naming its ``Sources`` (BIDS URIs into the input dataset) and the
-parameters. ``dataset_description.json`` says ``DatasetType: derivative`` and cites this
+parameters. The ``desc-`` entity is what tells the files apart to BIDS tools that do not
+know BEP016's ``param-`` yet (pybids reads every file's ``param-peaks`` sidecar, its
+``param-afdmax`` one... as equally its own without it). ``dataset_description.json`` says ``DatasetType: derivative`` and cites this
 software in ``GeneratedBy``.
 """
 
@@ -54,12 +57,13 @@ _LOOKED_FOR = ("sub-<label>[_ses-<label>]_..._param-fod_dwimap (BEP016, also wit
                "sub-<label>[_ses-<label>]_..._desc-wmfod_<suffix> (QSIRecon, MRtrix3), as "
                f"{', '.join(_IMAGE_EXTENSIONS)}")
 
-#: Output of a peaks job → the entity that names it in the derivatives dataset.
+#: Output of a peaks job → its ``param-`` value (None: a picture, not a map) and its ``desc-``
+#: value in the derivatives dataset; every output has a ``desc-`` of its own.
 OUTPUT_ENTITIES = {
-    "peaks": ("param", "peaks"), "amplitudes": ("param", "amplitudes"), "count": ("param", "nufo"),
-    "afd_max": ("param", "afdmax"), "afd_total": ("param", "afdtotal"), "afd_sum": ("param", "afdsum"),
-    "peak_fraction": ("param", "peakfraction"), "rgb": ("param", "rgb"), "qc": ("desc", "qc"),
-    "fixel": ("param", "fixels"), "pam5": ("param", "peaks"),
+    "peaks": ("peaks", "peaks"), "amplitudes": ("amplitudes", "amplitudes"), "count": ("nufo", "nufo"),
+    "afd_max": ("afdmax", "afdmax"), "afd_total": ("afdtotal", "afdtotal"), "afd_sum": ("afdsum", "afdsum"),
+    "peak_fraction": ("peakfraction", "peakfraction"), "rgb": ("rgb", "rgb"), "qc": (None, "qc"),
+    "fixel": ("fixels", "fixels"), "pam5": ("peaks", "pam5"),
 }
 _DESCRIPTIONS = {
     "peaks": "Fiber directions in MRtrix3 sh2peaks layout: volumes 3k..3k+2 hold amplitude_k times unit "
@@ -72,7 +76,7 @@ _DESCRIPTIONS = {
     "peak_fraction": "Each peak's amplitude over afd_sum",
     "rgb": "Directionally encoded colour of the first peak weighted by afd_max (uint8)",
     "qc": "Quality-control picture: first-peak colour map with direction glyphs and NuFO on three mid-slices",
-    "fixel": "MRtrix3 fixel directory: index, directions, peak_amp, peak_fraction",
+    "fixel": "MRtrix3 fixel directory as fod2fixel: index, directions, afd, peak_amp, disp",
     "pam5": "DIPY PeaksAndMetrics, directions in the image axes",
 }
 
@@ -181,11 +185,15 @@ def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
 
 
 def derivative_name(fod: FodInput, output: str, extension: str) -> str:
-    """The output's file name in the FOD's entity scheme: its ``param-``/``desc-`` entities
-    replaced by the output's (:data:`OUTPUT_ENTITIES`), suffix ``dwimap``."""
-    key, value = OUTPUT_ENTITIES[output]
-    kept = [f"{k}-{v}" for k, v in fod.entities if k not in ("param", "desc")]
-    return "_".join([*kept, f"{key}-{value}", "dwimap"]) + extension
+    """The output's file name in the FOD's entity scheme and order: its ``param-`` value
+    replaced by the output's, or ``param-`` added last where the FOD has none, and its
+    ``desc-`` entity by the output's, last (:data:`OUTPUT_ENTITIES`); suffix ``dwimap``."""
+    param, desc = OUTPUT_ENTITIES[output]
+    parts = [f"{key}-{param if key == 'param' else value}" for key, value in fod.entities
+             if key != "desc" and (key != "param" or param is not None)]
+    if param is not None and "param" not in dict(fod.entities):
+        parts.append(f"param-{param}")
+    return "_".join([*parts, f"desc-{desc}", "dwimap"]) + extension
 
 
 def _uri(bids_dir: Path, path: Path) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import JobContext, JobKind
-from worker.provenance import file_sha256
+from worker.provenance import file_sha256, generated_by
 from worker.job_store import (
     TERMINAL_STATUSES,
     JobError,
@@ -191,6 +191,16 @@ def _publish_outputs(store: JobStore, job_id: str, partial: Path, paths: list[Pa
     return results
 
 
+def _history_entry(record: JobRecord) -> str:
+    """``fibertensor job <id> <kind> name=value...``: the job, as an image's command_history
+    names the command that made it."""
+    from worker.io.mif import command_history_entry
+
+    params = [f"{name}={','.join(map(str, value)) if isinstance(value, list) else value}"
+              for name, value in record.params.items()]
+    return command_history_entry("fibertensor", ["job", record.id, record.kind, *params], generated_by()["Version"])
+
+
 def run_job(
     store: JobStore,
     job_id: str,
@@ -242,7 +252,7 @@ def run_job(
         store.append_log(job_id, f"warning: {message}")
 
         def add(rec: JobRecord) -> JobRecord:
-            rec.warnings.append(message)
+            rec.warnings.append(store.user_text(message, job_id))  # the inputs by their uploaded names
             return rec
 
         _owned_update(store, job_id, me, add)
@@ -262,11 +272,13 @@ def run_job(
             uploaded=dict(record.uploaded),
         )
         from worker.input_limits import check_run_here  # imports nibabel: not at worker start-up
+        from worker.io.mif import recording_command
 
         # a backend this machine lacks is the user's choice, not a fault of the service
         for message in check_run_here(ctx.params, ctx.inputs):
             warn(message)
-        paths = kind.run(ctx)
+        with recording_command(_history_entry(record)):  # in the .mif images it writes
+            paths = kind.run(ctx)
         results = _publish_outputs(store, job_id, partial, paths)
 
         def succeed(rec: JobRecord) -> JobRecord:

@@ -29,7 +29,7 @@ import re
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -50,6 +50,8 @@ __all__ = [
     "InvalidCursor",
     "JobStore",
     "new_job_id",
+    "input_name",
+    "with_input_names",
     "utc_now",
 ]
 
@@ -64,6 +66,8 @@ _IDS_FRESH_SECONDS = 1.0
 # An absolute path of three or more parts, not a URL's nor one of the API's routes (/v1/...):
 # what is left of one after the data volume's own folders are cut from a message.
 _ABSOLUTE_PATH = re.compile(r"(?<![\w:/.])/(?!v1/)(?:[^\s/'\"]+/){2,}([^\s/'\"]+)")
+_MAX_NAME_CHARS = 255
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class JobStatus(str, Enum):
@@ -104,6 +108,8 @@ class JobRecord(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     #: stored input file names by slot (``fod.nii`` for an upload kept inflated)
     inputs: dict[str, str] = Field(default_factory=dict)
+    #: the file name each input had on the client's side, by slot (absent in older records)
+    input_names: dict[str, str] = Field(default_factory=dict)
     #: what was uploaded, for each input stored in another form (absent in older records)
     uploaded: dict[str, UploadedInput] = Field(default_factory=dict)
     error: JobError | None = None
@@ -126,6 +132,24 @@ class InvalidCursor(ValueError):
 
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def input_name(client_name: str) -> str:
+    """The name to keep of a file as the client named it: its last path part (some clients
+    send a whole path, with ``/`` or ``\\``), without control characters, at most 255
+    characters."""
+    name = _CONTROL_CHARS.sub("", client_name.replace("\\", "/").rsplit("/", 1)[-1])
+    return name[-_MAX_NAME_CHARS:]
+
+
+def with_input_names(text: str, names: Mapping[str, str]) -> str:
+    """``text`` with each stored input file named in ``names`` (``fod.mif``, alone or at the
+    end of a path) replaced by the name it had on the client's side, ``names[stored]``."""
+    if not names:
+        return text
+    stored = "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True))
+    pattern = re.compile(rf"(?<![\w.-])(?:[^\s'\"]*/)?({stored})(?![\w.])")
+    return pattern.sub(lambda match: names[match.group(1)], text)
 
 
 def new_job_id() -> str:
@@ -317,13 +341,28 @@ class JobStore:
     def user_text(self, text: str, job_id: str | None = None) -> str:
         """``text`` as a user may read it (a job's log or error, a problem's detail): one line,
         the server's folders cut out (a file of job ``job_id`` by its place in the job's
-        folder, one elsewhere on the data volume by its place there, another by its name)."""
+        folder, one elsewhere on the data volume by its place there, another by its name), and
+        the job's inputs by the names they had on the client's side, not the stored ones."""
         text = " ".join(text.split())
         job_dir = self.data_dir if job_id is None else self.job_dir(job_id)
         for folder in dict.fromkeys((job_dir, job_dir.resolve(), self.data_dir, self.data_dir.resolve())):
             if folder.is_absolute():
                 text = text.replace(f"{folder}/", "").replace(str(folder), ".")
-        return _ABSOLUTE_PATH.sub(r"\1", text)
+        text = _ABSOLUTE_PATH.sub(r"\1", text)
+        return text if job_id is None else self._with_input_names(text, job_id)
+
+    def _with_input_names(self, text: str, job_id: str) -> str:
+        try:
+            record = self.read(job_id)
+        except JobNotFound:
+            return text
+        names: dict[str, str] = {}
+        for slot, client_name in record.input_names.items():
+            uploaded = record.uploaded.get(slot)
+            for stored in (record.inputs.get(slot), uploaded.name if uploaded else None):
+                if stored:
+                    names[stored] = client_name
+        return with_input_names(text, names)
 
     def append_log(self, job_id: str, message: str) -> None:
         """Add a line to the job's log: its UTC time and ``message`` (:meth:`user_text`)."""

@@ -102,7 +102,8 @@ def _to_ras(voxel_sizes, ornt):
 def _orientation(affine: np.ndarray) -> np.ndarray:
     """nibabel's ``io_orientation`` of ``affine`` (which reads only its linear part, the same
     for the images of one protocol), remembered: computing it holds the interpreter lock."""
-    linear = np.ascontiguousarray(affine[:-1, :-1])
+    # float64 whatever the affine's type: the key's bytes are read back as float64.
+    linear = np.ascontiguousarray(np.asarray(affine)[:-1, :-1], np.float64)
     return _orientation_of(linear.tobytes(), linear.shape)
 
 

@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
+import gpu.numba_cache  # noqa: F401 - numba's cache shared safely by processes
+
 __all__ = ["rasterize"]
 
 _HALF = np.float32(0.5)

@@ -43,11 +43,14 @@ def is_compiled(dispatcher, args: tuple) -> bool:
 
 def announce_compile(what: str, seconds: float | None) -> None:
     """Say once per process, on stderr when logging is not configured, that ``what`` compiles
-    now for about ``seconds`` (None: not measured), and how to avoid it."""
+    now, and how to avoid it. ``seconds``: its compile time measured on an idle 2-core machine
+    (None: not measured), given as such: a compile takes several times longer where other work
+    holds the cores (docs/decisions/kernel-warmup.md), so a single figure misleads."""
     if what in _announced or _on_purpose:
         return
     _announced.add(what)
-    took = "seconds" if seconds is None else f"about {seconds:.0f} s"
+    took = ("seconds to minutes" if seconds is None else
+            f"{seconds:.0f} s on an idle 2-core machine, several times that on busy cores")
     logger.warning(
         "compiling %s into numba's cache (first use; %s). "
         "Run `fibertensor warmup` once to compile every kernel ahead of time.", what, took,

@@ -2,10 +2,9 @@
 integration weights, the SH → amplitude matrix and the sampled Legendre functions of the
 Newton peak search, each built as MRtrix3's ``fod2fixel`` builds it.
 
-SH basis: MRtrix3's real, even-order basis, coefficient (l, m) at l(l+1)/2 + m, with
-Y_lm = √2 P̄_l^|m|(cos θ) sin(|m|φ) for m < 0, P̄_l^0(cos θ) for m = 0 and
-√2 P̄_l^m(cos θ) cos(mφ) for m > 0, P̄ the orthonormalised associated Legendre functions
-with the Condon–Shortley phase.
+SH basis and Legendre functions: :func:`gpu.sh_basis.mrtrix_sh_matrix` and
+:func:`gpu.sh_basis.legendre_sph`, MRtrix3's own recurrence, so that the tables match
+``fod2fixel``'s to the last bit.
 """
 
 from __future__ import annotations
@@ -17,71 +16,13 @@ from functools import lru_cache
 import numpy as np
 
 from gpu.fixels.directions_1281 import AZIMUTH_ELEVATION_1281
+from gpu.sh_basis import SUPPORTED_LMAX, legendre_sph, mrtrix_sh_matrix
 
-__all__ = ["FmlsTables", "fmls_tables", "lmax_for_coefficients", "legendre_sph", "sh_amplitude_matrix",
-           "sampling_directions", "direction_neighbours", "integration_weights", "MAX_NEIGHBOURS"]
+__all__ = ["FmlsTables", "fmls_tables", "sampling_directions", "direction_neighbours", "integration_weights",
+           "MAX_NEIGHBOURS"]
 
 # Every direction of the 1281 set has 5 or 6 neighbours on the hull of the set and its antipodes.
 MAX_NEIGHBOURS = 6
-_SUPPORTED_LMAX = (2, 4, 6, 8, 10, 12)
-
-
-def lmax_for_coefficients(count: int) -> int:
-    """lmax of an even-order SH series of ``count`` coefficients: (lmax+1)(lmax+2)/2 = count."""
-    for lmax in _SUPPORTED_LMAX:
-        if (lmax + 1) * (lmax + 2) // 2 == count:
-            return lmax
-    valid = ", ".join(f"{(l + 1) * (l + 2) // 2} (lmax {l})" for l in _SUPPORTED_LMAX)
-    raise ValueError(f"{count} SH coefficients are not an even-order SH series, which has one of {valid} coefficients")
-
-
-def legendre_sph(lmax: int, m: int, x: np.ndarray) -> np.ndarray:
-    """P̄_l^m(x) for l = m … lmax (rows l; rows below m are zero), orthonormalised on the sphere,
-    Condon–Shortley phase included: the recurrence of MRtrix3's ``Legendre::Plm_sph``.
-
-    P̄_m^m = (−1)^m √(1/4π) √((2m+1) ∏_{k=1}^{m} (2k−1)/(2k)) (1−x²)^{m/2},
-    P̄_{m+1}^m = √(2m+3) x P̄_m^m, and for n ≥ m+2
-    P̄_n^m = f_n (x P̄_{n−1}^m − P̄_{n−2}^m / f_{n−1}), f_n = √((4n²−1)/(n²−m²)).
-    """
-    x = np.asarray(x, dtype=np.float64)
-    out = np.zeros((lmax + 1, *x.shape))
-    x2 = x * x
-    start = np.full(x.shape, 1.0 / math.sqrt(4.0 * math.pi))
-    if m:
-        factor = np.ones(x.shape)
-        for k in range(2 * m, 0, -2):
-            factor = factor * (1.0 - x2) * (k - 1.0) / k
-        start = np.where(x2 < 1.0, start * np.sqrt((2 * m + 1) * factor), 0.0)
-        if m & 1:
-            start = -start
-    out[m] = start
-    if lmax == m:
-        return out
-    f = math.sqrt(2 * m + 3)
-    out[m + 1] = x * f * out[m]
-    for n in range(m + 2, lmax + 1):
-        previous_f = f
-        f = math.sqrt((4.0 * n * n - 1.0) / (n * n - m * m))
-        out[n] = f * (x * out[n - 1] - out[n - 2] / previous_f)
-    return out
-
-
-def sh_amplitude_matrix(lmax: int, azimuth: np.ndarray, elevation: np.ndarray) -> np.ndarray:
-    """The (N, n_coeffs) matrix B with amplitudes = B @ coefficients at the N directions given
-    by azimuth φ and elevation θ (radians), in the basis of the module docstring."""
-    azimuth = np.asarray(azimuth, dtype=np.float64)
-    cos_el = np.cos(np.asarray(elevation, dtype=np.float64))
-    matrix = np.zeros((azimuth.size, (lmax + 1) * (lmax + 2) // 2))
-    for m in range(lmax + 1):
-        p = legendre_sph(lmax, m, cos_el)
-        for l in range(m + (m & 1), lmax + 1, 2):
-            centre = l * (l + 1) // 2
-            if m == 0:
-                matrix[:, centre] = p[l]
-            else:
-                matrix[:, centre + m] = math.sqrt(2.0) * p[l] * np.cos(m * azimuth)
-                matrix[:, centre - m] = math.sqrt(2.0) * p[l] * np.sin(m * azimuth)
-    return matrix
 
 
 @lru_cache(maxsize=1)
@@ -134,7 +75,7 @@ def integration_weights() -> np.ndarray:
     unit = sampling_directions()
     n = len(unit)
     lmax = 2 * int((math.sqrt(1.0 + 8.0 * n) - 3.0) / 4.0) + 2
-    basis = sh_amplitude_matrix(lmax, *_azimuth_elevation(unit))
+    basis = mrtrix_sh_matrix(lmax, *_azimuth_elevation(unit))
     target = np.zeros(basis.shape[1])
     target[0] = 2.0 * math.sqrt(math.pi)
     # a QR least-squares solve (column-pivoted Householder), as MRtrix3's householderQr
@@ -166,8 +107,8 @@ class FmlsTables:
 @lru_cache(maxsize=8)
 def fmls_tables(lmax: int) -> FmlsTables:
     """The tables for SH series of degree ``lmax`` (cached)."""
-    if lmax not in _SUPPORTED_LMAX:
-        raise ValueError(f"lmax must be one of {_SUPPORTED_LMAX}, not {lmax}")
+    if lmax not in SUPPORTED_LMAX:
+        raise ValueError(f"lmax must be one of {SUPPORTED_LMAX}, not {lmax}")
     unit = sampling_directions()
     n_samples = 2 * len(unit)
     step = math.pi / (n_samples - 1)
@@ -178,5 +119,5 @@ def fmls_tables(lmax: int) -> FmlsTables:
         for l in range(m + (m & 1), lmax + 1, 2):
             legendre[:, l * l // 4 + m] = p[l]
     return FmlsTables(lmax=lmax, unit=unit, neighbours=direction_neighbours(), weights=integration_weights(),
-                      sh_to_amp=sh_amplitude_matrix(lmax, *_azimuth_elevation(unit)), legendre=legendre,
+                      sh_to_amp=mrtrix_sh_matrix(lmax, *_azimuth_elevation(unit)), legendre=legendre,
                       legendre_step=step)

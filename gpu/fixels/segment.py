@@ -16,7 +16,8 @@ from typing import Callable
 import numpy as np
 
 from gpu.cuda.backend import resolve_backend
-from gpu.fixels.fmls_tables import fmls_tables, lmax_for_coefficients
+from gpu.fixels.fmls_tables import fmls_tables
+from gpu.sh_basis import lmax_from_ncoeffs
 
 __all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE"]
 
@@ -133,7 +134,7 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
     fod = np.asarray(fod)
     if fod.ndim != 4:
         raise ValueError(f"fod must be (X, Y, Z, n_coeffs), not of shape {fod.shape}")
-    tables = fmls_tables(lmax_for_coefficients(fod.shape[3]))
+    tables = fmls_tables(lmax_from_ncoeffs(fod.shape[3]))
     grid = fod.shape[:3]
     if mask is not None and np.shape(mask) != grid:
         raise ValueError(f"mask has shape {np.shape(mask)}, the FOD's grid is {grid}")

@@ -13,6 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
+import gpu.numba_cache  # noqa: F401 - numba's cache shared safely by processes
 from gpu.cpu_blocks import run_in_blocks
 
 __all__ = ["voxel_metrics", "colour_rows"]

@@ -80,6 +80,34 @@ def _attachment(stem: str) -> dict[str, str]:
     }
 
 
+def _input_stem(record: JobRecord) -> str:
+    """The job's first input's uploaded name without its file type (``sub-01_fod`` of
+    ``sub-01_fod.nii.gz``), else the job's id (a job recorded before names were kept)."""
+    for slot, name in record.input_names.items():
+        uploaded = record.uploaded.get(slot)
+        stored = uploaded.name if uploaded else record.inputs.get(slot, slot)
+        suffix = stored[len(slot):]  # stored as "<slot><suffix>", the suffix the name ends in
+        stem = name[: len(name) - len(suffix)] if suffix and name.lower().endswith(suffix.lower()) else name
+        if stem.strip("."):
+            return stem
+    return record.id
+
+
+def _batch_folders(records: list[JobRecord]) -> list[str]:
+    """One folder name per job: its input's stem, made unique with ``-2``, ``-3``... in order."""
+    taken: set[str] = set()
+    folders = []
+    for record in records:
+        stem = _input_stem(record)
+        folder, n = stem, 1
+        while folder in taken:
+            n += 1
+            folder = f"{stem}-{n}"
+        taken.add(folder)
+        folders.append(f"{folder}/")
+    return folders
+
+
 def _members(store: JobStore, record: JobRecord, folder: str = "") -> list[tuple[str, Path]]:
     outputs = store.outputs_dir(record.id)
     return [(f"{folder}{result.name}", outputs / result.name) for result in record.results]
@@ -89,7 +117,9 @@ def _members(store: JobStore, record: JobRecord, folder: str = "") -> list[tuple
     "/results.zip",
     response_class=StreamingResponse,
     summary="Download every result of a batch (the succeeded jobs with this label) as a zip",
-    description="One folder per job, named by its id. Streamed: it starts at once and "
+    description="One folder per job, named after its (first) input file without the file "
+    "type, `sub-01_fod/` for `sub-01_fod.nii.gz`, with `-2`, `-3`... added where two jobs' "
+    "inputs have the same name, oldest job first. Streamed: it starts at once and "
     "costs the server one chunk of memory whatever its size.",
     responses={**_ZIP_DOC, 404: PROBLEM_RESPONSES[404], 422: PROBLEM_RESPONSES[422]},
 )
@@ -105,7 +135,8 @@ def batch_results_zip(
             f"no succeeded jobs labelled {label!r}; list the batch with GET /v1/jobs?label=... "
             "and wait until some succeed",
         )
-    members = [m for record in reversed(records) for m in _members(store, record, f"{record.id}/")]
+    records.reverse()
+    members = [m for record, folder in zip(records, _batch_folders(records)) for m in _members(store, record, folder)]
     return StreamingResponse(_zip_stream(members), media_type="application/zip", headers=_attachment(label))
 
 

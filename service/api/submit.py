@@ -24,7 +24,7 @@ from worker.celery_app import publish_job
 from worker.errors import InputError
 from worker.input_limits import check_backend
 from worker.job_kinds import JobKind
-from worker.job_store import JobRecord, utc_now
+from worker.job_store import JobRecord, input_name, utc_now, with_input_names
 
 __all__ = ["build_submit_router"]
 
@@ -48,7 +48,13 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
             params, label = parse_fields(kind, upload.fields)
             if settings.embedded_broker:  # the workers run on this machine: its GPU is theirs
                 _check_backend(params)
-            files, uploaded = await run_in_threadpool(check_inputs, kind, upload.files, params, settings.input_limits)
+            try:
+                files, uploaded = await run_in_threadpool(check_inputs, kind, upload.files, params,
+                                                          settings.input_limits)
+            except Problem as exc:  # name the files as the client did, not as they were stored
+                exc.detail = with_input_names(
+                    exc.detail, {upload.files[slot].name: name for slot, name in upload.filenames.items()})
+                raise
             record = JobRecord(
                 id=job_id,
                 kind=kind.name,
@@ -56,6 +62,7 @@ def _submit_endpoint(kind: JobKind) -> Callable[..., Any]:
                 label=label,
                 params=params.model_dump(mode="json"),
                 inputs={slot: path.name for slot, path in files.items()},
+                input_names={slot: input_name(upload.filenames[slot]) for slot in files},
                 uploaded=uploaded,
                 created_at=utc_now(),
             )

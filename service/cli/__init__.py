@@ -46,6 +46,20 @@ class CommandError(Exception):
     """A user-facing failure: printed as one line ``fibertensor: error: ...``, exit code 2."""
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object):
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0,
+                         help="print fibertensor's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from worker.provenance import generated_by
+
+        print(f"fibertensor {generated_by()['Version']}")
+        parser.exit()
+
+
 def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The parser with every sub-command's full parser, or only those of ``commands``: their
     modules alone are imported, every other sub-command is a placeholder that carries its
@@ -54,6 +68,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
         prog="fibertensor",
         description="Diffusion-MRI tensor jobs on the GPU (or CPU): fiber peaks, factorized conv, FP16 compression.",
     )
+    parser.add_argument("--version", action=_PrintVersion)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = {module for name, (module, _) in COMMANDS.items() if commands is None or name in commands}
     for name, (module, text) in COMMANDS.items():
@@ -68,11 +83,17 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    # The top-level parser has no options but -h, so the first other word names the command.
+    # The top-level parser has no options but -h and --version, so the first other word names
+    # the command.
     command = next((word for word in argv if not word.startswith("-")), None)
     args = build_parser([command] if command else []).parse_args(argv)
+    from worker.io.mif import command_history_entry, recording_command
+    from worker.provenance import generated_by
+
     try:
-        return int(args.func(args) or 0)
+        # the .mif images this command writes record it, as MRtrix3's own commands do
+        with recording_command(command_history_entry("fibertensor", argv, generated_by()["Version"])):
+            return int(args.func(args) or 0)
     except CommandError as exc:
         print(f"fibertensor: error: {exc}", file=sys.stderr)
         return 2

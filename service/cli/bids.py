@@ -27,8 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Find the FODs of a BIDS-derivatives dataset (BEP016 ..._param-fod_dwimap, or ..._desc-wmfod_...; "
         "a ..._desc-brain_mask beside them is used), run one peaks job per subject and session through the "
         "batch pipeline (fibertensor batch peaks), and write "
-        "the results as a BIDS-derivatives dataset in OUTPUT_DIR (..._param-peaks_dwimap, _param-nufo_dwimap, "
-        "_param-afdmax_dwimap, ..., each with a JSON sidecar).",
+        "the results as a BIDS-derivatives dataset in OUTPUT_DIR, named after each FOD in its entity order "
+        "(..._param-peaks_desc-peaks_dwimap, _param-nufo_desc-nufo_dwimap, _param-afdmax_desc-afdmax_dwimap, ..., "
+        "each with a JSON sidecar of its own).",
     )
     bids.add_argument("bids_dir", type=Path, metavar="BIDS_DIR", help="the dataset holding the FODs")
     bids.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR", help="where the derivatives dataset is written")

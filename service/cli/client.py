@@ -477,11 +477,12 @@ def _jobs(args: argparse.Namespace) -> int:
                 print(f"{job['id']} {why}", file=sys.stderr)
             return 1 if failed else 0
         # "!" marks a job with warnings, each on a line of its own below it
-        print(f"{'id':28}  {'kind':12}  {'status':9}  {'progress':>8}  ! label")
+        print(f"{'id':28}  {'kind':12}  {'status':9}  {'progress':>8}  ! label  (inputs)")
         for job in jobs:
             mark = "!" if job.get("warnings") else " "
+            inputs = ", ".join((job.get("input_names") or {}).values())
             print(f"{job['id']:28}  {job['kind']:12}  {job['status']:9}  {job['progress']:8.0%}  "
-                  f"{mark} {job['label'] or ''}")
+                  f"{mark} {job['label'] or ''}{f'  ({inputs})' if inputs else ''}")
             for warning in job.get("warnings") or []:
                 print(f"{'':30}! {warning}")
         return 0

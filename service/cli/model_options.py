@@ -67,10 +67,16 @@ def _range_text(constraints: list[Any]) -> str:
     return ", ".join(words)
 
 
+def _list_note(info: FieldInfo) -> str:
+    """``comma-separated, e.g. afd_max,rgb``: the field's first example as it is typed."""
+    example = info.examples[0] if info.examples else None
+    return "comma-separated" + (f", e.g. {','.join(map(str, example))}" if example else "")
+
+
 def _help(info: FieldInfo, is_list: bool) -> str:
     notes = [_range_text(_constraints(info))]
     if is_list:
-        notes.insert(0, "comma-separated")
+        notes.insert(0, _list_note(info))
     default = None if info.is_required() else info.default
     if isinstance(default, bool):
         notes.append(f"default: {str(default).lower()}")

@@ -26,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     peaks.add_argument("input", type=Path, metavar="IN",
                        help="4D image of even-order SH coefficients (.nii, .nii.gz, .mif, .mif.gz, .mih)")
-    peaks.add_argument("out_prefix", type=Path, metavar="OUT_PREFIX")
+    peaks.add_argument("out_prefix", type=Path, metavar="OUT_PREFIX",
+                       help="folder and start of the output file names: out/sub-01 writes out/sub-01_peaks.nii.gz, "
+                       "out/sub-01_count.nii.gz, ... and out/sub-01.json (the folder is created)")
     peaks.add_argument("--mask", type=Path, help="3D mask image on the same grid (NIfTI or MRtrix)")
     add_model_options(peaks, PeaksParams)
     peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary")

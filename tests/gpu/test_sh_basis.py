@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import nibabel as nib
@@ -11,7 +12,9 @@ import pytest
 from gpu.sh_basis import (
     SUPPORTED_LMAX,
     convert_sh_basis,
+    legendre_sph,
     lmax_from_ncoeffs,
+    mrtrix_sh_matrix,
     n_coeffs,
     real_sh_matrix,
     sh_degrees_orders,
@@ -133,3 +136,32 @@ def test_convert_sh_basis_round_trip_and_amplitudes(lmax):
     _, m = sh_degrees_orders(lmax)
     np.testing.assert_array_equal(as_dipy[..., m == 0], coeffs[..., m == 0])
     assert not np.array_equal(as_dipy, coeffs)
+
+
+@pytest.mark.parametrize("lmax", [*SUPPORTED_LMAX, 24])
+def test_mrtrix_sh_matrix_is_the_mrtrix_basis(lmax):
+    # MRtrix3's Legendre recurrence against the Numerical Recipes one of real_sh_matrix, and
+    # beyond the supported degrees against DIPY's tournier07 basis (scipy's Legendre functions).
+    d = unit_vectors(80, lmax)
+    azimuth, elevation = np.arctan2(d[:, 1], d[:, 0]), np.arccos(np.clip(d[:, 2], -1, 1))
+    ours = mrtrix_sh_matrix(lmax, azimuth, elevation)
+    assert ours.shape == (80, (lmax + 1) * (lmax + 2) // 2) and ours.dtype == np.float64
+    if lmax in SUPPORTED_LMAX:
+        np.testing.assert_allclose(ours, real_sh_matrix(lmax, d, "mrtrix"), rtol=0, atol=1e-12)
+    else:
+        from dipy.reconst.shm import real_sh_tournier
+
+        theirs, _, _ = real_sh_tournier(lmax, elevation, azimuth, legacy=False)
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-10)
+
+
+def test_legendre_sph_at_the_poles_and_rows_below_m():
+    x = np.array([-1.0, 0.3, 1.0])
+    p = legendre_sph(6, 3, x)
+    assert p.shape == (7, 3)
+    assert not p[:3].any()
+    # P̄_l^m vanishes at the poles for m > 0; P̄_3^3(x) = −√(35/(64π)) (1−x²)^{3/2}
+    assert not p[:, [0, 2]].any()
+    np.testing.assert_allclose(p[3, 1], -math.sqrt(35 / (64 * math.pi)) * (1 - 0.09) ** 1.5, rtol=1e-14)
+    np.testing.assert_allclose(legendre_sph(4, 0, x)[2], math.sqrt(5 / (4 * math.pi)) * (3 * x * x - 1) / 2,
+                               rtol=1e-14)

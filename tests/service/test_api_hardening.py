@@ -52,7 +52,7 @@ async def test_nan_pixdim_is_refused_at_the_door(client, store, tmp_path):
     problem = await _expect(await client.post("/v1/jobs/scale", files={"volume": (path.name, path.read_bytes())}),
                             422, "Invalid affine")
     assert problem["detail"] == (
-        "the volume file 'volume.nii' has voxel sizes [1.0, nan, 1.0] that are not all numbers; fix its "
+        "the volume file 'v.nii' has voxel sizes [1.0, nan, 1.0] that are not all numbers; fix its "
         "header (pixdim, sform and qform, e.g. with nibabel or mrconvert from the scanner's data) and send it again"
     )
     assert leftovers(store) == []
@@ -81,7 +81,7 @@ async def test_zero_sform_is_refused_without_a_qform_and_read_through_it_with_on
     assert record.status is JobStatus.succeeded
     written = nib.load(store.outputs_dir(record.id) / "copy.nii.gz")
     np.testing.assert_allclose(written.affine, np.diag([2.0, 2.0, 3.0, 1.0]))
-    warning = ("the volume file 'volume.nii' has a voxel-to-scanner transform that collapses an axis (a zero or "
+    warning = ("the volume file 'qform.nii' has a voxel-to-scanner transform that collapses an axis (a zero or "
                "degenerate matrix) in its sform; its qform was used instead. Check the result's orientation, "
                "and fix the input's sform")
     assert record.warnings == [warning]
@@ -217,10 +217,10 @@ async def test_log_lines_and_errors_hold_one_line_and_no_server_path(client, vol
                         r"'outputs\.partial-1/scaled\.nii\.gz'", full_log[-1])
     crash_job = (await client.get(f"/v1/jobs/{job_ids[1]}")).json()
     assert crash_job["error"]["detail"].startswith(
-        "RuntimeError: cannot open inputs/volume.nii or x/y.bin. This is a fault of the service")
+        "RuntimeError: cannot open volume.nii.gz or x/y.bin. This is a fault of the service")  # as uploaded
     crash_log = (await client.get(f"/v1/jobs/{job_ids[1]}/log")).text
     assert str(settings.data_dir.resolve()) not in crash_log and str(settings.data_dir) not in crash_log
-    assert "cannot open inputs/volume.nii or x/y.bin" in crash_log.splitlines()[-1]
+    assert "cannot open volume.nii.gz or x/y.bin" in crash_log.splitlines()[-1]
 
 
 async def test_range_past_the_end_is_416_problem(client, volume, store):
@@ -283,3 +283,23 @@ async def test_mif_transform_of_1e300_is_refused_at_the_door(client, store):
         "the fod file 'fod.mif' has a voxel-to-scanner transform or voxel sizes beyond 1e+06 mm; write it again "
         "with MRtrix3 (mrconvert in.mif out.mif) or convert it to NIfTI (mrconvert in.mif out.nii.gz)")
     assert leftovers(store) == []
+
+
+async def test_a_jobs_mif_images_add_the_job_to_their_command_history(client, store, volume):
+    from worker.io.mif import read_mif_header, write_mif
+    from worker.provenance import generated_by
+
+    job_id = (await client.post("/v1/jobs/scale", files={"volume": (volume.name, volume.read_bytes())},
+                                data={"factor": "3"})).json()["id"]
+    converted = "mrconvert in.nii in.mif  (version=3.0.3)"
+
+    def write_like_mrtrix_input(ctx):  # as the real kinds write an MRtrix input's outputs
+        return [write_mif(ctx.out_dir / "scaled.mif", np.zeros((2, 2, 2), np.float32), np.eye(4),
+                          keyval={"command_history": converted})]
+
+    record = run_job(store, job_id, lambda name: dataclasses.replace(get_job_kind(name), run=write_like_mrtrix_input),
+                     heartbeat_interval=1.0, heartbeat_timeout=30.0, max_worker_losses=3)
+    assert record.status is JobStatus.succeeded
+    history = read_mif_header(store.outputs_dir(job_id) / "scaled.mif").keyval["command_history"]
+    assert history.splitlines() == [
+        converted, f"fibertensor job {job_id} scale factor=3.0 chunks=4 delay=0.0 fail=none  (version={generated_by()['Version']})"]

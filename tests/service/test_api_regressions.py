@@ -109,7 +109,7 @@ async def test_sh_volume_count_message_is_a_sentence(client, tmp_path):
     response = await client.post("/v1/jobs/peaks", files={"fod": (wrong.name, wrong.read_bytes())})
     assert response.status_code == 422
     assert response.json()["detail"] == (
-        "the FOD file 'fod.nii.gz' has 7 volumes: 7 SH coefficients are not an even-order SH series, "
+        "the FOD file 'fod7.nii.gz' has 7 volumes: 7 SH coefficients are not an even-order SH series, "
         "which has one of 6 (lmax 2), 15 (lmax 4), 28 (lmax 6), 45 (lmax 8), 66 (lmax 10), 91 (lmax 12) "
         "coefficients. Pass an FOD image (e.g. from dwi2fod), not the DWI"
     )

@@ -24,9 +24,9 @@ def settings(tmp_path):
     return Settings(data_dir=tmp_path / "data", api_keys=f"{KEY_A}=lab-a,{KEY_B}=lab-b")
 
 
-async def _submit(client, volume, headers, **fields):
+async def _submit(client, volume, headers, filename=None, **fields):
     with open(volume, "rb") as handle:
-        response = await client.post("/v1/jobs/scale", files={"volume": (volume.name, handle)},
+        response = await client.post("/v1/jobs/scale", files={"volume": (filename or volume.name, handle)},
                                      data={k: str(v) for k, v in fields.items()}, headers=headers)
     assert response.status_code == 202, response.text
     return response.json()["id"]
@@ -54,20 +54,32 @@ async def test_job_zip_holds_the_result_bytes(client, volume, store):
     assert set(members) == {"scaled.nii.gz", "scaled.json"}
 
 
-async def test_batch_zip_has_a_folder_per_succeeded_job_of_the_label(client, volume, store):
-    ids = [await _submit(client, volume, A, factor=f, label="batch") for f in (2, 3)]
+async def test_batch_zip_has_a_folder_per_succeeded_job_named_after_its_input(client, volume, store):
+    uploads = {"sub-01_T1w.nii.gz": "sub-01_T1w", "sub-02_T1w.nii.gz": "sub-02_T1w",
+               "sub-01_T1w.NII.GZ": "sub-01_T1w-2", "C:\\scans\\sub-01_T1w.nii.gz": "sub-01_T1w-3"}
+    ids = [await _submit(client, volume, A, name, factor=f, label="batch") for f, name in enumerate(uploads, 2)]
     await _submit(client, volume, A, label="other")
-    failing = await _submit(client, volume, A, label="batch", fail="input")
+    failing = await _submit(client, volume, A, "sub-03_T1w.nii.gz", label="batch", fail="input")
     run_queued(store)
     assert store.read(failing).status.value == "failed"
     response = await client.get("/v1/jobs/results.zip", params={"label": "batch"}, headers=A)
     assert response.status_code == 200
+    folders = list(uploads.values())
     with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
         names = archive.namelist()
-        assert names == [f"{job_id}/{name}" for job_id in ids for name in ("scaled.nii.gz", "scaled.json")]
-        for job_id in ids:
+        assert names == [f"{folder}/{name}" for folder in folders for name in ("scaled.nii.gz", "scaled.json")]
+        for job_id, folder in zip(ids, folders):
             expected = await _results(client, job_id, A)
-            assert {n: archive.read(f"{job_id}/{n}") for n in expected} == expected
+            assert {n: archive.read(f"{folder}/{n}") for n in expected} == expected
+
+
+async def test_batch_zip_names_a_job_recorded_without_input_names_by_its_id(client, volume, store):
+    job_id = await _submit(client, volume, A, "sub-01_T1w.nii.gz", label="old")
+    store.update(job_id, lambda record: record.model_copy(update={"input_names": {}}))
+    run_queued(store)
+    response = await client.get("/v1/jobs/results.zip", params={"label": "old"}, headers=A)
+    with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
+        assert archive.namelist() == [f"{job_id}/scaled.nii.gz", f"{job_id}/scaled.json"]
 
 
 async def test_zips_keep_tenants_apart_and_explain_empty_answers(client, volume, store):

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from bids import BIDSLayout
 
 from service.cli import main
 from tests.integration.processes import free_port, service_env, start_serve, stop
@@ -32,10 +33,17 @@ def test_local_run_of_one_session_with_peaks_options(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == f"1 of 1 FODs done; derivatives in {out}"
     stem = "sub-01/ses-2/dwi/sub-01_ses-2_model-csd_"
     assert published(out) == sorted(["dataset_description.json"] + [
-        f"{stem}{entity}_dwimap{ext}" for entity in ("param-peaks", "param-amplitudes", "param-nufo", "param-afdmax")
+        f"{stem}param-{value}_desc-{value}_dwimap{ext}" for value in ("peaks", "amplitudes", "nufo", "afdmax")
         for ext in (".mif.gz", ".json")] + [f"{stem}desc-qc_dwimap.png", f"{stem}desc-qc_dwimap.json"])
-    sidecar = json.loads((out / f"{stem}param-afdmax_dwimap.json").read_text())
+    sidecar = json.loads((out / f"{stem}param-afdmax_desc-afdmax_dwimap.json").read_text())
     assert sidecar["Parameters"]["npeaks"] == 2 and sidecar["Parameters"]["format"] == ["mif"]
+    # pybids as installed pairs each file with its own sidecar
+    images = [f for f in BIDSLayout(out, is_derivative=True).get(suffix="dwimap") if f.entities["extension"] != ".json"]
+    assert sorted(f.entities["desc"] for f in images) == ["afdmax", "amplitudes", "nufo", "peaks", "qc"]
+    for image in images:
+        own = json.loads((out / stem).with_name(image.filename.split(".")[0] + ".json").read_text())
+        assert image.get_metadata()["Description"] == own["Description"], image.filename
+    assert len({image.get_metadata()["Description"] for image in images}) == 5
 
 
 def test_errors_say_what_to_fix(tmp_path, capsys):
@@ -61,6 +69,11 @@ def test_worker_processes_publish_what_one_process_does(tmp_path, capsys):
     assert captured.out.splitlines()[-1] == f"4 of 4 FODs done; derivatives in {tmp_path / 'two'}"
     assert sorted(line.split("]")[0] for line in captured.err.splitlines()[-4:]) == [f"[{n}/4" for n in range(1, 5)]
     assert published_files(tmp_path / "two") == published_files(tmp_path / "one")
+    # each image names the command that made it, also when a worker process wrote it
+    for out, processes in (("one", 1), ("two", 2)):
+        entry = f"fibertensor bids {root} {tmp_path / out} {' '.join(options)} --processes {processes}  (version="
+        for image in (tmp_path / out).rglob("*.mif.gz"):
+            assert read_image_header(image, "image").keyval["command_history"].startswith(entry), image
 
 
 @pytest.mark.parametrize("options, message", [
@@ -91,7 +104,7 @@ def test_server_run_publishes_what_the_local_run_does(tmp_path):
         stop(serve, timeout=60)
     local, served = published(tmp_path / "local"), published(tmp_path / "served")
     assert served == local
-    assert "sub-02/ses-1/dwi/sub-02_ses-1_space-T1w_param-fixels_dwimap/index.mif.gz" in served
+    assert "sub-02/ses-1/dwi/sub-02_ses-1_space-T1w_param-fixels_desc-fixels_dwimap/index.mif.gz" in served
     for name in served:
         if name.endswith(".mif.gz"):
             np.testing.assert_array_equal(

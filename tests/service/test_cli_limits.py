@@ -159,5 +159,5 @@ def test_a_bids_run_reports_the_refused_fod_and_publishes_the_others(files, tmp_
     assert capsys.readouterr().err == (
         f"{fods['01', '2'].name}: Too many voxels: the image grid 2000×2000×2000 has 8000000000 voxels, more "
         "than this server's limit of 67108864 (FIBERTENSOR_MAX_VOXELS); crop it\n")
-    published = {p.name for p in out.rglob("*_param-peaks_dwimap.nii.gz")}
-    assert published == {"sub-01_ses-1_model-csd_param-peaks_dwimap.nii.gz"}
+    published = {p.name for p in out.rglob("*_desc-peaks_dwimap.nii.gz")}
+    assert published == {"sub-01_ses-1_model-csd_param-peaks_desc-peaks_dwimap.nii.gz"}

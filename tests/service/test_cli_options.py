@@ -35,7 +35,7 @@ def test_options_choices_flags_and_help():
     assert actions["size"].option_strings == ["--size"] and actions["size"].help == "a size (at least 1, at most 9; default: 3)"
     assert actions["mode"].choices == ["fast", "exact"] and actions["mode"].help == "how (default: fast)"
     assert actions["verbose"].option_strings == ["--verbose", "--no-verbose"]
-    assert actions["sizes"].help == "several sizes (comma-separated; at least 2 values)"
+    assert actions["sizes"].help == "several sizes (comma-separated; at least 2 values)"  # no example given
     assert actions["limit"].help == "an optional limit (above 0)"
     with pytest.raises(SystemExit):
         parse(["--mode", "slow"])
@@ -85,3 +85,43 @@ def test_local_and_submit_commands_share_the_declaration(kind, command):
     assert len(local) == len(model.model_fields) and local == submitted
     description = model.model_fields["backend"].description
     assert local["--backend"] == (f"{description} (default: auto)", ["auto", "cpu", "cuda"])
+
+
+@pytest.mark.parametrize("kind", sorted(job_kinds()))
+def test_every_list_option_shows_an_example_of_its_own_that_the_model_takes(kind):
+    from service.uploads import upload_form_schema
+    from worker.params import is_list_field, params_from_text
+
+    model = job_kinds()[kind].params_model
+    form = upload_form_schema(job_kinds()[kind])["requestBody"]["content"]["multipart/form-data"]["schema"]
+    parser = argparse.ArgumentParser()
+    add_model_options(parser, model)
+    helps = {action.dest: action.help for action in parser._actions}
+    for name, info in model.model_fields.items():
+        if not is_list_field(model, name):
+            continue
+        assert info.examples, f"{kind} {name}: give the field an example (Field(examples=[[...]]))"
+        example = ",".join(map(str, info.examples[0]))
+        assert f"(comma-separated, e.g. {example}" in helps[name]
+        assert form["properties"][name]["description"].endswith(f", e.g. {example}")
+        params_from_text(model, {name: example})  # a value the job takes
+    if kind == "peaks":
+        assert "(comma-separated, e.g. afd_max,rgb; default: all)" in helps["metrics"]
+        assert helps["format"].endswith("(comma-separated, e.g. nifti,fixel)")
+
+
+def test_version_prints_the_installed_package_version(capsys):
+    from importlib import metadata
+
+    from service.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert capsys.readouterr().out == f"fibertensor {metadata.version('fibertensor')}\n"
+
+
+def test_out_prefix_says_where_the_files_go():
+    [out_prefix] = [a for a in _subparser(build_parser(), "peaks")._actions if a.dest == "out_prefix"]
+    assert out_prefix.help.startswith("folder and start of the output file names: out/sub-01 writes "
+                                      "out/sub-01_peaks.nii.gz")

@@ -13,6 +13,7 @@ import pytest
 from gpu.peaks.peak_matching import match_peaks
 from service.cli import main
 from service.settings import get_settings
+from tests.worker.io.conftest import mrtrix  # noqa: F401 (the fixture)
 from worker.errors import InputError
 from worker.input_limits import check_job_inputs
 from worker.job_kinds import get_job_kind
@@ -90,6 +91,20 @@ def test_peaks_command_options_and_summary(sample, tmp_path, capsys):
     assert nib.load(tmp_path / "opts_peaks.nii.gz").shape == (24, 24, 12, 6)
 
 
+def test_mif_outputs_add_the_command_to_the_inputs_command_history(sample, tmp_path, mrtrix):
+    from worker.provenance import generated_by
+
+    fod = tmp_path / "fod.mif"
+    mrtrix("mrconvert", sample / "fod.nii.gz", fod)
+    [converted] = mrtrix("mrinfo", fod, "-property", "command_history").splitlines()
+    argv = ["peaks", str(fod), str(tmp_path / "s1"), "--npeaks", "2", "--metrics", "afd_max", "--format", "mif",
+            "--no-qc", "--backend", "cpu", "--quiet"]
+    assert main(argv) == 0
+    entry = f"fibertensor {' '.join(argv)}  (version={generated_by()['Version']})"
+    for name in ("s1_peaks.mif", "s1_count.mif", "s1_afd_max.mif"):
+        assert mrtrix("mrinfo", tmp_path / name, "-property", "command_history").splitlines() == [converted, entry]
+
+
 def write(tmp_path, name, data, affine=None):
     path = tmp_path / name
     nib.save(nib.Nifti1Image(data, np.eye(4) if affine is None else affine), path)
@@ -118,14 +133,53 @@ def test_error_missing_mask(sample, tmp_path, capsys):
     assert "mask file" in line and "nomask.nii" in line and "does not exist" in line
 
 
-def test_error_3d_input(tmp_path, capsys):
-    fod = write(tmp_path, "fod3d.nii.gz", np.zeros((4, 4, 4), np.float32))
+@pytest.mark.parametrize("shape", [(4, 5, 6), (4, 5, 6, 1)])
+def test_error_3d_input(tmp_path, capsys, shape):
+    # A 3D image, or one stored as 4D with a single volume: its size as mrinfo gives it
+    # (axes realigned to scanner x, y, z), and what a FOD looks like.
+    affine = np.array([[0, 0, 2.0, 0], [2.0, 0, 0, 0], [0, 2.0, 0, 0], [0, 0, 0, 1]])
+    fod = write(tmp_path, "fod3d.nii.gz", np.zeros(shape, np.float32), affine)
     line = cli_error(["peaks", fod, tmp_path / "out", "--quiet"], capsys)
-    assert "fod3d.nii.gz" in line and "(4, 4, 4)" in line and "4D volume" in line
+    size = "6 x 4 x 5" + " x 1: one volume" * (len(shape) == 4)
+    assert line == (f"fibertensor: error: Not a 4D volume: the FOD file 'fod3d.nii.gz' is a 3D image ({size}); peaks "
+                    "need a 4D image of SH coefficients, X x Y x Z x N with N one of 6, 15, 28, 45, 66, 91 "
+                    "(e.g. 6 x 4 x 5 x 45 for lmax 8), such as dwi2fod writes")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fod3d.nii.gz"]
 
 
-@pytest.mark.parametrize("volumes", [44, 1, 46])
+def mif_mask(tmp_path, nifti, strides: str):
+    import subprocess
+
+    path = tmp_path / "mask.mif"
+    subprocess.run(["mrconvert", "-quiet", str(nifti), str(path), "-strides", strides], check=True)
+    return path
+
+
+def test_error_mif_mask_with_other_strides_names_sizes_as_mrinfo_does(tmp_path, capsys):
+    import subprocess
+
+    fod = write(tmp_path, "fod.nii", np.zeros((9, 10, 10, 15), np.float32))
+    # On the FOD's grid, stored with other strides: mrinfo shows 9 x 10 x 10 for both.
+    same = mif_mask(tmp_path, write(tmp_path, "m.nii", np.ones((9, 10, 10), np.uint8)), "2,1,3")
+    assert subprocess.run(["mrinfo", "-size", str(same)], capture_output=True, text=True).stdout.split() == [
+        "9", "10", "10"]
+    line = cli_error(["peaks", fod, tmp_path / "out", "--mask", same, "--quiet"], capsys)
+    assert line == ("fibertensor: error: Mask grid mismatch: the mask 'mask.mif' has the FOD's size (9 x 10 x 10) but "
+                    "its axes are stored in another order (other strides); store it as the FOD is "
+                    "(mrconvert mask.mif -strides fod.nii OUT)")
+    # The suggested command makes a mask the job takes.
+    subprocess.run(["mrconvert", "-quiet", str(same), "-strides", str(fod), str(tmp_path / "fixed.mif")], check=True)
+    assert main(["peaks", str(fod), str(tmp_path / "out"), "--mask", str(tmp_path / "fixed.mif"), "--quiet",
+                 "--no-qc", "--metrics", "none"]) == 0
+    # Another grid, stored with other strides: both sizes as mrinfo gives them.
+    (tmp_path / "mask.mif").unlink()
+    other = mif_mask(tmp_path, write(tmp_path, "m8.nii", np.ones((9, 8, 10), np.uint8)), "2,1,3")
+    line = cli_error(["peaks", fod, tmp_path / "out2", "--mask", other, "--quiet"], capsys)
+    assert line == ("fibertensor: error: Mask grid mismatch: the mask 'mask.mif' is 9 x 8 x 10 but the FOD grid is "
+                    "9 x 10 x 10; resample the mask onto the FOD grid (e.g. mrgrid … regrid -template)")
+
+
+@pytest.mark.parametrize("volumes", [44, 46])
 def test_error_wrong_volume_count(tmp_path, capsys, volumes):
     fod = write(tmp_path, "fod.nii", np.zeros((2, 2, 2, volumes), np.float32))
     line = cli_error(["peaks", fod, tmp_path / "out", "--quiet"], capsys)
@@ -205,3 +259,23 @@ def test_error_invalid_relative_threshold(sample, tmp_path, capsys, value):
 def test_error_invalid_starts(sample, tmp_path, capsys):
     line = cli_error(["peaks", sample / "fod.nii.gz", tmp_path / "out", "--starts", "1000", "--quiet"], capsys)
     assert line.startswith("fibertensor: error: --starts: ") and "256" in line
+
+
+def test_a_small_cpu_job_imports_only_what_it_runs(tmp_path):
+    # A process that writes the default outputs of a CPU job loads neither the CUDA layer of
+    # numba nor the writers and formats it was not asked for.
+    import os
+    import subprocess
+    import sys
+
+    fod = write(tmp_path, "fod.nii.gz", np.zeros((3, 3, 3, 6), np.float32) + np.float32(0.3))
+    script = ("import sys; from service.cli import main; "
+              f"code = main(['peaks', {str(fod)!r}, {str(tmp_path / 'out')!r}, '--backend', 'cpu', '--quiet']); "
+              "print(' '.join(sorted(sys.modules))); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}, check=True)
+    modules = set(done.stdout.split())
+    assert {"worker.jobs.peaks", "gpu.peaks.backend_cpu", "worker.qc_picture"} <= modules
+    unneeded = {"numba.cuda", "gpu.peaks.backend_cuda", "gpu.peaks.kernels_cuda", "worker.io.fixels", "worker.io.pam5",
+                "dipy", "fastapi", "celery", "redis", "matplotlib"}
+    assert modules & unneeded == set()

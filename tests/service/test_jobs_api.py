@@ -61,6 +61,24 @@ async def test_submit_returns_202_job_and_location(client, volume, store):
     assert body["content-type"] == "application/json"
 
 
+async def test_a_job_keeps_its_inputs_names_as_uploaded_and_errors_use_them(client, volume, store, tmp_path):
+    with open(volume, "rb") as handle:
+        response = await client.post("/v1/jobs/scale", files={"volume": ("sub-01_T1w.nii.gz", handle)})
+    job = response.json()
+    assert job["input_names"] == {"volume": "sub-01_T1w.nii.gz"}
+    assert store.read(job["id"]).input_names == {"volume": "sub-01_T1w.nii.gz"}
+    listed = (await client.get("/v1/jobs")).json()["jobs"]
+    assert [j["input_names"] for j in listed] == [{"volume": "sub-01_T1w.nii.gz"}]
+    # refused at the door: the message names the file as uploaded, not as stored (volume.nii.gz)
+    broken = tmp_path / "broken.nii.gz"
+    broken.write_bytes(gzip.compress(b"not a NIfTI header" * 30))
+    with open(broken, "rb") as handle:
+        refused = await client.post("/v1/jobs/scale", files={"volume": ("sub-02_T1w.nii.gz", handle)})
+    assert refused.status_code == 422
+    detail = refused.json()["detail"]
+    assert "sub-02_T1w.nii.gz" in detail and "volume.nii" not in detail, detail
+
+
 async def test_job_runs_and_results_download_with_etag(client, volume, store):
     job_id = (await _submit(client, volume, factor=3)).json()["id"]
     run_queued(store)

@@ -292,9 +292,13 @@ def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
     job_id = page.all("#submitted a")[0].text
     listed = httpx.get(f"{server}/v1/jobs/{job_id}").json()
     assert (listed["kind"], listed["label"], listed["params"]["backend"]) == ("peaks", "sample run", "cpu")
-    # the list shows it (newest first, polling)
+    # the keyboard is on the outcome: the new job, its input and its status
+    assert page.js("return document.activeElement.id") == "submitted"
+    assert page.texts("#submitted li") == [f"{job_id} fod.nii.gz, mask.nii.gz (sample run): queued"]
+    # the list shows it (newest first, polling), with its inputs' names
     page.wait(lambda: page.all(f"#job-rows tr[data-job='{job_id}']"), 10, "the job in the list")
     assert page.all("#job-rows tr")[0].get_attribute("data-job") == job_id
+    assert page.texts(f"#job-rows tr[data-job='{job_id}'] td[data-label=Input]") == ["fod.nii.gz, mask.nii.gz"]
 
     page.all("#submitted a")[0].click()
     page.wait(lambda: page.text("job-id") == job_id, 10, "the job page")
@@ -304,6 +308,11 @@ def test_sample_from_upload_to_succeeded_and_downloads(server, sample, browser):
     names = [a.text for a in page.all("#results a")]
     assert names == [r["name"] for r in job["results"]]
     assert page.text("job-progress-text") == "100 %"
+    assert "Input fodfod.nii.gzInput maskmask.nii.gz" in page.text("job-facts")
+    # Delete comes after everything the job page offers to read or download
+    controls = page.js("return [...document.querySelectorAll('main a[href], main button, main [tabindex]')]"
+                       ".filter(e => e.offsetParent !== null).map(e => e.id || e.textContent)")
+    assert controls[-1] == "delete-job" and controls.index("job-zip") < controls.index("delete-job"), controls
     params = dict(zip(page.js("return [...document.querySelectorAll('#job-params dt')].map(e => e.textContent)"),
                       page.js("return [...document.querySelectorAll('#job-params dd')].map(e => e.textContent)")))
     assert params == {k: _shown(v) for k, v in job["params"].items()}
@@ -372,7 +381,10 @@ def test_labels_and_file_names_are_shown_as_text_never_run(server, sample, brows
     page.wait_submitted()
     assert HOSTILE_NAME in page.text("chosen-files")
     # the refused file of the batch is named in its error, as text
-    assert page.text("err-fod").startswith(f"{HOSTILE_NAME}: fod: 'fod.nii.gz' ends in .gz but is not gzip data")
+    # (by the name it was uploaded with, not the one the server stored it under; a form sends
+    # a file name's " as %22)
+    sent_name = HOSTILE_NAME.replace('"', "%22")
+    assert page.text("err-fod").startswith(f"{HOSTILE_NAME}: fod: '{sent_name}' ends in .gz but is not gzip data")
     job_id = page.all("#submitted a")[0].text
     page.wait(lambda: page.all(f"#job-rows tr[data-job='{job_id}']"), 10, "the job in the list")
     assert page.texts(f"#job-rows tr[data-job='{job_id}'] td[data-label=Label]") == [HOSTILE_LABEL]
@@ -585,9 +597,12 @@ def test_a_dropped_file_or_a_chosen_folder_is_a_batch_labelled_with_its_name(ser
     page.by_id("batch-zip").click()
     with zipfile.ZipFile(io.BytesIO(page.downloaded("subj-batch.zip"))) as archive:
         members = archive.namelist()
+        # a folder per job, named after the file it was given
+        assert sorted(j["input_names"]["fod"] for j in done) == ["sub-01.nii.gz", "sub-02.nii.gz"]
         for job in done:
+            folder = job["input_names"]["fod"].removesuffix(".nii.gz")
             for result in job["results"]:
-                assert hashlib.sha256(archive.read(f"{job['id']}/{result['name']}")).hexdigest() == result["sha256"]
+                assert hashlib.sha256(archive.read(f"{folder}/{result['name']}")).hexdigest() == result["sha256"]
     assert len(members) == sum(len(j["results"]) for j in done)
     page.shot("batch")
     assert page.console_errors() == []

@@ -162,7 +162,8 @@ def test_a_conv_loops_first_compile_is_announced_once(tmp_path):
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "FIBERTENSOR_KERNEL_CACHE": str(tmp_path / "kernels")}
     cold = python(_RUN_CONV, env=env)
     assert cold.stderr.count(NOTICE) == 1, cold.stderr
-    assert "compiling the CPU conv kernel _cp_conv_cpu into numba's cache (first use; about 3 s)" in cold.stderr
+    assert ("compiling the CPU conv kernel _cp_conv_cpu into numba's cache (first use; 3 s on an idle 2-core "
+            "machine, several times that on busy cores)") in cold.stderr
     assert "fibertensor warmup" in cold.stderr and float(cold.stdout) < 1e-4
     warm = python(_RUN_CONV, env=env)
     assert NOTICE not in warm.stderr and float(warm.stdout) < 1e-4

@@ -123,8 +123,9 @@ def test_warnings_reach_submit_jobs_and_peaks(service, tmp_path, capsys):
 
     assert main(["jobs", "--label", "nan", "--server", service]) == 0
     listing = capsys.readouterr().out.splitlines()
-    assert listing[0].endswith("! label") and listing[1].endswith("! nan") and "succeeded" in listing[1]
-    assert listing[2] == " " * 30 + "! " + warning.format("fod.nii.gz")  # the service's name for it
+    assert listing[0].endswith("! label  (inputs)") and "succeeded" in listing[1]
+    assert listing[1].endswith("! nan  (sub-9_fod.nii.gz)")  # the input by the name it was sent with
+    assert listing[2] == " " * 30 + "! " + warning.format("sub-9_fod.nii.gz")
     assert len(listing) == 3
 
     assert main(["peaks", str(fod), str(tmp_path / "local"), "--backend", "cpu", "--quiet"]) == 0
@@ -145,8 +146,8 @@ def test_bids_on_a_server_goes_on_past_a_refused_fod(service, tmp_path, capsys):
     assert capsys.readouterr().err == (
         f"{fods['01', '2'].name}: refused (422): Too many voxels: fod: the image grid 100×100×100 has 1000000 voxels, more than "
         "this server's limit of 10000 (FIBERTENSOR_MAX_VOXELS); crop it\n")
-    published = {p.name for p in (tmp_path / "out").rglob("*_param-peaks_dwimap.nii.gz")}
-    assert published == {"sub-01_ses-1_model-csd_param-peaks_dwimap.nii.gz"}
+    published = {p.name for p in (tmp_path / "out").rglob("*_desc-peaks_dwimap.nii.gz")}
+    assert published == {"sub-01_ses-1_model-csd_param-peaks_desc-peaks_dwimap.nii.gz"}
 
 
 def _cohort(folder: Path, subjects: int) -> dict[str, np.ndarray]:

@@ -162,7 +162,7 @@ async def test_peaks_uploads_that_are_not_sh_volumes(client, store, tmp_path):
         await client.post("/v1/jobs/peaks", files={"fod": (three_d.name, three_d.read_bytes())}),
         422, "Not a 4D volume",
     )
-    assert "(4, 4, 4)" in problem["detail"]
+    assert "3D image (4 x 4 x 4)" in problem["detail"]
     wrong = write_volume(tmp_path / "fod44.nii.gz", np.ones((4, 4, 4, 44), np.float32))
     problem = await _expect(
         await client.post("/v1/jobs/peaks", files={"fod": (wrong.name, wrong.read_bytes())}),

@@ -15,6 +15,7 @@ import pytest
 from bids import BIDSLayout
 
 from gpu.peaks.phantom import fod_phantom
+from tests.worker.io.test_mif import mif_without_our_command
 from tests.worker.jobs.test_peaks import rotated_affine
 from worker.batch import BatchItem, run_batch, up_to_date
 from worker.bids import derivative_name, find_fods, publish_job, run_bids_peaks, write_dataset_description
@@ -24,10 +25,13 @@ from worker.jobs.peaks import PeaksOutputs, run_peaks
 from worker.params import PeaksParams
 
 GRID = (3, 3, 2)
-# pybids' derivatives configuration has BEP016's model entity but not yet its param.
-BEP016 = {"name": "bep016", "entities": [{"name": "param", "pattern": "[_/\\\\]+param-([a-zA-Z0-9]+)"}]}
 PARAMS = PeaksParams(npeaks=2, backend="cpu")
 MAPS = ("peaks", "amplitudes", "nufo", "afdmax", "afdtotal", "afdsum", "peakfraction", "rgb")
+#: each map's Description, as its own sidecar must give it
+DESCRIPTIONS = {"peaks": "Fiber directions", "amplitudes": "FOD amplitude at each peak", "nufo": "Number of fiber",
+                "afdmax": "FOD amplitude of the largest", "afdtotal": "Integral of the FOD", "afdsum": "Sum of the",
+                "peakfraction": "Each peak's amplitude", "rgb": "Directionally encoded colour",
+                "qc": "Quality-control picture"}
 
 
 def make_dataset(root: Path, grid: tuple[int, int, int] = GRID) -> dict[tuple[str, str], Path]:
@@ -77,7 +81,8 @@ def test_finds_the_white_matter_fods_and_their_masks(dataset):
 
 
 def test_outputs_are_a_derivatives_dataset_pybids_indexes(dataset):
-    layout = BIDSLayout(dataset["output"], validate=False, is_derivative=True, config=["bids", "derivatives", BEP016])
+    # pybids as installed: it knows desc- but not yet BEP016's param-
+    layout = BIDSLayout(dataset["output"], is_derivative=True)
     description = layout.get_dataset_description()
     assert description["DatasetType"] == "derivative"
     assert description["GeneratedBy"][0]["Name"] == "fibertensor" and description["GeneratedBy"][0]["Version"]
@@ -85,10 +90,17 @@ def test_outputs_are_a_derivatives_dataset_pybids_indexes(dataset):
     for (subject, session), fod in dataset["fods"].items():
         extension = ".nii.gz" if subject == "01" else ".mif.gz"
         files = layout.get(subject=subject, session=session, suffix="dwimap", extension=extension)
-        assert sorted(f.entities["param"] for f in files) == sorted(MAPS)
+        assert sorted(f.entities["desc"] for f in files) == sorted(MAPS)
         qc = layout.get(subject=subject, session=session, desc="qc", extension=".png")
         assert len(qc) == 1 and qc[0].entities["datatype"] == "dwi"
-        nufo = layout.get(subject=subject, session=session, param="nufo", extension=extension)[0]
+        # every file's metadata is its own sidecar's, not another map's
+        for image in [*files, *qc]:
+            metadata = image.get_metadata()
+            desc = image.entities["desc"]
+            assert metadata["Description"].startswith(DESCRIPTIONS[desc]), (image.filename, metadata["Description"])
+            assert ("Provenance" in metadata) == (desc == "peaks"), image.filename
+            assert f"param-{desc}_" in image.filename or desc == "qc"
+        nufo = layout.get(subject=subject, session=session, desc="nufo", extension=extension)[0]
         model = {("01", "1"): "csd", ("01", "2"): "csd", ("02", "1"): None, ("02", "2"): "msmtcsd"}[subject, session]
         assert nufo.entities.get("model") == model
 
@@ -106,12 +118,23 @@ def test_outputs_are_a_derivatives_dataset_pybids_indexes(dataset):
     assert links == {"fods": dataset["root"].resolve().as_uri()}
 
 
-def test_output_names_keep_the_source_entities(dataset):
+def test_output_names_keep_the_source_entities_in_their_order(dataset):
     found = {(f.subject, f.session): f for f in find_fods(dataset["root"], exclude=dataset["output"])}
-    assert derivative_name(found["01", "1"], "afd_max", ".nii.gz") == "sub-01_ses-1_model-csd_param-afdmax_dwimap.nii.gz"
-    assert derivative_name(found["02", "1"], "count", ".mif.gz") == "sub-02_ses-1_space-T1w_param-nufo_dwimap.mif.gz"
+    assert derivative_name(found["01", "1"], "afd_max", ".nii.gz") == (
+        "sub-01_ses-1_model-csd_param-afdmax_desc-afdmax_dwimap.nii.gz")
+    assert derivative_name(found["02", "1"], "count", ".mif.gz") == (
+        "sub-02_ses-1_space-T1w_param-nufo_desc-nufo_dwimap.mif.gz")
+    # QSIRecon's order, param- before label-, stays
+    assert derivative_name(found["02", "2"], "peaks", ".mif.gz") == (
+        "sub-02_ses-2_model-msmtcsd_param-peaks_label-WM_desc-peaks_dwimap.mif.gz")
+    assert derivative_name(found["02", "2"], "pam5", ".pam5") == (
+        "sub-02_ses-2_model-msmtcsd_param-peaks_label-WM_desc-pam5_dwimap.pam5")
     assert derivative_name(found["02", "2"], "qc", ".png") == "sub-02_ses-2_model-msmtcsd_label-WM_desc-qc_dwimap.png"
-    peaks = json.loads((dataset["output"] / "sub-01/ses-1/dwi/sub-01_ses-1_model-csd_param-peaks_dwimap.json").read_text())
+    assert sorted(p.name for p in (dataset["output"] / "sub-02/ses-2/dwi").iterdir() if p.suffix != ".json") == sorted(
+        [f"sub-02_ses-2_model-msmtcsd_param-{m}_label-WM_desc-{m}_dwimap.mif.gz" for m in MAPS]
+        + ["sub-02_ses-2_model-msmtcsd_label-WM_desc-qc_dwimap.png"])
+    peaks = json.loads((dataset["output"] / "sub-01/ses-1/dwi/sub-01_ses-1_model-csd_param-peaks_desc-peaks_dwimap.json")
+                       .read_text())
     assert peaks["Provenance"]["input"]["mask"] == "sub-01_ses-1_desc-brain_mask.nii.gz"
     assert not (dataset["output"] / ".work").exists()
 
@@ -151,14 +174,17 @@ COHORT_GRID = (7, 6, 5)
 
 
 def published_files(folder: Path) -> dict[str, bytes]:
-    """Every file below ``folder`` by relative path; the peaks sidecars without the timings."""
+    """Every file below ``folder`` by relative path; the peaks sidecars without the timings,
+    MRtrix images as their header and data without the command that wrote them."""
     files = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         content = path.read_bytes()
-        if path.name.endswith("_param-peaks_dwimap.json"):
+        if path.name.endswith("_desc-peaks_dwimap.json"):
             sidecar = json.loads(content)
             assert sidecar["Provenance"].pop("seconds").keys() >= {"read", "write", "total"}
             content = json.dumps(sidecar, sort_keys=True).encode()
+        elif path.name.endswith((".mif", ".mif.gz")):
+            content = mif_without_our_command(content)
         files[path.relative_to(folder).as_posix()] = content
     return files
 
@@ -213,8 +239,8 @@ def test_a_brain_mask_leaves_its_outside_voxels_without_peaks(cohort, tmp_path):
     out = tmp_path / "out"
     run_bids_peaks(cohort["root"], out, PARAMS, participant_labels=["01"], session_labels=["1"])
     stem = out / "sub-01/ses-1/dwi/sub-01_ses-1_model-csd_param-"
-    count = load_image_data(read_image_header(Path(f"{stem}nufo_dwimap.nii.gz"), "nufo"))
-    peaks = load_image_data(read_image_header(Path(f"{stem}peaks_dwimap.nii.gz"), "peaks"))
+    count = load_image_data(read_image_header(Path(f"{stem}nufo_desc-nufo_dwimap.nii.gz"), "nufo"))
+    peaks = load_image_data(read_image_header(Path(f"{stem}peaks_desc-peaks_dwimap.nii.gz"), "peaks"))
     assert count.shape == COHORT_GRID and (count[0] == 0).all() and (count[1:] > 0).all()
     assert np.isnan(peaks[0]).all() and np.isfinite(peaks[1:, ..., :3]).all()
 

@@ -228,6 +228,32 @@ def _staged(store: JobStore):
     return folder
 
 
+def test_errors_and_log_name_inputs_as_the_client_did(tmp_path):
+    from worker.job_kinds import UploadedInput
+    from worker.job_store import input_name
+
+    store = JobStore(tmp_path / "data")
+    record = store.commit(_staged(store), JobRecord(
+        id=new_job_id(), kind="peaks", tenant="t", created_at=utc_now(),
+        inputs={"fod": "fod.nii", "mask": "mask.mif"},
+        uploaded={"fod": UploadedInput(name="fod.nii.gz", sha256="ab" * 32)},
+        input_names={"fod": "sub-01_fod.nii.gz", "mask": "sub-01 brain.mif"},
+    ))
+    inputs = store.inputs_dir(record.id)
+    assert store.user_text(f"{inputs}/fod.nii: not 4D; mask.mif and fod.nii.gz differ; fod_peaks.nii.gz, "
+                           "mask.mif.gz kept", record.id) == (
+        "sub-01_fod.nii.gz: not 4D; sub-01 brain.mif and sub-01_fod.nii.gz differ; fod_peaks.nii.gz, "
+        "mask.mif.gz kept"
+    )
+    store.append_log(record.id, f"input error: {inputs}/mask.mif: wrong grid")
+    assert store.log_path(record.id).read_text().split(" ", 1)[1] == "input error: sub-01 brain.mif: wrong grid\n"
+    # without a job, or for a job recorded before names were kept, the text stays as it is
+    assert store.user_text("fod.nii: not 4D") == "fod.nii: not 4D"
+    assert input_name("C:\\scans\\sub-02\x07_fod.mif") == "sub-02_fod.mif"
+    assert input_name("../../etc/sub-03.nii.gz") == "sub-03.nii.gz"
+    assert len(input_name("a" * 300 + ".mif")) == 255 and input_name("a" * 300 + ".mif").endswith("a.mif")
+
+
 def test_sweep_staging_spares_the_folders_uploads_hold(tmp_path):
     """A staging folder whose upload is under way (its job.lock held, here by another open of
     it, as by another process) stays; one nobody holds, whose removal failed or whose API

@@ -208,3 +208,15 @@ def test_the_picture_has_the_pixels_pillow_draws(name):
     expected = drawn_by_pillow(drawing)
     np.testing.assert_array_equal(_rasterized(drawing), expected)
     np.testing.assert_array_equal(picture.pixels, expected)
+
+
+def test_the_remembered_orientation_is_nibabels_for_float32_and_float64_affines():
+    """The orientation is remembered by the affine's linear part: a float32 affine (as a
+    header may give) and the float64 affine of other values each get nibabel's own, in either
+    order."""
+    from worker.qc_picture import _orientation
+
+    single = np.array([[0.0, -2.0, 0.1, 10.0], [-2.0, 0.0, 0.0, 8.0], [0.0, 0.2, 2.5, -4.0], [0.0, 0.0, 0.0, 1.0]],
+                      np.float32)
+    for affine in (single, AFFINES["LPS"], single, AFFINES["PLS"].astype(np.float32)):
+        np.testing.assert_array_equal(_orientation(affine), nib.orientations.io_orientation(affine.astype(float)))

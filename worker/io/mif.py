@@ -22,12 +22,14 @@ and flipped to lie nearest to RAS, the strides saying how they are stored), whic
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping, Sequence
+from typing import BinaryIO, Callable, Iterator, Mapping, Sequence
 
 import isal.igzip
 import numpy as np
@@ -41,7 +43,8 @@ from worker.io.nifti import read_gzip_into
 from worker.io.voxel_grid import grid_problem
 from worker.provenance import hash_to_end
 
-__all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif"]
+__all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif", "recording_command",
+           "command_history_entry", "mrtrix_size"]
 
 
 # What reading a damaged or cut gzip stream raises (zlib/gzip errors, ISA-L's own).
@@ -446,6 +449,45 @@ def _axial_permutation(rotation: np.ndarray) -> tuple[list[int], list[bool]]:
     return perm, flip
 
 
+# What write_mif adds to the command_history of the images it writes: the command (or job) at
+# work, set by :func:`recording_command`. An environment variable, so that the worker
+# processes a command starts (a batch's) inherit it; unset: nothing is added.
+_COMMAND_VARIABLE = "FIBERTENSOR_COMMAND_HISTORY_ENTRY"
+
+
+def command_history_entry(program: str, arguments: Sequence[str], version: str) -> str:
+    """One ``command_history`` line as MRtrix3 3.0 writes it (``App::command_history_string``):
+    the program and its arguments separated by spaces, then ``  (version=...)``. A ``#`` (a
+    comment to MRtrix3) or a line break in an argument is escaped as ``%23``, a space."""
+    text = " ".join([program, *arguments]) + f"  (version={version})"
+    return " ".join(text.replace("#", "%23").splitlines())
+
+
+@contextlib.contextmanager
+def recording_command(entry: str) -> Iterator[None]:
+    """While in this block, every image :func:`write_mif` writes, from any thread of the
+    process or a process it starts, gets ``entry`` (:func:`command_history_entry`) appended to
+    its ``command_history``."""
+    previous = os.environ.get(_COMMAND_VARIABLE)
+    os.environ[_COMMAND_VARIABLE] = entry
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_COMMAND_VARIABLE, None)
+        else:
+            os.environ[_COMMAND_VARIABLE] = previous
+
+
+def mrtrix_size(shape: Sequence[int], affine: np.ndarray) -> str:
+    """The size of an image of array ``shape`` and voxel→scanner ``affine`` as ``mrinfo``
+    prints it (``9 x 10 x 10``): MRtrix3 shows the spatial axes realigned nearest to scanner
+    x, y, z, whatever the order they are stored in."""
+    spatial = affine[:3, :3] / np.linalg.norm(affine[:3, :3], axis=0)
+    perm, _ = _axial_permutation(spatial)
+    return " x ".join(str(shape[a]) for a in [*perm, *range(3, len(shape))])
+
+
 def _header_text(lines: Sequence[str], data_file: str | None) -> bytes:
     """The header, ending with ``file:`` and ``END``; for embedded data (``data_file`` None)
     zero-padded to the offset it names, a multiple of 16."""
@@ -488,7 +530,9 @@ def write_mif(
     scaling : (offset, scale), optional
         Stored so that readers return ``offset + scale × stored``.
     keyval : mapping of str to str, optional
-        Free header entries (e.g. ``command_history``); multi-line values become repeated keys.
+        Free header entries (e.g. the input's ``command_history``); multi-line values become
+        repeated keys. Inside :func:`recording_command`, its entry is added as the last line
+        of ``command_history``, as each MRtrix3 command adds its own.
 
     The header transform is realigned as MRtrix3 does on reading (``Header::realign_transform``),
     and the file is written beside ``path`` and renamed into place.
@@ -511,6 +555,9 @@ def write_mif(
     datatype = _datatype_spec(data.dtype)
     zooms = [*spacing, *[1.0] * (data.ndim - 3)]
     keyval = dict(keyval or {})
+    command = os.environ.get(_COMMAND_VARIABLE)
+    if command:
+        keyval["command_history"] = "\n".join(filter(None, (keyval.get("command_history"), command)))
     for key, value in keyval.items():
         if not key or ":" in key or "#" in key or "\n" in key or key.lower() in _COMPULSORY or key == "END":
             raise ValueError(f"{key!r} cannot be a free MRtrix header key")

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 from scipy.spatial import cKDTree
 
+import gpu.numba_cache  # noqa: F401 - numba's cache shared safely by processes
 from gpu.cpu_blocks import run_in_blocks
 from worker.errors import InputError
 from worker.io.atomic import atomic_path

@@ -31,14 +31,12 @@ from worker.params.fixels import FixelsParams
 __all__ = ["check_fixels_inputs", "fixel_format", "run_fixels", "fixels_memory_bytes", "JOB_KINDS"]
 
 _IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
-#: fod2fixel's quantities, each one fixel data file.
-QUANTITIES = ("afd", "peak_amp", "disp")
 
 
 def check_fixels_inputs(fod: Path, mask: Path | None = None) -> tuple["ImageInfo", "ImageInfo | None"]:
     """Header-only checks of a fixels job's inputs; raises :class:`InputError` saying what
     to fix."""
-    from gpu.fixels.fmls_tables import lmax_for_coefficients
+    from gpu.sh_basis import lmax_from_ncoeffs
     from worker.io.images import read_image_header
 
     info = read_image_header(fod, "FOD")
@@ -46,7 +44,7 @@ def check_fixels_inputs(fod: Path, mask: Path | None = None) -> tuple["ImageInfo
         raise InputError("Not a 4D volume", f"the FOD file {info.path.name!r} has shape {info.shape}; fixels need a "
                          "4D volume of SH coefficients (x, y, z, coefficients), e.g. the output of dwi2fod")
     try:
-        lmax_for_coefficients(info.shape[3])
+        lmax_from_ncoeffs(info.shape[3])
     except ValueError as exc:
         raise InputError("Wrong number of volumes", f"the FOD file {info.path.name!r} has {info.shape[3]} volumes: "
                          f"{exc}. Pass an FOD image (e.g. from dwi2fod), not the DWI") from None
@@ -86,7 +84,7 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
     sha256 as uploaded, by slot, where the service stored them in another form."""
     from gpu.cuda.backend import resolve_backend
     from gpu.fixels.segment import FmlsOptions, segment_fods
-    from worker.io.fixels import write_fixel_images
+    from worker.io.fixels import FMLS_QUANTITIES, write_fixel_images
     from worker.io.images import load_job_images
     from worker.provenance import generated_by, package_versions
 
@@ -107,7 +105,7 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
     segmented = time.perf_counter()
 
     fmt, warning = fixel_format(names["fod"], fixels.afd.size)
-    quantities = {name: getattr(fixels, name) for name in QUANTITIES}
+    quantities = {name: getattr(fixels, name) for name in FMLS_QUANTITIES}
     if archive:
         staging = out_dir.with_name(f".{out_dir.name}.staging")
         folder = write_fixel_images(staging / "fixels", fixels.index, fixels.directions, quantities, info.affine,
@@ -128,7 +126,7 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
         "method": "FMLS segmentation as MRtrix3 fod2fixel (Smith et al. 2013, NeuroImage 67:298, Appendix 2) on its "
                   "1281-direction set; afd = lobe integral, peak_amp = FOD amplitude at the lobe's largest peak, "
                   "disp = afd / peak_amp",
-        "outputs": {"fixels": out_dir.name, "format": fmt, "files": ["index", "directions", *QUANTITIES]},
+        "outputs": {"fixels": out_dir.name, "format": fmt, "files": ["index", "directions", *FMLS_QUANTITIES]},
         "fixels": int(fixels.afd.size),
         "voxels_with_fixels": int((fixels.index[..., 0] > 0).sum()),
         "most_fixels_in_a_voxel": int(fixels.index[..., 0].max(initial=0)),
@@ -147,17 +145,20 @@ def fixels_memory_bytes(fod: Path, mask: Path | None = None) -> int:
     voxels and C coefficients, the FOD as float32 and its voxel-ordered copy (2·N·C·4), the
     mask, and the fixels with their float32 copies, 48 bytes each, for up to 8 per voxel
     (a chunk's voxels with more are redone in float64 apart; a CSD FOD has a few)."""
-    info, mask_info = check_fixels_inputs(fod, mask)
+    return _memory_of_headers(*check_fixels_inputs(fod, mask))
+
+
+def _memory_of_headers(info: "ImageInfo", mask_info: "ImageInfo | None") -> int:
     n, c = info.n_voxels, info.shape[3]
     return 2 * n * c * 4 + (0 if mask_info is None else 5 * n) + n * 8 * 48 + math.prod(info.shape[:3]) * 8
 
 
-def _validate(inputs: dict[str, Path], params: FixelsParams) -> None:
-    check_fixels_inputs(inputs["fod"], inputs.get("mask"))
+def _validate(inputs: dict[str, Path], params: FixelsParams) -> tuple["ImageInfo", "ImageInfo | None"]:
+    return check_fixels_inputs(inputs["fod"], inputs.get("mask"))
 
 
-def _memory(inputs: dict[str, Path], params: FixelsParams, validated: object = None) -> int:
-    return fixels_memory_bytes(inputs["fod"], inputs.get("mask"))
+def _memory(inputs: dict[str, Path], params: FixelsParams, headers: tuple["ImageInfo", "ImageInfo | None"]) -> int:
+    return _memory_of_headers(*headers)
 
 
 def _run(ctx: JobContext) -> list[Path]:

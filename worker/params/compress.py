@@ -21,7 +21,7 @@ class CompressParams(JobParams):
     tol: float | None = Field(
         None, gt=0, lt=1, description=f"relative error target ||X - X^||_F / ||X||_F, {DEFAULT_TOL:g} unless ranks are given")
     ranks: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=3, max_length=5)] | None = Field(
-        None, description="fixed Tucker ranks, one per axis, instead of tol")
+        None, description="fixed Tucker ranks, one per axis, instead of tol", examples=[[8, 8, 4]])
     precision: Literal["fp16", "fp32", "fp64"] = Field("fp16", description="precision of the TTMc chain")
     scaling: Literal["kronecker", "onesided", "none"] = Field(
         "kronecker", description="scaling that keeps an FP16 TTMc from overflowing: Kronecker-product, one-sided or none")

@@ -24,6 +24,11 @@ class PeaksParams(JobParams):
 
     basis: Literal["mrtrix", "dipy"] = Field(
         "mrtrix", description="SH basis of the input: MRtrix3's or DIPY's legacy descoteaux07")
+    peaks_frame: Literal["scanner", "voxel"] = Field(
+        "scanner", description="frame of the directions in the peaks image: scanner (as sh2peaks writes an MRtrix3 "
+        "FOD's, what mrview and TractSeg expect) or voxel (along the image axes, as DIPY keeps them); a DIPY-basis "
+        "FOD's SH are along the image axes, so its peaks are rotated by the affine's rotation for scanner, an "
+        "MRtrix3-basis FOD's the other way for voxel")
     npeaks: int = Field(3, ge=1, le=MAX_NPEAKS, description="number of peaks K written per voxel, no more than starts")
     threshold: float = Field(0.0, ge=0.0, description="least peak amplitude (FOD value) reported")
     relative_threshold: float = Field(
@@ -34,11 +39,11 @@ class PeaksParams(JobParams):
         "or from every start above the thresholds (exhaustive, slower)")
     metrics: list[Literal[("all", "none") + METRICS]] = Field(
         ["all"], validate_default=True, description="fODF metric maps written beside the peaks: all, none, or some of "
-        f"{', '.join(METRICS)}")
+        f"{', '.join(METRICS)}", examples=[["afd_max", "rgb"]])
     qc: bool = Field(True, description="write the quality-control picture qc.png")
     format: list[Literal[OUTPUT_FORMATS]] = Field(
         [], description="output formats, any of nifti, mif (MRtrix image), fixel (MRtrix3 fixel directory), "
-        "pam5 (DIPY PeaksAndMetrics); default: the input's image format")
+        "pam5 (DIPY PeaksAndMetrics); default: the input's image format", examples=[["nifti", "fixel"]])
     # docs/decisions/checksums-option.md
     checksums: bool = Field(
         True, description="record each input file's sha256 in the sidecar (which files made these outputs); "

@@ -472,7 +472,10 @@
     }
     if (submitted.length) {
       box.append(el("p", { text: `Submitted ${submitted.length} job${submitted.length > 1 ? "s" : ""}${failed ? `; ${failed} refused (see the messages above)` : ""}:` }),
-        el("ul", {}, ...submitted.map((job) => el("li", {}, el("a", { href: `/jobs/${job.id}`, text: job.id }), ` ${job.label ? `(${job.label})` : ""}`))));
+        el("ul", {}, ...submitted.map((job) => el("li", {}, el("a", { href: `/jobs/${job.id}`, text: job.id }),
+          ` ${inputNames(job)}${job.label ? ` (${job.label})` : ""}: `, statusBadge(job, false)))));
+      // the outcome is read out where the keyboard now is, next to the links to the new jobs
+      box.focus();
       refreshJobs();
     } else {
       const invalid = form.querySelector("[aria-invalid=true]");
@@ -495,9 +498,15 @@
     return badge;
   }
 
+  // The files a job was given, by the names they had when uploaded (empty for older jobs).
+  function inputNames(job) {
+    return Object.values(job.input_names || {}).join(", ");
+  }
+
   function jobRow(job) {
     return el("tr", { "data-job": job.id },
       el("td", { "data-label": "Job" }, el("a", { href: `/jobs/${job.id}`, text: job.id })),
+      el("td", { "data-label": "Input", text: inputNames(job) }),
       el("td", { "data-label": "Kind", text: job.kind }),
       el("td", { "data-label": "Label", text: job.label || "" }),
       el("td", { "data-label": "Status" }, statusBadge(job)),
@@ -594,6 +603,7 @@
     document.title = `Job ${job.label ? `${job.label} ` : ""}${job.status} · fibertensor`;
     facts($("job-facts"), [
       ["Kind", job.kind],
+      ...Object.entries(job.input_names || {}).map(([slot, name]) => [`Input ${slot}`, name]),
       ["Label", job.label || "—"],
       ["Status", statusBadge(job, false)],
     ]);

@@ -9,15 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from gpu.fixels.fmls_tables import (direction_neighbours, fmls_tables, integration_weights, lmax_for_coefficients,
-                                    sampling_directions, sh_amplitude_matrix)
-from gpu.sh_basis import real_sh_matrix
+from gpu.fixels.fmls_tables import direction_neighbours, fmls_tables, integration_weights, sampling_directions
+from gpu.fixels.segment import segment_fods
+from gpu.sh_basis import mrtrix_sh_matrix, real_sh_matrix
 
 
 @pytest.mark.parametrize("lmax", [2, 8, 12])
 def test_sh_matrix_is_mrtrix_basis(lmax):
     unit = sampling_directions()
-    ours = sh_amplitude_matrix(lmax, np.arctan2(unit[:, 1], unit[:, 0]), np.arccos(unit[:, 2]))
+    ours = mrtrix_sh_matrix(lmax, np.arctan2(unit[:, 1], unit[:, 0]), np.arccos(unit[:, 2]))
     np.testing.assert_allclose(ours, real_sh_matrix(lmax, unit, "mrtrix"), atol=1e-12)
     np.testing.assert_allclose(fmls_tables(lmax).sh_to_amp, ours, atol=0)
 
@@ -47,7 +47,7 @@ def test_neighbours_are_the_hull_edges():
     assert np.degrees(np.arccos(cos.min())) < 6.0
 
 
-def test_lmax_from_coefficients():
-    assert [lmax_for_coefficients(n) for n in (6, 15, 28, 45, 66, 91)] == [2, 4, 6, 8, 10, 12]
+def test_wrong_coefficient_count_is_refused():
+    assert [fmls_tables(lmax).sh_to_amp.shape[1] for lmax in (2, 4, 6, 8, 10, 12)] == [6, 15, 28, 45, 66, 91]
     with pytest.raises(ValueError, match="46 SH coefficients are not an even-order SH series"):
-        lmax_for_coefficients(46)
+        segment_fods(np.zeros((1, 1, 1, 46)), backend="cpu")

@@ -5,6 +5,7 @@ read what we write with the right datatype, strides, transform and values."""
 from __future__ import annotations
 
 import gzip
+import re
 import tracemalloc
 
 import nibabel as nib
@@ -170,6 +171,41 @@ def test_scaling_and_key_values_kept_both_ways(tmp_path, mrtrix):
     assert info.keyval["comments"] == keyval["comments"] and "mrconvert" in info.keyval["command_history"]
     np.testing.assert_array_equal(load_mif_data(info), 2.0 + 0.5 * stored)
     np.testing.assert_array_equal(load_mif_data(info, dtype=None), (2.0 + 0.5 * stored + 1.5) / 0.25)
+
+
+def test_written_images_add_the_command_to_the_inputs_command_history(tmp_path, mrtrix):
+    """As each MRtrix3 command does: one line per command, the newest last, in the form
+    mrconvert writes its own (``program args  (version=...)``)."""
+    from worker.io.mif import command_history_entry, recording_command
+
+    source = write_mif(tmp_path / "source.mif", np.zeros((2, 3, 4), np.float32), oblique_affine())
+    assert "command_history" not in read_mif_header(source).keyval  # none outside a command
+    mrtrix("mrconvert", source, tmp_path / "converted.mif")
+    history = read_mif_header(tmp_path / "converted.mif").keyval["command_history"]
+    [mrconvert_entry] = history.splitlines()
+    entry_form = re.compile(r"^\S*(mrconvert|fibertensor)( \S+)+  \(version=[^)]+\)$")
+    assert entry_form.match(mrconvert_entry), mrconvert_entry
+
+    entry = command_history_entry("fibertensor", ["peaks", "fod #2.mif", "out/s1", "--npeaks", "3"], "1.2.3")
+    assert entry == "fibertensor peaks fod %232.mif out/s1 --npeaks 3  (version=1.2.3)"
+    with recording_command(entry):
+        ours = write_mif(tmp_path / "ours.mif.gz", np.ones((2, 3, 4), np.float32), oblique_affine(),
+                         keyval={"command_history": history})
+    assert mrtrix("mrinfo", ours, "-property", "command_history").splitlines() == [mrconvert_entry, entry]
+    assert entry_form.match(entry)  # the form of mrconvert's entry
+    after = write_mif(tmp_path / "after.mif", np.ones((2, 3, 4), np.float32), oblique_affine())
+    assert "command_history" not in read_mif_header(after).keyval
+
+
+def mif_without_our_command(content: bytes) -> bytes:
+    """An MRtrix image's bytes (``.mif``, or ``.mif.gz`` inflated) without the
+    ``command_history`` line of the fibertensor command that wrote it and without the data
+    offset that line moves: what two runs by different commands have in common."""
+    raw = gzip.decompress(content) if content[:2] == b"\x1f\x8b" else content
+    lines = raw.partition(b"\nEND\n")[0].split(b"\n")
+    offset = int(next(line for line in lines if line.startswith(b"file: ")).split()[-1])
+    kept = [line for line in lines if not line.startswith((b"command_history: fibertensor ", b"file: "))]
+    return b"\n".join(kept) + b"\nEND\n" + raw[offset:]
 
 
 def handwritten(path, lines: list[str], data: bytes) -> None:

@@ -70,8 +70,8 @@ def test_job_writes_tar_and_sidecar(tmp_path):
     kind = get_job_kind("fixels")
     inputs = {"fod": tmp_path / "fod.mif", "mask": tmp_path / "mask.mif"}
     params = FixelsParams(backend="cpu")
-    kind.validate(inputs, params)
-    assert kind.memory_bytes(inputs, params) > fod.nbytes
+    headers = kind.validate(inputs, params)
+    assert kind.memory_bytes(inputs, params, headers) > fod.nbytes
     out = tmp_path / "job"
     out.mkdir()
     written = kind.run(JobContext(inputs=inputs, out_dir=out, params=params))

@@ -185,11 +185,62 @@ def test_run_peaks_dipy_basis(tmp_path):
     a = PeaksOutputs.in_folder(tmp_path / "a")
     b = PeaksOutputs.in_folder(tmp_path / "b")
     run_peaks(tmp_path / "mrtrix.nii.gz", a)
-    sidecar = run_peaks(tmp_path / "dipy.nii.gz", b, PeaksParams(basis="dipy"))
-    assert sidecar["sh_basis"] == "dipy"
+    sidecar = run_peaks(tmp_path / "dipy.nii.gz", b, PeaksParams(basis="dipy", peaks_frame="voxel"))
+    assert sidecar["sh_basis"] == "dipy" and sidecar["peaks_frame"] == "voxel"
     np.testing.assert_array_equal(np.asarray(nib.load(a.path("count", ".nii.gz")).dataobj), np.asarray(nib.load(b.path("count", ".nii.gz")).dataobj))
     np.testing.assert_allclose(np.asarray(nib.load(b.path("peaks", ".nii.gz")).dataobj), np.asarray(nib.load(a.path("peaks", ".nii.gz")).dataobj),
                                rtol=1e-5, atol=1e-6)
+
+
+def fibre_fod(directions: np.ndarray, basis: str, lmax: int = 8) -> np.ndarray:
+    """SH (..., C) float32 of one heat-kernel lobe per fibre of ``directions`` (..., F, 3)
+    (Funk–Hecke: c_lm = k_l·Y_lm(d), as :func:`gpu.peaks.phantom.fod_phantom` makes them)."""
+    from gpu.sh_basis import real_sh_matrix, sh_degrees_orders
+
+    degrees, _ = sh_degrees_orders(lmax)
+    profile = np.exp(-degrees * (degrees + 1) / 60.0)
+    rows = real_sh_matrix(lmax, directions.reshape(-1, 3), basis).reshape(*directions.shape[:-1], -1)
+    return (rows * profile).sum(axis=-2).astype(np.float32)
+
+
+def oblique_affine() -> np.ndarray:
+    """A grid tilted about all three axes, its first axis flipped, voxels 2 × 2.2 × 2.5 mm."""
+    from scipy.spatial.transform import Rotation
+
+    affine = np.eye(4)
+    affine[:3, :3] = Rotation.from_euler("zyx", [35.0, -20.0, 50.0], degrees=True).as_matrix() @ np.diag([-2.0, 2.2, 2.5])
+    affine[:3, 3] = [30.0, -12.0, 5.0]
+    return affine
+
+
+def test_dipy_basis_peaks_are_written_in_the_scanner_frame_as_mrtrix_basis_ones(tmp_path):
+    # The same fibres: in scanner space for an MRtrix3-basis FOD; along the image axes
+    # (Rᵀd, R the affine's rotation, as DIPY's gradient table has them) for a DIPY-basis one.
+    from gpu.peaks.phantom import random_directions
+
+    rng = np.random.default_rng(4)
+    shape = (3, 2, 2)
+    scanner = random_directions(12 * 2, rng).reshape(*shape, 2, 3)
+    scanner[..., 1, :] = np.cross(scanner[..., 0, :], random_directions(12, rng).reshape(*shape, 3))
+    scanner /= np.linalg.norm(scanner, axis=-1, keepdims=True)  # two fibres at right angles
+    affine = oblique_affine()
+    u, _, vt = np.linalg.svd(affine[:3, :3])
+    along_axes = scanner @ (u @ vt)  # rows: Rᵀd
+    save(fibre_fod(scanner, "mrtrix"), tmp_path / "mrtrix.nii.gz", affine)
+    save(fibre_fod(along_axes, "dipy"), tmp_path / "dipy.nii.gz", affine)
+    runs = {}
+    for name, params in [("mrtrix", PeaksParams(npeaks=2)), ("dipy", PeaksParams(basis="dipy", npeaks=2)),
+                         ("dipy_voxel", PeaksParams(basis="dipy", npeaks=2, peaks_frame="voxel"))]:
+        out = PeaksOutputs.in_folder(tmp_path / name)
+        fod = tmp_path / f"{name.split('_')[0]}.nii.gz"
+        runs[name] = (run_peaks(fod, out, params), np.asarray(nib.load(out.path("peaks", ".nii.gz")).dataobj))
+    assert runs["mrtrix"][0]["peaks_frame"] == runs["dipy"][0]["peaks_frame"] == "scanner"
+    for name, truth in [("mrtrix", scanner), ("dipy", scanner), ("dipy_voxel", along_axes)]:
+        found = runs[name][1].reshape(*shape, 2, 3)
+        found = found / np.linalg.norm(found, axis=-1, keepdims=True)
+        # each true fibre has a found peak within 0.1° (peaks are axes: ±d)
+        cosines = np.abs(np.einsum("...ij,...kj->...ik", truth, found)).max(axis=-1)
+        assert np.degrees(np.arccos(np.clip(cosines, -1, 1))).max() <= 0.1, name
 
 
 def bad_input(kind: str, tmp_path: Path) -> dict[str, Path]:
@@ -229,11 +280,11 @@ def bad_input(kind: str, tmp_path: Path) -> dict[str, Path]:
 
 BAD_INPUTS = {
     # kind: (error title, words the detail must contain)
-    "3d": ("Not a 4D volume", ["has shape (3, 3, 2)", "4D volume of SH coefficients"]),
+    "3d": ("Not a 4D volume", ["is a 3D image (3 x 3 x 2)", "4D image of SH coefficients", "3 x 3 x 2 x 45"]),
     "44 volumes": ("Wrong number of volumes", ["44 SH coefficients", "6 (lmax 2), 15 (lmax 4), 28 (lmax 6), 45 (lmax 8)"]),
     "complex": ("Unsupported data type", ["complex64", "float or integer"]),
-    "mask shape": ("Mask grid mismatch", ["(3, 3, 3)", "(3, 3, 2)", "resample the mask"]),
-    "mask affine": ("Mask grid mismatch", ["different affine", "resample the mask"]),
+    "mask shape": ("Mask grid mismatch", ["is 3 x 3 x 3", "FOD grid is 3 x 3 x 2", "resample the mask"]),
+    "mask affine": ("Mask grid mismatch", ["different voxel-to-scanner transform", "resample the mask"]),
     "not NIfTI": ("Unreadable NIfTI file", ["could not be read as NIfTI", "fod.nii.gz"]),
 }
 

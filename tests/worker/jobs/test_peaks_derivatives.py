@@ -144,17 +144,30 @@ def test_mif_gz_in_gives_mif_gz_out_that_mrtrix_reads_as_the_nifti_run(phantom, 
     assert "mrconvert" in mrtrix("mrinfo", tmp_path / "mif" / "peaks.mif.gz", "-property", "command_history")
 
 
-def test_fixel_directory_read_back_by_mrtrix(phantom, tmp_path, mrtrix):
+def test_fixel_directory_is_fod2fixels(phantom, tmp_path, mrtrix):
     params = PeaksParams(format=["mif", "fixel"])
     sidecar = run_peaks(phantom["nii"], PeaksOutputs.with_prefix(tmp_path / "case"), params, mask=phantom["mask_nii"])
     assert sidecar["outputs"]["fixel"] == ["case_fixels"] and sidecar["outputs"]["peaks"] == ["case_peaks.mif.gz"]
     folder = tmp_path / "case_fixels"
-    mrtrix("fixel2peaks", folder / "peak_amp.mif.gz", tmp_path / "peaks.nii", "-nan")
-    mrtrix("fixel2voxel", folder / "peak_amp.mif.gz", "count", tmp_path / "nufo.nii")
-    ours = read(tmp_path / "case_peaks.mif.gz")
-    theirs = nib.load(tmp_path / "peaks.nii").get_fdata()
-    np.testing.assert_allclose(theirs, ours[..., : theirs.shape[-1]], atol=1e-6)
-    np.testing.assert_array_equal(nib.load(tmp_path / "nufo.nii").get_fdata(), read(tmp_path / "case_count.mif.gz"))
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        f"{name}.mif.gz" for name in ("index", "directions", "afd", "peak_amp", "disp"))
+    # fod2fixel -afd -peak_amp -disp with its defaults, on the same FOD and mask
+    mrtrix("fod2fixel", phantom["nii"], tmp_path / "theirs", "-mask", phantom["mask_nii"], "-afd", "afd.mif",
+           "-peak_amp", "peak_amp.mif", "-disp", "disp.mif")
+    maps = {}
+    for who, directory, suffix in (("ours", folder, "mif.gz"), ("theirs", tmp_path / "theirs", "mif")):
+        mrtrix("fixel2peaks", directory, tmp_path / f"{who}_peaks.nii", "-nan")
+        maps[who, "peaks"] = nib.load(tmp_path / f"{who}_peaks.nii").get_fdata()
+        for name, operation in (("afd", "count"), ("afd", "sum"), ("peak_amp", "max"), ("disp", "mean")):
+            out = tmp_path / f"{who}_{name}_{operation}.nii"
+            mrtrix("fixel2voxel", directory / f"{name}.{suffix}", operation, out)
+            maps[who, name, operation] = nib.load(out).get_fdata()
+    nufo = maps["ours", "afd", "count"]
+    np.testing.assert_array_equal(nufo, maps["theirs", "afd", "count"])
+    assert nufo.sum() > 0 and not nufo[0].any() and nufo[1, 1, 1] == 0  # masked out; non-finite
+    np.testing.assert_allclose(maps["ours", "peaks"], maps["theirs", "peaks"], atol=1e-6)
+    for key in (("afd", "sum"), ("peak_amp", "max"), ("disp", "mean")):
+        np.testing.assert_allclose(maps["ours", *key], maps["theirs", *key], rtol=1e-6, atol=0, err_msg=str(key))
 
 
 def test_pam5_holds_dipys_own_peaks_in_the_image_frame(tmp_path):
@@ -194,8 +207,8 @@ def test_service_job_packs_the_fixel_directory_and_lists_every_file(phantom, tmp
                                          "qc.png", "fixels.tar", "peaks.json"]
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in written)
     with tarfile.open(out / "fixels.tar") as archive:
-        assert sorted(archive.getnames()) == ["fixels", "fixels/directions.mif.gz", "fixels/index.mif.gz",
-                                              "fixels/peak_amp.mif.gz", "fixels/peak_fraction.mif.gz"]
+        assert sorted(archive.getnames()) == ["fixels", "fixels/afd.mif.gz", "fixels/directions.mif.gz",
+                                              "fixels/disp.mif.gz", "fixels/index.mif.gz", "fixels/peak_amp.mif.gz"]
 
 
 def test_mrtrix_outputs_from_a_nifti_input_keep_the_grid(phantom, tmp_path, mrtrix):

@@ -151,17 +151,18 @@ def test_a_job_imports_the_compiled_writers_its_outputs_need_and_no_others():
         from worker.params.peaks import PeaksParams
         import_writer_modules(wanted_outputs(PeaksParams(%s)))
         print(*(name in sys.modules for name in ("numba", "gpu.peaks.fodf_metrics_compiled", "worker.qc_raster",
-                                                  "worker.io.fixels")))
+                                                  "worker.io.fixels", "gpu.fixels.fmls")))
     """
     root = Path(__file__).resolve().parents[3]
     runs = [subprocess.run([sys.executable, "-c", code % params], capture_output=True, text=True, check=True,
                            cwd=root).stdout.split()
             for params in ("", "metrics=['rgb'], qc=False", "format=['nifti', 'fixel'], metrics=[], qc=False",
                            "metrics=[], qc=False")]
-    assert runs[0] == ["True", "True", "True", "False"]
-    assert runs[1] == ["True", "True", "False", "False"]
-    assert runs[2] == ["True", "True", "False", "True"]
-    assert runs[3] == ["False", "False", "False", "False"]
+    assert runs[0] == ["True", "True", "True", "False", "False"]
+    assert runs[1] == ["True", "True", "False", "False", "False"]
+    # the fixel directory is FMLS segmentation's, which needs no fODF metrics
+    assert runs[2] == ["True", "False", "False", "True", "True"]
+    assert runs[3] == ["False", "False", "False", "False", "False"]
 
 
 @pytest.mark.parametrize("damage", ["cut", "no voxel"])

@@ -13,16 +13,17 @@ if TYPE_CHECKING:
     from gpu.peaks.fodf_metrics import FodfMetrics
     from gpu.peaks.search import PeaksResult
 
-__all__ = ["SLAB_VOXELS", "peaks_image", "fodf_metrics_of", "scanner_to_image_axes"]
+__all__ = ["SLAB_VOXELS", "peaks_image", "fodf_metrics_of", "scanner_to_image_axes", "peaks_frame_rotation"]
 
 #: Voxels of a slab of the peaks image (:func:`peaks_image`): its results and image stay in
 #: the cache.
 SLAB_VOXELS = 1 << 16
 
 
-def peaks_image(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
+def peaks_image(directions: np.ndarray, amplitudes: np.ndarray, rotation: np.ndarray | None = None) -> np.ndarray:
     """The ``sh2peaks`` image (..., 3K) float32 of unit ``directions`` (..., K, 3) and
-    ``amplitudes`` (..., K): volume 3k + i is amplitude_k × direction_k[i]. Made in the order
+    ``amplitudes`` (..., K): volume 3k + i is amplitude_k × (rotation · direction_k)[i]
+    (``rotation`` (3, 3), None: the identity), a slab at a time. Made in the order
     NIfTI and our MRtrix writer store it (first axis fastest, volumes last), so that they take
     it without copying it into that order: a volume at a time, in slabs of the last spatial
     axis of about :data:`SLAB_VOXELS` voxels, so that results with each voxel's peaks
@@ -36,6 +37,8 @@ def peaks_image(directions: np.ndarray, amplitudes: np.ndarray) -> np.ndarray:
                  for start in range(0, spatial[-1], step)]
     for slab in slabs:
         slab_directions, slab_amplitudes, slab_image = directions[slab], amplitudes[slab], image[slab]
+        if rotation is not None:
+            slab_directions = slab_directions @ rotation.T
         for peak in range(k):
             for axis in range(3):
                 np.multiply(slab_directions[..., peak, axis], slab_amplitudes[..., peak],
@@ -68,3 +71,15 @@ def scanner_to_image_axes(affine: np.ndarray) -> np.ndarray:
     that a direction d in scanner space has components Rᵀd along the (mm-scaled) axes."""
     u, _, vt = np.linalg.svd(np.asarray(affine, np.float64)[:3, :3])
     return u @ vt
+
+
+def peaks_frame_rotation(basis: str, frame: str, affine: np.ndarray) -> np.ndarray | None:
+    """The rotation taking the directions of an FOD in SH ``basis`` to the peaks image's
+    ``frame`` ("scanner" or "voxel"), None where they are in it already: MRtrix3's SH are in
+    scanner space, DIPY's along the image axes (the frame of its gradient table). With R from
+    :func:`scanner_to_image_axes`, a voxel-frame direction v is R·v in scanner space."""
+    in_scanner = basis == "mrtrix"
+    if in_scanner == (frame == "scanner"):
+        return None
+    rotation = scanner_to_image_axes(affine)
+    return rotation if frame == "scanner" else rotation.T

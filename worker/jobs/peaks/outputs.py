@@ -19,6 +19,7 @@ from worker.jobs.peaks.names import PeaksOutputs
 from worker.params.peaks import METRICS, PeaksParams
 
 if TYPE_CHECKING:
+    from gpu.fixels.segment import FixelSet
     from gpu.peaks.fodf_metrics import FodfMetrics
     from gpu.peaks.search import PeaksResult
     from worker.jobs.peaks.plan import PeaksPlan
@@ -31,7 +32,8 @@ __all__ = ["IMAGE_OUTPUTS", "OutputSource", "Array", "Output", "ARRAYS", "OUTPUT
 class OutputSource:
     """What the outputs are made from and where they go: the plan, the SH volume, the
     engine's result, the file names, whether the fixel directory goes into one ``.tar``
-    (a service's results are files), and the gzip threads per image."""
+    (a service's results are files), the gzip threads per image, and the mask (voxels
+    segmented into fixels; None: all)."""
 
     plan: "PeaksPlan"
     sh: np.ndarray
@@ -39,6 +41,7 @@ class OutputSource:
     destination: PeaksOutputs
     fixel_archive: bool = False
     compress_threads: int | None = None
+    mask: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -95,20 +98,31 @@ def _write_qc(source: OutputSource, path: Path) -> Path:
                               affine=plan.fod.affine, directions_frame=frame, npeaks=k)
 
 
-def _write_fixels(source: OutputSource, path: Path, metrics: "FodfMetrics") -> Path:
+def _fmls_fixels(source: OutputSource) -> "FixelSet":
+    """The FOD's fixels as ``fod2fixel`` makes them with its default options (FMLS lobes with
+    their afd, peak_amp and disp), from the SH volume in memory. A DIPY-basis FOD is
+    re-expressed in MRtrix3's basis first; the directions stay in the SH's frame."""
+    from gpu.fixels.segment import segment_fods
+    from gpu.sh_basis import convert_sh_basis
+
+    sh = convert_sh_basis(source.sh, source.plan.params.basis, "mrtrix")
+    return segment_fods(sh, source.mask, backend=source.plan.params.backend)
+
+
+def _write_fixels(source: OutputSource, path: Path, fixels: "FixelSet") -> Path:
     """The fixel directory at ``path``, or in the ``.tar`` at ``path`` (``fixel_archive``)."""
-    from worker.io.fixels import write_fixel_directory
+    from worker.io.fixels import FMLS_QUANTITIES, write_fixel_images
 
     # MRtrix format whatever the images' (as fod2fixel writes it): NIfTI-1 cannot hold the
     # N × 3 × 1 fixel images of more than 32767 fixels. A tar's images are compressed
     # already where the input was.
-    plan, result = source.plan, source.result
+    plan = source.plan
     fmt = "mif.gz" if plan.name("fod").endswith(".gz") else "mif"
     folder = source.destination.path("fixels")
     staging = folder.with_name(f".{folder.name}.staging")
     target = staging / folder.name if source.fixel_archive else folder
-    write_fixel_directory(target, result.directions, result.amplitudes, result.count, plan.fod.affine,
-                          peak_fraction=metrics.peak_fraction, fmt=fmt)
+    quantities = {name: getattr(fixels, name) for name in FMLS_QUANTITIES}
+    write_fixel_images(target, fixels.index, fixels.directions, quantities, plan.fod.affine, fmt=fmt)
     if source.fixel_archive:
         with atomic_path(path) as temporary, tarfile.open(temporary, "w") as archive:
             archive.add(target, arcname=folder.name)
@@ -141,16 +155,19 @@ def _metrics(source: OutputSource) -> "FodfMetrics":
 
 
 def _peaks_image(source: OutputSource) -> np.ndarray:
-    from worker.jobs.peaks.arrays import peaks_image
+    from worker.jobs.peaks.arrays import peaks_frame_rotation, peaks_image
 
-    return peaks_image(source.result.directions, source.result.amplitudes)
+    params = source.plan.params
+    rotation = peaks_frame_rotation(params.basis, params.peaks_frame, source.plan.fod.affine)
+    return peaks_image(source.result.directions, source.result.amplitudes, rotation)
 
 
-#: The arrays outputs share. Nothing waits for the fODF metrics but their maps and the
-#: fixel directory (its peak fractions): the QC picture colours its three slices itself.
+#: The arrays outputs share. Nothing waits for the fODF metrics but their maps: the QC
+#: picture colours its three slices itself.
 ARRAYS = (
     Array("metrics", _metrics, modules=("gpu.peaks.fodf_metrics_compiled",), long=True),
     Array("peaks_image", _peaks_image, long=True),
+    Array("fmls_fixels", _fmls_fixels, modules=("gpu.fixels.fmls",), long=True),
 )
 
 #: Every output, in the sidecar's order.
@@ -166,7 +183,7 @@ OUTPUTS = (
       for name in METRICS),
     Output("qc", lambda params: params.qc, lambda source: [source.destination.path("qc", ".png")], _write_qc,
            modules=("worker.qc_raster",), long=True),
-    Output("fixel", lambda params: "fixel" in params.format, _fixel_files, _write_fixels, needs=("metrics",),
+    Output("fixel", lambda params: "fixel" in params.format, _fixel_files, _write_fixels, needs=("fmls_fixels",),
            modules=("worker.io.fixels",), long=True),
     Output("pam5", lambda params: "pam5" in params.format, lambda source: [source.destination.path("peaks", ".pam5")],
            _write_pam5, modules=("worker.io.pam5",), long=True),

@@ -56,15 +56,18 @@ def plan_peaks(fod: Path, mask: Path | None = None, params: PeaksParams | None =
     for cannot be written."""
     from gpu.sh_basis import lmax_from_ncoeffs
     from worker.io.images import read_image_header
+    from worker.io.mif import mrtrix_size
 
     params = params if params is not None else PeaksParams()
     uploaded = dict(uploaded or {})
     info = read_image_header(fod, "FOD")
-    if len(info.shape) != 4:
+    size = mrtrix_size(info.shape, info.affine)
+    if len(info.shape) != 4 or info.shape[3] == 1:
         raise InputError(
             "Not a 4D volume",
-            f"the FOD file {info.path.name!r} has shape {info.shape}; peaks need a 4D volume of SH "
-            "coefficients (x, y, z, coefficients), e.g. the output of dwi2fod",
+            f"the FOD file {info.path.name!r} is a 3D image ({size}{'' if len(info.shape) != 4 else ': one volume'}); "
+            "peaks need a 4D image of SH coefficients, X x Y x Z x N with N one of 6, 15, 28, 45, 66, 91 (e.g. "
+            f"{' x '.join(size.split(' x ')[:3])} x 45 for lmax 8), such as dwi2fod writes",
         )
     try:
         lmax = lmax_from_ncoeffs(info.shape[3])
@@ -85,18 +88,23 @@ def plan_peaks(fod: Path, mask: Path | None = None, params: PeaksParams | None =
 
 
 def _check_mask(mask: "ImageInfo", fod: "ImageInfo") -> "ImageInfo":
-    """``mask``, refused unless it lies on the FOD's grid (3D, or 4D with one volume)."""
+    """``mask``, refused unless it lies on the FOD's grid (3D, or 4D with one volume); sizes
+    in the errors as ``mrinfo`` prints them, which is not the order they are stored in."""
+    from worker.io.mif import mrtrix_size
+
     spatial = mask.shape[:3] if len(mask.shape) == 4 and mask.shape[3] == 1 else mask.shape
+    mask_size, fod_size = mrtrix_size(mask.shape, mask.affine), mrtrix_size(fod.shape[:3], fod.affine)
     if spatial != fod.shape[:3]:
-        raise InputError(
-            "Mask grid mismatch",
-            f"the mask {mask.path.name!r} has shape {mask.shape} but the FOD grid is {fod.shape[:3]}; "
-            "resample the mask onto the FOD grid (e.g. mrgrid … regrid -template)",
-        )
+        stored = (f"has the FOD's size ({fod_size}) but its axes are stored in another order (other strides); "
+                  f"store it as the FOD is (mrconvert {mask.path.name} -strides {fod.path.name} OUT)"
+                  if mask_size == fod_size and sorted(spatial) == sorted(fod.shape[:3]) else
+                  f"is {mask_size} but the FOD grid is {fod_size}; resample the mask onto the FOD grid "
+                  "(e.g. mrgrid … regrid -template)")
+        raise InputError("Mask grid mismatch", f"the mask {mask.path.name!r} {stored}")
     if not np.allclose(mask.affine, fod.affine, atol=1e-3):
         raise InputError(
             "Mask grid mismatch",
-            f"the mask {mask.path.name!r} has the FOD's shape {fod.shape[:3]} but a different affine; "
-            "resample the mask onto the FOD grid",
+            f"the mask {mask.path.name!r} has the FOD's size ({fod_size}) but a different voxel-to-scanner "
+            "transform (mrinfo -transform); resample the mask onto the FOD grid (e.g. mrgrid … regrid -template)",
         )
     return mask

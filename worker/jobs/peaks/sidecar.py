@@ -33,8 +33,9 @@ def write_peaks_sidecar(plan: "PeaksPlan", inputs: "PeaksInputs", result: "Peaks
         "parameters": plan.params.model_dump(),
         "sh_basis": plan.params.basis,
         "outputs": {name: [str(path.relative_to(destination.folder)) for path in paths] for name, paths in files.items()},
-        "layout": "MRtrix3 sh2peaks: volumes 3k..3k+2 = amplitude_k * unit direction_k, in the frame the SH "
-                  "coefficients are expressed in; NaN where absent",
+        "peaks_frame": plan.params.peaks_frame,
+        "layout": "MRtrix3 sh2peaks: volumes 3k..3k+2 = amplitude_k * unit direction_k, in the peaks_frame "
+                  "(scanner: scanner-space axes, as sh2peaks; voxel: along the image axes); NaN where absent",
         **stats,
         "warnings": inputs.warnings,
         "voxels_with_peaks": int((result.count > 0).sum()),

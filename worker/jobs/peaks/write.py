@@ -36,7 +36,7 @@ def write_peaks_outputs(plan: "PeaksPlan", inputs: "PeaksInputs", result: "Peaks
     started = time.perf_counter()
     destination.folder.mkdir(parents=True, exist_ok=True)
     destination.sidecar.parent.mkdir(parents=True, exist_ok=True)
-    source = OutputSource(plan, inputs.sh, result, destination, fixel_archive, compress_threads)
+    source = OutputSource(plan, inputs.sh, result, destination, fixel_archive, compress_threads, inputs.mask)
     files = output_files(source)
     import_writer_modules(plan.outputs)
     made: dict[str, object] = {}

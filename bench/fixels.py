@@ -1,0 +1,140 @@
+"""Fixels benchmark: our ``fixels`` job (CPU, and CUDA where a GPU is there) against MRtrix3's
+``fod2fixel -afd -peak_amp -disp`` with all host cores, file to file, on the phantom FOD.
+
+    python3 -m bench.fixels [--shape X Y Z] [--lmax 8] [--repeats 3] [--json PATH]
+
+The FOD is :func:`gpu.peaks.phantom.fod_phantom` written as ``.mif``. "ours" is
+:func:`worker.jobs.fixels.run_fixels` in this process (read, segment, write the directory
+and sidecar; numba's compile or cache load is in the untimed warm-up call); "fod2fixel" is
+the command with ``-nthreads`` = the host's cores; "fibertensor fixels" is our CLI as a fresh
+process, as the peer runs (start-up, imports and the FMLS tables included). Seconds are the best of ``--repeats``.
+Agreement, over the voxels: the share with the same fixel count, and over the fixels of
+those voxels, matched in order, the relative differences of afd, peak_amp and disp (median,
+99th percentile) and the angle between directions (99th percentile, degrees).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from bench.harness import Column, Report, bench_parser, child_environment, ratio, time_host
+
+__all__ = ["read_fixels", "agreement", "main"]
+
+QUANTITIES = ("afd", "peak_amp", "disp")
+
+
+def read_fixels(folder: Path) -> dict[str, np.ndarray]:
+    """index (X, Y, Z, 2), directions (N, 3) and each quantity (N,) of a ``.mif`` fixel
+    directory on an identity-transform grid."""
+    from worker.io.images import load_image_data, read_image_header
+
+    def load(name: str) -> np.ndarray:
+        return load_image_data(read_image_header(folder / f"{name}.mif", name), None)
+
+    fixels = {"index": load("index").astype(np.int64), "directions": load("directions").reshape(-1, 3)}
+    fixels.update({name: load(name).reshape(-1) for name in QUANTITIES})
+    return fixels
+
+
+def agreement(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> dict[str, float]:
+    """Share of voxels with the same fixel count (%), and over their fixels the relative
+    differences of each quantity (median, p99) and the direction angle's p99 (degrees)."""
+    count_ours, count_theirs = ours["index"][..., 0], theirs["index"][..., 0]
+    same = count_ours == count_theirs
+    rows_ours, rows_theirs = [], []
+    for voxel in zip(*np.nonzero(same & (count_theirs > 0))):
+        n = int(count_theirs[voxel])
+        rows_ours.append(np.arange(n) + ours["index"][voxel][1])
+        rows_theirs.append(np.arange(n) + theirs["index"][voxel][1])
+    a, b = np.concatenate(rows_ours), np.concatenate(rows_theirs)
+    out = {"count_equal_pct": 100.0 * float(same.mean()), "fixels": int(count_theirs.sum())}
+    for name in QUANTITIES:
+        reference = theirs[name][b].astype(np.float64)
+        rel = np.abs(ours[name][a].astype(np.float64) - reference) / np.abs(reference)
+        out[f"{name}_median"], out[f"{name}_p99"] = float(np.median(rel)), float(np.percentile(rel, 99))
+    da, db = ours["directions"][a].astype(np.float64), theirs["directions"][b].astype(np.float64)
+    angle = np.degrees(np.arctan2(np.linalg.norm(np.cross(da, db), axis=1), np.abs(np.sum(da * db, axis=1))))
+    out["direction_p99_deg"] = float(np.percentile(angle, 99))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = bench_parser(__doc__.split("\n\n")[0], formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", type=int, nargs=3, default=(32, 32, 16), metavar=("X", "Y", "Z"),
+                        help="phantom grid (default 32 32 16)")
+    parser.add_argument("--lmax", type=int, default=8, help="SH degree of the phantom FOD (default 8)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (default 3)")
+    args = parser.parse_args(argv)
+
+    from gpu.cuda.backend import resolve_backend
+    from gpu.peaks.phantom import fod_phantom
+    from worker.io.images import write_image
+    from worker.jobs.fixels import run_fixels
+    from worker.params.fixels import FixelsParams
+
+    report = Report(args.json)
+    exe = shutil.which("fod2fixel")
+    cores = len(os.sched_getaffinity(0))
+    backends = ["cpu"] + (["cuda"] if resolve_backend("auto") == "cuda" else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        fod = folder / "fod.mif"
+        write_image(fod, fod_phantom(tuple(args.shape), args.lmax, seed=1)["sh"].astype(np.float32), np.eye(4))
+        theirs, peer_seconds = None, None
+        if exe is not None:
+            def peer() -> None:
+                shutil.rmtree(folder / "theirs", ignore_errors=True)
+                subprocess.run([exe, "-quiet", "-force", "-nthreads", str(cores), str(fod), str(folder / "theirs"),
+                                "-afd", "afd.mif", "-peak_amp", "peak_amp.mif", "-disp", "disp.mif"], check=True)
+
+            peer_seconds = time_host(peer, args.repeats).best_wall
+            theirs = read_fixels(folder / "theirs")
+        rows = []
+        for backend in backends:
+            out = folder / f"ours_{backend}"
+
+            def ours() -> None:
+                shutil.rmtree(out, ignore_errors=True)
+                run_fixels(fod, out, FixelsParams(backend=backend))
+
+            seconds = time_host(ours, args.repeats).best_wall
+            row = {"side": f"ours ({backend})", "seconds": seconds, "ratio": ratio(peer_seconds, seconds)}
+            if theirs is not None:
+                row.update(agreement(read_fixels(out), theirs))
+            rows.append(row)
+
+            def fresh() -> None:
+                shutil.rmtree(out, ignore_errors=True)
+                subprocess.run([sys.executable, "-m", "service", "fixels", str(fod), str(out), "--backend", backend,
+                                "--quiet"], check=True, env=child_environment())
+
+            seconds = time_host(fresh, args.repeats).best_wall
+            rows.append({"side": f"fibertensor fixels ({backend})", "seconds": seconds,
+                         "ratio": ratio(peer_seconds, seconds)})
+        if peer_seconds is not None:
+            rows.append({"side": f"fod2fixel ({cores} threads)", "seconds": peer_seconds, "ratio": 1.0,
+                         "fixels": int(theirs["index"][..., 0].sum())})
+    voxels = int(np.prod(args.shape))
+    report.table(
+        f"Fixels: {args.shape[0]}×{args.shape[1]}×{args.shape[2]} phantom ({voxels} voxels), lmax {args.lmax}, "
+        "file to file",
+        rows,
+        [Column("side", "side"), Column("seconds", "s", ".3f"), Column("ratio", "fod2fixel/ours", ".2f"),
+         Column("fixels", "fixels", "d"), Column("count_equal_pct", "count equal %", ".2f"),
+         *(Column(f"{name}_{stat}", f"{name} {stat}", ".1e") for name in QUANTITIES for stat in ("median", "p99")),
+         Column("direction_p99_deg", "dir p99 °", ".1e")],
+        note="relative differences |ours − fod2fixel| / |fod2fixel| over the fixels of voxels with equal counts",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
