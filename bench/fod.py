@@ -85,18 +85,6 @@ def ellipsoid_mask(shape: tuple[int, int, int], semi_axis: float = 0.48) -> np.n
     return x ** 2 + y ** 2 + z ** 2 <= 1.0
 
 
-def _write_dwi(path: Path, dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray) -> Path:
-    """The DWI as ``.mif`` with an identity transform (image axes are scanner axes) and its
-    scheme as ``dw_scheme`` at full precision."""
-    scheme = "\n".join(",".join(repr(float(v)) for v in (*g, b)) for g, b in zip(bvecs, bvals))
-    return write_mif(path, dwi, np.eye(4), keyval={"dw_scheme": scheme})
-
-
-def _read(path: Path) -> np.ndarray:
-    data = load_mif_data(read_mif_header(path), np.float64)
-    return data if data.ndim == 4 else data[..., None]
-
-
 def agreement(ours: list[np.ndarray], theirs: list[np.ndarray], mask: np.ndarray) -> list[dict]:
     """Per tissue: the fraction of mask voxels within :data:`TOLERANCE`, the median, the
     99.9th percentile and the largest relative L2 (see the module docstring)."""
@@ -124,7 +112,8 @@ def _dwi2fod(args: argparse.Namespace) -> str | None:
 def _peer(exe: str, command: list, repeats: int, outputs: list[Path]) -> dict:
     runs = [child_seconds([exe, *map(str, command), "-force", "-quiet"]) for _ in range(repeats)]
     cpu, wall = min(runs, key=lambda run: run[1])
-    return {"seconds": wall, "cpu_s": cpu, "theirs": [_read(path) for path in outputs]}
+    theirs = [load_mif_data(read_mif_header(path), np.float64) for path in outputs]
+    return {"seconds": wall, "cpu_s": cpu, "theirs": [t.reshape(*t.shape[:3], -1) for t in theirs]}
 
 
 class Fit:
@@ -134,7 +123,9 @@ class Fit:
                  responses: list[np.ndarray], tissues: tuple[str, ...], mask: np.ndarray):
         self.name, self.folder, self.tissues, self.mask = name, folder, tissues, mask
         self.dwi, self.bvals, self.bvecs, self.responses = dwi, bvals, bvecs, responses
-        self.dwi_path = _write_dwi(folder / f"{name}_dwi.mif", dwi, bvals, bvecs)
+        # identity transform: image axes are the scheme's (scanner) axes
+        scheme = "\n".join(",".join(repr(float(v)) for v in row) for row in np.column_stack([bvecs, bvals]))
+        self.dwi_path = write_mif(folder / f"{name}_dwi.mif", dwi, np.eye(4), keyval={"dw_scheme": scheme})
         self.mask_path = write_mif(folder / f"{name}_mask.mif", mask.astype(np.uint8), np.eye(4))
         self.response_paths = [folder / f"{name}_{t}.txt" for t in tissues]
         for path, response in zip(self.response_paths, responses):
