@@ -183,7 +183,7 @@ COMMANDS = [
                        ("kernels", "startup", "noisy", "processes", "outputs", "write-timeline", "host-stages",
                         "transfers", "read")],
     ["bench.service"], *[["bench.service", section] for section in ("deployments", "host-cpu", "load")],
-    ["bench.batch"], ["bench.job_store"], ["bench.conv"], ["bench.ttmc"], ["bench.fixels"],
+    ["bench.batch"], ["bench.job_store"], ["bench.conv"], ["bench.ttmc"], ["bench.fixels"], ["bench.fod"],
 ]
 
 

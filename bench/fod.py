@@ -1,0 +1,266 @@
+"""From DWI to FODs: our MSMT-CSD (and, with ``--csd``, CSD) beside MRtrix3's ``dwi2fod``
+on one multi-shell phantom, in one run.
+
+    python3 -m bench.fod [--shape X Y Z] [--backends cpu cuda] [--repeats N] [--mask ellipsoid|none]
+                         [--mrtrix-bin DIR] [--nthreads N] [--csd] [--json PATH]
+
+The phantom (``gpu.fod.phantom``): white matter of 1–3 crossing fibres, grey matter and
+CSF in partial volume, Rician noise; b = 0 and two shells. Both sides are given its exact
+tissue responses as response files. ``dwi2fod`` reads the DWI as ``.mif`` with its
+``dw_scheme`` and the mask, and writes each tissue's ``.mif``: its seconds are the whole
+process, file to file, best of ``--peer-repeats``. Ours: ``msmt_csd`` on arrays in memory
+(best of ``--repeats`` after a call that compiles the kernels or loads them from the
+cache), and file to file in this process (read the same ``.mif``, fit, write each tissue's
+``.mif``). "GPU s" are CUDA events around the CUDA solve (copies in, kernel, copies out).
+CPU s are the process's (all threads) or the child's (user + sys).
+
+Agreement: per voxel of the mask and per tissue, ‖ours − dwi2fod‖ / ‖dwi2fod, all tissues
+of the voxel‖ (a tissue the constraint holds at zero is then no error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.harness import Column, Report, bench_parser, gpu_time, ratio, time_host
+from bench.peaks.processes import child_seconds
+from gpu.cuda.device import cuda_available
+from gpu.fod import csd, dwi_phantom, msmt_csd, shell_scheme, tissue_responses
+from worker.io.gradients import scheme_from_header
+from worker.io.mif import load_mif_data, read_mif_header, write_mif
+from worker.io.response_files import read_response, write_response
+
+TISSUES = ("wm", "gm", "csf")
+# The agreement threshold on the per-voxel relative L2 (tests/gpu/fod/test_vs_mrtrix.py's).
+TOLERANCE = 1e-3
+
+
+def _shell(text: str) -> tuple[float, int]:
+    try:
+        b, count = text.split(":")
+        return float(b), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a shell is B:DIRECTIONS, e.g. 1000:30, not {text!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shape", type=int, nargs=3, default=(96, 96, 60), metavar=("X", "Y", "Z"),
+                        help="phantom grid (default: whole-brain sized 96 96 60)")
+    parser.add_argument("--b0", type=int, default=5, help="b = 0 volumes (default 5)")
+    parser.add_argument("--shells", type=_shell, nargs="+", default=[(1000.0, 30), (2000.0, 60)], metavar="B:N",
+                        help="shells as b-value:directions (default 1000:30 2000:60)")
+    parser.add_argument("--snr", type=float, default=20.0, help="b = 0 white-matter signal over Rician σ")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mask", choices=("ellipsoid", "none"), default="ellipsoid",
+                        help="ellipsoid: the brain-like ellipsoid of semi-axes 0.48 × each side (about half "
+                             "the grid); none: every voxel")
+    parser.add_argument("--backends", nargs="+", choices=("cpu", "cuda"), default=["cpu", "cuda"],
+                        help="our backends (cuda only where a GPU is usable)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls of ours, after a warm-up call")
+    parser.add_argument("--peer-repeats", type=int, default=1, help="timed runs of dwi2fod")
+    parser.add_argument("--mrtrix-bin", type=Path, metavar="DIR",
+                        help="folder of MRtrix3's dwi2fod (default: the one on PATH)")
+    parser.add_argument("--nthreads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="dwi2fod -nthreads (default: every core of this process)")
+    parser.add_argument("--csd", action="store_true",
+                        help="also single-shell CSD against dwi2fod csd (b = 0 and the highest shell)")
+    parser.add_argument("--no-file-to-file", dest="file_to_file", action="store_false",
+                        help="time ours in memory only")
+    parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temporary folder)")
+
+
+def ellipsoid_mask(shape: tuple[int, int, int], semi_axis: float = 0.48) -> np.ndarray:
+    """The voxels whose centres lie in the ellipsoid centred on the grid with semi-axes
+    ``semi_axis`` × each side."""
+    axes = [(np.arange(n) - (n - 1) / 2) / (semi_axis * n) for n in shape]
+    x, y, z = np.meshgrid(*axes, indexing="ij", sparse=True)
+    return x ** 2 + y ** 2 + z ** 2 <= 1.0
+
+
+def agreement(ours: list[np.ndarray], theirs: list[np.ndarray], mask: np.ndarray) -> list[dict]:
+    """Per tissue: the fraction of mask voxels within :data:`TOLERANCE`, the median, the
+    99.9th percentile and the largest relative L2 (see the module docstring)."""
+    ours = [np.asarray(o, np.float64)[mask].reshape(int(mask.sum()), -1) for o in ours]
+    theirs = [np.asarray(t, np.float64)[mask].reshape(int(mask.sum()), -1) for t in theirs]
+    scale = np.linalg.norm(np.concatenate(theirs, axis=1), axis=1)
+    scale[scale == 0] = np.inf  # both zero there: no error
+    rows = []
+    for o, t in zip(ours, theirs):
+        error = np.linalg.norm(o - t, axis=1) / scale
+        rows.append({"within": float((error <= TOLERANCE).mean()), "median": float(np.median(error)),
+                     "p999": float(np.quantile(error, 0.999)), "max": float(error.max())})
+    return rows
+
+
+def _dwi2fod(args: argparse.Namespace) -> str | None:
+    if args.mrtrix_bin is not None:
+        exe = args.mrtrix_bin / "dwi2fod"
+        if not exe.is_file():
+            raise SystemExit(f"--mrtrix-bin {args.mrtrix_bin}: no dwi2fod there; give MRtrix3's bin folder")
+        return str(exe)
+    return shutil.which("dwi2fod")
+
+
+def _peer(exe: str, command: list, repeats: int, outputs: list[Path]) -> dict:
+    runs = [child_seconds([exe, *map(str, command), "-force", "-quiet"]) for _ in range(repeats)]
+    cpu, wall = min(runs, key=lambda run: run[1])
+    theirs = [load_mif_data(read_mif_header(path), np.float64) for path in outputs]
+    return {"seconds": wall, "cpu_s": cpu, "theirs": [t.reshape(*t.shape[:3], -1) for t in theirs]}
+
+
+class Fit:
+    """One fit (MSMT-CSD or CSD) on one data set: its files, our call, and dwi2fod's command."""
+
+    def __init__(self, name: str, folder: Path, dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray,
+                 responses: list[np.ndarray], tissues: tuple[str, ...], mask: np.ndarray):
+        self.name, self.folder, self.tissues, self.mask = name, folder, tissues, mask
+        self.dwi, self.bvals, self.bvecs, self.responses = dwi, bvals, bvecs, responses
+        # identity transform: image axes are the scheme's (scanner) axes
+        scheme = "\n".join(",".join(repr(float(v)) for v in row) for row in np.column_stack([bvecs, bvals]))
+        self.dwi_path = write_mif(folder / f"{name}_dwi.mif", dwi, np.eye(4), keyval={"dw_scheme": scheme})
+        self.mask_path = write_mif(folder / f"{name}_mask.mif", mask.astype(np.uint8), np.eye(4))
+        self.response_paths = [folder / f"{name}_{t}.txt" for t in tissues]
+        for path, response in zip(self.response_paths, responses):
+            write_response(path, response, None if name == "csd" else [0.0, *sorted(set(bvals[bvals > 0]))])
+
+    def ours(self, dwi, bvals, bvecs, responses, mask, backend) -> list[np.ndarray]:
+        if self.name == "csd":
+            return [csd(dwi, bvals, bvecs, responses[0].ravel(), mask=mask, backend=backend)]
+        return msmt_csd(dwi, bvals, bvecs, responses, mask=mask, backend=backend)
+
+    def in_memory(self, backend: str) -> list[np.ndarray]:
+        return self.ours(self.dwi, self.bvals, self.bvecs, self.responses, self.mask, backend)
+
+    def file_to_file(self, backend: str) -> None:
+        info = read_mif_header(self.dwi_path)
+        dwi = load_mif_data(info, np.float32)
+        scheme = scheme_from_header(info.keyval, dwi.shape[-1])
+        mask = load_mif_data(read_mif_header(self.mask_path), np.float32) > 0
+        responses = [read_response(path)[0] for path in self.response_paths]
+        for tissue, image in zip(self.tissues, self.ours(dwi, scheme[:, 3], scheme[:, :3], responses, mask, backend)):
+            write_mif(self.folder / f"{self.name}_ours_{tissue}.mif", image, info.affine)
+
+    def peer_command(self) -> tuple[list, list[Path]]:
+        outputs = [self.folder / f"{self.name}_theirs_{t}.mif" for t in self.tissues]
+        pairs = [a for response, out in zip(self.response_paths, outputs) for a in (response, out)]
+        return [self.name, self.dwi_path, *pairs, "-mask", self.mask_path], outputs
+
+    def gpu_seconds(self, repeats: int) -> float:
+        """CUDA events around the CUDA solve alone (no problem set-up, no scatter into the grid)."""
+        from gpu.fod import backend_cuda
+        from gpu.fod.csd_problem import csd_problem
+        from gpu.fod.msmt_problem import msmt_problem
+
+        signals = self.dwi[self.mask]
+        if self.name == "csd":
+            problem = csd_problem(self.bvals, self.bvecs, self.responses[0].ravel())
+            signals = signals[:, problem.volumes]
+            solve = backend_cuda.csd_cuda
+        else:
+            problem = msmt_problem(self.bvals, self.bvecs, self.responses)
+            solve = backend_cuda.msmt_csd_cuda
+        return gpu_time(lambda: solve(problem, signals), repeats=repeats)[0]
+
+
+def _measure(fit: Fit, args: argparse.Namespace, backends: list[str], exe: str | None, report: Report) -> list[dict]:
+    """The rows of one fit: dwi2fod, then ours in memory and file to file per backend; their
+    agreement with dwi2fod as a table of its own."""
+    voxels = int(fit.mask.sum())
+    label = "dwi2fod msmt_csd" if fit.name == "msmt_csd" else "dwi2fod csd"
+    peer = None
+    if exe is None:
+        Report.progress("dwi2fod not found (install MRtrix3 or give --mrtrix-bin DIR): ours alone")
+    else:
+        command, outputs = fit.peer_command()
+        peer = _peer(exe, [*command, "-nthreads", args.nthreads], args.peer_repeats, outputs)
+        Report.progress(f"{label} -nthreads {args.nthreads}: {peer['seconds']:.2f} s")
+    rows, agreements = [], []
+    for backend in backends:
+        result = []
+        timing = time_host(lambda: result.append(fit.in_memory(backend)), repeats=args.repeats)
+        row = {"fit": fit.name, "method": f"ours {backend}, in memory", "voxels": voxels,
+               "seconds": timing.best_wall, "cpu_s": timing.best_cpu}
+        if backend == "cuda":
+            row["gpu_s"] = fit.gpu_seconds(args.repeats)
+        if peer is not None:
+            for tissue, values in zip(fit.tissues, agreement(result[-1], peer["theirs"], fit.mask)):
+                agreements.append({"fit": fit.name, "backend": backend, "tissue": tissue, "voxels": voxels, **values})
+            row["within"] = min(a["within"] for a in agreements[-len(fit.tissues):])
+        rows.append(row)
+        Report.progress(f"{row['method']}: {row['seconds']:.3f} s")
+        if args.file_to_file:
+            timing = time_host(lambda: fit.file_to_file(backend), repeats=args.repeats, warmup=0)
+            rows.append({"fit": fit.name, "method": f"ours {backend}, file to file", "voxels": voxels,
+                         "seconds": timing.best_wall, "cpu_s": timing.best_cpu, "within": row.get("within")})
+            Report.progress(f"{rows[-1]['method']}: {rows[-1]['seconds']:.3f} s")
+    if peer is not None:
+        rows.append({"fit": fit.name, "method": f"{label} -nthreads {args.nthreads}, file to file", "voxels": voxels,
+                     "seconds": peer["seconds"], "cpu_s": peer["cpu_s"]})
+        for row in rows:
+            row["ratio"] = ratio(peer["seconds"], row["seconds"])
+            row["cpu_ratio"] = ratio(peer["cpu_s"], row["cpu_s"])
+        report.table(
+            f"{fit.name}: ours against {label}, per-voxel relative L2 over {voxels} voxels", agreements,
+            [Column("backend", "backend"), Column("tissue", "tissue"), Column("within", f"≤ {TOLERANCE:g}", ".5f"),
+             Column("median", "median", ".2e"), Column("p999", "p99.9", ".2e"), Column("max", "max", ".2e")])
+    for row in rows:
+        row["voxels_per_s"] = row["voxels"] / row["seconds"]
+    return rows
+
+
+def run(args: argparse.Namespace, report: Report) -> None:
+    backends = [b for b in args.backends if b == "cpu" or cuda_available()]
+    if backends != args.backends:
+        Report.progress("no usable GPU: the cuda backend is left out")
+    if args.repeats < 1 or args.peer_repeats < 1:
+        raise SystemExit("--repeats and --peer-repeats must be at least 1")
+    exe = _dwi2fod(args)
+    shape = tuple(args.shape)
+    bvals, bvecs = shell_scheme(args.b0, args.shells, seed=args.seed)
+    started = time.perf_counter()
+    phantom = dwi_phantom(shape, bvals, bvecs, snr=args.snr, seed=args.seed)
+    mask = ellipsoid_mask(shape) if args.mask == "ellipsoid" else np.ones(shape, bool)
+    responses = tissue_responses([0.0, *sorted(b for b, _ in args.shells)], lmax=8)
+    Report.progress(f"phantom {shape}, {bvals.size} volumes (b=0 ×{args.b0}, "
+                    + ", ".join(f"{b:g} ×{n}" for b, n in args.shells)
+                    + f"), SNR {args.snr:g}: {int(mask.sum())} of {math.prod(shape)} voxels in the mask, "
+                    f"made in {time.perf_counter() - started:.1f} s")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.workdir or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        fit = Fit("msmt_csd", folder, phantom["dwi"], bvals, bvecs, responses, TISSUES, mask)
+        rows += _measure(fit, args, backends, exe, report)
+        if args.csd:
+            single = (bvals == 0) | (bvals == bvals.max())
+            fit = Fit("csd", folder, phantom["dwi"][..., single], bvals[single], bvecs[single],
+                      [responses[0][-1:]], ("wm",), mask)
+            rows += _measure(fit, args, backends, exe, report)
+    report.table(
+        f"From DWI to FODs, {shape[0]}×{shape[1]}×{shape[2]} grid; ours best of {args.repeats}, "
+        f"dwi2fod best of {args.peer_repeats}", rows,
+        [Column("fit", "fit"), Column("method", "method"), Column("voxels", "voxels", "d"),
+         Column("seconds", "wall s", ".3f"), Column("cpu_s", "CPU s", ".2f"), Column("gpu_s", "GPU s", ".4f"),
+         Column("voxels_per_s", "voxels/s", ".3g"), Column("ratio", "dwi2fod ÷ ours, wall", ".2f"),
+         Column("cpu_ratio", "CPU s", ".2f"), Column("within", f"voxels ≤ {TOLERANCE:g}", ".5f")],
+        note=f"voxels ≤ {TOLERANCE:g}: the worst tissue's fraction of voxels whose relative L2 against dwi2fod "
+             "is at most that")
+
+
+def main() -> None:
+    parser = bench_parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args()
+    run(args, Report(args.json))
+
+
+if __name__ == "__main__":
+    main()
