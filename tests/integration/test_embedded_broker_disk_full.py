@@ -62,11 +62,11 @@ def test_readyz_polled_on_a_full_disk_leaves_the_worker_alive(small_filesystem, 
             response = httpx.post(f"{base}/v1/jobs/peaks", files={"fod": ("fod.nii.gz", fod), "mask": ("mask.nii.gz", mask)},
                                   data={"backend": "cpu"}, timeout=30)
         assert response.status_code == 202, response.text
-        job = wait_for(lambda: (j := httpx.get(response.headers["location"]).json())["status"]
+        job = wait_for(lambda: (j := httpx.get(base + response.headers["location"]).json())["status"]
                        in ("succeeded", "failed") and j, 120, "the peaks job")
         assert job["status"] == "succeeded", job["error"]
         peaks = next(r for r in job["results"] if r["name"] == "peaks.nii.gz")
-        served = nib.Nifti1Image.from_bytes(gzip.decompress(httpx.get(peaks["url"]).content))
+        served = nib.Nifti1Image.from_bytes(gzip.decompress(httpx.get(base + peaks["url"]).content))
         expected = nib.load(reference.with_name("ref_peaks.nii.gz"))
         np.testing.assert_array_equal(np.asarray(served.dataobj), np.asarray(expected.dataobj))
 

@@ -14,9 +14,25 @@ from dipy.direction.peaks import PeaksAndMetrics, peak_directions
 from dipy.io.peaks import load_pam, save_pam
 
 from tests.worker.io.grids import oblique_affine
-from tests.worker.io.test_fixels import synthetic_peaks
 from worker.errors import InputError
 from worker.io.pam5 import nearest_vertex, write_pam5
+
+GRID, K = (4, 3, 2), 3
+
+
+def synthetic_peaks(seed: int = 0):
+    """Random unit directions, amplitudes sorted high to low, 0…K peaks a voxel, NaN beyond
+    the count (as the peaks job returns them)."""
+    rng = np.random.default_rng(seed)
+    directions = rng.normal(size=(*GRID, K, 3))
+    directions /= np.linalg.norm(directions, axis=-1, keepdims=True)
+    amplitudes = -np.sort(-rng.uniform(0.1, 1.0, size=(*GRID, K)), axis=-1)
+    count = rng.integers(0, K + 1, size=GRID)
+    count.flat[:2] = K, 0
+    absent = np.arange(K) >= count[..., None]
+    directions[absent] = np.nan
+    amplitudes[absent] = np.nan
+    return directions, amplitudes, count
 
 
 def random_directions(n: int, seed: int) -> np.ndarray:

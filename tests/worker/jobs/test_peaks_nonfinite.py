@@ -139,8 +139,9 @@ async def test_warnings_and_failure_through_the_job_api(partly_nan, tmp_path):
         done = (await client.get(f"/v1/jobs/{some.json()['id']}")).json()
         failed = (await client.get(f"/v1/jobs/{every.json()['id']}")).json()
     assert done["status"] == "succeeded"
+    # named as uploaded, not as stored
     assert done["warnings"] == [
-        "3 of 36 voxels of 'fod.nii.gz' have NaN or infinite SH coefficients; their peaks are NaN and their count 0"
+        "3 of 36 voxels of 's.nii.gz' have NaN or infinite SH coefficients; their peaks are NaN and their count 0"
     ]
     assert store.read(done["id"]).warnings == done["warnings"]
     assert failed["status"] == JobStatus.failed.value and failed["error"]["title"] == "No finite voxels"
