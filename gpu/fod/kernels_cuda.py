@@ -26,6 +26,8 @@ import math
 
 from numba import cuda, float64, int32
 
+from gpu.fod.solver_math import csd_initial_terms
+
 __all__ = ["THREADS", "REDO", "MAX_SHARED_BYTES", "msmt_kernel", "msmt_shared_bytes", "csd_kernel",
            "csd_shared_bytes"]
 
@@ -345,7 +347,6 @@ def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
     t = cuda.threadIdx.x
     n = Q.shape[0]
     nf = Q.shape[1]
-    n_init = init.shape[0]
     nk = P.shape[0]
     n_tri = nf * (nf + 1) // 2
     sh = cuda.shared.array(0, float64)
@@ -375,15 +376,7 @@ def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
             niter[v] = -1
         return
     for i in range(t, nf, THREADS):
-        s = 0.0
-        if i < n_init:
-            for j in range(n):
-                s += init[i, j] * data[j]
-        f[i] = s
-        u = 0.0
-        for j in range(n):
-            u += Q[j, i] * data[j]
-        qtb[i] = u
+        f[i], qtb[i] = csd_initial_terms(init, Q, data, i)
     cuda.syncthreads()
     # thread t owns a contiguous run of constraint rows, so that the negative ones are listed in order
     run = (nk + THREADS - 1) // THREADS
