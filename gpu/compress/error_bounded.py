@@ -288,8 +288,10 @@ def encode_tensor(
     progress(0.7)
 
     start = time.perf_counter()
-    core_codes = quantize(core[tuple(slice(0, r) for r in sub)], core_step)
+    kept = core[tuple(slice(0, r) for r in sub)]
     factor_codes = [quantize(u[:, :r], FACTOR_STEP) for u, r in zip(factors, sub)]
+    core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, budget, output_dtype, backend)
+    core_codes = quantize(kept, core_step)
     xhat = _reconstruct(core_codes, core_step, factor_codes, FACTOR_STEP, backend)
     residual_step, residual_codes, decoded = _code_residual(x64, xhat, kind, budget, unit, target, output_dtype,
                                                             backend)
@@ -347,6 +349,27 @@ def _reconstruct(core_codes, core_step, factor_codes, factor_step, backend: str)
         u = xp.asarray(q, dtype=xp.float64) * factor_step
         g = xp.moveaxis(xp.tensordot(u, g, axes=([1], [n])), 0, n)
     return g.get()
+
+
+def _coarsest_core_step(x64, core, core_step, factor_codes, budget, output_dtype, backend) -> float:
+    """Where the Tucker part alone meets a Frobenius budget, the coarsest core step that still
+    does (so the error lands near the target, not far below it); else ``core_step``."""
+    if budget is None:
+        return core_step
+
+    def fits(step):
+        xhat = _reconstruct(quantize(core, step), step, factor_codes, FACTOR_STEP, backend)
+        return float(np.linalg.norm(cast_output(xhat, output_dtype) - x64)) <= AIM * budget
+
+    if not fits(core_step):
+        return core_step
+    lo, hi = core_step, core_step * 2
+    while fits(hi) and hi < 2**30 * core_step:
+        lo, hi = hi, hi * 2
+    for _ in range(8):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend):

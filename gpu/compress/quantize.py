@@ -42,6 +42,9 @@ def quantize(values, step: float, reference=None, backend: str = "cpu"):
     values = np.asarray(values, dtype=np.float64)
     if reference is not None:
         values = values - np.asarray(reference, dtype=np.float64)
+    if values.size and float(np.abs(values).max()) / step >= 2**31 - 1:
+        raise ValueError(f"quantisation step {step:g} is too fine for 32-bit codes of values up to "
+                         f"{float(np.abs(values).max()):g}; the error target is too tight for this volume")
     # floor(v/step + ½) with the reciprocal, as the kernel computes it, so both backends agree on ties
     return np.floor(values * (1.0 / step) + 0.5).astype(np.int32)
 
