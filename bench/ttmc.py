@@ -260,8 +260,9 @@ def _sz3(x, bound):
     config = pysz.szConfig(x.shape)
     config.errorBoundMode = pysz.szErrorBoundMode.ABS
     config.absErrorBound = bound
-    blob, _ = pysz.sz.compress(np.ascontiguousarray(x), config)
-    return blob, lambda b: pysz.sz.decompress(b, x.dtype, x.shape)[0]
+    data = np.ascontiguousarray(x if x.dtype in (np.float32, np.float64) else x.astype(np.int32))
+    blob, _ = pysz.sz.compress(data, config)
+    return blob, lambda b: pysz.sz.decompress(b, data.dtype, x.shape)[0]
 
 
 def _zfp(x, bound):

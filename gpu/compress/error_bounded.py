@@ -41,10 +41,10 @@ __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "er
 TARGET_MODES = ("tol", "abs", "psnr")
 #: share of a Frobenius budget the encoder aims at (the rest absorbs the search's sampling)
 AIM = 0.98
-#: factor entries (orthonormal columns, |u| ≤ 1) are quantised on this grid
-FACTOR_STEP = 2.0**-11
+#: factor entries (orthonormal columns, |u| ≤ 1) are quantised on one of these grids
+FACTOR_STEPS = (2.0**-11, 2.0**-9, 2.0**-13)
 #: truncation levels tried, as multiples of the residual quantiser's own relative error
-_TRUNCATIONS = (0.8, 1.2, 1.8, 2.7, 4.0, 6.0, 9.0, 14.0)
+_TRUNCATIONS = (0.3, 0.5, 0.8, 1.2, 1.8, 2.7, 4.0, 6.0, 9.0, 14.0)
 #: core steps tried, relative to the step whose error equals the residual quantiser's
 _CORE_STEPS = (0.25, 0.5, 1.0, 2.0, 4.0)
 _SAMPLE = 1 << 19
@@ -173,13 +173,13 @@ def _largest_step(residual, budget: float, start: float, xp=np) -> float | None:
     return lo
 
 
-def _candidate_size(xs, grid, core, factors, ranks, core_step, target_kind, budget_s, res_step, scale):
-    """Estimated bytes of one (ranks, core step) choice, measured on the sample grid."""
+def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, target_kind, budget_s, res_step, scale):
+    """Estimated bytes of one (ranks, core step, factor step) choice, measured on the sample grid."""
     sub = core[tuple(slice(0, r) for r in ranks)]
     qc = np.floor(sub * (1.0 / core_step) + 0.5).astype(np.int64)
-    qf = [np.floor(u[:, :r] * (1.0 / FACTOR_STEP) + 0.5).astype(np.int64) for u, r in zip(factors, ranks)]
+    qf = [np.floor(u[:, :r] * (1.0 / factor_step) + 0.5).astype(np.int64) for u, r in zip(factors, ranks)]
     size = _entropy_bytes(qc) + sum(_entropy_bytes(q) for q in qf)
-    xhat = tucker_reconstruct(qc * core_step, [q[idx] * FACTOR_STEP for q, idx in zip(qf, grid)])
+    xhat = tucker_reconstruct(qc * core_step, [q[idx] * factor_step for q, idx in zip(qf, grid)])
     residual = xs - xhat
     if target_kind == "l2":
         res_step = _largest_step(residual, budget_s, res_step)
@@ -264,8 +264,8 @@ def encode_tensor(
     sample_factors = factors
     choices = {}
 
-    def size_of(t_index, c_step):
-        key = (t_index, c_step)
+    def size_of(t_index, c_step, f_step=FACTOR_STEPS[0]):
+        key = (t_index, c_step, f_step)
         if key not in choices:
             if ranks:
                 sub = max_ranks
@@ -273,26 +273,27 @@ def encode_tensor(
                 threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
                 sub = _sub_ranks(core, threshold, max_ranks)
             core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
-            choices[key] = (*_candidate_size(xs, grid, core, sample_factors, sub, core_step, kind, budget_s,
-                                             unit, scale), sub, core_step)
+            choices[key] = (*_candidate_size(xs, grid, core, sample_factors, sub, core_step, f_step, kind,
+                                             budget_s, unit, scale), sub, core_step)
         return choices[key][0]
 
     t_indices = [0] if ranks else list(range(len(tolerances)))
     best_t = min(t_indices, key=lambda t: size_of(t, 1.0))
     best_c = min(_CORE_STEPS, key=lambda c: size_of(best_t, c))
+    best_f = min(FACTOR_STEPS, key=lambda f: size_of(best_t, best_c, f))
     for t in (best_t - 1, best_t + 1):
         if t in t_indices:
-            size_of(t, best_c)
-    (best_t, best_c), (estimate, _, sub, core_step) = min(choices.items(), key=lambda item: item[1][0])
+            size_of(t, best_c, best_f)
+    (_, _, factor_step), (estimate, _, sub, core_step) = min(choices.items(), key=lambda item: item[1][0])
     times["search"] = time.perf_counter() - start
     progress(0.7)
 
     start = time.perf_counter()
     kept = core[tuple(slice(0, r) for r in sub)]
-    factor_codes = [quantize(u[:, :r], FACTOR_STEP) for u, r in zip(factors, sub)]
-    core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, budget, output_dtype, backend)
+    factor_codes = [quantize(u[:, :r], factor_step) for u, r in zip(factors, sub)]
+    core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype, backend)
     core_codes = quantize(kept, core_step)
-    xhat = _reconstruct(core_codes, core_step, factor_codes, FACTOR_STEP, backend)
+    xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, backend)
     residual_step, residual_codes, decoded = _code_residual(x64, xhat, kind, budget, unit, target, output_dtype,
                                                             backend)
     times["residual"] = time.perf_counter() - start
@@ -300,7 +301,7 @@ def encode_tensor(
     start = time.perf_counter()
     encoded = EncodedTensor(
         shape=tuple(x64.shape), ranks=tuple(sub), core_step=core_step, core_stream=encode_integers(core_codes),
-        factor_step=FACTOR_STEP, factor_streams=[encode_integers(q) for q in factor_codes],
+        factor_step=factor_step, factor_streams=[encode_integers(q) for q in factor_codes],
         residual_step=residual_step or 0.0,
         residual_stream=encode_integers(residual_codes) if residual_step else b"")
     times["entropy_coding"] = time.perf_counter() - start
@@ -313,6 +314,7 @@ def encode_tensor(
         "truncation_error": float(math.sqrt(max(norm_x**2 - float(np.sum(core[tuple(slice(0, r) for r in sub)] ** 2)),
                                                 0.0)) / norm_x) if norm_x else 0.0,
         "core_step": core_step,
+        "factor_step": factor_step,
         "residual_step": residual_step or 0.0,
         "bytes": {"core": len(encoded.core_stream), "factors": sum(map(len, encoded.factor_streams)),
                   "residual": len(encoded.residual_stream)},
@@ -351,14 +353,14 @@ def _reconstruct(core_codes, core_step, factor_codes, factor_step, backend: str)
     return g.get()
 
 
-def _coarsest_core_step(x64, core, core_step, factor_codes, budget, output_dtype, backend) -> float:
+def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget, output_dtype, backend) -> float:
     """Where the Tucker part alone meets a Frobenius budget, the coarsest core step that still
     does (so the error lands near the target, not far below it); else ``core_step``."""
     if budget is None:
         return core_step
 
     def fits(step):
-        xhat = _reconstruct(quantize(core, step), step, factor_codes, FACTOR_STEP, backend)
+        xhat = _reconstruct(quantize(core, step), step, factor_codes, factor_step, backend)
         return float(np.linalg.norm(cast_output(xhat, output_dtype) - x64)) <= AIM * budget
 
     if not fits(core_step):
