@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpu.compress.entropy_coding import decode_integers, encode_integers
-from gpu.compress.hosvd import recover_core, st_hosvd, tucker_reconstruct
+from gpu.compress.hosvd import array_module, recover_core, st_hosvd, tucker_reconstruct
 from gpu.compress.quantize import dequantize, quantize
 
 __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "error_metrics", "cast_output",
@@ -328,22 +328,9 @@ def encode_tensor(
     return encoded
 
 
-def _array_module(backend: str):
-    from gpu.cuda.backend import resolve_backend
-
-    if resolve_backend(backend) == "cuda":
-        try:
-            import cupy
-
-            return cupy
-        except ImportError:
-            pass
-    return np
-
-
 def _reconstruct(core_codes, core_step, factor_codes, factor_step, backend: str):
     """``Q(G) ×_n Q(U_n)`` in float64 exactly as the decoder computes it (on the host)."""
-    xp = _array_module(backend)
+    xp = array_module(backend)
     if xp is np:
         return tucker_reconstruct(core_codes * core_step, [q * factor_step for q in factor_codes])
     g = xp.asarray(core_codes, dtype=xp.float64) * core_step
