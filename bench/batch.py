@@ -291,7 +291,7 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
             pool.shutdown()  # joined: the clients' CPU is in RUSAGE_CHILDREN
         client = _own_and_reaped_cpu() - client_before
     finally:
-        stop(processes)
+        stop(*processes, timeout=60)
     done_times = [j["done"] for j in jobs]
     stages = []
     for job in jobs:

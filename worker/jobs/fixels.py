@@ -11,7 +11,6 @@ The CLI (``fibertensor fixels``) writes the directory; the service's job writes 
 
 from __future__ import annotations
 
-import math
 import shutil
 import tarfile
 import time
@@ -142,15 +141,17 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
 
 def fixels_memory_bytes(fod: Path, mask: Path | None = None) -> int:
     """Most host memory :func:`run_fixels` holds at once, from the headers, in bytes: with N
-    voxels and C coefficients, the FOD as float32 and its voxel-ordered copy (2·N·C·4), the
-    mask, and the fixels with their float32 copies, 48 bytes each, for up to 8 per voxel
-    (a chunk's voxels with more are redone in float64 apart; a CSD FOD has a few)."""
+    voxels and C coefficients, the FOD as float32 (N·C·4), the mask, and what segmenting
+    holds (:func:`gpu.fixels.segment.segment_memory_bytes`), more than writing the fixels
+    does once the segmentation has let go of its float64 fixels."""
     return _memory_of_headers(*check_fixels_inputs(fod, mask))
 
 
 def _memory_of_headers(info: "ImageInfo", mask_info: "ImageInfo | None") -> int:
+    from gpu.fixels.segment import segment_memory_bytes
+
     n, c = info.n_voxels, info.shape[3]
-    return 2 * n * c * 4 + (0 if mask_info is None else 5 * n) + n * 8 * 48 + math.prod(info.shape[:3]) * 8
+    return n * c * 4 + (0 if mask_info is None else 5 * n) + segment_memory_bytes(n, c)
 
 
 def _validate(inputs: dict[str, Path], params: FixelsParams) -> tuple["ImageInfo", "ImageInfo | None"]:
