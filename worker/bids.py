@@ -294,11 +294,11 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
     def publish(report: ItemReport) -> None:
         # Called once per FOD, one call at a time; an exception here would be lost in a
         # writer thread, or stop the whole batch, so a failed publish is that FOD's error.
-        fod, work = by_path[report.fod], items[report.fod].outputs.folder
+        fod, work = by_path[report.input], items[report.input].outputs.folder
         outcome: list[Path] | str = report.error
         if report.ok:
             try:
-                sidecar = json.loads(items[report.fod].outputs.sidecar.read_text(encoding="utf-8"))
+                sidecar = json.loads(items[report.input].outputs.sidecar.read_text(encoding="utf-8"))
                 outcome = publish_job(fod, bids_dir, work, sidecar, output_dir)
             except Exception as exc:
                 outcome = f"{type(exc).__name__}: {exc}"
@@ -311,7 +311,7 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
         reports = run_batch(list(items.values()), params, devices=devices, processes=processes, limits=limits,
                             report=publish)
         for report in reports:
-            if report.fod not in results:  # its worker process stopped before reporting it
+            if report.input not in results:  # its worker process stopped before reporting it
                 publish(report)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

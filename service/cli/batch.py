@@ -79,7 +79,7 @@ def _batch_peaks(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.update(1)
             if not item_report.ok:
-                bar.write(f"failed: {item_report.fod}: {item_report.error}", file=sys.stderr)
+                bar.write(f"failed: {item_report.input}: {item_report.error}", file=sys.stderr)
 
     started = time.perf_counter()
     try:
@@ -99,6 +99,6 @@ def _batch_peaks(args: argparse.Namespace) -> int:
     if failed:
         print(f"fibertensor: {len(failed)} of {len(reports)} inputs failed:", file=sys.stderr)
         for r in failed:
-            print(f"  {r.fod}: {r.error}", file=sys.stderr)
+            print(f"  {r.input}: {r.error}", file=sys.stderr)
         return 1
     return 0
