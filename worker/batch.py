@@ -54,10 +54,16 @@ __all__ = ["BatchItem", "FodItem", "FixelsItem", "ItemReport", "batch_items", "f
 
 _FORMATS = f"{', '.join(IMAGE_SUFFIXES[:-1])} or {IMAGE_SUFFIXES[-1]}"
 _TISSUES = ("wm", "gm", "csf")
-# Files a folder may hold from an earlier batch into it (outputs of the peaks and fod jobs),
-# and the masks beside the inputs; they are not inputs.
-_NOT_INPUTS = tuple(f"_{name}{suffix}" for name in (*IMAGE_OUTPUTS, "wmfod", "gm", "csf", "mask")
-                    for suffix in IMAGE_SUFFIXES)
+
+
+def _endings(*names: str) -> tuple[str, ...]:
+    return tuple(f"_{name}{suffix}" for name in names for suffix in IMAGE_SUFFIXES)
+
+
+# Images a folder may hold that are not inputs: the masks beside them and outputs of an earlier
+# batch into it (of peaks, and of fod but for the WM FODs, which are the FOD kinds' inputs).
+_NOT_FODS = _endings(*IMAGE_OUTPUTS, "gm", "csf", "mask")
+_NOT_DWIS = _NOT_FODS + _endings("wmfod")
 
 
 @dataclass
@@ -88,16 +94,17 @@ def _beside(path: Path, name: str, suffixes: Sequence[str]) -> Path | None:
     return next((found for suffix in suffixes if (found := path.with_name(name + suffix)).is_file()), None)
 
 
-def _named_inputs(inputs: Iterable[Path], writes: str) -> dict[str, tuple[Path, Path | None]]:
+def _named_inputs(inputs: Iterable[Path], writes: str, not_inputs: tuple[str, ...] = _NOT_FODS
+                  ) -> dict[str, tuple[Path, Path | None]]:
     """Each input image by name (``sub-01.nii.gz`` → ``sub-01``) with its mask
     ``<name>_mask.<ext>`` beside it if any: files as given, and each folder's NIfTI and MRtrix
-    images (not its sub-folders, masks, or outputs of an earlier batch); a file named twice
-    counts once. ``writes``: the first output's name, for the error of two inputs of one name."""
+    images (not its sub-folders, nor those whose names end as ``not_inputs``: masks, outputs
+    of an earlier batch); a file named twice counts once. ``writes``: the first output's name, for the error of two inputs of one name."""
     files: list[Path] = []
     for path in map(Path, inputs):
         if path.is_dir():
             found = sorted(p for p in path.iterdir()
-                           if p.is_file() and p.name.endswith(IMAGE_SUFFIXES) and not p.name.endswith(_NOT_INPUTS)
+                           if p.is_file() and p.name.endswith(IMAGE_SUFFIXES) and not p.name.endswith(not_inputs)
                            and not p.name.startswith("."))
             if not found:
                 raise InputError("No inputs", f"the folder {str(path)!r} holds no {_FORMATS} file")
@@ -151,7 +158,7 @@ def fod_items(inputs: Iterable[Path], out_dir: Path, responses: Sequence[Path] =
     runs, as :func:`batch_items` and for a NIfTI DWI without gradients (naming the files it
     looked for)."""
     items, missing = [], []
-    for name, (dwi, mask) in _named_inputs(inputs, "_wmfod").items():
+    for name, (dwi, mask) in _named_inputs(inputs, "_wmfod", _NOT_DWIS).items():
         bval, bvec = _beside(dwi, name, (".bval", ".bvals")), _beside(dwi, name, (".bvec", ".bvecs"))
         grad = _beside(dwi, name, (".b",)) if bval is None and bvec is None else None
         if bval is None and bvec is None and grad is None and not dwi.name.endswith((".mif", ".mif.gz")):
