@@ -301,7 +301,7 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
              for number, fod in enumerate(fods, 1)}
     by_path = {fod.path: fod for fod in fods}
 
-    def publish(item: BatchItem) -> list[Path]:
+    def publish(path: Path, item: BatchItem) -> list[Path]:
         sidecar = json.loads(item.outputs.sidecar.read_text(encoding="utf-8"))
         return publish_job(by_path[item.fod], bids_dir, item.outputs.folder, sidecar, output_dir)
 
@@ -314,36 +314,39 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
     return {fod.path: results[fod.path] for fod in fods}
 
 
-def run_and_publish(items: dict[Path, object], params, publish: Callable[[object], list[Path]],
+def run_and_publish(items: dict[Path, object], params, publish: Callable[[Path, object], list[Path]],
                     work: dict[Path, Path], *, log: Callable[[Path, str], str], folders: Callable[[Path], Path],
                     write: Callable[[str], None], devices: Sequence[str] | None = None, processes: int = 1,
                     limits: "InputLimits | None" = None) -> dict[Path, list[Path] | str]:
-    """Run ``items`` (by input path, all of one job kind) through the batch pipeline
-    (:func:`worker.batch.run_batch`) and ``publish`` each as it finishes; then its ``work``
-    folder goes. Returns each input's published paths, or the error that stopped it; a failed
-    publish is that input's error. ``write`` gets a line per input, counting up:
+    """Run ``items`` (by a path of the caller's: the input dataset's file they come from; all
+    of one job kind) through the batch pipeline (:func:`worker.batch.run_batch`) and
+    ``publish(path, item)`` each as it finishes; then its ``work[path]`` folder goes. Returns,
+    by that path, the published files, or the error that stopped it; a failed publish is
+    that input's error. ``write`` gets a line per input, counting up:
     ``[n/N] <log(path, what)>``, ``what`` being ``<k> files in <folders(path)>`` or the error."""
     from worker.batch import run_batch
 
     results: dict[Path, list[Path] | str] = {}
+    keys = {item.input: path for path, item in items.items()}
 
     def finished(report: "ItemReport") -> None:
         # Called once per input, one call at a time; an exception here would be lost in a
         # writer thread, or stop the whole batch, so a failed publish is that input's error.
+        path = keys[report.input]
         outcome: list[Path] | str = report.error
         if report.ok:
             try:
-                outcome = publish(items[report.input])
+                outcome = publish(path, items[path])
             except Exception as exc:
                 outcome = f"{type(exc).__name__}: {exc}"
-        shutil.rmtree(work[report.input], ignore_errors=True)
-        results[report.input] = outcome
-        said = f"{len(outcome)} files in {folders(report.input)}" if isinstance(outcome, list) else outcome
-        write(f"[{len(results)}/{len(items)}] {log(report.input, said)}")
+        shutil.rmtree(work[path], ignore_errors=True)
+        results[path] = outcome
+        said = f"{len(outcome)} files in {folders(path)}" if isinstance(outcome, list) else outcome
+        write(f"[{len(results)}/{len(items)}] {log(path, said)}")
 
     reports = run_batch(list(items.values()), params, devices=devices, processes=processes, limits=limits,
                         report=finished)
     for report in reports:
-        if report.input not in results:  # its worker process stopped before reporting it
+        if keys[report.input] not in results:  # its worker process stopped before reporting it
             finished(report)
     return results
