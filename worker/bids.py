@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from worker.batch import ItemReport
     from worker.input_limits import InputLimits
 
-__all__ = ["FodInput", "BIDS_VERSION", "OUTPUT_ENTITIES", "parse_name", "brain_mask_beside", "find_fods",
-           "derivative_name", "dataset_uri", "write_dataset_description", "publish_job", "run_bids_peaks",
+__all__ = ["FodInput", "BIDS_VERSION", "OUTPUT_ENTITIES", "parse_name", "without_prefix", "brain_mask_beside",
+           "find_fods", "derivative_name", "dataset_uri", "write_dataset_description", "publish_job", "run_bids_peaks",
            "run_and_publish"]
 
 BIDS_VERSION = "1.10.0"
@@ -143,7 +143,8 @@ def brain_mask_beside(image: Path, entities: dict[str, str]) -> Path | None:
     return min(candidates)[1] if candidates else None
 
 
-def _labels(values: Iterable[str] | None, prefix: str) -> set[str] | None:
+def without_prefix(values: Iterable[str] | None, prefix: str) -> set[str] | None:
+    """Labels as given (``01`` or ``sub-01``) without ``prefix``; None for none given (all)."""
     return {v.removeprefix(prefix) for v in values} if values else None
 
 
@@ -156,7 +157,7 @@ def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
     bids_dir = Path(bids_dir)
     if not bids_dir.is_dir():
         raise InputError("No such dataset", f"BIDS_DIR {str(bids_dir)!r} is not a folder")
-    subjects, sessions = _labels(participant_labels, "sub-"), _labels(session_labels, "ses-")
+    subjects, sessions = without_prefix(participant_labels, "sub-"), without_prefix(session_labels, "ses-")
     excluded = Path(exclude).resolve() if exclude is not None else None
     found = []
     for root, folders, files in os.walk(bids_dir):

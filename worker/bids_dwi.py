@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from pydantic import BaseModel
 
 from worker.bids import (FodInput, brain_mask_beside, dataset_uri, parse_name, publish_job, run_and_publish,
-                         write_dataset_description)
+                         without_prefix, write_dataset_description)
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
 from worker.params.fod import FodParams, ResponseParams
@@ -98,10 +98,6 @@ def _gradient_file(dwi: Path, entities: dict[str, str], extension: str, root: Pa
         folder = folder.parent
 
 
-def _labels(values: Iterable[str] | None, prefix: str) -> set[str] | None:
-    return {v.removeprefix(prefix) for v in values} if values else None
-
-
 def find_dwis(bids_dir: Path, participant_labels: Iterable[str] | None = None,
               session_labels: Iterable[str] | None = None, exclude: Path | None = None) -> list[DwiInput]:
     """The DWIs below ``bids_dir`` (see the module docstring), sorted, of the given
@@ -111,7 +107,7 @@ def find_dwis(bids_dir: Path, participant_labels: Iterable[str] | None = None,
     bids_dir = Path(bids_dir)
     if not bids_dir.is_dir():
         raise InputError("No such dataset", f"BIDS_DIR {str(bids_dir)!r} is not a folder")
-    subjects, sessions = _labels(participant_labels, "sub-"), _labels(session_labels, "ses-")
+    subjects, sessions = without_prefix(participant_labels, "sub-"), without_prefix(session_labels, "ses-")
     excluded = Path(exclude).resolve() if exclude is not None else None
     found: list[tuple[Path, tuple, bool]] = []
     for root, folders, files in os.walk(bids_dir):

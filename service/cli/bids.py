@@ -104,11 +104,16 @@ def _bids(args: argparse.Namespace) -> int:
                                      processes=processes)
     except InputError as exc:
         raise CommandError(exc.detail) from None
+    return _summary(args, results, "FODs")
+
+
+def _summary(args: argparse.Namespace, results: dict, inputs: str) -> int:
+    """List the failed inputs, say how many were done, and return the exit status."""
     failed = {path: error for path, error in results.items() if isinstance(error, str)}
     for path, error in failed.items():
         print(f"{path.name}: {error}", file=sys.stderr)
     if not args.quiet:
-        print(f"{len(results) - len(failed)} of {len(results)} FODs done; derivatives in {args.output_dir}")
+        print(f"{len(results) - len(failed)} of {len(results)} {inputs} done; derivatives in {args.output_dir}")
     return 1 if failed else 0
 
 
@@ -155,12 +160,7 @@ def _from_dwis(args: argparse.Namespace, peaks: PeaksParams, log) -> int:
                                processes=processes, responses=tuple(args.response or ()))
     except InputError as exc:
         raise CommandError(exc.detail) from None
-    failed = {path: error for path, error in results.items() if isinstance(error, str)}
-    for path, error in failed.items():
-        print(f"{path.name}: {error}", file=sys.stderr)
-    if not args.quiet:
-        print(f"{len(results) - len(failed)} of {len(results)} DWIs done; derivatives in {args.output_dir}")
-    return 1 if failed else 0
+    return _summary(args, results, "DWIs")
 
 
 def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str]) -> dict:
