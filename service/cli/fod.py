@@ -25,8 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fod",
         help="FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd or csd)",
         description="Fit FODs to a DWI (dwi2fod) and write OUT_PREFIX_wmfod (and _gm, _csf for msmt_csd) in the "
-        "DWI's image format, and OUT_PREFIX_fod.json. Without --response, msmt_csd first estimates the responses "
-        "as dwi2response dhollander and writes them as OUT_PREFIX_wm.txt, _gm.txt, _csf.txt.",
+        "DWI's image format, and OUT_PREFIX_fod.json. Without --response, the responses are estimated first and "
+        "written: msmt_csd's as dwi2response dhollander (OUT_PREFIX_wm.txt, _gm.txt, _csf.txt), csd's as "
+        "dwi2response tournier (OUT_PREFIX_wm.txt).",
     )
     add_dwi_arguments(fod)
     fod.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",

@@ -3,10 +3,10 @@ deconvolution, as MRtrix3's ``dwi2fod`` (:func:`gpu.fod.msmt_csd`, :func:`gpu.fo
 
 ``msmt_csd`` writes ``wmfod``, ``gm`` and ``csf`` (with WM, GM and CSF responses; ``wmfod``
 alone with a WM response alone), ``csd`` writes ``wmfod``, in the DWI's image format, with a
-JSON sidecar. Without response files, ``msmt_csd`` estimates them first as ``dwi2response
-dhollander`` does (:mod:`worker.jobs.fod_response`) and writes them too; ``csd`` needs its WM
-response (``dwi2response tournier`` is not available yet). Nothing is written before all is
-computed. Also registers the ``response`` job kind.
+JSON sidecar. Without response files they are estimated first (:mod:`worker.jobs.fod_response`)
+and written too: for ``msmt_csd`` as ``dwi2response dhollander`` does, for ``csd`` as
+``dwi2response tournier``. Nothing is written before all is computed. Also registers the
+``response`` job kind.
 """
 
 from __future__ import annotations
@@ -85,10 +85,6 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
 
     plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask)
     given = {tissue: Path(path) for tissue, path in (responses or {}).items() if path is not None}
-    if params.algorithm == "csd" and "wm" not in given:
-        raise InputError("No response for csd", "csd needs a single-fibre WM response: pass --response WM.txt "
-                         "(the response form field wm), e.g. from dwi2response tournier; estimating it here "
-                         "(tournier) is not available yet. msmt_csd estimates its responses when none are given")
     if given and "wm" not in given:
         raise InputError("No WM response", "responses are given without the WM one; pass WM [GM CSF] in this order")
     if params.algorithm == "csd" and len(given) > 1:
@@ -134,8 +130,8 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     msmt_csd; ``_wm.txt``, ``_gm.txt``, ``_csf.txt`` where responses were estimated) and
     ``<prefix>_fod.json`` (:func:`worker.jobs.fod_inputs.output_path`: plain names inside a
     folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``);
-    without them, msmt_csd estimates them with ``response_params``. Returns the sidecar
-    content."""
+    without them, they are estimated with ``response_params``, its algorithm dhollander for
+    msmt_csd and tournier for csd. Returns the sidecar content."""
     from gpu.cuda.backend import resolve_backend
     from gpu.fod import csd, msmt_csd
     from gpu.sh_basis import convert_sh_basis
@@ -152,12 +148,13 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     arrays = dict(fod_plan.responses)
     estimated = None
     if not arrays:
+        algorithm = "tournier" if params.algorithm == "csd" else "dhollander"
         try:
-            estimated = estimate_responses(data, plan, response_params)
+            estimated = estimate_responses(data, plan, response_params.model_copy(update={"algorithm": algorithm}))
         except InputError as exc:
-            raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response (its "
-                             "--erode, --sfwm, --gm and --csf options) and pass them with --response") from None
-        arrays = {tissue: getattr(estimated, tissue) for tissue in TISSUES}
+            raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response "
+                             f"--algorithm {algorithm} (and its options) and pass them with --response") from None
+        arrays = dict(estimated.responses)
     check_cancelled()
     backend = resolve_backend(params.backend)
     bvals, bvecs = plan.scheme[:, 3], plan.scheme[:, :3]
@@ -176,9 +173,9 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     names = ("wmfod", *list(arrays)[1:])
     paths = {name: output_path(prefix, f"{name}{suffix}") for name in names}
     if estimated is not None:
-        for tissue in TISSUES:
+        for tissue, response in estimated.responses.items():
             paths[f"{tissue}_response"] = output_path(prefix, f"{tissue}.txt")
-            write_response(paths[f"{tissue}_response"], arrays[tissue], estimated.bvalues)
+            write_response(paths[f"{tissue}_response"], response, estimated.bvalues)
     for name, volume in zip(names, fods):
         write_image(paths[name], np.ascontiguousarray(volume, dtype=np.float32), plan.info.affine)
     warnings = [*fod_plan.warnings, *data.warnings()]
@@ -192,7 +189,7 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
         "parameters": params.model_dump(),
         "method": ("dwi2fod csd (Tournier et al. 2007, NeuroImage 35:1459)" if params.algorithm == "csd" else
                    "dwi2fod msmt_csd (Jeurissen et al. 2014, NeuroImage 103:411, Eq. 3)")
-                  + (" with responses by dwi2response dhollander" if estimated is not None else ""),
+                  + (f" with responses by {estimated.method}" if estimated is not None else ""),
         "shells": [round(float(b), 1) for b in plan.shell_bvalues],
         "lmax": dict(zip(names, fod_plan.lmax)),
         "sh_basis": params.basis,
@@ -211,7 +208,7 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     """Most host memory :func:`run_fod` holds, in bytes, from the headers: the DWI as float32
     and the signals of the voxels fitted (2·N·V·4), the outputs (N·C·4 with C coefficients in
     all), the solver's float64 work per voxel (8·(V + 4C)) and its matrices 32 MiB; when
-    responses are estimated, the dhollander step's
+    responses are estimated, the estimation's
     (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger."""
     from gpu.sh_basis import n_coeffs
     from worker.jobs.fod_response import response_memory_bytes
@@ -253,7 +250,8 @@ JOB_KINDS = [
     JobKind(
         name="fod",
         summary="FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd: WM FOD, GM, "
-                "CSF; csd: WM FOD), responses estimated as dwi2response dhollander when not given",
+                "CSF; csd: WM FOD), responses estimated when not given (dwi2response dhollander for msmt_csd, "
+                "tournier for csd)",
         params_model=FodParams,
         inputs=DWI_SLOTS + _RESPONSE_SLOTS,
         validate=_validate,
