@@ -73,7 +73,7 @@ def _dhollander(data, plan, params: ResponseParams) -> EstimatedResponses:
     from gpu.fod.response_dhollander import dhollander_response
     from gpu.fod.response_tensor import tensor_fa_and_direction
 
-    result = dhollander_response(data.dwi, plan.scheme, data.mask, erode=params.erode, fa=params.fa,
+    result = dhollander_response(data.dwi, plan.scheme, data.mask, fixel_lobe_peaks, erode=params.erode, fa=params.fa,
                                  sfwm=params.sfwm, gm=params.gm, csf=params.csf)
     if params.lmax != 10:
         selected = data.dwi[result.voxels[..., 2]]
