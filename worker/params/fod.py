@@ -1,16 +1,23 @@
 """Parameters of the ``response`` and ``fod`` job kinds (``fibertensor response``,
 ``fibertensor fod``, ``POST /v1/jobs/response``, ``POST /v1/jobs/fod``), named after MRtrix3
-``dwi2response`` and ``dwi2fod``'s options."""
+``dwi2response`` and ``dwi2fod``'s options. The fod job's peaks options are the peaks job's
+(:class:`worker.params.peaks.PeaksParams`), each named ``peaks_<name>`` and declared there once."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 
-from worker.params.base import Backend, FieldRuleError, JobParams
+from worker.params.base import Backend, FieldRuleError, JobParams, error_fields
+from worker.params.peaks import PeaksParams
 
-__all__ = ["ResponseParams", "FodParams"]
+__all__ = ["ResponseParams", "FodParams", "peaks_option_name"]
+
+#: The peaks options a fod job takes from its own: the FOD's SH basis and the backend; the
+#: peaks sidecar always records the FOD's checksum.
+_PEAKS_SHARED = ("basis", "backend", "checksums")
 
 
 class ResponseParams(JobParams):
@@ -52,9 +59,13 @@ class ResponseParams(JobParams):
         return self
 
 
-class FodParams(JobParams):
-    """``dwi2fod`` settings (:func:`gpu.fod.msmt_csd`, :func:`gpu.fod.csd`)."""
+def peaks_option_name(name: str) -> str:
+    """The fod job's name of peaks option ``name``: ``npeaks`` → ``peaks_npeaks``,
+    ``peaks_frame`` as it is."""
+    return name if name.startswith("peaks_") else f"peaks_{name}"
 
+
+class _FodOptions(JobParams):
     algorithm: Literal["msmt_csd", "csd"] = Field(
         "msmt_csd", description="msmt_csd: WM FOD, GM and CSF from WM/GM/CSF responses (Jeurissen et al. 2014); "
         "csd: single-shell WM FOD from the highest shell and one WM response (Tournier et al. 2007)")
@@ -63,4 +74,37 @@ class FodParams(JobParams):
     basis: Literal["mrtrix", "dipy"] = Field(
         "mrtrix", description="SH basis of the written FOD: mrtrix (MRtrix3's, what dwi2fod writes) or dipy "
         "(DIPY's descoteaux07 legacy basis, the m ↔ −m swap of MRtrix3's)")
+
+
+_FodWithPeaksOptions = create_model(
+    "_FodWithPeaksOptions", __base__=_FodOptions,
+    peaks=(bool, Field(False, description="also find the FOD's peaks and write what fibertensor peaks writes "
+                       "(peaks, amplitudes, count, fODF metrics, QC picture, fixels/pam5 on request), from the WM FOD "
+                       "in memory; the peaks_* options are fibertensor peaks' options")),
+    **{peaks_option_name(name): (info.annotation, FieldInfo.merge_field_infos(info, description=f"with peaks: "
+                                                                                             f"{info.description}"))
+       for name, info in PeaksParams.model_fields.items() if name not in _PEAKS_SHARED})
+
+
+class FodParams(_FodWithPeaksOptions):
+    """``dwi2fod`` settings (:func:`gpu.fod.msmt_csd`, :func:`gpu.fod.csd`) and, with ``peaks``,
+    the peaks job's options (:meth:`peaks_params`)."""
+
     backend: Backend = "auto"
+
+    def peaks_params(self) -> PeaksParams:
+        """The peaks job's parameters of the ``peaks_*`` options, the FOD's basis and backend."""
+        values = {name: getattr(self, peaks_option_name(name)) for name in PeaksParams.model_fields
+                  if name not in _PEAKS_SHARED}
+        return PeaksParams(basis=self.basis, backend=self.backend, **values)
+
+    @model_validator(mode="after")
+    def _valid_peaks_options(self) -> "FodParams":
+        # the peaks job's own rules, blamed on the fod job's names; its lists kept as it stores them
+        try:
+            peaks = self.peaks_params()
+        except ValidationError as exc:
+            field, message = error_fields(exc)[0]
+            raise FieldRuleError(peaks_option_name(field.partition(".")[0]), message) from None
+        self.peaks_metrics, self.peaks_format = peaks.metrics, peaks.format
+        return self
