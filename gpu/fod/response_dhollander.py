@@ -120,7 +120,7 @@ def _median(values: np.ndarray) -> np.float32:
 
 def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lobe_peaks: LobePeaks, *,
                         erode: int = 3, fa: float = 0.2, sfwm: float = 0.5, gm: float = 2.0,
-                        csf: float = 10.0) -> DhollanderResponse:
+                        csf: float = 10.0, backend: str = "cpu") -> DhollanderResponse:
     """WM, GM and CSF responses of a DWI, as ``dwi2response dhollander`` (see the module).
 
     Parameters
@@ -140,6 +140,8 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
         FA threshold between crude WM and GM-CSF (``-fa``).
     sfwm, gm, csf : float
         Percentages of refined WM, GM and CSF selected (``-sfwm``, ``-gm``, ``-csf``).
+    backend : {"cpu", "cuda", "auto"}
+        Where the single-fibre WM step's CSD runs.
 
     Returns
     -------
@@ -225,7 +227,8 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
     candidates = refined_wm
     for lmax, count in ((2, 2 * wm_count), (6, wm_count)):
         fraction = np.zeros(mask.shape, dtype=np.float32)
-        fraction[candidates] = sfwm_peak_fraction(dwi[candidates], scheme, generic, csf_rf, lmax, lobe_peaks)
+        fraction[candidates] = sfwm_peak_fraction(dwi[candidates], scheme, generic, csf_rf, lmax, lobe_peaks,
+                                                  backend)
         candidates = _extreme(fraction, candidates, count, True, "WM")
     wm_voxels = candidates
     wm_rf, _ = response(wm_voxels, False)

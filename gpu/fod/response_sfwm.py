@@ -17,7 +17,7 @@ __all__ = ["sfwm_peak_fraction"]
 
 
 def sfwm_peak_fraction(signal: np.ndarray, scheme: np.ndarray, wm_response: np.ndarray, csf_response: np.ndarray,
-                       lmax: int, lobe_peaks: LobePeaks) -> np.ndarray:
+                       lmax: int, lobe_peaks: LobePeaks, backend: str = "cpu") -> np.ndarray:
     """Largest WM FOD peak amplitude over the WM + CSF l=0 coefficients, per voxel.
 
     Parameters
@@ -34,13 +34,16 @@ def sfwm_peak_fraction(signal: np.ndarray, scheme: np.ndarray, wm_response: np.n
         WM FOD lmax.
     lobe_peaks : LobePeaks
         FOD lobes' peak amplitudes (the first lobe's is the largest peak, as ``sh2peaks -num 1``).
+    backend : {"cpu", "cuda", "auto"}
+        Where the CSD runs.
 
     Returns
     -------
     (V,) float32 array
     """
     scheme = np.asarray(scheme, dtype=np.float64)
-    wm, csf = msmt_csd(signal, scheme[:, 3], scheme[:, :3], [wm_response, csf_response], [lmax, 0])
+    wm, csf = msmt_csd(signal, scheme[:, 3], scheme[:, :3], [wm_response, csf_response], [lmax, 0],
+                       backend=backend)
     total = wm[:, 0] + csf[:, 0]
     peak = lobe_peaks(wm)[0]
     return np.divide(peak, total, out=np.zeros_like(total), where=total != 0)

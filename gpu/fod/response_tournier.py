@@ -63,7 +63,7 @@ def _top(cost: np.ndarray, count: int) -> np.ndarray:
 
 def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lobe_peaks: LobePeaks, *,
                       lmax: int | None = None, number: int = 300, iter_voxels: int = 0, dilate: int = 1,
-                      max_iters: int = 10) -> TournierResponse:
+                      max_iters: int = 10, backend: str = "cpu") -> TournierResponse:
     """The single-fibre WM response of a DWI's highest shell (see the module).
 
     Parameters
@@ -79,6 +79,8 @@ def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lob
         Even lmax of the response (``-lmax``); default amp2response's (10).
     number, iter_voxels, dilate, max_iters : int
         As ``dwi2response tournier``'s options (:data:`TOURNIER_DEFAULTS`).
+    backend : {"cpu", "cuda", "auto"}
+        Where the CSD runs.
 
     Returns
     -------
@@ -107,7 +109,7 @@ def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lob
     tested, previous = mask, None
     neighbours = ndimage.generate_binary_structure(3, 1)
     for iteration in range(max_iters):
-        fods = csd(signal[tested], shell_scheme[:, 3], shell_scheme[:, :3], response)
+        fods = csd(signal[tested], shell_scheme[:, 3], shell_scheme[:, :3], response, backend=backend)
         first, second, direction = lobe_peaks(fods)
         with np.errstate(divide="ignore", invalid="ignore"):
             scores = np.sqrt(first) * (1.0 - second / first) ** 2

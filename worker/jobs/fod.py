@@ -163,7 +163,7 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     ``<prefix>_fod.json`` (:func:`worker.jobs.fod_inputs.output_path`: plain names inside a
     folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``);
     without them, they are estimated with ``response_params``, its algorithm dhollander for
-    msmt_csd and tournier for csd. With ``params.peaks``, the peaks outputs follow (the fixel
+    msmt_csd and tournier for csd, on the fod job's backend. With ``params.peaks``, the peaks outputs follow (the fixel
     directory as one ``.tar`` with ``fixel_archive``, as the peaks job's). Returns the sidecar
     content."""
     from gpu.cuda.backend import resolve_backend
@@ -184,7 +184,8 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     if not arrays:
         algorithm = "tournier" if params.algorithm == "csd" else "dhollander"
         try:
-            estimated = estimate_responses(data, plan, response_params.model_copy(update={"algorithm": algorithm}))
+            estimated = estimate_responses(data, plan, response_params.model_copy(
+                update={"algorithm": algorithm, "backend": params.backend}))
         except InputError as exc:
             raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response "
                              f"--algorithm {algorithm} (and its options) and pass them with --response") from None

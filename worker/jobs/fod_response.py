@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -48,14 +49,15 @@ class EstimatedResponses:
     details: dict
 
 
-def fixel_lobe_peaks(fods: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fixel_lobe_peaks(fods: np.ndarray, backend: str = "cpu") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first two FOD lobes' peak amplitudes (0 where absent) and the first lobe's direction of
     each row of ``fods`` (V, n_coeffs), as ``fod2fixel -fmls_no_thresholds`` and ``fixel2voxel
-    none -number 2`` give them (:data:`gpu.fod.response_tournier.LobePeaks`)."""
+    none -number 2`` give them (:data:`gpu.fod.response_tournier.LobePeaks`), segmented on
+    ``backend``."""
     from gpu.fixels.segment import FmlsOptions, segment_fods
 
     fixels = segment_fods(fods.reshape(-1, 1, 1, fods.shape[-1]), options=FmlsOptions(no_thresholds=True),
-                          backend="cpu")
+                          backend=backend)
     count, first = (fixels.index[:, 0, 0, k].astype(np.int64) for k in (0, 1))
     absent = fixels.peak_amp.size  # one zero row past the fixels
     amplitudes = np.append(fixels.peak_amp, np.float32(0))
@@ -73,8 +75,9 @@ def _dhollander(data, plan, params: ResponseParams) -> EstimatedResponses:
     from gpu.fod.response_dhollander import dhollander_response
     from gpu.fod.response_tensor import tensor_fa_and_direction
 
-    result = dhollander_response(data.dwi, plan.scheme, data.mask, fixel_lobe_peaks, erode=params.erode, fa=params.fa,
-                                 sfwm=params.sfwm, gm=params.gm, csf=params.csf)
+    result = dhollander_response(data.dwi, plan.scheme, data.mask, partial(fixel_lobe_peaks, backend=params.backend),
+                                 erode=params.erode, fa=params.fa, sfwm=params.sfwm, gm=params.gm, csf=params.csf,
+                                 backend=params.backend)
     if params.lmax != 10:
         selected = data.dwi[result.voxels[..., 2]]
         _, directions = tensor_fa_and_direction(selected, plan.scheme)
@@ -89,9 +92,9 @@ def _dhollander(data, plan, params: ResponseParams) -> EstimatedResponses:
 def _tournier(data, plan, params: ResponseParams) -> EstimatedResponses:
     from gpu.fod.response_tournier import tournier_response
 
-    result = tournier_response(data.dwi, plan.scheme, data.mask, fixel_lobe_peaks, lmax=params.lmax,
-                               number=params.number, iter_voxels=params.iter_voxels, dilate=params.dilate,
-                               max_iters=params.max_iters)
+    result = tournier_response(data.dwi, plan.scheme, data.mask, partial(fixel_lobe_peaks, backend=params.backend),
+                               lmax=params.lmax, number=params.number, iter_voxels=params.iter_voxels,
+                               dilate=params.dilate, max_iters=params.max_iters, backend=params.backend)
     return EstimatedResponses({"wm": result.wm}, np.array([result.bvalue]), result.voxels,
                               {"wm": int(result.voxels.sum())}, _METHODS["tournier"],
                               {"iterations": result.iterations, "converged": result.converged})
@@ -113,6 +116,7 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
     """Estimate the responses of ``dwi`` and write ``<prefix>_wm.txt`` (and ``_gm.txt``,
     ``_csf.txt`` for dhollander), ``_voxels.<ext>`` and ``_response.json``
     (:func:`output_path`: plain names inside a folder prefix); returns the sidecar content."""
+    from gpu.cuda.backend import resolve_backend
     from worker.io.images import write_image
     from worker.io.response_files import write_response
     from worker.provenance import generated_by, package_versions
@@ -148,7 +152,8 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
         **result.details,
         "outputs": {name: path.name for name, path in paths.items()},
         "warnings": warnings,
-        "versions": package_versions("nibabel", "scipy"),
+        "backend": resolve_backend(params.backend),
+        "versions": package_versions("nibabel", "numba", "scipy"),
         "seconds": {"read": read - started, "estimate": estimated - read, "total": time.perf_counter() - started},
     }
     write_json_atomic(output_path(prefix, "response.json"), sidecar)

@@ -49,6 +49,7 @@ class ResponseParams(JobParams):
                         "(dwi2response tournier -dilate)")
     max_iters: int = Field(10, ge=2, le=100, description="most iterations of the voxel selection "
                            "(dwi2response tournier -max_iters)")
+    backend: Backend = "auto"
 
     @model_validator(mode="after")
     def _iter_voxels_cover_number(self) -> "ResponseParams":
