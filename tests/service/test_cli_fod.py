@@ -91,6 +91,16 @@ def test_cli_needs_both_fsl_files(phantom, tmp_path, capsys):
     assert "give --bval and --bvec together" in capsys.readouterr().err
 
 
+def test_cli_refuses_peaks_options_as_the_peaks_command_does(phantom, tmp_path, capsys):
+    p = phantom["paths"]
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "o"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
+                 "--peaks", "--peaks-npeaks", "9", "--peaks-starts", "4"]) == 2
+    assert "--peaks-npeaks: 9 peaks cannot come from 4 starts" in capsys.readouterr().err
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "o"), "--peaks-metrics", "all,rgb"]) == 2
+    assert "--peaks-metrics: all,rgb: give all, none, or a list of metric names, not a mix" in capsys.readouterr().err
+    assert not list(tmp_path.glob("o*"))
+
+
 def _form(paths, **slots):
     return {slot: (path.name, path.read_bytes()) for slot, path in {**paths, **slots}.items()}
 

@@ -223,7 +223,9 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
 
         check_cancelled()
         peaks = run_peaks_of_sh(paths["wmfod"], written["wmfod"], {paths["wmfod"].name: file_sha256(paths["wmfod"])},
-                                _peaks_outputs(prefix), params.peaks_params(), mask, fixel_archive=fixel_archive)
+                                _peaks_outputs(prefix), params.peaks_params(), mask, lambda _: check_cancelled(),
+                                fixel_archive=fixel_archive,
+                                uploaded={role: form for role, form in (uploaded or {}).items() if role == "mask"})
         warnings += peaks["warnings"]
     sidecar = {
         "job": "fod",

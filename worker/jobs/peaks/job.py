@@ -50,19 +50,21 @@ def run_peaks(
 
 
 def run_peaks_of_sh(fod: Path, sh: np.ndarray, sha256: dict[str, str], outputs: PeaksOutputs,
-                    params: PeaksParams = PeaksParams(), mask: Path | None = None, *,
-                    fixel_archive: bool = False) -> dict:
+                    params: PeaksParams = PeaksParams(), mask: Path | None = None,
+                    progress: Callable[[float], None] | None = None, *, fixel_archive: bool = False,
+                    uploaded: dict[str, UploadedInput] | None = None) -> dict:
     """:func:`run_peaks` of the FOD file ``fod`` with its SH volume given in memory, ``sh``
     (x, y, z, coeffs) float32, the values the file holds, and its ``sha256`` by file name:
-    the same outputs, not read again (a job that has just written the FOD)."""
-    plan = plan_peaks(fod, mask, params)
+    the same outputs, not read again (a job that has just written the FOD). ``uploaded``: as
+    :func:`run_peaks`' (the mask's, where it was uploaded in another form)."""
+    plan = plan_peaks(fod, mask, params, uploaded=uploaded)
     preparing = prepare_engine(plan)
     try:
         inputs = peaks_inputs_of_sh(plan, sh, sha256)
     except BaseException:
         preparing.join()
         raise
-    result = compute_peaks(plan, inputs, preparing)
+    result = compute_peaks(plan, inputs, preparing, progress)
     return write_peaks_outputs(plan, inputs, result, outputs, fixel_archive=fixel_archive)
 
 
