@@ -116,6 +116,8 @@ def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lob
         cost = np.full(mask.shape, np.nan, np.float32)
         cost[tested] = scores
         selected = _top(cost, number)
+        if not selected.any():
+            raise ValueError("no voxel under test has a positive FOD lobe: check the DWI's scaling and the mask")
         directions = np.zeros(mask.shape + (3,))
         directions[tested] = direction
         response, _ = amp2response(signal[selected], directions[selected], shell_scheme, lmax=response_lmax)

@@ -58,3 +58,10 @@ def test_bad_options_are_refused(options, message):
     signal, scheme = three_tissue_phantom(n=4)
     with pytest.raises(ValueError, match=message):
         tournier_response(signal, scheme, np.ones(signal.shape[:3], bool), fixel_lobe_peaks, **options)
+
+
+def test_signal_without_fod_lobes_is_refused():
+    """An all-zero DWI deconvolves to FODs without a positive lobe."""
+    signal, scheme = three_tissue_phantom(n=4)
+    with pytest.raises(ValueError, match="no voxel under test has a positive FOD lobe"):
+        tournier_response(np.zeros_like(signal), scheme, np.ones(signal.shape[:3], bool), fixel_lobe_peaks)
