@@ -306,7 +306,7 @@ JOB_KINDS = [
         name="fod",
         summary="FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd: WM FOD, GM, "
                 "CSF; csd: WM FOD), responses estimated when not given (dwi2response dhollander for msmt_csd, "
-                "tournier for csd)",
+                "tournier for csd); with peaks, the peaks job's outputs of the WM FOD",
         params_model=FodParams,
         inputs=DWI_SLOTS + _RESPONSE_SLOTS,
         validate=_validate,
