@@ -163,9 +163,9 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     ``<prefix>_fod.json`` (:func:`worker.jobs.fod_inputs.output_path`: plain names inside a
     folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``);
     without them, they are estimated with ``response_params``, its algorithm dhollander for
-    msmt_csd and tournier for csd, on the fod job's backend. With ``params.peaks``, the peaks outputs follow (the fixel
-    directory as one ``.tar`` with ``fixel_archive``, as the peaks job's). Returns the sidecar
-    content."""
+    msmt_csd and tournier for csd, on the fod job's backend. With ``params.peaks``, the peaks
+    outputs follow (the fixel directory as one ``.tar`` with ``fixel_archive``, as the peaks
+    job's). Returns the sidecar content."""
     from gpu.cuda.backend import resolve_backend
     from gpu.fod import csd, msmt_csd
     from gpu.sh_basis import convert_sh_basis
