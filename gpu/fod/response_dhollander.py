@@ -21,6 +21,7 @@ from scipy import ndimage
 from gpu.fod.amp2response import amp2response
 from gpu.fod.response_sfwm import sfwm_peak_fraction
 from gpu.fod.response_tensor import tensor_fa_and_direction
+from gpu.fod.response_tournier import LobePeaks
 from gpu.fod.shells import BZERO_THRESHOLD, dw_shells
 
 __all__ = ["DhollanderResponse", "dhollander_response"]
@@ -117,8 +118,9 @@ def _median(values: np.ndarray) -> np.float32:
     return np.float32(np.median(values))
 
 
-def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *, erode: int = 3,
-                        fa: float = 0.2, sfwm: float = 0.5, gm: float = 2.0, csf: float = 10.0) -> DhollanderResponse:
+def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lobe_peaks: LobePeaks, *,
+                        erode: int = 3, fa: float = 0.2, sfwm: float = 0.5, gm: float = 2.0,
+                        csf: float = 10.0, backend: str = "cpu") -> DhollanderResponse:
     """WM, GM and CSF responses of a DWI, as ``dwi2response dhollander`` (see the module).
 
     Parameters
@@ -129,12 +131,17 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
         MRtrix gradient scheme (:mod:`worker.io.gradients`); needs b=0 and at least one shell.
     mask : (X, Y, Z) bool array
         Brain mask.
+    lobe_peaks : LobePeaks
+        FOD lobes as ``fod2fixel`` segments them (:data:`gpu.fod.response_tournier.LobePeaks`),
+        the first's peak for the single-fibre WM ranking.
     erode : int
         Erosion passes of the brain mask (``-erode``, default 3).
     fa : float
         FA threshold between crude WM and GM-CSF (``-fa``).
     sfwm, gm, csf : float
         Percentages of refined WM, GM and CSF selected (``-sfwm``, ``-gm``, ``-csf``).
+    backend : {"cpu", "cuda", "auto"}
+        Where the single-fibre WM step's CSD runs.
 
     Returns
     -------
@@ -220,7 +227,8 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, *
     candidates = refined_wm
     for lmax, count in ((2, 2 * wm_count), (6, wm_count)):
         fraction = np.zeros(mask.shape, dtype=np.float32)
-        fraction[candidates] = sfwm_peak_fraction(dwi[candidates], scheme, shells, generic, csf_rf, lmax)
+        fraction[candidates] = sfwm_peak_fraction(dwi[candidates], scheme, generic, csf_rf, lmax, lobe_peaks,
+                                                  backend)
         candidates = _extreme(fraction, candidates, count, True, "WM")
     wm_voxels = candidates
     wm_rf, _ = response(wm_voxels, False)

@@ -25,8 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fod",
         help="FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd or csd)",
         description="Fit FODs to a DWI (dwi2fod) and write OUT_PREFIX_wmfod (and _gm, _csf for msmt_csd) in the "
-        "DWI's image format, and OUT_PREFIX_fod.json. Without --response, msmt_csd first estimates the responses "
-        "as dwi2response dhollander and writes them as OUT_PREFIX_wm.txt, _gm.txt, _csf.txt.",
+        "DWI's image format, and OUT_PREFIX_fod.json. Without --response, the responses are estimated first and "
+        "written: msmt_csd's as dwi2response dhollander (OUT_PREFIX_wm.txt, _gm.txt, _csf.txt), csd's as "
+        "dwi2response tournier (OUT_PREFIX_wm.txt). With --peaks, the WM FOD's peaks follow, from the FOD in memory: "
+        "what fibertensor peaks writes of OUT_PREFIX_wmfod (OUT_PREFIX_peaks, _amplitudes, _count, the fODF metrics, "
+        "_qc.png, OUT_PREFIX_peaks.json), its options as --peaks-<option>.",
     )
     add_dwi_arguments(fod)
     fod.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
@@ -59,4 +62,8 @@ def _fod(args: argparse.Namespace) -> int:
         print(f"{params.algorithm} FODs (lmax {sidecar['lmax']['wmfod']}) in {sidecar['voxels_fitted']} voxels, "
               f"backend {sidecar['backend']}, {sidecar['seconds']['total']:.2f} s; wrote "
               f"{', '.join(sidecar['outputs'].values())}")
+        if "peaks" in sidecar:
+            written = [name for names in sidecar["peaks"]["outputs"].values() for name in names]
+            print(f"peaks of the WM FOD, {sidecar['seconds']['peaks']:.2f} s; wrote {', '.join(written)} and "
+                  f"{sidecar['peaks']['sidecar']}")
     return 0

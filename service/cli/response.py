@@ -1,5 +1,5 @@
-"""``fibertensor response``: a DWI → WM, GM and CSF response functions, as MRtrix3's
-``dwi2response dhollander``.
+"""``fibertensor response``: a DWI → response functions, as MRtrix3's ``dwi2response
+dhollander`` (WM, GM, CSF) or ``dwi2response tournier`` (single-fibre WM).
 
 Calls the function the ``response`` job runs (:func:`worker.jobs.fod_response.run_response`),
 locally, without the service. :func:`add_dwi_arguments` and :func:`dwi_inputs` are the DWI
@@ -59,10 +59,12 @@ def print_warnings(sidecar: dict) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     response = subparsers.add_parser(
         "response",
-        help="WM, GM and CSF response functions of a DWI as MRtrix3 dwi2response dhollander",
-        description="Estimate WM, GM and CSF response functions from the DWI alone (dwi2response dhollander) and "
-        "write OUT_PREFIX_wm.txt, _gm.txt, _csf.txt (MRtrix3 format), the voxels they came from "
-        "(OUT_PREFIX_voxels, 3 volumes: CSF, GM, WM, in the DWI's format) and OUT_PREFIX_response.json.",
+        help="response functions of a DWI as MRtrix3 dwi2response (dhollander or tournier)",
+        description="Estimate response functions from the DWI alone and write them in MRtrix3's format: "
+        "dhollander (dwi2response dhollander) writes OUT_PREFIX_wm.txt, _gm.txt, _csf.txt and the voxels they came "
+        "from (OUT_PREFIX_voxels, 3 volumes: CSF, GM, WM); tournier (dwi2response tournier) writes OUT_PREFIX_wm.txt "
+        "of the highest shell and its single-fibre voxels (OUT_PREFIX_voxels); images in the DWI's format, and "
+        "OUT_PREFIX_response.json.",
     )
     add_dwi_arguments(response)
     add_model_options(response, ResponseParams)
@@ -85,8 +87,8 @@ def _response(args: argparse.Namespace) -> int:
         raise CommandError(input_problem(exc, inputs)) from None
     print_warnings(sidecar)
     if not args.quiet:
-        voxels = sidecar["voxels"]
-        print(f"responses from {voxels['wm']} WM, {voxels['gm']} GM and {voxels['csf']} CSF voxels, shells b = "
+        voxels = ", ".join(f"{count} {tissue.upper()}" for tissue, count in sidecar["voxels"].items())
+        print(f"responses from {voxels} voxels, shells b = "
               f"{', '.join(f'{b:g}' for b in sidecar['shells'])}, {sidecar['seconds']['total']:.2f} s; wrote "
               f"{', '.join(sidecar['outputs'].values())}")
     return 0

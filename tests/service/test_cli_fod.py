@@ -1,6 +1,7 @@
 """``fibertensor fod`` and ``fibertensor response`` refuse unusable inputs from their headers
 and gradient tables, before reading any data, with a message saying what to fix (exit 2), as
-``POST /v1/jobs/fod`` does (422 problem+json); the API runs a fod job from its form slots."""
+``POST /v1/jobs/fod`` does (422 problem+json); the API runs a fod job from its form slots, its
+peaks options among the form's fields."""
 
 from __future__ import annotations
 
@@ -45,10 +46,6 @@ def _single_volume(phantom, tmp_path):
     return {"dwi": write_image(tmp_path / "b0.nii", np.ascontiguousarray(phantom["dwi"][..., 0]), AFFINE)}
 
 
-def _csd_without_response(phantom, tmp_path):
-    return {"responses": {}, "options": ["--algorithm", "csd"]}
-
-
 def _no_gradients(phantom, tmp_path):
     return {"bval": None, "bvec": None}
 
@@ -61,8 +58,6 @@ BAD_INPUTS = {
     "response shells": (_other_shells, "Response does not match the data's shells: the wm response 'other_wm.txt' "
                         "is for b = 0, 1000, 2000 but the DWI has shells b = 0, 1000, 2000, 3000"),
     "3D image": (_single_volume, "Not a diffusion-weighted series: the DWI 'b0.nii' has shape (12, 6, 4)"),
-    "csd without response": (_csd_without_response, "No response for csd: csd needs a single-fibre WM response: "
-                             "pass --response WM.txt"),
     "no gradients": (_no_gradients, "No gradient table: the DWI needs its gradients"),
 }
 
@@ -94,6 +89,16 @@ def test_cli_needs_both_fsl_files(phantom, tmp_path, capsys):
     p = phantom["paths"]
     assert main(["fod", str(p["dwi"]), str(tmp_path / "o"), "--bval", str(p["bval"])]) == 2
     assert "give --bval and --bvec together" in capsys.readouterr().err
+
+
+def test_cli_refuses_peaks_options_as_the_peaks_command_does(phantom, tmp_path, capsys):
+    p = phantom["paths"]
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "o"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
+                 "--peaks", "--peaks-npeaks", "9", "--peaks-starts", "4"]) == 2
+    assert "--peaks-npeaks: 9 peaks cannot come from 4 starts" in capsys.readouterr().err
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "o"), "--peaks-metrics", "all,rgb"]) == 2
+    assert "--peaks-metrics: all,rgb: give all, none, or a list of metric names, not a mix" in capsys.readouterr().err
+    assert not list(tmp_path.glob("o*"))
 
 
 def _form(paths, **slots):
@@ -151,3 +156,38 @@ async def test_api_runs_a_response_job_as_the_cli(client, store, phantom, tmp_pa
         assert (await client.get(results[f"{tissue}.txt"])).text == (tmp_path / f"cli_{tissue}.txt").read_text()
     sidecar = (await client.get(results["response.json"])).json()
     assert sidecar["input"]["gradients"] == "fsl" and sidecar["parameters"]["erode"] == 0
+
+
+@pytest.mark.anyio
+async def test_api_form_offers_the_peaks_options(client):
+    spec = (await client.get("/openapi.json")).json()
+    props = spec["paths"]["/v1/jobs/fod"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    props = props["properties"]
+    assert props["peaks"]["type"] == "boolean" and props["peaks"]["default"] is False
+    assert props["peaks_npeaks"]["maximum"] == 255 and props["peaks_npeaks"]["default"] == 3
+    assert props["peaks_seeding"]["enum"] == ["local-max", "all"]
+    assert "basis" in props and "peaks_basis" not in props and "peaks_checksums" not in props
+
+
+@pytest.mark.anyio
+async def test_api_fod_job_writes_the_peaks_job_outputs(client, store, phantom, tmp_path):
+    p = phantom["paths"]
+    slots = ("dwi", "bval", "bvec", "mask", "wm", "gm", "csf")
+    response = await client.post("/v1/jobs/fod", files=_form({s: p[s] for s in slots}),
+                                 data={"backend": "cpu", "peaks": "true", "peaks_npeaks": "2",
+                                       "peaks_metrics": "afd_max", "peaks_qc": "false", "peaks_format": "fixel"})
+    assert response.status_code == 202, response.text
+    run_queued(store)
+    job = (await client.get(f"/v1/jobs/{response.json()['id']}")).json()
+    assert job["status"] == "succeeded", job["error"]
+    results = {r["name"]: r["url"] for r in job["results"]}
+    # the peaks job writes NIfTI as .nii.gz whatever the FOD's compression
+    assert sorted(results) == ["afd_max.nii.gz", "amplitudes.nii.gz", "count.nii.gz", "csf.nii", "fixels.tar",
+                               "fod.json", "gm.nii", "peaks.json", "peaks.nii.gz", "wmfod.nii"]
+    (tmp_path / "wmfod.nii").write_bytes((await client.get(results["wmfod.nii"])).content)
+    assert main(["peaks", str(tmp_path / "wmfod.nii"), str(tmp_path / "cli"), "--mask", str(p["mask"]), "--npeaks",
+                 "2", "--metrics", "afd_max", "--no-qc", "--backend", "cpu", "--quiet"]) == 0
+    for name in ("peaks", "amplitudes", "count", "afd_max"):
+        assert (await client.get(results[f"{name}.nii.gz"])).content == (tmp_path / f"cli_{name}.nii.gz").read_bytes()
+    sidecar = (await client.get(results["peaks.json"])).json()
+    assert sidecar["parameters"]["npeaks"] == 2 and sidecar["input"]["fod"] == "wmfod.nii"

@@ -3,10 +3,12 @@ deconvolution, as MRtrix3's ``dwi2fod`` (:func:`gpu.fod.msmt_csd`, :func:`gpu.fo
 
 ``msmt_csd`` writes ``wmfod``, ``gm`` and ``csf`` (with WM, GM and CSF responses; ``wmfod``
 alone with a WM response alone), ``csd`` writes ``wmfod``, in the DWI's image format, with a
-JSON sidecar. Without response files, ``msmt_csd`` estimates them first as ``dwi2response
-dhollander`` does (:mod:`worker.jobs.fod_response`) and writes them too; ``csd`` needs its WM
-response (``dwi2response tournier`` is not available yet). Nothing is written before all is
-computed. Also registers the ``response`` job kind.
+JSON sidecar. Without response files they are estimated first (:mod:`worker.jobs.fod_response`)
+and written too: for ``msmt_csd`` as ``dwi2response dhollander`` does, for ``csd`` as
+``dwi2response tournier``. Nothing is written before all is computed. With ``peaks``, the WM
+FOD's peaks follow, from the FOD in memory: the outputs ``fibertensor peaks`` writes of the
+written FOD (:func:`worker.jobs.peaks.run_peaks_of_sh`), named ``peaks``, ``amplitudes``, …,
+``peaks.json`` after the same prefix. Also registers the ``response`` job kind.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ __all__ = ["FodPlan", "plan_fod", "run_fod", "fod_memory_bytes", "JOB_KINDS"]
 @dataclass(frozen=True)
 class FodPlan:
     """A fod job's checked inputs: the DWI's ``dwi`` plan, the ``responses`` read (by tissue,
-    none when they are to be estimated), the ``lmax`` per tissue and ``warnings``."""
+    none when they are to be estimated), the ``lmax`` per tissue, ``warnings``, and the most
+    host memory the peaks step holds (``peaks_bytes``, 0 without peaks)."""
 
     dwi: DwiPlan
     responses: dict[str, np.ndarray]
     lmax: tuple[int, ...]
     warnings: tuple[str, ...]
+    peaks_bytes: int = 0
 
 
 def _data_lmax(plan: DwiPlan) -> int:
@@ -85,10 +89,6 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
 
     plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask)
     given = {tissue: Path(path) for tissue, path in (responses or {}).items() if path is not None}
-    if params.algorithm == "csd" and "wm" not in given:
-        raise InputError("No response for csd", "csd needs a single-fibre WM response: pass --response WM.txt "
-                         "(the response form field wm), e.g. from dwi2response tournier; estimating it here "
-                         "(tournier) is not available yet. msmt_csd estimates its responses when none are given")
     if given and "wm" not in given:
         raise InputError("No WM response", "responses are given without the WM one; pass WM [GM CSF] in this order")
     if params.algorithm == "csd" and len(given) > 1:
@@ -122,20 +122,50 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
                              "(6 coefficients); acquire more directions")
     others = [min(params.lmax, response_lmax(trim_response(arrays[t]))) if t in arrays else 0
               for t in TISSUES[1:] if params.algorithm == "msmt_csd" and (t in arrays or not arrays)]
-    return FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings))
+    return FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params))
+
+
+def _peaks_bytes(plan: DwiPlan, lmax: int, params: FodParams) -> int:
+    """The peaks step's memory (:func:`worker.jobs.peaks.memory.peaks_memory_bytes` of the WM
+    FOD as an MRtrix image it need not read); 0 without peaks. Refuses pam5 without DIPY."""
+    from types import SimpleNamespace
+
+    from gpu.sh_basis import n_coeffs
+    from worker.jobs.peaks.memory import peaks_memory_bytes
+
+    if not params.peaks:
+        return 0
+    if "pam5" in params.peaks_format:
+        from worker.io.pam5 import require_dipy
+
+        require_dipy()
+    shape = (*plan.info.shape[:3], n_coeffs(lmax))
+    fod = SimpleNamespace(n_voxels=int(np.prod(shape[:3])), shape=shape, dtype=np.dtype(np.float32))
+    return peaks_memory_bytes(fod, plan.mask, params.peaks_npeaks, params.peaks_qc)
+
+
+def _peaks_outputs(prefix: Path):
+    """Where the peaks step writes: ``<prefix>_peaks.<ext>``, … and ``<prefix>_peaks.json``
+    (plain names inside a folder prefix, as the peaks job's)."""
+    from worker.jobs.peaks import PeaksOutputs
+
+    sidecar = output_path(prefix, "peaks.json")
+    return PeaksOutputs(folder=sidecar.parent, stem=sidecar.name.removesuffix("peaks.json"), sidecar=sidecar)
 
 
 def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: Path | None = None,
             bvec: Path | None = None, grad: Path | None = None, mask: Path | None = None,
             responses: dict[str, Path] | None = None, uploaded: dict | None = None,
-            response_params: ResponseParams = ResponseParams(),
+            response_params: ResponseParams = ResponseParams(), fixel_archive: bool = False,
             check_cancelled: Callable[[], None] = lambda: None) -> dict:
     """Fit FODs to ``dwi`` and write ``<prefix>_wmfod.<ext>`` (and ``_gm``, ``_csf`` for
     msmt_csd; ``_wm.txt``, ``_gm.txt``, ``_csf.txt`` where responses were estimated) and
     ``<prefix>_fod.json`` (:func:`worker.jobs.fod_inputs.output_path`: plain names inside a
     folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``);
-    without them, msmt_csd estimates them with ``response_params``. Returns the sidecar
-    content."""
+    without them, they are estimated with ``response_params``, its algorithm dhollander for
+    msmt_csd and tournier for csd, on the fod job's backend. With ``params.peaks``, the peaks
+    outputs follow (the fixel directory as one ``.tar`` with ``fixel_archive``, as the peaks
+    job's). Returns the sidecar content."""
     from gpu.cuda.backend import resolve_backend
     from gpu.fod import csd, msmt_csd
     from gpu.sh_basis import convert_sh_basis
@@ -152,12 +182,14 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     arrays = dict(fod_plan.responses)
     estimated = None
     if not arrays:
+        algorithm = "tournier" if params.algorithm == "csd" else "dhollander"
         try:
-            estimated = estimate_responses(data, plan, response_params)
+            estimated = estimate_responses(data, plan, response_params.model_copy(
+                update={"algorithm": algorithm, "backend": params.backend}))
         except InputError as exc:
-            raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response (its "
-                             "--erode, --sfwm, --gm and --csf options) and pass them with --response") from None
-        arrays = {tissue: getattr(estimated, tissue) for tissue in TISSUES}
+            raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response "
+                             f"--algorithm {algorithm} (and its options) and pass them with --response") from None
+        arrays = dict(estimated.responses)
     check_cancelled()
     backend = resolve_backend(params.backend)
     bvals, bvecs = plan.scheme[:, 3], plan.scheme[:, :3]
@@ -176,12 +208,25 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     names = ("wmfod", *list(arrays)[1:])
     paths = {name: output_path(prefix, f"{name}{suffix}") for name in names}
     if estimated is not None:
-        for tissue in TISSUES:
+        for tissue, response in estimated.responses.items():
             paths[f"{tissue}_response"] = output_path(prefix, f"{tissue}.txt")
-            write_response(paths[f"{tissue}_response"], arrays[tissue], estimated.bvalues)
-    for name, volume in zip(names, fods):
-        write_image(paths[name], np.ascontiguousarray(volume, dtype=np.float32), plan.info.affine)
+            write_response(paths[f"{tissue}_response"], response, estimated.bvalues)
+    written = {name: np.ascontiguousarray(volume, dtype=np.float32) for name, volume in zip(names, fods)}
+    for name, volume in written.items():
+        write_image(paths[name], volume, plan.info.affine)
+    written_at = time.perf_counter()
     warnings = [*fod_plan.warnings, *data.warnings()]
+    peaks = None
+    if params.peaks:
+        from worker.jobs.peaks import run_peaks_of_sh
+        from worker.provenance import file_sha256
+
+        check_cancelled()
+        peaks = run_peaks_of_sh(paths["wmfod"], written["wmfod"], {paths["wmfod"].name: file_sha256(paths["wmfod"])},
+                                _peaks_outputs(prefix), params.peaks_params(), mask, lambda _: check_cancelled(),
+                                fixel_archive=fixel_archive,
+                                uploaded={role: form for role, form in (uploaded or {}).items() if role == "mask"})
+        warnings += peaks["warnings"]
     sidecar = {
         "job": "fod",
         "generated_by": generated_by(),
@@ -192,16 +237,18 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
         "parameters": params.model_dump(),
         "method": ("dwi2fod csd (Tournier et al. 2007, NeuroImage 35:1459)" if params.algorithm == "csd" else
                    "dwi2fod msmt_csd (Jeurissen et al. 2014, NeuroImage 103:411, Eq. 3)")
-                  + (" with responses by dwi2response dhollander" if estimated is not None else ""),
+                  + (f" with responses by {estimated.method}" if estimated is not None else ""),
         "shells": [round(float(b), 1) for b in plan.shell_bvalues],
         "lmax": dict(zip(names, fod_plan.lmax)),
         "sh_basis": params.basis,
         "voxels_fitted": int(data.mask.sum()),
         "outputs": {name: path.name for name, path in paths.items()},
+        **({"peaks": {"sidecar": _peaks_outputs(prefix).sidecar.name, "outputs": peaks["outputs"]}} if peaks else {}),
         "backend": backend,
         "warnings": warnings,
         "versions": package_versions("nibabel", "numba", "scipy"),
-        "seconds": {"read": read - started, "fit": fitted - read, "total": time.perf_counter() - started},
+        "seconds": {"read": read - started, "fit": fitted - read, "write": written_at - fitted,
+                    **({"peaks": peaks["seconds"]["total"]} if peaks else {}), "total": time.perf_counter() - started},
     }
     write_json_atomic(output_path(prefix, "fod.json"), sidecar)
     return sidecar
@@ -211,8 +258,9 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     """Most host memory :func:`run_fod` holds, in bytes, from the headers: the DWI as float32
     and the signals of the voxels fitted (2·N·V·4), the outputs (N·C·4 with C coefficients in
     all), the solver's float64 work per voxel (8·(V + 4C)) and its matrices 32 MiB; when
-    responses are estimated, the dhollander step's
-    (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger."""
+    responses are estimated, the estimation's
+    (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger; with peaks, the peaks
+    step's on top."""
     from gpu.sh_basis import n_coeffs
     from worker.jobs.fod_response import response_memory_bytes
 
@@ -220,7 +268,8 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     volumes = plan.dwi.info.shape[3]
     coeffs = sum(n_coeffs(l) for l in plan.lmax)
     fit = 2 * n * volumes * 4 + n * coeffs * 4 + n * 8 * (volumes + 4 * coeffs) + (32 << 20)
-    return fit if plan.responses else max(fit, response_memory_bytes(plan.dwi) + n * coeffs * 4)
+    fit = fit if plan.responses else max(fit, response_memory_bytes(plan.dwi) + n * coeffs * 4)
+    return fit + plan.peaks_bytes
 
 
 _RESPONSE_SLOTS = tuple(InputSlot(tissue, False, (".txt",), f"{label} response (MRtrix3 text file, as dwi2response "
@@ -242,10 +291,13 @@ def _memory(inputs: dict[str, Path], params: FodParams, plan: FodPlan | None = N
 
 def _run(ctx: JobContext) -> list[Path]:
     sidecar = run_fod(ctx.inputs["dwi"], ctx.out_dir, ctx.params, **_fod_inputs(ctx.inputs), uploaded=ctx.uploaded,
-                      check_cancelled=ctx.check_cancelled)
+                      fixel_archive=True, check_cancelled=ctx.check_cancelled)
     for warning in sidecar["warnings"]:
         ctx.warn(warning)
-    return [ctx.out_dir / name for name in sidecar["outputs"].values()] + [ctx.out_dir / "fod.json"]
+    peaks = sidecar.get("peaks", {"sidecar": None, "outputs": {}})
+    return ([ctx.out_dir / name for name in sidecar["outputs"].values()]
+            + [ctx.out_dir / name for names in peaks["outputs"].values() for name in names]
+            + [ctx.out_dir / name for name in (peaks["sidecar"], "fod.json") if name])
 
 
 JOB_KINDS = [
@@ -253,7 +305,8 @@ JOB_KINDS = [
     JobKind(
         name="fod",
         summary="FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd: WM FOD, GM, "
-                "CSF; csd: WM FOD), responses estimated as dwi2response dhollander when not given",
+                "CSF; csd: WM FOD), responses estimated when not given (dwi2response dhollander for msmt_csd, "
+                "tournier for csd); with peaks, the peaks job's outputs of the WM FOD",
         params_model=FodParams,
         inputs=DWI_SLOTS + _RESPONSE_SLOTS,
         validate=_validate,

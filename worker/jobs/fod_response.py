@@ -1,13 +1,18 @@
-"""The ``response`` job kind: a DWI → WM, GM and CSF response functions, as MRtrix3's
-``dwi2response dhollander`` (:func:`gpu.fod.response_dhollander.dhollander_response`):
-``wm.txt``, ``gm.txt`` and ``csf.txt`` in MRtrix3's response format, the image of the voxels
-they came from (``voxels``: 3 volumes, CSF, GM and single-fibre WM, as ``-voxels`` writes
-it) in the DWI's image format, and a JSON sidecar. Nothing is written before all is computed.
+"""The ``response`` job kind: a DWI → response functions, as MRtrix3's ``dwi2response``.
+
+``dhollander`` (:func:`gpu.fod.response_dhollander.dhollander_response`) writes ``wm.txt``,
+``gm.txt`` and ``csf.txt`` and the image of the voxels they came from (``voxels``: 3 volumes,
+CSF, GM and single-fibre WM, as ``-voxels`` writes it); ``tournier``
+(:func:`gpu.fod.response_tournier.tournier_response`) writes ``wm.txt`` (the highest shell's)
+and its single-fibre voxels (3-D). Responses are in MRtrix3's format, the voxels in the DWI's
+image format, beside a JSON sidecar. Nothing is written before all is computed.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -18,45 +23,100 @@ from worker.job_kinds import JobContext, JobKind
 from worker.jobs.fod_inputs import DWI_SLOTS, check_dwi_inputs, image_suffix, output_path, read_dwi
 from worker.params.fod import ResponseParams
 
-__all__ = ["TISSUES", "estimate_responses", "gradient_source", "run_response", "response_memory_bytes", "RESPONSE_KIND"]
+__all__ = ["TISSUES", "EstimatedResponses", "fixel_lobe_peaks", "estimate_responses", "gradient_source",
+           "run_response", "response_memory_bytes", "RESPONSE_KIND"]
 
 TISSUES = ("wm", "gm", "csf")
 
+_METHODS = {
+    "dhollander": "dwi2response dhollander (Dhollander et al. 2016, ISMRM Workshop on Breaking the Barriers of "
+                  "Diffusion MRI p. 5; 2019, ISMRM 27 p. 555)",
+    "tournier": "dwi2response tournier (Tournier et al. 2013, NMR Biomed 26:1775)",
+}
 
-def estimate_responses(data, plan, params: ResponseParams):
-    """Responses of read DWI ``data`` (:class:`worker.jobs.fod_inputs.DwiData`) by dhollander,
-    with the WM response fitted again at ``params.lmax`` where it is below dwi2response's 10.
 
-    Returns
-    -------
-    DhollanderResponse
-    """
+@dataclass(frozen=True)
+class EstimatedResponses:
+    """Estimated ``responses`` by tissue (rows per shell of ``bvalues``), the ``voxels`` they
+    came from ((X, Y, Z, 3) CSF, GM, WM for dhollander; (X, Y, Z) for tournier), the voxel
+    ``counts`` by tissue, the ``method`` and, for the sidecar, its ``details``."""
+
+    responses: dict[str, np.ndarray]
+    bvalues: np.ndarray
+    voxels: np.ndarray
+    counts: dict[str, int]
+    method: str
+    details: dict
+
+
+def fixel_lobe_peaks(fods: np.ndarray, backend: str = "cpu") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first two FOD lobes' peak amplitudes (0 where absent) and the first lobe's direction of
+    each row of ``fods`` (V, n_coeffs), as ``fod2fixel -fmls_no_thresholds`` and ``fixel2voxel
+    none -number 2`` give them (:data:`gpu.fod.response_tournier.LobePeaks`), segmented on
+    ``backend``."""
+    from gpu.fixels.segment import FmlsOptions, segment_fods
+
+    fixels = segment_fods(fods.reshape(-1, 1, 1, fods.shape[-1]), options=FmlsOptions(no_thresholds=True),
+                          backend=backend)
+    count, first = (fixels.index[:, 0, 0, k].astype(np.int64) for k in (0, 1))
+    absent = fixels.peak_amp.size  # one zero row past the fixels
+    amplitudes = np.append(fixels.peak_amp, np.float32(0))
+    directions = np.vstack([fixels.directions, np.zeros((1, 3), np.float32)])
+    return (amplitudes[np.where(count >= 1, first, absent)], amplitudes[np.where(count >= 2, first + 1, absent)],
+            directions[np.where(count >= 1, first, absent)])
+
+
+def _dhollander(data, plan, params: ResponseParams) -> EstimatedResponses:
+    """dhollander, with the WM response fitted again at ``params.lmax`` where it is below
+    dwi2response's 10."""
     from dataclasses import replace
 
     from gpu.fod.amp2response import amp2response
     from gpu.fod.response_dhollander import dhollander_response
     from gpu.fod.response_tensor import tensor_fa_and_direction
 
-    try:
-        result = dhollander_response(data.dwi, plan.scheme, data.mask, erode=params.erode, fa=params.fa,
-                                     sfwm=params.sfwm, gm=params.gm, csf=params.csf)
-    except ValueError as exc:
-        raise InputError("Responses cannot be estimated", f"{exc}") from None
+    result = dhollander_response(data.dwi, plan.scheme, data.mask, partial(fixel_lobe_peaks, backend=params.backend),
+                                 erode=params.erode, fa=params.fa, sfwm=params.sfwm, gm=params.gm, csf=params.csf,
+                                 backend=params.backend)
     if params.lmax != 10:
         selected = data.dwi[result.voxels[..., 2]]
         _, directions = tensor_fa_and_direction(selected, plan.scheme)
         lmax = [0 if shell.is_bzero else params.lmax for shell in plan.shells]
         wm, _ = amp2response(selected, directions, plan.scheme, lmax=lmax)
         result = replace(result, wm=wm)
-    return result
+    counts = {tissue: int(result.voxels[..., index].sum()) for index, tissue in ((2, "wm"), (1, "gm"), (0, "csf"))}
+    return EstimatedResponses({tissue: getattr(result, tissue) for tissue in TISSUES}, result.bvalues,
+                              result.voxels, counts, _METHODS["dhollander"], {})
+
+
+def _tournier(data, plan, params: ResponseParams) -> EstimatedResponses:
+    from gpu.fod.response_tournier import tournier_response
+
+    result = tournier_response(data.dwi, plan.scheme, data.mask, partial(fixel_lobe_peaks, backend=params.backend),
+                               lmax=params.lmax, number=params.number, iter_voxels=params.iter_voxels,
+                               dilate=params.dilate, max_iters=params.max_iters, backend=params.backend)
+    return EstimatedResponses({"wm": result.wm}, np.array([result.bvalue]), result.voxels,
+                              {"wm": int(result.voxels.sum())}, _METHODS["tournier"],
+                              {"iterations": result.iterations, "converged": result.converged})
+
+
+def estimate_responses(data, plan, params: ResponseParams) -> EstimatedResponses:
+    """Responses of read DWI ``data`` (:class:`worker.jobs.fod_inputs.DwiData`) by
+    ``params.algorithm``; :class:`InputError` when the data cannot give them."""
+    estimate = _tournier if params.algorithm == "tournier" else _dhollander
+    try:
+        return estimate(data, plan, params)
+    except ValueError as exc:
+        raise InputError("Responses cannot be estimated", f"{exc}") from None
 
 
 def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParams(), *, bval: Path | None = None,
                  bvec: Path | None = None, grad: Path | None = None, mask: Path | None = None,
                  uploaded: dict | None = None) -> dict:
-    """Estimate the responses of ``dwi`` and write ``<prefix>_wm.txt``, ``_gm.txt``,
-    ``_csf.txt``, ``_voxels.<ext>`` and ``_response.json`` (:func:`output_path`: plain names
-    inside a folder prefix); returns the sidecar content."""
+    """Estimate the responses of ``dwi`` and write ``<prefix>_wm.txt`` (and ``_gm.txt``,
+    ``_csf.txt`` for dhollander), ``_voxels.<ext>`` and ``_response.json``
+    (:func:`output_path`: plain names inside a folder prefix); returns the sidecar content."""
+    from gpu.cuda.backend import resolve_backend
     from worker.io.images import write_image
     from worker.io.response_files import write_response
     from worker.provenance import generated_by, package_versions
@@ -68,30 +128,32 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
     result = estimate_responses(data, plan, params)
     estimated = time.perf_counter()
     suffix = image_suffix(data.names["dwi"])
-    paths = {tissue: output_path(prefix, f"{tissue}.txt") for tissue in TISSUES}
+    paths = {tissue: output_path(prefix, f"{tissue}.txt") for tissue in result.responses}
     paths["voxels"] = output_path(prefix, f"voxels{suffix}")
-    for tissue in TISSUES:
-        write_response(paths[tissue], getattr(result, tissue), result.bvalues)
+    for tissue, response in result.responses.items():
+        write_response(paths[tissue], response, result.bvalues)
     write_image(paths["voxels"], result.voxels.astype(np.uint8), plan.info.affine)
     warnings = data.warnings()
     if plan.mask is None:
         warnings.append("no mask given: voxels were chosen from the whole image (dwi2response makes a brain mask "
                         "with dwi2mask); pass a brain mask for responses of brain tissue only")
+    if result.details.get("converged") is False:
+        warnings.append(f"the single-fibre voxels still changed after {params.max_iters} iterations (max_iters); "
+                        "the response is that of the last")
     sidecar = {
         "job": "response",
         "generated_by": generated_by(),
         "input": {**{role: data.names.get(role) for role in ("dwi", "mask")},
                   "gradients": gradient_source(bval, grad), "shape": list(plan.info.shape), "sha256": data.sha256},
         "parameters": params.model_dump(),
-        "method": "dwi2response dhollander (Dhollander et al. 2016, ISMRM Workshop on Breaking the Barriers of "
-                  "Diffusion MRI p. 5; 2019, ISMRM 27 p. 555); responses by amp2response (Tournier et al. 2013, "
-                  "NeuroImage 76:49, Eq. 4)",
+        "method": f"{result.method}; responses by amp2response (Tournier et al. 2013, NeuroImage 76:49, Eq. 4)",
         "shells": [round(float(b), 1) for b in result.bvalues],
-        "voxels": {tissue: int(result.voxels[..., index].sum()) for index, tissue in
-                   ((2, "wm"), (1, "gm"), (0, "csf"))},
+        "voxels": result.counts,
+        **result.details,
         "outputs": {name: path.name for name, path in paths.items()},
         "warnings": warnings,
-        "versions": package_versions("nibabel", "scipy"),
+        "backend": resolve_backend(params.backend),
+        "versions": package_versions("nibabel", "numba", "scipy"),
         "seconds": {"read": read - started, "estimate": estimated - read, "total": time.perf_counter() - started},
     }
     write_json_atomic(output_path(prefix, "response.json"), sidecar)
@@ -107,7 +169,8 @@ def response_memory_bytes(plan) -> int:
     """Most host memory :func:`run_response` holds, in bytes, from the headers: with N voxels
     and V volumes, dhollander's per-voxel work (the DWI, its shell means, the tensor fit and
     the single-fibre WM selection's SH fits) holds up to about 40 float32 copies of the
-    signal (40·N·V·4), and the engine's tables 32 MiB."""
+    signal (40·N·V·4), and the engine's tables 32 MiB; tournier's CSD and FOD lobes of the
+    voxels under test hold less."""
     n = int(np.prod(plan.info.shape[:3]))
     return 40 * n * plan.info.shape[3] * 4 + (32 << 20)
 
@@ -135,8 +198,8 @@ def _run(ctx: JobContext) -> list[Path]:
 
 RESPONSE_KIND = JobKind(
     name="response",
-    summary="WM, GM and CSF response functions of a DWI as MRtrix3 dwi2response dhollander, with the voxels "
-            "they came from",
+    summary="Response functions of a DWI as MRtrix3 dwi2response: dhollander (WM, GM, CSF) or tournier "
+            "(single-fibre WM), with the voxels they came from",
     params_model=ResponseParams,
     inputs=DWI_SLOTS,
     validate=_validate,

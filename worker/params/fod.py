@@ -1,24 +1,34 @@
 """Parameters of the ``response`` and ``fod`` job kinds (``fibertensor response``,
 ``fibertensor fod``, ``POST /v1/jobs/response``, ``POST /v1/jobs/fod``), named after MRtrix3
-``dwi2response`` and ``dwi2fod``'s options."""
+``dwi2response`` and ``dwi2fod``'s options. The fod job's peaks options are the peaks job's
+(:class:`worker.params.peaks.PeaksParams`), each named ``peaks_<name>`` and declared there once."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError, create_model, model_validator
+from pydantic.fields import FieldInfo
 
-from worker.params.base import Backend, JobParams
+from worker.params.base import Backend, FieldRuleError, JobParams, error_fields
+from worker.params.peaks import PeaksParams
 
-__all__ = ["ResponseParams", "FodParams"]
+__all__ = ["ResponseParams", "FodParams", "peaks_option_name"]
+
+#: The peaks options a fod job takes from its own: the FOD's SH basis and the backend; the
+#: peaks sidecar always records the FOD's checksum.
+_PEAKS_SHARED = ("basis", "backend", "checksums")
 
 
 class ResponseParams(JobParams):
-    """``dwi2response dhollander`` settings (:func:`gpu.fod.response_dhollander.dhollander_response`)."""
+    """``dwi2response dhollander`` and ``tournier`` settings
+    (:func:`gpu.fod.response_dhollander.dhollander_response`,
+    :func:`gpu.fod.response_tournier.tournier_response`)."""
 
-    algorithm: Literal["dhollander"] = Field(
-        "dhollander", description="response estimation algorithm: dhollander (WM, GM and CSF from the DWI alone); "
-        "tournier (single-fibre WM only) is not available yet")
+    algorithm: Literal["dhollander", "tournier"] = Field(
+        "dhollander", description="response estimation algorithm: dhollander (WM, GM and CSF from the DWI alone, "
+        "Dhollander et al. 2016/2019); tournier (single-fibre WM of the highest shell alone, by iterative voxel "
+        "selection, Tournier et al. 2013)")
     lmax: int = Field(10, ge=2, le=10, multiple_of=2, description="harmonic degree of the WM response on each "
                       "b > 0 shell (dwi2response -lmax); GM and CSF are isotropic (degree 0)")
     erode: int = Field(3, ge=0, le=10, description="erosion passes of the brain mask before selecting voxels "
@@ -31,11 +41,32 @@ class ResponseParams(JobParams):
                       "(dwi2response dhollander -gm)")
     csf: float = Field(10.0, gt=0.0, le=100.0, description="percentage of refined CSF voxels kept "
                        "(dwi2response dhollander -csf)")
+    number: int = Field(300, ge=1, le=100000, description="single-fibre voxels the WM response is fitted to "
+                        "(dwi2response tournier -number)")
+    iter_voxels: int = Field(0, ge=0, le=1000000, description="best voxels tested again, after dilation, in the "
+                             "next iteration; 0: ten times number (dwi2response tournier -iter_voxels)")
+    dilate: int = Field(1, ge=0, le=10, description="dilation passes of the voxels tested in the next iteration "
+                        "(dwi2response tournier -dilate)")
+    max_iters: int = Field(10, ge=2, le=100, description="most iterations of the voxel selection "
+                           "(dwi2response tournier -max_iters)")
+    backend: Backend = "auto"
+
+    @model_validator(mode="after")
+    def _iter_voxels_cover_number(self) -> "ResponseParams":
+        # the voxels tested next must hold the ones selected now
+        if self.iter_voxels and self.iter_voxels < self.number:
+            raise FieldRuleError("iter_voxels", f"iter_voxels {self.iter_voxels} is below number {self.number}: "
+                                 f"test at least {self.number} voxels per iteration, or give 0 for ten times number")
+        return self
 
 
-class FodParams(JobParams):
-    """``dwi2fod`` settings (:func:`gpu.fod.msmt_csd`, :func:`gpu.fod.csd`)."""
+def peaks_option_name(name: str) -> str:
+    """The fod job's name of peaks option ``name``: ``npeaks`` → ``peaks_npeaks``,
+    ``peaks_frame`` as it is."""
+    return name if name.startswith("peaks_") else f"peaks_{name}"
 
+
+class _FodOptions(JobParams):
     algorithm: Literal["msmt_csd", "csd"] = Field(
         "msmt_csd", description="msmt_csd: WM FOD, GM and CSF from WM/GM/CSF responses (Jeurissen et al. 2014); "
         "csd: single-shell WM FOD from the highest shell and one WM response (Tournier et al. 2007)")
@@ -44,4 +75,37 @@ class FodParams(JobParams):
     basis: Literal["mrtrix", "dipy"] = Field(
         "mrtrix", description="SH basis of the written FOD: mrtrix (MRtrix3's, what dwi2fod writes) or dipy "
         "(DIPY's descoteaux07 legacy basis, the m ↔ −m swap of MRtrix3's)")
+
+
+_FodWithPeaksOptions = create_model(
+    "_FodWithPeaksOptions", __base__=_FodOptions,
+    peaks=(bool, Field(False, description="also find the FOD's peaks and write what fibertensor peaks writes "
+                       "(peaks, amplitudes, count, fODF metrics, QC picture, fixels/pam5 on request), from the WM FOD "
+                       "in memory; the peaks_* options are fibertensor peaks' options")),
+    **{peaks_option_name(name): (info.annotation, FieldInfo.merge_field_infos(info, description=f"with peaks: "
+                                                                                             f"{info.description}"))
+       for name, info in PeaksParams.model_fields.items() if name not in _PEAKS_SHARED})
+
+
+class FodParams(_FodWithPeaksOptions):
+    """``dwi2fod`` settings (:func:`gpu.fod.msmt_csd`, :func:`gpu.fod.csd`) and, with ``peaks``,
+    the peaks job's options (:meth:`peaks_params`)."""
+
     backend: Backend = "auto"
+
+    def peaks_params(self) -> PeaksParams:
+        """The peaks job's parameters of the ``peaks_*`` options, the FOD's basis and backend."""
+        values = {name: getattr(self, peaks_option_name(name)) for name in PeaksParams.model_fields
+                  if name not in _PEAKS_SHARED}
+        return PeaksParams(basis=self.basis, backend=self.backend, **values)
+
+    @model_validator(mode="after")
+    def _valid_peaks_options(self) -> "FodParams":
+        # the peaks job's own rules, blamed on the fod job's names; its lists kept as it stores them
+        try:
+            peaks = self.peaks_params()
+        except ValidationError as exc:
+            field, message = error_fields(exc)[0]
+            raise FieldRuleError(peaks_option_name(field.partition(".")[0]), message) from None
+        self.peaks_metrics, self.peaks_format = peaks.metrics, peaks.format
+        return self

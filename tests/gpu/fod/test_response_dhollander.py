@@ -7,6 +7,7 @@ import pytest
 
 from gpu.fod.response_dhollander import dhollander_response
 from worker.io.response_files import read_response
+from worker.jobs.fod_response import fixel_lobe_peaks
 
 
 def _dice(a: np.ndarray, b: np.ndarray) -> float:
@@ -15,7 +16,7 @@ def _dice(a: np.ndarray, b: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def ours(phantom_case):
-    return dhollander_response(phantom_case.dwi, phantom_case.scheme, phantom_case.mask)
+    return dhollander_response(phantom_case.dwi, phantom_case.scheme, phantom_case.mask, fixel_lobe_peaks)
 
 
 @pytest.mark.parametrize("tissue, index", [("csf", 0), ("gm", 1)])
@@ -44,4 +45,4 @@ def test_a_white_matter_only_mask_is_refused(small_64d_case):
     """small_64D is nearly all WM: ``dwi2response dhollander`` fails on its crude GM too."""
     case = small_64d_case
     with pytest.raises(ValueError, match="no crude GM voxel"):
-        dhollander_response(case.dwi, case.scheme, case.mask)
+        dhollander_response(case.dwi, case.scheme, case.mask, fixel_lobe_peaks)

@@ -1,11 +1,13 @@
 """The ``response`` and ``fod`` jobs and commands against MRtrix3 (``dwi2fod``,
-``dwi2response dhollander``) on a small DWI phantom, the DWI's gradients in every form MRtrix3
-reads giving the same FODs, and what the jobs do with data they cannot use as given."""
+``dwi2response dhollander`` and ``tournier``) on a small DWI phantom, the DWI's gradients in
+every form MRtrix3 reads giving the same FODs, and what the jobs do with data they cannot use
+as given."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,8 @@ from worker.jobs.fod import run_fod
 from worker.params.fod import FodParams, ResponseParams
 
 pytestmark = pytest.mark.requires_mrtrix
+
+TOURNIER_DATA = Path(__file__).parents[2] / "gpu" / "fod" / "data"
 
 # dhollander's percentages are of a whole brain's voxels; the phantom has a few hundred
 SMALL = ["--erode", "0", "--sfwm", "20", "--gm", "20", "--csf", "20"]
@@ -197,6 +201,50 @@ def test_fod_estimates_missing_responses(phantom, mrtrix_responses, tmp_path):
                  "--mask", str(p["mask"]), "--response", *(str(tmp_path / f"alone_{t}.txt") for t in
                                                             ("wm", "gm", "csf")), "--backend", "cpu", "--quiet"]) == 0
     np.testing.assert_array_equal(image(tmp_path / "est_wmfod.nii"), image(tmp_path / "given_wmfod.nii"))
+
+
+def test_response_tournier_matches_dwi2response(tmp_path):
+    """``fibertensor response --algorithm tournier`` against ``dwi2response tournier``'s output
+    kept in tests/gpu/fod/data (its first line is the command): the highest shell's response
+    alone, from the same single-fibre voxels."""
+    from tests.gpu.fod.response_phantom import three_tissue_phantom
+
+    signal, scheme = three_tissue_phantom(n=10)
+    dwi = write_image(tmp_path / "dwi.nii.gz", signal, np.diag([2.0, 2.0, 2.0, 1.0]))
+    np.savetxt(tmp_path / "dwi.b", scheme)
+    assert main(["response", str(dwi), str(tmp_path / "sub"), "--grad", str(tmp_path / "dwi.b"), "--algorithm",
+                 "tournier", "--number", "20", "--iter-voxels", "100", "--quiet"]) == 0
+    ours, shells = read_response(tmp_path / "sub_wm.txt")
+    theirs, their_shells = read_response(TOURNIER_DATA / "tournier_phantom_wm.txt")
+    np.testing.assert_array_equal(shells, their_shells)
+    np.testing.assert_allclose(ours[:, 0], theirs[:, 0], rtol=0.05)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6 * theirs[0, 0])
+    voxels = image(tmp_path / "sub_voxels.nii.gz") > 0
+    their_voxels = np.zeros(voxels.shape, bool)
+    their_voxels[tuple(np.loadtxt(TOURNIER_DATA / "tournier_phantom_voxels.txt", dtype=int).T)] = True
+    np.testing.assert_array_equal(voxels, their_voxels)
+    assert not (tmp_path / "sub_gm.txt").exists()
+    sidecar = json.loads((tmp_path / "sub_response.json").read_text())
+    assert sidecar["voxels"] == {"wm": 20} and sidecar["converged"] and sidecar["shells"] == [3000.0]
+    assert sorted(sidecar["outputs"]) == ["voxels", "wm"]
+
+
+def test_csd_estimates_its_response_by_tournier(phantom, tmp_path):
+    """csd without a response writes the one ``fibertensor response --algorithm tournier``
+    writes and fits with it, as ``dwi2fod csd`` does with that file."""
+    p = phantom["paths"]
+    sidecar = run_fod(p["dwi"], tmp_path / "est", FodParams(algorithm="csd", backend="cpu"), bval=p["bval"],
+                      bvec=p["bvec"], mask=p["mask"])
+    assert sorted(sidecar["outputs"]) == ["wm_response", "wmfod"]
+    assert "dwi2response tournier" in sidecar["method"]
+    assert main(["response", str(p["dwi"]), str(tmp_path / "alone"), "--bval", str(p["bval"]), "--bvec",
+                 str(p["bvec"]), "--mask", str(p["mask"]), "--algorithm", "tournier", "--quiet"]) == 0
+    assert (tmp_path / "est_wm.txt").read_text() == (tmp_path / "alone_wm.txt").read_text()
+    assert read_response(tmp_path / "est_wm.txt")[0].shape == (1, 6)
+    subprocess.run(["dwi2fod", "csd", "-quiet", "-nthreads", "1", "-fslgrad", str(p["bvec"]), str(p["bval"]),
+                    str(p["dwi"]), str(tmp_path / "est_wm.txt"), str(tmp_path / "theirs.nii"), "-mask",
+                    str(p["mask"])], check=True)
+    assert np.mean(relative_l2(image(tmp_path / "est_wmfod.nii"), image(tmp_path / "theirs.nii")) <= 1e-3) >= 0.999
 
 
 def test_unusable_voxels_are_left_out_and_counted(phantom, fsl_fod, tmp_path):

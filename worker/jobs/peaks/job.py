@@ -6,16 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from worker.io.image_names import SINGLE_FILE_IMAGE_SUFFIXES
 from worker.job_kinds import InputSlot, JobContext, JobKind, UploadedInput
 from worker.jobs.peaks.compute import compute_peaks, prepare_engine
 from worker.jobs.peaks.names import PeaksOutputs
 from worker.jobs.peaks.plan import PeaksPlan, plan_peaks
-from worker.jobs.peaks.read import read_peaks_inputs
+from worker.jobs.peaks.read import peaks_inputs_of_sh, read_peaks_inputs
 from worker.jobs.peaks.write import write_peaks_outputs
 from worker.params.peaks import PeaksParams
 
-__all__ = ["run_peaks", "JOB_KINDS"]
+__all__ = ["run_peaks", "run_peaks_of_sh", "JOB_KINDS"]
 
 
 def run_peaks(
@@ -41,6 +43,25 @@ def run_peaks(
     except BaseException:
         # A job that fails here ends with its background work: nothing keeps running on
         # after the caller has moved on.
+        preparing.join()
+        raise
+    result = compute_peaks(plan, inputs, preparing, progress)
+    return write_peaks_outputs(plan, inputs, result, outputs, fixel_archive=fixel_archive)
+
+
+def run_peaks_of_sh(fod: Path, sh: np.ndarray, sha256: dict[str, str], outputs: PeaksOutputs,
+                    params: PeaksParams = PeaksParams(), mask: Path | None = None,
+                    progress: Callable[[float], None] | None = None, *, fixel_archive: bool = False,
+                    uploaded: dict[str, UploadedInput] | None = None) -> dict:
+    """:func:`run_peaks` of the FOD file ``fod`` with its SH volume given in memory, ``sh``
+    (x, y, z, coeffs) float32, the values the file holds, and its ``sha256`` by file name:
+    the same outputs, not read again (a job that has just written the FOD). ``uploaded``: as
+    :func:`run_peaks`' (the mask's, where it was uploaded in another form)."""
+    plan = plan_peaks(fod, mask, params, uploaded=uploaded)
+    preparing = prepare_engine(plan)
+    try:
+        inputs = peaks_inputs_of_sh(plan, sh, sha256)
+    except BaseException:
         preparing.join()
         raise
     result = compute_peaks(plan, inputs, preparing, progress)

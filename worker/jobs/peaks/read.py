@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from worker.io.images import ImageInfo
     from worker.jobs.peaks.plan import PeaksPlan
 
-__all__ = ["PeaksInputs", "read_peaks_inputs"]
+__all__ = ["PeaksInputs", "read_peaks_inputs", "peaks_inputs_of_sh"]
 
 
 @dataclass
@@ -46,12 +46,32 @@ def read_peaks_inputs(plan: "PeaksPlan", *, inflate_threads: int = 1) -> PeaksIn
     same read takes in.
     """
     from gpu.cuda.host_memory import host_empty
-    from gpu.peaks.search import finite_voxels
 
     started = time.perf_counter()
     params = plan.params
     empty = host_empty(params.backend)
     sh, sha256 = _read_input(plan.fod, "fod", plan.uploaded, inflate_threads, empty, params.checksums)
+    return _with_mask(plan, sh, sha256, started)
+
+
+def peaks_inputs_of_sh(plan: "PeaksPlan", sh: np.ndarray, sha256: dict[str, str]) -> PeaksInputs:
+    """The inputs of ``plan`` with its SH volume given in memory, ``sh`` (x, y, z, coeffs)
+    float32, the values its FOD file holds, and that file's ``sha256`` by name; the mask is
+    read as :func:`read_peaks_inputs` reads it. For the GPU the volume is copied into
+    page-locked memory."""
+    from gpu.cuda.host_memory import host_empty
+
+    started = time.perf_counter()
+    held = host_empty(plan.params.backend)(sh.shape, np.float32)
+    held[...] = sh
+    return _with_mask(plan, held, dict(sha256), started)
+
+
+def _with_mask(plan: "PeaksPlan", sh: np.ndarray, sha256: dict[str, str], started: float) -> PeaksInputs:
+    """The inputs of ``plan`` given its SH volume: the mask read, the finite voxels found."""
+    from gpu.peaks.search import finite_voxels
+
+    params = plan.params
     mask = None
     if plan.mask is not None:
         mask_values, mask_sha256 = _read_input(plan.mask, "mask", plan.uploaded, checksums=params.checksums)
