@@ -23,7 +23,7 @@ __all__ = ["main", "run", "build_parser", "COMMANDS"]
 COMMANDS: dict[str, tuple[str, str]] = {
     "peaks": ("service.cli.peaks", "fiber directions of an SH FOD volume (SS-HOPM, GPU or CPU)"),
     "fixels": ("service.cli.fixels", "fixels of an SH FOD volume as MRtrix3 fod2fixel (FMLS; AFD, peak amplitude, dispersion)"),
-    "response": ("service.cli.response", "WM, GM and CSF response functions of a DWI as MRtrix3 dwi2response dhollander"),
+    "response": ("service.cli.response", "response functions of a DWI as MRtrix3 dwi2response (dhollander or tournier)"),
     "fod": ("service.cli.fod", "FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd or csd)"),
     "sample": ("service.cli.peaks", "write a small FOD phantom with known fibers"),
     "serve": ("service.cli.server", "run the REST API and a worker on this machine"),
@@ -31,13 +31,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("service.cli.client", "submit jobs to a fibertensor service"),
     "jobs": ("service.cli.client", "list, wait for, download or cancel jobs on a fibertensor service"),
     "compress": ("service.cli.compress",
-                 "Tucker-compress a NIfTI volume into an .npz archive (FP16 TTMc, error bound)"),
+                 "compress a NIfTI volume to an error target (--tol, --abs or --psnr) into an .npz archive"),
     "decompress": ("service.cli.compress", "restore a NIfTI volume from a compress archive"),
     "conv": ("service.cli.conv", "apply a CP- or Tucker-factorized conv layer to an input (GPU or CPU)"),
     "decompose": ("service.cli.conv",
                   "factorize a dense conv kernel: CP by ALS or Tucker-2 by truncated HOSVD"),
     "warmup": ("service.cli.warmup", "compile the kernels into numba's cache, so no job waits for a compile"),
-    "bids": ("service.cli.bids", "fiber peaks and fODF metrics of a BIDS-derivatives dataset of FODs (BIDS App)"),
+    "bids": ("service.cli.bids",
+             "FODs, fiber peaks, fODF metrics and fixels of a BIDS dataset's DWIs or FODs (BIDS App)"),
     "batch": ("service.cli.batch", "run a job on many inputs as one pipeline (reading, computing and writing overlap)"),
 }
 

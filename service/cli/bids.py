@@ -48,7 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="what to start from: the dataset's FODs, or its DWIs (FODs fitted first); auto: the FODs "
                       "when there are any, else the DWIs (default: auto)")
     add_model_options(bids, PeaksParams)
-    add_model_options(bids.add_argument_group("FOD options (from DWIs)"), FodParams, "fod_", skip={"basis", "backend"})
+    # the peaks of each WM FOD take the peaks options above, not fod's peaks_* ones
+    fod_skip = {"basis", "backend"} | {name for name in FodParams.model_fields if name.startswith("peaks")}
+    add_model_options(bids.add_argument_group("FOD options (from DWIs)"), FodParams, "fod_", skip=fod_skip)
     bids.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
                       help="from DWIs: response files WM [GM CSF] for every DWI (e.g. group averages, as fixel-based "
                       "analysis uses); default: estimated per DWI as dwi2response dhollander")
