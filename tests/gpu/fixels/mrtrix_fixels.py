@@ -11,6 +11,9 @@ import numpy as np
 from worker.io.images import load_image_data, read_image_header
 from worker.io.mif import load_mif_data, read_mif_header
 
+#: ``dwi2response tournier`` of small_64D (MRtrix3 3.0.3, defaults).
+TOURNIER_RESPONSE = Path(__file__).resolve().parents[1] / "fod" / "data" / "small_64D_wm_tournier.txt"
+
 __all__ = ["run_fod2fixel", "read_fixel_file", "read_fixel_directory", "fixel_differences", "real_fod"]
 
 
@@ -67,13 +70,12 @@ def fixel_differences(reference: dict[str, np.ndarray], ours) -> dict[str, np.nd
 
 def real_fod(folder: Path) -> Path:
     """A CSD FOD (lmax 8) of DIPY's small_64D (10×10×10 voxels, b = 1000, 64 directions, shipped
-    with DIPY): ``dwi2response tournier`` then ``dwi2fod csd``."""
+    with DIPY): ``dwi2fod csd`` with the response ``dwi2response tournier`` gives on it (stored
+    in tests/gpu/fod/data, since the script takes a minute)."""
     from dipy.data import get_fnames
 
     dwi, bval, bvec = get_fnames(name="small_64D")
-    grad = ["-fslgrad", str(bvec), str(bval)]
-    response, fod = folder / "response.txt", folder / "fod.mif"
-    subprocess.run(["dwi2response", "tournier", "-quiet", "-scratch", str(folder), *grad, str(dwi), str(response)],
-                   check=True)
-    subprocess.run(["dwi2fod", "csd", "-quiet", *grad, str(dwi), str(response), str(fod)], check=True)
+    fod = folder / "fod.mif"
+    subprocess.run(["dwi2fod", "csd", "-quiet", "-fslgrad", str(bvec), str(bval), str(dwi), str(TOURNIER_RESPONSE),
+                    str(fod)], check=True)
     return fod
