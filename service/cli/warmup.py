@@ -16,7 +16,7 @@ from service.cli import CommandError
 
 __all__ = ["register"]
 
-FAMILIES = ("peaks", "conv", "compress")
+FAMILIES = ("peaks", "fod", "fixels", "conv", "compress")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,8 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     warmup.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto",
                         help="kernels of this backend (default auto: cuda with a GPU, else cpu)")
-    warmup.add_argument("--family", choices=[*FAMILIES, "all"], default="all",
-                        help="job family whose kernels to compile (default all)")
+    warmup.add_argument("--family", choices=[*FAMILIES, "all"], nargs="+", default=["all"],
+                        help="job families whose kernels to compile (default all)")
     warmup.add_argument("--lmax", type=int, nargs="+", choices=[2, 4, 6, 8, 10, 12],
                         help="peaks: only these SH orders (default every supported one)")
     warmup.add_argument("--quiet", action="store_true", help="print nothing")
@@ -49,7 +49,7 @@ def _warmup(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(message, flush=True)
 
-    families = FAMILIES if args.family == "all" else (args.family,)
+    families = FAMILIES if "all" in args.family else tuple(dict.fromkeys(args.family))
     with compiling_on_purpose():
         for family in families:
             if family == "peaks":
@@ -59,6 +59,14 @@ def _warmup(args: argparse.Namespace) -> int:
                 from worker.jobs.peaks import warm_up_writers
 
                 log(f"peaks writers: QC picture rasterizer, fODF metrics (cpu): {warm_up_writers():.1f} s")
+            elif family == "fod":
+                from gpu.fod.warmup import warm_up_fod
+
+                warm_up_fod(backend, log=log)
+            elif family == "fixels":
+                from gpu.fixels.warmup import warm_up_fixels
+
+                warm_up_fixels(backend, log=log)
             elif family == "conv":
                 from gpu.conv.warmup import warm_up_conv
 

@@ -1,0 +1,28 @@
+"""Compile the FMLS segmentation kernels a backend uses into numba's on-disk cache, through
+:func:`gpu.fixels.segment_fods` on a few phantom voxels (the kernels take lmax from the
+arrays)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from gpu.fixels.segment import segment_fods
+
+__all__ = ["warm_up_fixels"]
+
+
+def warm_up_fixels(backend: str = "cpu", log: Callable[[str], None] = lambda message: None) -> float:
+    """Compile (or load) the ``backend`` (cpu|cuda) FMLS kernels; returns the seconds it took,
+    about zero where the cache was already warm."""
+    # one fibre along z: an apodised delta (zonal terms only, index l(l+1)/2 in MRtrix3's order)
+    sh = np.zeros((3, 1, 1, 45))
+    for l in range(0, 9, 2):
+        sh[..., l * (l + 1) // 2] = np.sqrt((2 * l + 1) / (4 * np.pi)) * np.exp(-l * (l + 1) / 20)
+    started = time.perf_counter()
+    segment_fods(sh, backend=backend)
+    seconds = time.perf_counter() - started
+    log(f"fixels: FMLS segmentation ({backend}): {seconds:.1f} s")
+    return seconds
