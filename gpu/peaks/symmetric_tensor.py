@@ -14,8 +14,8 @@ for one symmetric tensor A of order L. Both spaces have dimension (L+1)(L+2)/2, 
 SH coefficients → unique entries is square and invertible. It is derived in closed form:
 r^l times a complex SH is a harmonic polynomial with integer coefficients (up to one
 normalising factor), times r^(L−l) = (x²+y²+z²)^((L−l)/2) a homogeneous polynomial of degree L,
-whose coefficient of x^k_x y^k_y z^k_z is σ(k) a_k. No linear algebra, so no BLAS threads
-start for it.
+whose coefficient of x^k_x y^k_y z^k_z is σ(k) a_k: exact integers times one factor per
+column, with no LAPACK call (whose BLAS threads a fresh process would wait for).
 """
 
 from __future__ import annotations
