@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from service.cli import CommandError
-from service.settings import get_settings
+from service.input_limit_settings import input_limit_settings_from_environment
 
 __all__ = ["input_limits", "check_inputs", "input_problem"]
 
@@ -27,7 +27,7 @@ def input_limits():
     """This machine's :class:`worker.input_limits.InputLimits`, from the ``FIBERTENSOR_*``
     environment as the server reads it; a bad value is a :class:`CommandError`."""
     try:
-        return get_settings().input_limits
+        return input_limit_settings_from_environment().input_limits
     except ValidationError as exc:
         problems = "; ".join(f"FIBERTENSOR_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
         raise CommandError(f"invalid setting in the environment: {problems}; fix or unset it") from None
