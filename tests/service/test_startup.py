@@ -101,6 +101,9 @@ def test_a_cpu_peaks_job_imports_nothing_of_the_service(tmp_path):
                              f"{str(prefix)!r}, '--backend', 'cpu', '--quiet'])")
     assert sorted(m for m in modules if m.split(".")[0] in SERVICE_ONLY or m.startswith("service.api")) == []
     assert "service.settings" not in modules and "numba.cuda" not in modules
+    # nor another family's job or parameters
+    assert sorted(m for m in modules if m.startswith(("worker.jobs.", "worker.params."))
+                  and not m.startswith(("worker.jobs.peaks", "worker.params.peaks", "worker.params.base"))) == []
     assert not [m for m in modules if m.startswith(("torch", "tensorly", "dipy", "scipy.special"))]
     assert (np.asarray(nib.load(f"{prefix}_count.nii.gz").dataobj) == 1).all()
     peaks = np.asarray(nib.load(f"{prefix}_peaks.nii.gz").dataobj)[..., :3]
