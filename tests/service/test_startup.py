@@ -111,6 +111,23 @@ def test_a_cpu_peaks_job_imports_nothing_of_the_service(tmp_path):
     assert cosines.min() > np.cos(np.radians(1.0))
 
 
+def test_a_cpu_peaks_job_loads_one_signature_of_each_compiled_function(tmp_path):
+    """A warm job loads each compiled function it uses once from numba's cache, and compiles
+    nothing: the QC picture's flipped slices take the rgb pass's signature."""
+    from gpu.peaks.phantom import fod_phantom
+    import nibabel as nib
+
+    nib.save(nib.Nifti1Image(fod_phantom((5, 4, 3), 4, seed=1)["sh"], np.eye(4)), tmp_path / "fod.nii.gz")
+    job = (f"from service.cli import main; main(['peaks', {str(tmp_path / 'fod.nii.gz')!r}, "
+           f"{str(tmp_path / 'out' / 'sub')!r}, '--backend', 'cpu', '--quiet'])")
+    python(job)  # fills the cache where it is cold
+    log = python(job, env={"NUMBA_DEBUG_CACHE": "1"}).stdout.splitlines()
+    assert not [line for line in log if line.startswith("[cache] data saved")]
+    loaded = [Path(line.split("'")[1]).name.split("-")[0] for line in log if line.startswith("[cache] data loaded")]
+    assert sorted(loaded) == ["fodf_metrics_compiled._colour", "fodf_metrics_compiled._voxel_metrics",
+                              "qc_raster.rasterize", "sshopm_generated_cpu.sshopm_cpu_m4"]
+
+
 _RUN_PEAKS = """
 import sys
 import numpy as np
