@@ -86,6 +86,44 @@ def _import_self_times(command: list[str], env: dict[str, str]) -> dict[str, flo
     return seconds
 
 
+# Our job in a fresh process with numba's share timed: its import, its CPU target's set-up (the
+# first compile or cache load does it: every implementation module, and the BLAS check that
+# imports scipy.linalg), and each cache load of a compiled function.
+_NUMBA_CHILD = """
+import json, sys, time
+started = time.perf_counter()
+import numba
+imported = time.perf_counter()
+from numba.core.registry import cpu_target
+cpu_target.target_context.refresh()
+refreshed = time.perf_counter()
+import gpu.numba_cache
+from numba.core import caching
+loads = {}
+load = caching.FunctionCache.load_overload
+
+def timed_load(self, sig, target_context):
+    began = time.perf_counter()
+    try:
+        return load(self, sig, target_context)
+    finally:
+        loads[self._py_func.__qualname__] = loads.get(self._py_func.__qualname__, 0.0) + time.perf_counter() - began
+
+caching.FunctionCache.load_overload = timed_load
+from service.cli import main
+main(sys.argv[1:] + ["--quiet"])
+print(json.dumps({"import numba": imported - started, "numba CPU target set-up": refreshed - imported,
+                  **{f"cache load {name}": seconds for name, seconds in loads.items()}}))
+"""
+
+
+def _numba_share(command: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Seconds of numba's import, CPU target set-up and each cache load in our job."""
+    out = subprocess.run([sys.executable, "-c", _NUMBA_CHILD, *command[3:]], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def run(args: argparse.Namespace, report: Report) -> None:
     sh2peaks = shutil.which("sh2peaks")
     if sh2peaks is None:
@@ -102,6 +140,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
             for name, command in (("fibertensor peaks", ours), ("sh2peaks", peer), ("python3 -c pass", python)):
                 runs[name].append(_fresh_process(command, env))
         imports = [_import_self_times(ours, env) for _ in range(3)]
+        numba_runs = [_numba_share(ours, env) for _ in range(3)]
     medians = {name: {key: statistics.median(r[key] for r in results) for key in ("wall", "cpu", "rss")}
                for name, results in runs.items()}
     rows = [{"command": name, "wall_ms": 1e3 * m["wall"], "cpu_ms": 1e3 * m["cpu"], "rss_mib": m["rss"],
@@ -110,6 +149,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
     ours_row = medians["fibertensor peaks"]
     report.table(f"fresh process, start to written files, 1,000-voxel lmax-8 FOD ({fod.name if args.input else 'small_64D, dwi2fod csd'}); "
                  f"median of {args.repeats} alternating runs; ours/sh2peaks: wall {ours_row['wall'] / medians['sh2peaks']['wall']:.2f}×, "
+                 f"CPU {ours_row['cpu'] / medians['sh2peaks']['cpu']:.2f}×, "
                  f"peak RSS {ours_row['rss'] / medians['sh2peaks']['rss']:.1f}×", rows,
                  [Column("command", "command"), Column("wall_ms", "wall ms", ".0f"), Column("cpu_ms", "CPU ms", ".0f"),
                   Column("rss_mib", "peak RSS MiB", ".0f"), Column("ours_over_peer", "wall / sh2peaks' wall", ".2f")])
@@ -121,3 +161,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
     shown.append({"package": "(all imports)", "ms": 1e3 * total})
     report.table("imports of `fibertensor peaks` by top-level package (own modules' time, -X importtime, median of 3)",
                  shown, [Column("package", "package"), Column("ms", "ms", ".0f")])
+    steps = dict.fromkeys(step for run in numba_runs for step in run)
+    report.table("numba's share of `fibertensor peaks` (ms, median of 3 fresh processes)",
+                 [{"step": step, "ms": 1e3 * statistics.median(run.get(step, 0.0) for run in numba_runs)}
+                  for step in steps], [Column("step", "step"), Column("ms", "ms", ".0f")])
