@@ -154,7 +154,7 @@ def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str
     cpu = _own_and_reaped_cpu() - before
     failed = [r for r in reports if not r.ok]
     if failed:
-        raise SystemExit(f"local batch: {len(failed)} inputs failed, e.g. {failed[0].fod}: {failed[0].error}")
+        raise SystemExit(f"local batch: {len(failed)} inputs failed, e.g. {failed[0].input}: {failed[0].error}")
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": cpu,
             "rss": int(monitor.rss().max()), "curve": monitor.curve(),
             "stages": _stage_means([r.seconds for r in reports]),
@@ -291,7 +291,7 @@ def run_service(inputs: list[Path], work: Path, backend: str, gpus: list[str], b
             pool.shutdown()  # joined: the clients' CPU is in RUSAGE_CHILDREN
         client = _own_and_reaped_cpu() - client_before
     finally:
-        stop(processes)
+        stop(*processes, timeout=60)
     done_times = [j["done"] for j in jobs]
     stages = []
     for job in jobs:

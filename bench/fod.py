@@ -3,6 +3,8 @@ on one multi-shell phantom, in one run.
 
     python3 -m bench.fod [--shape X Y Z] [--backends cpu cuda] [--repeats N] [--mask ellipsoid|none]
                          [--mrtrix-bin DIR] [--nthreads N] [--csd] [--json PATH]
+    python3 -m bench.fod --solver-only [--shape X Y Z] [--b0 N] [--shells B:N ...] [--repeats N]
+                         [--check-voxels N] [--csd]
 
 The phantom (``gpu.fod.phantom``): white matter of 1–3 crossing fibres, grey matter and
 CSF in partial volume, Rician noise; b = 0 and two shells. Both sides are given its exact
@@ -13,6 +15,12 @@ process, file to file, best of ``--peer-repeats``. Ours: ``msmt_csd`` on arrays 
 cache), and file to file in this process (read the same ``.mif``, fit, write each tissue's
 ``.mif``). "GPU s" are CUDA events around the CUDA solve (copies in, kernel, copies out).
 CPU s are the process's (all threads) or the child's (user + sys).
+
+``--solver-only`` times our CUDA solve alone (:func:`gpu.fod.backend_cuda.msmt_csd_cuda`,
+with ``--csd`` also ``csd_cuda``) on the mask's voxels: CUDA events around ``--repeats``
+calls after a warm-up call (copies in, kernels, copies out, CPU redos), and checks
+``--check-voxels`` voxels drawn at random against the CPU backend (same iteration counts,
+per-voxel relative L2); no dwi2fod, no files.
 
 Agreement: per voxel of the mask and per tissue, ‖ours − dwi2fod‖ / ‖dwi2fod, all tissues
 of the voxel‖ (a tissue the constraint holds at zero is then no error).
@@ -75,6 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-file-to-file", dest="file_to_file", action="store_false",
                         help="time ours in memory only")
     parser.add_argument("--workdir", type=Path, help="keep the files here (default: a temporary folder)")
+    parser.add_argument("--solver-only", action="store_true",
+                        help="time our CUDA solve alone and check a sample of voxels against the CPU backend")
+    parser.add_argument("--check-voxels", type=int, default=2000,
+                        help="--solver-only: voxels checked against the CPU backend (default 2000)")
 
 
 def ellipsoid_mask(shape: tuple[int, int, int], semi_axis: float = 0.48) -> np.ndarray:
@@ -216,6 +228,46 @@ def _measure(fit: Fit, args: argparse.Namespace, backends: list[str], exe: str |
     return rows
 
 
+def solver_only(args: argparse.Namespace, report: Report, phantom: dict, mask: np.ndarray, bvals: np.ndarray,
+                bvecs: np.ndarray, responses: list[np.ndarray]) -> None:
+    """The CUDA solve alone on the mask's voxels, and a sample of them against the CPU backend."""
+    from gpu.fod import backend_cpu, backend_cuda
+    from gpu.fod.csd_problem import csd_problem
+    from gpu.fod.msmt_problem import msmt_problem
+
+    if not cuda_available():
+        raise SystemExit("--solver-only times the CUDA backend: no usable GPU here")
+    signals = phantom["dwi"][mask].astype(np.float64)
+    fits = [("msmt_csd", msmt_problem(bvals, bvecs, responses), signals)]
+    if args.csd:
+        problem = csd_problem(bvals, bvecs, responses[0][-1])
+        fits.append(("csd", problem, signals[:, problem.volumes]))
+    sample = np.sort(np.random.default_rng(args.seed).choice(len(signals), min(args.check_voxels, len(signals)),
+                                                             replace=False))
+    rows = []
+    for name, problem, data in fits:
+        solve, check = ((backend_cuda.msmt_csd_cuda, backend_cpu.msmt_csd_cpu) if name == "msmt_csd" else
+                        (backend_cuda.csd_cuda, backend_cpu.csd_cpu))
+        result = []
+        seconds = gpu_time(lambda: result.append(solve(problem, data)), repeats=args.repeats)[0]
+        x, niter = result[-1]
+        x_cpu, niter_cpu = check(problem, data[sample])
+        scale = np.linalg.norm(x_cpu, axis=1)
+        scale[scale == 0] = np.inf
+        error = np.linalg.norm(x[sample] - x_cpu, axis=1) / scale
+        rows.append({"fit": name, "voxels": len(data), "volumes": data.shape[1], "seconds": seconds,
+                     "voxels_per_s": len(data) / seconds, "niter": float(niter.mean()),
+                     "same_niter": float((niter[sample] == niter_cpu).mean()), "max_error": float(error.max())})
+        Report.progress(f"{name}: {seconds:.4f} s, {len(data) / seconds:.3g} voxels/s")
+    report.table(
+        f"CUDA solve alone, {'×'.join(map(str, args.shape))} grid; CUDA events, mean of {args.repeats} after a "
+        f"warm-up; {len(sample)} voxels against the CPU backend", rows,
+        [Column("fit", "fit"), Column("voxels", "voxels", "d"), Column("volumes", "volumes", "d"),
+         Column("seconds", "GPU s", ".4f"), Column("voxels_per_s", "voxels/s", ".3g"),
+         Column("niter", "mean iterations", ".1f"), Column("same_niter", "same iterations as CPU", ".5f"),
+         Column("max_error", "max relative L2 vs CPU", ".2e")])
+
+
 def run(args: argparse.Namespace, report: Report) -> None:
     backends = [b for b in args.backends if b == "cpu" or cuda_available()]
     if backends != args.backends:
@@ -233,6 +285,9 @@ def run(args: argparse.Namespace, report: Report) -> None:
                     + ", ".join(f"{b:g} ×{n}" for b, n in args.shells)
                     + f"), SNR {args.snr:g}: {int(mask.sum())} of {math.prod(shape)} voxels in the mask, "
                     f"made in {time.perf_counter() - started:.1f} s")
+    if args.solver_only:
+        solver_only(args, report, phantom, mask, bvals, bvecs, responses)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.workdir or Path(tmp)

@@ -45,15 +45,16 @@ def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
                                 start_new_session=True)
 
 
-def stop(procs: list[subprocess.Popen]) -> None:
-    """SIGTERM to each leader only (serve stops its worker; a Celery worker its pool), then
-    SIGKILL whatever is left in their sessions."""
+def stop(*procs: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    """``sig`` to each leader only (serve stops its worker; Celery's warm shutdown its pool),
+    then, once each has exited or had ``timeout`` seconds, SIGKILL whatever is left of its
+    process group (each started in a session of its own, as :func:`spawn` starts them)."""
     for proc in procs:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
     for proc in procs:
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             pass
         try:

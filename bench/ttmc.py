@@ -1,9 +1,9 @@
-"""TTMc and Tucker-compression benchmark: ours vs a plain cuBLAS chain (PyTorch) and TensorLy.
+"""TTMc and compression benchmark: ours vs a plain cuBLAS chain (PyTorch), and the archive vs SZ3 and ZFP.
 
     python3 -m bench.ttmc --section smoke [--json PATH]   # device: kernels vs CPU backend, bounds
     python3 -m bench.ttmc --section ttmc [--quick]        # device: the TTMc table
     python3 -m bench.ttmc --section scan [--quick]        # device: the pass over X per launch constant
-    python3 -m bench.ttmc --section dwi [--backend cpu]   # end to end vs TensorLy tucker ([--quick]: small volume)
+    python3 -m bench.ttmc --section dwi [--backend cpu]   # compression vs SZ3 and ZFP at equal error ([--quick]: small volumes)
 
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
 ``ssf``. FP64 starts from a float64 X; the other variants from a float32 X (the FP16 ones
@@ -32,7 +32,6 @@ import numpy as np
 
 from bench.harness import Column, Report, bench_parser, ratio
 from gpu.compress.bound import get_precision
-from gpu.compress.hosvd import st_hosvd, tucker_reconstruct
 from gpu.compress.ttmc import TTMcOverflowError, make_ops, ttmc
 
 CASES = [
@@ -205,50 +204,133 @@ def dwi_like(shape=(64, 64, 40), n_dirs=64, seed=3) -> np.ndarray:
     return volume.astype(np.float32)
 
 
-def section_dwi(backend, tol, report: Report, quick: bool = False) -> None:
-    x = dwi_like((16, 16, 10), n_dirs=32) if quick else dwi_like()
-    x64 = x.astype(np.float64)  # norms in float64: a float32 norm errs in the 5th digit
-    norm_x = float(np.linalg.norm(x64))
-    rows = []
-    for precision in ("fp16", "fp32"):
-        t0 = time.perf_counter()
-        st_hosvd(x, tol=tol, precision=precision, backend=backend)  # the first call compiles kernels
-        first = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        d = st_hosvd(x, tol=tol, precision=precision, backend=backend)
-        elapsed = time.perf_counter() - t0
-        xhat = tucker_reconstruct(d.core, d.factors, d.core_exp)
-        err = float(np.linalg.norm(xhat - x64)) / norm_x
-        nbytes = d.core.nbytes + sum(f.nbytes for f in d.factors)
-        rows.append(dict(side=f"ours {precision} ({backend})", ranks=tuple(d.ranks), seconds=elapsed,
-                         rel_err=err, reported_err=d.relative_error, ratio=x.nbytes / nbytes,
-                         first_call_seconds=first, within_tol=err <= tol))
-    ranks = rows[0]["ranks"]
+def dwi_like_gradients(n_dirs=64) -> tuple[np.ndarray, np.ndarray]:
+    """The b-values and vectors of :func:`dwi_like`: one b=0, then ``n_dirs`` at b=1000."""
+    k = np.arange(n_dirs) + 0.5
+    phi, theta = np.arccos(1 - 2 * k / n_dirs), np.pi * (1 + 5**0.5) * k
+    dirs = np.stack([np.cos(theta) * np.sin(phi), np.sin(theta) * np.sin(phi), np.cos(phi)], axis=1)
+    return np.concatenate([[0.0], np.full(n_dirs, 1000.0)]), np.concatenate([np.zeros((1, 3)), dirs])
+
+
+def dwi_datasets(quick: bool) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    """(name, DWI, bvals, bvecs): the DWI-like series, a multi-shell phantom, DIPY's small_64D."""
+    import nibabel as nib
+
+    from gpu.fod.phantom import dwi_phantom, shell_scheme
+
+    like_shape, n_dirs = ((16, 16, 10), 32) if quick else ((64, 64, 40), 64)
+    bvals, bvecs = shell_scheme()
+    phantom = dwi_phantom((12, 12, 8) if quick else (32, 32, 20), bvals, bvecs, snr=30.0)["dwi"]
+    datasets = [(f"DWI-like {like_shape}x{n_dirs + 1}", dwi_like(like_shape, n_dirs), *dwi_like_gradients(n_dirs)),
+                (f"3-shell phantom {phantom.shape}", phantom, bvals, bvecs)]
     try:
-        import tensorly as tl
-        from tensorly.decomposition import tucker
+        from dipy.data import get_fnames
+        from dipy.io.gradients import read_bvals_bvecs
     except ImportError:
-        tl = None
-    if tl is not None:
-        tl.set_backend("numpy")
-        for label, kwargs in (("TensorLy tucker (HOOI, svd init)", {}), ("TensorLy tucker n_iter_max=1", {"n_iter_max": 1})):
-            t0 = time.perf_counter()
-            core, factors = tucker(x, rank=list(ranks), init="svd", tol=1e-6, **kwargs)
-            elapsed = time.perf_counter() - t0
-            xhat = tl.tucker_to_tensor((core, factors)).astype(np.float64)
-            err = float(np.linalg.norm(xhat - x64)) / norm_x
-            nbytes = core.nbytes + sum(f.nbytes for f in factors)
-            rows.append(dict(side=label, ranks=ranks, seconds=elapsed, rel_err=err, reported_err=None,
-                             ratio=x.nbytes / nbytes))
-    for row in rows:
-        row["x_ours_fp16"] = ratio(row["seconds"], rows[0]["seconds"])
-    report.table(f"DWI-like volume {x.shape} float32, tol {tol}", rows,
-                 [Column("side", "side"), Column("ranks", "ranks", str), Column("seconds", "seconds", ".2f"),
-                  Column("rel_err", "rel err", ".3e"), Column("within_tol", "err <= tol"),
-                  Column("ratio", "ratio", ".1f"), Column("x_ours_fp16", "time vs ours fp16", ".2f"),
-                  Column("first_call_seconds", "first call s", ".2f")],
-                 note="ratio: compression (input bytes over core and factor bytes); first call: in the process, "
-                      "kernel compilation included")
+        print("DIPY is not installed: the small_64D rows are left out (pip install dipy)", file=sys.stderr)
+        return datasets
+    image, bval, bvec = get_fnames(name="small_64D")
+    small = np.asarray(nib.load(image).dataobj)
+    return datasets + [(f"DIPY small_64D {small.shape} int16", small, *read_bvals_bvecs(str(bval), str(bvec)))]
+
+
+def _peer_at_equal_error(x, metric, ours, compress):
+    """Bisect a peer's error bound (log scale) to the loosest whose ``metric`` is still as good
+    as ours; returns (bytes, metric, compress s, decompress s)."""
+    from gpu.compress.error_bounded import error_metrics
+
+    better = (lambda m: m >= ours) if metric == "psnr" else (lambda m: m <= ours)
+    lo, hi, found = 1e-6 * float(np.abs(x).max() or 1), float(np.abs(x).max() or 1), None
+    for _ in range(40):
+        bound = math.sqrt(lo * hi)
+        t0 = time.perf_counter()
+        blob, decompress = compress(bound)
+        t1 = time.perf_counter()
+        y = decompress(blob)
+        t2 = time.perf_counter()
+        value = error_metrics(x, y)[metric]
+        if better(value):
+            lo, found = bound, (len(blob), value, t1 - t0, t2 - t1)
+        else:
+            hi = bound
+        if hi / lo < 1.003:
+            break
+    return found or (math.nan, math.nan, math.nan, math.nan)
+
+
+def _sz3(x, bound):
+    import pysz
+
+    config = pysz.szConfig(x.shape)
+    config.errorBoundMode = pysz.szErrorBoundMode.ABS
+    config.absErrorBound = bound
+    data = np.ascontiguousarray(x if x.dtype in (np.float32, np.float64) else x.astype(np.int32))
+    blob, _ = pysz.sz.compress(data, config)
+    return blob, lambda b: pysz.sz.decompress(b, data.dtype, x.shape)[0]
+
+
+def _zfp(x, bound):
+    import zfpy
+
+    data = np.ascontiguousarray(x if x.dtype in (np.float32, np.float64) else x.astype(np.float32))
+    return zfpy.compress_numpy(data, tolerance=bound), zfpy.decompress_numpy
+
+
+_TARGETS = {"tol": (0.005, 0.01, 0.02, 0.05), "psnr": (60.0, 50.0), "abs": (None,)}
+_METRIC = {"tol": "relative_error", "abs": "max_error", "psnr": "psnr"}
+
+
+def section_dwi(backend, report: Report, quick: bool = False, dwi_metrics: bool = True) -> list[dict]:
+    """Ours against SZ3 and ZFP at equal error on three DWI series, per target; the ``abs``
+    target is 2 % of the value range."""
+    from gpu.compress.error_bounded import ErrorTarget, decode_tensor, encode_tensor
+    from worker.jobs.compress_dwi_report import dwi_differences
+
+    rows = []
+    for name, x, bvals, bvecs in dwi_datasets(quick):
+        value_range = float(x.max() - x.min())
+        for mode, values in _TARGETS.items():
+            for value in values:
+                value = value or round(0.02 * value_range, 1)
+                t0 = time.perf_counter()
+                encoded = encode_tensor(x, ErrorTarget(mode, value), output_dtype=x.dtype, backend=backend)
+                t1 = time.perf_counter()
+                y = decode_tensor(encoded, x.dtype, backend=backend)
+                t2 = time.perf_counter()
+                r = encoded.report
+                achieved = r[_METRIC[mode]]
+                row = dict(data=name, target=f"{mode} {value:g}", ours=x.nbytes / encoded.nbytes,
+                           rel_err=r["relative_error"], max_err=r["max_error"], psnr=r["psnr"],
+                           in_range=(value / 2 <= achieved <= value) if mode == "tol" else None,
+                           ranks="x".join(map(str, r["ranks"])), enc_gbs=x.nbytes / (t1 - t0) / 1e9,
+                           dec_gbs=x.nbytes / (t2 - t1) / 1e9)
+                for peer, compress in (("sz3", _sz3), ("zfp", _zfp)):
+                    size, _, c_s, d_s = _peer_at_equal_error(x, _METRIC[mode], achieved,
+                                                             lambda b, c=compress: c(x, b))
+                    row[peer] = x.nbytes / size
+                    row[f"{peer}_enc_gbs"] = x.nbytes / c_s / 1e9
+                row["ours_x_sz3"] = ratio(row["ours"], row["sz3"])
+                if dwi_metrics and mode == "tol":
+                    # a slab of the larger series keeps DIPY's CSD to seconds
+                    slab = slice(x.shape[2] // 2 - 2, x.shape[2] // 2 + 2) if x.shape[2] > 12 else slice(None)
+                    row.update(dwi_differences(x[:, :, slab], y[:, :, slab], bvals, bvecs))
+                rows.append(row)
+                report.progress(f"{name} {mode} {value:g}: ours {row['ours']:.1f} sz3 {row['sz3']:.1f} "
+                                f"zfp {row['zfp']:.1f}")
+    report.table("Compression at equal error: ours (Tucker + coded residual) against SZ3 and ZFP", rows,
+                 [Column("data", "data"), Column("target", "target"), Column("ours", "ours ratio", ".1f"),
+                  Column("sz3", "SZ3", ".1f"), Column("zfp", "ZFP", ".1f"), Column("ours_x_sz3", "ours/SZ3", ".2f"),
+                  Column("rel_err", "rel err", ".4f"), Column("max_err", "max err", ".3g"),
+                  Column("psnr", "PSNR", ".1f"), Column("in_range", "tol/2..tol"), Column("ranks", "ranks"),
+                  Column("enc_gbs", "enc GB/s", ".3f"), Column("dec_gbs", "dec GB/s", ".3f"),
+                  Column("sz3_enc_gbs", "SZ3 enc GB/s", ".3f"),
+                  Column("fa_median_abs_diff", "FA |d| med", ".4f"), Column("md_median_abs_diff", "MD |d| med", ".2e"),
+                  Column("fibre_count_agreement", "fibre count", ".3f"), Column("peak_angle_p95", "angle p95", ".1f")],
+                 note="ratio: input bytes over coded bytes (ours: the coded streams; the .npz adds its header); "
+                      "SZ3 (pysz, ABS mode) and ZFP (zfpy, fixed accuracy) bounds bisected to the loosest that "
+                      "is as good as ours in the target's metric; GB/s: input bytes over wall seconds, in memory; "
+                      "DWI measures on a 4-slice slab (whole small volumes)")
+    return rows
 
 
 def section_scan(cases, report: Report) -> None:
@@ -379,7 +461,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller TTMc cases, a smaller DWI volume")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--backend", default="auto")
-    parser.add_argument("--tol", type=float, default=2e-2)
+    parser.add_argument("--no-dwi-metrics", action="store_true", help="dwi: leave out the DTI and CSD fits")
     args = parser.parse_args()
     report = Report(args.json)
     try:
@@ -390,7 +472,7 @@ def main() -> int:
         elif args.section == "ttmc":
             print_ttmc(section_ttmc(QUICK_CASES if args.quick else CASES, args.reps), report)
         else:
-            section_dwi(args.backend, args.tol, report, args.quick)
+            section_dwi(args.backend, report, args.quick, dwi_metrics=not args.no_dwi_metrics)
     except Exception:
         traceback.print_exc()
         report.record("failed", {"section": args.section, "error": traceback.format_exc()})

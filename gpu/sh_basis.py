@@ -65,50 +65,50 @@ def sh_degrees_orders(lmax: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ls), np.array(ms)
 
 
-def _normalized_legendre(lmax: int, cos_polar: np.ndarray, sin_polar: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
-    """P̄_l^m = √((2l+1)/(4π) (l−m)!/(l+m)!) P_l^m(cos θ) for 0 ≤ m ≤ l ≤ lmax, Condon–Shortley
-    phase included, so that Y_l^m = P̄_l^m e^{imφ}.
-
-    The stable recurrences of the normalised functions (Press et al., Numerical Recipes,
-    3rd ed., Sec. 6.7): P̄_m^m = −√((2m+1)/(2m)) sin θ P̄_{m−1}^{m−1},
-    P̄_{m+1}^m = √(2m+3) cos θ P̄_m^m, and for l ≥ m+2
-    P̄_l^m = √((4l²−1)/(l²−m²)) (cos θ P̄_{l−1}^m − √(((l−1)²−m²)/(4(l−1)²−1)) P̄_{l−2}^m).
-    NumPy only: importing scipy.special would add to every fresh process's start-up.
-    """
-    p: dict[tuple[int, int], np.ndarray] = {}
-    diagonal = np.full_like(cos_polar, np.sqrt(1.0 / (4.0 * np.pi)))
-    for m in range(lmax + 1):
-        if m > 0:
-            diagonal = -np.sqrt((2 * m + 1) / (2 * m)) * sin_polar * diagonal
-        p[m, m] = diagonal
-        if m < lmax:
-            p[m + 1, m] = np.sqrt(2 * m + 3) * cos_polar * diagonal
-        for l in range(m + 2, lmax + 1):
-            a = np.sqrt((4 * l * l - 1) / (l * l - m * m))
-            b = np.sqrt(((l - 1) ** 2 - m * m) / (4 * (l - 1) ** 2 - 1))
-            p[l, m] = a * (cos_polar * p[l - 1, m] - b * p[l - 2, m])
-    return p
-
-
 def real_sh_matrix(lmax: int, directions: np.ndarray, basis: str = "mrtrix") -> np.ndarray:
-    """SH basis functions at unit ``directions`` (N, 3): the (N, n_coeffs) float64 matrix B
-    with amplitude(directions) = B @ coefficients."""
+    """SH basis functions at ``directions``.
+
+    Parameters
+    ----------
+    lmax : int
+        One of :data:`SUPPORTED_LMAX`.
+    directions : ndarray, shape (N, 3)
+        Directions (normalised here), in the frame of the SH coefficients.
+    basis : {"mrtrix", "dipy"}
+
+    Returns
+    -------
+    ndarray, shape (N, n_coeffs(lmax)), float64
+        B with amplitude(directions) = B @ coefficients.
+    """
     if basis not in SH_BASES:
         raise ValueError(f"basis must be one of {SH_BASES}, not {basis!r}")
+    if lmax not in SUPPORTED_LMAX:
+        raise ValueError(f"lmax must be one of {SUPPORTED_LMAX}, not {lmax}")
     d = np.asarray(directions, dtype=np.float64)
     d = d / np.linalg.norm(d, axis=-1, keepdims=True)
-    polar = np.arccos(np.clip(d[:, 2], -1.0, 1.0))
-    azimuth = np.arctan2(d[:, 1], d[:, 0])
-    legendre = _normalized_legendre(lmax, np.cos(polar), np.sin(polar))
-    l, m = sh_degrees_orders(lmax)
-    # mrtrix: √2·Im(Y_l^|m|) for m < 0, √2·Re(Y_l^m) for m > 0; dipy swaps the two.
-    imaginary = m < 0 if basis == "mrtrix" else m > 0
-    columns = []
-    for degree, order, imag in zip(l, m, imaginary):
-        k = abs(order)
-        trig = np.sin(k * azimuth) if imag else np.cos(k * azimuth)
-        columns.append(legendre[degree, k] * (trig if k == 0 else np.sqrt(2.0) * trig))
-    return np.stack(columns, axis=1)
+    return _sh_matrix(lmax, np.arctan2(d[:, 1], d[:, 0]), np.clip(d[:, 2], -1.0, 1.0), basis)
+
+
+def _sh_matrix(lmax: int, azimuth: np.ndarray, cos_polar: np.ndarray, basis: str) -> np.ndarray:
+    """The (N, n_coeffs(lmax)) matrix of ``basis`` at azimuths φ and cos θ, any even lmax:
+    with Y_l^m = P̄_l^m(cos θ) e^{imφ} (:func:`legendre_sph`), √2·Re(Y_l^m) goes to column
+    l(l+1)/2 + m and √2·Im(Y_l^m) to l(l+1)/2 − m for ``mrtrix``, the other way for ``dipy``."""
+    matrix = np.zeros((azimuth.size, n_coeffs(lmax)))
+    for m in range(lmax + 1):
+        p = legendre_sph(lmax, m, cos_polar)
+        for l in range(m + (m & 1), lmax + 1, 2):
+            centre = l * (l + 1) // 2
+            if m == 0:
+                matrix[:, centre] = p[l]
+                continue
+            real = math.sqrt(2.0) * p[l] * np.cos(m * azimuth)
+            imaginary = math.sqrt(2.0) * p[l] * np.sin(m * azimuth)
+            if basis == "dipy":
+                real, imaginary = imaginary, real
+            matrix[:, centre + m] = real
+            matrix[:, centre - m] = imaginary
+    return matrix
 
 
 def convert_sh_basis(coeffs: np.ndarray, src: str, dst: str) -> np.ndarray:
@@ -188,15 +188,4 @@ def mrtrix_sh_matrix(lmax: int, azimuth: np.ndarray, elevation: np.ndarray) -> n
         B with amplitudes = B @ coefficients, column l(l+1)/2 + m as in :func:`real_sh_matrix`.
     """
     azimuth = np.asarray(azimuth, dtype=np.float64)
-    cos_el = np.cos(np.asarray(elevation, dtype=np.float64))
-    matrix = np.zeros((azimuth.size, n_coeffs(lmax)))
-    for m in range(lmax + 1):
-        p = legendre_sph(lmax, m, cos_el)
-        for l in range(m + (m & 1), lmax + 1, 2):
-            centre = l * (l + 1) // 2
-            if m == 0:
-                matrix[:, centre] = p[l]
-            else:
-                matrix[:, centre + m] = math.sqrt(2.0) * p[l] * np.cos(m * azimuth)
-                matrix[:, centre - m] = math.sqrt(2.0) * p[l] * np.sin(m * azimuth)
-    return matrix
+    return _sh_matrix(lmax, azimuth, np.cos(np.asarray(elevation, dtype=np.float64)), "mrtrix")

@@ -1,13 +1,15 @@
-"""Many peaks jobs as one pipeline: read the next inputs, compute the current one, write the
-previous ones, at once.
+"""Many jobs of one kind (peaks, fod, fixels) as one pipeline: read the next inputs, compute
+the current one, write the previous ones, at once.
 
 In each process, reader threads check each input's header (as the service does, without
 inflating it) and inflate the volume (ISA-L releases the GIL) into a bounded queue, the main
 thread runs the engine on one volume at a time, and writer threads compress and write the
 results of the ones before; at most ``2·readers + 1`` volumes and ``writers`` results are
-held, so memory stays flat however long the batch. Each input's files are those
-:func:`worker.jobs.peaks.run_peaks` writes for it alone, through the same steps (plan, read,
-compute, write), byte for byte (the gzip streams do not depend on timing, thread or process counts).
+held, so memory stays flat however long the batch. Each input's files are those the kind's
+job function (:func:`worker.jobs.peaks.run_peaks`, :func:`worker.jobs.fod.run_fod`,
+:func:`worker.jobs.fixels.run_fixels`) writes for it alone, through the same steps
+(:mod:`worker.batch_jobs`), byte for byte (the gzip streams do not depend on timing, thread
+or process counts).
 
 One process runs out of the GIL long before a host's cores run out (header parsing, numpy
 glue, the fODF metrics, the QC picture), so the pipeline also runs in several spawned worker
@@ -35,40 +37,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
+from pydantic import BaseModel
+
+from worker.batch_jobs import BatchItem, FixelsItem, FodItem, batch_stages
 from worker.errors import InputError
 from worker.io.image_names import IMAGE_SUFFIXES
 from worker.jobs.peaks import IMAGE_OUTPUTS, PeaksOutputs
+from worker.params.fod import ResponseParams
 from worker.params.peaks import PeaksParams
 
 if TYPE_CHECKING:
     from worker.input_limits import InputLimits
 
-__all__ = ["BatchItem", "ItemReport", "batch_items", "up_to_date", "default_processes", "default_threads",
-           "visible_gpus", "run_batch"]
+__all__ = ["BatchItem", "FodItem", "FixelsItem", "ItemReport", "batch_items", "fod_items", "fixels_items",
+           "up_to_date", "default_processes", "default_threads", "visible_gpus", "run_batch"]
 
 _FORMATS = f"{', '.join(IMAGE_SUFFIXES[:-1])} or {IMAGE_SUFFIXES[-1]}"
-# Files a folder may hold from an earlier batch into it; they are outputs, not inputs.
-_OUTPUT_SUFFIXES = tuple(f"_{name}{suffix}" for name in IMAGE_OUTPUTS for suffix in IMAGE_SUFFIXES)
+_TISSUES = ("wm", "gm", "csf")
 
 
-@dataclass(frozen=True)
-class BatchItem:
-    """One input, where its outputs go (the names ``fibertensor peaks IN DIR/<name>`` uses),
-    and its brain mask if any (non-zero = compute, as ``fibertensor peaks --mask``)."""
+def _endings(*names: str) -> tuple[str, ...]:
+    return tuple(f"_{name}{suffix}" for name in names for suffix in IMAGE_SUFFIXES)
 
-    fod: Path
-    outputs: PeaksOutputs
-    mask: Path | None = None
+
+# Images a folder may hold that are not inputs: the masks beside them and outputs of an earlier
+# batch into it (of peaks, and of fod but for the WM FODs, which are the FOD kinds' inputs).
+_NOT_FODS = _endings(*IMAGE_OUTPUTS, "gm", "csf", "mask")
+_NOT_DWIS = _NOT_FODS + _endings("wmfod")
 
 
 @dataclass
 class ItemReport:
     """How one input went: ``error`` says why it failed (empty when it did not); ``seconds``
-    has ``read``, ``compute`` (the engine call), ``kernel`` (GPU kernel time, CUDA only) and
+    has ``read``, ``compute`` (the engine call), ``kernel`` (GPU kernel time, CUDA peaks only) and
     ``write``; ``worker`` names the process ("local", "gpu 0"); ``skipped``: its outputs were
     up to date (:func:`up_to_date`) and it was not run."""
 
-    fod: Path
+    input: Path
     ok: bool
     worker: str
     error: str = ""
@@ -84,17 +89,22 @@ def _input_name(path: Path) -> str:
     return path.name
 
 
-def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
-    """The items of a batch: files as given, and each folder's NIfTI and MRtrix images by
-    name (not its sub-folders, nor outputs of an earlier batch); a file named twice counts
-    once. Outputs: those of ``fibertensor peaks IN out_dir/<name>`` (``<name>_peaks.nii.gz``,
-    ..., ``<name>.json``). :class:`InputError` for a missing path, an empty folder, or two inputs
-    of the same name (they would write the same outputs)."""
+def _beside(path: Path, name: str, suffixes: Sequence[str]) -> Path | None:
+    """The first file ``<name><suffix>`` beside ``path``."""
+    return next((found for suffix in suffixes if (found := path.with_name(name + suffix)).is_file()), None)
+
+
+def _named_inputs(inputs: Iterable[Path], writes: str, not_inputs: tuple[str, ...] = _NOT_FODS
+                  ) -> dict[str, tuple[Path, Path | None]]:
+    """Each input image by name (``sub-01.nii.gz`` → ``sub-01``) with its mask
+    ``<name>_mask.<ext>`` beside it if any: files as given, and each folder's NIfTI and MRtrix
+    images (not its sub-folders, nor those whose names end as ``not_inputs``: masks, outputs
+    of an earlier batch); a file named twice counts once. ``writes``: the first output's name, for the error of two inputs of one name."""
     files: list[Path] = []
     for path in map(Path, inputs):
         if path.is_dir():
             found = sorted(p for p in path.iterdir()
-                           if p.is_file() and p.name.endswith(IMAGE_SUFFIXES) and not p.name.endswith(_OUTPUT_SUFFIXES)
+                           if p.is_file() and p.name.endswith(IMAGE_SUFFIXES) and not p.name.endswith(not_inputs)
                            and not p.name.startswith("."))
             if not found:
                 raise InputError("No inputs", f"the folder {str(path)!r} holds no {_FORMATS} file")
@@ -103,19 +113,71 @@ def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
             files.append(path)
         else:
             raise InputError("Missing input", f"{str(path)!r} does not exist; check the path")
-    items: dict[str, BatchItem] = {}
+    named: dict[str, tuple[Path, Path | None]] = {}
     for path in files:
         name = _input_name(path)
-        if name in items:
-            if items[name].fod.resolve() == path.resolve():
+        if name in named:
+            if named[name][0].resolve() == path.resolve():
                 continue
             raise InputError(
                 "Duplicate input names",
-                f"{str(items[name].fod)!r} and {str(path)!r} would both write {name}_peaks.nii.gz; rename one, "
+                f"{str(named[name][0])!r} and {str(path)!r} would both write {name}{writes}; rename one, "
                 "or run them in two batches with different --out-dir",
             )
-        items[name] = BatchItem(path, PeaksOutputs.with_prefix(Path(out_dir) / name))
-    return list(items.values())
+        named[name] = (path, _beside(path, f"{name}_mask", IMAGE_SUFFIXES))
+    return named
+
+
+def batch_items(inputs: Iterable[Path], out_dir: Path) -> list[BatchItem]:
+    """The peaks items of a batch (:func:`_named_inputs`: files and folders' images, each
+    with its ``<name>_mask`` beside it if any). Outputs: those of ``fibertensor peaks IN
+    out_dir/<name> [--mask M]`` (``<name>_peaks.nii.gz``, ..., ``<name>.json``).
+    :class:`InputError` for a missing path, an empty folder, or two inputs of the same name
+    (they would write the same outputs)."""
+    return [BatchItem(fod, PeaksOutputs.with_prefix(Path(out_dir) / name), mask)
+            for name, (fod, mask) in _named_inputs(inputs, "_peaks.nii.gz").items()]
+
+
+def fixels_items(inputs: Iterable[Path], out_dir: Path) -> list[FixelsItem]:
+    """The fixels items of a batch of FOD images, found as :func:`batch_items` finds them;
+    outputs: those of ``fibertensor fixels IN out_dir/<name>_fixels [--mask M]`` (the fixel
+    directory and ``<name>_fixels.json``)."""
+    return [FixelsItem(fod, Path(out_dir) / f"{name}_fixels", mask)
+            for name, (fod, mask) in _named_inputs(inputs, "_fixels").items()]
+
+
+def fod_items(inputs: Iterable[Path], out_dir: Path, responses: Sequence[Path] = (), *, algorithm: str = "msmt_csd",
+              response_params: ResponseParams = ResponseParams()) -> list[FodItem]:
+    """The fod items of a batch of DWIs, found as :func:`batch_items` finds images, each with
+    its gradients beside it: FSL ``<name>.bval`` and ``<name>.bvec`` (as dcm2niix writes
+    them), else an MRtrix ``<name>.b``, else a ``.mif``'s ``dw_scheme``. Responses:
+    ``responses`` (WM [GM CSF]) for every DWI (a group response), else each DWI's own
+    ``<name>_wm.txt`` [``_gm.txt``, ``_csf.txt``] beside it (the names ``fibertensor response
+    DWI <name>`` writes; WM alone for csd), else estimated with ``response_params``. Outputs:
+    those of ``fibertensor fod DWI out_dir/<name>``. :class:`InputError`, before anything
+    runs, as :func:`batch_items` and for a NIfTI DWI without gradients (naming the files it
+    looked for)."""
+    items, missing = [], []
+    for name, (dwi, mask) in _named_inputs(inputs, "_wmfod", _NOT_DWIS).items():
+        bval, bvec = _beside(dwi, name, (".bval", ".bvals")), _beside(dwi, name, (".bvec", ".bvecs"))
+        grad = _beside(dwi, name, (".b",)) if bval is None and bvec is None else None
+        if bval is None and bvec is None and grad is None and not dwi.name.endswith((".mif", ".mif.gz")):
+            missing.append(f"{str(dwi)!r} has no {name}.bval and {name}.bvec beside it")
+            continue
+        if (bval is None) != (bvec is None):
+            missing.append(f"{str(dwi)!r} has {(bval or bvec).name} but no {name}{'.bvec' if bvec is None else '.bval'} "
+                           "beside it")
+            continue
+        own = responses or tuple(found for tissue in _TISSUES[: 1 if algorithm == "csd" else 3]
+                                 if (found := _beside(dwi, f"{name}_{tissue}", (".txt",))) is not None)
+        items.append(FodItem(dwi, Path(out_dir) / name, bval, bvec, grad, mask, tuple(own), response_params))
+    if missing:
+        raise InputError(
+            "Missing gradients",
+            f"{'; '.join(missing)}: put each DWI's FSL b-values and b-vectors beside it under its name (as dcm2niix "
+            "writes them), or an MRtrix gradient table <name>.b, or convert it to .mif with its dw_scheme "
+            "(mrconvert -fslgrad BVEC BVAL)")
+    return items
 
 
 def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
@@ -161,31 +223,16 @@ def _describe(exc: BaseException) -> str:
     (the CLI's own refusals read so), without the form field the service's checks name."""
     if not isinstance(exc, InputError):
         return f"{type(exc).__name__}: {exc}"
-    return f"{exc.title}: {exc.detail.removeprefix('fod: ')}"
+    return f"{exc.title}: {exc.detail.removeprefix('fod: ').removeprefix('dwi: ')}"
 
 
-def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: PeaksParams, readers: int,
-              writers: int, report: Callable[[ItemReport], None], worker: str,
-              limits: "InputLimits | None" = None) -> None:
+def _pipeline(take: Callable[[threading.Event], object | None], stages, readers: int, writers: int,
+              report: Callable[[ItemReport], None], worker: str) -> None:
     """Process items from ``take(stopping)`` (thread-safe; None when there are no more, or
-    soon after ``stopping`` is set) until each of the ``readers`` threads has had its None;
-    ``report`` (thread-safe) gets every item's :class:`ItemReport`. With ``limits``, each
-    input first passes the service's checks, from its header (the read that follows refuses
-    what a pass over the data would: a .nii.gz is inflated once). Interrupted, it stops
-    reading, lets started writes finish, and re-raises."""
-    from worker.input_limits import check_job_inputs
-    from worker.job_kinds import get_job_kind
-    from worker.jobs.peaks import compute_peaks, plan_peaks, read_peaks_inputs, write_peaks_outputs
-
-    kind = get_job_kind("peaks")
-
-    def read(item: BatchItem):
-        if limits is not None:
-            check_job_inputs(kind, {"fod": item.fod, **({"mask": item.mask} if item.mask else {})}, params, limits,
-                             read_through=False)
-        plan = plan_peaks(item.fod, item.mask, params)
-        return plan, read_peaks_inputs(plan)
-
+    soon after ``stopping`` is set) through ``stages`` (:class:`worker.batch_jobs.BatchStages`)
+    until each of the ``readers`` threads has had its None; ``report`` (thread-safe) gets
+    every item's :class:`ItemReport`. Interrupted, it stops reading, lets started writes
+    finish, and re-raises."""
     ready: queue.Queue = queue.Queue(maxsize=readers)
     writing = threading.Semaphore(writers)
     stopping = threading.Event()
@@ -203,23 +250,19 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
         try:
             while not stopping.is_set() and (item := take(stopping)) is not None:
                 try:
-                    hand_over((item, read(item), None))
+                    hand_over((item, stages.read(item), None))
                 except Exception as exc:
                     hand_over((item, None, _describe(exc)))
         finally:
             hand_over(None)
 
-    def write(item: BatchItem, plan, inputs, result, compute_seconds: float) -> None:
+    def write(item, loaded, result, compute_seconds: float) -> None:
         try:
-            # Each image on one thread: this stage's parallelism is across inputs.
-            sidecar = write_peaks_outputs(plan, inputs, result, item.outputs, compress_threads=1)
-        except Exception as exc:  # write_peaks_outputs removed what it had written
-            report(ItemReport(item.fod, False, worker, _describe(exc)))
+            seconds = stages.write(item, loaded, result, compute_seconds)
+        except Exception as exc:  # the stage removed what it had written
+            report(ItemReport(item.input, False, worker, _describe(exc)))
         else:
-            seconds = sidecar["seconds"]
-            report(ItemReport(item.fod, True, worker, seconds={
-                "read": seconds["read"], "compute": compute_seconds, "kernel": seconds.get("peaks_kernel", 0.0),
-                "write": seconds["write"]}))
+            report(ItemReport(item.input, True, worker, seconds=seconds))
         finally:
             writing.release()
 
@@ -234,21 +277,20 @@ def _pipeline(take: Callable[[threading.Event], BatchItem | None], params: Peaks
                     continue
                 item, loaded, error = entry
                 if error:
-                    report(ItemReport(item.fod, False, worker, error))
+                    report(ItemReport(item.input, False, worker, error))
                     continue
-                plan, inputs = loaded
                 started = time.perf_counter()
                 try:
-                    result = compute_peaks(plan, inputs)
+                    result = stages.compute(loaded)
                 except Exception as exc:
-                    report(ItemReport(item.fod, False, worker, _describe(exc)))
+                    report(ItemReport(item.input, False, worker, _describe(exc)))
                     continue
                 compute_seconds = time.perf_counter() - started
                 writing.acquire()
-                # The writer still needs the SH volume (fODF metrics, fixels, .pam5) and the
-                # mask (fixels); the writing semaphore bounds how many are held.
-                write_pool.submit(write, item, plan, inputs, result, compute_seconds)
-                del loaded, inputs, result
+                # The writer may still need what was read (peaks: the SH volume for the fODF
+                # metrics, fixels and .pam5; fod: the mask); the semaphore bounds how many are held.
+                write_pool.submit(write, item, loaded, result, compute_seconds)
+                del loaded, result
         except BaseException:
             # Interrupted: readers stop after the volume in hand, started writes finish.
             stopping.set()
@@ -284,7 +326,7 @@ def _worker_slots(devices: Sequence[str] | None, processes: int) -> list[_Worker
     return slots
 
 
-def _worker_process(slot: _WorkerSlot, tasks, reports, params: dict, readers: int, writers: int,
+def _worker_process(slot: _WorkerSlot, tasks, reports, kind: str, params: dict, readers: int, writers: int,
                     limits: "InputLimits | None") -> None:
     """A spawned process's life: run the pipeline on ``slot``'s GPU until its readers have
     each taken a None from ``tasks``."""
@@ -307,7 +349,7 @@ def _worker_process(slot: _WorkerSlot, tasks, reports, params: dict, readers: in
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
 
-    def take(stopping: threading.Event) -> BatchItem | None:
+    def take(stopping: threading.Event):
         # a bounded wait, so that a stopping reader never blocks on the shared queue
         while not stopping.is_set():
             try:
@@ -316,8 +358,11 @@ def _worker_process(slot: _WorkerSlot, tasks, reports, params: dict, readers: in
                 continue
         return None
 
+    from worker.job_kinds import get_job_kind
+
     try:
-        _pipeline(take, PeaksParams(**params), readers, writers, reports.put, slot.name, limits)
+        stages = batch_stages(kind, get_job_kind(kind).params_model(**params), limits)
+        _pipeline(take, stages, readers, writers, reports.put, slot.name)
     except KeyboardInterrupt:
         pass  # the parent reports the inputs left undone
 
@@ -342,8 +387,8 @@ def visible_gpus() -> list[str]:
 
 
 def run_batch(
-    items: Sequence[BatchItem],
-    params: PeaksParams = PeaksParams(),
+    items: Sequence[BatchItem | FodItem | FixelsItem],
+    params: BaseModel = PeaksParams(),
     *,
     devices: Sequence[str] | None = None,
     processes: int = 1,
@@ -353,7 +398,8 @@ def run_batch(
     report: Callable[[ItemReport], None] | None = None,
     resume: bool = False,
 ) -> list[ItemReport]:
-    """Run the peaks job on every item; returns the reports in ``items`` order.
+    """Run the items' job (all of one kind: peaks, fod or fixels, with ``params`` of that
+    kind) on every item; returns the reports in ``items`` order.
 
     ``devices``: ``CUDA_VISIBLE_DEVICES`` values; ``processes``: worker processes per device
     (or in all, without devices), spawned, all taking items from one queue (this process
@@ -361,11 +407,21 @@ def run_batch(
     ``readers`` and ``writers``: threads per process (default :func:`default_threads`).
     ``limits``: refuse each input as the service would (:func:`worker.input_limits.check_job_inputs`),
     as its reader's first step. ``report`` is called (in this process, one call at a time) as
-    each item finishes. ``resume``: items whose outputs are :func:`up_to_date` are reported
-    as skipped, not run (a batch stopped part-way goes on where it stopped).
+    each item finishes. ``resume`` (peaks): items whose outputs are :func:`up_to_date` are
+    reported as skipped, not run (a batch stopped part-way goes on where it stopped).
     """
+    from worker.job_kinds import get_job_kind
+
     if processes < 1:
         raise ValueError(f"processes must be at least 1, not {processes}")
+    kinds = {item.kind for item in items}
+    if len(kinds) > 1:
+        raise ValueError(f"a batch runs one job kind, not {sorted(kinds)}")
+    kind = kinds.pop() if kinds else "peaks"
+    if not isinstance(params, get_job_kind(kind).params_model):
+        raise ValueError(f"{kind} items take {get_job_kind(kind).params_model.__name__}, not {type(params).__name__}")
+    if resume and kind != "peaks":
+        raise ValueError("resume is for peaks batches")
     slots = _worker_slots(devices, processes) if devices or processes > 1 else []
     default_readers, default_writers = default_threads(max(1, len(slots)))
     readers, writers = readers or default_readers, writers or default_writers
@@ -374,34 +430,34 @@ def run_batch(
 
     def collect(item_report: ItemReport) -> None:
         with lock:
-            reports[item_report.fod] = item_report
+            reports[item_report.input] = item_report
             if report is not None:
                 report(item_report)
 
     todo = []
     for item in items:
         if resume and up_to_date(item, params):
-            collect(ItemReport(item.fod, True, "", skipped=True))
+            collect(ItemReport(item.input, True, "", skipped=True))
         else:
             todo.append(item)
     if todo and not slots:
         pending = iter(todo)
 
-        def take(stopping: threading.Event) -> BatchItem | None:
+        def take(stopping: threading.Event):
             with lock:
                 return next(pending, None)
 
-        _pipeline(take, params, readers, writers, collect, "local", limits)
+        _pipeline(take, batch_stages(kind, params, limits), readers, writers, collect, "local")
     elif todo:
-        _run_processes(todo, params, slots, readers, writers, limits, collect)
+        _run_processes(todo, kind, params, slots, readers, writers, limits, collect)
     for item in items:
-        if item.fod not in reports:
-            reports[item.fod] = ItemReport(item.fod, False, "", "not processed: its worker process stopped "
-                                           "(see the messages above); run the batch again for this input")
-    return [reports[item.fod] for item in items]
+        if item.input not in reports:
+            reports[item.input] = ItemReport(item.input, False, "", "not processed: its worker process stopped "
+                                             "(see the messages above); run the batch again for this input")
+    return [reports[item.input] for item in items]
 
 
-def _run_processes(items: Sequence[BatchItem], params: PeaksParams, slots: list[_WorkerSlot], readers: int,
+def _run_processes(items: Sequence, kind: str, params: BaseModel, slots: list[_WorkerSlot], readers: int,
                    writers: int, limits: "InputLimits | None", collect: Callable[[ItemReport], None]) -> None:
     context = multiprocessing.get_context("spawn")
     tasks, results = context.Queue(), context.Queue()
@@ -410,7 +466,7 @@ def _run_processes(items: Sequence[BatchItem], params: PeaksParams, slots: list[
     for _ in range(len(slots) * readers):
         tasks.put(None)
     processes = [context.Process(target=_worker_process, name=f"fibertensor-batch-{slot.name.replace(' ', '')}",
-                                 args=(slot, tasks, results, params.model_dump(), readers, writers, limits))
+                                 args=(slot, tasks, results, kind, params.model_dump(), readers, writers, limits))
                  for slot in slots]
     for process in processes:
         process.start()

@@ -44,8 +44,9 @@ if TYPE_CHECKING:
     from worker.batch import ItemReport
     from worker.input_limits import InputLimits
 
-__all__ = ["FodInput", "BIDS_VERSION", "OUTPUT_ENTITIES", "find_fods", "derivative_name",
-           "write_dataset_description", "publish_job", "run_bids_peaks"]
+__all__ = ["FodInput", "BIDS_VERSION", "OUTPUT_ENTITIES", "parse_name", "without_prefix", "brain_mask_beside",
+           "find_fods", "derivative_name", "dataset_uri", "write_dataset_description", "publish_job", "run_bids_peaks",
+           "run_and_publish"]
 
 BIDS_VERSION = "1.10.0"
 #: The dataset name under which ``Sources`` point into the input dataset (``bids:fods:sub-01/...``).
@@ -111,7 +112,9 @@ class FodInput:
         return Path(*parts[start:])
 
 
-def _parse(path: Path) -> tuple[tuple[tuple[str, str], ...], str, str] | None:
+def parse_name(path: Path) -> tuple[tuple[tuple[str, str], ...], str, str] | None:
+    """A BIDS file name's entities (in order, ``sub`` first), suffix and image extension;
+    None for another name."""
     match = _NAME.match(path.name)
     if match is None:
         return None
@@ -126,10 +129,12 @@ def _is_fod(entities: dict[str, str], suffix: str) -> bool:
     return (bep016 and white_matter) or entities.get("desc", "").lower() == "wmfod"
 
 
-def _brain_mask(fod: Path, entities: dict[str, str]) -> Path | None:
+def brain_mask_beside(image: Path, entities: dict[str, str]) -> Path | None:
+    """The ``..._desc-brain_mask`` of the image's subject and session in its folder, one in
+    its ``space-`` first; None without one."""
     candidates = []
-    for path in sorted(fod.parent.iterdir()):
-        parsed = _parse(path)
+    for path in sorted(image.parent.iterdir()):
+        parsed = parse_name(path)
         if parsed is None or parsed[1] != "mask":
             continue
         found = dict(parsed[0])
@@ -138,7 +143,8 @@ def _brain_mask(fod: Path, entities: dict[str, str]) -> Path | None:
     return min(candidates)[1] if candidates else None
 
 
-def _labels(values: Iterable[str] | None, prefix: str) -> set[str] | None:
+def without_prefix(values: Iterable[str] | None, prefix: str) -> set[str] | None:
+    """Labels as given (``01`` or ``sub-01``) without ``prefix``; None for none given (all)."""
     return {v.removeprefix(prefix) for v in values} if values else None
 
 
@@ -151,7 +157,7 @@ def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
     bids_dir = Path(bids_dir)
     if not bids_dir.is_dir():
         raise InputError("No such dataset", f"BIDS_DIR {str(bids_dir)!r} is not a folder")
-    subjects, sessions = _labels(participant_labels, "sub-"), _labels(session_labels, "ses-")
+    subjects, sessions = without_prefix(participant_labels, "sub-"), without_prefix(session_labels, "ses-")
     excluded = Path(exclude).resolve() if exclude is not None else None
     found = []
     for root, folders, files in os.walk(bids_dir):
@@ -159,7 +165,7 @@ def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
                             and (excluded is None or (Path(root) / f).resolve() != excluded))
         for name in sorted(files):
             path = Path(root, name)
-            parsed = _parse(path)
+            parsed = parse_name(path)
             if parsed is None:
                 continue
             entities = dict(parsed[0])
@@ -169,7 +175,7 @@ def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
                 continue
             if sessions is not None and entities.get("ses") not in sessions:
                 continue
-            found.append(FodInput(path, parsed[0], parsed[1], parsed[2], _brain_mask(path, entities)))
+            found.append(FodInput(path, parsed[0], parsed[1], parsed[2], brain_mask_beside(path, entities)))
     if not found:
         which = []
         if subjects is not None:
@@ -196,13 +202,16 @@ def derivative_name(fod: FodInput, output: str, extension: str) -> str:
     return "_".join([*parts, f"desc-{desc}", "dwimap"]) + extension
 
 
-def _uri(bids_dir: Path, path: Path) -> str:
-    return f"bids:{_INPUT_LINK}:{Path(path).resolve().relative_to(Path(bids_dir).resolve()).as_posix()}"
+def dataset_uri(root: Path, path: Path, link: str = _INPUT_LINK) -> str:
+    """The BIDS URI of ``path`` in the dataset at ``root`` named ``link`` in ``DatasetLinks``
+    (empty: the dataset itself, ``bids::sub-01/...``)."""
+    return f"bids:{link}:{Path(path).resolve().relative_to(Path(root).resolve()).as_posix()}"
 
 
-def write_dataset_description(output_dir: Path, bids_dir: Path) -> Path:
-    """``OUTPUT_DIR/dataset_description.json`` of the derivatives dataset; an existing one
-    must be ours (a re-run adds participants to it)."""
+def write_dataset_description(output_dir: Path, bids_dir: Path, link: str = _INPUT_LINK,
+                              name: str = "fibertensor fiber peaks and fODF metrics") -> Path:
+    """``OUTPUT_DIR/dataset_description.json`` of the derivatives dataset, the input dataset
+    linked as ``link``; an existing one must be ours (a re-run adds participants to it)."""
     path = Path(output_dir) / "dataset_description.json"
     if path.exists():
         try:
@@ -218,22 +227,25 @@ def write_dataset_description(output_dir: Path, bids_dir: Path) -> Path:
             )
     source = Path(bids_dir).resolve().as_uri()
     return write_json_atomic(path, {
-        "Name": "fibertensor fiber peaks and fODF metrics",
+        "Name": name,
         "BIDSVersion": BIDS_VERSION,
         "DatasetType": "derivative",
         "GeneratedBy": [generated_by()],
         "SourceDatasets": [{"URL": source}],
-        "DatasetLinks": {_INPUT_LINK: source},
+        "DatasetLinks": {link: source},
     })
 
 
-def publish_job(fod: FodInput, bids_dir: Path, job_folder: Path, sidecar: dict, output_dir: Path) -> list[Path]:
+def publish_job(fod: FodInput, bids_dir: Path, job_folder: Path, sidecar: dict, output_dir: Path,
+                sources: list[str] | None = None) -> list[Path]:
     """Move a finished job's files from ``job_folder`` (``sidecar["outputs"]`` names them;
     a ``.tar`` fixel archive of the service is unpacked) into the derivatives dataset under
-    BIDS names, each with its JSON sidecar; returns the published paths."""
+    BIDS names, each with its JSON sidecar; returns the published paths. ``sources``: the
+    BIDS URIs of its inputs (default: the FOD's and its mask's in ``bids_dir``)."""
     target = Path(output_dir) / fod.folder
     target.mkdir(parents=True, exist_ok=True)
-    sources = [_uri(bids_dir, fod.path), *([_uri(bids_dir, fod.mask)] if fod.mask else [])]
+    if sources is None:
+        sources = [dataset_uri(bids_dir, fod.path), *([dataset_uri(bids_dir, fod.mask)] if fod.mask else [])]
     provenance = {key: sidecar[key] for key in ("generated_by", "input", "backend", "device", "lmax", "versions",
                                                 "seconds", "voxels_processed", "voxels_with_peaks") if key in sidecar}
     published = []
@@ -276,7 +288,7 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
     fails does not stop the others: the result maps each FOD, in :func:`find_fods` order, to
     its published files or to the error that stopped it. ``limits``: each FOD's headers are
     first checked as the service checks an upload (:func:`worker.input_limits.check_job_inputs`)."""
-    from worker.batch import BatchItem, run_batch
+    from worker.batch import BatchItem
     from worker.jobs.peaks import PeaksOutputs
 
     output_dir = Path(output_dir)
@@ -289,30 +301,53 @@ def run_bids_peaks(bids_dir: Path, output_dir: Path, params: PeaksParams = Peaks
     items = {fod.path: BatchItem(fod.path, PeaksOutputs.in_folder(staging / f"{number}-{fod.path.name}"), fod.mask)
              for number, fod in enumerate(fods, 1)}
     by_path = {fod.path: fod for fod in fods}
-    results: dict[Path, list[Path] | str] = {}
 
-    def publish(report: ItemReport) -> None:
-        # Called once per FOD, one call at a time; an exception here would be lost in a
-        # writer thread, or stop the whole batch, so a failed publish is that FOD's error.
-        fod, work = by_path[report.fod], items[report.fod].outputs.folder
-        outcome: list[Path] | str = report.error
-        if report.ok:
-            try:
-                sidecar = json.loads(items[report.fod].outputs.sidecar.read_text(encoding="utf-8"))
-                outcome = publish_job(fod, bids_dir, work, sidecar, output_dir)
-            except Exception as exc:
-                outcome = f"{type(exc).__name__}: {exc}"
-        shutil.rmtree(work, ignore_errors=True)
-        results[fod.path] = outcome
-        said = f"{len(outcome)} files in {fod.folder}" if isinstance(outcome, list) else outcome
-        log(f"[{len(results)}/{len(fods)}] {fod.path.name}: {said}")
+    def publish(path: Path, item: BatchItem) -> list[Path]:
+        sidecar = json.loads(item.outputs.sidecar.read_text(encoding="utf-8"))
+        return publish_job(by_path[item.fod], bids_dir, item.outputs.folder, sidecar, output_dir)
 
     try:
-        reports = run_batch(list(items.values()), params, devices=devices, processes=processes, limits=limits,
-                            report=publish)
-        for report in reports:
-            if report.fod not in results:  # its worker process stopped before reporting it
-                publish(report)
+        results = run_and_publish(items, params, publish, {path: item.outputs.folder for path, item in items.items()},
+                                  log=lambda path, said: f"{path.name}: {said}", folders=lambda path: by_path[path].folder,
+                                  devices=devices, processes=processes, limits=limits, write=log)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {fod.path: results[fod.path] for fod in fods}
+
+
+def run_and_publish(items: dict[Path, object], params, publish: Callable[[Path, object], list[Path]],
+                    work: dict[Path, Path], *, log: Callable[[Path, str], str], folders: Callable[[Path], Path],
+                    write: Callable[[str], None], devices: Sequence[str] | None = None, processes: int = 1,
+                    limits: "InputLimits | None" = None) -> dict[Path, list[Path] | str]:
+    """Run ``items`` (by a path of the caller's: the input dataset's file they come from; all
+    of one job kind) through the batch pipeline (:func:`worker.batch.run_batch`) and
+    ``publish(path, item)`` each as it finishes; then its ``work[path]`` folder goes. Returns,
+    by that path, the published files, or the error that stopped it; a failed publish is
+    that input's error. ``write`` gets a line per input, counting up:
+    ``[n/N] <log(path, what)>``, ``what`` being ``<k> files in <folders(path)>`` or the error."""
+    from worker.batch import run_batch
+
+    results: dict[Path, list[Path] | str] = {}
+    keys = {item.input: path for path, item in items.items()}
+
+    def finished(report: "ItemReport") -> None:
+        # Called once per input, one call at a time; an exception here would be lost in a
+        # writer thread, or stop the whole batch, so a failed publish is that input's error.
+        path = keys[report.input]
+        outcome: list[Path] | str = report.error
+        if report.ok:
+            try:
+                outcome = publish(path, items[path])
+            except Exception as exc:
+                outcome = f"{type(exc).__name__}: {exc}"
+        shutil.rmtree(work[path], ignore_errors=True)
+        results[path] = outcome
+        said = f"{len(outcome)} files in {folders(path)}" if isinstance(outcome, list) else outcome
+        write(f"[{len(results)}/{len(items)}] {log(path, said)}")
+
+    reports = run_batch(list(items.values()), params, devices=devices, processes=processes, limits=limits,
+                        report=finished)
+    for report in reports:
+        if keys[report.input] not in results:  # its worker process stopped before reporting it
+            finished(report)
+    return results

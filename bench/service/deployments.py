@@ -185,7 +185,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
             wait_ready(base, workers, procs)
             r = asyncio.run(_measure(base, fod, out, args.jobs, warmup=2 * workers))
         finally:
-            stop(procs)
+            stop(*procs, timeout=60)
         report.progress(f"{mode}: {r['succeeded']}/{args.jobs} succeeded, {r['failed']} failed, {r['rejected']} "
                         f"rejected, {r['lost']} lost")
         rows.append({"deployment": label, **r, "jobs_per_s": r["succeeded"] / r["wall"],

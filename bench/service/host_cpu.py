@@ -275,7 +275,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
             rows["job: Celery task delivery, Redis (worker + pool process)"] = _per_call([worker.pid], 1, publish_all,
                                                                                      idle) / args.tasks
     finally:
-        stop(processes)
+        stop(*processes, timeout=60)
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
         with TreeMonitor([api, *workers], interval=1.0) as monitor:
             statuses, polls, wall = asyncio.run(_load(base, fod.read_bytes(), args.jobs, args.clients, args.timeout))
     finally:
-        stop(procs[1:] + procs[:1])
+        stop(*procs[1:], procs[0], timeout=60)
 
     counts = {s: sum(1 for v in statuses.values() if v == s) for s in ("succeeded", "failed", "cancelled", "lost")}
     polls.sort()

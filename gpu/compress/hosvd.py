@@ -29,7 +29,7 @@ from gpu.cuda.backend import resolve_backend
 from gpu.compress.ttmc import TTMcReport, ttmc
 from gpu.compress.bound import get_precision
 
-__all__ = ["TuckerDecomposition", "st_hosvd", "tucker_reconstruct", "recover_core", "select_rank"]
+__all__ = ["TuckerDecomposition", "st_hosvd", "tucker_reconstruct", "recover_core", "select_rank", "array_module"]
 
 
 @dataclass
@@ -75,7 +75,8 @@ def select_rank(eigenvalues: np.ndarray, threshold: float) -> int:
     return int(max(1, np.argmax(tail <= threshold)))
 
 
-def _array_module(backend: str):
+def array_module(backend: str):
+    """CuPy on the CUDA backend when it is installed, else numpy."""
     if resolve_backend(backend) == "cuda":
         try:
             import cupy
@@ -139,7 +140,7 @@ def st_hosvd(
     if hooi_sweeps < 0:
         raise ValueError("hooi_sweeps must be ≥ 0")
     prec = get_precision(precision)
-    xp = _array_module(backend)
+    xp = array_module(backend)
     times: dict[str, float] = {}
     start = time.perf_counter()
     x64 = xp.asarray(x, dtype=xp.float64)

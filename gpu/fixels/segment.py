@@ -19,12 +19,15 @@ from gpu.cuda.backend import resolve_backend
 from gpu.fixels.fmls_tables import fmls_tables
 from gpu.sh_basis import lmax_from_ncoeffs
 
-__all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE"]
+__all__ = ["FmlsOptions", "FixelSet", "segment_fods", "segment_memory_bytes", "DEFAULT_PEAK_VALUE"]
 
 #: MRtrix3's FMLS defaults: no integral threshold, peak amplitude ≥ 0.1, lobes never merged.
 DEFAULT_PEAK_VALUE = 0.1
 _FIRST_CAPACITY = 8
 _CHUNK_VOXELS = 16384
+# A fixel's float64 direction, integral and peak amplitude, kept until the end, and its float32
+# direction, integral, peak amplitude and dispersion in the result.
+_FIXEL_BYTES = 5 * 8 + 6 * 4
 
 
 @dataclass(frozen=True)
@@ -161,3 +164,23 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
     with np.errstate(divide="ignore", invalid="ignore"):
         disp = afd / peak_amp
     return FixelSet(index=index, directions=directions, afd=afd, peak_amp=peak_amp, disp=disp)
+
+
+def segment_memory_bytes(n_voxels: int, n_coeffs: int) -> int:
+    """Most bytes :func:`segment_fods` holds beside its float32 input, with up to 8 fixels a
+    voxel (a CSD FOD has a few; a chunk's voxels with more are redone apart).
+
+    Parameters
+    ----------
+    n_voxels : int
+        Voxels of the FOD's grid.
+    n_coeffs : int
+        SH coefficients per voxel.
+
+    Returns
+    -------
+    int
+        The voxel-ordered copy of the coefficients, the fixels while segmented and as results,
+        and each voxel's fixel count and first fixel (int64 while counted).
+    """
+    return n_voxels * (n_coeffs * 4 + _FIRST_CAPACITY * _FIXEL_BYTES + 16)

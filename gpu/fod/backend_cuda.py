@@ -1,10 +1,8 @@
-"""CUDA backend of CSD and MSMT-CSD: one thread per voxel (a grid-stride loop) running the
-per-voxel solvers of :mod:`gpu.fod.solver_math`, the CPU backend's code, in float64.
-
-Each thread's work arrays are slices of device arrays sized for the launched threads, not
-for the voxels (the active constraints' Cholesky factor alone is (M, M) float64), with the
-thread index last, so that neighbouring threads touching the same entry of their own
-arrays touch neighbouring addresses (coalesced loads).
+"""CUDA backend of CSD and MSMT-CSD: the kernels of :mod:`gpu.fod.kernels_cuda` (one voxel
+per warp, float64, the CPU solvers' steps) over the voxels in chunks, so that device memory
+stays bounded whatever the image. Voxels a kernel leaves to the CPU (an active set beyond
+its cap, non-finite values) are solved by :mod:`gpu.fod.backend_cpu`: every voxel's result
+is the CPU solver's math.
 """
 
 from __future__ import annotations
@@ -12,79 +10,72 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from gpu.fod import kernels_cuda as kc
 from gpu.fod.csd_problem import CsdProblem
 from gpu.fod.msmt_problem import MsmtProblem
-from gpu.fod.solver_math import csd_voxel, icls_voxel
 
-__all__ = ["msmt_csd_cuda", "csd_cuda"]
+__all__ = ["msmt_csd_cuda", "csd_cuda", "K_MAX", "CHUNK_VOXELS"]
 
-THREADS_PER_BLOCK = 64
-# Threads launched at most: their work arrays (MSMT: about (M + 8) M float64 each) stay
-# within a few GiB.
-MAX_THREADS = 4096
-
-
-@cuda.jit(cache=True)
-def _msmt_kernel(signals, project, B, L, lambda_min_norm, max_iterations, out, niter,
-                 y_u, c_u, c, lam_prev, l, active, rows, low):
-    t = cuda.grid(1)
-    v = t
-    while v < signals.shape[0]:
-        niter[v] = icls_voxel(signals[v], project, B, L, lambda_min_norm, max_iterations, out[v],
-                              y_u[:, t], c_u[:, t], c[:, t], lam_prev[:, t], active[:, t], rows[:, t], l[:, t],
-                              low[:, :, t])
-        v += cuda.gridsize(1)
+#: Active constraints an MSMT-CSD voxel may hold on the GPU; one needing more is solved on
+#: the CPU. Chosen from the active-set sizes measured (docs/decisions/fod-warp-per-voxel.md).
+K_MAX = 48
+#: Voxels per kernel launch: their signals and results are the device memory that grows.
+CHUNK_VOXELS = 1 << 16
 
 
-@cuda.jit(cache=True)
-def _csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter,
-                data, qtb, negative, was_negative, work):
-    t = cuda.grid(1)
-    v = t
-    while v < signals.shape[0]:
-        niter[v] = csd_voxel(signals[v], init, Q, QtQ, P, threshold, max_iterations, out[v],
-                             data[:, t], qtb[:, t], negative[:, t], was_negative[:, t], work[:, :, t])
-        v += cuda.gridsize(1)
+def _shared_bytes(needed: int, what: str) -> int:
+    if needed > kc.MAX_SHARED_BYTES:
+        raise ValueError(f"the {what} problem needs {needed} bytes of shared memory per voxel, more than the "
+                         f"{kc.MAX_SHARED_BYTES} a CUDA block takes: lower lmax or use the CPU backend")
+    return needed
 
 
-def _launch_shape(n_voxels: int, threads_per_block: int, max_threads: int) -> tuple[int, int]:
-    threads = max(1, min(n_voxels, max_threads))
-    blocks = -(-threads // threads_per_block)
-    return blocks, blocks * threads_per_block
-
-
-def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, threads_per_block: int = THREADS_PER_BLOCK,
-                  max_threads: int = MAX_THREADS) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`gpu.fod.backend_cpu.msmt_csd_cpu` on the GPU: the same arrays in and out."""
-    signals = np.ascontiguousarray(signals, np.float64)
+def _solve_in_chunks(kernel, shared: int, signals: np.ndarray, n_out: int, constants: tuple,
+                     chunk_voxels: int) -> tuple[np.ndarray, np.ndarray]:
     n_vox = signals.shape[0]
+    out = np.zeros((n_vox, n_out))
+    niter = np.zeros(n_vox, np.int32)
+    for start in range(0, n_vox, chunk_voxels):
+        stop = min(n_vox, start + chunk_voxels)
+        d_out = cuda.device_array((stop - start, n_out))
+        d_niter = cuda.device_array(stop - start, np.int32)
+        kernel[stop - start, kc.THREADS, 0, shared](cuda.to_device(signals[start:stop]), *constants, d_out, d_niter)
+        d_out.copy_to_host(out[start:stop])
+        d_niter.copy_to_host(niter[start:stop])
+    return out, niter
+
+
+def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
+                  chunk_voxels: int = CHUNK_VOXELS) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gpu.fod.backend_cpu.msmt_csd_cpu` on the GPU: the same arrays in and out.
+
+    ``k_max`` caps the active set a voxel holds on the GPU (beyond it the CPU solves the
+    voxel); ``chunk_voxels`` voxels go to the GPU at a time.
+    """
+    signals = np.ascontiguousarray(signals, np.float64)
     n, m = problem.H.shape[1], problem.B.shape[0]
-    blocks, threads = _launch_shape(n_vox, threads_per_block, max_threads)
-    out = cuda.device_array((n_vox, n))
-    niter = cuda.device_array(n_vox, np.int32)
-    work = [cuda.device_array((n, threads))] + [cuda.device_array((m, threads)) for _ in range(4)]
-    work += [cuda.device_array((m, threads), np.int32) for _ in range(2)] + [cuda.device_array((m, m, threads))]
-    _msmt_kernel[blocks, threads_per_block](
-        cuda.to_device(signals), cuda.to_device(problem.project), cuda.to_device(problem.B),
-        cuda.to_device(np.ascontiguousarray(problem.L)), problem.constraint_norm_lambda, problem.max_iterations,
-        out, niter, *work)
-    return out.copy_to_host(), niter.copy_to_host()
+    k_max = max(1, min(int(k_max), m))
+    shared = _shared_bytes(kc.msmt_shared_bytes(n, m, k_max), "MSMT-CSD")
+    B = problem.B
+    constants = (cuda.to_device(problem.project), cuda.to_device(B), cuda.to_device(np.ascontiguousarray(B.T)),
+                 cuda.to_device(B @ B.T), cuda.to_device(np.ascontiguousarray(problem.L)),
+                 problem.constraint_norm_lambda, problem.max_iterations, k_max)
+    x, niter = _solve_in_chunks(kc.msmt_kernel, shared, signals, n, constants, chunk_voxels)
+    redo = np.flatnonzero(niter == kc.REDO)
+    if redo.size:
+        from gpu.fod.backend_cpu import msmt_csd_cpu
+
+        x[redo], niter[redo] = msmt_csd_cpu(problem, signals[redo])
+    return x, niter
 
 
-def csd_cuda(problem: CsdProblem, signals: np.ndarray, threads_per_block: int = THREADS_PER_BLOCK,
-             max_threads: int = MAX_THREADS) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`gpu.fod.backend_cpu.csd_cpu` on the GPU: the same arrays in and out."""
+def csd_cuda(problem: CsdProblem, signals: np.ndarray,
+             chunk_voxels: int = CHUNK_VOXELS) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`gpu.fod.backend_cpu.csd_cpu` on the GPU: the same arrays in and out;
+    ``chunk_voxels`` voxels go to the GPU at a time."""
     signals = np.ascontiguousarray(signals, np.float64)
-    n_vox = signals.shape[0]
     n, nf, nk = problem.Q.shape[0], problem.Q.shape[1], problem.P.shape[0]
-    blocks, threads = _launch_shape(n_vox, threads_per_block, max_threads)
-    out = cuda.device_array((n_vox, nf))
-    niter = cuda.device_array(n_vox, np.int32)
-    work = [cuda.device_array((n, threads)), cuda.device_array((nf, threads)),
-            cuda.device_array((nk, threads), np.int32), cuda.to_device(np.zeros((nk, threads), np.int32)),
-            cuda.device_array((nf, nf, threads))]
-    _csd_kernel[blocks, threads_per_block](
-        cuda.to_device(signals), cuda.to_device(problem.init), cuda.to_device(problem.Q),
-        cuda.to_device(np.ascontiguousarray(problem.QtQ)), cuda.to_device(problem.P), problem.threshold,
-        problem.max_iterations, out, niter, *work)
-    return out.copy_to_host(), niter.copy_to_host()
+    shared = _shared_bytes(kc.csd_shared_bytes(n, nf, nk), "CSD")
+    constants = (cuda.to_device(problem.init), cuda.to_device(problem.Q), cuda.to_device(np.ascontiguousarray(problem.QtQ)),
+                 cuda.to_device(problem.P), problem.threshold, problem.max_iterations)
+    return _solve_in_chunks(kc.csd_kernel, shared, signals, nf, constants, chunk_voxels)

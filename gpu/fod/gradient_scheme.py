@@ -4,7 +4,9 @@ Gradient directions are scaled to unit length; when any norm differs from 1 by m
 1 % in its square (a zero vector for b=0 counts), every b-value is multiplied by its
 direction's squared norm, the way scanners encode several shells with one nominal b.
 A direction of NaNs (as some b=0 rows of FSL bvecs hold) stands for no direction: it
-becomes a zero vector, and its b-value stays as it is.
+becomes a zero vector, its b-value stays as it is, and it takes no part in deciding whether
+to scale (MRtrix3 skips it there too, but keeps the NaNs and, where it scales, turns its b
+into NaN).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["cholesky_lower", "cholesky_solve", "matvec", "icls_voxel", "csd_voxel"]
+__all__ = ["cholesky_lower", "cholesky_solve", "matvec", "icls_voxel", "csd_initial_terms", "csd_voxel"]
 
 
 @register_jitable
@@ -206,6 +206,20 @@ def icls_voxel(b, project, B, L, lambda_min_norm, max_iterations, x,
 
 
 @register_jitable
+def csd_initial_terms(init, Q, data, i):
+    """Coefficient i of CSD's initial estimate (0 beyond the rows of ``init``) and of Qᵀ data."""
+    n = data.shape[0]
+    t = 0.0
+    if i < init.shape[0]:
+        for j in range(n):
+            t += init[i, j] * data[j]
+    u = 0.0
+    for j in range(n):
+        u += Q[j, i] * data[j]
+    return t, u
+
+
+@register_jitable
 def csd_voxel(signal, init, Q, QtQ, P, threshold, max_iterations, f,
               data, qtb, negative, was_negative, work):
     """Tournier et al. (2007) super-resolved CSD of one voxel as ``dwi2fod csd`` iterates it
@@ -229,7 +243,6 @@ def csd_voxel(signal, init, Q, QtQ, P, threshold, max_iterations, f,
     """
     n = signal.shape[0]
     nf = Q.shape[1]
-    n_init = init.shape[0]
     nk = P.shape[0]
     for j in range(n):
         v = signal[j]
@@ -239,15 +252,7 @@ def csd_voxel(signal, init, Q, QtQ, P, threshold, max_iterations, f,
             return -1
         data[j] = v if v > 0.0 else 0.0
     for i in range(nf):
-        t = 0.0
-        if i < n_init:
-            for j in range(n):
-                t += init[i, j] * data[j]
-        f[i] = t
-        u = 0.0
-        for j in range(n):
-            u += Q[j, i] * data[j]
-        qtb[i] = u
+        f[i], qtb[i] = csd_initial_terms(init, Q, data, i)
     for it in range(max_iterations):
         same = it > 0
         for r in range(nk):

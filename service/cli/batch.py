@@ -1,4 +1,5 @@
-"""``fibertensor batch peaks``: many FOD volumes through one pipeline (:mod:`worker.batch`)."""
+"""``fibertensor batch peaks|fod|fixels``: many inputs of one job kind through one pipeline
+(:mod:`worker.batch`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from service.cli import CommandError
 from service.cli.gpus import devices_from_option
 from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, params_from_args
+from worker.params.fixels import FixelsParams
+from worker.params.fod import FodParams
 from worker.params.peaks import PeaksParams
 
 __all__ = ["register"]
@@ -29,36 +32,102 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sidecar DIR/<name>.json), byte for byte the same. An input that fails is listed at the end and the "
         "others are written; the exit status is then 1.")
     peaks.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
-                       help="4D image of SH coefficients (.nii, .nii.gz, .mif, .mif.gz), or a folder of them")
-    peaks.add_argument("--out-dir", type=Path, required=True, metavar="DIR", help="folder for the outputs")
-    peaks.add_argument("--gpus", metavar="all|0,1",
-                       help="the GPUs to run on, each with --processes-per-gpu worker processes, all taking "
-                       "inputs from one queue: 'all' or CUDA_VISIBLE_DEVICES values (default: the backend's device)")
-    peaks.add_argument("--processes-per-gpu", type=int, metavar="N",
-                       help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
-                       "writer threads, all taking inputs from one queue; one process alone cannot use more than "
-                       "about five cores (default: three per four cores; 1 without --gpus runs in this process)")
+                       help="4D image of SH coefficients (.nii, .nii.gz, .mif, .mif.gz), or a folder of them; a "
+                       "mask <name>_mask.<ext> beside an input is used as fibertensor peaks --mask")
+    _add_pipeline_options(peaks)
     peaks.add_argument("--resume", action="store_true",
                        help="skip the inputs whose outputs in DIR are up to date, as make would: the sidecar "
                        "DIR/<name>.json (written last) names the input and these options, lists outputs that are "
                        "all there, and is newer than the input; a batch stopped part-way goes on where it stopped")
-    peaks.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
-    peaks.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")
     add_model_options(peaks, PeaksParams)
     peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary; failures are still listed")
     peaks.set_defaults(func=_batch_peaks)
 
+    fod = kinds.add_parser(
+        "fod", help="FODs of many DWIs (dwi2fod msmt_csd or csd)",
+        description="FODs of every DWI, written as fibertensor fod DWI DIR/<name> writes them (DIR/<name>_wmfod, "
+        "_gm, _csf, the estimated responses _wm.txt, _gm.txt, _csf.txt, and the sidecar DIR/<name>_fod.json), "
+        "byte for byte the same. Beside each DWI <name>.<ext>: its gradients <name>.bval and <name>.bvec (FSL, as "
+        "dcm2niix writes them), or <name>.b (MRtrix), or none for a .mif with its dw_scheme; a mask "
+        "<name>_mask.<ext> if any; its responses <name>_wm.txt [_gm.txt _csf.txt] if any. An input that fails is "
+        "listed at the end and the others are written; the exit status is then 1.")
+    fod.add_argument("inputs", type=Path, nargs="+", metavar="DWI",
+                     help="4D diffusion-weighted series (.nii, .nii.gz, .mif, .mif.gz), or a folder of them")
+    fod.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
+                     help="response files WM [GM CSF] for every DWI (e.g. group averages, as fixel-based analysis "
+                     "uses; csd takes WM alone); default: each DWI's own beside it, else estimated per DWI as "
+                     "dwi2response dhollander")
+    _add_pipeline_options(fod)
+    add_model_options(fod, FodParams)
+    fod.add_argument("--quiet", action="store_true", help="no progress bar or summary; failures are still listed")
+    fod.set_defaults(func=_batch_fod)
+
+    fixels = kinds.add_parser(
+        "fixels", help="fixels of many SH FOD volumes (fod2fixel)",
+        description="Fixels of every FOD, written as fibertensor fixels FOD DIR/<name>_fixels writes them (the "
+        "fixel directory DIR/<name>_fixels and its sidecar DIR/<name>_fixels.json), byte for byte the same; a mask "
+        "<name>_mask.<ext> beside an input is used. An input that fails is listed at the end and the others are "
+        "written; the exit status is then 1.")
+    fixels.add_argument("inputs", type=Path, nargs="+", metavar="FOD",
+                        help="4D image of SH coefficients in MRtrix3's basis (.nii, .nii.gz, .mif, .mif.gz), or a "
+                        "folder of them")
+    _add_pipeline_options(fixels)
+    add_model_options(fixels, FixelsParams)
+    fixels.add_argument("--quiet", action="store_true", help="no progress bar or summary; failures are still listed")
+    fixels.set_defaults(func=_batch_fixels)
+
+
+def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out-dir", type=Path, required=True, metavar="DIR", help="folder for the outputs")
+    parser.add_argument("--gpus", metavar="all|0,1",
+                        help="the GPUs to run on, each with --processes-per-gpu worker processes, all taking "
+                        "inputs from one queue: 'all' or CUDA_VISIBLE_DEVICES values (default: the backend's device)")
+    parser.add_argument("--processes-per-gpu", type=int, metavar="N",
+                        help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
+                        "writer threads, all taking inputs from one queue; one process alone cannot use more than "
+                        "about five cores (default: three per four cores; 1 without --gpus runs in this process)")
+    parser.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
+    parser.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")
+
 
 def _batch_peaks(args: argparse.Namespace) -> int:
-    from worker.batch import batch_items, default_processes, run_batch
+    from worker.batch import batch_items
+
+    return _run(args, "peaks", PeaksParams, lambda params: batch_items(args.inputs, args.out_dir))
+
+
+def _batch_fod(args: argparse.Namespace) -> int:
+    from worker.batch import fod_items
+
+    responses = tuple(args.response or ())
+    if len(responses) > 3:
+        raise CommandError(f"--response takes at most 3 files (WM GM CSF), not {len(responses)}")
+    missing = [str(path) for path in responses if not path.is_file()]
+    if missing:
+        raise CommandError(f"--response: {', '.join(missing)} does not exist; check the path")
+    return _run(args, "fod", FodParams,
+                lambda params: fod_items(args.inputs, args.out_dir, responses, algorithm=params.algorithm))
+
+
+def _batch_fixels(args: argparse.Namespace) -> int:
+    from worker.batch import fixels_items
+
+    return _run(args, "fixels", FixelsParams, lambda params: fixels_items(args.inputs, args.out_dir))
+
+
+def _run(args: argparse.Namespace, kind: str, model, find_items) -> int:
+    """Run the batch of ``kind``: its parameters from the options, its items from
+    ``find_items(params)``, the pipeline's processes from ``--gpus`` and
+    ``--processes-per-gpu``; a progress bar, a summary, and the failures listed."""
+    from worker.batch import default_processes, run_batch
     from worker.errors import InputError
 
-    params = params_from_args(PeaksParams, args)
+    params = params_from_args(model, args)
     for option in ("processes_per_gpu", "readers", "writers"):
         if getattr(args, option) is not None and getattr(args, option) < 1:
             raise CommandError(f"--{option.replace('_', '-')} must be at least 1")
     try:
-        items = batch_items(args.inputs, args.out_dir)
+        items = find_items(params)
     except InputError as exc:
         raise CommandError(exc.detail) from None
     devices = devices_from_option(args.gpus)
@@ -68,23 +137,24 @@ def _batch_peaks(args: argparse.Namespace) -> int:
     # setting stops the batch here, once
     limits = input_limits()
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    resume = getattr(args, "resume", False)
 
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), unit="input", desc="peaks", file=sys.stderr)
+        bar = tqdm(total=len(items), unit="input", desc=kind, file=sys.stderr)
 
     def report(item_report) -> None:
         if bar is not None:
             bar.update(1)
             if not item_report.ok:
-                bar.write(f"failed: {item_report.fod}: {item_report.error}", file=sys.stderr)
+                bar.write(f"failed: {item_report.input}: {item_report.error}", file=sys.stderr)
 
     started = time.perf_counter()
     try:
         reports = run_batch(items, params, devices=devices, processes=processes, readers=args.readers,
-                            writers=args.writers, limits=limits, report=report, resume=args.resume)
+                            writers=args.writers, limits=limits, report=report, resume=resume)
     finally:
         if bar is not None:
             bar.close()
@@ -95,10 +165,10 @@ def _batch_peaks(args: argparse.Namespace) -> int:
         written = len(reports) - len(failed) - skipped
         print(f"{written} of {len(reports)} inputs written to {args.out_dir} in {seconds:.1f} s "
               f"({written / seconds * 3600:.0f} per hour); "
-              + (f"{skipped} up to date, skipped; " if args.resume else "") + f"{len(failed)} failed")
+              + (f"{skipped} up to date, skipped; " if resume else "") + f"{len(failed)} failed")
     if failed:
         print(f"fibertensor: {len(failed)} of {len(reports)} inputs failed:", file=sys.stderr)
         for r in failed:
-            print(f"  {r.fod}: {r.error}", file=sys.stderr)
+            print(f"  {r.input}: {r.error}", file=sys.stderr)
         return 1
     return 0

@@ -1,5 +1,6 @@
 """``fibertensor bids BIDS_DIR OUTPUT_DIR participant``: peaks of a BIDS-derivatives
-dataset of FODs as a BIDS App (:mod:`worker.bids`), here or on a service (``--server``)."""
+dataset of FODs (:mod:`worker.bids`), here or on a service (``--server``), or FODs, peaks
+and fixels of a dataset's DWIs (:mod:`worker.bids_dwi`), as a BIDS App."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from service.cli.gpus import devices_from_option
 from service.cli.input_checks import input_limits
 from service.cli.model_options import add_model_options, option_values, params_from_options
 from service.cli.transfer_options import add_transfers_option
+from worker.params.fixels import FixelsParams
+from worker.params.fod import FodParams
 from worker.params.peaks import PeaksParams
 
 __all__ = ["register"]
@@ -23,13 +26,17 @@ __all__ = ["register"]
 def register(subparsers: argparse._SubParsersAction) -> None:
     bids = subparsers.add_parser(
         "bids",
-        help="fiber peaks and fODF metrics of a BIDS-derivatives dataset of FODs (BIDS App)",
+        help="FODs, fiber peaks, fODF metrics and fixels of a BIDS dataset's DWIs or FODs (BIDS App)",
         description="Find the FODs of a BIDS-derivatives dataset (BEP016 ..._param-fod_dwimap, or ..._desc-wmfod_...; "
         "a ..._desc-brain_mask beside them is used), run one peaks job per subject and session through the "
         "batch pipeline (fibertensor batch peaks), and write "
         "the results as a BIDS-derivatives dataset in OUTPUT_DIR, named after each FOD in its entity order "
         "(..._param-peaks_desc-peaks_dwimap, _param-nufo_desc-nufo_dwimap, _param-afdmax_desc-afdmax_dwimap, ..., "
-        "each with a JSON sidecar of its own).",
+        "each with a JSON sidecar of its own). From DWIs (raw BIDS sub-*/[ses-*/]dwi/*_dwi.nii.gz with .bval and "
+        ".bvec, or QSIPrep's *_desc-preproc_dwi.nii.gz with its desc-brain_mask): one fod job per DWI first "
+        "(fibertensor batch fod; responses estimated per DWI), written as ..._model-msmtcsd_param-fod_label-WM_"
+        "desc-fod_dwimap (GM, CSF) and ..._model-msmtcsd_label-WM_response.txt (GM, CSF), then the peaks of each "
+        "WM FOD and, with --fixels, its fixel directory ..._param-fixels_label-WM_desc-fixels_dwimap.",
     )
     bids.add_argument("bids_dir", type=Path, metavar="BIDS_DIR", help="the dataset holding the FODs")
     bids.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR", help="where the derivatives dataset is written")
@@ -37,7 +44,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bids.add_argument("--participant-label", nargs="+", metavar="LABEL",
                       help="only these participants (01 or sub-01; default: all)")
     bids.add_argument("--session-label", nargs="+", metavar="LABEL", help="only these sessions (default: all)")
+    bids.add_argument("--from", dest="source", choices=["auto", "fods", "dwi"], default="auto",
+                      help="what to start from: the dataset's FODs, or its DWIs (FODs fitted first); auto: the FODs "
+                      "when there are any, else the DWIs (default: auto)")
     add_model_options(bids, PeaksParams)
+    add_model_options(bids.add_argument_group("FOD options (from DWIs)"), FodParams, "fod_", skip={"basis", "backend"})
+    bids.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
+                      help="from DWIs: response files WM [GM CSF] for every DWI (e.g. group averages, as fixel-based "
+                      "analysis uses); default: estimated per DWI as dwi2response dhollander")
+    bids.add_argument("--fixels", action="store_true", help="from DWIs: also write each WM FOD's fixel directory "
+                      "(fibertensor fixels)")
+    add_model_options(bids.add_argument_group("fixels options (with --fixels)"), FixelsParams, "fixels_",
+                      skip={"backend"})
     bids.add_argument("--processes", type=int, metavar="N",
                       help="worker processes (per GPU with --gpus), all taking FODs from one queue, each reading the "
                       "next FODs while one is computed and writing the previous ones, as fibertensor batch peaks "
@@ -67,6 +85,12 @@ def _bids(args: argparse.Namespace) -> int:
         raise CommandError("--processes must be at least 1")
     log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     try:
+        if args.source == "dwi" or (args.source == "auto" and not _has_fods(args)):
+            return _from_dwis(args, params, log)
+        if (args.fixels or args.response or option_values(FodParams, args, "fod_")
+                or option_values(FixelsParams, args, "fixels_")):
+            raise CommandError("--response, --fixels and the FOD and fixels options are for a run from DWIs "
+                               "(--from dwi)")
         if args.server:
             fods = find_fods(args.bids_dir, args.participant_label, args.session_label, exclude=args.output_dir)
             results = _on_server(args, fods, fields)
@@ -80,12 +104,63 @@ def _bids(args: argparse.Namespace) -> int:
                                      processes=processes)
     except InputError as exc:
         raise CommandError(exc.detail) from None
+    return _summary(args, results, "FODs")
+
+
+def _summary(args: argparse.Namespace, results: dict, inputs: str) -> int:
+    """List the failed inputs, say how many were done, and return the exit status."""
     failed = {path: error for path, error in results.items() if isinstance(error, str)}
     for path, error in failed.items():
         print(f"{path.name}: {error}", file=sys.stderr)
     if not args.quiet:
-        print(f"{len(results) - len(failed)} of {len(results)} FODs done; derivatives in {args.output_dir}")
+        print(f"{len(results) - len(failed)} of {len(results)} {inputs} done; derivatives in {args.output_dir}")
     return 1 if failed else 0
+
+
+def _has_fods(args: argparse.Namespace) -> bool:
+    """--from auto: FODs when the dataset has any, else DWIs; with neither, FODs (whose error
+    says what was looked for, as before DWIs were read)."""
+    from worker.bids import find_fods
+    from worker.bids_dwi import find_dwis
+    from worker.errors import InputError
+
+    selected = (args.bids_dir, args.participant_label, args.session_label)
+    try:
+        find_fods(*selected, exclude=args.output_dir)
+    except InputError:
+        try:
+            find_dwis(*selected, exclude=args.output_dir)
+        except InputError as exc:
+            return exc.title == "No DWIs found"
+        return False
+    return True
+
+
+def _from_dwis(args: argparse.Namespace, peaks: PeaksParams, log) -> int:
+    """FODs, then peaks (and fixels) of the dataset's DWIs (:func:`worker.bids_dwi.run_bids_fod`)."""
+    from worker.batch import default_processes
+    from worker.bids_dwi import run_bids_fod
+    from worker.errors import InputError
+
+    if args.server:
+        raise CommandError("--server runs peaks jobs on a dataset's FODs; a run from DWIs runs here (leave out "
+                           "--server)")
+    shared = {name: value for name, value in option_values(PeaksParams, args).items() if name in ("basis", "backend")}
+    fod = params_from_options(FodParams, {**option_values(FodParams, args, "fod_"), **shared})
+    fixels_fields = option_values(FixelsParams, args, "fixels_")
+    if fixels_fields and not args.fixels:
+        raise CommandError("the fixels options need --fixels")
+    fixels = params_from_options(FixelsParams, {**fixels_fields, **{k: v for k, v in shared.items() if k == "backend"}}
+                                 ) if args.fixels else None
+    devices = devices_from_option(args.gpus)
+    processes = args.processes or default_processes(len(devices or [None]))
+    try:
+        results = run_bids_fod(args.bids_dir, args.output_dir, fod, peaks, fixels, args.participant_label,
+                               args.session_label, log=log, limits=input_limits(), devices=devices,
+                               processes=processes, responses=tuple(args.response or ()))
+    except InputError as exc:
+        raise CommandError(exc.detail) from None
+    return _summary(args, results, "DWIs")
 
 
 def _on_server(args: argparse.Namespace, fods: list, fields: dict[str, str]) -> dict:

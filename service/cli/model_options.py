@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 import annotated_types
@@ -89,10 +89,14 @@ def _help(info: FieldInfo, is_list: bool) -> str:
     return (info.description or "") + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], dest_prefix: str = "") -> None:
-    """One option per field of ``model``, stored as text in ``dest_prefix + name`` (None when
-    not given); :func:`option_values` collects them."""
+def add_model_options(parser: argparse.ArgumentParser, model: type[BaseModel], dest_prefix: str = "",
+                      skip: Collection[str] = ()) -> None:
+    """One option per field of ``model`` but those in ``skip`` (another model's options give
+    them), stored as text in ``dest_prefix + name`` (None when not given);
+    :func:`option_values` collects them."""
     for name, info in model.model_fields.items():
+        if name in skip:
+            continue
         # the one type an optional field takes, without its constraints; None for a real union
         members = [typing.get_args(m)[0] if typing.get_origin(m) is typing.Annotated else m
                    for m in _union_members(info.annotation)]
@@ -112,7 +116,7 @@ def option_values(model: type[BaseModel], args: argparse.Namespace, dest_prefix:
     """The options of ``model`` given on the command line, as text by field name."""
     values = {}
     for name in model.model_fields:
-        value = getattr(args, dest_prefix + name)
+        value = getattr(args, dest_prefix + name, None)
         if value is not None:
             values[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return values

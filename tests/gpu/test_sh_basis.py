@@ -138,21 +138,53 @@ def test_convert_sh_basis_round_trip_and_amplitudes(lmax):
     assert not np.array_equal(as_dipy, coeffs)
 
 
-@pytest.mark.parametrize("lmax", [*SUPPORTED_LMAX, 24])
-def test_mrtrix_sh_matrix_is_the_mrtrix_basis(lmax):
-    # MRtrix3's Legendre recurrence against the Numerical Recipes one of real_sh_matrix, and
-    # beyond the supported degrees against DIPY's tournier07 basis (scipy's Legendre functions).
-    d = unit_vectors(80, lmax)
-    azimuth, elevation = np.arctan2(d[:, 1], d[:, 0]), np.arccos(np.clip(d[:, 2], -1, 1))
-    ours = mrtrix_sh_matrix(lmax, azimuth, elevation)
-    assert ours.shape == (80, (lmax + 1) * (lmax + 2) // 2) and ours.dtype == np.float64
-    if lmax in SUPPORTED_LMAX:
-        np.testing.assert_allclose(ours, real_sh_matrix(lmax, d, "mrtrix"), rtol=0, atol=1e-12)
-    else:
-        from dipy.reconst.shm import real_sh_tournier
+def _scipy_real_sh(lmax: int, polar: np.ndarray, azimuth: np.ndarray, basis: str) -> np.ndarray:
+    """The real basis of the module docstring from scipy's complex Y_l^m (float64)."""
+    from scipy.special import sph_harm_y
 
-        theirs, _, _ = real_sh_tournier(lmax, elevation, azimuth, legacy=False)
-        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-10)
+    columns = []
+    for l in range(0, lmax + 1, 2):
+        for m in range(-l, l + 1):
+            y = sph_harm_y(l, abs(m), polar, azimuth)
+            if m == 0:
+                columns.append(y.real)
+            elif (m > 0) == (basis == "mrtrix"):
+                columns.append(math.sqrt(2.0) * y.real)
+            else:
+                columns.append(math.sqrt(2.0) * y.imag)
+    return np.stack(columns, axis=1)
+
+
+@pytest.mark.parametrize("basis", ["mrtrix", "dipy"])
+@pytest.mark.parametrize("lmax", SUPPORTED_LMAX)
+def test_real_sh_matrix_equals_scipy_sph_harm_y(lmax, basis):
+    d = np.vstack([unit_vectors(300, 50 + lmax), [[0, 0, 1], [0, 0, -1], [1, 0, 0]]])
+    polar, azimuth = polar_azimuth(d)
+    np.testing.assert_allclose(real_sh_matrix(lmax, d, basis), _scipy_real_sh(lmax, polar, azimuth, basis), rtol=0,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("lmax", [*SUPPORTED_LMAX, 16])
+def test_mrtrix_sh_matrix_equals_scipy_sph_harm_y(lmax):
+    # beyond the supported degrees too: the FMLS integration weights take a higher degree
+    d = unit_vectors(80, lmax)
+    polar, azimuth = polar_azimuth(d)
+    ours = mrtrix_sh_matrix(lmax, azimuth, polar)
+    assert ours.shape == (80, (lmax + 1) * (lmax + 2) // 2) and ours.dtype == np.float64
+    np.testing.assert_allclose(ours, _scipy_real_sh(lmax, polar, azimuth, "mrtrix"), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 5, 12, 16])
+def test_legendre_sph_equals_scipy_lpmv(m):
+    """P̄_l^m = √((2l+1)/(4π) (l−m)!/(l+m)!) P_l^m, P_l^m scipy's (Condon–Shortley phase included)."""
+    from scipy.special import lpmv
+
+    lmax = 16
+    x = np.concatenate([np.linspace(-1.0, 1.0, 41), np.random.default_rng(m).uniform(-1, 1, 50)])
+    ours = legendre_sph(lmax, m, x)
+    for l in range(m, lmax + 1):
+        norm = math.sqrt((2 * l + 1) / (4 * math.pi) * math.factorial(l - m) / math.factorial(l + m))
+        np.testing.assert_allclose(ours[l], norm * lpmv(m, l, x), rtol=0, atol=1e-12, err_msg=f"l={l}")
 
 
 def test_legendre_sph_at_the_poles_and_rows_below_m():

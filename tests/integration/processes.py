@@ -1,10 +1,11 @@
 """Real processes for integration tests: a redis-server on a free port, Celery workers and
-``fibertensor serve``, each in its own session so a test can SIGKILL a whole worker."""
+``fibertensor serve``, each in its own session so a test can SIGKILL a whole worker. A free
+port and stopping a process are the benchmarks' (:mod:`bench.processes`), which start the
+service's processes the same way."""
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,15 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.processes import free_port, stop
+
 __all__ = ["free_port", "start_redis", "start_worker", "start_serve", "serve_in_thread", "stop", "wait_for", "REPO"]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
@@ -139,17 +136,3 @@ def serve_in_thread(app) -> Iterator[str]:
         thread.join(10)
 
 
-def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-    """Signal the process (Celery's warm shutdown on SIGTERM stops its own pool), then
-    SIGKILL whatever is left of its session."""
-    if proc.poll() is None:
-        proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()

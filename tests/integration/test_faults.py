@@ -140,7 +140,7 @@ def test_redis_down_while_jobs_queue_and_run(fault, tmp_path, volume, request):
     if fault == "restart":
         stop(redis_proc)  # SIGTERM: Redis writes its append-only file and exits
     else:
-        stop(redis_proc, signal.SIGKILL)
+        stop(redis_proc, sig=signal.SIGKILL)
         shutil.rmtree(redis_dir)
     during = client.get(f"/v1/jobs/{ids[1]}")
     assert during.status_code == 200 and during.json()["status"] == "queued"

@@ -25,7 +25,7 @@ REFUSED = [
     ("tucker-conv", {"rank_in": "4"}, "rank_out", "give both rank_in (D1) and rank_out (D2)"),
     ("compress", {"tol": "nan"}, "tol", "finite number"),
     ("compress", {"tol": "inf"}, "tol", "finite number"),
-    ("compress", {"ranks": "3,3,2", "tol": "0.01"}, "ranks", "either tol or ranks"),
+    ("compress", {"abs": "1", "tol": "0.01"}, "abs", "one error target"),
 ]
 
 # the CLI's spelling of the same requests: (command, inputs, options, option blamed)

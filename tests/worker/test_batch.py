@@ -135,7 +135,7 @@ def test_worker_processes_share_one_queue(cohort, one_at_a_time, tmp_path, devic
     items = batch_items([cohort], out)
     reports = run_batch(items, PeaksParams(backend="cpu"), devices=devices, processes=processes, readers=1,
                         writers=1)
-    assert [r.fod.name for r in reports] == [item.fod.name for item in items]
+    assert [r.input.name for r in reports] == [item.fod.name for item in items]
     assert [r.ok for r in reports] == [True, True, False, False, True]
     assert {r.worker for r in reports if r.ok} <= names
     assert all(r.seconds["read"] > 0 and r.seconds["compute"] > 0 for r in reports if r.ok)

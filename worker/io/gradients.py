@@ -5,9 +5,8 @@ Every reader returns the scheme in MRtrix3's convention: an ``(n, 4)`` float64 a
 ``x y z b``, the direction a unit vector in scanner (real-world) coordinates, ``[0 0 0]`` where
 the file gives none. As MRtrix3 (``core/dwi/gradient.cpp``): FSL's ``bvecs`` are in the image's
 voxel axes with x flipped when the affine's 3×3 part has a positive determinant, and rotate into
-scanner space with the affine's rotation; non-unit directions are normalised and, when any norm
-is far from one, each b-value is scaled by its direction's squared norm (zero-norm rows become
-b=0).
+scanner space with the affine's rotation. The directions are then normalised, and the b-values
+scaled where MRtrix3 scales them, by :func:`gpu.fod.gradient_scheme.normalise_scheme`.
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ __all__ = ["read_fsl_gradients", "read_mrtrix_gradients", "scheme_from_header", 
 
 _log = logging.getLogger(__name__)
 
-# MRtrix3 scales b-values by the squared norm once some |log(norm²)| exceeds this, and writes
-# the normalised scheme back when one exceeds single precision.
-_BVALUE_SCALING_LOG = 0.01
+# MRtrix3 writes the normalised scheme back once some |log(norm²)| exceeds single precision:
+# a normalisation that changes the directions, which earns a warning.
 _SINGLE_PRECISION_LOG = 1e-5
 
 
@@ -61,30 +59,28 @@ def _check_volumes(scheme: np.ndarray, n_volumes: int | None, source: str) -> No
 
 
 def _normalised(scheme: np.ndarray, source: str) -> np.ndarray:
-    """Unit directions and, as MRtrix3's ``get_DW_scheme``, b scaled by the squared norm."""
+    """``scheme`` with unit directions and, where MRtrix3 scales them, scaled b-values
+    (:func:`gpu.fod.gradient_scheme.normalise_scheme`); a warning when directions were not unit."""
+    from gpu.fod.gradient_scheme import normalise_scheme
+
     if not np.isfinite(scheme[:, 3]).all():
         raise InputError("Unreadable gradient table", f"{source} holds non-finite b-values; fix those entries")
-    # Some writers give b=0 volumes a NaN direction (MRtrix3 keeps it); they carry no direction.
+    # b=0 volumes may carry no direction (FSL bvecs of NaN, as MRtrix3's -fslgrad takes);
+    # a diffusion-weighted one needs its direction.
     undefined = ~np.isfinite(scheme[:, :3]).all(axis=1)
     weighted = np.flatnonzero(undefined & (scheme[:, 3] > BZERO_THRESHOLD))
     if weighted.size:
         raise InputError("Unreadable gradient table",
                          f"{source} has non-finite directions for diffusion-weighted volumes "
                          f"{weighted.tolist()[:5]}; fix those entries")
-    scheme = scheme.copy()
-    scheme[undefined, :3] = 0.0
-    squared = np.sum(scheme[:, :3] ** 2, axis=1)
-    nonzero = squared > 0
-    scheme[nonzero, :3] /= np.sqrt(squared[nonzero])[:, None]
-    with np.errstate(divide="ignore"):
-        log_scaling = np.abs(np.log(squared))
-    if np.any(log_scaling[nonzero] > _SINGLE_PRECISION_LOG):
-        worst = float(np.max(np.abs(np.sqrt(squared[nonzero]) - 1.0)))
+    directions = np.where(undefined[:, None], np.nan, scheme[:, :3])
+    norms = np.linalg.norm(directions[~undefined], axis=1)
+    norms = norms[norms > 0]
+    if norms.size and np.abs(np.log(norms * norms)).max() > _SINGLE_PRECISION_LOG:
         _log.warning("%s: gradient directions are not unit vectors (norm off by up to %.3g); they are normalised",
-                     source, worst)
-    if np.max(log_scaling, initial=0.0) > _BVALUE_SCALING_LOG:
-        scheme[:, 3] *= squared
-    return scheme
+                     source, float(np.abs(norms - 1.0).max()))
+    bvals, unit = normalise_scheme(scheme[:, 3], directions)
+    return np.column_stack([unit, bvals])
 
 
 def _rows_of(table: np.ndarray, rows: int, path: Path, what: str, other: str) -> np.ndarray:

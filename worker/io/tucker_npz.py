@@ -1,103 +1,109 @@
-"""The ``.npz`` container of a Tucker-compressed volume (format ``fibertensor-tucker``, v1).
+"""The ``.npz`` container of a compressed volume (format ``fibertensor-tucker``).
 
-Arrays in the archive (read with ``numpy.load(path, allow_pickle=False)``):
+Version 2 (written), read with ``numpy.load(path, allow_pickle=False)``:
 
-=================  ===========================================================================
-``format``         ``"fibertensor-tucker"``
-``version``        1
-``core``           the core Ĝ, float16 / float32 / float64 (``core_precision``)
-``core_exp_<n>``   int32 exponents e_n: ``G = core ×_n diag(2^{−e_n})`` (zeros unless FP16)
-``factor_<n>``     float64 factor U_n, I_n × r_n, orthonormal columns
-``shape``          original shape (int64); ``dtype``: original on-disk dtype, e.g. ``"int16"``
-``affine``         4×4 float64; ``header``: the raw NIfTI header block (uint8)
-``header_kind``    ``"nifti1"`` or ``"nifti2"``
-``tolerance``      requested relative error (NaN when ranks were fixed)
-``relative_error`` achieved ‖X − X̂‖_F / ‖X‖_F (exact, see :mod:`gpu.compress.hosvd`)
-``bound``          the TTMc forward error bound on the core, relative to ‖X‖_F
-``report``         JSON: precision, scaling, order, ranks, phase times, errors, bound terms
-=================  ===========================================================================
+===================  =========================================================================
+``format``           ``"fibertensor-tucker"``
+``version``          2
+``core_codes``       uint8: the range-coded integer stream of the quantised core (ranks)
+``factor_codes_<n>`` uint8: the stream of the quantised factor U_n (I_n × r_n)
+``residual_codes``   uint8: the stream of the quantised residual (empty: no residual)
+``affine``           4×4 float64; ``header``: the raw NIfTI header block (uint8)
+``header_kind``      ``"nifti1"`` or ``"nifti2"``
+``report``           JSON: ``shape``, ``dtype``, ``ranks``, ``core_step``, ``factor_step``,
+                     ``residual_step`` (the decoder's numbers), the target, the measured
+                     errors (``relative_error``, ``max_error``, ``psnr``), the TTMc bound, times
+===================  =========================================================================
 
-The volume is ``X̂ = G ×_1 U_1 … ×_N U_N`` (float64), cast back to ``dtype`` (integers are
-rounded and clipped to the type's range). NIfTI extensions are not kept.
+The volume is ``Q(G) ×_1 Q(U_1) … ×_N Q(U_N) + Δ·q`` with every ``Q(·)`` its codes times
+its step (:mod:`gpu.compress.error_bounded`, streams of :mod:`gpu.compress.entropy_coding`),
+cast back to ``dtype`` (integers rounded and clipped). Version 1 (still read) stored the
+FP16/FP32/FP64 core (``core``, ``core_exp_<n>``) and float64 factors (``factor_<n>``) as
+plain arrays, with ``shape``, ``dtype``, ``tolerance``, ``relative_error`` and ``bound``
+beside them. NIfTI extensions are not kept.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import nibabel as nib
 import numpy as np
 
-from gpu.compress.hosvd import TuckerDecomposition, tucker_reconstruct
+from gpu.compress.error_bounded import EncodedTensor, cast_output, decode_tensor
+from gpu.compress.hosvd import tucker_reconstruct
 from worker.io.atomic import atomic_path
 
-__all__ = ["FORMAT", "VERSION", "TuckerArchive", "save_archive", "load_archive", "archive_volume"]
+__all__ = ["FORMAT", "VERSION", "CompressedVolume", "save_archive", "load_archive", "archive_volume", "output_dtype"]
 
 FORMAT = "fibertensor-tucker"
-VERSION = 1
+VERSION = 2
+_READS = (1, 2)
+
+
+def output_dtype(header: nib.Nifti1Header) -> np.dtype:
+    """The type decoded values take: the on-disk type, or float64 when the header scales
+    data (``scl_slope``/``scl_inter``), so nibabel applies the scaling when writing."""
+    slope, inter = header.get_slope_inter()
+    if slope not in (None, 1.0) or inter not in (None, 0.0):
+        return np.dtype(np.float64)
+    return np.dtype(header.get_data_dtype())
 
 
 @dataclass
-class TuckerArchive:
-    core: np.ndarray
-    core_exp: list[np.ndarray]
-    factors: list[np.ndarray]
+class CompressedVolume:
+    """A read archive: the coded volume (v2 ``encoded``, or v1 ``core``/``core_exp``/``factors``)."""
+
+    version: int
     shape: tuple[int, ...]
     dtype: np.dtype
     affine: np.ndarray
     header: nib.Nifti1Header
     report: dict
+    encoded: EncodedTensor | None = None
+    core: np.ndarray | None = None
+    core_exp: list[np.ndarray] | None = None
+    factors: list[np.ndarray] | None = None
 
-    def reconstruct(self) -> np.ndarray:
-        """The decompressed volume: original dtype, or float64 when the header scales data.
-
-        Scaled integer data (``scl_slope``/``scl_inter`` set) stays float so nibabel applies
-        the header's scaling when writing.
-        """
-        x = tucker_reconstruct(self.core, self.factors, self.core_exp)
-        slope, inter = self.header.get_slope_inter()
-        if slope not in (None, 1.0) or inter not in (None, 0.0):
-            return x
-        if np.issubdtype(self.dtype, np.integer):
-            info = np.iinfo(self.dtype)
-            return np.clip(np.rint(x), info.min, info.max).astype(self.dtype)
-        return x.astype(self.dtype)
+    def reconstruct(self, backend: str = "cpu") -> np.ndarray:
+        """The decompressed volume in :func:`output_dtype`."""
+        if self.encoded is not None:
+            return decode_tensor(self.encoded, output_dtype(self.header), backend=backend)
+        return cast_output(tucker_reconstruct(self.core, self.factors, self.core_exp), output_dtype(self.header))
 
 
-def save_archive(
-    path: Path, decomposition: TuckerDecomposition, image: nib.Nifti1Image, report: dict
-) -> Path:
-    """Write the archive through a temporary name and a rename (never a half-written file)."""
-    path = Path(path)
+def _header_arrays(image: nib.Nifti1Image) -> dict:
     header = image.header
-    arrays = {
-        "format": np.array(FORMAT),
-        "version": np.array(VERSION),
-        "core": decomposition.core,
-        "shape": np.array(image.shape, dtype=np.int64),
-        "dtype": np.array(np.dtype(header.get_data_dtype()).name),
-        "affine": np.asarray(image.affine, dtype=np.float64),
-        "header": np.frombuffer(header.binaryblock, dtype=np.uint8),
-        "header_kind": np.array("nifti2" if isinstance(header, nib.Nifti2Header) else "nifti1"),
-        "tolerance": np.array(math.nan if decomposition.tolerance is None else decomposition.tolerance),
-        "relative_error": np.array(decomposition.relative_error),
-        "bound": np.array(decomposition.bound),
-        "report": np.array(json.dumps(report)),
-    }
-    for n, (e, u) in enumerate(zip(decomposition.core_exp, decomposition.factors)):
-        arrays[f"core_exp_{n}"] = np.asarray(e, dtype=np.int32)
-        arrays[f"factor_{n}"] = np.asarray(u, dtype=np.float64)
+    return {"affine": np.asarray(image.affine, dtype=np.float64),
+            "header": np.frombuffer(header.binaryblock, dtype=np.uint8),
+            "header_kind": np.array("nifti2" if isinstance(header, nib.Nifti2Header) else "nifti1")}
+
+
+def _stream(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def save_archive(path: Path, encoded: EncodedTensor, image: nib.Nifti1Image, report: dict) -> Path:
+    """Write a version-2 archive through a temporary name and a rename."""
+    path = Path(path)
+    report = {**report, "shape": list(encoded.shape), "dtype": np.dtype(image.header.get_data_dtype()).name,
+              "ranks": list(encoded.ranks), "core_step": encoded.core_step, "factor_step": encoded.factor_step,
+              "residual_step": encoded.residual_step}
+    arrays = {"format": np.array(FORMAT), "version": np.array(VERSION), **_header_arrays(image),
+              "core_codes": _stream(encoded.core_stream), "residual_codes": _stream(encoded.residual_stream),
+              "report": np.array(json.dumps(report))}
+    for n, stream in enumerate(encoded.factor_streams):
+        arrays[f"factor_codes_{n}"] = _stream(stream)
     with atomic_path(path) as temporary, open(temporary, "wb") as handle:
         np.savez(handle, **arrays)
     return path
 
 
-def load_archive(path: Path) -> TuckerArchive:
-    """Read and check an archive; raises ``ValueError`` saying what is wrong."""
+def load_archive(path: Path) -> CompressedVolume:
+    """Read and check an archive (version 1 or 2); raises ``ValueError`` saying what is wrong."""
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:  # zipfile, OSError, ValueError: all mean "not our archive"
@@ -106,29 +112,32 @@ def load_archive(path: Path) -> TuckerArchive:
         if "format" not in data.files or str(data["format"]) != FORMAT:
             raise ValueError(f"{path}: not a {FORMAT} archive (written by 'fibertensor compress')")
         version = int(data["version"])
-        if version != VERSION:
-            raise ValueError(f"{path}: archive version {version}, this fibertensor reads version {VERSION}")
-        core = data["core"]
-        n_modes = core.ndim
-        factors = [data[f"factor_{n}"] for n in range(n_modes)]
-        core_exp = [data[f"core_exp_{n}"].astype(np.int64) for n in range(n_modes)]
-        block = data["header"].tobytes()
-        kind = str(data["header_kind"])
-        header_class = nib.Nifti2Header if kind == "nifti2" else nib.Nifti1Header
-        header = header_class.from_fileobj(io.BytesIO(block))
-        return TuckerArchive(
-            core=core,
-            core_exp=core_exp,
-            factors=factors,
-            shape=tuple(int(s) for s in data["shape"]),
-            dtype=np.dtype(str(data["dtype"])),
-            affine=data["affine"],
-            header=header,
-            report=json.loads(str(data["report"])),
-        )
+        if version not in _READS:
+            raise ValueError(f"{path}: archive version {version}, this fibertensor reads versions "
+                             f"{', '.join(map(str, _READS))}")
+        try:
+            header_class = nib.Nifti2Header if str(data["header_kind"]) == "nifti2" else nib.Nifti1Header
+            header = header_class.from_fileobj(io.BytesIO(data["header"].tobytes()))
+            report = json.loads(str(data["report"]))
+            common = dict(version=version, affine=data["affine"], header=header, report=report)
+            if version == 1:
+                core = data["core"]
+                return CompressedVolume(
+                    **common, shape=tuple(int(s) for s in data["shape"]), dtype=np.dtype(str(data["dtype"])),
+                    core=core, core_exp=[data[f"core_exp_{n}"].astype(np.int64) for n in range(core.ndim)],
+                    factors=[data[f"factor_{n}"] for n in range(core.ndim)])
+            shape = tuple(int(s) for s in report["shape"])
+            encoded = EncodedTensor(
+                shape=shape, ranks=tuple(int(r) for r in report["ranks"]), core_step=float(report["core_step"]),
+                core_stream=data["core_codes"].tobytes(), factor_step=float(report["factor_step"]),
+                factor_streams=[data[f"factor_codes_{n}"].tobytes() for n in range(len(shape))],
+                residual_step=float(report["residual_step"]), residual_stream=data["residual_codes"].tobytes())
+            return CompressedVolume(**common, shape=shape, dtype=np.dtype(report["dtype"]), encoded=encoded)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: damaged archive ({exc})") from None
 
 
-def archive_volume(archive: TuckerArchive) -> nib.Nifti1Image:
+def archive_volume(archive: CompressedVolume, backend: str = "cpu") -> nib.Nifti1Image:
     """The decompressed NIfTI image with the original header and affine."""
     image_class = nib.Nifti2Image if isinstance(archive.header, nib.Nifti2Header) else nib.Nifti1Image
-    return image_class(archive.reconstruct(), archive.affine, header=archive.header.copy())
+    return image_class(archive.reconstruct(backend), archive.affine, header=archive.header.copy())

@@ -1,10 +1,13 @@
-"""The ``compress`` and ``decompress`` job kinds: Tucker compression of NIfTI volumes.
+"""The ``compress`` and ``decompress`` job kinds: error-bounded Tucker compression of NIfTI volumes.
 
-``compress`` reads a 3D–5D NIfTI volume, runs ST-HOSVD (:func:`gpu.compress.hosvd.st_hosvd`)
-whose core is an FP16/FP32/FP64 TTMc with Kronecker-product scaling, and writes the
-``.npz`` container of :mod:`worker.io.tucker_npz` plus a JSON sidecar (ratio, achieved
-error, bound, phase times). ``decompress`` turns a container back into a NIfTI volume with
-the original header and affine. The CLI (``fibertensor compress|decompress``) calls
+``compress`` reads a 3D–5D NIfTI volume and codes it to one error target
+(:func:`gpu.compress.error_bounded.encode_tensor`: ST-HOSVD with its core by the FP16 TTMc,
+quantised and range-coded, and the residual coded in the SZ style), then writes the ``.npz``
+container of :mod:`worker.io.tucker_npz` and a JSON sidecar (ratio, relative, max and PSNR
+errors measured on the result, the TTMc bound, phase times; with ``report_dwi``, the
+differences of DTI and CSD-peak measures, :mod:`worker.jobs.compress_dwi_report`).
+``decompress`` turns a container (version 1 or 2) back into a NIfTI volume with the
+original header and affine. The CLI (``fibertensor compress|decompress``) calls
 :func:`compress_file` and :func:`decompress_file`, as the jobs do.
 """
 
@@ -37,6 +40,12 @@ def _load_header(path: Path):
 
 def _validate_compress(inputs: dict[str, Path], params: CompressParams) -> None:
     image = _load_header(inputs["volume"])
+    if params.report_dwi:
+        if inputs.get("bval") is None or inputs.get("bvec") is None:
+            raise InputError("Gradients missing", "report_dwi: needs the DWI's gradients; give bval and bvec "
+                             "(FSL text files)")
+        if len(image.shape) != 4:
+            raise InputError("Not a DWI", f"report_dwi: needs a 4D DWI series, got shape {image.shape}")
     shape = image.shape
     if not 3 <= len(shape) <= 5:
         raise InputError(
@@ -67,18 +76,19 @@ def _validate_decompress(inputs: dict[str, Path], params: DecompressParams) -> N
 
 
 def compress_file(in_path: Path, out_path: Path, params: CompressParams, progress=lambda f: None,
-                  check_cancelled=lambda: None, input_name: str | None = None) -> dict:
+                  check_cancelled=lambda: None, input_name: str | None = None, bval: Path | None = None,
+                  bvec: Path | None = None) -> dict:
     """Compress a NIfTI volume into the ``.npz`` container; returns the report (also saved),
     which names the input ``input_name`` (as uploaded, where the service stored it inflated;
-    default: the file's name)."""
-    from gpu.compress.hosvd import st_hosvd
+    default: the file's name). ``bval``/``bvec``: the DWI's gradients, for ``report_dwi``."""
+    from gpu.compress.error_bounded import ErrorTarget, encode_tensor
     from gpu.compress.ttmc import TTMcOverflowError
-    from worker.io.tucker_npz import save_archive
+    from worker.io.tucker_npz import output_dtype, save_archive
 
     from worker.io.nifti import load_nifti_data, read_nifti_header
 
     in_path, out_path = Path(in_path), Path(out_path)
-    _validate_compress({"volume": in_path}, params)
+    _validate_compress({"volume": in_path, "bval": bval, "bvec": bvec}, params)
     image = _load_header(in_path)
     # the checked reader: one inflate, and damaged data refused as the upload checks refuse it
     data = load_nifti_data(read_nifti_header(in_path, "volume"))
@@ -89,42 +99,42 @@ def compress_file(in_path: Path, out_path: Path, params: CompressParams, progres
         check_cancelled()
         progress(0.9 * fraction)
 
+    mode, value = params.target
     try:
-        result = st_hosvd(
-            data,
-            tol=params.tol if params.ranks is None else None,
-            ranks=tuple(params.ranks) if params.ranks is not None else None,
-            precision=params.precision,
-            scaling=params.scaling,
-            order=params.order,
-            hooi_sweeps=params.hooi_sweeps,
-            backend=params.backend,
-            on_overflow="raise" if params.on_overflow == "fail" else "fallback",
-            progress=step,
-        )
+        encoded = encode_tensor(
+            data, ErrorTarget(mode, value), output_dtype=output_dtype(image.header),
+            ranks=tuple(params.ranks) if params.ranks is not None else None, precision=params.precision,
+            scaling=params.scaling, order=params.order, hooi_sweeps=params.hooi_sweeps, backend=params.backend,
+            on_overflow="raise" if params.on_overflow == "fail" else "fallback", progress=step)
     except TTMcOverflowError as exc:
         raise InputError("Overflow", f"volume: {exc}") from None
-    report = {
-        "input": input_name or in_path.name,
-        "shape": list(image.shape),
-        "ranks": list(result.ranks),
-        "tolerance": result.tolerance,
-        "relative_error": result.relative_error,
-        "bound": result.bound,
-        "precision": result.precision,
-        "core_precision": result.core_precision,
-        "scaling": params.scaling,
-        "order": list(result.ttmc_report.order),
-        "times": result.times,
-        "ttmc": result.ttmc_report.as_dict(),
-    }
+    except ValueError as exc:
+        raise InputError("Unreachable target", f"{mode}: {exc}") from None
+    report = {"input": input_name or in_path.name, "shape": list(image.shape), **encoded.report,
+              "scaling": params.scaling}
     check_cancelled()
-    save_archive(out_path, result, image, report)
+    save_archive(out_path, encoded, image, report)
     original_bytes = math.prod(image.shape) * np.dtype(image.get_data_dtype()).itemsize
     report["archive_bytes"] = out_path.stat().st_size
     report["compression_ratio"] = original_bytes / report["archive_bytes"]
+    if params.report_dwi:
+        from worker.io.tucker_npz import load_archive
+
+        report["dwi"] = _dwi_report(data, load_archive(out_path).reconstruct(), bval, bvec)
     progress(1.0)
     return report
+
+
+def _dwi_report(data: np.ndarray, decoded: np.ndarray, bval: Path, bvec: Path) -> dict:
+    from dipy.io.gradients import read_bvals_bvecs
+
+    from worker.jobs.compress_dwi_report import dwi_differences
+
+    try:
+        bvals, bvecs = read_bvals_bvecs(str(bval), str(bvec))
+        return dwi_differences(data, decoded, bvals, bvecs)
+    except (OSError, ValueError) as exc:
+        raise InputError("Unusable gradients", f"bval/bvec: {exc}") from None
 
 
 def decompress_file(in_path: Path, out_path: Path) -> dict:
@@ -143,7 +153,8 @@ def decompress_file(in_path: Path, out_path: Path) -> dict:
     with atomic_path(out_path) as temporary:
         nib.save(image, str(temporary))
     return {"output": out_path.name, "shape": list(archive.shape), "dtype": archive.dtype.name,
-            "relative_error": archive.report.get("relative_error")}
+            "version": archive.version,
+            **{key: archive.report.get(key) for key in ("relative_error", "max_error", "psnr")}}
 
 
 def _run_compress(ctx: JobContext) -> list[Path]:
@@ -151,13 +162,15 @@ def _run_compress(ctx: JobContext) -> list[Path]:
     try:
         uploaded = ctx.uploaded.get("volume")
         report = compress_file(ctx.inputs["volume"], archive, ctx.params, ctx.progress, ctx.check_cancelled,
-                               input_name=uploaded.name if uploaded else None)
+                               input_name=uploaded.name if uploaded else None, bval=ctx.inputs.get("bval"),
+                               bvec=ctx.inputs.get("bvec"))
     except JobCancelled:
         archive.unlink(missing_ok=True)
         raise
     ctx.log(
-        f"ranks {report['ranks']}, ratio {report['compression_ratio']:.1f}, "
-        f"relative error {report['relative_error']:.3g} (bound {report['bound']:.3g})"
+        f"ranks {report['ranks']}, ratio {report['compression_ratio']:.1f}, relative error "
+        f"{report['relative_error']:.3g}, max error {report['max_error']:.3g}, PSNR {report['psnr']:.1f} dB "
+        f"(TTMc bound {report['bound']:.3g})"
     )
     return [archive, write_json_atomic(ctx.out_dir / "compressed.json", report)]
 
@@ -173,9 +186,12 @@ def _run_decompress(ctx: JobContext) -> list[Path]:
 JOB_KINDS = [
     JobKind(
         name="compress",
-        summary="Tucker-compress a volume (ST-HOSVD, FP16 TTMc with Kronecker scaling) into an .npz archive",
+        summary="Compress a volume to an error target (tol, abs or PSNR): Tucker (FP16 TTMc) with a coded "
+        "core and residual, into an .npz archive",
         params_model=CompressParams,
-        inputs=(InputSlot("volume", True, (".nii", ".nii.gz"), "3D–5D NIfTI volume to compress"),),
+        inputs=(InputSlot("volume", True, (".nii", ".nii.gz"), "3D–5D NIfTI volume to compress"),
+                InputSlot("bval", False, ("bval", "bvals", ".txt"), "FSL b-values, for report_dwi"),
+                InputSlot("bvec", False, ("bvec", "bvecs", ".txt"), "FSL b-vectors, for report_dwi")),
         validate=_validate_compress,
         run=_run_compress,
         result_names=("compressed.npz", "compressed.json"),

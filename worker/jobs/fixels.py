@@ -11,10 +11,10 @@ The CLI (``fibertensor fixels``) writes the directory; the service's job writes 
 
 from __future__ import annotations
 
-import math
 import shutil
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +28,8 @@ from worker.params.fixels import FixelsParams
 # The engine (numba, scipy) and the image readers are imported inside the functions that use
 # them, so that the job-kind registry, and with it the API, loads without them.
 
-__all__ = ["check_fixels_inputs", "fixel_format", "run_fixels", "fixels_memory_bytes", "JOB_KINDS"]
+__all__ = ["check_fixels_inputs", "fixel_format", "FixelsRead", "read_fixels_inputs", "segment_fixels",
+           "write_fixels_outputs", "run_fixels", "fixels_memory_bytes", "JOB_KINDS"]
 
 _IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 
@@ -73,42 +74,65 @@ def fixel_format(fod_name: str, n_fixels: int) -> tuple[str, str | None]:
                         "directory is in MRtrix format (.mif), which every MRtrix3 fixel command reads")
 
 
-def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), mask: Path | None = None,
-               progress: Callable[[float], None] | None = None, *, archive: bool = False,
-               uploaded: dict[str, UploadedInput] | None = None) -> dict:
-    """Segment the FOD image ``fod`` and write its fixel directory ``out_dir`` (or, with
-    ``archive``, ``out_dir`` as one tar holding the directory) and the sidecar
-    ``out_dir.json`` (``.tar`` swapped for ``.json``); returns the sidecar content.
-    ``progress(fraction)`` is called between chunks of voxels; an exception it raises
-    (cancellation) stops the run before any output. ``uploaded``: the inputs' names and
-    sha256 as uploaded, by slot, where the service stored them in another form."""
-    from gpu.cuda.backend import resolve_backend
-    from gpu.fixels.segment import FmlsOptions, segment_fods
-    from worker.io.fixels import FMLS_QUANTITIES, write_fixel_images
+@dataclass(frozen=True)
+class FixelsRead:
+    """A fixels job's inputs read: the FOD's header and (X, Y, Z, C) float32 data, the mask
+    (bool, or None), the input names and sha256 by name, and the seconds the read took."""
+
+    info: "ImageInfo"
+    fod: np.ndarray
+    mask: np.ndarray | None
+    names: dict[str, str]
+    sha256: dict[str, str]
+    seconds: float
+
+
+def read_fixels_inputs(fod: Path, mask: Path | None = None,
+                       uploaded: dict[str, UploadedInput] | None = None) -> FixelsRead:
+    """Check the inputs from their headers (:func:`check_fixels_inputs`) and read them;
+    ``uploaded``: the inputs' names and sha256 as uploaded, by slot, where the service stored
+    them in another form."""
     from worker.io.images import load_job_images
-    from worker.provenance import generated_by, package_versions
 
     started = time.perf_counter()
-    out_dir = Path(out_dir)
     info, mask_info = check_fixels_inputs(fod, mask)
     arrays, names, sha256 = load_job_images({"fod": info, "mask": mask_info}, uploaded)
     mask_array = None if mask_info is None else arrays["mask"].reshape(info.shape[:3]) != 0
     if mask_array is not None and not mask_array.any():
         raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
-    read = time.perf_counter()
+    return FixelsRead(info, arrays["fod"], mask_array, names, sha256, time.perf_counter() - started)
+
+
+def segment_fixels(read: FixelsRead, params: FixelsParams = FixelsParams(),
+                   progress: Callable[[float], None] | None = None) -> tuple["FixelSet", str]:
+    """The fixels of the FOD read (:func:`gpu.fixels.segment.segment_fods`) and the backend
+    that segmented them; ``progress(fraction)`` is called between chunks of voxels."""
+    from gpu.cuda.backend import resolve_backend
+    from gpu.fixels.segment import FmlsOptions, segment_fods
 
     options = FmlsOptions(integral=params.fmls_integral, peak_value=params.fmls_peak_value,
                           no_thresholds=params.fmls_no_thresholds, lobe_merge_ratio=params.fmls_lobe_merge_ratio,
                           maxnum=params.maxnum, dirpeak=params.dirpeak)
     backend = resolve_backend(params.backend)
-    fixels = segment_fods(arrays.pop("fod"), mask_array, options, backend, progress)
-    segmented = time.perf_counter()
+    return segment_fods(read.fod, read.mask, options, backend, progress), backend
 
-    fmt, warning = fixel_format(names["fod"], fixels.afd.size)
+
+def write_fixels_outputs(read: FixelsRead, fixels: "FixelSet", backend: str, out_dir: Path,
+                         params: FixelsParams = FixelsParams(), *, archive: bool = False,
+                         segment_seconds: float = 0.0) -> dict:
+    """Write the fixel directory ``out_dir`` (or, with ``archive``, ``out_dir`` as one tar
+    holding the directory) and, last, the sidecar ``out_dir.json`` (``.tar`` swapped for
+    ``.json``); returns the sidecar content."""
+    from worker.io.fixels import FMLS_QUANTITIES, write_fixel_images
+    from worker.provenance import generated_by, package_versions
+
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    fmt, warning = fixel_format(read.names["fod"], fixels.afd.size)
     quantities = {name: getattr(fixels, name) for name in FMLS_QUANTITIES}
     if archive:
         staging = out_dir.with_name(f".{out_dir.name}.staging")
-        folder = write_fixel_images(staging / "fixels", fixels.index, fixels.directions, quantities, info.affine,
+        folder = write_fixel_images(staging / "fixels", fixels.index, fixels.directions, quantities, read.info.affine,
                                     fmt=fmt)
         try:
             with atomic_path(out_dir) as temporary, tarfile.open(temporary, "w") as tar:
@@ -116,12 +140,13 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
         finally:
             shutil.rmtree(staging)
     else:
-        write_fixel_images(out_dir, fixels.index, fixels.directions, quantities, info.affine, fmt=fmt)
+        write_fixel_images(out_dir, fixels.index, fixels.directions, quantities, read.info.affine, fmt=fmt)
     finished = time.perf_counter()
     sidecar = {
         "job": "fixels",
         "generated_by": generated_by(),
-        "input": {"fod": names["fod"], "mask": names.get("mask"), "shape": list(info.shape), "sha256": sha256},
+        "input": {"fod": read.names["fod"], "mask": read.names.get("mask"), "shape": list(read.info.shape),
+                  "sha256": read.sha256},
         "parameters": params.model_dump(),
         "method": "FMLS segmentation as MRtrix3 fod2fixel (Smith et al. 2013, NeuroImage 67:298, Appendix 2) on its "
                   "1281-direction set; afd = lobe integral, peak_amp = FOD amplitude at the lobe's largest peak, "
@@ -133,24 +158,44 @@ def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), 
         "backend": backend,
         "warnings": [warning] if warning else [],
         "versions": package_versions("nibabel", "isal"),
-        "seconds": {"read": read - started, "segment": segmented - read, "write": finished - segmented,
-                    "total": finished - started},
+        "seconds": {"read": read.seconds, "segment": segment_seconds, "write": finished - started,
+                    "total": read.seconds + segment_seconds + finished - started},
     }
     write_json_atomic(out_dir.with_name(out_dir.name.removesuffix(".tar") + ".json"), sidecar)
     return sidecar
 
 
+def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), mask: Path | None = None,
+               progress: Callable[[float], None] | None = None, *, archive: bool = False,
+               uploaded: dict[str, UploadedInput] | None = None) -> dict:
+    """Segment the FOD image ``fod`` and write its fixel directory ``out_dir`` (or, with
+    ``archive``, ``out_dir`` as one tar holding the directory) and the sidecar
+    ``out_dir.json`` (``.tar`` swapped for ``.json``); returns the sidecar content.
+    ``progress(fraction)`` is called between chunks of voxels; an exception it raises
+    (cancellation) stops the run before any output. ``uploaded``: the inputs' names and
+    sha256 as uploaded, by slot, where the service stored them in another form. The three
+    stages (:func:`read_fixels_inputs`, :func:`segment_fixels`, :func:`write_fixels_outputs`)
+    are what a batch overlaps across inputs."""
+    read = read_fixels_inputs(fod, mask, uploaded)
+    started = time.perf_counter()
+    fixels, backend = segment_fixels(read, params, progress)
+    return write_fixels_outputs(read, fixels, backend, out_dir, params, archive=archive,
+                                segment_seconds=time.perf_counter() - started)
+
+
 def fixels_memory_bytes(fod: Path, mask: Path | None = None) -> int:
     """Most host memory :func:`run_fixels` holds at once, from the headers, in bytes: with N
-    voxels and C coefficients, the FOD as float32 and its voxel-ordered copy (2·N·C·4), the
-    mask, and the fixels with their float32 copies, 48 bytes each, for up to 8 per voxel
-    (a chunk's voxels with more are redone in float64 apart; a CSD FOD has a few)."""
+    voxels and C coefficients, the FOD as float32 (N·C·4), the mask, and what segmenting
+    holds (:func:`gpu.fixels.segment.segment_memory_bytes`), more than writing the fixels
+    does once the segmentation has let go of its float64 fixels."""
     return _memory_of_headers(*check_fixels_inputs(fod, mask))
 
 
 def _memory_of_headers(info: "ImageInfo", mask_info: "ImageInfo | None") -> int:
+    from gpu.fixels.segment import segment_memory_bytes
+
     n, c = info.n_voxels, info.shape[3]
-    return 2 * n * c * 4 + (0 if mask_info is None else 5 * n) + n * 8 * 48 + math.prod(info.shape[:3]) * 8
+    return n * c * 4 + (0 if mask_info is None else 5 * n) + segment_memory_bytes(n, c)
 
 
 def _validate(inputs: dict[str, Path], params: FixelsParams) -> tuple["ImageInfo", "ImageInfo | None"]:

@@ -8,20 +8,32 @@ from pydantic import Field, model_validator
 
 from worker.params.base import Backend, FieldRuleError, JobParams
 
-__all__ = ["CompressParams", "DecompressParams", "DEFAULT_TOL"]
+__all__ = ["CompressParams", "DecompressParams", "DEFAULT_TOL", "TARGET_FIELDS"]
 
-#: The relative error target when neither ``tol`` nor ``ranks`` is given.
+#: The relative error target when no target is given.
 DEFAULT_TOL = 1e-3
+#: The error targets, of which a request gives at most one.
+TARGET_FIELDS = ("tol", "abs", "psnr")
 
 
 class CompressParams(JobParams):
-    """Tucker compression by ST-HOSVD (:func:`gpu.compress.hosvd.st_hosvd`): either ``tol``
-    (relative Frobenius error, default 1e-3) or ``ranks`` (one per axis of a 3D–5D volume)."""
+    """Error-bounded Tucker compression (:func:`gpu.compress.error_bounded.encode_tensor`) to one
+    target: ``tol`` (relative Frobenius error, default 1e-3), ``abs`` (largest absolute error,
+    guaranteed) or ``psnr`` (dB)."""
 
     tol: float | None = Field(
-        None, gt=0, lt=1, description=f"relative error target ||X - X^||_F / ||X||_F, {DEFAULT_TOL:g} unless ranks are given")
+        None, gt=0, lt=1, description=f"relative error target ||X - X^||_F / ||X||_F ({DEFAULT_TOL:g} when no "
+        "target is given)")
+    abs: float | None = Field(
+        None, gt=0, description="largest absolute error max |X - X^| allowed, in the volume's units (guaranteed)")
+    psnr: float | None = Field(
+        None, gt=0, le=200, description="PSNR target in dB: 20 log10((max X - min X) / RMSE)")
     ranks: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=3, max_length=5)] | None = Field(
-        None, description="fixed Tucker ranks, one per axis, instead of tol", examples=[[8, 8, 4]])
+        None, description="fixed Tucker ranks, one per axis, instead of the ones the budget search picks (the "
+        "residual still meets the target)", examples=[[8, 8, 4]])
+    report_dwi: bool = Field(
+        False, description="also fit DTI (FA, MD) and CSD peaks on the original and the decompressed DWI and "
+        "report their differences (needs the bval and bvec inputs)")
     precision: Literal["fp16", "fp32", "fp64"] = Field("fp16", description="precision of the TTMc chain")
     scaling: Literal["kronecker", "onesided", "none"] = Field(
         "kronecker", description="scaling that keeps an FP16 TTMc from overflowing: Kronecker-product, one-sided or none")
@@ -33,12 +45,18 @@ class CompressParams(JobParams):
     backend: Backend = "auto"
 
     @model_validator(mode="after")
-    def _tol_or_ranks(self) -> "CompressParams":
-        if self.tol is not None and self.ranks is not None:
-            raise FieldRuleError("ranks", "give either tol or ranks, not both")
-        if self.ranks is None and self.tol is None:
+    def _one_target(self) -> "CompressParams":
+        given = [name for name in TARGET_FIELDS if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise FieldRuleError(given[1], f"give one error target (tol, abs or psnr), not {' and '.join(given)}")
+        if not given:
             self.tol = DEFAULT_TOL
         return self
+
+    @property
+    def target(self) -> tuple[str, float]:
+        """The error target as ``(mode, value)``."""
+        return next((name, getattr(self, name)) for name in TARGET_FIELDS if getattr(self, name) is not None)
 
 
 class DecompressParams(JobParams):

@@ -1,13 +1,12 @@
 """The per-voxel solvers against float64 references (scipy's NNLS, the unconstrained
-least-squares solution), and the CUDA kernels (numba's simulator) against the CPU backend."""
+least-squares solution); the CUDA kernels against them: test_kernels_cuda.py."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from scipy.optimize import nnls
 
-from gpu.fod import backend_cpu, backend_cuda
+from gpu.fod import backend_cpu
 from gpu.fod.csd_problem import csd_problem
 from gpu.fod.msmt_problem import MsmtProblem, msmt_problem
 from gpu.fod.phantom import dwi_phantom, shell_scheme
@@ -18,7 +17,7 @@ GM = np.array([[1200.0], [520], [160]])
 CSF = np.array([[2000.0], [110], [4]])
 
 
-def _nonnegative_problem(H: np.ndarray) -> MsmtProblem:
+def nonnegative_problem(H: np.ndarray) -> MsmtProblem:
     """min ‖Hx − b‖ subject to x ≥ 0, built as :func:`gpu.fod.msmt_problem.msmt_problem` builds its own."""
     L = np.linalg.cholesky(H.T @ H)
     project = np.linalg.solve(L, H.T)
@@ -33,7 +32,7 @@ def test_icls_solves_nonnegative_least_squares():
     rng = np.random.default_rng(0)
     H = rng.standard_normal((40, 12))
     signals = rng.standard_normal((50, 40)) * 3 + H @ rng.uniform(-1, 1, 12)
-    x, niter = backend_cpu.msmt_csd_cpu(_nonnegative_problem(H), signals)
+    x, niter = backend_cpu.msmt_csd_cpu(nonnegative_problem(H), signals)
     reference = np.array([nnls(H, s)[0] for s in signals])
     assert (niter <= 120).all() and (reference == 0).any()
     np.testing.assert_allclose(x, reference, atol=1e-10)
@@ -43,7 +42,7 @@ def test_icls_leaves_feasible_solutions_unconstrained():
     rng = np.random.default_rng(1)
     H = rng.standard_normal((30, 8))
     truth = rng.uniform(0.5, 2.0, (20, 8))
-    x, niter = backend_cpu.msmt_csd_cpu(_nonnegative_problem(H), truth @ H.T)
+    x, niter = backend_cpu.msmt_csd_cpu(nonnegative_problem(H), truth @ H.T)
     assert (niter == 0).all()
     np.testing.assert_allclose(x, truth, rtol=1e-10)
 
@@ -79,30 +78,3 @@ def test_csd_without_iterations_is_the_filtered_linear_deconvolution():
     expected = np.zeros_like(f)
     expected[:, : problem.init.shape[0]] = signals @ problem.init.T
     np.testing.assert_allclose(f, expected, rtol=1e-12)
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """Two voxels of a two-shell phantom, lmax 2: small enough for the simulator."""
-    bvals, bvecs = shell_scheme(2, ((1000, 12), (2500, 15)), seed=1)
-    phantom = dwi_phantom((2, 1, 1), bvals, bvecs, snr=30.0, seed=4)
-    return bvals, bvecs, phantom["dwi"].reshape(-1, bvals.size).astype(np.float64)
-
-
-def test_cuda_msmt_matches_cpu(tiny):
-    bvals, bvecs, signals = tiny
-    problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
-    x_cpu, n_cpu = backend_cpu.msmt_csd_cpu(problem, signals)
-    x_gpu, n_gpu = backend_cuda.msmt_csd_cuda(problem, signals, threads_per_block=1, max_threads=2)
-    np.testing.assert_array_equal(n_gpu, n_cpu)
-    np.testing.assert_allclose(x_gpu, x_cpu, rtol=1e-12, atol=1e-12 * np.abs(x_cpu).max())
-
-
-def test_cuda_csd_matches_cpu(tiny):
-    bvals, bvecs, signals = tiny
-    problem = csd_problem(bvals, bvecs, WM[2], lmax=4)
-    f_cpu, n_cpu = backend_cpu.csd_cpu(problem, signals[:, problem.volumes])
-    # one thread for both voxels: the grid-stride loop reuses its work arrays
-    f_gpu, n_gpu = backend_cuda.csd_cuda(problem, signals[:, problem.volumes], threads_per_block=1, max_threads=1)
-    np.testing.assert_array_equal(n_gpu, n_cpu)
-    np.testing.assert_allclose(f_gpu, f_cpu, rtol=1e-12, atol=1e-12 * np.abs(f_cpu).max())

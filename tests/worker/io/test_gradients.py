@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from dipy.data import get_fnames
 
+from gpu.fod.gradient_scheme import normalise_scheme
 from worker.errors import InputError
-from worker.io.gradients import read_fsl_gradients, read_gradients, read_mrtrix_gradients
+from worker.io.gradients import read_fsl_gradients, read_gradients, read_mrtrix_gradients, scheme_from_header
 from worker.io.images import read_image_header
+from worker.io.mif import write_mif
 
 
 def _dipy(name: str):
@@ -79,6 +81,51 @@ def test_non_unit_directions_are_normalised_with_a_warning(tmp_path, caplog):
     np.testing.assert_allclose(scheme[:, :3], [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]])
     # as MRtrix3: b scales with the squared norm once norms are far from one
     np.testing.assert_allclose(scheme[:, 3], [0, 4000, 810, 1000])
+
+
+def test_every_reader_gives_the_normalised_scheme_of_mrtrix(mrtrix, tmp_path, caplog):
+    """A b=0 volume without a direction (NaN, as FSL bvecs have it) and a direction whose norm
+    is off by less than MRtrix3's b-value scaling tolerance: -grad, -fslgrad and a .mif's
+    dw_scheme give what MRtrix3 gives (NaN directions as [0 0 0]) and what the solvers'
+    normalisation gives; no b-value scales, the b=0 volume keeps its b."""
+    rows = np.array([[0.6, 0.8, 0, 1000], [np.nan, np.nan, np.nan, 5], [1.001, 0, 0, 1000], [0, 0, 1, 1000]])
+    bvals, unit = normalise_scheme(rows[:, 3], rows[:, :3])
+    expected = np.column_stack([unit, bvals])
+    np.testing.assert_allclose(expected, [[0.6, 0.8, 0, 1000], [0, 0, 0, 5], [1, 0, 0, 1000], [0, 0, 1, 1000]],
+                               rtol=0, atol=1e-15)
+    image = tmp_path / "dwi.nii"
+    nib.save(nib.Nifti1Image(np.ones((2, 2, 2, 4), np.float32), np.eye(4)), image)
+    grad, bvecs, bvals_file = tmp_path / "grad.b", tmp_path / "bvecs", tmp_path / "bvals"
+    np.savetxt(grad, rows)
+    # FSL's frame: x flipped against scanner space for this right-handed affine
+    np.savetxt(bvecs, (rows[:, :3] * [-1, 1, 1]).T)
+    np.savetxt(bvals_file, rows[:, 3][None])
+    mif = write_mif(tmp_path / "dwi.mif", np.ones((2, 2, 2, 4), np.float32), np.eye(4),
+                    keyval={"dw_scheme": "\n".join(",".join(f"{v:.17g}" for v in row) for row in rows)})
+    with caplog.at_level(logging.WARNING):
+        ours = {"-grad": read_mrtrix_gradients(grad, 4),
+                "-fslgrad": read_fsl_gradients(bvecs, bvals_file, np.eye(4), 4),
+                "dw_scheme": scheme_from_header(read_image_header(mif, "DWI").keyval, 4)}
+    assert caplog.text.count("not unit vectors (norm off by up to 0.001)") == 3
+    theirs = {"-grad": _mrtrix_scheme(mrtrix, tmp_path, image, "-grad", grad),
+              "-fslgrad": _mrtrix_scheme(mrtrix, tmp_path, image, "-fslgrad", bvecs, bvals_file),
+              "dw_scheme": _mrtrix_scheme(mrtrix, tmp_path, mif)}
+    for source, scheme in ours.items():
+        np.testing.assert_allclose(scheme, expected, rtol=0, atol=1e-15, err_msg=source)
+        np.testing.assert_allclose(scheme, theirs[source], rtol=0, atol=1e-6, err_msg=source)
+
+
+def test_zero_directions_scale_b_as_mrtrix(mrtrix, tmp_path):
+    """A [0 0 0] direction (unlike a NaN one) makes MRtrix3 scale every b by its squared norm:
+    its own b becomes 0, and the non-unit directions' b change with them."""
+    rows = np.array([[0, 0, 0, 5], [2, 0, 0, 1000], [0, 0.9, 0, 1000], [np.nan, np.nan, np.nan, 0]])
+    image = tmp_path / "dwi.nii"
+    nib.save(nib.Nifti1Image(np.ones((2, 2, 2, 4), np.float32), np.eye(4)), image)
+    grad = tmp_path / "grad.b"
+    np.savetxt(grad, rows)
+    scheme = read_mrtrix_gradients(grad)
+    np.testing.assert_allclose(scheme, [[0, 0, 0, 0], [1, 0, 0, 4000], [0, 1, 0, 810], [0, 0, 0, 0]], atol=1e-12)
+    np.testing.assert_allclose(scheme, _mrtrix_scheme(mrtrix, tmp_path, image, "-grad", grad), rtol=0, atol=1e-6)
 
 
 def test_errors_name_the_fix(tmp_path):

@@ -1,4 +1,5 @@
-"""The compress/decompress job kinds: round trip of DIPY's real DWI, validation, cancellation."""
+"""The compress/decompress job kinds: round trip of DIPY's real DWI in every target mode,
+version-1 archives, the DWI report, validation, cancellation."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from worker.params import CompressParams, DecompressParams
 from worker.errors import InputError, JobCancelled
 from worker.job_kinds import JobContext
 from worker.io.tucker_npz import FORMAT, load_archive
+
+V1_ARCHIVE = Path(__file__).parents[1] / "io" / "data" / "tucker_v1.npz"
+V1_SOURCE = Path(__file__).parents[1] / "io" / "data" / "tucker_v1_source.npy"
 
 KINDS = {kind.name: kind for kind in JOB_KINDS}
 
@@ -40,24 +44,24 @@ def run_kind(name, inputs, params, out_dir, should_stop=lambda: False):
 
 def test_job_kinds_declared():
     assert set(KINDS) == {"compress", "decompress"}
-    assert [s.name for s in KINDS["compress"].inputs] == ["volume"]
+    assert [s.name for s in KINDS["compress"].inputs] == ["volume", "bval", "bvec"]
     assert KINDS["compress"].inputs[0].suffixes == (".nii", ".nii.gz")
     assert [s.name for s in KINDS["decompress"].inputs] == ["archive"]
     assert KINDS["decompress"].inputs[0].suffixes == (".npz",)
-    assert CompressParams().tol == 1e-3 and CompressParams(ranks=[2, 2, 2]).tol is None
-    with pytest.raises(ValueError):
-        CompressParams(tol=1e-2, ranks=[2, 2, 2])
+    assert CompressParams().target == ("tol", 1e-3) and CompressParams(abs=2.0).target == ("abs", 2.0)
+    assert CompressParams(psnr=40, ranks=[2, 2, 2]).tol is None
+    with pytest.raises(ValueError, match="one error target"):
+        CompressParams(tol=1e-2, abs=1.0)
 
 
-def test_round_trip_keeps_shape_affine_and_header(dwi, tmp_path):
-    params = CompressParams(tol=2e-2, precision="fp16", order="best")
+@pytest.mark.parametrize("params", [CompressParams(tol=2e-2, order="best"), CompressParams(abs=5.0),
+                                    CompressParams(psnr=50.0)], ids=["tol", "abs", "psnr"])
+def test_round_trip_keeps_shape_affine_header_and_meets_the_target(dwi, tmp_path, params):
     (archive, sidecar), progress = run_kind("compress", {"volume": dwi}, params, tmp_path / "c")
     assert archive.name == "compressed.npz" and progress[-1] == 1.0
     report = json.loads(sidecar.read_text())
-    assert report["relative_error"] <= 2e-2 and report["compression_ratio"] > 0
     with np.load(archive, allow_pickle=False) as data:
-        assert str(data["format"]) == FORMAT and int(data["version"]) == 1
-        assert data["core"].dtype in (np.float16, np.float32)
+        assert str(data["format"]) == FORMAT and int(data["version"]) == 2
     (volume, _), _ = run_kind("decompress", {"archive": archive}, DecompressParams(), tmp_path / "d")
     original, restored = nib.load(dwi), nib.load(volume)
     assert restored.shape == original.shape
@@ -68,20 +72,64 @@ def test_round_trip_keeps_shape_affine_and_header(dwi, tmp_path):
         if key == "vox_offset":  # .nii → .nii.gz relayout
             continue
         assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), key
-    x = original.get_fdata()
-    err = np.linalg.norm(restored.get_fdata() - x) / np.linalg.norm(x)
-    # int16 rounding adds at most 0.5 per voxel on top of the Tucker error.
-    assert err <= report["relative_error"] + 0.5 * np.sqrt(x.size) / np.linalg.norm(x)
+    x, y = original.get_fdata(), restored.get_fdata()
+    rel = np.linalg.norm(y - x) / np.linalg.norm(x)
+    max_error = np.abs(y - x).max()
+    psnr = 20 * np.log10(np.ptp(x) / np.sqrt(np.mean((y - x) ** 2)))
+    assert report["relative_error"] == pytest.approx(rel, rel=1e-9)
+    assert report["max_error"] == pytest.approx(max_error) and report["psnr"] == pytest.approx(psnr, rel=1e-9)
+    if params.tol is not None:
+        assert 1e-2 <= rel <= 2e-2
+    elif params.abs is not None:
+        assert max_error <= 5.0
+    else:
+        assert 50.0 <= psnr <= 56.0
+    assert report["compression_ratio"] > 1 and report["bound"] > 0
+
+
+def test_version_1_archives_still_decompress(tmp_path):
+    """A version-1 archive (FP16 core, float64 factors) written before version 2 existed."""
+    (volume, sidecar), _ = run_kind("decompress", {"archive": V1_ARCHIVE}, DecompressParams(), tmp_path / "d")
+    assert json.loads(sidecar.read_text())["version"] == 1
+    x = np.load(V1_SOURCE).astype(np.float64)
+    y = nib.load(volume).get_fdata()
+    assert y.shape == x.shape
+    assert np.linalg.norm(y - x) / np.linalg.norm(x) <= 1e-2
+    np.testing.assert_array_equal(nib.load(volume).affine, np.diag([2.0, 2.0, 2.5, 1.0]))
 
 
 def test_fixed_ranks_archive_contents(dwi, tmp_path):
-    params = CompressParams(ranks=[4, 5, 6, 12], precision="fp32", scaling="onesided")
+    params = CompressParams(ranks=[4, 5, 6, 12], precision="fp32", scaling="onesided", tol=0.05)
     (archive, _), _ = run_kind("compress", {"volume": dwi}, params, tmp_path / "c")
     loaded = load_archive(archive)
-    assert loaded.core.shape == (4, 5, 6, 12) and loaded.core.dtype == np.float32
-    assert [f.shape for f in loaded.factors] == [(10, 4), (10, 5), (10, 6), (65, 12)]
-    assert loaded.report["scaling"] == "onesided"
-    assert np.isnan(float(np.load(archive)["tolerance"]))
+    assert loaded.encoded.ranks == (4, 5, 6, 12) and loaded.report["scaling"] == "onesided"
+    assert loaded.report["ttmc"]["precision"] == "fp32"
+    assert loaded.reconstruct().shape == (10, 10, 10, 65)
+
+
+def test_dwi_report_matches_dipy_on_the_same_fits(dwi, tmp_path):
+    """The report's FA difference is DIPY's own on the original and decompressed series."""
+    from dipy.core.gradients import gradient_table
+    from dipy.data import get_fnames
+    from dipy.io.gradients import read_bvals_bvecs
+    from dipy.reconst.dti import TensorModel
+
+    _, bval, bvec = get_fnames(name="small_64D")
+    report = compress_job.compress_file(dwi, tmp_path / "a.npz", CompressParams(tol=2e-2, report_dwi=True),
+                                        bval=Path(bval), bvec=Path(bvec))
+    compress_job.decompress_file(tmp_path / "a.npz", tmp_path / "b.nii")
+    x, y = nib.load(dwi).get_fdata(), nib.load(tmp_path / "b.nii").get_fdata()
+    bvals, bvecs = read_bvals_bvecs(bval, bvec)
+    model = TensorModel(gradient_table(bvals, bvecs=bvecs))
+    b0 = x[..., bvals < 50].mean(-1)
+    mask = b0 > 0.2 * np.percentile(b0, 99)
+    fa = [np.nan_to_num(model.fit(d, mask=mask).fa)[mask] for d in (x, y)]
+    dwi_report = report["dwi"]
+    assert dwi_report["voxels"] == int(mask.sum())
+    assert dwi_report["fa_median_abs_diff"] == pytest.approx(np.median(np.abs(fa[0] - fa[1])), rel=1e-6)
+    assert 0.5 <= dwi_report["fibre_count_agreement"] <= 1 and 0 <= dwi_report["peak_angle_p95"] < 90
+    with pytest.raises(InputError, match="bval and bvec"):
+        compress_job.compress_file(dwi, tmp_path / "c.npz", CompressParams(report_dwi=True))
 
 
 def test_validation_errors(tmp_path, dwi):
@@ -91,6 +139,8 @@ def test_validation_errors(tmp_path, dwi):
         KINDS["compress"].validate({"volume": flat}, CompressParams())
     with pytest.raises(InputError, match="ranks"):
         KINDS["compress"].validate({"volume": dwi}, CompressParams(ranks=[2, 2, 2]))
+    with pytest.raises(InputError, match="bval and bvec"):
+        KINDS["compress"].validate({"volume": dwi}, CompressParams(report_dwi=True))
     with pytest.raises(InputError, match="ranks"):
         KINDS["compress"].validate({"volume": dwi}, CompressParams(ranks=[2, 2, 2, 99]))
     junk = tmp_path / "junk.npz"
@@ -118,13 +168,13 @@ def test_overflow_fail_mode_is_an_input_error(tmp_path):
     data = (rng.random((8, 7, 6)) * 1e6).astype(np.float32)
     path = tmp_path / "big.nii.gz"
     nib.save(nib.Nifti1Image(data, np.eye(4)), str(path))
-    params = CompressParams(ranks=[3, 3, 3], scaling="none", on_overflow="fail")
+    params = CompressParams(ranks=[3, 3, 3], scaling="none", on_overflow="fail", tol=0.1)
     with pytest.raises(InputError, match="non-finite"):
         run_kind("compress", {"volume": path}, params, tmp_path / "c")
     assert not list((tmp_path / "c").glob("*.npz"))
     # The default falls back to FP32 and says so.
     (archive, sidecar), _ = run_kind("compress", {"volume": path},
-                                      CompressParams(ranks=[3, 3, 3], scaling="none"), tmp_path / "d")
+                                      CompressParams(ranks=[3, 3, 3], scaling="none", tol=0.1), tmp_path / "d")
     assert json.loads(sidecar.read_text())["ttmc"]["fallback_from"] == "fp16"
 
 

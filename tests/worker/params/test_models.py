@@ -75,7 +75,7 @@ def test_every_kind_refuses_unknown_names_and_non_finite_numbers(kind):
         model.model_validate({"unknown": "1"})
     floats = [name for name, info in model.model_fields.items() if float in typing.get_args(info.annotation)
               or info.annotation is float]
-    assert floats == {"peaks": ["threshold", "relative_threshold"], "compress": ["tol"]}.get(kind, [])
+    assert floats == {"peaks": ["threshold", "relative_threshold"], "compress": ["tol", "abs", "psnr"]}.get(kind, [])
     for name in floats:
         for text in ("inf", "-inf", "nan"):
             with pytest.raises(ValidationError) as refused:

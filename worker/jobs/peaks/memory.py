@@ -20,7 +20,8 @@ _CHECKSUM_BLOCK_BYTES = 2 << 20
 _WRITERS_FIXED_BYTES = 3 << 20
 
 
-def peaks_memory_bytes(fod: "ImageInfo", mask: "ImageInfo | None" = None, npeaks: int = 3, qc: bool = True) -> int:
+def peaks_memory_bytes(fod: "ImageInfo", mask: "ImageInfo | None" = None, npeaks: int = 3, qc: bool = True,
+                       fixels: bool = False, basis: str = "mrtrix") -> int:
     """Most host memory a peaks job holds at once, in bytes, from checked headers.
 
     With N voxels, C coefficients and K peaks, the largest of three phases: reading (the
@@ -29,8 +30,10 @@ def peaks_memory_bytes(fod: "ImageInfo", mask: "ImageInfo | None" = None, npeaks
     and shifts, the backend's peaks (float64 on the CPU, float32 to and from the GPU) and
     the float32 results, N·(2·C·4 + 48·K + 64)); writing (the SH volume, the results, the
     peaks image and its copy, the fODF metric maps, and each image's bytes and their
-    compression, N·(C·4 + 76·K + 21), the compressors' fixed buffers, and with ``qc`` the
-    picture's buffers).
+    compression, N·(C·4 + 76·K + 21), the compressors' fixed buffers, with ``qc`` the
+    picture's buffers, and with ``fixels`` (``format`` fixel) the FMLS segmentation beside
+    them (:func:`gpu.fixels.segment.segment_memory_bytes`), after a ``dipy`` ``basis``'s
+    SH volume is copied into MRtrix3's basis).
     """
     n, c, k = fod.n_voxels, fod.shape[3], npeaks
     sh = n * c * 4
@@ -40,6 +43,10 @@ def peaks_memory_bytes(fod: "ImageInfo", mask: "ImageInfo | None" = None, npeaks
     reading += _CHECKSUM_BLOCK_BYTES
     computing = n * (2 * c * 4 + 48 * k + 64)
     writing = n * (c * 4 + 76 * k + 21) + _WRITERS_FIXED_BYTES + (_QC_FIXED_BYTES + 10 * n if qc else 0)
+    if fixels:
+        from gpu.fixels.segment import segment_memory_bytes
+
+        writing += segment_memory_bytes(n, c) + (sh if basis != "mrtrix" else 0)
     return max(reading, computing, writing)
 
 

@@ -100,13 +100,22 @@ def _write_qc(source: OutputSource, path: Path) -> Path:
 
 def _fmls_fixels(source: OutputSource) -> "FixelSet":
     """The FOD's fixels as ``fod2fixel`` makes them with its default options (FMLS lobes with
-    their afd, peak_amp and disp), from the SH volume in memory. A DIPY-basis FOD is
-    re-expressed in MRtrix3's basis first; the directions stay in the SH's frame."""
+    their afd, peak_amp and disp), from the SH volume in memory, directions in scanner space
+    as a fixel directory holds them. A DIPY-basis FOD is re-expressed in MRtrix3's basis
+    first, and its fixels' directions, along the image axes, are rotated into scanner space."""
+    from dataclasses import replace
+
     from gpu.fixels.segment import segment_fods
     from gpu.sh_basis import convert_sh_basis
+    from worker.jobs.peaks.arrays import peaks_frame_rotation
 
-    sh = convert_sh_basis(source.sh, source.plan.params.basis, "mrtrix")
-    return segment_fods(sh, source.mask, backend=source.plan.params.backend)
+    params = source.plan.params
+    sh = convert_sh_basis(source.sh, params.basis, "mrtrix")
+    fixels = segment_fods(sh, source.mask, backend=params.backend)
+    rotation = peaks_frame_rotation(params.basis, "scanner", source.plan.fod.affine)
+    if rotation is None:
+        return fixels
+    return replace(fixels, directions=(fixels.directions.astype(np.float64) @ rotation.T).astype(np.float32))
 
 
 def _write_fixels(source: OutputSource, path: Path, fixels: "FixelSet") -> Path:

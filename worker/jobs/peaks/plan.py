@@ -83,8 +83,9 @@ def plan_peaks(fod: Path, mask: Path | None = None, params: PeaksParams | None =
 
         require_dipy()
     fod_name = uploaded["fod"].name if "fod" in uploaded else info.path.name
+    memory = peaks_memory_bytes(info, mask_info, params.npeaks, params.qc, "fixel" in params.format, params.basis)
     return PeaksPlan(params, info, mask_info, lmax, tuple(image_suffixes(fod_name, params.format)),
-                     wanted_outputs(params), peaks_memory_bytes(info, mask_info, params.npeaks, params.qc), uploaded)
+                     wanted_outputs(params), memory, uploaded)
 
 
 def _check_mask(mask: "ImageInfo", fod: "ImageInfo") -> "ImageInfo":

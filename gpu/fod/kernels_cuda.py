@@ -1,0 +1,474 @@
+"""CUDA kernels of CSD and MSMT-CSD: one voxel per block of one warp (32 threads), float64,
+its work in shared memory.
+
+The steps and the order of every sum follow the CPU solvers of :mod:`gpu.fod.solver_math`
+(MRtrix3's): the threads share the work of each step. Sums over constraint rows, matrix
+products and the columns of a triangular solve split over the threads; the sequential
+parts (the solve's steps, a Givens rotation after another) are separated by barriers. A
+minimum over threads is written to shared memory and scanned in thread order by every
+thread, so each voxel's result is the same bytes on every run and any launch shape.
+
+Only ``cuda.syncthreads`` and its predicate forms synchronise the threads (warp shuffles
+and ``syncwarp`` have no counterpart in numba's CUDA simulator, where the tests run these
+kernels); with one warp per block they cost what a warp barrier does. Every loop bound
+and branch around a barrier is computed alike by all threads of the block.
+
+MSMT-CSD (:func:`msmt_kernel`) works with G = B Bᵀ, computed once per problem: a
+constraint joining the active set reads its Gram entries from G (one forward solve), and
+the factor of the active rows' Gram matrix lives in shared memory, packed, for at most
+``k_max`` rows. A voxel whose active set would grow beyond that, or whose signal or
+constraint values are not finite, answers :data:`REDO`, and the CPU backend solves it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import cuda, float64, int32
+
+from gpu.fod.solver_math import csd_initial_terms
+
+__all__ = ["THREADS", "REDO", "MAX_SHARED_BYTES", "msmt_kernel", "msmt_shared_bytes", "csd_kernel",
+           "csd_shared_bytes"]
+
+#: Threads of a block: one warp, one voxel.
+THREADS = 32
+#: ``niter`` of a voxel the CUDA kernel leaves to the CPU backend.
+REDO = -2
+#: Dynamic shared memory a block may take without opting in to more.
+MAX_SHARED_BYTES = 48 * 1024
+
+
+def _packed_size(k: int) -> int:
+    return k * (k + 3) // 2
+
+
+def msmt_shared_bytes(n: int, m: int, k_max: int) -> int:
+    """Shared memory of :func:`msmt_kernel` for N unknowns, M constraints, ``k_max`` active rows."""
+    doubles = 2 * n + m + 3 * k_max + _packed_size(k_max) + 2 * THREADS + 4
+    ints = 2 * k_max + 3 * THREADS
+    return 8 * doubles + 4 * ints
+
+
+def csd_shared_bytes(n: int, nf: int, nk: int) -> int:
+    """Shared memory of :func:`csd_kernel` for n volumes, N coefficients, K constraint rows."""
+    doubles = n + 4 * nf + nf * (nf + 1) // 2
+    ints = 3 * nk + THREADS
+    return 8 * doubles + 4 * ints
+
+
+@cuda.jit(device=True)
+def _off(i):
+    """Start of row i of a packed factor whose row i holds columns 0…i + 1 (the entry right
+    of the diagonal is room for a row moved up by one)."""
+    return i * (i + 3) // 2
+
+
+@cuda.jit(device=True)
+def _cholesky_solve_packed(low, k, l, z, t):
+    """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low``; z is scratch. Column-oriented: thread t
+    keeps the rows ≡ t mod 32 up to date, one barrier per column."""
+    for j in range(k):
+        wj = l[j] / low[_off(j) + j]
+        if j % THREADS == t:
+            z[j] = wj
+        for i in range(t, k, THREADS):
+            if i > j:
+                l[i] -= low[_off(i) + j] * wj
+        cuda.syncthreads()
+    for q in range(k - 1, -1, -1):
+        xq = z[q] / low[_off(q) + q]
+        if q % THREADS == t:
+            l[q] = xq
+        base = _off(q)
+        for i in range(t, q, THREADS):
+            z[i] -= low[base + i] * xq
+        cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _append_row(G, rows, lp, low, z, k, r, lambda_min_norm, t):
+    """Extend the packed factor of the active rows' Gram matrix (G[rows, rows] + λ I) by row
+    r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`)."""
+    base = _off(k)
+    for j in range(t, k, THREADS):
+        z[j] = G[rows[j], r]
+    cuda.syncthreads()
+    for j in range(k):
+        wj = z[j] / low[_off(j) + j]
+        if j % THREADS == t:
+            low[base + j] = wj
+        for i in range(t, k, THREADS):
+            if i > j:
+                z[i] -= low[_off(i) + j] * wj
+        cuda.syncthreads()
+    if t == 0:
+        ss = 0.0
+        for j in range(k):
+            ss += low[base + j] * low[base + j]
+        d = lambda_min_norm + G[r, r]
+        d -= ss
+        # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
+        if not d > lambda_min_norm:
+            d = lambda_min_norm
+        if not d > 1e-300:
+            d = 1e-300
+        low[base + k] = math.sqrt(d)
+        rows[k] = r
+        lp[k] = 0.0
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _remove_row(rows, lp, low, z, tmp, ab, k, p, t):
+    """Drop position p of k from the packed factor, ``rows`` and ``lp``: Givens rotations of
+    neighbouring columns (:func:`gpu.fod.solver_math._remove_row`)."""
+    for q in range(t, k - 1, THREADS):
+        if q >= p:
+            tmp[q] = rows[q + 1]
+            z[q] = lp[q + 1]
+    # thread t moves the columns ≡ t mod 32 of every row: no entry another thread reads
+    for i in range(p, k - 1):
+        dst = _off(i)
+        src = _off(i + 1)
+        for j in range(t, i + 2, THREADS):
+            low[dst + j] = low[src + j]
+    cuda.syncthreads()
+    for q in range(t, k - 1, THREADS):
+        if q >= p:
+            rows[q] = tmp[q]
+            lp[q] = z[q]
+    if t == 0:
+        ab[0] = low[_off(p) + p]
+        ab[1] = low[_off(p) + p + 1]
+    cuda.syncthreads()
+    parity = 0
+    for i in range(p, k - 1):
+        a = ab[2 * parity]
+        b = ab[2 * parity + 1]
+        h = math.hypot(a, b)
+        cs = a / h
+        sn = b / h
+        for j in range(t, k - 1, THREADS):
+            if j == i:
+                low[_off(i) + i] = h
+            elif j > i:
+                row = _off(j)
+                u = low[row + i]
+                v = low[row + i + 1]
+                low[row + i] = cs * u + sn * v
+                nv = cs * v - sn * u
+                low[row + i + 1] = nv
+                if j == i + 1:
+                    # the next rotation's pair, apart from the entries read now
+                    ab[2 * (1 - parity)] = nv
+                    ab[2 * (1 - parity) + 1] = low[row + i + 2]
+        parity = 1 - parity
+        cuda.syncthreads()
+
+
+@cuda.jit(cache=True)
+def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, out, niter):
+    """:func:`gpu.fod.solver_math.icls_voxel` for voxel ``blockIdx.x``.
+
+    signals (V, n_volumes); project (N, n_volumes); B (M, N) and Bt = Bᵀ; G = B Bᵀ (M, M);
+    L (N, N); out (V, N); niter (V,): as the CPU solver's, or :data:`REDO`. Launch with
+    :data:`THREADS` threads and :func:`msmt_shared_bytes` of dynamic shared memory.
+    """
+    v = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    n = project.shape[0]
+    nv = project.shape[1]
+    m = B.shape[0]
+    sh = cuda.shared.array(0, float64)
+    y_u = sh[0:n]
+    x = sh[n:2 * n]
+    c_u = sh[2 * n:2 * n + m]
+    o = 2 * n + m
+    l = sh[o:o + k_max]
+    z = sh[o + k_max:o + 2 * k_max]
+    lp = sh[o + 2 * k_max:o + 3 * k_max]
+    o += 3 * k_max
+    low = sh[o:o + _off(k_max)]
+    o += _off(k_max)
+    red_c = sh[o:o + THREADS]
+    red_s = sh[o + THREADS:o + 2 * THREADS]
+    ab = sh[o + 2 * THREADS:o + 2 * THREADS + 4]
+    o = 2 * (o + 2 * THREADS + 4)
+    ish = cuda.shared.array(0, int32)
+    rows = ish[o:o + k_max]
+    tmp = ish[o + k_max:o + 2 * k_max]
+    o += 2 * k_max
+    red_row = ish[o:o + THREADS]
+    red_srow = ish[o + THREADS:o + 2 * THREADS]
+    red_spos = ish[o + 2 * THREADS:o + 3 * THREADS]
+
+    bad = 0
+    for j in range(t, nv, THREADS):
+        if not math.isfinite(signals[v, j]):
+            bad = 1
+    if cuda.syncthreads_or(bad):
+        if t == 0:
+            niter[v] = REDO
+        return
+    for i in range(t, n, THREADS):
+        s = 0.0
+        for j in range(nv):
+            s += project[i, j] * signals[v, j]
+        y_u[i] = s
+        x[i] = s
+    cuda.syncthreads()
+    for r in range(t, m, THREADS):
+        s = 0.0
+        for i in range(n):
+            s += Bt[i, r] * y_u[i]
+        c_u[r] = s
+    cuda.syncthreads()
+
+    k = 0
+    it = 0
+    first = True
+    redo = False
+    while True:
+        # the most violated constraint: the lowest c = B x, ties to the lowest row
+        best = math.inf
+        best_row = m
+        for r in range(t, m, THREADS):
+            if first:
+                cr = c_u[r]
+            else:
+                cr = 0.0
+                for i in range(n):
+                    cr += Bt[i, r] * x[i]
+            if cr != cr:
+                best_row = -1
+            elif cr < best and best_row >= 0:
+                best = cr
+                best_row = r
+        red_c[t] = best
+        red_row[t] = best_row
+        cuda.syncthreads()
+        lowest = math.inf
+        worst = m
+        for q in range(THREADS):
+            cq = red_c[q]
+            rq = red_row[q]
+            if rq < 0:
+                redo = True
+            elif cq < lowest or (cq == lowest and rq < worst):
+                lowest = cq
+                worst = rq
+        if redo or not lowest < 0.0:
+            break
+        found = 0
+        for p in range(t, k, THREADS):
+            if rows[p] == worst:
+                found = 1
+        changed = cuda.syncthreads_or(found) == 0
+        if changed:
+            if k == k_max:
+                redo = True
+                break
+            _append_row(G, rows, lp, low, z, k, worst, lambda_min_norm, t)
+            k += 1
+        while True:
+            for p in range(t, k, THREADS):
+                l[p] = -c_u[rows[p]]
+            cuda.syncthreads()
+            _cholesky_solve_packed(low, k, l, z, t)
+            # the row whose multiplier reaches zero first leaves (ties: the lowest row)
+            s_min = math.inf
+            s_row = m
+            s_pos = 0
+            for p in range(t, k, THREADS):
+                if l[p] < 0.0:
+                    r = rows[p]
+                    s = lp[p] / (lp[p] - l[p])
+                    if s < s_min or (s == s_min and r < s_row):
+                        s_min = s
+                        s_row = r
+                        s_pos = p
+            red_s[t] = s_min
+            red_srow[t] = s_row
+            red_spos[t] = s_pos
+            cuda.syncthreads()
+            s_min = math.inf
+            s_row = m
+            s_pos = 0
+            for q in range(THREADS):
+                sq = red_s[q]
+                rq = red_srow[q]
+                if sq < s_min or (sq == s_min and rq < s_row):
+                    s_min = sq
+                    s_row = rq
+                    s_pos = red_spos[q]
+            if s_min == math.inf:
+                for i in range(t, n, THREADS):
+                    s = y_u[i]
+                    for p in range(k):
+                        s += B[rows[p], i] * l[p]
+                    x[i] = s
+                cuda.syncthreads()
+                break
+            changed = True
+            _remove_row(rows, lp, low, z, tmp, ab, k, s_pos, t)
+            k -= 1
+        for p in range(t, k, THREADS):
+            lp[p] = l[p]
+        it += 1
+        if not changed or it > max_iterations:
+            break
+        first = False
+    if redo:
+        if t == 0:
+            niter[v] = REDO
+        return
+    # x ← L⁻ᵀ x
+    for i in range(n - 1, -1, -1):
+        xi = x[i] / L[i, i]
+        if t == 0:
+            out[v, i] = xi
+        for j in range(t, i, THREADS):
+            x[j] -= L[i, j] * xi
+        cuda.syncthreads()
+    if t == 0:
+        niter[v] = it
+
+
+@cuda.jit(cache=True)
+def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
+    """:func:`gpu.fod.solver_math.csd_voxel` for voxel ``blockIdx.x``.
+
+    signals (V, n); init, Q, QtQ, P as :class:`gpu.fod.csd_problem.CsdProblem`; out (V, N);
+    niter (V,). Launch with :data:`THREADS` threads and :func:`csd_shared_bytes` of dynamic
+    shared memory.
+    """
+    v = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    n = Q.shape[0]
+    nf = Q.shape[1]
+    nk = P.shape[0]
+    n_tri = nf * (nf + 1) // 2
+    sh = cuda.shared.array(0, float64)
+    data = sh[0:n]
+    f = sh[n:n + nf]
+    qtb = sh[n + nf:n + 2 * nf]
+    diag = sh[n + 2 * nf:n + 3 * nf]
+    z = sh[n + 3 * nf:n + 4 * nf]
+    work = sh[n + 4 * nf:n + 4 * nf + n_tri]
+    o = 2 * (n + 4 * nf + n_tri)
+    ish = cuda.shared.array(0, int32)
+    negative = ish[o:o + nk]
+    was_negative = ish[o + nk:o + 2 * nk]
+    neg_rows = ish[o + 2 * nk:o + 3 * nk]
+    counts = ish[o + 3 * nk:o + 3 * nk + THREADS]
+
+    bad = 0
+    for j in range(t, n, THREADS):
+        s = signals[v, j]
+        if not math.isfinite(s):
+            bad = 1
+        data[j] = s if s > 0.0 else 0.0
+    if cuda.syncthreads_or(bad):
+        for i in range(t, nf, THREADS):
+            out[v, i] = 0.0
+        if t == 0:
+            niter[v] = -1
+        return
+    for i in range(t, nf, THREADS):
+        f[i], qtb[i] = csd_initial_terms(init, Q, data, i)
+    cuda.syncthreads()
+    # thread t owns a contiguous run of constraint rows, so that the negative ones are listed in order
+    run = (nk + THREADS - 1) // THREADS
+    first_row = t * run if t * run < nk else nk
+    last_row = first_row + run if first_row + run < nk else nk
+    result = max_iterations
+    for it in range(max_iterations):
+        differ = 0
+        count = 0
+        for r in range(first_row, last_row):
+            s = 0.0
+            for i in range(nf):
+                s += P[r, i] * f[i]
+            neg = 1 if s < threshold else 0
+            if neg != was_negative[r]:
+                differ = 1
+            negative[r] = neg
+            was_negative[r] = neg
+            count += neg
+        counts[t] = count
+        if cuda.syncthreads_or(differ) == 0 and it > 0:
+            result = it
+            break
+        start = 0
+        total = 0
+        for q in range(THREADS):
+            if q < t:
+                start += counts[q]
+            total += counts[q]
+        for r in range(first_row, last_row):
+            if negative[r] != 0:
+                neg_rows[start] = r
+                start += 1
+        cuda.syncthreads()
+        # QtQ + Pₙᵀ Pₙ, lower triangle packed by rows
+        for e in range(t, n_tri, THREADS):
+            p = int((math.sqrt(8.0 * e + 1.0) - 1.0) / 2.0)
+            while p * (p + 1) // 2 > e:
+                p -= 1
+            while (p + 1) * (p + 2) // 2 <= e:
+                p += 1
+            q = e - p * (p + 1) // 2
+            acc = QtQ[p, q]
+            for a in range(total):
+                r = neg_rows[a]
+                acc += P[r, p] * P[r, q]
+            work[e] = acc
+        cuda.syncthreads()
+        # Cholesky by columns, each entry's sum in the CPU's order; the diagonal goes to diag
+        failed = nf
+        for j in range(nf):
+            rj = j * (j + 1) // 2
+            s = work[rj + j]
+            for q in range(j):
+                s -= work[rj + q] * work[rj + q]
+            if not s > 0.0:
+                failed = j
+                break
+            d = math.sqrt(s)
+            for i in range(t, nf, THREADS):
+                if i > j:
+                    ri = i * (i + 1) // 2
+                    u = work[ri + j]
+                    for q in range(j):
+                        u -= work[ri + q] * work[rj + q]
+                    work[ri + j] = u / d
+            if t == 0:
+                diag[j] = d
+            cuda.syncthreads()
+        # as the CPU solver: columns from a failed pivot on stay unfactored
+        for i in range(t, nf, THREADS):
+            if i >= failed:
+                diag[i] = work[i * (i + 1) // 2 + i]
+            f[i] = qtb[i]
+        cuda.syncthreads()
+        for j in range(nf):
+            wj = f[j] / diag[j]
+            if j % THREADS == t:
+                z[j] = wj
+            for i in range(t, nf, THREADS):
+                if i > j:
+                    f[i] -= work[i * (i + 1) // 2 + j] * wj
+            cuda.syncthreads()
+        for q in range(nf - 1, -1, -1):
+            xq = z[q] / diag[q]
+            if q % THREADS == t:
+                f[q] = xq
+            base = q * (q + 1) // 2
+            for i in range(t, q, THREADS):
+                z[i] -= work[base + i] * xq
+            cuda.syncthreads()
+    for i in range(t, nf, THREADS):
+        out[v, i] = f[i]
+    if t == 0:
+        niter[v] = result

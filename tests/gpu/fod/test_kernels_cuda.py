@@ -1,0 +1,100 @@
+"""The CUDA kernels (numba's simulator) against the CPU backend, voxel by voxel: the same
+iteration counts and, per voxel, a relative L2 difference of at most 1e-10 (the threads
+sum some terms in another order); voxels the kernel leaves to the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu.fod import backend_cpu, backend_cuda
+from gpu.fod.csd_problem import csd_problem
+from gpu.fod.kernels_cuda import REDO
+from gpu.fod.msmt_problem import msmt_problem
+from gpu.fod.phantom import dwi_phantom, shell_scheme
+from tests.gpu.fod.test_solvers import CSF, GM, WM, nonnegative_problem
+
+
+def _assert_matches_cpu(ours: tuple[np.ndarray, np.ndarray], cpu: tuple[np.ndarray, np.ndarray]) -> None:
+    (x, niter), (x_cpu, niter_cpu) = ours, cpu
+    np.testing.assert_array_equal(niter, niter_cpu)
+    finite = np.isfinite(x_cpu).all(axis=1)
+    np.testing.assert_array_equal(x[~finite], x_cpu[~finite])
+    scale = np.linalg.norm(x_cpu[finite], axis=1)
+    error = np.linalg.norm(x[finite] - x_cpu[finite], axis=1)
+    assert (error <= 1e-10 * scale).all(), error / scale
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """Two voxels of a two-shell phantom and a third with a NaN, lmax 2: small enough for the simulator."""
+    bvals, bvecs = shell_scheme(2, ((1000, 12), (2500, 15)), seed=1)
+    phantom = dwi_phantom((2, 1, 1), bvals, bvecs, snr=30.0, seed=4)
+    signals = phantom["dwi"].reshape(-1, bvals.size).astype(np.float64)
+    broken = signals[0].copy()
+    broken[3] = np.nan
+    return bvals, bvecs, np.vstack([signals, broken])
+
+
+def test_cuda_msmt_matches_cpu(tiny):
+    bvals, bvecs, signals = tiny
+    problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
+    cpu = backend_cpu.msmt_csd_cpu(problem, signals)
+    ours = backend_cuda.msmt_csd_cuda(problem, signals)
+    assert (cpu[1][:2] > 5).all() and np.isnan(cpu[0][2]).all()
+    _assert_matches_cpu(ours, cpu)
+
+
+def test_cuda_icls_with_removals_matches_cpu_and_nnls():
+    """Non-negative least squares (A = I): constraints join and leave the active set."""
+    rng = np.random.default_rng(0)
+    H = rng.standard_normal((40, 12))
+    signals = rng.standard_normal((4, 40)) * 3 + H @ rng.uniform(-1, 1, 12)
+    problem = nonnegative_problem(H)
+    cpu = backend_cpu.msmt_csd_cpu(problem, signals)
+    assert (cpu[1] > 2).all()
+    _assert_matches_cpu(backend_cuda.msmt_csd_cuda(problem, signals), cpu)
+
+
+def test_cuda_msmt_voxel_beyond_the_active_set_cap_is_solved_on_the_cpu(monkeypatch):
+    rng = np.random.default_rng(1)
+    H = rng.standard_normal((30, 8))
+    truth = rng.uniform(0.5, 2.0, (2, 8))
+    truth[1, :5] = -1.0
+    signals = truth @ H.T
+    problem = nonnegative_problem(H)
+    cpu = backend_cpu.msmt_csd_cpu(problem, signals)
+    given = []
+
+    def spy(problem, signals):
+        given.append(signals.copy())
+        return cpu_solver(problem, signals)
+
+    cpu_solver = backend_cpu.msmt_csd_cpu
+    monkeypatch.setattr(backend_cpu, "msmt_csd_cpu", spy)
+    ours = backend_cuda.msmt_csd_cuda(problem, signals, k_max=3)
+    # no constraint active in voxel 0; at least four at voxel 1's solution, beyond the cap of 3
+    assert cpu[1][0] == 0 and (np.abs(cpu[0][1]) < 1e-12).sum() >= 4
+    assert len(given) == 1
+    np.testing.assert_array_equal(given[0], signals[1:])
+    _assert_matches_cpu(ours, cpu)
+    assert REDO not in ours[1]
+
+
+def test_cuda_csd_matches_cpu_in_chunks(tiny):
+    bvals, bvecs, signals = tiny
+    problem = csd_problem(bvals, bvecs, WM[2], lmax=4)
+    signals = signals[:, problem.volumes]
+    signals[1, :3] = -5.0  # clamped to 0
+    signals[2, 0] = np.inf
+    cpu = backend_cpu.csd_cpu(problem, signals)
+    ours = backend_cuda.csd_cuda(problem, signals, chunk_voxels=2)
+    assert cpu[1][2] == -1 and (cpu[1][:2] > 1).all()
+    _assert_matches_cpu(ours, cpu)
+
+
+def test_cuda_problem_beyond_shared_memory_is_refused(tiny):
+    bvals, bvecs, signals = tiny
+    problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
+    with pytest.raises(ValueError, match="shared memory .* use the CPU backend"):
+        backend_cuda.msmt_csd_cuda(problem, signals, k_max=200)
