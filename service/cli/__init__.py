@@ -31,13 +31,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("service.cli.client", "submit jobs to a fibertensor service"),
     "jobs": ("service.cli.client", "list, wait for, download or cancel jobs on a fibertensor service"),
     "compress": ("service.cli.compress",
-                 "Tucker-compress a NIfTI volume into an .npz archive (FP16 TTMc, error bound)"),
+                 "compress a NIfTI volume to an error target (--tol, --abs or --psnr) into an .npz archive"),
     "decompress": ("service.cli.compress", "restore a NIfTI volume from a compress archive"),
     "conv": ("service.cli.conv", "apply a CP- or Tucker-factorized conv layer to an input (GPU or CPU)"),
     "decompose": ("service.cli.conv",
                   "factorize a dense conv kernel: CP by ALS or Tucker-2 by truncated HOSVD"),
     "warmup": ("service.cli.warmup", "compile the kernels into numba's cache, so no job waits for a compile"),
-    "bids": ("service.cli.bids", "fiber peaks and fODF metrics of a BIDS-derivatives dataset of FODs (BIDS App)"),
+    "bids": ("service.cli.bids", "FODs, fiber peaks, fODF metrics and fixels of a BIDS dataset's DWIs or FODs (BIDS App)"),
     "batch": ("service.cli.batch", "run a job on many inputs as one pipeline (reading, computing and writing overlap)"),
 }
 
