@@ -8,23 +8,23 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-if TYPE_CHECKING:
-    from worker.input_limits import InputLimits
+from service.input_limit_settings import ENV_PREFIX, InputLimitSettings
 
 __all__ = ["Settings", "get_settings"]
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, InputLimitSettings):
     """Service settings; environment variables are the field names upper-cased with prefix
-    ``FIBERTENSOR_`` (``data_dir`` ← ``FIBERTENSOR_DATA_DIR``)."""
+    ``FIBERTENSOR_`` (``data_dir`` ← ``FIBERTENSOR_DATA_DIR``); the input limits' fields come
+    from :class:`service.input_limit_settings.InputLimitSettings`."""
 
-    model_config = SettingsConfigDict(env_prefix="FIBERTENSOR_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     data_dir: Path = Field(
         Path("fibertensor-data"),
@@ -43,22 +43,6 @@ class Settings(BaseSettings):
     )
     max_upload_bytes: int = Field(
         2 * 1024**3, gt=0, description="Largest request body accepted (413 above)."
-    )
-    max_input_bytes: int = Field(
-        8 * 1024**3,
-        gt=0,
-        description="Largest decompressed input array (header dims × dtype size), checked "
-        "before any data is decompressed (protects against gzip bombs).",
-    )
-    max_voxels: int = Field(
-        64 * 1024**2, gt=0, description="Largest number of voxels (spatial grid) of an input."
-    )
-    max_job_memory_bytes: int = Field(
-        4 * 1024**3,
-        gt=0,
-        description="Largest working memory of one job (its arrays, estimated from the input "
-        "headers before it is queued; 413 above). Size it to a worker's memory less about "
-        "1 GiB for the process itself (Python, numba, the CUDA context).",
     )
     worker_concurrency: int = Field(
         1,
@@ -224,13 +208,6 @@ class Settings(BaseSettings):
     @property
     def embedded_broker(self) -> bool:
         return not self.broker_url
-
-    @property
-    def input_limits(self) -> "InputLimits":
-        """The limits every input passes before its job is queued (API and CLI alike)."""
-        from worker.input_limits import InputLimits  # imports nibabel: not at CLI start-up
-
-        return InputLimits(self.max_input_bytes, self.max_voxels, self.max_job_memory_bytes)
 
 
 @functools.cache

@@ -6,6 +6,7 @@ from bench.harness import run_sections
 SECTIONS = {
     "kernels": ("kernels", "the peak search against MRtrix3 sh2peaks and DIPY; --file-to-file adds a job's run"),
     "startup": ("startup", "where a fresh `fibertensor peaks` process spends its time"),
+    "small-job": ("small_job", "a fresh `fibertensor peaks` on a 1,000-voxel real FOD against sh2peaks: wall, RSS"),
     "noisy": ("noisy", "the search on clean, noisy and CSD FODs against sh2peaks"),
     "processes": ("processes", "CPU seconds of whole `fibertensor peaks` and sh2peaks processes"),
     "outputs": ("outputs", "what the outputs beyond peaks, amplitudes and count add to a job"),

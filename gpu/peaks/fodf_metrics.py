@@ -124,12 +124,13 @@ def directional_colour(first_directions: np.ndarray, afd_max: np.ndarray, count:
     """
     from gpu.peaks.fodf_metrics_compiled import colour_rows
 
-    count = np.asarray(count)
+    count = np.ascontiguousarray(count)
     n = count.size
     colour = np.empty((*count.shape, 3), np.uint8)
-    # the pass of fodf_metrics' rgb map, on rows of voxels (copies of a strided slice)
-    colour_rows(np.asarray(first_directions).reshape(n, 1, 3), np.asarray(afd_max).reshape(n), count.reshape(n),
-                colour.reshape(n, 3), _colour_scale(largest))
+    # the pass of fodf_metrics' rgb map, on contiguous rows of voxels: a flipped slice too, so
+    # that one compiled signature serves both (a process loads it once)
+    colour_rows(np.ascontiguousarray(first_directions).reshape(n, 1, 3), np.ascontiguousarray(afd_max).reshape(n),
+                count.reshape(n), colour.reshape(n, 3), _colour_scale(largest))
     return colour
 
 

@@ -11,18 +11,21 @@ representation k occurs σ(k) = m!/(k_x! k_y! k_z!) times in the full tensor, so
 An even-order SH series of degree L restricted to the unit sphere equals a homogeneous
 polynomial of degree L (multiply each degree-l term by (x²+y²+z²)^((L−l)/2)), i.e. A x^L
 for one symmetric tensor A of order L. Both spaces have dimension (L+1)(L+2)/2, so the map
-SH coefficients → unique entries is square and invertible; we derive it in float64 by an
-exact least-squares fit on well-spread points of the sphere.
+SH coefficients → unique entries is square and invertible. It is derived in closed form:
+r^l times a complex SH is a harmonic polynomial with integer coefficients (up to one
+normalising factor), times r^(L−l) = (x²+y²+z²)^((L−l)/2) a homogeneous polynomial of degree L,
+whose coefficient of x^k_x y^k_y z^k_z is σ(k) a_k: exact integers times one factor per
+column, with no LAPACK call (whose BLAS threads a fresh process would wait for).
 """
 
 from __future__ import annotations
 
 import functools
-from math import factorial
+from math import comb, factorial, pi, sqrt
 
 import numpy as np
 
-from gpu.sh_basis import lmax_from_ncoeffs, n_coeffs, real_sh_matrix
+from gpu.sh_basis import SH_BASES, lmax_from_ncoeffs, n_coeffs, sh_degrees_orders
 
 __all__ = [
     "index_classes",
@@ -84,11 +87,51 @@ def _monomial_matrix(order: int, points: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
+def _power_of_r_squared(power: int) -> tuple[tuple[int, int, int, int], ...]:
+    """(x²+y²+z²)^power as (multinomial coefficient, i, j, k) of its terms x^2i y^2j z^2k."""
+    return tuple((factorial(power) // (factorial(i) * factorial(j) * factorial(power - i - j)), i, j, power - i - j)
+                 for i in range(power + 1) for j in range(power - i + 1))
+
+
+def _harmonic_polynomial(degree: int, order: int, imaginary: bool, lmax: int) -> tuple[dict, float]:
+    """r^lmax · Re or Im of Y_l^m (l = ``degree``, m = ``order`` ≥ 0) as a homogeneous
+    polynomial of degree ``lmax``: ({(k_x, k_y, k_z): integer coefficient}, factor).
+
+    With t = z/r, P_l(t) = 2^−l Σ_k (−1)^k C(l, k) C(2l−2k, l) t^(l−2k) (Abramowitz & Stegun
+    22.3.8) and P_l^m(t) = (−1)^m (1−t²)^(m/2) d^m P_l/dt^m (Condon–Shortley phase, as
+    :mod:`gpu.sh_basis`), r^l P_l^m(t) e^(imφ) = (−1)^m (x+iy)^m Σ_k (−1)^k C(l, k) C(2l−2k, l)
+    (l−2k)!/(l−2k−m)! z^(l−2k−m) r^2k / 2^l; Re and Im of (x+iy)^m are Σ_j C(m, j) x^(m−j)
+    (iy)^j over even and odd j. The normalisation √((2l+1)/4π (l−m)!/(l+m)!) and the 2^−l
+    go in the factor."""
+    xy = [(order - j, j, comb(order, j) * (-1) ** (j // 2)) for j in range(order + 1) if j % 2 == int(imaginary)]
+    terms: dict[tuple[int, int, int], int] = {}
+    for k in range((degree - order) // 2 + 1):
+        z_power = degree - 2 * k - order
+        legendre = ((-1) ** k * comb(degree, k) * comb(2 * degree - 2 * k, degree)
+                    * factorial(degree - 2 * k) // factorial(z_power))
+        for multinomial, i, j, h in _power_of_r_squared(k + (lmax - degree) // 2):
+            for x_power, y_power, binomial in xy:
+                key = (2 * i + x_power, 2 * j + y_power, 2 * h + z_power)
+                terms[key] = terms.get(key, 0) + legendre * multinomial * binomial
+    factor = (-1) ** order * sqrt((2 * degree + 1) / (4 * pi) * factorial(degree - order) / factorial(degree + order))
+    return terms, factor / 2.0**degree
+
+
+@functools.cache
 def _sh_to_tensor_matrix(lmax: int, basis: str) -> np.ndarray:
-    points = sphere_points(8 * n_coeffs(lmax))
-    sh = real_sh_matrix(lmax, points, basis)
-    mono = _monomial_matrix(lmax, points)
-    matrix, *_ = np.linalg.lstsq(mono, sh, rcond=None)
+    if basis not in SH_BASES:
+        raise ValueError(f"basis must be one of {SH_BASES}, not {basis!r}")
+    row = {tuple(k): i for i, k in enumerate(monomial_exponents(lmax).tolist())}
+    sigma = multiplicities(lmax)
+    degrees, orders = sh_degrees_orders(lmax)
+    matrix = np.zeros((len(row), degrees.size))
+    for column, (degree, order) in enumerate(zip(degrees.tolist(), orders.tolist())):
+        # mrtrix: √2·Im(Y_l^|m|) for m < 0, Y_l^0, √2·Re(Y_l^m) for m > 0; dipy swaps the two.
+        terms, factor = _harmonic_polynomial(degree, abs(order), order < 0 if basis == "mrtrix" else order > 0, lmax)
+        if order:
+            factor *= sqrt(2.0)
+        for key, coefficient in terms.items():
+            matrix[row[key], column] = coefficient * factor / sigma[row[key]]
     matrix.setflags(write=False)
     return matrix
 

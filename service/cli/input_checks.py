@@ -14,11 +14,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ValidationError
 
 from service.cli import CommandError
-from service.settings import get_settings
+from service.input_limit_settings import input_limit_settings_from_environment
+
+if TYPE_CHECKING:
+    from worker.job_kinds import JobKind
 
 __all__ = ["input_limits", "check_inputs", "input_problem"]
 
@@ -27,15 +31,16 @@ def input_limits():
     """This machine's :class:`worker.input_limits.InputLimits`, from the ``FIBERTENSOR_*``
     environment as the server reads it; a bad value is a :class:`CommandError`."""
     try:
-        return get_settings().input_limits
+        return input_limit_settings_from_environment().input_limits
     except ValidationError as exc:
         problems = "; ".join(f"FIBERTENSOR_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
         raise CommandError(f"invalid setting in the environment: {problems}; fix or unset it") from None
 
 
-def check_inputs(kind_name: str, files: Mapping[str, Path | None], params: BaseModel, *,
+def check_inputs(kind: "str | JobKind", files: Mapping[str, Path | None], params: BaseModel, *,
                  name_file: bool = True, read_through: bool = True) -> None:
-    """Refuse the inputs of a ``kind_name`` job (slot → path; None for a slot not given) as
+    """Refuse the inputs of a ``kind`` job (a :class:`worker.job_kinds.JobKind`, or its name,
+    looked up in the registry, which imports every family; slot → path; None for a slot not given) as
     the API would, as a :class:`CommandError` (:func:`input_problem`); a missing file first.
     ``read_through=False`` checks headers only, for a command that reads the files next: the
     reader refuses damaged data with the same message, so each file is inflated once.
@@ -55,7 +60,7 @@ def check_inputs(kind_name: str, files: Mapping[str, Path | None], params: BaseM
 
     try:
         check_backend(params)
-        check_job_inputs(get_job_kind(kind_name), given, params, input_limits(), read_through=read_through,
+        check_job_inputs(get_job_kind(kind) if isinstance(kind, str) else kind, given, params, input_limits(), read_through=read_through,
                          warn=warn)
     except InputError as exc:
         raise CommandError(input_problem(exc, given, name_file=name_file)) from None

@@ -52,10 +52,11 @@ def _peaks(args: argparse.Namespace) -> int:
         start_cuda_context()  # while the imports below run
     from service.cli.input_checks import check_inputs, input_problem
     from worker.errors import InputError
-    from worker.jobs.peaks import PeaksOutputs, run_peaks
+    from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, run_peaks
 
     inputs = {"fod": args.input, "mask": args.mask}
-    check_inputs("peaks", inputs, params, read_through=False)
+    (kind,) = JOB_KINDS  # the family's own kind: the registry would import every family
+    check_inputs(kind, inputs, params, read_through=False)
     try:
         # One job has the machine to itself: the volume inflates on all its cores.
         with percent_bar("peaks", args.quiet) as progress:

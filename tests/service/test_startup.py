@@ -84,6 +84,50 @@ def test_create_app_imports_no_numba_or_scipy_extensions(tmp_path):
         assert f"'/v1/jobs/{kind}'" in routes
 
 
+# What a local CPU peaks job has no use for: the service (web framework, queue, server settings).
+SERVICE_ONLY = ("fastapi", "starlette", "uvicorn", "celery", "kombu", "redis", "pydantic_settings", "asyncio")
+
+
+def test_a_cpu_peaks_job_imports_nothing_of_the_service(tmp_path):
+    import nibabel as nib
+
+    from gpu.peaks.phantom import fod_phantom
+
+    # one fiber a voxel, no noise: each voxel's one peak is its fiber
+    phantom = fod_phantom((4, 4, 3), 4, fiber_fractions=(1.0, 0.0, 0.0), noise=0.0)
+    nib.save(nib.Nifti1Image(phantom["sh"], np.eye(4)), tmp_path / "fod.nii.gz")
+    prefix = tmp_path / "out" / "sub"
+    modules = loaded_modules(f"from service.cli import main; main(['peaks', {str(tmp_path / 'fod.nii.gz')!r}, "
+                             f"{str(prefix)!r}, '--backend', 'cpu', '--quiet'])")
+    assert sorted(m for m in modules if m.split(".")[0] in SERVICE_ONLY or m.startswith("service.api")) == []
+    assert "service.settings" not in modules and "numba.cuda" not in modules
+    # nor another family's job or parameters
+    assert sorted(m for m in modules if m.startswith(("worker.jobs.", "worker.params."))
+                  and not m.startswith(("worker.jobs.peaks", "worker.params.peaks", "worker.params.base"))) == []
+    assert not [m for m in modules if m.startswith(("torch", "tensorly", "dipy", "scipy.special"))]
+    assert (np.asarray(nib.load(f"{prefix}_count.nii.gz").dataobj) == 1).all()
+    peaks = np.asarray(nib.load(f"{prefix}_peaks.nii.gz").dataobj)[..., :3]
+    cosines = np.abs((peaks / np.linalg.norm(peaks, axis=-1, keepdims=True) * phantom["directions"][..., 0, :]).sum(-1))
+    assert cosines.min() > np.cos(np.radians(1.0))
+
+
+def test_a_cpu_peaks_job_loads_one_signature_of_each_compiled_function(tmp_path):
+    """A warm job loads each compiled function it uses once from numba's cache, and compiles
+    nothing: the QC picture's flipped slices take the rgb pass's signature."""
+    from gpu.peaks.phantom import fod_phantom
+    import nibabel as nib
+
+    nib.save(nib.Nifti1Image(fod_phantom((5, 4, 3), 4, seed=1)["sh"], np.eye(4)), tmp_path / "fod.nii.gz")
+    job = (f"from service.cli import main; main(['peaks', {str(tmp_path / 'fod.nii.gz')!r}, "
+           f"{str(tmp_path / 'out' / 'sub')!r}, '--backend', 'cpu', '--quiet'])")
+    python(job)  # fills the cache where it is cold
+    log = python(job, env={"NUMBA_DEBUG_CACHE": "1"}).stdout.splitlines()
+    assert not [line for line in log if line.startswith("[cache] data saved")]
+    loaded = [Path(line.split("'")[1]).name.split("-")[0] for line in log if line.startswith("[cache] data loaded")]
+    assert sorted(loaded) == ["fodf_metrics_compiled._colour", "fodf_metrics_compiled._voxel_metrics",
+                              "qc_raster.rasterize", "sshopm_generated_cpu.sshopm_cpu_m4"]
+
+
 _RUN_PEAKS = """
 import sys
 import numpy as np

@@ -5,11 +5,14 @@ only, never numba, scipy, nibabel or kernel code, so the API, the CLI's parser a
 job-kind registry can use it without loading an engine.
 """
 
-from worker.params.base import FieldRuleError, JobParams, error_fields, is_list_field, params_from_text
-from worker.params.compress import CompressParams, DecompressParams
-from worker.params.conv import CPConvParams, CPDecomposeParams, TuckerConvParams, TuckerDecomposeParams
-from worker.params.peaks import PeaksParams
+from gpu.lazy_exports import lazy_exports
 
-__all__ = ["JobParams", "FieldRuleError", "params_from_text", "error_fields", "is_list_field", "PeaksParams",
-           "CPConvParams", "TuckerConvParams", "CPDecomposeParams", "TuckerDecomposeParams", "CompressParams",
-           "DecompressParams"]
+# Exported on first use: a command imports its own kind's model only.
+_EXPORTS = {
+    **dict.fromkeys(["JobParams", "FieldRuleError", "params_from_text", "error_fields", "is_list_field"], "base"),
+    "PeaksParams": "peaks",
+    **dict.fromkeys(["CPConvParams", "TuckerConvParams", "CPDecomposeParams", "TuckerDecomposeParams"], "conv"),
+    **dict.fromkeys(["CompressParams", "DecompressParams"], "compress"),
+}
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -89,6 +89,19 @@ def test_tensor_value_equals_sh_series(lmax, basis):
         assert relative < 1e-10, (lmax, basis, relative)
 
 
+@pytest.mark.parametrize("basis", SH_BASES)
+@pytest.mark.parametrize("lmax", SUPPORTED_LMAX)
+def test_sh_to_tensor_matrix_equals_a_least_squares_fit(lmax, basis):
+    """The closed form against the float64 least-squares fit of A x^L to the SH basis on
+    well-spread points of the sphere (monomial rows σ(k)·x^k)."""
+    points = sphere_points(8 * n_coeffs(lmax))
+    monomials = np.prod(points[:, None, :] ** monomial_exponents(lmax)[None], axis=2) * multiplicities(lmax)
+    fit, *_ = np.linalg.lstsq(monomials, real_sh_matrix(lmax, points, basis), rcond=None)
+    matrix = sh_to_tensor_matrix(lmax, basis)
+    np.testing.assert_allclose(matrix, fit, rtol=0, atol=1e-13 * np.abs(fit).max())
+    assert np.count_nonzero(matrix) == np.count_nonzero(np.abs(fit) > 1e-12 * np.abs(fit).max())
+
+
 @pytest.mark.parametrize("lmax", SUPPORTED_LMAX)
 def test_tensor_value_equals_independent_monomial_sum(lmax):
     # Σ_k σ(k) a_k x^k written out here from the index classes, not through tensor_value.
