@@ -23,6 +23,7 @@ from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.jobs.fod_inputs import DWI_SLOTS
 from worker.jobs.fod_plan import FodPlan, fod_memory_bytes, plan_fod
 from worker.jobs.fod_response import RESPONSE_KIND, TISSUES
+from worker.jobs.fod_stages import FodJob, fit_fods, read_fod_inputs, write_fod_outputs
 from worker.params.fod import FodParams, ResponseParams
 
 __all__ = ["FodPlan", "plan_fod", "run_fod", "fod_memory_bytes", "JOB_KINDS"]
@@ -42,8 +43,6 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     outputs follow (the fixel directory as one ``.tar`` with ``fixel_archive``, as the peaks
     job's). The stages of :mod:`worker.jobs.fod_stages` in a row; a failure leaves none of the
     files behind. Returns the sidecar content."""
-    from worker.jobs.fod_stages import FodJob, fit_fods, read_fod_inputs, write_fod_outputs
-
     given = responses or {}
     job = FodJob(dwi, prefix, bval, bvec, grad, mask, tuple(given.get(tissue) for tissue in TISSUES),
                  response_params)
