@@ -5,7 +5,8 @@ for it alone.
 
 * ``peaks``: :class:`BatchItem`, the steps of :func:`worker.jobs.peaks.run_peaks`;
 * ``fod``: :class:`FodItem`, those of :func:`worker.jobs.fod.run_fod`
-  (:mod:`worker.jobs.fod_stages`);
+  (:mod:`worker.jobs.fod_stages`; with ``peaks``, the peaks of each WM FOD in memory in
+  the write stage);
 * ``fixels``: :class:`FixelsItem`, those of :func:`worker.jobs.fixels.run_fixels`.
 """
 
@@ -115,8 +116,10 @@ def _fod_stages(params) -> BatchStages:
     from worker.jobs.fod_stages import fit_fods, read_fod_inputs, write_fod_outputs
 
     def write(item: FodItem, read, fit, compute_seconds: float) -> dict[str, float]:
+        # with peaks, the peaks job's steps of the WM FOD in memory are part of this stage
         seconds = write_fod_outputs(read, fit)["seconds"]
-        return {"read": seconds["read"], "compute": compute_seconds, "write": seconds["write"]}
+        return {"read": seconds["read"], "compute": compute_seconds,
+                "write": seconds["write"] + seconds.get("peaks", 0.0)}
 
     return BatchStages(lambda item: read_fod_inputs(item, params), fit_fods, write)
 

@@ -7,8 +7,9 @@ QSIPrep's preprocessed DWIs, ``..._desc-preproc_dwi.nii.gz`` with ``.bval``/``.b
 them and the ``..._desc-brain_mask`` of their folder as the mask; where a subject and
 session has a preprocessed DWI, its raw ones are left out.
 
-Each DWI is one fod job, then one peaks job on its WM FOD and, when asked, one fixels
-job, each kind through the batch pipeline (:mod:`worker.batch`). Outputs, named after the
+Each DWI is one fod job that also writes the peaks job's outputs of its WM FOD, from the
+FOD in memory (``FodParams.peaks``), then, when asked, one fixels job on the published WM
+FOD, each kind through the batch pipeline (:mod:`worker.batch`). Outputs, named after the
 DWI's entities (``desc-`` left out) in BEP016's scheme, in its ``sub-*/[ses-*/]dwi``
 folder, each with a JSON sidecar naming its ``Sources``:
 ``..._model-msmtcsd_param-fod_label-WM_desc-fod_dwimap.<ext>`` (and ``label-GM``,
@@ -35,7 +36,7 @@ from worker.bids import (FodInput, brain_mask_beside, dataset_uri, parse_name, p
                          without_prefix, write_dataset_description)
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
-from worker.params.fod import FodParams, ResponseParams
+from worker.params.fod import FodParams, ResponseParams, peaks_option_name
 from worker.params.peaks import PeaksParams
 
 if TYPE_CHECKING:
@@ -158,9 +159,26 @@ def fod_name(dwi: DwiInput, params: FodParams, tissue: str, what: str, extension
     return "_".join(parts) + extension
 
 
+def _with_peaks(params: FodParams, peaks: PeaksParams) -> FodParams:
+    """``params`` with ``peaks`` on and the peaks job's options of ``peaks`` (its SH basis
+    the FOD's): the fod job that also writes its WM FOD's peaks, from the FOD in memory.
+    :class:`InputError` for what that job cannot honour: another backend for the peaks, or
+    no checksums (it hashes the FOD it has just written)."""
+    if peaks.backend != params.backend:
+        raise InputError("Two backends", f"the peaks (backend {peaks.backend}) run on the FODs' backend "
+                         f"({params.backend}) from the FODs in memory; give one backend for both")
+    if not peaks.checksums:
+        raise InputError("Checksums are kept", "a run from DWIs records the sha256 of each FOD it writes, which it "
+                         "has in hand; leave out --no-checksums (checksums off)")
+    options = {peaks_option_name(name): value for name, value in peaks.model_dump().items()
+               if peaks_option_name(name) in FodParams.model_fields}
+    return FodParams.model_validate({**params.model_dump(), **options, "peaks": True})
+
+
 def _publish_fods(dwi: DwiInput, bids_dir: Path, work: Path, params: FodParams, output_dir: Path) -> list[Path]:
     """Move a fod job's images and estimated responses from ``work`` into the derivatives
-    dataset under their BIDS names, each with its sidecar."""
+    dataset under their BIDS names, each with its sidecar (``params``: the FODs' parameters,
+    those the caller gave, without the peaks job's)."""
     sidecar = json.loads((work / "fod.json").read_text(encoding="utf-8"))
     target = output_dir / dwi.folder
     target.mkdir(parents=True, exist_ok=True)
@@ -177,12 +195,23 @@ def _publish_fods(dwi: DwiInput, bids_dir: Path, work: Path, params: FodParams, 
         os.replace(work / file, destination)
         description = {"Description": _DESCRIPTIONS[what].format(
             tissue=_TISSUE_LABELS[tissue], method=sidecar["method"], algorithm=params.algorithm, basis=params.basis),
-            "Sources": sources, "Parameters": sidecar["parameters"]}
+            "Sources": sources, "Parameters": params.model_dump()}
         if output == "wmfod":
             description["Provenance"] = provenance
         write_json_atomic(destination.with_name(destination.name.removesuffix(extension) + ".json"), description)
         published.append(destination)
     return published
+
+
+def _peaks_of_published(work: Path, wm: FodInput) -> dict:
+    """The peaks sidecar a fod job wrote in ``work``, its input named as the WM FOD is
+    published (``wm``; the same bytes, so the same sha256)."""
+    sidecar = json.loads((work / "peaks.json").read_text(encoding="utf-8"))
+    read = sidecar["input"]
+    sidecar["input"] = {**read, "fod": wm.path.name,
+                        "sha256": {wm.path.name if name == read["fod"] else name: value
+                                   for name, value in read["sha256"].items()}}
+    return sidecar
 
 
 def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams(),
@@ -192,13 +221,14 @@ def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams
                  responses: Sequence[Path] = (), response_params: ResponseParams = ResponseParams(),
                  devices: Sequence[str] | None = None, processes: int = 1) -> dict[Path, list[Path] | str]:
     """FODs of every selected DWI (with ``responses``, WM [GM CSF], for every DWI, else
-    responses estimated per DWI with ``response_params``), then the peaks and metrics of
-    each WM FOD and, with ``fixels_params``, its fixels; each kind through the batch pipeline
-    (``devices`` and ``processes`` as :func:`worker.batch.run_batch` takes them), each input
-    published as it finishes. Returns each DWI's published files, or the error that stopped
-    it (``peaks: ...``, ``fixels: ...`` after its FODs were published)."""
-    from worker.batch import BatchItem, FixelsItem, FodItem
-    from worker.jobs.peaks import PeaksOutputs
+    responses estimated per DWI with ``response_params``) and the peaks and metrics of each
+    WM FOD with ``peaks_params`` (from the FOD in memory, in the same job: the files
+    ``fibertensor peaks`` writes of the published FOD, byte for byte), then, with
+    ``fixels_params``, its fixels; each kind through the batch pipeline (``devices`` and
+    ``processes`` as :func:`worker.batch.run_batch` takes them), each input published as it
+    finishes. Returns each DWI's published files, or the error that stopped it
+    (``fixels: ...`` after its FODs and peaks were published)."""
+    from worker.batch import FixelsItem, FodItem
 
     if fixels_params is not None and "fixel" in peaks_params.format:
         raise InputError("Fixels asked twice", "the peaks format fixel and the fixels job write the same fixel "
@@ -206,6 +236,7 @@ def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams
     if fixels_params is not None and params.basis != "mrtrix":
         raise InputError("Fixels need MRtrix3's basis", "the fixels job reads FODs in MRtrix3's SH basis; leave out "
                          "--basis dipy, or the fixels")
+    chain = _with_peaks(params, peaks_params)
     output_dir = Path(output_dir)
     dwis = find_dwis(bids_dir, participant_labels, session_labels, exclude=output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -222,32 +253,23 @@ def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams
             folder.mkdir(parents=True)
         fods = {dwi.path: FodItem(dwi.path, work[dwi.path], dwi.bval, dwi.bvec, mask=dwi.mask,
                                   responses=tuple(responses), response_params=response_params) for dwi in dwis}
-        results.update(run_and_publish(
-            fods, params, lambda path, item: _publish_fods(by_path[path], bids_dir, item.prefix, params, output_dir),
-            work, log=lambda path, said: f"{path.name}: FODs: {said}", **common))
 
-        # The WM FOD of each DWI whose FODs were published, as the peaks and fixels jobs read it.
+        def sources(wm: FodInput) -> list[str]:
+            return [dataset_uri(output_dir, wm.path, ""),
+                    *([dataset_uri(bids_dir, wm.mask, DWI_LINK)] if wm.mask else [])]
+
+        def publish(path: Path, item: FodItem) -> list[Path]:
+            published = _publish_fods(by_path[path], bids_dir, item.prefix, params, output_dir)
+            wm = FodInput(published[0], *parse_name(published[0]), item.mask)
+            peaks = _peaks_of_published(item.prefix, wm)
+            return published + publish_job(wm, output_dir, item.prefix, peaks, output_dir, sources(wm))
+
+        results.update(run_and_publish(fods, chain, publish, work,
+                                       log=lambda path, said: f"{path.name}: FODs and peaks: {said}", **common))
+
+        # The WM FOD of each DWI whose FODs were published, as the fixels job reads it.
         wm = {path: FodInput(files[0], *parse_name(files[0]), by_path[path].mask)
               for path, files in results.items() if isinstance(files, list)}
-
-        def sources(path: Path) -> list[str]:
-            return [dataset_uri(output_dir, wm[path].path, ""),
-                    *([dataset_uri(bids_dir, wm[path].mask, DWI_LINK)] if wm[path].mask else [])]
-
-        def then(kind: str, outcome: dict[Path, list[Path] | str]) -> None:
-            for path, files in outcome.items():
-                results[path] = results[path] + files if isinstance(files, list) else f"{kind}: {files}"
-
-        work = {path: staging / f"{number}-peaks" for number, path in enumerate(wm, 1)}
-        peaks = {path: BatchItem(fod.path, PeaksOutputs.in_folder(work[path]), fod.mask) for path, fod in wm.items()}
-        peaks_params = peaks_params.model_copy(update={"basis": params.basis})
-
-        def publish_peaks(path: Path, item: BatchItem) -> list[Path]:
-            sidecar = json.loads(item.outputs.sidecar.read_text(encoding="utf-8"))
-            return publish_job(wm[path], output_dir, item.outputs.folder, sidecar, output_dir, sources(path))
-
-        then("peaks", run_and_publish(peaks, peaks_params, publish_peaks, work,
-                                      log=lambda path, said: f"{path.name}: peaks: {said}", **common))
         if fixels_params is not None:
             work = {path: staging / f"{number}-fixels" for number, path in enumerate(wm, 1)}
             fixels = {path: FixelsItem(fod.path, work[path] / "fixels", fod.mask) for path, fod in wm.items()}
@@ -255,10 +277,12 @@ def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams
             def publish_fixels(path: Path, item: FixelsItem) -> list[Path]:
                 sidecar = json.loads(item.sidecar.read_text(encoding="utf-8"))
                 sidecar["outputs"] = {"fixel": [item.out_dir.name]}
-                return publish_job(wm[path], output_dir, item.out_dir.parent, sidecar, output_dir, sources(path))
+                return publish_job(wm[path], output_dir, item.out_dir.parent, sidecar, output_dir, sources(wm[path]))
 
-            then("fixels", run_and_publish(fixels, fixels_params, publish_fixels, work,
-                                           log=lambda path, said: f"{path.name}: fixels: {said}", **common))
+            outcome = run_and_publish(fixels, fixels_params, publish_fixels, work,
+                                      log=lambda path, said: f"{path.name}: fixels: {said}", **common)
+            for path, files in outcome.items():
+                results[path] = results[path] + files if isinstance(files, list) else f"fixels: {files}"
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {dwi.path: results[dwi.path] for dwi in dwis}

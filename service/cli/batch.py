@@ -49,14 +49,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "_gm, _csf, the estimated responses _wm.txt, _gm.txt, _csf.txt, and the sidecar DIR/<name>_fod.json), "
         "byte for byte the same. Beside each DWI <name>.<ext>: its gradients <name>.bval and <name>.bvec (FSL, as "
         "dcm2niix writes them), or <name>.b (MRtrix), or none for a .mif with its dw_scheme; a mask "
-        "<name>_mask.<ext> if any; its responses <name>_wm.txt [_gm.txt _csf.txt] if any. An input that fails is "
-        "listed at the end and the others are written; the exit status is then 1.")
+        "<name>_mask.<ext> if any; its responses <name>_wm.txt [_gm.txt _csf.txt] if any. With --peaks, the peaks "
+        "of each WM FOD from the FOD in memory, as fibertensor fod --peaks writes them (DIR/<name>_peaks, ..., "
+        "DIR/<name>_peaks.json). An input that fails is listed at the end, none of its files written, and the "
+        "others are written; the exit status is then 1.")
     fod.add_argument("inputs", type=Path, nargs="+", metavar="DWI",
                      help="4D diffusion-weighted series (.nii, .nii.gz, .mif, .mif.gz), or a folder of them")
     fod.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
                      help="response files WM [GM CSF] for every DWI (e.g. group averages, as fixel-based analysis "
                      "uses; csd takes WM alone); default: each DWI's own beside it, else estimated per DWI as "
-                     "dwi2response dhollander")
+                     "dwi2response dhollander for msmt_csd and tournier for csd")
     _add_pipeline_options(fod)
     add_model_options(fod, FodParams)
     fod.add_argument("--quiet", action="store_true", help="no progress bar or summary; failures are still listed")

@@ -35,8 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "each with a JSON sidecar of its own). From DWIs (raw BIDS sub-*/[ses-*/]dwi/*_dwi.nii.gz with .bval and "
         ".bvec, or QSIPrep's *_desc-preproc_dwi.nii.gz with its desc-brain_mask): one fod job per DWI first "
         "(fibertensor batch fod; responses estimated per DWI), written as ..._model-msmtcsd_param-fod_label-WM_"
-        "desc-fod_dwimap (GM, CSF) and ..._model-msmtcsd_label-WM_response.txt (GM, CSF), then the peaks of each "
-        "WM FOD and, with --fixels, its fixel directory ..._param-fixels_label-WM_desc-fixels_dwimap.",
+        "desc-fod_dwimap (GM, CSF) and ..._model-msmtcsd_label-WM_response.txt (GM, CSF), with the peaks of each "
+        "WM FOD from the FOD in memory (fibertensor batch fod --peaks), then, with --fixels, its fixel directory "
+        "..._param-fixels_label-WM_desc-fixels_dwimap.",
     )
     bids.add_argument("bids_dir", type=Path, metavar="BIDS_DIR", help="the dataset holding the FODs")
     bids.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR", help="where the derivatives dataset is written")
@@ -48,12 +49,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="what to start from: the dataset's FODs, or its DWIs (FODs fitted first); auto: the FODs "
                       "when there are any, else the DWIs (default: auto)")
     add_model_options(bids, PeaksParams)
-    # the peaks of each WM FOD take the peaks options above, not fod's peaks_* ones
-    fod_skip = {"basis", "backend"} | {name for name in FodParams.model_fields if name.startswith("peaks")}
-    add_model_options(bids.add_argument_group("FOD options (from DWIs)"), FodParams, "fod_", skip=fod_skip)
+    # the peaks options above are those of the peaks each fod job writes from its WM FOD in memory
+    add_model_options(bids.add_argument_group("FOD options (from DWIs)"), FodParams, "fod_",
+                      skip={"basis", "backend", *(name for name in FodParams.model_fields if name.startswith("peaks"))})
     bids.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
                       help="from DWIs: response files WM [GM CSF] for every DWI (e.g. group averages, as fixel-based "
-                      "analysis uses); default: estimated per DWI as dwi2response dhollander")
+                      "analysis uses); default: estimated per DWI, as dwi2response dhollander for msmt_csd and "
+                      "tournier for csd")
     bids.add_argument("--fixels", action="store_true", help="from DWIs: also write each WM FOD's fixel directory "
                       "(fibertensor fixels)")
     add_model_options(bids.add_argument_group("fixels options (with --fixels)"), FixelsParams, "fixels_",

@@ -5,6 +5,7 @@ failing alone."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -162,6 +163,49 @@ def test_a_failing_dwi_fails_alone(cohort, tmp_path, capsys):
     assert failures[2].endswith("and pass them with --response")
     assert sorted(p.name for p in out.iterdir()) == sorted([*fod_files("sub-01", folder / "sub-01.nii.gz"),
                                                             "sub-01_fod.json"])
+
+
+def test_batch_fod_with_peaks_equals_one_fod_peaks_run_per_dwi(cohort, tmp_path):
+    """--peaks and its options reach every input: the FODs, peaks, metrics and fixel
+    directory of one ``fibertensor fod --peaks`` per DWI, byte for byte, and their sidecars
+    but for the timings."""
+    options = ["--backend", "cpu", "--lmax", "4", "--response", *(str(p) for p in cohort["group"].values()), "--peaks",
+               "--peaks-npeaks", "2", "--peaks-relative-threshold", "0.2", "--peaks-metrics", "afd_max",
+               "--no-peaks-qc", "--peaks-format", "fixel"]
+    dwis = {name: cohort["dwis"][name] for name in ("sub-02", "sub-03")}
+    single = tmp_path / "single"
+    single.mkdir()
+    for name, dwi in dwis.items():
+        gradients = ["--grad", str(cohort["folder"] / "sub-02.b")] if name == "sub-02" else []
+        assert main(["fod", str(dwi), str(single / name), "--quiet", *gradients, *options]) == 0
+    out = tmp_path / "out"
+    assert main(["batch", "fod", *map(str, dwis.values()), "--out-dir", str(out), "--processes-per-gpu", "1",
+                 "--quiet", *options]) == 0
+
+    files = sorted(path.relative_to(single).as_posix() for path in single.rglob("*") if path.is_file())
+    assert files == sorted(path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file())
+    for name, dwi in dwis.items():
+        # the peaks job writes NIfTI as .nii.gz whatever the FOD's compression
+        fod_suffix, suffix = (".mif", ".mif") if name == "sub-03" else (".nii", ".nii.gz")
+        assert {f"{name}_{output}{suffix}" for output in ("peaks", "amplitudes", "count", "afd_max")} | {
+            f"{name}_wmfod{fod_suffix}", f"{name}_fixels/directions.mif",
+            f"{name}_peaks.json"} <= set(files)
+    for file in files:
+        if file.endswith(".json"):
+            sidecars = [json.loads((folder / file).read_text()) for folder in (out, single)]
+            for folder, sidecar in zip((out, single), sidecars):
+                sidecar.pop("seconds")
+                if sidecar["job"] == "peaks":
+                    # the FOD's own: a .mif's header records the command that wrote it
+                    fod = sidecar["input"]["fod"]
+                    written = hashlib.sha256((folder / fod).read_bytes()).hexdigest()
+                    assert sidecar["input"]["sha256"].pop(fod) == written
+            assert sidecars[0] == sidecars[1], file
+        else:
+            assert comparable(out / file) == comparable(single / file), file
+    sidecar = json.loads((out / "sub-02_fod.json").read_text())
+    assert sidecar["parameters"]["peaks_npeaks"] == 2 and sidecar["peaks"]["sidecar"] == "sub-02_peaks.json"
+    assert json.loads((out / "sub-02_peaks.json").read_text())["parameters"]["npeaks"] == 2
 
 
 def test_batch_fixels_equals_one_fixels_run_per_fod(cohort, tmp_path):

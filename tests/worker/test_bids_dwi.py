@@ -4,7 +4,9 @@ derivatives, the FODs, peaks and fixels those of the single-subject jobs, read b
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +83,16 @@ def test_missing_gradients_are_refused_at_the_door(datasets, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("peaks, refused", [
+    (PeaksParams(backend="auto"), "the peaks (backend auto) run on the FODs' backend (cpu)"),
+    (PeaksParams(backend="cpu", checksums=False), "leave out --no-checksums")])
+def test_peaks_the_fod_job_cannot_honour_are_refused(datasets, tmp_path, peaks, refused):
+    """The peaks come from the fod job, on its backend, with the FOD's checksum."""
+    with pytest.raises(InputError, match=re.escape(refused)):
+        run_bids_fod(datasets["raw"], tmp_path / "out", FOD, peaks)
+    assert not (tmp_path / "out").exists()
+
+
 def image(path) -> np.ndarray:
     return load_image_data(read_image_header(Path(path), "image"))
 
@@ -118,13 +130,22 @@ def test_derivatives_read_back_by_pybids_equal_the_single_subject_jobs(datasets,
     assert wm.get_metadata()["Description"].startswith("WM fibre orientation distribution by dwi2fod msmt_csd")
 
     # the peaks are fibertensor peaks' on that FOD, their sources the FOD in this dataset
+    # (computed from the FOD in memory by the fod job: byte for byte, and named after the FOD published)
     reference = PeaksOutputs.in_folder(tmp_path / "peaks")
-    run_peaks(tmp_path / single["outputs"]["wmfod"], reference, PEAKS, mask=mask)
+    expected = run_peaks(tmp_path / single["outputs"]["wmfod"], reference, PEAKS, mask=mask)
     nufo = found["WM", "nufo", "dwimap"]
     assert nufo.filename == f"sub-{subject}{space}_model-msmtcsd_param-nufo_label-WM_desc-nufo_dwimap.nii.gz"
     np.testing.assert_array_equal(image(nufo.path), image(reference.path("count", ".nii.gz")))
+    for desc, output in (("peaks", "peaks"), ("amplitudes", "amplitudes"), ("nufo", "count"), ("afdmax", "afd_max")):
+        assert Path(found["WM", desc, "dwimap"].path).read_bytes() == reference.path(output, ".nii.gz").read_bytes()
     assert nufo.get_metadata()["Sources"][0] == f"bids::{Path(wm.path).relative_to(out).as_posix()}"
     assert "Provenance" not in nufo.get_metadata()
+    peaks = found["WM", "peaks", "dwimap"].get_metadata()
+    assert peaks["Parameters"] == expected["parameters"]
+    sha256 = {wm.filename if name == expected["input"]["fod"] else name: value for name, value in
+              expected["input"]["sha256"].items()}
+    assert sha256[wm.filename] == hashlib.sha256(Path(wm.path).read_bytes()).hexdigest()
+    assert peaks["Provenance"]["input"] == {**expected["input"], "fod": wm.filename, "sha256": sha256}
 
     fixel_dirs = sorted(p.name for p in Path(wm.path).parent.iterdir() if p.is_dir())
     if fixels is None:

@@ -1,34 +1,39 @@
 """The ``fod`` job as three stages, so that a batch can overlap them across inputs
 (:mod:`worker.batch`): read the DWI (:func:`read_fod_inputs`), fit the FODs
 (:func:`fit_fods`: responses estimated first when none are given), and write the outputs
-(:func:`write_fod_outputs`). One input through the three gives the files
-:func:`worker.jobs.fod.run_fod` writes, byte for byte, and the same sidecar but for its
-timings.
+(:func:`write_fod_outputs`: with ``peaks``, the peaks job's outputs of the WM FOD in memory
+too). :func:`worker.jobs.fod.run_fod` is the three in a row, so one input through them
+gives its files byte for byte and its sidecar but for the timings.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from worker.errors import InputError
-from worker.jobs.fod import FodPlan, plan_fod
 from worker.jobs.fod_inputs import DwiData, image_suffix, output_path, read_dwi
-from worker.jobs.fod_response import TISSUES, estimate_responses, gradient_source
+from worker.jobs.fod_plan import FodPlan, plan_fod
+from worker.jobs.fod_response import TISSUES, EstimatedResponses, estimate_responses, gradient_source
 from worker.params.fod import FodParams, ResponseParams
+
+if TYPE_CHECKING:
+    from worker.jobs.peaks import PeaksOutputs
 
 __all__ = ["FodJob", "FodRead", "FodFit", "read_fod_inputs", "fit_fods", "write_fod_outputs"]
 
 
 @dataclass(frozen=True)
 class FodJob:
-    """One fod job's inputs, as :func:`worker.jobs.fod.run_fod` takes them: the DWI, its
-    gradients (FSL ``bval``/``bvec``, an MRtrix ``grad`` file, or none for a ``.mif``'s
-    ``dw_scheme``), a mask, response files by tissue (none: estimated with
-    ``response_params``), and the output prefix (:func:`worker.jobs.fod_inputs.output_path`)."""
+    """One fod job's inputs: the DWI, its gradients (FSL ``bval``/``bvec``, an MRtrix ``grad``
+    file, or none for a ``.mif``'s ``dw_scheme``), a mask, response files WM, GM, CSF in this
+    order (None for one not given; none at all: estimated with ``response_params``), and the
+    output prefix (:func:`worker.jobs.fod_inputs.output_path`)."""
 
     dwi: Path
     prefix: Path
@@ -36,13 +41,13 @@ class FodJob:
     bvec: Path | None = None
     grad: Path | None = None
     mask: Path | None = None
-    responses: tuple[Path, ...] = ()
+    responses: tuple[Path | None, ...] = ()
     response_params: ResponseParams = field(default_factory=ResponseParams)
 
     @property
     def response_files(self) -> dict[str, Path]:
-        """The response files by tissue: WM, then GM and CSF, in the order given."""
-        return dict(zip(TISSUES, self.responses))
+        """The response files given, by tissue."""
+        return {tissue: Path(path) for tissue, path in zip(TISSUES, self.responses) if path is not None}
 
     @property
     def files(self) -> dict[str, Path]:
@@ -57,12 +62,14 @@ class FodJob:
 
 @dataclass(frozen=True)
 class FodRead:
-    """A job's checked plan (:func:`worker.jobs.fod.plan_fod`) and its DWI read."""
+    """A job's checked plan (:func:`worker.jobs.fod_plan.plan_fod`), its DWI read, and the
+    inputs ``uploaded`` in another form than they are stored in, by slot."""
 
     job: FodJob
     params: FodParams
     plan: FodPlan
     data: DwiData
+    uploaded: dict
     seconds: float
 
 
@@ -73,37 +80,45 @@ class FodFit:
 
     volumes: list[np.ndarray]
     responses: dict[str, np.ndarray]
-    estimated: object | None
+    estimated: EstimatedResponses | None
     backend: str
     seconds: float
 
 
-def read_fod_inputs(job: FodJob, params: FodParams = FodParams()) -> FodRead:
-    """Check ``job``'s inputs from their headers (:func:`worker.jobs.fod.plan_fod`; raises
-    :class:`InputError` saying what to fix) and read the DWI and mask."""
+def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict | None = None) -> FodRead:
+    """Check ``job``'s inputs from their headers (:func:`worker.jobs.fod_plan.plan_fod`; raises
+    :class:`InputError` saying what to fix) and read the DWI and mask; ``uploaded``: as
+    :func:`worker.jobs.fod_inputs.read_dwi` takes it."""
     started = time.perf_counter()
     plan = plan_fod(job.dwi, params, bval=job.bval, bvec=job.bvec, grad=job.grad, mask=job.mask,
                     responses=job.response_files)
-    return FodRead(job, params, plan, read_dwi(plan.dwi), time.perf_counter() - started)
+    data = read_dwi(plan.dwi, uploaded)
+    return FodRead(job, params, plan, data, dict(uploaded or {}), time.perf_counter() - started)
 
 
-def fit_fods(read: FodRead) -> FodFit:
-    """Estimate the responses when none were given (dhollander), then fit the FODs
-    (:func:`gpu.fod.msmt_csd` or :func:`gpu.fod.csd`) on ``read.params.backend``."""
+def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) -> FodFit:
+    """Estimate the responses when none were given (``read.job.response_params`` with the
+    algorithm ``dwi2fod`` pairs with: dhollander for msmt_csd, tournier for csd), then fit the
+    FODs (:func:`gpu.fod.msmt_csd` or :func:`gpu.fod.csd`), both on ``read.params.backend``.
+    ``check_cancelled`` raises to stop the job; it is called before each of the two."""
     from gpu.cuda.backend import resolve_backend
     from gpu.fod import csd, msmt_csd
     from gpu.sh_basis import convert_sh_basis
 
     started = time.perf_counter()
     params, plan, data = read.params, read.plan.dwi, read.data
+    check_cancelled()
     responses, estimated = dict(read.plan.responses), None
     if not responses:
+        algorithm = "tournier" if params.algorithm == "csd" else "dhollander"
         try:
-            estimated = estimate_responses(data, plan, read.job.response_params)
+            estimated = estimate_responses(data, plan, read.job.response_params.model_copy(
+                update={"algorithm": algorithm, "backend": params.backend}))
         except InputError as exc:
-            raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response (its "
-                             "--erode, --sfwm, --gm and --csf options) and pass them with --response") from None
-        responses = {tissue: getattr(estimated, tissue) for tissue in TISSUES}
+            raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response "
+                             f"--algorithm {algorithm} (and its options) and pass them with --response") from None
+        responses = dict(estimated.responses)
+        check_cancelled()
     backend = resolve_backend(params.backend)
     bvals, bvecs = plan.scheme[:, 3], plan.scheme[:, :3]
     try:
@@ -118,10 +133,37 @@ def fit_fods(read: FodRead) -> FodFit:
     return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started)
 
 
-def write_fod_outputs(read: FodRead, fit: FodFit) -> dict:
-    """Write the FOD images (``wmfod``, ``gm``, ``csf`` in the DWI's format), the estimated
-    responses and, last, the sidecar ``<prefix>_fod.json``; returns the sidecar content. A
-    failed write removes what it had written."""
+def _peaks_outputs(prefix: Path) -> "PeaksOutputs":
+    """Where the peaks step writes: ``<prefix>_peaks.<ext>``, … and ``<prefix>_peaks.json``
+    (plain names inside a folder prefix, as the peaks job's)."""
+    from worker.jobs.peaks import PeaksOutputs
+
+    sidecar = output_path(prefix, "peaks.json")
+    return PeaksOutputs(folder=sidecar.parent, stem=sidecar.name.removesuffix("peaks.json"), sidecar=sidecar)
+
+
+def _peaks_of_wm_fod(read: FodRead, wmfod: Path, sh: np.ndarray, fixel_archive: bool,
+                     check_cancelled: Callable[[], None]) -> dict:
+    """The peaks job's outputs of the WM FOD just written to ``wmfod``, from its values ``sh``
+    in memory (:func:`worker.jobs.peaks.run_peaks_of_sh`); returns the peaks sidecar."""
+    from worker.jobs.peaks import run_peaks_of_sh
+    from worker.provenance import file_sha256
+
+    check_cancelled()
+    return run_peaks_of_sh(wmfod, sh, {wmfod.name: file_sha256(wmfod)}, _peaks_outputs(read.job.prefix),
+                           read.params.peaks_params(), read.job.mask, lambda _: check_cancelled(),
+                           fixel_archive=fixel_archive,
+                           uploaded={role: form for role, form in read.uploaded.items() if role == "mask"})
+
+
+def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False,
+                      check_cancelled: Callable[[], None] = lambda: None) -> dict:
+    """Write the estimated responses, the FOD images (``wmfod``, ``gm``, ``csf`` in the DWI's
+    format), with ``read.params.peaks`` the peaks job's outputs of the WM FOD (the fixel
+    directory as one ``.tar`` with ``fixel_archive``) and, last, the sidecar
+    ``<prefix>_fod.json``; returns the sidecar content. Each file appears whole or not at
+    all (:mod:`worker.io.atomic`), and a failure, cancellation (``check_cancelled``) included,
+    removes every file the job had written, as the peaks job's writer does."""
     from worker.io.atomic import write_json_atomic
     from worker.io.images import write_image
     from worker.io.response_files import write_response
@@ -133,15 +175,21 @@ def write_fod_outputs(read: FodRead, fit: FodFit) -> dict:
     names = ("wmfod", *list(fit.responses)[1:])
     paths = {name: output_path(job.prefix, f"{name}{suffix}") for name in names}
     if fit.estimated is not None:
-        paths.update({f"{tissue}_response": output_path(job.prefix, f"{tissue}.txt") for tissue in TISSUES})
-    sidecar_path = job.sidecar
+        paths.update({f"{tissue}_response": output_path(job.prefix, f"{tissue}.txt")
+                      for tissue in fit.estimated.responses})
+    volumes = {name: np.ascontiguousarray(volume, dtype=np.float32) for name, volume in zip(names, fit.volumes)}
+    peaks = None
     try:
         if fit.estimated is not None:
-            for tissue in TISSUES:
-                write_response(paths[f"{tissue}_response"], fit.responses[tissue], fit.estimated.bvalues)
-        for name, volume in zip(names, fit.volumes):
-            write_image(paths[name], np.ascontiguousarray(volume, dtype=np.float32), plan.dwi.info.affine)
+            for tissue, response in fit.estimated.responses.items():
+                write_response(paths[f"{tissue}_response"], response, fit.estimated.bvalues)
+        for name, volume in volumes.items():
+            write_image(paths[name], volume, plan.dwi.info.affine)
         written = time.perf_counter()
+        warnings = [*plan.warnings, *data.warnings()]
+        if params.peaks:
+            peaks = _peaks_of_wm_fod(read, paths["wmfod"], volumes["wmfod"], fixel_archive, check_cancelled)
+            warnings += peaks["warnings"]
         sidecar = {
             "job": "fod",
             "generated_by": generated_by(),
@@ -152,21 +200,41 @@ def write_fod_outputs(read: FodRead, fit: FodFit) -> dict:
             "parameters": params.model_dump(),
             "method": ("dwi2fod csd (Tournier et al. 2007, NeuroImage 35:1459)" if params.algorithm == "csd" else
                        "dwi2fod msmt_csd (Jeurissen et al. 2014, NeuroImage 103:411, Eq. 3)")
-                      + (" with responses by dwi2response dhollander" if fit.estimated is not None else ""),
+                      + (f" with responses by {fit.estimated.method}" if fit.estimated is not None else ""),
             "shells": [round(float(b), 1) for b in plan.dwi.shell_bvalues],
             "lmax": dict(zip(names, plan.lmax)),
             "sh_basis": params.basis,
             "voxels_fitted": int(data.mask.sum()),
             "outputs": {name: path.name for name, path in paths.items()},
+            **({"peaks": {"sidecar": _peaks_outputs(job.prefix).sidecar.name, "outputs": peaks["outputs"]}}
+               if peaks else {}),
             "backend": fit.backend,
-            "warnings": [*plan.warnings, *data.warnings()],
+            "warnings": warnings,
             "versions": package_versions("nibabel", "numba", "scipy"),
             "seconds": {"read": read.seconds, "fit": fit.seconds, "write": written - started,
-                        "total": read.seconds + fit.seconds + written - started},
+                        **({"peaks": peaks["seconds"]["total"]} if peaks else {}),
+                        "total": read.seconds + fit.seconds + time.perf_counter() - started},
         }
-        write_json_atomic(sidecar_path, sidecar)
+        write_json_atomic(job.sidecar, sidecar)
     except BaseException:
-        for path in (*paths.values(), sidecar_path):
-            path.unlink(missing_ok=True)
+        _remove([*paths.values(), job.sidecar], job.prefix, peaks)
         raise
     return sidecar
+
+
+def _remove(files: list[Path], prefix: Path, peaks: dict | None) -> None:
+    """Remove a failed job's files: ``files`` (each written whole or not at all), and where
+    the peaks step had finished, its outputs (``peaks["outputs"]``, a fixel directory among
+    them) and sidecar; a failed peaks step removed its own."""
+    for path in files:
+        path.unlink(missing_ok=True)
+    if peaks is None:
+        return
+    peaks_outputs = _peaks_outputs(prefix)
+    for name in (name for names in peaks["outputs"].values() for name in names):
+        path = peaks_outputs.folder / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    peaks_outputs.sidecar.unlink(missing_ok=True)

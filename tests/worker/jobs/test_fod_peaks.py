@@ -78,3 +78,38 @@ def test_fod_peaks_are_the_peaks_of_the_written_fod(phantom, tmp_path, suffix):
     fod_sidecar = json.loads(ours["sub_fod.json"])
     assert fod_sidecar["peaks"]["sidecar"] == "sub_peaks.json"
     assert fod_sidecar["peaks"]["outputs"] == their_sidecar["outputs"]
+
+
+class Cancelled(Exception):
+    pass
+
+
+def test_a_failed_peaks_step_leaves_none_of_the_job_files(phantom, tmp_path):
+    """The peaks step fails after the FODs are written: its fixel directory is taken (the
+    fixel writer refuses a folder that is not empty), or the job is cancelled once the WM
+    FOD is on disk. Neither the FODs, nor the peaks outputs, nor a sidecar stay behind."""
+    from worker.jobs.fod import run_fod
+    from worker.params.fod import FodParams
+
+    p = phantom["paths"]
+    params = FodParams(lmax=4, backend="cpu", peaks=True, peaks_npeaks=2, peaks_format=["fixel"])
+    given = {"bval": p["bval"], "bvec": p["bvec"], "mask": p["mask"],
+             "responses": {t: p[t] for t in ("wm", "gm", "csf")}}
+    taken = tmp_path / "taken"
+    (taken / "sub_fixels").mkdir(parents=True)
+    (taken / "sub_fixels" / "mine.txt").write_text("kept")
+    with pytest.raises(FileExistsError, match="sub_fixels exists and is not an empty folder"):
+        run_fod(p["dwi"], taken / "sub", params, **given)
+    assert sorted(path.relative_to(taken).as_posix() for path in taken.rglob("*")) == [
+        "sub_fixels", "sub_fixels/mine.txt"]
+
+    cancelled = tmp_path / "cancelled"
+    cancelled.mkdir()
+
+    def check_cancelled():
+        if (cancelled / "sub_wmfod.nii").exists():
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        run_fod(p["dwi"], cancelled / "sub", params, check_cancelled=check_cancelled, **given)
+    assert list(cancelled.iterdir()) == []

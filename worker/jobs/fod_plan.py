@@ -1,0 +1,149 @@
+"""A fod job's plan: its inputs checked from their headers and text files alone
+(:func:`plan_fod`), the lmax per tissue, and the most host memory the job holds
+(:func:`fod_memory_bytes`), before any data is read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from worker.errors import InputError
+from worker.jobs.fod_inputs import DwiPlan, check_dwi_inputs
+from worker.jobs.fod_response import TISSUES
+from worker.params.fod import FodParams
+
+__all__ = ["FodPlan", "plan_fod", "fod_memory_bytes"]
+
+
+@dataclass(frozen=True)
+class FodPlan:
+    """A fod job's checked inputs: the DWI's ``dwi`` plan, the ``responses`` read (by tissue,
+    none when they are to be estimated), the ``lmax`` per tissue, ``warnings``, and the most
+    host memory the peaks step holds (``peaks_bytes``, 0 without peaks)."""
+
+    dwi: DwiPlan
+    responses: dict[str, np.ndarray]
+    lmax: tuple[int, ...]
+    warnings: tuple[str, ...]
+    peaks_bytes: int = 0
+
+
+def _data_lmax(plan: DwiPlan) -> int:
+    """Highest even degree the diffusion-weighted volumes determine: (l+1)(l+2)/2 ≤ their count."""
+    count = sum(shell.volumes.size for shell in plan.shells if not shell.is_bzero)
+    degree = 0
+    while (degree + 3) * (degree + 4) // 2 <= count:
+        degree += 2
+    return degree
+
+
+def _check_response(name: str, path: Path, plan: DwiPlan, algorithm: str) -> tuple[np.ndarray, list[str]]:
+    from gpu.fod.shells import SHELL_EPSILON
+    from worker.io.response_files import read_response
+
+    response, bvalues = read_response(path)
+    if algorithm == "csd":
+        if response.shape[0] == 1:
+            return response, []
+        if response.shape[0] != len(plan.shells):
+            raise InputError("Response does not match the data's shells",
+                             f"the {name} response {path.name!r} has {response.shape[0]} rows; csd takes one row (the "
+                             f"highest shell's response) or one per shell of the DWI (b = {plan.shells_text()})")
+        return response[-1:], [f"csd uses the highest shell (b = {plan.shell_bvalues[-1]:.0f}) of the multi-shell "
+                                f"{name} response {path.name!r}"]
+    data_b = plan.shell_bvalues
+    if response.shape[0] != len(plan.shells) or (
+            bvalues is not None and np.abs(bvalues - data_b).max() > SHELL_EPSILON):
+        theirs = (", ".join(f"{b:.0f}" for b in bvalues) if bvalues is not None else f"{response.shape[0]} shells")
+        raise InputError("Response does not match the data's shells",
+                         f"the {name} response {path.name!r} is for b = {theirs} but the DWI has shells b = "
+                         f"{plan.shells_text()}; pass responses estimated from this DWI (fibertensor response), or "
+                         "none to estimate them")
+    return response, []
+
+
+def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = None, bvec: Path | None = None,
+             grad: Path | None = None, mask: Path | None = None,
+             responses: dict[str, Path] | None = None) -> FodPlan:
+    """Header-only checks of a fod job (:func:`worker.jobs.fod_inputs.check_dwi_inputs`, the
+    response files against the data's shells) and the lmax per tissue: the one asked for,
+    lowered with a warning where the response's degree or (msmt_csd) the number of
+    diffusion-weighted volumes is below it. csd may exceed the data's degree (super-resolution,
+    as ``dwi2fod csd``)."""
+    from gpu.fod.response import response_lmax, trim_response
+
+    plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask)
+    given = {tissue: Path(path) for tissue, path in (responses or {}).items() if path is not None}
+    if given and "wm" not in given:
+        raise InputError("No WM response", "responses are given without the WM one; pass WM [GM CSF] in this order")
+    if params.algorithm == "csd" and len(given) > 1:
+        raise InputError("Too many responses for csd", "csd takes the WM response alone; drop GM and CSF, or use "
+                         "msmt_csd")
+    if params.algorithm == "msmt_csd" and len(given) == 2:
+        raise InputError("Incomplete responses", "msmt_csd takes the WM response alone or WM, GM and CSF; pass "
+                         "the CSF response too")
+    warnings, arrays = [], {}
+    for tissue in (t for t in TISSUES if t in given):
+        arrays[tissue], notes = _check_response(tissue, given[tissue], plan, params.algorithm)
+        warnings += notes
+    wm_lmax = params.lmax
+    if "wm" in arrays:
+        degree = response_lmax(trim_response(arrays["wm"]))
+        if degree < wm_lmax:
+            warnings.append(f"lmax {wm_lmax} lowered to {degree}, the WM response's degree")
+            wm_lmax = degree
+    elif wm_lmax > 10:
+        warnings.append(f"lmax {wm_lmax} lowered to 10, the estimated WM response's degree")
+        wm_lmax = 10
+    if params.algorithm == "msmt_csd":
+        data_lmax = _data_lmax(plan)
+        if data_lmax < wm_lmax:
+            count = sum(s.volumes.size for s in plan.shells if not s.is_bzero)
+            warnings.append(f"lmax {wm_lmax} lowered to {data_lmax}: {count} diffusion-weighted volumes determine "
+                            f"at most {(data_lmax + 1) * (data_lmax + 2) // 2} SH coefficients")
+            wm_lmax = data_lmax
+        if wm_lmax < 2:
+            raise InputError("Too few directions", f"the DWI has too few diffusion-weighted volumes for even lmax 2 "
+                             "(6 coefficients); acquire more directions")
+    others = [min(params.lmax, response_lmax(trim_response(arrays[t]))) if t in arrays else 0
+              for t in TISSUES[1:] if params.algorithm == "msmt_csd" and (t in arrays or not arrays)]
+    return FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params))
+
+
+def _peaks_bytes(plan: DwiPlan, lmax: int, params: FodParams) -> int:
+    """The peaks step's memory (:func:`worker.jobs.peaks.memory.peaks_memory_bytes` of the WM
+    FOD as an MRtrix image it need not read); 0 without peaks. Refuses pam5 without DIPY."""
+    from types import SimpleNamespace
+
+    from gpu.sh_basis import n_coeffs
+    from worker.jobs.peaks.memory import peaks_memory_bytes
+
+    if not params.peaks:
+        return 0
+    if "pam5" in params.peaks_format:
+        from worker.io.pam5 import require_dipy
+
+        require_dipy()
+    shape = (*plan.info.shape[:3], n_coeffs(lmax))
+    fod = SimpleNamespace(n_voxels=int(np.prod(shape[:3])), shape=shape, dtype=np.dtype(np.float32))
+    return peaks_memory_bytes(fod, plan.mask, params.peaks_npeaks, params.peaks_qc)
+
+
+def fod_memory_bytes(plan: FodPlan) -> int:
+    """Most host memory :func:`worker.jobs.fod.run_fod` holds, in bytes, from the headers: the
+    DWI as float32 and the signals of the voxels fitted (2·N·V·4), the outputs (N·C·4 with C
+    coefficients in all), the solver's float64 work per voxel (8·(V + 4C)) and its matrices
+    32 MiB; when responses are estimated, the estimation's
+    (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger; with peaks, the peaks
+    step's on top."""
+    from gpu.sh_basis import n_coeffs
+    from worker.jobs.fod_response import response_memory_bytes
+
+    n = int(np.prod(plan.dwi.info.shape[:3]))
+    volumes = plan.dwi.info.shape[3]
+    coeffs = sum(n_coeffs(l) for l in plan.lmax)
+    fit = 2 * n * volumes * 4 + n * coeffs * 4 + n * 8 * (volumes + 4 * coeffs) + (32 << 20)
+    fit = fit if plan.responses else max(fit, response_memory_bytes(plan.dwi) + n * coeffs * 4)
+    return fit + plan.peaks_bytes
