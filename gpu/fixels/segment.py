@@ -23,7 +23,7 @@ __all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE"]
 
 #: MRtrix3's FMLS defaults: no integral threshold, peak amplitude ≥ 0.1, lobes never merged.
 DEFAULT_PEAK_VALUE = 0.1
-_FIRST_CAPACITY = 8
+_FIRST_CAPACITY = 16
 _CHUNK_VOXELS = 16384
 
 
