@@ -19,11 +19,12 @@ from gpu.cuda.backend import resolve_backend
 from gpu.fixels.fmls_tables import fmls_tables
 from gpu.sh_basis import lmax_from_ncoeffs
 
-__all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE"]
+__all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE", "FIRST_CAPACITY"]
 
 #: MRtrix3's FMLS defaults: no integral threshold, peak amplitude ≥ 0.1, lobes never merged.
 DEFAULT_PEAK_VALUE = 0.1
-_FIRST_CAPACITY = 16
+#: Fixels a voxel has room for in a backend's first pass; a voxel with more is redone on the CPU.
+FIRST_CAPACITY = 16
 _CHUNK_VOXELS = 16384
 
 
@@ -96,16 +97,16 @@ def _segment_rows(coeffs: np.ndarray, tables, options: FmlsOptions, backend: str
     (or the CUDA kernel's lobe scratch) run again on the CPU with room for all."""
     integral, peak = options.thresholds
     args = (tables, integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak)
-    counts, dirs, afd, amp = _run_backend(backend)(coeffs, *args, _FIRST_CAPACITY)
-    redo = np.flatnonzero((counts < 0) | (counts > _FIRST_CAPACITY))
+    counts, dirs, afd, amp = _run_backend(backend)(coeffs, *args, FIRST_CAPACITY)
+    redo = np.flatnonzero((counts < 0) | (counts > FIRST_CAPACITY))
     if redo.size:
         from gpu.fixels.fmls import segment_voxels_cpu
 
-        again = segment_voxels_cpu(coeffs[redo], *args, _FIRST_CAPACITY)
+        again = segment_voxels_cpu(coeffs[redo], *args, FIRST_CAPACITY)
         capacity = int(again[0].max())
-        if capacity > _FIRST_CAPACITY:
+        if capacity > FIRST_CAPACITY:
             again = segment_voxels_cpu(coeffs[redo], *args, capacity)
-            grow = ((0, 0), (0, capacity - _FIRST_CAPACITY))
+            grow = ((0, 0), (0, capacity - FIRST_CAPACITY))
             dirs, afd, amp = np.pad(dirs, grow + ((0, 0),)), np.pad(afd, grow), np.pad(amp, grow)
         width = again[1].shape[1]
         counts[redo] = again[0]
