@@ -83,8 +83,8 @@ def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
     tables = fmls_tables(lmax_from_ncoeffs(coeffs.shape[1]))
     integral, peak = FmlsOptions().thresholds
     d_coeffs = cuda.to_device(coeffs)
-    outputs = (cuda.device_array(n, np.int32), cuda.device_array((n, FIRST_CAPACITY, 3)),
-               cuda.device_array((n, FIRST_CAPACITY)), cuda.device_array((n, FIRST_CAPACITY)))
+    outputs = (cuda.device_array(n, np.int32), cuda.device_array((n, FIRST_CAPACITY, 3), np.float32),
+               cuda.device_array((n, FIRST_CAPACITY), np.float32), cuda.device_array((n, FIRST_CAPACITY), np.float32))
     return gpu_time(lambda: launch_fmls(d_coeffs, tables, integral, peak, 1.0, 0, False, *outputs), repeats)[0]
 
 

@@ -191,7 +191,8 @@ def sh_peak(sh, lmax, x, y, z, legendre, step, factors, al):
         dt = MAX_DIR_CHANGE
         if curvature != 0.0:
             dt = abs(-slope / curvature)
-        dt = min(dt, MAX_DIR_CHANGE)
+        if dt > MAX_DIR_CHANGE:
+            dt = MAX_DIR_CHANGE
         u_el *= dt
         u_az *= dt
         x += u_el * math.cos(az) * math.cos(el) - u_az * math.sin(az)

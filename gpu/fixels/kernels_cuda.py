@@ -1,4 +1,4 @@
-"""CUDA backend of FMLS segmentation: a warp per voxel, VOXELS voxels per block.
+"""CUDA backend of FMLS segmentation: a warp per voxel, VOXELS voxels a block.
 
 The block samples its voxels' FODs on the 1281 directions together (each row of the SH →
 amplitude matrix read once for all of them). Each warp then gathers its voxel's positive
@@ -18,16 +18,18 @@ from functools import lru_cache
 
 import numpy as np
 from numba import cuda, float64, int8, int16, int32
+from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables, fmls_tables
 
 __all__ = ["fmls_cuda", "segment_voxels_cuda", "launch_fmls", "device_tables", "MAX_LOBES", "VOXELS"]
 
-#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU.
+#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 126: labels
+#: are int8, a pending sample's −2 − lobe included).
 MAX_LOBES = 64
-#: Voxels of a block, a warp each.
-VOXELS = 4
+#: Voxels of a block, a warp each: two fit the 48 KB of static shared memory a block may have.
+VOXELS = 2
 _WARP = 32
 _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
@@ -35,7 +37,7 @@ _N_DIRS = 1281
 _SORT_SLOTS = 2048  # the power of two ≥ _N_DIRS
 
 
-@cuda.jit(device=True)
+@register_jitable
 def _sweeps_first(amp, a, b):
     """Does sample a come before sample b in the sweep: larger amplitude, or equal and lower
     index; indices ≥ _N_DIRS pad the sort and come last."""
@@ -45,10 +47,12 @@ def _sweeps_first(amp, a, b):
 
 
 @cuda.jit(cache=True)
-def fmls_cuda(coeffs, lmax, unit, neighbours, weights, sh_to_amp, legendre, step, factors, integral_threshold,
+def fmls_cuda(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
               peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd, out_peak):
     """Fixels of voxels VOXELS·blockIdx.x + warp (rows of ``coeffs``), launched with
-    VOXELS·32 threads a block; arguments as :func:`gpu.fixels.fmls.segment_voxels_cpu`."""
+    VOXELS·32 threads a block; arguments as :func:`gpu.fixels.fmls.segment_voxels_cpu`,
+    except ``amp_from_sh`` (n_coeffs, D), the transposed SH → amplitude matrix (a warp reads
+    consecutive directions), and float32 outputs."""
     t = cuda.threadIdx.x
     w = t // _WARP
     lane = t % _WARP
@@ -93,7 +97,7 @@ def fmls_cuda(coeffs, lmax, unit, neighbours, weights, sh_to_amp, legendre, step
         for u in range(VOXELS):
             total[u] = 0.0
         for c in range(n_coeffs):
-            m = sh_to_amp[d, c]
+            m = amp_from_sh[c, d]
             for u in range(VOXELS):
                 total[u] += m * sh[u, c]
         for u in range(VOXELS):
@@ -108,7 +112,8 @@ def fmls_cuda(coeffs, lmax, unit, neighbours, weights, sh_to_amp, legendre, step
     cuda.syncthreads()
     largest = 1
     for u in range(VOXELS):
-        largest = max(largest, state[u, 1])
+        if state[u, 1] > largest:
+            largest = state[u, 1]
     size = 1
     while size < largest:
         size *= 2
@@ -176,7 +181,7 @@ def device_tables(lmax: int) -> tuple:
     process)."""
     tables = fmls_tables(lmax)
     return tuple(cuda.to_device(np.ascontiguousarray(a)) for a in
-                 (tables.unit, tables.neighbours, tables.weights, tables.sh_to_amp, tables.legendre,
+                 (tables.unit, tables.neighbours, tables.weights, tables.sh_to_amp.T, tables.legendre,
                   tables.derivative_factors))
 
 
@@ -185,9 +190,9 @@ def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_th
     """:func:`fmls_cuda` on device arrays: ``d_coeffs`` (V, n_coeffs) float64 in, the others
     out, shaped as :func:`segment_voxels_cuda` returns them."""
     n = d_coeffs.shape[0]
-    d_unit, d_neighbours, d_weights, d_sh_to_amp, d_legendre, d_factors = device_tables(tables.lmax)
+    d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(tables.lmax)
     fmls_cuda[(n + VOXELS - 1) // VOXELS, VOXELS * _WARP](
-        d_coeffs, tables.lmax, d_unit, d_neighbours, d_weights, d_sh_to_amp, d_legendre, tables.legendre_step,
+        d_coeffs, tables.lmax, d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, tables.legendre_step,
         d_factors, float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum),
         bool(dir_from_peak), d_counts, d_dir, d_afd, d_peak)
 
@@ -195,15 +200,16 @@ def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_th
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
                         merge_ratio: float, maxnum: int, dir_from_peak: bool,
                         capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU; counts may also be
-    LOBE_OVERFLOW."""
+    """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
+    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW."""
     n = coeffs.shape[0]
     if n == 0:
-        return np.zeros(0, np.int32), np.zeros((0, capacity, 3)), np.zeros((0, capacity)), np.zeros((0, capacity))
+        return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
+                np.zeros((0, capacity), np.float32))
     d_counts = cuda.device_array(n, np.int32)
-    d_dir = cuda.device_array((n, capacity, 3))
-    d_afd = cuda.device_array((n, capacity))
-    d_peak = cuda.device_array((n, capacity))
+    d_dir = cuda.device_array((n, capacity, 3), np.float32)
+    d_afd = cuda.device_array((n, capacity), np.float32)
+    d_peak = cuda.device_array((n, capacity), np.float32)
     launch_fmls(cuda.to_device(np.ascontiguousarray(coeffs, np.float64)), tables, integral_threshold, peak_threshold,
                 merge_ratio, maxnum, dir_from_peak, d_counts, d_dir, d_afd, d_peak)
     return d_counts.copy_to_host(), d_dir.copy_to_host(), d_afd.copy_to_host(), d_peak.copy_to_host()
