@@ -73,7 +73,7 @@ def sort_positive(amp, order, scratch):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True)
-def _segment_loop(coeffs, lmax, unit, neighbours, weights, sh_to_amp, legendre, step, factors, integral_threshold,
+def _segment_loop(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
                   peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd,
                   out_peak):  # pragma: no cover - compiled
     n_dirs = unit.shape[0]
@@ -104,8 +104,7 @@ def _segment_loop(coeffs, lmax, unit, neighbours, weights, sh_to_amp, legendre, 
                 finite = finite and np.isfinite(sh[c])
             if not finite or sh[0] <= 0.0:
                 continue
-            for d in range(n_dirs):
-                amp[d] = fm.sample_amplitude(sh_to_amp, sh, d)
+            fm.sample_amplitudes(amp_from_sh, sh, amp)
             if fm.sweep_blocked(amp, n_dirs):
                 continue
             n_positive = sort_positive(amp, order, scratch)
@@ -130,7 +129,8 @@ def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
     out_afd = np.zeros((n, capacity))
     out_peak = np.zeros((n, capacity))
     run_parallel_loop(_segment_loop, np.ascontiguousarray(coeffs, np.float64), tables.lmax, tables.unit,
-                      tables.neighbours, tables.weights, tables.sh_to_amp, tables.legendre, tables.legendre_step,
+                      tables.neighbours, tables.weights, np.ascontiguousarray(tables.sh_to_amp.T), tables.legendre,
+                      tables.legendre_step,
                       tables.derivative_factors, float(integral_threshold), float(peak_threshold),
                       float(merge_ratio), int(maxnum), bool(dir_from_peak), counts, out_dir, out_afd, out_peak)
     return counts, out_dir, out_afd, out_peak

@@ -28,7 +28,7 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["sample_amplitude", "sweep_blocked", "grow_lobes", "refine_lobe", "write_fixels", "segment_voxel",
+__all__ = ["sample_amplitudes", "sweep_blocked", "grow_lobes", "refine_lobe", "write_fixels", "segment_voxel",
            "sh_peak", "nearest_direction_from", "LOBE_OVERFLOW", "ANGLE_TOLERANCE", "MAX_DIR_CHANGE",
            "NEWTON_ITERATIONS"]
 
@@ -42,13 +42,16 @@ LOBE_OVERFLOW = -1
 
 
 @register_jitable
-def sample_amplitude(sh_to_amp, sh, d):
-    """FOD amplitude at sampling direction d: row d of the SH → amplitude matrix times ``sh``,
-    summed in coefficient order on every backend."""
-    total = 0.0
+def sample_amplitudes(amp_from_sh, sh, amp):
+    """FOD amplitudes ``amp`` (D,) at the sampling directions: the transposed SH → amplitude
+    matrix ``amp_from_sh`` (n_coeffs, D) applied to ``sh``, each sum in coefficient order (the
+    CUDA kernel sums in the same order), a coefficient at a time over all directions."""
+    for d in range(amp.shape[0]):
+        amp[d] = 0.0
     for c in range(sh.shape[0]):
-        total += sh_to_amp[d, c] * sh[c]
-    return total
+        value = sh[c]
+        for d in range(amp.shape[0]):
+            amp[d] += amp_from_sh[c, d] * value
 
 
 @register_jitable
