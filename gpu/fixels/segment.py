@@ -25,7 +25,7 @@ __all__ = ["FmlsOptions", "FixelSet", "segment_fods", "DEFAULT_PEAK_VALUE", "FIR
 DEFAULT_PEAK_VALUE = 0.1
 #: Fixels a voxel has room for in a backend's first pass; a voxel with more is redone on the CPU.
 FIRST_CAPACITY = 16
-_CHUNK_VOXELS = 16384
+_CHUNK_VOXELS = 65536
 
 
 @dataclass(frozen=True)
