@@ -15,6 +15,9 @@ __all__ = ["segment_voxels_cpu", "sort_positive"]
 
 # voxels per prange iteration, which allocates its scratch once
 _BLOCK = 64
+# prange splits its range into one contiguous share per thread, and voxels cost from nothing
+# (background) to many lobes: the shares interleave this many stripes of the volume
+_STRIPES = 64
 # runs sorted by insertion before merging
 _RUN = 16
 
@@ -79,7 +82,13 @@ def _segment_loop(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre
     n_dirs = unit.shape[0]
     n_coeffs = coeffs.shape[1]
     n_voxels = coeffs.shape[0]
-    for block in prange((n_voxels + _BLOCK - 1) // _BLOCK):
+    n_blocks = (n_voxels + _BLOCK - 1) // _BLOCK
+    per_stripe = (n_blocks + _STRIPES - 1) // _STRIPES
+    for i in prange(per_stripe * _STRIPES):
+        # each thread's contiguous share of i takes blocks from every stripe of the volume
+        block = (i % _STRIPES) * per_stripe + i // _STRIPES
+        if block >= n_blocks:
+            continue
         sh = np.empty(n_coeffs)
         amp = np.empty(n_dirs)
         order = np.empty(n_dirs, np.int32)
