@@ -7,7 +7,9 @@ The FOD is :func:`gpu.peaks.phantom.fod_phantom` written as ``.mif``. "ours" is
 :func:`worker.jobs.fixels.run_fixels` in this process (read, segment, write the directory
 and sidecar; numba's compile or cache load is in the untimed warm-up call); "fod2fixel" is
 the command with ``-nthreads`` = the host's cores; "fibertensor fixels" is our CLI as a fresh
-process, as the peer runs (start-up, imports and the FMLS tables included). Seconds are the best of ``--repeats``.
+process, as the peer runs (start-up, imports and the FMLS tables included); "FMLS kernel" is
+the CUDA kernel alone on every voxel of the phantom in one launch, between CUDA events after a
+warm-up launch (the mean of ``--repeats``). Other seconds are the best of ``--repeats``.
 Agreement, over the voxels: the share with the same fixel count, and over the fixels of
 those voxels, matched in order, the relative differences of afd, peak_amp and disp (median,
 99th percentile) and the angle between directions (99th percentile, degrees).
@@ -24,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import Column, Report, bench_parser, child_environment, ratio, time_host
+from bench.harness import Column, Report, bench_parser, child_environment, gpu_time, ratio, time_host
 
-__all__ = ["read_fixels", "agreement", "main"]
+__all__ = ["read_fixels", "agreement", "kernel_seconds", "main"]
 
 QUANTITIES = ("afd", "peak_amp", "disp")
 
@@ -66,6 +68,26 @@ def agreement(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> dic
     return out
 
 
+def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
+    """GPU seconds of one launch of the FMLS kernel on every voxel of ``sh`` (..., n_coeffs)
+    with the default options, inputs and outputs already on the device."""
+    from numba import cuda
+
+    from gpu.fixels.fmls_tables import fmls_tables
+    from gpu.fixels.kernels_cuda import launch_fmls
+    from gpu.fixels.segment import FIRST_CAPACITY, FmlsOptions
+    from gpu.sh_basis import lmax_from_ncoeffs
+
+    coeffs = np.ascontiguousarray(sh.reshape(-1, sh.shape[-1]), np.float64)
+    n = coeffs.shape[0]
+    tables = fmls_tables(lmax_from_ncoeffs(coeffs.shape[1]))
+    integral, peak = FmlsOptions().thresholds
+    d_coeffs = cuda.to_device(coeffs)
+    outputs = (cuda.device_array(n, np.int32), cuda.device_array((n, FIRST_CAPACITY, 3), np.float32),
+               cuda.device_array((n, FIRST_CAPACITY), np.float32), cuda.device_array((n, FIRST_CAPACITY), np.float32))
+    return gpu_time(lambda: launch_fmls(d_coeffs, tables, integral, peak, 1.0, 0, False, *outputs), repeats)[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser(__doc__.split("\n\n")[0], formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     parser.add_argument("--shape", type=int, nargs=3, default=(32, 32, 16), metavar=("X", "Y", "Z"),
@@ -87,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         fod = folder / "fod.mif"
-        write_image(fod, fod_phantom(tuple(args.shape), args.lmax, seed=1)["sh"].astype(np.float32), np.eye(4))
+        sh = fod_phantom(tuple(args.shape), args.lmax, seed=1)["sh"].astype(np.float32)
+        write_image(fod, sh, np.eye(4))
         theirs, peer_seconds = None, None
         if exe is not None:
             def peer() -> None:
@@ -119,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
             seconds = time_host(fresh, args.repeats).best_wall
             rows.append({"side": f"fibertensor fixels ({backend})", "seconds": seconds,
                          "ratio": ratio(peer_seconds, seconds)})
+            if backend == "cuda":
+                seconds = kernel_seconds(sh, args.repeats)
+                rows.append({"side": "FMLS kernel (cuda, GPU time)", "seconds": seconds,
+                             "ratio": ratio(peer_seconds, seconds)})
         if peer_seconds is not None:
             rows.append({"side": f"fod2fixel ({cores} threads)", "seconds": peer_seconds, "ratio": 1.0,
                          "fixels": int(theirs["index"][..., 0].sum())})

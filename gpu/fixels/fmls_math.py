@@ -12,7 +12,14 @@ lobe merge ratio) or is assigned after the sweep to the earliest of them. Lobes 
 as they are seeded; a merge keeps the lowest number. The result follows MRtrix3's
 ``FMLS::Segmenter`` (``src/dwi/fmls.cpp``) step for step, with two simplifications that change
 no output: samples ≤ 0 are never visited, since negative lobes never touch positive ones and
-are discarded, and the nearest-direction search of the Newton check is exhaustive.
+are discarded, and the nearest-direction search of the Newton check walks the adjacency
+uphill from the lobe's seed instead of scanning every direction (the same direction: on the
+convex hull's triangulation a direction nearer than all its neighbours is the nearest of all,
+its Voronoi cell being bounded by its neighbours alone).
+
+A voxel runs in three steps, so that the CUDA backend can run the middle one a lane per lobe:
+:func:`grow_lobes` (the sweep, sequential), :func:`refine_lobe` (each lobe's Newton peak,
+independent of the others) and :func:`write_fixels` (thresholds and output, in lobe order).
 """
 
 from __future__ import annotations
@@ -21,8 +28,9 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["sample_amplitude", "positive_order_rank", "sweep_blocked", "segment_voxel", "sh_peak", "nearest_direction",
-           "LOBE_OVERFLOW", "ANGLE_TOLERANCE", "MAX_DIR_CHANGE", "NEWTON_ITERATIONS"]
+__all__ = ["sample_amplitudes", "sweep_blocked", "grow_lobes", "refine_lobe", "write_fixels", "segment_voxel",
+           "sh_peak", "nearest_direction_from", "LOBE_OVERFLOW", "ANGLE_TOLERANCE", "MAX_DIR_CHANGE",
+           "NEWTON_ITERATIONS"]
 
 # MRtrix3's Math::SH::get_peak: stop once a step is below 1e-4 rad, steps capped at 0.2 rad,
 # at most 50 iterations.
@@ -34,13 +42,16 @@ LOBE_OVERFLOW = -1
 
 
 @register_jitable
-def sample_amplitude(sh_to_amp, sh, d):
-    """FOD amplitude at sampling direction d: row d of the SH → amplitude matrix times ``sh``,
-    summed in coefficient order on every backend."""
-    total = 0.0
+def sample_amplitudes(amp_from_sh, sh, amp):
+    """FOD amplitudes ``amp`` (D,) at the sampling directions: the transposed SH → amplitude
+    matrix ``amp_from_sh`` (n_coeffs, D) applied to ``sh``, each sum in coefficient order (the
+    CUDA kernel sums in the same order), a coefficient at a time over all directions."""
+    for d in range(amp.shape[0]):
+        amp[d] = 0.0
     for c in range(sh.shape[0]):
-        total += sh_to_amp[d, c] * sh[c]
-    return total
+        value = sh[c]
+        for d in range(amp.shape[0]):
+            amp[d] += amp_from_sh[c, d] * value
 
 
 @register_jitable
@@ -58,30 +69,24 @@ def sweep_blocked(amp, n):
 
 
 @register_jitable
-def positive_order_rank(amp, n, i):
-    """Rank of sample i among the positive samples, largest first, equal amplitudes by index:
-    the order of MRtrix3's multimap of samples (a stable sort), one sample at a time so that
-    threads can rank in parallel."""
-    a = amp[i]
-    rank = 0
-    for j in range(n):
-        b = amp[j]
-        if b > a or (b == a and j < i):
-            rank += 1
-    return rank
-
-
-@register_jitable
-def nearest_direction(unit, x, y, z):
-    """Index of the sampling direction with the largest |cos| to (x, y, z), the first on ties."""
-    best = 0
-    best_dot = abs(unit[0, 0] * x + unit[0, 1] * y + unit[0, 2] * z)
-    for d in range(1, unit.shape[0]):
-        dot = abs(unit[d, 0] * x + unit[d, 1] * y + unit[d, 2] * z)
-        if dot > best_dot:
-            best_dot = dot
-            best = d
-    return best
+def nearest_direction_from(unit, neighbours, start, x, y, z):
+    """Index of the sampling direction with the largest |cos| to (x, y, z), found by walking
+    from direction ``start`` to the neighbour with the largest |cos| until none is larger (on
+    equal |cos| the lower index wins, as a scan in index order would pick it)."""
+    best = start
+    best_dot = abs(unit[start, 0] * x + unit[start, 1] * y + unit[start, 2] * z)
+    while True:
+        here = best
+        for j in range(neighbours.shape[1]):
+            nb = neighbours[here, j]
+            if nb < 0:
+                continue
+            dot = abs(unit[nb, 0] * x + unit[nb, 1] * y + unit[nb, 2] * z)
+            if dot > best_dot or (dot == best_dot and nb < best):
+                best_dot = dot
+                best = nb
+        if best == here:
+            return best
 
 
 @register_jitable
@@ -106,12 +111,13 @@ def _legendre_at(legendre, step, elevation, al):
 
 
 @register_jitable
-def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, al):
+def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, factors, al):
     """Amplitude of SH series ``sh`` at (elevation, azimuth) and its first and second
     derivatives in both angles (MRtrix3's ``Math::SH::derivatives``): the associated
     Legendre derivative identities dP̄_l^m/dθ = (√((l+m)(l−m+1)) P̄_l^{m−1} −
-    √((l−m)(l+m+1)) P̄_l^{m+1}) / 2 applied once and twice. Returns (amp, d_el, d_az,
-    d2_el2, d2_el_az, d2_az2)."""
+    √((l−m)(l+m+1)) P̄_l^{m+1}) / 2 applied once and twice, their square roots read from
+    ``factors`` (:attr:`gpu.fixels.fmls_tables.FmlsTables.derivative_factors`). Returns (amp,
+    d_el, d_az, d2_el2, d2_el_az, d2_az2)."""
     sel = math.sin(elevation)
     at_pole = sel < 1e-4
     _legendre_at(legendre, step, elevation, al)
@@ -125,8 +131,8 @@ def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, al):
         v = sh[l * (l + 1) // 2]
         base = l * l // 4
         amplitude += v * al[base]
-        d_el += v * math.sqrt(float(l * (l + 1))) * al[base + 1]
-        d2_el2 += v * (math.sqrt(float(l * (l + 1) * (l - 1) * (l + 2))) * al[base + 2] - l * (l + 1) * al[base]) / 2.0
+        d_el += v * factors[base, 1] * al[base + 1]
+        d2_el2 += v * (factors[base, 3] * al[base + 2] - l * (l + 1) * al[base]) / 2.0
     for m in range(1, lmax + 1):
         caz = math.sqrt(2.0) * math.cos(m * azimuth)
         saz = math.sqrt(2.0) * math.sin(m * azimuth)
@@ -135,30 +141,30 @@ def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, al):
             vp = sh[centre + m]
             vm = sh[centre - m]
             base = l * l // 4
+            f = base + m
             even = vp * caz + vm * saz
             odd = vm * caz - vp * saz
-            amplitude += even * al[base + m]
-            first = math.sqrt(float((l + m) * (l - m + 1))) * al[base + m - 1]
+            amplitude += even * al[f]
+            first = factors[f, 0] * al[f - 1]
             if l > m:
-                first -= math.sqrt(float((l - m) * (l + m + 1))) * al[base + m + 1]
+                first -= factors[f, 1] * al[f + 1]
             first /= -2.0
             d_el += even * first
-            second = -float((l + m) * (l - m + 1) + (l - m) * (l + m + 1)) * al[base + m]
-            outer = math.sqrt(float((l + m) * (l - m + 1) * (l + m - 1) * (l - m + 2)))
+            second = factors[f, 4] * al[f]
             if m == 1:
-                second -= outer * al[base + 1]
+                second -= factors[f, 2] * al[base + 1]
             else:
-                second += outer * al[base + m - 2]
+                second += factors[f, 2] * al[f - 2]
             if l > m + 1:
-                second += math.sqrt(float((l - m) * (l + m + 1) * (l - m - 1) * (l + m + 2))) * al[base + m + 2]
+                second += factors[f, 3] * al[f + 2]
             second /= 4.0
             d2_el2 += even * second
             if at_pole:
                 d_az += odd * first
             else:
                 d2_el_az += m * odd * first
-                d_az += m * odd * al[base + m]
-                d2_az2 -= even * m * m * al[base + m]
+                d_az += m * odd * al[f]
+                d2_az2 -= even * m * m * al[f]
     if not at_pole:
         d_az /= sel
         d2_el_az /= sel
@@ -167,16 +173,17 @@ def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, al):
 
 
 @register_jitable
-def sh_peak(sh, lmax, x, y, z, legendre, step, al):
+def sh_peak(sh, lmax, x, y, z, legendre, step, factors, al):
     """Local maximum of the SH series ``sh`` from unit (x, y, z): Newton steps along the
-    gradient in spherical coordinates (MRtrix3's ``Math::SH::get_peak``), each
+    gradient in spherical coordinates (MRtrix3's ``Math::SH::get_peak``; ``factors`` as
+    :func:`_sh_derivatives`), each
     |f'/f''| capped at MAX_DIR_CHANGE, until a step is under ANGLE_TOLERANCE. Returns
     (amplitude, x, y, z), amplitude taken before the last step; all NaN when it does not
     converge in NEWTON_ITERATIONS."""
     for _ in range(NEWTON_ITERATIONS):
         az = math.atan2(y, x)
         el = math.atan2(math.hypot(x, y), z)
-        amplitude, d_el, d_az, d2_el2, d2_el_az, d2_az2 = _sh_derivatives(sh, lmax, el, az, legendre, step, al)
+        amplitude, d_el, d_az, d2_el2, d2_el_az, d2_az2 = _sh_derivatives(sh, lmax, el, az, legendre, step, factors, al)
         u_el = math.sqrt(d_el * d_el + d_az * d_az)
         u_az = 0.0
         if u_el != 0.0:
@@ -187,7 +194,8 @@ def sh_peak(sh, lmax, x, y, z, legendre, step, al):
         dt = MAX_DIR_CHANGE
         if curvature != 0.0:
             dt = abs(-slope / curvature)
-        dt = min(dt, MAX_DIR_CHANGE)
+        if dt > MAX_DIR_CHANGE:
+            dt = MAX_DIR_CHANGE
         u_el *= dt
         u_az *= dt
         x += u_el * math.cos(az) * math.cos(el) - u_az * math.sin(az)
@@ -214,14 +222,15 @@ def _add_sample(lobe, d, value, weight, unit, label, mean, integral):
 
 
 @register_jitable
-def _merge_lobes(keep, gone, n_dirs, label, peak_value, mean, integral, head, tail, next_peak,
-                 n_retro, retro_lobe):
+def _merge_lobes(keep, gone, n_dirs, label, peak_value, mean, integral, head, tail, next_peak):
     """Lobe ``gone`` joins lobe ``keep`` (MRtrix3's ``FOD_lobe::merge``): samples, the peak list
     (the higher-peaked lobe's peaks first), the mean (weighted by ``gone``'s integral, flipped
-    to ``keep``'s side), the integral, and the pending assignments."""
+    to ``keep``'s side), the integral, and the pending assignments (labels −2 − lobe)."""
     for d in range(n_dirs):
         if label[d] == gone:
             label[d] = keep
+        elif label[d] == -2 - gone:
+            label[d] = -2 - keep
     if peak_value[gone] > peak_value[keep]:
         peak_value[keep] = peak_value[gone]
         next_peak[tail[gone]] = head[keep]
@@ -234,42 +243,31 @@ def _merge_lobes(keep, gone, n_dirs, label, peak_value, mean, integral, head, ta
         mean[keep, k] += mean[gone, k] * integral[gone] * side
     integral[keep] += integral[gone]
     head[gone] = -1
-    for r in range(n_retro):
-        if retro_lobe[r] == gone:
-            retro_lobe[r] = keep
 
 
 @register_jitable
-def segment_voxel(sh, lmax, amp, order, n_positive, unit, neighbours, weights, legendre, step,
-                  integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak,
-                  label, retro_dir, retro_lobe, adjacent, al,
-                  peak_value, mean, integral, head, tail, peak_dir, next_peak,
-                  out_dir, out_afd, out_peak):
-    """FMLS lobes of one voxel, thresholded, their peaks refined, written as fixels.
+def grow_lobes(amp, order, n_positive, unit, neighbours, weights, merge_ratio, label, adjacent,
+               peak_value, mean, integral, head, tail, seed, next_peak):
+    """FMLS lobes of one voxel's samples: the sweep from the largest amplitude down.
 
     Parameters
     ----------
-    sh : (n_coeffs,) float64 SH coefficients; lmax their degree.
     amp : (D,) amplitudes at the sampling directions ``unit`` (D, 3).
-    order : (≥ n_positive,) the positive samples' indices, largest amplitude first, equal
-        amplitudes by index (:func:`positive_order_rank`).
+    order : (≥ n_positive,) int, the positive samples' indices, largest amplitude first, equal
+        amplitudes by index; overwritten (its first entries hold the pending assignments).
     neighbours : (D, K) int neighbour lists padded with −1; weights : (D,) integration weights.
-    legendre, step : sampled Legendre functions (:class:`gpu.fixels.fmls_tables.FmlsTables`).
-    integral_threshold, peak_threshold : lobes with a smaller integral, or a smaller peak
-        after refinement, are dropped; merge_ratio : see the module docstring.
-    maxnum : at most this many fixels (0: all); dir_from_peak : the fixel direction is the
-        largest peak's, not the lobe's amplitude-weighted mean direction.
-    label, retro_dir, retro_lobe : (D,) int scratch; adjacent : (K,) int scratch;
-    al : ((lmax/2+1)²,) float scratch; peak_value, integral, head, tail, next_peak : (L,)
-    and mean, peak_dir : (L, 3) lobe scratch, L the most lobes the caller allows.
-    out_dir : (F, 3), out_afd, out_peak : (F,) receive the first min(count, F) fixels in
-        lobe order (the order in which the lobes were seeded: by their largest sample).
+    merge_ratio : see the module docstring.
+    label : (D,) int, receives each sample's lobe (−1: none); adjacent : (K,) int scratch.
+    peak_value, integral, head, tail, seed, next_peak : (L,) and mean : (L, 3) receive the
+        lobes, L the most the caller allows: the largest sample, the integral and the
+        amplitude-weighted mean direction of lobe i; its peaks as a list from ``head[i]``
+        through ``next_peak`` to ``tail[i]`` (head −1: merged into another), each peak p
+        being the largest sample ``seed[p]`` of the lobe seeded p-th.
 
     Returns
     -------
-    count : int
-        The number of fixels of the voxel (may exceed F: only F were written), or
-        LOBE_OVERFLOW when more than L lobes were seeded.
+    n_lobes : int
+        Lobes seeded, or LOBE_OVERFLOW when more than L.
     """
     n_dirs = amp.shape[0]
     n_lobes_max = peak_value.shape[0]
@@ -304,8 +302,8 @@ def segment_voxel(sh, lmax, amp, order, n_positive, unit, neighbours, weights, l
             n_lobes += 1
             label[d] = lobe
             peak_value[lobe] = value
+            seed[lobe] = d
             for c in range(3):
-                peak_dir[lobe, c] = unit[d, c]
                 mean[lobe, c] = unit[d, c] * value * weights[d]
             integral[lobe] = abs(value * weights[d])
             head[lobe] = lobe
@@ -316,56 +314,95 @@ def segment_voxel(sh, lmax, amp, order, n_positive, unit, neighbours, weights, l
         elif value / peak_value[adjacent[n_adj - 1]] > merge_ratio:
             for a in range(1, n_adj):
                 _merge_lobes(adjacent[0], adjacent[a], n_dirs, label, peak_value, mean, integral, head, tail,
-                             next_peak, n_retro, retro_lobe)
+                             next_peak)
             _add_sample(adjacent[0], d, value, weights[d], unit, label, mean, integral)
         else:
-            retro_dir[n_retro] = d
-            retro_lobe[n_retro] = adjacent[0]
+            # pending: unlabelled for the sweep (−2 − lobe), assigned after it in sweep order;
+            # order[:k] is read already, so it holds the queue
+            label[d] = -2 - adjacent[0]
+            order[n_retro] = d
             n_retro += 1
     for r in range(n_retro):
-        d = retro_dir[r]
-        _add_sample(retro_lobe[r], d, amp[d], weights[d], unit, label, mean, integral)
+        d = order[r]
+        _add_sample(-2 - label[d], d, amp[d], weights[d], unit, label, mean, integral)
+    return n_lobes
 
+
+@register_jitable
+def refine_lobe(lobe, sh, lmax, unit, neighbours, legendre, step, factors, integral_threshold, label, al,
+                peak_value, integral, head, seed, next_peak, peak_dir):
+    """Newton refinement of the first peak of a lobe of :func:`grow_lobes` (skipped for a
+    merged-away lobe or one under ``integral_threshold``, which :func:`write_fixels` drops).
+
+    The refined peak is kept only if it is still nearest its own starting peak among the
+    lobe's peaks and its nearest sampling direction is in the lobe; then ``peak_dir[lobe]``
+    (3,) takes its direction and ``peak_value[lobe]`` its amplitude, otherwise they stay the
+    sampled ones. Later peaks of a merged lobe are not refined: their refined directions would
+    only take part in the nearest-peak test of peaks after them, and no output reads those.
+    ``legendre``, ``step``, ``factors``: the Newton step's tables; ``al`` scratch as in
+    :func:`sh_peak`; the other arrays as :func:`grow_lobes` left them.
+    """
+    p = head[lobe]
+    if p < 0 or integral[lobe] < integral_threshold:
+        return
+    d0 = seed[p]
+    for c in range(3):
+        peak_dir[lobe, c] = unit[d0, c]
+    value, x, y, z = sh_peak(sh, lmax, unit[d0, 0], unit[d0, 1], unit[d0, 2], legendre, step, factors, al)
+    if not (math.isfinite(value) and math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        return
+    # the first of the lobe's (unrefined) peaks must stay the nearest
+    best_dot = abs(x * unit[d0, 0] + y * unit[d0, 1] + z * unit[d0, 2])
+    q = next_peak[p]
+    while q >= 0:
+        d = seed[q]
+        if abs(x * unit[d, 0] + y * unit[d, 1] + z * unit[d, 2]) > best_dot:
+            return
+        q = next_peak[q]
+    if best_dot > 0.0 and label[nearest_direction_from(unit, neighbours, d0, x, y, z)] == lobe:
+        peak_dir[lobe, 0] = x
+        peak_dir[lobe, 1] = y
+        peak_dir[lobe, 2] = z
+        peak_value[lobe] = value
+
+
+@register_jitable
+def write_fixels(n_lobes, integral_threshold, peak_threshold, maxnum, dir_from_peak, peak_value, mean, integral,
+                 head, peak_dir, out_dir, out_afd, out_peak):
+    """The fixels of lobes 0…n_lobes−1 refined by :func:`refine_lobe`, in lobe order (the order
+    in which they were seeded: by their largest sample): lobes under either threshold are
+    dropped, at most ``maxnum`` kept (0: all); direction the mean, or with ``dir_from_peak``
+    the refined first peak. ``out_dir`` (F, 3), ``out_afd``, ``out_peak`` (F,) receive the
+    first min(count, F); returns count."""
     count = 0
     for lobe in range(n_lobes):
-        if head[lobe] < 0 or integral[lobe] < integral_threshold:
-            continue
-        index = 0
-        p = head[lobe]
-        while p >= 0:
-            value, x, y, z = sh_peak(sh, lmax, peak_dir[p, 0], peak_dir[p, 1], peak_dir[p, 2], legendre, step, al)
-            if math.isfinite(value) and math.isfinite(x) and math.isfinite(y) and math.isfinite(z):
-                # keep the refined peak only if it is still nearest its own starting peak and
-                # still inside the lobe
-                best_dot = 0.0
-                nearest = -1
-                q = head[lobe]
-                j = 0
-                while q >= 0:
-                    dot = abs(x * peak_dir[q, 0] + y * peak_dir[q, 1] + z * peak_dir[q, 2])
-                    if dot > best_dot:
-                        best_dot = dot
-                        nearest = j
-                    q = next_peak[q]
-                    j += 1
-                if nearest == index and label[nearest_direction(unit, x, y, z)] == lobe:
-                    peak_dir[p, 0] = x
-                    peak_dir[p, 1] = y
-                    peak_dir[p, 2] = z
-                    if index == 0:
-                        peak_value[lobe] = value
-            p = next_peak[p]
-            index += 1
-        if peak_value[lobe] < peak_threshold:
+        if head[lobe] < 0 or integral[lobe] < integral_threshold or peak_value[lobe] < peak_threshold:
             continue
         if maxnum > 0 and count == maxnum:
             break
         if count < out_afd.shape[0]:
-            first = head[lobe]
             norm = math.sqrt(mean[lobe, 0] ** 2 + mean[lobe, 1] ** 2 + mean[lobe, 2] ** 2)
             for c in range(3):
-                out_dir[count, c] = peak_dir[first, c] if dir_from_peak else mean[lobe, c] / norm
+                out_dir[count, c] = peak_dir[lobe, c] if dir_from_peak else mean[lobe, c] / norm
             out_afd[count] = integral[lobe]
             out_peak[count] = peak_value[lobe]
         count += 1
     return count
+
+
+@register_jitable
+def segment_voxel(sh, lmax, amp, order, n_positive, unit, neighbours, weights, legendre, step, factors,
+                  integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak, label, adjacent, al,
+                  peak_value, mean, integral, head, tail, seed, next_peak, peak_dir, out_dir, out_afd, out_peak):
+    """FMLS fixels of one voxel: :func:`grow_lobes`, :func:`refine_lobe` for each lobe,
+    :func:`write_fixels` (arguments as theirs; ``sh`` (n_coeffs,) of degree ``lmax``).
+    Returns the voxel's fixel count, or LOBE_OVERFLOW."""
+    n_lobes = grow_lobes(amp, order, n_positive, unit, neighbours, weights, merge_ratio, label, adjacent,
+                         peak_value, mean, integral, head, tail, seed, next_peak)
+    if n_lobes < 0:
+        return n_lobes
+    for lobe in range(n_lobes):
+        refine_lobe(lobe, sh, lmax, unit, neighbours, legendre, step, factors, integral_threshold, label, al,
+                    peak_value, integral, head, seed, next_peak, peak_dir)
+    return write_fixels(n_lobes, integral_threshold, peak_threshold, maxnum, dir_from_peak, peak_value, mean,
+                        integral, head, peak_dir, out_dir, out_afd, out_peak)

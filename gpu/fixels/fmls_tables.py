@@ -92,7 +92,11 @@ class FmlsTables:
     weights : (D,) integration weights; sh_to_amp : (D, n_coeffs) SH → amplitude matrix;
     legendre : (2D, (lmax/2+1)²) P̄_l^m(cos θ_k) at θ_k = k·π/(2D−1), entry l²/4 + m for even
     l ≥ m (MRtrix3's ``PrecomputedAL``, which the Newton peak search interpolates linearly);
-    legendre_step : π/(2D−1).
+    legendre_step : π/(2D−1); derivative_factors : ((lmax/2+1)², 5) the square roots of the
+    Legendre derivative identities at entry l²/4 + m: √((l+m)(l−m+1)), √((l−m)(l+m+1)),
+    √((l+m)(l−m+1)(l+m−1)(l−m+2)), √((l−m)(l+m+1)(l−m−1)(l+m+2)) (0 where a factor is
+    negative) and −((l+m)(l−m+1) + (l−m)(l+m+1)), each rounded once as the Newton step
+    would compute it.
     """
 
     lmax: int
@@ -102,6 +106,20 @@ class FmlsTables:
     sh_to_amp: np.ndarray
     legendre: np.ndarray
     legendre_step: float
+    derivative_factors: np.ndarray
+
+
+def _derivative_factors(lmax: int) -> np.ndarray:
+    factors = np.zeros(((lmax // 2 + 1) ** 2, 5))
+    for m in range(lmax + 1):
+        for l in range(m + (m & 1), lmax + 1, 2):
+            products = ((l + m) * (l - m + 1), (l - m) * (l + m + 1),
+                        (l + m) * (l - m + 1) * (l + m - 1) * (l - m + 2),
+                        (l - m) * (l + m + 1) * (l - m - 1) * (l + m + 2))
+            row = factors[l * l // 4 + m]
+            row[:4] = [math.sqrt(float(p)) if p > 0 else 0.0 for p in products]
+            row[4] = -float(products[0] + products[1])
+    return factors
 
 
 @lru_cache(maxsize=8)
@@ -120,4 +138,4 @@ def fmls_tables(lmax: int) -> FmlsTables:
             legendre[:, l * l // 4 + m] = p[l]
     return FmlsTables(lmax=lmax, unit=unit, neighbours=direction_neighbours(), weights=integration_weights(),
                       sh_to_amp=mrtrix_sh_matrix(lmax, *_azimuth_elevation(unit)), legendre=legendre,
-                      legendre_step=step)
+                      legendre_step=step, derivative_factors=_derivative_factors(lmax))

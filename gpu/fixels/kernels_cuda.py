@@ -1,110 +1,215 @@
-"""CUDA backend of FMLS segmentation: one block per voxel.
+"""CUDA backend of FMLS segmentation: a warp per voxel, VOXELS voxels a block.
 
-The block's threads sample the FOD on the 1281 directions and rank the positive samples
-(:func:`gpu.fixels.fmls_math.positive_order_rank`, a stable descending sort) in parallel, in
-shared memory; then thread 0 grows, thresholds and refines the lobes with the same
-sequential math as the CPU backend (:func:`gpu.fixels.fmls_math.segment_voxel`). A voxel
-that seeds more than MAX_LOBES lobes answers LOBE_OVERFLOW and is redone on the CPU.
+The block samples its voxels' FODs on the 1281 directions together (each row of the SH →
+amplitude matrix read once for all of them). Each warp then gathers its voxel's positive
+samples and sorts them (a bitonic sort on the indices, largest amplitude first, equal
+amplitudes by index: the sweep's order); its lane 0 grows the lobes
+(:func:`gpu.fixels.fmls_math.grow_lobes`, sequential); its lanes refine one lobe each
+(:func:`gpu.fixels.fmls_math.refine_lobe`, the Newton peak search, most of the work); lane 0
+writes the fixels. Every reduction is sequential within a lane, so the output does not
+depend on scheduling. A voxel that seeds more than MAX_LOBES lobes answers LOBE_OVERFLOW
+and is redone on the CPU.
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float64, int32
+from numba import cuda, float64, int8, int16, int32
+from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
-from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables
+from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables, fmls_tables
 
-__all__ = ["fmls_cuda", "segment_voxels_cuda", "MAX_LOBES", "THREADS"]
+__all__ = ["fmls_cuda", "segment_voxels_cuda", "launch_fmls", "device_tables", "MAX_LOBES", "VOXELS"]
 
-#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU.
+#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 126: labels
+#: are int8, a pending sample's −2 − lobe included).
 MAX_LOBES = 64
-#: Threads of a block (one voxel).
-THREADS = 128
+#: Voxels of a block, a warp each: two fit the 48 KB of static shared memory a block may have.
+VOXELS = 2
+_WARP = 32
 _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
 _N_DIRS = 1281
+_SORT_SLOTS = 2048  # the power of two ≥ _N_DIRS
+
+
+@register_jitable
+def _sweeps_first(amp, a, b):
+    """Does sample a come before sample b in the sweep: larger amplitude, or equal and lower
+    index; indices ≥ _N_DIRS pad the sort and come last."""
+    if a >= _N_DIRS or b >= _N_DIRS:
+        return a < b
+    return amp[a] > amp[b] or (amp[a] == amp[b] and a < b)
 
 
 @cuda.jit(cache=True)
-def fmls_cuda(coeffs, lmax, unit, neighbours, weights, sh_to_amp, legendre, step, integral_threshold,
+def fmls_cuda(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
               peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd, out_peak):
-    """Fixels of voxel ``blockIdx.x`` (row of ``coeffs``); arguments as
-    :func:`gpu.fixels.fmls.segment_voxels_cpu`."""
-    v = cuda.blockIdx.x
+    """Fixels of voxels VOXELS·blockIdx.x + warp (rows of ``coeffs``), launched with
+    VOXELS·32 threads a block; arguments as :func:`gpu.fixels.fmls.segment_voxels_cpu`,
+    except ``amp_from_sh`` (n_coeffs, D), the transposed SH → amplitude matrix (a warp reads
+    consecutive directions), and float32 outputs."""
     t = cuda.threadIdx.x
+    w = t // _WARP
+    lane = t % _WARP
+    v = cuda.blockIdx.x * VOXELS + w
+    n_voxels = coeffs.shape[0]
     n_coeffs = coeffs.shape[1]
-    sh = cuda.shared.array(_MAX_COEFFS, float64)
-    amp = cuda.shared.array(_N_DIRS, float64)
-    order = cuda.shared.array(_N_DIRS, int32)
-    label = cuda.shared.array(_N_DIRS, int32)
-    retro_dir = cuda.shared.array(_N_DIRS, int32)
-    retro_lobe = cuda.shared.array(_N_DIRS, int32)
-    peak_value = cuda.shared.array(MAX_LOBES, float64)
-    integral = cuda.shared.array(MAX_LOBES, float64)
-    mean = cuda.shared.array((MAX_LOBES, 3), float64)
-    peak_dir = cuda.shared.array((MAX_LOBES, 3), float64)
-    head = cuda.shared.array(MAX_LOBES, int32)
-    tail = cuda.shared.array(MAX_LOBES, int32)
-    next_peak = cuda.shared.array(MAX_LOBES, int32)
-    state = cuda.shared.array(2, int32)  # [0]: segment (1) or not; [1]: positive samples
+    sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
+    amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
+    order = cuda.shared.array((VOXELS, _SORT_SLOTS), int16)
+    label = cuda.shared.array((VOXELS, _N_DIRS), int8)
+    peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
+    integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
+    mean = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
+    peak_dir = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
+    head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    # per voxel: [0] segment it (1) or not, [1] positive samples, [2] lobes
+    state = cuda.shared.array((VOXELS, 3), int32)
 
-    if t == 0:
-        ok = coeffs[v, 0] > 0.0
-        for c in range(n_coeffs):
-            ok = ok and math.isfinite(coeffs[v, c])
-        state[0] = 1 if ok else 0
-        state[1] = 0
-    cuda.syncthreads()
-    if state[0] == 0:
-        if t == 0:
+    if lane == 0:
+        ok = v < n_voxels
+        if ok:
+            ok = coeffs[v, 0] > 0.0
+            for c in range(n_coeffs):
+                ok = ok and math.isfinite(coeffs[v, c])
+        state[w, 0] = 1 if ok else 0
+        state[w, 1] = 0
+        state[w, 2] = 0
+        if v < n_voxels:
             counts[v] = 0
-        return
-    for c in range(t, n_coeffs, cuda.blockDim.x):
-        sh[c] = coeffs[v, c]
+    for i in range(t, VOXELS * n_coeffs, cuda.blockDim.x):
+        u = i // n_coeffs
+        c = i % n_coeffs
+        sh[u, c] = coeffs[cuda.blockIdx.x * VOXELS + u, c] if cuda.blockIdx.x * VOXELS + u < n_voxels else 0.0
     cuda.syncthreads()
-    sh_view = sh[:n_coeffs]
+
+    # sampling, each matrix row read once for the block's voxels, summed in coefficient order
+    total = cuda.local.array(VOXELS, float64)
     for d in range(t, _N_DIRS, cuda.blockDim.x):
-        amp[d] = fm.sample_amplitude(sh_to_amp, sh_view, d)
+        for u in range(VOXELS):
+            total[u] = 0.0
+        for c in range(n_coeffs):
+            m = amp_from_sh[c, d]
+            for u in range(VOXELS):
+                total[u] += m * sh[u, c]
+        for u in range(VOXELS):
+            amp[u, d] = total[u]
     cuda.syncthreads()
-    for d in range(t, _N_DIRS, cuda.blockDim.x):
-        if amp[d] > 0.0:
-            order[fm.positive_order_rank(amp, _N_DIRS, d)] = d
-            cuda.atomic.add(state, 1, 1)
+
+    # the positive samples, gathered in any order (the sort fixes it)
+    if state[w, 0] == 1:
+        for d in range(lane, _N_DIRS, _WARP):
+            if amp[w, d] > 0.0:
+                order[w, cuda.atomic.add(state, (w, 1), 1)] = d
     cuda.syncthreads()
-    if t != 0:
-        return
-    if fm.sweep_blocked(amp, _N_DIRS):
-        counts[v] = 0
-        return
-    adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
-    al = cuda.local.array(_MAX_LEGENDRE, float64)
-    counts[v] = fm.segment_voxel(sh_view, lmax, amp, order, state[1], unit, neighbours, weights, legendre, step,
-                                 integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak,
-                                 label, retro_dir, retro_lobe, adjacent, al[:legendre.shape[1]], peak_value, mean,
-                                 integral, head, tail, peak_dir, next_peak, out_dir[v], out_afd[v], out_peak[v])
+    largest = 1
+    for u in range(VOXELS):
+        if state[u, 1] > largest:
+            largest = state[u, 1]
+    size = 1
+    while size < largest:
+        size *= 2
+    for i in range(state[w, 1] + lane, size, _WARP):
+        order[w, i] = _N_DIRS + i
+    cuda.syncthreads()
+    # bitonic sort of order[w, :size], the same steps in every warp
+    block = 2
+    while block <= size:
+        stride = block // 2
+        while stride > 0:
+            for i in range(lane, size // 2, _WARP):
+                lo = 2 * i - (i & (stride - 1))
+                hi = lo + stride
+                a = order[w, lo]
+                b = order[w, hi]
+                if _sweeps_first(amp[w], b, a) == ((lo & block) == 0):
+                    order[w, lo] = b
+                    order[w, hi] = a
+            cuda.syncthreads()
+            stride //= 2
+        block *= 2
+
+    # MRtrix3 sweeps by |amplitude|: a negative sample before the first positive one finds no lobe
+    if state[w, 0] == 1:
+        if state[w, 1] == 0:
+            state[w, 0] = 0
+        else:
+            top = order[w, 0]
+            for d in range(lane, _N_DIRS, _WARP):
+                a = amp[w, d]
+                if a <= 0.0 and (-a > amp[w, top] or (-a == amp[w, top] and d < top)):
+                    state[w, 0] = 0
+    cuda.syncthreads()
+
+    if lane == 0 and state[w, 0] == 1:
+        adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
+        n_lobes = fm.grow_lobes(amp[w], order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
+                                adjacent, peak_value[w], mean[w], integral[w], head[w], tail[w], seed[w],
+                                next_peak[w])
+        if n_lobes < 0:
+            counts[v] = n_lobes
+            state[w, 0] = 0
+        else:
+            state[w, 2] = n_lobes
+    cuda.syncthreads()
+
+    if state[w, 0] == 1:
+        al = cuda.local.array(_MAX_LEGENDRE, float64)
+        for lobe in range(lane, state[w, 2], _WARP):
+            fm.refine_lobe(lobe, sh[w, :n_coeffs], lmax, unit, neighbours, legendre, step, factors,
+                           integral_threshold, label[w], al[:legendre.shape[1]], peak_value[w], integral[w],
+                           head[w], seed[w], next_peak[w], peak_dir[w])
+    cuda.syncthreads()
+
+    if lane == 0 and state[w, 0] == 1:
+        counts[v] = fm.write_fixels(state[w, 2], integral_threshold, peak_threshold, maxnum, dir_from_peak,
+                                    peak_value[w], mean[w], integral[w], head[w], peak_dir[w], out_dir[v], out_afd[v],
+                                    out_peak[v])
+
+
+@lru_cache(maxsize=4)
+def device_tables(lmax: int) -> tuple:
+    """The tables :func:`fmls_cuda` reads for SH degree ``lmax``, on the device (kept for the
+    process)."""
+    tables = fmls_tables(lmax)
+    return tuple(cuda.to_device(np.ascontiguousarray(a)) for a in
+                 (tables.unit, tables.neighbours, tables.weights, tables.sh_to_amp.T, tables.legendre,
+                  tables.derivative_factors))
+
+
+def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_threshold: float, merge_ratio: float,
+                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak) -> None:
+    """:func:`fmls_cuda` on device arrays: ``d_coeffs`` (V, n_coeffs) float64 in, the others
+    out, shaped as :func:`segment_voxels_cuda` returns them."""
+    n = d_coeffs.shape[0]
+    d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(tables.lmax)
+    fmls_cuda[(n + VOXELS - 1) // VOXELS, VOXELS * _WARP](
+        d_coeffs, tables.lmax, d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, tables.legendre_step,
+        d_factors, float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum),
+        bool(dir_from_peak), d_counts, d_dir, d_afd, d_peak)
 
 
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
                         merge_ratio: float, maxnum: int, dir_from_peak: bool,
                         capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU; counts may also be
-    LOBE_OVERFLOW."""
+    """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
+    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW."""
     n = coeffs.shape[0]
-    counts = np.zeros(n, np.int32)
-    out_dir = np.zeros((n, capacity, 3))
-    out_afd = np.zeros((n, capacity))
-    out_peak = np.zeros((n, capacity))
     if n == 0:
-        return counts, out_dir, out_afd, out_peak
-    d_counts, d_dir, d_afd, d_peak = (cuda.to_device(a) for a in (counts, out_dir, out_afd, out_peak))
-    device_tables = (cuda.to_device(np.ascontiguousarray(a)) for a in
-                     (tables.unit, tables.neighbours, tables.weights, tables.sh_to_amp, tables.legendre))
-    d_unit, d_neighbours, d_weights, d_sh_to_amp, d_legendre = device_tables
-    fmls_cuda[n, THREADS](cuda.to_device(np.ascontiguousarray(coeffs, np.float64)), tables.lmax, d_unit, d_neighbours,
-                          d_weights, d_sh_to_amp, d_legendre, tables.legendre_step, float(integral_threshold),
-                          float(peak_threshold), float(merge_ratio), int(maxnum), bool(dir_from_peak), d_counts,
-                          d_dir, d_afd, d_peak)
+        return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
+                np.zeros((0, capacity), np.float32))
+    d_counts = cuda.device_array(n, np.int32)
+    d_dir = cuda.device_array((n, capacity, 3), np.float32)
+    d_afd = cuda.device_array((n, capacity), np.float32)
+    d_peak = cuda.device_array((n, capacity), np.float32)
+    launch_fmls(cuda.to_device(np.ascontiguousarray(coeffs, np.float64)), tables, integral_threshold, peak_threshold,
+                merge_ratio, maxnum, dir_from_peak, d_counts, d_dir, d_afd, d_peak)
     return d_counts.copy_to_host(), d_dir.copy_to_host(), d_afd.copy_to_host(), d_peak.copy_to_host()

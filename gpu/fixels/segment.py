@@ -19,12 +19,13 @@ from gpu.cuda.backend import resolve_backend
 from gpu.fixels.fmls_tables import fmls_tables
 from gpu.sh_basis import lmax_from_ncoeffs
 
-__all__ = ["FmlsOptions", "FixelSet", "segment_fods", "segment_memory_bytes", "DEFAULT_PEAK_VALUE"]
+__all__ = ["FmlsOptions", "FixelSet", "segment_fods", "segment_memory_bytes", "DEFAULT_PEAK_VALUE", "FIRST_CAPACITY"]
 
 #: MRtrix3's FMLS defaults: no integral threshold, peak amplitude ≥ 0.1, lobes never merged.
 DEFAULT_PEAK_VALUE = 0.1
-_FIRST_CAPACITY = 8
-_CHUNK_VOXELS = 16384
+#: Fixels a voxel has room for in a backend's first pass; a voxel with more is redone on the CPU.
+FIRST_CAPACITY = 16
+_CHUNK_VOXELS = 65536
 # A fixel's float64 direction, integral and peak amplitude, kept until the end, and its float32
 # direction, integral, peak amplitude and dispersion in the result.
 _FIXEL_BYTES = 5 * 8 + 6 * 4
@@ -99,16 +100,16 @@ def _segment_rows(coeffs: np.ndarray, tables, options: FmlsOptions, backend: str
     (or the CUDA kernel's lobe scratch) run again on the CPU with room for all."""
     integral, peak = options.thresholds
     args = (tables, integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak)
-    counts, dirs, afd, amp = _run_backend(backend)(coeffs, *args, _FIRST_CAPACITY)
-    redo = np.flatnonzero((counts < 0) | (counts > _FIRST_CAPACITY))
+    counts, dirs, afd, amp = _run_backend(backend)(coeffs, *args, FIRST_CAPACITY)
+    redo = np.flatnonzero((counts < 0) | (counts > FIRST_CAPACITY))
     if redo.size:
         from gpu.fixels.fmls import segment_voxels_cpu
 
-        again = segment_voxels_cpu(coeffs[redo], *args, _FIRST_CAPACITY)
+        again = segment_voxels_cpu(coeffs[redo], *args, FIRST_CAPACITY)
         capacity = int(again[0].max())
-        if capacity > _FIRST_CAPACITY:
+        if capacity > FIRST_CAPACITY:
             again = segment_voxels_cpu(coeffs[redo], *args, capacity)
-            grow = ((0, 0), (0, capacity - _FIRST_CAPACITY))
+            grow = ((0, 0), (0, capacity - FIRST_CAPACITY))
             dirs, afd, amp = np.pad(dirs, grow + ((0, 0),)), np.pad(afd, grow), np.pad(amp, grow)
         width = again[1].shape[1]
         counts[redo] = again[0]
@@ -167,7 +168,7 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
 
 
 def segment_memory_bytes(n_voxels: int, n_coeffs: int) -> int:
-    """Most bytes :func:`segment_fods` holds beside its float32 input, with up to 8 fixels a
+    """Most bytes :func:`segment_fods` holds beside its float32 input, with up to FIRST_CAPACITY fixels a
     voxel (a CSD FOD has a few; a chunk's voxels with more are redone apart).
 
     Parameters
@@ -183,4 +184,4 @@ def segment_memory_bytes(n_voxels: int, n_coeffs: int) -> int:
         The voxel-ordered copy of the coefficients, the fixels while segmented and as results,
         and each voxel's fixel count and first fixel (int64 while counted).
     """
-    return n_voxels * (n_coeffs * 4 + _FIRST_CAPACITY * _FIXEL_BYTES + 16)
+    return n_voxels * (n_coeffs * 4 + FIRST_CAPACITY * _FIXEL_BYTES + 16)

@@ -1,5 +1,6 @@
 """The CUDA kernel (numba's simulator; a GPU with NUMBA_ENABLE_CUDASIM=0) against the CPU
-backend on a few voxels: default settings, and merging with the peak direction."""
+backend on a few voxels: default settings, and merging with the peak direction; a voxel with
+more lobes than the kernel's scratch redone on the CPU."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ def assert_same_fixels(cuda, cpu):
 
 @pytest.mark.parametrize("options", [FmlsOptions(), FmlsOptions(lobe_merge_ratio=0.3, dirpeak=True, peak_value=0.0)])
 def test_cuda_matches_cpu(options):
-    fod = fod_phantom((2, 2, 1), 8, relative_noise=0.05, seed=1)["sh"]
-    fod[1, 1, 0, 0] = -1.0  # no fixel: the l = 0 term is not positive
+    # five voxels: two blocks of two and a block of one
+    fod = fod_phantom((5, 1, 1), 8, relative_noise=0.05, seed=1)["sh"]
+    fod[1, 0, 0, 0] = -1.0  # no fixel: the l = 0 term is not positive
+    fod[3, 0, 0, 4] = np.nan  # no fixel: a coefficient is not finite
     cuda = segment_fods(fod, options=options, backend="cuda")
     cpu = segment_fods(fod, options=options, backend="cpu")
     assert_same_fixels(cuda, cpu)
-    assert cpu.index[1, 1, 0, 0] == 0 and cpu.index[..., 0].sum() >= 4
+    assert cpu.index[1, 0, 0, 0] == 0 and cpu.index[3, 0, 0, 0] == 0 and cpu.index[..., 0].sum() >= 4
 
 
 @pytest.mark.skipif(not simulator_active(), reason="shrinks the kernel's lobe scratch, which only the simulator reads at run time")

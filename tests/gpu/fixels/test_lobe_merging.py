@@ -80,11 +80,14 @@ def mrtrix_segmenter(sh, tables, ratio, integral_threshold, peak_threshold):
         if lobe.negative or lobe.integral < integral_threshold:
             continue
         for p in range(len(lobe.peaks)):
-            value, x, y, z = fm.sh_peak(sh, tables.lmax, *lobe.peaks[p], tables.legendre, tables.legendre_step, al)
+            value, x, y, z = fm.sh_peak(sh, tables.lmax, *lobe.peaks[p], tables.legendre, tables.legendre_step,
+                                        tables.derivative_factors, al)
             if np.isfinite([value, x, y, z]).all():
                 new = np.array([x, y, z])
                 dots = [abs(new @ q) for q in lobe.peaks]
-                if int(np.argmax(dots)) == p and fm.nearest_direction(unit, x, y, z) in lobe.mask:
+                # the nearest sampling direction by a scan of all, the first on ties
+                nearest = int(np.argmax(np.abs(unit @ new)))
+                if int(np.argmax(dots)) == p and nearest in lobe.mask:
                     lobe.peaks[p] = new
                     if p == 0:
                         lobe.peak = value
