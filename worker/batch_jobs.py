@@ -29,15 +29,12 @@ if TYPE_CHECKING:
 __all__ = ["BatchItem", "FodItem", "FixelsItem", "BatchStages", "batch_stages"]
 
 
-@dataclass(frozen=True)
-class BatchItem:
-    """A peaks input, where its outputs go (the names ``fibertensor peaks IN DIR/<name>``
-    uses), and its brain mask if any (non-zero = compute, as ``fibertensor peaks --mask``)."""
+class _FodImageItem:
+    """What the items whose input is an SH FOD image (``fod``) with an optional ``mask``
+    share."""
 
-    kind: ClassVar[str] = "peaks"
     fod: Path
-    outputs: PeaksOutputs
-    mask: Path | None = None
+    mask: Path | None
 
     @property
     def input(self) -> Path:
@@ -46,6 +43,17 @@ class BatchItem:
     @property
     def files(self) -> dict[str, Path]:
         return {"fod": self.fod, **({"mask": self.mask} if self.mask else {})}
+
+
+@dataclass(frozen=True)
+class BatchItem(_FodImageItem):
+    """A peaks input, where its outputs go (the names ``fibertensor peaks IN DIR/<name>``
+    uses), and its brain mask if any (non-zero = compute, as ``fibertensor peaks --mask``)."""
+
+    kind: ClassVar[str] = "peaks"
+    fod: Path
+    outputs: PeaksOutputs
+    mask: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,7 @@ class FodItem(FodJob):
 
 
 @dataclass(frozen=True)
-class FixelsItem:
+class FixelsItem(_FodImageItem):
     """An SH FOD image, the fixel directory it gets (``fibertensor fixels FOD OUT_DIR``; the
     sidecar ``OUT_DIR.json`` beside it), and its mask if any."""
 
@@ -69,14 +77,6 @@ class FixelsItem:
     fod: Path
     out_dir: Path
     mask: Path | None = None
-
-    @property
-    def input(self) -> Path:
-        return self.fod
-
-    @property
-    def files(self) -> dict[str, Path]:
-        return {"fod": self.fod, **({"mask": self.mask} if self.mask else {})}
 
     @property
     def sidecar(self) -> Path:

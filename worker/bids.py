@@ -33,7 +33,7 @@ import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
@@ -148,6 +148,23 @@ def without_prefix(values: Iterable[str] | None, prefix: str) -> set[str] | None
     return {v.removeprefix(prefix) for v in values} if values else None
 
 
+def dataset_files(bids_dir: Path, exclude: Path | None = None) -> Iterator[tuple[Path, tuple]]:
+    """Each file below ``bids_dir`` whose name parses as BIDS, with :func:`parse_name`'s
+    result, in sorted order; hidden folders and ``exclude`` (e.g. the output folder inside
+    the dataset) are skipped. Raises :class:`InputError` when ``bids_dir`` is no folder."""
+    if not bids_dir.is_dir():
+        raise InputError("No such dataset", f"BIDS_DIR {str(bids_dir)!r} is not a folder")
+    excluded = Path(exclude).resolve() if exclude is not None else None
+    for root, folders, files in os.walk(bids_dir):
+        folders[:] = sorted(f for f in folders if not f.startswith(".")
+                            and (excluded is None or (Path(root) / f).resolve() != excluded))
+        for name in sorted(files):
+            path = Path(root, name)
+            parsed = parse_name(path)
+            if parsed is not None:
+                yield path, parsed
+
+
 def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
               session_labels: Iterable[str] | None = None, exclude: Path | None = None) -> list[FodInput]:
     """The FOD images below ``bids_dir`` (see the module docstring for the names), sorted,
@@ -155,27 +172,17 @@ def find_fods(bids_dir: Path, participant_labels: Iterable[str] | None = None,
     ``exclude`` (e.g. the output folder inside the dataset) and hidden folders are skipped.
     Raises :class:`InputError` saying what it looked for when nothing matches."""
     bids_dir = Path(bids_dir)
-    if not bids_dir.is_dir():
-        raise InputError("No such dataset", f"BIDS_DIR {str(bids_dir)!r} is not a folder")
     subjects, sessions = without_prefix(participant_labels, "sub-"), without_prefix(session_labels, "ses-")
-    excluded = Path(exclude).resolve() if exclude is not None else None
     found = []
-    for root, folders, files in os.walk(bids_dir):
-        folders[:] = sorted(f for f in folders if not f.startswith(".")
-                            and (excluded is None or (Path(root) / f).resolve() != excluded))
-        for name in sorted(files):
-            path = Path(root, name)
-            parsed = parse_name(path)
-            if parsed is None:
-                continue
-            entities = dict(parsed[0])
-            if not _is_fod(entities, parsed[1]):
-                continue
-            if subjects is not None and entities["sub"] not in subjects:
-                continue
-            if sessions is not None and entities.get("ses") not in sessions:
-                continue
-            found.append(FodInput(path, parsed[0], parsed[1], parsed[2], brain_mask_beside(path, entities)))
+    for path, parsed in dataset_files(bids_dir, exclude):
+        entities = dict(parsed[0])
+        if not _is_fod(entities, parsed[1]):
+            continue
+        if subjects is not None and entities["sub"] not in subjects:
+            continue
+        if sessions is not None and entities.get("ses") not in sessions:
+            continue
+        found.append(FodInput(path, parsed[0], parsed[1], parsed[2], brain_mask_beside(path, entities)))
     if not found:
         which = []
         if subjects is not None:

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from pydantic import BaseModel
 
-from worker.bids import (FodInput, brain_mask_beside, dataset_uri, parse_name, publish_job, run_and_publish,
-                         without_prefix, write_dataset_description)
+from worker.bids import (FodInput, brain_mask_beside, dataset_files, dataset_uri, parse_name, publish_job,
+                         run_and_publish, without_prefix, write_dataset_description)
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
 from worker.params.fod import FodParams, ResponseParams, peaks_option_name
@@ -106,24 +106,16 @@ def find_dwis(bids_dir: Path, participant_labels: Iterable[str] | None = None,
     :class:`InputError`, before anything runs, when none is found (saying what it looked
     for) or when a DWI has no ``.bval`` or ``.bvec`` (naming the files and the fix)."""
     bids_dir = Path(bids_dir)
-    if not bids_dir.is_dir():
-        raise InputError("No such dataset", f"BIDS_DIR {str(bids_dir)!r} is not a folder")
     subjects, sessions = without_prefix(participant_labels, "sub-"), without_prefix(session_labels, "ses-")
-    excluded = Path(exclude).resolve() if exclude is not None else None
     found: list[tuple[Path, tuple, bool]] = []
-    for root, folders, files in os.walk(bids_dir):
-        folders[:] = sorted(f for f in folders if not f.startswith(".")
-                            and (excluded is None or (Path(root) / f).resolve() != excluded))
-        for name in sorted(files):
-            path = Path(root, name)
-            parsed = parse_name(path)
-            if parsed is None or parsed[1] != "dwi" or not parsed[2].startswith(".nii"):
-                continue
-            entities = dict(parsed[0])
-            if (subjects is not None and entities["sub"] not in subjects) or (
-                    sessions is not None and entities.get("ses") not in sessions):
-                continue
-            found.append((path, parsed[0], entities.get("desc") == "preproc"))
+    for path, parsed in dataset_files(bids_dir, exclude):
+        if parsed[1] != "dwi" or not parsed[2].startswith(".nii"):
+            continue
+        entities = dict(parsed[0])
+        if (subjects is not None and entities["sub"] not in subjects) or (
+                sessions is not None and entities.get("ses") not in sessions):
+            continue
+        found.append((path, parsed[0], entities.get("desc") == "preproc"))
     preprocessed = {(dict(e)["sub"], dict(e).get("ses")) for _, e, pre in found if pre}
     dwis, missing = [], []
     for path, entities, pre in found:
