@@ -29,9 +29,10 @@ from worker.job_store import JobStore
 
 pytestmark = pytest.mark.requires_redis
 
-# Liveness in seconds, so deaths are noticed quickly; the limits nest as Settings demands.
+# Liveness in seconds, so deaths are noticed quickly; the limits nest as Settings demands. No
+# pool process loads the peaks kernels as it starts: only the test kind runs here.
 FAST = dict(heartbeat_interval=0.2, heartbeat_timeout=2.0, janitor_interval=0.5, job_soft_time_limit=40,
-            job_time_limit=50, visibility_timeout=60)
+            job_time_limit=50, visibility_timeout=60, worker_warmup_lmax="")
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 _TOY_API = (

@@ -37,7 +37,9 @@ def live_service(request, tmp_path_factory):
     settings = Settings(data_dir=data_dir, broker_url=url, queue=f"q-{request.param}")
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(job_kinds_module, "_FAMILY_MODULES", register_toy_kind(job_kinds_module))
-        worker = start_worker(service_env(data_dir, url, queue=settings.queue), folder / "worker.log", "e2e@test")
+        # only the test kind runs: no pool process loads the peaks kernels as it starts
+        worker = start_worker(service_env(data_dir, url, queue=settings.queue, worker_warmup_lmax=""),
+                              folder / "worker.log", "e2e@test")
         try:
             with serve_in_thread(create_app(settings, kinds=job_kinds())) as base:
                 wait_for(lambda: httpx.get(f"{base}/readyz", timeout=5).status_code == 200, 30, "readyz")

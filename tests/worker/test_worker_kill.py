@@ -22,6 +22,8 @@ from worker.job_store import TERMINAL_STATUSES, JobRecord, JobStatus, JobStore, 
 # Short liveness settings so a death is noticed in seconds; limits nest as Settings demands.
 LIVENESS = dict(heartbeat_interval=0.2, heartbeat_timeout=2.0, job_soft_time_limit=40,
                 job_time_limit=50, visibility_timeout=60)
+# No pool process loads the peaks kernels as it starts: only the test kind runs here.
+NO_WARMUP = dict(worker_warmup_lmax="")
 
 
 def _job(store: JobStore, data: np.ndarray) -> str:
@@ -40,7 +42,7 @@ def test_job_survives_a_killed_worker(broker, victim, tmp_path, request):
     url = request.getfixturevalue("redis_url") if broker == "redis" else ""
     data_dir = tmp_path / "data"
     settings = Settings(data_dir=data_dir, broker_url=url, queue=f"q-{tmp_path.name}", **LIVENESS)
-    env = service_env(data_dir, url, queue=settings.queue, **LIVENESS)
+    env = service_env(data_dir, url, queue=settings.queue, **LIVENESS, **NO_WARMUP)
     celery = celery_app_for(settings)
     store = JobStore(data_dir)
     volume = np.random.default_rng(1).normal(size=(16, 3, 2)).astype(np.float32)
@@ -88,7 +90,7 @@ def test_soft_time_limit_fails_the_job_with_a_reason(tmp_path):
     settings = Settings(data_dir=data_dir, **limits)
     store = JobStore(data_dir)
     job_id = _job(store, np.ones((16, 2, 2), np.float32))  # 16 chunks × 0.25 s: past the soft limit
-    worker = start_worker(service_env(data_dir, **limits), tmp_path / "w.log", "limits@test")
+    worker = start_worker(service_env(data_dir, **limits, **NO_WARMUP), tmp_path / "w.log", "limits@test")
     try:
         publish_job(celery_app_for(settings), job_id)
         final = wait_for(lambda: (r := store.read(job_id)).status in TERMINAL_STATUSES and r, 60, "the job to stop")
