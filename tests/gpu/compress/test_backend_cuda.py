@@ -225,8 +225,15 @@ def test_cublas_arguments_compute_the_mode_product(shape, mode):
 
 
 @pytest.mark.parametrize("scaling", [pytest.param("none", marks=pytest.mark.slow), pytest.param("onesided", marks=pytest.mark.slow), "kronecker"])
-def test_ttmc_cuda_backend_equals_cpu_backend(ops, scaling):
+def test_ttmc_cuda_backend_equals_cpu_backend(ops, monkeypatch, scaling):
+    """The whole TTMc on the device equals the CPU backend; with 64-thread blocks and 8×8
+    GEMM tiles (the simulator reads the module constants at run time), as every kernel
+    launches one Python thread per device thread."""
+    import gpu.compress.backend_cuda as mod
+
     cpu, gpu = ops
+    for name, value in (("_BLOCK", 64), ("_PARTS", 64 // mod._GROUP), ("_TILE", 8)):
+        monkeypatch.setattr(mod, name, value)
     rng = np.random.default_rng(7)
     x = tensor(rng, (4, 3, 5))
     mats = [rng.standard_normal((2, s)) for s in x.shape]
