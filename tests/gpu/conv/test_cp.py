@@ -127,13 +127,13 @@ def run_plan(u, f, b, stride, pad, dil, **plan_args):
     return plan, d_out.copy_to_host()
 
 
-# Lean separable kernels, launch shapes set explicitly with blocks of 32–64 threads and
-# images of one or two tiles to keep the simulator's Python threads few (each shuffle
-# there is a block barrier): every generated (rank slices, stage-1 pixels,
-# stage-4 pixels) at least once, odd ranks split in two slices (S padded with a zero
-# column), tile extents that divide the output, channel lanes 1–8 (the shuffle
-# butterfly), output-channel groups, strides and dilations, partial edge tiles, and rank
-# chunks above 16 (16 + 9).
+# Lean separable kernels, launch shapes set explicitly with blocks of 32–64 threads, and
+# the costly cases (many ranks and lanes: each shuffle is a block barrier in the
+# simulator) on images of one or two tiles, to keep the simulator's Python threads few:
+# every generated (rank slices, stage-1 pixels, stage-4 pixels) at least once, odd ranks
+# split in two slices (S padded with a zero column), tile extents that divide the output,
+# channel lanes 1–8 (the shuffle butterfly), output-channel groups, strides and
+# dilations, partial edge tiles, and rank chunks above 16 (16 + 9).
 LEAN_SIM_CASES = [
     # (N, C, H, W, T, kh, kw, rank, stride, padding, dilation, tiling)
     (1, 7, 3, 3, 5, 3, 3, 16, 1, 1, 1, SeparableTiling(2, 4, 2, 1, 32, 2, 1, 2)),
