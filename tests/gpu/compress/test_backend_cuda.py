@@ -226,9 +226,9 @@ def test_cublas_arguments_compute_the_mode_product(shape, mode):
 
 @pytest.mark.parametrize("scaling", [pytest.param("none", marks=pytest.mark.slow), pytest.param("onesided", marks=pytest.mark.slow), "kronecker"])
 def test_ttmc_cuda_backend_equals_cpu_backend(ops, monkeypatch, scaling):
-    """The whole TTMc on the device equals the CPU backend; with 64-thread blocks and 8×8
-    GEMM tiles (the simulator reads the module constants at run time), as every kernel
-    launches one Python thread per device thread."""
+    """The whole TTMc on the device equals the CPU backend. The simulator runs one Python
+    thread per device thread and reads the module constants at run time, so it runs with
+    64-thread blocks and 8×8 GEMM tiles here."""
     import gpu.compress.backend_cuda as mod
 
     cpu, gpu = ops
