@@ -58,7 +58,7 @@ def test_stats_kernel_column_chunks(ops, monkeypatch, block):
     monkeypatch.setattr(mod, "_CHUNK", 8)
     monkeypatch.setattr(mod, "_BLOCK", block)
     monkeypatch.setattr(mod, "_PARTS", block // mod._GROUP)
-    x = tensor(np.random.default_rng(2), (2, 3, 40))
+    x = tensor(np.random.default_rng(2), (2, 3, 2))  # 12 columns: a full chunk and a part
     mg, sg, _ = gpu.stats(gpu.asarray(x))
     mc, sc, _ = cpu.stats(x)
     for a, b in zip(mc, mg):
@@ -84,14 +84,19 @@ def test_kron_scale_kernel_equals_cpu_bit_for_bit(ops, dtype):
      pytest.param(np.float32, np.float32, marks=pytest.mark.slow), pytest.param(np.float32, np.float64, marks=pytest.mark.slow),
      pytest.param(None, np.float32, marks=pytest.mark.slow)],
 )
-def test_scale_scan_kernel_equals_cpu(ops, dtype, source):
-    """The fused pass: same X̃ bit for bit, same Σx², max |X̃| and counts (rows of 4 × 256
-    columns and a remainder, so both the unrolled and the tail loop run; float32 and
-    float64 working types)."""
+def test_scale_scan_kernel_equals_cpu(ops, monkeypatch, dtype, source):
+    """The fused pass: same X̃ bit for bit, same Σx², max |X̃| and counts (rows of one chunk
+    of 2 × 32 columns and a remainder, so both the unrolled and the tail loop run; float32
+    and float64 working types). The simulator reads the block constants at run time, so
+    32-thread blocks are real here."""
+    import gpu.compress.backend_cuda as mod
+
     cpu, gpu = ops
+    monkeypatch.setattr(mod, "_BLOCK", 32)
+    monkeypatch.setattr(mod, "_UNROLL", 2)
     rng = np.random.default_rng(8)
-    x = tensor(rng, (2, 3, 1100)).astype(source)
-    x[1, 2, 1099] = 7e4
+    x = tensor(rng, (2, 3, 24)).astype(source)
+    x[1, 2, 23] = 3e5  # 7.5e4 once scaled by 2^(-3 - 1 + 2): beyond FP16
     exps = [rng.integers(-3, 3, s) for s in x.shape]
     a, scan_a = cpu.scale_scan(x, exps, dtype)
     b, handle = gpu.scale_scan(gpu.asarray(x), exps, dtype)
@@ -162,7 +167,9 @@ def test_fiber_scaling_kernels_equal_cpu(ops):
 
 
 # Each precision (FP32 or FP64 accumulation) once and each mode (first, middle, last: three
-# stride patterns) once by default.
+# stride patterns) once by default. The mode of 18 spans two 16-wide tiles of the inner
+# dimension; the others give two tiles of output columns (first mode), two batches (middle)
+# and two tiles of output rows (last, one GEMM).
 @pytest.mark.parametrize(
     "precision, mode",
     [(p, m) if (p, m) in {("fp16", 1), ("fp32", 2), ("fp64", 0)} else pytest.param(p, m, marks=pytest.mark.slow)
@@ -172,7 +179,9 @@ def test_gemm_kernel_equals_cpu(ops, precision, mode):
     cpu, gpu = ops
     prec = PRECISIONS[precision]
     rng = np.random.default_rng(6)
-    x = rng.standard_normal((3, 18, 5)).astype(prec.storage)
+    shape = [2, 9, 3]
+    shape[mode] = 18
+    x = rng.standard_normal(shape).astype(prec.storage)
     u = rng.standard_normal((4, x.shape[mode])).astype(prec.storage)
     a = cpu.ttm(x, u, mode, prec).astype(np.float64)
     b = gpu.to_host(gpu.ttm(gpu.asarray(x), gpu.asarray(u), mode, prec)).astype(np.float64)
@@ -216,8 +225,15 @@ def test_cublas_arguments_compute_the_mode_product(shape, mode):
 
 
 @pytest.mark.parametrize("scaling", [pytest.param("none", marks=pytest.mark.slow), pytest.param("onesided", marks=pytest.mark.slow), "kronecker"])
-def test_ttmc_cuda_backend_equals_cpu_backend(ops, scaling):
+def test_ttmc_cuda_backend_equals_cpu_backend(ops, monkeypatch, scaling):
+    """The whole TTMc on the device equals the CPU backend. The simulator runs one Python
+    thread per device thread and reads the module constants at run time, so it runs with
+    64-thread blocks and 8×8 GEMM tiles here."""
+    import gpu.compress.backend_cuda as mod
+
     cpu, gpu = ops
+    for name, value in (("_BLOCK", 64), ("_PARTS", 64 // mod._GROUP), ("_TILE", 8)):
+        monkeypatch.setattr(mod, name, value)
     rng = np.random.default_rng(7)
     x = tensor(rng, (4, 3, 5))
     mats = [rng.standard_normal((2, s)) for s in x.shape]

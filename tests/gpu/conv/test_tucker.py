@@ -78,8 +78,8 @@ def test_cpu_backend_equals_float64_direct_conv(case):
 SIM_CORE_CASES = [
     # (N, D1, H, W, D2, kh, kw, stride, padding, dilation, TH, TW, TC)
     (1, 3, 6, 7, 5, 3, 3, 1, 1, 1, 2, 4, 3),        # row kernel kw3, one channel tile
-    (2, 4, 7, 6, 3, 3, 3, 1, "same", 1, 4, 2, 1),   # row kernel, atomics over 4 tiles
-    (1, 3, 7, 9, 4, 2, 5, (2, 1), 2, (2, 1), 2, 2, 2),  # row kernel kw5, vertical stride/dilation
+    (2, 4, 5, 2, 3, 3, 3, 1, "same", 1, 4, 2, 1),   # row kernel, atomics over 4 tiles
+    (1, 3, 3, 3, 4, 2, 5, (2, 1), 2, (2, 1), 2, 2, 2),  # row kernel kw5, vertical stride/dilation
     (1, 5, 8, 8, 3, 4, 4, 2, 1, 2, 1, 2, 2),        # generic: even kernel, stride 2, dilation 2
     (2, 2, 5, 6, 6, 2, 3, 2, 0, 1, 2, 1, 2),        # generic: kw 3 but stride 2
     (1, 4, 5, 5, 2, 1, 1, 1, 0, 1, 4, 4, 4),        # generic: 1x1 core
@@ -91,17 +91,17 @@ SIM_CORE_CASES = [
 SIM_SPLIT_CASES = [
     # (N, D1, H, W, D2, kh, kw, stride, padding, dilation, TH, TW, TC, split, TN)
     (1, 5, 6, 7, 3, 3, 3, 1, 1, 1, 2, 4, 5, 2, 1),        # row kernel, 5 channels over 2 slices
-    (2, 7, 5, 6, 4, 3, 3, 1, "same", 1, 4, 2, 4, 4, 1),   # row kernel, slices and 2 atomic tiles
-    (1, 6, 9, 8, 3, 3, 5, (2, 1), 2, (2, 1), 2, 4, 8, 8, 1),  # row kw5, more slices than channels
+    (2, 7, 5, 2, 4, 3, 3, 1, "same", 1, 4, 2, 4, 4, 1),   # row kernel, slices and 2 atomic tiles
+    (1, 6, 5, 4, 3, 3, 5, (2, 1), 2, (2, 1), 2, 4, 8, 8, 1),  # row kw5, more slices than channels
     (1, 5, 8, 9, 2, 3, 3, 2, 1, 2, 2, 2, 2, 2, 1),        # generic, stride 2, dilation 2
-    (1, 3, 5, 4, 34, 3, 3, 1, 1, 1, 1, 2, 2, 2, 1),       # 34 output channels: 64 threads a slice
+    (1, 3, 1, 4, 34, 3, 3, 1, 1, 1, 1, 2, 2, 2, 1),       # 34 output channels: 64 threads a slice
     (1, 4, 6, 7, 5, 3, 3, 1, 1, 1, 2, 4, 4, 2, 2),        # TN 2: 5 channels on 16-thread slices
-    (2, 5, 7, 6, 35, 3, 3, 1, "same", 1, 1, 4, 2, 1, 2),  # TN 2, 35 channels, atomic tiles
+    (2, 3, 2, 5, 35, 3, 3, 1, "same", 1, 1, 4, 2, 1, 2),  # TN 2, 35 channels, atomic tiles
     (1, 3, 8, 7, 3, 3, 5, (2, 1), 2, (2, 1), 2, 2, 4, 4, 2),  # TN 2, kw 5, vertical stride
-    (1, 6, 7, 9, 7, 3, 3, 1, 1, 1, 2, 4, 6, 4, 4),        # TN 4: 7 channels on 8-thread slices
-    (2, 5, 6, 6, 37, 3, 3, 1, "same", 1, 1, 4, 2, 2, 4),  # TN 4, 37 channels, atomic tiles
+    (1, 6, 3, 5, 7, 3, 3, 1, 1, 1, 2, 4, 6, 4, 4),        # TN 4: 7 channels on 8-thread slices
+    (2, 3, 2, 5, 37, 3, 3, 1, "same", 1, 1, 4, 2, 2, 4),  # TN 4, 37 channels, atomic tiles
     (1, 4, 9, 8, 5, 3, 5, (2, 1), 2, (2, 1), 2, 2, 4, 2, 4),  # TN 4, kw 5, vertical stride
-    (1, 17, 5, 6, 3, 3, 3, 1, 1, 1, 1, 2, 17, 16, 2),     # 16 slices, 17 channels
+    (1, 17, 2, 2, 3, 3, 3, 1, 1, 1, 1, 2, 17, 16, 2),     # 16 slices, 17 channels
     (1, 5, 8, 7, 6, 3, 3, (2, 1), 1, 1, 2, 4, 5, 2, 2),   # row kw 3 (not the 3x3 kernel: stride 2x1)
     (1, 4, 6, 7, 5, 2, 3, 1, 1, 1, 2, 4, 4, 2, 4),        # row kw 3 under a 2-row kernel, TN 4
 ]
@@ -156,11 +156,11 @@ def test_cuda_core_kernel_channel_slices_equal_float64_direct_conv(case):
 SIM_SQUARE_CASES = [
     # (N, D1, H, W, D2, padding, TH, TW, TC, split, TN)
     (1, 3, 6, 7, 5, 1, 2, 4, 3, 1, 1),
-    (2, 5, 7, 6, 35, "same", 1, 4, 2, 1, 2),     # atomic channel tiles, batch 2
-    (1, 6, 7, 9, 7, 1, 2, 4, 6, 4, 4),           # TN 4, 7 channels on 8-thread slices
-    (1, 3, 5, 4, 34, 1, 1, 2, 2, 2, 1),          # 64-thread slices: two warp rows of weights
-    (1, 4, 4, 5, 40, 1, 2, 2, 4, 8, 1),          # 32-thread slices, two output-channel groups
-    (1, 5, 9, 10, 3, 1, 4, 8, 5, 2, 2),          # 4x8 tile over a 9x10 map, 5 channels, 2 slices
+    (2, 3, 2, 5, 35, "same", 1, 4, 2, 1, 2),     # atomic channel tiles, batch 2
+    (1, 6, 3, 5, 7, 1, 2, 4, 6, 4, 4),           # TN 4, 7 channels on 8-thread slices
+    (1, 3, 1, 4, 34, 1, 1, 2, 2, 2, 1),          # 64-thread slices: two warp rows of weights
+    (1, 4, 2, 3, 40, 1, 2, 2, 4, 8, 1),          # 32-thread slices, two output-channel groups
+    (1, 5, 3, 5, 3, 1, 4, 8, 5, 2, 2),           # 4x8 tile over a 3x5 map, 5 channels, 2 slices
     (1, 2, 2, 2, 150, 1, 1, 1, 2, 8, 4),         # TN 4, two groups of 128 channels
     (1, 3, 6, 6, 4, 0, 2, 2, 3, 1, 2),           # no padding
     (1, 3, 5, 5, 4, 2, 1, 7, 3, 2, 1),           # padding 2, a 1x7 tile wider than the map
@@ -186,9 +186,9 @@ def test_cuda_square_kernel_equals_float64_direct_conv(case):
 
 def test_cuda_full_tucker_layer_with_model_tiles():
     rng = np.random.default_rng(5)
-    u = rng.standard_normal((2, 6, 6, 5)).astype(np.float32)
+    u = rng.standard_normal((2, 6, 4, 3)).astype(np.float32)
     u_in, core, u_out, b = random_tucker(rng, 6, 4, 3, 3, 3, 2)
-    out = np.full((2, 4, 6, 5), np.nan, np.float32)
+    out = np.full((2, 4, 4, 3), np.nan, np.float32)
     tucker_conv2d(u, u_in, core, u_out, b, padding="same", backend="cuda", out=out)
     assert rel_err(out, direct_conv2d(u, tucker_kernel(u_in, core, u_out), b, 1, "same", 1)) < TOL
 
