@@ -98,7 +98,7 @@ def test_a_cpu_peaks_job_imports_nothing_of_the_service(tmp_path):
     phantom = fod_phantom((4, 4, 3), 4, fiber_fractions=(1.0, 0.0, 0.0), noise=0.0)
     nib.save(nib.Nifti1Image(phantom["sh"], np.eye(4)), tmp_path / "fod.nii.gz")
     prefix = tmp_path / "out" / "sub"
-    modules = loaded_modules(f"from service.cli import main; main(['peaks', {str(tmp_path / 'fod.nii.gz')!r}, "
+    modules, _ = loaded_modules(f"from service.cli import main; main(['peaks', {str(tmp_path / 'fod.nii.gz')!r}, "
                              f"{str(prefix)!r}, '--backend', 'cpu', '--quiet'])")
     assert sorted(m for m in modules if m.split(".")[0] in SERVICE_ONLY or m.startswith("service.api")) == []
     assert "service.settings" not in modules and "numba.cuda" not in modules
