@@ -9,6 +9,11 @@ amplitudes by index: the sweep's order); its lane 0 grows the lobes
 writes the fixels. Every reduction is sequential within a lane, so the output does not
 depend on scheduling. A voxel that seeds more than MAX_LOBES lobes answers LOBE_OVERFLOW
 and is redone on the CPU.
+
+The same steps also run as three kernels (:func:`launch_fmls` with a :func:`lobe_scratch`):
+:func:`fmls_grow_cuda` up to the lobes, which it writes to global memory with a work list of
+them; :func:`fmls_refine_cuda`, a thread per lobe of any voxel; :func:`fmls_write_cuda`, a
+thread per voxel (docs/decisions/fixels-fmls-phases.md).
 """
 
 from __future__ import annotations
