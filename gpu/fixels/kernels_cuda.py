@@ -9,6 +9,11 @@ amplitudes by index: the sweep's order); its lane 0 grows the lobes
 writes the fixels. Every reduction is sequential within a lane, so the output does not
 depend on scheduling. A voxel that seeds more than MAX_LOBES lobes answers LOBE_OVERFLOW
 and is redone on the CPU.
+
+The same steps also run as three kernels (:func:`launch_fmls` with a :func:`lobe_scratch`):
+:func:`fmls_grow_cuda` up to the lobes, which it writes to global memory with a work list of
+them; :func:`fmls_refine_cuda`, a thread per lobe of any voxel; :func:`fmls_write_cuda`, a
+thread per voxel (docs/decisions/fixels-fmls-phases.md).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from numba.extending import register_jitable
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables, fmls_tables
 
-__all__ = ["fmls_cuda", "segment_voxels_cuda", "launch_fmls", "device_tables", "MAX_LOBES", "VOXELS"]
+__all__ = ["fmls_cuda", "fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "segment_voxels_cuda", "launch_fmls",
+           "lobe_scratch", "device_tables", "MAX_LOBES", "VOXELS"]
 
 #: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 126: labels
 #: are int8, a pending sample's −2 − lobe included).
@@ -35,6 +41,7 @@ _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
 _N_DIRS = 1281
 _SORT_SLOTS = 2048  # the power of two ≥ _N_DIRS
+_SPLIT_BLOCK = 128  # threads a block of the lobe and voxel kernels
 
 
 @register_jitable
@@ -46,34 +53,18 @@ def _sweeps_first(amp, a, b):
     return amp[a] > amp[b] or (amp[a] == amp[b] and a < b)
 
 
-@cuda.jit(cache=True)
-def fmls_cuda(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
-              peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd, out_peak):
-    """Fixels of voxels VOXELS·blockIdx.x + warp (rows of ``coeffs``), launched with
-    VOXELS·32 threads a block; arguments as :func:`gpu.fixels.fmls.segment_voxels_cpu`,
-    except ``amp_from_sh`` (n_coeffs, D), the transposed SH → amplitude matrix (a warp reads
-    consecutive directions), and float32 outputs."""
+@cuda.jit(device=True)
+def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
+                peak_value, integral, mean, head, tail, seed, next_peak, state):
+    """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_cuda`
+    declares them): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w has lobes
+    (state[w, 0] = 1) and how many (state[w, 2])."""
     t = cuda.threadIdx.x
     w = t // _WARP
     lane = t % _WARP
     v = cuda.blockIdx.x * VOXELS + w
     n_voxels = coeffs.shape[0]
     n_coeffs = coeffs.shape[1]
-    sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
-    amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
-    order = cuda.shared.array((VOXELS, _SORT_SLOTS), int16)
-    label = cuda.shared.array((VOXELS, _N_DIRS), int8)
-    peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    mean = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
-    peak_dir = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
-    head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    # per voxel: [0] segment it (1) or not, [1] positive samples, [2] lobes
-    state = cuda.shared.array((VOXELS, 3), int32)
-
     if lane == 0:
         ok = v < n_voxels
         if ok:
@@ -161,6 +152,36 @@ def fmls_cuda(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, st
             state[w, 2] = n_lobes
     cuda.syncthreads()
 
+
+@cuda.jit(cache=True)
+def fmls_cuda(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
+              peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd, out_peak):
+    """Fixels of voxels VOXELS·blockIdx.x + warp (rows of ``coeffs``), launched with
+    VOXELS·32 threads a block; arguments as :func:`gpu.fixels.fmls.segment_voxels_cpu`,
+    except ``amp_from_sh`` (n_coeffs, D), the transposed SH → amplitude matrix (a warp reads
+    consecutive directions), and float32 outputs."""
+    t = cuda.threadIdx.x
+    w = t // _WARP
+    lane = t % _WARP
+    v = cuda.blockIdx.x * VOXELS + w
+    n_coeffs = coeffs.shape[1]
+    sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
+    amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
+    order = cuda.shared.array((VOXELS, _SORT_SLOTS), int16)
+    label = cuda.shared.array((VOXELS, _N_DIRS), int8)
+    peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
+    integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
+    mean = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
+    peak_dir = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
+    head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    # per voxel: [0] segment it (1) or not, [1] positive samples, [2] lobes
+    state = cuda.shared.array((VOXELS, 3), int32)
+    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
+                peak_value, integral, mean, head, tail, seed, next_peak, state)
+
     if state[w, 0] == 1:
         al = cuda.local.array(_MAX_LEGENDRE, float64)
         for lobe in range(lane, state[w, 2], _WARP):
@@ -175,6 +196,81 @@ def fmls_cuda(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, st
                                     out_peak[v])
 
 
+@cuda.jit(cache=True)
+def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, lobes, work, n_work, g_label,
+                   g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
+    """The lobes of voxels VOXELS·blockIdx.x + warp, launched as :func:`fmls_cuda`: lobes[v]
+    receives their number (0: none, counts[v] then final), the g_ arrays (V, MAX_LOBES[, 3])
+    and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
+    work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order)."""
+    t = cuda.threadIdx.x
+    w = t // _WARP
+    lane = t % _WARP
+    v = cuda.blockIdx.x * VOXELS + w
+    sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
+    amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
+    order = cuda.shared.array((VOXELS, _SORT_SLOTS), int16)
+    label = cuda.shared.array((VOXELS, _N_DIRS), int8)
+    peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
+    integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
+    mean = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
+    head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
+    state = cuda.shared.array((VOXELS, 3), int32)
+    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
+                peak_value, integral, mean, head, tail, seed, next_peak, state)
+    if v >= coeffs.shape[0]:
+        return
+    n = state[w, 2] if state[w, 0] == 1 else 0
+    if lane == 0:
+        lobes[v] = n
+        if n > 0:
+            first = cuda.atomic.add(n_work, 0, n)
+            for lobe in range(n):
+                work[first + lobe] = v * g_head.shape[1] + lobe
+    if n == 0:
+        return
+    for lobe in range(lane, n, _WARP):
+        g_peak_value[v, lobe] = peak_value[w, lobe]
+        g_integral[v, lobe] = integral[w, lobe]
+        for c in range(3):
+            g_mean[v, lobe, c] = mean[w, lobe, c]
+        g_head[v, lobe] = head[w, lobe]
+        g_seed[v, lobe] = seed[w, lobe]
+        g_next_peak[v, lobe] = next_peak[w, lobe]
+    for d in range(lane, _N_DIRS, _WARP):
+        g_label[v, d] = label[w, d]
+
+
+@cuda.jit(cache=True)
+def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, integral_threshold, work, n_work,
+                     label, peak_value, integral, head, seed, next_peak, peak_dir):
+    """:func:`gpu.fixels.fmls_math.refine_lobe` of lobe work[i] (as :func:`fmls_grow_cuda`
+    wrote it) on thread i, for i < n_work[0]: a thread a lobe of any voxel."""
+    i = cuda.grid(1)
+    if i >= n_work[0]:
+        return
+    v = work[i] // head.shape[1]
+    lobe = work[i] % head.shape[1]
+    al = cuda.local.array(_MAX_LEGENDRE, float64)
+    fm.refine_lobe(lobe, coeffs[v], lmax, unit, neighbours, legendre, step, factors, integral_threshold, label[v],
+                   al[:legendre.shape[1]], peak_value[v], integral[v], head[v], seed[v], next_peak[v], peak_dir[v])
+
+
+@cuda.jit(cache=True)
+def fmls_write_cuda(lobes, integral_threshold, peak_threshold, maxnum, dir_from_peak, peak_value, mean, integral, head,
+                    peak_dir, counts, out_dir, out_afd, out_peak):
+    """:func:`gpu.fixels.fmls_math.write_fixels` of voxel v on thread v, from the lobes
+    :func:`fmls_refine_cuda` refined (voxels without lobes keep their count)."""
+    v = cuda.grid(1)
+    if v >= lobes.shape[0] or lobes[v] == 0:
+        return
+    counts[v] = fm.write_fixels(lobes[v], integral_threshold, peak_threshold, maxnum, dir_from_peak, peak_value[v],
+                                mean[v], integral[v], head[v], peak_dir[v], out_dir[v], out_afd[v], out_peak[v])
+
+
 @lru_cache(maxsize=4)
 def device_tables(lmax: int) -> tuple:
     """The tables :func:`fmls_cuda` reads for SH degree ``lmax``, on the device (kept for the
@@ -185,23 +281,53 @@ def device_tables(lmax: int) -> tuple:
                   tables.derivative_factors))
 
 
+def lobe_scratch(n_voxels: int) -> tuple:
+    """Device arrays the split kernels pass lobes through, for ``n_voxels`` voxels of up to
+    MAX_LOBES lobes: lobe counts, work list and its length, labels, then the lobes' peak
+    values, integrals, mean sums, heads, seeds, next peaks and refined directions."""
+    n, lobes = n_voxels, MAX_LOBES
+    return (cuda.device_array(n, np.int32), cuda.device_array(n * lobes, np.int32), cuda.device_array(1, np.int32),
+            cuda.device_array((n, _N_DIRS), np.int8), cuda.device_array((n, lobes), np.float64),
+            cuda.device_array((n, lobes), np.float64), cuda.device_array((n, lobes, 3), np.float64),
+            cuda.device_array((n, lobes), np.int16), cuda.device_array((n, lobes), np.int16),
+            cuda.device_array((n, lobes), np.int16), cuda.device_array((n, lobes, 3), np.float64))
+
+
 def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_threshold: float, merge_ratio: float,
-                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak) -> None:
+                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak, _scratch: tuple | None = None) -> None:
     """:func:`fmls_cuda` on device arrays: ``d_coeffs`` (V, n_coeffs) float64 in, the others
-    out, shaped as :func:`segment_voxels_cuda` returns them."""
+    out, shaped as :func:`segment_voxels_cuda` returns them; with ``_scratch`` (a
+    :func:`lobe_scratch` of V voxels) the same fixels through :func:`fmls_grow_cuda`,
+    :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` instead."""
     n = d_coeffs.shape[0]
     d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(tables.lmax)
-    fmls_cuda[(n + VOXELS - 1) // VOXELS, VOXELS * _WARP](
-        d_coeffs, tables.lmax, d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, tables.legendre_step,
-        d_factors, float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum),
-        bool(dir_from_peak), d_counts, d_dir, d_afd, d_peak)
+    grid = (n + VOXELS - 1) // VOXELS
+    if _scratch is None:
+        fmls_cuda[grid, VOXELS * _WARP](
+            d_coeffs, tables.lmax, d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, tables.legendre_step,
+            d_factors, float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum),
+            bool(dir_from_peak), d_counts, d_dir, d_afd, d_peak)
+        return
+    lobes, work, n_work, label, peak_value, integral, mean, head, seed, next_peak, peak_dir = _scratch
+    n_work.copy_to_device(np.zeros(1, np.int32))
+    fmls_grow_cuda[grid, VOXELS * _WARP](d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh, float(merge_ratio),
+                                         d_counts, lobes, work, n_work, label, peak_value, integral, mean, head, seed,
+                                         next_peak)
+    # as many threads as lobes could be; those past n_work[0] return at once
+    fmls_refine_cuda[(work.shape[0] + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK](
+        d_coeffs, tables.lmax, d_unit, d_neighbours, d_legendre, tables.legendre_step, d_factors,
+        float(integral_threshold), work, n_work, label, peak_value, integral, head, seed, next_peak, peak_dir)
+    fmls_write_cuda[(n + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK](
+        lobes, float(integral_threshold), float(peak_threshold), int(maxnum), bool(dir_from_peak), peak_value, mean,
+        integral, head, peak_dir, d_counts, d_dir, d_afd, d_peak)
 
 
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                        merge_ratio: float, maxnum: int, dir_from_peak: bool,
-                        capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                        merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
+                        _split: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
-    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW."""
+    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW.
+    ``_split``: through the split kernels (see :func:`launch_fmls`)."""
     n = coeffs.shape[0]
     if n == 0:
         return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
@@ -211,5 +337,6 @@ def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_thresho
     d_afd = cuda.device_array((n, capacity), np.float32)
     d_peak = cuda.device_array((n, capacity), np.float32)
     launch_fmls(cuda.to_device(np.ascontiguousarray(coeffs, np.float64)), tables, integral_threshold, peak_threshold,
-                merge_ratio, maxnum, dir_from_peak, d_counts, d_dir, d_afd, d_peak)
+                merge_ratio, maxnum, dir_from_peak, d_counts, d_dir, d_afd, d_peak,
+                lobe_scratch(n) if _split else None)
     return d_counts.copy_to_host(), d_dir.copy_to_host(), d_afd.copy_to_host(), d_peak.copy_to_host()

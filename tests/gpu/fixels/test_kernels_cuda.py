@@ -1,6 +1,6 @@
 """The CUDA kernel (numba's simulator; a GPU with NUMBA_ENABLE_CUDASIM=0) against the CPU
 backend on a few voxels: default settings, and merging with the peak direction; a voxel with
-more lobes than the kernel's scratch redone on the CPU."""
+more lobes than the kernel's scratch redone on the CPU; the split kernels byte for byte."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from gpu.cuda.simulator import simulator_active
 from gpu.fixels import kernels_cuda
+from gpu.fixels.fmls import segment_voxels_cpu
 from gpu.fixels.fmls_math import LOBE_OVERFLOW
 from gpu.fixels.fmls_tables import fmls_tables
 from gpu.fixels.segment import FmlsOptions, segment_fods
@@ -45,3 +46,26 @@ def test_lobe_overflow_is_redone_on_cpu(monkeypatch):
                                               0, False, 8)[0]
     assert (counts == LOBE_OVERFLOW).all()
     assert_same_fixels(segment_fods(fod, options=options, backend="cuda"), cpu)
+
+
+@pytest.mark.parametrize("options", [FmlsOptions(no_thresholds=True),
+                                     FmlsOptions(lobe_merge_ratio=0.3, dirpeak=True, peak_value=0.0)])
+def test_split_kernels_match_cpu_bytes(options, monkeypatch):
+    # voxel 0 seeds more lobes than the 9 the simulator is given room for; voxel 2 has a NaN
+    fod = fod_phantom((3, 1, 1), 8, relative_noise=0.3, seed=2)["sh"].reshape(3, -1).astype(np.float64)
+    fod[2, 4] = np.nan
+    if simulator_active():
+        monkeypatch.setattr(kernels_cuda, "MAX_LOBES", 9)
+    integral, peak = options.thresholds
+    args = (fmls_tables(8), integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak, 16)
+    cpu = segment_voxels_cpu(fod, *args)
+    split = kernels_cuda.segment_voxels_cuda(fod, *args, _split=True)
+    assert cpu[0][2] == 0 and cpu[0][:2].min() >= 4
+    expected = cpu[0].copy()
+    if simulator_active():
+        expected[0] = LOBE_OVERFLOW
+    np.testing.assert_array_equal(split[0], expected)
+    for v in np.flatnonzero(expected > 0):
+        n = expected[v]
+        for ours, theirs in zip(split[1:], cpu[1:]):
+            assert ours[v, :n].tobytes() == theirs[v, :n].astype(np.float32).tobytes()
