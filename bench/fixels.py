@@ -1,16 +1,15 @@
 """Fixels benchmark: our ``fixels`` job (CPU, and CUDA where a GPU is there) against MRtrix3's
 ``fod2fixel -afd -peak_amp -disp`` with all host cores, file to file, on the phantom FOD.
 
-    python3 -m bench.fixels [--shape X Y Z] [--lmax 8] [--repeats 3] [--kernel single|split|both] [--json PATH]
+    python3 -m bench.fixels [--shape X Y Z] [--lmax 8] [--repeats 3] [--json PATH]
 
 The FOD is :func:`gpu.peaks.phantom.fod_phantom` written as ``.mif``. "ours" is
 :func:`worker.jobs.fixels.run_fixels` in this process (read, segment, write the directory
 and sidecar; numba's compile or cache load is in the untimed warm-up call); "fod2fixel" is
 the command with ``-nthreads`` = the host's cores; "fibertensor fixels" is our CLI as a fresh
-process, as the peer runs (start-up, imports and the FMLS tables included); "FMLS kernel" is
-the CUDA kernel alone on every voxel of the phantom in one launch (``--kernel split``: the
-three split kernels), between CUDA events after a warm-up launch (the mean of
-``--repeats``). Other seconds are the best of ``--repeats``.
+process, as the peer runs (start-up, imports and the FMLS tables included); "FMLS kernels" are
+the three CUDA kernels alone on every voxel of the phantom, between CUDA events after a
+warm-up launch (the mean of ``--repeats``). Other seconds are the best of ``--repeats``.
 Agreement, over the voxels: the share with the same fixel count, and over the fixels of
 those voxels, matched in order, the relative differences of afd, peak_amp and disp (median,
 99th percentile) and the angle between directions (99th percentile, degrees).
@@ -69,10 +68,10 @@ def agreement(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> dic
     return out
 
 
-def kernel_seconds(sh: np.ndarray, repeats: int, split: bool = False) -> float:
-    """GPU seconds of one launch of the FMLS kernel on every voxel of ``sh`` (..., n_coeffs)
-    with the default options, inputs and outputs already on the device; ``split``: of the
-    three split kernels instead (grow, refine a thread a lobe, write)."""
+def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
+    """GPU seconds of one launch of the FMLS kernels (grow, refine a thread a lobe, write) on
+    every voxel of ``sh`` (..., n_coeffs) with the default options, inputs and outputs already
+    on the device."""
     from numba import cuda
 
     from gpu.fixels.fmls_tables import fmls_tables
@@ -87,8 +86,8 @@ def kernel_seconds(sh: np.ndarray, repeats: int, split: bool = False) -> float:
     d_coeffs = cuda.to_device(coeffs)
     outputs = (cuda.device_array(n, np.int32), cuda.device_array((n, FIRST_CAPACITY, 3), np.float32),
                cuda.device_array((n, FIRST_CAPACITY), np.float32), cuda.device_array((n, FIRST_CAPACITY), np.float32))
-    scratch = lobe_scratch(n) if split else None
-    return gpu_time(lambda: launch_fmls(d_coeffs, tables, integral, peak, 1.0, 0, False, *outputs, _scratch=scratch),
+    scratch = lobe_scratch(n)
+    return gpu_time(lambda: launch_fmls(d_coeffs, tables, integral, peak, 1.0, 0, False, *outputs, scratch),
                     repeats)[0]
 
 
@@ -98,9 +97,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="phantom grid (default 32 32 16)")
     parser.add_argument("--lmax", type=int, default=8, help="SH degree of the phantom FOD (default 8)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (default 3)")
-    parser.add_argument("--kernel", choices=("single", "split", "both"), default="single",
-                        help="FMLS kernel(s) timed alone: the one kernel a warp per voxel, the split kernels "
-                             "(a thread a lobe for the refinement), or both (default single)")
     args = parser.parse_args(argv)
 
     from gpu.cuda.backend import resolve_backend
@@ -150,10 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"side": f"fibertensor fixels ({backend})", "seconds": seconds,
                          "ratio": ratio(peer_seconds, seconds)})
             if backend == "cuda":
-                for kernel in ("single", "split") if args.kernel == "both" else (args.kernel,):
-                    seconds = kernel_seconds(sh, args.repeats, split=kernel == "split")
-                    rows.append({"side": f"FMLS kernel, {kernel} (cuda, GPU time)", "seconds": seconds,
-                                 "ratio": ratio(peer_seconds, seconds)})
+                seconds = kernel_seconds(sh, args.repeats)
+                rows.append({"side": "FMLS kernels (cuda, GPU time)", "seconds": seconds,
+                             "ratio": ratio(peer_seconds, seconds)})
         if peer_seconds is not None:
             rows.append({"side": f"fod2fixel ({cores} threads)", "seconds": peer_seconds, "ratio": 1.0,
                          "fixels": int(theirs["index"][..., 0].sum())})

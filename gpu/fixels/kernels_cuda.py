@@ -1,19 +1,16 @@
-"""CUDA backend of FMLS segmentation: a warp per voxel, VOXELS voxels a block.
+"""CUDA backend of FMLS segmentation, as three kernels (docs/decisions/fixels-fmls-phases.md).
 
-The block samples its voxels' FODs on the 1281 directions together (each row of the SH →
-amplitude matrix read once for all of them). Each warp then gathers its voxel's positive
-samples and sorts them (a bitonic sort on the indices, largest amplitude first, equal
-amplitudes by index: the sweep's order); its lane 0 grows the lobes
-(:func:`gpu.fixels.fmls_math.grow_lobes`, sequential); its lanes refine one lobe each
-(:func:`gpu.fixels.fmls_math.refine_lobe`, the Newton peak search, most of the work); lane 0
-writes the fixels. Every reduction is sequential within a lane, so the output does not
-depend on scheduling. A voxel that seeds more than MAX_LOBES lobes answers LOBE_OVERFLOW
-and is redone on the CPU.
-
-The same steps also run as three kernels (:func:`launch_fmls` with a :func:`lobe_scratch`):
-:func:`fmls_grow_cuda` up to the lobes, which it writes to global memory with a work list of
-them; :func:`fmls_refine_cuda`, a thread per lobe of any voxel; :func:`fmls_write_cuda`, a
-thread per voxel (docs/decisions/fixels-fmls-phases.md).
+:func:`fmls_grow_cuda`, a warp per voxel, VOXELS voxels a block: the block samples its voxels'
+FODs on the 1281 directions together (each row of the SH → amplitude matrix read once for all
+of them); each warp gathers its voxel's positive samples and sorts them (a bitonic sort on the
+indices, largest amplitude first, equal amplitudes by index: the sweep's order); its lane 0
+grows the lobes (:func:`gpu.fixels.fmls_math.grow_lobes`, sequential) and writes them to
+global memory with a work list of them. :func:`fmls_refine_cuda`, a thread per lobe of any
+voxel (full warps), runs the Newton peak search (:func:`gpu.fixels.fmls_math.refine_lobe`,
+most of the work); :func:`fmls_write_cuda`, a thread per voxel, writes the fixels. Every
+reduction is sequential within a thread, so the output does not depend on scheduling (the
+work list's order does, each lobe's result does not). A voxel that seeds more than MAX_LOBES
+lobes answers LOBE_OVERFLOW and is redone on the CPU.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from numba.extending import register_jitable
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables, fmls_tables
 
-__all__ = ["fmls_cuda", "fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "segment_voxels_cuda", "launch_fmls",
+__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "segment_voxels_cuda", "launch_fmls",
            "lobe_scratch", "device_tables", "MAX_LOBES", "VOXELS"]
 
 #: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 126: labels
@@ -56,7 +53,7 @@ def _sweeps_first(amp, a, b):
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
                 peak_value, integral, mean, head, tail, seed, next_peak, state):
-    """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_cuda`
+    """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w has lobes
     (state[w, 0] = 1) and how many (state[w, 2])."""
     t = cuda.threadIdx.x
@@ -154,52 +151,9 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 
 @cuda.jit(cache=True)
-def fmls_cuda(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
-              peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd, out_peak):
-    """Fixels of voxels VOXELS·blockIdx.x + warp (rows of ``coeffs``), launched with
-    VOXELS·32 threads a block; arguments as :func:`gpu.fixels.fmls.segment_voxels_cpu`,
-    except ``amp_from_sh`` (n_coeffs, D), the transposed SH → amplitude matrix (a warp reads
-    consecutive directions), and float32 outputs."""
-    t = cuda.threadIdx.x
-    w = t // _WARP
-    lane = t % _WARP
-    v = cuda.blockIdx.x * VOXELS + w
-    n_coeffs = coeffs.shape[1]
-    sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
-    amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
-    order = cuda.shared.array((VOXELS, _SORT_SLOTS), int16)
-    label = cuda.shared.array((VOXELS, _N_DIRS), int8)
-    peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    mean = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
-    peak_dir = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
-    head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    # per voxel: [0] segment it (1) or not, [1] positive samples, [2] lobes
-    state = cuda.shared.array((VOXELS, 3), int32)
-    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state)
-
-    if state[w, 0] == 1:
-        al = cuda.local.array(_MAX_LEGENDRE, float64)
-        for lobe in range(lane, state[w, 2], _WARP):
-            fm.refine_lobe(lobe, sh[w, :n_coeffs], lmax, unit, neighbours, legendre, step, factors,
-                           integral_threshold, label[w], al[:legendre.shape[1]], peak_value[w], integral[w],
-                           head[w], seed[w], next_peak[w], peak_dir[w])
-    cuda.syncthreads()
-
-    if lane == 0 and state[w, 0] == 1:
-        counts[v] = fm.write_fixels(state[w, 2], integral_threshold, peak_threshold, maxnum, dir_from_peak,
-                                    peak_value[w], mean[w], integral[w], head[w], peak_dir[w], out_dir[v], out_afd[v],
-                                    out_peak[v])
-
-
-@cuda.jit(cache=True)
 def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, lobes, work, n_work, g_label,
                    g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
-    """The lobes of voxels VOXELS·blockIdx.x + warp, launched as :func:`fmls_cuda`: lobes[v]
+    """The lobes of voxels VOXELS·blockIdx.x + warp, launched with VOXELS·32 threads a block: lobes[v]
     receives their number (0: none, counts[v] then final), the g_ arrays (V, MAX_LOBES[, 3])
     and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
     work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order)."""
@@ -273,7 +227,7 @@ def fmls_write_cuda(lobes, integral_threshold, peak_threshold, maxnum, dir_from_
 
 @lru_cache(maxsize=4)
 def device_tables(lmax: int) -> tuple:
-    """The tables :func:`fmls_cuda` reads for SH degree ``lmax``, on the device (kept for the
+    """The tables the kernels read for SH degree ``lmax``, on the device (kept for the
     process)."""
     tables = fmls_tables(lmax)
     return tuple(cuda.to_device(np.ascontiguousarray(a)) for a in
@@ -294,21 +248,14 @@ def lobe_scratch(n_voxels: int) -> tuple:
 
 
 def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_threshold: float, merge_ratio: float,
-                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak, _scratch: tuple | None = None) -> None:
-    """:func:`fmls_cuda` on device arrays: ``d_coeffs`` (V, n_coeffs) float64 in, the others
-    out, shaped as :func:`segment_voxels_cuda` returns them; with ``_scratch`` (a
-    :func:`lobe_scratch` of V voxels) the same fixels through :func:`fmls_grow_cuda`,
-    :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` instead."""
+                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak, scratch: tuple) -> None:
+    """The three kernels on device arrays: ``d_coeffs`` (V, n_coeffs) float64 in, the others
+    out, shaped as :func:`segment_voxels_cuda` returns them; ``scratch`` a :func:`lobe_scratch`
+    of V voxels."""
     n = d_coeffs.shape[0]
     d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(tables.lmax)
     grid = (n + VOXELS - 1) // VOXELS
-    if _scratch is None:
-        fmls_cuda[grid, VOXELS * _WARP](
-            d_coeffs, tables.lmax, d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, tables.legendre_step,
-            d_factors, float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum),
-            bool(dir_from_peak), d_counts, d_dir, d_afd, d_peak)
-        return
-    lobes, work, n_work, label, peak_value, integral, mean, head, seed, next_peak, peak_dir = _scratch
+    lobes, work, n_work, label, peak_value, integral, mean, head, seed, next_peak, peak_dir = scratch
     n_work.copy_to_device(np.zeros(1, np.int32))
     fmls_grow_cuda[grid, VOXELS * _WARP](d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh, float(merge_ratio),
                                          d_counts, lobes, work, n_work, label, peak_value, integral, mean, head, seed,
@@ -323,11 +270,10 @@ def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_th
 
 
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                        merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
-                        _split: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                        merge_ratio: float, maxnum: int, dir_from_peak: bool,
+                        capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
-    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW.
-    ``_split``: through the split kernels (see :func:`launch_fmls`)."""
+    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW."""
     n = coeffs.shape[0]
     if n == 0:
         return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
@@ -337,6 +283,5 @@ def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_thresho
     d_afd = cuda.device_array((n, capacity), np.float32)
     d_peak = cuda.device_array((n, capacity), np.float32)
     launch_fmls(cuda.to_device(np.ascontiguousarray(coeffs, np.float64)), tables, integral_threshold, peak_threshold,
-                merge_ratio, maxnum, dir_from_peak, d_counts, d_dir, d_afd, d_peak,
-                lobe_scratch(n) if _split else None)
+                merge_ratio, maxnum, dir_from_peak, d_counts, d_dir, d_afd, d_peak, lobe_scratch(n))
     return d_counts.copy_to_host(), d_dir.copy_to_host(), d_afd.copy_to_host(), d_peak.copy_to_host()

@@ -1,6 +1,6 @@
 """The CUDA kernel (numba's simulator; a GPU with NUMBA_ENABLE_CUDASIM=0) against the CPU
 backend on a few voxels: default settings, and merging with the peak direction; a voxel with
-more lobes than the kernel's scratch redone on the CPU; the split kernels byte for byte."""
+more lobes than the kernels' scratch redone on the CPU; the fixels byte for byte."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_lobe_overflow_is_redone_on_cpu(monkeypatch):
 
 @pytest.mark.parametrize("options", [FmlsOptions(no_thresholds=True),
                                      FmlsOptions(lobe_merge_ratio=0.3, dirpeak=True, peak_value=0.0)])
-def test_split_kernels_match_cpu_bytes(options, monkeypatch):
+def test_kernels_match_cpu_bytes(options, monkeypatch):
     # voxel 0 seeds more lobes than the 9 the simulator is given room for; voxel 2 has a NaN
     fod = fod_phantom((3, 1, 1), 8, relative_noise=0.3, seed=2)["sh"].reshape(3, -1).astype(np.float64)
     fod[2, 4] = np.nan
@@ -59,7 +59,7 @@ def test_split_kernels_match_cpu_bytes(options, monkeypatch):
     integral, peak = options.thresholds
     args = (fmls_tables(8), integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak, 16)
     cpu = segment_voxels_cpu(fod, *args)
-    split = kernels_cuda.segment_voxels_cuda(fod, *args, _split=True)
+    split = kernels_cuda.segment_voxels_cuda(fod, *args)
     assert cpu[0][2] == 0 and cpu[0][:2].min() >= 4
     expected = cpu[0].copy()
     if simulator_active():
