@@ -39,6 +39,10 @@ def test_stop_kills_each_group_after_the_signal():
 
 
 def test_stop_sends_the_signal_asked_for():
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    # SIGINT during the interpreter's start-up ends it with status 1: wait until it runs the code
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(300)"],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline() == "ready\n"
     stop(proc, sig=signal.SIGINT)
     assert proc.returncode == -signal.SIGINT
+    proc.stdout.close()
