@@ -14,6 +14,12 @@ runs from a fresh clone out of five segfaulted in numba's parallel runtime while
 compiled or loaded inside a test's job threads (not understood; never seen with a warm
 cache).
 
+``-n auto`` starts two xdist workers per core: about a third of the suite's wall time is
+tests waiting on the processes they start (services, workers, browsers, MRtrix3), which a
+second worker per core fills. The suite also starts a few hundred Python processes, so it
+lets Python cache the bytecode of what they import (``PYTHONDONTWRITEBYTECODE``, set in some
+images, would have every process compile our modules again).
+
 Tests marked ``slow`` (full variant sweeps of the simulator tests, which a representative
 test of each kernel shape covers in the default run) are left out unless ``-m`` selects
 them or ``FIBERTENSOR_REQUIRE_ALL_TESTS`` is set.
@@ -28,10 +34,13 @@ turns those skips into failures, so CI cannot pass without its peers.
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba-cache"))
 
@@ -95,12 +104,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             require_system_package(marker)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: no error where it is not installed
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return 2 * (os.cpu_count() or 1)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controller warmed the cache
         return
-    from gpu.peaks.warmup import warm_up_peaks
+    # `fibertensor warmup`, the lmaxes spread over one process per core: numba compiles on one
+    # thread, and a cold cache takes seconds per lmax.
+    from gpu.sh_basis import SUPPORTED_LMAX
 
-    warm_up_peaks("cpu")
+    groups = [SUPPORTED_LMAX[i::os.cpu_count() or 1] for i in range(os.cpu_count() or 1)]
+    warmups = [subprocess.Popen([sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--family", "peaks",
+                                 "--quiet", "--lmax", *map(str, lmaxes)], cwd=Path(__file__).resolve().parents[1],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for lmaxes in groups if lmaxes]
+    for warmup in warmups:
+        output, _ = warmup.communicate()
+        if warmup.returncode != 0:
+            raise pytest.UsageError(f"`fibertensor warmup` failed before any test ran:\n{output}")
 
 
 @pytest.hookimpl(trylast=True)
@@ -113,7 +137,19 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
             thread.join(timeout=120)
 
 
+# The longest tests, most of them waiting on the processes they start, in the order they
+# are handed out: xdist hands tests out in collection order, and these, left where they
+# fall, ran on for half a minute after the other workers had finished.
+LONG_FIRST = ("tests/worker/test_worker_kill.py", "tests/integration/", "tests/service/test_page_browser.py",
+              "tests/service/test_startup.py", "tests/gpu/test_cpu_parallel.py")
+
+
+def _handed_out(item: pytest.Item) -> int:
+    return next((i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)), len(LONG_FIRST))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_handed_out)  # stable: each module keeps its order
     if REQUIRE_ALL_TESTS or config.option.markexpr:
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
