@@ -112,15 +112,23 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controller warmed the cache
         return
-    # `fibertensor warmup`, the lmaxes spread over one process per core: numba compiles on one
-    # thread, and a cold cache takes seconds per lmax.
+    # `fibertensor warmup` of every CPU kernel the tests load, spread over one process per core
+    # (numba compiles on one thread): on a cold cache the workers would otherwise compile them
+    # inside tests, one at a time, the other workers waiting on the cache's lock.
     from gpu.sh_basis import SUPPORTED_LMAX
 
-    groups = [SUPPORTED_LMAX[i::os.cpu_count() or 1] for i in range(os.cpu_count() or 1)]
-    warmups = [subprocess.Popen([sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--family", "peaks",
-                                 "--quiet", "--lmax", *map(str, lmaxes)], cwd=Path(__file__).resolve().parents[1],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-               for lmaxes in groups if lmaxes]
+    cores = os.cpu_count() or 1
+    work = [("fixels", None), ("fod", None), ("conv", None), *(("peaks", lmax) for lmax in SUPPORTED_LMAX)]
+    warmups = []
+    for share in (work[i::cores] for i in range(cores)):
+        if not share:
+            continue
+        families = list(dict.fromkeys(family for family, _ in share))
+        lmaxes = [str(lmax) for _, lmax in share if lmax is not None]
+        command = [sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--quiet", "--family", *families]
+        warmups.append(subprocess.Popen([*command, *(["--lmax", *lmaxes] if lmaxes else [])],
+                                        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True))
     for warmup in warmups:
         output, _ = warmup.communicate()
         if warmup.returncode != 0:
