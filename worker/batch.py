@@ -33,9 +33,10 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from pydantic import BaseModel
 
@@ -457,6 +458,23 @@ def run_batch(
     return [reports[item.input] for item in items]
 
 
+@contextmanager
+def _ctrl_c_between_reports() -> Iterator[threading.Event]:
+    """Ctrl-C as an event the report loop checks between reports, not as an exception raised
+    wherever the main thread is: one raised while a report was half read from the pipe left
+    the rest of it to be read as the next report (EOFError, exit status 1, not 130). Off the
+    main thread, where no signal arrives, the event is never set."""
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _run_processes(items: Sequence, kind: str, params: BaseModel, slots: list[_WorkerSlot], readers: int,
                    writers: int, limits: "InputLimits | None", collect: Callable[[ItemReport], None]) -> None:
     context = multiprocessing.get_context("spawn")
@@ -470,35 +488,41 @@ def _run_processes(items: Sequence, kind: str, params: BaseModel, slots: list[_W
                  for slot in slots]
     for process in processes:
         process.start()
-    try:
-        received = 0
-        while received < len(items):
-            try:
-                item_report = results.get(timeout=0.5)
-            except queue.Empty:
-                if any(process.is_alive() for process in processes):
-                    continue
-                try:  # the last reports of processes that have just exited
+    with _ctrl_c_between_reports() as interrupted:
+        try:
+            received = 0
+            while received < len(items):
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
+                try:
                     item_report = results.get(timeout=0.5)
                 except queue.Empty:
-                    break
-            collect(item_report)
-            received += 1
-        for process in processes:
-            process.join()
-    finally:
-        # Interrupted: each process finishes its started writes and exits; the reports it
-        # still sends are drained, so that none blocks at exit on a full pipe.
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-        deadline = time.monotonic() + 120
-        while any(process.is_alive() for process in processes) and time.monotonic() < deadline:
-            try:
-                results.get(timeout=0.1)
-            except queue.Empty:
-                pass
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-            process.join()
+                    if any(process.is_alive() for process in processes):
+                        continue
+                    try:  # the last reports of processes that have just exited
+                        item_report = results.get(timeout=0.5)
+                    except queue.Empty:
+                        break
+                collect(item_report)
+                received += 1
+            for process in processes:
+                while process.is_alive() and not interrupted.is_set():
+                    process.join(timeout=0.5)
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+        finally:
+            # Interrupted: each process finishes its started writes and exits; the reports it
+            # still sends are drained, so that none blocks at exit on a full pipe.
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+            deadline = time.monotonic() + 120
+            while any(process.is_alive() for process in processes) and time.monotonic() < deadline:
+                try:
+                    results.get(timeout=0.1)
+                except queue.Empty:
+                    pass
+            for process in processes:
+                if process.is_alive():
+                    process.kill()
+                process.join()

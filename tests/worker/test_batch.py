@@ -264,3 +264,24 @@ def test_ctrl_c_stops_worker_processes_and_leaves_whole_outputs_only(tmp_path):
     whole = [name for name in names if f"{name}.json" in left]
     assert 1 <= len(whole) < len(names)
     assert left == {f"{name}{suffix}" for name in whole for suffix in OUTPUT_FILES}
+
+
+def test_ctrl_c_while_a_report_is_read_waits_for_the_report_to_end():
+    """Ctrl-C while the batch's report loop reads from its pipe only sets an event, which the
+    loop checks between reports: raised in the middle of a read, it left half a report on the
+    pipe, read next as garbage (``EOFError``, exit status 1 instead of 130)."""
+    import multiprocessing
+    import threading
+
+    from worker.batch import _ctrl_c_between_reports
+
+    reports = multiprocessing.get_context("spawn").Queue()
+    big = np.arange(1 << 21, dtype=np.float64)  # 16 MiB: many reads of the pipe
+    with _ctrl_c_between_reports() as interrupted:
+        # the signal arrives while the main thread is inside get(), the report soon after
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        threading.Timer(0.2, reports.put, (big,)).start()
+        received = reports.get(timeout=30)
+        assert interrupted.is_set()
+    np.testing.assert_array_equal(received, big)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
