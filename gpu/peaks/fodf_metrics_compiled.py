@@ -56,6 +56,10 @@ def voxel_metrics(sh0: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, af
     """Fill rows of voxels' ``afd_max``, ``afd_total``, ``afd_sum`` (V,) and ``peak_fraction``
     (V, K) from the l = 0 coefficients ``sh0`` (V,), ``amplitudes`` (V, K) and ``count``
     (V,); returns the largest ``afd_max`` of the voxels with a peak (0 if none)."""
+    # The pass reads each value as float32: contiguous float32 copies give it the same
+    # numbers and one signature, whatever the backend's precision or the volume's layout (a
+    # CPU run's float64 amplitudes compiled a second one after `fibertensor warmup`).
+    sh0, amplitudes = (np.ascontiguousarray(a, np.float32) for a in (sh0, amplitudes))
     largest = run_in_blocks(_voxel_metrics, [sh0, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction])
     return np.float32(max(largest, default=0.0))
 
