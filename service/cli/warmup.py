@@ -56,9 +56,12 @@ def _warmup(args: argparse.Namespace) -> int:
                 from gpu.peaks.warmup import warm_up_peaks
 
                 warm_up_peaks(backend, **({"lmaxes": tuple(args.lmax)} if args.lmax else {}), log=log)
-                from worker.jobs.peaks import warm_up_writers
+                from worker.jobs.peaks import warm_up_pam5_writer, warm_up_writers
 
                 log(f"peaks writers: QC picture rasterizer, fODF metrics (cpu): {warm_up_writers():.1f} s")
+                pam5 = warm_up_pam5_writer()
+                log("peaks .pam5 writer: skipped, DIPY is not installed" if pam5 is None
+                    else f"peaks .pam5 writer (cpu): {pam5:.1f} s")
             elif family == "fod":
                 from gpu.fod.warmup import warm_up_fod
 

@@ -166,6 +166,7 @@ def test_warmup_command_fills_the_cache(tmp_path):
     assert NOTICE not in done.stderr
     assert list((tmp_path / "cache").rglob("sshopm_generated_cpu.sshopm_cpu_m2-*.nbi"))
     assert "peaks writers: QC picture rasterizer, fODF metrics (cpu)" in done.stdout
+    assert "peaks .pam5 writer (cpu)" in done.stdout
     assert list((tmp_path / "cache").rglob("qc_raster.rasterize-*.nbi"))
     assert list((tmp_path / "cache").rglob("fodf_metrics_compiled._voxel_metrics-*.nbi"))
     assert list((tmp_path / "cache").rglob("fodf_metrics_compiled._colour-*.nbi"))
@@ -174,14 +175,15 @@ def test_warmup_command_fills_the_cache(tmp_path):
     assert NOTICE not in check.stderr
     assert sorted((tmp_path / "cache").rglob("*.nbc")) == compiled  # nothing compiled after the warm-up
     assert np.isfinite(np.load(tmp_path / "after.npy")[:, :, 0]).all()
-    # nor by a job with every default output (fODF metrics, QC picture) on a NIfTI FOD
+    # nor by a job with every default output (fODF metrics, QC picture) and a .pam5 on a NIfTI FOD
     from gpu.peaks.phantom import fod_phantom
     import nibabel as nib
 
     nib.save(nib.Nifti1Image(fod_phantom((5, 4, 3), 2, seed=1)["sh"], np.eye(4)), tmp_path / "fod.nii.gz")
     job = python("from service.cli import main; main()", "peaks", str(tmp_path / "fod.nii.gz"),
-                 str(tmp_path / "out" / "sub"), "--backend", "cpu", env=env)
+                 str(tmp_path / "out" / "sub"), "--backend", "cpu", "--format", "nifti,pam5", env=env)
     assert NOTICE not in job.stderr and (tmp_path / "out" / "sub_qc.png").is_file()
+    assert (tmp_path / "out" / "sub_peaks.pam5").is_file()
     assert sorted((tmp_path / "cache").rglob("*.nbc")) == compiled
 
 

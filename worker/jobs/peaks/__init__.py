@@ -33,7 +33,7 @@ the job-kind registry, and with it the API, loads without them.
 from worker.jobs.peaks.compute import compute_peaks, engine_options, prepare_engine
 from worker.jobs.peaks.job import JOB_KINDS, run_peaks, run_peaks_of_sh
 from worker.jobs.peaks.names import PeaksOutputs, image_suffixes
-from worker.jobs.peaks.outputs import IMAGE_OUTPUTS, warm_up_writers
+from worker.jobs.peaks.outputs import IMAGE_OUTPUTS, warm_up_pam5_writer, warm_up_writers
 from worker.jobs.peaks.plan import PeaksPlan, plan_peaks
 from worker.jobs.peaks.read import PeaksInputs, peaks_inputs_of_sh, read_peaks_inputs
 from worker.jobs.peaks.write import write_peaks_outputs
@@ -41,4 +41,5 @@ from worker.params.peaks import PeaksParams
 
 __all__ = ["PeaksOutputs", "PeaksPlan", "PeaksInputs", "IMAGE_OUTPUTS", "engine_options", "image_suffixes",
            "plan_peaks", "read_peaks_inputs", "peaks_inputs_of_sh", "prepare_engine", "compute_peaks",
-           "write_peaks_outputs", "run_peaks", "run_peaks_of_sh", "warm_up_writers", "PeaksParams", "JOB_KINDS"]
+           "write_peaks_outputs", "run_peaks", "run_peaks_of_sh", "warm_up_writers", "warm_up_pam5_writer",
+           "PeaksParams", "JOB_KINDS"]

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from worker.jobs.peaks.plan import PeaksPlan
 
 __all__ = ["IMAGE_OUTPUTS", "OutputSource", "Array", "Output", "ARRAYS", "OUTPUTS", "wanted_outputs",
-           "wanted_arrays", "output_files", "import_writer_modules", "warm_up_writers"]
+           "wanted_arrays", "output_files", "import_writer_modules", "warm_up_writers",
+           "warm_up_pam5_writer"]
 
 
 @dataclass(frozen=True)
@@ -246,4 +247,27 @@ def warm_up_writers() -> float:
     result = PeaksResult(np.zeros((*shape, 1, 3), np.float32), np.ones((*shape, 1), np.float32),
                          np.ones(shape, np.uint8), {})
     fodf_metrics_of(np.ones((*shape, 15), np.float32), result)
+    return time.perf_counter() - started
+
+
+def warm_up_pam5_writer() -> float | None:
+    """Compile the ``.pam5`` writer's passes into numba's cache (or load them); returns the
+    seconds taken, or None where DIPY, which the format needs, is not installed. Apart from
+    :func:`warm_up_writers`: a pool process that loads DIPY as it starts, for a format few
+    jobs ask for, would start a second later."""
+    import tempfile
+    import time
+
+    from worker.errors import InputError
+    from worker.io.pam5 import require_dipy, write_pam5
+
+    try:
+        require_dipy()
+    except InputError:
+        return None
+    started = time.perf_counter()
+    shape = (2, 2, 2, 1)
+    with tempfile.TemporaryDirectory() as folder:
+        write_pam5(Path(folder) / "warm-up.pam5", np.zeros((*shape, 3), np.float32), np.ones(shape, np.float32),
+                   np.eye(4), rotation=np.eye(3))
     return time.perf_counter() - started
