@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import tempfile
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -82,18 +83,19 @@ def nifti_files(draw) -> tuple[str, bytes]:
 
 def _peak(function, *args, bound: int | None = None):
     """``function(*args)`` and the most bytes held at once while it ran. tracemalloc counts
-    every thread's allocations, and a thread an earlier test left in this process (a job's
-    writer, a service's janitor) may allocate meanwhile: a figure over ``bound`` is measured
-    once more, and the lower one counts."""
+    every thread's allocations, and other threads of a test process (xdist's messaging, a
+    thread an earlier test left) may allocate meanwhile: a figure over ``bound`` is measured
+    again, up to five times a moment apart, and the lowest counts."""
     held = []
-    for _ in range(2):
+    for attempt in range(5):
+        time.sleep(0.01 * attempt)
         tracemalloc.start()
         try:
             result = function(*args)
             held.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
-        if bound is None or held[0] <= bound:
+        if bound is None or min(held) <= bound:
             break
     return result, min(held)
 
