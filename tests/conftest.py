@@ -7,7 +7,9 @@ with ``@njit``. ``gpu.cuda.device.cuda_available()`` reports False under the sim
 
 Compiled ``@njit(cache=True)`` functions go to one on-disk cache, ``.numba-cache/`` in the
 checkout, which xdist workers, the worker processes the integration tests start and later
-runs all load instead of compiling again (seconds per SS-HOPM order). The session's first
+runs all load instead of compiling again (seconds per SS-HOPM order); the kernel cache
+folder (``FIBERTENSOR_KERNEL_CACHE``) is ``.kernel-cache/`` beside it, so that no build made
+outside the tests (``fibertensor warmup`` in one's home) changes what they run. The session's first
 process (xdist's controller, or the only one) compiles the SS-HOPM CPU loops into it before
 any test runs, as the worker image does at build (``fibertensor warmup``): three CI-mode
 runs from a fresh clone out of five segfaulted in numba's parallel runtime while the loops
@@ -43,6 +45,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba-cache"))
+os.environ.setdefault("FIBERTENSOR_KERNEL_CACHE", str(Path(__file__).resolve().parents[1] / ".kernel-cache"))
 
 import pytest  # noqa: E402
 
@@ -125,7 +128,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             continue
         families = list(dict.fromkeys(family for family, _ in share))
         lmaxes = [str(lmax) for _, lmax in share if lmax is not None]
-        command = [sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--quiet", "--family", *families]
+        # no ahead-of-time build: the jobs of the tests run numba's code (tests/gpu/test_ahead_of_time.py
+        # builds its own and compares the two)
+        command = [sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--quiet", "--no-ahead-of-time",
+                   "--family", *families]
         warmups.append(subprocess.Popen([*command, *(["--lmax", *lmaxes] if lmaxes else [])],
                                         cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True))

@@ -292,9 +292,10 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
 
 def _rasterized(drawing: _Drawing) -> np.ndarray:
     """The reduced picture of ``drawing``: the rectangles by numpy, then one call of
-    :func:`worker.qc_raster.rasterize` for the rest, which holds no interpreter lock."""
+    :func:`worker.qc_raster.rasterize` for the rest, which holds no interpreter lock (its
+    ahead-of-time build, :mod:`gpu.ahead_of_time`, holds it)."""
+    from gpu.ahead_of_time import compiled
     from gpu.cuda.compile_notice import notice_compile
-    from worker.qc_raster import rasterize
 
     canvas = np.zeros((drawing.height, drawing.width, 3), np.uint8)
     for (x0, y0, x1, y1), fill, outline, width in drawing.rectangles:
@@ -307,6 +308,7 @@ def _rasterized(drawing: _Drawing) -> np.ndarray:
     panels = np.concatenate([picture.ravel() for picture, _ in drawing.panels])
     args = (canvas, panels, panel_table, *text_arrays(drawing.texts), drawing.segments, drawing.widths,
             drawing.colours)
+    rasterize = compiled("worker.qc_raster.rasterize", args)
     notice_compile(rasterize, args, "the QC picture's rasterizer", _RASTERIZER_COMPILE_SECONDS)
     return rasterize(*args)
 

@@ -1,14 +1,16 @@
 """A small job from process start to written files: ``fibertensor peaks FOD OUT --backend cpu``
 (the README's quick start: every default output) against ``sh2peaks FOD OUT``, as fresh
-processes on the same 1,000-voxel FOD, with numba's cache warm (one run first fills it).
+processes on the same 1,000-voxel FOD, after ``fibertensor warmup --backend cpu`` for the
+FOD's lmax: numba's cache warm and the ahead-of-time build made (gpu.ahead_of_time).
 
 The FOD is real data unless ``--input`` names one: DIPY's ``small_64D`` DWI (10×10×10
 voxels, 64 directions), through MRtrix3's ``dwi2response tournier`` and ``dwi2fod csd``
-(lmax 8). The runs alternate, ours then sh2peaks, ``--repeats`` times; the table shows the
-median wall and CPU time (all threads) and peak RSS of each, and ``python3 -c pass`` for the
-interpreter's own start. A second table splits the imports of our process (``-X importtime``,
-the median of three runs) by top-level package: the time spent in each package's own
-modules, whoever imported them.
+(lmax 8). The runs alternate, ours with the build, ours without it (numba's JIT code, from
+its warm cache), sh2peaks, ``--repeats`` times; the table shows the median wall and CPU time
+(all threads) and peak RSS of each, and ``python3 -c pass`` for the interpreter's own start.
+A second table splits the imports of our process (``-X importtime``, the median of three
+runs) by top-level package: the time spent in each package's own modules, whoever imported
+them.
 """
 
 from __future__ import annotations
@@ -86,68 +88,43 @@ def _import_self_times(command: list[str], env: dict[str, str]) -> dict[str, flo
     return seconds
 
 
-# Our job in a fresh process with numba's share timed: its import, its CPU target's set-up (the
-# first compile or cache load does it: every implementation module, and the BLAS check that
-# imports scipy.linalg), and each cache load of a compiled function.
-_NUMBA_CHILD = """
-import json, sys, time
-started = time.perf_counter()
-import numba
-imported = time.perf_counter()
-from numba.core.registry import cpu_target
-cpu_target.target_context.refresh()
-refreshed = time.perf_counter()
-import gpu.numba_cache
-from numba.core import caching
-loads = {}
-load = caching.FunctionCache.load_overload
-
-def timed_load(self, sig, target_context):
-    began = time.perf_counter()
-    try:
-        return load(self, sig, target_context)
-    finally:
-        loads[self._py_func.__qualname__] = loads.get(self._py_func.__qualname__, 0.0) + time.perf_counter() - began
-
-caching.FunctionCache.load_overload = timed_load
-from service.cli import main
-main(sys.argv[1:] + ["--quiet"])
-print(json.dumps({"import numba": imported - started, "numba CPU target set-up": refreshed - imported,
-                  **{f"cache load {name}": seconds for name, seconds in loads.items()}}))
-"""
-
-
-def _numba_share(command: list[str], env: dict[str, str]) -> dict[str, float]:
-    """Seconds of numba's import, CPU target set-up and each cache load in our job."""
-    out = subprocess.run([sys.executable, "-c", _NUMBA_CHILD, *command[3:]], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def run(args: argparse.Namespace, report: Report) -> None:
+    import nibabel as nib
+
+    from gpu.sh_basis import lmax_from_ncoeffs
+
     sh2peaks = shutil.which("sh2peaks")
     if sh2peaks is None:
         raise SystemExit("sh2peaks not found: install MRtrix3 (apt-get install mrtrix3)")
-    env = child_environment()
     with tempfile.TemporaryDirectory() as tmp:
+        # Bytecode cached, as an installed package has it (pip compiles it): an image that sets
+        # PYTHONDONTWRITEBYTECODE would have every run compile this checkout's modules again.
+        env = {name: value for name, value in child_environment(FIBERTENSOR_KERNEL_CACHE=str(Path(tmp, "kernels"))).items()
+               if name != "PYTHONDONTWRITEBYTECODE"}
+        no_build = {**env, "FIBERTENSOR_KERNEL_CACHE": str(Path(tmp, "no-build"))}
         fod = args.input or _real_fod(Path(tmp))
+        lmax = lmax_from_ncoeffs(nib.load(fod).shape[-1])
+        subprocess.run([sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--family", "peaks", "--lmax",
+                        str(lmax), "--quiet"], env=env, check=True)
         ours = [sys.executable, "-m", "service", "peaks", str(fod), str(Path(tmp, "out", "sub")), "--backend", "cpu"]
         peer = [sh2peaks, str(fod), str(Path(tmp, "sh2peaks.nii.gz")), "-force", "-quiet"]
         python = [sys.executable, "-c", "pass"]
-        subprocess.run(ours, env=env, check=True, stdout=subprocess.DEVNULL)  # fills numba's cache if cold
         runs: dict[str, list[dict]] = defaultdict(list)
+        commands = (("fibertensor peaks", ours, env), ("  without the build (numba)", ours, no_build),
+                    ("sh2peaks", peer, env), ("python3 -c pass", python, env))
+        for name, command, environment in commands:  # bytecode written, files cached
+            _fresh_process(command, environment)
         for _ in range(args.repeats):
-            for name, command in (("fibertensor peaks", ours), ("sh2peaks", peer), ("python3 -c pass", python)):
-                runs[name].append(_fresh_process(command, env))
+            for name, command, environment in commands:
+                runs[name].append(_fresh_process(command, environment))
         imports = [_import_self_times(ours, env) for _ in range(3)]
-        numba_runs = [_numba_share(ours, env) for _ in range(3)]
     medians = {name: {key: statistics.median(r[key] for r in results) for key in ("wall", "cpu", "rss")}
                for name, results in runs.items()}
     rows = [{"command": name, "wall_ms": 1e3 * m["wall"], "cpu_ms": 1e3 * m["cpu"], "rss_mib": m["rss"],
              "ours_over_peer": m["wall"] / medians["sh2peaks"]["wall"]}
             for name, m in medians.items()]
     ours_row = medians["fibertensor peaks"]
-    report.table(f"fresh process, start to written files, 1,000-voxel lmax-8 FOD ({fod.name if args.input else 'small_64D, dwi2fod csd'}); "
+    report.table(f"fresh process, start to written files, 1,000-voxel lmax-{lmax} FOD ({fod.name if args.input else 'small_64D, dwi2fod csd'}); "
                  f"median of {args.repeats} alternating runs; ours/sh2peaks: wall {ours_row['wall'] / medians['sh2peaks']['wall']:.2f}×, "
                  f"CPU {ours_row['cpu'] / medians['sh2peaks']['cpu']:.2f}×, "
                  f"peak RSS {ours_row['rss'] / medians['sh2peaks']['rss']:.1f}×", rows,
@@ -161,7 +138,3 @@ def run(args: argparse.Namespace, report: Report) -> None:
     shown.append({"package": "(all imports)", "ms": 1e3 * total})
     report.table("imports of `fibertensor peaks` by top-level package (own modules' time, -X importtime, median of 3)",
                  shown, [Column("package", "package"), Column("ms", "ms", ".0f")])
-    steps = dict.fromkeys(step for run in numba_runs for step in run)
-    report.table("numba's share of `fibertensor peaks` (ms, median of 3 fresh processes)",
-                 [{"step": step, "ms": 1e3 * statistics.median(run.get(step, 0.0) for run in numba_runs)}
-                  for step in steps], [Column("step", "step"), Column("ms", "ms", ".0f")])

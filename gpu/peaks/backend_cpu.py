@@ -1,20 +1,30 @@
-"""CPU backend of SS-HOPM: the generated ``sshopm_cpu_m{order}`` loops (numba ``prange``)."""
+"""CPU backend of SS-HOPM: the generated ``sshopm_cpu_m{order}`` loops (numba ``prange``).
+
+A run of at most :data:`SERIAL_MAX_VOXELS` voxels takes the loop's ahead-of-time build where
+``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`): the same machine code on one
+thread, without numba's start-up, which costs a fresh process more than such a run
+(docs/decisions/cpu-ahead-of-time.md). Larger runs, and every run without a build, go
+through numba on every core.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Callable
 
-import numba
 import numpy as np
 
-from gpu.cuda.compile_notice import announce_compile, is_compiled
-from gpu.cpu_parallel import run_parallel_loop
-from gpu.peaks import sshopm_generated_cpu
+from gpu import ahead_of_time
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS
 from gpu.peaks.sshopm_starts import neighbor_steps
 
-__all__ = ["run_sshopm_cpu", "COMPILE_SECONDS"]
+__all__ = ["run_sshopm_cpu", "COMPILE_SECONDS", "SERIAL_MAX_VOXELS", "LOOP_MODULE"]
+
+#: Runs of at most this many voxels take the serial ahead-of-time build, where there is one.
+SERIAL_MAX_VOXELS = 16384
+
+#: The module of the generated loops ``sshopm_cpu_m{order}``.
+LOOP_MODULE = "gpu.peaks.sshopm_generated_cpu"
 
 # Seconds sshopm_cpu_m{order} takes to compile on a small machine: what a first run is told to
 # expect (the CUDA kernels: gpu.peaks.backend_cuda).
@@ -41,7 +51,6 @@ def run_sshopm_cpu(
     voxel has fewer peaks —, ``count`` (n,), per-voxel ``stats`` (n, N_STATS), the
     iteration histogram ``hist`` and the compute time in seconds.
     """
-    loop = getattr(sshopm_generated_cpu, f"sshopm_cpu_m{order}")
     n = coeffs.shape[1]
     sh2t = np.ascontiguousarray(sh2t, np.float64)
     directions = np.full((n, npeaks, 3), np.nan)
@@ -49,20 +58,20 @@ def run_sshopm_cpu(
     count = np.zeros(n, np.int32)
     stats = np.zeros((n, N_STATS), np.int32)
     hist = np.zeros(HIST_BINS, np.int64)
-    n_threads = numba.get_num_threads()
     started = time.perf_counter()
     steps = neighbor_steps(starts, neighbors)
     for lo in range(0, n, chunk_voxels):
         hi = min(n, lo + chunk_voxels)
-        chunk_hist = np.zeros((4 * n_threads, HIST_BINS), np.int64)
         # Always a C-contiguous float64 chunk: one compiled signature per order serves float32
         # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
-        args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, starts, neighbors, steps, fparams, iparams,
-                directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], chunk_hist)
-        if lo == 0 and not is_compiled(loop, args):
-            announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])
-        run_parallel_loop(loop, *args)
-        hist += chunk_hist.sum(axis=0)
+        args = [np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, starts, neighbors, steps, fparams, iparams,
+                directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], np.zeros((1, HIST_BINS), np.int64)]
+        serial = ahead_of_time.lookup(f"{LOOP_MODULE}.sshopm_cpu_m{order}", args) if n <= SERIAL_MAX_VOXELS else None
+        if serial is not None:
+            serial(*args)
+        else:
+            _run_on_every_core(order, args, announce=lo == 0)
+        hist += args[-1].sum(axis=0)
         if progress is not None:
             progress(hi / n)
     return {
@@ -73,3 +82,21 @@ def run_sshopm_cpu(
         "hist": hist,
         "compute_seconds": time.perf_counter() - started,
     }
+
+
+def _run_on_every_core(order: int, args: list, announce: bool) -> None:
+    """The loop of ``order`` through numba, its voxels in chunks over every thread (the last
+    argument, the iteration histogram, becomes one row per chunk)."""
+    import numba
+
+    from gpu.cpu_parallel import run_parallel_loop
+    from gpu.cuda.compile_notice import announce_compile, is_compiled
+    from gpu.peaks import sshopm_generated_cpu
+
+    loop = getattr(sshopm_generated_cpu, f"sshopm_cpu_m{order}")
+    hist = args[-1]
+    args[-1] = np.zeros((4 * numba.get_num_threads(), HIST_BINS), np.int64)
+    if announce and not is_compiled(loop, tuple(args)):
+        announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])
+    run_parallel_loop(loop, *args)
+    hist[0] = args[-1].sum(axis=0)

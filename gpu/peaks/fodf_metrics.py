@@ -31,6 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpu.ahead_of_time import compiled
+from gpu.cpu_blocks import run_in_blocks
+
 __all__ = ["FodfMetrics", "METRIC_NAMES", "fodf_metrics", "largest_afd_max", "directional_colour"]
 
 METRIC_NAMES = ("afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb")
@@ -69,8 +72,6 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
     -------
     FodfMetrics
     """
-    from gpu.peaks.fodf_metrics_compiled import colour_rows, voxel_metrics
-
     sh = np.asarray(sh)
     amplitudes = np.asarray(amplitudes)
     directions = np.asarray(directions)
@@ -87,10 +88,10 @@ def fodf_metrics(sh: np.ndarray, directions: np.ndarray, amplitudes: np.ndarray,
     peak_fraction = np.empty((*spatial, k), np.float32)
     counts = count.reshape(n)
     # the l = 0 volume alone: a read volume is often in file (Fortran) order
-    largest = voxel_metrics(sh[..., 0].reshape(n), amplitudes.reshape(n, k), counts, afd_max.reshape(n),
-                            afd_total.reshape(n), afd_sum.reshape(n), peak_fraction.reshape(n, k))
+    largest = _voxel_metrics(sh[..., 0].reshape(n), amplitudes.reshape(n, k), counts, afd_max.reshape(n),
+                             afd_total.reshape(n), afd_sum.reshape(n), peak_fraction.reshape(n, k))
     rgb = np.empty((*spatial, 3), np.uint8)
-    colour_rows(directions.reshape(n, k, 3), afd_max.reshape(n), counts, rgb.reshape(n, 3), _colour_scale(largest))
+    _colour_rows(directions.reshape(n, k, 3), afd_max.reshape(n), counts, rgb.reshape(n, 3), _colour_scale(largest))
     return FodfMetrics(afd_max=afd_max, afd_total=afd_total, afd_sum=afd_sum, peak_fraction=peak_fraction, rgb=rgb,
                        nufo=count.astype(np.uint8))
 
@@ -122,18 +123,41 @@ def directional_colour(first_directions: np.ndarray, afd_max: np.ndarray, count:
     -------
     (..., 3) uint8 array
     """
-    from gpu.peaks.fodf_metrics_compiled import colour_rows
-
     count = np.ascontiguousarray(count)
     n = count.size
     colour = np.empty((*count.shape, 3), np.uint8)
     # the pass of fodf_metrics' rgb map, on contiguous rows of voxels: a flipped slice too, so
     # that one compiled signature serves both (a process loads it once)
-    colour_rows(np.ascontiguousarray(first_directions).reshape(n, 1, 3), np.ascontiguousarray(afd_max).reshape(n),
-                count.reshape(n), colour.reshape(n, 3), _colour_scale(largest))
+    _colour_rows(np.ascontiguousarray(first_directions).reshape(n, 1, 3), np.ascontiguousarray(afd_max).reshape(n),
+                 count.reshape(n), colour.reshape(n, 3), _colour_scale(largest))
     return colour
 
 
 def _colour_scale(largest: float) -> np.float32:
     largest = float(largest)
     return np.float32(255.0 / largest if largest > 0 else 0.0)
+
+
+_PASSES = "gpu.peaks.fodf_metrics_compiled"
+
+
+def _voxel_metrics(sh0: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, afd_max: np.ndarray,
+                   afd_total: np.ndarray, afd_sum: np.ndarray, peak_fraction: np.ndarray) -> np.float32:
+    """Fill rows of voxels' ``afd_max``, ``afd_total``, ``afd_sum`` (V,) and ``peak_fraction``
+    (V, K) from the l = 0 coefficients ``sh0`` (V,), ``amplitudes`` (V, K) and ``count``
+    (V,); returns the largest ``afd_max`` of the voxels with a peak (0 if none)."""
+    # The pass reads each value as float32: contiguous float32 copies give it the same
+    # numbers and one signature, whatever the backend's precision or the volume's layout (a
+    # CPU run's float64 amplitudes compiled a second one after `fibertensor warmup`).
+    sh0, amplitudes = (np.ascontiguousarray(a, np.float32) for a in (sh0, amplitudes))
+    arrays = [sh0, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction]
+    largest = run_in_blocks(compiled(f"{_PASSES}._voxel_metrics", arrays), arrays)
+    return np.float32(max(largest, default=0.0))
+
+
+def _colour_rows(directions: np.ndarray, afd_max: np.ndarray, count: np.ndarray, colour: np.ndarray,
+                 scale: np.float32) -> None:
+    """Fill ``colour`` (V, 3) uint8 with ⌊|d_1| · a_1 · ``scale``⌋ clipped to 0…255, 0 where
+    ``count`` (V,) is 0, from the first of ``directions`` (V, K, 3) and ``afd_max`` (V,)."""
+    arrays = [directions, afd_max, count, colour]
+    run_in_blocks(compiled(f"{_PASSES}._colour", [*arrays, scale]), arrays, (scale,))

@@ -1,8 +1,10 @@
-"""The fODF metrics of :mod:`gpu.peaks.fodf_metrics` as two compiled passes over blocks of
-voxels on threads, float32 throughout.
+"""The fODF metrics of :mod:`gpu.peaks.fodf_metrics` as two compiled passes over rows of
+voxels, float32 throughout; :mod:`gpu.peaks.fodf_metrics` runs them over blocks on threads.
 
 The passes release the interpreter lock from start to end (numpy's two dozen passes over the
-volume would each take it back), so that the other output writers of a job run meanwhile.
+volume would each take it back), so that the other output writers of a job run meanwhile
+(their ahead-of-time builds, :mod:`gpu.ahead_of_time`, hold it: a fresh process's small job
+gains more from not loading numba).
 Every output is written for every voxel: the maps do not depend on what memory held before.
 """
 
@@ -14,9 +16,8 @@ import numpy as np
 from numba import njit
 
 import gpu.numba_cache  # noqa: F401 - numba's cache shared safely by processes
-from gpu.cpu_blocks import run_in_blocks
 
-__all__ = ["voxel_metrics", "colour_rows"]
+__all__: list[str] = []  # the passes are private: gpu.peaks.fodf_metrics runs them
 
 _SQRT_4PI = math.sqrt(4.0 * math.pi)
 
@@ -49,23 +50,3 @@ def _colour(directions, afd_max, count, colour, scale):  # pragma: no cover - co
         for axis in range(3):
             value = abs(directions[v, 0, axis]) * weight if count[v] != 0 else 0.0
             colour[v, axis] = np.uint8(min(max(value, 0.0), 255.0))
-
-
-def voxel_metrics(sh0: np.ndarray, amplitudes: np.ndarray, count: np.ndarray, afd_max: np.ndarray,
-                  afd_total: np.ndarray, afd_sum: np.ndarray, peak_fraction: np.ndarray) -> np.float32:
-    """Fill rows of voxels' ``afd_max``, ``afd_total``, ``afd_sum`` (V,) and ``peak_fraction``
-    (V, K) from the l = 0 coefficients ``sh0`` (V,), ``amplitudes`` (V, K) and ``count``
-    (V,); returns the largest ``afd_max`` of the voxels with a peak (0 if none)."""
-    # The pass reads each value as float32: contiguous float32 copies give it the same
-    # numbers and one signature, whatever the backend's precision or the volume's layout (a
-    # CPU run's float64 amplitudes compiled a second one after `fibertensor warmup`).
-    sh0, amplitudes = (np.ascontiguousarray(a, np.float32) for a in (sh0, amplitudes))
-    largest = run_in_blocks(_voxel_metrics, [sh0, amplitudes, count, afd_max, afd_total, afd_sum, peak_fraction])
-    return np.float32(max(largest, default=0.0))
-
-
-def colour_rows(directions: np.ndarray, afd_max: np.ndarray, count: np.ndarray, colour: np.ndarray,
-                scale: np.float32) -> None:
-    """Fill ``colour`` (V, 3) uint8 with ⌊|d_1| · a_1 · ``scale``⌋ clipped to 0…255, 0 where
-    ``count`` (V,) is 0, from the first of ``directions`` (V, K, 3) and ``afd_max`` (V,)."""
-    run_in_blocks(_colour, [directions, afd_max, count, colour], (scale,))

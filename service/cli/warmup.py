@@ -32,6 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="job families whose kernels to compile (default all)")
     warmup.add_argument("--lmax", type=int, nargs="+", choices=[2, 4, 6, 8, 10, 12],
                         help="peaks: only these SH orders (default every supported one)")
+    warmup.add_argument("--ahead-of-time", action=argparse.BooleanOptionalAction, default=True,
+                        help="peaks, cpu backend: also build the compiled functions of a small job into a Python "
+                        "extension module, so that later small jobs start without loading numba "
+                        "(needs a C compiler and the Python headers; default on)")
     warmup.add_argument("--quiet", action="store_true", help="print nothing")
     warmup.set_defaults(func=_warmup)
 
@@ -62,6 +66,8 @@ def _warmup(args: argparse.Namespace) -> int:
                 pam5 = warm_up_pam5_writer()
                 log("peaks .pam5 writer: skipped, DIPY is not installed" if pam5 is None
                     else f"peaks .pam5 writer (cpu): {pam5:.1f} s")
+                if backend == "cpu" and args.ahead_of_time:
+                    _build_peaks_ahead_of_time(log)
             elif family == "fod":
                 from gpu.fod.warmup import warm_up_fod
 
@@ -78,3 +84,17 @@ def _warmup(args: argparse.Namespace) -> int:
                 log("compress: nothing to cache (its CPU backend is NumPy; its CUDA kernels are not cached on "
                     "disk, the scaled-TTM ones link CUDA C++, which numba cannot cache)")
     return 0
+
+
+def _build_peaks_ahead_of_time(log) -> None:
+    import time
+
+    from worker.jobs.peaks.ahead_of_time import build_peaks_ahead_of_time, missing_build_tools
+
+    missing = missing_build_tools()
+    if missing is not None:
+        log(f"peaks ahead-of-time build: skipped, {missing} (small CPU jobs then load numba, about a second)")
+        return
+    started = time.perf_counter()
+    path = build_peaks_ahead_of_time()
+    log(f"peaks ahead-of-time build (cpu): {time.perf_counter() - started:.1f} s, {path}")

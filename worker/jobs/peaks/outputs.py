@@ -4,16 +4,15 @@ writer. :mod:`worker.jobs.peaks.write` turns the wanted ones into tasks."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import tarfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
+from gpu.ahead_of_time import import_numba_module
 from worker.io.atomic import atomic_path
 from worker.jobs.peaks.names import PeaksOutputs
 from worker.params.peaks import METRICS, PeaksParams
@@ -175,7 +174,7 @@ def _peaks_image(source: OutputSource) -> np.ndarray:
 #: The arrays outputs share. Nothing waits for the fODF metrics but their maps: the QC
 #: picture colours its three slices itself.
 ARRAYS = (
-    Array("metrics", _metrics, modules=("gpu.peaks.fodf_metrics_compiled",), long=True),
+    Array("metrics", _metrics, long=True),
     Array("peaks_image", _peaks_image, long=True),
     Array("fmls_fixels", _fmls_fixels, modules=("gpu.fixels.fmls",), long=True),
 )
@@ -191,8 +190,7 @@ OUTPUTS = (
     *(Output(name, lambda params, name=name: name in params.metrics, _image_files(name),
              _image(lambda source, metrics, name=name: getattr(metrics, name)), needs=("metrics",))
       for name in METRICS),
-    Output("qc", lambda params: params.qc, lambda source: [source.destination.path("qc", ".png")], _write_qc,
-           modules=("worker.qc_raster",), long=True),
+    Output("qc", lambda params: params.qc, lambda source: [source.destination.path("qc", ".png")], _write_qc, long=True),
     Output("fixel", lambda params: "fixel" in params.format, _fixel_files, _write_fixels, needs=("fmls_fixels",),
            modules=("worker.io.fixels",), long=True),
     Output("pam5", lambda params: "pam5" in params.format, lambda source: [source.destination.path("peaks", ".pam5")],
@@ -218,17 +216,15 @@ def output_files(source: OutputSource) -> dict[str, list[Path]]:
     return {output.name: output.files(source) for output in source.plan.outputs}
 
 
-_imports = threading.Lock()
-
-
 def import_writer_modules(outputs: tuple[Output, ...]) -> None:
     """Import every module that ``outputs`` need and that loads numba, in the calling
-    thread, before the writers' threads start: two threads importing numba at once can find
-    it half initialised. The lock covers jobs on threads of one process (a batch)."""
-    with _imports:
-        for module in (*(m for array in wanted_arrays(outputs) for m in array.modules),
-                       *(m for output in outputs for m in output.modules)):
-            importlib.import_module(module)
+    thread, before the writers' threads start (:func:`gpu.ahead_of_time.import_numba_module`).
+    The compiled passes that may have an ahead-of-time build (the fODF metrics, the QC
+    picture) are not among them: they are looked up when called, and imported then if not
+    built."""
+    for module in (*(m for array in wanted_arrays(outputs) for m in array.modules),
+                   *(m for output in outputs for m in output.modules)):
+        import_numba_module(module)
 
 
 def warm_up_writers() -> float:

@@ -1,0 +1,160 @@
+"""The ahead-of-time build of the CPU functions (gpu.ahead_of_time), made by ``fibertensor
+warmup``: a small job that finds it loads no numba and writes the bytes numba's code writes;
+a build is used only for the sources, versions and argument types it was made for."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from gpu import ahead_of_time
+from gpu.peaks.phantom import fod_phantom
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_JOB = """
+import json, sys
+from service.cli import main
+main(["peaks", *sys.argv[1:], "--backend", "cpu", "--quiet"])
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite"))))
+"""
+
+
+def _run(code: str, *args: str, kernels: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FIBERTENSOR_KERNEL_CACHE": str(kernels)}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          check=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory) -> Path:
+    """A kernel cache folder holding the build ``fibertensor warmup --backend cpu --family
+    peaks --lmax 4`` makes."""
+    folder = tmp_path_factory.mktemp("kernels")
+    done = _run("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
+                "--lmax", "4", kernels=folder)
+    assert "peaks ahead-of-time build (cpu)" in done.stdout, done.stdout
+    return folder
+
+
+@pytest.fixture
+def in_kernels(kernels, monkeypatch) -> Path:
+    """This process looks up builds in ``kernels`` (read again by each test)."""
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(kernels))
+    monkeypatch.setattr(ahead_of_time, "_loaded", {})
+    return kernels
+
+
+def test_a_small_job_runs_the_build_without_numba_and_writes_numbas_bytes(kernels, tmp_path):
+    # 1,000 voxels of noisy crossing fibres, with a mask: a real small job
+    phantom = fod_phantom((10, 10, 10), 4, seed=7, noise=0.02)
+    nib.save(nib.Nifti1Image(phantom["sh"], np.diag([2.0, 2.0, 2.0, 1.0])), tmp_path / "fod.nii.gz")
+    mask = np.ones((10, 10, 10), np.uint8)
+    mask[0] = 0
+    nib.save(nib.Nifti1Image(mask, np.diag([2.0, 2.0, 2.0, 1.0])), tmp_path / "mask.nii.gz")
+    job = [str(tmp_path / "fod.nii.gz"), "--mask", str(tmp_path / "mask.nii.gz")]
+
+    built = _run(_JOB, job[0], str(tmp_path / "built" / "sub"), *job[1:], kernels=kernels)
+    jit = _run(_JOB, job[0], str(tmp_path / "jit" / "sub"), *job[1:], kernels=tmp_path / "no-build")
+    assert json.loads(built.stdout.splitlines()[-1]) == []
+    assert "numba" in json.loads(jit.stdout.splitlines()[-1])
+
+    names = sorted(p.name for p in (tmp_path / "jit").iterdir())
+    assert sorted(p.name for p in (tmp_path / "built").iterdir()) == names
+    assert {"sub_peaks.nii.gz", "sub_afd_max.nii.gz", "sub_rgb.nii.gz", "sub_qc.png"} <= set(names)
+    for name in names:
+        ours, numbas = (tmp_path / run / name for run in ("built", "jit"))
+        if name.endswith(".json"):
+            ours, numbas = (json.loads(p.read_text()) for p in (ours, numbas))
+            ours.pop("seconds"), numbas.pop("seconds")
+            assert ours == numbas
+        else:
+            assert ours.read_bytes() == numbas.read_bytes(), name
+    count = np.asarray(nib.load(tmp_path / "built" / "sub_count.nii.gz").dataobj)
+    assert (count[0] == 0).all() and (count[1:] > 0).all()
+
+
+def test_a_build_serves_only_the_argument_types_it_was_made_for(in_kernels):
+    loop = f"{'gpu.peaks.sshopm_generated_cpu'}.sshopm_cpu_m4"
+    shape = dict(coeffs=(15, 3), sh2t=(15, 15), starts=(20, 3), neighbors=(20, 6), hops=(20, 6, 3))
+    args = [np.zeros(shape["coeffs"]), np.zeros(shape["sh2t"]), np.zeros(shape["starts"]),
+            np.zeros(shape["neighbors"], np.int64), np.zeros(shape["hops"]), np.zeros(16), np.zeros(16, np.int64),
+            np.zeros((3, 5, 3)), np.zeros((3, 5)), np.zeros(3, np.int32), np.zeros((3, 8), np.int32),
+            np.zeros((1, 64), np.int64)]
+    assert ahead_of_time.lookup(loop, args) is not None
+    # numba would type each of these otherwise: the build's wrapper would read them wrongly
+    for i, wrong in ((0, np.zeros(shape["coeffs"], np.float32)), (0, np.zeros((3, 15)).T),
+                     (3, np.zeros(shape["neighbors"], np.int32)), (9, np.zeros(3, np.int64)), (7, np.zeros((3, 5)))):
+        assert ahead_of_time.lookup(loop, [*args[:i], wrong, *args[i + 1:]]) is None, i
+    frozen = args[7].copy()
+    frozen.setflags(write=False)  # an output the loop writes
+    assert ahead_of_time.lookup(loop, [*args[:7], frozen, *args[8:]]) is None
+    assert ahead_of_time.lookup(loop, args[:-1]) is None
+    assert ahead_of_time.lookup("gpu.peaks.sshopm_generated_cpu.sshopm_cpu_m6", args) is None  # not built
+
+
+def test_a_scalar_argument_matches_its_type():
+    spec = ["scalar", "float32"]
+    assert ahead_of_time._accepts(spec, np.float32(2.5))
+    assert not ahead_of_time._accepts(spec, 2.5)  # numba types a Python float as float64
+    assert not ahead_of_time._accepts(spec, np.zeros(1, np.float32))
+    assert ahead_of_time._accepts(["scalar", "int64"], 3)
+
+
+@pytest.mark.parametrize("change", ["source", "numba"])
+def test_a_build_from_other_sources_or_versions_is_not_used(in_kernels, tmp_path, monkeypatch, change):
+    stale = tmp_path / "cpu"
+    shutil.copytree(in_kernels / "cpu", stale)
+    manifest = json.loads((stale / "peaks.json").read_text())
+    if change == "source":
+        source = next(s for s in manifest["sources"] if s.endswith("qc_raster.py"))
+        manifest["sources"][source] = "0" * 64
+    else:
+        manifest["numba"] = "0" * 64
+    (stale / "peaks.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(ahead_of_time, "_loaded", {})
+    canvas = np.zeros((4, 4, 3), np.uint8)
+    args = [canvas, np.zeros(0, np.uint8), np.zeros((0, 7), np.int64), np.zeros(0, np.uint8),
+            np.zeros((0, 5), np.int64), np.zeros((0, 6), np.int64), np.zeros((0, 4)), np.zeros(0, np.int64),
+            np.zeros((0, 3), np.uint8)]
+    assert ahead_of_time.lookup("worker.qc_raster.rasterize", args) is None
+    # the same folder's build as made
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(in_kernels))
+    monkeypatch.setattr(ahead_of_time, "_loaded", {})
+    assert ahead_of_time.lookup("worker.qc_raster.rasterize", args) is not None
+
+
+def test_a_larger_run_takes_numbas_parallel_loop_and_gets_the_same_peaks(in_kernels, monkeypatch):
+    from gpu.peaks import backend_cpu
+    from gpu.peaks.search import sshopm_peaks
+
+    sh = fod_phantom((40,), 4, seed=11, noise=0.05)["sh"]
+    serial = sshopm_peaks(sh, backend="cpu")
+    called = []
+    lookup = ahead_of_time.lookup
+    monkeypatch.setattr(ahead_of_time, "lookup", lambda *a: called.append(a[0]) or lookup(*a))
+    monkeypatch.setattr(backend_cpu, "SERIAL_MAX_VOXELS", 39)
+    parallel = sshopm_peaks(sh, backend="cpu")
+    assert called == []  # 40 voxels: not looked up
+    for name in ("directions", "amplitudes", "count"):
+        np.testing.assert_array_equal(getattr(serial, name), getattr(parallel, name))
+    assert serial.stats["iterations_per_climb"] == parallel.stats["iterations_per_climb"]
+
+
+def test_the_warm_up_says_what_a_build_lacks(monkeypatch, capsys):
+    from service.cli import warmup
+    from worker.jobs.peaks import ahead_of_time as peaks_build
+
+    monkeypatch.setattr(peaks_build, "missing_build_tools", lambda: "no C compiler (cc): install gcc")
+    warmup._build_peaks_ahead_of_time(print)
+    assert capsys.readouterr().out == ("peaks ahead-of-time build: skipped, no C compiler (cc): install gcc "
+                                       "(small CPU jobs then load numba, about a second)\n")

@@ -1,0 +1,43 @@
+"""The ahead-of-time build of a small CPU peaks job's compiled functions
+(:mod:`gpu.ahead_of_time`): the SS-HOPM loops this process has run and the writers' passes
+(fODF metrics, QC picture). ``fibertensor warmup --backend cpu`` makes it after compiling
+them; a later job of at most :data:`gpu.peaks.backend_cpu.SERIAL_MAX_VOXELS` voxels runs
+without loading numba.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+from pathlib import Path
+
+__all__ = ["BUILD_NAME", "build_peaks_ahead_of_time", "missing_build_tools"]
+
+#: The build's name in :func:`gpu.ahead_of_time.build_folder`.
+BUILD_NAME = "peaks"
+
+
+def missing_build_tools() -> str | None:
+    """What the build lacks on this machine, said so that a user can install it; None when
+    it has a C compiler and the Python headers."""
+    compiler = sysconfig.get_config_var("CC") or "cc"
+    if shutil.which(compiler.split()[0]) is None:
+        return f"no C compiler ({compiler.split()[0]}): install gcc"
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.is_file():
+        return f"no Python headers ({headers}): install python3-dev"
+    return None
+
+
+def build_peaks_ahead_of_time() -> Path:
+    """Build every SS-HOPM CPU loop that this process has loaded or compiled, and the fODF
+    metrics' and QC picture's passes (:func:`worker.jobs.peaks.warm_up_writers` loads them)
+    into one extension module; returns its path."""
+    from gpu.ahead_of_time import build
+    from gpu.peaks import fodf_metrics_compiled, sshopm_generated_cpu
+    from gpu.sh_basis import SUPPORTED_LMAX
+    from worker import qc_raster
+
+    loops = [getattr(sshopm_generated_cpu, f"sshopm_cpu_m{lmax}") for lmax in SUPPORTED_LMAX]
+    passes = [fodf_metrics_compiled._voxel_metrics, fodf_metrics_compiled._colour, qc_raster.rasterize]
+    return build(BUILD_NAME, [loop for loop in loops if loop.overloads] + passes)
