@@ -35,12 +35,15 @@ import numpy as np
 from nibabel.orientations import apply_orientation, io_orientation
 
 from worker.io.png import write_png_atomic
-from worker.qc_text import Text, default_font, text_arrays, text_length
+from worker.qc_text import Text, save_glyph_store, text_arrays, text_length
 
 __all__ = ["QcPicture", "render_qc_picture", "render_peaks_qc_picture", "write_qc_png", "write_peaks_qc_png",
-           "warm_up_qc_picture"]
+           "warm_up_qc_picture", "save_qc_glyph_store"]
 
 _SUPERSAMPLE = 2
+_BIG, _SMALL = 17 * _SUPERSAMPLE, 12 * _SUPERSAMPLE  # font sizes: the title, the rest
+_ORIENTATION_LETTERS = "LRAPSI"
+_OUTLINE = 2 * _SUPERSAMPLE  # the orientation letters' outline, pixels
 _PANEL = 320  # pixels of the longest field of view, before supersampling
 _GLYPHS_ACROSS = 32  # first-peak lines along the longest field of view
 _MARGIN = 14
@@ -240,7 +243,7 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
     glyph_mm = extent.max() / _GLYPHS_ACROSS
     panel_w = [int(round(extent[v.across] * scale)) for v in views]
     panel_h = max(int(round(extent[v.up] * scale)) for v in views)
-    big, small = 17 * s, 12 * s  # font sizes
+    big, small = _BIG, _SMALL
     line = 17 * s
     m = _MARGIN * s
     bar_w = 96 * s
@@ -274,7 +277,7 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
             left, right, up, down = view.letters
             for text, xy, anchor in ((left, (x + 3 * s, top + h // 2), "lm"), (right, (x + w - 3 * s, top + h // 2), "rm"),
                                      (up, (x + w // 2, top + 2 * s), "mt"), (down, (x + w // 2, top + h - 2 * s), "mb")):
-                texts.append(Text(xy, text, small, white, anchor, stroke=2 * s))
+                texts.append(Text(xy, text, small, white, anchor, stroke=_OUTLINE))
         # Length ∝ √AFD: a voxel at a quarter of the 99th percentile still draws half a line.
         segments.append(_glyphs(dir_plane, np.sqrt(np.minimum(weight * gain, 1.0)), view, sizes, scale, glyph_mm,
                                 (x, header + line)))
@@ -311,6 +314,23 @@ def _rasterized(drawing: _Drawing) -> np.ndarray:
     rasterize = compiled("worker.qc_raster.rasterize", args)
     notice_compile(rasterize, args, "the QC picture's rasterizer", _RASTERIZER_COMPILE_SECONDS)
     return rasterize(*args)
+
+
+def _nufo_label(value: int, percent: float) -> str:
+    """The colour bar's label of NuFO ``value``, with its share of the voxels with peaks."""
+    return str(value) if value == 0 else f"{value}   {percent:.0f} %"
+
+
+def save_qc_glyph_store() -> Path:
+    """Save the glyph store (:func:`worker.qc_text.save_glyph_store`) of what a picture
+    draws: the glyphs at both font sizes, the orientation letters as placed (each side's
+    anchor, outline and text), the colour bar's labels up to NuFO 8; returns its path."""
+    anchors = ("lm", "rm", "mt", "mb")
+    texts = [(letter, _SMALL, anchor, stroke) for letter in _ORIENTATION_LETTERS for anchor in anchors
+             for stroke in (_OUTLINE, 0)]
+    texts += [(_nufo_label(value, percent), _SMALL, "lm", 0) for value in range(9)
+              for percent in (range(101) if value else (0,))]
+    return save_glyph_store((_BIG, _SMALL), texts)
 
 
 def warm_up_qc_picture() -> float:
@@ -380,7 +400,7 @@ def _colour_bar(palette: np.ndarray, voxels: np.ndarray, origin, height: int, fo
         top = y + (levels - 1 - value) * block
         box = (x, top, x + 16 * s, top + block - 2 * s)
         rectangles.append((box, tuple(int(c) for c in colour), (120, 120, 120), s))
-        label = str(value) if value == 0 else f"{value}   {100.0 * voxels[value] / with_peaks:.0f} %"
+        label = _nufo_label(value, 100.0 * voxels[value] / with_peaks)
         texts.append(Text((x + 22 * s, top + block // 2), label, font, white, "lm"))
     below = y + levels * block + 6 * s
     texts += [Text((x, below), "NuFO", font, white), Text((x, below + 15 * s), "% of voxels", font, grey),

@@ -9,17 +9,35 @@ Pillow's ``_imagingft.c``). So a string anchored at its left and ascender (Pillo
 default anchor) is composed here from glyph masks rendered once per process, which gives
 Pillow's mask of the whole string; texts with another anchor or an outline (orientation
 letters, colour-bar labels: few distinct strings) are rendered whole by Pillow, once.
+
+The glyph store (:func:`save_glyph_store`, made by ``fibertensor warmup``) holds Pillow's
+masks of the printable ASCII glyphs and of given whole texts, their advances and the
+ascender, at given sizes, in the kernel cache folder: a process that finds what it draws
+there does not load Pillow, which a fresh process's small job notices
+(docs/decisions/cpu-ahead-of-time.md). What the store lacks Pillow renders, as above.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import tempfile
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Text", "default_font", "text_length", "text_arrays"]
+from gpu.cuda.cache_folder import kernel_cache_dir
+
+__all__ = ["Text", "default_font", "text_length", "text_arrays", "save_glyph_store"]
+
+#: The characters whose glyphs the store holds: printable ASCII.
+STORE_CHARACTERS = "".join(map(chr, range(32, 127)))
 
 
 class Text(NamedTuple):
@@ -73,18 +91,37 @@ class _Atlas:
 _ATLAS = _Atlas()
 
 
-# Unbounded: the keys are glyphs and short labels (orientation letters, NuFO shares), few.
-@lru_cache(maxsize=None)
-def _rendered(text: str, size: int, anchor: str | None, stroke: int) -> np.ndarray:
-    """Pillow's mask of ``text``, stored in the atlas: (1, 5) int64 [offset, rows, cols, and
-    its top-left pixel's x, y from the anchor point]."""
+def _pillow_mask(text: str, size: int, anchor: str | None, stroke: int) -> tuple[np.ndarray, int, int]:
+    """Pillow's mask of ``text`` and its top-left pixel's x, y from the anchor point."""
     from PIL import Image, ImageDraw
 
     font = default_font(size)
     left, top, right, bottom = font.getbbox(text, anchor=anchor, stroke_width=stroke)
     image = Image.new("L", (max(right - left, 1), max(bottom - top, 1)))
     ImageDraw.Draw(image).text((-left, -top), text, fill=255, font=font, anchor=anchor, stroke_width=stroke)
-    mask = np.asarray(image)
+    return np.asarray(image), left, top
+
+
+def _pillow_advance(char: str, following: str, size: int) -> int:
+    font = default_font(size)
+    if not following:
+        return round(font.getlength(char) * 64)
+    return round(font.getlength(char + following) * 64) - round(font.getlength(following) * 64)
+
+
+def _pillow_ascender(size: int) -> int:
+    font = default_font(size)
+    return font.getbbox("x", anchor="la")[1] - font.getbbox("x", anchor="ls")[1]
+
+
+# Unbounded: the keys are glyphs and short labels (orientation letters, NuFO shares), few.
+@lru_cache(maxsize=None)
+def _rendered(text: str, size: int, anchor: str | None, stroke: int) -> np.ndarray:
+    """Pillow's mask of ``text`` (from the glyph store where it has it), stored in the atlas:
+    (1, 5) int64 [offset, rows, cols, and its top-left pixel's x, y from the anchor point]."""
+    store = _glyph_store()
+    stored = store.mask(text, size, anchor, stroke) if store else None
+    mask, left, top = stored if stored is not None else _pillow_mask(text, size, anchor, stroke)
     return _frozen(np.array([[_ATLAS.add(mask), *mask.shape, left, top]], np.int64))
 
 
@@ -92,17 +129,96 @@ def _rendered(text: str, size: int, anchor: str | None, stroke: int) -> np.ndarr
 def _advance(char: str, following: str, size: int) -> int:
     """The pen's advance over ``char`` before ``following`` ('' at the end), kerning
     included, in FreeType's 26.6 fixed point (``getlength`` is a multiple of 1/64)."""
-    font = default_font(size)
-    if not following:
-        return round(font.getlength(char) * 64)
-    return round(font.getlength(char + following) * 64) - round(font.getlength(following) * 64)
+    store = _glyph_store()
+    stored = store.advance(char, following, size) if store else None
+    return stored if stored is not None else _pillow_advance(char, following, size)
 
 
 @lru_cache(maxsize=None)
 def _ascender(size: int) -> int:
     """Pixels from the ascender line down to the baseline."""
-    font = default_font(size)
-    return font.getbbox("x", anchor="la")[1] - font.getbbox("x", anchor="ls")[1]
+    store = _glyph_store()
+    stored = store.ascender(size) if store else None
+    return stored if stored is not None else _pillow_ascender(size)
+
+
+class _GlyphStore:
+    """The glyph store's content: Pillow's masks by (text, size, anchor, stroke), each
+    character's advance before each other (and before the end), the ascender, by size."""
+
+    def __init__(self, arrays) -> None:
+        meta = json.loads(bytes(arrays["meta"]).decode())
+        self._chars = {char: i for i, char in enumerate(meta["chars"])}
+        self._sizes = {size: i for i, size in enumerate(meta["sizes"])}
+        self._keys = {tuple(key): i for i, key in enumerate(meta["masks"])}
+        self._table, self._buffer = arrays["table"], arrays["buffer"]
+        self._advances, self._ascenders = arrays["advances"], arrays["ascenders"]
+
+    def mask(self, text: str, size: int, anchor: str | None, stroke: int) -> tuple[np.ndarray, int, int] | None:
+        row = self._keys.get((text, size, anchor, stroke))
+        if row is None:
+            return None
+        offset, rows, cols, left, top = self._table[row].tolist()
+        return self._buffer[offset:offset + rows * cols].reshape(rows, cols), left, top
+
+    def advance(self, char: str, following: str, size: int) -> int | None:
+        i, j = self._chars.get(char), len(self._chars) if not following else self._chars.get(following)
+        if i is None or j is None or size not in self._sizes:
+            return None
+        return int(self._advances[self._sizes[size], i, j])
+
+    def ascender(self, size: int) -> int | None:
+        return int(self._ascenders[self._sizes[size]]) if size in self._sizes else None
+
+
+def _glyph_store_path() -> Path:
+    """The store's file: keyed by Pillow's version (its version file read, as loading Pillow
+    would take longer than what the store saves) and this module's source."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    spec = importlib.util.find_spec("PIL")
+    if spec and spec.origin:
+        version = Path(spec.origin).with_name("_version.py")
+        digest.update(version.read_bytes() if version.is_file() else b"")
+    return kernel_cache_dir() / "qc" / f"glyphs-{digest.hexdigest()[:16]}.npz"
+
+
+@lru_cache(maxsize=1)
+def _glyph_store() -> _GlyphStore | None:
+    try:
+        with np.load(_glyph_store_path()) as arrays:
+            return _GlyphStore({name: arrays[name] for name in arrays.files})
+    except (OSError, ValueError, KeyError):  # none made yet, or one being replaced
+        return None
+
+
+def save_glyph_store(sizes: tuple[int, ...], texts: list[tuple[str, int, str | None, int]]) -> Path:
+    """Render with Pillow, and save as the glyph store (module docstring), the glyphs of
+    :data:`STORE_CHARACTERS` at ``sizes`` with their advances and ascenders, and the whole
+    ``texts`` (text, size, anchor, stroke); returns the store's path. A store already there
+    is replaced."""
+    keys = [(char, size, "ls", 0) for size in sizes for char in STORE_CHARACTERS] + [tuple(t) for t in texts]
+    keys = list(dict.fromkeys(keys))
+    masks = [_pillow_mask(*key) for key in keys]
+    sizes_of_masks = [mask.size for mask, _, _ in masks]
+    offsets = np.concatenate([[0], np.cumsum(sizes_of_masks)[:-1]]).astype(np.int64)
+    table = np.array([(offset, *mask.shape, left, top) for offset, (mask, left, top) in zip(offsets, masks)], np.int64)
+    n = len(STORE_CHARACTERS)
+    advances = np.array([[[_pillow_advance(char, following, size) for following in (*STORE_CHARACTERS, "")]
+                          for char in STORE_CHARACTERS] for size in sizes], np.int64).reshape(len(sizes), n, n + 1)
+    meta = {"chars": STORE_CHARACTERS, "sizes": list(sizes), "masks": [list(key) for key in keys]}
+    data = io.BytesIO()
+    np.savez(data, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), table=table.reshape(-1, 5),
+             buffer=np.concatenate([mask.ravel() for mask, _, _ in masks]).astype(np.uint8), advances=advances,
+             ascenders=np.array([_pillow_ascender(size) for size in sizes], np.int64))
+    path = _glyph_store_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "wb") as file:
+        file.write(data.getvalue())
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, path)  # readers see the old store or the new one, whole
+    _glyph_store.cache_clear()
+    return path
 
 
 @lru_cache(maxsize=1024)

@@ -34,8 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="peaks: only these SH orders (default every supported one)")
     warmup.add_argument("--ahead-of-time", action=argparse.BooleanOptionalAction, default=True,
                         help="peaks, cpu backend: also build the compiled functions of a small job into a Python "
-                        "extension module, so that later small jobs start without loading numba "
-                        "(needs a C compiler and the Python headers; default on)")
+                        "extension module and save the QC picture's glyphs, so that later small jobs start "
+                        "without loading numba and Pillow (the build needs a C compiler and the Python "
+                        "headers; default on)")
     warmup.add_argument("--quiet", action="store_true", help="print nothing")
     warmup.set_defaults(func=_warmup)
 
@@ -90,7 +91,11 @@ def _build_peaks_ahead_of_time(log) -> None:
     import time
 
     from worker.jobs.peaks.ahead_of_time import build_peaks_ahead_of_time, missing_build_tools
+    from worker.qc_picture import save_qc_glyph_store
 
+    started = time.perf_counter()
+    path = save_qc_glyph_store()
+    log(f"peaks QC picture glyph store: {time.perf_counter() - started:.1f} s, {path}")
     missing = missing_build_tools()
     if missing is not None:
         log(f"peaks ahead-of-time build: skipped, {missing} (small CPU jobs then load numba, about a second)")

@@ -1,6 +1,7 @@
 """The ahead-of-time build of the CPU functions (gpu.ahead_of_time), made by ``fibertensor
-warmup``: a small job that finds it loads no numba and writes the bytes numba's code writes;
-a build is used only for the sources, versions and argument types it was made for."""
+warmup`` with the QC picture's glyph store: a small job that finds them loads neither numba
+nor Pillow and writes the bytes numba's code and Pillow's text write; a build is used only for
+the sources, versions and argument types it was made for."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ _JOB = """
 import json, sys
 from service.cli import main
 main(["peaks", *sys.argv[1:], "--backend", "cpu", "--quiet"])
-print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite"))))
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite", "PIL"))))
 """
 
 
@@ -41,7 +42,7 @@ def kernels(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("kernels")
     done = _run("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
                 "--lmax", "4", kernels=folder)
-    assert "peaks ahead-of-time build (cpu)" in done.stdout, done.stdout
+    assert "peaks ahead-of-time build (cpu)" in done.stdout and "peaks QC picture glyph store" in done.stdout, done.stdout
     return folder
 
 
@@ -53,7 +54,7 @@ def in_kernels(kernels, monkeypatch) -> Path:
     return kernels
 
 
-def test_a_small_job_runs_the_build_without_numba_and_writes_numbas_bytes(kernels, tmp_path):
+def test_a_small_job_runs_the_build_without_numba_or_pillow_and_writes_the_same_bytes(kernels, tmp_path):
     # 1,000 voxels of noisy crossing fibres, with a mask: a real small job
     phantom = fod_phantom((10, 10, 10), 4, seed=7, noise=0.02)
     nib.save(nib.Nifti1Image(phantom["sh"], np.diag([2.0, 2.0, 2.0, 1.0])), tmp_path / "fod.nii.gz")
@@ -65,7 +66,7 @@ def test_a_small_job_runs_the_build_without_numba_and_writes_numbas_bytes(kernel
     built = _run(_JOB, job[0], str(tmp_path / "built" / "sub"), *job[1:], kernels=kernels)
     jit = _run(_JOB, job[0], str(tmp_path / "jit" / "sub"), *job[1:], kernels=tmp_path / "no-build")
     assert json.loads(built.stdout.splitlines()[-1]) == []
-    assert "numba" in json.loads(jit.stdout.splitlines()[-1])
+    assert {"numba", "PIL"} <= set(json.loads(jit.stdout.splitlines()[-1]))
 
     names = sorted(p.name for p in (tmp_path / "jit").iterdir())
     assert sorted(p.name for p in (tmp_path / "built").iterdir()) == names
@@ -150,11 +151,19 @@ def test_a_larger_run_takes_numbas_parallel_loop_and_gets_the_same_peaks(in_kern
     assert serial.stats["iterations_per_climb"] == parallel.stats["iterations_per_climb"]
 
 
-def test_the_warm_up_says_what_a_build_lacks(monkeypatch, capsys):
+def test_the_warm_up_says_what_a_build_lacks(monkeypatch, capsys, tmp_path):
     from service.cli import warmup
+    from worker import qc_text
     from worker.jobs.peaks import ahead_of_time as peaks_build
 
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(tmp_path))
     monkeypatch.setattr(peaks_build, "missing_build_tools", lambda: "no C compiler (cc): install gcc")
-    warmup._build_peaks_ahead_of_time(print)
-    assert capsys.readouterr().out == ("peaks ahead-of-time build: skipped, no C compiler (cc): install gcc "
-                                       "(small CPU jobs then load numba, about a second)\n")
+    try:
+        warmup._build_peaks_ahead_of_time(print)
+    finally:
+        qc_text._glyph_store.cache_clear()
+    store, build = capsys.readouterr().out.splitlines()
+    assert store.startswith("peaks QC picture glyph store: ") and store.endswith(".npz")  # needs no compiler
+    assert list((tmp_path / "qc").glob("glyphs-*.npz"))
+    assert build == ("peaks ahead-of-time build: skipped, no C compiler (cc): install gcc "
+                     "(small CPU jobs then load numba, about a second)")

@@ -220,3 +220,35 @@ def test_the_remembered_orientation_is_nibabels_for_float32_and_float64_affines(
                       np.float32)
     for affine in (single, AFFINES["LPS"], single, AFFINES["PLS"].astype(np.float32)):
         np.testing.assert_array_equal(_orientation(affine), nib.orientations.io_orientation(affine.astype(float)))
+
+
+def test_the_glyph_store_gives_the_pixels_pillow_draws_without_pillow(tmp_path, monkeypatch):
+    """With the glyph store ``fibertensor warmup`` saves, a picture's texts come from it (no
+    Pillow rendering), and the picture is still what Pillow's ImageDraw draws."""
+    from worker import qc_text
+    from worker.qc_picture import _draw, _rasterized, save_qc_glyph_store
+
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(tmp_path))
+    caches = (qc_text._rendered, qc_text._advance, qc_text._ascender, qc_text._composed, qc_text._glyph_store)
+    for cache in caches:
+        cache.cache_clear()
+    assert save_qc_glyph_store().parent == tmp_path / "qc"
+    asked = []
+    for name in ("_pillow_mask", "_pillow_advance", "_pillow_ascender"):
+        monkeypatch.setattr(qc_text, name, lambda *args, name=name: asked.append((name, args)))
+    try:
+        rng = np.random.default_rng(8)
+        shape, k = (12, 13, 7), 5
+        first = rng.normal(size=(*shape, 3))
+        first /= np.linalg.norm(first, axis=-1, keepdims=True)
+        rgb = colour(first * rng.uniform(0.0, 1.0, (*shape, 1)))
+        nufo = rng.integers(0, k + 1, shape).astype(np.uint8)
+        affine = AFFINES["PLS"]
+        args = (first, nufo, nib.affines.voxel_sizes(affine), "sub-12_ses-2_dwi_fod.mif: lmax 6, K = 5 peaks")
+        drawing, _ = _draw(lambda plane: plane(rgb), *args, affine, "world", k, True)
+        pixels = _rasterized(drawing)
+    finally:
+        for cache in caches:  # the other tests' texts come from Pillow again
+            cache.cache_clear()
+    assert asked == []
+    np.testing.assert_array_equal(pixels, drawn_by_pillow(drawing))
