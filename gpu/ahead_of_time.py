@@ -38,7 +38,7 @@ import numpy as np
 
 from gpu.cuda.cache_folder import kernel_cache_dir
 
-__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup"]
+__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "numba_only"]
 
 _BUILD_OPTIONS_DROPPED = ("parallel", "cache", "nogil")
 
@@ -192,6 +192,21 @@ def build(name: str, dispatchers: Sequence, folder: Path | None = None) -> Path:
 _lock = threading.Lock()
 # folder → {qualified name: [(argument specs, function), ...]}, read once per process
 _loaded: dict[str, dict[str, list[tuple[list, Callable]]]] = {}
+_numba_only = 0
+
+
+@contextlib.contextmanager
+def numba_only() -> Iterator[None]:
+    """No build is found inside (:func:`lookup` gives None): the warm-up compiles or loads
+    numba's code of every function, which larger runs take, whatever builds exist."""
+    global _numba_only
+    with _lock:
+        _numba_only += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _numba_only -= 1
 
 
 def _load(folder: Path) -> dict[str, list[tuple[list, Callable]]]:
@@ -226,6 +241,8 @@ def lookup(qualname: str, args: Sequence) -> Callable | None:
     for ``args`` (numba's own types of them), or None: no current build holds it."""
     folder = build_folder()
     with _lock:
+        if _numba_only:
+            return None
         builds = _loaded.get(str(folder))
         if builds is None:
             builds = _loaded[str(folder)] = _load(folder)

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from gpu.ahead_of_time import numba_only
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 from gpu.sh_basis import SUPPORTED_LMAX
@@ -30,13 +31,16 @@ def warm_up_peaks(
     log: Callable[[str], None] = lambda message: None,
 ) -> dict[int, float]:
     """Compile (or load) the ``backend`` (cpu|cuda) kernels of each lmax; returns the seconds
-    each lmax took, about zero where the cache was already warm."""
+    each lmax took, about zero where the cache was already warm. numba's CPU loops, also where
+    an ahead-of-time build (gpu.ahead_of_time) would serve these few voxels: larger runs take
+    numba's."""
     seconds = {}
     for lmax in lmaxes:
         # Fibers in every voxel, so that every phase runs (the CUDA climb kernel only with seeds).
         sh = fod_phantom((_VOXELS,), lmax, fiber_fractions=(0.0, 1.0, 0.0), noise=0.0)["sh"]
         started = time.perf_counter()
-        sshopm_peaks(sh, backend=backend)
+        with numba_only():
+            sshopm_peaks(sh, backend=backend)
         if backend == "cuda":
             sshopm_peaks(sh, backend=backend, chunk_voxels=_VOXELS - 1)
             # a NIfTI's layout: each coefficient's voxels together (the phantom has each

@@ -43,6 +43,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Commands whose work runs in compiled loops, not in numpy's BLAS: one BLAS thread, unless the
+# user chose. OpenBLAS starts a spinning thread per core as numpy loads, which on a many-core
+# host cost a small job a seventh of its wall time (docs/decisions/cpu-ahead-of-time.md).
+ONE_BLAS_THREAD = ("peaks",)
+
+
 class CommandError(Exception):
     """A user-facing failure: printed as one line ``fibertensor: error: ...``, exit code 2."""
 
@@ -87,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     # The top-level parser has no options but -h and --version, so the first other word names
     # the command.
     command = next((word for word in argv if not word.startswith("-")), None)
+    if command in ONE_BLAS_THREAD and "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     args = build_parser([command] if command else []).parse_args(argv)
     from worker.io.mif import command_history_entry, recording_command
     from worker.provenance import generated_by

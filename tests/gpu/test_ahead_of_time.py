@@ -167,3 +167,22 @@ def test_the_warm_up_says_what_a_build_lacks(monkeypatch, capsys, tmp_path):
     assert list((tmp_path / "qc").glob("glyphs-*.npz"))
     assert build == ("peaks ahead-of-time build: skipped, no C compiler (cc): install gcc "
                      "(small CPU jobs then load numba, about a second)")
+
+
+def test_the_warm_up_loads_numbas_code_beside_a_build(in_kernels, monkeypatch):
+    """Larger runs take numba's loops: the warm-up loads them where a build would serve its
+    few voxels."""
+    from gpu.peaks import backend_cpu
+    from gpu.peaks.warmup import warm_up_peaks
+
+    on_every_core = []
+    run = backend_cpu._run_on_every_core
+    monkeypatch.setattr(backend_cpu, "_run_on_every_core", lambda *a, **k: on_every_core.append(a[0]) or run(*a, **k))
+    warm_up_peaks("cpu", (4,))
+    assert on_every_core and set(on_every_core) == {4}  # the warm-up's voxels (and the engine's preparation)
+    args = [np.zeros((4, 4, 3), np.uint8), np.zeros(0, np.uint8), np.zeros((0, 7), np.int64), np.zeros(0, np.uint8),
+            np.zeros((0, 5), np.int64), np.zeros((0, 6), np.int64), np.zeros((0, 4)), np.zeros(0, np.int64),
+            np.zeros((0, 3), np.uint8)]
+    assert ahead_of_time.lookup("worker.qc_raster.rasterize", args) is not None
+    with ahead_of_time.numba_only():
+        assert ahead_of_time.lookup("worker.qc_raster.rasterize", args) is None

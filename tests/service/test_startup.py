@@ -89,6 +89,21 @@ def test_create_app_imports_no_numba_or_scipy_extensions(tmp_path):
 SERVICE_ONLY = ("fastapi", "starlette", "uvicorn", "celery", "kombu", "redis", "pydantic_settings", "asyncio")
 
 
+def test_a_peaks_command_runs_numpys_blas_on_one_thread_unless_told_otherwise():
+    """OpenBLAS reads OPENBLAS_NUM_THREADS as numpy loads: the peaks command sets it before,
+    where the user has not; other commands leave it."""
+    probe = ("import os\ntry:\n    from service.cli import main; main({!r})\nexcept SystemExit:\n    pass\n"
+             "print(os.environ.get('OPENBLAS_NUM_THREADS'))")
+    environ = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    seen = []
+    for args, extra in ((["peaks", "--help"], {}), (["compress", "--help"], {}),
+                        (["peaks", "--help"], {"OPENBLAS_NUM_THREADS": "3"})):
+        done = subprocess.run([sys.executable, "-c", probe.format(args)], cwd=ROOT, capture_output=True, text=True,
+                              check=True, env={**environ, **extra, "PYTHONPATH": str(ROOT)})
+        seen.append(done.stdout.split()[-1])
+    assert seen == ["1", "None", "3"]
+
+
 def test_a_cpu_peaks_job_imports_nothing_of_the_service(tmp_path):
     import nibabel as nib
 
@@ -159,9 +174,10 @@ def test_first_compile_is_announced_once_then_the_cache_serves_every_layout(tmp_
 
 
 def test_warmup_command_fills_the_cache(tmp_path):
-    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    # numba's code, which later jobs load (tests/gpu/test_ahead_of_time.py: the build beside it)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "FIBERTENSOR_KERNEL_CACHE": str(tmp_path / "kernels")}
     done = python("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
-                  "--lmax", "2", env=env)
+                  "--lmax", "2", "--no-ahead-of-time", env=env)
     assert "peaks lmax  2 (cpu)" in done.stdout
     assert NOTICE not in done.stderr
     assert list((tmp_path / "cache").rglob("sshopm_generated_cpu.sshopm_cpu_m2-*.nbi"))

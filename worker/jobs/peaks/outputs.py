@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from gpu.ahead_of_time import import_numba_module
 from worker.io.atomic import atomic_path
 from worker.jobs.peaks.names import PeaksOutputs
 from worker.params.peaks import METRICS, PeaksParams
@@ -222,6 +221,8 @@ def import_writer_modules(outputs: tuple[Output, ...]) -> None:
     The compiled passes that may have an ahead-of-time build (the fODF metrics, the QC
     picture) are not among them: they are looked up when called, and imported then if not
     built."""
+    from gpu.ahead_of_time import import_numba_module
+
     for module in (*(m for array in wanted_arrays(outputs) for m in array.modules),
                    *(m for output in outputs for m in output.modules)):
         import_numba_module(module)
@@ -229,20 +230,22 @@ def import_writer_modules(outputs: tuple[Output, ...]) -> None:
 
 def warm_up_writers() -> float:
     """Load the writers' compiled passes (the QC picture's rasterizer, the fODF metrics) from
-    numba's cache, or compile them, so that a worker's first job waits for neither; returns
-    the seconds taken."""
+    numba's cache, or compile them (numba's code, whatever ahead-of-time build exists), so that
+    a worker's first job waits for neither; returns the seconds taken."""
     import time
 
+    from gpu.ahead_of_time import numba_only
     from gpu.peaks.search import PeaksResult
     from worker.jobs.peaks.arrays import fodf_metrics_of
     from worker.qc_picture import warm_up_qc_picture
 
     started = time.perf_counter()
-    warm_up_qc_picture()
     shape = (2, 2, 2)
     result = PeaksResult(np.zeros((*shape, 1, 3), np.float32), np.ones((*shape, 1), np.float32),
                          np.ones(shape, np.uint8), {})
-    fodf_metrics_of(np.ones((*shape, 15), np.float32), result)
+    with numba_only():
+        warm_up_qc_picture()
+        fodf_metrics_of(np.ones((*shape, 15), np.float32), result)
     return time.perf_counter() - started
 
 
