@@ -189,18 +189,23 @@ def drawn_by_pillow(drawing) -> np.ndarray:
     return np.asarray(canvas.reduce(2))
 
 
+def random_maps(seed: int, shape: tuple[int, int, int], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random unit first peaks (*shape, 3), their rgb map and a NuFO map of values 0..k."""
+    rng = np.random.default_rng(seed)
+    first = rng.normal(size=(*shape, 3))
+    first /= np.linalg.norm(first, axis=-1, keepdims=True)
+    rgb = colour(first * rng.uniform(0.0, 1.0, (*shape, 1)))
+    return first, rgb, rng.integers(0, k + 1, shape).astype(np.uint8)
+
+
 @pytest.mark.parametrize("name", list(AFFINES))
 def test_the_picture_has_the_pixels_pillow_draws(name):
     """The picture, drawn without the interpreter lock (worker.qc_raster), is what Pillow's
     ImageDraw draws of the same shapes and texts, pixel for pixel."""
     from worker.qc_picture import _draw, _rasterized
 
-    rng = np.random.default_rng(5)
-    shape, k = (14, 11, 9), 4
-    first = rng.normal(size=(*shape, 3))
-    first /= np.linalg.norm(first, axis=-1, keepdims=True)
-    rgb = colour(first * rng.uniform(0.0, 1.0, (*shape, 1)))
-    nufo = rng.integers(0, k + 1, shape).astype(np.uint8)
+    k = 4
+    first, rgb, nufo = random_maps(5, (14, 11, 9), k)
     affine = AFFINES[name]
     args = (first, nufo, nib.affines.voxel_sizes(affine), "sub-07_dwi_fod.nii.gz: lmax 8, K = 4 peaks, mrtrix basis")
     drawing, _ = _draw(lambda plane: plane(rgb), *args, affine, "world", k, False)
@@ -237,12 +242,8 @@ def test_the_glyph_store_gives_the_pixels_pillow_draws_without_pillow(tmp_path, 
     for name in ("_pillow_mask", "_pillow_advance", "_pillow_ascender"):
         monkeypatch.setattr(qc_text, name, lambda *args, name=name: asked.append((name, args)))
     try:
-        rng = np.random.default_rng(8)
-        shape, k = (12, 13, 7), 5
-        first = rng.normal(size=(*shape, 3))
-        first /= np.linalg.norm(first, axis=-1, keepdims=True)
-        rgb = colour(first * rng.uniform(0.0, 1.0, (*shape, 1)))
-        nufo = rng.integers(0, k + 1, shape).astype(np.uint8)
+        k = 5
+        first, rgb, nufo = random_maps(8, (12, 13, 7), k)
         affine = AFFINES["PLS"]
         args = (first, nufo, nib.affines.voxel_sizes(affine), "sub-12_ses-2_dwi_fod.mif: lmax 6, K = 5 peaks")
         drawing, _ = _draw(lambda plane: plane(rgb), *args, affine, "world", k, True)
