@@ -155,7 +155,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 # are handed out: xdist hands tests out in collection order, and these, left where they
 # fall, ran on for half a minute after the other workers had finished.
 LONG_FIRST = ("tests/worker/test_worker_kill.py", "tests/integration/", "tests/service/test_page_browser.py",
-              "tests/service/test_startup.py", "tests/gpu/test_cpu_parallel.py")
+              "tests/service/test_startup.py", "tests/gpu/test_cpu_parallel.py", "tests/gpu/test_ahead_of_time.py")
 
 
 def _handed_out(item: pytest.Item) -> int:

@@ -20,6 +20,8 @@ from gpu import ahead_of_time
 from gpu.peaks.phantom import fod_phantom
 
 ROOT = Path(__file__).resolve().parents[2]
+# one xdist worker: the build (tens of seconds) is made once
+pytestmark = pytest.mark.xdist_group("ahead_of_time")
 
 _JOB = """
 import json, sys
