@@ -45,7 +45,8 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".numba-cache"))
-os.environ.setdefault("FIBERTENSOR_KERNEL_CACHE", str(Path(__file__).resolve().parents[1] / ".kernel-cache"))
+KERNEL_CACHE = Path(__file__).resolve().parents[1] / ".kernel-cache"
+os.environ.setdefault("FIBERTENSOR_KERNEL_CACHE", str(KERNEL_CACHE))
 
 import pytest  # noqa: E402
 
@@ -115,6 +116,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controller warmed the cache
         return
+    # no ahead-of-time build or glyph store left by an earlier run: the tests' jobs run numba's
+    # code and Pillow's text, as the warm-up below leaves them
+    for made in ("cpu", "qc"):
+        shutil.rmtree(KERNEL_CACHE / made, ignore_errors=True)
     # `fibertensor warmup` of every CPU kernel the tests load, spread over one process per core
     # (numba compiles on one thread): on a cold cache the workers would otherwise compile them
     # inside tests, one at a time, the other workers waiting on the cache's lock.
@@ -155,7 +160,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 # are handed out: xdist hands tests out in collection order, and these, left where they
 # fall, ran on for half a minute after the other workers had finished.
 LONG_FIRST = ("tests/worker/test_worker_kill.py", "tests/integration/", "tests/service/test_page_browser.py",
-              "tests/service/test_startup.py", "tests/gpu/test_cpu_parallel.py", "tests/gpu/test_ahead_of_time.py")
+              "tests/service/test_startup.py", "tests/gpu/test_cpu_parallel.py")
 
 
 def _handed_out(item: pytest.Item) -> int:
