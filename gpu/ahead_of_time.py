@@ -135,8 +135,9 @@ def _compiled_as_the_jit_compiles() -> Iterator[dict]:
 
 def build(name: str, dispatchers: Sequence, folder: Path | None = None) -> Path:
     """Compile every signature that each ``@njit`` dispatcher has compiled in this process
-    into one extension module, the build ``name`` (replacing an earlier one); returns the
-    module's path. Needs a C compiler and the Python headers (``pycc``)."""
+    into one extension module, the build ``name`` (replacing an earlier one, keeping one of
+    the same functions, sources and versions); returns the module's path. Needs a C compiler
+    and the Python headers (``pycc``)."""
     import warnings
 
     from numba import config
@@ -168,6 +169,9 @@ def build(name: str, dispatchers: Sequence, folder: Path | None = None) -> Path:
     module = f"{name}_{key}"
     with open(folder / f"{name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one build of a name at a time; released on close
+        current = _built(folder, name, module)
+        if current is not None:  # the same functions, sources and versions: a warm-up again is quick
+            return current
         with tempfile.TemporaryDirectory(dir=folder) as scratch, _compiled_as_the_jit_compiles() as by_function:
             cc = CC(module)
             cc.output_dir = scratch
@@ -187,6 +191,16 @@ def build(name: str, dispatchers: Sequence, folder: Path | None = None) -> Path:
                 old.unlink(missing_ok=True)
     _loaded.pop(str(folder), None)
     return target
+
+
+def _built(folder: Path, name: str, module: str) -> Path | None:
+    """The build ``name``'s module file where its manifest names ``module``, else None."""
+    try:
+        manifest = json.loads((folder / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    path = folder / manifest.get("file", "")
+    return path if manifest.get("module") == module and path.is_file() else None
 
 
 _lock = threading.Lock()

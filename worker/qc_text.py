@@ -19,6 +19,7 @@ there does not load Pillow, which a fresh process's small job notices
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import io
@@ -194,10 +195,15 @@ def _glyph_store() -> _GlyphStore | None:
 def save_glyph_store(sizes: tuple[int, ...], texts: list[tuple[str, int, str | None, int]]) -> Path:
     """Render with Pillow, and save as the glyph store (module docstring), the glyphs of
     :data:`STORE_CHARACTERS` at ``sizes`` with their advances and ascenders, and the whole
-    ``texts`` (text, size, anchor, stroke); returns the store's path. A store already there
-    is replaced."""
+    ``texts`` (text, size, anchor, stroke); returns the store's path. A store of other
+    glyphs and texts is replaced."""
     keys = [(char, size, "ls", 0) for size in sizes for char in STORE_CHARACTERS] + [tuple(t) for t in texts]
     keys = list(dict.fromkeys(keys))
+    meta = {"chars": STORE_CHARACTERS, "sizes": list(sizes), "masks": [list(key) for key in keys]}
+    path = _glyph_store_path()
+    with contextlib.suppress(OSError, ValueError, KeyError), np.load(path) as stored:
+        if json.loads(bytes(stored["meta"]).decode()) == meta:  # already saved: a warm-up again is quick
+            return path
     masks = [_pillow_mask(*key) for key in keys]
     sizes_of_masks = [mask.size for mask, _, _ in masks]
     offsets = np.concatenate([[0], np.cumsum(sizes_of_masks)[:-1]]).astype(np.int64)
@@ -205,12 +211,10 @@ def save_glyph_store(sizes: tuple[int, ...], texts: list[tuple[str, int, str | N
     n = len(STORE_CHARACTERS)
     advances = np.array([[[_pillow_advance(char, following, size) for following in (*STORE_CHARACTERS, "")]
                           for char in STORE_CHARACTERS] for size in sizes], np.int64).reshape(len(sizes), n, n + 1)
-    meta = {"chars": STORE_CHARACTERS, "sizes": list(sizes), "masks": [list(key) for key in keys]}
     data = io.BytesIO()
     np.savez(data, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), table=table.reshape(-1, 5),
              buffer=np.concatenate([mask.ravel() for mask, _, _ in masks]).astype(np.uint8), advances=advances,
              ascenders=np.array([_pillow_ascender(size) for size in sizes], np.int64))
-    path = _glyph_store_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(handle, "wb") as file:

@@ -48,6 +48,18 @@ def kernels(tmp_path_factory) -> Path:
     return folder
 
 
+def test_a_second_warm_up_keeps_the_build_and_the_glyph_store(kernels):
+    def files() -> dict[Path, int]:
+        return {path: path.stat().st_mtime_ns for path in kernels.rglob("*") if path.suffix != ".lock"}
+
+    before = files()
+    assert len([path for path in before if path.suffix == ".so"]) == 1
+    done = _run("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
+                "--lmax", "4", kernels=kernels)
+    assert "peaks ahead-of-time build (cpu)" in done.stdout
+    assert files() == before  # nothing compiled or rendered again
+
+
 @pytest.fixture
 def in_kernels(kernels, monkeypatch) -> Path:
     """This process looks up builds in ``kernels`` (read again by each test)."""
