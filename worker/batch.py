@@ -475,6 +475,23 @@ def _ctrl_c_between_reports() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def _blas_threads_of_children(threads: int) -> Iterator[None]:
+    """``OPENBLAS_NUM_THREADS`` for the processes started inside, unless the user set it: their
+    share of the cores, as their numba threads. A spawned process imports numpy, whose OpenBLAS
+    starts that many threads, before its own code runs; a thread per core in each of 12
+    processes on 16 cores cost a peaks batch a sixth of its throughput
+    (docs/decisions/cpu-ahead-of-time.md)."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        yield
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+
+
 def _run_processes(items: Sequence, kind: str, params: BaseModel, slots: list[_WorkerSlot], readers: int,
                    writers: int, limits: "InputLimits | None", collect: Callable[[ItemReport], None]) -> None:
     context = multiprocessing.get_context("spawn")
@@ -486,8 +503,9 @@ def _run_processes(items: Sequence, kind: str, params: BaseModel, slots: list[_W
     processes = [context.Process(target=_worker_process, name=f"fibertensor-batch-{slot.name.replace(' ', '')}",
                                  args=(slot, tasks, results, kind, params.model_dump(), readers, writers, limits))
                  for slot in slots]
-    for process in processes:
-        process.start()
+    with _blas_threads_of_children(slots[0].numba_threads):
+        for process in processes:
+            process.start()
     with _ctrl_c_between_reports() as interrupted:
         try:
             received = 0

@@ -285,3 +285,20 @@ def test_ctrl_c_while_a_report_is_read_waits_for_the_report_to_end():
         assert interrupted.is_set()
     np.testing.assert_array_equal(received, big)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("chosen", [None, "3"])
+def test_worker_processes_get_their_share_of_cores_as_blas_threads_unless_the_user_chose(monkeypatch, chosen):
+    """A spawned worker imports numpy, whose OpenBLAS reads OPENBLAS_NUM_THREADS, before its
+    own code runs: the batch sets it for the processes it starts, and only for them."""
+    from worker.batch import _blas_threads_of_children
+
+    if chosen is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", chosen)
+    probe = [sys.executable, "-c", "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"]
+    with _blas_threads_of_children(2):
+        seen = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
+    assert seen == (chosen or "2")
+    assert os.environ.get("OPENBLAS_NUM_THREADS") == chosen
