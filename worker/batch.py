@@ -481,7 +481,7 @@ def _blas_threads_of_children(threads: int) -> Iterator[None]:
     share of the cores, as their numba threads. A spawned process imports numpy, whose OpenBLAS
     starts that many threads, before its own code runs; a thread per core in each of 12
     processes on 16 cores cost a peaks batch a sixth of its throughput
-    (docs/decisions/cpu-ahead-of-time.md)."""
+    (docs/decisions/blas-threads.md)."""
     if "OPENBLAS_NUM_THREADS" in os.environ:
         yield
         return

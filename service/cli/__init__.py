@@ -45,8 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # Commands whose work runs in compiled loops, not in numpy's BLAS: one BLAS thread, unless the
 # user chose. OpenBLAS starts a spinning thread per core as numpy loads, which on a 16-core
-# host cost a small job a seventh of its wall time (docs/decisions/cpu-ahead-of-time.md; a
-# batch gives its worker processes their share of the cores: worker.batch).
+# host cost a small job a seventh of its wall time (docs/decisions/blas-threads.md; a batch
+# gives its worker processes their share of the cores: worker.batch).
 ONE_BLAS_THREAD = ("peaks",)
 
 
