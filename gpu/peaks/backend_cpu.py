@@ -64,14 +64,10 @@ def run_sshopm_cpu(
         hi = min(n, lo + chunk_voxels)
         # Always a C-contiguous float64 chunk: one compiled signature per order serves float32
         # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
-        args = [np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, starts, neighbors, steps, fparams, iparams,
-                directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi], np.zeros((1, HIST_BINS), np.int64)]
-        serial = ahead_of_time.lookup(f"{LOOP_MODULE}.sshopm_cpu_m{order}", args) if n <= SERIAL_MAX_VOXELS else None
-        if serial is not None:
-            serial(*args)
-        else:
-            _run_on_every_core(order, args, announce=lo == 0)
-        hist += args[-1].sum(axis=0)
+        args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, starts, neighbors, steps, fparams, iparams,
+                directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi])
+        chunk_hist = _run_serially(order, args) if n <= SERIAL_MAX_VOXELS else None
+        hist += chunk_hist if chunk_hist is not None else _run_on_every_core(order, args, announce=lo == 0)
         if progress is not None:
             progress(hi / n)
     return {
@@ -84,9 +80,20 @@ def run_sshopm_cpu(
     }
 
 
-def _run_on_every_core(order: int, args: list, announce: bool) -> None:
-    """The loop of ``order`` through numba, its voxels in chunks over every thread (the last
-    argument, the iteration histogram, becomes one row per chunk)."""
+def _run_serially(order: int, args: tuple) -> np.ndarray | None:
+    """The loop of ``order`` from its ahead-of-time build, on this thread; its iteration
+    histogram (HIST_BINS,), or None where no build holds it."""
+    hist = np.zeros((1, HIST_BINS), np.int64)
+    loop = ahead_of_time.lookup(f"{LOOP_MODULE}.sshopm_cpu_m{order}", (*args, hist))
+    if loop is None:
+        return None
+    loop(*args, hist)
+    return hist[0]
+
+
+def _run_on_every_core(order: int, args: tuple, announce: bool) -> np.ndarray:
+    """The loop of ``order`` through numba, its voxels in chunks over every thread; its
+    iteration histogram (HIST_BINS,)."""
     import numba
 
     from gpu.cpu_parallel import run_parallel_loop
@@ -94,9 +101,8 @@ def _run_on_every_core(order: int, args: list, announce: bool) -> None:
     from gpu.peaks import sshopm_generated_cpu
 
     loop = getattr(sshopm_generated_cpu, f"sshopm_cpu_m{order}")
-    hist = args[-1]
-    args[-1] = np.zeros((4 * numba.get_num_threads(), HIST_BINS), np.int64)
-    if announce and not is_compiled(loop, tuple(args)):
+    args = (*args, np.zeros((4 * numba.get_num_threads(), HIST_BINS), np.int64))  # a row per chunk
+    if announce and not is_compiled(loop, args):
         announce_compile(f"the lmax-{order} SS-HOPM CPU loop", COMPILE_SECONDS[order])
     run_parallel_loop(loop, *args)
-    hist[0] = args[-1].sum(axis=0)
+    return args[-1].sum(axis=0)
