@@ -3,14 +3,24 @@
 :func:`fmls_grow_cuda`, a warp per voxel, VOXELS voxels a block: the block samples its voxels'
 FODs on the 1281 directions together (each row of the SH → amplitude matrix read once for all
 of them); each warp gathers its voxel's positive samples and sorts them (a bitonic sort on the
-indices, largest amplitude first, equal amplitudes by index: the sweep's order); its lane 0
-grows the lobes (:func:`gpu.fixels.fmls_math.grow_lobes`, sequential) and writes them to
-global memory with a work list of them. :func:`fmls_refine_cuda`, a thread per lobe of any
-voxel (full warps), runs the Newton peak search (:func:`gpu.fixels.fmls_math.refine_lobe`,
-most of the work); :func:`fmls_write_cuda`, a thread per voxel, writes the fixels. Every
-reduction is sequential within a thread, so the output does not depend on scheduling (the
-work list's order does, each lobe's result does not). A voxel that seeds more than MAX_LOBES
-lobes answers LOBE_OVERFLOW and is redone on the CPU.
+indices, largest amplitude first, equal amplitudes by index: the sweep's order), then runs the
+sweep of :func:`gpu.fixels.fmls_math.grow_lobes` 32 samples at a time (:func:`_sweep`): a lane
+takes a sample once every neighbour earlier in the sweep has its label, so a chunk resolves in
+as many rounds as its longest chain of neighbours; seeds are numbered in sweep order when the
+chunk is done. Each lobe's integral and mean then add its samples in the sweep's order, a lane
+a lobe, as the sequential sweep adds them, so the sums are the CPU backend's to the bit. A
+voxel where two lobes would merge (``lobe_merge_ratio`` < 1) runs the sequential sweep on one
+lane instead. The kernel writes the lobes to global memory with a work list of them.
+:func:`fmls_refine_cuda`, a thread per lobe of any voxel (full warps), runs the Newton peak
+search (:func:`gpu.fixels.fmls_math.refine_lobe`); :func:`fmls_write_cuda`, a thread per
+voxel, writes the fixels. Every floating-point reduction is sequential within a thread, so
+the output does not depend on scheduling (the work list's order does, each lobe's result
+does not). A voxel that seeds more than MAX_LOBES lobes answers LOBE_OVERFLOW and is redone
+on the CPU.
+
+Only ``cuda.syncthreads`` and its predicate forms synchronise the lanes (numba's CUDA
+simulator, where the tests run these kernels, has no warp shuffles or votes); every loop
+around a barrier runs alike in the block's warps.
 """
 
 from __future__ import annotations
@@ -37,22 +47,24 @@ _WARP = 32
 _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
 _N_DIRS = 1281
-_SORT_SLOTS = 2048  # the power of two ≥ _N_DIRS
 _SPLIT_BLOCK = 128  # threads a block of the lobe and voxel kernels
+# a lobe seeded in the sweep's current 32 samples, numbered after the sweep's lobes by lane
+_PROVISIONAL = 64
+# a voxel's samples listed by lobe: group L holds those lobe L took in the sweep, group
+# _PROVISIONAL + L those assigned to it after the sweep
+_GROUPS = 2 * _PROVISIONAL
 
 
 @register_jitable
 def _sweeps_first(amp, a, b):
     """Does sample a come before sample b in the sweep: larger amplitude, or equal and lower
-    index; indices ≥ _N_DIRS pad the sort and come last."""
-    if a >= _N_DIRS or b >= _N_DIRS:
-        return a < b
+    index."""
     return amp[a] > amp[b] or (amp[a] == amp[b] and a < b)
 
 
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state):
+                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w has lobes
     (state[w, 0] = 1) and how many (state[w, 2])."""
@@ -105,22 +117,24 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     size = 1
     while size < largest:
         size *= 2
-    for i in range(state[w, 1] + lane, size, _WARP):
-        order[w, i] = _N_DIRS + i
-    cuda.syncthreads()
-    # bitonic sort of order[w, :size], the same steps in every warp
+    # bitonic sort of order[w, :n] in the form whose compare-exchanges all put the earlier
+    # sample first: padded to a power of two with samples after every other, the padding never
+    # moves, so it is neither stored nor compared. The same steps in every warp.
+    n = state[w, 1]
     block = 2
     while block <= size:
         stride = block // 2
         while stride > 0:
             for i in range(lane, size // 2, _WARP):
                 lo = 2 * i - (i & (stride - 1))
-                hi = lo + stride
-                a = order[w, lo]
-                b = order[w, hi]
-                if _sweeps_first(amp[w], b, a) == ((lo & block) == 0):
-                    order[w, lo] = b
-                    order[w, hi] = a
+                # a block's first step compares mirror images, the later ones halves
+                hi = lo + stride if stride < block // 2 else lo - (lo & (block - 1)) + block - 1 - (lo & (block - 1))
+                if hi < n:
+                    a = order[w, lo]
+                    b = order[w, hi]
+                    if _sweeps_first(amp[w], b, a):
+                        order[w, lo] = b
+                        order[w, hi] = a
             cuda.syncthreads()
             stride //= 2
         block *= 2
@@ -137,17 +151,196 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
                     state[w, 0] = 0
     cuda.syncthreads()
 
-    if lane == 0 and state[w, 0] == 1:
+    _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, integral, mean, head, tail, seed,
+           next_peak, state, seeded, seed_rank, members, group_start, group_fill)
+    if lane == 0 and state[w, 0] == 1 and state[w, 3] != 0:
+        # a merge: the sweep again from the start, sequentially, as the CPU runs it
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
         n_lobes = fm.grow_lobes(amp[w], order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
                                 adjacent, peak_value[w], mean[w], integral[w], head[w], tail[w], seed[w],
                                 next_peak[w])
-        if n_lobes < 0:
-            counts[v] = n_lobes
-            state[w, 0] = 0
-        else:
-            state[w, 2] = n_lobes
+        state[w, 2] = n_lobes
+    if lane == 0 and state[w, 0] == 1 and state[w, 2] < 0:
+        counts[v] = fm.LOBE_OVERFLOW
+        state[w, 0] = 0
     cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, integral, mean, head, tail, seed,
+           next_peak, state, seeded, seed_rank, members, group_start, group_fill):
+    """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
+    positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
+    lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
+    would merge, and then nothing else is written (the caller redoes the voxel sequentially)."""
+    t = cuda.threadIdx.x
+    w = t // _WARP
+    lane = t % _WARP
+    for d in range(lane, _N_DIRS, _WARP):
+        label[w, d] = -1
+    if lane == 0:
+        state[w, 2] = 0
+        state[w, 3] = 0
+    chunks = 0
+    for u in range(VOXELS):
+        if state[u, 0] == 1:
+            chunks = max(chunks, (state[u, 1] + _WARP - 1) // _WARP)
+    cuda.syncthreads()
+    n_lobes = 0
+    merging = False
+    for chunk in range(chunks):
+        k = chunk * _WARP + lane
+        active = state[w, 0] == 1 and not merging and n_lobes <= MAX_LOBES and k < state[w, 1]
+        d = order[w, k] if active else 0
+        value = amp[w, d]
+        resolved = not active
+        merge = False
+        is_seed = False
+        seeded[w, lane] = 0
+        # rounds until every lane's earlier neighbours are resolved (a lane waits on lower lanes only)
+        while True:
+            if not resolved:
+                wait = False
+                lo = _PROVISIONAL + _WARP
+                hi = -1
+                for j in range(MAX_NEIGHBOURS):
+                    nb = neighbours[d, j]
+                    if nb >= 0 and (amp[w, nb] > value or (amp[w, nb] == value and nb < d)):
+                        lobe = int32(label[w, nb])
+                        if lobe == -1:
+                            wait = True
+                        elif lobe >= 0:
+                            lo = min(lo, lobe)
+                            hi = max(hi, lobe)
+                if not wait:
+                    resolved = True
+                    if hi < 0:
+                        label[w, d] = _PROVISIONAL + lane
+                        seeded[w, lane] = 1
+                        is_seed = True
+                    elif lo == hi:
+                        label[w, d] = lo
+                    else:
+                        top = amp[w, order[w, chunk * _WARP + hi - _PROVISIONAL]] if hi >= _PROVISIONAL else \
+                            peak_value[w, hi]
+                        merge = value / top > merge_ratio
+                        label[w, d] = -2 - lo
+            if cuda.syncthreads_and(1 if resolved else 0):
+                break
+        if merge:
+            state[w, 3] = 1
+        any_seed = cuda.syncthreads_count(1 if is_seed else 0) > 0
+        # read between two barriers: lanes decide alike whether the next chunk runs
+        merging = state[w, 3] != 0
+        if any_seed:
+            # provisional lobes (this chunk's seeds, by lane) take their numbers in sweep order
+            rank = 0
+            total = 0
+            for j in range(_WARP):
+                if j < lane:
+                    rank += seeded[w, j]
+                total += seeded[w, j]
+            seed_rank[w, lane] = n_lobes + rank
+            cuda.syncthreads()
+            if active:
+                lobe = int32(label[w, d])
+                if lobe >= _PROVISIONAL:
+                    label[w, d] = seed_rank[w, lobe - _PROVISIONAL]
+                elif -2 - lobe >= _PROVISIONAL:
+                    label[w, d] = -2 - seed_rank[w, -2 - lobe - _PROVISIONAL]
+                if is_seed and n_lobes + rank < MAX_LOBES:
+                    lobe = n_lobes + rank
+                    peak_value[w, lobe] = value
+                    seed[w, lobe] = d
+                    head[w, lobe] = lobe
+                    tail[w, lobe] = lobe
+                    next_peak[w, lobe] = -1
+            n_lobes += total
+            cuda.syncthreads()
+    ok = state[w, 0] == 1 and not merging and n_lobes <= MAX_LOBES
+    if lane == 0 and state[w, 0] == 1 and not merging and not ok:
+        state[w, 2] = fm.LOBE_OVERFLOW
+
+    # each lobe's integral and mean add its samples in sweep order, then the pending ones
+    # assigned to it, in sweep order (grow_lobes' additions). A counting sort that keeps the
+    # sweep's order lists each lobe's samples (members), so that a lane sums a lobe over its
+    # own list: group sizes, their starts, then the samples 32 at a time, each placed after
+    # the earlier lanes of its group.
+    for group in range(lane, _GROUPS, _WARP):
+        group_fill[w, group] = 0
+    cuda.syncthreads()
+    n = state[w, 1] if ok else 0
+    for k in range(lane, n, _WARP):
+        cuda.atomic.add(group_fill, (w, _group(int32(label[w, order[w, k]]))), 1)
+    cuda.syncthreads()
+    if lane == 0:
+        start = 0
+        for group in range(_GROUPS):
+            size = group_fill[w, group]
+            group_start[w, group] = start
+            group_fill[w, group] = start
+            start += size
+    for chunk in range(chunks):
+        k = chunk * _WARP + lane
+        mine = _group(int32(label[w, order[w, k]])) if k < n else -1
+        # the lanes' groups in two buffers by chunk parity: a chunk's writes cannot reach the
+        # last one's reads
+        lanes = seeded if chunk % 2 == 0 else seed_rank
+        lanes[w, lane] = mine
+        cuda.syncthreads()
+        before = 0
+        last = True
+        for j in range(_WARP):
+            if lanes[w, j] == mine:
+                if j < lane:
+                    before += 1
+                elif j > lane:
+                    last = False
+        slot = 0
+        if mine >= 0:
+            slot = group_fill[w, mine] + before
+            members[w, slot] = order[w, k]
+        cuda.syncthreads()
+        if mine >= 0 and last:
+            group_fill[w, mine] = slot + 1
+    cuda.syncthreads()
+    if not ok:
+        return
+    for lobe in range(lane, n_lobes, _WARP):
+        mx = 0.0
+        my = 0.0
+        mz = 0.0
+        total = 0.0
+        for group in (lobe, _PROVISIONAL + lobe):
+            for slot in range(group_start[w, group], group_fill[w, group]):
+                d = members[w, slot]
+                value = amp[w, d]
+                weight = weights[d]
+                if slot == group_start[w, lobe]:
+                    # the lobe's seed, its first sample
+                    mx = unit[d, 0] * value * weight
+                    my = unit[d, 1] * value * weight
+                    mz = unit[d, 2] * value * weight
+                    total = abs(value * weight)
+                else:
+                    side = 1.0 if (mx * unit[d, 0] + my * unit[d, 1] + mz * unit[d, 2]) > 0.0 else -1.0
+                    mx += unit[d, 0] * side * abs(value) * weight
+                    my += unit[d, 1] * side * abs(value) * weight
+                    mz += unit[d, 2] * side * abs(value) * weight
+                    total += abs(value * weight)
+                label[w, d] = lobe
+        mean[w, lobe, 0] = mx
+        mean[w, lobe, 1] = my
+        mean[w, lobe, 2] = mz
+        integral[w, lobe] = total
+    if lane == 0:
+        state[w, 2] = n_lobes
+
+
+@register_jitable
+def _group(lobe):
+    """The list a sample labelled ``lobe`` by the sweep goes to (see _GROUPS)."""
+    return lobe if lobe >= 0 else _PROVISIONAL - 2 - lobe
 
 
 @cuda.jit(cache=True)
@@ -163,7 +356,10 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     v = cuda.blockIdx.x * VOXELS + w
     sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
     amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
-    order = cuda.shared.array((VOXELS, _SORT_SLOTS), int16)
+    order = cuda.shared.array((VOXELS, _N_DIRS), int16)
+    members = cuda.shared.array((VOXELS, _N_DIRS), int16)
+    group_start = cuda.shared.array((VOXELS, _GROUPS), int32)
+    group_fill = cuda.shared.array((VOXELS, _GROUPS), int32)
     label = cuda.shared.array((VOXELS, _N_DIRS), int8)
     peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
     integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
@@ -172,9 +368,11 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    state = cuda.shared.array((VOXELS, 3), int32)
+    state = cuda.shared.array((VOXELS, 4), int32)
+    seeded = cuda.shared.array((VOXELS, _WARP), int32)
+    seed_rank = cuda.shared.array((VOXELS, _WARP), int32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state)
+                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill)
     if v >= coeffs.shape[0]:
         return
     n = state[w, 2] if state[w, 0] == 1 else 0
