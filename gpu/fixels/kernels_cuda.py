@@ -307,28 +307,35 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
     if not ok:
         return
     for lobe in range(lane, n_lobes, _WARP):
-        mx = 0.0
-        my = 0.0
-        mz = 0.0
-        total = 0.0
+        # the seed, the lobe's first sample
+        d = members[w, group_start[w, lobe]]
+        value = amp[w, d]
+        weight = weights[d]
+        mx = unit[d, 0] * value * weight
+        my = unit[d, 1] * value * weight
+        mz = unit[d, 2] * value * weight
+        total = abs(value * weight)
         for group in (lobe, _PROVISIONAL + lobe):
-            for slot in range(group_start[w, group], group_fill[w, group]):
+            for slot in range(group_start[w, group] + (1 if group == lobe else 0), group_fill[w, group]):
                 d = members[w, slot]
                 value = amp[w, d]
                 weight = weights[d]
-                if slot == group_start[w, lobe]:
-                    # the lobe's seed, its first sample
-                    mx = unit[d, 0] * value * weight
-                    my = unit[d, 1] * value * weight
-                    mz = unit[d, 2] * value * weight
-                    total = abs(value * weight)
+                # grow_lobes adds unit·side·|value|·weight; a sign flip is exact, so the
+                # products are formed before the side is known, off the chain of additions
+                px = unit[d, 0] * abs(value) * weight
+                py = unit[d, 1] * abs(value) * weight
+                pz = unit[d, 2] * abs(value) * weight
+                if mx * unit[d, 0] + my * unit[d, 1] + mz * unit[d, 2] > 0.0:
+                    mx += px
+                    my += py
+                    mz += pz
                 else:
-                    side = 1.0 if (mx * unit[d, 0] + my * unit[d, 1] + mz * unit[d, 2]) > 0.0 else -1.0
-                    mx += unit[d, 0] * side * abs(value) * weight
-                    my += unit[d, 1] * side * abs(value) * weight
-                    mz += unit[d, 2] * side * abs(value) * weight
-                    total += abs(value * weight)
-                label[w, d] = lobe
+                    mx -= px
+                    my -= py
+                    mz -= pz
+                total += abs(value * weight)
+                if group != lobe:
+                    label[w, d] = lobe
         mean[w, lobe, 0] = mx
         mean[w, lobe, 1] = my
         mean[w, lobe, 2] = mz
