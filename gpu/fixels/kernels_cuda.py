@@ -29,7 +29,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float64, int8, int16, int32
+from numba import config, cuda, float64, int8, int16, int32
 from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
@@ -48,6 +48,9 @@ _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
 _N_DIRS = 1281
 _SPLIT_BLOCK = 128  # threads a block of the lobe and voxel kernels
+# a register cap on the Newton kernel: more threads in flight outweigh its spills
+# (docs/decisions/fixels-fmls-phases.md); the simulator takes no such option
+_REFINE_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
 # a lobe seeded in the sweep's current 32 samples, numbered after the sweep's lobes by lane
 _PROVISIONAL = 64
 # a voxel's samples listed by lobe: group L holds those lobe L took in the sweep, group
@@ -403,7 +406,7 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
         g_label[v, d] = label[w, d]
 
 
-@cuda.jit(cache=True)
+@cuda.jit(**_REFINE_OPTIONS)
 def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, integral_threshold, work, n_work,
                      label, peak_value, integral, head, seed, next_peak, peak_dir):
     """:func:`gpu.fixels.fmls_math.refine_lobe` of lobe work[i] (as :func:`fmls_grow_cuda`
