@@ -37,6 +37,8 @@ THREADS = 32
 REDO = -2
 #: Dynamic shared memory a block may take without opting in to more.
 MAX_SHARED_BYTES = 48 * 1024
+# constraint rows a thread evaluates together (see _constraint_values)
+_ROWS = 4
 
 
 def _packed_size(k: int) -> int:
@@ -167,6 +169,46 @@ def _remove_row(rows, lp, low, z, tmp, ab, k, p, t):
         cuda.syncthreads()
 
 
+@cuda.jit(device=True)
+def _constraint_values(Bt, x, n, r, m):
+    """(B x)[r + 32 j] for j < _ROWS, each a sum over the unknowns in order (the CPU's); rows
+    past m answer +inf. The rows go together so that their loads from Bᵀ, which stay in L2
+    beside the blocks' shared memory, overlap instead of waiting one after another."""
+    r1 = min(r + THREADS, m - 1)
+    r2 = min(r + 2 * THREADS, m - 1)
+    r3 = min(r + 3 * THREADS, m - 1)
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    for i in range(n):
+        xi = x[i]
+        a0 += Bt[i, r] * xi
+        a1 += Bt[i, r1] * xi
+        a2 += Bt[i, r2] * xi
+        a3 += Bt[i, r3] * xi
+    return (a0, a1 if r + THREADS < m else math.inf, a2 if r + 2 * THREADS < m else math.inf,
+            a3 if r + 3 * THREADS < m else math.inf)
+
+
+@cuda.jit(device=True)
+def _rows_of(c, r, m):
+    """c[r + 32 j] for j < _ROWS, +inf past m."""
+    return (c[r], c[r + THREADS] if r + THREADS < m else math.inf,
+            c[r + 2 * THREADS] if r + 2 * THREADS < m else math.inf,
+            c[r + 3 * THREADS] if r + 3 * THREADS < m else math.inf)
+
+
+@cuda.jit(device=True)
+def _lower(cr, r, best, best_row):
+    """The running minimum (best, best_row) after row r's value cr; a NaN marks it −1 for good."""
+    if cr != cr:
+        return best, -1
+    if cr < best and best_row >= 0:
+        return cr, r
+    return best, best_row
+
+
 @cuda.jit(cache=True)
 def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, out, niter):
     """:func:`gpu.fod.solver_math.icls_voxel` for voxel ``blockIdx.x``.
@@ -233,18 +275,16 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         # the most violated constraint: the lowest c = B x, ties to the lowest row
         best = math.inf
         best_row = m
-        for r in range(t, m, THREADS):
+        for r in range(t, m, _ROWS * THREADS):
             if first:
-                cr = c_u[r]
+                c0, c1, c2, c3 = _rows_of(c_u, r, m)
             else:
-                cr = 0.0
-                for i in range(n):
-                    cr += Bt[i, r] * x[i]
-            if cr != cr:
-                best_row = -1
-            elif cr < best and best_row >= 0:
-                best = cr
-                best_row = r
+                c0, c1, c2, c3 = _constraint_values(Bt, x, n, r, m)
+            # rows ascending, so ties go to the lowest
+            best, best_row = _lower(c0, r, best, best_row)
+            best, best_row = _lower(c1, r + THREADS, best, best_row)
+            best, best_row = _lower(c2, r + 2 * THREADS, best, best_row)
+            best, best_row = _lower(c3, r + 3 * THREADS, best, best_row)
         red_c[t] = best
         red_row[t] = best_row
         cuda.syncthreads()
