@@ -16,6 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from gpu.fixels.directions_1281 import AZIMUTH_ELEVATION_1281
+from gpu.fixels.sampling_tables_1281 import INTEGRATION_WEIGHTS_1281, NEIGHBOURS_1281
 from gpu.sh_basis import SUPPORTED_LMAX, legendre_sph, mrtrix_sh_matrix
 
 __all__ = ["FmlsTables", "fmls_tables", "sampling_directions", "direction_neighbours", "integration_weights",
@@ -44,21 +45,10 @@ def direction_neighbours() -> np.ndarray:
 
     Two directions are neighbours when they, or one and the other's antipode, share an edge of
     the convex hull of the set and its antipodes (MRtrix3's ``Directions::Set``). The hull's
-    triangulation is unique here: no two adjacent facets are coplanar.
+    triangulation is unique here: no two adjacent facets are coplanar. Stored
+    (:mod:`gpu.fixels.sampling_tables_1281`), not rebuilt in each process.
     """
-    from scipy.spatial import ConvexHull
-
-    unit = sampling_directions()
-    n = len(unit)
-    hull = ConvexHull(np.concatenate([unit, -unit]))
-    pairs = set()
-    for a, b, c in hull.simplices % n:
-        pairs.update({(a, b), (b, a), (b, c), (c, b), (a, c), (c, a)})
-    table = np.full((n, MAX_NEIGHBOURS), -1, np.int32)
-    fill = np.zeros(n, np.int64)
-    for a, b in sorted(pairs):
-        table[a, fill[a]] = b
-        fill[a] += 1
+    table = np.array(NEIGHBOURS_1281, np.int32)
     table.flags.writeable = False
     return table
 
@@ -69,17 +59,10 @@ def integration_weights() -> np.ndarray:
     solution that integrates every SH basis function up to degree lmax+2 exactly (Y_00 to
     √(4π), the others to 0), lmax the highest the set supports (MRtrix3's
     ``FMLS::IntegrationWeights``), so a lobe's sum of w·amplitude is its integral, the AFD
-    (Raffelt et al. 2012, NeuroImage 59:3976, Eq. 1)."""
-    from scipy.linalg import lstsq
-
-    unit = sampling_directions()
-    n = len(unit)
-    lmax = 2 * int((math.sqrt(1.0 + 8.0 * n) - 3.0) / 4.0) + 2
-    basis = mrtrix_sh_matrix(lmax, *_azimuth_elevation(unit))
-    target = np.zeros(basis.shape[1])
-    target[0] = 2.0 * math.sqrt(math.pi)
-    # a QR least-squares solve (column-pivoted Householder), as MRtrix3's householderQr
-    weights = lstsq(basis.T, target, lapack_driver="gelsy")[0]
+    (Raffelt et al. 2012, NeuroImage 59:3976, Eq. 1). Stored
+    (:mod:`gpu.fixels.sampling_tables_1281`): the solve takes seconds.
+    """
+    weights = np.array(INTEGRATION_WEIGHTS_1281)
     weights.flags.writeable = False
     return weights
 

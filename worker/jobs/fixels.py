@@ -25,7 +25,7 @@ from worker.io.atomic import atomic_path, write_json_atomic
 from worker.job_kinds import InputSlot, JobContext, JobKind, UploadedInput
 from worker.params.fixels import FixelsParams
 
-# The engine (numba, scipy) and the image readers are imported inside the functions that use
+# The engine (numba) and the image readers are imported inside the functions that use
 # them, so that the job-kind registry, and with it the API, loads without them.
 
 __all__ = ["check_fixels_inputs", "fixel_format", "FixelsRead", "read_fixels_inputs", "segment_fixels",

@@ -1,17 +1,26 @@
 """The FMLS tables against independent references: the SH matrix against DIPY's tournier07
 basis (scipy's Legendre functions), the integration weights against exact SH integrals, the
-adjacency against the geometry of the direction set."""
+adjacency against the geometry of the direction set; the stored adjacency and weights
+against the convex hull and the least-squares solve that made them."""
 
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gpu.fixels.fmls_tables import direction_neighbours, fmls_tables, integration_weights, sampling_directions
+from gpu.fixels.fmls_tables import (MAX_NEIGHBOURS, direction_neighbours, fmls_tables, integration_weights,
+                                    sampling_directions)
 from gpu.fixels.segment import segment_fods
+from gpu.peaks.phantom import fod_phantom
 from gpu.sh_basis import mrtrix_sh_matrix, real_sh_matrix
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("lmax", [2, 8, 12])
@@ -48,6 +57,57 @@ def test_neighbours_are_the_hull_edges():
     # neighbours are the nearest directions (sign-blind), about 4° apart on this set
     cos = np.abs(np.einsum("ij,ikj->ik", unit, unit[np.maximum(table, 0)]))[table >= 0]
     assert np.degrees(np.arccos(cos.min())) < 6.0
+
+
+def test_stored_neighbours_are_the_convex_hull_computed_again():
+    from scipy.spatial import ConvexHull
+
+    unit = sampling_directions()
+    n = len(unit)
+    hull = ConvexHull(np.concatenate([unit, -unit]))
+    pairs = set()
+    for a, b, c in hull.simplices % n:
+        pairs.update({(a, b), (b, a), (b, c), (c, b), (a, c), (c, a)})
+    table = np.full((n, MAX_NEIGHBOURS), -1, np.int32)
+    fill = np.zeros(n, np.int64)
+    for a, b in sorted(pairs):
+        table[a, fill[a]] = b
+        fill[a] += 1
+    np.testing.assert_array_equal(direction_neighbours(), table)
+
+
+def test_stored_weights_are_the_least_squares_solve_computed_again():
+    from scipy.linalg import lstsq
+
+    unit = sampling_directions()
+    basis = mrtrix_sh_matrix(50, np.arctan2(unit[:, 1], unit[:, 0]), np.arccos(np.clip(unit[:, 2], -1.0, 1.0)))
+    target = np.zeros(basis.shape[1])
+    target[0] = 2.0 * math.sqrt(math.pi)
+    weights = lstsq(basis.T, target, lapack_driver="gelsy")[0]
+    # another LAPACK build may round the solve differently in the last bits
+    np.testing.assert_allclose(integration_weights(), weights, rtol=1e-12, atol=1e-15)
+
+
+def test_fixels_need_no_scipy():
+    # scipy is not a dependency (docs/decisions/no-scipy.md): a process that cannot import it
+    # segments FODs all the same
+    script = textwrap.dedent("""
+        import importlib.abc, sys
+
+        class NoScipy(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name.split(".")[0] == "scipy":
+                    raise ModuleNotFoundError(f"No module named {name!r}")
+
+        sys.meta_path.insert(0, NoScipy())
+        from gpu.fixels.segment import segment_fods
+        from gpu.peaks.phantom import fod_phantom
+        print(int(segment_fods(fod_phantom((3, 2, 2), 8, seed=1)["sh"], backend="cpu").index[..., 0].sum()))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    expected = segment_fods(fod_phantom((3, 2, 2), 8, seed=1)["sh"], backend="cpu").index[..., 0].sum()
+    assert int(done.stdout) == expected > 0
 
 
 def test_wrong_coefficient_count_is_refused():
