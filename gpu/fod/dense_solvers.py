@@ -36,7 +36,8 @@ def solve_triangular(matrix: np.ndarray, rhs: np.ndarray, *, lower: bool) -> np.
     if t.shape != (n, n) or b.shape[0] != n:
         raise ValueError(f"need a square matrix and a right-hand side of {n} rows, not {t.shape} and {b.shape}")
     if not np.all(np.diag(t)):
-        raise np.linalg.LinAlgError(f"singular triangular matrix: zero at diagonal entry {np.argmin(np.abs(np.diag(t)))}")
+        zero = int(np.argmin(np.abs(np.diag(t))))
+        raise np.linalg.LinAlgError(f"singular triangular matrix: zero at diagonal entry {zero}")
     x = np.zeros_like(b)
     for i in range(n) if lower else range(n - 1, -1, -1):
         known = slice(0, i) if lower else slice(i + 1, n)

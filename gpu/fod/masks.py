@@ -40,10 +40,12 @@ def erode_6_connected(mask: np.ndarray, iterations: int = 1) -> np.ndarray:
     mask : (X, Y, Z) array
         Nonzero is in the mask.
     iterations : int ≥ 1
+        Passes, each eroding the previous one's result.
 
     Returns
     -------
     (X, Y, Z) bool array
+        The eroded mask.
     """
     return _passes(mask, iterations, np.logical_and)
 
@@ -56,11 +58,13 @@ def dilate_6_connected(mask: np.ndarray, iterations: int = 1) -> np.ndarray:
     Parameters
     ----------
     mask : (X, Y, Z) array
-        Nonzero is in the mask.
+        Nonzero voxels are the seeds.
     iterations : int ≥ 1
+        Passes: the result reaches voxels up to this many face steps from a seed.
 
     Returns
     -------
     (X, Y, Z) bool array
+        The dilated mask.
     """
     return _passes(mask, iterations, np.logical_or)
