@@ -12,11 +12,10 @@ by ordinary least squares.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, solve_triangular
-from scipy.optimize import nnls
-from scipy.special import eval_legendre, lpmv
 
+from gpu.fod.dense_solvers import nonnegative_least_squares, solve_positive_definite, solve_triangular
 from gpu.fod.shells import BZERO_THRESHOLD, dw_shells
+from gpu.sh_basis import legendre_sph
 
 __all__ = ["constrained_least_squares", "zsh_amplitudes", "zsh_elevation_derivatives", "amp2response"]
 
@@ -25,7 +24,8 @@ _DEFAULT_LMAX = 10
 
 
 def zsh_amplitudes(cos_elevation: np.ndarray, lmax: int) -> np.ndarray:
-    """Zonal SH → amplitude: ``sqrt((2l+1)/4π) P_l(cos θ)`` for even ``l ≤ lmax``.
+    """Zonal SH → amplitude: ``sqrt((2l+1)/4π) P_l(cos θ)`` for even ``l ≤ lmax``, which is the
+    orthonormalised P̄_l^0 of :func:`gpu.sh_basis.legendre_sph`.
 
     Parameters
     ----------
@@ -36,22 +36,28 @@ def zsh_amplitudes(cos_elevation: np.ndarray, lmax: int) -> np.ndarray:
     -------
     (k, lmax/2 + 1) array
     """
-    ls = np.arange(0, lmax + 1, 2)
-    x = np.asarray(cos_elevation, dtype=np.float64)[:, None]
-    return np.sqrt((2 * ls + 1) / (4 * np.pi)) * eval_legendre(ls, x)
+    return legendre_sph(lmax, 0, np.asarray(cos_elevation, dtype=np.float64))[::2].T
 
 
 def zsh_elevation_derivatives(elevation: np.ndarray, lmax: int) -> np.ndarray:
     """d/dθ of :func:`zsh_amplitudes` for θ in [0, π]: ``sqrt((2l+1)/4π) P_l^1(cos θ)``
-    (the associated Legendre function with the Condon-Shortley phase is ``-sin θ P_l'``).
+    (the associated Legendre function with the Condon-Shortley phase is ``-sin θ P_l'``), which is
+    ``sqrt(l(l+1))`` times the orthonormalised P̄_l^1 of :func:`gpu.sh_basis.legendre_sph`.
+
+    Parameters
+    ----------
+    elevation : (k,) array
+        θ in radians.
+    lmax : int, even
 
     Returns
     -------
     (k, lmax/2 + 1) array
     """
     ls = np.arange(0, lmax + 1, 2)
-    x = np.cos(np.asarray(elevation, dtype=np.float64))[:, None]
-    return np.sqrt((2 * ls + 1) / (4 * np.pi)) * lpmv(1, ls, x)
+    x = np.cos(np.asarray(elevation, dtype=np.float64))
+    # P̄_l^1 = sqrt((2l+1)/4π · (l−1)!/(l+1)!) P_l^1; rows l < 1 are zero
+    return (np.sqrt(ls * (ls + 1.0))[:, None] * legendre_sph(max(lmax, 1), 1, x)[:lmax + 1:2]).T
 
 
 def constrained_least_squares(normal: np.ndarray, rhs: np.ndarray, constraints: np.ndarray) -> np.ndarray:
@@ -83,7 +89,7 @@ def constrained_least_squares(normal: np.ndarray, rhs: np.ndarray, constraints: 
     e = np.vstack([g.T, h[None, :]])
     f = np.zeros(n + 1)
     f[n] = 1.0
-    u, _ = nnls(e, f, maxiter=50 * e.shape[1])
+    u = nonnegative_least_squares(e, f, maxiter=50 * e.shape[1])
     r = e @ u - f
     z = -r[:n] / r[n]
     return solve_triangular(lower.T, z + y0, lower=False)
@@ -155,7 +161,7 @@ def amp2response(signal: np.ndarray, fibre_dirs: np.ndarray, scheme: np.ndarray,
         normal = transform.T @ transform
         rhs = transform.T @ amplitudes
         if shell_lmax == 0 or not constrained:
-            coefs = cho_solve(cho_factor(normal), rhs)
+            coefs = solve_positive_definite(normal, rhs)
         else:
             elevations = np.deg2rad(np.arange(91.0))
             limits = np.vstack([zsh_amplitudes(np.cos(elevations), shell_lmax),

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import ndimage
 
 from gpu.fod.amp2response import amp2response
+from gpu.fod.masks import erode_6_connected
 from gpu.fod.response_sfwm import sfwm_peak_fraction
 from gpu.fod.response_tensor import tensor_fa_and_direction
 from gpu.fod.response_tournier import LobePeaks
@@ -51,7 +51,7 @@ def _erode(mask: np.ndarray, passes: int) -> np.ndarray:
     inner = np.zeros_like(mask)
     inner[1:-1, 1:-1, 1:-1] = True
     for _ in range(passes):
-        mask = ndimage.binary_erosion(mask, structure=ndimage.generate_binary_structure(3, 1)) & inner
+        mask = erode_6_connected(mask) & inner
     return mask
 
 

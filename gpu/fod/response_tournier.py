@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy import ndimage
 
 from gpu.fod.amp2response import amp2response
 from gpu.fod.deconvolution import csd
+from gpu.fod.masks import dilate_6_connected
 from gpu.fod.shells import dw_shells
 
 __all__ = ["TOURNIER_DEFAULTS", "LobePeaks", "TournierResponse", "tournier_response"]
@@ -95,6 +95,8 @@ def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lob
         raise ValueError("the number of iterations (max_iters) must be at least 2")
     if number < 1:
         raise ValueError("the number of single-fibre voxels must be at least 1")
+    if dilate < 0:
+        raise ValueError(f"the number of dilation passes (dilate) must be at least 0, not {dilate}")
     iter_voxels = iter_voxels or 10 * number
     if iter_voxels < number:
         raise ValueError(f"iter_voxels ({iter_voxels}) must be at least the number of single-fibre voxels "
@@ -107,7 +109,6 @@ def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lob
     signal, shell_scheme = dwi[..., shell.volumes], scheme[shell.volumes]
     response, response_lmax = _INITIAL_RESPONSE, [_INITIAL_LMAX]
     tested, previous = mask, None
-    neighbours = ndimage.generate_binary_structure(3, 1)
     for iteration in range(max_iters):
         fods = csd(signal[tested], shell_scheme[:, 3], shell_scheme[:, :3], response, backend=backend)
         first, second, direction = lobe_peaks(fods)
@@ -127,6 +128,6 @@ def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lob
         previous = selected
         tested = _top(cost, iter_voxels)
         if dilate:
-            tested = ndimage.binary_dilation(tested, neighbours, iterations=dilate)
+            tested = dilate_6_connected(tested, iterations=dilate)
         tested &= mask
     return TournierResponse(response, shell.mean_b, previous, max_iters, False)

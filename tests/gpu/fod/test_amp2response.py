@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu.fod.amp2response import amp2response
+from gpu.fod.amp2response import amp2response, zsh_amplitudes, zsh_elevation_derivatives
 from gpu.fod.response_tensor import tensor_fa_and_direction
 from gpu.fod.shells import dw_shells
 from tests.gpu.fod.response_phantom import three_tissue_phantom
@@ -35,6 +35,25 @@ def test_isotropic_fit_needs_no_directions(small_64d_case):
     np.testing.assert_allclose(ours, read_response(case.path("rf_iso.txt"))[0], rtol=1e-6)
     with pytest.raises(ValueError, match="non-zero fibre direction"):
         amp2response(case.dwi[voxels], np.zeros((300, 3)), case.scheme)
+
+
+@pytest.mark.parametrize("lmax", [0, 2, 8, 10, 16])
+def test_zonal_harmonics_equal_scipys_legendre_functions(lmax):
+    """sqrt((2l+1)/4π) P_l(cos θ) and its θ-derivative sqrt((2l+1)/4π) P_l^1(cos θ), P_l^1 scipy's
+    (Condon-Shortley phase included), at random angles, the poles and the equator."""
+    from scipy.special import eval_legendre, lpmv
+
+    theta = np.concatenate([[0.0, np.pi / 2, np.pi], np.random.default_rng(9).uniform(0, np.pi, 200)])
+    ls = np.arange(0, lmax + 1, 2)
+    norm = np.sqrt((2 * ls + 1) / (4 * np.pi))
+    np.testing.assert_allclose(zsh_amplitudes(np.cos(theta), lmax), norm * eval_legendre(ls, np.cos(theta)[:, None]),
+                               rtol=1e-12, atol=1e-12)
+    ours = zsh_elevation_derivatives(theta, lmax)
+    assert ours.shape == (theta.size, ls.size)
+    np.testing.assert_allclose(ours, norm * lpmv(1, ls, np.cos(theta)[:, None]), rtol=1e-12, atol=1e-12)
+    # the phase: P_2^1(cos θ) = −3 cos θ sin θ, so the l = 2 column is negative on (0, π/2)
+    if lmax >= 2:
+        assert ours[3:][theta[3:] < np.pi / 2, 1].max() < 0
 
 
 def test_tensor_fa_and_direction_match_mrtrix(small_64d_case):

@@ -1,0 +1,103 @@
+"""fibertensor runs without scipy (docs/decisions/no-scipy.md): no module imports it but the
+``.pam5`` writer (the optional DIPY extra) and the FMLS table builder, and the FOD family (its
+modules, its jobs, the fod command, the response fit) runs in a process where importing scipy
+fails, as on an install without it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tests.worker.jobs.fod_phantom import write_phantom
+
+ROOT = Path(__file__).resolve().parents[1]
+# may import scipy: the .pam5 writer (the DIPY extra brings scipy) and the FMLS table builder
+ALLOWED = {"worker/io/pam5.py", "gpu/fixels/fmls_tables.py"}
+
+# an import hook that fails every scipy import, as when scipy is not installed; then the FOD
+# family's modules and jobs, the fod command, and the response fit's numerics
+_WITHOUT_SCIPY = """
+import importlib, json, pkgutil, sys
+
+class NoScipy:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "scipy":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoScipy())
+import gpu.fod
+for module in pkgutil.iter_modules(gpu.fod.__path__):
+    importlib.import_module(f"gpu.fod.{module.name}")
+for job in ("fod", "fod_response", "fod_stages"):
+    importlib.import_module(f"worker.jobs.{job}")
+from service.cli import main
+from tests.test_no_scipy import response_numerics
+code = main(json.loads(sys.argv[1]))
+print(json.dumps({"code": code, "numerics": response_numerics(),
+                  "scipy": sorted(m for m in sys.modules if m.partition(".")[0] == "scipy")}))
+"""
+
+
+def response_numerics() -> dict:
+    """The response fit's pieces that scipy once did (Legendre functions, triangular, Cholesky and
+    NNLS solves, 6-connected morphology) on the phantom's single-fibre signal, as lists."""
+    import numpy as np
+
+    from gpu.fod.amp2response import amp2response
+    from gpu.fod.masks import dilate_6_connected, erode_6_connected
+
+    rng = np.random.default_rng(1)
+    directions = rng.standard_normal((30, 3))
+    scheme = np.vstack([np.zeros((2, 4))] + [np.hstack([directions / np.linalg.norm(directions, axis=1)[:, None],
+                                                         np.full((30, 1), b)]) for b in (1000.0, 3000.0)])
+    fibres = rng.standard_normal((20, 3))
+    fibres /= np.linalg.norm(fibres, axis=1)[:, None]
+    # one prolate tensor a voxel, noisy enough that the constraints bind on the outer shell
+    signal = 1000 * np.exp(-scheme[:, 3] * (0.3e-3 + 1.4e-3 * (fibres @ scheme[:, :3].T) ** 2))
+    signal += rng.normal(scale=100.0, size=signal.shape)
+    mask = np.random.default_rng(2).random((6, 5, 4)) < 0.6
+    return {"constrained": amp2response(signal, fibres, scheme)[0].tolist(),
+            "ols": amp2response(signal, fibres, scheme, constrained=False)[0].tolist(),
+            "eroded": erode_6_connected(mask).tolist(), "dilated": dilate_6_connected(mask, 2).tolist()}
+
+
+def _imports_scipy(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(name.partition(".")[0] == "scipy" for name in names):
+            return True
+    return False
+
+
+def test_no_module_imports_scipy_but_the_optional_ones():
+    importing = {str(p.relative_to(ROOT)) for layer in ("gpu", "worker", "service")
+                 for p in (ROOT / layer).rglob("*.py") if _imports_scipy(p)}
+    assert "worker/io/pam5.py" in importing  # the scan finds imports
+    assert importing <= ALLOWED
+
+
+def test_fod_family_runs_without_scipy(tmp_path):
+    p = write_phantom(tmp_path)["paths"]
+    command = ["fod", str(p["dwi"]), str(tmp_path / "fod"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
+               "--mask", str(p["mask"]), "--response", str(p["wm"]), str(p["gm"]), str(p["csf"]), "--backend", "cpu",
+               "--quiet"]
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_SCIPY, json.dumps(command)], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert (result["code"], result["scipy"]) == (0, [])
+    # the same numbers as in this process, where scipy is installed, and the fit is a response
+    expected = response_numerics()
+    assert result["numerics"] == expected
+    constrained = np.array(expected["constrained"])
+    assert constrained.shape == (3, 6) and np.all(constrained[:, 0] > 0) and constrained[1, 1] < 0
+    assert np.abs(constrained - expected["ols"]).max() > 1.0
+    assert (tmp_path / "fod_wmfod.nii").stat().st_size > 0
