@@ -1,7 +1,7 @@
 """fibertensor runs without scipy (docs/decisions/no-scipy.md): no module imports it but the
-``.pam5`` writer (the optional DIPY extra) and the FMLS table builder, and the FOD family (its
-modules, its jobs, the fod command, the response fit) runs in a process where importing scipy
-fails, as on an install without it."""
+``.pam5`` writer (the optional DIPY extra), and the FOD family (its modules, its jobs, the
+fod and response commands, the response fit) runs in a process where importing scipy fails,
+as on an install without it."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import numpy as np
 from tests.worker.jobs.fod_phantom import write_phantom
 
 ROOT = Path(__file__).resolve().parents[1]
-# may import scipy: the .pam5 writer (the DIPY extra brings scipy) and the FMLS table builder
-ALLOWED = {"worker/io/pam5.py", "gpu/fixels/fmls_tables.py"}
+# may import scipy: the .pam5 writer (the DIPY extra brings scipy)
+ALLOWED = {"worker/io/pam5.py"}
 
 # an import hook that fails every scipy import, as when scipy is not installed; then the FOD
 # family's modules and jobs, the fod command, and the response fit's numerics
@@ -39,8 +39,8 @@ for job in ("fod", "fod_response", "fod_stages"):
     importlib.import_module(f"worker.jobs.{job}")
 from service.cli import main
 from tests.test_no_scipy import response_numerics
-code = main(json.loads(sys.argv[1]))
-print(json.dumps({"code": code, "numerics": response_numerics(),
+codes = [main(command) for command in json.loads(sys.argv[1])]
+print(json.dumps({"codes": codes, "numerics": response_numerics(),
                   "scipy": sorted(m for m in sys.modules if m.partition(".")[0] == "scipy")}))
 """
 
@@ -86,14 +86,19 @@ def test_no_module_imports_scipy_but_the_optional_ones():
 
 def test_fod_family_runs_without_scipy(tmp_path):
     p = write_phantom(tmp_path)["paths"]
-    command = ["fod", str(p["dwi"]), str(tmp_path / "fod"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
-               "--mask", str(p["mask"]), "--response", str(p["wm"]), str(p["gm"]), str(p["csf"]), "--backend", "cpu",
-               "--quiet"]
-    done = subprocess.run([sys.executable, "-c", _WITHOUT_SCIPY, json.dumps(command)], cwd=ROOT, capture_output=True,
+    gradients = ["--bval", str(p["bval"]), "--bvec", str(p["bvec"]), "--mask", str(p["mask"])]
+    commands = [["fod", str(p["dwi"]), str(tmp_path / "fod"), *gradients, "--response", str(p["wm"]), str(p["gm"]),
+                 str(p["csf"]), "--backend", "cpu", "--quiet"],
+                # dhollander's percentages are of a whole brain's voxels; the phantom has a few hundred
+                ["response", str(p["dwi"]), str(tmp_path / "dhollander"), *gradients, "--erode", "0", "--sfwm", "20",
+                 "--gm", "20", "--csf", "20", "--quiet"],
+                ["response", str(p["dwi"]), str(tmp_path / "tournier"), *gradients, "--algorithm", "tournier",
+                 "--quiet"]]
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_SCIPY, json.dumps(commands)], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert (result["code"], result["scipy"]) == (0, [])
+    assert (result["codes"], result["scipy"]) == ([0, 0, 0], [])
     # the same numbers as in this process, where scipy is installed, and the fit is a response
     expected = response_numerics()
     assert result["numerics"] == expected
@@ -101,3 +106,6 @@ def test_fod_family_runs_without_scipy(tmp_path):
     assert constrained.shape == (3, 6) and np.all(constrained[:, 0] > 0) and constrained[1, 1] < 0
     assert np.abs(constrained - expected["ols"]).max() > 1.0
     assert (tmp_path / "fod_wmfod.nii").stat().st_size > 0
+    for prefix, tissues in (("dhollander", ("wm", "gm", "csf")), ("tournier", ("wm",))):
+        for tissue in tissues:
+            assert np.loadtxt(tmp_path / f"{prefix}_{tissue}.txt", ndmin=2)[0, 0] > 0
