@@ -53,8 +53,8 @@ import pytest  # noqa: E402
 from tests.cuda_simulator_blocks import install as install_simulator_blocks  # noqa: E402
 from tests.integration.processes import start_redis, stop  # noqa: E402
 
-# the CUDA kernels' tests run blocks on reused threads that wait at barriers without polling
-# (tests/cuda_simulator_blocks.py)
+# the CUDA kernels' tests run a block's threads in turns on reused threads that wait at
+# barriers without polling (tests/cuda_simulator_blocks.py)
 install_simulator_blocks()
 
 REQUIRE_ALL_TESTS = os.environ.get("FIBERTENSOR_REQUIRE_ALL_TESTS", "") not in ("", "0")

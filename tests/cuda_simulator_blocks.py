@@ -1,28 +1,33 @@
-"""numba's CUDA simulator running a block's GPU threads on reused Python threads, with a
-block barrier that waits instead of polling.
+"""numba's CUDA simulator running a block's GPU threads on reused Python threads, in
+turns, with a block barrier that waits instead of polling.
 
 The simulator runs each GPU thread of a block as a Python thread that it creates, starts
-and joins for every block of every launch, and its block manager finds the moment every
-live thread has reached ``cuda.syncthreads()`` by polling the threads in a loop that never
-sleeps: it holds the interpreter lock against the very threads it waits for. Here a pool
-of worker threads, kept for the process, runs the GPU threads (a block takes as many idle
-workers as it has threads, starting more only when too few are idle), and the last thread
-to arrive at a barrier releases the others, as a barrier does.
+and joins for every block of every launch; all of them run at once, contending for the
+interpreter lock, and its block manager finds the moment every live thread has reached
+``cuda.syncthreads()`` by polling the threads in a loop that never sleeps. Here a pool of
+worker threads, kept for the process, runs the GPU threads: a block takes as many idle
+workers as it has threads (starting more only when too few are idle), and its GPU threads
+take turns, one running until it reaches a barrier or returns, then handing over to the
+next; the last to arrive at a barrier lets the others through. Turns are one of the
+interleavings the simulator's threads may run in; if a turn lasts long enough to suggest
+a thread waits on the others without a barrier (a spin loop, which the interpreter's
+preemption lets through in the simulator), the block's other runnable threads run beside
+it until the next barrier.
 
 The semantics are the simulator's. The kernel API finds the running GPU thread's state
 (``threadIdx``, ``blockIdx``, the lane, the block's barrier) on
 ``threading.current_thread()``, so a worker is a ``BlockThread`` that carries the state of
-the GPU thread it runs, set before the kernel starts and cleared after it returns. Each
-GPU thread runs in a fresh ``contextvars`` context, as a new thread starts in one, so
-context state that a kernel sets (NumPy's error state, which the simulator's debug mode
-sets) does not reach the next GPU thread of the worker. A barrier waits for the threads
-of the block that are still running (threads that returned take no part), and when one
-thread raises, the others stop at their next barrier and the launch raises the first
-thread's exception, once every thread of the block has stopped.
+the GPU thread it runs. Each GPU thread runs in a fresh ``contextvars`` context, as a new
+thread starts in one, so context state that a kernel sets (NumPy's error state, which the
+simulator's debug mode sets) does not reach the next GPU thread of the worker. A barrier
+waits for the threads of the block that are still running (threads that returned take no
+part), and when one thread raises, the others stop at their next barrier and the launch
+raises the first thread's exception, once every thread of the block has stopped.
 """
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import os
 import queue
@@ -32,6 +37,9 @@ import threading
 import numpy as np
 
 __all__ = ["install"]
+
+# a turn without a handover for this long lets the block's other runnable threads run
+_STALL_SECONDS = 0.2
 
 
 def install() -> None:
@@ -58,6 +66,9 @@ def _manager_class(kernel):
         def __init__(self):
             threading.Thread.__init__(self, name="cuda-simulator-worker", daemon=True)
             self._gpu_threads = queue.SimpleQueue()
+            # held but while the GPU thread it runs has its turn
+            self.gate = threading.Lock()
+            self.gate.acquire()
 
         @classmethod
         def idle(cls):
@@ -70,17 +81,23 @@ def _manager_class(kernel):
                 return worker
 
         def start_gpu_thread(self, block, blockIdx, threadIdx):
+            """Run GPU thread ``threadIdx`` of ``block`` (block ``blockIdx``) at its turn."""
             self._gpu_threads.put((block, blockIdx, threadIdx))
 
         def run(self):
             while True:
-                self._manager, blockIdx, threadIdx = self._gpu_threads.get()
+                block, blockIdx, threadIdx = self._gpu_threads.get()
+                self._manager, self.debug = block, block._debug
                 self.blockIdx, self.threadIdx = Dim3(*blockIdx), Dim3(*threadIdx)
-                dim = self._manager._block_dim
-                self.thread_id = threadIdx[0] + dim[0] * (threadIdx[1] + dim[1] * threadIdx[2])
-                self.debug = self._manager._debug
-                error = contextvars.Context().run(self._run_kernel)
-                block, self._manager = self._manager, None
+                x, y, _ = block._block_dim
+                self.thread_id = threadIdx[0] + x * (threadIdx[1] + y * threadIdx[2])
+                self.gate.acquire()
+                try:
+                    error = contextvars.Context().run(self._run_kernel)
+                except BaseException:  # SystemExit ends the thread, as it ends the simulator's
+                    block.finished(None)
+                    raise
+                self._manager = None
                 _idle.append(self)
                 block.finished(error)
 
@@ -98,60 +115,79 @@ def _manager_class(kernel):
 
         def syncthreads(self):
             block = self._manager
-            with block.cond:
+            with block.lock:
                 if block.failed is not None:
                     raise RuntimeError("abort flag set on syncthreads call")
-                block.arrived += 1
-                if block.arrived == block.alive:
-                    block.release()
-                else:
-                    passage = block.passage
-                    block.cond.wait_for(lambda: block.passage != passage or block.failed is not None)
-                if block.failed is not None:
-                    raise RuntimeError("abort flag set on syncthreads clear")
+                block.waiting.append(self.gate)
+                block.hand_over()
+            self.gate.acquire()
+            if block.failed is not None:
+                raise RuntimeError("abort flag set on syncthreads clear")
 
     class BlockManager(kernel.BlockManager):
         reuses_threads = True
 
-        def release(self):
-            """Let every thread waiting at the barrier through (the caller holds ``cond``)."""
-            self.arrived = 0
-            self.passage += 1
-            self.cond.notify_all()
-
-        def finished(self, error):
-            """A GPU thread of the block returned, or raised ``error``."""
-            with self.cond:
-                self.alive -= 1
-                if error is not None and self.failed is None:
-                    self.failed = error
-                    self.cond.notify_all()
-                elif self.alive and self.arrived == self.alive:
-                    self.release()
-                elif not self.alive:
-                    self.cond.notify_all()
-
         def run(self, grid_point, *args):
-            self.cond = threading.Condition()
-            self.arrived = self.passage = 0
-            self.failed = None
             self.args = args
+            self.lock = threading.Lock()
+            self.ready = collections.deque()  # the gates of the threads waiting for a turn
+            self.waiting = []  # the gates of the threads at the barrier
+            self.failed = None
+            self.turns = 0
+            self.done = threading.Lock()
+            self.done.acquire()
             points = list(np.ndindex(*self._block_dim))
             self.alive = len(points)
             for point in points:
-                Worker.idle().start_gpu_thread(self, grid_point, point)
-            with self.cond:
-                self.cond.wait_for(lambda: not self.alive)
+                worker = Worker.idle()
+                self.ready.append(worker.gate)
+                worker.start_gpu_thread(self, grid_point, point)
+            with self.lock:
+                self.hand_over()
+            seen = -1
+            while not self.done.acquire(timeout=_STALL_SECONDS):
+                with self.lock:
+                    if self.turns == seen:
+                        self.open_all()
+                    seen = self.turns
             if self.failed is not None:
                 error, trace = self.failed
                 raise error.with_traceback(trace)
+
+        def hand_over(self):
+            """A thread stopped, at the barrier or returned: let the barrier's threads
+            through once every live thread waits there, and give the next thread its turn
+            (the caller holds ``lock``)."""
+            if self.alive and len(self.waiting) == self.alive:
+                self.ready.extend(self.waiting)
+                self.waiting = []
+            if self.ready:
+                self.turns += 1
+                self.ready.popleft().release()
+
+        def open_all(self):
+            """Let every thread waiting for a turn run at once (the caller holds ``lock``)."""
+            while self.ready:
+                self.ready.popleft().release()
+
+        def finished(self, error):
+            """A GPU thread of the block returned, or raised ``error``."""
+            with self.lock:
+                self.alive -= 1
+                if error is not None and self.failed is None:
+                    self.failed = error
+                    self.ready.extend(self.waiting)
+                    self.waiting = []
+                    self.open_all()
+                self.hand_over()
+                if not self.alive:
+                    self.done.release()
 
     return BlockManager
 
 
 # the workers waiting for a GPU thread to run (list.append and list.pop are atomic)
 _idle: list = []
-
 
 # a forked child has none of the parent's threads
 os.register_at_fork(after_in_child=_idle.clear)

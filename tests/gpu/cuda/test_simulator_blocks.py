@@ -1,8 +1,9 @@
 """The simulator's block manager of the tests (tests/cuda_simulator_blocks.py) keeps the
-simulator's semantics while it runs the GPU threads on reused Python threads: each GPU
-thread sees its own indices and local arrays, every live thread waits at
-``syncthreads``, threads that returned take no part, and a thread's exception ends the
-launch with that exception."""
+simulator's semantics while it runs the GPU threads on reused Python threads, in turns:
+each GPU thread sees its own indices and local arrays, every live thread waits at
+``syncthreads``, threads that returned take no part, a thread that waits on another
+without a barrier gets past, and a thread's exception ends the launch with that
+exception."""
 
 import multiprocessing
 import threading
@@ -101,6 +102,18 @@ def _raise_in_one_block(out, failing_block):
     out[b, t] = 1.0
 
 
+@cuda.jit
+def _wait_for_the_last_thread(flag, out):
+    """Thread 0 spins, with no barrier, until the block's last thread has set ``flag``."""
+    t = cuda.threadIdx.x
+    if t == 0:
+        while flag[0] == 0:
+            pass
+        out[0] = flag[0]
+    elif t == BLOCK - 1:
+        flag[0] = 7
+
+
 def _divide(x, out):
     out[cuda.threadIdx.x] = x[0] / x[1]
 
@@ -163,6 +176,12 @@ def test_blocks_reuse_the_threads_of_earlier_blocks():
     _sum_of_own_local_array[GRID, BLOCK](out)
     assert _workers() == before
     np.testing.assert_array_equal(out, 4 * np.arange(GRID * BLOCK))
+
+
+def test_a_thread_spinning_on_a_later_threads_write_gets_past():
+    out = np.zeros(1, np.int64)
+    _wait_for_the_last_thread[1, BLOCK](np.zeros(1, np.int64), out)
+    assert out[0] == 7
 
 
 def test_a_thread_that_raises_ends_the_launch_with_its_exception():
