@@ -30,7 +30,6 @@ from __future__ import annotations
 import collections
 import contextvars
 import os
-import queue
 import sys
 import threading
 
@@ -65,7 +64,6 @@ def _manager_class(kernel):
 
         def __init__(self):
             threading.Thread.__init__(self, name="cuda-simulator-worker", daemon=True)
-            self._gpu_threads = queue.SimpleQueue()
             # held but while the GPU thread it runs has its turn
             self.gate = threading.Lock()
             self.gate.acquire()
@@ -81,17 +79,17 @@ def _manager_class(kernel):
                 return worker
 
         def start_gpu_thread(self, block, blockIdx, threadIdx):
-            """Run GPU thread ``threadIdx`` of ``block`` (block ``blockIdx``) at its turn."""
-            self._gpu_threads.put((block, blockIdx, threadIdx))
+            """Run GPU thread ``threadIdx`` of ``block`` (block ``blockIdx``) at its first turn."""
+            self._manager, self.debug = block, block._debug
+            self.blockIdx, self.threadIdx = Dim3(*blockIdx), Dim3(*threadIdx)
+            x, y, _ = block._block_dim
+            self.thread_id = threadIdx[0] + x * (threadIdx[1] + y * threadIdx[2])
+            block.ready.append(self.gate)
 
         def run(self):
             while True:
-                block, blockIdx, threadIdx = self._gpu_threads.get()
-                self._manager, self.debug = block, block._debug
-                self.blockIdx, self.threadIdx = Dim3(*blockIdx), Dim3(*threadIdx)
-                x, y, _ = block._block_dim
-                self.thread_id = threadIdx[0] + x * (threadIdx[1] + y * threadIdx[2])
                 self.gate.acquire()
+                block = self._manager
                 try:
                     error = contextvars.Context().run(self._run_kernel)
                 except BaseException:  # SystemExit ends the thread, as it ends the simulator's
@@ -139,9 +137,7 @@ def _manager_class(kernel):
             points = list(np.ndindex(*self._block_dim))
             self.alive = len(points)
             for point in points:
-                worker = Worker.idle()
-                self.ready.append(worker.gate)
-                worker.start_gpu_thread(self, grid_point, point)
+                Worker.idle().start_gpu_thread(self, grid_point, point)
             with self.lock:
                 self.hand_over()
             seen = -1
