@@ -23,6 +23,8 @@ simulator's debug mode sets) does not reach the next GPU thread of the worker. A
 waits for the threads of the block that are still running (threads that returned take no
 part), and when one thread raises, the others stop at their next barrier and the launch
 raises the first thread's exception, once every thread of the block has stopped.
+
+Why turns: docs/decisions/cuda-simulator-turns.md.
 """
 
 from __future__ import annotations
