@@ -50,11 +50,12 @@ os.environ.setdefault("FIBERTENSOR_KERNEL_CACHE", str(KERNEL_CACHE))
 
 import pytest  # noqa: E402
 
-from tests.cuda_simulator_barrier import install as install_simulator_barrier  # noqa: E402
+from tests.cuda_simulator_blocks import install as install_simulator_blocks  # noqa: E402
 from tests.integration.processes import start_redis, stop  # noqa: E402
 
-# the CUDA kernels' tests wait at block barriers without polling (tests/cuda_simulator_barrier.py)
-install_simulator_barrier()
+# the CUDA kernels' tests run a block's threads in turns on reused threads that wait at
+# barriers without polling (tests/cuda_simulator_blocks.py)
+install_simulator_blocks()
 
 REQUIRE_ALL_TESTS = os.environ.get("FIBERTENSOR_REQUIRE_ALL_TESTS", "") not in ("", "0")
 
