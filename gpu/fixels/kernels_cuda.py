@@ -67,7 +67,8 @@ def _sweeps_first(amp, a, b):
 
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill):
+                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
+                group_start, group_fill):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w has lobes
     (state[w, 0] = 1) and how many (state[w, 2])."""
@@ -382,7 +383,8 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     seeded = cuda.shared.array((VOXELS, _WARP), int32)
     seed_rank = cuda.shared.array((VOXELS, _WARP), int32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill)
+                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
+                group_start, group_fill)
     if v >= coeffs.shape[0]:
         return
     n = state[w, 2] if state[w, 0] == 1 else 0
