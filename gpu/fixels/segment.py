@@ -150,7 +150,9 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
     parts: list[tuple[np.ndarray, ...]] = []
     for start in range(0, selected.size, _CHUNK_VOXELS):
         voxels = selected[start:start + _CHUNK_VOXELS]
-        n, dirs, afd, amp = _segment_rows(rows[voxels].astype(np.float64), tables, options, chosen)
+        # without a mask the chunk is a run of rows: a slice, not a gathered copy
+        chunk = rows[start:start + voxels.size] if mask is None else rows[voxels]
+        n, dirs, afd, amp = _segment_rows(chunk.astype(np.float64), tables, options, chosen)
         counts[voxels] = n
         keep = np.arange(dirs.shape[1])[None, :] < n[:, None]
         parts.append((dirs[keep], afd[keep], amp[keep]))
