@@ -48,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # host cost a small job a seventh of its wall time (docs/decisions/blas-threads.md; a batch
 # gives its worker processes their share of the cores: worker.batch).
 ONE_BLAS_THREAD = ("peaks",)
+# Commands that serve until stopped, where an installed pydantic plugin (observability) may be
+# wanted. Every other command is one run, and pydantic's search of every installed
+# distribution's entry points for plugins, on its first model, cost a small peaks job a tenth
+# of its wall time (docs/decisions/pydantic-plugins.md).
+LONG_RUNNING = ("serve", "worker")
 
 
 class CommandError(Exception):
@@ -96,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     command = next((word for word in argv if not word.startswith("-")), None)
     if command in ONE_BLAS_THREAD and "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if command not in LONG_RUNNING:
+        os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = build_parser([command] if command else []).parse_args(argv)
     from worker.io.mif import command_history_entry, recording_command
     from worker.provenance import generated_by

@@ -104,6 +104,26 @@ def test_a_peaks_command_runs_numpys_blas_on_one_thread_unless_told_otherwise():
     assert seen == ["1", "None", "None", "None", "3"]
 
 
+def test_one_run_commands_skip_pydantics_plugin_search_unless_told_otherwise():
+    """pydantic looks for plugins in every installed distribution's entry points when it builds
+    its first model, unless PYDANTIC_DISABLE_PLUGINS says not to: a command that runs once
+    sets it, where the user has not, and builds its parameter model without the search; the
+    service's commands leave it."""
+    probe = ("import os, sys\ntry:\n    from service.cli import main; main({!r})\nexcept SystemExit:\n    pass\n"
+             "from pydantic.plugin import _loader\n"
+             "print(os.environ.get('PYDANTIC_DISABLE_PLUGINS'), 'searched' if _loader._plugins is not None else "
+             "'not searched', 'worker.params.peaks' in sys.modules)")
+    environ = {name: value for name, value in os.environ.items() if name != "PYDANTIC_DISABLE_PLUGINS"}
+    seen = []
+    for args, extra in ((["peaks", "--help"], {}), (["fixels", "--help"], {}), (["serve", "--help"], {}),
+                        (["worker", "--help"], {}), (["peaks", "--help"], {"PYDANTIC_DISABLE_PLUGINS": "logfire"})):
+        done = subprocess.run([sys.executable, "-c", probe.format(args)], cwd=ROOT, capture_output=True, text=True,
+                              check=True, env={**environ, **extra, "PYTHONPATH": str(ROOT)})
+        seen.append(done.stdout.splitlines()[-1])
+    assert seen == ["__all__ not searched True", "__all__ not searched False", "None searched False",
+                    "None searched False", "logfire searched True"]
+
+
 def test_a_cpu_peaks_job_imports_nothing_of_the_service(tmp_path):
     import nibabel as nib
 
