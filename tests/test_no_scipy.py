@@ -1,7 +1,7 @@
 """fibertensor runs without scipy (docs/decisions/no-scipy.md): no module imports it but the
-``.pam5`` writer (the optional DIPY extra), and the FOD family (its modules, its jobs, the
-fod and response commands, the response fit) runs in a process where importing scipy fails,
-as on an install without it."""
+``.pam5`` writer (the optional DIPY extra), and the FOD and fixels families (their modules,
+jobs and commands, the response fit) run in a process where importing scipy fails, as on an
+install without it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nibabel as nib
 import numpy as np
 
+from gpu.fixels.segment import segment_fods
 from tests.worker.jobs.fod_phantom import write_phantom
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,10 +34,11 @@ class NoScipy:
         return None
 
 sys.meta_path.insert(0, NoScipy())
-import gpu.fod
-for module in pkgutil.iter_modules(gpu.fod.__path__):
-    importlib.import_module(f"gpu.fod.{module.name}")
-for job in ("fod", "fod_response", "fod_stages"):
+import gpu.fixels, gpu.fod
+for package in (gpu.fod, gpu.fixels):
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{module.name}")
+for job in ("fod", "fod_response", "fod_stages", "fixels"):
     importlib.import_module(f"worker.jobs.{job}")
 from service.cli import main
 from tests.test_no_scipy import response_numerics
@@ -84,7 +87,7 @@ def test_no_module_imports_scipy_but_the_optional_ones():
     assert importing <= ALLOWED
 
 
-def test_fod_family_runs_without_scipy(tmp_path):
+def test_fod_and_fixels_families_run_without_scipy(tmp_path):
     p = write_phantom(tmp_path)["paths"]
     gradients = ["--bval", str(p["bval"]), "--bvec", str(p["bvec"]), "--mask", str(p["mask"])]
     commands = [["fod", str(p["dwi"]), str(tmp_path / "fod"), *gradients, "--response", str(p["wm"]), str(p["gm"]),
@@ -93,12 +96,13 @@ def test_fod_family_runs_without_scipy(tmp_path):
                 ["response", str(p["dwi"]), str(tmp_path / "dhollander"), *gradients, "--erode", "0", "--sfwm", "20",
                  "--gm", "20", "--csf", "20", "--quiet"],
                 ["response", str(p["dwi"]), str(tmp_path / "tournier"), *gradients, "--algorithm", "tournier",
-                 "--quiet"]]
+                 "--quiet"],
+                ["fixels", str(tmp_path / "fod_wmfod.nii"), str(tmp_path / "fixels"), "--backend", "cpu", "--quiet"]]
     done = subprocess.run([sys.executable, "-c", _WITHOUT_SCIPY, json.dumps(commands)], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert (result["codes"], result["scipy"]) == ([0, 0, 0], [])
+    assert (result["codes"], result["scipy"]) == ([0, 0, 0, 0], [])
     # the same numbers as in this process, where scipy is installed, and the fit is a response
     expected = response_numerics()
     assert result["numerics"] == expected
@@ -109,3 +113,8 @@ def test_fod_family_runs_without_scipy(tmp_path):
     for prefix, tissues in (("dhollander", ("wm", "gm", "csf")), ("tournier", ("wm",))):
         for tissue in tissues:
             assert np.loadtxt(tmp_path / f"{prefix}_{tissue}.txt", ndmin=2)[0, 0] > 0
+    # the fixels of the FOD written there, as this process segments them
+    fod = nib.load(tmp_path / "fod_wmfod.nii").get_fdata(dtype=np.float32)
+    expected_index = segment_fods(fod, backend="cpu").index
+    np.testing.assert_array_equal(nib.load(tmp_path / "fixels" / "index.nii").get_fdata(), expected_index)
+    assert expected_index[..., 0].sum() > 0

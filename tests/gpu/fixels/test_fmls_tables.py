@@ -6,10 +6,6 @@ against the convex hull and the least-squares solve that made them."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,10 +13,7 @@ import pytest
 from gpu.fixels.fmls_tables import (MAX_NEIGHBOURS, direction_neighbours, fmls_tables, integration_weights,
                                     sampling_directions)
 from gpu.fixels.segment import segment_fods
-from gpu.peaks.phantom import fod_phantom
 from gpu.sh_basis import mrtrix_sh_matrix, real_sh_matrix
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("lmax", [2, 8, 12])
@@ -86,28 +79,6 @@ def test_stored_weights_are_the_least_squares_solve_computed_again():
     weights = lstsq(basis.T, target, lapack_driver="gelsy")[0]
     # another LAPACK build may round the solve differently in the last bits
     np.testing.assert_allclose(integration_weights(), weights, rtol=1e-12, atol=1e-15)
-
-
-def test_fixels_need_no_scipy():
-    # scipy is not a dependency (docs/decisions/no-scipy.md): a process that cannot import it
-    # segments FODs all the same
-    script = textwrap.dedent("""
-        import importlib.abc, sys
-
-        class NoScipy(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path, target=None):
-                if name.split(".")[0] == "scipy":
-                    raise ModuleNotFoundError(f"No module named {name!r}")
-
-        sys.meta_path.insert(0, NoScipy())
-        from gpu.fixels.segment import segment_fods
-        from gpu.peaks.phantom import fod_phantom
-        print(int(segment_fods(fod_phantom((3, 2, 2), 8, seed=1)["sh"], backend="cpu").index[..., 0].sum()))
-        """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
-    expected = segment_fods(fod_phantom((3, 2, 2), 8, seed=1)["sh"], backend="cpu").index[..., 0].sum()
-    assert int(done.stdout) == expected > 0
 
 
 def test_wrong_coefficient_count_is_refused():
