@@ -1,9 +1,10 @@
 """PNG files of 8-bit pictures, written directly (PNG, ISO/IEC 15948:2004): the rows
-unfiltered, deflated by ISA-L.
+unfiltered, deflated by zlib at level 1.
 
-Pillow's encoder tries every row filter and deflates with zlib; for the QC picture (flat
-panels of colour on black) unfiltered rows deflated by ISA-L make a smaller file in a
-fraction of the time (docs/decisions/qc-png-writer.md).
+Pillow's encoder tries every row filter and deflates at zlib's default level, which for the
+QC picture (flat panels of colour on black) takes six times as long for a somewhat smaller
+file. zlib, not ISA-L: ISA-L gave two different streams for the same rows
+(docs/decisions/qc-png-writer.md).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import zlib
 from pathlib import Path
 
 import numpy as np
-from isal import isal_zlib
-
 from worker.io.atomic import write_bytes_atomic
 
 __all__ = ["png_bytes", "write_png_atomic"]
@@ -50,7 +49,7 @@ def png_bytes(pixels: np.ndarray) -> bytes:
     rows = np.zeros((height, 1 + width * channels), np.uint8)  # filter type 0 (None) before each row
     rows[:, 1:] = pixels.reshape(height, width * channels)
     header = struct.pack(">IIBBBBB", width, height, 8, _COLOUR_TYPES[channels], 0, 0, 0)
-    return (_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", isal_zlib.compress(rows, 1))
+    return (_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows, 1))
             + _chunk(b"IEND", b""))
 
 
