@@ -25,6 +25,7 @@ wait for the volume's fODF metric maps.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -117,6 +118,36 @@ def _orientation_of(linear: bytes, shape: tuple[int, int]) -> np.ndarray:
     ornt = io_orientation(affine)
     ornt.flags.writeable = False
     return ornt
+
+
+def _percentile(values: np.ndarray, q: float) -> np.floating:
+    """``np.percentile(values, q)`` (its default, linear method) of a 1-D float array without
+    NaN, bit for bit, by one partition: numpy's own path sorts the two ranks through
+    ``np.unique``, which imports ``numpy.ma``, a noticeable share of a small job's start.
+
+    Parameters
+    ----------
+    values : (N,) float array, N ≥ 1, no NaN
+    q : float
+        Percentile in [0, 100].
+
+    Returns
+    -------
+    numpy scalar of ``values``' type
+    """
+    n = values.size
+    fraction = q / 100
+    virtual = (n - 1) * fraction  # Hyndman & Fan's 7th method, numpy's rank of the percentile
+    if virtual >= n - 1:
+        return values.max()
+    below = math.floor(virtual)
+    ranked = np.partition(values, (below, below + 1))
+    a, b = ranked[below], ranked[below + 1]
+    gamma = virtual - below
+    # numpy's lerp: from the nearer end, in the values' precision
+    if gamma >= 0.5:
+        return b - (b - a) * values.dtype.type(1 - gamma)
+    return a + (b - a) * values.dtype.type(gamma)
 
 
 def _nufo_palette(npeaks: int) -> np.ndarray:
@@ -235,7 +266,7 @@ def _draw(colour, first_dirs: np.ndarray, nufo: np.ndarray, voxel_sizes, title: 
     # brightness and line length.
     weights = [np.sqrt((p ** 2).sum(axis=-1)) / 255.0 for p in rgb_planes]
     positive = np.concatenate([w[w > 0] for w in weights])
-    gain = 1.0 / float(np.percentile(positive, 99)) if positive.size else 1.0
+    gain = 1.0 / float(_percentile(positive, 99)) if positive.size else 1.0
 
     s = _SUPERSAMPLE
     extent = np.array(ras_nufo.shape) * sizes  # mm along R, A, S

@@ -27,7 +27,8 @@ _JOB = """
 import json, sys
 from service.cli import main
 main(["peaks", *sys.argv[1:], "--backend", "cpu", "--quiet"])
-print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite", "PIL"))))
+print(json.dumps(sorted(name for name in sys.modules
+                        if name.split(".")[0] in ("numba", "llvmlite", "PIL") or name == "numpy.ma")))
 """
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 import nibabel as nib
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from PIL import Image
 
 from worker.qc_picture import render_qc_picture, write_peaks_qc_png, write_qc_png
@@ -253,3 +256,16 @@ def test_the_glyph_store_gives_the_pixels_pillow_draws_without_pillow(tmp_path, 
             cache.cache_clear()
     assert asked == []
     np.testing.assert_array_equal(pixels, drawn_by_pillow(drawing))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(values=arrays(st.sampled_from([np.float32, np.float64]), st.integers(1, 300),
+                     elements=st.floats(0, 1e6, width=32)),
+       q=st.one_of(st.sampled_from([0.0, 1.0, 50.0, 99.0, 100.0]), st.floats(0, 100)))
+def test_the_contrast_percentile_is_numpys_bit_for_bit(values, q):
+    """The picture's contrast (the 99th percentile of the slices' AFD) as np.percentile gives
+    it, without the import of numpy.ma that np.percentile makes."""
+    from worker.qc_picture import _percentile
+
+    ours, numpys = _percentile(values, q), np.percentile(values, q)
+    assert type(ours) is type(numpys) and ours == numpys
