@@ -9,6 +9,7 @@ needs to know more about a family than this.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from worker.errors import JobCancelled
 
-__all__ = ["InputSlot", "UploadedInput", "JobContext", "JobKind", "job_kinds", "get_job_kind"]
+__all__ = ["InputSlot", "UploadedInput", "JobContext", "JobKind", "job_kinds", "get_job_kind", "kind_named"]
 
 # Modules that define job families; each exposes ``JOB_KINDS: list[JobKind]``.
 _FAMILY_MODULES = (
@@ -106,6 +107,12 @@ def job_kinds() -> dict[str, JobKind]:
         for kind in importlib.import_module(module_name).JOB_KINDS:
             kinds[kind.name] = kind
     return kinds
+
+
+def kind_named(kinds: Iterable[JobKind], name: str) -> JobKind:
+    """The kind ``name`` among one family's ``JOB_KINDS``: a command that runs that family
+    needs no registry, which imports every family."""
+    return next(kind for kind in kinds if kind.name == name)
 
 
 def get_job_kind(name: str) -> JobKind:

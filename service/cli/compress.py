@@ -12,6 +12,7 @@ from service.cli import CommandError
 from service.cli.input_checks import check_inputs, input_problem
 from service.cli.model_options import add_model_options, params_from_args
 from worker.errors import InputError
+from worker.job_kinds import kind_named
 from worker.params.compress import CompressParams, DecompressParams
 
 __all__ = ["register"]
@@ -45,13 +46,13 @@ def register(subparsers) -> None:
 
 
 def _compress(args: argparse.Namespace) -> int:
-    from worker.jobs.compress import compress_file
+    from worker.jobs.compress import JOB_KINDS, compress_file
 
     params = params_from_args(CompressParams, args)
     if not args.output.endswith(".npz"):
         raise CommandError(f"output must end in .npz, got {args.output}")
     inputs = {"volume": args.input, **{k: getattr(args, k) for k in ("bval", "bvec") if getattr(args, k)}}
-    check_inputs("compress", inputs, params, read_through=False)
+    check_inputs(kind_named(JOB_KINDS, "compress"), inputs, params, read_through=False)
     try:
         report = compress_file(args.input, args.output, params, bval=args.bval, bvec=args.bvec)
     except InputError as exc:
@@ -82,11 +83,11 @@ def _compress(args: argparse.Namespace) -> int:
 
 
 def _decompress(args: argparse.Namespace) -> int:
-    from worker.jobs.compress import decompress_file
+    from worker.jobs.compress import JOB_KINDS, decompress_file
 
     if not (args.output.endswith(".nii") or args.output.endswith(".nii.gz")):
         raise CommandError(f"output must end in .nii or .nii.gz, got {args.output}")
-    check_inputs("decompress", {"archive": args.input}, DecompressParams())
+    check_inputs(kind_named(JOB_KINDS, "decompress"), {"archive": args.input}, DecompressParams())
     try:
         report = decompress_file(args.input, args.output)
     except (InputError, FileNotFoundError) as exc:

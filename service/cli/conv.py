@@ -9,6 +9,7 @@ from pathlib import Path
 from service.cli import CommandError
 from service.cli.input_checks import check_inputs
 from service.cli.model_options import add_model_options, params_from_args
+from worker.job_kinds import kind_named
 from worker.params.conv import CPConvParams, CPDecomposeParams, TuckerConvParams, TuckerDecomposeParams
 
 __all__ = ["register"]
@@ -67,10 +68,10 @@ def _require_files(*pairs: tuple[Path | None, str]) -> None:
 
 def _conv(args: argparse.Namespace) -> int:
     from worker.errors import InputError
-    from worker.jobs.conv import run_conv
+    from worker.jobs.conv import JOB_KINDS, run_conv
 
     params = params_from_args(_CONV_PARAMS[args.family], args)
-    check_inputs(f"{args.family}-conv", {"input": args.input, "factors": args.factors, "kernel": args.kernel}, params)
+    check_inputs(kind_named(JOB_KINDS, f"{args.family}-conv"), {"input": args.input, "factors": args.factors, "kernel": args.kernel}, params)
     try:
         sidecar = run_conv(args.family, args.input, args.out, _sidecar_path(args.out), params,
                            factors=args.factors, kernel=args.kernel)

@@ -40,10 +40,11 @@ def _fixels(args: argparse.Namespace) -> int:
     params = params_from_args(FixelsParams, args)
     from service.cli.input_checks import check_inputs, input_problem
     from worker.errors import InputError
-    from worker.jobs.fixels import run_fixels
+    from worker.jobs.fixels import JOB_KINDS, run_fixels
 
     inputs = {"fod": args.input, "mask": args.mask}
-    check_inputs("fixels", inputs, params, read_through=False)
+    (kind,) = JOB_KINDS
+    check_inputs(kind, inputs, params, read_through=False)
     out_dir = args.out_dir
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise CommandError(f"{out_dir} exists and is not an empty folder; remove it or choose another OUT_DIR")

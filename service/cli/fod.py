@@ -44,13 +44,14 @@ def _fod(args: argparse.Namespace) -> int:
     params = params_from_args(FodParams, args)
     from service.cli.input_checks import check_inputs, input_problem
     from worker.errors import InputError
-    from worker.jobs.fod import run_fod
+    from worker.job_kinds import kind_named
+    from worker.jobs.fod import JOB_KINDS, run_fod
 
     responses = list(args.response or [])
     if len(responses) > len(_TISSUES):
         raise CommandError(f"--response takes at most 3 files (WM GM CSF), not {len(responses)}")
     inputs = {**dwi_inputs(args), **dict(zip(_TISSUES, responses))}
-    check_inputs("fod", inputs, params, read_through=False)
+    check_inputs(kind_named(JOB_KINDS, "fod"), inputs, params, read_through=False)
     prefix = output_prefix(args.out_prefix)
     try:
         sidecar = run_fod(args.input, prefix, params, responses=dict(zip(_TISSUES, responses)),

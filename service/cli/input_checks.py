@@ -37,10 +37,10 @@ def input_limits():
         raise CommandError(f"invalid setting in the environment: {problems}; fix or unset it") from None
 
 
-def check_inputs(kind: "str | JobKind", files: Mapping[str, Path | None], params: BaseModel, *,
+def check_inputs(kind: "JobKind", files: Mapping[str, Path | None], params: BaseModel, *,
                  name_file: bool = True, read_through: bool = True) -> None:
-    """Refuse the inputs of a ``kind`` job (a :class:`worker.job_kinds.JobKind`, or its name,
-    looked up in the registry, which imports every family; slot → path; None for a slot not given) as
+    """Refuse the inputs of a ``kind`` job (its family's own :class:`worker.job_kinds.JobKind`:
+    the registry would import every family; slot → path; None for a slot not given) as
     the API would, as a :class:`CommandError` (:func:`input_problem`); a missing file first.
     ``read_through=False`` checks headers only, for a command that reads the files next: the
     reader refuses damaged data with the same message, so each file is inflated once.
@@ -48,7 +48,6 @@ def check_inputs(kind: "str | JobKind", files: Mapping[str, Path | None], params
     accepted header (a NIfTI read through its qform) is printed to stderr."""
     from worker.errors import InputError
     from worker.input_limits import check_backend, check_job_inputs
-    from worker.job_kinds import get_job_kind
 
     given = {slot: Path(path) for slot, path in files.items() if path is not None}
     for slot, path in given.items():
@@ -60,8 +59,7 @@ def check_inputs(kind: "str | JobKind", files: Mapping[str, Path | None], params
 
     try:
         check_backend(params)
-        check_job_inputs(get_job_kind(kind) if isinstance(kind, str) else kind, given, params, input_limits(), read_through=read_through,
-                         warn=warn)
+        check_job_inputs(kind, given, params, input_limits(), read_through=read_through, warn=warn)
     except InputError as exc:
         raise CommandError(input_problem(exc, given, name_file=name_file)) from None
 

@@ -76,10 +76,10 @@ def _response(args: argparse.Namespace) -> int:
     params = params_from_args(ResponseParams, args)
     from service.cli.input_checks import check_inputs, input_problem
     from worker.errors import InputError
-    from worker.jobs.fod_response import run_response
+    from worker.jobs.fod_response import RESPONSE_KIND, run_response
 
     inputs = dwi_inputs(args)
-    check_inputs("response", inputs, params, read_through=False)
+    check_inputs(RESPONSE_KIND, inputs, params, read_through=False)
     prefix = output_prefix(args.out_prefix)
     try:
         sidecar = run_response(args.input, prefix, params, **{k: v for k, v in inputs.items() if k != "dwi"})

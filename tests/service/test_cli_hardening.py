@@ -21,6 +21,7 @@ from service.settings import get_settings
 from tests.service.test_cli_limits import error_line
 from tests.worker.io.test_data_files import linked_mih
 from tests.worker.io.test_voxel_grid import raw_nifti
+from worker.jobs.peaks import JOB_KINDS
 from worker.params.peaks import PeaksParams
 
 FOD = fod_phantom((3, 3, 2), lmax=4, seed=3)["sh"].astype(np.float32)
@@ -61,7 +62,8 @@ def test_zero_sform_with_a_qform_is_checked_with_a_warning(tmp_path, capsys):
     header.set_qform(np.diag([2.0, 2.0, 2.0, 1.0]), code=1)
     header["sform_code"] = 1
     path = raw_nifti(tmp_path / "fod.nii", header, FOD)
-    check_inputs("peaks", {"fod": path, "mask": None}, PeaksParams(), read_through=False)
+    (kind,) = JOB_KINDS
+    check_inputs(kind, {"fod": path, "mask": None}, PeaksParams(), read_through=False)
     assert capsys.readouterr().err == (
         "fibertensor: warning: the fod file 'fod.nii' has a voxel-to-scanner transform that collapses an axis "
         "(a zero or degenerate matrix) in its sform; its qform was used instead. Check the result's "

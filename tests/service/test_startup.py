@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from service.cli import COMMANDS
 
@@ -167,6 +168,7 @@ def test_a_cpu_peaks_job_loads_one_signature_of_each_compiled_function(tmp_path)
 _RUN_PEAKS = """
 import sys
 import numpy as np
+import pytest
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
 
@@ -225,6 +227,7 @@ def test_warmup_command_fills_the_cache(tmp_path):
 
 _RUN_CONV = """
 import numpy as np
+import pytest
 from gpu.conv.cp import cp_conv2d
 from gpu.conv.direct import cp_kernel, direct_conv2d
 
@@ -259,3 +262,31 @@ def test_a_conv_loops_first_compile_is_announced_once(tmp_path):
     assert "fibertensor warmup" in cold.stderr and float(cold.stdout) < 1e-4
     warm = python(_RUN_CONV, env=env)
     assert NOTICE not in warm.stderr and float(warm.stdout) < 1e-4
+
+
+_FAMILY_COMMANDS = {
+    "fod": (["fod", "{bad}", "{tmp}/out/", "--bval", "{bval}", "--bvec", "{bvec}"], "worker.jobs.fod"),
+    "response": (["response", "{bad}", "{tmp}/out/", "--bval", "{bval}", "--bvec", "{bvec}"], "worker.jobs.fod"),
+    "fixels": (["fixels", "{bad}", "{tmp}/out"], "worker.jobs.fixels"),
+    "compress": (["compress", "{bad}", "{tmp}/out.npz"], "worker.jobs.compress"),
+    "decompress": (["decompress", "{bad}", "{tmp}/out.nii"], "worker.jobs.compress"),
+    "conv": (["conv", "cp", "--input", "{bad}", "--kernel", "{bad}", "--out", "{tmp}/out.npy"], "worker.jobs.conv"),
+    "peaks": (["peaks", "{bad}", "{tmp}/out"], "worker.jobs.peaks"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(_FAMILY_COMMANDS))
+def test_a_command_checks_its_inputs_without_loading_the_other_families(tmp_path, command):
+    """Each command refuses a damaged input through its own family's job kind: the registry
+    would import every family's job modules (and what they load) first."""
+    (tmp_path / "bad.nii.gz").write_bytes(b"not an image")
+    (tmp_path / "b.bval").write_text("0 1000\n")
+    (tmp_path / "b.bvec").write_text("1 0\n0 1\n0 0\n")
+    words, family = _FAMILY_COMMANDS[command]
+    paths = {"bad": tmp_path / "bad.nii.gz", "tmp": tmp_path, "bval": tmp_path / "b.bval", "bvec": tmp_path / "b.bvec"}
+    code = ("import json, sys\nfrom service.cli import main\ncode = main(sys.argv[1:])\n"
+            "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('worker.jobs.'))]))")
+    done = python(code, *(word.format(**paths) for word in words))
+    returned, loaded = json.loads(done.stdout.splitlines()[-1])
+    assert returned == 2 and "Not gzip-compressed" in done.stderr
+    assert loaded and all(name.startswith(family) for name in loaded), loaded
