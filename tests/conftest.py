@@ -128,8 +128,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # `fibertensor warmup` of every CPU kernel the tests load, spread over one process per core
     # (numba compiles on one thread): on a cold cache the workers would otherwise compile them
     # inside tests, one at a time, the other workers waiting on the cache's lock. The tests run
-    # the SS-HOPM CPU loops of lmax 2 to 8 only (10 and 12 in the CUDA simulator and the tensor
-    # algebra): their two loops would cost a cold run half a minute of CPU for nothing.
+    # the SS-HOPM CPU loops of lmax 2 to 8 only: those of 10 and 12 would cost a cold run half a
+    # minute of CPU for nothing.
     cores = os.cpu_count() or 1
     work = [("fixels", None), ("fod", None), ("conv", None), *(("peaks", lmax) for lmax in (2, 4, 6, 8))]
     warmups = []
