@@ -48,6 +48,12 @@ _TRUNCATIONS = (0.3, 0.5, 0.8, 1.2, 1.8, 2.7, 4.0, 6.0, 9.0, 14.0)
 #: core steps tried, relative to the step whose error equals the residual quantiser's
 _CORE_STEPS = (0.25, 0.5, 1.0, 2.0, 4.0)
 _SAMPLE = 1 << 19
+#: calls of the error at most in one step search (:func:`_largest_fitting_step`)
+_SEARCH_CALLS = 40
+#: -log(error/budget) taken for an error of 0
+_LOG_FLOOR = 50.0
+#: how far past the budget a one-sided step aims, as a multiple of the line's move
+_OVERSHOOT = 1.6
 
 
 @dataclass(frozen=True)
@@ -150,9 +156,87 @@ def _sample_grid(shape, rng) -> list[np.ndarray]:
     return [np.sort(rng.choice(s, max(2, int(round(s * fraction))), replace=False)) for s in shape]
 
 
+def _largest_fitting_step(error, budget: float, start: float, ratio: float, lowest: float,
+                          highest: float) -> float | None:
+    """The largest step ``s`` in [``lowest``, ``highest``], to within a factor ``ratio``,
+    whose ``error(s) ≤ budget``, for an error that grows with the step, about as a power of
+    it (uniform quantisation: RMS error ≈ step/√12), starting at ``start``; None where even
+    ``lowest`` does not fit.
+
+    In log step and log error the power law is a line: from ``start`` the search extends
+    the line through its last two steps (error ∝ step from the first) a little past the
+    budget until a step fits and one does not, then narrows that bracket by Brent's method
+    (Brent 1973, ch. 4: inverse quadratic interpolation, bisection where it stalls). A
+    handful of calls of ``error``, where halving the bracket takes a dozen.
+    """
+    def step_at(u: float) -> float:
+        return min(max(math.exp(u), lowest), highest)
+
+    def g(u: float) -> float:  # log of error / budget at the step e^u
+        value = error(step_at(u))
+        return math.log(value / budget) if value > 0 else -_LOG_FLOOR
+
+    lo, hi = math.log(lowest), math.log(highest)
+    u1 = min(max(math.log(start), lo), hi)
+    f1 = g(u1)
+    u0 = f0 = None
+    calls = 1
+    while (f1 <= 0 and u1 < hi) or (f1 > 0 and u1 > lo):  # one side only: extend the line
+        if calls == _SEARCH_CALLS:
+            return step_at(u1) if f1 <= 0 else None
+        slope = (f1 - f0) / (u1 - u0) if u0 is not None and u1 != u0 and f1 != f0 else 1.0
+        # a little past where the line meets the budget, so that the next step crosses it
+        move = -f1 / slope * _OVERSHOOT if slope > 0 else math.copysign(math.log(2.0), -f1)
+        move = math.copysign(min(max(abs(move), math.log(1.01)), math.log(4.0)), -f1)
+        u = min(max(u1 + move, lo), hi)
+        f = g(u)
+        calls += 1
+        if (f <= 0) != (f1 <= 0):
+            return step_at(_brent(g, u1, f1, u, f, math.log(ratio), _SEARCH_CALLS - calls))
+        u0, f0, u1, f1 = u1, f1, u, f
+    return step_at(u1) if f1 <= 0 else None
+
+
+def _brent(g, a: float, fa: float, b: float, fb: float, tol: float, calls: int) -> float:
+    """The end with ``g ≤ 0`` of a bracket [a, b] of a root of ``g`` (``fa``, ``fb`` of
+    opposite signs, ``g ≤ 0`` fits) narrowed to ``tol`` by Brent's method, with at most
+    ``calls`` calls of ``g``."""
+    c, fc = a, fa
+    d = e = b - a
+    for _ in range(max(calls, 0)):
+        if (fb > 0) == (fc > 0):
+            c, fc = a, fa
+            d = e = b - a
+        if abs(fc) < abs(fb):
+            a, b, c, fa, fb, fc = b, c, b, fb, fc, fb
+        half, middle = 0.5 * tol, 0.5 * (c - b)
+        if abs(middle) <= half or fb == 0:
+            break
+        if abs(e) >= half and abs(fa) > abs(fb):
+            s = fb / fa
+            if a == c:  # the secant
+                p, q = 2.0 * middle * s, 1.0 - s
+            else:  # inverse quadratic interpolation
+                q, r = fa / fc, fb / fc
+                p = s * (2.0 * middle * q * (q - r) - (b - a) * (r - 1.0))
+                q = (q - 1.0) * (r - 1.0) * (s - 1.0)
+            q = -q if p > 0 else q
+            p = abs(p)
+            if 2.0 * p < min(3.0 * middle * q - abs(half * q), abs(e * q)):
+                e, d = d, p / q
+            else:
+                d = e = middle
+        else:
+            d = e = middle
+        a, fa = b, fb
+        b += d if abs(d) > half else math.copysign(half, middle)
+        fb = g(b)
+    return b if fb <= 0 else c
+
+
 def _largest_step(residual, budget: float, start: float, xp=np) -> float | None:
     """The largest residual step whose quantisation error ``‖R − Δq‖_F ≤ budget``, None when
-    ``‖R‖_F`` already is (no residual needed). Bisection on a log scale."""
+    ``‖R‖_F`` already is (no residual needed)."""
     norm = float(xp.linalg.norm(residual))
     if norm <= budget:
         return None
@@ -160,17 +244,7 @@ def _largest_step(residual, budget: float, start: float, xp=np) -> float | None:
     def error(step):
         return float(xp.linalg.norm(residual - step * xp.floor(residual * (1.0 / step) + 0.5)))
 
-    lo, hi = start, start
-    while error(lo) > budget:
-        lo /= 2
-    while error(hi) <= budget and hi < 1e6 * start:
-        hi *= 2
-    for _ in range(24):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if error(mid) <= budget else (lo, mid)
-        if hi / lo < 1.002:
-            break
-    return lo
+    return _largest_fitting_step(error, budget, start, 1.002, start * 2.0**-40, start * 1e6)
 
 
 def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, target_kind, budget_s, res_step, scale):
@@ -346,19 +420,11 @@ def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget,
     if budget is None:
         return core_step
 
-    def fits(step):
+    def error(step):
         xhat = _reconstruct(quantize(core, step), step, factor_codes, factor_step, backend)
-        return float(np.linalg.norm(cast_output(xhat, output_dtype) - x64)) <= AIM * budget
+        return float(np.linalg.norm(cast_output(xhat, output_dtype) - x64))
 
-    if not fits(core_step):
-        return core_step
-    lo, hi = core_step, core_step * 2
-    while fits(hi) and hi < 2**30 * core_step:
-        lo, hi = hi, hi * 2
-    for _ in range(8):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return _largest_fitting_step(error, AIM * budget, core_step, 1.003, core_step, 2**30 * core_step) or core_step
 
 
 def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend):
@@ -381,23 +447,16 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
     _, y = decoded_with(None)
     if float(np.linalg.norm(y - x64)) <= budget:
         return None, None, y
-    start = _largest_step(x64 - xhat, AIM * budget, unit) or unit
 
-    def fits(step):
-        return float(np.linalg.norm(decoded_with(step)[1] - x64)) <= budget
+    def error(step):
+        return float(np.linalg.norm(decoded_with(step)[1] - x64))
 
-    lo, hi = start, start * 1.05
-    while not fits(lo):
-        hi, lo = lo, lo / 1.5
-        if lo < 1e-12 * start:
-            raise RuntimeError(f"could not meet the {target.mode} target {target.value:g}")
-    while fits(hi) and hi < 1e3 * start:
-        lo, hi = hi, hi * 1.5
-    for _ in range(8):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    codes, y = decoded_with(lo)
-    return lo, codes, y
+    # the quantiser's own RMS error, step/√12 an entry, puts ``unit`` near the answer
+    step = _largest_fitting_step(error, budget, unit, 1.002, unit * 1e-12, unit * 1e3)
+    if step is None:
+        raise RuntimeError(f"could not meet the {target.mode} target {target.value:g}")
+    codes, y = decoded_with(step)
+    return step, codes, y
 
 
 def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str = "cpu") -> np.ndarray:

@@ -73,3 +73,33 @@ def test_targets_that_cannot_be_met_are_refused():
         encode_tensor(np.full((4, 4, 4), 1e6, np.float32), ErrorTarget("abs", 1e-6), output_dtype=np.float32)
     with pytest.raises(ValueError, match="mode"):
         ErrorTarget("rmse", 1.0)
+
+
+@pytest.mark.parametrize("law", ["linear", "square root", "floor", "steps"])
+@pytest.mark.parametrize("start", [1e-3, 0.9, 7.0])
+def test_the_step_search_finds_the_largest_fitting_step_in_a_few_calls(law, start):
+    """The largest step whose error meets the budget, to within the ratio asked, for errors
+    that grow as a power of the step, level off on a floor, or rise in small jumps (a
+    quantiser's error does each), from far below or above it."""
+    from gpu.compress.error_bounded import _largest_fitting_step
+
+    errors = {"linear": lambda s: 0.29 * s, "square root": lambda s: math.sqrt(s),
+              "floor": lambda s: math.hypot(0.8, 0.1 * s), "steps": lambda s: 0.29 * math.ceil(s * 50) / 50}
+    calls = []
+
+    def error(step):
+        calls.append(step)
+        return errors[law](step)
+
+    budget, ratio = 1.0, 1.002
+    step = _largest_fitting_step(error, budget, start, ratio, 1e-6, 1e6)
+    assert errors[law](step) <= budget < errors[law](step * ratio)
+    assert len(calls) <= 12, calls
+
+
+def test_the_step_search_says_when_nothing_fits_and_stops_at_its_highest_step():
+    from gpu.compress.error_bounded import _largest_fitting_step
+
+    assert _largest_fitting_step(lambda s: 2.0 + s, 1.0, 1.0, 1.002, 1e-6, 1e6) is None
+    assert _largest_fitting_step(lambda s: 1e-3 * s, 1.0, 1.0, 1.002, 1e-6, 10.0) == 10.0
+    assert _largest_fitting_step(lambda s: 0.0, 1.0, 1.0, 1.002, 1e-6, 10.0) == 10.0
