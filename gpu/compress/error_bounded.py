@@ -136,14 +136,19 @@ def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:
     return allowance
 
 
-def _sub_ranks(core: np.ndarray, threshold: float, cap: tuple[int, ...]) -> tuple[int, ...]:
-    """Per mode, the fewest leading slices of the core whose discarded energy ≤ threshold."""
-    ranks = []
+def _mode_energies(core: np.ndarray) -> list[np.ndarray]:
+    """Per mode, the energy (sum of squares) of each slice of the core."""
     squares = core * core
-    for n in range(core.ndim):
-        energy = squares.sum(axis=tuple(m for m in range(core.ndim) if m != n))
+    return [squares.sum(axis=tuple(m for m in range(core.ndim) if m != n)) for n in range(core.ndim)]
+
+
+def _sub_ranks(energies: list[np.ndarray], threshold: float, cap: tuple[int, ...]) -> tuple[int, ...]:
+    """Per mode, the fewest leading slices of the core whose discarded energy ≤ threshold
+    (``energies``: :func:`_mode_energies` of the core)."""
+    ranks = []
+    for energy, limit in zip(energies, cap):
         tail = np.concatenate([np.cumsum(energy[::-1])[::-1], [0.0]])
-        ranks.append(int(min(cap[n], max(1, np.argmax(tail <= threshold)))))
+        ranks.append(int(min(limit, max(1, np.argmax(tail <= threshold)))))
     return tuple(ranks)
 
 
@@ -336,6 +341,7 @@ def encode_tensor(
     scale = n / xs.size
     budget_s = None if budget is None else AIM * budget / math.sqrt(scale)
     sample_factors = factors
+    energies = _mode_energies(core)
     choices = {}
 
     def size_of(t_index, c_step, f_step=FACTOR_STEPS[0]):
@@ -345,7 +351,7 @@ def encode_tensor(
                 sub = max_ranks
             else:
                 threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
-                sub = _sub_ranks(core, threshold, max_ranks)
+                sub = _sub_ranks(energies, threshold, max_ranks)
             core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
             choices[key] = (*_candidate_size(xs, grid, core, sample_factors, sub, core_step, f_step, kind,
                                              budget_s, unit, scale), sub, core_step)
@@ -430,10 +436,12 @@ def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget,
 def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend):
     """The residual step and codes, and the decoded volume (float64 of the cast values)."""
 
+    residual = x64 - xhat  # what quantize(x64, step, xhat) quantises, once for every step tried
+
     def decoded_with(step):
         if step is None:
             return None, cast_output(xhat, output_dtype).astype(np.float64)
-        codes = quantize(x64, step, xhat, backend=backend)
+        codes = quantize(residual, step, backend=backend)
         return codes, cast_output(dequantize(codes, step, xhat, backend=backend), output_dtype).astype(np.float64)
 
     if kind == "abs":
