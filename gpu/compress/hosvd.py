@@ -31,6 +31,10 @@ from gpu.compress.bound import get_precision
 
 __all__ = ["TuckerDecomposition", "st_hosvd", "tucker_reconstruct", "recover_core", "select_rank", "array_module"]
 
+# Float16 and float32 values (2^-149 to 2^128) times powers of two whose exponents add up to at
+# most this stay inside float64's normal range (2^-1022 to 2^1024), so each product is exact.
+_EXACT_REACH = 800
+
 
 @dataclass
 class TuckerDecomposition:
@@ -99,12 +103,19 @@ def _gram(xp, y, mode):
 
 def recover_core(core: np.ndarray, core_exp: list[np.ndarray]) -> np.ndarray:
     """``core ×_n diag(2^{−e_n})`` in float64 (exact)."""
-    total = np.zeros(core.shape, dtype=np.int64)
-    for n, e in enumerate(core_exp):
-        shape = [1] * core.ndim
-        shape[n] = len(e)
-        total = total - np.asarray(e, dtype=np.int64).reshape(shape)
-    return np.ldexp(core.astype(np.float64), total)
+    exponents = [np.asarray(e, dtype=np.int64) for e in core_exp]
+    g = core.astype(np.float64)
+    shapes = [[len(e) if m == n else 1 for m in range(core.ndim)] for n, e in enumerate(exponents)]
+    reach = sum(int(np.abs(e).max(initial=0)) for e in exponents)
+    if reach and (core.dtype.itemsize > 4 or reach > _EXACT_REACH):
+        # a product by one power of two after another could leave float64's normal range
+        total = np.zeros(core.shape, dtype=np.int64)
+        for e, shape in zip(exponents, shapes):
+            total -= e.reshape(shape)
+        return np.ldexp(g, total)
+    for e, shape in zip(exponents, shapes):  # by powers of two, a mode at a time: exact
+        g *= np.ldexp(1.0, -e).reshape(shape)
+    return g
 
 
 def tucker_reconstruct(core: np.ndarray, factors: list[np.ndarray], core_exp=None) -> np.ndarray:
