@@ -120,7 +120,7 @@ def recover_core(core: np.ndarray, core_exp: list[np.ndarray]) -> np.ndarray:
 
 def tucker_reconstruct(core: np.ndarray, factors: list[np.ndarray], core_exp=None) -> np.ndarray:
     """``Ĝ ×_1 U_1 … ×_N U_N`` in float64 on the CPU (the decompression)."""
-    g = recover_core(core, core_exp) if core_exp is not None else core.astype(np.float64)
+    g = recover_core(core, core_exp) if core_exp is not None else np.asarray(core, dtype=np.float64)
     for n, u in enumerate(factors):
         g = np.moveaxis(np.tensordot(np.asarray(u, dtype=np.float64), g, axes=([1], [n])), 0, n)
     return g
