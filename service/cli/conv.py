@@ -71,7 +71,8 @@ def _conv(args: argparse.Namespace) -> int:
     from worker.jobs.conv import JOB_KINDS, run_conv
 
     params = params_from_args(_CONV_PARAMS[args.family], args)
-    check_inputs(kind_named(JOB_KINDS, f"{args.family}-conv"), {"input": args.input, "factors": args.factors, "kernel": args.kernel}, params)
+    inputs = {"input": args.input, "factors": args.factors, "kernel": args.kernel}
+    check_inputs(kind_named(JOB_KINDS, f"{args.family}-conv"), inputs, params)
     try:
         sidecar = run_conv(args.family, args.input, args.out, _sidecar_path(args.out), params,
                            factors=args.factors, kernel=args.kernel)

@@ -105,7 +105,8 @@ def test_the_recovered_core_is_the_exact_power_of_two_scaling(dtype, reach):
     for values over many decades (float64 subnormals too, where the products stop)."""
     rng = np.random.default_rng(reach)
     shape = (7, 6, 5, 4)
-    core = (rng.standard_normal(shape) * 10.0 ** rng.uniform(-300 if dtype == np.float64 else -5, 4, shape)).astype(dtype)
+    decades = -300 if dtype == np.float64 else -5
+    core = (rng.standard_normal(shape) * 10.0 ** rng.uniform(decades, 4, shape)).astype(dtype)
     exponents = [rng.integers(-reach, reach + 1, n) for n in shape]
     total = sum(-e.reshape([n if m == k else 1 for m in range(4)]) for k, (e, n) in enumerate(zip(exponents, shape)))
     np.testing.assert_array_equal(recover_core(core, exponents), np.ldexp(core.astype(np.float64), total))

@@ -164,7 +164,8 @@ def test_the_reference_job_writes_the_same_bytes_whatever_ran_before(tmp_path, b
         for name, content in files.items():  # file by file, so that a difference names its file
             if content != expected[name]:  # the image itself, or only its encoding?
                 if name.endswith(".png"):
-                    assert _png_pixels(content) == _png_pixels(expected[name]), f"{name}'s pixels differ in the {run} run"
+                    assert _png_pixels(content) == _png_pixels(expected[name]), \
+                        f"{name}'s pixels differ in the {run} run"
                 elif name.endswith(".gz"):
                     assert gzip.decompress(content) == gzip.decompress(expected[name]), \
                         f"{name}'s data differ in the {run} run"
