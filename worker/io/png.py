@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+
 from worker.io.atomic import write_bytes_atomic
 
 __all__ = ["png_bytes", "write_png_atomic"]
