@@ -35,8 +35,8 @@ from numba.extending import register_jitable
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables, fmls_tables
 
-__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "segment_voxels_cuda", "launch_fmls",
-           "lobe_scratch", "device_tables", "MAX_LOBES", "VOXELS"]
+__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "widen_rows_cuda", "segment_voxels_cuda",
+           "launch_fmls", "lobe_scratch", "device_tables", "FmlsWorkspace", "MAX_LOBES", "VOXELS"]
 
 #: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 126: labels
 #: are int8, a pending sample's −2 − lobe included).
@@ -435,6 +435,19 @@ def fmls_write_cuda(lobes, integral_threshold, peak_threshold, maxnum, dir_from_
                                 mean[v], integral[v], head[v], peak_dir[v], out_dir[v], out_afd[v], out_peak[v])
 
 
+@cuda.jit(cache=True)
+def widen_rows_cuda(block, coefficient_major, rows):
+    """rows[v, c] = coefficient c of voxel v in ``block`` as float64: block[c, v] if
+    ``coefficient_major``, else block[v, c] (a float32 image's coefficients widen exactly, as
+    the CPU backend widens them)."""
+    i = cuda.grid(1)
+    n = rows.shape[0]
+    if i < n * rows.shape[1]:
+        v = i % n
+        c = i // n
+        rows[v, c] = block[c, v] if coefficient_major else block[v, c]
+
+
 @lru_cache(maxsize=4)
 def device_tables(lmax: int) -> tuple:
     """The tables the kernels read for SH degree ``lmax``, on the device (kept for the
@@ -479,19 +492,67 @@ def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_th
         integral, head, peak_dir, d_counts, d_dir, d_afd, d_peak)
 
 
+class FmlsWorkspace:
+    """What segmenting up to ``size`` voxels of ``n_coeffs`` coefficients at a time takes on
+    the GPU, allocated once and reused chunk after chunk: the coefficients as the kernels read
+    them (float64), the lobe scratch, room for ``capacity`` fixels a voxel, and page-locked
+    host buffers the coefficients go up and the fixels come back through (copied by DMA)."""
+
+    def __init__(self, size: int, n_coeffs: int, capacity: int):
+        self.size, self.n_coeffs, self.capacity = size, n_coeffs, capacity
+        self.rows = cuda.device_array((size, n_coeffs), np.float64)
+        self.scratch = lobe_scratch(size)
+        self.fixels = (cuda.device_array(size, np.int32), cuda.device_array((size, capacity, 3), np.float32),
+                       cuda.device_array((size, capacity), np.float32), cuda.device_array((size, capacity), np.float32))
+        self.host = tuple(cuda.pinned_array(a.shape, a.dtype) for a in self.fixels)
+        # the coefficients on their way up, float64 (the widest an input has)
+        self.upload = cuda.pinned_array(size * n_coeffs, np.float64)
+
+    def fits(self, n: int, n_coeffs: int, capacity: int) -> bool:
+        return n <= self.size and (n_coeffs, capacity) == (self.n_coeffs, self.capacity)
+
+    def scratch_of(self, n: int) -> tuple:
+        """The lobe scratch of :func:`lobe_scratch` for the first ``n`` voxels."""
+        lobes, work, n_work, *per_voxel = self.scratch
+        return (lobes[:n], work[:n * MAX_LOBES], n_work, *(a[:n] for a in per_voxel))
+
+    def staged(self, coeffs: np.ndarray) -> np.ndarray:
+        """``coeffs`` (V, n_coeffs) copied into the page-locked upload buffer, in the memory
+        order it has (coefficient-major when its rows are strided, as a NIfTI image's are)."""
+        n = coeffs.shape[0]
+        dtype = np.float32 if coeffs.dtype == np.float32 else np.float64
+        flat = self.upload.view(dtype)[:n * self.n_coeffs]
+        major = coeffs.strides[0] < coeffs.strides[1]
+        stage = flat.reshape(self.n_coeffs, n).T if major else flat.reshape(n, self.n_coeffs)
+        np.copyto(stage, coeffs, casting="same_kind")
+        return stage
+
+
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                        merge_ratio: float, maxnum: int, dir_from_peak: bool,
-                        capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                        merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
+                        workspace: FmlsWorkspace | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
-    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW."""
+    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW.
+    ``coeffs`` (V, n_coeffs) may be float32 or float64, in either memory order (a view of
+    the image's rows is read as it lies). With a ``workspace`` the arrays returned are its
+    host buffers, overwritten by the next call."""
     n = coeffs.shape[0]
     if n == 0:
         return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
                 np.zeros((0, capacity), np.float32))
-    d_counts = cuda.device_array(n, np.int32)
-    d_dir = cuda.device_array((n, capacity, 3), np.float32)
-    d_afd = cuda.device_array((n, capacity), np.float32)
-    d_peak = cuda.device_array((n, capacity), np.float32)
-    launch_fmls(cuda.to_device(np.ascontiguousarray(coeffs, np.float64)), tables, integral_threshold, peak_threshold,
-                merge_ratio, maxnum, dir_from_peak, d_counts, d_dir, d_afd, d_peak, lobe_scratch(n))
-    return d_counts.copy_to_host(), d_dir.copy_to_host(), d_afd.copy_to_host(), d_peak.copy_to_host()
+    if workspace is None or not workspace.fits(n, coeffs.shape[1], capacity):
+        workspace = FmlsWorkspace(n, coeffs.shape[1], capacity)
+    stage = workspace.staged(coeffs)
+    # a device array's .T launches a transposing copy (compiled afresh each time): the
+    # widening reads the coefficient-major block as it is instead
+    major = not stage.flags.c_contiguous
+    block = cuda.to_device(stage.T if major else stage)
+    rows = workspace.rows[:n]
+    widen_rows_cuda[(rows.size + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK](block, major, rows)
+    fixels = tuple(a[:n] for a in workspace.fixels)
+    launch_fmls(rows, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak, *fixels,
+                workspace.scratch_of(n))
+    host = tuple(a[:n] for a in workspace.host)
+    for device, out in zip(fixels, host):
+        device.copy_to_host(out)
+    return host

@@ -11,6 +11,7 @@ segmenter's order and sorts nothing). Two runs on the same backend give identica
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -85,36 +86,49 @@ class FixelSet:
     disp: np.ndarray
 
 
-def _run_backend(backend: str) -> Callable:
+def _run_backend(backend: str, n_voxels: int, n_coeffs: int) -> Callable:
+    """The backend's segmentation of voxel rows, for up to ``n_voxels`` rows a call; the GPU's
+    keeps its device arrays from call to call. The CPU's takes its rows as float64."""
     if backend == "cuda":
-        from gpu.fixels.kernels_cuda import segment_voxels_cuda
+        from gpu.fixels.kernels_cuda import FmlsWorkspace, segment_voxels_cuda
 
-        return segment_voxels_cuda
+        return partial(segment_voxels_cuda, workspace=FmlsWorkspace(n_voxels, n_coeffs, FIRST_CAPACITY))
     from gpu.fixels.fmls import segment_voxels_cpu
 
-    return segment_voxels_cpu
+    return lambda coeffs, *args: segment_voxels_cpu(np.ascontiguousarray(coeffs, np.float64), *args)
 
 
-def _segment_rows(coeffs: np.ndarray, tables, options: FmlsOptions, backend: str) -> tuple[np.ndarray, ...]:
-    """Counts and padded fixels of voxel rows ``coeffs``; rows that overflow the first capacity
-    (or the CUDA kernel's lobe scratch) run again on the CPU with room for all."""
+def _segment_rows(coeffs: np.ndarray, tables, options: FmlsOptions, run: Callable) -> tuple[np.ndarray, ...]:
+    """Counts and padded fixels of voxel rows ``coeffs`` by the backend's ``run``; rows that
+    overflow the first capacity (or the CUDA kernel's lobe scratch) run again on the CPU with
+    room for all."""
     integral, peak = options.thresholds
     args = (tables, integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak)
-    counts, dirs, afd, amp = _run_backend(backend)(coeffs, *args, FIRST_CAPACITY)
+    counts, dirs, afd, amp = run(coeffs, *args, FIRST_CAPACITY)
     redo = np.flatnonzero((counts < 0) | (counts > FIRST_CAPACITY))
     if redo.size:
         from gpu.fixels.fmls import segment_voxels_cpu
 
-        again = segment_voxels_cpu(coeffs[redo], *args, FIRST_CAPACITY)
+        rows = np.ascontiguousarray(coeffs[redo], np.float64)
+        again = segment_voxels_cpu(rows, *args, FIRST_CAPACITY)
         capacity = int(again[0].max())
         if capacity > FIRST_CAPACITY:
-            again = segment_voxels_cpu(coeffs[redo], *args, capacity)
+            again = segment_voxels_cpu(rows, *args, capacity)
             grow = ((0, 0), (0, capacity - FIRST_CAPACITY))
             dirs, afd, amp = np.pad(dirs, grow + ((0, 0),)), np.pad(afd, grow), np.pad(amp, grow)
         width = again[1].shape[1]
         counts[redo] = again[0]
         dirs[redo, :width], afd[redo, :width], amp[redo, :width] = again[1], again[2], again[3]
     return counts, dirs, afd, amp
+
+
+def _rows_of(rows: np.ndarray, voxels: np.ndarray) -> np.ndarray:
+    """The rows ``voxels`` of ``rows`` (N, n_coeffs), gathered along the image's runs: a
+    coefficient at a time where the image stores a volume per coefficient (NIfTI, and .mif
+    written so), a voxel at a time where it stores a voxel's coefficients together."""
+    if rows.strides[0] < rows.strides[1]:
+        return rows.T[:, voxels].T
+    return rows[voxels]
 
 
 def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsOptions = FmlsOptions(),
@@ -143,16 +157,17 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
     if mask is not None and np.shape(mask) != grid:
         raise ValueError(f"mask has shape {np.shape(mask)}, the FOD's grid is {grid}")
     chosen = resolve_backend(backend)
-    # x fastest: the transposed grid in C order
+    # x fastest: the transposed grid in C order (a view of NIfTI's layout and of dwi2fod's)
     rows = fod.transpose(2, 1, 0, 3).reshape(-1, fod.shape[3])
     selected = np.arange(rows.shape[0]) if mask is None else np.flatnonzero(np.asarray(mask).transpose(2, 1, 0) != 0)
     counts = np.zeros(rows.shape[0], np.int64)
     parts: list[tuple[np.ndarray, ...]] = []
+    run = _run_backend(chosen, max(1, min(selected.size, _CHUNK_VOXELS)), fod.shape[3])
     for start in range(0, selected.size, _CHUNK_VOXELS):
         voxels = selected[start:start + _CHUNK_VOXELS]
         # without a mask the chunk is a run of rows: a slice, not a gathered copy
-        chunk = rows[start:start + voxels.size] if mask is None else rows[voxels]
-        n, dirs, afd, amp = _segment_rows(chunk.astype(np.float64), tables, options, chosen)
+        chunk = rows[start:start + voxels.size] if mask is None else _rows_of(rows, voxels)
+        n, dirs, afd, amp = _segment_rows(chunk, tables, options, run)
         counts[voxels] = n
         keep = np.arange(dirs.shape[1])[None, :] < n[:, None]
         parts.append((dirs[keep], afd[keep], amp[keep]))

@@ -22,7 +22,9 @@ def warm_up_fixels(backend: str = "cpu", log: Callable[[str], None] = lambda mes
     for l in range(0, 9, 2):
         sh[..., l * (l + 1) // 2] = np.sqrt((2 * l + 1) / (4 * np.pi)) * np.exp(-l * (l + 1) / 20)
     started = time.perf_counter()
-    segment_fods(sh, backend=backend)
+    # float32 as the image readers give it, laid out as NIfTI and as dwi2fod's .mif store it
+    for image in (np.asfortranarray(sh, np.float32), np.ascontiguousarray(sh, np.float32)):
+        segment_fods(image, backend=backend)
     seconds = time.perf_counter() - started
     log(f"fixels: FMLS segmentation ({backend}): {seconds:.1f} s")
     return seconds

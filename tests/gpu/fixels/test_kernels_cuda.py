@@ -35,6 +35,26 @@ def test_cuda_matches_cpu(options):
     assert cpu.index[1, 0, 0, 0] == 0 and cpu.index[3, 0, 0, 0] == 0 and cpu.index[..., 0].sum() >= 4
 
 
+@pytest.mark.parametrize("layout", ["volume per coefficient", "voxel's coefficients together"])
+def test_cuda_reads_float32_images_as_they_lie(layout):
+    # float32 as the image readers give it, in NIfTI's memory order or in dwi2fod's .mif order,
+    # with and without a mask: the rows reach the kernels widened exactly, as the CPU's
+    fod = fod_phantom((3, 2, 2), 8, relative_noise=0.05, seed=3)["sh"].astype(np.float32)
+    if layout == "volume per coefficient":
+        fod = np.asfortranarray(fod)
+    else:
+        fod = np.ascontiguousarray(fod.transpose(2, 1, 0, 3)).transpose(2, 1, 0, 3)
+    rows = fod.transpose(2, 1, 0, 3).reshape(-1, fod.shape[3])
+    assert np.shares_memory(rows, fod)
+    mask = np.ones(fod.shape[:3], bool)
+    mask[1, 0, 1] = mask[2, 1, 0] = False
+    for where in (None, mask):
+        cpu = segment_fods(fod, where, backend="cpu")
+        cuda = segment_fods(fod, where, backend="cuda")
+        assert_same_fixels(cuda, cpu)
+        assert cpu.index[..., 0].sum() >= (8 if where is None else 6)
+
+
 @pytest.mark.skipif(not simulator_active(), reason="shrinks the kernel's lobe scratch, which only the simulator reads at run time")
 def test_lobe_overflow_is_redone_on_cpu(monkeypatch):
     fod = fod_phantom((2, 1, 1), 8, relative_noise=0.3, seed=2)["sh"]
