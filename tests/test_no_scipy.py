@@ -1,7 +1,8 @@
 """fibertensor runs without scipy (docs/decisions/no-scipy.md): no module imports it but the
 ``.pam5`` writer (the optional DIPY extra), and the FOD and fixels families (their modules,
 jobs and commands, the response fit) run in a process where importing scipy fails, as on an
-install without it."""
+install without it; there a peaks job asked for ``.pam5`` is refused with how to install DIPY,
+and the warm-up leaves the ``.pam5`` writer out."""
 
 from __future__ import annotations
 
@@ -42,8 +43,9 @@ for job in ("fod", "fod_response", "fod_stages", "fixels"):
     importlib.import_module(f"worker.jobs.{job}")
 from service.cli import main
 from tests.test_no_scipy import response_numerics
+from worker.jobs.peaks.outputs import warm_up_pam5_writer
 codes = [main(command) for command in json.loads(sys.argv[1])]
-print(json.dumps({"codes": codes, "numerics": response_numerics(),
+print(json.dumps({"codes": codes, "numerics": response_numerics(), "pam5 warm-up": warm_up_pam5_writer(),
                   "scipy": sorted(m for m in sys.modules if m.partition(".")[0] == "scipy")}))
 """
 
@@ -97,12 +99,17 @@ def test_fod_and_fixels_families_run_without_scipy(tmp_path):
                  "--gm", "20", "--csf", "20", "--quiet"],
                 ["response", str(p["dwi"]), str(tmp_path / "tournier"), *gradients, "--algorithm", "tournier",
                  "--quiet"],
-                ["fixels", str(tmp_path / "fod_wmfod.nii"), str(tmp_path / "fixels"), "--backend", "cpu", "--quiet"]]
+                ["fixels", str(tmp_path / "fod_wmfod.nii"), str(tmp_path / "fixels"), "--backend", "cpu", "--quiet"],
+                # .pam5 needs DIPY, which brings scipy: without them, refused at the door (exit 2)
+                ["peaks", str(tmp_path / "fod_wmfod.nii"), str(tmp_path / "pam"), "--format", "pam5", "--backend", "cpu",
+                 "--quiet"]]
     done = subprocess.run([sys.executable, "-c", _WITHOUT_SCIPY, json.dumps(commands)], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert (result["codes"], result["scipy"]) == ([0, 0, 0, 0], [])
+    assert (result["codes"], result["scipy"]) == ([0, 0, 0, 0, 2], [])
+    assert "pip install 'fibertensor[dipy]'" in done.stderr
+    assert result["pam5 warm-up"] is None and not list(tmp_path.glob("pam*"))
     # the same numbers as in this process, where scipy is installed, and the fit is a response
     expected = response_numerics()
     assert result["numerics"] == expected

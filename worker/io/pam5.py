@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 from numba import njit
-from scipy.spatial import cKDTree
 
 import gpu.numba_cache  # noqa: F401 - numba's cache shared safely by processes
 from gpu.cpu_blocks import run_in_blocks
@@ -64,6 +63,10 @@ class _SphereCells:
     """
 
     def __init__(self, vertices: np.ndarray):
+        # scipy comes with DIPY, which the format needs: imported here, so that without them
+        # require_dipy() can say so (scipy is no dependency of ours: docs/decisions/no-scipy.md)
+        from scipy.spatial import cKDTree
+
         n = len(vertices)
         gap, _ = cKDTree(vertices).query(-vertices)
         lone = np.flatnonzero(gap > 1e-6)
