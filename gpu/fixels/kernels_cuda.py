@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 from numba import config, cuda, float64, int8, int16, int32
@@ -36,7 +37,8 @@ from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables, fmls_tables
 
 __all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "widen_rows_cuda", "segment_voxels_cuda",
-           "launch_fmls", "lobe_scratch", "device_tables", "FmlsWorkspace", "MAX_LOBES", "VOXELS"]
+           "start_segment_cuda", "launch_fmls", "lobe_scratch", "device_tables", "FmlsWorkspace", "MAX_LOBES",
+           "VOXELS"]
 
 #: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 126: labels
 #: are int8, a pending sample's −2 − lobe included).
@@ -471,35 +473,37 @@ def lobe_scratch(n_voxels: int) -> tuple:
 
 
 def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_threshold: float, merge_ratio: float,
-                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak, scratch: tuple) -> None:
-    """The three kernels on device arrays: ``d_coeffs`` (V, n_coeffs) float64 in, the others
-    out, shaped as :func:`segment_voxels_cuda` returns them; ``scratch`` a :func:`lobe_scratch`
-    of V voxels."""
+                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak, scratch: tuple, stream=0) -> None:
+    """The three kernels on device arrays, queued on ``stream``: ``d_coeffs`` (V, n_coeffs)
+    float64 in, the others out, shaped as :func:`segment_voxels_cuda` returns them;
+    ``scratch`` a :func:`lobe_scratch` of V voxels."""
     n = d_coeffs.shape[0]
     d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(tables.lmax)
     grid = (n + VOXELS - 1) // VOXELS
     lobes, work, n_work, label, peak_value, integral, mean, head, seed, next_peak, peak_dir = scratch
-    n_work.copy_to_device(np.zeros(1, np.int32))
-    fmls_grow_cuda[grid, VOXELS * _WARP](d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh, float(merge_ratio),
+    n_work.copy_to_device(np.zeros(1, np.int32), stream=stream)
+    fmls_grow_cuda[grid, VOXELS * _WARP, stream](d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh, float(merge_ratio),
                                          d_counts, lobes, work, n_work, label, peak_value, integral, mean, head, seed,
                                          next_peak)
     # as many threads as lobes could be; those past n_work[0] return at once
-    fmls_refine_cuda[(work.shape[0] + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK](
+    fmls_refine_cuda[(work.shape[0] + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK, stream](
         d_coeffs, tables.lmax, d_unit, d_neighbours, d_legendre, tables.legendre_step, d_factors,
         float(integral_threshold), work, n_work, label, peak_value, integral, head, seed, next_peak, peak_dir)
-    fmls_write_cuda[(n + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK](
+    fmls_write_cuda[(n + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK, stream](
         lobes, float(integral_threshold), float(peak_threshold), int(maxnum), bool(dir_from_peak), peak_value, mean,
         integral, head, peak_dir, d_counts, d_dir, d_afd, d_peak)
 
 
 class FmlsWorkspace:
     """What segmenting up to ``size`` voxels of ``n_coeffs`` coefficients at a time takes on
-    the GPU, allocated once and reused chunk after chunk: the coefficients as the kernels read
-    them (float64), the lobe scratch, room for ``capacity`` fixels a voxel, and page-locked
-    host buffers the coefficients go up and the fixels come back through (copied by DMA)."""
+    the GPU, allocated once and reused chunk after chunk: a stream, the coefficients as the
+    kernels read them (float64), the lobe scratch, room for ``capacity`` fixels a voxel, and
+    page-locked host buffers the coefficients go up and the fixels come back through (copied
+    by DMA, without blocking the host)."""
 
     def __init__(self, size: int, n_coeffs: int, capacity: int):
         self.size, self.n_coeffs, self.capacity = size, n_coeffs, capacity
+        self.stream = cuda.stream()
         self.rows = cuda.device_array((size, n_coeffs), np.float64)
         self.scratch = lobe_scratch(size)
         self.fixels = (cuda.device_array(size, np.int32), cuda.device_array((size, capacity, 3), np.float32),
@@ -528,6 +532,36 @@ class FmlsWorkspace:
         return stage
 
 
+def start_segment_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
+                       merge_ratio: float, maxnum: int, dir_from_peak: bool,
+                       workspace: FmlsWorkspace) -> Callable[[], tuple[np.ndarray, ...]]:
+    """Queue :func:`segment_voxels_cuda` of ``coeffs`` on the workspace's stream and return at
+    once a function that waits for it and returns its arrays (the workspace's host buffers,
+    valid until the workspace's next use): the host can meanwhile work on another chunk."""
+    n = coeffs.shape[0]
+    stream = workspace.stream
+    stage = workspace.staged(coeffs)
+    # a device array's .T launches a transposing copy (compiled afresh each time): the
+    # widening reads the coefficient-major block as it is instead
+    major = not stage.flags.c_contiguous
+    block = cuda.to_device(stage.T if major else stage, stream=stream)
+    rows = workspace.rows[:n]
+    widen_rows_cuda[(rows.size + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK, stream](block, major, rows)
+    fixels = tuple(a[:n] for a in workspace.fixels)
+    launch_fmls(rows, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak, *fixels,
+                workspace.scratch_of(n), stream)
+    host = tuple(a[:n] for a in workspace.host)
+    for device, out in zip(fixels, host):
+        device.copy_to_host(out, stream=stream)
+
+    def finish(uploaded=block) -> tuple[np.ndarray, ...]:
+        # ``uploaded`` holds the device copy of the chunk until its stream is done with it
+        stream.synchronize()
+        return host
+
+    return finish
+
+
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
                         merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
                         workspace: FmlsWorkspace | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -535,24 +569,12 @@ def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_thresho
     (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW.
     ``coeffs`` (V, n_coeffs) may be float32 or float64, in either memory order (a view of
     the image's rows is read as it lies). With a ``workspace`` the arrays returned are its
-    host buffers, overwritten by the next call."""
+    host buffers, overwritten by its next use."""
     n = coeffs.shape[0]
     if n == 0:
         return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
                 np.zeros((0, capacity), np.float32))
     if workspace is None or not workspace.fits(n, coeffs.shape[1], capacity):
         workspace = FmlsWorkspace(n, coeffs.shape[1], capacity)
-    stage = workspace.staged(coeffs)
-    # a device array's .T launches a transposing copy (compiled afresh each time): the
-    # widening reads the coefficient-major block as it is instead
-    major = not stage.flags.c_contiguous
-    block = cuda.to_device(stage.T if major else stage)
-    rows = workspace.rows[:n]
-    widen_rows_cuda[(rows.size + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK](block, major, rows)
-    fixels = tuple(a[:n] for a in workspace.fixels)
-    launch_fmls(rows, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak, *fixels,
-                workspace.scratch_of(n))
-    host = tuple(a[:n] for a in workspace.host)
-    for device, out in zip(fixels, host):
-        device.copy_to_host(out)
-    return host
+    return start_segment_cuda(coeffs, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak,
+                              workspace)()

@@ -11,7 +11,7 @@ segmenter's order and sorts nothing). Two runs on the same backend give identica
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from itertools import cycle
 from typing import Callable
 
 import numpy as np
@@ -86,25 +86,30 @@ class FixelSet:
     disp: np.ndarray
 
 
-def _run_backend(backend: str, n_voxels: int, n_coeffs: int) -> Callable:
-    """The backend's segmentation of voxel rows, for up to ``n_voxels`` rows a call; the GPU's
-    keeps its device arrays from call to call. The CPU's takes its rows as float64."""
+def _chunk_runner(backend: str, n_voxels: int, n_coeffs: int, in_flight: int) -> Callable:
+    """``start(coeffs, args)``: begin segmenting voxel rows ``coeffs`` (up to ``n_voxels``)
+    with the backend and return a function that waits for their counts and padded fixels.
+    The GPU's keeps up to ``in_flight`` chunks under way, each on its own workspace, so the
+    host finishes one chunk while the device runs the next; the CPU's computes at once."""
     if backend == "cuda":
-        from gpu.fixels.kernels_cuda import FmlsWorkspace, segment_voxels_cuda
+        from gpu.fixels.kernels_cuda import FmlsWorkspace, start_segment_cuda
 
-        return partial(segment_voxels_cuda, workspace=FmlsWorkspace(n_voxels, n_coeffs, FIRST_CAPACITY))
+        workspaces = cycle([FmlsWorkspace(n_voxels, n_coeffs, FIRST_CAPACITY) for _ in range(in_flight)])
+        return lambda coeffs, args: start_segment_cuda(coeffs, *args, next(workspaces))
     from gpu.fixels.fmls import segment_voxels_cpu
 
-    return lambda coeffs, *args: segment_voxels_cpu(np.ascontiguousarray(coeffs, np.float64), *args)
+    def start(coeffs: np.ndarray, args: tuple) -> Callable[[], tuple]:
+        result = segment_voxels_cpu(np.ascontiguousarray(coeffs, np.float64), *args, FIRST_CAPACITY)
+        return lambda: result
+
+    return start
 
 
-def _segment_rows(coeffs: np.ndarray, tables, options: FmlsOptions, run: Callable) -> tuple[np.ndarray, ...]:
-    """Counts and padded fixels of voxel rows ``coeffs`` by the backend's ``run``; rows that
-    overflow the first capacity (or the CUDA kernel's lobe scratch) run again on the CPU with
-    room for all."""
-    integral, peak = options.thresholds
-    args = (tables, integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak)
-    counts, dirs, afd, amp = run(coeffs, *args, FIRST_CAPACITY)
+def _redo_overflow(coeffs: np.ndarray, result: tuple[np.ndarray, ...], args: tuple) -> tuple[np.ndarray, ...]:
+    """Counts and padded fixels of voxel rows ``coeffs`` from a backend's ``result``, where
+    rows that overflowed the first capacity (or the CUDA kernel's lobe scratch) are run again
+    on the CPU with room for all."""
+    counts, dirs, afd, amp = result
     redo = np.flatnonzero((counts < 0) | (counts > FIRST_CAPACITY))
     if redo.size:
         from gpu.fixels.fmls import segment_voxels_cpu
@@ -162,20 +167,37 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
     selected = np.arange(rows.shape[0]) if mask is None else np.flatnonzero(np.asarray(mask).transpose(2, 1, 0) != 0)
     counts = np.zeros(rows.shape[0], np.int64)
     parts: list[tuple[np.ndarray, ...]] = []
-    run = _run_backend(chosen, max(1, min(selected.size, _CHUNK_VOXELS)), fod.shape[3])
-    for start in range(0, selected.size, _CHUNK_VOXELS):
-        voxels = selected[start:start + _CHUNK_VOXELS]
-        # without a mask the chunk is a run of rows: a slice, not a gathered copy
-        chunk = rows[start:start + voxels.size] if mask is None else _rows_of(rows, voxels)
-        n, dirs, afd, amp = _segment_rows(chunk, tables, options, run)
+    integral, peak = options.thresholds
+    args = (tables, integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak)
+    start = _chunk_runner(chosen, max(1, min(selected.size, _CHUNK_VOXELS)), fod.shape[3],
+                          in_flight=2 if selected.size > _CHUNK_VOXELS else 1)
+
+    def collect(voxels: np.ndarray, chunk: np.ndarray, started: Callable[[], tuple], done: int) -> None:
+        n, dirs, afd, amp = _redo_overflow(chunk, started(), args)
         counts[voxels] = n
         keep = np.arange(dirs.shape[1])[None, :] < n[:, None]
         parts.append((dirs[keep], afd[keep], amp[keep]))
         if progress is not None:
-            progress(min(1.0, (start + voxels.size) / selected.size))
-    directions = np.concatenate([p[0] for p in parts]).astype(np.float32) if parts else np.zeros((0, 3), np.float32)
-    afd = np.concatenate([p[1] for p in parts]).astype(np.float32) if parts else np.zeros(0, np.float32)
-    peak_amp = np.concatenate([p[2] for p in parts]).astype(np.float32) if parts else np.zeros(0, np.float32)
+            progress(min(1.0, done / selected.size))
+
+    pending = None
+    for first in range(0, selected.size, _CHUNK_VOXELS):
+        voxels = selected[first:first + _CHUNK_VOXELS]
+        # without a mask the chunk is a run of rows: a slice, not a gathered copy
+        chunk = rows[first:first + voxels.size] if mask is None else _rows_of(rows, voxels)
+        started = start(chunk, args)
+        # the chunk before is finished on the host while this one runs on the device
+        if pending is not None:
+            try:
+                collect(*pending)
+            except BaseException:
+                started()  # the chunk under way is done before its buffers go
+                raise
+        pending = (voxels, chunk, started, first + voxels.size)
+    if pending is not None:
+        collect(*pending)
+    directions, afd, peak_amp = (np.concatenate([p[k] for p in parts], dtype=np.float32, casting="same_kind") if parts
+                                 else np.zeros((0, 3) if k == 0 else 0, np.float32) for k in range(3))
     index = np.empty((*grid, 2), np.uint32)
     index[..., 0] = counts.reshape(grid[::-1]).transpose(2, 1, 0)
     index[..., 1] = (np.cumsum(counts) - counts).reshape(grid[::-1]).transpose(2, 1, 0)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpu.cuda.simulator import simulator_active
-from gpu.fixels import kernels_cuda
+from gpu.fixels import kernels_cuda, segment
 from gpu.fixels.fmls import segment_voxels_cpu
 from gpu.fixels.fmls_math import LOBE_OVERFLOW
 from gpu.fixels.fmls_tables import fmls_tables
@@ -36,9 +36,12 @@ def test_cuda_matches_cpu(options):
 
 
 @pytest.mark.parametrize("layout", ["volume per coefficient", "voxel's coefficients together"])
-def test_cuda_reads_float32_images_as_they_lie(layout):
+def test_cuda_reads_float32_images_as_they_lie(layout, monkeypatch):
     # float32 as the image readers give it, in NIfTI's memory order or in dwi2fod's .mif order,
-    # with and without a mask: the rows reach the kernels widened exactly, as the CPU's
+    # with and without a mask: the rows reach the kernels widened exactly, as the CPU's. In
+    # chunks of 5 voxels, two under way at a time on alternating workspaces.
+    monkeypatch.setattr(segment, "_CHUNK_VOXELS", 5)
+    fractions = []
     fod = fod_phantom((3, 2, 2), 8, relative_noise=0.05, seed=3)["sh"].astype(np.float32)
     if layout == "volume per coefficient":
         fod = np.asfortranarray(fod)
@@ -50,9 +53,10 @@ def test_cuda_reads_float32_images_as_they_lie(layout):
     mask[1, 0, 1] = mask[2, 1, 0] = False
     for where in (None, mask):
         cpu = segment_fods(fod, where, backend="cpu")
-        cuda = segment_fods(fod, where, backend="cuda")
+        cuda = segment_fods(fod, where, backend="cuda", progress=fractions.append)
         assert_same_fixels(cuda, cpu)
         assert cpu.index[..., 0].sum() >= (8 if where is None else 6)
+    assert fractions == [5 / 12, 10 / 12, 1.0, 0.5, 1.0]
 
 
 @pytest.mark.skipif(not simulator_active(), reason="shrinks the kernel's lobe scratch, which only the simulator reads at run time")
