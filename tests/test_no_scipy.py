@@ -101,8 +101,8 @@ def test_fod_and_fixels_families_run_without_scipy(tmp_path):
                  "--quiet"],
                 ["fixels", str(tmp_path / "fod_wmfod.nii"), str(tmp_path / "fixels"), "--backend", "cpu", "--quiet"],
                 # .pam5 needs DIPY, which brings scipy: without them, refused at the door (exit 2)
-                ["peaks", str(tmp_path / "fod_wmfod.nii"), str(tmp_path / "pam"), "--format", "pam5", "--backend", "cpu",
-                 "--quiet"]]
+                ["peaks", str(tmp_path / "fod_wmfod.nii"), str(tmp_path / "pam"), "--format", "pam5",
+                 "--backend", "cpu", "--quiet"]]
     done = subprocess.run([sys.executable, "-c", _WITHOUT_SCIPY, json.dumps(commands)], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert done.returncode == 0, done.stderr

@@ -482,9 +482,9 @@ def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_th
     grid = (n + VOXELS - 1) // VOXELS
     lobes, work, n_work, label, peak_value, integral, mean, head, seed, next_peak, peak_dir = scratch
     n_work.copy_to_device(np.zeros(1, np.int32), stream=stream)
-    fmls_grow_cuda[grid, VOXELS * _WARP, stream](d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh, float(merge_ratio),
-                                         d_counts, lobes, work, n_work, label, peak_value, integral, mean, head, seed,
-                                         next_peak)
+    fmls_grow_cuda[grid, VOXELS * _WARP, stream](d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh,
+                                                 float(merge_ratio), d_counts, lobes, work, n_work, label, peak_value,
+                                                 integral, mean, head, seed, next_peak)
     # as many threads as lobes could be; those past n_work[0] return at once
     fmls_refine_cuda[(work.shape[0] + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK, stream](
         d_coeffs, tables.lmax, d_unit, d_neighbours, d_legendre, tables.legendre_step, d_factors,
@@ -564,7 +564,8 @@ def start_segment_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
 
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
                         merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
-                        workspace: FmlsWorkspace | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                        workspace: FmlsWorkspace | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
     (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW.
     ``coeffs`` (V, n_coeffs) may be float32 or float64, in either memory order (a view of
