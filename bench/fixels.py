@@ -1,9 +1,12 @@
 """Fixels benchmark: our ``fixels`` job (CPU, and CUDA where a GPU is there) against MRtrix3's
-``fod2fixel -afd -peak_amp -disp`` with all host cores, file to file, on the phantom FOD.
+``fod2fixel -afd -peak_amp -disp`` with all host cores, file to file, on two FODs.
 
-    python3 -m bench.fixels [--shape X Y Z] [--lmax 8] [--repeats 3] [--json PATH]
+    python3 -m bench.fixels [--shape X Y Z] [--lmax 8] [--data phantom csd] [--repeats 3] [--json PATH]
 
-The FOD is :func:`gpu.peaks.phantom.fod_phantom` written as ``.mif``. "ours" is
+The FODs, each written as ``.mif``: the phantom FOD (:func:`gpu.peaks.phantom.fod_phantom`,
+1–3 fibres a voxel, every voxel), and a CSD FOD (:func:`csd_fod`: the CSD fit of the
+simulated multi-shell DWI of :func:`gpu.fod.dwi_phantom` at SNR 20, in its ellipsoid mask,
+with the noise lobes real data has). "ours" is
 :func:`worker.jobs.fixels.run_fixels` in this process (read, segment, write the directory
 and sidecar; numba's compile or cache load is in the untimed warm-up call); "fod2fixel" is
 the command with ``-nthreads`` = the host's cores; "fibertensor fixels" is our CLI as a fresh
@@ -28,7 +31,7 @@ import numpy as np
 
 from bench.harness import Column, Report, bench_parser, child_environment, gpu_time, ratio, time_host
 
-__all__ = ["read_fixels", "agreement", "kernel_seconds", "main"]
+__all__ = ["read_fixels", "agreement", "kernel_seconds", "csd_fod", "main"]
 
 QUANTITIES = ("afd", "peak_amp", "disp")
 
@@ -91,77 +94,105 @@ def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
                     repeats)[0]
 
 
+def csd_fod(shape: tuple[int, int, int], seed: int = 1) -> np.ndarray:
+    """The WM FOD (X, Y, Z, 45) float32 that CSD (``dwi2fod csd``'s problem, our solver)
+    fits to the multi-shell phantom's DWI (:func:`gpu.fod.dwi_phantom`: 1–3 fibres, grey
+    matter and CSF in partial volume) at b = 3000, SNR 20, inside the phantom's ellipsoid
+    mask, given its exact WM response: noisy lobes, as in real data."""
+    from bench.fod import ellipsoid_mask
+    from gpu.fod import csd, dwi_phantom, shell_scheme, tissue_responses
+
+    bvals, bvecs = shell_scheme(5, [(3000, 60)], seed=seed)
+    dwi = dwi_phantom(shape, bvals, bvecs, snr=20.0, seed=seed)["dwi"]
+    response = tissue_responses([0.0, 3000.0], lmax=8)[0][-1]
+    return csd(dwi, bvals, bvecs, response, mask=ellipsoid_mask(shape), backend="auto")
+
+
+def _data_set_rows(name: str, sh: np.ndarray, folder: Path, backends: list[str], repeats: int) -> list[dict]:
+    """The table's rows for FOD ``sh``: fod2fixel, ours in process and as a fresh process on
+    each backend, and the kernels alone."""
+    from worker.io.images import write_image
+    from worker.jobs.fixels import run_fixels
+    from worker.params.fixels import FixelsParams
+
+    fod = folder / f"{name}.mif"
+    write_image(fod, sh, np.eye(4))
+    exe = shutil.which("fod2fixel")
+    cores = len(os.sched_getaffinity(0))
+    theirs, peer_seconds = None, None
+    if exe is not None:
+        def peer() -> None:
+            shutil.rmtree(folder / "theirs", ignore_errors=True)
+            subprocess.run([exe, "-quiet", "-force", "-nthreads", str(cores), str(fod), str(folder / "theirs"),
+                            "-afd", "afd.mif", "-peak_amp", "peak_amp.mif", "-disp", "disp.mif"], check=True)
+
+        peer_seconds = time_host(peer, repeats).best_wall
+        theirs = read_fixels(folder / "theirs")
+    rows = []
+    for backend in backends:
+        out = folder / f"ours_{backend}"
+
+        def ours() -> None:
+            shutil.rmtree(out, ignore_errors=True)
+            run_fixels(fod, out, FixelsParams(backend=backend))
+
+        seconds = time_host(ours, repeats).best_wall
+        row = {"side": f"ours ({backend})", "seconds": seconds, "ratio": ratio(peer_seconds, seconds)}
+        if theirs is not None:
+            row.update(agreement(read_fixels(out), theirs))
+        rows.append(row)
+
+        def fresh() -> None:
+            shutil.rmtree(out, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "service", "fixels", str(fod), str(out), "--backend", backend,
+                            "--quiet"], check=True, env=child_environment())
+
+        seconds = time_host(fresh, repeats).best_wall
+        rows.append({"side": f"fibertensor fixels ({backend})", "seconds": seconds,
+                     "ratio": ratio(peer_seconds, seconds)})
+        if backend == "cuda":
+            seconds = kernel_seconds(sh, repeats)
+            rows.append({"side": "FMLS kernels (cuda, GPU time)", "seconds": seconds,
+                         "ratio": ratio(peer_seconds, seconds)})
+    if peer_seconds is not None:
+        rows.append({"side": f"fod2fixel ({cores} threads)", "seconds": peer_seconds, "ratio": 1.0,
+                     "fixels": int(theirs["index"][..., 0].sum())})
+    return [{"data": name, **row} for row in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = bench_parser(__doc__.split("\n\n")[0], formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     parser.add_argument("--shape", type=int, nargs=3, default=(32, 32, 16), metavar=("X", "Y", "Z"),
                         help="phantom grid (default 32 32 16)")
     parser.add_argument("--lmax", type=int, default=8, help="SH degree of the phantom FOD (default 8)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side (default 3)")
+    parser.add_argument("--data", nargs="+", choices=("phantom", "csd"), default=("phantom", "csd"),
+                        help="the FODs: the phantom FOD, and a CSD fit to the simulated DWI (lmax 8) (default both)")
     args = parser.parse_args(argv)
 
     from gpu.cuda.backend import resolve_backend
     from gpu.peaks.phantom import fod_phantom
-    from worker.io.images import write_image
-    from worker.jobs.fixels import run_fixels
-    from worker.params.fixels import FixelsParams
 
     report = Report(args.json)
-    exe = shutil.which("fod2fixel")
-    cores = len(os.sched_getaffinity(0))
     backends = ["cpu"] + (["cuda"] if resolve_backend("auto") == "cuda" else [])
+    shape = tuple(args.shape)
+    data = {"phantom": lambda: fod_phantom(shape, args.lmax, seed=1)["sh"].astype(np.float32),
+            "csd": lambda: csd_fod(shape)}
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        fod = folder / "fod.mif"
-        sh = fod_phantom(tuple(args.shape), args.lmax, seed=1)["sh"].astype(np.float32)
-        write_image(fod, sh, np.eye(4))
-        theirs, peer_seconds = None, None
-        if exe is not None:
-            def peer() -> None:
-                shutil.rmtree(folder / "theirs", ignore_errors=True)
-                subprocess.run([exe, "-quiet", "-force", "-nthreads", str(cores), str(fod), str(folder / "theirs"),
-                                "-afd", "afd.mif", "-peak_amp", "peak_amp.mif", "-disp", "disp.mif"], check=True)
-
-            peer_seconds = time_host(peer, args.repeats).best_wall
-            theirs = read_fixels(folder / "theirs")
-        rows = []
-        for backend in backends:
-            out = folder / f"ours_{backend}"
-
-            def ours() -> None:
-                shutil.rmtree(out, ignore_errors=True)
-                run_fixels(fod, out, FixelsParams(backend=backend))
-
-            seconds = time_host(ours, args.repeats).best_wall
-            row = {"side": f"ours ({backend})", "seconds": seconds, "ratio": ratio(peer_seconds, seconds)}
-            if theirs is not None:
-                row.update(agreement(read_fixels(out), theirs))
-            rows.append(row)
-
-            def fresh() -> None:
-                shutil.rmtree(out, ignore_errors=True)
-                subprocess.run([sys.executable, "-m", "service", "fixels", str(fod), str(out), "--backend", backend,
-                                "--quiet"], check=True, env=child_environment())
-
-            seconds = time_host(fresh, args.repeats).best_wall
-            rows.append({"side": f"fibertensor fixels ({backend})", "seconds": seconds,
-                         "ratio": ratio(peer_seconds, seconds)})
-            if backend == "cuda":
-                seconds = kernel_seconds(sh, args.repeats)
-                rows.append({"side": "FMLS kernels (cuda, GPU time)", "seconds": seconds,
-                             "ratio": ratio(peer_seconds, seconds)})
-        if peer_seconds is not None:
-            rows.append({"side": f"fod2fixel ({cores} threads)", "seconds": peer_seconds, "ratio": 1.0,
-                         "fixels": int(theirs["index"][..., 0].sum())})
-    voxels = int(np.prod(args.shape))
+        for name in args.data:
+            rows += _data_set_rows(name, data[name](), Path(tmp), backends, args.repeats)
     report.table(
-        f"Fixels: {args.shape[0]}×{args.shape[1]}×{args.shape[2]} phantom ({voxels} voxels), lmax {args.lmax}, "
-        "file to file",
+        f"Fixels: {shape[0]}×{shape[1]}×{shape[2]} grid ({int(np.prod(shape))} voxels), file to file",
         rows,
-        [Column("side", "side"), Column("seconds", "s", ".3f"), Column("ratio", "fod2fixel/ours", ".2f"),
-         Column("fixels", "fixels", "d"), Column("count_equal_pct", "count equal %", ".2f"),
+        [Column("data", "FOD"), Column("side", "side"), Column("seconds", "s", ".3f"),
+         Column("ratio", "fod2fixel/ours", ".2f"), Column("fixels", "fixels", "d"),
+         Column("count_equal_pct", "count equal %", ".2f"),
          *(Column(f"{name}_{stat}", f"{name} {stat}", ".1e") for name in QUANTITIES for stat in ("median", "p99")),
          Column("direction_p99_deg", "dir p99 °", ".1e")],
-        note="relative differences |ours − fod2fixel| / |fod2fixel| over the fixels of voxels with equal counts",
+        note="FOD: phantom = the phantom FOD at --lmax; csd = CSD (lmax 8) of the simulated DWI, SNR 20, in its "
+             "ellipsoid mask; relative differences |ours − fod2fixel| / |fod2fixel| over the fixels of voxels with "
+             "equal counts",
     )
     return 0
 
