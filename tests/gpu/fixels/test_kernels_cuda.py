@@ -59,6 +59,38 @@ def test_cuda_reads_float32_images_as_they_lie(layout, monkeypatch):
     assert fractions == [5 / 12, 10 / 12, 1.0, 0.5, 1.0]
 
 
+def test_a_run_stopped_by_its_progress_callback_ends_with_the_chunk_under_way(monkeypatch):
+    # the callback's exception (a cancelled job) stops the run after the first chunk, once the
+    # chunk already under way on the device is done
+    monkeypatch.setattr(segment, "_CHUNK_VOXELS", 2)
+    fod = fod_phantom((3, 2, 1), 8, relative_noise=0.05, seed=3)["sh"].astype(np.float32)
+    waited = []
+    real_start = kernels_cuda.start_segment_cuda
+
+    def start(*args):
+        finish = real_start(*args)
+        chunk = len(waited)
+        waited.append(False)
+
+        def wait():
+            waited[chunk] = True
+            return finish()
+
+        return wait
+
+    monkeypatch.setattr(kernels_cuda, "start_segment_cuda", start)
+    fractions = []
+
+    def cancel(fraction):
+        fractions.append(fraction)
+        raise InterruptedError("cancelled")
+
+    with pytest.raises(InterruptedError):
+        segment_fods(fod, backend="cuda", progress=cancel)
+    # the first chunk collected, the second waited for, the third never started
+    assert fractions == [2 / 6] and waited == [True, True]
+
+
 @pytest.mark.skipif(not simulator_active(), reason="shrinks the kernel's lobe scratch, which only the simulator reads at run time")
 def test_lobe_overflow_is_redone_on_cpu(monkeypatch):
     fod = fod_phantom((2, 1, 1), 8, relative_noise=0.3, seed=2)["sh"]
