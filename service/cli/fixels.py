@@ -38,6 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _fixels(args: argparse.Namespace) -> int:
     params = params_from_args(FixelsParams, args)
+    if params.backend != "cpu":
+        from gpu.cuda.device import start_cuda_context
+
+        start_cuda_context()  # while the imports and the read below run, as fibertensor peaks does
     from service.cli.input_checks import check_inputs, input_problem
     from worker.errors import InputError
     from worker.jobs.fixels import JOB_KINDS, run_fixels
