@@ -2,7 +2,7 @@
 on one multi-shell phantom, in one run.
 
     python3 -m bench.fod [--shape X Y Z] [--backends cpu cuda] [--repeats N] [--mask ellipsoid|none]
-                         [--mrtrix-bin DIR] [--nthreads N] [--csd] [--json PATH]
+                         [--mrtrix-bin DIR] [--nthreads N] [--csd] [--dipy-voxels N] [--json PATH]
     python3 -m bench.fod --solver-only [--shape X Y Z] [--b0 N] [--shells B:N ...] [--repeats N]
                          [--check-voxels N] [--csd]
 
@@ -24,6 +24,11 @@ per-voxel relative L2); no dwi2fod, no files.
 
 Agreement: per voxel of the mask and per tissue, ‖ours − dwi2fod‖ / ‖dwi2fod, all tissues
 of the voxel‖ (a tissue the constraint holds at zero is then no error).
+
+``--dipy-voxels N`` (default 1000) adds DIPY's multi-shell CSD (and with ``--csd`` its CSD)
+on a central crop of about N mask voxels, given the same responses, beside ours (CPU
+backend) on the same voxels: seconds, and DIPY's FODs against ours by the same relative L2
+(:func:`dipy_comparison`). DIPY's multi-shell fit needs cvxpy (``pip install -e ".[bench]"``).
 """
 
 from __future__ import annotations
@@ -87,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time our CUDA solve alone and check a sample of voxels against the CPU backend")
     parser.add_argument("--check-voxels", type=int, default=2000,
                         help="--solver-only: voxels checked against the CPU backend (default 2000)")
+    parser.add_argument("--dipy-voxels", type=int, default=1000,
+                        help="DIPY's multi-shell CSD (and with --csd its CSD) on a central crop of about this many "
+                             "mask voxels, beside ours on the same voxels (0: no DIPY; its MSMT needs cvxpy)")
 
 
 def ellipsoid_mask(shape: tuple[int, int, int], semi_axis: float = 0.48) -> np.ndarray:
@@ -228,6 +236,88 @@ def _measure(fit: Fit, args: argparse.Namespace, backends: list[str], exe: str |
     return rows
 
 
+def _central_crop(mask: np.ndarray, voxels: int) -> np.ndarray:
+    """The mask's voxels in the grid's central cube of about ``voxels`` voxels."""
+    side = math.ceil(voxels ** (1 / 3))
+    crop = np.zeros_like(mask)
+    crop[tuple(slice(max(0, (n - side) // 2), (n - side) // 2 + side) for n in mask.shape)] = True
+    return crop & mask
+
+
+def _dipy_basis_to_mrtrix(lmax: int) -> np.ndarray:
+    """T with mrtrix coefficients = dipy coefficients @ T, for DIPY's default real SH basis
+    (descoteaux07, as its CSD models use it), from both bases' values on 2,000 directions."""
+    from dipy.core.geometry import cart2sphere
+    from dipy.reconst import shm
+
+    from gpu.sh_basis import real_sh_matrix
+
+    directions = np.random.default_rng(0).standard_normal((2000, 3))
+    directions /= np.linalg.norm(directions, axis=1)[:, None]
+    _, theta, phi = cart2sphere(*directions.T)
+    m, l = shm.sph_harm_ind_list(lmax)
+    theirs = shm.real_sh_descoteaux_from_index(m, l, theta[:, None], phi[:, None])
+    return np.linalg.lstsq(real_sh_matrix(lmax, directions), theirs, rcond=None)[0].T
+
+
+def dipy_comparison(fits: list[Fit], voxels: int, report: Report) -> None:
+    """DIPY's multi-shell CSD (``MultiShellDeconvModel``, its QP solved by cvxpy) and CSD
+    (``ConstrainedSphericalDeconvModel``, its own defaults: τ = 0.1, λ = 1) on a central crop
+    of the mask, given the same responses, one voxel after another as DIPY fits them, beside
+    ours (CPU backend) on the same voxels: seconds and the per-voxel relative L2 of DIPY's
+    FODs against ours (which equal dwi2fod's to ~1e-7), DIPY's SH basis converted to MRtrix3's."""
+    import dipy
+    from dipy.core.gradients import gradient_table
+    from dipy.reconst.csdeconv import AxSymShResponse, ConstrainedSphericalDeconvModel
+    from dipy.reconst.mcsd import MultiShellDeconvModel, MultiShellResponse, have_cvxpy
+
+    rows = []
+    for fit in fits:
+        crop = _central_crop(fit.mask, voxels)
+        gtab = gradient_table(fit.bvals, bvecs=fit.bvecs)
+        if fit.name == "csd":
+            response = fit.responses[0].ravel()
+            model = ConstrainedSphericalDeconvModel(gtab, AxSymShResponse(1.0, response), sh_order_max=8)
+        elif not have_cvxpy:
+            Report.progress("DIPY's multi-shell CSD needs cvxpy (pip install cvxpy): left out")
+            continue
+        else:
+            wm, gm, csf = fit.responses
+            shells = np.array([0.0, *sorted(set(fit.bvals[fit.bvals > 0]))])
+            model = MultiShellDeconvModel(gtab, MultiShellResponse(np.column_stack([csf[:, 0], gm[:, 0], wm]), 8,
+                                                                   shells), sh_order_max=8)
+        started = time.perf_counter()
+        theirs_fit = model.fit(fit.dwi, mask=crop)
+        dipy_seconds = time.perf_counter() - started
+        result = []
+        ours_seconds = time_host(lambda: result.append(fit.ours(fit.dwi, fit.bvals, fit.bvecs, fit.responses, crop,
+                                                                "cpu")), repeats=3).best_wall
+        ours = result[-1]
+        to_mrtrix = _dipy_basis_to_mrtrix(8)
+        if fit.name == "csd":
+            theirs = [theirs_fit.shm_coeff @ to_mrtrix]
+        else:
+            coeffs = theirs_fit.all_shm_coeff
+            theirs = [coeffs[..., 2:] @ to_mrtrix, coeffs[..., 1:2], coeffs[..., 0:1]]
+        n = int(crop.sum())
+        for tissue, values in zip(fit.tissues, agreement(ours, theirs, crop)):
+            rows.append({"fit": fit.name, "tissue": tissue, "voxels": n, "dipy_s": dipy_seconds, "ours_s": ours_seconds,
+                         "ratio": ratio(dipy_seconds, ours_seconds), **values})
+        Report.progress(f"DIPY {fit.name} on {n} voxels: {dipy_seconds:.2f} s, ours (cpu) {ours_seconds:.3f} s")
+    if rows:
+        report.table(
+            f"DIPY {dipy.__version__} (one voxel after another, one core) against ours (CPU backend, "
+            f"{len(os.sched_getaffinity(0))} threads) on a central crop of the mask; per-voxel relative L2 of DIPY's "
+            "FOD against ours", rows,
+            [Column("fit", "fit"), Column("tissue", "tissue"), Column("voxels", "voxels", "d"),
+             Column("dipy_s", "DIPY s", ".2f"), Column("ours_s", "ours s", ".3f"),
+             Column("ratio", "DIPY ÷ ours", ".1f"), Column("median", "rel L2 median", ".2e"),
+             Column("p999", "p99.9", ".2e"), Column("max", "max", ".2e")],
+            note="the same model, other settings: DIPY's CSD thresholds at τ = 0.1 of the mean FOD amplitude on its "
+                 "default sphere, dwi2fod csd at 0 on 300 directions; DIPY's multi-shell fit constrains the FOD on its "
+                 "default hemisphere, dwi2fod msmt_csd on 300 directions")
+
+
 def solver_only(args: argparse.Namespace, report: Report, phantom: dict, mask: np.ndarray, bvals: np.ndarray,
                 bvecs: np.ndarray, responses: list[np.ndarray]) -> None:
     """The CUDA solve alone on the mask's voxels, and a sample of them against the CPU backend."""
@@ -292,13 +382,15 @@ def run(args: argparse.Namespace, report: Report) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.workdir or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
-        fit = Fit("msmt_csd", folder, phantom["dwi"], bvals, bvecs, responses, TISSUES, mask)
-        rows += _measure(fit, args, backends, exe, report)
+        fits = [Fit("msmt_csd", folder, phantom["dwi"], bvals, bvecs, responses, TISSUES, mask)]
         if args.csd:
             single = (bvals == 0) | (bvals == bvals.max())
-            fit = Fit("csd", folder, phantom["dwi"][..., single], bvals[single], bvecs[single],
-                      [responses[0][-1:]], ("wm",), mask)
+            fits.append(Fit("csd", folder, phantom["dwi"][..., single], bvals[single], bvecs[single],
+                            [responses[0][-1:]], ("wm",), mask))
+        for fit in fits:
             rows += _measure(fit, args, backends, exe, report)
+        if args.dipy_voxels > 0:
+            dipy_comparison(fits, args.dipy_voxels, report)
     report.table(
         f"From DWI to FODs, {shape[0]}×{shape[1]}×{shape[2]} grid; ours best of {args.repeats}, "
         f"dwi2fod best of {args.peer_repeats}", rows,
