@@ -1,9 +1,9 @@
-"""TTMc and compression benchmark: ours vs a plain cuBLAS chain (PyTorch), and the archive vs SZ3 and ZFP.
+"""TTMc and compression benchmark: ours vs a plain cuBLAS chain (PyTorch), and the archive vs SZ3, ZFP and TTHRESH.
 
     python3 -m bench.ttmc --section smoke [--json PATH]   # device: kernels vs CPU backend, bounds
     python3 -m bench.ttmc --section ttmc [--quick]        # device: the TTMc table
     python3 -m bench.ttmc --section scan [--quick]        # device: the pass over X per launch constant
-    python3 -m bench.ttmc --section dwi [--backend cpu]   # compression vs SZ3 and ZFP at equal error ([--quick]: small volumes)
+    python3 -m bench.ttmc --section dwi [--backend cpu]   # vs SZ3, ZFP, TTHRESH at equal error ([--quick]: small)
 
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
 ``ssf``. FP64 starts from a float64 X; the other variants from a float32 X (the FP16 ones
@@ -24,9 +24,13 @@ Relative error is against the float64 chain on the same input, next to our bound
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
+from pathlib import Path
 
 import numpy as np
 
@@ -234,13 +238,15 @@ def dwi_datasets(quick: bool) -> list[tuple[str, np.ndarray, np.ndarray, np.ndar
     return datasets + [(f"DIPY small_64D {small.shape} int16", small, *read_bvals_bvecs(str(bval), str(bvec)))]
 
 
-def _peer_at_equal_error(x, metric, ours, compress):
+def _peer_at_equal_error(x, metric, ours, compress, bracket=None, precision=1.003):
     """Bisect a peer's error bound (log scale) to the loosest whose ``metric`` is still as good
-    as ours; returns (bytes, metric, compress s, decompress s)."""
+    as ours, within ``bracket`` (lo, hi; default the data's largest magnitude × 1e-6 … 1) to a
+    ratio hi / lo of ``precision``; returns (bytes, metric, compress s, decompress s)."""
     from gpu.compress.error_bounded import error_metrics
 
     better = (lambda m: m >= ours) if metric == "psnr" else (lambda m: m <= ours)
-    lo, hi, found = 1e-6 * float(np.abs(x).max() or 1), float(np.abs(x).max() or 1), None
+    largest = float(np.abs(x).max() or 1)
+    (lo, hi), found = bracket or (1e-6 * largest, largest), None
     for _ in range(40):
         bound = math.sqrt(lo * hi)
         t0 = time.perf_counter()
@@ -253,7 +259,7 @@ def _peer_at_equal_error(x, metric, ours, compress):
             lo, found = bound, (len(blob), value, t1 - t0, t2 - t1)
         else:
             hi = bound
-        if hi / lo < 1.003:
+        if hi / lo < precision:
             break
     return found or (math.nan, math.nan, math.nan, math.nan)
 
@@ -276,16 +282,43 @@ def _zfp(x, bound):
     return zfpy.compress_numpy(data, tolerance=bound), zfpy.decompress_numpy
 
 
+def _tthresh(x, bound, exe):
+    """TTHRESH (Ballester-Ripoll et al. 2019, the command of github.com/rballester/tthresh)
+    at RMSE ``bound``, through raw files: its coded bytes and their decoder."""
+    data = np.ascontiguousarray(x, np.float64 if x.dtype == np.float64 else np.float32)
+    kind = "double" if data.dtype == np.float64 else "float"
+    with tempfile.TemporaryDirectory() as folder:
+        raw, coded = Path(folder, "x.raw"), Path(folder, "x.tthresh")
+        data.tofile(raw)
+        # its sizes are in Fortran order: numpy's last axis first
+        subprocess.run([exe, "-i", raw, "-t", kind, "-s", *map(str, data.shape[::-1]), "-r", repr(bound), "-c", coded],
+                       check=True, capture_output=True)
+        blob = coded.read_bytes()
+
+    def decompress(blob: bytes) -> np.ndarray:
+        with tempfile.TemporaryDirectory() as folder:
+            coded, out = Path(folder, "x.tthresh"), Path(folder, "y.raw")
+            coded.write_bytes(blob)
+            subprocess.run([exe, "-c", coded, "-o", out], check=True, capture_output=True)
+            return np.fromfile(out, data.dtype).reshape(data.shape)
+
+    return blob, decompress
+
+
 _TARGETS = {"tol": (0.005, 0.01, 0.02, 0.05), "psnr": (60.0, 50.0), "abs": (None,)}
 _METRIC = {"tol": "relative_error", "abs": "max_error", "psnr": "psnr"}
 
 
 def section_dwi(backend, report: Report, quick: bool = False, dwi_metrics: bool = True) -> list[dict]:
-    """Ours against SZ3 and ZFP at equal error on three DWI series, per target; the ``abs``
-    target is 2 % of the value range."""
+    """Ours against SZ3, ZFP and (where its command is on PATH) TTHRESH at equal error on three
+    DWI series, per target; the ``abs`` target is 2 % of the value range."""
     from gpu.compress.error_bounded import ErrorTarget, decode_tensor, encode_tensor
     from worker.jobs.compress_dwi_report import dwi_differences
 
+    tthresh = shutil.which("tthresh")
+    if tthresh is None:
+        print("tthresh is not on PATH: its column is left out (build github.com/rballester/tthresh with cmake)",
+              file=sys.stderr)
     rows = []
     for name, x, bvals, bvecs in dwi_datasets(quick):
         value_range = float(x.max() - x.min())
@@ -309,6 +342,14 @@ def section_dwi(backend, report: Report, quick: bool = False, dwi_metrics: bool 
                                                              lambda b, c=compress: c(x, b))
                     row[peer] = x.nbytes / size
                     row[f"{peer}_enc_gbs"] = x.nbytes / c_s / 1e9
+                if tthresh is not None:
+                    # a call takes seconds: bisect its RMSE bound near ours, to 1 %
+                    rmse = float(np.sqrt(np.mean((y.astype(np.float64) - x) ** 2)))
+                    size, _, c_s, _ = _peer_at_equal_error(x, _METRIC[mode], achieved,
+                                                           lambda b: _tthresh(x, b, tthresh),
+                                                           bracket=(rmse / 8, rmse * 4), precision=1.01)
+                    row["tthresh"] = x.nbytes / size
+                    row["tthresh_enc_gbs"] = x.nbytes / c_s / 1e9
                 row["ours_x_sz3"] = ratio(row["ours"], row["sz3"])
                 if dwi_metrics and mode == "tol":
                     # a slab of the larger series keeps DIPY's CSD to seconds
@@ -316,19 +357,21 @@ def section_dwi(backend, report: Report, quick: bool = False, dwi_metrics: bool 
                     row.update(dwi_differences(x[:, :, slab], y[:, :, slab], bvals, bvecs))
                 rows.append(row)
                 report.progress(f"{name} {mode} {value:g}: ours {row['ours']:.1f} sz3 {row['sz3']:.1f} "
-                                f"zfp {row['zfp']:.1f}")
-    report.table("Compression at equal error: ours (Tucker + coded residual) against SZ3 and ZFP", rows,
+                                f"zfp {row['zfp']:.1f} tthresh {row.get('tthresh', math.nan):.1f}")
+    report.table("Compression at equal error: ours (Tucker + coded residual) against SZ3, ZFP and TTHRESH", rows,
                  [Column("data", "data"), Column("target", "target"), Column("ours", "ours ratio", ".1f"),
-                  Column("sz3", "SZ3", ".1f"), Column("zfp", "ZFP", ".1f"), Column("ours_x_sz3", "ours/SZ3", ".2f"),
+                  Column("sz3", "SZ3", ".1f"), Column("zfp", "ZFP", ".1f"), Column("tthresh", "TTHRESH", ".1f"),
+                  Column("ours_x_sz3", "ours/SZ3", ".2f"),
                   Column("rel_err", "rel err", ".4f"), Column("max_err", "max err", ".3g"),
                   Column("psnr", "PSNR", ".1f"), Column("in_range", "tol/2..tol"), Column("ranks", "ranks"),
                   Column("enc_gbs", "enc GB/s", ".3f"), Column("dec_gbs", "dec GB/s", ".3f"),
-                  Column("sz3_enc_gbs", "SZ3 enc GB/s", ".3f"),
+                  Column("sz3_enc_gbs", "SZ3 enc GB/s", ".3f"), Column("tthresh_enc_gbs", "TTHRESH enc GB/s", ".3f"),
                   Column("fa_median_abs_diff", "FA |d| med", ".4f"), Column("md_median_abs_diff", "MD |d| med", ".2e"),
                   Column("fibre_count_agreement", "fibre count", ".3f"), Column("peak_angle_p95", "angle p95", ".1f")],
                  note="ratio: input bytes over coded bytes (ours: the coded streams; the .npz adds its header); "
-                      "SZ3 (pysz, ABS mode) and ZFP (zfpy, fixed accuracy) bounds bisected to the loosest that "
-                      "is as good as ours in the target's metric; GB/s: input bytes over wall seconds, in memory; "
+                      "SZ3 (pysz, ABS mode), ZFP (zfpy, fixed accuracy) and TTHRESH (RMSE mode, raw files) bounds "
+                      "bisected to the loosest that is as good as ours in the target's metric; GB/s: input bytes over "
+                      "wall seconds, in memory (TTHRESH: through files); "
                       "DWI measures on a 4-slice slab (whole small volumes)")
     return rows
 
