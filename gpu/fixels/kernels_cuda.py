@@ -502,7 +502,7 @@ class FmlsWorkspace:
     by DMA, without blocking the host)."""
 
     def __init__(self, size: int, n_coeffs: int, capacity: int):
-        self.size, self.n_coeffs, self.capacity = size, n_coeffs, capacity
+        self.n_coeffs = n_coeffs
         self.stream = cuda.stream()
         self.rows = cuda.device_array((size, n_coeffs), np.float64)
         self.scratch = lobe_scratch(size)
@@ -511,9 +511,6 @@ class FmlsWorkspace:
         self.host = tuple(cuda.pinned_array(a.shape, a.dtype) for a in self.fixels)
         # the coefficients on their way up, float64 (the widest an input has)
         self.upload = cuda.pinned_array(size * n_coeffs, np.float64)
-
-    def fits(self, n: int, n_coeffs: int, capacity: int) -> bool:
-        return n <= self.size and (n_coeffs, capacity) == (self.n_coeffs, self.capacity)
 
     def scratch_of(self, n: int) -> tuple:
         """The lobe scratch of :func:`lobe_scratch` for the first ``n`` voxels."""
@@ -563,19 +560,15 @@ def start_segment_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
 
 
 def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                        merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
-                        workspace: FmlsWorkspace | None = None
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                        merge_ratio: float, maxnum: int, dir_from_peak: bool,
+                        capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
     (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW.
     ``coeffs`` (V, n_coeffs) may be float32 or float64, in either memory order (a view of
-    the image's rows is read as it lies). With a ``workspace`` the arrays returned are its
-    host buffers, overwritten by its next use."""
+    the image's rows is read as it lies)."""
     n = coeffs.shape[0]
     if n == 0:
         return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
                 np.zeros((0, capacity), np.float32))
-    if workspace is None or not workspace.fits(n, coeffs.shape[1], capacity):
-        workspace = FmlsWorkspace(n, coeffs.shape[1], capacity)
     return start_segment_cuda(coeffs, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak,
-                              workspace)()
+                              FmlsWorkspace(n, coeffs.shape[1], capacity))()
