@@ -4,8 +4,8 @@
     python3 -m bench.fixels [--shape X Y Z] [--lmax 8] [--data phantom csd] [--repeats 3] [--json PATH]
 
 The FODs, each written as ``.mif``: the phantom FOD (:func:`gpu.peaks.phantom.fod_phantom`,
-1–3 fibres a voxel, every voxel), and a CSD FOD (:func:`csd_fod`: the CSD fit of the
-simulated multi-shell DWI of :func:`gpu.fod.dwi_phantom` at SNR 20, in its ellipsoid mask,
+1–3 fibres a voxel, every voxel), and a CSD FOD (:func:`csd_fod`: the CSD fit of DWI
+simulated by :func:`gpu.fod.dwi_phantom` at b = 0 and 3000, SNR 20, in its ellipsoid mask,
 with the noise lobes real data has). "ours" is
 :func:`worker.jobs.fixels.run_fixels` in this process (read, segment, write the directory
 and sidecar; numba's compile or cache load is in the untimed warm-up call); "fod2fixel" is
@@ -96,8 +96,8 @@ def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
 
 def csd_fod(shape: tuple[int, int, int], seed: int = 1) -> np.ndarray:
     """The WM FOD (X, Y, Z, 45) float32 that CSD (``dwi2fod csd``'s problem, our solver)
-    fits to the multi-shell phantom's DWI (:func:`gpu.fod.dwi_phantom`: 1–3 fibres, grey
-    matter and CSF in partial volume) at b = 3000, SNR 20, inside the phantom's ellipsoid
+    fits to the phantom's DWI (:func:`gpu.fod.dwi_phantom`: 1–3 fibres, grey matter and CSF
+    in partial volume) simulated at b = 0 (×5) and 3000 (×60), SNR 20, inside its ellipsoid
     mask, given its exact WM response: noisy lobes, as in real data."""
     from bench.fod import ellipsoid_mask
     from gpu.fod import csd, dwi_phantom, shell_scheme, tissue_responses
