@@ -97,15 +97,30 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
         sh[u, c] = coeffs[cuda.blockIdx.x * VOXELS + u, c] if cuda.blockIdx.x * VOXELS + u < n_voxels else 0.0
     cuda.syncthreads()
 
-    # sampling, each matrix row read once for the block's voxels, summed in coefficient order
+    # sampling, each matrix row read once for the block's voxels, summed in coefficient order;
+    # four of the matrix's entries are loaded before they are used, so that their reads
+    # (from L2: the matrix outgrows L1 beside the shared arrays) overlap
     total = cuda.local.array(VOXELS, float64)
     for d in range(t, _N_DIRS, cuda.blockDim.x):
         for u in range(VOXELS):
             total[u] = 0.0
-        for c in range(n_coeffs):
+        c = 0
+        while c + 4 <= n_coeffs:
+            m0 = amp_from_sh[c, d]
+            m1 = amp_from_sh[c + 1, d]
+            m2 = amp_from_sh[c + 2, d]
+            m3 = amp_from_sh[c + 3, d]
+            for u in range(VOXELS):
+                total[u] += m0 * sh[u, c]
+                total[u] += m1 * sh[u, c + 1]
+                total[u] += m2 * sh[u, c + 2]
+                total[u] += m3 * sh[u, c + 3]
+            c += 4
+        while c < n_coeffs:
             m = amp_from_sh[c, d]
             for u in range(VOXELS):
                 total[u] += m * sh[u, c]
+            c += 1
         for u in range(VOXELS):
             amp[u, d] = total[u]
     cuda.syncthreads()
