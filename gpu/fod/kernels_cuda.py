@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda, float64, int32
+from numba import cuda, float64, int32, int64, uint64
 
 from gpu.fod.solver_math import csd_initial_terms
 
@@ -59,32 +59,50 @@ def csd_shared_bytes(n: int, nf: int, nk: int) -> int:
     return 8 * doubles + 4 * ints
 
 
+# Indices are uint64: numba makes a signed index a wraparound test and a signed range loop a
+# count with sign fix-ups, which were most of this kernel's instructions (ncu: integer
+# instructions about 70 % of those issued); unsigned, they are plain address arithmetic.
+_0 = uint64(0)
+_1 = uint64(1)
+_2 = uint64(2)
+_3 = uint64(3)
+_T = uint64(THREADS)
+
+
 @cuda.jit(device=True)
 def _off(i):
     """Start of row i of a packed factor whose row i holds columns 0…i + 1 (the entry right
     of the diagonal is room for a row moved up by one)."""
-    return i * (i + 3) // 2
+    return (i * (i + _3)) >> _1
 
 
 @cuda.jit(device=True)
 def _cholesky_solve_packed(low, k, l, z, t):
     """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low``; z is scratch. Column-oriented: thread t
     keeps the rows ≡ t mod 32 up to date, one barrier per column."""
-    for j in range(k):
+    j = _0
+    while j < k:
         wj = l[j] / low[_off(j) + j]
-        if j % THREADS == t:
+        if j % _T == t:
             z[j] = wj
-        for i in range(t, k, THREADS):
+        i = t
+        while i < k:
             if i > j:
                 l[i] -= low[_off(i) + j] * wj
+            i += _T
         cuda.syncthreads()
-    for q in range(k - 1, -1, -1):
+        j += _1
+    q = k
+    while q > _0:
+        q -= _1
         xq = z[q] / low[_off(q) + q]
-        if q % THREADS == t:
+        if q % _T == t:
             l[q] = xq
         base = _off(q)
-        for i in range(t, q, THREADS):
+        i = t
+        while i < q:
             z[i] -= low[base + i] * xq
+            i += _T
         cuda.syncthreads()
 
 
@@ -93,21 +111,29 @@ def _append_row(G, rows, lp, low, z, k, r, lambda_min_norm, t):
     """Extend the packed factor of the active rows' Gram matrix (G[rows, rows] + λ I) by row
     r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`)."""
     base = _off(k)
-    for j in range(t, k, THREADS):
-        z[j] = G[rows[j], r]
+    j = t
+    while j < k:
+        z[j] = G[uint64(rows[j]), r]
+        j += _T
     cuda.syncthreads()
-    for j in range(k):
+    j = _0
+    while j < k:
         wj = z[j] / low[_off(j) + j]
-        if j % THREADS == t:
+        if j % _T == t:
             low[base + j] = wj
-        for i in range(t, k, THREADS):
+        i = t
+        while i < k:
             if i > j:
                 z[i] -= low[_off(i) + j] * wj
+            i += _T
         cuda.syncthreads()
-    if t == 0:
+        j += _1
+    if t == _0:
         ss = 0.0
-        for j in range(k):
+        j = _0
+        while j < k:
             ss += low[base + j] * low[base + j]
+            j += _1
         d = lambda_min_norm + G[r, r]
         d -= ss
         # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
@@ -125,48 +151,61 @@ def _append_row(G, rows, lp, low, z, k, r, lambda_min_norm, t):
 def _remove_row(rows, lp, low, z, tmp, ab, k, p, t):
     """Drop position p of k from the packed factor, ``rows`` and ``lp``: Givens rotations of
     neighbouring columns (:func:`gpu.fod.solver_math._remove_row`)."""
-    for q in range(t, k - 1, THREADS):
+    last = k - _1
+    q = t
+    while q < last:
         if q >= p:
-            tmp[q] = rows[q + 1]
-            z[q] = lp[q + 1]
+            tmp[q] = rows[q + _1]
+            z[q] = lp[q + _1]
+        q += _T
     # thread t moves the columns ≡ t mod 32 of every row: no entry another thread reads
-    for i in range(p, k - 1):
+    i = p
+    while i < last:
         dst = _off(i)
-        src = _off(i + 1)
-        for j in range(t, i + 2, THREADS):
+        src = _off(i + _1)
+        j = t
+        while j < i + _2:
             low[dst + j] = low[src + j]
+            j += _T
+        i += _1
     cuda.syncthreads()
-    for q in range(t, k - 1, THREADS):
+    q = t
+    while q < last:
         if q >= p:
             rows[q] = tmp[q]
             lp[q] = z[q]
-    if t == 0:
+        q += _T
+    if t == _0:
         ab[0] = low[_off(p) + p]
-        ab[1] = low[_off(p) + p + 1]
+        ab[1] = low[_off(p) + p + _1]
     cuda.syncthreads()
-    parity = 0
-    for i in range(p, k - 1):
-        a = ab[2 * parity]
-        b = ab[2 * parity + 1]
+    parity = _0
+    i = p
+    while i < last:
+        a = ab[_2 * parity]
+        b = ab[_2 * parity + _1]
         h = math.hypot(a, b)
         cs = a / h
         sn = b / h
-        for j in range(t, k - 1, THREADS):
+        j = t
+        while j < last:
             if j == i:
                 low[_off(i) + i] = h
             elif j > i:
                 row = _off(j)
                 u = low[row + i]
-                v = low[row + i + 1]
+                v = low[row + i + _1]
                 low[row + i] = cs * u + sn * v
                 nv = cs * v - sn * u
-                low[row + i + 1] = nv
-                if j == i + 1:
+                low[row + i + _1] = nv
+                if j == i + _1:
                     # the next rotation's pair, apart from the entries read now
-                    ab[2 * (1 - parity)] = nv
-                    ab[2 * (1 - parity) + 1] = low[row + i + 2]
-        parity = 1 - parity
+                    ab[_2 * (_1 - parity)] = nv
+                    ab[_2 * (_1 - parity) + _1] = low[row + i + _2]
+            j += _T
+        parity = _1 - parity
         cuda.syncthreads()
+        i += _1
 
 
 @cuda.jit(device=True)
@@ -174,29 +213,31 @@ def _constraint_values(Bt, x, n, r, m):
     """(B x)[r + 32 j] for j < _ROWS, each a sum over the unknowns in order (the CPU's); rows
     past m answer +inf. The rows go together so that their loads from Bᵀ, which stay in L2
     beside the blocks' shared memory, overlap instead of waiting one after another."""
-    r1 = min(r + THREADS, m - 1)
-    r2 = min(r + 2 * THREADS, m - 1)
-    r3 = min(r + 3 * THREADS, m - 1)
+    r1 = min(r + _T, m - _1)
+    r2 = min(r + _2 * _T, m - _1)
+    r3 = min(r + _3 * _T, m - _1)
     a0 = 0.0
     a1 = 0.0
     a2 = 0.0
     a3 = 0.0
-    for i in range(n):
+    i = _0
+    while i < n:
         xi = x[i]
         a0 += Bt[i, r] * xi
         a1 += Bt[i, r1] * xi
         a2 += Bt[i, r2] * xi
         a3 += Bt[i, r3] * xi
-    return (a0, a1 if r + THREADS < m else math.inf, a2 if r + 2 * THREADS < m else math.inf,
-            a3 if r + 3 * THREADS < m else math.inf)
+        i += _1
+    return (a0, a1 if r + _T < m else math.inf, a2 if r + _2 * _T < m else math.inf,
+            a3 if r + _3 * _T < m else math.inf)
 
 
 @cuda.jit(device=True)
 def _rows_of(c, r, m):
     """c[r + 32 j] for j < _ROWS, +inf past m."""
-    return (c[r], c[r + THREADS] if r + THREADS < m else math.inf,
-            c[r + 2 * THREADS] if r + 2 * THREADS < m else math.inf,
-            c[r + 3 * THREADS] if r + 3 * THREADS < m else math.inf)
+    return (c[r], c[r + _T] if r + _T < m else math.inf,
+            c[r + _2 * _T] if r + _2 * _T < m else math.inf,
+            c[r + _3 * _T] if r + _3 * _T < m else math.inf)
 
 
 @cuda.jit(device=True)
@@ -217,8 +258,8 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     L (N, N); out (V, N); niter (V,): as the CPU solver's, or :data:`REDO`. Launch with
     :data:`THREADS` threads and :func:`msmt_shared_bytes` of dynamic shared memory.
     """
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
+    v = uint64(cuda.blockIdx.x)
+    t = uint64(cuda.threadIdx.x)
     n = project.shape[0]
     nv = project.shape[1]
     m = B.shape[0]
@@ -231,8 +272,8 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     z = sh[o + k_max:o + 2 * k_max]
     lp = sh[o + 2 * k_max:o + 3 * k_max]
     o += 3 * k_max
-    low = sh[o:o + _off(k_max)]
-    o += _off(k_max)
+    low = sh[o:o + (k_max * (k_max + 3)) // 2]
+    o += (k_max * (k_max + 3)) // 2
     red_c = sh[o:o + THREADS]
     red_s = sh[o + THREADS:o + 2 * THREADS]
     ab = sh[o + 2 * THREADS:o + 2 * THREADS + 4]
@@ -244,55 +285,71 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     red_row = ish[o:o + THREADS]
     red_srow = ish[o + THREADS:o + 2 * THREADS]
     red_spos = ish[o + 2 * THREADS:o + 3 * THREADS]
+    n = uint64(n)
+    nv = uint64(nv)
+    m = uint64(m)
+    k_max = uint64(k_max)
 
     bad = 0
-    for j in range(t, nv, THREADS):
+    j = t
+    while j < nv:
         if not math.isfinite(signals[v, j]):
             bad = 1
+        j += _T
     if cuda.syncthreads_or(bad):
-        if t == 0:
+        if t == _0:
             niter[v] = REDO
         return
-    for i in range(t, n, THREADS):
+    i = t
+    while i < n:
         s = 0.0
-        for j in range(nv):
+        j = _0
+        while j < nv:
             s += project[i, j] * signals[v, j]
+            j += _1
         y_u[i] = s
         x[i] = s
+        i += _T
     cuda.syncthreads()
-    for r in range(t, m, THREADS):
+    r = t
+    while r < m:
         s = 0.0
-        for i in range(n):
+        i = _0
+        while i < n:
             s += Bt[i, r] * y_u[i]
+            i += _1
         c_u[r] = s
+        r += _T
     cuda.syncthreads()
 
-    k = 0
+    k = _0
     it = 0
     first = True
     redo = False
     while True:
         # the most violated constraint: the lowest c = B x, ties to the lowest row
         best = math.inf
-        best_row = m
-        for r in range(t, m, _ROWS * THREADS):
+        best_row = int64(m)
+        r = t
+        while r < m:
             if first:
                 c0, c1, c2, c3 = _rows_of(c_u, r, m)
             else:
                 c0, c1, c2, c3 = _constraint_values(Bt, x, n, r, m)
             # rows ascending, so ties go to the lowest
-            best, best_row = _lower(c0, r, best, best_row)
-            best, best_row = _lower(c1, r + THREADS, best, best_row)
-            best, best_row = _lower(c2, r + 2 * THREADS, best, best_row)
-            best, best_row = _lower(c3, r + 3 * THREADS, best, best_row)
+            best, best_row = _lower(c0, int64(r), best, best_row)
+            best, best_row = _lower(c1, int64(r + _T), best, best_row)
+            best, best_row = _lower(c2, int64(r + _2 * _T), best, best_row)
+            best, best_row = _lower(c3, int64(r + _3 * _T), best, best_row)
+            r += uint64(_ROWS * THREADS)
         red_c[t] = best
         red_row[t] = best_row
         cuda.syncthreads()
         lowest = math.inf
-        worst = m
+        worst = int64(m)
         for q in range(THREADS):
             cq = red_c[q]
-            rq = red_row[q]
+            rq = int64(red_row[q])
             if rq < 0:
                 redo = True
             elif cq < lowest or (cq == lowest and rq < worst):
@@ -301,77 +358,93 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         if redo or not lowest < 0.0:
             break
         found = 0
-        for p in range(t, k, THREADS):
+        p = t
+        while p < k:
             if rows[p] == worst:
                 found = 1
+            p += _T
         changed = cuda.syncthreads_or(found) == 0
         if changed:
             if k == k_max:
                 redo = True
                 break
-            _append_row(G, rows, lp, low, z, k, worst, lambda_min_norm, t)
-            k += 1
+            _append_row(G, rows, lp, low, z, k, uint64(worst), lambda_min_norm, t)
+            k += _1
         while True:
-            for p in range(t, k, THREADS):
-                l[p] = -c_u[rows[p]]
+            p = t
+            while p < k:
+                l[p] = -c_u[uint64(rows[p])]
+                p += _T
             cuda.syncthreads()
             _cholesky_solve_packed(low, k, l, z, t)
             # the row whose multiplier reaches zero first leaves (ties: the lowest row)
             s_min = math.inf
-            s_row = m
-            s_pos = 0
-            for p in range(t, k, THREADS):
+            s_row = int64(m)
+            s_pos = _0
+            p = t
+            while p < k:
                 if l[p] < 0.0:
-                    r = rows[p]
+                    rr = int64(rows[p])
                     s = lp[p] / (lp[p] - l[p])
-                    if s < s_min or (s == s_min and r < s_row):
+                    if s < s_min or (s == s_min and rr < s_row):
                         s_min = s
-                        s_row = r
+                        s_row = rr
                         s_pos = p
+                p += _T
             red_s[t] = s_min
             red_srow[t] = s_row
             red_spos[t] = s_pos
             cuda.syncthreads()
             s_min = math.inf
-            s_row = m
-            s_pos = 0
+            s_row = int64(m)
+            s_pos = _0
             for q in range(THREADS):
                 sq = red_s[q]
-                rq = red_srow[q]
+                rq = int64(red_srow[q])
                 if sq < s_min or (sq == s_min and rq < s_row):
                     s_min = sq
                     s_row = rq
-                    s_pos = red_spos[q]
+                    s_pos = uint64(red_spos[q])
             if s_min == math.inf:
-                for i in range(t, n, THREADS):
+                i = t
+                while i < n:
                     s = y_u[i]
-                    for p in range(k):
-                        s += B[rows[p], i] * l[p]
+                    p = _0
+                    while p < k:
+                        s += B[uint64(rows[p]), i] * l[p]
+                        p += _1
                     x[i] = s
+                    i += _T
                 cuda.syncthreads()
                 break
             changed = True
             _remove_row(rows, lp, low, z, tmp, ab, k, s_pos, t)
-            k -= 1
-        for p in range(t, k, THREADS):
+            k -= _1
+        p = t
+        while p < k:
             lp[p] = l[p]
+            p += _T
         it += 1
         if not changed or it > max_iterations:
             break
         first = False
     if redo:
-        if t == 0:
+        if t == _0:
             niter[v] = REDO
         return
     # x ← L⁻ᵀ x
-    for i in range(n - 1, -1, -1):
+    i = n
+    while i > _0:
+        i -= _1
         xi = x[i] / L[i, i]
-        if t == 0:
+        if t == _0:
             out[v, i] = xi
-        for j in range(t, i, THREADS):
+        j = t
+        while j < i:
             x[j] -= L[i, j] * xi
+            j += _T
         cuda.syncthreads()
-    if t == 0:
+    if t == _0:
         niter[v] = it
 
 
