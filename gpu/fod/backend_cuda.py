@@ -50,11 +50,12 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     """:func:`gpu.fod.backend_cpu.msmt_csd_cpu` on the GPU: the same arrays in and out.
 
     ``k_max`` caps the active set a voxel holds on the GPU (beyond it the CPU solves the
-    voxel); ``chunk_voxels`` voxels go to the GPU at a time.
+    voxel), at most 64 (a thread keeps two rows of the factor); ``chunk_voxels`` voxels go
+    to the GPU at a time.
     """
     signals = np.ascontiguousarray(signals, np.float64)
     n, m = problem.H.shape[1], problem.B.shape[0]
-    k_max = max(1, min(int(k_max), m))
+    k_max = max(1, min(int(k_max), m, 2 * kc.THREADS))
     shared = _shared_bytes(kc.msmt_shared_bytes(n, m, k_max), "MSMT-CSD")
     B = problem.B
     constants = (cuda.to_device(problem.project), cuda.to_device(B), cuda.to_device(np.ascontiguousarray(B.T)),

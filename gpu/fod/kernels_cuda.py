@@ -47,7 +47,7 @@ def _packed_size(k: int) -> int:
 
 def msmt_shared_bytes(n: int, m: int, k_max: int) -> int:
     """Shared memory of :func:`msmt_kernel` for N unknowns, M constraints, ``k_max`` active rows."""
-    doubles = 2 * n + m + 3 * k_max + _packed_size(k_max) + 2 * THREADS + 4
+    doubles = 2 * n + m + 4 * k_max + _packed_size(k_max) + 2 * THREADS + 4
     ints = 2 * k_max + 3 * THREADS
     return 8 * doubles + 4 * ints
 
@@ -77,55 +77,56 @@ def _off(i):
 
 
 @cuda.jit(device=True)
-def _cholesky_solve_packed(low, k, l, z, t):
-    """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low``; z is scratch. Column-oriented: thread t
-    keeps the rows ≡ t mod 32 up to date, one barrier per column."""
+def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
+    """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low`` with its diagonal's reciprocals in
+    ``rdiag``; z is scratch. Column-oriented: thread t keeps rows t and t + 32 (packed from
+    off0 and off1) up to date, one barrier per column."""
+    t1 = t + _T
     j = _0
     while j < k:
-        wj = l[j] / low[_off(j) + j]
-        if j % _T == t:
+        wj = l[j] * rdiag[j]
+        if j == t or j == t1:
             z[j] = wj
-        i = t
-        while i < k:
-            if i > j:
-                l[i] -= low[_off(i) + j] * wj
-            i += _T
+        if j < t and t < k:
+            l[t] -= low[off0 + j] * wj
+        if j < t1 and t1 < k:
+            l[t1] -= low[off1 + j] * wj
         cuda.syncthreads()
         j += _1
     q = k
     while q > _0:
         q -= _1
-        xq = z[q] / low[_off(q) + q]
-        if q % _T == t:
+        xq = z[q] * rdiag[q]
+        if q == t or q == t1:
             l[q] = xq
         base = _off(q)
-        i = t
-        while i < q:
-            z[i] -= low[base + i] * xq
-            i += _T
+        if t < q:
+            z[t] -= low[base + t] * xq
+        if t1 < q:
+            z[t1] -= low[base + t1] * xq
         cuda.syncthreads()
 
 
 @cuda.jit(device=True)
-def _append_row(G, rows, lp, low, z, k, r, lambda_min_norm, t):
+def _append_row(G, rows, lp, low, rdiag, z, k, r, lambda_min_norm, t, off0, off1):
     """Extend the packed factor of the active rows' Gram matrix (G[rows, rows] + λ I) by row
     r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`)."""
+    t1 = t + _T
     base = _off(k)
-    j = t
-    while j < k:
-        z[j] = G[uint64(rows[j]), r]
-        j += _T
+    if t < k:
+        z[t] = G[uint64(rows[t]), r]
+    if t1 < k:
+        z[t1] = G[uint64(rows[t1]), r]
     cuda.syncthreads()
     j = _0
     while j < k:
-        wj = z[j] / low[_off(j) + j]
-        if j % _T == t:
+        wj = z[j] * rdiag[j]
+        if j == t or j == t1:
             low[base + j] = wj
-        i = t
-        while i < k:
-            if i > j:
-                z[i] -= low[_off(i) + j] * wj
-            i += _T
+        if j < t and t < k:
+            z[t] -= low[off0 + j] * wj
+        if j < t1 and t1 < k:
+            z[t1] -= low[off1 + j] * wj
         cuda.syncthreads()
         j += _1
     if t == _0:
@@ -141,40 +142,43 @@ def _append_row(G, rows, lp, low, z, k, r, lambda_min_norm, t):
             d = lambda_min_norm
         if not d > 1e-300:
             d = 1e-300
-        low[base + k] = math.sqrt(d)
+        d = math.sqrt(d)
+        low[base + k] = d
+        rdiag[k] = 1.0 / d
         rows[k] = r
         lp[k] = 0.0
     cuda.syncthreads()
 
 
 @cuda.jit(device=True)
-def _remove_row(rows, lp, low, z, tmp, ab, k, p, t):
+def _remove_row(rows, lp, low, rdiag, z, tmp, ab, k, p, t, off0, off1):
     """Drop position p of k from the packed factor, ``rows`` and ``lp``: Givens rotations of
     neighbouring columns (:func:`gpu.fod.solver_math._remove_row`)."""
+    t1 = t + _T
     last = k - _1
-    q = t
-    while q < last:
-        if q >= p:
-            tmp[q] = rows[q + _1]
-            z[q] = lp[q + _1]
-        q += _T
-    # thread t moves the columns ≡ t mod 32 of every row: no entry another thread reads
+    if p <= t and t < last:
+        tmp[t] = rows[t + _1]
+        z[t] = lp[t + _1]
+    if p <= t1 and t1 < last:
+        tmp[t1] = rows[t1 + _1]
+        z[t1] = lp[t1 + _1]
+    # thread t moves columns t and t + 32 of every row: no entry another thread reads
     i = p
     while i < last:
         dst = _off(i)
-        src = _off(i + _1)
-        j = t
-        while j < i + _2:
-            low[dst + j] = low[src + j]
-            j += _T
+        src = dst + i + _2
+        if t < i + _2:
+            low[dst + t] = low[src + t]
+        if t1 < i + _2:
+            low[dst + t1] = low[src + t1]
         i += _1
     cuda.syncthreads()
-    q = t
-    while q < last:
-        if q >= p:
-            rows[q] = tmp[q]
-            lp[q] = z[q]
-        q += _T
+    if p <= t and t < last:
+        rows[t] = tmp[t]
+        lp[t] = z[t]
+    if p <= t1 and t1 < last:
+        rows[t1] = tmp[t1]
+        lp[t1] = z[t1]
     if t == _0:
         ab[0] = low[_off(p) + p]
         ab[1] = low[_off(p) + p + _1]
@@ -187,25 +191,38 @@ def _remove_row(rows, lp, low, z, tmp, ab, k, p, t):
         h = math.hypot(a, b)
         cs = a / h
         sn = b / h
-        j = t
-        while j < last:
-            if j == i:
-                low[_off(i) + i] = h
-            elif j > i:
-                row = _off(j)
-                u = low[row + i]
-                v = low[row + i + _1]
-                low[row + i] = cs * u + sn * v
-                nv = cs * v - sn * u
-                low[row + i + _1] = nv
-                if j == i + _1:
-                    # the next rotation's pair, apart from the entries read now
-                    ab[_2 * (_1 - parity)] = nv
-                    ab[_2 * (_1 - parity) + _1] = low[row + i + _2]
-            j += _T
+        if t == i:
+            low[off0 + i] = h
+        elif i < t and t < last:
+            u = low[off0 + i]
+            v = low[off0 + i + _1]
+            low[off0 + i] = cs * u + sn * v
+            nv = cs * v - sn * u
+            low[off0 + i + _1] = nv
+            if t == i + _1:
+                # the next rotation's pair, apart from the entries read now
+                ab[_2 * (_1 - parity)] = nv
+                ab[_2 * (_1 - parity) + _1] = low[off0 + i + _2]
+        if t1 == i:
+            low[off1 + i] = h
+        elif i < t1 and t1 < last:
+            u = low[off1 + i]
+            v = low[off1 + i + _1]
+            low[off1 + i] = cs * u + sn * v
+            nv = cs * v - sn * u
+            low[off1 + i + _1] = nv
+            if t1 == i + _1:
+                ab[_2 * (_1 - parity)] = nv
+                ab[_2 * (_1 - parity) + _1] = low[off1 + i + _2]
         parity = _1 - parity
         cuda.syncthreads()
         i += _1
+    # the rotations changed the diagonal from position p on
+    if p <= t and t < last:
+        rdiag[t] = 1.0 / low[off0 + t]
+    if p <= t1 and t1 < last:
+        rdiag[t1] = 1.0 / low[off1 + t1]
+    cuda.syncthreads()
 
 
 @cuda.jit(device=True)
@@ -271,7 +288,8 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     l = sh[o:o + k_max]
     z = sh[o + k_max:o + 2 * k_max]
     lp = sh[o + 2 * k_max:o + 3 * k_max]
-    o += 3 * k_max
+    rdiag = sh[o + 3 * k_max:o + 4 * k_max]
+    o += 4 * k_max
     low = sh[o:o + (k_max * (k_max + 3)) // 2]
     o += (k_max * (k_max + 3)) // 2
     red_c = sh[o:o + THREADS]
@@ -289,6 +307,10 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     nv = uint64(nv)
     m = uint64(m)
     k_max = uint64(k_max)
+    # thread t's rows of the factor (k_max ≤ 2 × THREADS): t and t + 32
+    t1 = t + _T
+    off0 = _off(t)
+    off1 = _off(t1)
 
     bad = 0
     j = t
@@ -358,25 +380,22 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         if redo or not lowest < 0.0:
             break
         found = 0
-        p = t
-        while p < k:
-            if rows[p] == worst:
-                found = 1
-            p += _T
+        if (t < k and rows[t] == worst) or (t1 < k and rows[t1] == worst):
+            found = 1
         changed = cuda.syncthreads_or(found) == 0
         if changed:
             if k == k_max:
                 redo = True
                 break
-            _append_row(G, rows, lp, low, z, k, uint64(worst), lambda_min_norm, t)
+            _append_row(G, rows, lp, low, rdiag, z, k, uint64(worst), lambda_min_norm, t, off0, off1)
             k += _1
         while True:
-            p = t
-            while p < k:
-                l[p] = -c_u[uint64(rows[p])]
-                p += _T
+            if t < k:
+                l[t] = -c_u[uint64(rows[t])]
+            if t1 < k:
+                l[t1] = -c_u[uint64(rows[t1])]
             cuda.syncthreads()
-            _cholesky_solve_packed(low, k, l, z, t)
+            _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1)
             # the row whose multiplier reaches zero first leaves (ties: the lowest row)
             s_min = math.inf
             s_row = int64(m)
@@ -418,12 +437,12 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
                 cuda.syncthreads()
                 break
             changed = True
-            _remove_row(rows, lp, low, z, tmp, ab, k, s_pos, t)
+            _remove_row(rows, lp, low, rdiag, z, tmp, ab, k, s_pos, t, off0, off1)
             k -= _1
-        p = t
-        while p < k:
-            lp[p] = l[p]
-            p += _T
+        if t < k:
+            lp[t] = l[t]
+        if t1 < k:
+            lp[t1] = l[t1]
         it += 1
         if not changed or it > max_iterations:
             break

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu.fod import backend_cpu, backend_cuda
+from gpu.fod import backend_cpu, backend_cuda, kernels_cuda
 from gpu.fod.csd_problem import csd_problem
 from gpu.fod.kernels_cuda import REDO
 from gpu.fod.msmt_problem import msmt_problem
@@ -93,8 +93,10 @@ def test_cuda_csd_matches_cpu_in_chunks(tiny):
     _assert_matches_cpu(ours, cpu)
 
 
-def test_cuda_problem_beyond_shared_memory_is_refused(tiny):
+def test_cuda_problem_beyond_shared_memory_is_refused(tiny, monkeypatch):
     bvals, bvecs, signals = tiny
     problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
+    needed = kernels_cuda.msmt_shared_bytes(problem.H.shape[1], problem.B.shape[0], backend_cuda.K_MAX)
+    monkeypatch.setattr(kernels_cuda, "MAX_SHARED_BYTES", needed - 8)
     with pytest.raises(ValueError, match="shared memory .* use the CPU backend"):
-        backend_cuda.msmt_csd_cuda(problem, signals, k_max=200)
+        backend_cuda.msmt_csd_cuda(problem, signals)
