@@ -38,7 +38,7 @@ REDO = -2
 #: Dynamic shared memory a block may take without opting in to more.
 MAX_SHARED_BYTES = 48 * 1024
 # constraint rows a thread evaluates together (see _constraint_values)
-_ROWS = 4
+_ROWS = 10
 
 
 def _packed_size(k: int) -> int:
@@ -226,35 +226,71 @@ def _remove_row(rows, lp, low, rdiag, z, tmp, ab, k, p, t, off0, off1):
 
 
 @cuda.jit(device=True)
+def _row(r, j, m):
+    """Row r + 32 j, clamped to the last row (its value is then discarded)."""
+    q = r + uint64(j) * _T
+    return q if q < m else m - _1
+
+
+@cuda.jit(device=True)
 def _constraint_values(Bt, x, n, r, m):
     """(B x)[r + 32 j] for j < _ROWS, each a sum over the unknowns in order (the CPU's); rows
-    past m answer +inf. The rows go together so that their loads from Bᵀ, which stay in L2
-    beside the blocks' shared memory, overlap instead of waiting one after another."""
-    r1 = min(r + _T, m - _1)
-    r2 = min(r + _2 * _T, m - _1)
-    r3 = min(r + _3 * _T, m - _1)
+    past m answer +inf. The rows go together so that their loads from Bᵀ, which come from
+    L2 (beside the blocks' shared memory, L1 is too small for Bᵀ), overlap instead of
+    waiting one after another: a thread's rows of a 302-row problem in one pass."""
+    r0 = _row(r, 0, m)
+    r1 = _row(r, 1, m)
+    r2 = _row(r, 2, m)
+    r3 = _row(r, 3, m)
+    r4 = _row(r, 4, m)
+    r5 = _row(r, 5, m)
+    r6 = _row(r, 6, m)
+    r7 = _row(r, 7, m)
+    r8 = _row(r, 8, m)
+    r9 = _row(r, 9, m)
     a0 = 0.0
     a1 = 0.0
     a2 = 0.0
     a3 = 0.0
+    a4 = 0.0
+    a5 = 0.0
+    a6 = 0.0
+    a7 = 0.0
+    a8 = 0.0
+    a9 = 0.0
     i = _0
     while i < n:
         xi = x[i]
-        a0 += Bt[i, r] * xi
+        a0 += Bt[i, r0] * xi
         a1 += Bt[i, r1] * xi
         a2 += Bt[i, r2] * xi
         a3 += Bt[i, r3] * xi
+        a4 += Bt[i, r4] * xi
+        a5 += Bt[i, r5] * xi
+        a6 += Bt[i, r6] * xi
+        a7 += Bt[i, r7] * xi
+        a8 += Bt[i, r8] * xi
+        a9 += Bt[i, r9] * xi
         i += _1
-    return (a0, a1 if r + _T < m else math.inf, a2 if r + _2 * _T < m else math.inf,
-            a3 if r + _3 * _T < m else math.inf)
+    return (_valid(a0, r, 0, m), _valid(a1, r, 1, m), _valid(a2, r, 2, m), _valid(a3, r, 3, m),
+            _valid(a4, r, 4, m), _valid(a5, r, 5, m), _valid(a6, r, 6, m), _valid(a7, r, 7, m),
+            _valid(a8, r, 8, m), _valid(a9, r, 9, m))
+
+
+@cuda.jit(device=True)
+def _valid(a, r, j, m):
+    """a, the value of row r + 32 j, or +inf past m."""
+    return a if r + uint64(j) * _T < m else math.inf
 
 
 @cuda.jit(device=True)
 def _rows_of(c, r, m):
     """c[r + 32 j] for j < _ROWS, +inf past m."""
-    return (c[r], c[r + _T] if r + _T < m else math.inf,
-            c[r + _2 * _T] if r + _2 * _T < m else math.inf,
-            c[r + _3 * _T] if r + _3 * _T < m else math.inf)
+    return (_valid(c[_row(r, 0, m)], r, 0, m), _valid(c[_row(r, 1, m)], r, 1, m),
+            _valid(c[_row(r, 2, m)], r, 2, m), _valid(c[_row(r, 3, m)], r, 3, m),
+            _valid(c[_row(r, 4, m)], r, 4, m), _valid(c[_row(r, 5, m)], r, 5, m),
+            _valid(c[_row(r, 6, m)], r, 6, m), _valid(c[_row(r, 7, m)], r, 7, m),
+            _valid(c[_row(r, 8, m)], r, 8, m), _valid(c[_row(r, 9, m)], r, 9, m))
 
 
 @cuda.jit(device=True)
@@ -355,14 +391,20 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         r = t
         while r < m:
             if first:
-                c0, c1, c2, c3 = _rows_of(c_u, r, m)
+                c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _rows_of(c_u, r, m)
             else:
-                c0, c1, c2, c3 = _constraint_values(Bt, x, n, r, m)
+                c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _constraint_values(Bt, x, n, r, m)
             # rows ascending, so ties go to the lowest
-            best, best_row = _lower(c0, int64(r), best, best_row)
-            best, best_row = _lower(c1, int64(r + _T), best, best_row)
-            best, best_row = _lower(c2, int64(r + _2 * _T), best, best_row)
-            best, best_row = _lower(c3, int64(r + _3 * _T), best, best_row)
+            best, best_row = _lower(c0, int64(r + uint64(0) * _T), best, best_row)
+            best, best_row = _lower(c1, int64(r + uint64(1) * _T), best, best_row)
+            best, best_row = _lower(c2, int64(r + uint64(2) * _T), best, best_row)
+            best, best_row = _lower(c3, int64(r + uint64(3) * _T), best, best_row)
+            best, best_row = _lower(c4, int64(r + uint64(4) * _T), best, best_row)
+            best, best_row = _lower(c5, int64(r + uint64(5) * _T), best, best_row)
+            best, best_row = _lower(c6, int64(r + uint64(6) * _T), best, best_row)
+            best, best_row = _lower(c7, int64(r + uint64(7) * _T), best, best_row)
+            best, best_row = _lower(c8, int64(r + uint64(8) * _T), best, best_row)
+            best, best_row = _lower(c9, int64(r + uint64(9) * _T), best, best_row)
             r += uint64(_ROWS * THREADS)
         red_c[t] = best
         red_row[t] = best_row
