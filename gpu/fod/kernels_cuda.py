@@ -509,6 +509,12 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         niter[v] = it
 
 
+@cuda.jit(device=True)
+def _tri(p):
+    """Start of row p of a lower triangle packed by rows."""
+    return (p * (p + _1)) >> _1
+
+
 @cuda.jit(cache=True)
 def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
     """:func:`gpu.fod.solver_math.csd_voxel` for voxel ``blockIdx.x``.
@@ -517,8 +523,8 @@ def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
     niter (V,). Launch with :data:`THREADS` threads and :func:`csd_shared_bytes` of dynamic
     shared memory.
     """
-    v = cuda.blockIdx.x
-    t = cuda.threadIdx.x
+    v = uint64(cuda.blockIdx.x)
+    t = uint64(cuda.threadIdx.x)
     n = Q.shape[0]
     nf = Q.shape[1]
     nk = P.shape[0]
@@ -536,113 +542,154 @@ def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
     was_negative = ish[o + nk:o + 2 * nk]
     neg_rows = ish[o + 2 * nk:o + 3 * nk]
     counts = ish[o + 3 * nk:o + 3 * nk + THREADS]
+    n = uint64(n)
+    nf = uint64(nf)
+    nk = uint64(nk)
+    n_tri = uint64(n_tri)
 
     bad = 0
-    for j in range(t, n, THREADS):
+    j = t
+    while j < n:
         s = signals[v, j]
         if not math.isfinite(s):
             bad = 1
         data[j] = s if s > 0.0 else 0.0
+        j += _T
     if cuda.syncthreads_or(bad):
-        for i in range(t, nf, THREADS):
+        i = t
+        while i < nf:
             out[v, i] = 0.0
-        if t == 0:
+            i += _T
+        if t == _0:
             niter[v] = -1
         return
-    for i in range(t, nf, THREADS):
+    i = t
+    while i < nf:
         f[i], qtb[i] = csd_initial_terms(init, Q, data, i)
+        i += _T
     cuda.syncthreads()
     # thread t owns a contiguous run of constraint rows, so that the negative ones are listed in order
-    run = (nk + THREADS - 1) // THREADS
+    run = (nk + _T - _1) // _T
     first_row = t * run if t * run < nk else nk
     last_row = first_row + run if first_row + run < nk else nk
     result = max_iterations
     for it in range(max_iterations):
         differ = 0
         count = 0
-        for r in range(first_row, last_row):
+        r = first_row
+        while r < last_row:
             s = 0.0
-            for i in range(nf):
+            i = _0
+            while i < nf:
                 s += P[r, i] * f[i]
+                i += _1
             neg = 1 if s < threshold else 0
             if neg != was_negative[r]:
                 differ = 1
             negative[r] = neg
             was_negative[r] = neg
             count += neg
+            r += _1
         counts[t] = count
         if cuda.syncthreads_or(differ) == 0 and it > 0:
             result = it
             break
-        start = 0
-        total = 0
+        start = _0
+        total = _0
         for q in range(THREADS):
-            if q < t:
-                start += counts[q]
-            total += counts[q]
-        for r in range(first_row, last_row):
+            cq = uint64(counts[q])
+            if uint64(q) < t:
+                start += cq
+            total += cq
+        r = first_row
+        while r < last_row:
             if negative[r] != 0:
                 neg_rows[start] = r
-                start += 1
+                start += _1
+            r += _1
         cuda.syncthreads()
         # QtQ + Pₙᵀ Pₙ, lower triangle packed by rows
-        for e in range(t, n_tri, THREADS):
-            p = int((math.sqrt(8.0 * e + 1.0) - 1.0) / 2.0)
-            while p * (p + 1) // 2 > e:
-                p -= 1
-            while (p + 1) * (p + 2) // 2 <= e:
-                p += 1
-            q = e - p * (p + 1) // 2
+        e = t
+        while e < n_tri:
+            p = uint64((math.sqrt(8.0 * e + 1.0) - 1.0) / 2.0)
+            while _tri(p) > e:
+                p -= _1
+            while _tri(p + _1) <= e:
+                p += _1
+            q = e - _tri(p)
             acc = QtQ[p, q]
-            for a in range(total):
-                r = neg_rows[a]
+            a = _0
+            while a < total:
+                r = uint64(neg_rows[a])
                 acc += P[r, p] * P[r, q]
+                a += _1
             work[e] = acc
+            e += _T
         cuda.syncthreads()
         # Cholesky by columns, each entry's sum in the CPU's order; the diagonal goes to diag
         failed = nf
-        for j in range(nf):
-            rj = j * (j + 1) // 2
+        j = _0
+        while j < nf:
+            rj = _tri(j)
             s = work[rj + j]
-            for q in range(j):
+            q = _0
+            while q < j:
                 s -= work[rj + q] * work[rj + q]
+                q += _1
             if not s > 0.0:
                 failed = j
                 break
             d = math.sqrt(s)
-            for i in range(t, nf, THREADS):
+            i = t
+            while i < nf:
                 if i > j:
-                    ri = i * (i + 1) // 2
+                    ri = _tri(i)
                     u = work[ri + j]
-                    for q in range(j):
+                    q = _0
+                    while q < j:
                         u -= work[ri + q] * work[rj + q]
+                        q += _1
                     work[ri + j] = u / d
-            if t == 0:
+                i += _T
+            if t == _0:
                 diag[j] = d
             cuda.syncthreads()
+            j += _1
         # as the CPU solver: columns from a failed pivot on stay unfactored
-        for i in range(t, nf, THREADS):
+        i = t
+        while i < nf:
             if i >= failed:
-                diag[i] = work[i * (i + 1) // 2 + i]
+                diag[i] = work[_tri(i) + i]
             f[i] = qtb[i]
+            i += _T
         cuda.syncthreads()
-        for j in range(nf):
+        j = _0
+        while j < nf:
             wj = f[j] / diag[j]
-            if j % THREADS == t:
+            if j % _T == t:
                 z[j] = wj
-            for i in range(t, nf, THREADS):
+            i = t
+            while i < nf:
                 if i > j:
-                    f[i] -= work[i * (i + 1) // 2 + j] * wj
+                    f[i] -= work[_tri(i) + j] * wj
+                i += _T
             cuda.syncthreads()
-        for q in range(nf - 1, -1, -1):
+            j += _1
+        q = nf
+        while q > _0:
+            q -= _1
             xq = z[q] / diag[q]
-            if q % THREADS == t:
+            if q % _T == t:
                 f[q] = xq
-            base = q * (q + 1) // 2
-            for i in range(t, q, THREADS):
+            base = _tri(q)
+            i = t
+            while i < q:
                 z[i] -= work[base + i] * xq
+                i += _T
             cuda.syncthreads()
-    for i in range(t, nf, THREADS):
+    i = t
+    while i < nf:
         out[v, i] = f[i]
-    if t == 0:
+        i += _T
+    if t == _0:
         niter[v] = result
