@@ -56,11 +56,12 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     signals = np.ascontiguousarray(signals, np.float64)
     n, m = problem.H.shape[1], problem.B.shape[0]
     k_max = max(1, min(int(k_max), m, 2 * kc.THREADS))
-    shared = _shared_bytes(kc.msmt_shared_bytes(n, m, k_max), "MSMT-CSD")
+    shared = _shared_bytes(kc.msmt_shared_bytes(n, k_max), "MSMT-CSD")
     B = problem.B
     constants = (cuda.to_device(problem.project), cuda.to_device(B), cuda.to_device(np.ascontiguousarray(B.T)),
                  cuda.to_device(B @ B.T), cuda.to_device(np.ascontiguousarray(problem.L)),
-                 problem.constraint_norm_lambda, problem.max_iterations, k_max)
+                 problem.constraint_norm_lambda, problem.max_iterations, k_max,
+                 cuda.device_array((max(1, min(chunk_voxels, signals.shape[0])), m)))
     x, niter = _solve_in_chunks(kc.msmt_kernel, shared, signals, n, constants, chunk_voxels)
     redo = np.flatnonzero(niter == kc.REDO)
     if redo.size:

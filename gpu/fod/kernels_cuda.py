@@ -45,10 +45,10 @@ def _packed_size(k: int) -> int:
     return k * (k + 3) // 2
 
 
-def msmt_shared_bytes(n: int, m: int, k_max: int) -> int:
-    """Shared memory of :func:`msmt_kernel` for N unknowns, M constraints, ``k_max`` active rows."""
-    doubles = 2 * n + m + 4 * k_max + _packed_size(k_max) + 2 * THREADS + 4
-    ints = 2 * k_max + 3 * THREADS
+def msmt_shared_bytes(n: int, k_max: int) -> int:
+    """Shared memory of :func:`msmt_kernel` for N unknowns and ``k_max`` active rows."""
+    doubles = 2 * n + 5 * k_max + _packed_size(k_max) + THREADS + 4
+    ints = 2 * k_max + 2 * THREADS
     return 8 * doubles + 4 * ints
 
 
@@ -108,7 +108,7 @@ def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
 
 
 @cuda.jit(device=True)
-def _append_row(G, rows, lp, low, rdiag, z, k, r, lambda_min_norm, t, off0, off1):
+def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, t, off0, off1):
     """Extend the packed factor of the active rows' Gram matrix (G[rows, rows] + λ I) by row
     r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`)."""
     t1 = t + _T
@@ -147,21 +147,25 @@ def _append_row(G, rows, lp, low, rdiag, z, k, r, lambda_min_norm, t, off0, off1
         rdiag[k] = 1.0 / d
         rows[k] = r
         lp[k] = 0.0
+        cua[k] = cu_row
     cuda.syncthreads()
 
 
 @cuda.jit(device=True)
-def _remove_row(rows, lp, low, rdiag, z, tmp, ab, k, p, t, off0, off1):
-    """Drop position p of k from the packed factor, ``rows`` and ``lp``: Givens rotations of
-    neighbouring columns (:func:`gpu.fod.solver_math._remove_row`)."""
+def _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, p, t, off0, off1):
+    """Drop position p of k from the packed factor, ``rows``, ``lp`` and ``cua``: Givens
+    rotations of neighbouring columns (:func:`gpu.fod.solver_math._remove_row`). ``l`` is
+    scratch here (the next solve writes it afresh)."""
     t1 = t + _T
     last = k - _1
     if p <= t and t < last:
         tmp[t] = rows[t + _1]
         z[t] = lp[t + _1]
+        l[t] = cua[t + _1]
     if p <= t1 and t1 < last:
         tmp[t1] = rows[t1 + _1]
         z[t1] = lp[t1 + _1]
+        l[t1] = cua[t1 + _1]
     # thread t moves columns t and t + 32 of every row: no entry another thread reads
     i = p
     while i < last:
@@ -176,9 +180,11 @@ def _remove_row(rows, lp, low, rdiag, z, tmp, ab, k, p, t, off0, off1):
     if p <= t and t < last:
         rows[t] = tmp[t]
         lp[t] = z[t]
+        cua[t] = l[t]
     if p <= t1 and t1 < last:
         rows[t1] = tmp[t1]
         lp[t1] = z[t1]
+        cua[t1] = l[t1]
     if t == _0:
         ab[0] = low[_off(p) + p]
         ab[1] = low[_off(p) + p + _1]
@@ -284,13 +290,28 @@ def _valid(a, r, j, m):
 
 
 @cuda.jit(device=True)
-def _rows_of(c, r, m):
-    """c[r + 32 j] for j < _ROWS, +inf past m."""
-    return (_valid(c[_row(r, 0, m)], r, 0, m), _valid(c[_row(r, 1, m)], r, 1, m),
-            _valid(c[_row(r, 2, m)], r, 2, m), _valid(c[_row(r, 3, m)], r, 3, m),
-            _valid(c[_row(r, 4, m)], r, 4, m), _valid(c[_row(r, 5, m)], r, 5, m),
-            _valid(c[_row(r, 6, m)], r, 6, m), _valid(c[_row(r, 7, m)], r, 7, m),
-            _valid(c[_row(r, 8, m)], r, 8, m), _valid(c[_row(r, 9, m)], r, 9, m))
+def _keep_rows(c_u, v, r, m, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9):
+    """c_u[v, r + 32 j] = cj for the rows j < _ROWS before m."""
+    if r + uint64(0) * _T < m:
+        c_u[v, r + uint64(0) * _T] = c0
+    if r + uint64(1) * _T < m:
+        c_u[v, r + uint64(1) * _T] = c1
+    if r + uint64(2) * _T < m:
+        c_u[v, r + uint64(2) * _T] = c2
+    if r + uint64(3) * _T < m:
+        c_u[v, r + uint64(3) * _T] = c3
+    if r + uint64(4) * _T < m:
+        c_u[v, r + uint64(4) * _T] = c4
+    if r + uint64(5) * _T < m:
+        c_u[v, r + uint64(5) * _T] = c5
+    if r + uint64(6) * _T < m:
+        c_u[v, r + uint64(6) * _T] = c6
+    if r + uint64(7) * _T < m:
+        c_u[v, r + uint64(7) * _T] = c7
+    if r + uint64(8) * _T < m:
+        c_u[v, r + uint64(8) * _T] = c8
+    if r + uint64(9) * _T < m:
+        c_u[v, r + uint64(9) * _T] = c9
 
 
 @cuda.jit(device=True)
@@ -304,12 +325,14 @@ def _lower(cr, r, best, best_row):
 
 
 @cuda.jit(cache=True)
-def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, out, niter):
+def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, c_u, out, niter):
     """:func:`gpu.fod.solver_math.icls_voxel` for voxel ``blockIdx.x``.
 
     signals (V, n_volumes); project (N, n_volumes); B (M, N) and Bt = Bᵀ; G = B Bᵀ (M, M);
-    L (N, N); out (V, N); niter (V,): as the CPU solver's, or :data:`REDO`. Launch with
-    :data:`THREADS` threads and :func:`msmt_shared_bytes` of dynamic shared memory.
+    L (N, N); c_u (≥ V, M) scratch for B y_u; out (V, N); niter (V,): as the CPU solver's, or
+    :data:`REDO`. Launch with :data:`THREADS` threads and :func:`msmt_shared_bytes` of dynamic
+    shared memory. B y_u goes to global memory, read only as a row joins, so that shared
+    memory holds more voxels an SM (their latency is what hides each voxel's sequential steps).
     """
     v = uint64(cuda.blockIdx.x)
     t = uint64(cuda.threadIdx.x)
@@ -319,26 +342,27 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     sh = cuda.shared.array(0, float64)
     y_u = sh[0:n]
     x = sh[n:2 * n]
-    c_u = sh[2 * n:2 * n + m]
-    o = 2 * n + m
+    o = 2 * n
     l = sh[o:o + k_max]
     z = sh[o + k_max:o + 2 * k_max]
     lp = sh[o + 2 * k_max:o + 3 * k_max]
     rdiag = sh[o + 3 * k_max:o + 4 * k_max]
-    o += 4 * k_max
+    cua = sh[o + 4 * k_max:o + 5 * k_max]
+    o += 5 * k_max
     low = sh[o:o + (k_max * (k_max + 3)) // 2]
     o += (k_max * (k_max + 3)) // 2
+    # the most violated row's and the leaving row's reductions never overlap (barriers between)
     red_c = sh[o:o + THREADS]
-    red_s = sh[o + THREADS:o + 2 * THREADS]
-    ab = sh[o + 2 * THREADS:o + 2 * THREADS + 4]
-    o = 2 * (o + 2 * THREADS + 4)
+    red_s = red_c
+    ab = sh[o + THREADS:o + THREADS + 4]
+    o = 2 * (o + THREADS + 4)
     ish = cuda.shared.array(0, int32)
     rows = ish[o:o + k_max]
     tmp = ish[o + k_max:o + 2 * k_max]
     o += 2 * k_max
     red_row = ish[o:o + THREADS]
-    red_srow = ish[o + THREADS:o + 2 * THREADS]
-    red_spos = ish[o + 2 * THREADS:o + 3 * THREADS]
+    red_srow = red_row
+    red_spos = ish[o + THREADS:o + 2 * THREADS]
     n = uint64(n)
     nv = uint64(nv)
     m = uint64(m)
@@ -369,16 +393,6 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         x[i] = s
         i += _T
     cuda.syncthreads()
-    r = t
-    while r < m:
-        s = 0.0
-        i = _0
-        while i < n:
-            s += Bt[i, r] * y_u[i]
-            i += _1
-        c_u[r] = s
-        r += _T
-    cuda.syncthreads()
 
     k = _0
     it = 0
@@ -390,10 +404,10 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         best_row = int64(m)
         r = t
         while r < m:
+            c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _constraint_values(Bt, x, n, r, m)
             if first:
-                c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _rows_of(c_u, r, m)
-            else:
-                c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _constraint_values(Bt, x, n, r, m)
+                # x = y_u: these are c_u, kept for the rows that join later
+                _keep_rows(c_u, v, r, m, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9)
             # rows ascending, so ties go to the lowest
             best, best_row = _lower(c0, int64(r + uint64(0) * _T), best, best_row)
             best, best_row = _lower(c1, int64(r + uint64(1) * _T), best, best_row)
@@ -429,13 +443,14 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
             if k == k_max:
                 redo = True
                 break
-            _append_row(G, rows, lp, low, rdiag, z, k, uint64(worst), lambda_min_norm, t, off0, off1)
+            _append_row(G, rows, lp, cua, c_u[v, uint64(worst)], low, rdiag, z, k, uint64(worst), lambda_min_norm, t,
+                        off0, off1)
             k += _1
         while True:
             if t < k:
-                l[t] = -c_u[uint64(rows[t])]
+                l[t] = -cua[t]
             if t1 < k:
-                l[t1] = -c_u[uint64(rows[t1])]
+                l[t1] = -cua[t1]
             cuda.syncthreads()
             _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1)
             # the row whose multiplier reaches zero first leaves (ties: the lowest row)
@@ -479,7 +494,7 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
                 cuda.syncthreads()
                 break
             changed = True
-            _remove_row(rows, lp, low, rdiag, z, tmp, ab, k, s_pos, t, off0, off1)
+            _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, s_pos, t, off0, off1)
             k -= _1
         if t < k:
             lp[t] = l[t]

@@ -96,7 +96,7 @@ def test_cuda_csd_matches_cpu_in_chunks(tiny):
 def test_cuda_problem_beyond_shared_memory_is_refused(tiny, monkeypatch):
     bvals, bvecs, signals = tiny
     problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
-    needed = kernels_cuda.msmt_shared_bytes(problem.H.shape[1], problem.B.shape[0], backend_cuda.K_MAX)
+    needed = kernels_cuda.msmt_shared_bytes(problem.H.shape[1], backend_cuda.K_MAX)
     monkeypatch.setattr(kernels_cuda, "MAX_SHARED_BYTES", needed - 8)
     with pytest.raises(ValueError, match="shared memory .* use the CPU backend"):
         backend_cuda.msmt_csd_cuda(problem, signals)
