@@ -60,8 +60,8 @@ def csd_shared_bytes(n: int, nf: int, nk: int) -> int:
 
 
 # Indices are uint64: numba makes a signed index a wraparound test and a signed range loop a
-# count with sign fix-ups, which were most of this kernel's instructions (ncu: integer
-# instructions about 70 % of those issued); unsigned, they are plain address arithmetic.
+# count with sign fix-ups, which were most of these kernels' instructions; unsigned, they are
+# plain address arithmetic (docs/decisions/fod-warp-per-voxel.md).
 _0 = uint64(0)
 _1 = uint64(1)
 _2 = uint64(2)
@@ -110,7 +110,8 @@ def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
 @cuda.jit(device=True)
 def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, t, off0, off1):
     """Extend the packed factor of the active rows' Gram matrix (G[rows, rows] + λ I) by row
-    r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`)."""
+    r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`); r's
+    c_u (``cu_row``) goes beside it in ``cua``."""
     t1 = t + _T
     base = _off(k)
     if t < k:
