@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from numba import config, cuda, float64, int8, int16, int32, uint64
+from numba import config, cuda, float64, int8, int16, int32, int64, uint64
 from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
@@ -494,11 +494,14 @@ def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, in
                      label, peak_value, integral, head, seed, next_peak, peak_dir):
     """:func:`gpu.fixels.fmls_math.refine_lobe` of lobe work[i] (as :func:`fmls_grow_cuda`
     wrote it) on thread i, for i < n_work[0]: a thread a lobe of any voxel."""
-    i = cuda.grid(1)
-    if i >= n_work[0]:
+    i = uint64(cuda.grid(1))
+    if i >= uint64(n_work[0]):
         return
-    v = work[i] // head.shape[1]
-    lobe = work[i] % head.shape[1]
+    # MAX_LOBES a power of two: a shift and a mask
+    item = uint64(work[i])
+    v = item // uint64(MAX_LOBES)
+    # signed, as refine_lobe compares it with labels (below MAX_LOBES: no wraparound test)
+    lobe = int64(item % uint64(MAX_LOBES))
     al = cuda.local.array(_MAX_LEGENDRE, float64)
     fm.refine_lobe(lobe, coeffs[v], lmax, unit, neighbours, legendre, step, factors, integral_threshold, label[v],
                    al[:legendre.shape[1]], peak_value[v], integral[v], head[v], seed[v], next_peak[v], peak_dir[v])
