@@ -174,7 +174,8 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
             while i < size // _2:
                 lo = _2 * i - (i & (stride - _1))
                 # a block's first step compares mirror images, the later ones halves
-                hi = lo + stride if stride < block // _2 else lo - (lo & (block - _1)) + block - _1 - (lo & (block - _1))
+                hi = lo + stride if stride < block // _2 else \
+                    lo - (lo & (block - _1)) + block - _1 - (lo & (block - _1))
                 if hi < n:
                     a = uint64(order[w, lo])
                     b = uint64(order[w, hi])
@@ -512,11 +513,12 @@ def fmls_write_cuda(lobes, integral_threshold, peak_threshold, maxnum, dir_from_
                     peak_dir, counts, out_dir, out_afd, out_peak):
     """:func:`gpu.fixels.fmls_math.write_fixels` of voxel v on thread v, from the lobes
     :func:`fmls_refine_cuda` refined (voxels without lobes keep their count)."""
-    v = cuda.grid(1)
-    if v >= lobes.shape[0] or lobes[v] == 0:
+    v = uint64(cuda.grid(1))
+    if v >= uint64(lobes.shape[0]) or lobes[v] == 0:
         return
-    counts[v] = fm.write_fixels(lobes[v], integral_threshold, peak_threshold, maxnum, dir_from_peak, peak_value[v],
-                                mean[v], integral[v], head[v], peak_dir[v], out_dir[v], out_afd[v], out_peak[v])
+    counts[v] = fm.write_fixels(uint64(lobes[v]), integral_threshold, peak_threshold, maxnum, dir_from_peak,
+                                peak_value[v], mean[v], integral[v], head[v], peak_dir[v], out_dir[v], out_afd[v],
+                                out_peak[v])
 
 
 @cuda.jit(cache=True)
