@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+from numba import uint64
 from numba.extending import register_jitable
 
 __all__ = ["sample_amplitudes", "sweep_blocked", "grow_lobes", "refine_lobe", "write_fixels", "segment_voxel",
@@ -39,6 +40,14 @@ MAX_DIR_CHANGE = 0.2
 NEWTON_ITERATIONS = 50
 # segment_voxel's answer when the lobes outgrow the caller's scratch.
 LOBE_OVERFLOW = -1
+# The Newton step's indices are uint64, never mixed with int64 (numba types the two together
+# as float64): numba makes a signed index a wraparound test and a signed // a floor division
+# with sign fix-ups, integer work the CUDA Newton kernel would do at every step. Converted to
+# float64 in the derivatives, they give the same values as signed ones.
+_0 = uint64(0)
+_1 = uint64(1)
+_2 = uint64(2)
+_4 = uint64(4)
 
 
 @register_jitable
@@ -103,11 +112,15 @@ def _legendre_at(legendre, step, elevation, al):
     elif row >= rows - 1:
         row = rows - 1
         frac = 0.0
-    for k in range(legendre.shape[1]):
-        value = (1.0 - frac) * legendre[row, k]
+    r = uint64(row)
+    n = uint64(legendre.shape[1])
+    k = _0
+    while k < n:
+        value = (1.0 - frac) * legendre[r, k]
         if frac != 0.0:
-            value += frac * legendre[row + 1, k]
+            value += frac * legendre[r + _1, k]
         al[k] = value
+        k += _1
 
 
 @register_jitable
@@ -127,36 +140,41 @@ def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, factors, al):
     d2_el2 = 0.0
     d2_el_az = 0.0
     d2_az2 = 0.0
-    for l in range(2, lmax + 1, 2):
-        v = sh[l * (l + 1) // 2]
-        base = l * l // 4
+    top = uint64(lmax)
+    l = _2
+    while l <= top:
+        v = sh[l * (l + _1) // _2]
+        base = l * l // _4
         amplitude += v * al[base]
-        d_el += v * factors[base, 1] * al[base + 1]
-        d2_el2 += v * (factors[base, 3] * al[base + 2] - l * (l + 1) * al[base]) / 2.0
-    for m in range(1, lmax + 1):
+        d_el += v * factors[base, 1] * al[base + _1]
+        d2_el2 += v * (factors[base, 3] * al[base + _2] - l * (l + _1) * al[base]) / 2.0
+        l += _2
+    m = _1
+    while m <= top:
         caz = math.sqrt(2.0) * math.cos(m * azimuth)
         saz = math.sqrt(2.0) * math.sin(m * azimuth)
-        for l in range(m + (m & 1), lmax + 1, 2):
-            centre = l * (l + 1) // 2
+        l = m + (m & _1)
+        while l <= top:
+            centre = l * (l + _1) // _2
             vp = sh[centre + m]
             vm = sh[centre - m]
-            base = l * l // 4
+            base = l * l // _4
             f = base + m
             even = vp * caz + vm * saz
             odd = vm * caz - vp * saz
             amplitude += even * al[f]
-            first = factors[f, 0] * al[f - 1]
+            first = factors[f, 0] * al[f - _1]
             if l > m:
-                first -= factors[f, 1] * al[f + 1]
+                first -= factors[f, 1] * al[f + _1]
             first /= -2.0
             d_el += even * first
             second = factors[f, 4] * al[f]
-            if m == 1:
-                second -= factors[f, 2] * al[base + 1]
+            if m == _1:
+                second -= factors[f, 2] * al[base + _1]
             else:
-                second += factors[f, 2] * al[f - 2]
-            if l > m + 1:
-                second += factors[f, 3] * al[f + 2]
+                second += factors[f, 2] * al[f - _2]
+            if l > m + _1:
+                second += factors[f, 3] * al[f + _2]
             second /= 4.0
             d2_el2 += even * second
             if at_pole:
@@ -165,6 +183,8 @@ def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, factors, al):
                 d2_el_az += m * odd * first
                 d_az += m * odd * al[f]
                 d2_az2 -= even * m * m * al[f]
+            l += _2
+        m += _1
     if not at_pole:
         d_az /= sel
         d2_el_az /= sel

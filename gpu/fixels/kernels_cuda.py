@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from numba import config, cuda, float64, int8, int16, int32
+from numba import config, cuda, float64, int8, int16, int32, int64, uint64
 from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
@@ -58,6 +58,20 @@ _PROVISIONAL = 64
 # a voxel's samples listed by lobe: group L holds those lobe L took in the sweep, group
 # _PROVISIONAL + L those assigned to it after the sweep
 _GROUPS = 2 * _PROVISIONAL
+# Indices, loop counters and offsets are uint64, never mixed with a signed int (numba types
+# uint64 with int64 as float64): numba makes a signed index a wraparound test, a signed range
+# loop a count with sign fix-ups and a signed // or % a floor division with sign fix-ups;
+# unsigned, they are plain address arithmetic, and // or % by a power of two a shift or a mask.
+# Labels, lobe numbers of the sweep and −1 sentinels can be negative and stay signed.
+_0 = uint64(0)
+_1 = uint64(1)
+_2 = uint64(2)
+_3 = uint64(3)
+_4 = uint64(4)
+_W = uint64(_WARP)
+_DIRS = uint64(_N_DIRS)
+_P = uint64(_PROVISIONAL)
+_G = uint64(_GROUPS)
 
 
 @register_jitable
@@ -74,114 +88,129 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w has lobes
     (state[w, 0] = 1) and how many (state[w, 2])."""
-    t = cuda.threadIdx.x
-    w = t // _WARP
-    lane = t % _WARP
-    v = cuda.blockIdx.x * VOXELS + w
-    n_voxels = coeffs.shape[0]
-    n_coeffs = coeffs.shape[1]
-    if lane == 0:
+    t = uint64(cuda.threadIdx.x)
+    threads = uint64(cuda.blockDim.x)
+    w = t // _W
+    lane = t % _W
+    first = uint64(cuda.blockIdx.x) * uint64(VOXELS)
+    v = first + w
+    n_voxels = uint64(coeffs.shape[0])
+    n_coeffs = uint64(coeffs.shape[1])
+    if lane == _0:
         ok = v < n_voxels
         if ok:
             ok = coeffs[v, 0] > 0.0
-            for c in range(n_coeffs):
+            c = _0
+            while c < n_coeffs:
                 ok = ok and math.isfinite(coeffs[v, c])
+                c += _1
         state[w, 0] = 1 if ok else 0
         state[w, 1] = 0
         state[w, 2] = 0
         if v < n_voxels:
             counts[v] = 0
-    for i in range(t, VOXELS * n_coeffs, cuda.blockDim.x):
+    i = t
+    while i < uint64(VOXELS) * n_coeffs:
         u = i // n_coeffs
         c = i % n_coeffs
-        sh[u, c] = coeffs[cuda.blockIdx.x * VOXELS + u, c] if cuda.blockIdx.x * VOXELS + u < n_voxels else 0.0
+        sh[u, c] = coeffs[first + u, c] if first + u < n_voxels else 0.0
+        i += threads
     cuda.syncthreads()
 
     # sampling, each matrix row read once for the block's voxels, summed in coefficient order;
     # four of the matrix's entries are loaded before they are used, so that their reads
     # (from L2: the matrix outgrows L1 beside the shared arrays) overlap
     total = cuda.local.array(VOXELS, float64)
-    for d in range(t, _N_DIRS, cuda.blockDim.x):
+    d = t
+    while d < _DIRS:
         for u in range(VOXELS):
             total[u] = 0.0
-        c = 0
-        while c + 4 <= n_coeffs:
+        c = _0
+        while c + _4 <= n_coeffs:
             m0 = amp_from_sh[c, d]
-            m1 = amp_from_sh[c + 1, d]
-            m2 = amp_from_sh[c + 2, d]
-            m3 = amp_from_sh[c + 3, d]
+            m1 = amp_from_sh[c + _1, d]
+            m2 = amp_from_sh[c + _2, d]
+            m3 = amp_from_sh[c + _3, d]
             for u in range(VOXELS):
                 total[u] += m0 * sh[u, c]
-                total[u] += m1 * sh[u, c + 1]
-                total[u] += m2 * sh[u, c + 2]
-                total[u] += m3 * sh[u, c + 3]
-            c += 4
+                total[u] += m1 * sh[u, c + _1]
+                total[u] += m2 * sh[u, c + _2]
+                total[u] += m3 * sh[u, c + _3]
+            c += _4
         while c < n_coeffs:
             m = amp_from_sh[c, d]
             for u in range(VOXELS):
                 total[u] += m * sh[u, c]
-            c += 1
+            c += _1
         for u in range(VOXELS):
             amp[u, d] = total[u]
+        d += threads
     cuda.syncthreads()
 
     # the positive samples, gathered in any order (the sort fixes it)
     if state[w, 0] == 1:
-        for d in range(lane, _N_DIRS, _WARP):
+        d = lane
+        while d < _DIRS:
             if amp[w, d] > 0.0:
-                order[w, cuda.atomic.add(state, (w, 1), 1)] = d
+                order[w, uint64(cuda.atomic.add(state, (w, _1), 1))] = d
+            d += _W
     cuda.syncthreads()
-    largest = 1
+    largest = _1
     for u in range(VOXELS):
-        if state[u, 1] > largest:
-            largest = state[u, 1]
-    size = 1
+        if uint64(state[u, 1]) > largest:
+            largest = uint64(state[u, 1])
+    size = _1
     while size < largest:
-        size *= 2
+        size *= _2
     # bitonic sort of order[w, :n] in the form whose compare-exchanges all put the earlier
     # sample first: padded to a power of two with samples after every other, the padding never
     # moves, so it is neither stored nor compared. The same steps in every warp.
-    n = state[w, 1]
-    block = 2
+    n = uint64(state[w, 1])
+    block = _2
     while block <= size:
-        stride = block // 2
-        while stride > 0:
-            for i in range(lane, size // 2, _WARP):
-                lo = 2 * i - (i & (stride - 1))
+        stride = block // _2
+        while stride > _0:
+            i = lane
+            while i < size // _2:
+                lo = _2 * i - (i & (stride - _1))
                 # a block's first step compares mirror images, the later ones halves
-                hi = lo + stride if stride < block // 2 else lo - (lo & (block - 1)) + block - 1 - (lo & (block - 1))
+                hi = lo + stride if stride < block // _2 else \
+                    lo - (lo & (block - _1)) + block - _1 - (lo & (block - _1))
                 if hi < n:
-                    a = order[w, lo]
-                    b = order[w, hi]
+                    a = uint64(order[w, lo])
+                    b = uint64(order[w, hi])
                     if _sweeps_first(amp[w], b, a):
                         order[w, lo] = b
                         order[w, hi] = a
+                i += _W
             cuda.syncthreads()
-            stride //= 2
-        block *= 2
+            stride //= _2
+        block *= _2
 
     # MRtrix3 sweeps by |amplitude|: a negative sample before the first positive one finds no lobe
     if state[w, 0] == 1:
         if state[w, 1] == 0:
             state[w, 0] = 0
         else:
-            top = order[w, 0]
-            for d in range(lane, _N_DIRS, _WARP):
+            top = uint64(order[w, 0])
+            d = lane
+            while d < _DIRS:
                 a = amp[w, d]
                 if a <= 0.0 and (-a > amp[w, top] or (-a == amp[w, top] and d < top)):
                     state[w, 0] = 0
+                d += _W
     cuda.syncthreads()
 
     _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, integral, mean, head, tail, seed,
            next_peak, state, seeded, seed_rank, members, group_start, group_fill)
-    if lane == 0 and state[w, 0] == 1 and state[w, 3] != 0:
+    if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
         n_lobes = fm.grow_lobes(amp[w], order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
                                 adjacent, peak_value[w], mean[w], integral[w], head[w], tail[w], seed[w],
                                 next_peak[w])
         state[w, 2] = n_lobes
-    if lane == 0 and state[w, 0] == 1 and state[w, 2] < 0:
+    if lane == _0 and state[w, 0] == 1 and state[w, 2] < 0:
         counts[v] = fm.LOBE_OVERFLOW
         state[w, 0] = 0
     cuda.syncthreads()
@@ -194,25 +223,30 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
     would merge, and then nothing else is written (the caller redoes the voxel sequentially)."""
-    t = cuda.threadIdx.x
-    w = t // _WARP
-    lane = t % _WARP
-    for d in range(lane, _N_DIRS, _WARP):
+    t = uint64(cuda.threadIdx.x)
+    w = t // _W
+    lane = t % _W
+    # read here, not as a module constant: the tests shrink MAX_LOBES in the simulator
+    max_lobes = uint64(MAX_LOBES)
+    d = lane
+    while d < _DIRS:
         label[w, d] = -1
-    if lane == 0:
+        d += _W
+    if lane == _0:
         state[w, 2] = 0
         state[w, 3] = 0
-    chunks = 0
+    chunks = _0
     for u in range(VOXELS):
         if state[u, 0] == 1:
-            chunks = max(chunks, (state[u, 1] + _WARP - 1) // _WARP)
+            chunks = max(chunks, (uint64(state[u, 1]) + _W - _1) // _W)
     cuda.syncthreads()
-    n_lobes = 0
+    n_lobes = _0
     merging = False
-    for chunk in range(chunks):
-        k = chunk * _WARP + lane
-        active = state[w, 0] == 1 and not merging and n_lobes <= MAX_LOBES and k < state[w, 1]
-        d = order[w, k] if active else 0
+    chunk = _0
+    while chunk < chunks:
+        k = chunk * _W + lane
+        active = state[w, 0] == 1 and not merging and n_lobes <= max_lobes and k < uint64(state[w, 1])
+        d = uint64(order[w, k]) if active else _0
         value = amp[w, d]
         resolved = not active
         merge = False
@@ -226,8 +260,11 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                 hi = -1
                 for j in range(MAX_NEIGHBOURS):
                     nb = neighbours[d, j]
-                    if nb >= 0 and (amp[w, nb] > value or (amp[w, nb] == value and nb < d)):
-                        lobe = int32(label[w, nb])
+                    if nb < 0:
+                        continue
+                    other = uint64(nb)
+                    if amp[w, other] > value or (amp[w, other] == value and other < d):
+                        lobe = int32(label[w, other])
                         if lobe == -1:
                             wait = True
                         elif lobe >= 0:
@@ -236,14 +273,16 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                 if not wait:
                     resolved = True
                     if hi < 0:
-                        label[w, d] = _PROVISIONAL + lane
+                        label[w, d] = _P + lane
                         seeded[w, lane] = 1
                         is_seed = True
                     elif lo == hi:
                         label[w, d] = lo
                     else:
-                        top = amp[w, order[w, chunk * _WARP + hi - _PROVISIONAL]] if hi >= _PROVISIONAL else \
-                            peak_value[w, hi]
+                        if hi >= _PROVISIONAL:
+                            top = amp[w, uint64(order[w, chunk * _W + uint64(hi - _PROVISIONAL)])]
+                        else:
+                            top = peak_value[w, uint64(hi)]
                         merge = value / top > merge_ratio
                         label[w, d] = -2 - lo
             if cuda.syncthreads_and(1 if resolved else 0):
@@ -255,31 +294,34 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
         merging = state[w, 3] != 0
         if any_seed:
             # provisional lobes (this chunk's seeds, by lane) take their numbers in sweep order
-            rank = 0
-            total = 0
-            for j in range(_WARP):
+            rank = _0
+            seeds = _0
+            j = _0
+            while j < _W:
                 if j < lane:
-                    rank += seeded[w, j]
-                total += seeded[w, j]
+                    rank += uint64(seeded[w, j])
+                seeds += uint64(seeded[w, j])
+                j += _1
             seed_rank[w, lane] = n_lobes + rank
             cuda.syncthreads()
             if active:
                 lobe = int32(label[w, d])
                 if lobe >= _PROVISIONAL:
-                    label[w, d] = seed_rank[w, lobe - _PROVISIONAL]
+                    label[w, d] = seed_rank[w, uint64(lobe - _PROVISIONAL)]
                 elif -2 - lobe >= _PROVISIONAL:
-                    label[w, d] = -2 - seed_rank[w, -2 - lobe - _PROVISIONAL]
-                if is_seed and n_lobes + rank < MAX_LOBES:
-                    lobe = n_lobes + rank
-                    peak_value[w, lobe] = value
-                    seed[w, lobe] = d
-                    head[w, lobe] = lobe
-                    tail[w, lobe] = lobe
-                    next_peak[w, lobe] = -1
-            n_lobes += total
+                    label[w, d] = -2 - seed_rank[w, uint64(-2 - lobe - _PROVISIONAL)]
+                if is_seed and n_lobes + rank < max_lobes:
+                    new = n_lobes + rank
+                    peak_value[w, new] = value
+                    seed[w, new] = d
+                    head[w, new] = new
+                    tail[w, new] = new
+                    next_peak[w, new] = -1
+            n_lobes += seeds
             cuda.syncthreads()
-    ok = state[w, 0] == 1 and not merging and n_lobes <= MAX_LOBES
-    if lane == 0 and state[w, 0] == 1 and not merging and not ok:
+        chunk += _1
+    ok = state[w, 0] == 1 and not merging and n_lobes <= max_lobes
+    if lane == _0 and state[w, 0] == 1 and not merging and not ok:
         state[w, 2] = fm.LOBE_OVERFLOW
 
     # each lobe's integral and mean add its samples in sweep order, then the pending ones
@@ -287,58 +329,72 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
     # sweep's order lists each lobe's samples (members), so that a lane sums a lobe over its
     # own list: group sizes, their starts, then the samples 32 at a time, each placed after
     # the earlier lanes of its group.
-    for group in range(lane, _GROUPS, _WARP):
+    group = lane
+    while group < _G:
         group_fill[w, group] = 0
+        group += _W
     cuda.syncthreads()
-    n = state[w, 1] if ok else 0
-    for k in range(lane, n, _WARP):
-        cuda.atomic.add(group_fill, (w, _group(int32(label[w, order[w, k]]))), 1)
+    n = uint64(state[w, 1]) if ok else _0
+    k = lane
+    while k < n:
+        cuda.atomic.add(group_fill, (w, uint64(_group(int32(label[w, uint64(order[w, k])])))), 1)
+        k += _W
     cuda.syncthreads()
-    if lane == 0:
+    if lane == _0:
         start = 0
-        for group in range(_GROUPS):
+        group = _0
+        while group < _G:
             size = group_fill[w, group]
             group_start[w, group] = start
             group_fill[w, group] = start
             start += size
-    for chunk in range(chunks):
-        k = chunk * _WARP + lane
-        mine = _group(int32(label[w, order[w, k]])) if k < n else -1
+            group += _1
+    chunk = _0
+    while chunk < chunks:
+        k = chunk * _W + lane
+        # the sample's group, or −1 past the samples
+        mine = _group(int32(label[w, uint64(order[w, k])])) if k < n else -1
         # the lanes' groups in two buffers by chunk parity: a chunk's writes cannot reach the
         # last one's reads
-        lanes = seeded if chunk % 2 == 0 else seed_rank
+        lanes = seeded if chunk % _2 == _0 else seed_rank
         lanes[w, lane] = mine
         cuda.syncthreads()
-        before = 0
+        before = _0
         last = True
-        for j in range(_WARP):
+        j = _0
+        while j < _W:
             if lanes[w, j] == mine:
                 if j < lane:
-                    before += 1
+                    before += _1
                 elif j > lane:
                     last = False
-        slot = 0
+            j += _1
+        slot = _0
         if mine >= 0:
-            slot = group_fill[w, mine] + before
+            slot = uint64(group_fill[w, uint64(mine)]) + before
             members[w, slot] = order[w, k]
         cuda.syncthreads()
         if mine >= 0 and last:
-            group_fill[w, mine] = slot + 1
+            group_fill[w, uint64(mine)] = slot + _1
+        chunk += _1
     cuda.syncthreads()
     if not ok:
         return
-    for lobe in range(lane, n_lobes, _WARP):
+    lobe = lane
+    while lobe < n_lobes:
         # the seed, the lobe's first sample
-        d = members[w, group_start[w, lobe]]
+        d = uint64(members[w, uint64(group_start[w, lobe])])
         value = amp[w, d]
         weight = weights[d]
         mx = unit[d, 0] * value * weight
         my = unit[d, 1] * value * weight
         mz = unit[d, 2] * value * weight
         total = abs(value * weight)
-        for group in (lobe, _PROVISIONAL + lobe):
-            for slot in range(group_start[w, group] + (1 if group == lobe else 0), group_fill[w, group]):
-                d = members[w, slot]
+        for group in (lobe, _P + lobe):
+            slot = uint64(group_start[w, group]) + (_1 if group == lobe else _0)
+            end = uint64(group_fill[w, group])
+            while slot < end:
+                d = uint64(members[w, slot])
                 value = amp[w, d]
                 weight = weights[d]
                 # grow_lobes adds unit·side·|value|·weight; a sign flip is exact, so the
@@ -357,11 +413,13 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                 total += abs(value * weight)
                 if group != lobe:
                     label[w, d] = lobe
+                slot += _1
         mean[w, lobe, 0] = mx
         mean[w, lobe, 1] = my
         mean[w, lobe, 2] = mz
         integral[w, lobe] = total
-    if lane == 0:
+        lobe += _W
+    if lane == _0:
         state[w, 2] = n_lobes
 
 
@@ -378,10 +436,10 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     receives their number (0: none, counts[v] then final), the g_ arrays (V, MAX_LOBES[, 3])
     and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
     work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order)."""
-    t = cuda.threadIdx.x
-    w = t // _WARP
-    lane = t % _WARP
-    v = cuda.blockIdx.x * VOXELS + w
+    t = uint64(cuda.threadIdx.x)
+    w = t // _W
+    lane = t % _W
+    v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
     amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
     order = cuda.shared.array((VOXELS, _N_DIRS), int16)
@@ -402,18 +460,22 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
                 peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
                 group_start, group_fill)
-    if v >= coeffs.shape[0]:
+    if v >= uint64(coeffs.shape[0]):
         return
-    n = state[w, 2] if state[w, 0] == 1 else 0
-    if lane == 0:
+    # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])
+    n = uint64(state[w, 2]) if state[w, 0] == 1 else _0
+    if lane == _0:
         lobes[v] = n
-        if n > 0:
-            first = cuda.atomic.add(n_work, 0, n)
-            for lobe in range(n):
-                work[first + lobe] = v * g_head.shape[1] + lobe
-    if n == 0:
+        if n > _0:
+            first = uint64(cuda.atomic.add(n_work, 0, int32(n)))
+            lobe = _0
+            while lobe < n:
+                work[first + lobe] = v * uint64(MAX_LOBES) + lobe
+                lobe += _1
+    if n == _0:
         return
-    for lobe in range(lane, n, _WARP):
+    lobe = lane
+    while lobe < n:
         g_peak_value[v, lobe] = peak_value[w, lobe]
         g_integral[v, lobe] = integral[w, lobe]
         for c in range(3):
@@ -421,8 +483,11 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
         g_head[v, lobe] = head[w, lobe]
         g_seed[v, lobe] = seed[w, lobe]
         g_next_peak[v, lobe] = next_peak[w, lobe]
-    for d in range(lane, _N_DIRS, _WARP):
+        lobe += _W
+    d = lane
+    while d < _DIRS:
         g_label[v, d] = label[w, d]
+        d += _W
 
 
 @cuda.jit(**_REFINE_OPTIONS)
@@ -430,11 +495,14 @@ def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, in
                      label, peak_value, integral, head, seed, next_peak, peak_dir):
     """:func:`gpu.fixels.fmls_math.refine_lobe` of lobe work[i] (as :func:`fmls_grow_cuda`
     wrote it) on thread i, for i < n_work[0]: a thread a lobe of any voxel."""
-    i = cuda.grid(1)
-    if i >= n_work[0]:
+    i = uint64(cuda.grid(1))
+    if i >= uint64(n_work[0]):
         return
-    v = work[i] // head.shape[1]
-    lobe = work[i] % head.shape[1]
+    # MAX_LOBES a power of two: a shift and a mask
+    item = uint64(work[i])
+    v = item // uint64(MAX_LOBES)
+    # signed, as refine_lobe compares it with labels (below MAX_LOBES: no wraparound test)
+    lobe = int64(item % uint64(MAX_LOBES))
     al = cuda.local.array(_MAX_LEGENDRE, float64)
     fm.refine_lobe(lobe, coeffs[v], lmax, unit, neighbours, legendre, step, factors, integral_threshold, label[v],
                    al[:legendre.shape[1]], peak_value[v], integral[v], head[v], seed[v], next_peak[v], peak_dir[v])
@@ -445,11 +513,12 @@ def fmls_write_cuda(lobes, integral_threshold, peak_threshold, maxnum, dir_from_
                     peak_dir, counts, out_dir, out_afd, out_peak):
     """:func:`gpu.fixels.fmls_math.write_fixels` of voxel v on thread v, from the lobes
     :func:`fmls_refine_cuda` refined (voxels without lobes keep their count)."""
-    v = cuda.grid(1)
-    if v >= lobes.shape[0] or lobes[v] == 0:
+    v = uint64(cuda.grid(1))
+    if v >= uint64(lobes.shape[0]) or lobes[v] == 0:
         return
-    counts[v] = fm.write_fixels(lobes[v], integral_threshold, peak_threshold, maxnum, dir_from_peak, peak_value[v],
-                                mean[v], integral[v], head[v], peak_dir[v], out_dir[v], out_afd[v], out_peak[v])
+    counts[v] = fm.write_fixels(uint64(lobes[v]), integral_threshold, peak_threshold, maxnum, dir_from_peak,
+                                peak_value[v], mean[v], integral[v], head[v], peak_dir[v], out_dir[v], out_afd[v],
+                                out_peak[v])
 
 
 @cuda.jit(cache=True)
