@@ -43,6 +43,9 @@ def test_cuda_msmt_matches_cpu(tiny):
     ours = backend_cuda.msmt_csd_cuda(problem, signals)
     assert (cpu[1][:2] > 5).all() and np.isnan(cpu[0][2]).all()
     _assert_matches_cpu(ours, cpu)
+    # chunks of two voxels share one scratch for B y_u: the second chunk's voxel must not see the first's
+    _assert_matches_cpu(backend_cuda.msmt_csd_cuda(problem, signals[::-1].copy(), chunk_voxels=2),
+                        backend_cpu.msmt_csd_cpu(problem, signals[::-1].copy()))
 
 
 def test_cuda_icls_with_removals_matches_cpu_and_nnls():
