@@ -2,7 +2,8 @@
 its work in shared memory.
 
 The steps and the order of every sum follow the CPU solvers of :mod:`gpu.fod.solver_math`
-(MRtrix3's): the threads share the work of each step. Sums over constraint rows, matrix
+(MRtrix3's), except that MSMT-CSD's triangular solves multiply by the diagonal's reciprocals
+where the CPU divides (results equal to rounding): the threads share the work of each step. Sums over constraint rows, matrix
 products and the columns of a triangular solve split over the threads; the sequential
 parts (the solve's steps, a Givens rotation after another) are separated by barriers. A
 minimum over threads is written to shared memory and scanned in thread order by every
