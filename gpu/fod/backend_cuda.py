@@ -19,7 +19,8 @@ __all__ = ["msmt_csd_cuda", "csd_cuda", "K_MAX", "CHUNK_VOXELS"]
 #: Active constraints an MSMT-CSD voxel may hold on the GPU; one needing more is solved on
 #: the CPU. Chosen from the active-set sizes measured (docs/decisions/fod-warp-per-voxel.md).
 K_MAX = 48
-#: Voxels per kernel launch: their signals and results are the device memory that grows.
+#: Voxels per kernel launch: their signals, results and (MSMT-CSD) B y_u scratch are the device
+#: memory that grows.
 CHUNK_VOXELS = 1 << 16
 
 
