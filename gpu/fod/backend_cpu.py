@@ -24,7 +24,7 @@ _BATCH = 32
 
 
 @njit(parallel=True, cache=True)
-def _msmt_loop(signals, project, B, L, lambda_min_norm, max_iterations, out, niter):
+def _msmt_loop(signals, project, B, Bt, L, lambda_min_norm, max_iterations, out, niter):
     n_vox = signals.shape[0]
     n = project.shape[0]
     m = B.shape[0]
@@ -39,7 +39,7 @@ def _msmt_loop(signals, project, B, L, lambda_min_norm, max_iterations, out, nit
         rows = np.empty(m, np.int32)
         low = np.empty((m, m))
         for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
-            niter[v] = icls_voxel(signals[v], project, B, L, lambda_min_norm, max_iterations, out[v],
+            niter[v] = icls_voxel(signals[v], project, B, Bt, L, lambda_min_norm, max_iterations, out[v],
                                   y_u, c_u, c, lam_prev, active, rows, l, low)
 
 
@@ -87,7 +87,8 @@ def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray,
     niter : ndarray, shape (n_voxels,), int32
     """
     return _run("MSMT-CSD", _msmt_loop, signals, problem.H.shape[1], problem.project, problem.B,
-                np.ascontiguousarray(problem.L), problem.constraint_norm_lambda, problem.max_iterations)
+                np.ascontiguousarray(problem.B.T), np.ascontiguousarray(problem.L), problem.constraint_norm_lambda,
+                problem.max_iterations)
 
 
 def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
