@@ -63,7 +63,7 @@ def matvec(a, x, out):
 def matvec_columns(at, x, out):
     """out = a x for at = aᵀ (n, m), x (n,): a column of ``at`` at a time, each out[r] a sum
     over i in order, as :func:`matvec`'s (the same bytes), with the rows side by side in the
-    inner loop, which the compiler vectorises."""
+    inner loop, which the compiler vectorises (docs/decisions/fod-cpu-constraint-columns.md)."""
     m = at.shape[1]
     for r in range(m):
         out[r] = 0.0
