@@ -44,7 +44,7 @@ def _msmt_loop(signals, project, B, Bt, L, lambda_min_norm, max_iterations, out,
 
 
 @njit(parallel=True, cache=True)
-def _csd_loop(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
+def _csd_loop(signals, init, Q, QtQ, P, Pt, threshold, max_iterations, out, niter):
     n_vox = signals.shape[0]
     n = Q.shape[0]
     nf = Q.shape[1]
@@ -55,10 +55,11 @@ def _csd_loop(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
         qtb = np.empty(nf)
         negative = np.empty(nk, np.int32)
         was_negative = np.zeros(nk, np.int32)
+        amplitudes = np.empty(nk)
         work = np.empty((nf, nf))
         for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
-            niter[v] = csd_voxel(signals[v], init, Q, QtQ, P, threshold, max_iterations, out[v],
-                                 data, qtb, negative, was_negative, work)
+            niter[v] = csd_voxel(signals[v], init, Q, QtQ, P, Pt, threshold, max_iterations, out[v],
+                                 data, qtb, negative, was_negative, amplitudes, work)
 
 
 def _run(what: str, loop, signals: np.ndarray, n_coeffs: int, *args) -> tuple[np.ndarray, np.ndarray]:
@@ -106,4 +107,4 @@ def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.nd
     niter : ndarray, shape (n_voxels,), int32
     """
     return _run("CSD", _csd_loop, signals, problem.Q.shape[1], problem.init, problem.Q, np.ascontiguousarray(problem.QtQ),
-                problem.P, problem.threshold, problem.max_iterations)
+                problem.P, np.ascontiguousarray(problem.P.T), problem.threshold, problem.max_iterations)

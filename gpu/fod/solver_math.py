@@ -234,8 +234,8 @@ def csd_initial_terms(init, Q, data, i):
 
 
 @register_jitable
-def csd_voxel(signal, init, Q, QtQ, P, threshold, max_iterations, f,
-              data, qtb, negative, was_negative, work):
+def csd_voxel(signal, init, Q, QtQ, P, Pt, threshold, max_iterations, f,
+              data, qtb, negative, was_negative, amplitudes, work):
     """Tournier et al. (2007) super-resolved CSD of one voxel as ``dwi2fod csd`` iterates it
     (:mod:`gpu.fod.csd_problem`). A voxel with a non-finite signal gets f = 0; negative
     signal values count as 0.
@@ -243,11 +243,12 @@ def csd_voxel(signal, init, Q, QtQ, P, threshold, max_iterations, f,
     Parameters
     ----------
     signal : (n,) the highest shell's values.
-    init : (n_init, n); Q : (n, N); QtQ : (N, N); P : (K, N) — from the problem.
+    init : (n_init, n); Q : (n, N); QtQ : (N, N); P : (K, N), Pt = Pᵀ (contiguous) — from
+    the problem.
     threshold : float; max_iterations : int.
     f : (N,) output.
-    data : (n,); qtb : (N,) float64; negative, was_negative : (K,) integer;
-    work : (N, N) — work arrays.
+    data : (n,); qtb : (N,); amplitudes : (K,) float64; negative, was_negative : (K,)
+    integer; work : (N, N) — work arrays.
 
     Returns
     -------
@@ -269,11 +270,9 @@ def csd_voxel(signal, init, Q, QtQ, P, threshold, max_iterations, f,
         f[i], qtb[i] = csd_initial_terms(init, Q, data, i)
     for it in range(max_iterations):
         same = it > 0
+        matvec_columns(Pt, f, amplitudes)
         for r in range(nk):
-            t = 0.0
-            for i in range(nf):
-                t += P[r, i] * f[i]
-            neg = 1 if t < threshold else 0
+            neg = 1 if amplitudes[r] < threshold else 0
             if neg != was_negative[r]:
                 same = False
             negative[r] = neg
