@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from gpu.cpu_parallel import run_parallel_loop
+from gpu.cuda.compile_notice import announce_compile, is_compiled
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import FmlsTables
 
@@ -20,6 +21,9 @@ _BLOCK = 64
 _STRIPES = 64
 # runs sorted by insertion before merging
 _RUN = 16
+# Seconds the segmentation loop takes to compile on an idle 2-core machine: what a first run
+# is told to expect.
+COMPILE_SECONDS = 17
 
 
 @njit(cache=True)
@@ -137,9 +141,11 @@ def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
     out_dir = np.zeros((n, capacity, 3))
     out_afd = np.zeros((n, capacity))
     out_peak = np.zeros((n, capacity))
-    run_parallel_loop(_segment_loop, np.ascontiguousarray(coeffs, np.float64), tables.lmax, tables.unit,
-                      tables.neighbours, tables.weights, np.ascontiguousarray(tables.sh_to_amp.T), tables.legendre,
-                      tables.legendre_step,
-                      tables.derivative_factors, float(integral_threshold), float(peak_threshold),
-                      float(merge_ratio), int(maxnum), bool(dir_from_peak), counts, out_dir, out_afd, out_peak)
+    args = (np.ascontiguousarray(coeffs, np.float64), tables.lmax, tables.unit, tables.neighbours, tables.weights,
+            np.ascontiguousarray(tables.sh_to_amp.T), tables.legendre, tables.legendre_step, tables.derivative_factors,
+            float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum), bool(dir_from_peak),
+            counts, out_dir, out_afd, out_peak)
+    if not is_compiled(_segment_loop, args):
+        announce_compile("the FMLS CPU loop", COMPILE_SECONDS)
+    run_parallel_loop(_segment_loop, *args)
     return counts, out_dir, out_afd, out_peak

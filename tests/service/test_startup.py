@@ -264,6 +264,26 @@ def test_a_conv_loops_first_compile_is_announced_once(tmp_path):
     assert NOTICE not in warm.stderr and float(warm.stdout) < 1e-4
 
 
+_RUN_FIXELS = """
+import numpy as np
+from gpu.fixels.segment import segment_fods
+from gpu.peaks.phantom import fod_phantom
+
+fixels = segment_fods(fod_phantom((2, 2, 1), 8, seed=1)["sh"].astype(np.float32), backend="cpu")
+print(fixels.afd.size)
+"""
+
+
+def test_the_fmls_loops_first_compile_is_announced_once(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache"), "FIBERTENSOR_KERNEL_CACHE": str(tmp_path / "kernels")}
+    cold = python(_RUN_FIXELS, env=env)
+    assert cold.stderr.count(NOTICE) == 1, cold.stderr
+    assert ("compiling the FMLS CPU loop into numba's cache (first use; 17 s on an idle 2-core machine, several "
+            "times that on busy cores)") in cold.stderr
+    warm = python(_RUN_FIXELS, env=env)
+    assert NOTICE not in warm.stderr and warm.stdout == cold.stdout and int(cold.stdout) > 0
+
+
 _FAMILY_COMMANDS = {
     "fod": (["fod", "{bad}", "{tmp}/out/", "--bval", "{bval}", "--bvec", "{bvec}"], "worker.jobs.fod"),
     "response": (["response", "{bad}", "{tmp}/out/", "--bval", "{bval}", "--bvec", "{bvec}"], "worker.jobs.fod"),
