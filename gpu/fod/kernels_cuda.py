@@ -153,6 +153,24 @@ def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, 
 
 
 @cuda.jit(device=True)
+def _rotate_row(low, ab, j, off, i, last, h, cs, sn, parity):
+    """Rotation i (columns i and i + 1, cosine cs, sine sn, new diagonal h) on row j of the
+    packed factor (starting at off), for j < last."""
+    if j == i:
+        low[off + i] = h
+    elif i < j and j < last:
+        u = low[off + i]
+        v = low[off + i + _1]
+        low[off + i] = cs * u + sn * v
+        nv = cs * v - sn * u
+        low[off + i + _1] = nv
+        if j == i + _1:
+            # the next rotation's pair, apart from the entries read now
+            ab[_2 * (_1 - parity)] = nv
+            ab[_2 * (_1 - parity) + _1] = low[off + i + _2]
+
+
+@cuda.jit(device=True)
 def _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, p, t, off0, off1):
     """Drop position p of k from the packed factor, ``rows``, ``lp`` and ``cua``: Givens
     rotations of neighbouring columns (:func:`gpu.fod.solver_math._remove_row`). ``l`` is
@@ -200,29 +218,8 @@ def _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, p, t, off0, off1):
         h = math.hypot(a, b)
         cs = a / h
         sn = b / h
-        if t == i:
-            low[off0 + i] = h
-        elif i < t and t < last:
-            u = low[off0 + i]
-            v = low[off0 + i + _1]
-            low[off0 + i] = cs * u + sn * v
-            nv = cs * v - sn * u
-            low[off0 + i + _1] = nv
-            if t == i + _1:
-                # the next rotation's pair, apart from the entries read now
-                ab[_2 * (_1 - parity)] = nv
-                ab[_2 * (_1 - parity) + _1] = low[off0 + i + _2]
-        if t1 == i:
-            low[off1 + i] = h
-        elif i < t1 and t1 < last:
-            u = low[off1 + i]
-            v = low[off1 + i + _1]
-            low[off1 + i] = cs * u + sn * v
-            nv = cs * v - sn * u
-            low[off1 + i + _1] = nv
-            if t1 == i + _1:
-                ab[_2 * (_1 - parity)] = nv
-                ab[_2 * (_1 - parity) + _1] = low[off1 + i + _2]
+        _rotate_row(low, ab, t, off0, i, last, h, cs, sn, parity)
+        _rotate_row(low, ab, t1, off1, i, last, h, cs, sn, parity)
         parity = _1 - parity
         cuda.syncthreads()
         i += _1
@@ -293,28 +290,26 @@ def _valid(a, r, j, m):
 
 
 @cuda.jit(device=True)
+def _keep_row(c_u, v, r, j, m, c):
+    """c_u[v, r + 32 j] = c if that row is before m."""
+    q = r + uint64(j) * _T
+    if q < m:
+        c_u[v, q] = c
+
+
+@cuda.jit(device=True)
 def _keep_rows(c_u, v, r, m, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9):
     """c_u[v, r + 32 j] = cj for the rows j < _ROWS before m."""
-    if r + uint64(0) * _T < m:
-        c_u[v, r + uint64(0) * _T] = c0
-    if r + uint64(1) * _T < m:
-        c_u[v, r + uint64(1) * _T] = c1
-    if r + uint64(2) * _T < m:
-        c_u[v, r + uint64(2) * _T] = c2
-    if r + uint64(3) * _T < m:
-        c_u[v, r + uint64(3) * _T] = c3
-    if r + uint64(4) * _T < m:
-        c_u[v, r + uint64(4) * _T] = c4
-    if r + uint64(5) * _T < m:
-        c_u[v, r + uint64(5) * _T] = c5
-    if r + uint64(6) * _T < m:
-        c_u[v, r + uint64(6) * _T] = c6
-    if r + uint64(7) * _T < m:
-        c_u[v, r + uint64(7) * _T] = c7
-    if r + uint64(8) * _T < m:
-        c_u[v, r + uint64(8) * _T] = c8
-    if r + uint64(9) * _T < m:
-        c_u[v, r + uint64(9) * _T] = c9
+    _keep_row(c_u, v, r, 0, m, c0)
+    _keep_row(c_u, v, r, 1, m, c1)
+    _keep_row(c_u, v, r, 2, m, c2)
+    _keep_row(c_u, v, r, 3, m, c3)
+    _keep_row(c_u, v, r, 4, m, c4)
+    _keep_row(c_u, v, r, 5, m, c5)
+    _keep_row(c_u, v, r, 6, m, c6)
+    _keep_row(c_u, v, r, 7, m, c7)
+    _keep_row(c_u, v, r, 8, m, c8)
+    _keep_row(c_u, v, r, 9, m, c9)
 
 
 @cuda.jit(device=True)
