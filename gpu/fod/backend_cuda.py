@@ -62,7 +62,8 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     constants = (cuda.to_device(problem.project), cuda.to_device(B), cuda.to_device(np.ascontiguousarray(B.T)),
                  cuda.to_device(B @ B.T), cuda.to_device(np.ascontiguousarray(problem.L)),
                  problem.constraint_norm_lambda, problem.max_iterations, k_max,
-                 cuda.device_array((max(1, min(chunk_voxels, signals.shape[0])), m)))
+                 cuda.device_array((max(1, min(chunk_voxels, signals.shape[0])), m)),
+                 cuda.device_array((max(1, min(chunk_voxels, signals.shape[0])), n)))
     x, niter = _solve_in_chunks(kc.msmt_kernel, shared, signals, n, constants, chunk_voxels)
     redo = np.flatnonzero(niter == kc.REDO)
     if redo.size:

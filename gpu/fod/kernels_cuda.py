@@ -48,8 +48,8 @@ def _packed_size(k: int) -> int:
 
 def msmt_shared_bytes(n: int, k_max: int) -> int:
     """Shared memory of :func:`msmt_kernel` for N unknowns and ``k_max`` active rows."""
-    doubles = 2 * n + 5 * k_max + _packed_size(k_max) + THREADS + 4
-    ints = 2 * k_max + 2 * THREADS
+    doubles = n + 4 * k_max + max(k_max, THREADS) + _packed_size(k_max) + 4
+    ints = k_max + max(k_max, THREADS)
     return 8 * doubles + 4 * ints
 
 
@@ -176,6 +176,8 @@ def _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, p, t, off0, off1):
     """Drop position p of k from the packed factor, ``rows``, ``lp`` and ``cua``: Givens
     rotations of neighbouring columns (:func:`gpu.fod.solver_math._remove_row`). ``l`` is
     scratch here (the next solve writes it afresh)."""
+    # z and tmp are also the reductions' buffers, which slower threads may still be reading
+    cuda.syncthreads()
     t1 = t + _T
     last = k - _1
     if p <= t and t < last:
@@ -322,13 +324,14 @@ def _lower(cr, r, best, best_row):
 
 
 @cuda.jit(cache=True)
-def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, c_u, out, niter):
+def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, c_u, y_u, out, niter):
     """:func:`gpu.fod.solver_math.icls_voxel` for voxel ``blockIdx.x``.
 
     signals (V, n_volumes); project (N, n_volumes); B (M, N) and Bt = Bᵀ; G = B Bᵀ (M, M);
-    L (N, N); c_u (≥ V, M) scratch for B y_u; out (V, N); niter (V,): as the CPU solver's, or
-    :data:`REDO`. Launch with :data:`THREADS` threads and :func:`msmt_shared_bytes` of dynamic
-    shared memory. B y_u goes to global memory, read only as a row joins, so that shared
+    L (N, N); c_u (≥ V, M) and y_u (≥ V, N) scratch; out (V, N); niter (V,): as the CPU
+    solver's, or :data:`REDO`. Launch with :data:`THREADS` threads and
+    :func:`msmt_shared_bytes` of dynamic shared memory. y_u and B y_u go to global memory
+    (each thread reads only its own entries of y_u; B y_u only as a row joins), so that shared
     memory holds more voxels an SM (their latency is what hides each voxel's sequential steps).
     """
     v = uint64(cuda.blockIdx.x)
@@ -337,29 +340,29 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     nv = project.shape[1]
     m = B.shape[0]
     sh = cuda.shared.array(0, float64)
-    y_u = sh[0:n]
-    x = sh[n:2 * n]
-    o = 2 * n
+    x = sh[0:n]
+    o = n
     l = sh[o:o + k_max]
-    z = sh[o + k_max:o + 2 * k_max]
-    lp = sh[o + 2 * k_max:o + 3 * k_max]
-    rdiag = sh[o + 3 * k_max:o + 4 * k_max]
-    cua = sh[o + 4 * k_max:o + 5 * k_max]
-    o += 5 * k_max
+    lp = sh[o + k_max:o + 2 * k_max]
+    rdiag = sh[o + 2 * k_max:o + 3 * k_max]
+    cua = sh[o + 3 * k_max:o + 4 * k_max]
+    o += 4 * k_max
+    # z, the solves' scratch, is also the reductions' buffer: they never overlap (barriers between)
+    z = sh[o:o + max(k_max, THREADS)]
+    red_c = z
+    red_s = z
+    o += max(k_max, THREADS)
     low = sh[o:o + (k_max * (k_max + 3)) // 2]
     o += (k_max * (k_max + 3)) // 2
-    # the most violated row's and the leaving row's reductions never overlap (barriers between)
-    red_c = sh[o:o + THREADS]
-    red_s = red_c
-    ab = sh[o + THREADS:o + THREADS + 4]
-    o = 2 * (o + THREADS + 4)
+    ab = sh[o:o + 4]
+    o = 2 * (o + 4)
     ish = cuda.shared.array(0, int32)
     rows = ish[o:o + k_max]
-    tmp = ish[o + k_max:o + 2 * k_max]
-    o += 2 * k_max
-    red_row = ish[o:o + THREADS]
-    red_srow = red_row
-    red_spos = ish[o + THREADS:o + 2 * THREADS]
+    # tmp, _remove_row's scratch, is also the reductions' row buffer; the leaving row's
+    # reduction packs its position into the low 6 bits (k_max ≤ 64)
+    tmp = ish[o + k_max:o + k_max + max(k_max, THREADS)]
+    red_row = tmp
+    red_srow = tmp
     n = uint64(n)
     nv = uint64(nv)
     m = uint64(m)
@@ -386,7 +389,7 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         while j < nv:
             s += project[i, j] * signals[v, j]
             j += _1
-        y_u[i] = s
+        y_u[v, i] = s
         x[i] = s
         i += _T
     cuda.syncthreads()
@@ -465,23 +468,23 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
                         s_pos = p
                 p += _T
             red_s[t] = s_min
-            red_srow[t] = s_row
-            red_spos[t] = s_pos
+            red_srow[t] = (s_row << 6) | int64(s_pos)
             cuda.syncthreads()
             s_min = math.inf
             s_row = int64(m)
             s_pos = _0
             for q in range(THREADS):
                 sq = red_s[q]
-                rq = int64(red_srow[q])
+                packed = int64(red_srow[q])
+                rq = packed >> 6
                 if sq < s_min or (sq == s_min and rq < s_row):
                     s_min = sq
                     s_row = rq
-                    s_pos = uint64(red_spos[q])
+                    s_pos = uint64(packed & 63)
             if s_min == math.inf:
                 i = t
                 while i < n:
-                    s = y_u[i]
+                    s = y_u[v, i]
                     p = _0
                     while p < k:
                         s += B[uint64(rows[p]), i] * l[p]
