@@ -83,11 +83,12 @@ def _sweeps_first(amp, a, b):
 
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
+                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
                 group_start, group_fill):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
-    declares them): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w has lobes
-    (state[w, 0] = 1) and how many (state[w, 2])."""
+    declares them; the lobes' integrals and mean sums go to g_integral and g_mean, as
+    :func:`fmls_grow_cuda` says): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether
+    voxel w has lobes (state[w, 0] = 1) and how many (state[w, 2])."""
     t = uint64(cuda.threadIdx.x)
     threads = uint64(cuda.blockDim.x)
     w = t // _W
@@ -201,13 +202,13 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
                 d += _W
     cuda.syncthreads()
 
-    _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, integral, mean, head, tail, seed,
-           next_peak, state, seeded, seed_rank, members, group_start, group_fill)
+    _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
+           seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
         n_lobes = fm.grow_lobes(amp[w], order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
-                                adjacent, peak_value[w], mean[w], integral[w], head[w], tail[w], seed[w],
+                                adjacent, peak_value[w], g_mean[v], g_integral[v], head[w], tail[w], seed[w],
                                 next_peak[w])
         state[w, 2] = n_lobes
     if lane == _0 and state[w, 0] == 1 and state[w, 2] < 0:
@@ -217,15 +218,17 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 
 @cuda.jit(device=True)
-def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, integral, mean, head, tail, seed,
-           next_peak, state, seeded, seed_rank, members, group_start, group_fill):
+def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
+           seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill):
     """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
-    would merge, and then nothing else is written (the caller redoes the voxel sequentially)."""
+    would merge, and then nothing else is written (the caller redoes the voxel sequentially).
+    The lobes' integrals and mean sums go straight to g_integral[v] and g_mean[v]."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
+    v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     # read here, not as a module constant: the tests shrink MAX_LOBES in the simulator
     max_lobes = uint64(MAX_LOBES)
     d = lane
@@ -414,10 +417,10 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                 if group != lobe:
                     label[w, d] = lobe
                 slot += _1
-        mean[w, lobe, 0] = mx
-        mean[w, lobe, 1] = my
-        mean[w, lobe, 2] = mz
-        integral[w, lobe] = total
+        g_mean[v, lobe, 0] = mx
+        g_mean[v, lobe, 1] = my
+        g_mean[v, lobe, 2] = mz
+        g_integral[v, lobe] = total
         lobe += _W
     if lane == _0:
         state[w, 2] = n_lobes
@@ -435,7 +438,9 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     """The lobes of voxels VOXELS·blockIdx.x + warp, launched with VOXELS·32 threads a block: lobes[v]
     receives their number (0: none, counts[v] then final), the g_ arrays (V, MAX_LOBES[, 3])
     and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
-    work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order)."""
+    work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order). The
+    integrals and mean sums are summed into g_integral and g_mean directly, not staged in
+    shared memory: a voxel whose sequential sweep overflows may leave some there."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
@@ -448,8 +453,6 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     group_fill = cuda.shared.array((VOXELS, _GROUPS), int32)
     label = cuda.shared.array((VOXELS, _N_DIRS), int8)
     peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    mean = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
     head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
@@ -458,7 +461,7 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     seeded = cuda.shared.array((VOXELS, _WARP), int32)
     seed_rank = cuda.shared.array((VOXELS, _WARP), int32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
+                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
                 group_start, group_fill)
     if v >= uint64(coeffs.shape[0]):
         return
@@ -477,9 +480,6 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     lobe = lane
     while lobe < n:
         g_peak_value[v, lobe] = peak_value[w, lobe]
-        g_integral[v, lobe] = integral[w, lobe]
-        for c in range(3):
-            g_mean[v, lobe, c] = mean[w, lobe, c]
         g_head[v, lobe] = head[w, lobe]
         g_seed[v, lobe] = seed[w, lobe]
         g_next_peak[v, lobe] = next_peak[w, lobe]
