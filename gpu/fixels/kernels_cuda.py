@@ -83,8 +83,8 @@ def _sweeps_first(amp, a, b):
 
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
-                group_start, group_fill):
+                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes, members, group_start,
+                group_fill):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them; the lobes' integrals and mean sums go to g_integral and g_mean, as
     :func:`fmls_grow_cuda` says): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether
@@ -203,7 +203,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     cuda.syncthreads()
 
     _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
-           seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill)
+           seed, next_peak, state, lanes, members, group_start, group_fill)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
@@ -219,7 +219,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 @cuda.jit(device=True)
 def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
-           seed, next_peak, state, seeded, seed_rank, members, group_start, group_fill):
+           seed, next_peak, state, lanes, members, group_start, group_fill):
     """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
@@ -254,7 +254,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
         resolved = not active
         merge = False
         is_seed = False
-        seeded[w, lane] = 0
+        lanes[w, 0, lane] = 0
         # rounds until every lane's earlier neighbours are resolved (a lane waits on lower lanes only)
         while True:
             if not resolved:
@@ -277,7 +277,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                     resolved = True
                     if hi < 0:
                         label[w, d] = _P + lane
-                        seeded[w, lane] = 1
+                        lanes[w, 0, lane] = 1
                         is_seed = True
                     elif lo == hi:
                         label[w, d] = lo
@@ -302,17 +302,17 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
             j = _0
             while j < _W:
                 if j < lane:
-                    rank += uint64(seeded[w, j])
-                seeds += uint64(seeded[w, j])
+                    rank += uint64(lanes[w, 0, j])
+                seeds += uint64(lanes[w, 0, j])
                 j += _1
-            seed_rank[w, lane] = n_lobes + rank
+            lanes[w, 1, lane] = n_lobes + rank
             cuda.syncthreads()
             if active:
                 lobe = int32(label[w, d])
                 if lobe >= _PROVISIONAL:
-                    label[w, d] = seed_rank[w, uint64(lobe - _PROVISIONAL)]
+                    label[w, d] = lanes[w, 1, uint64(lobe - _PROVISIONAL)]
                 elif -2 - lobe >= _PROVISIONAL:
-                    label[w, d] = -2 - seed_rank[w, uint64(-2 - lobe - _PROVISIONAL)]
+                    label[w, d] = -2 - lanes[w, 1, uint64(-2 - lobe - _PROVISIONAL)]
                 if is_seed and n_lobes + rank < max_lobes:
                     new = n_lobes + rank
                     peak_value[w, new] = value
@@ -359,14 +359,14 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
         mine = _group(int32(label[w, uint64(order[w, k])])) if k < n else -1
         # the lanes' groups in two buffers by chunk parity: a chunk's writes cannot reach the
         # last one's reads
-        lanes = seeded if chunk % _2 == _0 else seed_rank
-        lanes[w, lane] = mine
+        parity = chunk % _2
+        lanes[w, parity, lane] = mine
         cuda.syncthreads()
         before = _0
         last = True
         j = _0
         while j < _W:
-            if lanes[w, j] == mine:
+            if lanes[w, parity, j] == mine:
                 if j < lane:
                     before += _1
                 elif j > lane:
@@ -458,11 +458,12 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     state = cuda.shared.array((VOXELS, 4), int32)
-    seeded = cuda.shared.array((VOXELS, _WARP), int32)
-    seed_rank = cuda.shared.array((VOXELS, _WARP), int32)
+    # a word from each lane to the others: in the sweep, whether its sample seeded a lobe [0]
+    # and the lobe's number [1]; in the lists, its sample's group, by chunk parity
+    lanes = cuda.shared.array((VOXELS, 2, _WARP), int32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
-                group_start, group_fill)
+                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes, members, group_start,
+                group_fill)
     if v >= uint64(coeffs.shape[0]):
         return
     # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])
