@@ -7,8 +7,9 @@ indices, largest amplitude first, equal amplitudes by index: the sweep's order),
 sweep of :func:`gpu.fixels.fmls_math.grow_lobes` 32 samples at a time (:func:`_sweep`): a lane
 takes a sample once every neighbour earlier in the sweep has its label, so a chunk resolves in
 as many rounds as its longest chain of neighbours; seeds are numbered in sweep order when the
-chunk is done. Each lobe's integral and mean then add its samples in the sweep's order, a lane
-a lobe, as the sequential sweep adds them, so the sums are the CPU backend's to the bit. A
+chunk is done. Each lobe's integral and mean then add its samples in the sweep's order, as the
+sequential sweep adds them, so the sums are the CPU backend's to the bit: the sorted samples
+go 32 at a time again, and each lane adds those of its lobes (:func:`_lobe_sums`). A
 voxel where two lobes would merge (``lobe_merge_ratio`` < 1) runs the sequential sweep on one
 lane instead. The kernel writes the lobes to global memory with a work list of them.
 :func:`fmls_refine_cuda`, a thread per lobe of any voxel (full warps), runs the Newton peak
@@ -40,8 +41,8 @@ __all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "widen_rows_
            "start_segment_cuda", "launch_fmls", "lobe_scratch", "device_tables", "FmlsWorkspace", "MAX_LOBES",
            "VOXELS"]
 
-#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 126: labels
-#: are int8, a pending sample's −2 − lobe included).
+#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 64: the sweep
+#: numbers its provisional lobes from _PROVISIONAL, and a lane sums two lobes).
 MAX_LOBES = 64
 #: Voxels of a block, a warp each: two fit the 48 KB of static shared memory a block may have.
 VOXELS = 2
@@ -55,9 +56,6 @@ _SPLIT_BLOCK = 128  # threads a block of the lobe and voxel kernels
 _REFINE_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
 # a lobe seeded in the sweep's current 32 samples, numbered after the sweep's lobes by lane
 _PROVISIONAL = 64
-# a voxel's samples listed by lobe: group L holds those lobe L took in the sweep, group
-# _PROVISIONAL + L those assigned to it after the sweep
-_GROUPS = 2 * _PROVISIONAL
 # Indices, loop counters and offsets are uint64, never mixed with a signed int (numba types
 # uint64 with int64 as float64): numba makes a signed index a wraparound test, a signed range
 # loop a count with sign fix-ups and a signed // or % a floor division with sign fix-ups;
@@ -71,7 +69,6 @@ _4 = uint64(4)
 _W = uint64(_WARP)
 _DIRS = uint64(_N_DIRS)
 _P = uint64(_PROVISIONAL)
-_G = uint64(_GROUPS)
 
 
 @register_jitable
@@ -83,11 +80,11 @@ def _sweeps_first(amp, a, b):
 
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
-                group_start, group_fill):
+                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
-    declares them): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w has lobes
-    (state[w, 0] = 1) and how many (state[w, 2])."""
+    declares them; the lobes' integrals and mean sums go to g_integral and g_mean, as
+    :func:`fmls_grow_cuda` says): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether
+    voxel w has lobes (state[w, 0] = 1) and how many (state[w, 2])."""
     t = uint64(cuda.threadIdx.x)
     threads = uint64(cuda.blockDim.x)
     w = t // _W
@@ -201,13 +198,13 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
                 d += _W
     cuda.syncthreads()
 
-    _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, integral, mean, head, tail, seed,
-           next_peak, state, seeded, seed_rank, members, group_start, group_fill)
+    _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
+           seed, next_peak, state, lanes)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
         n_lobes = fm.grow_lobes(amp[w], order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
-                                adjacent, peak_value[w], mean[w], integral[w], head[w], tail[w], seed[w],
+                                adjacent, peak_value[w], g_mean[v], g_integral[v], head[w], tail[w], seed[w],
                                 next_peak[w])
         state[w, 2] = n_lobes
     if lane == _0 and state[w, 0] == 1 and state[w, 2] < 0:
@@ -217,15 +214,17 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 
 @cuda.jit(device=True)
-def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, integral, mean, head, tail, seed,
-           next_peak, state, seeded, seed_rank, members, group_start, group_fill):
+def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
+           seed, next_peak, state, lanes):
     """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
-    would merge, and then nothing else is written (the caller redoes the voxel sequentially)."""
+    would merge, and then nothing else is written (the caller redoes the voxel sequentially).
+    The lobes' integrals and mean sums go straight to g_integral[v] and g_mean[v]."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
+    v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     # read here, not as a module constant: the tests shrink MAX_LOBES in the simulator
     max_lobes = uint64(MAX_LOBES)
     d = lane
@@ -251,7 +250,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
         resolved = not active
         merge = False
         is_seed = False
-        seeded[w, lane] = 0
+        lanes[w, 0, lane] = 0
         # rounds until every lane's earlier neighbours are resolved (a lane waits on lower lanes only)
         while True:
             if not resolved:
@@ -274,7 +273,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                     resolved = True
                     if hi < 0:
                         label[w, d] = _P + lane
-                        seeded[w, lane] = 1
+                        lanes[w, 0, lane] = 1
                         is_seed = True
                     elif lo == hi:
                         label[w, d] = lo
@@ -299,23 +298,22 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
             j = _0
             while j < _W:
                 if j < lane:
-                    rank += uint64(seeded[w, j])
-                seeds += uint64(seeded[w, j])
+                    rank += uint64(lanes[w, 0, j])
+                seeds += uint64(lanes[w, 0, j])
                 j += _1
-            seed_rank[w, lane] = n_lobes + rank
+            lanes[w, 1, lane] = n_lobes + rank
             cuda.syncthreads()
             if active:
                 lobe = int32(label[w, d])
                 if lobe >= _PROVISIONAL:
-                    label[w, d] = seed_rank[w, uint64(lobe - _PROVISIONAL)]
+                    label[w, d] = lanes[w, 1, uint64(lobe - _PROVISIONAL)]
                 elif -2 - lobe >= _PROVISIONAL:
-                    label[w, d] = -2 - seed_rank[w, uint64(-2 - lobe - _PROVISIONAL)]
+                    label[w, d] = -2 - lanes[w, 1, uint64(-2 - lobe - _PROVISIONAL)]
                 if is_seed and n_lobes + rank < max_lobes:
                     new = n_lobes + rank
                     peak_value[w, new] = value
                     seed[w, new] = d
                     head[w, new] = new
-                    tail[w, new] = new
                     next_peak[w, new] = -1
             n_lobes += seeds
             cuda.syncthreads()
@@ -324,108 +322,161 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
     if lane == _0 and state[w, 0] == 1 and not merging and not ok:
         state[w, 2] = fm.LOBE_OVERFLOW
 
-    # each lobe's integral and mean add its samples in sweep order, then the pending ones
-    # assigned to it, in sweep order (grow_lobes' additions). A counting sort that keeps the
-    # sweep's order lists each lobe's samples (members), so that a lane sums a lobe over its
-    # own list: group sizes, their starts, then the samples 32 at a time, each placed after
-    # the earlier lanes of its group.
-    group = lane
-    while group < _G:
-        group_fill[w, group] = 0
-        group += _W
-    cuda.syncthreads()
-    n = uint64(state[w, 1]) if ok else _0
-    k = lane
-    while k < n:
-        cuda.atomic.add(group_fill, (w, uint64(_group(int32(label[w, uint64(order[w, k])])))), 1)
-        k += _W
-    cuda.syncthreads()
-    if lane == _0:
-        start = 0
-        group = _0
-        while group < _G:
-            size = group_fill[w, group]
-            group_start[w, group] = start
-            group_fill[w, group] = start
-            start += size
-            group += _1
+    _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lanes, uint64(state[w, 1]) if ok else _0,
+               chunks)
+    if ok and lane == _0:
+        state[w, 2] = n_lobes
+
+
+@cuda.jit(device=True)
+def _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lanes, n, chunks):
+    """Each lobe's integral and mean sum of warp w's voxel, from its n sorted samples order[w, :n]
+    (0: none), into g_integral[v] and g_mean[v]: as grow_lobes adds them, the samples the
+    lobe took in sweep order, then the pending ones assigned to it, in sweep order (their
+    labels then set). Lane l sums lobes l and l + 32. The samples go 32 at a time, each lane
+    publishing its sample's group and direction in lanes[w, parity of the chunk] (a chunk's
+    writes cannot reach the last one's reads) and adding those of its lobes; the pending
+    samples are queued at the front of order[w] (read already) and added after. No list of
+    each lobe's samples is kept: it would take 2.5 KB more shared memory a voxel. ``chunks``
+    is as many as the block's largest n needs (every warp meets the same barriers);
+    state[w, 4] receives the number of pending samples."""
+    t = uint64(cuda.threadIdx.x)
+    w = t // _W
+    lane = t % _W
+    v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
+    # the lane's two lobes, signed as the groups they are compared with
+    mine = int64(lane)
+    other = int64(lane + _W)
+    # each lobe's mean sum, integral, and whether its seed (its first sample) is in
+    mx, my, mz, m_total, m_seeded = 0.0, 0.0, 0.0, 0.0, False
+    ox, oy, oz, o_total, o_seeded = 0.0, 0.0, 0.0, 0.0, False
+    pending = _0
     chunk = _0
     while chunk < chunks:
         k = chunk * _W + lane
-        # the sample's group, or −1 past the samples
-        mine = _group(int32(label[w, uint64(order[w, k])])) if k < n else -1
-        # the lanes' groups in two buffers by chunk parity: a chunk's writes cannot reach the
-        # last one's reads
-        lanes = seeded if chunk % _2 == _0 else seed_rank
-        lanes[w, lane] = mine
+        d = _0
+        # the sample's group above its direction, −1 past the samples
+        entry = -1
+        if k < n:
+            d = uint64(order[w, k])
+            entry = (_group(int32(label[w, d])) << 16) | int64(d)
+        parity = chunk % _2
+        lanes[w, parity, lane] = entry
         cuda.syncthreads()
+        taken_mine = _0
+        taken_other = _0
+        queued = _0
         before = _0
-        last = True
         j = _0
         while j < _W:
-            if lanes[w, j] == mine:
+            group = lanes[w, parity, j] >> 16
+            if group == mine:
+                taken_mine |= _1 << j
+            elif group == other:
+                taken_other |= _1 << j
+            elif group >= _PROVISIONAL:
+                queued += _1
                 if j < lane:
                     before += _1
-                elif j > lane:
-                    last = False
             j += _1
-        slot = _0
-        if mine >= 0:
-            slot = uint64(group_fill[w, uint64(mine)]) + before
-            members[w, slot] = order[w, k]
-        cuda.syncthreads()
-        if mine >= 0 and last:
-            group_fill[w, uint64(mine)] = slot + _1
+        # the queue's writes stay below this chunk's end, which every lane read before the barrier
+        if entry >> 16 >= _PROVISIONAL:
+            order[w, pending + before] = d
+        pending += queued
+        # a lobe's samples of the chunk, in sweep order (lowest bit first)
+        while taken_mine != _0:
+            j = uint64(cuda.ffs(taken_mine)) - _1
+            taken_mine &= taken_mine - _1
+            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            mx, my, mz, m_total = _lobe_add(d, amp[w, d], weights[d], unit, m_seeded, mx, my, mz, m_total)
+            m_seeded = True
+        while taken_other != _0:
+            j = uint64(cuda.ffs(taken_other)) - _1
+            taken_other &= taken_other - _1
+            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            ox, oy, oz, o_total = _lobe_add(d, amp[w, d], weights[d], unit, o_seeded, ox, oy, oz, o_total)
+            o_seeded = True
         chunk += _1
-    cuda.syncthreads()
-    if not ok:
-        return
-    lobe = lane
-    while lobe < n_lobes:
-        # the seed, the lobe's first sample
-        d = uint64(members[w, uint64(group_start[w, lobe])])
-        value = amp[w, d]
-        weight = weights[d]
-        mx = unit[d, 0] * value * weight
-        my = unit[d, 1] * value * weight
-        mz = unit[d, 2] * value * weight
-        total = abs(value * weight)
-        for group in (lobe, _P + lobe):
-            slot = uint64(group_start[w, group]) + (_1 if group == lobe else _0)
-            end = uint64(group_fill[w, group])
-            while slot < end:
-                d = uint64(members[w, slot])
-                value = amp[w, d]
-                weight = weights[d]
-                # grow_lobes adds unit·side·|value|·weight; a sign flip is exact, so the
-                # products are formed before the side is known, off the chain of additions
-                px = unit[d, 0] * abs(value) * weight
-                py = unit[d, 1] * abs(value) * weight
-                pz = unit[d, 2] * abs(value) * weight
-                if mx * unit[d, 0] + my * unit[d, 1] + mz * unit[d, 2] > 0.0:
-                    mx += px
-                    my += py
-                    mz += pz
-                else:
-                    mx -= px
-                    my -= py
-                    mz -= pz
-                total += abs(value * weight)
-                if group != lobe:
-                    label[w, d] = lobe
-                slot += _1
-        mean[w, lobe, 0] = mx
-        mean[w, lobe, 1] = my
-        mean[w, lobe, 2] = mz
-        integral[w, lobe] = total
-        lobe += _W
+    # the queues' lengths, for as many chunks of them in every warp; the barrier also puts
+    # the queue's last writes before its reads
     if lane == _0:
-        state[w, 2] = n_lobes
+        state[w, 4] = pending
+    cuda.syncthreads()
+    queue_chunks = _0
+    for u in range(VOXELS):
+        queue_chunks = max(queue_chunks, (uint64(state[u, 4]) + _W - _1) // _W)
+    chunk = _0
+    while chunk < queue_chunks:
+        k = chunk * _W + lane
+        entry = -1
+        if k < pending:
+            d = uint64(order[w, k])
+            entry = (_group(int32(label[w, d])) << 16) | int64(d)
+        parity = chunk % _2
+        lanes[w, parity, lane] = entry
+        cuda.syncthreads()
+        queued_mine = _0
+        queued_other = _0
+        j = _0
+        while j < _W:
+            group = lanes[w, parity, j] >> 16
+            if group == _PROVISIONAL + mine:
+                queued_mine |= _1 << j
+            elif group == _PROVISIONAL + other:
+                queued_other |= _1 << j
+            j += _1
+        while queued_mine != _0:
+            j = uint64(cuda.ffs(queued_mine)) - _1
+            queued_mine &= queued_mine - _1
+            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            mx, my, mz, m_total = _lobe_add(d, amp[w, d], weights[d], unit, True, mx, my, mz, m_total)
+            label[w, d] = mine
+        while queued_other != _0:
+            j = uint64(cuda.ffs(queued_other)) - _1
+            queued_other &= queued_other - _1
+            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            ox, oy, oz, o_total = _lobe_add(d, amp[w, d], weights[d], unit, True, ox, oy, oz, o_total)
+            label[w, d] = other
+        chunk += _1
+    if m_seeded:
+        g_mean[v, lane, 0] = mx
+        g_mean[v, lane, 1] = my
+        g_mean[v, lane, 2] = mz
+        g_integral[v, lane] = m_total
+    if o_seeded:
+        g_mean[v, lane + _W, 0] = ox
+        g_mean[v, lane + _W, 1] = oy
+        g_mean[v, lane + _W, 2] = oz
+        g_integral[v, lane + _W] = o_total
+
+
+@cuda.jit(device=True)
+def _lobe_add(d, value, weight, unit, seeded, mx, my, mz, total):
+    """A lobe's mean sum and integral with sample d added, as grow_lobes adds it: the seed
+    (``seeded`` false) starts them."""
+    if not seeded:
+        return unit[d, 0] * value * weight, unit[d, 1] * value * weight, unit[d, 2] * value * weight, \
+            abs(value * weight)
+    # grow_lobes adds unit·side·|value|·weight; a sign flip is exact, so the products are
+    # formed before the side is known, off the chain of additions
+    px = unit[d, 0] * abs(value) * weight
+    py = unit[d, 1] * abs(value) * weight
+    pz = unit[d, 2] * abs(value) * weight
+    if mx * unit[d, 0] + my * unit[d, 1] + mz * unit[d, 2] > 0.0:
+        mx += px
+        my += py
+        mz += pz
+    else:
+        mx -= px
+        my -= py
+        mz -= pz
+    return mx, my, mz, total + abs(value * weight)
 
 
 @register_jitable
 def _group(lobe):
-    """The list a sample labelled ``lobe`` by the sweep goes to (see _GROUPS)."""
+    """The group of a sample labelled ``lobe`` by the sweep: L if lobe L took it,
+    _PROVISIONAL + L if it is pending, assigned to lobe L after the sweep."""
     return lobe if lobe >= 0 else _PROVISIONAL - 2 - lobe
 
 
@@ -435,7 +486,9 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     """The lobes of voxels VOXELS·blockIdx.x + warp, launched with VOXELS·32 threads a block: lobes[v]
     receives their number (0: none, counts[v] then final), the g_ arrays (V, MAX_LOBES[, 3])
     and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
-    work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order)."""
+    work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order). The
+    integrals and mean sums are summed into g_integral and g_mean directly, not staged in
+    shared memory: a voxel whose sequential sweep overflows may leave some there."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
@@ -443,23 +496,18 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
     amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
     order = cuda.shared.array((VOXELS, _N_DIRS), int16)
-    members = cuda.shared.array((VOXELS, _N_DIRS), int16)
-    group_start = cuda.shared.array((VOXELS, _GROUPS), int32)
-    group_fill = cuda.shared.array((VOXELS, _GROUPS), int32)
     label = cuda.shared.array((VOXELS, _N_DIRS), int8)
     peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    integral = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    mean = cuda.shared.array((VOXELS, MAX_LOBES, 3), float64)
     head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    state = cuda.shared.array((VOXELS, 4), int32)
-    seeded = cuda.shared.array((VOXELS, _WARP), int32)
-    seed_rank = cuda.shared.array((VOXELS, _WARP), int32)
+    state = cuda.shared.array((VOXELS, 5), int32)
+    # a word from each lane to the others: in the sweep, whether its sample seeded a lobe [0]
+    # and the lobe's number [1]; in the sums, its sample's group and direction, by chunk parity
+    lanes = cuda.shared.array((VOXELS, 2, _WARP), int32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, integral, mean, head, tail, seed, next_peak, state, seeded, seed_rank, members,
-                group_start, group_fill)
+                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes)
     if v >= uint64(coeffs.shape[0]):
         return
     # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])
@@ -477,9 +525,6 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     lobe = lane
     while lobe < n:
         g_peak_value[v, lobe] = peak_value[w, lobe]
-        g_integral[v, lobe] = integral[w, lobe]
-        for c in range(3):
-            g_mean[v, lobe, c] = mean[w, lobe, c]
         g_head[v, lobe] = head[w, lobe]
         g_seed[v, lobe] = seed[w, lobe]
         g_next_peak[v, lobe] = next_peak[w, lobe]
