@@ -16,7 +16,8 @@ __all__ = ["warm_up_fixels"]
 
 def warm_up_fixels(backend: str = "cpu", log: Callable[[str], None] = lambda message: None) -> float:
     """Compile (or load) the ``backend`` (cpu|cuda) FMLS kernels; returns the seconds it took,
-    about zero where the cache was already warm."""
+    about zero where the cache was already warm. For cuda, the CPU loop too: the CUDA backend
+    redoes there the voxels with more fixels than its first pass holds."""
     # one fibre along z: an apodised delta (zonal terms only, index l(l+1)/2 in MRtrix3's order)
     sh = np.zeros((3, 1, 1, 45))
     for l in range(0, 9, 2):
@@ -25,6 +26,8 @@ def warm_up_fixels(backend: str = "cpu", log: Callable[[str], None] = lambda mes
     # float32 as the image readers give it, laid out as NIfTI and as dwi2fod's .mif store it
     for image in (np.asfortranarray(sh, np.float32), np.ascontiguousarray(sh, np.float32)):
         segment_fods(image, backend=backend)
+    if backend == "cuda":
+        segment_fods(sh, backend="cpu")
     seconds = time.perf_counter() - started
     log(f"fixels: FMLS segmentation ({backend}): {seconds:.1f} s")
     return seconds

@@ -11,6 +11,7 @@ quick check (docs/decisions/kernel-warmup.md).
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from service.cli import CommandError
 
@@ -55,7 +56,9 @@ def _warmup(args: argparse.Namespace) -> int:
             print(message, flush=True)
 
     families = FAMILIES if "all" in args.family else tuple(dict.fromkeys(args.family))
-    with compiling_on_purpose():
+    with compiling_on_purpose(), warnings.catch_warnings():
+        # the warm-up's few voxels make small grids on purpose: numba's advice is not for the user
+        warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
         for family in families:
             if family == "peaks":
                 from gpu.peaks.warmup import warm_up_peaks

@@ -15,3 +15,24 @@ def test_warmup_caches_the_fod_and_fixels_loops(capsys):
     cache = Path(os.environ["NUMBA_CACHE_DIR"])
     for loop in ("backend_cpu._msmt_loop", "backend_cpu._csd_loop", "fmls._segment_loop"):
         assert list(cache.rglob(f"{loop}-*.nbi")), loop
+
+
+def test_cuda_warmup_also_loads_the_cpu_loops_the_cuda_backends_hand_voxels_to(monkeypatch):
+    """A CUDA batch solves on the CPU the MSMT-CSD voxels whose active set outgrows the
+    kernel's, and segments there the voxels with more fixels than the first pass holds: a
+    CUDA warm-up compiles those loops too, so no job of a warmed worker compiles them."""
+    from gpu.fixels import warmup as fixels_warmup
+    from gpu.fod import warmup as fod_warmup
+
+    calls = []
+    monkeypatch.setattr(fod_warmup, "msmt_csd", lambda *a, backend: calls.append(("msmt_csd", backend)))
+    monkeypatch.setattr(fod_warmup, "csd", lambda *a, backend: calls.append(("csd", backend)))
+    monkeypatch.setattr(fixels_warmup, "segment_fods", lambda sh, backend: calls.append(("fmls", backend)))
+    fod_warmup.warm_up_fod("cuda")
+    fixels_warmup.warm_up_fixels("cuda")
+    assert sorted(set(calls)) == [("csd", "cuda"), ("fmls", "cpu"), ("fmls", "cuda"), ("msmt_csd", "cpu"),
+                                  ("msmt_csd", "cuda")]
+    calls.clear()
+    fod_warmup.warm_up_fod("cpu")
+    fixels_warmup.warm_up_fixels("cpu")
+    assert {backend for _, backend in calls} == {"cpu"}
