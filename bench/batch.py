@@ -138,9 +138,10 @@ def _own_and_reaped_cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str] | None, processes: int,
-              smi_log: Path) -> dict:
-    items = batch_items(inputs, out)
+def run_local(items: list, params, gpus: list[str] | None, processes: int, smi_log: Path) -> dict:
+    """``items`` (one job kind's, with its ``params``) through ``worker.batch.run_batch`` on
+    ``gpus`` with ``processes`` worker processes each: the run's wall, rates, CPU, memory,
+    stage means and GPU utilization (see the module docstring)."""
     # a warm-up subject in this process compiles or loads the kernels (spawned workers load
     # them from numba's cache, inside the measured run, as a real batch does)
     run_batch(items[:1], params)
@@ -158,7 +159,7 @@ def run_local(inputs: list[Path], out: Path, params: PeaksParams, gpus: list[str
     return {"wall": monitor.wall, "rates": _rates(done_times, started), "cpu": cpu,
             "rss": int(monitor.rss().max()), "curve": monitor.curve(),
             "stages": _stage_means([r.seconds for r in reports]),
-            "kernel_total": sum(r.seconds["kernel"] for r in reports),
+            "kernel_total": sum(r.seconds.get("kernel", 0.0) for r in reports),
             "gpu_utilization": gpu_utilization.mean_utilization(sampler.samples, *_steady(done_times))}
 
 
@@ -376,7 +377,8 @@ def main() -> None:
                 label = f"local {args.format}, {processes} process(es) x {len(gpus or ['0'])} GPU(s)"
             label += ", peaks only" * args.peaks_only + ", no checksums" * args.no_checksums
             out = work / f"out-local-{processes}"
-            results[label] = run_local(inputs, out, params, gpus, processes, work / f"nvidia-smi-local-{processes}.csv")
+            results[label] = run_local(batch_items(inputs, out), params, gpus, processes,
+                                       work / f"nvidia-smi-local-{processes}.csv")
             report.progress(f"{label}: done in {results[label]['wall']:.1f} s")
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)  # a large sweep would fill the disk

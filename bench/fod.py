@@ -5,6 +5,8 @@ on one multi-shell phantom, in one run.
                          [--mrtrix-bin DIR] [--nthreads N] [--csd] [--dipy-voxels N] [--json PATH]
     python3 -m bench.fod --solver-only [--shape X Y Z] [--b0 N] [--shells B:N ...] [--repeats N]
                          [--check-voxels N] [--csd]
+    python3 -m bench.fod --cohort N [--distinct D] [--gpus 0 0,1] [--processes-per-gpu P] [--peaks]
+                         [--shape X Y Z] [--b0 N] [--shells B:N ...]
 
 The phantom (``gpu.fod.phantom``): white matter of 1–3 crossing fibres, grey matter and
 CSF in partial volume, Rician noise; b = 0 and two shells. Both sides are given its exact
@@ -21,6 +23,14 @@ with ``--csd`` also ``csd_cuda``) on the mask's voxels: CUDA events around ``--r
 calls after a warm-up call (copies in, kernels, copies out, CPU redos), and checks
 ``--check-voxels`` voxels drawn at random against the CPU backend (same iteration counts,
 per-voxel relative L2); no dwi2fod, no files.
+
+``--cohort N`` runs the cohort batch instead: N subjects (``--distinct`` phantoms of their own
+noise seeds, the other subjects links to them), each a ``.nii.gz`` DWI with its ``.bval``,
+``.bvec`` and ellipsoid mask beside it as ``fibertensor batch fod`` finds them, all given the
+phantom's responses as group responses, through ``worker.batch.run_batch`` (what ``fibertensor
+batch fod [--peaks] --gpus G`` runs) once per ``--gpus`` value: subjects per second (whole run
+and steady, :mod:`bench.batch`), each run against the first, the GPUs' busy share, the host's
+cores and the mean seconds per subject of reading, fitting and writing.
 
 Agreement: per voxel of the mask and per tissue, ‖ours − dwi2fod‖ / ‖dwi2fod, all tissues
 of the voxel‖ (a tissue the constraint holds at zero is then no error).
@@ -92,6 +102,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time our CUDA solve alone and check a sample of voxels against the CPU backend")
     parser.add_argument("--check-voxels", type=int, default=2000,
                         help="--solver-only: voxels checked against the CPU backend (default 2000)")
+    parser.add_argument("--cohort", type=int, metavar="N",
+                        help="the cohort batch of N subjects instead (file to file, fibertensor batch fod), once per "
+                             "--gpus value")
+    parser.add_argument("--distinct", type=int, default=8,
+                        help="--cohort: phantoms written (each its own noise); the other subjects link to them")
+    parser.add_argument("--gpus", nargs="+", default=["0"], metavar="G",
+                        help="--cohort: one run per value, each CUDA_VISIBLE_DEVICES values (e.g. 0 0,1)")
+    parser.add_argument("--processes-per-gpu", type=int,
+                        help="--cohort: worker processes per GPU (default: fibertensor batch fod's)")
+    parser.add_argument("--peaks", action="store_true", help="--cohort: each WM FOD's peaks too (batch fod --peaks)")
     parser.add_argument("--dipy-voxels", type=int, default=1000,
                         help="DIPY's multi-shell CSD (and with --csd its CSD) on a central crop of about this many "
                              "mask voxels, beside ours on the same voxels (0: no DIPY; its MSMT needs cvxpy)")
@@ -358,6 +378,95 @@ def solver_only(args: argparse.Namespace, report: Report, phantom: dict, mask: n
          Column("max_error", "max relative L2 vs CPU", ".2e")])
 
 
+_COHORT_AFFINE = np.diag([2.0, 2.0, 2.0, 1.0])
+
+
+def _write_cohort_phantom(path: Path, seed: int, phantom_args: dict) -> Path:
+    import nibabel
+
+    from worker.io.nifti import save_nifti_atomic
+
+    dwi = dwi_phantom(seed=seed, **phantom_args)["dwi"]
+    return save_nifti_atomic(nibabel.Nifti1Image(dwi.astype(np.float32), _COHORT_AFFINE), path, threads=1)
+
+
+def write_dwi_cohort(folder: Path, subjects: int, distinct: int, phantom_args: dict, mask: np.ndarray) -> list[Path]:
+    """``subjects`` DWIs ``sub-NNN.nii.gz`` in ``folder``, ``distinct`` of them phantoms
+    (:func:`gpu.fod.dwi_phantom` with ``phantom_args``, seeds 1000 + i, one process each),
+    the others links to them; each with its ``.bval``, ``.bvec`` and ``_mask.nii.gz`` beside it."""
+    import nibabel
+    from concurrent.futures import ProcessPoolExecutor
+
+    from worker.io.nifti import save_nifti_atomic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [folder / f"sub-{index:03d}" for index in range(subjects)]
+    written = names[: min(distinct, subjects)]
+    with ProcessPoolExecutor(min(len(written), len(os.sched_getaffinity(0)))) as pool:
+        list(pool.map(_write_cohort_phantom, [Path(f"{name}.nii.gz") for name in written],
+                      [1000 + index for index in range(len(written))], [phantom_args] * len(written)))
+    for index, name in enumerate(names):
+        if index >= len(written):
+            link = Path(f"{name}.nii.gz")
+            link.unlink(missing_ok=True)
+            link.symlink_to(f"{written[index % len(written)].name}.nii.gz")
+        np.savetxt(f"{name}.bval", phantom_args["bvals"][None], fmt="%g")
+        np.savetxt(f"{name}.bvec", phantom_args["bvecs"].T, fmt="%.8f")
+        save_nifti_atomic(nibabel.Nifti1Image(mask.astype(np.uint8), _COHORT_AFFINE), Path(f"{name}_mask.nii.gz"))
+    return [Path(f"{name}.nii.gz") for name in names]
+
+
+def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int], bvals: np.ndarray,
+           bvecs: np.ndarray, mask: np.ndarray, responses: list[np.ndarray]) -> None:
+    """The cohort batch (module docstring), once per ``--gpus`` value."""
+    from bench import gpu_utilization
+    from bench.batch import run_local
+    from worker.batch import default_processes, fod_items
+    from worker.params.fod import FodParams
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.workdir or Path(tmp)
+        started = time.perf_counter()
+        inputs = write_dwi_cohort(folder / "dwi", args.cohort, args.distinct,
+                                  {"shape": shape, "bvals": bvals, "bvecs": bvecs, "snr": args.snr}, mask)
+        shells = [0.0, *sorted(set(bvals[bvals > 0]))]
+        group = [folder / f"group_{tissue}.txt" for tissue in TISSUES]
+        for path, response in zip(group, responses):
+            write_response(path, response, shells)
+        Report.progress(f"{args.cohort} subjects ({min(args.distinct, args.cohort)} distinct), "
+                        f"{(folder / 'dwi' / 'sub-000.nii.gz').stat().st_size / 1e6:.0f} MB .nii.gz each, written in "
+                        f"{time.perf_counter() - started:.0f} s; {len(os.sched_getaffinity(0))} cores")
+        params = FodParams(backend="cuda" if "cuda" in args.backends and cuda_available() else "cpu",
+                           peaks=args.peaks)
+        rows = []
+        for gpus in args.gpus:
+            devices = gpus.split(",")
+            processes = args.processes_per_gpu or default_processes(len(devices))
+            out = folder / f"out-{gpus}"
+            out.mkdir(parents=True, exist_ok=True)
+            result = run_local(fod_items(inputs, out, group), params, devices, processes,
+                               folder / f"nvidia-smi-{gpus}.csv")
+            utilization, per_gpu = gpu_utilization.describe_utilization(result["gpu_utilization"], devices)
+            rows.append({"run": f"{len(devices)} GPU(s) ({gpus}), {processes} process(es) each",
+                         "wall_s": result["wall"], "per_s": result["rates"][0] / 3600,
+                         "steady_per_s": result["rates"][1] / 3600, "gpu_util": utilization, "per_gpu": per_gpu,
+                         "cores": result["cpu"] / result["wall"], **result["stages"]})
+            rows[-1]["speedup"] = rows[-1]["steady_per_s"] / rows[0]["steady_per_s"]
+            Report.progress(f"{rows[-1]['run']}: {result['wall']:.1f} s")
+            shutil.rmtree(out, ignore_errors=True)
+    report.table(
+        f"Cohort batch, DWI to FODs{' and peaks' if args.peaks else ''}: {args.cohort} subjects "
+        f"{'×'.join(map(str, shape))} × {bvals.size} volumes ({int(mask.sum())} mask voxels), .nii.gz, backend "
+        f"{params.backend}", rows,
+        [Column("run", "run"), Column("wall_s", "wall s", ".1f"), Column("per_s", "subjects/s", ".2f"),
+         Column("steady_per_s", "steady/s", ".2f"), Column("speedup", "steady ÷ first run", ".2f"),
+         Column("gpu_util", "GPU util"), Column("per_gpu", "per GPU"), Column("cores", "cores", ".1f"),
+         Column("read", "read s", ".2f"), Column("compute", "fit s", ".2f"), Column("write", "write s", ".2f")],
+        note="steady: from the 10th percentile subject's end to the last's; GPU util: nvidia-smi's utilization.gpu "
+             "over the steady part; read/fit/write: mean seconds per subject of each stage (write includes the "
+             "peaks with --peaks)")
+
+
 def run(args: argparse.Namespace, report: Report) -> None:
     backends = [b for b in args.backends if b == "cpu" or cuda_available()]
     if backends != args.backends:
@@ -367,10 +476,13 @@ def run(args: argparse.Namespace, report: Report) -> None:
     exe = _dwi2fod(args)
     shape = tuple(args.shape)
     bvals, bvecs = shell_scheme(args.b0, args.shells, seed=args.seed)
-    started = time.perf_counter()
-    phantom = dwi_phantom(shape, bvals, bvecs, snr=args.snr, seed=args.seed)
     mask = ellipsoid_mask(shape) if args.mask == "ellipsoid" else np.ones(shape, bool)
     responses = tissue_responses([0.0, *sorted(b for b, _ in args.shells)], lmax=8)
+    if args.cohort:
+        cohort(args, report, shape, bvals, bvecs, mask, responses)
+        return
+    started = time.perf_counter()
+    phantom = dwi_phantom(shape, bvals, bvecs, snr=args.snr, seed=args.seed)
     Report.progress(f"phantom {shape}, {bvals.size} volumes (b=0 ×{args.b0}, "
                     + ", ".join(f"{b:g} ×{n}" for b, n in args.shells)
                     + f"), SNR {args.snr:g}: {int(mask.sum())} of {math.prod(shape)} voxels in the mask, "
