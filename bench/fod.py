@@ -442,7 +442,7 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
         rows = []
         for gpus in args.gpus:
             devices = gpus.split(",")
-            processes = args.processes_per_gpu or default_processes(len(devices))
+            processes = args.processes_per_gpu or default_processes(len(devices), "fod")
             out = folder / f"out-{gpus}"
             out.mkdir(parents=True, exist_ok=True)
             result = run_local(fod_items(inputs, out, group), params, devices, processes,

@@ -204,12 +204,20 @@ def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
             and all((sidecar.parent / name).exists() for names in listed.values() for name in names))
 
 
-def default_processes(devices: int = 1) -> int:
-    """Worker processes per GPU (or in all, without one): three per four of this machine's
-    cores, at least one. In one process the GIL, not the cores, caps a batch; a process's
-    reader and writer threads keep more than one core busy, and three per four cores kept
-    a host's cores busy without slowing its stages (docs/benchmarks.md, "Cohort batch")."""
-    return max(1, 3 * len(os.sched_getaffinity(0)) // (4 * max(1, devices)))
+#: Worker processes per GPU a fod batch needs at most: its fit is GPU work, and more
+#: processes only queue for the GPU, each holding a DWI (docs/decisions/processes-per-gpu.md).
+FOD_PROCESSES_PER_GPU = 4
+
+
+def default_processes(devices: int = 1, kind: str = "peaks") -> int:
+    """Worker processes per GPU (or in all, without one) for a batch of ``kind``: three per
+    four of this machine's cores, at least one, and for fod at most
+    :data:`FOD_PROCESSES_PER_GPU`. In one process the GIL, not the cores, caps a host-bound
+    batch (peaks, fixels); a process's reader and writer threads keep more than one core
+    busy, and three per four cores kept a host's cores busy without slowing its stages
+    (docs/benchmarks.md, "Cohort batch")."""
+    processes = max(1, 3 * len(os.sched_getaffinity(0)) // (4 * max(1, devices)))
+    return min(processes, FOD_PROCESSES_PER_GPU) if kind == "fod" else processes
 
 
 def default_threads(processes: int = 1) -> tuple[int, int]:

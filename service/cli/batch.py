@@ -87,7 +87,8 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes-per-gpu", type=int, metavar="N",
                         help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
                         "writer threads, all taking inputs from one queue; one process alone cannot use more than "
-                        "about five cores (default: three per four cores; 1 without --gpus runs in this process)")
+                        "about five cores (default: three per four cores, for fod at most 4 per GPU; 1 without --gpus runs in this "
+                        "process)")
     parser.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
     parser.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")
 
@@ -134,7 +135,7 @@ def _run(args: argparse.Namespace, kind: str, model, find_items) -> int:
         raise CommandError(exc.detail) from None
     devices = devices_from_option(args.gpus)
     # docs/decisions/processes-per-gpu.md
-    processes = args.processes_per_gpu or default_processes(len(devices or [None]))
+    processes = args.processes_per_gpu or default_processes(len(devices or [None]), kind)
     # checked as the service checks, by each reader from the header: a bad FIBERTENSOR_*
     # setting stops the batch here, once
     limits = input_limits()

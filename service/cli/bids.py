@@ -63,8 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     bids.add_argument("--processes", type=int, metavar="N",
                       help="worker processes (per GPU with --gpus), all taking FODs from one queue, each reading the "
                       "next FODs while one is computed and writing the previous ones, as fibertensor batch peaks "
-                      "does; one process alone cannot use more than about five cores (default: three per four cores; "
-                      "1 without --gpus runs in this process)")
+                      "does; one process alone cannot use more than about five cores (default: three per four cores, from "
+                      "DWIs at most 4 per GPU; 1 without --gpus runs in this process)")
     bids.add_argument("--gpus", metavar="all|0,1",
                       help="the GPUs to run on, each with --processes worker processes: 'all' or "
                       "CUDA_VISIBLE_DEVICES values (default: the backend's device)")
@@ -157,7 +157,7 @@ def _from_dwis(args: argparse.Namespace, peaks: PeaksParams, log) -> int:
     fixels = params_from_options(FixelsParams, {**fixels_fields, **{k: v for k, v in shared.items() if k == "backend"}}
                                  ) if args.fixels else None
     devices = devices_from_option(args.gpus)
-    processes = args.processes or default_processes(len(devices or [None]))
+    processes = args.processes or default_processes(len(devices or [None]), "fod")
     try:
         results = run_bids_fod(args.bids_dir, args.output_dir, fod, peaks, fixels, args.participant_label,
                                args.session_label, log=log, limits=input_limits(), devices=devices,

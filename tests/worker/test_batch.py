@@ -302,3 +302,15 @@ def test_worker_processes_get_their_share_of_cores_as_blas_threads_unless_the_us
         seen = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
     assert seen == (chosen or "2")
     assert os.environ.get("OPENBLAS_NUM_THREADS") == chosen
+
+
+@pytest.mark.parametrize("cores, devices, kind, expected", [
+    (32, 1, "peaks", 24), (32, 2, "peaks", 12), (32, 1, "fixels", 24),
+    (32, 1, "fod", 4), (32, 2, "fod", 4), (4, 1, "fod", 3), (2, 2, "fod", 1), (1, 1, "peaks", 1)])
+def test_default_processes_per_gpu_by_kind(monkeypatch, cores, devices, kind, expected):
+    """Three per four cores among the GPUs, at least one; a fod batch, whose fit waits on the GPU,
+    no more than FOD_PROCESSES_PER_GPU a GPU."""
+    from worker import batch
+
+    monkeypatch.setattr(batch.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert batch.default_processes(devices, kind) == expected
