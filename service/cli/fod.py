@@ -8,6 +8,7 @@ the service.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from service.cli import CommandError
@@ -59,7 +60,8 @@ def _fod(args: argparse.Namespace) -> int:
     prefix = output_prefix(args.out_prefix)
     try:
         sidecar = run_fod(args.input, prefix, params, responses=dict(zip(_TISSUES, responses)),
-                          **{k: inputs[k] for k in ("bval", "bvec", "grad", "mask")})
+                          **{k: inputs[k] for k in ("bval", "bvec", "grad", "mask")},
+                          inflate_threads=len(os.sched_getaffinity(0)))
     except InputError as exc:
         raise CommandError(input_problem(exc, inputs)) from None
     print_warnings(sidecar)

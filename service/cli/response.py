@@ -9,6 +9,7 @@ arguments ``fibertensor fod`` shares.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -82,7 +83,8 @@ def _response(args: argparse.Namespace) -> int:
     check_inputs(RESPONSE_KIND, inputs, params, read_through=False)
     prefix = output_prefix(args.out_prefix)
     try:
-        sidecar = run_response(args.input, prefix, params, **{k: v for k, v in inputs.items() if k != "dwi"})
+        sidecar = run_response(args.input, prefix, params, **{k: v for k, v in inputs.items() if k != "dwi"},
+                               inflate_threads=len(os.sched_getaffinity(0)))
     except InputError as exc:
         raise CommandError(input_problem(exc, inputs)) from None
     print_warnings(sidecar)

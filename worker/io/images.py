@@ -108,22 +108,23 @@ def load_image_data_with_sha256(info: ImageInfo, dtype=np.float32, *, threads: i
     return data, {info.path.name: digest.hexdigest()}
 
 
-def load_job_images(images: dict[str, ImageInfo | None], uploaded: dict | None = None
+def load_job_images(images: dict[str, ImageInfo | None], uploaded: dict | None = None, *, threads: int = 1
                     ) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, str]]:
     """A job's input images (by role; None for one not given) as float32: the arrays and the
     file names by role, and the sha256 of the files by name (:func:`load_image_data_with_sha256`),
     or, for an image stored in another form than it was uploaded in (``uploaded``: by role,
-    :class:`worker.job_kinds.UploadedInput`), the uploaded file's name and sha256."""
+    :class:`worker.job_kinds.UploadedInput`), the uploaded file's name and sha256. A large
+    ``.nii.gz`` is inflated on ``threads`` threads (:func:`load_image_data`)."""
     uploaded = dict(uploaded or {})
     arrays, names, sha256 = {}, {}, {}
     for role, info in images.items():
         if info is None:
             continue
         if role in uploaded:
-            arrays[role] = load_image_data(info)
+            arrays[role] = load_image_data(info, threads=threads)
             names[role], sha256[uploaded[role].name] = uploaded[role].name, uploaded[role].sha256
         else:
-            arrays[role], digests = load_image_data_with_sha256(info)
+            arrays[role], digests = load_image_data_with_sha256(info, threads=threads)
             names[role] = info.path.name
             sha256.update(digests)
     return arrays, names, sha256

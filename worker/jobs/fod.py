@@ -33,7 +33,7 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
             bvec: Path | None = None, grad: Path | None = None, mask: Path | None = None,
             responses: dict[str, Path] | None = None, uploaded: dict | None = None,
             response_params: ResponseParams = ResponseParams(), fixel_archive: bool = False,
-            check_cancelled: Callable[[], None] = lambda: None) -> dict:
+            check_cancelled: Callable[[], None] = lambda: None, inflate_threads: int = 1) -> dict:
     """Fit FODs to ``dwi`` and write ``<prefix>_wmfod.<ext>`` (and ``_gm``, ``_csf`` for
     msmt_csd; ``_wm.txt``, ``_gm.txt``, ``_csf.txt`` where responses were estimated) and
     ``<prefix>_fod.json`` (:func:`worker.jobs.fod_inputs.output_path`: plain names inside a
@@ -41,12 +41,13 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
     without them, they are estimated with ``response_params``, its algorithm dhollander for
     msmt_csd and tournier for csd, on the fod job's backend. With ``params.peaks``, the peaks
     outputs follow (the fixel directory as one ``.tar`` with ``fixel_archive``, as the peaks
-    job's). The stages of :mod:`worker.jobs.fod_stages` in a row; a failure leaves none of the
-    files behind. Returns the sidecar content."""
+    job's). ``inflate_threads``: threads that inflate a large ``.nii.gz`` DWI (one job alone on
+    a machine: its cores). The stages of :mod:`worker.jobs.fod_stages` in a row; a failure
+    leaves none of the files behind. Returns the sidecar content."""
     given = responses or {}
     job = FodJob(dwi, prefix, bval, bvec, grad, mask, tuple(given.get(tissue) for tissue in TISSUES),
                  response_params)
-    read = read_fod_inputs(job, params, uploaded)
+    read = read_fod_inputs(job, params, uploaded, inflate_threads=inflate_threads)
     return write_fod_outputs(read, fit_fods(read, check_cancelled), fixel_archive=fixel_archive,
                              check_cancelled=check_cancelled)
 

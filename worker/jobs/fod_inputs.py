@@ -115,13 +115,16 @@ def check_dwi_inputs(dwi: Path, *, bval: Path | None = None, bvec: Path | None =
     return DwiPlan(info, scheme, shells, mask_info)
 
 
-def read_dwi(plan: DwiPlan, uploaded: dict | None = None) -> DwiData:
+def read_dwi(plan: DwiPlan, uploaded: dict | None = None, *, inflate_threads: int = 1) -> DwiData:
     """Read the DWI and mask of ``plan``. Without a mask every voxel is used; voxels with a
     NaN, infinite or negative value in any volume are left out and counted. ``uploaded``:
-    :class:`worker.job_kinds.UploadedInput` by slot, for inputs stored in another form."""
+    :class:`worker.job_kinds.UploadedInput` by slot, for inputs stored in another form. A
+    large ``.nii.gz`` is inflated on ``inflate_threads`` threads (one job alone on a machine;
+    a batch's or the service's jobs keep one each: docs/decisions/parallel-gzip.md)."""
     from worker.io.images import load_job_images
 
-    arrays, names, sha256 = load_job_images({"dwi": plan.info, "mask": plan.mask}, uploaded)
+    arrays, names, sha256 = load_job_images({"dwi": plan.info, "mask": plan.mask}, uploaded,
+                                            threads=inflate_threads)
     dwi = arrays["dwi"]
     shape = tuple(plan.info.shape[:3])
     mask = np.ones(shape, bool) if plan.mask is None else arrays["mask"].reshape(shape) != 0

@@ -112,10 +112,11 @@ def estimate_responses(data, plan, params: ResponseParams) -> EstimatedResponses
 
 def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParams(), *, bval: Path | None = None,
                  bvec: Path | None = None, grad: Path | None = None, mask: Path | None = None,
-                 uploaded: dict | None = None) -> dict:
+                 uploaded: dict | None = None, inflate_threads: int = 1) -> dict:
     """Estimate the responses of ``dwi`` and write ``<prefix>_wm.txt`` (and ``_gm.txt``,
     ``_csf.txt`` for dhollander), ``_voxels.<ext>`` and ``_response.json``
-    (:func:`output_path`: plain names inside a folder prefix); returns the sidecar content."""
+    (:func:`output_path`: plain names inside a folder prefix); returns the sidecar content.
+    ``inflate_threads``: as :func:`read_dwi` takes it."""
     from gpu.cuda.backend import resolve_backend
     from worker.io.images import write_image
     from worker.io.response_files import write_response
@@ -123,7 +124,7 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
 
     started = time.perf_counter()
     plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask)
-    data = read_dwi(plan, uploaded)
+    data = read_dwi(plan, uploaded, inflate_threads=inflate_threads)
     read = time.perf_counter()
     result = estimate_responses(data, plan, params)
     estimated = time.perf_counter()

@@ -85,14 +85,15 @@ class FodFit:
     seconds: float
 
 
-def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict | None = None) -> FodRead:
+def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict | None = None, *,
+                    inflate_threads: int = 1) -> FodRead:
     """Check ``job``'s inputs from their headers (:func:`worker.jobs.fod_plan.plan_fod`; raises
-    :class:`InputError` saying what to fix) and read the DWI and mask; ``uploaded``: as
-    :func:`worker.jobs.fod_inputs.read_dwi` takes it."""
+    :class:`InputError` saying what to fix) and read the DWI and mask; ``uploaded`` and
+    ``inflate_threads``: as :func:`worker.jobs.fod_inputs.read_dwi` takes them."""
     started = time.perf_counter()
     plan = plan_fod(job.dwi, params, bval=job.bval, bvec=job.bvec, grad=job.grad, mask=job.mask,
                     responses=job.response_files)
-    data = read_dwi(plan.dwi, uploaded)
+    data = read_dwi(plan.dwi, uploaded, inflate_threads=inflate_threads)
     return FodRead(job, params, plan, data, dict(uploaded or {}), time.perf_counter() - started)
 
 
