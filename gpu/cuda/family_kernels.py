@@ -5,8 +5,8 @@ A family (peaks, fod, fixels) names its kernels, how numba finds each one (impor
 and the module that defines it), the source files whose text decides the compiled code and
 what a first compile is announced as: a :class:`KernelFamily`. Its :meth:`KernelFamily.kernels`
 hands a launch sequence one object with ``api`` (``device_array``, ``to_device``, ``event``,
-``synchronize``), ``full`` and ``kernels[name][grid, block(, stream, shared bytes)](*args)``,
-the same under the simulator and on a GPU:
+``pinned_array``, ``stream``, ``synchronize``), ``full`` and ``kernels[name][grid, block(,
+stream, shared bytes)](*args)``, the same under the simulator and on a GPU:
 
 - under the simulator, numba's ``numba.cuda`` and dispatchers (:class:`NumbaKernels`);
 - on a GPU, :mod:`gpu.cuda.device_arrays` and each kernel launched from its cubin in
@@ -78,10 +78,21 @@ class CachedKernel:
             dispatcher = self._lookup(self._name)
             if not is_compiled(dispatcher, args):
                 announce_compile(*self._notice())
-            dispatcher[config](*args)
+            dispatcher[_numba_config(config)](*args)
             self._cubins.save(self._name, dispatcher)
 
         return launch
+
+
+def _numba_config(config: tuple) -> tuple:
+    """A launch configuration as numba takes it: a :class:`gpu.cuda.device_arrays.Stream` as
+    numba's stream of the same handle, so that the launch keeps its place among the copies
+    queued there."""
+    if len(config) < 3 or not hasattr(config[2], "handle"):
+        return config
+    from numba import cuda
+
+    return (*config[:2], cuda.external_stream(config[2].handle.value), *config[3:])
 
 
 class DriverKernels:
