@@ -57,10 +57,28 @@ def test_without_a_cubin_numba_launches_announces_a_compile_and_the_cubin_is_sav
     assert announced == ([] if compiled else [("the CSD CUDA kernel", None)])
 
 
-@pytest.mark.parametrize("module", ["gpu.peaks.backend_cuda", "gpu.fod.backend_cuda"])
+@pytest.mark.parametrize("module", ["gpu.peaks.backend_cuda", "gpu.fod.backend_cuda", "gpu.fixels.backend_cuda"])
 def test_a_cuda_backend_imports_no_numba_off_the_simulator(module):
     """Its kernels' module (which compiles through numba) is imported only when numba launches."""
     code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0"})
     assert done.stdout.strip() == "[]"
+
+
+def test_a_stream_of_the_driver_binding_reaches_numba_as_its_handle(monkeypatch):
+    """A kernel without a cubin, launched on a stream of gpu.cuda.device_arrays, runs through
+    numba on numba's stream of the same handle: after the copies queued there before it."""
+    import ctypes
+
+    from numba import cuda
+
+    from gpu.cuda.device_arrays import Stream
+
+    monkeypatch.setattr(cuda, "external_stream", lambda handle: ("numba stream", handle), raising=False)
+    stream = Stream.__new__(Stream)  # no driver here: only the handle is read
+    stream.handle = ctypes.c_void_p(0x1234)
+    dispatcher = _Launches()
+    CachedKernel(_Cubins(None), "fmls_grow_cuda", {"fmls_grow_cuda": dispatcher}.__getitem__,
+                 lambda: ("the FMLS CUDA kernels", None))[5, 64, stream](1)
+    assert dispatcher.launches == [((5, 64, ("numba stream", 0x1234)), (1,))]
