@@ -75,10 +75,8 @@ def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
     """GPU seconds of one launch of the FMLS kernels (grow, refine a thread a lobe, write) on
     every voxel of ``sh`` (..., n_coeffs) with the default options, inputs and outputs already
     on the device."""
-    from numba import cuda
-
+    from gpu.fixels.backend_cuda import fmls_kernels, launch_fmls, lobe_scratch
     from gpu.fixels.fmls_tables import fmls_tables
-    from gpu.fixels.kernels_cuda import launch_fmls, lobe_scratch
     from gpu.fixels.segment import FIRST_CAPACITY, FmlsOptions
     from gpu.sh_basis import lmax_from_ncoeffs
 
@@ -86,11 +84,13 @@ def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
     n = coeffs.shape[0]
     tables = fmls_tables(lmax_from_ncoeffs(coeffs.shape[1]))
     integral, peak = FmlsOptions().thresholds
-    d_coeffs = cuda.to_device(coeffs)
-    outputs = (cuda.device_array(n, np.int32), cuda.device_array((n, FIRST_CAPACITY, 3), np.float32),
-               cuda.device_array((n, FIRST_CAPACITY), np.float32), cuda.device_array((n, FIRST_CAPACITY), np.float32))
-    scratch = lobe_scratch(n)
-    return gpu_time(lambda: launch_fmls(d_coeffs, tables, integral, peak, 1.0, 0, False, *outputs, scratch),
+    kernels = fmls_kernels()
+    api = kernels.api
+    d_coeffs = api.to_device(coeffs)
+    outputs = (api.device_array(n, np.int32), api.device_array((n, FIRST_CAPACITY, 3), np.float32),
+               api.device_array((n, FIRST_CAPACITY), np.float32), api.device_array((n, FIRST_CAPACITY), np.float32))
+    scratch = lobe_scratch(api, n)
+    return gpu_time(lambda: launch_fmls(kernels, d_coeffs, tables, integral, peak, 1.0, 0, False, *outputs, scratch),
                     repeats)[0]
 
 

@@ -8,6 +8,8 @@
   device arrays, copies and events without numba.
 - :mod:`gpu.cuda.kernel_launch`, :mod:`gpu.cuda.cubin_cache`: cubins numba built, saved
   and launched without numba (docs/decisions/cubin-driver-path.md).
+- :mod:`gpu.cuda.family_kernels`: a family's kernels and arrays, from its cubins on a GPU,
+  through numba under the simulator.
 - :mod:`gpu.cuda.cache_folder`: the kernel cache folder.
 - :mod:`gpu.cuda.compile_notice`: will a numba call compile, and the first-use notice.
 

@@ -1,6 +1,8 @@
-"""Device arrays, copies, fills and events through the driver: the part of numba's
-``numba.cuda`` API (``device_array``, ``to_device``, ``copy_to_host``, ``event``,
-``synchronize``) that a launch sequence uses, without importing numba.
+"""Device arrays, copies, fills, streams and events through the driver: the part of numba's
+``numba.cuda`` API (``device_array``, ``to_device``, ``copy_to_host``, ``copy_to_device``,
+``pinned_array``, ``stream``, ``event``, ``synchronize``) that a launch sequence uses,
+without importing numba. A copy given a stream is queued on it (``cuMemcpy*Async``), as
+numba's is; without one it is done when the call returns.
 
 Device memory comes from the device's stream-ordered pool (``cuMemAllocAsync``) where it
 has one. :class:`DeviceArray` has the ``__cuda_array_interface__``, so numba and CuPy take
@@ -18,7 +20,8 @@ import numpy as np
 from gpu.cuda.driver import driver
 from gpu.cuda.host_memory import pinned_empty
 
-__all__ = ["DeviceArray", "device_array", "device_full", "to_device", "synchronize", "Event", "event"]
+__all__ = ["DeviceArray", "device_array", "device_full", "to_device", "pinned_array", "synchronize", "Stream", "stream",
+           "Event", "event"]
 
 
 class _Allocation:
@@ -112,10 +115,11 @@ class DeviceArray:
         """The transposed view (axes reversed), as numpy's ``.T``."""
         return DeviceArray(self._allocation, self.ptr, self.shape[::-1], self.strides[::-1], self.dtype)
 
-    def copy_to_host(self, ary: np.ndarray | None = None) -> np.ndarray:
+    def copy_to_host(self, ary: np.ndarray | None = None, stream=0) -> np.ndarray:
         """This array's contents in ``ary`` (C-contiguous, of this shape and dtype), as
         numba's ``copy_to_host(ary)``, or in a new C-ordered array of page-locked memory
-        (:func:`pinned_empty`), which the driver fills by DMA."""
+        (:func:`pinned_empty`), which the driver fills by DMA; queued on ``stream`` where
+        one is given (``ary`` is filled once it is done)."""
         if not self.is_c_contiguous:
             raise ValueError("copy_to_host takes a contiguous device array")
         if ary is None:
@@ -126,9 +130,20 @@ class DeviceArray:
         else:
             host = ary
         if host.nbytes:
-            driver.ensure_context().call("cuMemcpyDtoH_v2", host.ctypes.data_as(ctypes.c_void_p),
-                                          ctypes.c_uint64(self.ptr), ctypes.c_size_t(host.nbytes))
+            _copy("cuMemcpyDtoH", stream, host.ctypes.data_as(ctypes.c_void_p), ctypes.c_uint64(self.ptr),
+                  ctypes.c_size_t(host.nbytes))
         return host
+
+    def copy_to_device(self, host: np.ndarray, stream=0) -> None:
+        """Fill this C-contiguous array with ``host`` (of its shape and dtype), as numba's
+        ``copy_to_device``; queued on ``stream`` where one is given."""
+        host = np.ascontiguousarray(host)
+        if not self.is_c_contiguous or host.shape != self.shape or host.dtype != self.dtype:
+            raise ValueError(f"copy_to_device fills a contiguous {self.dtype} array of shape {self.shape} from one "
+                             f"like it, not a {host.dtype} array of shape {host.shape}")
+        if host.nbytes:
+            _copy("cuMemcpyHtoD", stream, ctypes.c_uint64(self.ptr), host.ctypes.data_as(ctypes.c_void_p),
+                  ctypes.c_size_t(host.nbytes))
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -160,20 +175,56 @@ def device_full(shape, dtype, value) -> DeviceArray:
     return array
 
 
-def to_device(host: np.ndarray) -> DeviceArray:
+def to_device(host: np.ndarray, stream=0) -> DeviceArray:
     """A device copy of ``host`` in its own layout where it is C- or F-contiguous (as numba's
-    ``cuda.to_device``), else made C-contiguous first."""
+    ``cuda.to_device``), else made C-contiguous first; queued on ``stream`` where one is
+    given (``host`` must then stay as it is until the stream has copied it)."""
     fortran = host.flags.f_contiguous and not host.flags.c_contiguous
     host = host if fortran else np.ascontiguousarray(host)
     array = device_array(host.shape[::-1], host.dtype).T if fortran else device_array(host.shape, host.dtype)
     if host.nbytes:
-        driver.ensure_context().call("cuMemcpyHtoD_v2", ctypes.c_uint64(array.ptr),
-                                      host.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(host.nbytes))
+        _copy("cuMemcpyHtoD", stream, ctypes.c_uint64(array.ptr), host.ctypes.data_as(ctypes.c_void_p),
+              ctypes.c_size_t(host.nbytes))
     return array
+
+
+def _copy(function: str, stream, *args) -> None:
+    """``function`` (cuMemcpyHtoD or cuMemcpyDtoH) now, or its Async form queued on ``stream``."""
+    if isinstance(stream, Stream):
+        driver.ensure_context().call(f"{function}Async_v2", *args, stream.handle)
+    else:
+        driver.ensure_context().call(f"{function}_v2", *args)
+
+
+def pinned_array(shape, dtype) -> np.ndarray:
+    """A C-ordered host array in page-locked memory (:func:`pinned_empty`), as numba's
+    ``cuda.pinned_array``: the CUDA context is created first, so that it is one."""
+    driver.ensure_context()
+    return pinned_empty(shape, dtype)
 
 
 def synchronize() -> None:
     driver.ensure_context().call("cuCtxSynchronize")
+
+
+class Stream:
+    """A CUDA stream, as numba's ``cuda.stream()``: blocking (cuStreamCreate's flags 0), so
+    that work on it is ordered with the legacy default stream's, where the arrays are
+    allocated and freed."""
+
+    def __init__(self) -> None:
+        self.handle = ctypes.c_void_p()
+        driver.ensure_context().call("cuStreamCreate", ctypes.byref(self.handle), 0)
+
+    def synchronize(self) -> None:
+        driver.ensure_context().call("cuStreamSynchronize", self.handle)
+
+    def __del__(self) -> None:
+        driver.release("cuStreamDestroy_v2", self.handle)
+
+
+def stream() -> Stream:
+    return Stream()
 
 
 class Event:

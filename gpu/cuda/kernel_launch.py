@@ -113,7 +113,8 @@ def parameter_values(signature: Sequence[str], args: Sequence) -> list:
 
 
 class Kernel:
-    """One compiled kernel, launched as numba's are: ``kernel[grid, block](*args)``.
+    """One compiled kernel, launched as numba's are: ``kernel[grid, block](*args)``, with a
+    stream and dynamic shared memory where given (:meth:`__getitem__`).
 
     The parameters are packed into one buffer of 8-byte slots, reused by every launch (the
     driver copies them at the launch), with the pointer array to the slots built once."""
@@ -130,15 +131,27 @@ class Kernel:
         self._lock = threading.Lock()
 
     def __getitem__(self, config) -> "functools.partial":
-        grid, block = config
-        return functools.partial(self._launch, int(grid), int(block))
+        """``kernel[grid, block]``, ``kernel[grid, block, stream]`` or ``kernel[grid, block,
+        stream, shared_bytes]`` as numba takes them: one-dimensional grid and block, a stream
+        of :mod:`gpu.cuda.device_arrays` or 0 (the legacy default stream), and the bytes of
+        dynamic shared memory (``cuda.shared.array(0, ...)``) a block gets."""
+        grid, block, stream, shared_bytes = (*config, 0, 0)[:4]
+        return functools.partial(self._launch, int(grid), int(block), _stream_handle(stream), int(shared_bytes))
 
-    def _launch(self, grid: int, block: int, *args) -> None:
+    def _launch(self, grid: int, block: int, stream: ctypes.c_void_p | None, shared_bytes: int, *args) -> None:
         values = parameter_values(self.signature, args)
         driver.ensure_context()
         with self._lock:  # one buffer per kernel
             self._format.pack_into(self._buffer, 0, *values)
-            driver.call("cuLaunchKernel", self._function, grid, 1, 1, block, 1, 1, 0, None, self._pointers, None)
+            driver.call("cuLaunchKernel", self._function, grid, 1, 1, block, 1, 1, shared_bytes, stream,
+                        self._pointers, None)
+
+
+def _stream_handle(stream) -> ctypes.c_void_p | None:
+    """The driver's handle of a launch's stream: None (the legacy default stream) for 0."""
+    if isinstance(stream, (int, np.integer)) and stream == 0:
+        return None
+    return stream.handle
 
 
 def load_kernel(cubin: bytes, entry: str, signature: Sequence[str]) -> Kernel:

@@ -27,30 +27,18 @@ around a barrier runs alike in the block's warps.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from typing import Callable
 
-import numpy as np
 from numba import config, cuda, float64, int8, int16, int32, int64, uint64
 from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
-from gpu.fixels.fmls_tables import MAX_NEIGHBOURS, FmlsTables, fmls_tables
+from gpu.fixels.fmls_tables import MAX_NEIGHBOURS
+from gpu.fixels.kernel_layout import MAX_LOBES, N_DIRS, VOXELS, WARP
 
-__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "widen_rows_cuda", "segment_voxels_cuda",
-           "start_segment_cuda", "launch_fmls", "lobe_scratch", "device_tables", "FmlsWorkspace", "MAX_LOBES",
-           "VOXELS"]
+__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "widen_rows_cuda"]
 
-#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 64: the sweep
-#: numbers its provisional lobes from _PROVISIONAL, and a lane sums two lobes).
-MAX_LOBES = 64
-#: Voxels of a block, a warp each: two fit the 48 KB of static shared memory a block may have.
-VOXELS = 2
-_WARP = 32
 _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
-_N_DIRS = 1281
-_SPLIT_BLOCK = 128  # threads a block of the lobe and voxel kernels
 # a register cap on the Newton kernel: more threads in flight outweigh its spills
 # (docs/decisions/fixels-fmls-phases.md); the simulator takes no such option
 _REFINE_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
@@ -66,8 +54,8 @@ _1 = uint64(1)
 _2 = uint64(2)
 _3 = uint64(3)
 _4 = uint64(4)
-_W = uint64(_WARP)
-_DIRS = uint64(_N_DIRS)
+_W = uint64(WARP)
+_DIRS = uint64(N_DIRS)
 _P = uint64(_PROVISIONAL)
 
 
@@ -255,7 +243,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
         while True:
             if not resolved:
                 wait = False
-                lo = _PROVISIONAL + _WARP
+                lo = _PROVISIONAL + WARP
                 hi = -1
                 for j in range(MAX_NEIGHBOURS):
                     nb = neighbours[d, j]
@@ -494,9 +482,9 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
-    amp = cuda.shared.array((VOXELS, _N_DIRS), float64)
-    order = cuda.shared.array((VOXELS, _N_DIRS), int16)
-    label = cuda.shared.array((VOXELS, _N_DIRS), int8)
+    amp = cuda.shared.array((VOXELS, N_DIRS), float64)
+    order = cuda.shared.array((VOXELS, N_DIRS), int16)
+    label = cuda.shared.array((VOXELS, N_DIRS), int8)
     peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
     head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
@@ -505,7 +493,7 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     state = cuda.shared.array((VOXELS, 5), int32)
     # a word from each lane to the others: in the sweep, whether its sample seeded a lobe [0]
     # and the lobe's number [1]; in the sums, its sample's group and direction, by chunk parity
-    lanes = cuda.shared.array((VOXELS, 2, _WARP), int32)
+    lanes = cuda.shared.array((VOXELS, 2, WARP), int32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
                 peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes)
     if v >= uint64(coeffs.shape[0]):
@@ -577,127 +565,3 @@ def widen_rows_cuda(block, coefficient_major, rows):
         v = i % n
         c = i // n
         rows[v, c] = block[c, v] if coefficient_major else block[v, c]
-
-
-@lru_cache(maxsize=4)
-def device_tables(lmax: int) -> tuple:
-    """The tables the kernels read for SH degree ``lmax``, on the device (kept for the
-    process)."""
-    tables = fmls_tables(lmax)
-    return tuple(cuda.to_device(np.ascontiguousarray(a)) for a in
-                 (tables.unit, tables.neighbours, tables.weights, tables.sh_to_amp.T, tables.legendre,
-                  tables.derivative_factors))
-
-
-def lobe_scratch(n_voxels: int) -> tuple:
-    """Device arrays the split kernels pass lobes through, for ``n_voxels`` voxels of up to
-    MAX_LOBES lobes: lobe counts, work list and its length, labels, then the lobes' peak
-    values, integrals, mean sums, heads, seeds, next peaks and refined directions."""
-    n, lobes = n_voxels, MAX_LOBES
-    return (cuda.device_array(n, np.int32), cuda.device_array(n * lobes, np.int32), cuda.device_array(1, np.int32),
-            cuda.device_array((n, _N_DIRS), np.int8), cuda.device_array((n, lobes), np.float64),
-            cuda.device_array((n, lobes), np.float64), cuda.device_array((n, lobes, 3), np.float64),
-            cuda.device_array((n, lobes), np.int16), cuda.device_array((n, lobes), np.int16),
-            cuda.device_array((n, lobes), np.int16), cuda.device_array((n, lobes, 3), np.float64))
-
-
-def launch_fmls(d_coeffs, tables: FmlsTables, integral_threshold: float, peak_threshold: float, merge_ratio: float,
-                maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak, scratch: tuple, stream=0) -> None:
-    """The three kernels on device arrays, queued on ``stream``: ``d_coeffs`` (V, n_coeffs)
-    float64 in, the others out, shaped as :func:`segment_voxels_cuda` returns them;
-    ``scratch`` a :func:`lobe_scratch` of V voxels."""
-    n = d_coeffs.shape[0]
-    d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(tables.lmax)
-    grid = (n + VOXELS - 1) // VOXELS
-    lobes, work, n_work, label, peak_value, integral, mean, head, seed, next_peak, peak_dir = scratch
-    n_work.copy_to_device(np.zeros(1, np.int32), stream=stream)
-    fmls_grow_cuda[grid, VOXELS * _WARP, stream](d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh,
-                                                 float(merge_ratio), d_counts, lobes, work, n_work, label, peak_value,
-                                                 integral, mean, head, seed, next_peak)
-    # as many threads as lobes could be; those past n_work[0] return at once
-    fmls_refine_cuda[(work.shape[0] + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK, stream](
-        d_coeffs, tables.lmax, d_unit, d_neighbours, d_legendre, tables.legendre_step, d_factors,
-        float(integral_threshold), work, n_work, label, peak_value, integral, head, seed, next_peak, peak_dir)
-    fmls_write_cuda[(n + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK, stream](
-        lobes, float(integral_threshold), float(peak_threshold), int(maxnum), bool(dir_from_peak), peak_value, mean,
-        integral, head, peak_dir, d_counts, d_dir, d_afd, d_peak)
-
-
-class FmlsWorkspace:
-    """What segmenting up to ``size`` voxels of ``n_coeffs`` coefficients at a time takes on
-    the GPU, allocated once and reused chunk after chunk: a stream, the coefficients as the
-    kernels read them (float64), the lobe scratch, room for ``capacity`` fixels a voxel, and
-    page-locked host buffers the coefficients go up and the fixels come back through (copied
-    by DMA, without blocking the host)."""
-
-    def __init__(self, size: int, n_coeffs: int, capacity: int):
-        self.n_coeffs = n_coeffs
-        self.stream = cuda.stream()
-        self.rows = cuda.device_array((size, n_coeffs), np.float64)
-        self.scratch = lobe_scratch(size)
-        self.fixels = (cuda.device_array(size, np.int32), cuda.device_array((size, capacity, 3), np.float32),
-                       cuda.device_array((size, capacity), np.float32), cuda.device_array((size, capacity), np.float32))
-        self.host = tuple(cuda.pinned_array(a.shape, a.dtype) for a in self.fixels)
-        # the coefficients on their way up, float64 (the widest an input has)
-        self.upload = cuda.pinned_array(size * n_coeffs, np.float64)
-
-    def scratch_of(self, n: int) -> tuple:
-        """The lobe scratch of :func:`lobe_scratch` for the first ``n`` voxels."""
-        lobes, work, n_work, *per_voxel = self.scratch
-        return (lobes[:n], work[:n * MAX_LOBES], n_work, *(a[:n] for a in per_voxel))
-
-    def staged(self, coeffs: np.ndarray) -> np.ndarray:
-        """``coeffs`` (V, n_coeffs) copied into the page-locked upload buffer, in the memory
-        order it has (coefficient-major when its rows are strided, as a NIfTI image's are)."""
-        n = coeffs.shape[0]
-        dtype = np.float32 if coeffs.dtype == np.float32 else np.float64
-        flat = self.upload.view(dtype)[:n * self.n_coeffs]
-        major = coeffs.strides[0] < coeffs.strides[1]
-        stage = flat.reshape(self.n_coeffs, n).T if major else flat.reshape(n, self.n_coeffs)
-        np.copyto(stage, coeffs, casting="same_kind")
-        return stage
-
-
-def start_segment_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                       merge_ratio: float, maxnum: int, dir_from_peak: bool,
-                       workspace: FmlsWorkspace) -> Callable[[], tuple[np.ndarray, ...]]:
-    """Queue :func:`segment_voxels_cuda` of ``coeffs`` on the workspace's stream and return at
-    once a function that waits for it and returns its arrays (the workspace's host buffers,
-    valid until the workspace's next use): the host can meanwhile work on another chunk."""
-    n = coeffs.shape[0]
-    stream = workspace.stream
-    stage = workspace.staged(coeffs)
-    # a device array's .T launches a transposing copy (compiled afresh each time): the
-    # widening reads the coefficient-major block as it is instead
-    major = not stage.flags.c_contiguous
-    block = cuda.to_device(stage.T if major else stage, stream=stream)
-    rows = workspace.rows[:n]
-    widen_rows_cuda[(rows.size + _SPLIT_BLOCK - 1) // _SPLIT_BLOCK, _SPLIT_BLOCK, stream](block, major, rows)
-    fixels = tuple(a[:n] for a in workspace.fixels)
-    launch_fmls(rows, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak, *fixels,
-                workspace.scratch_of(n), stream)
-    host = tuple(a[:n] for a in workspace.host)
-    for device, out in zip(fixels, host):
-        device.copy_to_host(out, stream=stream)
-
-    def finish(uploaded=block) -> tuple[np.ndarray, ...]:
-        # ``uploaded`` holds the device copy of the chunk until its stream is done with it
-        stream.synchronize()
-        return host
-
-    return finish
-
-
-def segment_voxels_cuda(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                        merge_ratio: float, maxnum: int, dir_from_peak: bool,
-                        capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`gpu.fixels.fmls.segment_voxels_cpu` on the GPU, its fixels rounded to float32
-    (the fixel files' type) before they leave it; counts may also be LOBE_OVERFLOW.
-    ``coeffs`` (V, n_coeffs) may be float32 or float64, in either memory order (a view of
-    the image's rows is read as it lies)."""
-    n = coeffs.shape[0]
-    if n == 0:
-        return (np.zeros(0, np.int32), np.zeros((0, capacity, 3), np.float32), np.zeros((0, capacity), np.float32),
-                np.zeros((0, capacity), np.float32))
-    return start_segment_cuda(coeffs, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak,
-                              FmlsWorkspace(n, coeffs.shape[1], capacity))()

@@ -92,7 +92,7 @@ def _chunk_runner(backend: str, n_voxels: int, n_coeffs: int, in_flight: int) ->
     The GPU's keeps up to ``in_flight`` chunks under way, each on its own workspace, so the
     host finishes one chunk while the device runs the next; the CPU's computes at once."""
     if backend == "cuda":
-        from gpu.fixels.kernels_cuda import FmlsWorkspace, start_segment_cuda
+        from gpu.fixels.backend_cuda import FmlsWorkspace, start_segment_cuda
 
         workspaces = cycle([FmlsWorkspace(n_voxels, n_coeffs, FIRST_CAPACITY) for _ in range(in_flight)])
         return lambda coeffs, args: start_segment_cuda(coeffs, *args, next(workspaces))

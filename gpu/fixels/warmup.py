@@ -1,6 +1,7 @@
 """Compile the FMLS segmentation kernels a backend uses into numba's on-disk cache, through
 :func:`gpu.fixels.segment_fods` on a few phantom voxels (the kernels take lmax from the
-arrays)."""
+arrays). On a GPU the kernels' cubins are saved then too, for fresh processes to launch
+without numba (gpu.cuda.family_kernels)."""
 
 from __future__ import annotations
 

@@ -3,18 +3,25 @@ per warp, float64, the CPU solvers' steps) over the voxels in chunks, so that de
 stays bounded whatever the image. Voxels a kernel leaves to the CPU (an active set beyond
 its cap, non-finite values) are solved by :mod:`gpu.fod.backend_cpu`: every voxel's result
 is the CPU solver's math.
+
+On a GPU the arrays and launches go through :mod:`gpu.cuda.device_arrays` and each kernel
+runs from its cubin (:mod:`gpu.cuda.family_kernels`), so a fresh process imports numba only
+where a voxel is left to the CPU or a kernel has no cubin yet (it then runs through numba
+once, and its cubin is saved). Under the CUDA simulator numba runs everything.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import cuda
+from pathlib import Path
 
-from gpu.fod import kernels_cuda as kc
+import numpy as np
+
+from gpu.cuda.family_kernels import KernelFamily
+from gpu.fod import kernel_layout
 from gpu.fod.csd_problem import CsdProblem
 from gpu.fod.msmt_problem import MsmtProblem
 
-__all__ = ["msmt_csd_cuda", "csd_cuda", "K_MAX", "CHUNK_VOXELS"]
+__all__ = ["msmt_csd_cuda", "csd_cuda", "K_MAX", "CHUNK_VOXELS", "KERNELS"]
 
 #: Active constraints an MSMT-CSD voxel may hold on the GPU; one needing more is solved on
 #: the CPU. Chosen from the active-set sizes measured (docs/decisions/fod-warp-per-voxel.md).
@@ -24,26 +31,44 @@ K_MAX = 48
 CHUNK_VOXELS = 1 << 16
 
 
+def _dispatcher(name: str):
+    """numba's dispatcher of kernel ``name`` (imports numba and compiles or loads it)."""
+    from gpu.fod import kernels_cuda
+
+    return getattr(kernels_cuda, name)
+
+
+#: The CSD and MSMT-CSD kernels, their cubins keyed by this package's sources.
+KERNELS = KernelFamily(Path(__file__).parent.glob("*.py"), _dispatcher)
+
+
 def _shared_bytes(needed: int, what: str) -> int:
-    if needed > kc.MAX_SHARED_BYTES:
+    if needed > kernel_layout.MAX_SHARED_BYTES:
         raise ValueError(f"the {what} problem needs {needed} bytes of shared memory per voxel, more than the "
-                         f"{kc.MAX_SHARED_BYTES} a CUDA block takes: lower lmax or use the CPU backend")
+                         f"{kernel_layout.MAX_SHARED_BYTES} a CUDA block takes: lower lmax or use the CPU backend")
     return needed
 
 
-def _solve_in_chunks(kernel, shared: int, signals: np.ndarray, n_out: int, constants: tuple,
+def _solve_in_chunks(kernels, name: str, shared: int, signals: np.ndarray, n_out: int, constants: tuple,
                      chunk_voxels: int) -> tuple[np.ndarray, np.ndarray]:
+    api, kernel = kernels.api, kernels[name]
     n_vox = signals.shape[0]
     out = np.zeros((n_vox, n_out))
     niter = np.zeros(n_vox, np.int32)
     for start in range(0, n_vox, chunk_voxels):
         stop = min(n_vox, start + chunk_voxels)
-        d_out = cuda.device_array((stop - start, n_out))
-        d_niter = cuda.device_array(stop - start, np.int32)
-        kernel[stop - start, kc.THREADS, 0, shared](cuda.to_device(signals[start:stop]), *constants, d_out, d_niter)
+        d_out = api.device_array((stop - start, n_out), np.float64)
+        d_niter = api.device_array(stop - start, np.int32)
+        kernel[stop - start, kernel_layout.THREADS, 0, shared](api.to_device(signals[start:stop]), *constants, d_out,
+                                                               d_niter)
         d_out.copy_to_host(out[start:stop])
         d_niter.copy_to_host(niter[start:stop])
     return out, niter
+
+
+def _kernels(what: str):
+    """The family's kernels, a first compile announced as ``what``'s."""
+    return KERNELS.kernels(lambda: (f"the {what} CUDA kernel", None))
 
 
 def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
@@ -56,16 +81,18 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     """
     signals = np.ascontiguousarray(signals, np.float64)
     n, m = problem.H.shape[1], problem.B.shape[0]
-    k_max = max(1, min(int(k_max), m, 2 * kc.THREADS))
-    shared = _shared_bytes(kc.msmt_shared_bytes(n, k_max), "MSMT-CSD")
+    k_max = max(1, min(int(k_max), m, 2 * kernel_layout.THREADS))
+    shared = _shared_bytes(kernel_layout.msmt_shared_bytes(n, k_max), "MSMT-CSD")
+    kernels = _kernels("MSMT-CSD")
+    api = kernels.api
     B = problem.B
-    constants = (cuda.to_device(problem.project), cuda.to_device(B), cuda.to_device(np.ascontiguousarray(B.T)),
-                 cuda.to_device(B @ B.T), cuda.to_device(np.ascontiguousarray(problem.L)),
+    rows = max(1, min(chunk_voxels, signals.shape[0]))
+    constants = (api.to_device(problem.project), api.to_device(B), api.to_device(np.ascontiguousarray(B.T)),
+                 api.to_device(B @ B.T), api.to_device(np.ascontiguousarray(problem.L)),
                  problem.constraint_norm_lambda, problem.max_iterations, k_max,
-                 cuda.device_array((max(1, min(chunk_voxels, signals.shape[0])), m)),
-                 cuda.device_array((max(1, min(chunk_voxels, signals.shape[0])), n)))
-    x, niter = _solve_in_chunks(kc.msmt_kernel, shared, signals, n, constants, chunk_voxels)
-    redo = np.flatnonzero(niter == kc.REDO)
+                 api.device_array((rows, m), np.float64), api.device_array((rows, n), np.float64))
+    x, niter = _solve_in_chunks(kernels, "msmt_kernel", shared, signals, n, constants, chunk_voxels)
+    redo = np.flatnonzero(niter == kernel_layout.REDO)
     if redo.size:
         from gpu.fod.backend_cpu import msmt_csd_cpu
 
@@ -79,7 +106,9 @@ def csd_cuda(problem: CsdProblem, signals: np.ndarray,
     ``chunk_voxels`` voxels go to the GPU at a time."""
     signals = np.ascontiguousarray(signals, np.float64)
     n, nf, nk = problem.Q.shape[0], problem.Q.shape[1], problem.P.shape[0]
-    shared = _shared_bytes(kc.csd_shared_bytes(n, nf, nk), "CSD")
-    constants = (cuda.to_device(problem.init), cuda.to_device(problem.Q), cuda.to_device(np.ascontiguousarray(problem.QtQ)),
-                 cuda.to_device(problem.P), problem.threshold, problem.max_iterations)
-    return _solve_in_chunks(kc.csd_kernel, shared, signals, nf, constants, chunk_voxels)
+    shared = _shared_bytes(kernel_layout.csd_shared_bytes(n, nf, nk), "CSD")
+    kernels = _kernels("CSD")
+    api = kernels.api
+    constants = (api.to_device(problem.init), api.to_device(problem.Q), api.to_device(np.ascontiguousarray(problem.QtQ)),
+                 api.to_device(problem.P), problem.threshold, problem.max_iterations)
+    return _solve_in_chunks(kernels, "csd_kernel", shared, signals, nf, constants, chunk_voxels)

@@ -18,7 +18,8 @@ MSMT-CSD (:func:`msmt_kernel`) works with G = B Bᵀ, computed once per problem:
 constraint joining the active set reads its Gram entries from G (one forward solve), and
 the factor of the active rows' Gram matrix lives in shared memory, packed, for at most
 ``k_max`` rows. A voxel whose active set would grow beyond that, or whose signal or
-constraint values are not finite, answers :data:`REDO`, and the CPU backend solves it.
+constraint values are not finite, answers :data:`gpu.fod.kernel_layout.REDO`, and the CPU
+backend solves it.
 """
 
 from __future__ import annotations
@@ -27,37 +28,13 @@ import math
 
 from numba import cuda, float64, int32, int64, uint64
 
+from gpu.fod.kernel_layout import REDO, THREADS
 from gpu.fod.solver_math import csd_initial_terms
 
-__all__ = ["THREADS", "REDO", "MAX_SHARED_BYTES", "msmt_kernel", "msmt_shared_bytes", "csd_kernel",
-           "csd_shared_bytes"]
+__all__ = ["msmt_kernel", "csd_kernel"]
 
-#: Threads of a block: one warp, one voxel.
-THREADS = 32
-#: ``niter`` of a voxel the CUDA kernel leaves to the CPU backend.
-REDO = -2
-#: Dynamic shared memory a block may take without opting in to more.
-MAX_SHARED_BYTES = 48 * 1024
 # constraint rows a thread evaluates together (see _constraint_values)
 _ROWS = 10
-
-
-def _packed_size(k: int) -> int:
-    return k * (k + 3) // 2
-
-
-def msmt_shared_bytes(n: int, k_max: int) -> int:
-    """Shared memory of :func:`msmt_kernel` for N unknowns and ``k_max`` active rows."""
-    doubles = n + 4 * k_max + max(k_max, THREADS) + _packed_size(k_max) + 4
-    ints = k_max + max(k_max, THREADS)
-    return 8 * doubles + 4 * ints
-
-
-def csd_shared_bytes(n: int, nf: int, nk: int) -> int:
-    """Shared memory of :func:`csd_kernel` for n volumes, N coefficients, K constraint rows."""
-    doubles = n + 4 * nf + nf * (nf + 1) // 2
-    ints = 3 * nk + THREADS
-    return 8 * doubles + 4 * ints
 
 
 # Indices are uint64: numba makes a signed index a wraparound test and a signed range loop a
@@ -329,10 +306,11 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
 
     signals (V, n_volumes); project (N, n_volumes); B (M, N) and Bt = Bᵀ; G = B Bᵀ (M, M);
     L (N, N); c_u (≥ V, M) and y_u (≥ V, N) scratch; out (V, N); niter (V,): as the CPU
-    solver's, or :data:`REDO`. Launch with :data:`THREADS` threads and
-    :func:`msmt_shared_bytes` of dynamic shared memory. y_u and B y_u go to global memory
-    (each thread reads only its own entries of y_u; B y_u only as a row joins), so that shared
-    memory holds more voxels an SM (their latency is what hides each voxel's sequential steps).
+    solver's, or :data:`gpu.fod.kernel_layout.REDO`. Launch with
+    :data:`gpu.fod.kernel_layout.THREADS` threads and
+    :func:`gpu.fod.kernel_layout.msmt_shared_bytes` of dynamic shared memory. y_u and B y_u go
+    to global memory (each thread reads only its own entries of y_u; B y_u only as a row
+    joins), so that shared memory holds more voxels an SM (their latency is what hides each voxel's sequential steps).
     """
     v = uint64(cuda.blockIdx.x)
     t = uint64(cuda.threadIdx.x)
@@ -535,8 +513,8 @@ def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
     """:func:`gpu.fod.solver_math.csd_voxel` for voxel ``blockIdx.x``.
 
     signals (V, n); init, Q, QtQ, P as :class:`gpu.fod.csd_problem.CsdProblem`; out (V, N);
-    niter (V,). Launch with :data:`THREADS` threads and :func:`csd_shared_bytes` of dynamic
-    shared memory.
+    niter (V,). Launch with :data:`gpu.fod.kernel_layout.THREADS` threads and
+    :func:`gpu.fod.kernel_layout.csd_shared_bytes` of dynamic shared memory.
     """
     v = uint64(cuda.blockIdx.x)
     t = uint64(cuda.threadIdx.x)

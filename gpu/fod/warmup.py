@@ -3,6 +3,8 @@
 The warm-up goes through :func:`gpu.fod.msmt_csd` and :func:`gpu.fod.csd` themselves on a
 few phantom voxels, so the kernels see the argument types of a real run; the solvers'
 kernels do not depend on lmax or the number of volumes (they take them from the arrays).
+On a GPU the kernels' cubins are saved then too, for fresh processes to launch without
+numba (gpu.cuda.family_kernels).
 """
 
 from __future__ import annotations

@@ -18,26 +18,28 @@
 Voxels go in chunks so long runs report progress and can be cancelled between chunks.
 
 On a GPU the arrays, events and launches go through gpu.cuda.device_arrays and each kernel
-runs from its cubin saved in gpu.cuda.cubin_cache, so a fresh process needs no numba; a kernel with
-no cubin yet runs through numba once (compiling it or loading numba's cache), and its
-cubin is saved then. There the result arrays are filled on the device and come back into
-page-locked host memory, and an input in page-locked memory (gpu.cuda.host_memory.pinned_empty)
-goes over by DMA without a staging copy. Under the CUDA simulator numba runs everything.
+runs from its cubin saved in gpu.cuda.cubin_cache (gpu.cuda.family_kernels), so a fresh
+process needs no numba; a kernel with no cubin yet runs through numba once (compiling it or
+loading numba's cache), and its cubin is saved then. There the result arrays are filled on
+the device and come back into page-locked host memory, and an input in page-locked memory
+(gpu.cuda.host_memory.pinned_empty) goes over by DMA without a staging copy. Under the CUDA simulator numba runs everything.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from gpu.cuda.family_kernels import KernelFamily
 from gpu.cuda.simulator import simulator_active
 from gpu.peaks.sshopm_layout import CONVERT_VOXELS, CONVERT_WARPS, HIST_BINS, N_STATS, SEED_VOXELS
 from gpu.peaks.sshopm_starts import neighbor_steps
 
-__all__ = ["run_sshopm_cuda", "load_cuda_runtime"]
+__all__ = ["run_sshopm_cuda", "load_cuda_runtime", "KERNELS"]
 
 SELECT_THREADS = 128
 CLIMB_THREADS = 128
@@ -60,75 +62,15 @@ def _dispatcher(name: str):
     return getattr(kernels_cuda, name, None) or getattr(sshopm_generated_cuda, name)
 
 
-class _NumbaKernels:
-    """Arrays, events and kernels of numba itself: the CUDA simulator's path."""
-
-    def __init__(self) -> None:
-        from numba import cuda
-
-        self.api = cuda
-
-    def __getitem__(self, name: str):
-        return _dispatcher(name)
-
-    def full(self, shape, dtype, value):
-        """A device array of ``value``, made on the host and sent."""
-        return self.api.to_device(np.full(shape, value, dtype))
+#: The SS-HOPM kernels, their cubins keyed by this package's sources.
+KERNELS = KernelFamily(Path(__file__).parent.glob("*.py"), _dispatcher)
 
 
-class _CachedKernel:
-    """Kernel ``name`` launched from its cubin (gpu.cuda.cubin_cache) when one was saved for the
-    arguments' types, else through numba, which compiles or loads it (with a notice when it
-    must compile) and whose cubin is then saved for the next process."""
+def _compile_notice(order: int) -> tuple[str, float]:
+    """What a first compile of the lmax-``order`` kernels is announced as, and its seconds."""
+    from gpu.peaks.backend_cpu import COMPILE_SECONDS
 
-    def __init__(self, cubins, name: str, order: int) -> None:
-        self._cubins, self._name, self._order = cubins, name, order
-
-    def __getitem__(self, config):
-        def launch(*args) -> None:
-            kernel = self._cubins.kernel(self._name, args)
-            if kernel is not None:
-                kernel[config](*args)
-                return
-            from numba import cuda
-
-            from gpu.cuda.compile_notice import announce_compile, is_compiled
-            from gpu.peaks.backend_cpu import COMPILE_SECONDS
-
-            # As numba's own arrays, which it types by their layout ('C' where contiguous,
-            # the faster kernel); through the array interface it would type them 'A'.
-            args = tuple(cuda.as_cuda_array(a) if hasattr(a, "__cuda_array_interface__") else a for a in args)
-            dispatcher = _dispatcher(self._name)
-            if not is_compiled(dispatcher, args):
-                announce_compile(f"the lmax-{self._order} SS-HOPM CUDA kernels",
-                                 CUDA_COMPILE_FACTOR * COMPILE_SECONDS[self._order])
-            dispatcher[config](*args)
-            self._cubins.save(self._name, dispatcher)
-
-        return launch
-
-
-class _DriverKernels:
-    """Arrays and events of gpu.cuda.device_arrays and cached cubins: a GPU's path, which imports
-    numba only for a kernel whose cubin is not cached yet."""
-
-    _cubins = None
-
-    def __init__(self, order: int) -> None:
-        from gpu.cuda import device_arrays
-        from gpu.cuda.cubin_cache import CubinCache
-
-        self.api = device_arrays
-        if _DriverKernels._cubins is None:
-            _DriverKernels._cubins = CubinCache(Path(__file__).parent.glob("*.py"))
-        self._order = order
-
-    def __getitem__(self, name: str) -> _CachedKernel:
-        return _CachedKernel(self._cubins, name, self._order)
-
-    def full(self, shape, dtype, value):
-        """Filled on the device (cuMemsetD32), not made on the host and sent."""
-        return self.api.device_full(shape, dtype, value)
+    return f"the lmax-{order} SS-HOPM CUDA kernels", CUDA_COMPILE_FACTOR * COMPILE_SECONDS[order]
 
 
 def load_cuda_runtime() -> None:
@@ -177,7 +119,7 @@ def run_sshopm_cuda(
     transfers and the host's prefix sum between phases excluded); ``compute_seconds`` is the
     host wall time.
     """
-    kernels = _NumbaKernels() if simulator_active() else _DriverKernels(order)
+    kernels = KERNELS.kernels(functools.partial(_compile_notice, order))
     api = kernels.api
     seed_kernel, climb_kernel = kernels[f"seed_cuda_m{order}"], kernels[f"climb_cuda_m{order}"]
     n = coeffs.shape[1]

@@ -6,6 +6,8 @@ see the argument types of a real run. The CPU loop takes one signature (its chun
 C-contiguous float64); the CUDA kernels take two, whole device arrays and slices of them
 (a volume in several chunks), so the CUDA warm-up runs once whole and once in chunks, and
 the SH→tensor kernel two more, coefficients in either layout (gpu.peaks.backend_cuda).
+On a GPU the kernels' cubins are saved then too, for fresh processes to launch without
+numba (gpu.cuda.family_kernels).
 """
 
 from __future__ import annotations

@@ -181,3 +181,13 @@ def test_transposes_and_their_slices_are_typed_as_numba_types_numpys():
         part = view[index] if index else view
         assert (part.shape, part.strides) == (expected.shape, expected.strides)
         assert argument_type(part) == _signature_name(typeof(expected))
+
+
+@pytest.mark.parametrize("config, expected", [((4, 32), (4, 32, None, 0)), ((4, 32, 0), (4, 32, None, 0)),
+                                              ((np.int64(4), 32, 0, 1024), (4, 32, None, 1024))])
+def test_a_launch_takes_numbas_configurations(config, expected):
+    """grid, block, then the stream (0: the legacy default) and dynamic shared memory bytes."""
+    import ctypes
+
+    kernel = kernel_launch.Kernel(ctypes.c_void_p(), ctypes.c_void_p(), ["int64"])
+    assert kernel[config].args == expected

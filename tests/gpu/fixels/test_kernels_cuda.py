@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpu.cuda.simulator import simulator_active
-from gpu.fixels import kernels_cuda, segment
+from gpu.fixels import backend_cuda, kernels_cuda, segment
 from gpu.fixels.fmls import segment_voxels_cpu
 from gpu.fixels.fmls_math import LOBE_OVERFLOW
 from gpu.fixels.fmls_tables import fmls_tables
@@ -65,7 +65,7 @@ def test_a_run_stopped_by_its_progress_callback_ends_with_the_chunk_under_way(mo
     monkeypatch.setattr(segment, "_CHUNK_VOXELS", 2)
     fod = fod_phantom((3, 2, 1), 8, relative_noise=0.05, seed=3)["sh"].astype(np.float32)
     waited = []
-    real_start = kernels_cuda.start_segment_cuda
+    real_start = backend_cuda.start_segment_cuda
 
     def start(*args):
         finish = real_start(*args)
@@ -78,7 +78,7 @@ def test_a_run_stopped_by_its_progress_callback_ends_with_the_chunk_under_way(mo
 
         return wait
 
-    monkeypatch.setattr(kernels_cuda, "start_segment_cuda", start)
+    monkeypatch.setattr(backend_cuda, "start_segment_cuda", start)
     fractions = []
 
     def cancel(fraction):
@@ -98,7 +98,7 @@ def test_lobe_overflow_is_redone_on_cpu(monkeypatch):
     cpu = segment_fods(fod, options=options, backend="cpu")
     assert cpu.index[..., 0].max() > 2
     monkeypatch.setattr(kernels_cuda, "MAX_LOBES", 2)
-    counts = kernels_cuda.segment_voxels_cuda(fod.reshape(2, -1).astype(np.float64), fmls_tables(8), 0.0, 0.0, 1.0,
+    counts = backend_cuda.segment_voxels_cuda(fod.reshape(2, -1).astype(np.float64), fmls_tables(8), 0.0, 0.0, 1.0,
                                               0, False, 8)[0]
     assert (counts == LOBE_OVERFLOW).all()
     assert_same_fixels(segment_fods(fod, options=options, backend="cuda"), cpu)
@@ -115,7 +115,7 @@ def test_kernels_match_cpu_bytes(options, monkeypatch):
     integral, peak = options.thresholds
     args = (fmls_tables(8), integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak, 16)
     cpu = segment_voxels_cpu(fod, *args)
-    split = kernels_cuda.segment_voxels_cuda(fod, *args)
+    split = backend_cuda.segment_voxels_cuda(fod, *args)
     assert cpu[0][2] == 0 and cpu[0][:2].min() >= 4
     expected = cpu[0].copy()
     if simulator_active():

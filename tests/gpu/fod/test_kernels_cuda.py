@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpu.fod import backend_cpu, backend_cuda, kernels_cuda
+from gpu.fod import backend_cpu, backend_cuda, kernel_layout
 from gpu.fod.csd_problem import csd_problem
-from gpu.fod.kernels_cuda import REDO
+from gpu.fod.kernel_layout import REDO
 from gpu.fod.msmt_problem import msmt_problem
 from gpu.fod.phantom import dwi_phantom, shell_scheme
 from tests.gpu.fod.test_solvers import CSF, GM, WM, nonnegative_problem
@@ -99,7 +99,7 @@ def test_cuda_csd_matches_cpu_in_chunks(tiny):
 def test_cuda_problem_beyond_shared_memory_is_refused(tiny, monkeypatch):
     bvals, bvecs, signals = tiny
     problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
-    needed = kernels_cuda.msmt_shared_bytes(problem.H.shape[1], backend_cuda.K_MAX)
-    monkeypatch.setattr(kernels_cuda, "MAX_SHARED_BYTES", needed - 8)
+    needed = kernel_layout.msmt_shared_bytes(problem.H.shape[1], backend_cuda.K_MAX)
+    monkeypatch.setattr(kernel_layout, "MAX_SHARED_BYTES", needed - 8)
     with pytest.raises(ValueError, match="shared memory .* use the CPU backend"):
         backend_cuda.msmt_csd_cuda(problem, signals)

@@ -1,0 +1,19 @@
+"""How the FMLS kernels of :mod:`gpu.fixels.kernels_cuda` are launched and pass lobes to one
+another: lobes a voxel has room for, voxels a block, threads a block. Apart from the kernels,
+so that a launch from cached cubins (:mod:`gpu.fixels.backend_cuda`) needs no numba."""
+
+from __future__ import annotations
+
+__all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK"]
+
+#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 64: the sweep
+#: numbers its provisional lobes from 64, and a lane sums two lobes).
+MAX_LOBES = 64
+#: Voxels of a block, a warp each: two fit the 48 KB of static shared memory a block may have.
+VOXELS = 2
+#: Threads of a warp: a voxel's in the lobe-growing kernel.
+WARP = 32
+#: The directions FMLS samples each FOD on (gpu.fixels.directions_1281).
+N_DIRS = 1281
+#: Threads a block of the lobe and voxel kernels.
+SPLIT_BLOCK = 128
