@@ -14,21 +14,43 @@ from gpu.fod.msmt_problem import DEFAULT_NEG_LAMBDA, DEFAULT_NORM_LAMBDA, msmt_p
 __all__ = ["msmt_csd", "csd"]
 
 
-def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Flat indices of the voxels to fit and their signals (n, n_volumes)."""
+def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, str]:
+    """Flat indices of the voxels to fit, their signals (n, n_volumes) float64, and the order
+    of the indices: "F" (x fastest) for a DWI stored a volume at a time, as NIfTI stores it,
+    whose volumes are then read each along its run (the voxel-major copy a C-order view would
+    make costs ten times more); "C" otherwise."""
     dwi = np.asarray(dwi)
     if dwi.ndim < 1 or dwi.shape[-1] != n_volumes:
         raise ValueError(f"the DWI's last axis has {dwi.shape[-1] if dwi.ndim else 0} volumes but the gradient "
                          f"scheme {n_volumes}: give one b-value and direction per volume")
-    flat = dwi.reshape(-1, n_volumes)
+    order = "F" if dwi.ndim > 1 and dwi.flags.f_contiguous and not dwi.flags.c_contiguous else "C"
+    n_voxels = dwi.size // max(n_volumes, 1)
     if mask is None:
-        index = np.arange(flat.shape[0])
+        index = np.arange(n_voxels)
     else:
         mask = np.asarray(mask)
         if mask.shape != dwi.shape[:-1]:
             raise ValueError(f"the mask has shape {mask.shape} but the DWI's voxels {dwi.shape[:-1]}")
-        index = np.flatnonzero(mask.reshape(-1))
-    return index, flat[index]
+        index = np.flatnonzero(mask.reshape(-1, order=order))
+    signals = np.empty((index.size, n_volumes), np.float64)
+    if order == "F":
+        signals[...] = np.take(dwi.reshape(-1, n_volumes, order="F").T, index, axis=1).T
+    else:
+        signals[...] = dwi.reshape(-1, n_volumes)[index]
+    return index, signals, order
+
+
+def _image(values: np.ndarray, index: np.ndarray, shape: tuple[int, ...], order: str) -> np.ndarray:
+    """The (n, count) values of the voxels ``index`` (flat, in ``order``) as a float32 image
+    (*shape, count), zero elsewhere, laid out in that order (F: a volume at a time)."""
+    count = values.shape[1]
+    if order == "F":
+        volumes = np.zeros((count, int(np.prod(shape))), np.float32)
+        volumes[:, index] = values.T
+        return volumes.T.reshape(*shape, count, order="F")
+    volume = np.zeros((int(np.prod(shape)), count), np.float32)
+    volume[index] = values
+    return volume.reshape(*shape, count)
 
 
 def _solve(kind: str, problem, signals: np.ndarray, backend: str):
@@ -71,16 +93,11 @@ def msmt_csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, responses: S
         Each tissue's SH coefficients (MRtrix3 basis), as ``dwi2fod`` writes them.
     """
     problem = msmt_problem(bvals, bvecs, responses, lmax, norm_lambda, neg_lambda)
-    index, signals = _voxels(dwi, problem.H.shape[0], mask)
+    index, signals, order = _voxels(dwi, problem.H.shape[0], mask)
     x, _ = _solve("msmt_csd", problem, signals, backend)
     shape = np.asarray(dwi).shape[:-1]
-    out, start = [], 0
-    for count in problem.n_coeffs:
-        volume = np.zeros((int(np.prod(shape)), count), np.float32)
-        volume[index] = x[:, start:start + count]
-        out.append(volume.reshape(*shape, count))
-        start += count
-    return out
+    ends = np.cumsum(problem.n_coeffs)
+    return [_image(x[:, end - count:end], index, shape, order) for count, end in zip(problem.n_coeffs, ends)]
 
 
 def csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, response: np.ndarray, lmax: int | None = None,
@@ -111,9 +128,6 @@ def csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, response: np.ndar
     ndarray, shape (..., (lmax + 1)(lmax + 2) / 2) float32
     """
     problem = csd_problem(bvals, bvecs, response, lmax, neg_lambda, norm_lambda, threshold, niter)
-    index, signals = _voxels(dwi, np.asarray(bvals).size, mask)
+    index, signals, order = _voxels(dwi, np.asarray(bvals).size, mask)
     f, _ = _solve("csd", problem, signals[:, problem.volumes], backend)
-    shape = np.asarray(dwi).shape[:-1]
-    volume = np.zeros((int(np.prod(shape)), f.shape[1]), np.float32)
-    volume[index] = f
-    return volume.reshape(*shape, f.shape[1])
+    return _image(f, index, np.asarray(dwi).shape[:-1], order)
