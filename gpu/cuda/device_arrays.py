@@ -24,6 +24,15 @@ __all__ = ["DeviceArray", "device_array", "device_full", "to_device", "pinned_ar
            "Event", "event"]
 
 
+def _release(name: str, *args) -> None:
+    """``driver.release`` from a finaliser: at interpreter exit, where the module's globals may
+    already be gone, nothing (the context's end frees what is left). Finalisers take it as a
+    default argument, bound while the module is whole."""
+    release = getattr(driver, "release", None)
+    if release is not None:
+        release(name, *args)
+
+
 class _Allocation:
     """Device memory, freed when the last array viewing it is gone.
 
@@ -43,11 +52,11 @@ class _Allocation:
         else:
             driver.call("cuMemAlloc_v2", ctypes.byref(self.ptr), size)
 
-    def __del__(self) -> None:
+    def __del__(self, _release=_release) -> None:
         if self.pooled:
-            driver.release("cuMemFreeAsync", self.ptr, None)
+            _release("cuMemFreeAsync", self.ptr, None)
         else:
-            driver.release("cuMemFree_v2", self.ptr)
+            _release("cuMemFree_v2", self.ptr)
 
 
 def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
@@ -219,8 +228,8 @@ class Stream:
     def synchronize(self) -> None:
         driver.ensure_context().call("cuStreamSynchronize", self.handle)
 
-    def __del__(self) -> None:
-        driver.release("cuStreamDestroy_v2", self.handle)
+    def __del__(self, _release=_release) -> None:
+        _release("cuStreamDestroy_v2", self.handle)
 
 
 def stream() -> Stream:
@@ -246,8 +255,8 @@ class Event:
         driver.call("cuEventElapsedTime", ctypes.byref(ms), self._event, end._event)
         return ms.value
 
-    def __del__(self) -> None:
-        driver.release("cuEventDestroy_v2", self._event)
+    def __del__(self, _release=_release) -> None:
+        _release("cuEventDestroy_v2", self._event)
 
 
 def event() -> Event:
