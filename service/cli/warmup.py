@@ -34,10 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     warmup.add_argument("--lmax", type=int, nargs="+", choices=[2, 4, 6, 8, 10, 12],
                         help="peaks: only these SH orders (default every supported one)")
     warmup.add_argument("--ahead-of-time", action=argparse.BooleanOptionalAction, default=True,
-                        help="peaks, cpu backend: also build the compiled functions of a small job into a Python "
-                        "extension module and save the QC picture's glyphs, so that later small jobs start "
-                        "without loading numba and Pillow (the build needs a C compiler and the Python "
-                        "headers; default on)")
+                        help="peaks: also build compiled functions into a Python extension module and save the QC "
+                        "picture's glyphs, so that later jobs start without loading numba and Pillow: with the cpu "
+                        "backend a small job's functions, with cuda the output writers' (the build needs a C "
+                        "compiler and the Python headers; default on)")
     warmup.add_argument("--quiet", action="store_true", help="print nothing")
     warmup.set_defaults(func=_warmup)
 
@@ -70,8 +70,8 @@ def _warmup(args: argparse.Namespace) -> int:
                 pam5 = warm_up_pam5_writer()
                 log("peaks .pam5 writer: skipped, DIPY is not installed" if pam5 is None
                     else f"peaks .pam5 writer (cpu): {pam5:.1f} s")
-                if backend == "cpu" and args.ahead_of_time:
-                    _build_peaks_ahead_of_time(log)
+                if args.ahead_of_time:
+                    _build_peaks_ahead_of_time(log, loops=backend == "cpu")
             elif family == "fod":
                 from gpu.fod.warmup import warm_up_fod
 
@@ -90,7 +90,9 @@ def _warmup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_peaks_ahead_of_time(log) -> None:
+def _build_peaks_ahead_of_time(log, loops: bool = True) -> None:
+    """The glyph store and the ahead-of-time build: with ``loops``, of a small CPU job's loops
+    and the writers' passes; without, of the writers' passes alone (a GPU job's writing)."""
     import time
 
     from worker.jobs.peaks.ahead_of_time import build_peaks_ahead_of_time, missing_build_tools
@@ -99,10 +101,12 @@ def _build_peaks_ahead_of_time(log) -> None:
     started = time.perf_counter()
     path = save_qc_glyph_store()
     log(f"peaks QC picture glyph store: {time.perf_counter() - started:.1f} s, {path}")
+    what = "peaks ahead-of-time build" if loops else "peaks writers' ahead-of-time build"
     missing = missing_build_tools()
     if missing is not None:
-        log(f"peaks ahead-of-time build: skipped, {missing} (small CPU jobs then load numba, about a second)")
+        jobs = "small CPU jobs" if loops else "jobs writing fODF metrics or a QC picture"
+        log(f"{what}: skipped, {missing} ({jobs} then load numba, about a second)")
         return
     started = time.perf_counter()
-    path = build_peaks_ahead_of_time()
-    log(f"peaks ahead-of-time build (cpu): {time.perf_counter() - started:.1f} s, {path}")
+    path = build_peaks_ahead_of_time(loops)
+    log(f"{what}{' (cpu)' if loops else ''}: {time.perf_counter() - started:.1f} s, {path}")

@@ -18,6 +18,7 @@ import pytest
 
 from gpu import ahead_of_time
 from gpu.peaks.phantom import fod_phantom
+from worker.jobs.peaks.ahead_of_time import WRITERS_BUILD_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 # one xdist worker: the build (tens of seconds) is made once
@@ -201,3 +202,36 @@ def test_the_warm_up_loads_numbas_code_beside_a_build(in_kernels, monkeypatch):
     assert ahead_of_time.lookup("worker.qc_raster.rasterize", args) is not None
     with ahead_of_time.numba_only():
         assert ahead_of_time.lookup("worker.qc_raster.rasterize", args) is None
+
+
+_METRICS = """
+import sys
+import numpy as np
+from gpu.peaks.fodf_metrics import fodf_metrics
+count = np.array([0, 1, 2], np.uint8)
+amplitudes = np.array([[0, 0], [0.5, 0], [0.7, 0.2]], np.float32)
+directions = np.tile(np.float32([1, 0, 0]), (3, 2, 1))
+metrics = fodf_metrics(np.ones((3, 45), np.float32), directions, amplitudes, count)
+print(metrics.afd_max.tolist(), metrics.rgb.tolist(), any(n.split(".")[0] == "numba" for n in sys.modules))
+"""
+
+
+def test_a_gpu_warm_up_builds_the_writers_beside_the_cpu_build(kernels, tmp_path):
+    """``fibertensor warmup --backend cuda`` builds the writers' passes alone, under a name of
+    their own (a CPU build's loops stay), so that a GPU job, whose kernels launch from cubins,
+    writes its fODF metrics without loading numba."""
+    folder = tmp_path / "kernels"
+    shutil.copytree(kernels, folder)
+    done = _run("from service.cli import main; main()", "warmup", "--backend", "cuda", "--family", "peaks",
+                "--lmax", "2", kernels=folder)
+    assert "peaks writers' ahead-of-time build: " in done.stdout, done.stdout
+    manifests = {path.stem: json.loads(path.read_text()) for path in (folder / "cpu").glob("*.json")}
+    writers = [m for m in manifests.values() if m["module"].startswith(WRITERS_BUILD_NAME)]
+    assert len(writers) == 1 and sorted(writers[0]["functions"]) == [
+        "gpu.peaks.fodf_metrics_compiled._colour", "gpu.peaks.fodf_metrics_compiled._voxel_metrics",
+        "worker.qc_raster.rasterize"]
+    assert any(any(".sshopm_cpu_m4" in f for f in m["functions"]) for m in manifests.values())  # the CPU build stays
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FIBERTENSOR_KERNEL_CACHE": str(folder), "NUMBA_ENABLE_CUDASIM": "0"}
+    shown = subprocess.run([sys.executable, "-c", _METRICS], cwd=ROOT, env=env, capture_output=True, text=True,
+                           check=True, timeout=300).stdout.split("] ")
+    assert shown[0] == "[0.0, 0.5, 0.699999988079071" and shown[-1].strip() == "False"
