@@ -178,7 +178,10 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
     if fit.estimated is not None:
         paths.update({f"{tissue}_response": output_path(job.prefix, f"{tissue}.txt")
                       for tissue in fit.estimated.responses})
-    volumes = {name: np.ascontiguousarray(volume, dtype=np.float32) for name, volume in zip(names, fit.volumes)}
+    # a NIfTI is written a volume at a time whatever the array's order (the fit's follows the
+    # DWI's); a .mif takes its layout from the array's, kept voxel-major as before
+    as_written = np.asarray if suffix.startswith(".nii") else np.ascontiguousarray
+    volumes = {name: as_written(volume, dtype=np.float32) for name, volume in zip(names, fit.volumes)}
     peaks = None
     try:
         if fit.estimated is not None:
