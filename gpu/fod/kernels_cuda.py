@@ -5,7 +5,11 @@ The steps and the order of every sum follow the CPU solvers of :mod:`gpu.fod.sol
 (MRtrix3's), except that MSMT-CSD's triangular solves multiply by the diagonal's reciprocals
 where the CPU divides (results equal to rounding): the threads share the work of each step. Sums over constraint rows, matrix
 products and the columns of a triangular solve split over the threads; the sequential
-parts (the solve's steps, a Givens rotation after another) are separated by barriers. A
+parts (the solve's steps, a Givens rotation after another) are separated by barriers. The
+triangular solves take two columns between barriers: every thread forms the second
+column's value itself, with the operations (and so the rounding) the row's owner would
+apply over two steps, so a solve of k columns waits at ⌈k/2⌉ barriers, not k, with the
+same bytes (the kernel is bound by instruction latency along these chains of steps). A
 minimum over threads is written to shared memory and scanned in thread order by every
 thread, so each voxel's result is the same bytes on every run and any launch shape.
 
@@ -58,30 +62,64 @@ def _off(i):
 def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
     """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low`` with its diagonal's reciprocals in
     ``rdiag``; z is scratch. Column-oriented: thread t keeps rows t and t + 32 (packed from
-    off0 and off1) up to date, one barrier per column."""
+    off0 and off1) up to date, two columns between barriers (:func:`_append_row` says how;
+    l[j + 1] and z[q − 1] keep no partial update of their own: the backward pass writes l
+    afresh and z is scratch)."""
     t1 = t + _T
     j = _0
-    while j < k:
+    while j + _1 < k:
+        # columns j and j + 1: every thread forms w_{j+1} as row j + 1's owner did in two steps
+        j1 = j + _1
+        wj = l[j] * rdiag[j]
+        u = l[j1]
+        u -= low[_off(j1) + j] * wj
+        wj1 = u * rdiag[j1]
+        if j == t or j == t1:
+            z[j] = wj
+        if j1 == t or j1 == t1:
+            z[j1] = wj1
+        if j1 < t and t < k:
+            l[t] -= low[off0 + j] * wj
+            l[t] -= low[off0 + j1] * wj1
+        if j1 < t1 and t1 < k:
+            l[t1] -= low[off1 + j] * wj
+            l[t1] -= low[off1 + j1] * wj1
+        cuda.syncthreads()
+        j += _2
+    if j < k:
+        # the last column: no row below it
         wj = l[j] * rdiag[j]
         if j == t or j == t1:
             z[j] = wj
-        if j < t and t < k:
-            l[t] -= low[off0 + j] * wj
-        if j < t1 and t1 < k:
-            l[t1] -= low[off1 + j] * wj
         cuda.syncthreads()
-        j += _1
     q = k
-    while q > _0:
+    while q > _1:
         q -= _1
+        # columns q and q − 1: every thread forms x_{q−1} as row q − 1's owner did in two steps
+        q1 = q - _1
         xq = z[q] * rdiag[q]
+        base = _off(q)
+        u = z[q1]
+        u -= low[base + q1] * xq
+        xq1 = u * rdiag[q1]
         if q == t or q == t1:
             l[q] = xq
-        base = _off(q)
-        if t < q:
+        if q1 == t or q1 == t1:
+            l[q1] = xq1
+        base1 = _off(q1)
+        if t < q1:
             z[t] -= low[base + t] * xq
-        if t1 < q:
+            z[t] -= low[base1 + t] * xq1
+        if t1 < q1:
             z[t1] -= low[base + t1] * xq
+            z[t1] -= low[base1 + t1] * xq1
+        cuda.syncthreads()
+        q = q1
+    if q > _0:
+        # the first column: no row above it
+        xq = z[_0] * rdiag[_0]
+        if t == _0:
+            l[_0] = xq
         cuda.syncthreads()
 
 
@@ -97,17 +135,34 @@ def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, 
     if t1 < k:
         z[t1] = G[uint64(rows[t1]), r]
     cuda.syncthreads()
+    # two columns between barriers: every thread forms w_{j+1} itself, with the operations
+    # (and so the rounding) of row j + 1's owner updating z[j + 1] by column j and then
+    # reading it; the rows below the pair take column j and then column j + 1. z[j + 1]
+    # itself is left without column j's update: nothing reads it after its column.
     j = _0
-    while j < k:
+    while j + _1 < k:
+        j1 = j + _1
         wj = z[j] * rdiag[j]
+        u = z[j1]
+        u -= low[_off(j1) + j] * wj
+        wj1 = u * rdiag[j1]
         if j == t or j == t1:
             low[base + j] = wj
-        if j < t and t < k:
+        if j1 == t or j1 == t1:
+            low[base + j1] = wj1
+        if j1 < t and t < k:
             z[t] -= low[off0 + j] * wj
-        if j < t1 and t1 < k:
+            z[t] -= low[off0 + j1] * wj1
+        if j1 < t1 and t1 < k:
             z[t1] -= low[off1 + j] * wj
+            z[t1] -= low[off1 + j1] * wj1
         cuda.syncthreads()
-        j += _1
+        j += _2
+    if j < k:
+        # the last column: no row below it
+        if j == t or j == t1:
+            low[base + j] = z[j] * rdiag[j]
+        cuda.syncthreads()
     if t == _0:
         ss = 0.0
         j = _0
