@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpu.cpu_blocks import run_in_blocks
+
 __all__ = ["tensor_fa_and_direction"]
 
 # dwi2tensor's default number of reweightings
 _ITERATIONS = 2
+# voxels a block of the fit: a fixed size, so that every run does the same arithmetic
+_BLOCK = 8192
 
 
 def _design(scheme: np.ndarray) -> np.ndarray:
@@ -39,6 +43,16 @@ def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.
         scheme's frame.
     """
     design = _design(np.asarray(scheme, dtype=np.float64))
+    signal = np.asarray(signal)
+    fa, direction = np.empty(len(signal)), np.empty((len(signal), 3))
+    # voxels are independent: blocks of them on every core (numpy's passes release the lock)
+    run_in_blocks(_fit_block, (signal, fa, direction), (design,), block_rows=_BLOCK)
+    return fa, direction
+
+
+def _fit_block(signal: np.ndarray, fa: np.ndarray, direction: np.ndarray, design: np.ndarray) -> None:
+    """:func:`tensor_fa_and_direction` of a block of voxels, into its rows of ``fa`` and
+    ``direction``."""
     signal = np.asarray(signal, dtype=np.float64)
     # dwi2tensor floors the signal at 1e-6 of the voxel's largest value before the log
     floor = 1e-6 * signal.max(axis=1, keepdims=True)
@@ -61,6 +75,5 @@ def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.
     numerator = (xx - yy) ** 2 + (yy - zz) ** 2 + (zz - xx) ** 2 + 6 * (xy ** 2 + xz ** 2 + yz ** 2)
     denominator = xx ** 2 + yy ** 2 + zz ** 2 + 2 * (xy ** 2 + xz ** 2 + yz ** 2)
     with np.errstate(invalid="ignore", divide="ignore"):
-        fa = np.where(denominator > 0, np.sqrt(0.5 * numerator / denominator), 0.0)
-    principal = np.take_along_axis(vectors, np.argmax(np.abs(values), axis=1)[:, None, None], axis=2)[:, :, 0]
-    return fa, principal
+        fa[:] = np.where(denominator > 0, np.sqrt(0.5 * numerator / denominator), 0.0)
+    direction[:] = np.take_along_axis(vectors, np.argmax(np.abs(values), axis=1)[:, None, None], axis=2)[:, :, 0]
