@@ -41,7 +41,7 @@ from worker.io.image_names import MIF_SUFFIXES
 from worker.io.gzip_blocks import write_gzip
 from worker.io.nifti import read_gzip_into
 from worker.io.voxel_grid import grid_problem
-from worker.provenance import hash_to_end
+from worker.provenance import hash_to_end, read_and_hash_into
 
 __all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif", "recording_command",
            "command_history_entry", "mrtrix_size"]
@@ -365,9 +365,10 @@ def _read_into(info: MifInfo, out: np.ndarray, digest: "hashlib._Hash | None" = 
                 else:
                     for start in range(0, info.data_offset, 1 << 20):  # a header of up to 16 MiB
                         digest.update(stream.read(min(1 << 20, info.data_offset - start)))
-                filled = stream.readinto(view)  # a buffered reader fills it unless the file ends
-                if digest is not None:
-                    digest.update(view[:filled])
+                if digest is None:
+                    filled = stream.readinto(view)  # a buffered reader fills it unless the file ends
+                else:
+                    filled = read_and_hash_into(stream, view, digest)
                     hash_to_end(stream, digest)
     except _STREAM_ERRORS as exc:
         raise InputError(
