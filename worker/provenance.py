@@ -78,9 +78,14 @@ def read_and_hash_into(handle: BinaryIO, view: memoryview, digest: "hashlib._Has
     """``handle.readinto(view)`` that also updates ``digest`` with the bytes read, each piece
     hashed on a thread of its own while the next is read (both release the interpreter
     lock): the read then takes about as long as the hash alone, not the two one after the
-    other. Returns the bytes read (fewer than ``len(view)`` where the file ends)."""
+    other. Returns the bytes read (fewer than ``len(view)`` where the file ends). A view of
+    one piece or less is read and hashed here (a header's few bytes start no thread)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if len(view) <= _HASHED_PIECE:
+        count = handle.readinto(view)
+        digest.update(view[:count])
+        return count
     filled = 0
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256") as hasher:
         hashed = None

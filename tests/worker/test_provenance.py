@@ -10,7 +10,7 @@ import pytest
 from worker import provenance
 
 
-@pytest.mark.parametrize("size, room", [(10_000, 10_000), (10_000, 12_345), (9_999, 4_000), (0, 100)])
+@pytest.mark.parametrize("size, room", [(10_000, 10_000), (10_000, 12_345), (9_999, 4_000), (0, 100), (500, 800)])
 def test_read_and_hash_into_is_readinto_with_the_files_digest(tmp_path, monkeypatch, size, room):
     monkeypatch.setattr(provenance, "_HASHED_PIECE", 1_000)  # many pieces, the last one short
     data = bytes(range(256)) * (size // 256) + bytes(size % 256)

@@ -32,7 +32,7 @@ from worker.io.image_names import NIFTI_SUFFIXES
 from worker.io.gzip_blocks import write_gzip
 from worker.io.voxel_grid import grid_problem
 from worker.errors import InputError, without_path
-from worker.provenance import hash_to_end
+from worker.provenance import hash_to_end, read_and_hash_into
 
 __all__ = [
     "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_into", "INFLATER_BYTES",
@@ -383,9 +383,8 @@ class _HashingReader:
         self._digest = digest
 
     def readinto(self, view: memoryview) -> int:
-        count = self._handle.readinto(view)
-        self._digest.update(view[:count])
-        return count
+        # the views are of the buffers the read returns, never reused: hashed while read on
+        return read_and_hash_into(self._handle, view, self._digest)
 
 
 def _hash_beside(path: Path, digest: "hashlib._Hash") -> "Future[None]":
