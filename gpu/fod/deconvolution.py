@@ -23,6 +23,7 @@ def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[n
     if dwi.ndim < 1 or dwi.shape[-1] != n_volumes:
         raise ValueError(f"the DWI's last axis has {dwi.shape[-1] if dwi.ndim else 0} volumes but the gradient "
                          f"scheme {n_volumes}: give one b-value and direction per volume")
+    # docs/decisions/fod-volume-order-read.md
     order = "F" if dwi.ndim > 1 and dwi.flags.f_contiguous and not dwi.flags.c_contiguous else "C"
     n_voxels = dwi.size // max(n_volumes, 1)
     if mask is None:
