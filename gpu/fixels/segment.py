@@ -179,8 +179,8 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
     def collect(voxels: np.ndarray, chunk: np.ndarray, started: Callable[[], tuple], done: int) -> None:
         n, dirs, afd, amp = _redo_overflow(chunk, started(), args)
         counts[voxels] = n
-        # the kept slots' flat positions once, then a take per array: a third of the time
-        # of indexing each array with the boolean mask
+        # the kept slots' flat positions once, then a take per array: cheaper than indexing
+        # each array with the boolean mask
         keep = np.flatnonzero(np.arange(dirs.shape[1])[None, :] < n[:, None])
         parts.append((np.take(dirs.reshape(-1, 3), keep, axis=0), np.take(afd.reshape(-1), keep),
                       np.take(amp.reshape(-1), keep)))

@@ -17,8 +17,8 @@ __all__ = ["msmt_csd", "csd"]
 def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, str]:
     """Flat indices of the voxels to fit, their signals (n, n_volumes) float64, and the order
     of the indices: "F" (x fastest) for a DWI stored a volume at a time, as NIfTI stores it,
-    whose volumes are then read each along its run (the voxel-major copy a C-order view would
-    make costs ten times more); "C" otherwise."""
+    whose volumes are then read each along its run (not copied whole into voxel-major order,
+    as a C-order view would); "C" otherwise."""
     dwi = np.asarray(dwi)
     if dwi.ndim < 1 or dwi.shape[-1] != n_volumes:
         raise ValueError(f"the DWI's last axis has {dwi.shape[-1] if dwi.ndim else 0} volumes but the gradient "

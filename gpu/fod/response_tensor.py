@@ -61,7 +61,7 @@ def _fit_block(signal: np.ndarray, fa: np.ndarray, direction: np.ndarray, design
     weights = signal
     k = design.shape[1]
     # (W B)ᵀ (W B) = Σ_n w_n² b_n b_nᵀ for every voxel at once: one matrix product with the
-    # volumes' outer products b_n b_nᵀ (a tenth of the time of forming W B voxel by voxel)
+    # volumes' outer products b_n b_nᵀ, not W B formed voxel by voxel
     outer = (design[:, :, None] * design[:, None, :]).reshape(len(design), k * k)
     for _ in range(_ITERATIONS + 1):
         squared = weights * weights
