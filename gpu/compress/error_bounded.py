@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpu.compress.entropy_coding import decode_integers, encode_integers
-from gpu.compress.hosvd import array_module, recover_core, st_hosvd, tucker_reconstruct
+from gpu.compress.hosvd import array_module, mode_products, namespace_of, recover_core, st_hosvd, to_host
 from gpu.compress.quantize import dequantize, quantize
 
 __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "error_metrics", "cast_output",
@@ -89,35 +89,40 @@ class EncodedTensor:
         return len(self.core_stream) + sum(map(len, self.factor_streams)) + len(self.residual_stream)
 
 
-def cast_output(y: np.ndarray, dtype) -> np.ndarray:
-    """The decoded values in ``dtype``: integers rounded and clipped to the type's range."""
+def cast_output(y, dtype):
+    """The decoded values in ``dtype``: integers rounded and clipped to the type's range
+    (host or device arrays, where they are)."""
+    xp = namespace_of(y)
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
-        return np.clip(np.rint(y), info.min, info.max).astype(dtype)
+        return xp.clip(xp.rint(y), info.min, info.max).astype(dtype)
     return y.astype(dtype)
 
 
-def error_metrics(x: np.ndarray, y: np.ndarray) -> dict:
-    """``relative_error``, ``max_error`` and ``psnr`` (dB) of ``y`` against ``x`` (float64)."""
-    x64 = np.asarray(x, dtype=np.float64)
-    diff = np.asarray(y, dtype=np.float64) - x64
-    norm_x = float(np.linalg.norm(x64))
-    err = float(np.linalg.norm(diff))
+def error_metrics(x, y) -> dict:
+    """``relative_error``, ``max_error`` and ``psnr`` (dB) of ``y`` against ``x`` (float64;
+    host or device arrays, where they are)."""
+    xp = namespace_of(x)
+    x64 = x.astype(xp.float64) if xp is not np else np.asarray(x, dtype=np.float64)
+    diff = xp.asarray(y).astype(xp.float64) - x64
+    norm_x = float(xp.linalg.norm(x64))
+    err = float(xp.linalg.norm(diff))
     rmse = err / math.sqrt(max(x64.size, 1))
     value_range = float(x64.max() - x64.min()) if x64.size else 0.0
     psnr = math.inf if rmse == 0 else (20 * math.log10(value_range / rmse) if value_range > 0 else -math.inf)
     return {"relative_error": err / norm_x if norm_x else (0.0 if err == 0 else math.inf),
-            "max_error": float(np.abs(diff).max()) if diff.size else 0.0, "psnr": psnr}
+            "max_error": float(xp.abs(diff).max()) if diff.size else 0.0, "psnr": psnr}
 
 
-def _entropy_bytes(codes: np.ndarray) -> float:
-    codes = np.asarray(codes).ravel()
+def _entropy_bytes(codes) -> float:
+    xp = namespace_of(codes)
+    codes = codes.ravel()
     if codes.size == 0:
         return 0.0
-    counts = np.bincount(codes - codes.min())
+    counts = xp.bincount(codes - codes.min())
     counts = counts[counts > 0]
-    return float(-(counts * np.log2(counts / codes.size)).sum() / 8) + 16
+    return float(-(counts * xp.log2(counts / codes.size)).sum() / 8) + 16
 
 
 def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:
@@ -253,18 +258,20 @@ def _largest_step(residual, budget: float, start: float, xp=np) -> float | None:
 
 
 def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, target_kind, budget_s, res_step, scale):
-    """Estimated bytes of one (ranks, core step, factor step) choice, measured on the sample grid."""
+    """Estimated bytes of one (ranks, core step, factor step) choice, measured on the sample
+    grid (``xs``, ``core``, ``factors`` and ``grid`` on the host or all on the device)."""
+    xp = namespace_of(xs)
     sub = core[tuple(slice(0, r) for r in ranks)]
-    qc = np.floor(sub * (1.0 / core_step) + 0.5).astype(np.int64)
-    qf = [np.floor(u[:, :r] * (1.0 / factor_step) + 0.5).astype(np.int64) for u, r in zip(factors, ranks)]
+    qc = xp.floor(sub * (1.0 / core_step) + 0.5).astype(xp.int64)
+    qf = [xp.floor(u[:, :r] * (1.0 / factor_step) + 0.5).astype(xp.int64) for u, r in zip(factors, ranks)]
     size = _entropy_bytes(qc) + sum(_entropy_bytes(q) for q in qf)
-    xhat = tucker_reconstruct(qc * core_step, [q[idx] * factor_step for q, idx in zip(qf, grid)])
+    xhat = mode_products(qc * core_step, [q[idx] * factor_step for q, idx in zip(qf, grid)])
     residual = xs - xhat
     if target_kind == "l2":
-        res_step = _largest_step(residual, budget_s, res_step)
+        res_step = _largest_step(residual, budget_s, res_step, xp)
         if res_step is None:
             return size, None
-    codes = np.floor(residual * (1.0 / res_step) + 0.5).astype(np.int64)
+    codes = xp.floor(residual * (1.0 / res_step) + 0.5).astype(xp.int64)
     return size + _entropy_bytes(codes) * scale, res_step
 
 
@@ -291,7 +298,8 @@ def encode_tensor(
     output_dtype : the type the decoder casts to (the errors are measured after the cast)
     ranks : fixed Tucker ranks (the residual still meets the target), or None to search
     precision, scaling, order, hooi_sweeps, on_overflow : of the core's TTMc (:func:`st_hosvd`)
-    backend : ``cpu``, ``cuda`` or ``auto`` (TTMc, reconstruction and residual quantisation)
+    backend : ``cpu``, ``cuda`` or ``auto``; on the GPU the volume is uploaded once and the
+        search, reconstruction, residual and error measurements stay on the device
 
     Returns
     -------
@@ -302,11 +310,12 @@ def encode_tensor(
     times: dict[str, float] = {}
     start = time.perf_counter()
     output_dtype = np.dtype(output_dtype)
-    x64 = np.asarray(x, dtype=np.float64)
+    xp = array_module(backend)
+    x64 = xp.asarray(x).astype(xp.float64)
     n = x64.size
-    norm_x = float(np.linalg.norm(x64))
+    norm_x = float(xp.linalg.norm(x64))
     value_range = float(x64.max() - x64.min())
-    max_abs = float(np.abs(x64).max())
+    max_abs = float(xp.abs(x64).max())
     if target.mode == "abs":
         kind, allowance = "abs", _abs_allowance(target.value, output_dtype, max_abs)
         budget = None
@@ -336,11 +345,12 @@ def encode_tensor(
     max_ranks = decomposition.ranks
 
     start = time.perf_counter()
-    grid = _sample_grid(x64.shape, np.random.default_rng(0))
-    xs = x64[np.ix_(*grid)]
+    grid = [xp.asarray(g) for g in _sample_grid(x64.shape, np.random.default_rng(0))]
+    xs = x64[xp.ix_(*grid)]
     scale = n / xs.size
     budget_s = None if budget is None else AIM * budget / math.sqrt(scale)
-    sample_factors = factors
+    core_x = xp.asarray(core)
+    factors_x = [xp.asarray(u) for u in factors]
     energies = _mode_energies(core)
     choices = {}
 
@@ -353,7 +363,7 @@ def encode_tensor(
                 threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
                 sub = _sub_ranks(energies, threshold, max_ranks)
             core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
-            choices[key] = (*_candidate_size(xs, grid, core, sample_factors, sub, core_step, f_step, kind,
+            choices[key] = (*_candidate_size(xs, grid, core_x, factors_x, sub, core_step, f_step, kind,
                                              budget_s, unit, scale), sub, core_step)
         return choices[key][0]
 
@@ -371,9 +381,9 @@ def encode_tensor(
     start = time.perf_counter()
     kept = core[tuple(slice(0, r) for r in sub)]
     factor_codes = [quantize(u[:, :r], factor_step) for u, r in zip(factors, sub)]
-    core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype, backend)
+    core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
     core_codes = quantize(kept, core_step)
-    xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, backend)
+    xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, xp)
     residual_step, residual_codes, decoded = _code_residual(x64, xhat, kind, budget, unit, target, output_dtype,
                                                             backend)
     times["residual"] = time.perf_counter() - start
@@ -383,7 +393,7 @@ def encode_tensor(
         shape=tuple(x64.shape), ranks=tuple(sub), core_step=core_step, core_stream=encode_integers(core_codes),
         factor_step=factor_step, factor_streams=[encode_integers(q) for q in factor_codes],
         residual_step=residual_step or 0.0,
-        residual_stream=encode_integers(residual_codes) if residual_step else b"")
+        residual_stream=encode_integers(to_host(residual_codes)) if residual_step else b"")
     times["entropy_coding"] = time.perf_counter() - start
     metrics = error_metrics(x64, decoded)
     encoded.report = {
@@ -408,56 +418,54 @@ def encode_tensor(
     return encoded
 
 
-def _reconstruct(core_codes, core_step, factor_codes, factor_step, backend: str):
-    """``Q(G) ×_n Q(U_n)`` in float64 exactly as the decoder computes it (on the host)."""
-    xp = array_module(backend)
-    if xp is np:
-        return tucker_reconstruct(core_codes * core_step, [q * factor_step for q in factor_codes])
-    g = xp.asarray(core_codes, dtype=xp.float64) * core_step
-    for n, q in enumerate(factor_codes):
-        u = xp.asarray(q, dtype=xp.float64) * factor_step
-        g = xp.moveaxis(xp.tensordot(u, g, axes=([1], [n])), 0, n)
-    return g.get()
+def _reconstruct(core_codes, core_step, factor_codes, factor_step, xp):
+    """``Q(G) ×_n Q(U_n)`` in float64 exactly as the decoder computes it (where ``xp`` computes:
+    numpy on the host, CuPy on the device)."""
+    return mode_products(xp.asarray(core_codes, dtype=xp.float64) * core_step,
+                         [xp.asarray(q, dtype=xp.float64) * factor_step for q in factor_codes])
 
 
-def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget, output_dtype, backend) -> float:
+def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget, output_dtype) -> float:
     """Where the Tucker part alone meets a Frobenius budget, the coarsest core step that still
     does (so the error lands near the target, not far below it); else ``core_step``."""
     if budget is None:
         return core_step
+    xp = namespace_of(x64)
 
     def error(step):
-        xhat = _reconstruct(quantize(core, step), step, factor_codes, factor_step, backend)
-        return float(np.linalg.norm(cast_output(xhat, output_dtype) - x64))
+        xhat = _reconstruct(quantize(core, step), step, factor_codes, factor_step, xp)
+        return float(xp.linalg.norm(cast_output(xhat, output_dtype) - x64))
 
     return _largest_fitting_step(error, AIM * budget, core_step, 1.003, core_step, 2**30 * core_step) or core_step
 
 
 def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend):
-    """The residual step and codes, and the decoded volume (float64 of the cast values)."""
-
+    """The residual step and codes, and the decoded volume (float64 of the cast values), all
+    where ``x64`` and ``xhat`` are (host or device)."""
+    xp = namespace_of(x64)
     residual = x64 - xhat  # what quantize(x64, step, xhat) quantises, once for every step tried
 
     def decoded_with(step):
         if step is None:
-            return None, cast_output(xhat, output_dtype).astype(np.float64)
-        codes = quantize(residual, step, backend=backend)
-        return codes, cast_output(dequantize(codes, step, xhat, backend=backend), output_dtype).astype(np.float64)
+            return None, cast_output(xhat, output_dtype).astype(xp.float64)
+        codes = xp.asarray(quantize(residual, step, backend=backend))
+        values = xp.asarray(dequantize(codes, step, xhat, backend=backend))
+        return codes, cast_output(values, output_dtype).astype(xp.float64)
 
     if kind == "abs":
         step = unit
         for _ in range(60):
             codes, y = decoded_with(step)
-            if float(np.abs(y - x64).max()) <= target.value:
+            if float(xp.abs(y - x64).max()) <= target.value:
                 return step, codes, y
             step *= 0.97
         raise RuntimeError(f"could not meet abs target {target.value:g}")
     _, y = decoded_with(None)
-    if float(np.linalg.norm(y - x64)) <= budget:
+    if float(xp.linalg.norm(y - x64)) <= budget:
         return None, None, y
 
     def error(step):
-        return float(np.linalg.norm(decoded_with(step)[1] - x64))
+        return float(xp.linalg.norm(decoded_with(step)[1] - x64))
 
     # the quantiser's own RMS error, step/√12 an entry, puts ``unit`` near the answer
     step = _largest_fitting_step(error, budget, unit, 1.002, unit * 1e-12, unit * 1e3)
@@ -468,7 +476,9 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
 
 
 def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str = "cpu") -> np.ndarray:
-    """The decoded volume ``cast(Q(G) ×_n Q(U_n) + Δq)`` in ``output_dtype``."""
+    """The decoded volume ``cast(Q(G) ×_n Q(U_n) + Δq)`` in ``output_dtype``, on the host (on
+    the CUDA backend computed on the device and copied back once)."""
+    xp = array_module(backend)
     size = math.prod(encoded.ranks)
     core_codes = decode_integers(encoded.core_stream)
     if core_codes.size != size:
@@ -480,10 +490,11 @@ def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str 
         if codes.size != i * r:
             raise ValueError(f"factor stream holds {codes.size} values, {i}×{r} needed")
         factor_codes.append(codes.reshape(i, r))
-    xhat = _reconstruct(core_codes, encoded.core_step, factor_codes, encoded.factor_step, backend)
+    xhat = _reconstruct(core_codes, encoded.core_step, factor_codes, encoded.factor_step, xp)
     if encoded.residual_step:
         codes = decode_integers(encoded.residual_stream)
         if codes.size != xhat.size:
             raise ValueError(f"residual stream holds {codes.size} values, the volume {xhat.size}")
-        xhat = dequantize(codes.reshape(xhat.shape).astype(np.int32), encoded.residual_step, xhat, backend=backend)
-    return cast_output(xhat, output_dtype)
+        codes = xp.asarray(codes.reshape(xhat.shape).astype(np.int32))
+        xhat = xp.asarray(dequantize(codes, encoded.residual_step, xhat, backend=backend))
+    return to_host(cast_output(xhat, output_dtype))

@@ -20,6 +20,7 @@ recomputed in FP32 and the report says so.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -29,7 +30,8 @@ from gpu.cuda.backend import resolve_backend
 from gpu.compress.ttmc import TTMcReport, ttmc
 from gpu.compress.bound import get_precision
 
-__all__ = ["TuckerDecomposition", "st_hosvd", "tucker_reconstruct", "recover_core", "select_rank", "array_module"]
+__all__ = ["TuckerDecomposition", "st_hosvd", "tucker_reconstruct", "mode_products", "recover_core", "select_rank",
+           "array_module", "namespace_of", "to_host"]
 
 # Float16 and float32 values (2^-149 to 2^128) times powers of two whose exponents add up to at
 # most this stay inside float64's normal range (2^-1022 to 2^1024), so each product is exact.
@@ -91,6 +93,19 @@ def array_module(backend: str):
     return np
 
 
+def namespace_of(a):
+    """CuPy for a CuPy array, else numpy."""
+    cupy = sys.modules.get("cupy")
+    return cupy if cupy is not None and isinstance(a, cupy.ndarray) else np
+
+
+def to_host(a) -> np.ndarray:
+    """A host copy of a CuPy or numba device array; a host array as it is."""
+    if hasattr(a, "copy_to_host"):
+        return a.copy_to_host()
+    return a.get() if namespace_of(a) is not np else np.asarray(a)
+
+
 def _mode_product_t(xp, y, u, mode):
     """``Y ×_mode Uᵀ`` in float64 (U is I × r)."""
     return xp.moveaxis(xp.tensordot(y, u, axes=([mode], [0])), -1, mode)
@@ -118,12 +133,19 @@ def recover_core(core: np.ndarray, core_exp: list[np.ndarray]) -> np.ndarray:
     return g
 
 
+def mode_products(g, factors):
+    """``G ×_1 U_1 … ×_N U_N`` (U_n is I_n × r_n), a mode at a time in mode order, where ``g``
+    is (numpy on the host, CuPy on the device); the factors must be there too."""
+    xp = namespace_of(g)
+    for n, u in enumerate(factors):
+        g = xp.moveaxis(xp.tensordot(u, g, axes=([1], [n])), 0, n)
+    return g
+
+
 def tucker_reconstruct(core: np.ndarray, factors: list[np.ndarray], core_exp=None) -> np.ndarray:
     """``Ĝ ×_1 U_1 … ×_N U_N`` in float64 on the CPU (the decompression)."""
     g = recover_core(core, core_exp) if core_exp is not None else np.asarray(core, dtype=np.float64)
-    for n, u in enumerate(factors):
-        g = np.moveaxis(np.tensordot(np.asarray(u, dtype=np.float64), g, axes=([1], [n])), 0, n)
-    return g
+    return mode_products(g, [np.asarray(u, dtype=np.float64) for u in factors])
 
 
 def st_hosvd(
@@ -164,7 +186,7 @@ def st_hosvd(
     for n in range(n_modes):
         lam, vec = xp.linalg.eigh(_gram(xp, y, n))
         lam, vec = lam[::-1], vec[:, ::-1]
-        r = ranks[n] if ranks is not None else select_rank(_to_host(xp, lam), threshold)
+        r = ranks[n] if ranks is not None else select_rank(to_host(lam), threshold)
         factors[n] = vec[:, :r]
         y = _mode_product_t(xp, y, factors[n], n)
         progress(0.5 * (n + 1) / n_modes)
@@ -183,9 +205,9 @@ def st_hosvd(
         for m in range(n_modes):
             y = _mode_product_t(xp, y, factors[m], m)
         times["hooi"] = time.perf_counter() - start
-    g64 = _to_host(xp, y)
+    g64 = to_host(y)
     truncation = math.sqrt(max(norm2 - float(np.sum(g64 * g64)), 0.0))
-    factors_host = [np.ascontiguousarray(_to_host(xp, f)) for f in factors]
+    factors_host = [np.ascontiguousarray(to_host(f)) for f in factors]
     progress(0.6)
     del x64, y
 
@@ -214,10 +236,6 @@ def st_hosvd(
     )
 
 
-def _to_host(xp, a) -> np.ndarray:
-    return a.get() if xp is not np else np.asarray(a)
-
-
 def _core(x, factors, precision, scaling, order, backend, on_overflow):
     """The core by the TTMc; Kronecker-scaled FP16 stays scaled (exponents kept)."""
     keep_scaled = scaling == "kronecker" and precision == "fp16"
@@ -226,7 +244,7 @@ def _core(x, factors, precision, scaling, order, backend, on_overflow):
         backend=backend, on_overflow=on_overflow, recover=not keep_scaled,
     )
     y = result.y
-    y = y.get() if hasattr(y, "get") else (y.copy_to_host() if hasattr(y, "copy_to_host") else np.asarray(y))
+    y = to_host(y)
     if result.row_exp is not None:
         return y, result.row_exp, result.report
     with np.errstate(over="ignore"):
