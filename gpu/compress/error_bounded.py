@@ -141,10 +141,10 @@ def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:
     return allowance
 
 
-def _mode_energies(core: np.ndarray) -> list[np.ndarray]:
-    """Per mode, the energy (sum of squares) of each slice of the core."""
+def _mode_energies(core) -> list[np.ndarray]:
+    """Per mode, the energy (sum of squares) of each slice of the core (on the host)."""
     squares = core * core
-    return [squares.sum(axis=tuple(m for m in range(core.ndim) if m != n)) for n in range(core.ndim)]
+    return [to_host(squares.sum(axis=tuple(m for m in range(core.ndim) if m != n))) for n in range(core.ndim)]
 
 
 def _sub_ranks(energies: list[np.ndarray], threshold: float, cap: tuple[int, ...]) -> tuple[int, ...]:
@@ -311,7 +311,8 @@ def encode_tensor(
     start = time.perf_counter()
     output_dtype = np.dtype(output_dtype)
     xp = array_module(backend)
-    x64 = xp.asarray(x).astype(xp.float64)
+    x_in = xp.asarray(x)
+    x64 = x_in.astype(xp.float64)
     n = x64.size
     norm_x = float(xp.linalg.norm(x64))
     value_range = float(x64.max() - x64.min())
@@ -336,11 +337,11 @@ def encode_tensor(
     if norm_x == 0:
         ranks = tuple(1 for _ in x64.shape)
     tolerances = [min(0.9, relative_unit * t) for t in _TRUNCATIONS]
-    decomposition = st_hosvd(x, tol=None if ranks else tolerances[0], ranks=ranks, precision=precision,
+    decomposition = st_hosvd(x_in, tol=None if ranks else tolerances[0], ranks=ranks, precision=precision,
                              scaling=scaling, order=order, hooi_sweeps=hooi_sweeps, backend=backend,
                              on_overflow=on_overflow, progress=lambda f: progress(0.5 * f))
     times["decomposition"] = time.perf_counter() - start
-    core = recover_core(decomposition.core, decomposition.core_exp)
+    core = recover_core(xp.asarray(decomposition.core), decomposition.core_exp)
     factors = decomposition.factors
     max_ranks = decomposition.ranks
 
@@ -349,7 +350,6 @@ def encode_tensor(
     xs = x64[xp.ix_(*grid)]
     scale = n / xs.size
     budget_s = None if budget is None else AIM * budget / math.sqrt(scale)
-    core_x = xp.asarray(core)
     factors_x = [xp.asarray(u) for u in factors]
     energies = _mode_energies(core)
     choices = {}
@@ -363,7 +363,7 @@ def encode_tensor(
                 threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
                 sub = _sub_ranks(energies, threshold, max_ranks)
             core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
-            choices[key] = (*_candidate_size(xs, grid, core_x, factors_x, sub, core_step, f_step, kind,
+            choices[key] = (*_candidate_size(xs, grid, core, factors_x, sub, core_step, f_step, kind,
                                              budget_s, unit, scale), sub, core_step)
         return choices[key][0]
 
@@ -379,7 +379,7 @@ def encode_tensor(
     progress(0.7)
 
     start = time.perf_counter()
-    kept = core[tuple(slice(0, r) for r in sub)]
+    kept = to_host(core[tuple(slice(0, r) for r in sub)])
     factor_codes = [quantize(u[:, :r], factor_step) for u, r in zip(factors, sub)]
     core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
     core_codes = quantize(kept, core_step)
@@ -401,7 +401,7 @@ def encode_tensor(
         "target": {"mode": target.mode, "value": target.value},
         "ranks": list(sub),
         "decomposition_ranks": list(max_ranks),
-        "truncation_error": float(math.sqrt(max(norm_x**2 - float(np.sum(core[tuple(slice(0, r) for r in sub)] ** 2)),
+        "truncation_error": float(math.sqrt(max(norm_x**2 - float(np.sum(kept**2)),
                                                 0.0)) / norm_x) if norm_x else 0.0,
         "core_step": core_step,
         "factor_step": factor_step,

@@ -116,20 +116,21 @@ def _gram(xp, y, mode):
     return xp.tensordot(y, y, axes=(others, others))
 
 
-def recover_core(core: np.ndarray, core_exp: list[np.ndarray]) -> np.ndarray:
-    """``core ×_n diag(2^{−e_n})`` in float64 (exact)."""
-    exponents = [np.asarray(e, dtype=np.int64) for e in core_exp]
-    g = core.astype(np.float64)
+def recover_core(core, core_exp: list[np.ndarray]):
+    """``core ×_n diag(2^{−e_n})`` in float64 (exact), where ``core`` is (host or device)."""
+    xp = namespace_of(core)
+    exponents = [np.asarray(to_host(e), dtype=np.int64) for e in core_exp]
+    g = core.astype(xp.float64)
     shapes = [[len(e) if m == n else 1 for m in range(core.ndim)] for n, e in enumerate(exponents)]
     reach = sum(int(np.abs(e).max(initial=0)) for e in exponents)
     if reach and (core.dtype.itemsize > 4 or reach > _EXACT_REACH):
         # a product by one power of two after another could leave float64's normal range
-        total = np.zeros(core.shape, dtype=np.int64)
+        total = xp.zeros(core.shape, dtype=xp.int64)
         for e, shape in zip(exponents, shapes):
-            total -= e.reshape(shape)
-        return np.ldexp(g, total)
+            total -= xp.asarray(e.reshape(shape))
+        return xp.ldexp(g, total)
     for e, shape in zip(exponents, shapes):  # by powers of two, a mode at a time: exact
-        g *= np.ldexp(1.0, -e).reshape(shape)
+        g *= xp.asarray(np.ldexp(1.0, -e).reshape(shape))
     return g
 
 
@@ -205,8 +206,8 @@ def st_hosvd(
         for m in range(n_modes):
             y = _mode_product_t(xp, y, factors[m], m)
         times["hooi"] = time.perf_counter() - start
-    g64 = to_host(y)
-    truncation = math.sqrt(max(norm2 - float(np.sum(g64 * g64)), 0.0))
+    g64 = y  # the float64 core, where it was computed
+    truncation = math.sqrt(max(norm2 - float(xp.sum(g64 * g64)), 0.0))
     factors_host = [np.ascontiguousarray(to_host(f)) for f in factors]
     progress(0.6)
     del x64, y
@@ -214,7 +215,7 @@ def st_hosvd(
     core_precision = precision
     while True:
         core, core_exp, report = _core(x, factors_host, core_precision, scaling, order, backend, on_overflow)
-        core_error = float(np.linalg.norm(recover_core(core, core_exp) - g64))
+        core_error = float(xp.linalg.norm(recover_core(xp.asarray(core), core_exp) - g64))
         achieved = math.hypot(truncation, core_error)
         if tol is None or achieved <= tol * math.sqrt(norm2) or core_precision == "fp64":
             break
