@@ -1,0 +1,215 @@
+"""The chunked rANS streams: exact round trips, near the order-0 entropy, the same bytes from the
+CPU loops and the CUDA kernels (in the simulator: small inputs, small chunks), and damaged
+streams refused."""
+
+from __future__ import annotations
+
+import heapq
+import struct
+
+import numpy as np
+import pytest
+import zstandard
+
+from gpu.compress import entropy_coding
+from gpu.compress.chunked_rans import (CHUNK, MAX_RADIUS, PROB_BITS, _radius, decode_integers, encode_integers,
+                                       quantise_frequencies)
+from gpu.compress.rans_parameters import SPAN
+
+HEADER = struct.Struct("<6I")
+
+
+def entropy_bytes(codes: np.ndarray) -> float:
+    _, counts = np.unique(codes, return_counts=True)
+    return float(-(counts * np.log2(counts / counts.sum())).sum() / 8)
+
+
+def heavy_tailed(n: int, seed: int) -> np.ndarray:
+    """Gaussian codes with a Student-t tail, some beyond MAX_RADIUS and some at int32's ends."""
+    rng = np.random.default_rng(seed)
+    codes = np.rint(rng.standard_t(1.5, n) * 4).clip(-(2**31), 2**31 - 1).astype(np.int64)
+    codes[rng.integers(0, n, 8)] = [2**31 - 1, -(2**31), 3 * MAX_RADIUS, -3 * MAX_RADIUS, MAX_RADIUS + 1,
+                                    -MAX_RADIUS - 1, 10**6, -(10**6)]
+    return codes
+
+
+def round_trip(codes, chunk=CHUNK, backend="cpu") -> bytes:
+    stream = encode_integers(codes, backend, chunk=chunk)
+    decoded = decode_integers(stream, backend)
+    if backend == "cuda":
+        decoded = decoded.copy_to_host()
+    assert decoded.dtype == np.int32
+    np.testing.assert_array_equal(decoded, np.asarray(codes).ravel())
+    return stream
+
+
+@pytest.mark.parametrize("sigma", [0.3, 3.0, 40.0, 900.0])
+def test_gaussian_codes_round_trip(sigma):
+    codes = np.rint(np.random.default_rng(1).normal(0, sigma, 50_000)).astype(np.int64)
+    round_trip(codes.reshape(50, 1000))
+    round_trip(codes, chunk=4096)
+
+
+def test_heavy_tailed_codes_round_trip_with_their_escapes():
+    codes = heavy_tailed(70_001, 2)
+    stream = round_trip(codes, chunk=5000)
+    n, radius, chunk = HEADER.unpack_from(stream)[:3]
+    assert (n, chunk) == (70_001, 5000) and 0 < radius <= MAX_RADIUS
+    escaped = parts(stream)[1]
+    assert escaped.size >= 50 and np.array_equal(escaped, codes[np.abs(codes) > radius])
+
+
+@pytest.mark.parametrize("codes", [np.zeros(0, int), np.zeros(17, int), np.array([-5]), np.full(40_000, 7),
+                                   np.full(5, 2**31 - 1), np.full(3, -(2**31)),
+                                   np.array([-(2**31), 2**31 - 1] * 50, np.int64), np.arange(-3000, 3000) * 7,
+                                   np.array([3, 4], np.uint8)])
+def test_edge_cases_round_trip(codes):
+    stream = round_trip(codes, chunk=256)
+    if len(np.unique(codes)) <= 1:  # nothing coded: the header, the model and the escapes only
+        lengths = HEADER.unpack_from(stream)[3:]
+        assert lengths[2] == 0 and len(stream) == HEADER.size + sum(lengths)
+
+
+def parts(stream: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The frequencies, escaped codes and chunk sizes of a stream."""
+    at = HEADER.size
+    found = []
+    for length, dtype in zip(HEADER.unpack_from(stream)[3:], ("<u2", "<i4", "<u4")):
+        blob = stream[at:at + length]
+        found.append(np.frombuffer(zstandard.ZstdDecompressor().decompress(blob) if blob else b"", dtype))
+        at += length
+    return tuple(found)
+
+
+@pytest.mark.parametrize("n", [2, 255, 256, 257, 3 * 256 + 1])
+def test_lengths_around_the_chunk_size(n):
+    codes = np.random.default_rng(n).integers(-20, 21, n)
+    codes[0] = 21  # two distinct symbols at least
+    stream = round_trip(codes, chunk=256)
+    sizes = parts(stream)[2]
+    assert len(sizes) == -(-n // 256)
+    assert len(stream) == HEADER.size + sum(HEADER.unpack_from(stream)[3:]) + 2 * sizes.sum()
+
+
+def test_a_chunk_longer_than_the_codes_codes_them_as_one():
+    codes = np.arange(-50, 50)
+    stream = round_trip(codes, chunk=2**31 - 1)
+    assert HEADER.unpack_from(stream)[2] == 2**31 - 1 and len(parts(stream)[2]) == 1
+
+
+def test_radius_is_the_range_coders():
+    rng = np.random.default_rng(3)
+    for codes in (heavy_tailed(20_000, 4), np.rint(rng.normal(0, 3, 9999)).astype(np.int64), np.array([7]),
+                  np.arange(-6000, 6000), np.full(10, 10**7), rng.integers(-5000, 5000, 1001)):
+        clipped = np.clip(codes, -MAX_RADIUS - 1, MAX_RADIUS + 1) + MAX_RADIUS + 1
+        assert _radius(np.bincount(clipped, minlength=SPAN), codes.size) == entropy_coding._radius(codes)
+
+
+def test_coded_size_is_near_the_entropy_and_the_range_coders():
+    codes = np.rint(np.random.default_rng(5).normal(0, 3, 1_000_000)).astype(np.int32)
+    stream = round_trip(codes)
+    assert len(stream) <= 1.005 * entropy_bytes(codes) + 200
+    assert len(stream) <= 1.005 * len(entropy_coding.encode_integers(codes))
+
+
+def optimal_frequencies(counts: np.ndarray) -> np.ndarray:
+    """The frequencies of the smallest coded size: from one per present symbol, each further
+    unit to the symbol it saves the most bits (the cost is convex and separable, so greedy is
+    optimal), in floating point."""
+    freq = (counts > 0).astype(np.int64)
+    heap = [(-c * np.log2(2.0), s) for s, c in enumerate(counts) if c]
+    heapq.heapify(heap)
+    for _ in range(2**PROB_BITS - len(heap)):
+        _, s = heapq.heappop(heap)
+        freq[s] += 1
+        heapq.heappush(heap, (-counts[s] * np.log2((freq[s] + 1) / freq[s]), s))
+    return freq
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_frequencies_sum_to_the_scale_at_the_smallest_size(seed):
+    rng = np.random.default_rng(seed)
+    gaussian = np.bincount(np.rint(rng.normal(0, 3, 10**6)).astype(np.int64) + 40)
+    for counts in (np.concatenate([rng.integers(1, 10**6, 50), np.ones(3000, np.int64), np.zeros(7, np.int64)]),
+                   gaussian, rng.integers(1, 50, 8000), rng.integers(0, 10**9, 200)):
+        freq = quantise_frequencies(counts)
+        assert freq.sum() == 2**PROB_BITS and (freq[counts > 0] >= 1).all() and (freq[counts == 0] == 0).all()
+        coded, best = (-(counts * np.log2(np.maximum(f, 1) / 2**PROB_BITS)).sum()
+                       for f in (freq, optimal_frequencies(counts)))
+        # the integer comparisons weigh a unit by c / (f ± ½), not by the log ratio: a few
+        # millionths of the size off the optimum where many symbols have small counts
+        assert best <= coded <= best * (1 + 1e-5)
+    assert quantise_frequencies([0, 9, 0]).tolist() == [0, 2**PROB_BITS, 0]
+    assert quantise_frequencies([1, 1, 1]).tolist() == [10923, 10923, 10922]  # ties to the lower symbol
+    assert quantise_frequencies([0, 0]).tolist() == [0, 0]
+
+
+def test_decoder_honours_the_stream_chunk_and_writes_into_out():
+    codes = heavy_tailed(3000, 7)
+    out = np.full(3000, -1, np.int32)
+    assert decode_integers(encode_integers(codes, chunk=300), out=out) is out
+    np.testing.assert_array_equal(out, codes)
+    with pytest.raises(ValueError, match="out must be"):
+        decode_integers(encode_integers(codes), out=np.empty(2999, np.int32))
+
+
+@pytest.mark.parametrize("codes", [heavy_tailed(3001, 8), np.rint(np.random.default_rng(9).normal(0, 3, 2048)),
+                                   np.full(300, -(2**31)), np.full(300, 4), np.zeros(0, np.int32)])
+def test_cuda_kernels_write_the_cpu_bytes(codes):
+    codes = codes.astype(np.int32)
+    cpu = encode_integers(codes, "cpu", chunk=256)
+    assert encode_integers(codes, "cuda", chunk=256) == cpu
+    from numba import cuda
+
+    assert encode_integers(cuda.to_device(codes), "cuda", chunk=256) == cpu
+    np.testing.assert_array_equal(decode_integers(cpu, "cuda").copy_to_host(), codes)
+    out = cuda.device_array(codes.size, np.int32)
+    assert decode_integers(cpu, "cuda", out=out) is out
+    np.testing.assert_array_equal(out.copy_to_host(), decode_integers(cpu, "cpu"))
+
+
+def damaged(stream: bytes, at: int, value: int) -> bytes:
+    return stream[:at] + struct.pack("<I", value) + stream[at + 4:]
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_damaged_streams_are_refused(backend):
+    codes = heavy_tailed(2000, 10)
+    stream = encode_integers(codes, chunk=256)
+    n, radius, chunk, freq_bytes, escape_bytes, sizes_bytes = HEADER.unpack_from(stream)
+    words_at = HEADER.size + freq_bytes + escape_bytes + sizes_bytes
+    zstd = zstandard.ZstdCompressor()
+    freq, escaped, _ = parts(stream)
+    freq = freq.copy()
+    freq[radius + 1] += 1
+    bad_table = (HEADER.pack(n, radius, chunk, len(zstd.compress(freq.tobytes())), escape_bytes, sizes_bytes)
+                 + zstd.compress(freq.tobytes()) + stream[HEADER.size + freq_bytes:])
+    fewer = zstd.compress(escaped[:-1].tobytes())
+    bad_escapes = (HEADER.pack(n, radius, chunk, freq_bytes, len(fewer), sizes_bytes)
+                   + stream[HEADER.size:][:freq_bytes] + fewer + stream[HEADER.size + freq_bytes + escape_bytes:])
+    flipped = bytearray(stream)
+    flipped[words_at + 40] ^= 0x5A
+    cases = {
+        "shorter than its": stream[:10],
+        "parts add up": damaged(stream, 12, 10**6),
+        "radius": damaged(stream, 4, MAX_RADIUS + 1),
+        "frequencies for radius": damaged(stream, 4, radius - 1),
+        "sum to": bad_table,
+        "chunk sizes for": damaged(stream, 8, 512),
+        "bytes of words": stream[:-2],
+        "do not decompress": stream[:HEADER.size] + b"\0" * 8 + stream[HEADER.size + 8:],
+        "initial state": bytes(flipped),
+        "escaped codes for": bad_escapes,
+    }
+    for message, stream_ in cases.items():
+        with pytest.raises(ValueError, match=f"damaged integer stream: .*{message}"):
+            decode_integers(stream_, backend)
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="within int32"):
+        encode_integers(np.array([2**31]))
+    with pytest.raises(ValueError, match="integers"):
+        encode_integers(np.array([0.5]))
+    with pytest.raises(ValueError, match="chunk"):
+        encode_integers(np.arange(4), chunk=0)
