@@ -1,6 +1,9 @@
 """Error-bounded Tucker coding: a truncated Tucker decomposition as the predictor, its core
-and factors quantised and range-coded, and the reconstruction's error quantised and coded
-in the SZ style, all against one error budget.
+and factors quantised and entropy-coded, and the reconstruction's error quantised and coded
+in the SZ style, all against one error budget. Every stream is coded by chunked rANS
+(:mod:`gpu.compress.chunked_rans`: independent chunks, so the residual is coded and decoded
+on the GPU on the CUDA backend); version-2 archives' range-coded streams
+(:mod:`gpu.compress.entropy_coding`) are still decoded.
 
 The volume is coded as ``X̂ = Q(G) ×_n Q(U_n)`` plus ``Δ · q`` with
 ``q = ⌊(X − X̂)/Δ + ½⌋`` (:mod:`gpu.compress.quantize`), so the decoded volume is
@@ -31,12 +34,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.compress.entropy_coding import decode_integers, encode_integers
+from gpu.compress import chunked_rans, entropy_coding
 from gpu.compress.hosvd import array_module, mode_products, namespace_of, recover_core, st_hosvd, to_host
 from gpu.compress.quantize import dequantize, quantize
 
 __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "error_metrics", "cast_output",
-           "TARGET_MODES"]
+           "TARGET_MODES", "CODERS"]
 
 TARGET_MODES = ("tol", "abs", "psnr")
 #: share of a Frobenius budget the encoder aims at (the rest absorbs the search's sampling)
@@ -70,9 +73,15 @@ class ErrorTarget:
             raise ValueError(f"error target must be a positive finite number, got {self.value}")
 
 
+#: the integer coders by name: chunked rANS (written, archive version 3) and the range coder
+#: of version-2 archives (read)
+CODERS = {"rans": chunked_rans, "range": entropy_coding}
+
+
 @dataclass
 class EncodedTensor:
-    """The coded streams and their steps; ``residual_step`` 0 means no residual."""
+    """The coded streams and their steps; ``residual_step`` 0 means no residual; ``coder``
+    names the integer coder of the streams (:data:`CODERS`)."""
 
     shape: tuple[int, ...]
     ranks: tuple[int, ...]
@@ -83,6 +92,7 @@ class EncodedTensor:
     residual_step: float
     residual_stream: bytes
     report: dict = field(default_factory=dict)
+    coder: str = "rans"
 
     @property
     def nbytes(self) -> int:
@@ -390,10 +400,11 @@ def encode_tensor(
     progress(0.85)
     start = time.perf_counter()
     encoded = EncodedTensor(
-        shape=tuple(x64.shape), ranks=tuple(sub), core_step=core_step, core_stream=encode_integers(core_codes),
-        factor_step=factor_step, factor_streams=[encode_integers(q) for q in factor_codes],
+        shape=tuple(x64.shape), ranks=tuple(sub), core_step=core_step,
+        core_stream=chunked_rans.encode_integers(core_codes), factor_step=factor_step,
+        factor_streams=[chunked_rans.encode_integers(q) for q in factor_codes],
         residual_step=residual_step or 0.0,
-        residual_stream=encode_integers(to_host(residual_codes)) if residual_step else b"")
+        residual_stream=_encode_residual(residual_codes, backend) if residual_step else b"")
     times["entropy_coding"] = time.perf_counter() - start
     metrics = error_metrics(x64, decoded)
     encoded.report = {
@@ -475,9 +486,20 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
     return step, codes, y
 
 
+def _encode_residual(codes, backend: str) -> bytes:
+    """The residual's stream, coded where its codes are (numpy host, or a CuPy device array
+    coded on the GPU)."""
+    on_device = namespace_of(codes) is not np
+    return chunked_rans.encode_integers(codes, backend="cuda" if on_device else "cpu")
+
+
 def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str = "cpu") -> np.ndarray:
     """The decoded volume ``cast(Q(G) ×_n Q(U_n) + Δq)`` in ``output_dtype``, on the host (on
     the CUDA backend computed on the device and copied back once)."""
+    if encoded.coder not in CODERS:
+        raise ValueError(f"unknown integer coder {encoded.coder!r}")
+    coder = CODERS[encoded.coder]
+    decode_integers = coder.decode_integers
     xp = array_module(backend)
     size = math.prod(encoded.ranks)
     core_codes = decode_integers(encoded.core_stream)
@@ -492,9 +514,10 @@ def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str 
         factor_codes.append(codes.reshape(i, r))
     xhat = _reconstruct(core_codes, encoded.core_step, factor_codes, encoded.factor_step, xp)
     if encoded.residual_step:
-        codes = decode_integers(encoded.residual_stream)
+        codes = (chunked_rans.decode_integers(encoded.residual_stream, backend=backend) if coder is chunked_rans
+                 else decode_integers(encoded.residual_stream))
         if codes.size != xhat.size:
             raise ValueError(f"residual stream holds {codes.size} values, the volume {xhat.size}")
-        codes = xp.asarray(codes.reshape(xhat.shape).astype(np.int32))
+        codes = (to_host(codes) if xp is np else xp.asarray(codes)).reshape(xhat.shape).astype(xp.int32, copy=False)
         xhat = xp.asarray(dequantize(codes, encoded.residual_step, xhat, backend=backend))
     return to_host(cast_output(xhat, output_dtype))

@@ -1,11 +1,11 @@
 """The ``.npz`` container of a compressed volume (format ``fibertensor-tucker``).
 
-Version 2 (written), read with ``numpy.load(path, allow_pickle=False)``:
+Version 3 (written), read with ``numpy.load(path, allow_pickle=False)``:
 
 ===================  =========================================================================
 ``format``           ``"fibertensor-tucker"``
-``version``          2
-``core_codes``       uint8: the range-coded integer stream of the quantised core (ranks)
+``version``          3
+``core_codes``       uint8: the coded integer stream of the quantised core (ranks)
 ``factor_codes_<n>`` uint8: the stream of the quantised factor U_n (I_n × r_n)
 ``residual_codes``   uint8: the stream of the quantised residual (empty: no residual)
 ``affine``           4×4 float64; ``header``: the raw NIfTI header block (uint8)
@@ -16,8 +16,9 @@ Version 2 (written), read with ``numpy.load(path, allow_pickle=False)``:
 ===================  =========================================================================
 
 The volume is ``Q(G) ×_1 Q(U_1) … ×_N Q(U_N) + Δ·q`` with every ``Q(·)`` its codes times
-its step (:mod:`gpu.compress.error_bounded`, streams of :mod:`gpu.compress.entropy_coding`),
-cast back to ``dtype`` (integers rounded and clipped). Version 1 (still read) stored the
+its step (:mod:`gpu.compress.error_bounded`, streams of :mod:`gpu.compress.chunked_rans`),
+cast back to ``dtype`` (integers rounded and clipped). Version 2 (still read) has the same
+arrays, its streams range-coded (:mod:`gpu.compress.entropy_coding`). Version 1 (still read) stored the
 FP16/FP32/FP64 core (``core``, ``core_exp_<n>``) and float64 factors (``factor_<n>``) as
 plain arrays, with ``shape``, ``dtype``, ``tolerance``, ``relative_error`` and ``bound``
 beside them. NIfTI extensions are not kept.
@@ -40,8 +41,10 @@ from worker.io.atomic import atomic_path
 __all__ = ["FORMAT", "VERSION", "CompressedVolume", "save_archive", "load_archive", "archive_volume", "output_dtype"]
 
 FORMAT = "fibertensor-tucker"
-VERSION = 2
-_READS = (1, 2)
+VERSION = 3
+_READS = (1, 2, 3)
+#: the integer coder of each version's streams (:data:`gpu.compress.error_bounded.CODERS`)
+_CODER = {2: "range", 3: "rans"}
 
 
 def output_dtype(header: nib.Nifti1Header) -> np.dtype:
@@ -55,7 +58,7 @@ def output_dtype(header: nib.Nifti1Header) -> np.dtype:
 
 @dataclass
 class CompressedVolume:
-    """A read archive: the coded volume (v2 ``encoded``, or v1 ``core``/``core_exp``/``factors``)."""
+    """A read archive: the coded volume (v2 and v3 ``encoded``, or v1 ``core``/``core_exp``/``factors``)."""
 
     version: int
     shape: tuple[int, ...]
@@ -87,7 +90,7 @@ def _stream(data: bytes) -> np.ndarray:
 
 
 def save_archive(path: Path, encoded: EncodedTensor, image: nib.Nifti1Image, report: dict) -> Path:
-    """Write a version-2 archive through a temporary name and a rename."""
+    """Write a version-3 archive through a temporary name and a rename."""
     path = Path(path)
     report = {**report, "shape": list(encoded.shape), "dtype": np.dtype(image.header.get_data_dtype()).name,
               "ranks": list(encoded.ranks), "core_step": encoded.core_step, "factor_step": encoded.factor_step,
@@ -103,7 +106,7 @@ def save_archive(path: Path, encoded: EncodedTensor, image: nib.Nifti1Image, rep
 
 
 def load_archive(path: Path) -> CompressedVolume:
-    """Read and check an archive (version 1 or 2); raises ``ValueError`` saying what is wrong."""
+    """Read and check an archive (version 1, 2 or 3); raises ``ValueError`` saying what is wrong."""
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:  # zipfile, OSError, ValueError: all mean "not our archive"
@@ -131,7 +134,8 @@ def load_archive(path: Path) -> CompressedVolume:
                 shape=shape, ranks=tuple(int(r) for r in report["ranks"]), core_step=float(report["core_step"]),
                 core_stream=data["core_codes"].tobytes(), factor_step=float(report["factor_step"]),
                 factor_streams=[data[f"factor_codes_{n}"].tobytes() for n in range(len(shape))],
-                residual_step=float(report["residual_step"]), residual_stream=data["residual_codes"].tobytes())
+                residual_step=float(report["residual_step"]), residual_stream=data["residual_codes"].tobytes(),
+                coder=_CODER[version])
             return CompressedVolume(**common, shape=shape, dtype=np.dtype(report["dtype"]), encoded=encoded)
         except (KeyError, ValueError, TypeError) as exc:
             raise ValueError(f"{path}: damaged archive ({exc})") from None

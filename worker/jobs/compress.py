@@ -2,11 +2,11 @@
 
 ``compress`` reads a 3D–5D NIfTI volume and codes it to one error target
 (:func:`gpu.compress.error_bounded.encode_tensor`: ST-HOSVD with its core by the FP16 TTMc,
-quantised and range-coded, and the residual coded in the SZ style), then writes the ``.npz``
+quantised and entropy-coded, and the residual coded in the SZ style), then writes the ``.npz``
 container of :mod:`worker.io.tucker_npz` and a JSON sidecar (ratio, relative, max and PSNR
 errors measured on the result, the TTMc bound, phase times; with ``report_dwi``, the
 differences of DTI and CSD-peak measures, :mod:`worker.jobs.compress_dwi_report`).
-``decompress`` turns a container (version 1 or 2) back into a NIfTI volume with the
+``decompress`` turns a container (version 1, 2 or 3) back into a NIfTI volume with the
 original header and affine. The CLI (``fibertensor compress|decompress``) calls
 :func:`compress_file` and :func:`decompress_file`, as the jobs do.
 """
