@@ -13,7 +13,7 @@ frequencies ``f_s`` summing to ``M = 2^15`` (:func:`quantise_frequencies`), cumu
 16 bits of ``x`` out as a word while ``x ≥ f_s · 2^17`` (once at most), then
 ``x ← ⌊x / f_s⌋ · M + (x mod f_s) + b_s``; decoding inverts it with ``slot = x mod M``,
 ``s = lut[slot]``, ``x ← f_s · ⌊x / M⌋ + slot − b_s`` and, while ``x < 2^16``, reads a word in.
-The symbols are cut into chunks of ``CHUNK`` (the last one shorter), each coded alone from the
+The symbols are cut into chunks of :func:`default_chunk` symbols (the last one shorter), each coded alone from the
 state ``2^16``, in reverse, its final state then flushed as two words: a chunk decodes forward
 on its own, and ends at state ``2^16`` with all its words read, which checks it. So one chunk
 is one CUDA thread's (:mod:`gpu.compress.chunked_rans_cuda`) or one ``prange`` iteration's
@@ -36,12 +36,13 @@ import struct
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from gpu.compress.rans_parameters import (CHUNK, MAX_RADIUS, PROB_BITS, PROB_SCALE, RENORM_SHIFT, SPAN,
-                                          STATE_LOWER, WORD_BITS, WORD_MASK)
+from gpu.compress.rans_parameters import (CHUNK, CHUNKS_IN_FLIGHT, MAX_RADIUS, MIN_CHUNK, PROB_BITS, PROB_SCALE,
+                                          RENORM_SHIFT, SPAN, STATE_LOWER, WORD_BITS, WORD_MASK)
 from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.backend import resolve_backend
 
-__all__ = ["encode_integers", "decode_integers", "quantise_frequencies", "CHUNK", "MAX_RADIUS", "PROB_BITS"]
+__all__ = ["encode_integers", "decode_integers", "quantise_frequencies", "default_chunk", "CHUNK", "MAX_RADIUS",
+           "PROB_BITS"]
 
 _HEADER = struct.Struct("<6I")
 _TAIL_SHARE = 1e-3  # as gpu.compress.entropy_coding
@@ -301,7 +302,16 @@ def _zstd(array: np.ndarray) -> bytes:
     return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(array.tobytes()) if array.size else b""
 
 
-def encode_integers(codes, backend: str = "cpu", *, chunk: int = CHUNK) -> bytes:
+def default_chunk(n: int) -> int:
+    """Symbols per chunk for a stream of ``n``: the smallest power of two from MIN_CHUNK up to
+    CHUNK that cuts it into at most CHUNKS_IN_FLIGHT chunks (one GPU thread each)."""
+    chunk = MIN_CHUNK
+    while chunk < CHUNK and chunk * CHUNKS_IN_FLIGHT < n:
+        chunk *= 2
+    return chunk
+
+
+def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) -> bytes:
     """Code an integer array (any shape, read in C order) into bytes.
 
     Parameters
@@ -309,14 +319,15 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int = CHUNK) -> bytes
     codes : array of integers within int32; on the CUDA backend also a flat-able int32
         device array (numba or CuPy), which stays on the device
     backend : ``cpu``, ``cuda`` or ``auto``; the stream is the same byte for byte
-    chunk : symbols per independently coded chunk (the stream records it)
+    chunk : symbols per independently coded chunk (the stream records it); default
+        :func:`default_chunk` of the stream's length
 
     Returns
     -------
     bytes
         The stream :func:`decode_integers` reads back exactly (layout in the module docstring).
     """
-    if not 1 <= chunk < 2**31:
+    if chunk is not None and not 1 <= chunk < 2**31:
         raise ValueError(f"chunk must be a positive number of symbols below 2^31, got {chunk}")
     on_cuda = resolve_backend(backend) == "cuda"
     if on_cuda:
@@ -330,6 +341,7 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int = CHUNK) -> bytes
     n = codes.shape[0]
     if n >= 2**32:
         raise ValueError(f"a stream holds fewer than 2^32 codes, got {n}")
+    chunk = default_chunk(n) if chunk is None else chunk
     if on_cuda:
         hist = chunked_rans_cuda.clipped_histogram_cuda(codes)
     else:

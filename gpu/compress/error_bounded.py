@@ -432,8 +432,9 @@ def encode_tensor(
 def _reconstruct(core_codes, core_step, factor_codes, factor_step, xp):
     """``Q(G) ×_n Q(U_n)`` in float64 exactly as the decoder computes it (where ``xp`` computes:
     numpy on the host, CuPy on the device)."""
-    return mode_products(xp.asarray(core_codes, dtype=xp.float64) * core_step,
-                         [xp.asarray(q, dtype=xp.float64) * factor_step for q in factor_codes])
+    # C order: the residual's kernels take flat views
+    return xp.ascontiguousarray(mode_products(xp.asarray(core_codes, dtype=xp.float64) * core_step,
+                                              [xp.asarray(q, dtype=xp.float64) * factor_step for q in factor_codes]))
 
 
 def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget, output_dtype) -> float:

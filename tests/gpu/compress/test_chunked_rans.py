@@ -213,3 +213,15 @@ def test_bad_input_is_refused():
         encode_integers(np.array([0.5]))
     with pytest.raises(ValueError, match="chunk"):
         encode_integers(np.arange(4), chunk=0)
+
+
+def test_default_chunk_keeps_enough_chunks_in_flight():
+    from gpu.compress.chunked_rans import default_chunk
+
+    assert default_chunk(0) == default_chunk(1000) == 4096
+    assert default_chunk(4096 * 4096) == 4096
+    assert default_chunk(4096 * 4096 + 1) == 8192
+    assert default_chunk(10_600_000) == 4096
+    assert default_chunk(10**9) == CHUNK == 16384
+    stream = encode_integers(np.arange(-3, 10_000) % 7)
+    assert int.from_bytes(stream[8:12], "little") == 4096  # the header records it
