@@ -36,8 +36,9 @@ import struct
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from gpu.compress.rans_parameters import (CHUNK, CHUNKS_IN_FLIGHT, MAX_RADIUS, MIN_CHUNK, PROB_BITS, PROB_SCALE,
-                                          RENORM_SHIFT, SPAN, STATE_LOWER, WORD_BITS, WORD_MASK)
+from gpu.compress.rans_parameters import (CHUNK, CHUNK_BYTES, CHUNKS_IN_FLIGHT, MAX_RADIUS, MIN_CHUNK, PROB_BITS,
+                                          PROB_SCALE, RENORM_SHIFT, SPAN, SPARSE_CHUNK, STATE_LOWER, WORD_BITS,
+                                          WORD_MASK)
 from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.backend import resolve_backend
 
@@ -302,13 +303,33 @@ def _zstd(array: np.ndarray) -> bytes:
     return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(array.tobytes()) if array.size else b""
 
 
-def default_chunk(n: int) -> int:
-    """Symbols per chunk for a stream of ``n``: the smallest power of two from MIN_CHUNK up to
-    CHUNK that cuts it into at most CHUNKS_IN_FLIGHT chunks (one GPU thread each)."""
+def default_chunk(n: int, bits: int | None = None) -> int:
+    """Symbols per chunk for a stream of ``n`` symbols whose words take about ``bits``: the
+    smallest power of two from MIN_CHUNK up to CHUNK that cuts it into at most
+    CHUNKS_IN_FLIGHT chunks (one GPU thread each), doubled up to SPARSE_CHUNK while a chunk
+    would code fewer than CHUNK_BYTES (its 4-byte final state a larger share)."""
     chunk = MIN_CHUNK
     while chunk < CHUNK and chunk * CHUNKS_IN_FLIGHT < n:
         chunk *= 2
+    if bits is not None and n:
+        while chunk < SPARSE_CHUNK and chunk < n and bits * chunk < 8 * CHUNK_BYTES * n:
+            chunk *= 2
     return chunk
+
+
+def _coded_bits(counts: np.ndarray, freq: np.ndarray) -> int:
+    """About ``Σ c_s · log2(M / f_s)`` bits, in integer arithmetic so that every machine picks
+    the same chunk from it: per symbol the smaller of two upper bounds in 1/1024 bit,
+    ``(P − ⌊log2 f⌋)·1024`` and ``⌈(M − f)·1478 / f⌉`` (``log2(1 + u) ≤ u / ln 2``, tight
+    where ``f`` is near ``M``)."""
+    present = np.flatnonzero(freq)
+    total = 0
+    for s in present:
+        f = int(freq[s])
+        by_bits = (PROB_BITS - (f.bit_length() - 1)) * 1024
+        by_ratio = -(-(PROB_SCALE - f) * 1478 // f)
+        total += int(counts[s]) * min(by_bits, by_ratio)
+    return -(-total // 1024)
 
 
 def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) -> bytes:
@@ -320,7 +341,7 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
         device array (numba or CuPy), which stays on the device
     backend : ``cpu``, ``cuda`` or ``auto``; the stream is the same byte for byte
     chunk : symbols per independently coded chunk (the stream records it); default
-        :func:`default_chunk` of the stream's length
+        :func:`default_chunk` of the stream's length and coded size
 
     Returns
     -------
@@ -341,13 +362,14 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
     n = codes.shape[0]
     if n >= 2**32:
         raise ValueError(f"a stream holds fewer than 2^32 codes, got {n}")
-    chunk = default_chunk(n) if chunk is None else chunk
     if on_cuda:
         hist = chunked_rans_cuda.clipped_histogram_cuda(codes)
     else:
         hist = run_parallel_loop(_clipped_histogram, codes, get_num_threads())
     radius = _radius(hist, n)
-    freq = quantise_frequencies(_symbol_counts(hist, radius))
+    counts = _symbol_counts(hist, radius)
+    freq = quantise_frequencies(counts)
+    chunk = default_chunk(n, _coded_bits(counts, freq)) if chunk is None else chunk
     if np.count_nonzero(freq) > 1:
         if on_cuda:
             sizes, words, escaped = chunked_rans_cuda.encode_chunks_cuda(codes, radius, freq, _starts(freq), chunk)

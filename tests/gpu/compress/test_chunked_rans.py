@@ -225,3 +225,21 @@ def test_default_chunk_keeps_enough_chunks_in_flight():
     assert default_chunk(10**9) == CHUNK == 16384
     stream = encode_integers(np.arange(-3, 10_000) % 7)
     assert int.from_bytes(stream[8:12], "little") == 4096  # the header records it
+
+
+def test_sparse_streams_take_longer_chunks():
+    """Where a chunk would code under a kilobyte, chunks grow (up to 65,536 symbols), so the
+    4-byte final state of each does not outweigh what it codes."""
+    from gpu.compress import entropy_coding
+    from gpu.compress.chunked_rans import default_chunk
+
+    assert default_chunk(10_600_000, bits=4 * 10_600_000) == 4096
+    assert default_chunk(10_600_000, bits=50_000) == 65536
+    codes = np.zeros(1_000_000, np.int32)
+    codes[np.random.default_rng(5).choice(codes.size, 300, replace=False)] = 1
+    stream = encode_integers(codes)
+    assert int.from_bytes(stream[8:12], "little") == 65536
+    np.testing.assert_array_equal(decode_integers(stream), codes)
+    # the range coder's stream (order-0, one state in all): ours within 16 chunks' final states,
+    # the longer header and the word counts' zstd frame of it
+    assert len(stream) <= len(entropy_coding.encode_integers(codes)) + 16 * 4 + 64
