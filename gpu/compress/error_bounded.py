@@ -496,29 +496,28 @@ def _encode_residual(codes, backend: str) -> bytes:
 
 def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str = "cpu") -> np.ndarray:
     """The decoded volume ``cast(Q(G) ×_n Q(U_n) + Δq)`` in ``output_dtype``, on the host (on
-    the CUDA backend computed on the device and copied back once)."""
+    the CUDA backend the streams are decoded and the volume computed on the device, then
+    copied back once)."""
     if encoded.coder not in CODERS:
         raise ValueError(f"unknown integer coder {encoded.coder!r}")
-    coder = CODERS[encoded.coder]
-    decode_integers = coder.decode_integers
     xp = array_module(backend)
-    size = math.prod(encoded.ranks)
-    core_codes = decode_integers(encoded.core_stream)
-    if core_codes.size != size:
-        raise ValueError(f"core stream holds {core_codes.size} values, ranks {encoded.ranks} need {size}")
-    core_codes = core_codes.reshape(encoded.ranks)
-    factor_codes = []
-    for stream, i, r in zip(encoded.factor_streams, encoded.shape, encoded.ranks):
-        codes = decode_integers(stream)
-        if codes.size != i * r:
-            raise ValueError(f"factor stream holds {codes.size} values, {i}×{r} needed")
-        factor_codes.append(codes.reshape(i, r))
-    xhat = _reconstruct(core_codes, encoded.core_step, factor_codes, encoded.factor_step, xp)
+
+    def codes_of(stream: bytes, size: int, what: str):
+        if encoded.coder == "rans":
+            codes = chunked_rans.decode_integers(stream, backend=backend)
+            codes = to_host(codes) if xp is np else xp.asarray(codes)
+        else:
+            codes = xp.asarray(entropy_coding.decode_integers(stream))
+        if codes.size != size:
+            raise ValueError(f"{what} stream holds {codes.size} values, {size} needed")
+        return codes
+
+    core_codes = codes_of(encoded.core_stream, math.prod(encoded.ranks), f"core (ranks {encoded.ranks})")
+    factor_codes = [codes_of(stream, i * r, f"factor {n} ({i}×{r})").reshape(i, r)
+                    for n, (stream, i, r) in enumerate(zip(encoded.factor_streams, encoded.shape, encoded.ranks))]
+    xhat = _reconstruct(core_codes.reshape(encoded.ranks), encoded.core_step, factor_codes, encoded.factor_step, xp)
     if encoded.residual_step:
-        codes = (chunked_rans.decode_integers(encoded.residual_stream, backend=backend) if coder is chunked_rans
-                 else decode_integers(encoded.residual_stream))
-        if codes.size != xhat.size:
-            raise ValueError(f"residual stream holds {codes.size} values, the volume {xhat.size}")
-        codes = (to_host(codes) if xp is np else xp.asarray(codes)).reshape(xhat.shape).astype(xp.int32, copy=False)
-        xhat = xp.asarray(dequantize(codes, encoded.residual_step, xhat, backend=backend))
+        codes = codes_of(encoded.residual_stream, xhat.size, "residual").reshape(xhat.shape)
+        xhat = xp.asarray(dequantize(codes.astype(xp.int32, copy=False), encoded.residual_step, xhat,
+                                     backend=backend))
     return to_host(cast_output(xhat, output_dtype))

@@ -103,3 +103,14 @@ def test_the_step_search_says_when_nothing_fits_and_stops_at_its_highest_step():
     assert _largest_fitting_step(lambda s: 2.0 + s, 1.0, 1.0, 1.002, 1e-6, 1e6) is None
     assert _largest_fitting_step(lambda s: 1e-3 * s, 1.0, 1.0, 1.002, 1e-6, 10.0) == 10.0
     assert _largest_fitting_step(lambda s: 0.0, 1.0, 1.0, 1.002, 1e-6, 10.0) == 10.0
+
+
+@pytest.mark.parametrize("mode", ["tol", "abs"])
+def test_cuda_decoder_equals_cpu_decoder(mode):
+    """The CUDA backend decodes every stream on the device (chunked rANS kernels, in the
+    simulator here) to the CPU decoder's values."""
+    x = dwi_like_tensor()
+    target = ErrorTarget(mode, 0.01 if mode == "tol" else 0.01 * float(np.ptp(x)))
+    encoded = encode_tensor(x, target, output_dtype=x.dtype, backend="cpu")
+    assert encoded.residual_step > 0
+    np.testing.assert_array_equal(decode_tensor(encoded, x.dtype, backend="cuda"), decode_tensor(encoded, x.dtype))
