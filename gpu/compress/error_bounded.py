@@ -401,10 +401,10 @@ def encode_tensor(
     start = time.perf_counter()
     encoded = EncodedTensor(
         shape=tuple(x64.shape), ranks=tuple(sub), core_step=core_step,
-        core_stream=chunked_rans.encode_integers(core_codes), factor_step=factor_step,
+        core_stream=_encode_codes(xp.asarray(core_codes)), factor_step=factor_step,
         factor_streams=[chunked_rans.encode_integers(q) for q in factor_codes],
         residual_step=residual_step or 0.0,
-        residual_stream=_encode_residual(residual_codes, backend) if residual_step else b"")
+        residual_stream=_encode_codes(residual_codes) if residual_step else b"")
     times["entropy_coding"] = time.perf_counter() - start
     metrics = error_metrics(x64, decoded)
     encoded.report = {
@@ -487,9 +487,8 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
     return step, codes, y
 
 
-def _encode_residual(codes, backend: str) -> bytes:
-    """The residual's stream, coded where its codes are (numpy host, or a CuPy device array
-    coded on the GPU)."""
+def _encode_codes(codes) -> bytes:
+    """A stream of codes, coded where they are (numpy on the host, a CuPy array on the GPU)."""
     on_device = namespace_of(codes) is not np
     return chunked_rans.encode_integers(codes, backend="cuda" if on_device else "cpu")
 
