@@ -37,6 +37,7 @@ import numpy as np
 from gpu.compress import chunked_rans, entropy_coding
 from gpu.compress.hosvd import array_module, mode_products, namespace_of, recover_core, st_hosvd, to_host
 from gpu.compress.quantize import dequantize, quantize
+from gpu.compress.step_error import step_error
 
 __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "error_metrics", "cast_output",
            "TARGET_MODES", "CODERS"]
@@ -254,15 +255,20 @@ def _brent(g, a: float, fa: float, b: float, fb: float, tol: float, calls: int) 
     return b if fb <= 0 else c
 
 
-def _largest_step(residual, budget: float, start: float, xp=np) -> float | None:
-    """The largest residual step whose quantisation error ``‖R − Δq‖_F ≤ budget``, None when
-    ``‖R‖_F`` already is (no residual needed)."""
-    norm = float(xp.linalg.norm(residual))
-    if norm <= budget:
+def _where(a) -> str:
+    """The backend of the passes over ``a``: ``cuda`` for a CuPy array, else ``cpu``."""
+    return "cpu" if namespace_of(a) is np else "cuda"
+
+
+def _largest_step(x, prediction, budget: float, start: float) -> float | None:
+    """The largest residual step whose quantisation error ``‖R − Δq‖_F ≤ budget`` (R = x −
+    prediction, no output cast), None when ``‖R‖_F`` already is (no residual needed)."""
+    xp = namespace_of(x)
+    if float(xp.linalg.norm(x - prediction)) <= budget:
         return None
 
     def error(step):
-        return float(xp.linalg.norm(residual - step * xp.floor(residual * (1.0 / step) + 0.5)))
+        return step_error(x, prediction, step, np.float64, _where(x))[0]
 
     return _largest_fitting_step(error, budget, start, 1.002, start * 2.0**-40, start * 1e6)
 
@@ -275,10 +281,10 @@ def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, targ
     qc = xp.floor(sub * (1.0 / core_step) + 0.5).astype(xp.int64)
     qf = [xp.floor(u[:, :r] * (1.0 / factor_step) + 0.5).astype(xp.int64) for u, r in zip(factors, ranks)]
     size = _entropy_bytes(qc) + sum(_entropy_bytes(q) for q in qf)
-    xhat = mode_products(qc * core_step, [q[idx] * factor_step for q, idx in zip(qf, grid)])
+    xhat = xp.ascontiguousarray(mode_products(qc * core_step, [q[idx] * factor_step for q, idx in zip(qf, grid)]))
     residual = xs - xhat
     if target_kind == "l2":
-        res_step = _largest_step(residual, budget_s, res_step, xp)
+        res_step = _largest_step(xs, xhat, budget_s, res_step)
         if res_step is None:
             return size, None
     codes = xp.floor(residual * (1.0 / res_step) + 0.5).astype(xp.int64)
@@ -384,16 +390,23 @@ def encode_tensor(
     for t in (best_t - 1, best_t + 1):
         if t in t_indices:
             size_of(t, best_c, best_f)
-    (_, _, factor_step), (estimate, _, sub, core_step) = min(choices.items(), key=lambda item: item[1][0])
+    (_, _, factor_step), (estimate, sample_step, sub, core_step) = min(choices.items(), key=lambda item: item[1][0])
     times["search"] = time.perf_counter() - start
     progress(0.7)
 
     start = time.perf_counter()
     kept = to_host(core[tuple(slice(0, r) for r in sub)])
     factor_codes = [quantize(u[:, :r], factor_step) for u, r in zip(factors, sub)]
-    core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
+    if kind == "l2" and sample_step is None:  # the sample needs no residual: nor, likely, the volume
+        core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
     core_codes = quantize(kept, core_step)
     xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, xp)
+    if (kind == "l2" and sample_step is not None
+            and step_error(x64, xhat, 0.0, output_dtype, _where(x64))[0] <= AIM * budget):
+        # the volume needs none after all: coarsen the core until its error nears the target
+        core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
+        core_codes = quantize(kept, core_step)
+        xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, xp)
     residual_step, residual_codes, decoded = _code_residual(x64, xhat, kind, budget, unit, target, output_dtype,
                                                             backend)
     times["residual"] = time.perf_counter() - start
@@ -464,20 +477,22 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
         values = xp.asarray(dequantize(codes, step, xhat, backend=backend))
         return codes, cast_output(values, output_dtype).astype(xp.float64)
 
+    def errors(step):  # (Frobenius, max) of the decoded volume, without forming it
+        return step_error(x64, xhat, step, output_dtype, _where(x64))
+
     if kind == "abs":
         step = unit
         for _ in range(60):
-            codes, y = decoded_with(step)
-            if float(xp.abs(y - x64).max()) <= target.value:
+            if errors(step)[1] <= target.value:
+                codes, y = decoded_with(step)
                 return step, codes, y
             step *= 0.97
         raise RuntimeError(f"could not meet abs target {target.value:g}")
-    _, y = decoded_with(None)
-    if float(xp.linalg.norm(y - x64)) <= budget:
-        return None, None, y
+    if errors(0.0)[0] <= budget:
+        return None, None, decoded_with(None)[1]
 
     def error(step):
-        return float(xp.linalg.norm(decoded_with(step)[1] - x64))
+        return errors(step)[0]
 
     # the quantiser's own RMS error, step/√12 an entry, puts ``unit`` near the answer
     step = _largest_fitting_step(error, budget, unit, 1.002, unit * 1e-12, unit * 1e3)

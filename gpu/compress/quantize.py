@@ -11,11 +11,14 @@ predictor). ``backend="cuda"`` runs the elementwise passes as numba.cuda kernels
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from numba.extending import register_jitable
 
 from gpu.cuda.backend import resolve_backend
 
-__all__ = ["quantize", "dequantize"]
+__all__ = ["quantize", "dequantize", "decoded_value"]
 
 
 def quantize(values, step: float, reference=None, backend: str = "cpu"):
@@ -60,3 +63,23 @@ def dequantize(codes, step: float, reference=None, backend: str = "cpu"):
     if reference is not None:
         out += np.asarray(reference, dtype=np.float64)
     return out
+
+
+@register_jitable
+def decoded_value(x, p, step, inv_step, cast, lo, hi):  # pragma: no cover - compiled
+    """The decoder's value of entry ``x`` with prediction ``p`` and residual step ``step``, as
+    :func:`quantize` then :func:`dequantize` and the output cast compute it, term for term:
+    ``cast`` 0 none, 1 float32, 2 an integer type (half to even, as ``np.rint``, clipped to
+    ``[lo, hi]``)."""
+    q = math.floor((x - p) * inv_step + 0.5)
+    v = q * step
+    y = p + v
+    if cast == 1:
+        y = np.float64(np.float32(y))
+    elif cast == 2:
+        f = math.floor(y)
+        d = y - f  # exact: y and its floor are within one unit of each other
+        if d > 0.5 or (d == 0.5 and f % 2.0 != 0.0):
+            f += 1.0
+        y = min(max(f, lo), hi)
+    return y

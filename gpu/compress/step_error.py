@@ -1,0 +1,77 @@
+"""The error a residual step leaves, in one pass over the volume without storing the decoded
+values: for each entry ``y = cast(p + Δ·⌊(x − p)/Δ + ½⌋)`` (:func:`gpu.compress.quantize.decoded_value`:
+the volume the decoder returns with predictor ``p``, the Tucker reconstruction, and step ``Δ``),
+the sums the encoder's step searches compare with their budget: ``Σ (y − x)²`` and
+``max |y − x|``.
+
+Sums are per block of ``BLOCK`` entries, then over the blocks on the host (``math.fsum``), so
+a result does not depend on the thread count; within a block the CPU adds in order and the
+GPU by a tree, so the two backends, and numpy's pairwise sum, may differ in the last bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from gpu.compress.quantize import decoded_value
+from gpu.cpu_parallel import run_parallel_loop
+from gpu.cuda.backend import resolve_backend
+
+__all__ = ["step_error", "cast_kind", "BLOCK"]
+
+BLOCK = 8192
+
+
+def cast_kind(dtype) -> tuple[int, float, float]:
+    """``(cast, lo, hi)`` of the decoder's output type, as :func:`decoded_value` takes them."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return 2, float(info.min), float(info.max)
+    return (1 if dtype.itemsize < 8 else 0), 0.0, 0.0
+
+
+@njit(parallel=True, cache=True)
+def _block_sums(x, p, step, inv_step, cast, lo, hi, sums, maxima):  # pragma: no cover - compiled
+    n = x.shape[0]
+    for b in prange(sums.shape[0]):
+        total = 0.0
+        largest = 0.0
+        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
+            d = decoded_value(x[i], p[i], step, inv_step, cast, lo, hi) - x[i]
+            total += d * d
+            largest = max(largest, abs(d))
+        sums[b] = total
+        maxima[b] = largest
+
+
+def step_error(x, prediction, step: float, output_dtype, backend: str = "cpu") -> tuple[float, float]:
+    """``(‖Y − X‖_F, max |Y − X|)`` of the volume decoded with residual step ``step``.
+
+    Parameters
+    ----------
+    x, prediction : float64 arrays of one shape, C-contiguous (on the CUDA backend device
+        arrays, numba or CuPy, and the pass runs on the GPU)
+    step : float > 0, or 0 for no residual (every code 0: the decoded volume is the
+        prediction, cast)
+    output_dtype : the decoder's output type (its cast is part of the error)
+    backend : ``cpu``, ``cuda`` or ``auto``
+    """
+    cast, lo, hi = cast_kind(output_dtype)
+    inv_step = 1.0 / step if step else 0.0  # 0: q = ⌊½⌋ = 0 for every entry
+    n = math.prod(x.shape)
+    blocks = max(1, -(-n // BLOCK))
+    if resolve_backend(backend) == "cuda":
+        from gpu.compress.step_error_cuda import block_sums_cuda
+
+        sums, maxima = block_sums_cuda(x, prediction, float(step), inv_step, cast, lo, hi, blocks, BLOCK)
+    else:
+        sums = np.empty(blocks, np.float64)
+        maxima = np.empty(blocks, np.float64)
+        run_parallel_loop(_block_sums, np.ascontiguousarray(x, dtype=np.float64).reshape(-1),
+                          np.ascontiguousarray(prediction, dtype=np.float64).reshape(-1), float(step), inv_step,
+                          cast, lo, hi, sums, maxima)
+    return math.sqrt(math.fsum(sums)), float(maxima.max())

@@ -1,0 +1,60 @@
+"""numba.cuda kernel of :mod:`gpu.compress.step_error`: a block of threads per ``block``
+entries, each thread's strided share summed in order, then the block's by a tree in shared
+memory; one partial sum and maximum per block, copied back together."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float64
+
+from gpu.compress.quantize import decoded_value
+
+__all__ = ["block_sums_kernel", "block_sums_cuda"]
+
+_THREADS = 256
+
+
+@cuda.jit
+def block_sums_kernel(x, p, step, inv_step, cast, lo, hi, block, out):
+    total = cuda.shared.array(_THREADS, float64)
+    largest = cuda.shared.array(_THREADS, float64)
+    t = cuda.threadIdx.x
+    b = cuda.blockIdx.x
+    s = 0.0
+    m = 0.0
+    end = min(x.shape[0], (b + 1) * block)
+    i = b * block + t
+    while i < end:
+        d = decoded_value(x[i], p[i], step, inv_step, cast, lo, hi) - x[i]
+        s += d * d
+        m = max(m, abs(d))
+        i += _THREADS
+    total[t] = s
+    largest[t] = m
+    cuda.syncthreads()
+    half = _THREADS // 2
+    while half > 0:
+        if t < half:
+            total[t] += total[t + half]
+            largest[t] = max(largest[t], largest[t + half])
+        cuda.syncthreads()
+        half //= 2
+    if t == 0:
+        out[b] = total[0]
+        out[cuda.gridDim.x + b] = largest[0]
+
+
+def _flat(a):
+    if isinstance(a, np.ndarray):
+        return cuda.to_device(np.ascontiguousarray(a, dtype=np.float64).reshape(-1))
+    if not hasattr(a, "copy_to_host"):  # a CuPy array
+        a = cuda.as_cuda_array(a)
+    return a.reshape(-1)
+
+
+def block_sums_cuda(x, p, step, inv_step, cast, lo, hi, blocks: int, block: int):
+    """Per-block sums of squared errors and maxima (host arrays) of the device arrays."""
+    out = cuda.device_array(2 * blocks, dtype=np.float64)
+    block_sums_kernel[blocks, _THREADS](_flat(x), _flat(p), step, inv_step, cast, lo, hi, block, out)
+    host = out.copy_to_host()
+    return host[:blocks], host[blocks:]
