@@ -407,8 +407,8 @@ def encode_tensor(
         core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
         core_codes = quantize(kept, core_step)
         xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, xp)
-    residual_step, residual_codes, decoded = _code_residual(x64, xhat, kind, budget, unit, target, output_dtype,
-                                                            backend)
+    residual_step, residual_codes, (error, max_error) = _code_residual(x64, xhat, kind, budget, unit, target,
+                                                                       output_dtype, backend)
     times["residual"] = time.perf_counter() - start
     progress(0.85)
     start = time.perf_counter()
@@ -419,7 +419,10 @@ def encode_tensor(
         residual_step=residual_step or 0.0,
         residual_stream=_encode_codes(residual_codes) if residual_step else b"")
     times["entropy_coding"] = time.perf_counter() - start
-    metrics = error_metrics(x64, decoded)
+    rmse = error / math.sqrt(max(n, 1))
+    metrics = {"relative_error": error / norm_x if norm_x else (0.0 if error == 0 else math.inf),
+               "max_error": max_error,
+               "psnr": math.inf if rmse == 0 else (20 * math.log10(value_range / rmse) if value_range > 0 else -math.inf)}
     encoded.report = {
         **metrics,
         "target": {"mode": target.mode, "value": target.value},
@@ -459,47 +462,39 @@ def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget,
 
     def error(step):
         xhat = _reconstruct(quantize(core, step), step, factor_codes, factor_step, xp)
-        return float(xp.linalg.norm(cast_output(xhat, output_dtype) - x64))
+        return step_error(x64, xhat, 0.0, output_dtype, _where(x64))[0]
 
     return _largest_fitting_step(error, AIM * budget, core_step, 1.003, core_step, 2**30 * core_step) or core_step
 
 
 def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend):
-    """The residual step and codes, and the decoded volume (float64 of the cast values), all
-    where ``x64`` and ``xhat`` are (host or device)."""
+    """The residual step (None: no residual), its codes, and the decoded volume's
+    ``(‖Y − X‖_F, max |Y − X|)``, computed where ``x64`` and ``xhat`` are (host or device)."""
     xp = namespace_of(x64)
-    residual = x64 - xhat  # what quantize(x64, step, xhat) quantises, once for every step tried
-
-    def decoded_with(step):
-        if step is None:
-            return None, cast_output(xhat, output_dtype).astype(xp.float64)
-        codes = xp.asarray(quantize(residual, step, backend=backend))
-        values = xp.asarray(dequantize(codes, step, xhat, backend=backend))
-        return codes, cast_output(values, output_dtype).astype(xp.float64)
 
     def errors(step):  # (Frobenius, max) of the decoded volume, without forming it
         return step_error(x64, xhat, step, output_dtype, _where(x64))
 
+    def coded(step):
+        return xp.asarray(quantize(x64, step, xhat, backend=backend))
+
     if kind == "abs":
         step = unit
         for _ in range(60):
-            if errors(step)[1] <= target.value:
-                codes, y = decoded_with(step)
-                return step, codes, y
+            measured = errors(step)
+            if measured[1] <= target.value:
+                return step, coded(step), measured
             step *= 0.97
         raise RuntimeError(f"could not meet abs target {target.value:g}")
-    if errors(0.0)[0] <= budget:
-        return None, None, decoded_with(None)[1]
-
-    def error(step):
-        return errors(step)[0]
+    measured = errors(0.0)
+    if measured[0] <= budget:
+        return None, None, measured
 
     # the quantiser's own RMS error, step/√12 an entry, puts ``unit`` near the answer
-    step = _largest_fitting_step(error, budget, unit, 1.002, unit * 1e-12, unit * 1e3)
+    step = _largest_fitting_step(lambda s: errors(s)[0], budget, unit, 1.002, unit * 1e-12, unit * 1e3)
     if step is None:
         raise RuntimeError(f"could not meet the {target.mode} target {target.value:g}")
-    codes, y = decoded_with(step)
-    return step, codes, y
+    return step, coded(step), errors(step)
 
 
 def _encode_codes(codes) -> bytes:
