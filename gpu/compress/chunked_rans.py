@@ -322,13 +322,13 @@ def _coded_bits(counts: np.ndarray, freq: np.ndarray) -> int:
     the same chunk from it: per symbol the smaller of two upper bounds in 1/1024 bit,
     ``(P − ⌊log2 f⌋)·1024`` and ``⌈(M − f)·1478 / f⌉`` (``log2(1 + u) ≤ u / ln 2``, tight
     where ``f`` is near ``M``)."""
-    present = np.flatnonzero(freq)
-    total = 0
-    for s in present:
-        f = int(freq[s])
-        by_bits = (PROB_BITS - (f.bit_length() - 1)) * 1024
-        by_ratio = -(-(PROB_SCALE - f) * 1478 // f)
-        total += int(counts[s]) * min(by_bits, by_ratio)
+    present = freq > 0
+    f = freq[present].astype(np.int64)
+    log2_floor = np.frexp(f)[1].astype(np.int64) - 1  # exact: f < 2^53
+    by_bits = (PROB_BITS - log2_floor) * 1024
+    by_ratio = -(-(PROB_SCALE - f) * 1478 // f)
+    # at most 2^32 symbols of at most 15,360 a symbol: the sum stays within int64
+    total = int((counts[present].astype(np.int64) * np.minimum(by_bits, by_ratio)).sum())
     return -(-total // 1024)
 
 

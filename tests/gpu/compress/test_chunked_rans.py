@@ -290,3 +290,23 @@ def test_sparse_streams_take_longer_chunks():
     # the range coder's stream (order-0, one state in all): ours within 16 chunks' final states,
     # the longer header and the word counts' zstd frame of it
     assert len(stream) <= len(entropy_coding.encode_integers(codes)) + 16 * 4 + 64
+
+
+def test_coded_bits_are_the_per_symbol_integer_bounds():
+    """The size estimate that picks a stream's chunk, summed symbol by symbol as its docstring
+    states it, so every machine picks the same chunk."""
+    from gpu.compress.chunked_rans import _coded_bits
+
+    def by_symbol(counts, freq):
+        total = 0
+        for s in np.flatnonzero(freq):
+            f = int(freq[s])
+            total += int(counts[s]) * min((PROB_BITS - (f.bit_length() - 1)) * 1024, -(-(2**PROB_BITS - f) * 1478 // f))
+        return -(-total // 1024)
+
+    rng = np.random.default_rng(14)
+    for k in (2, 23, 2001, 8193):
+        counts = (rng.pareto(1.0, k) * 1000).astype(np.int64) * (rng.random(k) < 0.7)
+        counts[[0, -1]] += [1, 2**31]
+        freq = quantise_frequencies(counts)
+        assert _coded_bits(counts, freq) == by_symbol(counts, freq)
