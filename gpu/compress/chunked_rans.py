@@ -322,13 +322,13 @@ def _coded_bits(counts: np.ndarray, freq: np.ndarray) -> int:
     the same chunk from it: per symbol the smaller of two upper bounds in 1/1024 bit,
     ``(P − ⌊log2 f⌋)·1024`` and ``⌈(M − f)·1478 / f⌉`` (``log2(1 + u) ≤ u / ln 2``, tight
     where ``f`` is near ``M``)."""
-    present = np.flatnonzero(freq)
-    total = 0
-    for s in present:
-        f = int(freq[s])
-        by_bits = (PROB_BITS - (f.bit_length() - 1)) * 1024
-        by_ratio = -(-(PROB_SCALE - f) * 1478 // f)
-        total += int(counts[s]) * min(by_bits, by_ratio)
+    present = freq > 0
+    f = freq[present].astype(np.int64)
+    log2_floor = np.frexp(f)[1].astype(np.int64) - 1  # exact: f < 2^53
+    by_bits = (PROB_BITS - log2_floor) * 1024
+    by_ratio = -(-(PROB_SCALE - f) * 1478 // f)
+    # at most 2^32 symbols of at most 15,360 a symbol: the sum stays within int64
+    total = int((counts[present].astype(np.int64) * np.minimum(by_bits, by_ratio)).sum())
     return -(-total // 1024)
 
 
@@ -493,26 +493,31 @@ def decode_integers(data: bytes, backend: str = "cpu", out=None):
         else:
             out[:] = escaped if escapes else value
         return out
-    lut = np.repeat(np.arange(len(freq), dtype=np.uint16), freq)
     offsets = _exclusive_sum(sizes)
     if on_cuda:
-        escapes, failed = chunked_rans_cuda.decode_chunks_cuda(words, offsets, lut, freq, _starts(freq), radius,
+        symbols, failed = chunked_rans_cuda.decode_chunks_cuda(words, offsets, freq, _starts(freq), escaped, radius,
                                                                chunk, out)
     else:
-        if not words.flags.aligned:
-            words = words.copy()
-        escapes = np.empty(len(sizes), np.int64)
-        failed = np.empty(len(sizes), np.bool_)
-        run_parallel_loop(_decode_chunks, words, offsets, lut, freq, _starts(freq), radius, chunk, out, escapes,
-                          failed)
-    if failed.any():
-        raise _damaged(f"chunk {int(np.argmax(failed))} of {len(sizes)} does not decode back to its initial state")
-    if escapes.sum() != escaped.size:
-        raise _damaged(f"{escaped.size} escaped codes for {escapes.sum()} escape symbols")
-    if escaped.size:
-        escape_offsets = _exclusive_sum(escapes)
-        if on_cuda:
-            chunked_rans_cuda.fill_escapes_cuda(out, radius, chunk, escape_offsets, escaped)
-        else:
-            run_parallel_loop(_fill_escapes, out, radius, chunk, escape_offsets, escaped)
+        symbols, failed = _decode_cpu(words, offsets, freq, escaped, radius, chunk, out)
+    if failed < len(sizes):
+        raise _damaged(f"chunk {failed} of {len(sizes)} does not decode back to its initial state")
+    if symbols != escaped.size:
+        raise _damaged(f"{escaped.size} escaped codes for {symbols} escape symbols")
     return out
+
+
+def _decode_cpu(words, offsets, freq, escaped, radius, chunk, out) -> tuple[int, int]:
+    """Decode every chunk into ``out``, the escape symbols replaced by ``escaped`` in order
+    where the counts agree: the number of escape symbols decoded and the first chunk that
+    failed its check (the number of chunks when none did)."""
+    if not words.flags.aligned:
+        words = words.copy()
+    chunks = len(offsets) - 1
+    lut = np.repeat(np.arange(len(freq), dtype=np.uint16), freq)
+    escapes = np.empty(chunks, np.int64)
+    failed = np.empty(chunks, np.bool_)
+    run_parallel_loop(_decode_chunks, words, offsets, lut, freq, _starts(freq), radius, chunk, out, escapes, failed)
+    first_failed = int(np.argmax(failed)) if failed.any() else chunks
+    if first_failed == chunks and escaped.size and escapes.sum() == escaped.size:
+        run_parallel_loop(_fill_escapes, out, radius, chunk, _exclusive_sum(escapes), escaped)
+    return int(escapes.sum()), first_failed

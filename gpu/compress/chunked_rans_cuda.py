@@ -1,4 +1,4 @@
-"""numba.cuda kernels of :mod:`gpu.compress.chunked_rans`, and their thin launchers.
+"""numba.cuda kernels of :mod:`gpu.compress.chunked_rans`, and the launch sequences of a call.
 
 ``clipped_histogram_kernel``: the histogram of the codes clipped to ±(MAX_RADIUS + 1), a
 block's in shared memory, then added to the grid's. ``encode_chunks_kernel`` and
@@ -8,9 +8,17 @@ writes a chunk's words at the end of the chunk's own region of ``chunk + 2`` wor
 moves one word at most, the final state two), ``compact_words_kernel`` moves them in chunk
 order. ``gather_escapes_kernel`` and ``fill_escapes_kernel``: one block per chunk that holds
 escapes, a block-wide prefix sum of the escape flags (Hillis & Steele 1986) a tile at a time,
-so the escaped values keep their order. The per-chunk offsets are exclusive prefix sums of a
-few thousand counts, taken on the host. Array reads are cast to int64 first, so the simulator
+so the escaped values keep their order. ``lut_kernel`` builds the decoder's slot → symbol
+table from the cumulative starts. Array reads are cast to int64 first, so the simulator
 (numpy scalar rules) computes what the compiled kernel does.
+
+A call's fixed cost is kept apart from its size: what the kernels read goes to the device
+in one copy from one page-locked buffer, into one device buffer that also holds their
+scratch arrays; device memory comes from the device's stream-ordered pool; a chunk's offset
+among the words or the escaped values (a prefix sum over the chunks before it) is summed on
+the device by the block that needs it; and a decode reads back, once at its end, only the
+two numbers its checks need, which its chunks' threads gather with atomics: the escape
+symbols decoded, and the first chunk that failed its check.
 """
 
 from __future__ import annotations
@@ -20,11 +28,13 @@ from numba import cuda
 
 from gpu.compress.rans_parameters import (MAX_RADIUS, PROB_BITS, PROB_SCALE, RENORM_SHIFT, SPAN, STATE_LOWER,
                                           WORD_BITS, WORD_MASK)
+from gpu.cuda import device_arrays
+from gpu.cuda.simulator import simulator_active
 
 __all__ = ["clipped_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel", "gather_escapes_kernel",
-           "decode_chunks_kernel", "fill_escapes_kernel", "fill_kernel", "is_device_array", "device_codes",
-           "device_output", "clipped_histogram_cuda", "encode_chunks_cuda", "decode_chunks_cuda",
-           "fill_escapes_cuda", "fill_cuda"]
+           "lut_kernel", "decode_chunks_kernel", "fill_escapes_kernel", "fill_kernel", "is_device_array",
+           "device_codes", "device_output", "clipped_histogram_cuda", "encode_chunks_cuda", "decode_chunks_cuda",
+           "fill_cuda"]
 
 _BLOCK = 256
 _HISTOGRAM_BLOCKS = 256  # each block adds its non-zero bins to the grid's: few blocks, long strides
@@ -32,6 +42,11 @@ _MAX_BLOCKS = 4096
 # one thread per chunk: a warp a block spreads the chunks over the most multiprocessors
 _CHUNK_THREADS = 32
 _SCAN = 256  # threads of a prefix-sum block, and the tile it scans
+# lut slots a thread fills: one search for its first slot, then a walk along the symbols
+_LUT_SLOTS = 64
+_ALIGN = 8  # bytes: the parts of a packed buffer start where an int64 may
+# the two numbers a decode reads back: escape symbols decoded, first chunk that failed
+_ESCAPE_TOTAL, _FIRST_FAILED = 0, 1
 
 
 @cuda.jit
@@ -82,16 +97,6 @@ def encode_chunks_kernel(codes, radius, freq, start, chunk, regions, sizes, esca
     escapes[c] = count
 
 
-@cuda.jit
-def compact_words_kernel(regions, sizes, offsets, words):
-    c = cuda.blockIdx.x
-    size = np.int64(sizes[c])
-    source = (c + 1) * (regions.shape[0] // sizes.shape[0]) - size
-    target = np.int64(offsets[c])
-    for k in range(cuda.threadIdx.x, size, cuda.blockDim.x):
-        words[target + k] = regions[source + k]
-
-
 @cuda.jit(device=True)
 def _inclusive_scan(rank, tid):
     """``rank[:_SCAN]`` (shared) replaced by its inclusive prefix sum, the block's threads together."""
@@ -104,14 +109,45 @@ def _inclusive_scan(rank, tid):
         step *= 2
 
 
+@cuda.jit(device=True)
+def _sum_before(counts, c, total, tid):
+    """``counts[:c]`` summed by the block's threads together (``total``: shared int64, one item).
+
+    A block that needs its chunk's offset sums the counts before it itself, ``c / blockDim``
+    reads a thread, rather than reading offsets that a scan kernel wrote first: for the
+    chunk counts streams have, less than that kernel's launch would add to every call."""
+    if tid == 0:
+        total[0] = 0
+    part = np.int64(0)
+    for k in range(tid, c, cuda.blockDim.x):
+        part += np.int64(counts[k])
+    cuda.syncthreads()
+    cuda.atomic.add(total, 0, part)
+    cuda.syncthreads()
+    return total[0]
+
+
 @cuda.jit
-def gather_escapes_kernel(codes, radius, chunk, offsets, escaped):
+def compact_words_kernel(regions, sizes, words):
     c = cuda.blockIdx.x
-    at = np.int64(offsets[c])
-    if at == offsets[c + 1]:
+    tid = cuda.threadIdx.x
+    total = cuda.shared.array(1, np.int64)
+    target = _sum_before(sizes, c, total, tid)
+    size = np.int64(sizes[c])
+    source = (c + 1) * (regions.shape[0] // sizes.shape[0]) - size
+    for k in range(tid, size, cuda.blockDim.x):
+        words[target + k] = regions[source + k]
+
+
+@cuda.jit
+def gather_escapes_kernel(codes, radius, chunk, escapes, escaped):
+    c = cuda.blockIdx.x
+    if escapes[c] == 0:
         return
     rank = cuda.shared.array(_SCAN, np.int32)
+    total = cuda.shared.array(1, np.int64)
     tid = cuda.threadIdx.x
+    at = _sum_before(escapes, c, total, tid)
     end = min(codes.shape[0], (c + 1) * chunk)
     for tile in range(c * chunk, end, _SCAN):
         i = tile + tid
@@ -128,7 +164,29 @@ def gather_escapes_kernel(codes, radius, chunk, offsets, escaped):
 
 
 @cuda.jit
-def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, escapes, failed):
+def lut_kernel(freq, start, lut):
+    """``lut[slot]``: the symbol ``s`` with ``start[s] ≤ slot < start[s] + freq[s]``, as
+    ``np.repeat(arange, freq)``; ``_LUT_SLOTS`` consecutive slots a thread."""
+    first = cuda.grid(1) * _LUT_SLOTS
+    if first >= lut.shape[0]:
+        return
+    # the last symbol starting at or before the slot: an absent symbol starts where the next does
+    lo = 0
+    hi = freq.shape[0] - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if np.int64(start[mid]) <= first:
+            lo = mid
+        else:
+            hi = mid - 1
+    for slot in range(first, min(lut.shape[0], first + _LUT_SLOTS)):
+        while slot >= np.int64(start[lo]) + np.int64(freq[lo]):
+            lo += 1
+        lut[slot] = lo
+
+
+@cuda.jit
+def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, escapes, summary):
     c = cuda.grid(1)
     if c >= escapes.shape[0]:
         return
@@ -137,7 +195,7 @@ def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, e
     x = np.int64(words[p]) | (np.int64(words[p + 1]) << WORD_BITS)
     p += 2
     top = 2 * radius + 2
-    count = 0
+    count = np.int64(0)
     bad = False
     for i in range(c * chunk, min(out.shape[0], (c + 1) * chunk)):
         slot = x & (PROB_SCALE - 1)
@@ -153,17 +211,23 @@ def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, e
         if s == 0 or s == top:
             count += 1
     escapes[c] = count
-    failed[c] = 1 if bad or x != STATE_LOWER or p != end else 0
+    if count:
+        cuda.atomic.add(summary, _ESCAPE_TOTAL, count)
+    if bad or x != STATE_LOWER or p != end:
+        cuda.atomic.min(summary, _FIRST_FAILED, np.int64(c))
 
 
 @cuda.jit
-def fill_escapes_kernel(out, radius, chunk, offsets, escaped):
+def fill_escapes_kernel(out, radius, chunk, escapes, escaped):
+    """As ``gather_escapes_kernel`` backwards; reads nothing past ``escaped``'s end, where a
+    damaged stream's counts would lead (the call then refuses the stream)."""
     c = cuda.blockIdx.x
-    at = np.int64(offsets[c])
-    if at == offsets[c + 1]:
+    if escapes[c] == 0:
         return
     rank = cuda.shared.array(_SCAN, np.int32)
+    total = cuda.shared.array(1, np.int64)
     tid = cuda.threadIdx.x
+    at = _sum_before(escapes, c, total, tid)
     end = min(out.shape[0], (c + 1) * chunk)
     for tile in range(c * chunk, end, _SCAN):
         i = tile + tid
@@ -173,7 +237,7 @@ def fill_escapes_kernel(out, radius, chunk, offsets, escaped):
         rank[tid] = flag
         cuda.syncthreads()
         _inclusive_scan(rank, tid)
-        if flag:
+        if flag and at + rank[tid] <= escaped.shape[0]:
             out[i] = escaped[at + rank[tid] - 1]
         at += rank[_SCAN - 1]
         cuda.syncthreads()
@@ -189,8 +253,71 @@ def _grid(n: int, block: int, most: int = _MAX_BLOCKS) -> int:
     return max(1, min(most, (n + block - 1) // block))
 
 
-def _exclusive_sum(counts: np.ndarray) -> np.ndarray:
-    return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+def _device_empty(n: int, dtype):
+    """``n`` uninitialised items of device memory as a numba array. On a GPU from the device's
+    stream-ordered pool (:mod:`gpu.cuda.device_arrays`), so that a call allocates nothing from
+    the driver (each of numba's own arrays is a cudaMalloc, and its free waits for the device);
+    numba's own under the simulator."""
+    if simulator_active():
+        return cuda.device_array(n, dtype=dtype)
+    return cuda.as_cuda_array(device_arrays.device_array(n, dtype), sync=False)
+
+
+def _device_zeros(n: int, dtype):
+    """``n`` zeros of a 4-byte ``dtype`` on the device, set there (no copy), from the pool on a GPU."""
+    if simulator_active():
+        return cuda.to_device(np.zeros(n, dtype))
+    return cuda.as_cuda_array(device_arrays.device_full(n, dtype, 0), sync=False)
+
+
+def _host_empty(n: int, dtype) -> np.ndarray:
+    """``n`` items of page-locked host memory, reused (:func:`gpu.cuda.device_arrays.pinned_array`),
+    which the driver copies by DMA; plain numpy under the simulator."""
+    return np.empty(n, dtype) if simulator_active() else device_arrays.pinned_array(n, dtype)
+
+
+def _layout(parts) -> tuple[list[int], int]:
+    """Byte offsets of ``parts`` ((count, dtype) pairs) back to back, each on an _ALIGN-byte
+    boundary, and the bytes they end at."""
+    starts, at = [], 0
+    for count, dtype in parts:
+        at = -(-at // _ALIGN) * _ALIGN
+        starts.append(at)
+        at += count * np.dtype(dtype).itemsize
+    return starts, at
+
+
+def _views(buffer, parts, starts) -> list:
+    """Typed views of the byte array ``buffer`` (host, or a numba device array) at ``starts``.
+
+    A numba device view is made from a view of its memory: slicing and retyping a numba array
+    would add a context check, index arithmetic and a second array to each."""
+    if isinstance(buffer, np.ndarray) or simulator_active():
+        return [buffer[at:at + count * np.dtype(dtype).itemsize].view(dtype)
+                for (count, dtype), at in zip(parts, starts)]
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray  # not under the simulator, which replaces the module
+
+    views = []
+    for (count, dtype), at in zip(parts, starts):
+        dtype = np.dtype(dtype)
+        memory = buffer.gpu_data.view(at, at + count * dtype.itemsize)
+        views.append(DeviceNDArray(shape=(count,), strides=(dtype.itemsize,), dtype=dtype, gpu_data=memory))
+    return views
+
+
+def _upload(host_parts, scratch) -> list:
+    """The arrays ``host_parts`` and uninitialised ``scratch`` arrays ((count, dtype) pairs) in
+    one device buffer, the former sent in one copy from one page-locked buffer: device views
+    of all, in order."""
+    parts = [(a.size, a.dtype) for a in host_parts] + [(count, np.dtype(dtype)) for count, dtype in scratch]
+    starts, total = _layout(parts)
+    sent = starts[len(host_parts) - 1] + host_parts[-1].nbytes
+    host = _host_empty(sent, np.uint8)
+    for view, part in zip(_views(host, parts, starts), host_parts):
+        view[:] = part
+    device = _device_empty(total, np.uint8)
+    _views(device, [(sent, np.uint8)], [0])[0].copy_to_device(host)
+    return _views(device, parts, starts)
 
 
 def is_device_array(a) -> bool:
@@ -201,7 +328,11 @@ def is_device_array(a) -> bool:
 def device_codes(codes):
     """A flat int32 device view of ``codes`` (a device array, or an int32 host array copied over)."""
     if not is_device_array(codes):
-        return cuda.to_device(np.ascontiguousarray(codes, dtype=np.int32).reshape(-1))
+        host = np.ascontiguousarray(codes, dtype=np.int32).reshape(-1)
+        codes = _device_empty(host.size, np.int32)
+        if host.size:
+            codes.copy_to_device(host)
+        return codes
     if not hasattr(codes, "copy_to_host"):
         codes = cuda.as_cuda_array(codes)
     if codes.dtype != np.int32:
@@ -212,7 +343,7 @@ def device_codes(codes):
 def device_output(out, n: int):
     """``out`` checked as a flat int32 device array of ``n`` codes, or a new one."""
     if out is None:
-        return cuda.device_array(n, dtype=np.int32)
+        return _device_empty(n, np.int32)
     if not hasattr(out, "copy_to_host"):
         out = cuda.as_cuda_array(out)
     if out.dtype != np.int32 or out.shape != (n,):
@@ -222,7 +353,7 @@ def device_output(out, n: int):
 
 def clipped_histogram_cuda(codes) -> np.ndarray:
     """The histogram (SPAN,) int64 of the device codes clipped to ±(MAX_RADIUS + 1)."""
-    hist = cuda.to_device(np.zeros(SPAN, np.uint32))
+    hist = _device_zeros(SPAN, np.uint32)
     if codes.shape[0]:
         clipped_histogram_kernel[_grid(codes.shape[0], _BLOCK, _HISTOGRAM_BLOCKS), _BLOCK](codes, hist)
     return hist.copy_to_host().astype(np.int64)
@@ -230,44 +361,53 @@ def clipped_histogram_cuda(codes) -> np.ndarray:
 
 def encode_chunks_cuda(codes, radius: int, freq: np.ndarray, start: np.ndarray, chunk: int):
     """The device codes coded with the model ``freq``/``start`` (int64): per-chunk word counts
-    (int64), the words back to back (uint16) and the escaped codes in order (int32), on the host."""
-    chunks = -(-codes.shape[0] // chunk)
-    regions = cuda.device_array(chunks * (min(chunk, codes.shape[0]) + 2), dtype=np.uint16)
-    d_sizes = cuda.device_array(chunks, dtype=np.int64)
-    d_escapes = cuda.device_array(chunks, dtype=np.int64)
+    (int64), the words back to back (uint16) and the escaped codes in order (int32), on the host.
+
+    Two copies come back: the chunks' word and escape counts (the stream records the former,
+    the latter size the escaped values), then the words and escaped values together."""
+    n = codes.shape[0]
+    chunks = -(-n // chunk)
+    d_freq, d_start, d_counts, regions = _upload(
+        [freq.astype(np.int64, copy=False), start.astype(np.int64, copy=False)],
+        [(2 * chunks, np.int64), (chunks * (min(chunk, n) + 2), np.uint16)])
+    d_sizes, d_escapes = d_counts[:chunks], d_counts[chunks:]
     encode_chunks_kernel[_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
-        codes, radius, cuda.to_device(freq), cuda.to_device(start), chunk, regions, d_sizes, d_escapes)
-    sizes = d_sizes.copy_to_host()
-    offsets = _exclusive_sum(sizes)
-    words = cuda.device_array(int(offsets[-1]), dtype=np.uint16)
-    compact_words_kernel[chunks, _BLOCK](regions, d_sizes, cuda.to_device(offsets), words)
-    escape_offsets = _exclusive_sum(d_escapes.copy_to_host())
-    escaped = np.zeros(0, np.int32)
-    if escape_offsets[-1]:
-        d_escaped = cuda.device_array(int(escape_offsets[-1]), dtype=np.int32)
-        gather_escapes_kernel[chunks, _SCAN](codes, radius, chunk, cuda.to_device(escape_offsets), d_escaped)
-        escaped = d_escaped.copy_to_host()
-    return sizes, words.copy_to_host(), escaped
+        codes, radius, d_freq, d_start, chunk, regions, d_sizes, d_escapes)
+    counts = d_counts.copy_to_host()
+    sizes = counts[:chunks]
+    parts = [(int(counts[chunks:].sum()), np.int32), (int(sizes.sum()), np.uint16)]
+    starts, total = _layout(parts)
+    coded = _device_empty(total, np.uint8)
+    d_escaped, d_words = _views(coded, parts, starts)
+    compact_words_kernel[chunks, _SCAN](regions, d_sizes, d_words)
+    if d_escaped.size:
+        gather_escapes_kernel[chunks, _SCAN](codes, radius, chunk, d_escapes, d_escaped)
+    host = _host_empty(total, np.uint8)
+    coded.copy_to_host(host)
+    escaped, words = _views(host, parts, starts)
+    return sizes, words, escaped
 
 
-def decode_chunks_cuda(words: np.ndarray, offsets: np.ndarray, lut: np.ndarray, freq: np.ndarray,
-                       start: np.ndarray, radius: int, chunk: int, out):
-    """Decode every chunk into the device array ``out``: the escape symbols each chunk decoded
-    (int64) and whether it failed its check (bool), on the host."""
+def decode_chunks_cuda(words: np.ndarray, offsets: np.ndarray, freq: np.ndarray, start: np.ndarray,
+                       escaped: np.ndarray, radius: int, chunk: int, out) -> tuple[int, int]:
+    """Decode every chunk into the device array ``out``, the escape symbols replaced by
+    ``escaped`` in order: the number of escape symbols decoded and the first chunk that failed
+    its check (the number of chunks when none did), read back in one copy at the end.
+
+    Where those show the stream damaged, ``out`` holds garbage."""
     chunks = len(offsets) - 1
-    d_escapes = cuda.device_array(chunks, dtype=np.int64)
-    d_failed = cuda.device_array(chunks, dtype=np.uint8)
+    summary = np.array([0, chunks], np.int64)
+    d_summary, d_offsets, d_freq, d_start, d_escaped, d_words, lut, d_escapes = _upload(
+        [summary, offsets.astype(np.int64, copy=False), freq.astype(np.int64, copy=False),
+         start.astype(np.int64, copy=False), escaped.astype(np.int32, copy=False), words],
+        [(PROB_SCALE, np.uint16), (chunks, np.int64)])
+    lut_kernel[_grid(PROB_SCALE // _LUT_SLOTS, _BLOCK), _BLOCK](d_freq, d_start, lut)
     decode_chunks_kernel[_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
-        cuda.to_device(np.ascontiguousarray(words)), cuda.to_device(offsets), cuda.to_device(lut),
-        cuda.to_device(freq), cuda.to_device(start), radius, chunk, out, d_escapes, d_failed)
-    return d_escapes.copy_to_host(), d_failed.copy_to_host().astype(bool)
-
-
-def fill_escapes_cuda(out, radius: int, chunk: int, offsets: np.ndarray, escaped: np.ndarray) -> None:
-    """Replace the escape codes (±(radius + 1)) in the device array ``out`` by ``escaped`` in
-    order, chunk ``c``'s from ``offsets[c]``."""
-    fill_escapes_kernel[len(offsets) - 1, _SCAN](out, radius, chunk, cuda.to_device(offsets),
-                                                 cuda.to_device(escaped))
+        d_words, d_offsets, lut, d_freq, d_start, radius, chunk, out, d_escapes, d_summary)
+    if escaped.size:
+        fill_escapes_kernel[chunks, _SCAN](out, radius, chunk, d_escapes, d_escaped)
+    summary = d_summary.copy_to_host()
+    return int(summary[_ESCAPE_TOTAL]), int(summary[_FIRST_FAILED])
 
 
 def fill_cuda(out, escaped, value: int) -> None:

@@ -168,6 +168,53 @@ def test_cuda_kernels_write_the_cpu_bytes(codes):
     np.testing.assert_array_equal(out.copy_to_host(), decode_integers(cpu, "cpu"))
 
 
+def test_cuda_chunk_offsets_are_summed_on_the_device(monkeypatch):
+    """Hundreds of chunks, most holding escapes: each block sums the word and escape counts of
+    the chunks before it, so the stream and the decoded codes equal the CPU's, whose offsets
+    are numpy's prefix sums."""
+    import gpu.compress.chunked_rans_cuda as kernels
+
+    monkeypatch.setattr(kernels, "_SCAN", 32)  # fewer simulated threads a block; any width scans the same
+    rng = np.random.default_rng(12)
+    codes = np.rint(rng.normal(0, 5, 3200)).astype(np.int32)
+    far = rng.random(codes.size) < 0.1
+    codes[far] = rng.integers(-10**6, 10**6, far.sum())  # beyond MAX_RADIUS: escaped
+    cpu = encode_integers(codes, "cpu", chunk=16)
+    escape_counts = np.add.reduceat(np.abs(codes) > HEADER.unpack_from(cpu)[1], np.arange(0, codes.size, 16))
+    assert parts(cpu)[2].size == 200 and (escape_counts > 0).sum() > 140
+    assert encode_integers(codes, "cuda", chunk=16) == cpu
+    np.testing.assert_array_equal(decode_integers(cpu, "cuda").copy_to_host(), codes)
+
+
+@pytest.mark.parametrize("freq", [[0, 5, 0, 0, 32763, 0], [2**PROB_BITS], [1] * 4096 + [2**PROB_BITS - 4097, 0, 1]])
+def test_cuda_lut_is_the_repeated_symbols(freq):
+    from numba import cuda
+
+    from gpu.compress import chunked_rans_cuda as kernels
+
+    freq = np.array(freq, np.int64)
+    start = np.concatenate(([0], np.cumsum(freq)[:-1]))
+    lut = cuda.device_array(2**PROB_BITS, np.uint16)
+    threads = -(-(2**PROB_BITS) // kernels._LUT_SLOTS)
+    kernels.lut_kernel[-(-threads // 256), 256](cuda.to_device(freq), cuda.to_device(start), lut)
+    np.testing.assert_array_equal(lut.copy_to_host(), np.repeat(np.arange(freq.size), freq))
+
+
+def test_cuda_names_the_cpus_failing_chunk():
+    stream = bytearray(encode_integers(heavy_tailed(2000, 13), chunk=256))
+    sizes = parts(bytes(stream))[2]
+    words_at = len(stream) - 2 * int(sizes.sum())
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    for c in (5, 2):
+        stream[words_at + 2 * int(offsets[c]) + 20] ^= 0x33
+    messages = []
+    for backend in ("cpu", "cuda"):
+        with pytest.raises(ValueError, match="initial state") as error:
+            decode_integers(bytes(stream), backend)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1] and "chunk 2 of 8" in messages[0]
+
+
 def damaged(stream: bytes, at: int, value: int) -> bytes:
     return stream[:at] + struct.pack("<I", value) + stream[at + 4:]
 
@@ -243,3 +290,23 @@ def test_sparse_streams_take_longer_chunks():
     # the range coder's stream (order-0, one state in all): ours within 16 chunks' final states,
     # the longer header and the word counts' zstd frame of it
     assert len(stream) <= len(entropy_coding.encode_integers(codes)) + 16 * 4 + 64
+
+
+def test_coded_bits_are_the_per_symbol_integer_bounds():
+    """The size estimate that picks a stream's chunk, summed symbol by symbol as its docstring
+    states it, so every machine picks the same chunk."""
+    from gpu.compress.chunked_rans import _coded_bits
+
+    def by_symbol(counts, freq):
+        total = 0
+        for s in np.flatnonzero(freq):
+            f = int(freq[s])
+            total += int(counts[s]) * min((PROB_BITS - (f.bit_length() - 1)) * 1024, -(-(2**PROB_BITS - f) * 1478 // f))
+        return -(-total // 1024)
+
+    rng = np.random.default_rng(14)
+    for k in (2, 23, 2001, 8193):
+        counts = (rng.pareto(1.0, k) * 1000).astype(np.int64) * (rng.random(k) < 0.7)
+        counts[[0, -1]] += [1, 2**31]
+        freq = quantise_frequencies(counts)
+        assert _coded_bits(counts, freq) == by_symbol(counts, freq)
