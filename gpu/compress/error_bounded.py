@@ -38,6 +38,7 @@ from gpu.compress import chunked_rans, entropy_coding
 from gpu.compress.hosvd import array_module, mode_products, namespace_of, recover_core, st_hosvd, to_host
 from gpu.compress.quantize import dequantize, quantize
 from gpu.compress.step_error import step_error
+from gpu.cuda.host_memory import pinned_empty
 
 __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "error_metrics", "cast_output",
            "TARGET_MODES", "CODERS"]
@@ -74,6 +75,9 @@ class ErrorTarget:
             raise ValueError(f"error target must be a positive finite number, got {self.value}")
 
 
+#: streams of fewer codes are coded and decoded on the host on the CUDA backend too: their
+#: few chunks would run on as few GPU threads, each slower than a host core
+DEVICE_CODES = 1 << 16
 #: the integer coders by name: chunked rANS (written, archive version 3) and the range coder
 #: of version-2 archives (read)
 CODERS = {"rans": chunked_rans, "range": entropy_coding}
@@ -498,9 +502,10 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
 
 
 def _encode_codes(codes) -> bytes:
-    """A stream of codes, coded where they are (numpy on the host, a CuPy array on the GPU)."""
-    on_device = namespace_of(codes) is not np
-    return chunked_rans.encode_integers(codes, backend="cuda" if on_device else "cpu")
+    """A stream of codes, coded where they are (numpy on the host, a CuPy array on the GPU;
+    a short one on the host wherever it is)."""
+    on_device = namespace_of(codes) is not np and codes.size >= DEVICE_CODES
+    return chunked_rans.encode_integers(codes if on_device else to_host(codes), backend="cuda" if on_device else "cpu")
 
 
 def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str = "cpu") -> np.ndarray:
@@ -513,8 +518,9 @@ def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str 
 
     def codes_of(stream: bytes, size: int, what: str):
         if encoded.coder == "rans":
-            codes = chunked_rans.decode_integers(stream, backend=backend)
-            codes = to_host(codes) if xp is np else xp.asarray(codes)
+            on_device = xp is not np and size >= DEVICE_CODES
+            codes = chunked_rans.decode_integers(stream, backend=backend if on_device else "cpu")
+            codes = xp.asarray(codes) if xp is not np else to_host(codes)
         else:
             codes = xp.asarray(entropy_coding.decode_integers(stream))
         if codes.size != size:
@@ -529,4 +535,9 @@ def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str 
         codes = codes_of(encoded.residual_stream, xhat.size, "residual").reshape(xhat.shape)
         xhat = xp.asarray(dequantize(codes.astype(xp.int32, copy=False), encoded.residual_step, xhat,
                                      backend=backend))
-    return to_host(cast_output(xhat, output_dtype))
+    y = cast_output(xhat, output_dtype)
+    if xp is np:
+        return y
+    host = pinned_empty(y.shape, y.dtype)  # DMA from the device, no staging copy
+    y.get(out=host)
+    return host

@@ -107,8 +107,8 @@ def test_the_step_search_says_when_nothing_fits_and_stops_at_its_highest_step():
 
 @pytest.mark.parametrize("mode", ["tol", "abs"])
 def test_cuda_decoder_equals_cpu_decoder(mode):
-    """The CUDA backend decodes every stream on the device (chunked rANS kernels, in the
-    simulator here) to the CPU decoder's values."""
+    """The CUDA backend's decoder gives the CPU decoder's values (here without CuPy: its
+    passes on the host, the residual's dequantisation in the simulator)."""
     x = dwi_like_tensor()
     target = ErrorTarget(mode, 0.01 if mode == "tol" else 0.01 * float(np.ptp(x)))
     encoded = encode_tensor(x, target, output_dtype=x.dtype, backend="cpu")
