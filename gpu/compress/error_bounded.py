@@ -38,7 +38,6 @@ from gpu.compress import chunked_rans, entropy_coding
 from gpu.compress.hosvd import array_module, mode_products, namespace_of, recover_core, st_hosvd, to_host
 from gpu.compress.quantize import dequantize, quantize
 from gpu.compress.step_error import step_error
-from gpu.cuda.host_memory import pinned_empty
 
 __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "error_metrics", "cast_output",
            "TARGET_MODES", "CODERS"]
@@ -535,9 +534,6 @@ def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str 
         codes = codes_of(encoded.residual_stream, xhat.size, "residual").reshape(xhat.shape)
         xhat = xp.asarray(dequantize(codes.astype(xp.int32, copy=False), encoded.residual_step, xhat,
                                      backend=backend))
-    y = cast_output(xhat, output_dtype)
-    if xp is np:
-        return y
-    host = pinned_empty(y.shape, y.dtype)  # DMA from the device, no staging copy
-    y.get(out=host)
-    return host
+    # pageable: page-locked memory would copy faster but takes longer to allocate than a
+    # one-off decode's copy (about 20 ms against 4 ms for 42 MB on the H200 host)
+    return to_host(cast_output(xhat, output_dtype))
