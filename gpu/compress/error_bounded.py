@@ -135,8 +135,8 @@ def _entropy_bytes(codes) -> float:
     if codes.size == 0:
         return 0.0
     counts = xp.bincount(codes - codes.min())
-    counts = counts[counts > 0]
-    return float(-(counts * xp.log2(counts / codes.size)).sum() / 8) + 16
+    # absent values add 0 · log2(1/n): no selection of the present ones (a host round trip on the GPU)
+    return float(-(counts * xp.log2(xp.maximum(counts, 1) / codes.size)).sum() / 8) + 16
 
 
 def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:
@@ -276,14 +276,19 @@ def _largest_step(x, prediction, budget: float, start: float) -> float | None:
     return _largest_fitting_step(error, budget, start, 1.002, start * 2.0**-40, start * 1e6)
 
 
-def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, target_kind, budget_s, res_step, scale):
+def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, target_kind, budget_s, res_step, scale,
+                    factor_bytes: dict):
     """Estimated bytes of one (ranks, core step, factor step) choice, measured on the sample
-    grid (``xs``, ``core``, ``factors`` and ``grid`` on the host or all on the device)."""
+    grid (``xs``, ``core``, ``factors`` and ``grid`` on the host or all on the device);
+    ``factor_bytes`` keeps each (mode, rank, step)'s factor size for the next candidates."""
     xp = namespace_of(xs)
     sub = core[tuple(slice(0, r) for r in ranks)]
     qc = xp.floor(sub * (1.0 / core_step) + 0.5).astype(xp.int64)
     qf = [xp.floor(u[:, :r] * (1.0 / factor_step) + 0.5).astype(xp.int64) for u, r in zip(factors, ranks)]
-    size = _entropy_bytes(qc) + sum(_entropy_bytes(q) for q in qf)
+    for n, (q, r) in enumerate(zip(qf, ranks)):
+        if (n, r, factor_step) not in factor_bytes:
+            factor_bytes[n, r, factor_step] = _entropy_bytes(q)
+    size = _entropy_bytes(qc) + sum(factor_bytes[n, r, factor_step] for n, r in enumerate(ranks))
     xhat = xp.ascontiguousarray(mode_products(qc * core_step, [q[idx] * factor_step for q, idx in zip(qf, grid)]))
     residual = xs - xhat
     if target_kind == "l2":
@@ -372,6 +377,7 @@ def encode_tensor(
     factors_x = [xp.asarray(u) for u in factors]
     energies = _mode_energies(core)
     choices = {}
+    factor_bytes: dict = {}
 
     def size_of(t_index, c_step, f_step=FACTOR_STEPS[0]):
         key = (t_index, c_step, f_step)
@@ -383,7 +389,7 @@ def encode_tensor(
                 sub = _sub_ranks(energies, threshold, max_ranks)
             core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
             choices[key] = (*_candidate_size(xs, grid, core, factors_x, sub, core_step, f_step, kind,
-                                             budget_s, unit, scale), sub, core_step)
+                                             budget_s, unit, scale, factor_bytes), sub, core_step)
         return choices[key][0]
 
     t_indices = [0] if ranks else list(range(len(tolerances)))
