@@ -165,11 +165,8 @@ def gather_escapes_kernel(codes, radius, chunk, escapes, escaped):
 
 @cuda.jit
 def lut_kernel(freq, start, lut):
-    """``lut[slot]``: the symbol ``s`` with ``start[s] ≤ slot < start[s] + freq[s]`` (as
-    ``np.repeat(arange, freq)``) in its low 16 bits, ``freq[s]`` in the next 16 and
-    ``slot − start[s]`` in the 16 above: one load gives a decoding step all it reads of the
-    model (the step waits on it, a load of ``freq`` and ``start`` after the symbol's would be
-    a second wait). ``_LUT_SLOTS`` consecutive slots a thread."""
+    """``lut[slot]``: the symbol ``s`` with ``start[s] ≤ slot < start[s] + freq[s]``, as
+    ``np.repeat(arange, freq)``; ``_LUT_SLOTS`` consecutive slots a thread."""
     first = cuda.grid(1) * _LUT_SLOTS
     if first >= lut.shape[0]:
         return
@@ -185,12 +182,11 @@ def lut_kernel(freq, start, lut):
     for slot in range(first, min(lut.shape[0], first + _LUT_SLOTS)):
         while slot >= np.int64(start[lo]) + np.int64(freq[lo]):
             lo += 1
-        lut[slot] = np.uint64(lo) | (np.uint64(freq[lo]) << np.uint64(16)) | \
-            (np.uint64(slot - np.int64(start[lo])) << np.uint64(32))
+        lut[slot] = lo
 
 
 @cuda.jit
-def decode_chunks_kernel(words, offsets, lut, radius, chunk, out, escapes, summary):
+def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, escapes, summary):
     c = cuda.grid(1)
     if c >= escapes.shape[0]:
         return
@@ -202,9 +198,9 @@ def decode_chunks_kernel(words, offsets, lut, radius, chunk, out, escapes, summa
     count = np.int64(0)
     bad = False
     for i in range(c * chunk, min(out.shape[0], (c + 1) * chunk)):
-        entry = lut[x & (PROB_SCALE - 1)]
-        s = np.int64(entry & np.uint64(0xFFFF))
-        x = np.int64((entry >> np.uint64(16)) & np.uint64(0xFFFF)) * (x >> PROB_BITS) + np.int64(entry >> np.uint64(32))
+        slot = x & (PROB_SCALE - 1)
+        s = np.int64(lut[slot])
+        x = np.int64(freq[s]) * (x >> PROB_BITS) + slot - np.int64(start[s])
         if x < STATE_LOWER:
             if p == end:
                 bad = True
@@ -404,10 +400,10 @@ def decode_chunks_cuda(words: np.ndarray, offsets: np.ndarray, freq: np.ndarray,
     d_summary, d_offsets, d_freq, d_start, d_escaped, d_words, lut, d_escapes = _upload(
         [summary, offsets.astype(np.int64, copy=False), freq.astype(np.int64, copy=False),
          start.astype(np.int64, copy=False), escaped.astype(np.int32, copy=False), words],
-        [(PROB_SCALE, np.uint64), (chunks, np.int64)])
+        [(PROB_SCALE, np.uint16), (chunks, np.int64)])
     lut_kernel[_grid(PROB_SCALE // _LUT_SLOTS, _BLOCK), _BLOCK](d_freq, d_start, lut)
     decode_chunks_kernel[_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
-        d_words, d_offsets, lut, radius, chunk, out, d_escapes, d_summary)
+        d_words, d_offsets, lut, d_freq, d_start, radius, chunk, out, d_escapes, d_summary)
     if escaped.size:
         fill_escapes_kernel[chunks, _SCAN](out, radius, chunk, d_escapes, d_escaped)
     summary = d_summary.copy_to_host()
