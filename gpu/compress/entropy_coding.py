@@ -1,4 +1,7 @@
-"""Lossless coding of integer arrays (quantisation codes) with a range coder.
+"""Lossless coding of integer arrays (quantisation codes) with a range coder: the streams of
+version-2 archives, which :func:`decode_integers` still reads (version 3 codes them by
+:mod:`gpu.compress.chunked_rans`; :func:`encode_integers` stays as their writer, which the
+tests check the reader and the new coder's sizes against).
 
 Order-0 model: the codes' own histogram, stored beside the coded words, drives a range coder
 (``constriction``, Bamler 2022, its ``queue.RangeEncoder`` with a ``Categorical`` model). Codes

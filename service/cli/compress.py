@@ -23,7 +23,7 @@ def register(subparsers) -> None:
         "compress",
         help="compress a NIfTI volume to an error target (--tol, --abs or --psnr) into an .npz archive",
         description="A Tucker decomposition (ST-HOSVD, core by an FP16/FP32/FP64 tensor-times-matrix chain "
-        "with Kronecker-product scaling), its core and factors quantised and range-coded, and the residual "
+        "with Kronecker-product scaling), its core and factors quantised and entropy-coded, and the residual "
         "coded so that the result meets one target: relative Frobenius error (--tol), largest absolute error "
         "(--abs, guaranteed) or PSNR (--psnr). Prints the compression ratio, the three errors measured on the "
         "result, the TTMc bound and phase times; --report-dwi adds what the error does to DTI and CSD peaks.",
