@@ -4,6 +4,7 @@
     python3 -m bench.ttmc --section ttmc [--quick]        # device: the TTMc table
     python3 -m bench.ttmc --section scan [--quick]        # device: the pass over X per launch constant
     python3 -m bench.ttmc --section dwi [--backend cpu]   # vs SZ3, ZFP, TTHRESH at equal error ([--quick]: small)
+    python3 -m bench.ttmc --section throughput [--backend cuda]  # encode/decode GB/s vs SZ3, whole-brain sizes
 
 TTMc table: X Gaussian, U_n with orthonormal rows (as in a Tucker core computation), order
 ``ssf``. FP64 starts from a float64 X; the other variants from a float32 X (the FP16 ones
@@ -376,6 +377,61 @@ def section_dwi(backend, report: Report, quick: bool = False, dwi_metrics: bool 
     return rows
 
 
+def throughput_datasets(quick: bool) -> list[tuple[str, np.ndarray]]:
+    """Whole-brain-sized float32 series: the DWI-like series and the 3-shell phantom (b = 0 ×5,
+    1000 ×50, 2000 ×50; its fibre directions random per voxel)."""
+    from gpu.fod.phantom import dwi_phantom, shell_scheme
+
+    like_shape, phantom_shape = ((32, 32, 20), (24, 24, 15)) if quick else ((128, 128, 60), (96, 96, 60))
+    bvals, bvecs = shell_scheme(5, ((1000, 50), (2000, 50)), seed=0)
+    phantom = dwi_phantom(phantom_shape, bvals, bvecs, snr=20.0, seed=1)["dwi"].astype(np.float32)
+    return [(f"DWI-like {like_shape}x65", dwi_like(like_shape, 64).astype(np.float32)),
+            (f"3-shell phantom {phantom_shape}x105", phantom)]
+
+
+def _best_time(call, repeats: int) -> tuple[float, object]:
+    best, result = math.inf, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = call()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
+def section_throughput(backend, report: Report, quick: bool = False) -> list[dict]:
+    """Ours against SZ3 in memory on whole-brain-sized series: encode and decode GB/s (input
+    float32 bytes over wall seconds, ours best of 2 encodes and 3 decodes after a warm-up),
+    SZ3's bound bisected to our relative error (its times those of the last fitting call)."""
+    from gpu.compress.error_bounded import ErrorTarget, decode_tensor, encode_tensor
+
+    rows = []
+    for name, x in throughput_datasets(quick):
+        encode_tensor(x[:16, :16, :8], ErrorTarget("tol", 0.01), output_dtype=x.dtype, backend=backend)
+        for tol in (0.01, 0.02):
+            enc_s, encoded = _best_time(lambda: encode_tensor(x, ErrorTarget("tol", tol), output_dtype=x.dtype,
+                                                              backend=backend), 2)
+            dec_s, _ = _best_time(lambda: decode_tensor(encoded, x.dtype, backend=backend), 3)
+            achieved = encoded.report["relative_error"]
+            # to 1 %: a call on a whole brain takes seconds, and here the times matter, not the last byte
+            size, _, sz3_enc, sz3_dec = _peer_at_equal_error(x, "relative_error", achieved, lambda b: _sz3(x, b),
+                                                             precision=1.01)
+            rows.append(dict(data=name, mb=x.nbytes / 1e6, target=f"tol {tol:g}", ours=x.nbytes / encoded.nbytes,
+                             sz3=x.nbytes / size, enc_gbs=x.nbytes / enc_s / 1e9, dec_gbs=x.nbytes / dec_s / 1e9,
+                             sz3_enc_gbs=x.nbytes / sz3_enc / 1e9, sz3_dec_gbs=x.nbytes / sz3_dec / 1e9,
+                             enc_x_sz3=ratio(sz3_enc, enc_s), dec_x_sz3=ratio(sz3_dec, dec_s)))
+            report.progress(f"{name} tol {tol:g}: encode {rows[-1]['enc_gbs']:.2f} GB/s, "
+                            f"decode {rows[-1]['dec_gbs']:.2f} GB/s")
+    report.table("Compression throughput in memory: ours against SZ3 at equal relative error", rows,
+                 [Column("data", "data"), Column("mb", "MB", ".0f"), Column("target", "target"),
+                  Column("ours", "ours ratio", ".1f"), Column("sz3", "SZ3 ratio", ".1f"),
+                  Column("enc_gbs", "enc GB/s", ".2f"), Column("sz3_enc_gbs", "SZ3 enc GB/s", ".2f"),
+                  Column("enc_x_sz3", "enc ×SZ3", ".2f"), Column("dec_gbs", "dec GB/s", ".2f"),
+                  Column("sz3_dec_gbs", "SZ3 dec GB/s", ".2f"), Column("dec_x_sz3", "dec ×SZ3", ".2f")],
+                 note="GB/s: float32 input bytes over wall seconds, arrays in host memory before and after; "
+                      "×SZ3: SZ3's seconds over ours (pysz, one host core)")
+    return rows
+
+
 def section_scan(cases, report: Report) -> None:
     """The one pass over X alone, per launch constant: GB/s of scale-and-scan by input and
     output type, for each (loads in flight, rows per chunk, most blocks) setting (kernels
@@ -500,7 +556,7 @@ def section_smoke(report: Report) -> bool:
 
 def main() -> int:
     parser = bench_parser(__doc__.splitlines()[0])
-    parser.add_argument("--section", choices=("smoke", "ttmc", "scan", "dwi"), required=True)
+    parser.add_argument("--section", choices=("smoke", "ttmc", "scan", "dwi", "throughput"), required=True)
     parser.add_argument("--quick", action="store_true", help="smaller TTMc cases, a smaller DWI volume")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--backend", default="auto")
@@ -514,6 +570,8 @@ def main() -> int:
             section_scan(QUICK_CASES if args.quick else CASES, report)
         elif args.section == "ttmc":
             print_ttmc(section_ttmc(QUICK_CASES if args.quick else CASES, args.reps), report)
+        elif args.section == "throughput":
+            section_throughput(args.backend, report, args.quick)
         else:
             section_dwi(args.backend, report, args.quick, dwi_metrics=not args.no_dwi_metrics)
     except Exception:
