@@ -36,9 +36,9 @@ import struct
 import numpy as np
 from numba import get_num_threads, njit, prange
 
+from gpu.compress.rans_chunk import decode_chunk, encode_chunk
 from gpu.compress.rans_parameters import (CHUNK, CHUNK_BYTES, CHUNKS_IN_FLIGHT, MAX_RADIUS, MIN_CHUNK, PROB_BITS,
-                                          PROB_SCALE, RENORM_SHIFT, SPAN, SPARSE_CHUNK, STATE_LOWER, WORD_BITS,
-                                          WORD_MASK)
+                                          PROB_SCALE, SPAN, SPARSE_CHUNK)
 from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.backend import resolve_backend
 
@@ -192,32 +192,9 @@ def _clipped_histogram(codes, parts):  # pragma: no cover - compiled
 def _encode_chunks(codes, radius, freq, start, chunk, regions, sizes, escapes):  # pragma: no cover - compiled
     n = codes.shape[0]
     cap = regions.shape[0] // sizes.shape[0]  # chunk + 2 words, or n + 2 for one short chunk
-    top = 2 * radius + 2
     for c in prange(sizes.shape[0]):
-        lo = c * chunk
-        pos = (c + 1) * cap  # words are written backwards: the decoder reads them forwards
-        x = STATE_LOWER
-        count = 0
-        for i in range(min(n, lo + chunk) - 1, lo - 1, -1):
-            code = np.int64(codes[i])
-            if code < -radius:
-                s = 0
-                count += 1
-            elif code > radius:
-                s = top
-                count += 1
-            else:
-                s = code + radius + 1
-            f = freq[s]
-            if x >= f << RENORM_SHIFT:
-                pos -= 1
-                regions[pos] = x & WORD_MASK
-                x >>= WORD_BITS
-            x = ((x // f) << PROB_BITS) + x % f + start[s]
-        regions[pos - 1] = x >> WORD_BITS
-        regions[pos - 2] = x & WORD_MASK
-        sizes[c] = (c + 1) * cap - (pos - 2)
-        escapes[c] = count
+        sizes[c], escapes[c] = encode_chunk(codes, c * chunk, min(n, (c + 1) * chunk), radius, freq, start, regions,
+                                            (c + 1) * cap)
 
 
 @njit(parallel=True, cache=True)
@@ -244,29 +221,9 @@ def _gather_escapes(codes, radius, chunk, offsets, escaped):  # pragma: no cover
 @njit(parallel=True, cache=True)
 def _decode_chunks(words, offsets, lut, freq, start, radius, chunk, out, escapes, failed):  # pragma: no cover
     n = out.shape[0]
-    top = 2 * radius + 2
     for c in prange(escapes.shape[0]):
-        p = offsets[c]
-        end = offsets[c + 1]
-        x = np.int64(words[p]) | (np.int64(words[p + 1]) << WORD_BITS)
-        p += 2
-        count = 0
-        bad = False
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            slot = x & (PROB_SCALE - 1)
-            s = np.int64(lut[slot])
-            x = freq[s] * (x >> PROB_BITS) + slot - start[s]
-            if x < STATE_LOWER:
-                if p == end:
-                    bad = True
-                    break
-                x = (x << WORD_BITS) | np.int64(words[p])
-                p += 1
-            out[i] = s - radius - 1
-            if s == 0 or s == top:
-                count += 1
-        escapes[c] = count
-        failed[c] = bad or x != STATE_LOWER or p != end
+        escapes[c], failed[c] = decode_chunk(words, offsets[c], offsets[c + 1], lut, freq, start, radius, c * chunk,
+                                             min(n, (c + 1) * chunk), out)
 
 
 @njit(parallel=True, cache=True)

@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from gpu.compress.rans_parameters import (MAX_RADIUS, PROB_BITS, PROB_SCALE, RENORM_SHIFT, SPAN, STATE_LOWER,
-                                          WORD_BITS, WORD_MASK)
+from gpu.compress.rans_chunk import decode_chunk, encode_chunk
+from gpu.compress.rans_parameters import MAX_RADIUS, PROB_SCALE, SPAN
 from gpu.cuda import device_arrays
 from gpu.cuda.simulator import simulator_active
 
@@ -70,31 +70,9 @@ def encode_chunks_kernel(codes, radius, freq, start, chunk, regions, sizes, esca
     c = cuda.grid(1)
     if c >= sizes.shape[0]:
         return
-    lo = c * chunk
     cap = regions.shape[0] // sizes.shape[0]  # chunk + 2 words, or n + 2 for one short chunk
-    pos = (c + 1) * cap
-    x = np.int64(STATE_LOWER)
-    count = 0
-    for i in range(min(codes.shape[0], lo + chunk) - 1, lo - 1, -1):
-        code = np.int64(codes[i])
-        if code < -radius:
-            s = 0
-            count += 1
-        elif code > radius:
-            s = 2 * radius + 2
-            count += 1
-        else:
-            s = code + radius + 1
-        f = np.int64(freq[s])
-        if x >= f << RENORM_SHIFT:
-            pos -= 1
-            regions[pos] = x & WORD_MASK
-            x >>= WORD_BITS
-        x = ((x // f) << PROB_BITS) + x % f + np.int64(start[s])
-    regions[pos - 1] = x >> WORD_BITS
-    regions[pos - 2] = x & WORD_MASK
-    sizes[c] = (c + 1) * cap - (pos - 2)
-    escapes[c] = count
+    sizes[c], escapes[c] = encode_chunk(codes, c * chunk, min(codes.shape[0], (c + 1) * chunk), radius, freq, start,
+                                        regions, (c + 1) * cap)
 
 
 @cuda.jit(device=True)
@@ -190,30 +168,12 @@ def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, e
     c = cuda.grid(1)
     if c >= escapes.shape[0]:
         return
-    p = np.int64(offsets[c])
-    end = np.int64(offsets[c + 1])
-    x = np.int64(words[p]) | (np.int64(words[p + 1]) << WORD_BITS)
-    p += 2
-    top = 2 * radius + 2
-    count = np.int64(0)
-    bad = False
-    for i in range(c * chunk, min(out.shape[0], (c + 1) * chunk)):
-        slot = x & (PROB_SCALE - 1)
-        s = np.int64(lut[slot])
-        x = np.int64(freq[s]) * (x >> PROB_BITS) + slot - np.int64(start[s])
-        if x < STATE_LOWER:
-            if p == end:
-                bad = True
-                break
-            x = (x << WORD_BITS) | np.int64(words[p])
-            p += 1
-        out[i] = s - radius - 1
-        if s == 0 or s == top:
-            count += 1
+    count, bad = decode_chunk(words, np.int64(offsets[c]), np.int64(offsets[c + 1]), lut, freq, start, radius,
+                              c * chunk, min(out.shape[0], (c + 1) * chunk), out)
     escapes[c] = count
     if count:
         cuda.atomic.add(summary, _ESCAPE_TOTAL, count)
-    if bad or x != STATE_LOWER or p != end:
+    if bad:
         cuda.atomic.min(summary, _FIRST_FAILED, np.int64(c))
 
 
