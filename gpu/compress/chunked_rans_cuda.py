@@ -49,7 +49,7 @@ _ALIGN = 8  # bytes: the parts of a packed buffer start where an int64 may
 _ESCAPE_TOTAL, _FIRST_FAILED = 0, 1
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def clipped_histogram_kernel(codes, hist):
     local = cuda.shared.array(SPAN, np.uint32)
     tid = cuda.threadIdx.x
@@ -65,7 +65,7 @@ def clipped_histogram_kernel(codes, hist):
             cuda.atomic.add(hist, b, local[b])
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def encode_chunks_kernel(codes, radius, freq, start, chunk, regions, sizes, escapes):
     c = cuda.grid(1)
     if c >= sizes.shape[0]:
@@ -105,7 +105,7 @@ def _sum_before(counts, c, total, tid):
     return total[0]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def compact_words_kernel(regions, sizes, words):
     c = cuda.blockIdx.x
     tid = cuda.threadIdx.x
@@ -117,7 +117,7 @@ def compact_words_kernel(regions, sizes, words):
         words[target + k] = regions[source + k]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def gather_escapes_kernel(codes, radius, chunk, escapes, escaped):
     c = cuda.blockIdx.x
     if escapes[c] == 0:
@@ -141,7 +141,7 @@ def gather_escapes_kernel(codes, radius, chunk, escapes, escaped):
         cuda.syncthreads()
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def lut_kernel(freq, start, lut):
     """``lut[slot]``: the symbol ``s`` with ``start[s] ≤ slot < start[s] + freq[s]``, as
     ``np.repeat(arange, freq)``; ``_LUT_SLOTS`` consecutive slots a thread."""
@@ -163,7 +163,7 @@ def lut_kernel(freq, start, lut):
         lut[slot] = lo
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, escapes, summary):
     c = cuda.grid(1)
     if c >= escapes.shape[0]:
@@ -177,7 +177,7 @@ def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, e
         cuda.atomic.min(summary, _FIRST_FAILED, np.int64(c))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def fill_escapes_kernel(out, radius, chunk, escapes, escaped):
     """As ``gather_escapes_kernel`` backwards; reads nothing past ``escaped``'s end, where a
     damaged stream's counts would lead (the call then refuses the stream)."""
@@ -203,7 +203,7 @@ def fill_escapes_kernel(out, radius, chunk, escapes, escaped):
         cuda.syncthreads()
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def fill_kernel(out, value):
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = value

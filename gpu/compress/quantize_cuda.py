@@ -19,7 +19,7 @@ _BLOCK = 256
 _MAX_BLOCKS = 4096
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def quantize_kernel(x, ref, use_ref, inv_step, codes):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
@@ -28,7 +28,7 @@ def quantize_kernel(x, ref, use_ref, inv_step, codes):
         codes[i] = np.int32(math.floor(v * inv_step + 0.5))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def dequantize_kernel(codes, ref, use_ref, step, out):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)

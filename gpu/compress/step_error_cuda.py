@@ -14,7 +14,7 @@ __all__ = ["block_sums_kernel", "block_sums_cuda"]
 _THREADS = 256
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def block_sums_kernel(x, p, step, inv_step, cast, lo, hi, block, out):
     total = cuda.shared.array(_THREADS, float64)
     largest = cuda.shared.array(_THREADS, float64)

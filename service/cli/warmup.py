@@ -85,8 +85,9 @@ def _warmup(args: argparse.Namespace) -> int:
 
                 warm_up_conv(backend, log=log)
             else:
-                log("compress: nothing to cache (its CPU backend is NumPy; its CUDA kernels are not cached on "
-                    "disk, the scaled-TTM ones link CUDA C++, which numba cannot cache)")
+                from gpu.compress.warmup import warm_up_compress
+
+                warm_up_compress(backend, log=log)
     return 0
 
 

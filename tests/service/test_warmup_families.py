@@ -36,3 +36,12 @@ def test_cuda_warmup_also_loads_the_cpu_loops_the_cuda_backends_hand_voxels_to(m
     fod_warmup.warm_up_fod("cpu")
     fixels_warmup.warm_up_fixels("cpu")
     assert {backend for _, backend in calls} == {"cpu"}
+
+
+def test_warmup_caches_the_compress_loops(capsys):
+    """``--family compress``: the chunked rANS and step-error loops go into numba's cache."""
+    assert main(["warmup", "--backend", "cpu", "--family", "compress"]) == 0
+    assert "compress: chunked rANS and step-error loops (cpu)" in capsys.readouterr().out
+    cache = Path(os.environ["NUMBA_CACHE_DIR"])
+    for loop in ("chunked_rans._encode_chunks", "chunked_rans._decode_chunks", "step_error._block_sums"):
+        assert list(cache.rglob(f"{loop}-*.nbi")), loop
