@@ -429,9 +429,9 @@ def encode_tensor(
         residual_stream=_encode_codes(residual_codes) if residual_step else b"")
     times["entropy_coding"] = time.perf_counter() - start
     rmse = error / math.sqrt(max(n, 1))
+    psnr = math.inf if rmse == 0 else (20 * math.log10(value_range / rmse) if value_range > 0 else -math.inf)
     metrics = {"relative_error": error / norm_x if norm_x else (0.0 if error == 0 else math.inf),
-               "max_error": max_error,
-               "psnr": math.inf if rmse == 0 else (20 * math.log10(value_range / rmse) if value_range > 0 else -math.inf)}
+               "max_error": max_error, "psnr": psnr}
     encoded.report = {
         **metrics,
         "target": {"mode": target.mode, "value": target.value},
