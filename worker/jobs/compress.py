@@ -149,7 +149,11 @@ def decompress_file(in_path: Path, out_path: Path) -> dict:
         archive = load_archive(in_path)
     except ValueError as exc:
         raise InputError("Unusable archive", f"archive: {exc}") from None
-    image = archive_volume(archive)
+    try:
+        image = archive_volume(archive)
+    except ValueError as exc:  # a stream's checks: lengths, tables, chunks that do not decode
+        raise InputError("Damaged archive", f"archive: {in_path.name} does not decode ({exc}); copy it again "
+                         "from where it was written, or compress the volume again") from None
     with atomic_path(out_path) as temporary:
         nib.save(image, str(temporary))
     return {"output": out_path.name, "shape": list(archive.shape), "dtype": archive.dtype.name,

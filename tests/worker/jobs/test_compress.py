@@ -114,6 +114,23 @@ def test_version_2_archives_still_decompress(tmp_path):
     np.testing.assert_array_equal(nib.load(volume).affine, np.diag([2.0, 2.0, 2.5, 1.0]))
 
 
+def test_damaged_archive_is_an_input_error_and_writes_nothing(tmp_path):
+    """An archive whose residual stream lost bytes (a truncated copy) is refused as damaged,
+    saying what to do, and no volume is left behind."""
+    x = np.load(V1_SOURCE)
+    image = tmp_path / "v.nii"
+    nib.save(nib.Nifti1Image(x, np.eye(4)), image)
+    archive = tmp_path / "a.npz"
+    compress_job.compress_file(image, archive, CompressParams(abs=10.0))
+    data = dict(np.load(archive, allow_pickle=False))
+    assert data["residual_codes"].size > 24  # a stream's header and more
+    data["residual_codes"] = data["residual_codes"][:-10]
+    np.savez(tmp_path / "damaged.npz", **data)
+    with pytest.raises(InputError, match="does not decode.*damaged integer stream.*compress the volume again"):
+        compress_job.decompress_file(tmp_path / "damaged.npz", tmp_path / "out.nii.gz")
+    assert not list(tmp_path.glob("out*"))
+
+
 def test_fixed_ranks_archive_contents(dwi, tmp_path):
     params = CompressParams(ranks=[4, 5, 6, 12], precision="fp32", scaling="onesided", tol=0.05)
     (archive, _), _ = run_kind("compress", {"volume": dwi}, params, tmp_path / "c")
