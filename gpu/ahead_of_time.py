@@ -27,7 +27,9 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import sysconfig
 import tempfile
 import threading
 from pathlib import Path
@@ -38,7 +40,8 @@ import numpy as np
 
 from gpu.cuda.cache_folder import kernel_cache_dir
 
-__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "numba_only"]
+__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "missing_build_tools",
+           "numba_only"]
 
 _BUILD_OPTIONS_DROPPED = ("parallel", "cache", "nogil")
 
@@ -133,6 +136,54 @@ def _compiled_as_the_jit_compiles() -> Iterator[dict]:
         codegen.AOTCPUCodegen._customize_tm_features = aot_features
 
 
+def _source_files(py_func: Callable) -> set[str]:
+    """The files of the Python code numba compiles into ``py_func``: its module's, and those of
+    the functions of this project (its package's or this one's) it calls by name, directly or
+    through their module (``register_jitable`` functions, other ``@njit`` functions: numba
+    inlines or links them), and theirs in turn. A change to any of them makes a build stale."""
+    own = {py_func.__module__.partition(".")[0], __name__.partition(".")[0]}
+    files: set[str] = set()
+    seen: set[int] = set()
+    pending = [py_func]
+    while pending:
+        function = pending.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        files.add(sys.modules[function.__module__].__file__)
+        names, codes = set(), [function.__code__]
+        while codes:
+            code = codes.pop()
+            names.update(code.co_names)
+            codes.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+        for name in names:
+            value = function.__globals__.get(name)
+            if isinstance(value, ModuleType):
+                if value.__name__.partition(".")[0] in own and getattr(value, "__file__", None):
+                    files.add(value.__file__)
+                    pending.extend(getattr(value, n) for n in names if _is_own_function(getattr(value, n, None), own))
+            elif _is_own_function(value, own):
+                pending.append(getattr(value, "py_func", value))
+    return files
+
+
+def _is_own_function(value: Any, own: set[str]) -> bool:
+    function = getattr(value, "py_func", value)  # an @njit dispatcher: its Python function
+    return callable(function) and hasattr(function, "__code__") and function.__module__.partition(".")[0] in own
+
+
+def missing_build_tools() -> str | None:
+    """What the build lacks on this machine, said so that a user can install it; None when
+    it has a C compiler and the Python headers."""
+    compiler = sysconfig.get_config_var("CC") or "cc"
+    if shutil.which(compiler.split()[0]) is None:
+        return f"no C compiler ({compiler.split()[0]}): install gcc"
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.is_file():
+        return f"no Python headers ({headers}): install python3-dev"
+    return None
+
+
 def build(name: str, dispatchers: Sequence, folder: Path | None = None) -> Path:
     """Compile every signature that each ``@njit`` dispatcher has compiled in this process
     into one extension module, the build ``name`` (replacing an earlier one, keeping one of
@@ -162,8 +213,8 @@ def build(name: str, dispatchers: Sequence, folder: Path | None = None) -> Path:
             export = f"f{len(exported)}"
             functions.setdefault(qualname, []).append({"export": export, "args": specs})
             exported.append((export, overload.signature, dispatcher))
-        source = sys.modules[py_func.__module__].__file__
-        sources[source] = _sha256(source)
+        for source in _source_files(py_func):
+            sources[source] = _sha256(source)
     manifest = {**_versions(), "sources": sources, "functions": functions}
     key = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:16]
     module = f"{name}_{key}"

@@ -1,76 +1,56 @@
-"""CPU backend of CSD and MSMT-CSD: numba ``prange`` loops over voxels around the per-voxel
-solvers of :mod:`gpu.fod.solver_math`.
+"""CPU backend of CSD and MSMT-CSD: the loops of :mod:`gpu.fod.cpu_loops` over voxels.
 
-Each voxel's arithmetic is sequential and independent of the thread that runs it, so a
-result is the same bytes on every run and any number of cores. The loops run through
-:func:`gpu.cpu_parallel.run_parallel_loop`.
+A run of at most :data:`SERIAL_MAX_VOXELS` voxels (per loop) takes the loop's ahead-of-time
+build where ``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`): the same machine code
+on one thread, without numba's start-up, which costs a fresh process more than such a run
+(docs/decisions/cpu-ahead-of-time.md). Larger runs, and every run without a build, go
+through numba on every core (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the
+same bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
-from gpu.cuda.compile_notice import announce_compile, is_compiled
-from gpu.cpu_parallel import run_parallel_loop
+from gpu import ahead_of_time
 from gpu.fod.csd_problem import CsdProblem
 from gpu.fod.msmt_problem import MsmtProblem
-from gpu.fod.solver_math import csd_voxel, icls_voxel
 
-__all__ = ["msmt_csd_cpu", "csd_cpu"]
+__all__ = ["msmt_csd_cpu", "csd_cpu", "SERIAL_MAX_VOXELS", "LOOP_MODULE"]
 
-# Voxels per work item: each item allocates its work arrays once.
-_BATCH = 32
+#: Runs of at most this many voxels take the loop's serial ahead-of-time build, where there is
+#: one: about as long on one thread as numba's start-up, which larger runs repay on several
+#: cores (an MSMT-CSD voxel costs several CSD ones; docs/decisions/cpu-ahead-of-time.md).
+SERIAL_MAX_VOXELS = {"msmt_loop": 1024, "csd_loop": 4096}
 
-
-@njit(parallel=True, cache=True)
-def _msmt_loop(signals, project, B, Bt, L, lambda_min_norm, max_iterations, out, niter):
-    n_vox = signals.shape[0]
-    n = project.shape[0]
-    m = B.shape[0]
-    n_batches = (n_vox + _BATCH - 1) // _BATCH
-    for batch in prange(n_batches):
-        y_u = np.empty(n)
-        c_u = np.empty(m)
-        c = np.empty(m)
-        lam_prev = np.empty(m)
-        l = np.empty(m)
-        active = np.empty(m, np.int32)
-        rows = np.empty(m, np.int32)
-        low = np.empty((m, m))
-        for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
-            niter[v] = icls_voxel(signals[v], project, B, Bt, L, lambda_min_norm, max_iterations, out[v],
-                                  y_u, c_u, c, lam_prev, active, rows, l, low)
+#: The module of the loops ``msmt_loop`` and ``csd_loop``.
+LOOP_MODULE = "gpu.fod.cpu_loops"
 
 
-@njit(parallel=True, cache=True)
-def _csd_loop(signals, init, Q, QtQ, P, Pt, threshold, max_iterations, out, niter):
-    n_vox = signals.shape[0]
-    n = Q.shape[0]
-    nf = Q.shape[1]
-    nk = P.shape[0]
-    n_batches = (n_vox + _BATCH - 1) // _BATCH
-    for batch in prange(n_batches):
-        data = np.empty(n)
-        qtb = np.empty(nf)
-        negative = np.empty(nk, np.int32)
-        was_negative = np.zeros(nk, np.int32)
-        amplitudes = np.empty(nk)
-        work = np.empty((nf, nf))
-        for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
-            niter[v] = csd_voxel(signals[v], init, Q, QtQ, P, Pt, threshold, max_iterations, out[v],
-                                 data, qtb, negative, was_negative, amplitudes, work)
-
-
-def _run(what: str, loop, signals: np.ndarray, n_coeffs: int, *args) -> tuple[np.ndarray, np.ndarray]:
+def _run(what: str, loop: str, signals: np.ndarray, n_coeffs: int, *args) -> tuple[np.ndarray, np.ndarray]:
     signals = np.ascontiguousarray(signals, np.float64)
     out = np.empty((signals.shape[0], n_coeffs))
     niter = np.empty(signals.shape[0], np.int32)
     args = (signals, *args, out, niter)
-    if not is_compiled(loop, args):
-        announce_compile(f"the {what} CPU loop", None)
-    run_parallel_loop(loop, *args)
+    serial = None
+    if signals.shape[0] <= SERIAL_MAX_VOXELS[loop]:
+        serial = ahead_of_time.lookup(f"{LOOP_MODULE}.{loop}", args)
+    if serial is not None:
+        serial(*args)
+    else:
+        _run_on_every_core(what, loop, args)
     return out, niter
+
+
+def _run_on_every_core(what: str, loop: str, args: tuple) -> None:
+    """The loop ``loop`` through numba, its voxels over every thread."""
+    from gpu.cpu_parallel import run_parallel_loop
+    from gpu.cuda.compile_notice import announce_compile, is_compiled
+
+    dispatcher = getattr(ahead_of_time.import_numba_module(LOOP_MODULE), loop)
+    if not is_compiled(dispatcher, args):
+        announce_compile(f"the {what} CPU loop", None)
+    run_parallel_loop(dispatcher, *args)
 
 
 def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -87,9 +67,8 @@ def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray,
         The tissues' SH coefficients side by side.
     niter : ndarray, shape (n_voxels,), int32
     """
-    return _run("MSMT-CSD", _msmt_loop, signals, problem.H.shape[1], problem.project, problem.B,
-                np.ascontiguousarray(problem.B.T), np.ascontiguousarray(problem.L), problem.constraint_norm_lambda,
-                problem.max_iterations)
+    return _run("MSMT-CSD", "msmt_loop", signals, problem.H.shape[1], *_contiguous(problem.project, problem.B,
+                problem.B.T, problem.L), float(problem.constraint_norm_lambda), int(problem.max_iterations))
 
 
 def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -106,5 +85,11 @@ def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.nd
     f : ndarray, shape (n_voxels, N), float64
     niter : ndarray, shape (n_voxels,), int32
     """
-    return _run("CSD", _csd_loop, signals, problem.Q.shape[1], problem.init, problem.Q, np.ascontiguousarray(problem.QtQ),
-                problem.P, np.ascontiguousarray(problem.P.T), problem.threshold, problem.max_iterations)
+    return _run("CSD", "csd_loop", signals, problem.Q.shape[1], *_contiguous(problem.init, problem.Q, problem.QtQ,
+                problem.P, problem.P.T), float(problem.threshold), int(problem.max_iterations))
+
+
+def _contiguous(*arrays: np.ndarray) -> list[np.ndarray]:
+    """C-contiguous float64 ``arrays`` (with Python scalars beside them: the one signature the
+    warm-up compiles and builds, whatever layout a problem's matrix comes in)."""
+    return [np.ascontiguousarray(array, np.float64) for array in arrays]

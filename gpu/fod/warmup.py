@@ -4,7 +4,9 @@ The warm-up goes through :func:`gpu.fod.msmt_csd` and :func:`gpu.fod.csd` themse
 few phantom voxels, so the kernels see the argument types of a real run; the solvers'
 kernels do not depend on lmax or the number of volumes (they take them from the arrays).
 On a GPU the kernels' cubins are saved then too, for fresh processes to launch without
-numba (gpu.cuda.family_kernels).
+numba (gpu.cuda.family_kernels). The CPU loops go through numba, also where an
+ahead-of-time build (gpu.ahead_of_time) would serve these few voxels: larger runs take
+numba's, and the build is made of what numba compiled here (gpu.fod.ahead_of_time).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from gpu.ahead_of_time import numba_only
 from gpu.fod.deconvolution import csd, msmt_csd
 from gpu.fod.phantom import dwi_phantom, shell_scheme, tissue_responses
 
@@ -26,9 +29,10 @@ def warm_up_fod(backend: str = "cpu", log: Callable[[str], None] = lambda messag
     dwi = dwi_phantom((3, 1, 1), bvals, bvecs, snr=None)["dwi"]
     wm, gm, csf = tissue_responses([0.0, 1000.0, 2000.0])
     started = time.perf_counter()
-    for msmt_backend in (backend, "cpu") if backend == "cuda" else (backend,):
-        msmt_csd(dwi, bvals, bvecs, [wm, gm, csf], backend=msmt_backend)
-    csd(dwi, bvals, bvecs, wm[-1], backend=backend)
+    with numba_only():
+        for msmt_backend in (backend, "cpu") if backend == "cuda" else (backend,):
+            msmt_csd(dwi, bvals, bvecs, [wm, gm, csf], backend=msmt_backend)
+        csd(dwi, bvals, bvecs, wm[-1], backend=backend)
     seconds = time.perf_counter() - started
     log(f"fod: CSD and MSMT-CSD ({backend}): {seconds:.1f} s")
     return seconds

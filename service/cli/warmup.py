@@ -34,10 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     warmup.add_argument("--lmax", type=int, nargs="+", choices=[2, 4, 6, 8, 10, 12],
                         help="peaks: only these SH orders (default every supported one)")
     warmup.add_argument("--ahead-of-time", action=argparse.BooleanOptionalAction, default=True,
-                        help="peaks: also build compiled functions into a Python extension module and save the QC "
-                        "picture's glyphs, so that later jobs start without loading numba and Pillow: with the cpu "
-                        "backend a small job's functions, with cuda the output writers' (the build needs a C "
-                        "compiler and the Python headers; default on)")
+                        help="peaks and fod: also build compiled functions into a Python extension module (and, for "
+                        "peaks, save the QC picture's glyphs), so that later jobs start without loading numba and "
+                        "Pillow: with the cpu backend a small job's functions (peaks and the CSD and MSMT-CSD fits), "
+                        "with cuda the peaks output writers' (the build needs a C compiler and the Python headers; "
+                        "default on)")
     warmup.add_argument("--quiet", action="store_true", help="print nothing")
     warmup.set_defaults(func=_warmup)
 
@@ -76,6 +77,8 @@ def _warmup(args: argparse.Namespace) -> int:
                 from gpu.fod.warmup import warm_up_fod
 
                 warm_up_fod(backend, log=log)
+                if args.ahead_of_time and backend == "cpu":
+                    _build_fod_ahead_of_time(log)
             elif family == "fixels":
                 from gpu.fixels.warmup import warm_up_fixels
 
@@ -96,7 +99,8 @@ def _build_peaks_ahead_of_time(log, loops: bool = True) -> None:
     and the writers' passes; without, of the writers' passes alone (a GPU job's writing)."""
     import time
 
-    from worker.jobs.peaks.ahead_of_time import build_peaks_ahead_of_time, missing_build_tools
+    from gpu.ahead_of_time import missing_build_tools
+    from worker.jobs.peaks.ahead_of_time import build_peaks_ahead_of_time
     from worker.qc_picture import save_qc_glyph_store
 
     started = time.perf_counter()
@@ -111,3 +115,19 @@ def _build_peaks_ahead_of_time(log, loops: bool = True) -> None:
     started = time.perf_counter()
     path = build_peaks_ahead_of_time(loops)
     log(f"{what}{' (cpu)' if loops else ''}: {time.perf_counter() - started:.1f} s, {path}")
+
+
+def _build_fod_ahead_of_time(log) -> None:
+    """The ahead-of-time build of the CSD and MSMT-CSD CPU loops (a small CPU fit's)."""
+    import time
+
+    from gpu.ahead_of_time import missing_build_tools
+    from gpu.fod.ahead_of_time import build_fod_ahead_of_time
+
+    missing = missing_build_tools()
+    if missing is not None:
+        log(f"fod ahead-of-time build: skipped, {missing} (small CPU fits then load numba, about a second)")
+        return
+    started = time.perf_counter()
+    path = build_fod_ahead_of_time()
+    log(f"fod ahead-of-time build (cpu): {time.perf_counter() - started:.1f} s, {path}")

@@ -170,10 +170,9 @@ def test_a_larger_run_takes_numbas_parallel_loop_and_gets_the_same_peaks(in_kern
 def test_the_warm_up_says_what_a_build_lacks(monkeypatch, capsys, tmp_path):
     from service.cli import warmup
     from worker import qc_text
-    from worker.jobs.peaks import ahead_of_time as peaks_build
 
     monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(tmp_path))
-    monkeypatch.setattr(peaks_build, "missing_build_tools", lambda: "no C compiler (cc): install gcc")
+    monkeypatch.setattr(ahead_of_time, "missing_build_tools", lambda: "no C compiler (cc): install gcc")
     try:
         warmup._build_peaks_ahead_of_time(print)
     finally:

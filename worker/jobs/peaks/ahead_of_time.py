@@ -9,28 +9,14 @@ outputs without loading numba either.
 
 from __future__ import annotations
 
-import shutil
-import sysconfig
 from pathlib import Path
 
-__all__ = ["BUILD_NAME", "WRITERS_BUILD_NAME", "build_peaks_ahead_of_time", "missing_build_tools"]
+__all__ = ["BUILD_NAME", "WRITERS_BUILD_NAME", "build_peaks_ahead_of_time"]
 
 #: The builds' names in :func:`gpu.ahead_of_time.build_folder`: the CPU loops with the
 #: writers' passes, and the writers' passes alone.
 BUILD_NAME = "peaks"
 WRITERS_BUILD_NAME = "peaks_writers"
-
-
-def missing_build_tools() -> str | None:
-    """What the build lacks on this machine, said so that a user can install it; None when
-    it has a C compiler and the Python headers."""
-    compiler = sysconfig.get_config_var("CC") or "cc"
-    if shutil.which(compiler.split()[0]) is None:
-        return f"no C compiler ({compiler.split()[0]}): install gcc"
-    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    if not headers.is_file():
-        return f"no Python headers ({headers}): install python3-dev"
-    return None
 
 
 def build_peaks_ahead_of_time(loops: bool = True) -> Path:

@@ -1,0 +1,159 @@
+"""The ahead-of-time build of the CSD and MSMT-CSD CPU loops (gpu.ahead_of_time), made by
+``fibertensor warmup --backend cpu --family fod``: a small CPU fod job that finds it loads no
+numba and writes the bytes numba's loops write; larger runs, and arguments of other types,
+take numba's loops."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpu import ahead_of_time
+from gpu.fod import backend_cpu
+from gpu.fod.csd_problem import csd_problem
+from gpu.fod.msmt_problem import msmt_problem
+from gpu.fod.phantom import dwi_phantom, shell_scheme, tissue_responses
+from tests.worker.jobs.fod_phantom import write_phantom
+
+ROOT = Path(__file__).resolve().parents[3]
+# one xdist worker: the build (tens of seconds) is made once
+pytestmark = pytest.mark.xdist_group("ahead_of_time")
+
+_JOB = """
+import json, sys
+from service.cli import main
+main(["fod", *sys.argv[1:], "--backend", "cpu", "--quiet"])
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite"))))
+"""
+
+
+def _run(code: str, *args: str, kernels: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FIBERTENSOR_KERNEL_CACHE": str(kernels)}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          check=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory) -> Path:
+    """A kernel cache folder holding the build ``fibertensor warmup --backend cpu --family fod``
+    makes."""
+    folder = tmp_path_factory.mktemp("kernels")
+    done = _run("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "fod",
+                kernels=folder)
+    assert "fod ahead-of-time build (cpu)" in done.stdout, done.stdout
+    return folder
+
+
+@pytest.fixture
+def in_kernels(kernels, monkeypatch) -> Path:
+    """This process looks up builds in ``kernels`` (read again by each test)."""
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(kernels))
+    monkeypatch.setattr(ahead_of_time, "_loaded", {})
+    return kernels
+
+
+@pytest.mark.parametrize("algorithm", ["csd", "msmt_csd"])
+def test_a_small_job_runs_the_build_without_numba_and_writes_the_same_bytes(kernels, tmp_path, algorithm):
+    # 288 voxels of the jobs' phantom, its exact responses given
+    (tmp_path / "dwi").mkdir()
+    p = write_phantom(tmp_path / "dwi")["paths"]
+    responses = [str(p["wm"])] if algorithm == "csd" else [str(p[tissue]) for tissue in ("wm", "gm", "csf")]
+    job = ["--bval", str(p["bval"]), "--bvec", str(p["bvec"]), "--mask", str(p["mask"]), "--response", *responses,
+           "--algorithm", algorithm]
+    for run in ("built", "jit"):
+        (tmp_path / run).mkdir()
+    built = _run(_JOB, str(p["dwi"]), str(tmp_path / "built" / "sub"), *job, kernels=kernels)
+    jit = _run(_JOB, str(p["dwi"]), str(tmp_path / "jit" / "sub"), *job, kernels=tmp_path / "no-build")
+    assert json.loads(built.stdout.splitlines()[-1]) == []
+    assert "numba" in json.loads(jit.stdout.splitlines()[-1])
+
+    names = sorted(path.name for path in (tmp_path / "jit").iterdir())
+    assert sorted(path.name for path in (tmp_path / "built").iterdir()) == names
+    assert {"sub_wmfod.nii", "sub_fod.json"} <= set(names)
+    for name in names:
+        ours, numbas = (tmp_path / run / name for run in ("built", "jit"))
+        if name.endswith(".json"):
+            ours, numbas = (json.loads(path.read_text()) for path in (ours, numbas))
+            ours.pop("seconds"), numbas.pop("seconds")
+            assert ours == numbas
+        else:
+            assert ours.read_bytes() == numbas.read_bytes(), name
+
+
+@pytest.fixture(scope="module")
+def problems():
+    bvals, bvecs = shell_scheme(2, ((1000, 30), (2000, 45)), seed=1)
+    signals = dwi_phantom((6, 5, 2), bvals, bvecs, snr=30.0, seed=4)["dwi"].reshape(-1, bvals.size)
+    wm, gm, csf = tissue_responses([0.0, 1000.0, 2000.0])
+    csd = csd_problem(bvals, bvecs, wm[-1])
+    return (msmt_problem(bvals, bvecs, [wm, gm, csf]), signals), (csd, signals[:, csd.volumes])
+
+
+def _solve(problems):
+    (msmt, msmt_signals), (csd, csd_signals) = problems
+    return backend_cpu.msmt_csd_cpu(msmt, msmt_signals), backend_cpu.csd_cpu(csd, csd_signals)
+
+
+def test_the_build_and_numbas_parallel_loops_give_the_same_bytes(in_kernels, problems, monkeypatch):
+    called = []
+    lookup = ahead_of_time.lookup
+    monkeypatch.setattr(ahead_of_time, "lookup", lambda *a: called.append(a[0]) or lookup(*a))
+    built = _solve(problems)
+    assert called == ["gpu.fod.cpu_loops.msmt_loop", "gpu.fod.cpu_loops.csd_loop"]
+    assert all(lookup(name, ()) is None for name in called)  # the wrong arguments find none
+    called.clear()
+    monkeypatch.setattr(backend_cpu, "SERIAL_MAX_VOXELS", {"msmt_loop": 59, "csd_loop": 59})
+    parallel = _solve(problems)  # 60 voxels: numba's loops
+    assert called == []
+    for (x, niter), (x_numba, niter_numba) in zip(built, parallel):
+        np.testing.assert_array_equal(niter, niter_numba)
+        assert x.tobytes() == x_numba.tobytes()
+
+
+def test_a_build_serves_only_the_argument_types_it_was_made_for(in_kernels, problems):
+    (msmt, signals), _ = problems
+    args = [np.ascontiguousarray(signals, np.float64), msmt.project, msmt.B, np.ascontiguousarray(msmt.B.T), msmt.L,
+            float(msmt.constraint_norm_lambda), int(msmt.max_iterations), np.empty((60, msmt.H.shape[1])),
+            np.empty(60, np.int32)]
+    loop = "gpu.fod.cpu_loops.msmt_loop"
+    assert ahead_of_time.lookup(loop, args) is not None
+    for i, wrong in ((0, signals.astype(np.float32)), (1, np.asfortranarray(msmt.project)), (5, np.float32(0.5)),
+                     (8, np.empty(60, np.int64))):
+        assert ahead_of_time.lookup(loop, [*args[:i], wrong, *args[i + 1:]]) is None, i
+
+
+def test_a_build_of_other_solver_code_is_not_used(in_kernels, problems, tmp_path, monkeypatch):
+    """The loops compile in the per-voxel solvers of another module (register_jitable): a
+    change there makes the build stale too."""
+    stale = tmp_path / "cpu"
+    shutil.copytree(in_kernels / "cpu", stale)
+    manifest = json.loads((stale / "fod.json").read_text())
+    solvers = [source for source in manifest["sources"] if source.endswith("solver_math.py")]
+    assert len(solvers) == 1
+    manifest["sources"][solvers[0]] = "0" * 64
+    (stale / "fod.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(ahead_of_time, "_loaded", {})
+    (csd, signals) = problems[1]
+    args = [np.ascontiguousarray(signals, np.float64), csd.init, csd.Q, csd.QtQ, csd.P, np.ascontiguousarray(csd.P.T),
+            float(csd.threshold), int(csd.max_iterations), np.empty((60, csd.Q.shape[1])), np.empty(60, np.int32)]
+    assert ahead_of_time.lookup("gpu.fod.cpu_loops.csd_loop", args) is None
+    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(in_kernels))
+    monkeypatch.setattr(ahead_of_time, "_loaded", {})
+    assert ahead_of_time.lookup("gpu.fod.cpu_loops.csd_loop", args) is not None
+
+
+def test_the_warm_up_says_what_the_build_lacks(monkeypatch, capsys):
+    from service.cli import warmup
+
+    monkeypatch.setattr(ahead_of_time, "missing_build_tools", lambda: "no C compiler (cc): install gcc")
+    warmup._build_fod_ahead_of_time(print)
+    assert capsys.readouterr().out == ("fod ahead-of-time build: skipped, no C compiler (cc): install gcc "
+                                       "(small CPU fits then load numba, about a second)\n")
