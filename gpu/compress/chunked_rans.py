@@ -40,6 +40,7 @@ from gpu.compress.rans_chunk import decode_chunk, encode_chunk
 from gpu.compress.rans_parameters import (CHUNK, CHUNK_BYTES, CHUNKS_IN_FLIGHT, MAX_RADIUS, MIN_CHUNK, PROB_BITS,
                                           PROB_SCALE, SPAN, SPARSE_CHUNK)
 from gpu.cpu_parallel import run_parallel_loop
+from gpu.cuda.compile_notice import notice_compile
 from gpu.cuda.backend import resolve_backend
 
 __all__ = ["encode_integers", "decode_integers", "quantise_frequencies", "default_chunk", "CHUNK", "MAX_RADIUS",
@@ -260,6 +261,13 @@ def _zstd(array: np.ndarray) -> bytes:
     return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(array.tobytes()) if array.size else b""
 
 
+def _run(loop, *args):
+    """``loop(*args)`` on the parallel-loop thread, saying first when it compiles (a new
+    install's first compression: ``fibertensor warmup --family compress`` does it ahead)."""
+    notice_compile(loop, args, "the compression CPU loops", None)
+    return run_parallel_loop(loop, *args)
+
+
 def default_chunk(n: int, bits: int | None = None) -> int:
     """Symbols per chunk for a stream of ``n`` symbols whose words take about ``bits``: the
     smallest power of two from MIN_CHUNK up to CHUNK that cuts it into at most
@@ -322,7 +330,7 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
     if on_cuda:
         hist = chunked_rans_cuda.clipped_histogram_cuda(codes)
     else:
-        hist = run_parallel_loop(_clipped_histogram, codes, get_num_threads())
+        hist = _run(_clipped_histogram, codes, get_num_threads())
     radius = _radius(hist, n)
     counts = _symbol_counts(hist, radius)
     freq = quantise_frequencies(counts)
@@ -349,14 +357,14 @@ def _encode_cpu(codes, radius, freq, chunk):
     regions = np.empty(chunks * (min(chunk, codes.shape[0]) + 2), np.uint16)
     sizes = np.empty(chunks, np.int64)
     escapes = np.empty(chunks, np.int64)
-    run_parallel_loop(_encode_chunks, codes, radius, freq, _starts(freq), chunk, regions, sizes, escapes)
+    _run(_encode_chunks, codes, radius, freq, _starts(freq), chunk, regions, sizes, escapes)
     offsets = _exclusive_sum(sizes)
     words = np.empty(offsets[-1], np.uint16)
-    run_parallel_loop(_compact_words, regions, sizes, offsets, words)
+    _run(_compact_words, regions, sizes, offsets, words)
     escape_offsets = _exclusive_sum(escapes)
     escaped = np.empty(escape_offsets[-1], np.int32)
     if escaped.size:
-        run_parallel_loop(_gather_escapes, codes, radius, chunk, escape_offsets, escaped)
+        _run(_gather_escapes, codes, radius, chunk, escape_offsets, escaped)
     return sizes, words, escaped
 
 
@@ -473,8 +481,8 @@ def _decode_cpu(words, offsets, freq, escaped, radius, chunk, out) -> tuple[int,
     lut = np.repeat(np.arange(len(freq), dtype=np.uint16), freq)
     escapes = np.empty(chunks, np.int64)
     failed = np.empty(chunks, np.bool_)
-    run_parallel_loop(_decode_chunks, words, offsets, lut, freq, _starts(freq), radius, chunk, out, escapes, failed)
+    _run(_decode_chunks, words, offsets, lut, freq, _starts(freq), radius, chunk, out, escapes, failed)
     first_failed = int(np.argmax(failed)) if failed.any() else chunks
     if first_failed == chunks and escaped.size and escapes.sum() == escaped.size:
-        run_parallel_loop(_fill_escapes, out, radius, chunk, _exclusive_sum(escapes), escaped)
+        _run(_fill_escapes, out, radius, chunk, _exclusive_sum(escapes), escaped)
     return int(escapes.sum()), first_failed

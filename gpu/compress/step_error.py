@@ -18,6 +18,7 @@ from numba import njit, prange
 
 from gpu.compress.quantize import decoded_value
 from gpu.cpu_parallel import run_parallel_loop
+from gpu.cuda.compile_notice import notice_compile
 from gpu.cuda.backend import resolve_backend
 
 __all__ = ["step_error", "cast_kind", "BLOCK"]
@@ -69,9 +70,10 @@ def step_error(x, prediction, step: float, output_dtype, backend: str = "cpu") -
 
         sums, maxima = block_sums_cuda(x, prediction, float(step), inv_step, cast, lo, hi, blocks, BLOCK)
     else:
-        sums = np.empty(blocks, np.float64)
-        maxima = np.empty(blocks, np.float64)
-        run_parallel_loop(_block_sums, np.ascontiguousarray(x, dtype=np.float64).reshape(-1),
-                          np.ascontiguousarray(prediction, dtype=np.float64).reshape(-1), float(step), inv_step,
-                          cast, lo, hi, sums, maxima)
+        args = (np.ascontiguousarray(x, dtype=np.float64).reshape(-1),
+                np.ascontiguousarray(prediction, dtype=np.float64).reshape(-1), float(step), inv_step, cast, lo, hi,
+                np.empty(blocks, np.float64), np.empty(blocks, np.float64))
+        notice_compile(_block_sums, args, "the compression CPU loops", None)
+        run_parallel_loop(_block_sums, *args)
+        sums, maxima = args[-2:]
     return math.sqrt(math.fsum(sums)), float(maxima.max())
