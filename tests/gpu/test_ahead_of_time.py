@@ -19,6 +19,7 @@ import pytest
 from gpu import ahead_of_time
 from gpu.peaks.phantom import fod_phantom
 from worker.jobs.peaks.ahead_of_time import WRITERS_BUILD_NAME
+from tests.gpu.build_runs import run_with_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 # one xdist worker: the build (tens of seconds) is made once
@@ -33,18 +34,12 @@ print(json.dumps(sorted(name for name in sys.modules
 """
 
 
-def _run(code: str, *args: str, kernels: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FIBERTENSOR_KERNEL_CACHE": str(kernels)}
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=True, timeout=900)
-
-
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory) -> Path:
     """A kernel cache folder holding the build ``fibertensor warmup --backend cpu --family
     peaks --lmax 4`` makes."""
     folder = tmp_path_factory.mktemp("kernels")
-    done = _run("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
+    done = run_with_kernels("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
                 "--lmax", "4", kernels=folder)
     assert "peaks ahead-of-time build (cpu)" in done.stdout and "peaks QC picture glyph store" in done.stdout, done.stdout
     return folder
@@ -56,7 +51,7 @@ def test_a_second_warm_up_keeps_the_build_and_the_glyph_store(kernels):
 
     before = files()
     assert len([path for path in before if path.suffix == ".so"]) == 1
-    done = _run("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
+    done = run_with_kernels("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "peaks",
                 "--lmax", "4", kernels=kernels)
     assert "peaks ahead-of-time build (cpu)" in done.stdout
     assert files() == before  # nothing compiled or rendered again
@@ -79,8 +74,8 @@ def test_a_small_job_runs_the_build_without_numba_or_pillow_and_writes_the_same_
     nib.save(nib.Nifti1Image(mask, np.diag([2.0, 2.0, 2.0, 1.0])), tmp_path / "mask.nii.gz")
     job = [str(tmp_path / "fod.nii.gz"), "--mask", str(tmp_path / "mask.nii.gz")]
 
-    built = _run(_JOB, job[0], str(tmp_path / "built" / "sub"), *job[1:], kernels=kernels)
-    jit = _run(_JOB, job[0], str(tmp_path / "jit" / "sub"), *job[1:], kernels=tmp_path / "no-build")
+    built = run_with_kernels(_JOB, job[0], str(tmp_path / "built" / "sub"), *job[1:], kernels=kernels)
+    jit = run_with_kernels(_JOB, job[0], str(tmp_path / "jit" / "sub"), *job[1:], kernels=tmp_path / "no-build")
     assert json.loads(built.stdout.splitlines()[-1]) == []
     assert {"numba", "PIL"} <= set(json.loads(jit.stdout.splitlines()[-1]))
 
@@ -221,7 +216,7 @@ def test_a_gpu_warm_up_builds_the_writers_beside_the_cpu_build(kernels, tmp_path
     writes its fODF metrics without loading numba."""
     folder = tmp_path / "kernels"
     shutil.copytree(kernels, folder)
-    done = _run("from service.cli import main; main()", "warmup", "--backend", "cuda", "--family", "peaks",
+    done = run_with_kernels("from service.cli import main; main()", "warmup", "--backend", "cuda", "--family", "peaks",
                 "--lmax", "2", kernels=folder)
     assert "peaks writers' ahead-of-time build: " in done.stdout, done.stdout
     manifests = {path.stem: json.loads(path.read_text()) for path in (folder / "cpu").glob("*.json")}

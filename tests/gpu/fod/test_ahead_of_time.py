@@ -6,10 +6,7 @@ take numba's loops."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +18,8 @@ from gpu.fod.csd_problem import csd_problem
 from gpu.fod.msmt_problem import msmt_problem
 from gpu.fod.phantom import dwi_phantom, shell_scheme, tissue_responses
 from tests.worker.jobs.fod_phantom import write_phantom
+from tests.gpu.build_runs import run_with_kernels
 
-ROOT = Path(__file__).resolve().parents[3]
 # one xdist worker: the build (tens of seconds) is made once
 pytestmark = pytest.mark.xdist_group("ahead_of_time")
 
@@ -34,18 +31,12 @@ print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("
 """
 
 
-def _run(code: str, *args: str, kernels: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FIBERTENSOR_KERNEL_CACHE": str(kernels)}
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          check=True, timeout=900)
-
-
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory) -> Path:
     """A kernel cache folder holding the build ``fibertensor warmup --backend cpu --family fod``
     makes."""
     folder = tmp_path_factory.mktemp("kernels")
-    done = _run("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "fod",
+    done = run_with_kernels("from service.cli import main; main()", "warmup", "--backend", "cpu", "--family", "fod",
                 kernels=folder)
     assert "fod ahead-of-time build (cpu)" in done.stdout, done.stdout
     return folder
@@ -69,8 +60,8 @@ def test_a_small_job_runs_the_build_without_numba_and_writes_the_same_bytes(kern
            "--algorithm", algorithm]
     for run in ("built", "jit"):
         (tmp_path / run).mkdir()
-    built = _run(_JOB, str(p["dwi"]), str(tmp_path / "built" / "sub"), *job, kernels=kernels)
-    jit = _run(_JOB, str(p["dwi"]), str(tmp_path / "jit" / "sub"), *job, kernels=tmp_path / "no-build")
+    built = run_with_kernels(_JOB, str(p["dwi"]), str(tmp_path / "built" / "sub"), *job, kernels=kernels)
+    jit = run_with_kernels(_JOB, str(p["dwi"]), str(tmp_path / "jit" / "sub"), *job, kernels=tmp_path / "no-build")
     assert json.loads(built.stdout.splitlines()[-1]) == []
     assert "numba" in json.loads(jit.stdout.splitlines()[-1])
 
