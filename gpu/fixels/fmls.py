@@ -1,136 +1,42 @@
-"""CPU backend of FMLS segmentation: one numba ``prange`` loop over blocks of voxels, each
-voxel independent and its math (:mod:`gpu.fixels.fmls_math`) sequential, so the output does
-not depend on the number of threads."""
+"""CPU backend of FMLS segmentation: the loop of :mod:`gpu.fixels.cpu_loops` over voxels.
+
+A run of at most :data:`SERIAL_MAX_VOXELS` voxels takes the loop's ahead-of-time build where
+``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`): the same machine code on one
+thread, without numba's start-up, which costs a fresh process more than such a run
+(docs/decisions/cpu-ahead-of-time.md). Larger runs, and every run without a build, go
+through numba on every thread (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the
+same bytes.
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
-from gpu.cpu_parallel import run_parallel_loop
-from gpu.cuda.compile_notice import announce_compile, is_compiled
-from gpu.fixels import fmls_math as fm
+from gpu import ahead_of_time
 from gpu.fixels.fmls_tables import FmlsTables
 
-__all__ = ["segment_voxels_cpu", "sort_positive"]
+__all__ = ["segment_voxels_cpu", "SERIAL_MAX_VOXELS", "LOOP_MODULE", "COMPILE_SECONDS"]
 
-# voxels per prange iteration, which allocates its scratch once
-_BLOCK = 64
-# prange splits its range into one contiguous share per thread, and voxels cost from nothing
-# (background) to many lobes: the shares interleave this many stripes of the volume
-_STRIPES = 64
-# runs sorted by insertion before merging
-_RUN = 16
-# Seconds the segmentation loop takes to compile on an idle 2-core machine: what a first run
-# is told to expect.
+#: Runs of at most this many voxels take the loop's serial ahead-of-time build, where there is
+#: one: about as long on one thread as numba's start-up, which larger runs repay on several
+#: cores (docs/decisions/cpu-ahead-of-time.md).
+SERIAL_MAX_VOXELS = 4096
+
+#: The module of the loop ``segment_loop``.
+LOOP_MODULE = "gpu.fixels.cpu_loops"
+
+#: Seconds the segmentation loop takes to compile on an idle 2-core machine: what a first run
+#: is told to expect.
 COMPILE_SECONDS = 17
 
 
-@njit(cache=True)
-def sort_positive(amp, order, scratch):  # pragma: no cover - compiled
-    """The indices of the positive entries of ``amp`` (D,) into ``order``, largest first, equal
-    values by index (a stable sort), by insertion into short runs and bottom-up merges;
-    ``scratch`` (D,) int. Returns their number."""
-    n = 0
-    for d in range(amp.shape[0]):
-        if amp[d] > 0.0:
-            order[n] = d
-            n += 1
-    for start in range(0, n, _RUN):
-        stop = min(start + _RUN, n)
-        for i in range(start + 1, stop):
-            d = order[i]
-            value = amp[d]
-            j = i
-            while j > start and amp[order[j - 1]] < value:
-                order[j] = order[j - 1]
-                j -= 1
-            order[j] = d
-    src, dst = order, scratch
-    in_scratch = False
-    width = _RUN
-    while width < n:
-        for left in range(0, n, 2 * width):
-            mid = min(left + width, n)
-            right = min(left + 2 * width, n)
-            i, j, k = left, mid, left
-            while i < mid and j < right:
-                # ties keep the left run's (lower) index first
-                if amp[src[j]] > amp[src[i]]:
-                    dst[k] = src[j]
-                    j += 1
-                else:
-                    dst[k] = src[i]
-                    i += 1
-                k += 1
-            while i < mid:
-                dst[k] = src[i]
-                i += 1
-                k += 1
-            while j < right:
-                dst[k] = src[j]
-                j += 1
-                k += 1
-        src, dst = dst, src
-        in_scratch = not in_scratch
-        width *= 2
-    if in_scratch:
-        order[:n] = scratch[:n]
-    return n
-
-
-@njit(parallel=True, cache=True)
-def _segment_loop(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
-                  peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd,
-                  out_peak):  # pragma: no cover - compiled
-    n_dirs = unit.shape[0]
-    n_coeffs = coeffs.shape[1]
-    n_voxels = coeffs.shape[0]
-    n_blocks = (n_voxels + _BLOCK - 1) // _BLOCK
-    per_stripe = (n_blocks + _STRIPES - 1) // _STRIPES
-    for i in prange(per_stripe * _STRIPES):
-        # each thread's contiguous share of i takes blocks from every stripe of the volume
-        block = (i % _STRIPES) * per_stripe + i // _STRIPES
-        if block >= n_blocks:
-            continue
-        sh = np.empty(n_coeffs)
-        amp = np.empty(n_dirs)
-        order = np.empty(n_dirs, np.int32)
-        scratch = np.empty(n_dirs, np.int32)
-        label = np.empty(n_dirs, np.int32)
-        adjacent = np.empty(neighbours.shape[1], np.int32)
-        al = np.empty(legendre.shape[1])
-        # a lobe per positive sample at most
-        peak_value = np.empty(n_dirs)
-        mean = np.empty((n_dirs, 3))
-        integral = np.empty(n_dirs)
-        head = np.empty(n_dirs, np.int32)
-        tail = np.empty(n_dirs, np.int32)
-        seed = np.empty(n_dirs, np.int32)
-        next_peak = np.empty(n_dirs, np.int32)
-        peak_dir = np.empty((n_dirs, 3))
-        for v in range(block * _BLOCK, min(block * _BLOCK + _BLOCK, n_voxels)):
-            counts[v] = 0
-            finite = True
-            for c in range(n_coeffs):
-                sh[c] = coeffs[v, c]
-                finite = finite and np.isfinite(sh[c])
-            if not finite or sh[0] <= 0.0:
-                continue
-            fm.sample_amplitudes(amp_from_sh, sh, amp)
-            if fm.sweep_blocked(amp, n_dirs):
-                continue
-            n_positive = sort_positive(amp, order, scratch)
-            counts[v] = fm.segment_voxel(sh, lmax, amp, order, n_positive, unit, neighbours, weights, legendre, step,
-                                         factors, integral_threshold, peak_threshold, merge_ratio, maxnum,
-                                         dir_from_peak, label, adjacent, al, peak_value, mean, integral, head, tail,
-                                         seed, next_peak, peak_dir, out_dir[v], out_afd[v], out_peak[v])
-
-
 def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                       merge_ratio: float, maxnum: int, dir_from_peak: bool,
-                       capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                       merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
+                       run_voxels: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """FMLS fixels of each voxel (row) of SH ``coeffs`` (V, n_coeffs) on the CPU.
+
+    ``run_voxels``: the voxels of the whole run these rows are a chunk of (default V), which
+    picks the serial build (at most :data:`SERIAL_MAX_VOXELS`) or numba's parallel loop.
 
     Returns counts (V,) int32, directions (V, capacity, 3), afd (V, capacity) and
     peak_amp (V, capacity), float64: voxel v's first min(counts[v], capacity) fixels in lobe
@@ -145,7 +51,22 @@ def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
             np.ascontiguousarray(tables.sh_to_amp.T), tables.legendre, tables.legendre_step, tables.derivative_factors,
             float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum), bool(dir_from_peak),
             counts, out_dir, out_afd, out_peak)
-    if not is_compiled(_segment_loop, args):
-        announce_compile("the FMLS CPU loop", COMPILE_SECONDS)
-    run_parallel_loop(_segment_loop, *args)
+    serial = None
+    if (n if run_voxels is None else run_voxels) <= SERIAL_MAX_VOXELS:
+        serial = ahead_of_time.lookup(f"{LOOP_MODULE}.segment_loop", args)
+    if serial is not None:
+        serial(*args)
+    else:
+        _run_on_every_core(args)
     return counts, out_dir, out_afd, out_peak
+
+
+def _run_on_every_core(args: tuple) -> None:
+    """The loop through numba, its voxels over every thread."""
+    from gpu.cpu_parallel import run_parallel_loop
+    from gpu.cuda.compile_notice import announce_compile, is_compiled
+
+    loop = ahead_of_time.import_numba_module(LOOP_MODULE).segment_loop
+    if not is_compiled(loop, args):
+        announce_compile("the FMLS CPU loop", COMPILE_SECONDS)
+    run_parallel_loop(loop, *args)

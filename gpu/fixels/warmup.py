@@ -1,7 +1,9 @@
 """Compile the FMLS segmentation kernels a backend uses into numba's on-disk cache, through
 :func:`gpu.fixels.segment_fods` on a few phantom voxels (the kernels take lmax from the
 arrays). On a GPU the kernels' cubins are saved then too, for fresh processes to launch
-without numba (gpu.cuda.family_kernels)."""
+without numba (gpu.cuda.family_kernels). The CPU loop goes through numba, also where an
+ahead-of-time build (gpu.ahead_of_time) would serve these few voxels: larger runs take
+numba's, and the build is made of what numba compiled here (gpu.fixels.ahead_of_time)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from gpu.ahead_of_time import numba_only
 from gpu.fixels.segment import segment_fods
 
 __all__ = ["warm_up_fixels"]
@@ -25,10 +28,11 @@ def warm_up_fixels(backend: str = "cpu", log: Callable[[str], None] = lambda mes
         sh[..., l * (l + 1) // 2] = np.sqrt((2 * l + 1) / (4 * np.pi)) * np.exp(-l * (l + 1) / 20)
     started = time.perf_counter()
     # float32 as the image readers give it, laid out as NIfTI and as dwi2fod's .mif store it
-    for image in (np.asfortranarray(sh, np.float32), np.ascontiguousarray(sh, np.float32)):
-        segment_fods(image, backend=backend)
-    if backend == "cuda":
-        segment_fods(sh, backend="cpu")
+    with numba_only():
+        for image in (np.asfortranarray(sh, np.float32), np.ascontiguousarray(sh, np.float32)):
+            segment_fods(image, backend=backend)
+        if backend == "cuda":
+            segment_fods(sh, backend="cpu")
     seconds = time.perf_counter() - started
     log(f"fixels: FMLS segmentation ({backend}): {seconds:.1f} s")
     return seconds

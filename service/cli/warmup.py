@@ -34,11 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     warmup.add_argument("--lmax", type=int, nargs="+", choices=[2, 4, 6, 8, 10, 12],
                         help="peaks: only these SH orders (default every supported one)")
     warmup.add_argument("--ahead-of-time", action=argparse.BooleanOptionalAction, default=True,
-                        help="peaks and fod: also build compiled functions into a Python extension module (and, for "
-                        "peaks, save the QC picture's glyphs), so that later jobs start without loading numba and "
-                        "Pillow: with the cpu backend a small job's functions (peaks and the CSD and MSMT-CSD fits), "
-                        "with cuda the peaks output writers' (the build needs a C compiler and the Python headers; "
-                        "default on)")
+                        help="peaks, fod and fixels: also build compiled functions into a Python extension module "
+                        "(and, for peaks, save the QC picture's glyphs), so that later jobs start without loading "
+                        "numba and Pillow: with the cpu backend a small job's functions (peaks, the CSD and MSMT-CSD "
+                        "fits, FMLS segmentation), with cuda the peaks output writers' and the FMLS loop the GPU "
+                        "hands voxels back to (the build needs a C compiler and the Python headers; default on)")
     warmup.add_argument("--quiet", action="store_true", help="print nothing")
     warmup.set_defaults(func=_warmup)
 
@@ -83,6 +83,8 @@ def _warmup(args: argparse.Namespace) -> int:
                 from gpu.fixels.warmup import warm_up_fixels
 
                 warm_up_fixels(backend, log=log)
+                if args.ahead_of_time:
+                    _build_fixels_ahead_of_time(log)
             elif family == "conv":
                 from gpu.conv.warmup import warm_up_conv
 
@@ -131,3 +133,21 @@ def _build_fod_ahead_of_time(log) -> None:
     started = time.perf_counter()
     path = build_fod_ahead_of_time()
     log(f"fod ahead-of-time build (cpu): {time.perf_counter() - started:.1f} s, {path}")
+
+
+def _build_fixels_ahead_of_time(log) -> None:
+    """The ahead-of-time build of the FMLS CPU loop (a small CPU segmentation's, and the
+    voxels a GPU run hands back to the CPU)."""
+    import time
+
+    from gpu.ahead_of_time import missing_build_tools
+    from gpu.fixels.ahead_of_time import build_fixels_ahead_of_time
+
+    missing = missing_build_tools()
+    if missing is not None:
+        log(f"fixels ahead-of-time build: skipped, {missing} (small CPU segmentations then load numba, about a "
+            "second)")
+        return
+    started = time.perf_counter()
+    path = build_fixels_ahead_of_time()
+    log(f"fixels ahead-of-time build (cpu): {time.perf_counter() - started:.1f} s, {path}")

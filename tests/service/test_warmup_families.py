@@ -14,7 +14,7 @@ def test_warmup_caches_the_fod_and_fixels_loops(capsys):
     assert "fod: CSD and MSMT-CSD (cpu)" in out and "fixels: FMLS segmentation (cpu)" in out
     assert "peaks lmax" not in out and "ahead-of-time build" not in out  # only what was asked for
     cache = Path(os.environ["NUMBA_CACHE_DIR"])
-    for loop in ("cpu_loops.msmt_loop", "cpu_loops.csd_loop", "fmls._segment_loop"):
+    for loop in ("cpu_loops.msmt_loop", "cpu_loops.csd_loop", "cpu_loops.segment_loop"):
         assert list(cache.rglob(f"{loop}-*.nbi")), loop
 
 

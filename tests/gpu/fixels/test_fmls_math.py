@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.fixels import fmls_math as fm
-from gpu.fixels.fmls import sort_positive
+from gpu.fixels.cpu_loops import sort_positive
 from gpu.fixels.fmls_tables import direction_neighbours, sampling_directions
 
 

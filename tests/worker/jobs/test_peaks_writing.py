@@ -143,16 +143,17 @@ def test_a_fixel_folder_already_there_is_left_alone(computed, tmp_path):
 
 def test_a_job_imports_the_compiled_writers_its_outputs_need_and_no_others():
     """Whatever ran before in the process, a job imports, before its writers' threads start,
-    the modules its outputs need that load numba; not those of the fODF metrics and the QC
-    picture, whose passes may have an ahead-of-time build (gpu.ahead_of_time: looked up when
-    called, their modules imported then if not built); a peaks-only batch loads none."""
+    the modules its outputs need that load numba; not those of the fODF metrics, the QC
+    picture and FMLS segmentation, whose passes may have an ahead-of-time build
+    (gpu.ahead_of_time: looked up when called, their modules imported then if not built); a
+    peaks-only batch loads none."""
     code = """if True:
         import sys
         from worker.jobs.peaks.outputs import import_writer_modules, wanted_outputs
         from worker.params.peaks import PeaksParams
         import_writer_modules(wanted_outputs(PeaksParams(%s)))
         print(*(name in sys.modules for name in ("numba", "gpu.peaks.fodf_metrics_compiled", "worker.qc_raster",
-                                                  "worker.io.fixels", "gpu.fixels.fmls")))
+                                                  "worker.io.fixels", "gpu.fixels.cpu_loops")))
     """
     root = Path(__file__).resolve().parents[3]
     runs = [subprocess.run([sys.executable, "-c", code % params], capture_output=True, text=True, check=True,
@@ -161,7 +162,7 @@ def test_a_job_imports_the_compiled_writers_its_outputs_need_and_no_others():
                            "metrics=[], qc=False")]
     assert runs[0] == runs[1] == ["False", "False", "False", "False", "False"]
     # the fixel directory is FMLS segmentation's, which needs no fODF metrics
-    assert runs[2] == ["True", "False", "False", "True", "True"]
+    assert runs[2] == ["False", "False", "False", "True", "False"]
     assert runs[3] == ["False", "False", "False", "False", "False"]
 
 

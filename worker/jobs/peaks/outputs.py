@@ -175,7 +175,7 @@ def _peaks_image(source: OutputSource) -> np.ndarray:
 ARRAYS = (
     Array("metrics", _metrics, long=True),
     Array("peaks_image", _peaks_image, long=True),
-    Array("fmls_fixels", _fmls_fixels, modules=("gpu.fixels.fmls",), long=True),
+    Array("fmls_fixels", _fmls_fixels, long=True),
 )
 
 #: Every output, in the sidecar's order.
@@ -219,8 +219,8 @@ def import_writer_modules(outputs: tuple[Output, ...]) -> None:
     """Import every module that ``outputs`` need and that loads numba, in the calling
     thread, before the writers' threads start (:func:`gpu.ahead_of_time.import_numba_module`).
     The compiled passes that may have an ahead-of-time build (the fODF metrics, the QC
-    picture) are not among them: they are looked up when called, and imported then if not
-    built."""
+    picture, FMLS segmentation's loop) are not among them: they are looked up when called,
+    and imported then if not built."""
     from gpu.ahead_of_time import import_numba_module
 
     for module in (*(m for array in wanted_arrays(outputs) for m in array.modules),
