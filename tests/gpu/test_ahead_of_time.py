@@ -57,14 +57,6 @@ def test_a_second_warm_up_keeps_the_build_and_the_glyph_store(kernels):
     assert files() == before  # nothing compiled or rendered again
 
 
-@pytest.fixture
-def in_kernels(kernels, monkeypatch) -> Path:
-    """This process looks up builds in ``kernels`` (read again by each test)."""
-    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(kernels))
-    monkeypatch.setattr(ahead_of_time, "_loaded", {})
-    return kernels
-
-
 def test_a_small_job_runs_the_build_without_numba_or_pillow_and_writes_the_same_bytes(kernels, tmp_path):
     # 1,000 voxels of noisy crossing fibres, with a mask: a real small job
     phantom = fod_phantom((10, 10, 10), 4, seed=7, noise=0.02)

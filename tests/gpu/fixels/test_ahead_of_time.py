@@ -45,14 +45,6 @@ def kernels(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture
-def in_kernels(kernels, monkeypatch) -> Path:
-    """This process looks up builds in ``kernels`` (read again by each test)."""
-    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(kernels))
-    monkeypatch.setattr(ahead_of_time, "_loaded", {})
-    return kernels
-
-
 def _files(folder: Path) -> dict[str, object]:
     """Every file under ``folder`` by relative path: its bytes, or a JSON sidecar's content
     less its timings."""

@@ -42,14 +42,6 @@ def kernels(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture
-def in_kernels(kernels, monkeypatch) -> Path:
-    """This process looks up builds in ``kernels`` (read again by each test)."""
-    monkeypatch.setenv("FIBERTENSOR_KERNEL_CACHE", str(kernels))
-    monkeypatch.setattr(ahead_of_time, "_loaded", {})
-    return kernels
-
-
 @pytest.mark.parametrize("algorithm", ["csd", "msmt_csd"])
 def test_a_small_job_runs_the_build_without_numba_and_writes_the_same_bytes(kernels, tmp_path, algorithm):
     # 288 voxels of the jobs' phantom, its exact responses given
