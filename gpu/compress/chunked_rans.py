@@ -207,7 +207,9 @@ def _compact_words(regions, sizes, offsets, words):  # pragma: no cover - compil
 
 
 @njit(parallel=True, cache=True)
-def _gather_escapes(codes, radius, chunk, offsets, escaped):  # pragma: no cover - compiled
+def _move_escapes(codes, radius, chunk, offsets, escaped, into_codes):  # pragma: no cover - compiled
+    """The codes beyond ±radius (coded, or decoded as the escape symbols ±(radius + 1)) to
+    ``escaped`` in order, chunk ``c``'s from ``offsets[c]``, or, with ``into_codes``, back."""
     n = codes.shape[0]
     for c in prange(offsets.shape[0] - 1):
         at = offsets[c]
@@ -215,7 +217,10 @@ def _gather_escapes(codes, radius, chunk, offsets, escaped):  # pragma: no cover
             continue
         for i in range(c * chunk, min(n, (c + 1) * chunk)):
             if codes[i] < -radius or codes[i] > radius:
-                escaped[at] = codes[i]
+                if into_codes:
+                    codes[i] = escaped[at]
+                else:
+                    escaped[at] = codes[i]
                 at += 1
 
 
@@ -225,19 +230,6 @@ def _decode_chunks(words, offsets, lut, freq, start, radius, chunk, out, escapes
     for c in prange(escapes.shape[0]):
         escapes[c], failed[c] = decode_chunk(words, offsets[c], offsets[c + 1], lut, freq, start, radius, c * chunk,
                                              min(n, (c + 1) * chunk), out)
-
-
-@njit(parallel=True, cache=True)
-def _fill_escapes(out, radius, chunk, offsets, escaped):  # pragma: no cover - compiled
-    n = out.shape[0]
-    for c in prange(offsets.shape[0] - 1):
-        at = offsets[c]
-        if at == offsets[c + 1]:
-            continue
-        for i in range(c * chunk, min(n, (c + 1) * chunk)):
-            if out[i] == -radius - 1 or out[i] == radius + 1:
-                out[i] = escaped[at]
-                at += 1
 
 
 # --- the stream ---
@@ -364,7 +356,7 @@ def _encode_cpu(codes, radius, freq, chunk):
     escape_offsets = _exclusive_sum(escapes)
     escaped = np.empty(escape_offsets[-1], np.int32)
     if escaped.size:
-        _run(_gather_escapes, codes, radius, chunk, escape_offsets, escaped)
+        _run(_move_escapes, codes, radius, chunk, escape_offsets, escaped, False)
     return sizes, words, escaped
 
 
@@ -484,5 +476,5 @@ def _decode_cpu(words, offsets, freq, escaped, radius, chunk, out) -> tuple[int,
     _run(_decode_chunks, words, offsets, lut, freq, _starts(freq), radius, chunk, out, escapes, failed)
     first_failed = int(np.argmax(failed)) if failed.any() else chunks
     if first_failed == chunks and escaped.size and escapes.sum() == escaped.size:
-        _run(_fill_escapes, out, radius, chunk, _exclusive_sum(escapes), escaped)
+        _run(_move_escapes, out, radius, chunk, _exclusive_sum(escapes), escaped, True)
     return int(escapes.sum()), first_failed

@@ -6,7 +6,7 @@ block's in shared memory, then added to the grid's. ``encode_chunks_kernel`` and
 state stays below 2^32, its products below 2^48), so both write the same words. The encoder
 writes a chunk's words at the end of the chunk's own region of ``chunk + 2`` words (a symbol
 moves one word at most, the final state two), ``compact_words_kernel`` moves them in chunk
-order. ``gather_escapes_kernel`` and ``fill_escapes_kernel``: one block per chunk that holds
+order. ``move_escapes_kernel``, out of the codes or back into them: one block per chunk that holds
 escapes, a block-wide prefix sum of the escape flags (Hillis & Steele 1986) a tile at a time,
 so the escaped values keep their order. ``lut_kernel`` builds the decoder's slot → symbol
 table from the cumulative starts. Array reads are cast to int64 first, so the simulator
@@ -31,8 +31,8 @@ from gpu.compress.rans_parameters import MAX_RADIUS, PROB_SCALE, SPAN
 from gpu.cuda import device_arrays
 from gpu.cuda.simulator import simulator_active
 
-__all__ = ["clipped_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel", "gather_escapes_kernel",
-           "lut_kernel", "decode_chunks_kernel", "fill_escapes_kernel", "fill_kernel", "is_device_array",
+__all__ = ["clipped_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel", "move_escapes_kernel",
+           "lut_kernel", "decode_chunks_kernel", "fill_kernel", "is_device_array",
            "device_codes", "device_output", "clipped_histogram_cuda", "encode_chunks_cuda", "decode_chunks_cuda",
            "fill_cuda"]
 
@@ -118,7 +118,11 @@ def compact_words_kernel(regions, sizes, words):
 
 
 @cuda.jit(cache=True)
-def gather_escapes_kernel(codes, radius, chunk, escapes, escaped):
+def move_escapes_kernel(codes, radius, chunk, escapes, escaped, into_codes):
+    """The codes beyond ±radius (coded, or decoded as the escape symbols ±(radius + 1)) to
+    ``escaped`` in order, or, with ``into_codes``, ``escaped`` back into them; reads and
+    writes nothing past ``escaped``'s end, where a damaged stream's counts would lead (the
+    call then refuses the stream)."""
     c = cuda.blockIdx.x
     if escapes[c] == 0:
         return
@@ -135,8 +139,11 @@ def gather_escapes_kernel(codes, radius, chunk, escapes, escaped):
         rank[tid] = flag
         cuda.syncthreads()
         _inclusive_scan(rank, tid)
-        if flag:
-            escaped[at + rank[tid] - 1] = codes[i]
+        if flag and at + rank[tid] <= escaped.shape[0]:
+            if into_codes:
+                codes[i] = escaped[at + rank[tid] - 1]
+            else:
+                escaped[at + rank[tid] - 1] = codes[i]
         at += rank[_SCAN - 1]
         cuda.syncthreads()
 
@@ -175,32 +182,6 @@ def decode_chunks_kernel(words, offsets, lut, freq, start, radius, chunk, out, e
         cuda.atomic.add(summary, _ESCAPE_TOTAL, count)
     if bad:
         cuda.atomic.min(summary, _FIRST_FAILED, np.int64(c))
-
-
-@cuda.jit(cache=True)
-def fill_escapes_kernel(out, radius, chunk, escapes, escaped):
-    """As ``gather_escapes_kernel`` backwards; reads nothing past ``escaped``'s end, where a
-    damaged stream's counts would lead (the call then refuses the stream)."""
-    c = cuda.blockIdx.x
-    if escapes[c] == 0:
-        return
-    rank = cuda.shared.array(_SCAN, np.int32)
-    total = cuda.shared.array(1, np.int64)
-    tid = cuda.threadIdx.x
-    at = _sum_before(escapes, c, total, tid)
-    end = min(out.shape[0], (c + 1) * chunk)
-    for tile in range(c * chunk, end, _SCAN):
-        i = tile + tid
-        flag = 0
-        if i < end and (out[i] == -radius - 1 or out[i] == radius + 1):
-            flag = 1
-        rank[tid] = flag
-        cuda.syncthreads()
-        _inclusive_scan(rank, tid)
-        if flag and at + rank[tid] <= escaped.shape[0]:
-            out[i] = escaped[at + rank[tid] - 1]
-        at += rank[_SCAN - 1]
-        cuda.syncthreads()
 
 
 @cuda.jit(cache=True)
@@ -341,7 +322,7 @@ def encode_chunks_cuda(codes, radius: int, freq: np.ndarray, start: np.ndarray, 
     d_escaped, d_words = _views(coded, parts, starts)
     compact_words_kernel[chunks, _SCAN](regions, d_sizes, d_words)
     if d_escaped.size:
-        gather_escapes_kernel[chunks, _SCAN](codes, radius, chunk, d_escapes, d_escaped)
+        move_escapes_kernel[chunks, _SCAN](codes, radius, chunk, d_escapes, d_escaped, False)
     host = _host_empty(total, np.uint8)
     coded.copy_to_host(host)
     escaped, words = _views(host, parts, starts)
@@ -365,7 +346,7 @@ def decode_chunks_cuda(words: np.ndarray, offsets: np.ndarray, freq: np.ndarray,
     decode_chunks_kernel[_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
         d_words, d_offsets, lut, d_freq, d_start, radius, chunk, out, d_escapes, d_summary)
     if escaped.size:
-        fill_escapes_kernel[chunks, _SCAN](out, radius, chunk, d_escapes, d_escaped)
+        move_escapes_kernel[chunks, _SCAN](out, radius, chunk, d_escapes, d_escaped, True)
     summary = d_summary.copy_to_host()
     return int(summary[_ESCAPE_TOTAL]), int(summary[_FIRST_FAILED])
 
