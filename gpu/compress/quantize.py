@@ -41,15 +41,19 @@ def quantize(values, step: float, reference=None, backend: str = "cpu"):
     if resolve_backend(backend) == "cuda":
         from gpu.compress.quantize_cuda import quantize_cuda
 
-        return quantize_cuda(values, step, reference)
-    values = np.asarray(values, dtype=np.float64)
-    if reference is not None:
-        values = values - np.asarray(reference, dtype=np.float64)
-    if values.size and float(np.abs(values).max()) / step >= 2**31 - 1:
+        codes, largest = quantize_cuda(values, step, reference)
+    else:
+        values = np.asarray(values, dtype=np.float64)
+        if reference is not None:
+            values = values - np.asarray(reference, dtype=np.float64)
+        largest = float(np.abs(values).max()) if values.size else 0.0
+        largest = largest if largest / step >= 2**31 - 1 else None
+        # floor(v/step + ½) with the reciprocal, as the kernel computes it, so both backends agree on ties
+        codes = np.floor(values * (1.0 / step) + 0.5).astype(np.int32)
+    if largest is not None:
         raise ValueError(f"quantisation step {step:g} is too fine for 32-bit codes of values up to "
-                         f"{float(np.abs(values).max()):g}; the error target is too tight for this volume")
-    # floor(v/step + ½) with the reciprocal, as the kernel computes it, so both backends agree on ties
-    return np.floor(values * (1.0 / step) + 0.5).astype(np.int32)
+                         f"{largest:g}; the error target is too tight for this volume")
+    return codes
 
 
 def dequantize(codes, step: float, reference=None, backend: str = "cpu"):

@@ -1,7 +1,7 @@
 """numba.cuda kernels of :mod:`gpu.compress.quantize`: one grid-stride pass per direction.
 
 ``quantize_kernel``: ``codes[i] = ⌊(x[i] − ref[i]) / step + ½⌋`` as int32 (the residual of the
-Tucker reconstruction, or the core with no reference); ``dequantize_kernel``:
+Tucker reconstruction, or the core with no reference), flagging a code that would not fit; ``dequantize_kernel``:
 ``out[i] = ref[i] + step · codes[i]`` in float64. Arrays are flat views; host arrays are
 copied to the device and the results copied back, device arrays (numba or CuPy) stay there.
 """
@@ -20,12 +20,16 @@ _MAX_BLOCKS = 4096
 
 
 @cuda.jit(cache=True)
-def quantize_kernel(x, ref, use_ref, inv_step, codes):
+def quantize_kernel(x, ref, use_ref, inv_step, codes, overflow):
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
     for i in range(start, x.shape[0], stride):
         v = x[i] - ref[i] if use_ref else x[i]
-        codes[i] = np.int32(math.floor(v * inv_step + 0.5))
+        u = v * inv_step
+        if abs(u) >= 2147483647.0:  # its code would not fit in 32 bits: the call is refused
+            overflow[0] = 1
+            u = 0.0
+        codes[i] = np.int32(math.floor(u + 0.5))
 
 
 @cuda.jit(cache=True)
@@ -51,13 +55,19 @@ def _flat_device(a):
 
 
 def quantize_cuda(values, step: float, reference=None):
-    """:func:`gpu.compress.quantize.quantize` on the GPU."""
+    """:func:`gpu.compress.quantize.quantize` on the GPU, and the largest ``|values −
+    reference|`` where a code would not fit in 32 bits (else None)."""
     shape = values.shape
     x, on_host = _flat_device(values)
     ref = _flat_device(reference)[0] if reference is not None else x
     codes = cuda.device_array(x.shape[0], dtype=np.int32)
-    quantize_kernel[_grid(x.shape[0]), _BLOCK](x, ref, reference is not None, 1.0 / step, codes)
-    return codes.copy_to_host().reshape(shape) if on_host else codes.reshape(shape)
+    overflow = cuda.to_device(np.zeros(1, np.int32))
+    quantize_kernel[_grid(x.shape[0]), _BLOCK](x, ref, reference is not None, 1.0 / step, codes, overflow)
+    largest = None
+    if overflow.copy_to_host()[0]:  # the error path: its message names the largest value
+        v = x.copy_to_host() - (ref.copy_to_host() if reference is not None else 0.0)
+        largest = float(np.abs(v).max())
+    return (codes.copy_to_host().reshape(shape) if on_host else codes.reshape(shape)), largest
 
 
 def dequantize_cuda(codes, step: float, reference=None):

@@ -37,3 +37,11 @@ def test_codes_are_the_nearest_grid_points():
     assert quantize(x, 0.5).tolist() == [-3, -1, 0, 0, 0, 2, 2, 200]
     with pytest.raises(ValueError, match="positive"):
         quantize(x, 0.0)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_a_step_too_fine_for_32_bit_codes_is_refused_on_both_backends(backend):
+    x = np.array([[1.0, -3.0e6], [2.0, 0.5]])
+    assert quantize(x, 0.01, backend=backend).tolist() == [[100, -300_000_000], [200, 50]]
+    with pytest.raises(ValueError, match=r"too fine for 32-bit codes of values up to 3e\+06"):
+        quantize(x, 1e-3, backend=backend)
