@@ -37,8 +37,7 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from gpu.compress.rans_chunk import decode_chunk, encode_chunk
-from gpu.compress.rans_parameters import (CHUNK, CHUNK_BYTES, CHUNKS_IN_FLIGHT, MAX_RADIUS, MIN_CHUNK, PROB_BITS,
-                                          PROB_SCALE, SPAN, SPARSE_CHUNK)
+from gpu.compress.rans_parameters import CHUNK, CHUNK_BYTES, MAX_RADIUS, PROB_BITS, PROB_SCALE, SPAN, SPARSE_CHUNK
 from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.compile_notice import notice_compile
 from gpu.cuda.backend import resolve_backend
@@ -261,13 +260,10 @@ def _run(loop, *args):
 
 
 def default_chunk(n: int, bits: int | None = None) -> int:
-    """Symbols per chunk for a stream of ``n`` symbols whose words take about ``bits``: the
-    smallest power of two from MIN_CHUNK up to CHUNK that cuts it into at most
-    CHUNKS_IN_FLIGHT chunks (one GPU thread each), doubled up to SPARSE_CHUNK while a chunk
-    would code fewer than CHUNK_BYTES (its 4-byte final state a larger share)."""
-    chunk = MIN_CHUNK
-    while chunk < CHUNK and chunk * CHUNKS_IN_FLIGHT < n:
-        chunk *= 2
+    """Symbols per chunk for a stream of ``n`` symbols whose words take about ``bits``:
+    CHUNK, doubled up to SPARSE_CHUNK while a chunk would code fewer than CHUNK_BYTES (its
+    4-byte final state a larger share)."""
+    chunk = CHUNK
     if bits is not None and n:
         while chunk < SPARSE_CHUNK and chunk < n and bits * chunk < 8 * CHUNK_BYTES * n:
             chunk *= 2

@@ -16,7 +16,7 @@ of the core (step ``c``) and the residual is chosen by measuring the coded size 
 entropy of every stream) on a sub-grid of the volume for a few truncation levels and core
 steps, then the whole volume is coded with the best; where the Tucker part alone meets the
 target there is no residual. Order-0 coding of the residual, not a Lorenzo predictor on it,
-and a uniform quantiser with range coding for the core rest on measurements
+and a uniform quantiser with entropy coding for the core rest on measurements
 (docs/decisions/compress-residual-coding.md). Ballester-Ripoll, Lindstrom & Pajarola,
 TTHRESH (IEEE TVCG 2019) code the core to an error budget as here; Di & Cappello (IPDPS 2016)
 and Liang et al. (SZ3, ICDE 2021) the prediction residual.
@@ -130,6 +130,10 @@ def error_metrics(x, y) -> dict:
 
 
 def _entropy_bytes(codes) -> float:
+    """Order-0 entropy of ``codes`` in bytes (+16), where they are; a short stream on the host,
+    where it is coded (:data:`DEVICE_CODES`)."""
+    if codes.size < DEVICE_CODES:
+        codes = to_host(codes)
     xp = namespace_of(codes)
     codes = codes.ravel()
     if codes.size == 0:
@@ -157,8 +161,16 @@ def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:
 
 def _mode_energies(core) -> list[np.ndarray]:
     """Per mode, the energy (sum of squares) of each slice of the core (on the host)."""
-    squares = core * core
-    return [to_host(squares.sum(axis=tuple(m for m in range(core.ndim) if m != n))) for n in range(core.ndim)]
+    xp = namespace_of(core)
+    squares = xp.ascontiguousarray(core * core)
+    energies = []
+    for n, size in enumerate(core.shape):
+        # sums over the modes before n, then after it, as two matrix-vector products: a sum
+        # over several axes at once leaves most of a GPU idle when few sums remain
+        before, after = math.prod(core.shape[:n]), math.prod(core.shape[n + 1:])
+        rows = xp.ones(before) @ squares.reshape(before, size * after)
+        energies.append(to_host(rows.reshape(size, after) @ xp.ones(after)))
+    return energies
 
 
 def _sub_ranks(energies: list[np.ndarray], threshold: float, cap: tuple[int, ...]) -> tuple[int, ...]:

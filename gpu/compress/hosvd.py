@@ -43,7 +43,8 @@ class TuckerDecomposition:
     """``X ≈ core ×_n diag(2^{−core_exp[n]}) ×_n factors[n]``.
 
     ``core`` is stored in ``core_precision`` (FP16 values stay Kronecker-scaled so they fit
-    the FP16 range; ``core_exp`` undoes that exactly). Errors are absolute Frobenius norms.
+    the FP16 range; ``core_exp`` undoes that exactly), where the volume was: a host array, or
+    a CuPy array for a volume on the device. Errors are absolute Frobenius norms.
     """
 
     core: np.ndarray
@@ -244,13 +245,13 @@ def _core(x, factors, precision, scaling, order, backend, on_overflow):
         x, [f.T for f in factors], precision=precision, scaling=scaling, order=order,
         backend=backend, on_overflow=on_overflow, recover=not keep_scaled,
     )
-    y = result.y
-    y = to_host(y)
+    xp = namespace_of(x)
+    y = to_host(result.y) if xp is np else xp.asarray(result.y)  # where the volume is
     if result.row_exp is not None:
         return y, result.row_exp, result.report
     with np.errstate(over="ignore"):
         core = y.astype(get_precision(result.report.precision).storage)
-    if not np.all(np.isfinite(core)):
+    if not bool(xp.all(xp.isfinite(core))):
         # An unscaled FP16 core can exceed 65504 even when the chain did not: keep it in FP32.
         core = y.astype(np.float32)
     return core, [np.zeros(s, np.int64) for s in core.shape], result.report

@@ -7,7 +7,7 @@ Light: no numba, so the stream layout can be read without the kernels.
 from __future__ import annotations
 
 __all__ = ["PROB_BITS", "PROB_SCALE", "STATE_LOWER", "WORD_BITS", "WORD_MASK", "RENORM_SHIFT", "CHUNK",
-           "MIN_CHUNK", "CHUNKS_IN_FLIGHT", "SPARSE_CHUNK", "CHUNK_BYTES", "MAX_RADIUS", "SPAN"]
+           "SPARSE_CHUNK", "CHUNK_BYTES", "MAX_RADIUS", "SPAN"]
 
 # Frequencies sum to 2^PROB_BITS: room for all 2 · MAX_RADIUS + 3 symbols at frequency one or more.
 PROB_BITS = 15
@@ -19,13 +19,12 @@ WORD_BITS = 16
 WORD_MASK = (1 << WORD_BITS) - 1
 # A symbol of frequency f is encoded from x < (STATE_LOWER >> PROB_BITS << WORD_BITS) · f = f << RENORM_SHIFT.
 RENORM_SHIFT = 16 - PROB_BITS + WORD_BITS
-# Symbols per independently coded chunk (the last one of a stream shorter): at most CHUNK, and
-# down to MIN_CHUNK where a stream would otherwise have fewer than CHUNKS_IN_FLIGHT chunks, since
-# a chunk is one GPU thread's sequential work; up to SPARSE_CHUNK where a chunk would code fewer
-# than CHUNK_BYTES, since every chunk also stores its final state (docs/decisions/compress-rans-chunks.md).
-CHUNK = 16384
-MIN_CHUNK = 4096
-CHUNKS_IN_FLIGHT = 4096
+# Symbols per independently coded chunk (the last one of a stream shorter): CHUNK, since a chunk
+# is one GPU thread's sequential work and a whole-brain stream needs over ten thousand chunks to
+# give the GPU's multiprocessors a few warps each; up to SPARSE_CHUNK where a chunk would code
+# fewer than CHUNK_BYTES, since every chunk also stores its final state
+# (docs/decisions/compress-rans-chunks.md).
+CHUNK = 4096
 SPARSE_CHUNK = 65536
 CHUNK_BYTES = 1024
 # Codes within ±radius are symbols of their own, radius ≤ MAX_RADIUS (as gpu.compress.entropy_coding).
