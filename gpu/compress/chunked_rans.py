@@ -336,7 +336,7 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
             escaped = codes.copy_to_host() if on_cuda else codes
     blobs = [_zstd(freq.astype("<u2")), _zstd(escaped.astype("<i4", copy=False)), _zstd(sizes.astype("<u4"))]
     return b"".join([_HEADER.pack(n, radius, chunk, *map(len, blobs)), *blobs,
-                     words.astype("<u2", copy=False).tobytes()])
+                     memoryview(words.astype("<u2", copy=False))])  # one copy of the words, not two
 
 
 def _encode_cpu(codes, radius, freq, chunk):

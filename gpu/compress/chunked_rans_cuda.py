@@ -274,8 +274,8 @@ def device_codes(codes):
         if host.size:
             codes.copy_to_device(host)
         return codes
-    if not hasattr(codes, "copy_to_host"):
-        codes = cuda.as_cuda_array(codes)
+    if not hasattr(codes, "copy_to_host"):  # a CuPy array, made by work on the same default stream
+        codes = cuda.as_cuda_array(codes, sync=False)
     if codes.dtype != np.int32:
         raise ValueError(f"device codes must be int32, got {codes.dtype}; cast them on the device first")
     return codes.reshape(-1)
@@ -286,7 +286,7 @@ def device_output(out, n: int):
     if out is None:
         return _device_empty(n, np.int32)
     if not hasattr(out, "copy_to_host"):
-        out = cuda.as_cuda_array(out)
+        out = cuda.as_cuda_array(out, sync=False)
     if out.dtype != np.int32 or out.shape != (n,):
         raise ValueError(f"out must be an int32 device array of shape ({n},), got {out.dtype} {out.shape}")
     return out

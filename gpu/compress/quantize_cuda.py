@@ -49,8 +49,8 @@ def _flat_device(a):
     """A flat device view of ``a`` and whether it came from the host."""
     if isinstance(a, np.ndarray):
         return cuda.to_device(np.ascontiguousarray(a).reshape(-1)), True
-    if not hasattr(a, "copy_to_host"):  # a CuPy array
-        a = cuda.as_cuda_array(a)
+    if not hasattr(a, "copy_to_host"):  # a CuPy array, made by work on the same default stream
+        a = cuda.as_cuda_array(a, sync=False)
     return a.reshape(-1), False
 
 

@@ -47,8 +47,8 @@ def block_sums_kernel(x, p, step, inv_step, cast, lo, hi, block, out):
 def _flat(a):
     if isinstance(a, np.ndarray):
         return cuda.to_device(np.ascontiguousarray(a, dtype=np.float64).reshape(-1))
-    if not hasattr(a, "copy_to_host"):  # a CuPy array
-        a = cuda.as_cuda_array(a)
+    if not hasattr(a, "copy_to_host"):  # a CuPy array, made by work on the same default stream
+        a = cuda.as_cuda_array(a, sync=False)
     return a.reshape(-1)
 
 
