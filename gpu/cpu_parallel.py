@@ -61,12 +61,22 @@ def _load(loop, args: tuple) -> None:
         loop.compile(sig)
 
 
-def _load_and_run(loop: Callable[..., Any], args: tuple) -> Any:
+def _load_and_run(loop: Callable[..., Any], args: tuple, threads: int | None) -> Any:
     _load(loop, args)
-    return loop(*args)
+    if threads is None:
+        return loop(*args)
+    import numba
+
+    every = numba.get_num_threads()
+    numba.set_num_threads(min(threads, every))  # this thread's loops only
+    try:
+        return loop(*args)
+    finally:
+        numba.set_num_threads(every)
 
 
-def run_parallel_loop(loop: Callable[..., Any], *args: Any) -> Any:
+def run_parallel_loop(loop: Callable[..., Any], *args: Any, threads: int | None = None) -> Any:
     """``loop(*args)`` on the process's parallel-loop thread, compiled or loaded
-    first (see the module docstring); its result, or its exception."""
-    return _the_runner().submit(_load_and_run, loop, args).result()
+    first (see the module docstring), on at most ``threads`` of numba's threads (default
+    all); its result, or its exception."""
+    return _the_runner().submit(_load_and_run, loop, args, threads).result()

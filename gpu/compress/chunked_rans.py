@@ -46,6 +46,8 @@ __all__ = ["encode_integers", "decode_integers", "quantise_frequencies", "defaul
            "PROB_BITS"]
 
 _HEADER = struct.Struct("<6I")
+#: streams of fewer codes are coded and decoded on one thread (:func:`_run`)
+SHORT_STREAM = 1 << 16
 _TAIL_SHARE = 1e-3  # as gpu.compress.entropy_coding
 _INT32 = np.iinfo(np.int32)
 _ZSTD_LEVEL = 9  # docs/decisions/compress-rans-side-streams.md
@@ -252,11 +254,14 @@ def _zstd(array: np.ndarray) -> bytes:
     return zstandard.ZstdCompressor(level=_ZSTD_LEVEL).compress(array.tobytes()) if array.size else b""
 
 
-def _run(loop, *args):
-    """``loop(*args)`` on the parallel-loop thread, saying first when it compiles (a new
-    install's first compression: ``fibertensor warmup --family compress`` does it ahead)."""
+def _run(loop, n: int, *args):
+    """``loop(*args)`` for a stream of ``n`` codes on the parallel-loop thread, saying first
+    when it compiles (a new install's first compression: ``fibertensor warmup --family
+    compress`` does it ahead). A short stream's loops run on one thread: waking every thread
+    of the team for a few thousand codes cost up to tens of milliseconds a stream on a
+    16-core host."""
     notice_compile(loop, args, "the compression CPU loops", None)
-    return run_parallel_loop(loop, *args)
+    return run_parallel_loop(loop, *args, threads=1 if n < SHORT_STREAM else None)
 
 
 def default_chunk(n: int, bits: int | None = None) -> int:
@@ -318,7 +323,7 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
     if on_cuda:
         hist = chunked_rans_cuda.clipped_histogram_cuda(codes)
     else:
-        hist = _run(_clipped_histogram, codes, get_num_threads())
+        hist = _run(_clipped_histogram, n, codes, get_num_threads())
     radius = _radius(hist, n)
     counts = _symbol_counts(hist, radius)
     freq = quantise_frequencies(counts)
@@ -345,14 +350,14 @@ def _encode_cpu(codes, radius, freq, chunk):
     regions = np.empty(chunks * (min(chunk, codes.shape[0]) + 2), np.uint16)
     sizes = np.empty(chunks, np.int64)
     escapes = np.empty(chunks, np.int64)
-    _run(_encode_chunks, codes, radius, freq, _starts(freq), chunk, regions, sizes, escapes)
+    _run(_encode_chunks, codes.shape[0], codes, radius, freq, _starts(freq), chunk, regions, sizes, escapes)
     offsets = _exclusive_sum(sizes)
     words = np.empty(offsets[-1], np.uint16)
-    _run(_compact_words, regions, sizes, offsets, words)
+    _run(_compact_words, codes.shape[0], regions, sizes, offsets, words)
     escape_offsets = _exclusive_sum(escapes)
     escaped = np.empty(escape_offsets[-1], np.int32)
     if escaped.size:
-        _run(_move_escapes, codes, radius, chunk, escape_offsets, escaped, False)
+        _run(_move_escapes, codes.shape[0], codes, radius, chunk, escape_offsets, escaped, False)
     return sizes, words, escaped
 
 
@@ -469,8 +474,8 @@ def _decode_cpu(words, offsets, freq, escaped, radius, chunk, out) -> tuple[int,
     lut = np.repeat(np.arange(len(freq), dtype=np.uint16), freq)
     escapes = np.empty(chunks, np.int64)
     failed = np.empty(chunks, np.bool_)
-    _run(_decode_chunks, words, offsets, lut, freq, _starts(freq), radius, chunk, out, escapes, failed)
+    _run(_decode_chunks, out.shape[0], words, offsets, lut, freq, _starts(freq), radius, chunk, out, escapes, failed)
     first_failed = int(np.argmax(failed)) if failed.any() else chunks
     if first_failed == chunks and escaped.size and escapes.sum() == escaped.size:
-        _run(_move_escapes, out, radius, chunk, _exclusive_sum(escapes), escaped, True)
+        _run(_move_escapes, out.shape[0], out, radius, chunk, _exclusive_sum(escapes), escaped, True)
     return int(escapes.sum()), first_failed

@@ -130,17 +130,30 @@ def error_metrics(x, y) -> dict:
 
 
 def _entropy_bytes(codes) -> float:
-    """Order-0 entropy of ``codes`` in bytes (+16), where they are; a short stream on the host,
-    where it is coded (:data:`DEVICE_CODES`)."""
-    if codes.size < DEVICE_CODES:
-        codes = to_host(codes)
-    xp = namespace_of(codes)
-    codes = codes.ravel()
+    """Order-0 entropy of integer ``codes`` in bytes (+16), where they are: a short stream's
+    on the host (:data:`DEVICE_CODES`), a long one's on the device from the rANS coder's
+    clipped histogram (:mod:`gpu.compress.chunked_rans_cuda`), exact within its bins and with
+    each code beyond them taken as a value of its own (log2 n bits): such codes lie far in a
+    core's tail, where they rarely repeat, and a histogram over their whole range took most
+    of the budget search on the GPU."""
     if codes.size == 0:
         return 0.0
-    counts = xp.bincount(codes - codes.min())
-    # absent values add 0 · log2(1/n): no selection of the present ones (a host round trip on the GPU)
-    return float(-(counts * xp.log2(xp.maximum(counts, 1) / codes.size)).sum() / 8) + 16
+    if codes.size < DEVICE_CODES:
+        codes = to_host(codes)
+    n = codes.size
+    if namespace_of(codes) is np:
+        codes = codes.ravel()
+        counts = np.bincount(codes - codes.min())
+        # absent values add 0 · log2(1/n): no selection of the present ones
+        return float(-(counts * np.log2(np.maximum(counts, 1) / n)).sum() / 8) + 16
+    from gpu.compress import chunked_rans_cuda
+
+    xp = namespace_of(codes)
+    flat = xp.clip(codes.ravel(), -2**31, 2**31 - 1).astype(xp.int32)
+    hist = chunked_rans_cuda.clipped_histogram_cuda(chunked_rans_cuda.device_codes(flat))
+    inner = hist[1:-1]
+    bits = -(inner * np.log2(np.maximum(inner, 1) / n)).sum() + int(hist[0] + hist[-1]) * math.log2(n)
+    return float(bits / 8) + 16
 
 
 def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from numba import get_thread_id, prange
 
 from gpu.conv.direct import direct_conv2d
 from tests.gpu.cold_cache_child import CHUNKS, PEAKS_CASE, conv_inputs
@@ -79,3 +80,24 @@ def test_a_process_never_runs_the_old_code_of_a_loop_another_is_saving(tmp_path)
     source.write_text(VERSIONED_LOOP.format(version=2.0) + "# version 2\n")  # another size: numba sees a new source
     writer, reader = _child(str(tmp_path), "writer", env), _child(str(tmp_path), "reader", env)
     assert (_printed(writer), _printed(reader)) == (2.0, 2.0)
+
+
+def _thread_ids(out):
+    for i in prange(out.shape[0]):
+        out[i] = get_thread_id()
+
+
+def test_a_loop_can_run_on_fewer_threads_and_the_count_comes_back():
+    """``threads=1`` runs every iteration on the calling thread of the team; the runner's
+    thread count is the full one again after the call."""
+    from numba import get_num_threads, njit
+
+    from gpu.cpu_parallel import _the_runner, run_parallel_loop
+
+    loop = njit(parallel=True)(_thread_ids)
+    ids = np.full(4096, -1, np.int64)
+    run_parallel_loop(loop, ids, threads=1)
+    assert set(ids.tolist()) == {0}
+    assert _the_runner().submit(get_num_threads).result() == get_num_threads()
+    run_parallel_loop(loop, ids)
+    assert ids.min() >= 0 and ids.max() < get_num_threads()

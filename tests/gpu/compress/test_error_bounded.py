@@ -114,3 +114,24 @@ def test_cuda_decoder_equals_cpu_decoder(mode):
     encoded = encode_tensor(x, target, output_dtype=x.dtype, backend="cpu")
     assert encoded.residual_step > 0
     np.testing.assert_array_equal(decode_tensor(encoded, x.dtype, backend="cuda"), decode_tensor(encoded, x.dtype))
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
+@pytest.mark.skipif(_cupy() is None, reason="the device entropy takes CuPy arrays: a CUDA GPU with CuPy only")
+def test_device_entropy_equals_the_exact_one_when_far_codes_are_distinct():
+    """On the device the entropy comes from the coder's clipped histogram: exact within its
+    bins, each code beyond them counted as a value of its own."""
+    from gpu.compress.error_bounded import DEVICE_CODES, _entropy_bytes
+
+    rng = np.random.default_rng(3)
+    near = rng.integers(-60, 61, DEVICE_CODES + 1000)
+    far = (5000 + rng.permutation(10**6)[:500]) * np.where(rng.random(500) < 0.5, -1, 1)  # distinct, beyond ±4096
+    for codes in (near, np.concatenate([near, far])):
+        assert _entropy_bytes(_cupy().asarray(codes)) == pytest.approx(_entropy_bytes(codes), rel=1e-12)
