@@ -107,14 +107,37 @@ def to_host(a) -> np.ndarray:
     return a.get() if namespace_of(a) is not np else np.asarray(a)
 
 
+def _unfolded(xp, y, mode):
+    """C-contiguous ``y`` as (A, I_mode, B), the modes before ``mode`` and after it merged (a view)."""
+    y = xp.ascontiguousarray(y)
+    return y.reshape(math.prod(y.shape[:mode]), y.shape[mode], math.prod(y.shape[mode + 1:]))
+
+
+def _mode_product(xp, g, m, mode):
+    """``G ×_mode M`` (M is J × I_mode), C-contiguous: a matrix product per slice of the
+    unfolding, no transposed copy of ``g``."""
+    y = _unfolded(xp, g, mode)
+    if y.shape[2] == 1:  # the last mode: one product
+        out = y.reshape(y.shape[0], y.shape[1]) @ m.T
+    else:
+        out = xp.matmul(m, y)
+    return out.reshape(*g.shape[:mode], m.shape[0], *g.shape[mode + 1:])
+
+
 def _mode_product_t(xp, y, u, mode):
     """``Y ×_mode Uᵀ`` in float64 (U is I × r)."""
-    return xp.moveaxis(xp.tensordot(y, u, axes=([mode], [0])), -1, mode)
+    return _mode_product(xp, y, u.T, mode)
 
 
 def _gram(xp, y, mode):
-    others = [a for a in range(y.ndim) if a != mode]
-    return xp.tensordot(y, y, axes=(others, others))
+    """``Y_(mode) Y_(mode)ᵀ``: per slice of the unfolding, summed (no transposed copy of ``y``)."""
+    z = _unfolded(xp, y, mode)
+    if z.shape[0] == 1:
+        return z[0] @ z[0].T
+    if z.shape[2] == 1:
+        flat = z.reshape(z.shape[0], z.shape[1])
+        return flat.T @ flat
+    return xp.matmul(z, z.transpose(0, 2, 1)).sum(axis=0)
 
 
 def recover_core(core, core_exp: list[np.ndarray]):
@@ -137,10 +160,10 @@ def recover_core(core, core_exp: list[np.ndarray]):
 
 def mode_products(g, factors):
     """``G ×_1 U_1 … ×_N U_N`` (U_n is I_n × r_n), a mode at a time in mode order, where ``g``
-    is (numpy on the host, CuPy on the device); the factors must be there too."""
+    is (numpy on the host, CuPy on the device); the factors must be there too. C-contiguous."""
     xp = namespace_of(g)
     for n, u in enumerate(factors):
-        g = xp.moveaxis(xp.tensordot(u, g, axes=([1], [n])), 0, n)
+        g = _mode_product(xp, g, u, n)
     return g
 
 
