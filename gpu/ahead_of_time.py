@@ -40,7 +40,7 @@ import numpy as np
 
 from gpu.cuda.cache_folder import kernel_cache_dir
 
-__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "missing_build_tools",
+__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "serial_build", "missing_build_tools",
            "numba_only"]
 
 _BUILD_OPTIONS_DROPPED = ("parallel", "cache", "nogil")
@@ -315,6 +315,27 @@ def lookup(qualname: str, args: Sequence) -> Callable | None:
         if len(specs) == len(args) and all(_accepts(s, a) for s, a in zip(specs, args)):
             return function
     return None
+
+
+#: voxels this process has run through each function's build (:func:`serial_build`)
+_serial_voxels: dict[str, int] = {}
+
+
+def serial_build(qualname: str, args: Sequence, voxels: int, budget: int) -> Callable | None:
+    """The build of ``qualname`` for ``args`` (:func:`lookup`) while this process's runs of it,
+    this one's ``voxels`` included, stay within ``budget`` voxels; else None, and the caller
+    runs numba's parallel loop.
+
+    ``budget`` is about the voxels one thread solves in the time numba takes to start: a
+    process rents the build until what it has spent on it would have paid for numba, then
+    buys numba (the ski-rental rule, at most twice the better choice's time in hindsight). So a
+    job that solves many small sets in turn (response estimation's iterations) moves to every
+    core once they add up, and one small job never loads numba.
+    """
+    with _lock:
+        spent = _serial_voxels[qualname] = _serial_voxels.get(qualname, 0) + voxels
+    # past the budget, numba is loaded for this run and the later ones
+    return lookup(qualname, args) if spent <= budget else None
 
 
 _imports = threading.Lock()

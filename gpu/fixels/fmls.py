@@ -1,9 +1,10 @@
 """CPU backend of FMLS segmentation: the loop of :mod:`gpu.fixels.cpu_loops` over voxels.
 
 A run of at most :data:`SERIAL_MAX_VOXELS` voxels takes the loop's ahead-of-time build where
-``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`): the same machine code on one
-thread, without numba's start-up, which costs a fresh process more than such a run
-(docs/decisions/cpu-ahead-of-time.md). Larger runs, and every run without a build, go
+``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`) while the process's runs of it add
+up to no more (:func:`gpu.ahead_of_time.serial_build`): the same machine code on one thread,
+without numba's start-up, which costs a fresh process more than such runs
+(docs/decisions/cpu-ahead-of-time.md). Other runs, and every run without a build, go
 through numba on every thread (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the
 same bytes.
 """
@@ -18,8 +19,8 @@ from gpu.fixels.fmls_tables import FmlsTables
 __all__ = ["segment_voxels_cpu", "SERIAL_MAX_VOXELS", "LOOP_MODULE", "COMPILE_SECONDS"]
 
 #: Runs of at most this many voxels take the loop's serial ahead-of-time build, where there is
-#: one: about as long on one thread as numba's start-up, which larger runs repay on several
-#: cores (docs/decisions/cpu-ahead-of-time.md).
+#: one, until the process's runs of it add up to more: about as long on one thread as numba's
+#: start-up, which more voxels repay on several cores (docs/decisions/cpu-ahead-of-time.md).
 SERIAL_MAX_VOXELS = 4096
 
 #: The module of the loop ``segment_loop``.
@@ -53,7 +54,7 @@ def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
             counts, out_dir, out_afd, out_peak)
     serial = None
     if (n if run_voxels is None else run_voxels) <= SERIAL_MAX_VOXELS:
-        serial = ahead_of_time.lookup(f"{LOOP_MODULE}.segment_loop", args)
+        serial = ahead_of_time.serial_build(f"{LOOP_MODULE}.segment_loop", args, n, SERIAL_MAX_VOXELS)
     if serial is not None:
         serial(*args)
     else:

@@ -1,9 +1,10 @@
 """CPU backend of CSD and MSMT-CSD: the loops of :mod:`gpu.fod.cpu_loops` over voxels.
 
-A run of at most :data:`SERIAL_MAX_VOXELS` voxels (per loop) takes the loop's ahead-of-time
-build where ``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`): the same machine code
-on one thread, without numba's start-up, which costs a fresh process more than such a run
-(docs/decisions/cpu-ahead-of-time.md). Larger runs, and every run without a build, go
+Runs take the loop's ahead-of-time build where ``fibertensor warmup`` made one
+(:mod:`gpu.ahead_of_time`) while the process's runs of the loop add up to at most
+:data:`SERIAL_MAX_VOXELS` voxels (:func:`gpu.ahead_of_time.serial_build`): the same machine
+code on one thread, without numba's start-up, which costs a fresh process more than such runs
+(docs/decisions/cpu-ahead-of-time.md). Runs past that, and every run without a build, go
 through numba on every core (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the
 same bytes.
 """
@@ -18,9 +19,10 @@ from gpu.fod.msmt_problem import MsmtProblem
 
 __all__ = ["msmt_csd_cpu", "csd_cpu", "SERIAL_MAX_VOXELS", "LOOP_MODULE"]
 
-#: Runs of at most this many voxels take the loop's serial ahead-of-time build, where there is
-#: one: about as long on one thread as numba's start-up, which larger runs repay on several
-#: cores (an MSMT-CSD voxel costs several CSD ones; docs/decisions/cpu-ahead-of-time.md).
+#: A process's runs of a loop take its serial ahead-of-time build, where there is one, until
+#: they add up to more than this many voxels: about as long on one thread as numba's
+#: start-up, which more voxels repay on several cores (an MSMT-CSD voxel costs several CSD
+#: ones; docs/decisions/cpu-ahead-of-time.md).
 SERIAL_MAX_VOXELS = {"msmt_loop": 1024, "csd_loop": 4096}
 
 #: The module of the loops ``msmt_loop`` and ``csd_loop``.
@@ -32,9 +34,7 @@ def _run(what: str, loop: str, signals: np.ndarray, n_coeffs: int, *args) -> tup
     out = np.empty((signals.shape[0], n_coeffs))
     niter = np.empty(signals.shape[0], np.int32)
     args = (signals, *args, out, niter)
-    serial = None
-    if signals.shape[0] <= SERIAL_MAX_VOXELS[loop]:
-        serial = ahead_of_time.lookup(f"{LOOP_MODULE}.{loop}", args)
+    serial = ahead_of_time.serial_build(f"{LOOP_MODULE}.{loop}", args, signals.shape[0], SERIAL_MAX_VOXELS[loop])
     if serial is not None:
         serial(*args)
     else:

@@ -1,9 +1,10 @@
 """CPU backend of SS-HOPM: the generated ``sshopm_cpu_m{order}`` loops (numba ``prange``).
 
 A run of at most :data:`SERIAL_MAX_VOXELS` voxels takes the loop's ahead-of-time build where
-``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`): the same machine code on one
-thread, without numba's start-up, which costs a fresh process more than such a run
-(docs/decisions/cpu-ahead-of-time.md). Larger runs, and every run without a build, go
+``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`) while the process's runs of it add
+up to no more (:func:`gpu.ahead_of_time.serial_build`): the same machine code on one thread,
+without numba's start-up, which costs a fresh process more than such runs
+(docs/decisions/cpu-ahead-of-time.md). Other runs, and every run without a build, go
 through numba on every core.
 """
 
@@ -20,7 +21,8 @@ from gpu.peaks.sshopm_starts import neighbor_steps
 
 __all__ = ["run_sshopm_cpu", "COMPILE_SECONDS", "SERIAL_MAX_VOXELS", "LOOP_MODULE"]
 
-#: Runs of at most this many voxels take the serial ahead-of-time build, where there is one.
+#: Runs of at most this many voxels take the serial ahead-of-time build, where there is one,
+#: until the process's runs of it add up to more.
 SERIAL_MAX_VOXELS = 16384
 
 #: The module of the generated loops ``sshopm_cpu_m{order}``.
@@ -66,7 +68,7 @@ def run_sshopm_cpu(
         # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
         args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, starts, neighbors, steps, fparams, iparams,
                 directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi])
-        chunk_hist = _run_serially(order, args) if n <= SERIAL_MAX_VOXELS else None
+        chunk_hist = _run_serially(order, args, hi - lo) if n <= SERIAL_MAX_VOXELS else None
         hist += chunk_hist if chunk_hist is not None else _run_on_every_core(order, args, announce=lo == 0)
         if progress is not None:
             progress(hi / n)
@@ -80,11 +82,13 @@ def run_sshopm_cpu(
     }
 
 
-def _run_serially(order: int, args: tuple) -> np.ndarray | None:
-    """The loop of ``order`` from its ahead-of-time build, on this thread; its iteration
-    histogram (HIST_BINS,), or None where no build holds it."""
+def _run_serially(order: int, args: tuple, voxels: int) -> np.ndarray | None:
+    """The loop of ``order`` over ``voxels`` voxels from its ahead-of-time build, on this
+    thread; its iteration histogram (HIST_BINS,), or None where no build holds it or the
+    process's serial runs have used their voxels (:func:`gpu.ahead_of_time.serial_build`)."""
     hist = np.zeros((1, HIST_BINS), np.int64)
-    loop = ahead_of_time.lookup(f"{LOOP_MODULE}.sshopm_cpu_m{order}", (*args, hist))
+    loop = ahead_of_time.serial_build(f"{LOOP_MODULE}.sshopm_cpu_m{order}", (*args, hist), voxels,
+                                      SERIAL_MAX_VOXELS)
     if loop is None:
         return None
     loop(*args, hist)

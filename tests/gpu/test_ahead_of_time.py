@@ -221,3 +221,12 @@ def test_a_gpu_warm_up_builds_the_writers_beside_the_cpu_build(kernels, tmp_path
     shown = subprocess.run([sys.executable, "-c", _METRICS], cwd=ROOT, env=env, capture_output=True, text=True,
                            check=True, timeout=300).stdout.split("] ")
     assert shown[0] == "[0.0, 0.5, 0.699999988079071" and shown[-1].strip() == "False"
+
+
+def test_a_process_rents_a_build_until_its_voxels_would_have_paid_for_numba(monkeypatch):
+    """serial_build: the build while this process's runs of the loop add up to at most the
+    budget; past it numba, for that run and every later one, however small."""
+    monkeypatch.setattr(ahead_of_time, "lookup", lambda name, args: f"the build of {name}")
+    runs = [ahead_of_time.serial_build("m.loop", (), voxels, 1000) for voxels in (400, 600, 1, 300)]
+    assert runs == ["the build of m.loop", "the build of m.loop", None, None]
+    assert ahead_of_time.serial_build("m.other", (), 1000, 1000) == "the build of m.other"  # a budget per loop

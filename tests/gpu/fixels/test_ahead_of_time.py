@@ -117,6 +117,7 @@ def test_the_build_and_numbas_parallel_loop_give_the_same_bytes(in_kernels, coef
     parallel = _segment(coeffs, run_voxels=fmls.SERIAL_MAX_VOXELS + 1)  # a chunk of a larger run: numba's loop
     assert called == []
     monkeypatch.setattr(fmls, "SERIAL_MAX_VOXELS", coeffs.shape[0] - 1)
+    monkeypatch.setattr(ahead_of_time, "_serial_voxels", {})  # as in a fresh process
     assert _segment(coeffs[:1])[0].size == 1 and called == [_LOOP]  # a few voxels of their own: the build
     called.clear()
     again = _segment(coeffs)
