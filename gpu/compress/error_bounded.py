@@ -181,8 +181,9 @@ def _mode_energies(core) -> list[np.ndarray]:
         # sums over the modes before n, then after it, as two matrix-vector products: a sum
         # over several axes at once leaves most of a GPU idle when few sums remain
         before, after = math.prod(core.shape[:n]), math.prod(core.shape[n + 1:])
-        rows = xp.ones(before) @ squares.reshape(before, size * after)
-        energies.append(to_host(rows.reshape(size, after) @ xp.ones(after)))
+        rows = squares.reshape(before, size * after)
+        rows = rows[0] if before == 1 else xp.ones(before) @ rows  # (numpy's product with one row is slow)
+        energies.append(to_host(rows if after == 1 else rows.reshape(size, after) @ xp.ones(after)))
     return energies
 
 
