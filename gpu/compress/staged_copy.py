@@ -22,7 +22,7 @@ __all__ = ["copy_to_host", "copy_to_device", "PIECE_BYTES"]
 #: bytes a piece; the two pieces' page-locked buffers stay in the process's pool between calls
 PIECE_BYTES = 32 << 20
 #: host threads copying a piece in or out
-_COPIERS = max(1, min(12, os.cpu_count() or 1))
+_COPIERS = max(1, min(12, len(os.sched_getaffinity(0))))
 _pool = ThreadPoolExecutor(max_workers=_COPIERS, thread_name_prefix="staged-copy")
 
 
