@@ -42,8 +42,8 @@ from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.compile_notice import notice_compile
 from gpu.cuda.backend import resolve_backend
 
-__all__ = ["encode_integers", "decode_integers", "quantise_frequencies", "default_chunk", "CHUNK", "MAX_RADIUS",
-           "PROB_BITS"]
+__all__ = ["encode_integers", "decode_integers", "clipped_histogram", "quantise_frequencies", "default_chunk", "CHUNK",
+           "MAX_RADIUS", "PROB_BITS"]
 
 _HEADER = struct.Struct("<6I")
 #: streams of fewer codes are coded and decoded on one thread (:func:`_run`)
@@ -262,6 +262,19 @@ def _run(loop, n: int, *args):
     16-core host."""
     notice_compile(loop, args, "the compression CPU loops", None)
     return run_parallel_loop(loop, *args, threads=1 if n < SHORT_STREAM else None)
+
+
+def clipped_histogram(codes, backend: str = "cpu") -> np.ndarray:
+    """The histogram (SPAN,) int64 of integer ``codes`` (any shape; on the CUDA backend an
+    int32 device array) clipped to ±(MAX_RADIUS + 1): the counts the coder's model starts from."""
+    if resolve_backend(backend) == "cuda":
+        from gpu.compress import chunked_rans_cuda
+
+        return chunked_rans_cuda.clipped_histogram_cuda(chunked_rans_cuda.device_codes(codes))
+    codes = np.ascontiguousarray(codes).reshape(-1)
+    if codes.dtype.kind not in "iu":
+        raise ValueError(f"codes must be integers, got an array of {codes.dtype}")
+    return _run(_clipped_histogram, codes.shape[0], codes, get_num_threads())
 
 
 def default_chunk(n: int, bits: int | None = None) -> int:

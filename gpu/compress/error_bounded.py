@@ -130,29 +130,22 @@ def error_metrics(x, y) -> dict:
 
 
 def _entropy_bytes(codes) -> float:
-    """Order-0 entropy of integer ``codes`` in bytes (+16), where they are: a short stream's
-    on the host (:data:`DEVICE_CODES`), a long one's on the device from the rANS coder's
-    clipped histogram (:mod:`gpu.compress.chunked_rans_cuda`), exact within its bins and with
-    each code beyond them taken as a value of its own (log2 n bits): such codes lie far in a
-    core's tail, where they rarely repeat, and a histogram over their whole range took most
-    of the budget search on the GPU."""
+    """Order-0 entropy of integer ``codes`` in bytes (+16), from the rANS coder's clipped
+    histogram (:func:`chunked_rans.clipped_histogram`), where the codes are (a short stream's
+    on the host, :data:`DEVICE_CODES`): exact within its bins, and each code beyond them taken
+    as a value of its own (log2 n bits). Such codes lie far in a core's tail, where they rarely
+    repeat; a histogram over their whole range took most of the budget search
+    (docs/decisions/compress-search-entropy.md)."""
     if codes.size == 0:
         return 0.0
     if codes.size < DEVICE_CODES:
         codes = to_host(codes)
-    n = codes.size
-    if namespace_of(codes) is np:
-        codes = codes.ravel()
-        counts = np.bincount(codes - codes.min())
-        # absent values add 0 · log2(1/n): no selection of the present ones
-        return float(-(counts * np.log2(np.maximum(counts, 1) / n)).sum() / 8) + 16
-    from gpu.compress import chunked_rans_cuda
-
     xp = namespace_of(codes)
-    flat = xp.clip(codes.ravel(), -2**31, 2**31 - 1).astype(xp.int32)
-    hist = chunked_rans_cuda.clipped_histogram_cuda(chunked_rans_cuda.device_codes(flat))
+    if xp is not np:
+        codes = xp.clip(codes, -2**31, 2**31 - 1).astype(xp.int32)  # the device histogram reads int32
+    hist = chunked_rans.clipped_histogram(codes, _where(codes))
     inner = hist[1:-1]
-    bits = -(inner * np.log2(np.maximum(inner, 1) / n)).sum() + int(hist[0] + hist[-1]) * math.log2(n)
+    bits = -(inner * np.log2(np.maximum(inner, 1) / codes.size)).sum() + int(hist[0] + hist[-1]) * math.log2(codes.size)
     return float(bits / 8) + 16
 
 
@@ -308,14 +301,17 @@ def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, targ
     grid (``xs``, ``core``, ``factors`` and ``grid`` on the host or all on the device);
     ``factor_bytes`` keeps each (mode, rank, step)'s factor size for the next candidates."""
     xp = namespace_of(xs)
-    sub = core[tuple(slice(0, r) for r in ranks)]
-    qc = xp.floor(sub * (1.0 / core_step) + 0.5).astype(xp.int64)
+    # the sub-core's codes, then its quantised values, in place: it can hold tens of millions of entries
+    qc = core[tuple(slice(0, r) for r in ranks)] * (1.0 / core_step)
+    qc += 0.5
+    xp.floor(qc, out=qc)
     qf = [xp.floor(u[:, :r] * (1.0 / factor_step) + 0.5).astype(xp.int64) for u, r in zip(factors, ranks)]
     for n, (q, r) in enumerate(zip(qf, ranks)):
         if (n, r, factor_step) not in factor_bytes:
             factor_bytes[n, r, factor_step] = _entropy_bytes(q)
-    size = _entropy_bytes(qc) + sum(factor_bytes[n, r, factor_step] for n, r in enumerate(ranks))
-    xhat = xp.ascontiguousarray(mode_products(qc * core_step, [q[idx] * factor_step for q, idx in zip(qf, grid)]))
+    size = _entropy_bytes(qc.astype(xp.int64)) + sum(factor_bytes[n, r, factor_step] for n, r in enumerate(ranks))
+    qc *= core_step
+    xhat = xp.ascontiguousarray(mode_products(qc, [q[idx] * factor_step for q, idx in zip(qf, grid)]))
     residual = xs - xhat
     if target_kind == "l2":
         res_step = _largest_step(xs, xhat, budget_s, res_step)
