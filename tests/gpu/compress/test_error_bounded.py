@@ -124,14 +124,25 @@ def _cupy():
     return cupy
 
 
-@pytest.mark.skipif(_cupy() is None, reason="the device entropy takes CuPy arrays: a CUDA GPU with CuPy only")
-def test_device_entropy_equals_the_exact_one_when_far_codes_are_distinct():
-    """On the device the entropy comes from the coder's clipped histogram: exact within its
-    bins, each code beyond them counted as a value of its own."""
+def _exact_entropy_bytes(codes: np.ndarray) -> float:
+    counts = np.unique(codes, return_counts=True)[1]
+    return float(-(counts * np.log2(counts / codes.size)).sum() / 8) + 16
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_search_entropy_is_exact_within_the_coders_bins_and_prices_far_codes_as_distinct(on_device):
+    """The budget search's entropy comes from the coder's clipped histogram (±4,096), on the
+    host or the device: exact within its bins, each code beyond them counted as a value of
+    its own, so repeated far codes are priced above their entropy."""
     from gpu.compress.error_bounded import DEVICE_CODES, _entropy_bytes
 
+    if on_device and _cupy() is None:
+        pytest.skip("the device entropy takes CuPy arrays: a CUDA GPU with CuPy only")
+    where = _cupy().asarray if on_device else np.asarray
     rng = np.random.default_rng(3)
     near = rng.integers(-60, 61, DEVICE_CODES + 1000)
     far = (5000 + rng.permutation(10**6)[:500]) * np.where(rng.random(500) < 0.5, -1, 1)  # distinct, beyond ±4096
     for codes in (near, np.concatenate([near, far])):
-        assert _entropy_bytes(_cupy().asarray(codes)) == pytest.approx(_entropy_bytes(codes), rel=1e-12)
+        assert _entropy_bytes(where(codes)) == pytest.approx(_exact_entropy_bytes(codes), rel=1e-12)
+    repeated = np.concatenate([near, np.full(500, 10**5)])
+    assert _entropy_bytes(where(repeated)) > _exact_entropy_bytes(repeated) + 500 * 8 / 8
