@@ -19,6 +19,10 @@ import numpy as np
 from gpu.compress.bound import Precision
 from gpu.compress.scaling import ceil_log2
 
+# Entries of at most 4 bytes (float32: 2^-149 to 2^128) times powers of two whose exponents add
+# up to at most this stay in float64's normal range (2^-1022 to 2^1024) at every partial product.
+_EXACT_REACH = 800
+
 __all__ = ["CpuTTMcOps", "mode_view", "mode_product"]
 
 
@@ -97,9 +101,8 @@ class CpuTTMcOps:
         The product of the powers of two is formed first and applied in float64, so the
         only rounding is the final cast; returns the array and its non-finite count.
         """
-        total = self._exponent_grid(x.shape, exps)
         with np.errstate(over="ignore", invalid="ignore"):
-            y = np.ldexp(x.astype(np.float64, copy=False), total).astype(dtype)
+            y = self._times_powers_of_two(x, exps).astype(dtype)
         return y, self.count_nonfinite(y)
 
     def gather(self, x: np.ndarray, positions: list[np.ndarray]) -> np.ndarray:
@@ -114,7 +117,7 @@ class CpuTTMcOps:
         inputs only the counts are meaningful.
         """
         x64 = x.astype(np.float64, copy=False)
-        scaled = x64 if exps is None else np.ldexp(x64, self._exponent_grid(x.shape, exps))
+        scaled = x64 if exps is None else self._times_powers_of_two(x, exps)
         y = None
         if dtype is not None:
             with np.errstate(over="ignore", invalid="ignore"):
@@ -143,6 +146,22 @@ class CpuTTMcOps:
         """
         y, scan = self.scale_scan(x, exps, precision.storage)
         return self.ttm(y, np.asarray(u).astype(precision.storage), mode, precision), scan
+
+    @classmethod
+    def _times_powers_of_two(cls, x: np.ndarray, exps) -> np.ndarray:
+        """``X ×_1 diag(2^{e_1}) … ×_N diag(2^{e_N})`` in float64, exactly (what one ``ldexp``
+        by the summed exponents gives): a mode at a time, in place, where every partial product
+        stays in float64's normal range (entries of at most 4 bytes, exponents reaching at most
+        ``_EXACT_REACH``); else through one grid of the summed exponents, the size of X."""
+        reach = sum(int(np.abs(np.asarray(e)).max(initial=0)) for e in exps)
+        if x.dtype.itemsize > 4 or reach > _EXACT_REACH:
+            return np.ldexp(x.astype(np.float64, copy=False), cls._exponent_grid(x.shape, exps))
+        out = x.astype(np.float64)
+        for n, e in enumerate(exps):
+            view = [1] * x.ndim
+            view[n] = len(e)
+            out *= np.ldexp(1.0, np.asarray(e, dtype=np.int64)).reshape(view)
+        return out
 
     @staticmethod
     def _exponent_grid(shape, exps) -> np.ndarray:
