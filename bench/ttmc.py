@@ -398,6 +398,10 @@ def _best_time(call, repeats: int) -> tuple[float, object]:
     return best, result
 
 
+#: an encode's phases as its report times them
+_ENCODE_PHASES = ("decomposition", "search", "residual", "entropy_coding")
+
+
 def section_throughput(backend, report: Report, quick: bool = False) -> list[dict]:
     """Ours against SZ3 in memory on whole-brain-sized series: encode and decode GB/s (input
     float32 bytes over wall seconds, ours best of 2 encodes and 3 decodes after a warm-up),
@@ -412,23 +416,27 @@ def section_throughput(backend, report: Report, quick: bool = False) -> list[dic
                                                               backend=backend), 2)
             dec_s, _ = _best_time(lambda: decode_tensor(encoded, x.dtype, backend=backend), 3)
             achieved = encoded.report["relative_error"]
+            phases = encoded.report["times"]  # the last encode's (wall seconds, each phase ends on a host sync)
             # to 1 %: a call on a whole brain takes seconds, and here the times matter, not the last byte
             size, _, sz3_enc, sz3_dec = _peer_at_equal_error(x, "relative_error", achieved, lambda b: _sz3(x, b),
                                                              precision=1.01)
             rows.append(dict(data=name, mb=x.nbytes / 1e6, target=f"tol {tol:g}", ours=x.nbytes / encoded.nbytes,
                              sz3=x.nbytes / size, enc_gbs=x.nbytes / enc_s / 1e9, dec_gbs=x.nbytes / dec_s / 1e9,
                              sz3_enc_gbs=x.nbytes / sz3_enc / 1e9, sz3_dec_gbs=x.nbytes / sz3_dec / 1e9,
-                             enc_x_sz3=ratio(sz3_enc, enc_s), dec_x_sz3=ratio(sz3_dec, dec_s)))
+                             enc_x_sz3=ratio(sz3_enc, enc_s), dec_x_sz3=ratio(sz3_dec, dec_s),
+                             enc_phases=" / ".join(f"{1e3 * phases[k]:.0f}" for k in _ENCODE_PHASES)))
             report.progress(f"{name} tol {tol:g}: encode {rows[-1]['enc_gbs']:.2f} GB/s, "
                             f"decode {rows[-1]['dec_gbs']:.2f} GB/s")
     report.table("Compression throughput in memory: ours against SZ3 at equal relative error", rows,
                  [Column("data", "data"), Column("mb", "MB", ".0f"), Column("target", "target"),
                   Column("ours", "ours ratio", ".1f"), Column("sz3", "SZ3 ratio", ".1f"),
-                  Column("enc_gbs", "enc GB/s", ".2f"), Column("sz3_enc_gbs", "SZ3 enc GB/s", ".2f"),
-                  Column("enc_x_sz3", "enc ×SZ3", ".2f"), Column("dec_gbs", "dec GB/s", ".2f"),
-                  Column("sz3_dec_gbs", "SZ3 dec GB/s", ".2f"), Column("dec_x_sz3", "dec ×SZ3", ".2f")],
+                  Column("enc_gbs", "enc GB/s", ".3g"), Column("sz3_enc_gbs", "SZ3 enc GB/s", ".3g"),
+                  Column("enc_x_sz3", "enc ×SZ3", ".2f"), Column("dec_gbs", "dec GB/s", ".3g"),
+                  Column("sz3_dec_gbs", "SZ3 dec GB/s", ".3g"), Column("dec_x_sz3", "dec ×SZ3", ".2f"),
+                  Column("enc_phases", "enc ms: decomp/search/resid/code")],
                  note="GB/s: float32 input bytes over wall seconds, arrays in host memory before and after; "
-                      "×SZ3: SZ3's seconds over ours (pysz, one host core)")
+                      "×SZ3: SZ3's seconds over ours (pysz, one host core); enc ms: the last encode's phases "
+                      "(upload and checks in the decomposition)")
     return rows
 
 
