@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import math
 import struct
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable
 
 import numpy as np
 from numba import get_num_threads, njit, prange
@@ -42,8 +44,8 @@ from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.compile_notice import notice_compile
 from gpu.cuda.backend import resolve_backend
 
-__all__ = ["encode_integers", "decode_integers", "clipped_histogram", "quantise_frequencies", "default_chunk", "CHUNK",
-           "MAX_RADIUS", "PROB_BITS"]
+__all__ = ["encode_integers", "encode_streams", "decode_integers", "clipped_histogram", "quantise_frequencies",
+           "default_chunk", "CHUNK", "MAX_RADIUS", "PROB_BITS"]
 
 _HEADER = struct.Struct("<6I")
 #: streams of fewer codes are coded and decoded on one thread (:func:`_run`)
@@ -264,6 +266,14 @@ def _run(loop, n: int, *args):
     return run_parallel_loop(loop, *args, threads=1 if n < SHORT_STREAM else None)
 
 
+def _histogram_cpu(codes: np.ndarray) -> np.ndarray:
+    """:func:`_clipped_histogram` of flat host ``codes``, a part per thread that runs it: one
+    for a short stream, whose counting costs less than zeroing and adding a row of SPAN
+    counts for each of the host's threads."""
+    n = codes.shape[0]
+    return _run(_clipped_histogram, n, codes, 1 if n < SHORT_STREAM else get_num_threads())
+
+
 def clipped_histogram(codes, backend: str = "cpu") -> np.ndarray:
     """The histogram (SPAN,) int64 of integer ``codes`` (any shape; on the CUDA backend an
     int32 device array) clipped to ±(MAX_RADIUS + 1): the counts the coder's model starts from."""
@@ -274,7 +284,7 @@ def clipped_histogram(codes, backend: str = "cpu") -> np.ndarray:
     codes = np.ascontiguousarray(codes).reshape(-1)
     if codes.dtype.kind not in "iu":
         raise ValueError(f"codes must be integers, got an array of {codes.dtype}")
-    return _run(_clipped_histogram, codes.shape[0], codes, get_num_threads())
+    return _histogram_cpu(codes)
 
 
 def default_chunk(n: int, bits: int | None = None) -> int:
@@ -319,6 +329,23 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
     bytes
         The stream :func:`decode_integers` reads back exactly (layout in the module docstring).
     """
+    return _joined(*_coded_parts(codes, backend, chunk, _zstd))
+
+
+def encode_streams(streams: Iterable[tuple[object, str]]) -> list[bytes]:
+    """:func:`encode_integers` of each ``(codes, backend)`` in turn, the same bytes, each
+    stream's side streams compressed on host threads while the next streams are coded (zstd
+    releases the interpreter; an encoder's side streams at level 9 took longer than its
+    device coding)."""
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="rans-side-streams") as pool:
+        parts = [_coded_parts(codes, backend, None, lambda array: pool.submit(_zstd, array))
+                 for codes, backend in streams]
+        return [_joined(*part) for part in parts]
+
+
+def _coded_parts(codes, backend: str, chunk: int | None, compress) -> tuple:
+    """A stream's header numbers, its side streams as ``compress`` returns them (bytes, or
+    futures of bytes) and its words."""
     if chunk is not None and not 1 <= chunk < 2**31:
         raise ValueError(f"chunk must be a positive number of symbols below 2^31, got {chunk}")
     on_cuda = resolve_backend(backend) == "cuda"
@@ -336,7 +363,7 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
     if on_cuda:
         hist = chunked_rans_cuda.clipped_histogram_cuda(codes)
     else:
-        hist = _run(_clipped_histogram, n, codes, get_num_threads())
+        hist = _histogram_cpu(codes)
     radius = _radius(hist, n)
     counts = _symbol_counts(hist, radius)
     freq = quantise_frequencies(counts)
@@ -352,7 +379,13 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
         escaped = np.zeros(0, np.int32)
         if freq[0] or freq[-1]:
             escaped = codes.copy_to_host() if on_cuda else codes
-    blobs = [_zstd(freq.astype("<u2")), _zstd(escaped.astype("<i4", copy=False)), _zstd(sizes.astype("<u4"))]
+    # a view of ``escaped`` keeps its (page-locked, pooled) memory until it is compressed
+    blobs = [compress(freq.astype("<u2")), compress(escaped.astype("<i4", copy=False)), compress(sizes.astype("<u4"))]
+    return n, radius, chunk, blobs, words
+
+
+def _joined(n: int, radius: int, chunk: int, blobs: list, words: np.ndarray) -> bytes:
+    blobs = [blob if isinstance(blob, bytes) else blob.result() for blob in blobs]
     return b"".join([_HEADER.pack(n, radius, chunk, *map(len, blobs)), *blobs,
                      memoryview(words.astype("<u2", copy=False))])  # one copy of the words, not two
 
@@ -433,7 +466,8 @@ def decode_integers(data: bytes, backend: str = "cpu", out=None):
 
     Returns
     -------
-    (n,) int32 array: host on the CPU backend, a numba device array on the CUDA backend.
+    (n,) int32 array: ``out`` where given; else on the host on the CPU backend, a device array on the CUDA
+    backend (numba's under the simulator).
 
     Raises
     ------
@@ -447,25 +481,38 @@ def decode_integers(data: bytes, backend: str = "cpu", out=None):
     if on_cuda:
         from gpu.compress import chunked_rans_cuda
 
-        out = chunked_rans_cuda.device_output(out, n)
+        target = chunked_rans_cuda.device_output(out, n)  # on a GPU a view of ``out``, which is returned
     elif out is None:
-        out = np.empty(n, np.int32)
+        target = np.empty(n, np.int32)
     elif out.dtype != np.int32 or out.shape != (n,) or not out.flags.c_contiguous:
         raise ValueError(f"out must be a contiguous int32 array of shape ({n},), got {out.dtype} {out.shape}")
+    else:
+        target = out
+    _decode_into(target, on_cuda, radius, chunk, freq, escaped, sizes, words)
+    return target if out is None else out
+
+
+def _decode_into(out, on_cuda: bool, radius: int, chunk: int, freq, escaped, sizes, words) -> None:
+    """Decode a parsed stream into ``out`` (host, or a device array on the CUDA backend)."""
+    n = out.shape[0]
     if np.count_nonzero(freq) <= 1:
         escapes = n if freq[0] or freq[-1] else 0
         if escaped.size != escapes:
             raise _damaged(f"{escaped.size} escaped codes for {escapes} escape symbols")
         if n == 0:
-            return out
+            return
         value = int(np.argmax(freq)) - radius - 1
         if on_cuda:
+            from gpu.compress import chunked_rans_cuda
+
             chunked_rans_cuda.fill_cuda(out, escaped if escapes else None, value)
         else:
             out[:] = escaped if escapes else value
-        return out
+        return
     offsets = _exclusive_sum(sizes)
     if on_cuda:
+        from gpu.compress import chunked_rans_cuda
+
         symbols, failed = chunked_rans_cuda.decode_chunks_cuda(words, offsets, freq, _starts(freq), escaped, radius,
                                                                chunk, out)
     else:
@@ -474,7 +521,6 @@ def decode_integers(data: bytes, backend: str = "cpu", out=None):
         raise _damaged(f"chunk {failed} of {len(sizes)} does not decode back to its initial state")
     if symbols != escaped.size:
         raise _damaged(f"{escaped.size} escaped codes for {symbols} escape symbols")
-    return out
 
 
 def _decode_cpu(words, offsets, freq, escaped, radius, chunk, out) -> tuple[int, int]:

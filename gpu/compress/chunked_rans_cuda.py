@@ -16,9 +16,11 @@ A call's fixed cost is kept apart from its size: what the kernels read goes to t
 in one copy from one page-locked buffer, into one device buffer that also holds their
 scratch arrays; device memory comes from the device's stream-ordered pool; a chunk's offset
 among the words or the escaped values (a prefix sum over the chunks before it) is summed on
-the device by the block that needs it; and a decode reads back, once at its end, only the
+the device by the block that needs it; a decode reads back, once at its end, only the
 two numbers its checks need, which its chunks' threads gather with atomics: the escape
-symbols decoded, and the first chunk that failed its check.
+symbols decoded, and the first chunk that failed its check; and on a GPU the kernels launch
+from their cubins (:mod:`gpu.compress.cuda_kernels`), their arrays views of the device
+buffers (:class:`gpu.cuda.device_arrays.DeviceArray`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from gpu.compress.cuda_kernels import compress_kernels, launch_view
 from gpu.compress.rans_chunk import decode_chunk, encode_chunk
 from gpu.compress.rans_parameters import MAX_RADIUS, PROB_SCALE, SPAN
 from gpu.cuda import device_arrays
@@ -195,20 +198,16 @@ def _grid(n: int, block: int, most: int = _MAX_BLOCKS) -> int:
 
 
 def _device_empty(n: int, dtype):
-    """``n`` uninitialised items of device memory as a numba array. On a GPU from the device's
-    stream-ordered pool (:mod:`gpu.cuda.device_arrays`), so that a call allocates nothing from
-    the driver (each of numba's own arrays is a cudaMalloc, and its free waits for the device);
-    numba's own under the simulator."""
-    if simulator_active():
-        return cuda.device_array(n, dtype=dtype)
-    return cuda.as_cuda_array(device_arrays.device_array(n, dtype), sync=False)
+    """``n`` uninitialised items of device memory. On a GPU from the device's stream-ordered
+    pool (:mod:`gpu.cuda.device_arrays`), so that a call allocates nothing from the driver
+    (each of numba's own arrays is a cudaMalloc, and its free waits for the device); numba's
+    own under the simulator."""
+    return compress_kernels().api.device_array(n, dtype)
 
 
 def _device_zeros(n: int, dtype):
-    """``n`` zeros of a 4-byte ``dtype`` on the device, set there (no copy), from the pool on a GPU."""
-    if simulator_active():
-        return cuda.to_device(np.zeros(n, dtype))
-    return cuda.as_cuda_array(device_arrays.device_full(n, dtype, 0), sync=False)
+    """``n`` zeros of a 4-byte ``dtype`` on the device, set there on a GPU (no copy)."""
+    return compress_kernels().full(n, dtype, 0)
 
 
 def _host_empty(n: int, dtype) -> np.ndarray:
@@ -231,19 +230,14 @@ def _layout(parts) -> tuple[list[int], int]:
 def _views(buffer, parts, starts) -> list:
     """Typed views of the byte array ``buffer`` (host, or a numba device array) at ``starts``.
 
-    A numba device view is made from a view of its memory: slicing and retyping a numba array
-    would add a context check, index arithmetic and a second array to each."""
+    A device view on a GPU points into the buffer's memory at the part's offset."""
     if isinstance(buffer, np.ndarray) or simulator_active():
         return [buffer[at:at + count * np.dtype(dtype).itemsize].view(dtype)
                 for (count, dtype), at in zip(parts, starts)]
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray  # not under the simulator, which replaces the module
+    from gpu.cuda.device_arrays import DeviceArray
 
-    views = []
-    for (count, dtype), at in zip(parts, starts):
-        dtype = np.dtype(dtype)
-        memory = buffer.gpu_data.view(at, at + count * dtype.itemsize)
-        views.append(DeviceNDArray(shape=(count,), strides=(dtype.itemsize,), dtype=dtype, gpu_data=memory))
-    return views
+    return [DeviceArray(buffer, buffer.ptr + at, (count,), (np.dtype(dtype).itemsize,), np.dtype(dtype))
+            for (count, dtype), at in zip(parts, starts)]
 
 
 def _upload(host_parts, scratch) -> list:
@@ -274,8 +268,7 @@ def device_codes(codes):
         if host.size:
             codes.copy_to_device(host)
         return codes
-    if not hasattr(codes, "copy_to_host"):  # a CuPy array, made by work on the same default stream
-        codes = cuda.as_cuda_array(codes, sync=False)
+    codes = launch_view(codes)
     if codes.dtype != np.int32:
         raise ValueError(f"device codes must be int32, got {codes.dtype}; cast them on the device first")
     return codes.reshape(-1)
@@ -285,8 +278,7 @@ def device_output(out, n: int):
     """``out`` checked as a flat int32 device array of ``n`` codes, or a new one."""
     if out is None:
         return _device_empty(n, np.int32)
-    if not hasattr(out, "copy_to_host"):
-        out = cuda.as_cuda_array(out, sync=False)
+    out = launch_view(out)
     if out.dtype != np.int32 or out.shape != (n,):
         raise ValueError(f"out must be an int32 device array of shape ({n},), got {out.dtype} {out.shape}")
     return out
@@ -296,7 +288,8 @@ def clipped_histogram_cuda(codes) -> np.ndarray:
     """The histogram (SPAN,) int64 of the device codes clipped to ±(MAX_RADIUS + 1)."""
     hist = _device_zeros(SPAN, np.uint32)
     if codes.shape[0]:
-        clipped_histogram_kernel[_grid(codes.shape[0], _BLOCK, _HISTOGRAM_BLOCKS), _BLOCK](codes, hist)
+        grid = _grid(codes.shape[0], _BLOCK, _HISTOGRAM_BLOCKS)
+        compress_kernels()["clipped_histogram_kernel"][grid, _BLOCK](codes, hist)
     return hist.copy_to_host().astype(np.int64)
 
 
@@ -312,7 +305,8 @@ def encode_chunks_cuda(codes, radius: int, freq: np.ndarray, start: np.ndarray, 
         [freq.astype(np.int64, copy=False), start.astype(np.int64, copy=False)],
         [(2 * chunks, np.int64), (chunks * (min(chunk, n) + 2), np.uint16)])
     d_sizes, d_escapes = d_counts[:chunks], d_counts[chunks:]
-    encode_chunks_kernel[_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
+    kernels = compress_kernels()
+    kernels["encode_chunks_kernel"][_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
         codes, radius, d_freq, d_start, chunk, regions, d_sizes, d_escapes)
     counts = d_counts.copy_to_host()
     sizes = counts[:chunks]
@@ -320,9 +314,9 @@ def encode_chunks_cuda(codes, radius: int, freq: np.ndarray, start: np.ndarray, 
     starts, total = _layout(parts)
     coded = _device_empty(total, np.uint8)
     d_escaped, d_words = _views(coded, parts, starts)
-    compact_words_kernel[chunks, _SCAN](regions, d_sizes, d_words)
+    kernels["compact_words_kernel"][chunks, _SCAN](regions, d_sizes, d_words)
     if d_escaped.size:
-        move_escapes_kernel[chunks, _SCAN](codes, radius, chunk, d_escapes, d_escaped, False)
+        kernels["move_escapes_kernel"][chunks, _SCAN](codes, radius, chunk, d_escapes, d_escaped, False)
     host = _host_empty(total, np.uint8)
     coded.copy_to_host(host)
     escaped, words = _views(host, parts, starts)
@@ -342,11 +336,12 @@ def decode_chunks_cuda(words: np.ndarray, offsets: np.ndarray, freq: np.ndarray,
         [summary, offsets.astype(np.int64, copy=False), freq.astype(np.int64, copy=False),
          start.astype(np.int64, copy=False), escaped.astype(np.int32, copy=False), words],
         [(PROB_SCALE, np.uint16), (chunks, np.int64)])
-    lut_kernel[_grid(PROB_SCALE // _LUT_SLOTS, _BLOCK), _BLOCK](d_freq, d_start, lut)
-    decode_chunks_kernel[_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
+    kernels = compress_kernels()
+    kernels["lut_kernel"][_grid(PROB_SCALE // _LUT_SLOTS, _BLOCK), _BLOCK](d_freq, d_start, lut)
+    kernels["decode_chunks_kernel"][_grid(chunks, _CHUNK_THREADS), _CHUNK_THREADS](
         d_words, d_offsets, lut, d_freq, d_start, radius, chunk, out, d_escapes, d_summary)
     if escaped.size:
-        move_escapes_kernel[chunks, _SCAN](out, radius, chunk, d_escapes, d_escaped, True)
+        kernels["move_escapes_kernel"][chunks, _SCAN](out, radius, chunk, d_escapes, d_escaped, True)
     summary = d_summary.copy_to_host()
     return int(summary[_ESCAPE_TOTAL]), int(summary[_FIRST_FAILED])
 
@@ -356,4 +351,4 @@ def fill_cuda(out, escaped, value: int) -> None:
     if escaped is not None:
         out.copy_to_device(np.ascontiguousarray(escaped, dtype=np.int32))
     else:
-        fill_kernel[_grid(out.shape[0], _BLOCK), _BLOCK](out, value)
+        compress_kernels()["fill_kernel"][_grid(out.shape[0], _BLOCK), _BLOCK](out, value)

@@ -444,12 +444,15 @@ def encode_tensor(
     times["residual"] = time.perf_counter() - start
     progress(0.85)
     start = time.perf_counter()
+    # the residual first: its side streams, the largest, are compressed while the rest is coded
+    streams = chunked_rans.encode_streams([_coded_where(c) for c in
+                                           ([residual_codes] if residual_step else []) + [core_codes, *factor_codes]])
+    residual_stream = streams.pop(0) if residual_step else b""
+    core_stream, *factor_streams = streams
     encoded = EncodedTensor(
-        shape=tuple(x64.shape), ranks=tuple(sub), core_step=core_step,
-        core_stream=_encode_codes(xp.asarray(core_codes)), factor_step=factor_step,
-        factor_streams=[chunked_rans.encode_integers(q) for q in factor_codes],
-        residual_step=residual_step or 0.0,
-        residual_stream=_encode_codes(residual_codes) if residual_step else b"")
+        shape=tuple(x64.shape), ranks=tuple(sub), core_step=core_step, core_stream=core_stream,
+        factor_step=factor_step, factor_streams=factor_streams, residual_step=residual_step or 0.0,
+        residual_stream=residual_stream)
     times["entropy_coding"] = time.perf_counter() - start
     rmse = error / math.sqrt(max(n, 1))
     psnr = math.inf if rmse == 0 else (20 * math.log10(value_range / rmse) if value_range > 0 else -math.inf)
@@ -529,11 +532,11 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
     return step, coded(step), errors(step)
 
 
-def _encode_codes(codes) -> bytes:
-    """A stream of codes, coded where they are (numpy on the host, a CuPy array on the GPU;
-    a short one on the host wherever it is)."""
-    on_device = namespace_of(codes) is not np and codes.size >= DEVICE_CODES
-    return chunked_rans.encode_integers(codes if on_device else to_host(codes), backend="cuda" if on_device else "cpu")
+def _coded_where(codes) -> tuple:
+    """``(codes, backend)``: a stream of codes is coded where it is (numpy on the host, a
+    device array on the GPU; a short one on the host wherever it is)."""
+    on_device = not isinstance(codes, np.ndarray) and codes.size >= DEVICE_CODES
+    return (codes, "cuda") if on_device else (to_host(codes), "cpu")
 
 
 def decode_tensor(encoded: EncodedTensor, output_dtype=np.float64, backend: str = "cpu") -> np.ndarray:

@@ -4,6 +4,7 @@
 Tucker reconstruction, or the core with no reference), flagging a code that would not fit; ``dequantize_kernel``:
 ``out[i] = ref[i] + step · codes[i]`` in float64. Arrays are flat views; host arrays are
 copied to the device and the results copied back, device arrays (numba or CuPy) stay there.
+Launched from their cubins on a GPU (:mod:`gpu.compress.cuda_kernels`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import math
 
 import numpy as np
 from numba import cuda
+
+from gpu.compress.cuda_kernels import compress_kernels, launch_view
 
 __all__ = ["quantize_kernel", "dequantize_kernel", "quantize_cuda", "dequantize_cuda"]
 
@@ -45,24 +48,24 @@ def _grid(n: int) -> int:
     return max(1, min(_MAX_BLOCKS, (n + _BLOCK - 1) // _BLOCK))
 
 
-def _flat_device(a):
+def _flat_device(api, a):
     """A flat device view of ``a`` and whether it came from the host."""
     if isinstance(a, np.ndarray):
-        return cuda.to_device(np.ascontiguousarray(a).reshape(-1)), True
-    if not hasattr(a, "copy_to_host"):  # a CuPy array, made by work on the same default stream
-        a = cuda.as_cuda_array(a, sync=False)
-    return a.reshape(-1), False
+        return api.to_device(np.ascontiguousarray(a).reshape(-1)), True
+    return launch_view(a, flat=True), False
 
 
 def quantize_cuda(values, step: float, reference=None):
     """:func:`gpu.compress.quantize.quantize` on the GPU, and the largest ``|values −
     reference|`` where a code would not fit in 32 bits (else None)."""
+    kernels = compress_kernels()
+    api = kernels.api
     shape = values.shape
-    x, on_host = _flat_device(values)
-    ref = _flat_device(reference)[0] if reference is not None else x
-    codes = cuda.device_array(x.shape[0], dtype=np.int32)
-    overflow = cuda.to_device(np.zeros(1, np.int32))
-    quantize_kernel[_grid(x.shape[0]), _BLOCK](x, ref, reference is not None, 1.0 / step, codes, overflow)
+    x, on_host = _flat_device(api, values)
+    ref = _flat_device(api, reference)[0] if reference is not None else x
+    codes = api.device_array(x.shape[0], np.int32)
+    overflow = kernels.full(1, np.int32, 0)
+    kernels["quantize_kernel"][_grid(x.shape[0]), _BLOCK](x, ref, reference is not None, 1.0 / step, codes, overflow)
     largest = None
     if overflow.copy_to_host()[0]:  # the error path: its message names the largest value
         v = x.copy_to_host() - (ref.copy_to_host() if reference is not None else 0.0)
@@ -72,9 +75,11 @@ def quantize_cuda(values, step: float, reference=None):
 
 def dequantize_cuda(codes, step: float, reference=None):
     """:func:`gpu.compress.quantize.dequantize` on the GPU (float64)."""
+    kernels = compress_kernels()
+    api = kernels.api
     shape = codes.shape
-    q, on_host = _flat_device(codes)
-    out = cuda.device_array(q.shape[0], dtype=np.float64)
-    ref = _flat_device(reference)[0] if reference is not None else out
-    dequantize_kernel[_grid(q.shape[0]), _BLOCK](q, ref, reference is not None, float(step), out)
+    q, on_host = _flat_device(api, codes)
+    out = api.device_array(q.shape[0], np.float64)
+    ref = _flat_device(api, reference)[0] if reference is not None else out
+    kernels["dequantize_kernel"][_grid(q.shape[0]), _BLOCK](q, ref, reference is not None, float(step), out)
     return out.copy_to_host().reshape(shape) if on_host else out.reshape(shape)

@@ -1,12 +1,14 @@
 """numba.cuda kernel of :mod:`gpu.compress.step_error`: a block of threads per ``block``
 entries, each thread's strided share summed in order, then the block's by a tree in shared
-memory; one partial sum and maximum per block, copied back together."""
+memory; one partial sum and maximum per block, copied back together. Launched from its cubin
+on a GPU (:mod:`gpu.compress.cuda_kernels`)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import cuda, float64
 
+from gpu.compress.cuda_kernels import compress_kernels, launch_view
 from gpu.compress.quantize import decoded_value
 
 __all__ = ["block_sums_kernel", "block_sums_cuda"]
@@ -44,17 +46,17 @@ def block_sums_kernel(x, p, step, inv_step, cast, lo, hi, block, out):
         out[cuda.gridDim.x + b] = largest[0]
 
 
-def _flat(a):
+def _flat(api, a):
     if isinstance(a, np.ndarray):
-        return cuda.to_device(np.ascontiguousarray(a, dtype=np.float64).reshape(-1))
-    if not hasattr(a, "copy_to_host"):  # a CuPy array, made by work on the same default stream
-        a = cuda.as_cuda_array(a, sync=False)
-    return a.reshape(-1)
+        return api.to_device(np.ascontiguousarray(a, dtype=np.float64).reshape(-1))
+    return launch_view(a, flat=True)
 
 
 def block_sums_cuda(x, p, step, inv_step, cast, lo, hi, blocks: int, block: int):
     """Per-block sums of squared errors and maxima (host arrays) of the device arrays."""
-    out = cuda.device_array(2 * blocks, dtype=np.float64)
-    block_sums_kernel[blocks, _THREADS](_flat(x), _flat(p), step, inv_step, cast, lo, hi, block, out)
+    kernels = compress_kernels()
+    out = kernels.api.device_array(2 * blocks, np.float64)
+    kernels["block_sums_kernel"][blocks, _THREADS](_flat(kernels.api, x), _flat(kernels.api, p), step, inv_step, cast,
+                                                   lo, hi, block, out)
     host = out.copy_to_host()
     return host[:blocks], host[blocks:]

@@ -20,8 +20,8 @@ import numpy as np
 from gpu.cuda.driver import driver
 from gpu.cuda.host_memory import pinned_empty
 
-__all__ = ["DeviceArray", "device_array", "device_full", "to_device", "pinned_array", "synchronize", "Stream", "stream",
-           "Event", "event"]
+__all__ = ["DeviceArray", "device_array", "device_view", "device_full", "to_device", "pinned_array", "synchronize",
+           "Stream", "stream", "Event", "event"]
 
 
 def _release(name: str, *args) -> None:
@@ -119,6 +119,18 @@ class DeviceArray:
             shape[axis] = max(stop - start, 0)
         return DeviceArray(self._allocation, ptr, tuple(shape), self.strides, self.dtype)
 
+    def reshape(self, *shape) -> "DeviceArray":
+        """A C-contiguous array's view in another shape of as many items (one ``-1`` allowed)."""
+        shape = tuple(int(n) for n in (shape[0] if len(shape) == 1 and isinstance(shape[0], tuple) else shape))
+        if -1 in shape:
+            known = math.prod(n for n in shape if n != -1)
+            shape = tuple(self.size // known if n == -1 and known else n for n in shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape {self.size} items into {shape}")
+        if not self.is_c_contiguous:
+            raise ValueError("reshape takes a contiguous device array")
+        return DeviceArray(self._allocation, self.ptr, shape, _c_strides(shape, self.dtype), self.dtype)
+
     @property
     def T(self) -> "DeviceArray":
         """The transposed view (axes reversed), as numpy's ``.T``."""
@@ -161,13 +173,28 @@ class DeviceArray:
                 "data": (self.ptr, False), "version": 3, "stream": None}
 
 
+def _c_strides(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, ...]:
+    return tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize for i in range(len(shape)))
+
+
 def device_array(shape, dtype) -> DeviceArray:
     """Uninitialised C-ordered device memory."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
     dtype = np.dtype(dtype)
-    strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * dtype.itemsize for i in range(len(shape)))
     allocation = _Allocation(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-    return DeviceArray(allocation, allocation.ptr.value, shape, strides, dtype)
+    return DeviceArray(allocation, allocation.ptr.value, shape, _c_strides(shape, dtype), dtype)
+
+
+def device_view(array) -> DeviceArray:
+    """A :class:`DeviceArray` viewing the memory of any device array with the CUDA array
+    interface (CuPy's, numba's), which it keeps alive; no copy, no synchronisation: the
+    array's work must be queued on the legacy default stream, as CuPy's and ours are."""
+    if isinstance(array, DeviceArray):
+        return array
+    interface = array.__cuda_array_interface__
+    shape, dtype = tuple(interface["shape"]), np.dtype(interface["typestr"])
+    strides = tuple(interface["strides"]) if interface.get("strides") else _c_strides(shape, dtype)
+    return DeviceArray(array, interface["data"][0], shape, strides, dtype)
 
 
 def device_full(shape, dtype, value) -> DeviceArray:
