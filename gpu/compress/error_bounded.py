@@ -130,19 +130,16 @@ def error_metrics(x, y) -> dict:
 
 
 def _entropy_bytes(codes) -> float:
-    """Order-0 entropy of integer ``codes`` in bytes (+16), from the rANS coder's clipped
-    histogram (:func:`chunked_rans.clipped_histogram`), where the codes are (a short stream's
-    on the host, :data:`DEVICE_CODES`): exact within its bins, and each code beyond them taken
-    as a value of its own (log2 n bits). Such codes lie far in a core's tail, where they rarely
-    repeat; a histogram over their whole range took most of the budget search
-    (docs/decisions/compress-search-entropy.md)."""
+    """Order-0 entropy of int32 ``codes`` (the quantiser's) in bytes (+16), from the rANS
+    coder's clipped histogram (:func:`chunked_rans.clipped_histogram`), where the codes are (a
+    short stream's on the host, :data:`DEVICE_CODES`): exact within its bins, and each code
+    beyond them taken as a value of its own (log2 n bits). Such codes lie far in a core's
+    tail, where they rarely repeat; a histogram over their whole range took most of the budget
+    search (docs/decisions/compress-search-entropy.md)."""
     if codes.size == 0:
         return 0.0
     if codes.size < DEVICE_CODES:
         codes = to_host(codes)
-    xp = namespace_of(codes)
-    if xp is not np:
-        codes = xp.clip(codes, -2**31, 2**31 - 1).astype(xp.int32)  # the device histogram reads int32
     hist = chunked_rans.clipped_histogram(codes, _where(codes))
     inner = hist[1:-1]
     bits = -(inner * np.log2(np.maximum(inner, 1) / codes.size)).sum() + int(hist[0] + hist[-1]) * math.log2(codes.size)
@@ -295,29 +292,58 @@ def _largest_step(x, prediction, budget: float, start: float) -> float | None:
     return _largest_fitting_step(error, budget, start, 1.002, start * 2.0**-40, start * 1e6)
 
 
-def _candidate_size(xs, grid, core, factors, ranks, core_step, factor_step, target_kind, budget_s, res_step, scale,
-                    factor_bytes: dict):
+class _SampledFactors:
+    """The factor matrices quantised on each grid of :data:`FACTOR_STEPS` (on the host, as
+    the encoder codes them), and per (mode, rank, step) the coded bytes of their leading
+    columns and those columns' rows on the sample grid, dequantised where the search
+    computes (``xp``): kept for the next candidates, which share most of them."""
+
+    def __init__(self, factors, grid: list[np.ndarray], xp):
+        self._factors, self._grid, self._xp = [to_host(u) for u in factors], grid, xp
+        self._codes: dict = {}
+        self._bytes: dict = {}
+        self._sampled: dict = {}
+
+    def _codes_at(self, n: int, step: float) -> np.ndarray:
+        if (n, step) not in self._codes:
+            self._codes[n, step] = quantize(self._factors[n], step)
+        return self._codes[n, step]
+
+    def nbytes(self, n: int, rank: int, step: float) -> float:
+        if (n, rank, step) not in self._bytes:
+            self._bytes[n, rank, step] = _entropy_bytes(np.ascontiguousarray(self._codes_at(n, step)[:, :rank]))
+        return self._bytes[n, rank, step]
+
+    def sampled(self, n: int, rank: int, step: float):
+        if (n, rank, step) not in self._sampled:
+            rows = self._codes_at(n, step)[self._grid[n], :rank]
+            self._sampled[n, rank, step] = self._xp.asarray(dequantize(rows, step))
+        return self._sampled[n, rank, step]
+
+
+def _candidate_size(xs, core, factors: _SampledFactors, ranks, core_step, factor_step, target_kind, budget_s,
+                    res_step, scale):
     """Estimated bytes of one (ranks, core step, factor step) choice, measured on the sample
-    grid (``xs``, ``core``, ``factors`` and ``grid`` on the host or all on the device);
-    ``factor_bytes`` keeps each (mode, rank, step)'s factor size for the next candidates."""
+    grid (``xs`` and ``core`` on the host or both on the device), with the residual step it
+    takes; infinite where a code would not fit in 32 bits (the coder refuses those)."""
     xp = namespace_of(xs)
-    # the sub-core's codes, then its quantised values, in place: it can hold tens of millions of entries
-    qc = core[tuple(slice(0, r) for r in ranks)] * (1.0 / core_step)
-    qc += 0.5
-    xp.floor(qc, out=qc)
-    qf = [xp.floor(u[:, :r] * (1.0 / factor_step) + 0.5).astype(xp.int64) for u, r in zip(factors, ranks)]
-    for n, (q, r) in enumerate(zip(qf, ranks)):
-        if (n, r, factor_step) not in factor_bytes:
-            factor_bytes[n, r, factor_step] = _entropy_bytes(q)
-    size = _entropy_bytes(qc.astype(xp.int64)) + sum(factor_bytes[n, r, factor_step] for n, r in enumerate(ranks))
-    qc *= core_step
-    xhat = xp.ascontiguousarray(mode_products(qc, [q[idx] * factor_step for q, idx in zip(qf, grid)]))
-    residual = xs - xhat
+    where = _where(xs)
+    sub = xp.ascontiguousarray(core[tuple(slice(0, r) for r in ranks)])
+    try:
+        codes = xp.asarray(quantize(sub, core_step, backend=where))
+    except ValueError:
+        return math.inf, res_step
+    size = _entropy_bytes(codes) + sum(factors.nbytes(n, r, factor_step) for n, r in enumerate(ranks))
+    qc = xp.asarray(dequantize(codes, core_step, backend=where))
+    xhat = xp.ascontiguousarray(mode_products(qc, [factors.sampled(n, r, factor_step) for n, r in enumerate(ranks)]))
     if target_kind == "l2":
         res_step = _largest_step(xs, xhat, budget_s, res_step)
         if res_step is None:
             return size, None
-    codes = xp.floor(residual * (1.0 / res_step) + 0.5).astype(xp.int64)
+    try:
+        codes = xp.asarray(quantize(xs, res_step, xhat, backend=where))
+    except ValueError:
+        return math.inf, res_step
     return size + _entropy_bytes(codes) * scale, res_step
 
 
@@ -392,14 +418,13 @@ def encode_tensor(
     max_ranks = decomposition.ranks
 
     start = time.perf_counter()
-    grid = [xp.asarray(g) for g in _sample_grid(x64.shape, np.random.default_rng(0))]
-    xs = x64[xp.ix_(*grid)]
+    grid = _sample_grid(x64.shape, np.random.default_rng(0))
+    xs = xp.ascontiguousarray(x64[xp.ix_(*[xp.asarray(g) for g in grid])])
     scale = n / xs.size
     budget_s = None if budget is None else AIM * budget / math.sqrt(scale)
-    factors_x = [xp.asarray(u) for u in factors]
+    sampled_factors = _SampledFactors(factors, grid, xp)
     energies = _mode_energies(core)
     choices = {}
-    factor_bytes: dict = {}
 
     def size_of(t_index, c_step, f_step=FACTOR_STEPS[0]):
         key = (t_index, c_step, f_step)
@@ -410,8 +435,8 @@ def encode_tensor(
                 threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
                 sub = _sub_ranks(energies, threshold, max_ranks)
             core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
-            choices[key] = (*_candidate_size(xs, grid, core, factors_x, sub, core_step, f_step, kind,
-                                             budget_s, unit, scale, factor_bytes), sub, core_step)
+            choices[key] = (*_candidate_size(xs, core, sampled_factors, sub, core_step, f_step, kind, budget_s, unit,
+                                             scale), sub, core_step)
         return choices[key][0]
 
     t_indices = [0] if ranks else list(range(len(tolerances)))

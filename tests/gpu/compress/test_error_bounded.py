@@ -138,7 +138,9 @@ def test_search_entropy_is_exact_within_the_coders_bins_and_prices_far_codes_as_
 
     if on_device and _cupy() is None:
         pytest.skip("the device entropy takes CuPy arrays: a CUDA GPU with CuPy only")
-    where = _cupy().asarray if on_device else np.asarray
+    def where(codes):
+        return (_cupy().asarray if on_device else np.asarray)(codes.astype(np.int32))
+
     rng = np.random.default_rng(3)
     near = rng.integers(-60, 61, DEVICE_CODES + 1000)
     far = (5000 + rng.permutation(10**6)[:500]) * np.where(rng.random(500) < 0.5, -1, 1)  # distinct, beyond ±4096
