@@ -7,6 +7,7 @@ on one multi-shell phantom, in one run.
                          [--check-voxels N] [--csd]
     python3 -m bench.fod --cohort N [--distinct D] [--gpus 0 0,1] [--processes-per-gpu P] [--peaks]
                          [--shape X Y Z] [--b0 N] [--shells B:N ...]
+    python3 -m bench.fod --responses [--shape X Y Z] [--b0 N] [--shells B:N ...] [--backends cpu cuda]
 
 The phantom (``gpu.fod.phantom``): white matter of 1–3 crossing fibres, grey matter and
 CSF in partial volume, Rician noise; b = 0 and two shells. Both sides are given its exact
@@ -34,6 +35,14 @@ batch fod [--peaks] --gpus G`` runs) once per ``--gpus`` value: subjects per sec
 whole run, each run against the first, the GPUs' busy share, the host's cores and the mean
 seconds per subject of reading, fitting and writing. (Not the steady rate of
 :mod:`bench.batch`: the fit is GPU work, its processes share the GPU and finish together.)
+
+``--responses`` times response estimation instead: ``fibertensor response`` (dhollander and
+tournier, :func:`worker.jobs.fod_response.run_response` in this process, best of
+``--repeats`` after a warm-up call) on each backend, and MRtrix3's ``dwi2response`` (a whole
+process, where it is on PATH), on the phantom as a ``.nii.gz`` with its ``.bval``, ``.bvec``
+and mask, file to file: seconds (ours also the estimation alone, the read apart) and each
+shell's l = 0 term of the WM response against ``dwi2response``'s (relative difference, the
+largest over the shells).
 
 Agreement: per voxel of the mask and per tissue, ‖ours − dwi2fod‖ / ‖dwi2fod, all tissues
 of the voxel‖ (a tissue the constraint holds at zero is then no error).
@@ -116,6 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes-per-gpu", type=int,
                         help="--cohort: worker processes per GPU (default: fibertensor batch fod's)")
     parser.add_argument("--peaks", action="store_true", help="--cohort: each WM FOD's peaks too (batch fod --peaks)")
+    parser.add_argument("--responses", action="store_true",
+                        help="time response estimation (ours on each backend, dwi2response where on PATH) instead")
     parser.add_argument("--dipy-voxels", type=int, default=1000,
                         help="DIPY's multi-shell CSD (and with --csd its CSD) on a central crop of about this many "
                              "mask voxels, beside ours on the same voxels (0: no DIPY; its MSMT needs cvxpy)")
@@ -483,6 +494,53 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
              "peaks with --peaks)")
 
 
+def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[int, int, int], bvals: np.ndarray,
+                        bvecs: np.ndarray, mask: np.ndarray, backends: list[str]) -> None:
+    """``--responses``: the module docstring's response estimation rows."""
+    from worker.jobs.fod_response import run_response
+    from worker.params.fod import ResponseParams
+
+    peer = shutil.which("dwi2response")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.workdir or Path(tmp)
+        [dwi] = write_dwi_cohort(folder / "dwi", 1, 1, {"shape": shape, "bvals": bvals, "bvecs": bvecs,
+                                                       "snr": args.snr}, mask)
+        inputs = {"bval": dwi.with_suffix("").with_suffix(".bval"), "bvec": dwi.with_suffix("").with_suffix(".bvec"),
+                  "mask": Path(str(dwi).replace(".nii.gz", "_mask.nii.gz"))}
+        for algorithm in ("dhollander", "tournier"):
+            theirs, peer_seconds = None, None
+            if peer is not None:
+                prefix = folder / f"theirs_{algorithm}"
+                outputs = [f"{prefix}_{t}.txt" for t in (TISSUES if algorithm == "dhollander" else ("wm",))]
+                command = [peer, algorithm, str(dwi), *outputs, "-fslgrad", str(inputs["bvec"]), str(inputs["bval"]),
+                           "-mask", str(inputs["mask"]), "-force", "-quiet", "-nthreads", str(args.nthreads)]
+                runs = [child_seconds(command) for _ in range(args.peer_repeats)]
+                cpu, peer_seconds = min(runs, key=lambda run: run[1])
+                theirs = read_response(outputs[0])[0]
+                rows.append({"algorithm": algorithm, "side": f"dwi2response ({args.nthreads} threads)",
+                             "seconds": peer_seconds, "cpu_s": cpu, "ratio": 1.0})
+            for backend in backends:
+                out = folder / f"ours_{algorithm}_{backend}"
+                out.mkdir(exist_ok=True)
+                sidecars = []
+                timing = time_host(lambda: sidecars.append(run_response(
+                    dwi, out / "r", ResponseParams(algorithm=algorithm, backend=backend), **inputs)), args.repeats)
+                ours = read_response(out / "r_wm.txt")[0]
+                row = {"algorithm": algorithm, "side": f"fibertensor response ({backend})", "seconds": timing.best_wall,
+                       "estimate_s": min(s["seconds"]["estimate"] for s in sidecars[1:]),
+                       "cpu_s": min(timing.cpu), "ratio": ratio(peer_seconds, timing.best_wall)}
+                if theirs is not None:
+                    row["l0_rel"] = float(np.max(np.abs(ours[:, 0] - theirs[:, 0]) / np.abs(theirs[:, 0])))
+                rows.append(row)
+    report.table(f"Response estimation, {shape[0]}×{shape[1]}×{shape[2]} phantom, {int(mask.sum())} mask voxels, "
+                 f"{bvals.size} volumes; file to file", rows,
+                 [Column("algorithm", "algorithm"), Column("side", "side"), Column("seconds", "wall s", ".2f"),
+                  Column("estimate_s", "estimation s", ".2f"), Column("cpu_s", "CPU s", ".2f"),
+                  Column("ratio", "dwi2response ÷ ours", ".2f"), Column("l0_rel", "WM l=0 vs dwi2response", ".2e")],
+                 note="ours best of --repeats after a warm-up; estimation s: the job's own timing without the read")
+
+
 def run(args: argparse.Namespace, report: Report) -> None:
     backends = [b for b in args.backends if b == "cpu" or cuda_available()]
     if backends != args.backends:
@@ -496,6 +554,9 @@ def run(args: argparse.Namespace, report: Report) -> None:
     responses = tissue_responses([0.0, *sorted(b for b, _ in args.shells)], lmax=8)
     if args.cohort:
         cohort(args, report, shape, bvals, bvecs, mask, responses)
+        return
+    if args.responses:
+        response_estimation(args, report, shape, bvals, bvecs, mask, backends)
         return
     started = time.perf_counter()
     phantom = dwi_phantom(shape, bvals, bvecs, snr=args.snr, seed=args.seed)
