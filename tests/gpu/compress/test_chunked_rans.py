@@ -307,3 +307,23 @@ def test_coded_bits_are_the_per_symbol_integer_bounds():
         counts[[0, -1]] += [1, 2**31]
         freq = quantise_frequencies(counts)
         assert _coded_bits(counts, freq) == by_symbol(counts, freq)
+
+
+def test_streams_coded_together_are_the_streams_coded_alone():
+    """encode_streams compresses side streams on threads while the next streams are coded:
+    the same bytes as encode_integers, in order, on both backends (CUDA in the simulator)."""
+    from gpu.compress.chunked_rans import encode_streams
+
+    streams = [heavy_tailed(9000, 1), np.full(300, 7), np.zeros(0, np.int64), heavy_tailed(70_000, 2)]
+    assert encode_streams([(s, "cpu") for s in streams]) == [encode_integers(s) for s in streams]
+    assert encode_streams([(streams[0], "cuda"), (streams[1], "cpu")]) == [encode_integers(s) for s in streams[:2]]
+
+
+@pytest.mark.parametrize("n", [5000, 70_000])  # one part below SHORT_STREAM, one a thread above it
+def test_the_clipped_histogram_counts_every_code_once(n):
+    from gpu.compress.chunked_rans import SHORT_STREAM, clipped_histogram
+
+    assert (n < SHORT_STREAM) == (n == 5000)
+    codes = heavy_tailed(n, 4)
+    expected = np.bincount(np.clip(codes, -MAX_RADIUS - 1, MAX_RADIUS + 1) + MAX_RADIUS + 1, minlength=SPAN)
+    np.testing.assert_array_equal(clipped_histogram(codes), expected)
