@@ -75,8 +75,12 @@ def test_a_stream_of_the_driver_binding_reaches_numba_as_its_handle(monkeypatch)
 
     from gpu.cuda.device_arrays import Stream
 
+    class Unowned(Stream):  # only its handle is read; the driver never made it, so it is not destroyed
+        def __del__(self) -> None:
+            pass
+
     monkeypatch.setattr(cuda, "external_stream", lambda handle: ("numba stream", handle), raising=False)
-    stream = Stream.__new__(Stream)  # no driver here: only the handle is read
+    stream = Unowned.__new__(Unowned)
     stream.handle = ctypes.c_void_p(0x1234)
     dispatcher = _Launches()
     CachedKernel(_Cubins(None), "fmls_grow_cuda", {"fmls_grow_cuda": dispatcher}.__getitem__,

@@ -12,7 +12,11 @@ import numpy as np
 import pytest
 from numba import cuda, float64, int64
 
+from gpu.cuda.simulator import simulator_active
 from tests.cuda_simulator_blocks import install
+
+# the simulator's own machinery: on a GPU (NUMBA_ENABLE_CUDASIM=0) there is none to test
+pytestmark = pytest.mark.skipif(not simulator_active(), reason="tests the CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
 
 BLOCK = 16
 GRID = 5
