@@ -9,7 +9,6 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
-from dipy.data import get_fnames
 
 from tests.conftest import require_system_package
 from tests.gpu.fod.response_phantom import three_tissue_phantom
@@ -64,6 +63,8 @@ def small_64d_case(tmp_path_factory) -> MrtrixCase:
     """DIPY's small_64D (b=0 + one shell), its tensor FA and direction by ``dwi2tensor`` and
     ``tensor2metric``, and ``amp2response`` on its 300 highest-FA voxels."""
     require_system_package("requires_mrtrix")
+    from dipy.data import get_fnames  # here: the folder's other tests run where DIPY is not installed (a GPU host)
+
     folder = tmp_path_factory.mktemp("small_64D")
     image, bvals, bvecs = get_fnames(name="small_64D")
     # MRtrix3 keeps the NaN direction DIPY's file gives b=0 and then fits NaN tensors: write it as 0
