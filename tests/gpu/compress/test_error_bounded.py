@@ -148,3 +148,23 @@ def test_search_entropy_is_exact_within_the_coders_bins_and_prices_far_codes_as_
         assert _entropy_bytes(where(codes)) == pytest.approx(_exact_entropy_bytes(codes), rel=1e-12)
     repeated = np.concatenate([near, np.full(500, 10**5)])
     assert _entropy_bytes(where(repeated)) > _exact_entropy_bytes(repeated) + 500 * 8 / 8
+
+
+def test_a_candidate_too_fine_for_32_bit_codes_is_priced_infinite():
+    """The search prices the quantiser's own codes: a core step whose codes would not fit in
+    32 bits (which the coder refuses) makes the candidate infinitely large, not a clipped guess."""
+    from gpu.compress.error_bounded import _candidate_size, _SampledFactors
+    from gpu.compress.hosvd import mode_products
+
+    rng = np.random.default_rng(0)
+    core = rng.normal(size=(3, 3, 3)) * 1e6
+    factors = [np.linalg.qr(rng.normal(size=(5, 3)))[0] for _ in range(3)]
+    x = np.ascontiguousarray(mode_products(core, factors))
+    grid = [np.arange(5)] * 3
+
+    def size(core_step: float) -> float:
+        return _candidate_size(x, core, _SampledFactors(factors, grid, np), (3, 3, 3), core_step, 2.0**-11, "abs",
+                               None, 1.0, 1.0)[0]
+
+    assert size(1e-6) == math.inf  # codes of about 1e12
+    assert math.isfinite(size(1.0))
