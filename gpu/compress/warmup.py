@@ -1,7 +1,8 @@
 """Compile the compression loops a backend uses into numba's on-disk cache, through
 :func:`gpu.compress.error_bounded.encode_tensor` and :func:`decode_tensor` on a small
 DWI-like volume: chunked rANS (:mod:`gpu.compress.chunked_rans`), the step-error pass
-(:mod:`gpu.compress.step_error`) and, on a GPU, their kernels and the quantisation kernels.
+(:mod:`gpu.compress.step_error`) and, on a GPU, their kernels and the quantisation kernels,
+whose cubins are saved then too (:mod:`gpu.compress.cuda_kernels`).
 The FP16 TTMc's fused kernel links CUDA C++, which numba cannot cache: a process still
 compiles that one on its first GPU encode."""
 
