@@ -514,7 +514,8 @@ def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[i
                 prefix = folder / f"theirs_{algorithm}"
                 outputs = [f"{prefix}_{t}.txt" for t in (TISSUES if algorithm == "dhollander" else ("wm",))]
                 command = [peer, algorithm, str(dwi), *outputs, "-fslgrad", str(inputs["bvec"]), str(inputs["bval"]),
-                           "-mask", str(inputs["mask"]), "-force", "-quiet", "-nthreads", str(args.nthreads)]
+                           "-mask", str(inputs["mask"]), "-scratch", str(folder), "-force", "-quiet",
+                           "-nthreads", str(args.nthreads)]
                 runs = [child_seconds(command) for _ in range(args.peer_repeats)]
                 cpu, peer_seconds = min(runs, key=lambda run: run[1])
                 theirs = read_response(outputs[0])[0]
