@@ -78,7 +78,7 @@ def test_failures_and_cancellation_through_the_client(live_service, tmp_path, ca
     assert code == 1
     assert "failed: Bad values: volume: contains values this job cannot use" in capsys.readouterr().err
     # Refused by the kind's schema before anything is uploaded; the server refuses it too (422).
-    with pytest.raises(CommandError, match="--chunks: Input should be greater than or equal to 1"):
+    with pytest.raises(CommandError, match=r"--chunks: Input should be greater than or equal to 1 \(got 0\)"):
         _client_main(["submit", "scale", str(volume), "--chunks", "0", "--server", live_service])
     refused = httpx.post(f"{live_service}/v1/jobs/scale", data={"chunks": "0"},
                          files={"volume": ("v.nii.gz", volume.read_bytes())})

@@ -54,7 +54,7 @@ def test_conv_with_a_dense_kernel_reports_the_decomposition_error(layer, capsys)
         (["conv", "cp", "--kernel", "{d}/k.npy"], "give rank"),
         (["conv", "cp", "--kernel", "{d}/k.npy", "--rank", "2", "--stride", "2"], "--padding: padding 'same' needs stride 1"),
         (["conv", "tucker", "--kernel", "{d}/k.npy", "--rank-in", "9", "--rank-out", "4"], "rank_in must be at most 5"),
-        (["conv", "cp", "--kernel", "{d}/k.npy", "--rank", "0"], "--rank: Input should be greater than or equal to 1"),
+        (["conv", "cp", "--kernel", "{d}/k.npy", "--rank", "0"], "--rank: Input should be greater than or equal to 1 (got 0)"),
     ],
 )
 def test_user_errors_are_one_line_with_exit_code_2(layer, capsys, argv, message):

@@ -49,11 +49,11 @@ def test_given_options_only_reach_the_model():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--size", "10"], "--size: Input should be less than or equal to 9"),
-    (["--sizes", "4,x"], "--sizes value 2: Input should be a valid integer, unable to parse string as an integer"),
-    (["--limit", "nan"], "--limit: Input should be a finite number"),
-    (["--size", "0", "--limit", "0"], "--size: Input should be greater than or equal to 1; "
-                                      "--limit: Input should be greater than 0"),
+    (["--size", "10"], "--size: Input should be less than or equal to 9 (got 10)"),
+    (["--sizes", "4,x"], "--sizes value 2: Input should be a valid integer, unable to parse string as an integer (got x)"),
+    (["--limit", "nan"], "--limit: Input should be a finite number (got nan)"),
+    (["--size", "0", "--limit", "0"], "--size: Input should be greater than or equal to 1 (got 0); "
+                                      "--limit: Input should be greater than 0 (got 0)"),
 ])
 def test_refusals_name_the_option(argv, message):
     _, args = parse(argv)

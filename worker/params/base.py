@@ -69,7 +69,7 @@ def params_from_text(model: type[BaseModel], values: Mapping[str, str]) -> BaseM
 def error_fields(exc: ValidationError) -> list[tuple[str, str]]:
     """``(field, message)`` for each error: the field a :class:`FieldRuleError` blames or
     the error's location (``ranks.1`` for a list item), and pydantic's message without its
-    "Value error, " prefix."""
+    "Value error, " prefix, followed by the value given where it was one (``(got 10)``)."""
     found = []
     for err in exc.errors():
         rule = (err.get("ctx") or {}).get("error")
@@ -77,5 +77,9 @@ def error_fields(exc: ValidationError) -> list[tuple[str, str]]:
             found.append((rule.field, rule.message))
             continue
         field = ".".join(str(part) for part in err["loc"]) or "parameters"
-        found.append((field, err["msg"].removeprefix("Value error, ")))
+        message = err["msg"].removeprefix("Value error, ")
+        given = err.get("input")
+        if isinstance(given, (str, int, float)) and not isinstance(given, bool):
+            message += f" (got {given})"
+        found.append((field, message))
     return found

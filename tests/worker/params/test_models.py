@@ -80,7 +80,7 @@ def test_every_kind_refuses_unknown_names_and_non_finite_numbers(kind):
         for text in ("inf", "-inf", "nan"):
             with pytest.raises(ValidationError) as refused:
                 params_from_text(model, {name: text})
-            assert error_fields(refused.value) == [(name, "Input should be a finite number")]
+            assert error_fields(refused.value) == [(name, f"Input should be a finite number (got {text})")]
 
 
 @pytest.mark.parametrize("text", ["8,8,4", "8x8x4", "[8, 8, 4]", " 8 , 8 ,4 "])
@@ -92,7 +92,7 @@ def test_errors_name_the_field_a_rule_blames():
     with pytest.raises(ValidationError) as refused:
         params_from_text(CompressParams, {"ranks": "3,x,2"})
     assert error_fields(refused.value) == [("ranks.1", "Input should be a valid integer, unable to parse string as "
-                                                      "an integer")]
+                                                      "an integer (got x)")]
     with pytest.raises(ValidationError) as refused:
         TuckerConvParams(rank_out=3)
     rule = refused.value.errors()[0]["ctx"]["error"]
