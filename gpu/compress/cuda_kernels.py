@@ -3,8 +3,8 @@ from saved cubins on a GPU and through numba under the CUDA simulator
 (:class:`gpu.cuda.family_kernels.KernelFamily`).
 
 An encode's budget search makes about a hundred launches on a sample of half a million
-entries, each a few microseconds of GPU work: numba's dispatch of a kernel given CuPy arrays
-took 115 µs a launch on the H200 host, a launch from the cubin 33 µs
+entries, each a few microseconds of GPU work, so the launch's own cost counts: a launch from
+the cubin costs a fraction of numba's dispatch of CuPy arrays
 (docs/decisions/compress-kernel-launch.md). The TTMc's kernels (:mod:`gpu.compress.backend_cuda`)
 run a two-dimensional grid and stay with numba.
 """
