@@ -71,12 +71,18 @@ def launch_layout_supported() -> bool:
     return False
 
 
+@functools.cache
+def _dtype_name(dtype: np.dtype) -> str:
+    # numpy computes dtype.name in Python (~8 µs), and every launch types its arrays
+    return dtype.name
+
+
 def argument_type(value) -> str:
     """The numba type of a kernel argument, spelled as :mod:`gpu.cuda.cubin_cache` keys kernels:
     ``array(float32, 2d, C)`` for arrays (dtype, dimensions, numba layout), the scalar's type
     name otherwise (a Python int is int64 and a bool is bool, as numba types them)."""
     if isinstance(value, DeviceArray):
-        return f"array({value.dtype.name}, {value.ndim}d, {value.numba_layout})"
+        return f"array({_dtype_name(value.dtype)}, {value.ndim}d, {value.numba_layout})"
     if isinstance(value, (bool, np.bool_)):
         return "bool"
     if isinstance(value, (int, np.integer)):

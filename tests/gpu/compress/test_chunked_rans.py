@@ -319,7 +319,7 @@ def test_streams_coded_together_are_the_streams_coded_alone():
     assert encode_streams([(streams[0], "cuda"), (streams[1], "cpu")]) == [encode_integers(s) for s in streams[:2]]
 
 
-@pytest.mark.parametrize("n", [5000, 70_000])  # one part below SHORT_STREAM, one a thread above it
+@pytest.mark.parametrize("n", [5000, 70_000])  # numpy counts below SHORT_STREAM, the parallel loop above
 def test_the_clipped_histogram_counts_every_code_once(n):
     from gpu.compress.chunked_rans import SHORT_STREAM, clipped_histogram
 
