@@ -322,10 +322,12 @@ class _SampledFactors:
 
 
 def _candidate_size(xs, core, factors: _SampledFactors, ranks, core_step, factor_step, target_kind, budget_s,
-                    res_step, scale):
+                    res_step, scale, bar: float = math.inf):
     """Estimated bytes of one (ranks, core step, factor step) choice, measured on the sample
     grid (``xs`` and ``core`` on the host or both on the device), with the residual step it
-    takes; infinite where a code would not fit in 32 bits (the coder refuses those)."""
+    takes; infinite where a code would not fit in 32 bits (the coder refuses those). Where
+    the core's and factors' bytes alone exceed ``bar`` (the best estimate so far) the
+    residual is not priced: the choice cannot win, and that sum, a lower bound, is returned."""
     xp = namespace_of(xs)
     where = _where(xs)
     sub = xp.ascontiguousarray(core[tuple(slice(0, r) for r in ranks)])
@@ -334,6 +336,8 @@ def _candidate_size(xs, core, factors: _SampledFactors, ranks, core_step, factor
     except ValueError:
         return math.inf, res_step
     size = _entropy_bytes(codes) + sum(factors.nbytes(n, r, factor_step) for n, r in enumerate(ranks))
+    if size > bar:
+        return size, res_step
     qc = xp.asarray(dequantize(codes, core_step, backend=where))
     xhat = xp.ascontiguousarray(mode_products(qc, [factors.sampled(n, r, factor_step) for n, r in enumerate(ranks)]))
     if target_kind == "l2":
@@ -425,21 +429,34 @@ def encode_tensor(
     sampled_factors = _SampledFactors(factors, grid, xp)
     energies = _mode_energies(core)
     choices = {}
+    # truncations below the decomposition's keep the same ranks: priced once
+    priced = {}
+
+    def price(t_index, c_step, f_step=FACTOR_STEPS[0]) -> tuple:
+        if ranks:
+            sub = tuple(max_ranks)
+        else:
+            threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
+            sub = _sub_ranks(energies, threshold, max_ranks)
+        core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
+        if (sub, core_step, f_step) not in priced:
+            # a choice priced only in part was above the bar then, so is above it now
+            bar = min((size for size, _ in priced.values()), default=math.inf)
+            priced[sub, core_step, f_step] = _candidate_size(xs, core, sampled_factors, sub, core_step, f_step, kind,
+                                                             budget_s, unit, scale, bar)
+        return (*priced[sub, core_step, f_step], sub, core_step)
 
     def size_of(t_index, c_step, f_step=FACTOR_STEPS[0]):
         key = (t_index, c_step, f_step)
         if key not in choices:
-            if ranks:
-                sub = max_ranks
-            else:
-                threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
-                sub = _sub_ranks(energies, threshold, max_ranks)
-            core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
-            choices[key] = (*_candidate_size(xs, core, sampled_factors, sub, core_step, f_step, kind, budget_s, unit,
-                                             scale), sub, core_step)
+            choices[key] = price(t_index, c_step, f_step)
         return choices[key][0]
 
     t_indices = [0] if ranks else list(range(len(tolerances)))
+    # the coarsest truncations priced first: their small cores set a bar that finer ones'
+    # cores alone often exceed; the choices (and their ties) then go in their usual order
+    for t in reversed(t_indices):
+        price(t, 1.0)
     best_t = min(t_indices, key=lambda t: size_of(t, 1.0))
     best_c = min(_CORE_STEPS, key=lambda c: size_of(best_t, c))
     best_f = min(FACTOR_STEPS, key=lambda f: size_of(best_t, best_c, f))

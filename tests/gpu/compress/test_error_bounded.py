@@ -168,3 +168,34 @@ def test_a_candidate_too_fine_for_32_bit_codes_is_priced_infinite():
 
     assert size(1e-6) == math.inf  # codes of about 1e12
     assert math.isfinite(size(1.0))
+
+
+@pytest.mark.parametrize("target", [ErrorTarget("tol", 0.005), ErrorTarget("tol", 0.05), ErrorTarget("psnr", 50),
+                                    ErrorTarget("abs", 20.0)])
+def test_choices_priced_in_part_change_no_archive(monkeypatch, target):
+    """The search skips a choice's residual once its core and factors alone exceed the best
+    estimate so far, and prices the coarsest truncations first: the archive is the one that
+    pricing every choice in full, in the usual order, gives, byte for byte."""
+    import gpu.compress.error_bounded as eb
+    from bench.ttmc import dwi_like
+
+    x = dwi_like((24, 24, 12), 30).astype(np.float32)
+    predictions = []
+    products = eb.mode_products
+
+    def counted(*args):
+        predictions[-1] += 1
+        return products(*args)
+
+    monkeypatch.setattr(eb, "mode_products", counted)
+    predictions.append(0)
+    fast = encode_tensor(x, target, output_dtype=x.dtype)
+    full_price = eb._candidate_size
+    monkeypatch.setattr(eb, "_candidate_size", lambda *args: full_price(*args[:-1], math.inf))
+    predictions.append(0)
+    full = encode_tensor(x, target, output_dtype=x.dtype)
+    assert predictions[0] < predictions[1]  # some choices went without their residual
+    assert (fast.core_stream, fast.factor_streams, fast.residual_stream) == \
+        (full.core_stream, full.factor_streams, full.residual_stream)
+    assert (fast.core_step, fast.factor_step, fast.residual_step, fast.ranks) == \
+        (full.core_step, full.factor_step, full.residual_step, full.ranks)
