@@ -73,6 +73,9 @@ def one_at_a_time(cohort, tmp_path_factory) -> Path:
 def assert_same_outputs(batch: Path, single: Path) -> None:
     for name in GOOD:
         for suffix in IMAGE_FILES:
+            # the images' values first, so that a difference says where it is, then their bytes
+            np.testing.assert_array_equal(np.asanyarray(nib.load(batch / f"{name}{suffix}").dataobj),
+                                          np.asanyarray(nib.load(single / f"{name}{suffix}").dataobj), name + suffix)
             assert (batch / f"{name}{suffix}").read_bytes() == (single / f"{name}{suffix}").read_bytes(), name + suffix
         sidecars = [json.loads((folder / f"{name}.json").read_text()) for folder in (batch, single)]
         for sidecar in sidecars:
