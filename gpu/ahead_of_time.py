@@ -5,8 +5,9 @@ implementation modules, and its BLAS check, which imports SciPy's linear algebra
 than a small job's own work. :func:`build` compiles the signatures that a set of ``@njit``
 functions has compiled so far in this process into one Python extension module (numba's
 ``pycc``, which needs a C compiler and the Python headers), for the same CPU model and
-features as numba's JIT, with each function's own options (its error model) and without
-``parallel`` (such a module runs a ``prange`` loop serially). :func:`lookup` finds the build
+features as numba's JIT, with each function's own options (its error model, ``nogil``) and
+without ``parallel`` (such a module runs a ``prange`` loop serially; :func:`run_on_threads` runs
+a row-by-row loop on host threads instead). :func:`lookup` finds the build
 of a function for given arguments and imports it, numba-free; it finds none when the
 function's source file, numba, llvmlite, the Python version or the CPU changed since the
 build (numba's own cache is keyed on the same things), and the caller then calls numba;
@@ -34,6 +35,7 @@ import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -41,9 +43,11 @@ import numpy as np
 from gpu.cuda.cache_folder import kernel_cache_dir
 
 __all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "serial_build", "missing_build_tools",
-           "numba_only"]
+           "numba_only", "host_threads", "run_on_threads"]
 
-_BUILD_OPTIONS_DROPPED = ("parallel", "cache", "nogil")
+#: a build runs its loops serially and is not cached by numba; ``nogil`` stays, so that a
+#: build's loop can run on several host threads (:func:`run_on_threads`)
+_BUILD_OPTIONS_DROPPED = ("parallel", "cache")
 
 
 def build_folder() -> Path:
@@ -315,6 +319,45 @@ def lookup(qualname: str, args: Sequence) -> Callable | None:
         if len(specs) == len(args) and all(_accepts(s, a) for s, a in zip(specs, args)):
             return function
     return None
+
+
+def host_threads() -> int:
+    """The threads this process's loops may use: ``NUMBA_NUM_THREADS`` where set (the batch
+    pipeline sets each worker process's share of the cores there), else the cores it may
+    run on."""
+    return int(os.environ.get("NUMBA_NUM_THREADS") or 0) or len(os.sched_getaffinity(0))
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_key: tuple[int, int] | None = None
+
+
+def run_on_threads(function: Callable, args: Sequence, rows: Sequence[int], n: int) -> None:
+    """``function(*args)`` over chunks of ``n`` rows on :func:`host_threads` threads: the
+    arguments at indices ``rows`` are arrays of ``n`` rows, cut into chunks, the others are
+    passed whole. For a build of a row-by-row loop whose rows are independent (each writes
+    only its own rows of its outputs) and that releases the GIL (declared ``nogil``): every
+    row's result is the one a single call gives."""
+    global _pool, _pool_key
+    threads = host_threads()
+    # a few chunks a thread, so that rows of unequal cost even out
+    size = max(1, min(4096, -(-n // (8 * threads))))
+    if threads == 1 or n <= size:
+        function(*args)
+        return
+    with _lock:
+        # a forked child inherits the pool but not its threads: it makes its own
+        if _pool is None or _pool_key != (os.getpid(), threads):
+            _pool, _pool_key = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ahead-of-time"), \
+                (os.getpid(), threads)
+        pool = _pool
+    index = set(rows)
+
+    def chunk(lo: int) -> None:
+        function(*(a[lo:lo + size] if i in index else a for i, a in enumerate(args)))
+
+    for done in [pool.submit(chunk, lo) for lo in range(0, n, size)]:
+        done.result()
 
 
 #: voxels this process has run through each function's build (:func:`serial_build`)

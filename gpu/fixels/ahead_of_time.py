@@ -1,8 +1,8 @@
 """The ahead-of-time build of the FMLS segmentation CPU loop (:mod:`gpu.ahead_of_time`).
 ``fibertensor warmup --family fixels`` builds the loop the warm-up ran
-(:func:`gpu.fixels.warmup.warm_up_fixels`): a later segmentation of at most
-:data:`gpu.fixels.fmls.SERIAL_MAX_VOXELS` voxels, response estimation's included, and the
-few voxels a GPU run hands back to the CPU, run without loading numba.
+(:func:`gpu.fixels.warmup.warm_up_fixels`): a later CPU segmentation of any size (on the
+host's threads), response estimation's included, and the few voxels a GPU run hands back
+to the CPU, run without loading numba.
 """
 
 from __future__ import annotations

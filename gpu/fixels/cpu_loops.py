@@ -78,7 +78,8 @@ def sort_positive(amp, order, scratch):  # pragma: no cover - compiled
     return n
 
 
-@njit(parallel=True, cache=True)
+# nogil: its ahead-of-time build runs on several host threads (gpu.ahead_of_time.run_on_threads)
+@njit(parallel=True, cache=True, nogil=True)
 def segment_loop(coeffs, lmax, unit, neighbours, weights, amp_from_sh, legendre, step, factors, integral_threshold,
                  peak_threshold, merge_ratio, maxnum, dir_from_peak, counts, out_dir, out_afd,
                  out_peak):  # pragma: no cover - compiled

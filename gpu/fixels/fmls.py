@@ -1,12 +1,11 @@
 """CPU backend of FMLS segmentation: the loop of :mod:`gpu.fixels.cpu_loops` over voxels.
 
-A run of at most :data:`SERIAL_MAX_VOXELS` voxels takes the loop's ahead-of-time build where
-``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`) while the process's runs of it add
-up to no more (:func:`gpu.ahead_of_time.serial_build`): the same machine code on one thread,
-without numba's start-up, which costs a fresh process more than such runs
-(docs/decisions/cpu-ahead-of-time.md). Other runs, and every run without a build, go
-through numba on every thread (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the
-same bytes.
+Where ``fibertensor warmup`` made the loop's ahead-of-time build (:mod:`gpu.ahead_of_time`),
+a run of any size takes it, its voxels in chunks on the host's threads
+(:func:`gpu.ahead_of_time.run_on_threads`; the build releases the GIL): the same machine code
+as numba's loop without numba's start-up, which costs a fresh process most of a second
+(docs/decisions/cpu-ahead-of-time.md). Without a build the run goes through numba on every
+thread (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the same bytes.
 """
 
 from __future__ import annotations
@@ -16,12 +15,7 @@ import numpy as np
 from gpu import ahead_of_time
 from gpu.fixels.fmls_tables import FmlsTables
 
-__all__ = ["segment_voxels_cpu", "SERIAL_MAX_VOXELS", "LOOP_MODULE", "COMPILE_SECONDS"]
-
-#: Runs of at most this many voxels take the loop's serial ahead-of-time build, where there is
-#: one, until the process's runs of it add up to more: about as long on one thread as numba's
-#: start-up, which more voxels repay on several cores (docs/decisions/cpu-ahead-of-time.md).
-SERIAL_MAX_VOXELS = 4096
+__all__ = ["segment_voxels_cpu", "LOOP_MODULE", "COMPILE_SECONDS"]
 
 #: The module of the loop ``segment_loop``.
 LOOP_MODULE = "gpu.fixels.cpu_loops"
@@ -32,12 +26,9 @@ COMPILE_SECONDS = 17
 
 
 def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
-                       merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int,
-                       run_voxels: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                       merge_ratio: float, maxnum: int, dir_from_peak: bool,
+                       capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """FMLS fixels of each voxel (row) of SH ``coeffs`` (V, n_coeffs) on the CPU.
-
-    ``run_voxels``: the voxels of the whole run these rows are a chunk of (default V), which
-    picks the serial build (at most :data:`SERIAL_MAX_VOXELS`) or numba's parallel loop.
 
     Returns counts (V,) int32, directions (V, capacity, 3), afd (V, capacity) and
     peak_amp (V, capacity), float64: voxel v's first min(counts[v], capacity) fixels in lobe
@@ -52,11 +43,10 @@ def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
             np.ascontiguousarray(tables.sh_to_amp.T), tables.legendre, tables.legendre_step, tables.derivative_factors,
             float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum), bool(dir_from_peak),
             counts, out_dir, out_afd, out_peak)
-    serial = None
-    if (n if run_voxels is None else run_voxels) <= SERIAL_MAX_VOXELS:
-        serial = ahead_of_time.serial_build(f"{LOOP_MODULE}.segment_loop", args, n, SERIAL_MAX_VOXELS)
-    if serial is not None:
-        serial(*args)
+    build = ahead_of_time.lookup(f"{LOOP_MODULE}.segment_loop", args)
+    if build is not None:
+        # the voxel rows: the coefficients in, the counts and fixels out
+        ahead_of_time.run_on_threads(build, args, (0, 14, 15, 16, 17), n)
     else:
         _run_on_every_core(args)
     return counts, out_dir, out_afd, out_peak

@@ -86,12 +86,11 @@ class FixelSet:
     disp: np.ndarray
 
 
-def _chunk_runner(backend: str, n_voxels: int, n_coeffs: int, in_flight: int, run_voxels: int) -> Callable:
+def _chunk_runner(backend: str, n_voxels: int, n_coeffs: int, in_flight: int) -> Callable:
     """``start(coeffs, args)``: begin segmenting voxel rows ``coeffs`` (up to ``n_voxels``)
     with the backend and return a function that waits for their counts and padded fixels.
     The GPU's keeps up to ``in_flight`` chunks under way, each on its own workspace, so the
-    host finishes one chunk while the device runs the next; the CPU's computes at once, the
-    same way for every chunk of the run's ``run_voxels``."""
+    host finishes one chunk while the device runs the next; the CPU's computes at once."""
     if backend == "cuda":
         from gpu.fixels.backend_cuda import FmlsWorkspace, start_segment_cuda
 
@@ -100,7 +99,7 @@ def _chunk_runner(backend: str, n_voxels: int, n_coeffs: int, in_flight: int, ru
     from gpu.fixels.fmls import segment_voxels_cpu
 
     def start(coeffs: np.ndarray, args: tuple) -> Callable[[], tuple]:
-        result = segment_voxels_cpu(np.ascontiguousarray(coeffs, np.float64), *args, FIRST_CAPACITY, run_voxels)
+        result = segment_voxels_cpu(np.ascontiguousarray(coeffs, np.float64), *args, FIRST_CAPACITY)
         return lambda: result
 
     return start
@@ -175,7 +174,7 @@ def segment_fods(fod: np.ndarray, mask: np.ndarray | None = None, options: FmlsO
     integral, peak = options.thresholds
     args = (tables, integral, peak, options.lobe_merge_ratio, options.maxnum, options.dirpeak)
     start = _chunk_runner(chosen, max(1, min(selected.size, _CHUNK_VOXELS)), fod.shape[3],
-                          in_flight=2 if selected.size > _CHUNK_VOXELS else 1, run_voxels=selected.size)
+                          in_flight=2 if selected.size > _CHUNK_VOXELS else 1)
 
     def collect(voxels: np.ndarray, chunk: np.ndarray, started: Callable[[], tuple], done: int) -> None:
         n, dirs, afd, amp = _redo_overflow(chunk, started(), args)

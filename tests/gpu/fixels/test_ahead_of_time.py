@@ -1,7 +1,8 @@
 """The ahead-of-time build of the FMLS CPU loop (gpu.ahead_of_time), made by ``fibertensor
 warmup --family fixels``: a small CPU fixels job, and with the fod build a single-shell CPU fod
 job that estimates its response (tournier, which segments FOD lobes), load no numba and write
-the bytes numba's loop writes; larger runs, and arguments of other types, take numba's loop."""
+the bytes numba's loop writes; a run of any size takes the build, on the host's threads, and
+arguments of other types take numba's loop."""
 
 from __future__ import annotations
 
@@ -106,25 +107,27 @@ def coeffs() -> np.ndarray:
     return fod_phantom((8, 6, 2), 8, seed=5)["sh"].reshape(-1, 45).astype(np.float64)
 
 
-def test_the_build_and_numbas_parallel_loop_give_the_same_bytes(in_kernels, coeffs, monkeypatch):
-    called = []
+def test_the_build_on_threads_and_numbas_parallel_loop_give_the_same_bytes(in_kernels, coeffs, monkeypatch):
+    """A run of any size takes the build, its voxels in chunks on the host's threads (here 4
+    threads, chunks of 3 voxels), and writes what numba's parallel loop writes."""
+    chunks = []
     lookup = ahead_of_time.lookup
-    monkeypatch.setattr(ahead_of_time, "lookup", lambda *a: called.append(a[0]) or lookup(*a))
+
+    def recorded(*args):
+        build = lookup(*args)
+        return None if build is None else lambda *chunk: chunks.append(len(chunk[0])) or build(*chunk)
+
+    monkeypatch.setattr(ahead_of_time, "lookup", recorded)
+    monkeypatch.setattr(ahead_of_time, "host_threads", lambda: 4)
     built = _segment(coeffs)
-    assert called == [_LOOP]
+    assert sum(chunks) == coeffs.shape[0] and max(chunks) == 3
     assert lookup(_LOOP, ()) is None  # the wrong arguments find none
-    called.clear()
-    parallel = _segment(coeffs, run_voxels=fmls.SERIAL_MAX_VOXELS + 1)  # a chunk of a larger run: numba's loop
-    assert called == []
-    monkeypatch.setattr(fmls, "SERIAL_MAX_VOXELS", coeffs.shape[0] - 1)
-    monkeypatch.setattr(ahead_of_time, "_serial_voxels", {})  # as in a fresh process
-    assert _segment(coeffs[:1])[0].size == 1 and called == [_LOOP]  # a few voxels of their own: the build
-    called.clear()
-    again = _segment(coeffs)
-    assert called == []
+    with ahead_of_time.numba_only():
+        parallel = _segment(coeffs)
+    assert sum(chunks) == coeffs.shape[0]  # numba's loop, not the build
     assert built[0].sum() > coeffs.shape[0]
-    for ours, numbas, numbas_again in zip(built, parallel, again):
-        assert ours.tobytes() == numbas.tobytes() == numbas_again.tobytes()
+    for ours, numbas in zip(built, parallel):
+        assert ours.tobytes() == numbas.tobytes()
 
 
 def _loop_args(coeffs: np.ndarray) -> list:
