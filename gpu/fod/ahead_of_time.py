@@ -1,8 +1,7 @@
 """The ahead-of-time build of the CSD and MSMT-CSD CPU loops (:mod:`gpu.ahead_of_time`).
 ``fibertensor warmup --backend cpu --family fod`` builds the loops the warm-up ran
-(:func:`gpu.fod.warmup.warm_up_fod`): a later fit of at most
-:data:`gpu.fod.backend_cpu.SERIAL_MAX_VOXELS` voxels, response estimation's included, runs
-without loading numba.
+(:func:`gpu.fod.warmup.warm_up_fod`): a later CPU fit of any size (on the host's threads),
+response estimation's included, runs without loading numba.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """CPU backend of CSD and MSMT-CSD: the loops of :mod:`gpu.fod.cpu_loops` over voxels.
 
-Runs take the loop's ahead-of-time build where ``fibertensor warmup`` made one
-(:mod:`gpu.ahead_of_time`) while the process's runs of the loop add up to at most
-:data:`SERIAL_MAX_VOXELS` voxels (:func:`gpu.ahead_of_time.serial_build`): the same machine
-code on one thread, without numba's start-up, which costs a fresh process more than such runs
-(docs/decisions/cpu-ahead-of-time.md). Runs past that, and every run without a build, go
-through numba on every core (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the
-same bytes.
+Where ``fibertensor warmup`` made the loop's ahead-of-time build (:mod:`gpu.ahead_of_time`),
+a run of any size takes it, its voxels in chunks on the host's threads
+(:func:`gpu.ahead_of_time.run_on_threads`; the build releases the GIL): the same machine code
+as numba's loop without numba's start-up, which costs a fresh process most of a second
+(docs/decisions/cpu-ahead-of-time.md). Without a build the run goes through numba on every
+core (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the same bytes.
 """
 
 from __future__ import annotations
@@ -17,13 +16,7 @@ from gpu import ahead_of_time
 from gpu.fod.csd_problem import CsdProblem
 from gpu.fod.msmt_problem import MsmtProblem
 
-__all__ = ["msmt_csd_cpu", "csd_cpu", "SERIAL_MAX_VOXELS", "LOOP_MODULE"]
-
-#: A process's runs of a loop take its serial ahead-of-time build, where there is one, until
-#: they add up to more than this many voxels: about as long on one thread as numba's
-#: start-up, which more voxels repay on several cores (an MSMT-CSD voxel costs several CSD
-#: ones; docs/decisions/cpu-ahead-of-time.md).
-SERIAL_MAX_VOXELS = {"msmt_loop": 1024, "csd_loop": 4096}
+__all__ = ["msmt_csd_cpu", "csd_cpu", "LOOP_MODULE"]
 
 #: The module of the loops ``msmt_loop`` and ``csd_loop``.
 LOOP_MODULE = "gpu.fod.cpu_loops"
@@ -34,9 +27,10 @@ def _run(what: str, loop: str, signals: np.ndarray, n_coeffs: int, *args) -> tup
     out = np.empty((signals.shape[0], n_coeffs))
     niter = np.empty(signals.shape[0], np.int32)
     args = (signals, *args, out, niter)
-    serial = ahead_of_time.serial_build(f"{LOOP_MODULE}.{loop}", args, signals.shape[0], SERIAL_MAX_VOXELS[loop])
-    if serial is not None:
-        serial(*args)
+    build = ahead_of_time.lookup(f"{LOOP_MODULE}.{loop}", args)
+    if build is not None:
+        # the voxel rows: the signals in, the FODs and iteration counts out
+        ahead_of_time.run_on_threads(build, args, (0, len(args) - 2, len(args) - 1), signals.shape[0])
     else:
         _run_on_every_core(what, loop, args)
     return out, niter

@@ -19,7 +19,9 @@ __all__ = ["msmt_loop", "csd_loop"]
 _BATCH = 32
 
 
-@njit(parallel=True, cache=True)
+# nogil (both loops): their ahead-of-time builds run on several host threads
+# (gpu.ahead_of_time.run_on_threads)
+@njit(parallel=True, cache=True, nogil=True)
 def msmt_loop(signals, project, B, Bt, L, lambda_min_norm, max_iterations, out, niter):
     """Solve each voxel's MSMT-CSD problem (:func:`gpu.fod.solver_math.icls_voxel`) into
     ``out`` (n_voxels, N) and its iterations into ``niter`` (n_voxels,)."""
@@ -41,7 +43,7 @@ def msmt_loop(signals, project, B, Bt, L, lambda_min_norm, max_iterations, out, 
                                   y_u, c_u, c, lam_prev, active, rows, l, low)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def csd_loop(signals, init, Q, QtQ, P, Pt, threshold, max_iterations, out, niter):
     """Solve each voxel's CSD problem (:func:`gpu.fod.solver_math.csd_voxel`) into ``out``
     (n_voxels, N) and its iterations into ``niter`` (n_voxels,)."""

@@ -1,7 +1,7 @@
 """The ahead-of-time build of the CSD and MSMT-CSD CPU loops (gpu.ahead_of_time), made by
 ``fibertensor warmup --backend cpu --family fod``: a small CPU fod job that finds it loads no
-numba and writes the bytes numba's loops write; larger runs, and arguments of other types,
-take numba's loops."""
+numba and writes the bytes numba's loops write; a fit of any size takes the build, on the
+host's threads, and arguments of other types take numba's loops."""
 
 from __future__ import annotations
 
@@ -84,17 +84,27 @@ def _solve(problems):
     return backend_cpu.msmt_csd_cpu(msmt, msmt_signals), backend_cpu.csd_cpu(csd, csd_signals)
 
 
-def test_the_build_and_numbas_parallel_loops_give_the_same_bytes(in_kernels, problems, monkeypatch):
-    called = []
+def test_the_build_on_threads_and_numbas_parallel_loops_give_the_same_bytes(in_kernels, problems, monkeypatch):
+    """A fit of any size takes the build, its voxels in chunks on the host's threads (here 4
+    threads, chunks of 2 voxels, across the loops' batches), and writes what numba's parallel
+    loops write."""
+    called, chunks = [], []
     lookup = ahead_of_time.lookup
-    monkeypatch.setattr(ahead_of_time, "lookup", lambda *a: called.append(a[0]) or lookup(*a))
+
+    def recorded(name, args):
+        called.append(name)
+        build = lookup(name, args)
+        return None if build is None else lambda *chunk: chunks.append(len(chunk[0])) or build(*chunk)
+
+    monkeypatch.setattr(ahead_of_time, "lookup", recorded)
+    monkeypatch.setattr(ahead_of_time, "host_threads", lambda: 4)
     built = _solve(problems)
     assert called == ["gpu.fod.cpu_loops.msmt_loop", "gpu.fod.cpu_loops.csd_loop"]
+    assert sum(chunks) == 2 * 60 and max(chunks) == 2
     assert all(lookup(name, ()) is None for name in called)  # the wrong arguments find none
-    called.clear()
-    monkeypatch.setattr(backend_cpu, "SERIAL_MAX_VOXELS", {"msmt_loop": 59, "csd_loop": 59})
-    parallel = _solve(problems)  # 60 voxels: numba's loops
-    assert called == []
+    with ahead_of_time.numba_only():
+        parallel = _solve(problems)
+    assert sum(chunks) == 2 * 60  # numba's loops, not the build
     for (x, niter), (x_numba, niter_numba) in zip(built, parallel):
         np.testing.assert_array_equal(niter, niter_numba)
         assert x.tobytes() == x_numba.tobytes()
