@@ -372,8 +372,9 @@ def serial_build(qualname: str, args: Sequence, voxels: int, budget: int) -> Cal
     ``budget`` is about the voxels one thread solves in the time numba takes to start: a
     process rents the build until what it has spent on it would have paid for numba, then
     buys numba (the ski-rental rule, at most twice the better choice's time in hindsight). So a
-    job that solves many small sets in turn (response estimation's iterations) moves to every
-    core once they add up, and one small job never loads numba.
+    job that runs a loop on many small sets in turn moves to every core once they add up, and
+    one small job never loads numba. A loop whose rows are independent and whose build
+    releases the GIL needs no budget: :func:`run_on_threads` runs its build on every core.
     """
     with _lock:
         spent = _serial_voxels[qualname] = _serial_voxels.get(qualname, 0) + voxels
