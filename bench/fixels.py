@@ -10,7 +10,9 @@ with the noise lobes real data has). "ours" is
 :func:`worker.jobs.fixels.run_fixels` in this process (read, segment, write the directory
 and sidecar; numba's compile or cache load is in the untimed warm-up call); "fod2fixel" is
 the command with ``-nthreads`` = the host's cores; "fibertensor fixels" is our CLI as a fresh
-process, as the peer runs (start-up, imports and the FMLS tables included); "FMLS kernels" are
+process, as the peer runs (start-up, imports and the FMLS tables included; its CPU row says
+whether the loop ran from its ahead-of-time build, which ``fibertensor warmup --backend cpu
+--family fixels`` makes, or from numba's code); "FMLS kernels" are
 the three CUDA kernels alone on every voxel of the phantom, between CUDA events after a
 warm-up launch (the mean of ``--repeats``). Other seconds are the best of ``--repeats``.
 Agreement, over the voxels: the share with the same fixel count, and over the fixels of
@@ -111,6 +113,8 @@ def csd_fod(shape: tuple[int, int, int], seed: int = 1) -> np.ndarray:
 def _data_set_rows(name: str, sh: np.ndarray, folder: Path, backends: list[str], repeats: int) -> list[dict]:
     """The table's rows for FOD ``sh``: fod2fixel, ours in process and as a fresh process on
     each backend, and the kernels alone."""
+    from gpu.fixels.fmls import build_present
+    from gpu.fixels.fmls_tables import fmls_tables
     from worker.io.images import write_image
     from worker.jobs.fixels import run_fixels
     from worker.params.fixels import FixelsParams
@@ -148,8 +152,9 @@ def _data_set_rows(name: str, sh: np.ndarray, folder: Path, backends: list[str],
                             "--quiet"], check=True, env=child_environment())
 
         seconds = time_host(fresh, repeats).best_wall
-        rows.append({"side": f"fibertensor fixels ({backend})", "seconds": seconds,
-                     "ratio": ratio(peer_seconds, seconds)})
+        # a CPU run takes the loop's ahead-of-time build where fibertensor warmup made one
+        how = f"cpu, {'build' if build_present(fmls_tables(8)) else 'numba'}" if backend == "cpu" else backend
+        rows.append({"side": f"fibertensor fixels ({how})", "seconds": seconds, "ratio": ratio(peer_seconds, seconds)})
         if backend == "cuda":
             seconds = kernel_seconds(sh, repeats)
             rows.append({"side": "FMLS kernels (cuda, GPU time)", "seconds": seconds,

@@ -15,7 +15,7 @@ import numpy as np
 from gpu import ahead_of_time
 from gpu.fixels.fmls_tables import FmlsTables
 
-__all__ = ["segment_voxels_cpu", "LOOP_MODULE", "COMPILE_SECONDS"]
+__all__ = ["segment_voxels_cpu", "build_present", "LOOP_MODULE", "COMPILE_SECONDS"]
 
 #: The module of the loop ``segment_loop``.
 LOOP_MODULE = "gpu.fixels.cpu_loops"
@@ -35,21 +35,31 @@ def segment_voxels_cpu(coeffs: np.ndarray, tables: FmlsTables, integral_threshol
     order. A voxel whose count exceeds ``capacity`` must be run again with more.
     """
     n = coeffs.shape[0]
-    counts = np.zeros(n, np.int32)
-    out_dir = np.zeros((n, capacity, 3))
-    out_afd = np.zeros((n, capacity))
-    out_peak = np.zeros((n, capacity))
-    args = (np.ascontiguousarray(coeffs, np.float64), tables.lmax, tables.unit, tables.neighbours, tables.weights,
-            np.ascontiguousarray(tables.sh_to_amp.T), tables.legendre, tables.legendre_step, tables.derivative_factors,
-            float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum), bool(dir_from_peak),
-            counts, out_dir, out_afd, out_peak)
+    args = _loop_args(coeffs, tables, integral_threshold, peak_threshold, merge_ratio, maxnum, dir_from_peak, capacity)
     build = ahead_of_time.lookup(f"{LOOP_MODULE}.segment_loop", args)
     if build is not None:
         # the voxel rows: the coefficients in, the counts and fixels out
         ahead_of_time.run_on_threads(build, args, (0, 14, 15, 16, 17), n)
     else:
         _run_on_every_core(args)
-    return counts, out_dir, out_afd, out_peak
+    return args[14:]
+
+
+def build_present(tables: FmlsTables) -> bool:
+    """Whether a current ahead-of-time build of the loop (``fibertensor warmup --backend cpu
+    --family fixels``) is there for :func:`segment_voxels_cpu` to take."""
+    args = _loop_args(np.zeros((1, tables.sh_to_amp.shape[1])), tables, 0.0, 0.0, 1.0, 0, False, 1)
+    return ahead_of_time.lookup(f"{LOOP_MODULE}.segment_loop", args) is not None
+
+
+def _loop_args(coeffs: np.ndarray, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
+               merge_ratio: float, maxnum: int, dir_from_peak: bool, capacity: int) -> tuple:
+    """The loop's arguments, its outputs (counts, directions, afd, peak_amp) zeroed last."""
+    n = coeffs.shape[0]
+    return (np.ascontiguousarray(coeffs, np.float64), tables.lmax, tables.unit, tables.neighbours, tables.weights,
+            np.ascontiguousarray(tables.sh_to_amp.T), tables.legendre, tables.legendre_step, tables.derivative_factors,
+            float(integral_threshold), float(peak_threshold), float(merge_ratio), int(maxnum), bool(dir_from_peak),
+            np.zeros(n, np.int32), np.zeros((n, capacity, 3)), np.zeros((n, capacity)), np.zeros((n, capacity)))
 
 
 def _run_on_every_core(args: tuple) -> None:

@@ -122,7 +122,9 @@ def test_the_build_on_threads_and_numbas_parallel_loop_give_the_same_bytes(in_ke
     built = _segment(coeffs)
     assert sum(chunks) == coeffs.shape[0] and max(chunks) == 3
     assert lookup(_LOOP, ()) is None  # the wrong arguments find none
+    assert fmls.build_present(fmls_tables(8))
     with ahead_of_time.numba_only():
+        assert not fmls.build_present(fmls_tables(8))
         parallel = _segment(coeffs)
     assert sum(chunks) == coeffs.shape[0]  # numba's loop, not the build
     assert built[0].sum() > coeffs.shape[0]
