@@ -1,11 +1,6 @@
-"""CPU backend of FMLS segmentation: the loop of :mod:`gpu.fixels.cpu_loops` over voxels.
-
-Where ``fibertensor warmup`` made the loop's ahead-of-time build (:mod:`gpu.ahead_of_time`),
-a run of any size takes it, its voxels in chunks on the host's threads
-(:func:`gpu.ahead_of_time.run_on_threads`; the build releases the GIL): the same machine code
-as numba's loop without numba's start-up, which costs a fresh process most of a second
-(docs/decisions/cpu-ahead-of-time.md). Without a build the run goes through numba on every
-thread (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the same bytes.
+"""CPU backend of FMLS segmentation: the loop of :mod:`gpu.fixels.cpu_loops` over voxels,
+from its ahead-of-time build on the host's threads where ``fibertensor warmup`` made one
+(:func:`gpu.ahead_of_time.run_on_threads`), else through numba; the same bytes either way.
 """
 
 from __future__ import annotations

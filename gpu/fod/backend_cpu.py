@@ -1,11 +1,6 @@
-"""CPU backend of CSD and MSMT-CSD: the loops of :mod:`gpu.fod.cpu_loops` over voxels.
-
-Where ``fibertensor warmup`` made the loop's ahead-of-time build (:mod:`gpu.ahead_of_time`),
-a run of any size takes it, its voxels in chunks on the host's threads
-(:func:`gpu.ahead_of_time.run_on_threads`; the build releases the GIL): the same machine code
-as numba's loop without numba's start-up, which costs a fresh process most of a second
-(docs/decisions/cpu-ahead-of-time.md). Without a build the run goes through numba on every
-core (:func:`gpu.cpu_parallel.run_parallel_loop`). Either gives the same bytes.
+"""CPU backend of CSD and MSMT-CSD: the loops of :mod:`gpu.fod.cpu_loops` over voxels. Like
+the fixels loop (:mod:`gpu.fixels.fmls`), a loop runs from its ahead-of-time build on the
+host's threads where there is one, without numba's start-up (docs/decisions/cpu-ahead-of-time.md).
 """
 
 from __future__ import annotations
