@@ -5,10 +5,13 @@ peaks options among the form's fields."""
 
 from __future__ import annotations
 
+import gzip
+
 import numpy as np
 import pytest
 
 from service.cli import main
+from tests.file_contents import file_content
 from tests.service.conftest import run_queued
 from tests.worker.jobs.fod_phantom import AFFINE, write_exact_responses, write_fsl, write_phantom
 from worker.io.images import load_image_data, read_image_header, write_image
@@ -188,6 +191,7 @@ async def test_api_fod_job_writes_the_peaks_job_outputs(client, store, phantom, 
     assert main(["peaks", str(tmp_path / "wmfod.nii"), str(tmp_path / "cli"), "--mask", str(p["mask"]), "--npeaks",
                  "2", "--metrics", "afd_max", "--no-qc", "--backend", "cpu", "--quiet"]) == 0
     for name in ("peaks", "amplitudes", "count", "afd_max"):
-        assert (await client.get(results[f"{name}.nii.gz"])).content == (tmp_path / f"cli_{name}.nii.gz").read_bytes()
+        served = gzip.decompress((await client.get(results[f"{name}.nii.gz"])).content)
+        assert served == file_content(tmp_path / f"cli_{name}.nii.gz"), name
     sidecar = (await client.get(results["peaks.json"])).json()
     assert sidecar["parameters"]["npeaks"] == 2 and sidecar["input"]["fod"] == "wmfod.nii"

@@ -19,6 +19,7 @@ import pytest
 from gpu.peaks.phantom import fod_phantom
 from service.cli import main
 from service.settings import get_settings
+from tests.file_contents import assert_same_file
 from worker.io import images
 from worker.batch import batch_items, run_batch, up_to_date
 from worker.errors import InputError
@@ -73,10 +74,10 @@ def one_at_a_time(cohort, tmp_path_factory) -> Path:
 def assert_same_outputs(batch: Path, single: Path) -> None:
     for name in GOOD:
         for suffix in IMAGE_FILES:
-            # the images' values first, so that a difference says where it is, then their bytes
+            # the images' values first, so that a difference says where it is, then the files
             np.testing.assert_array_equal(np.asanyarray(nib.load(batch / f"{name}{suffix}").dataobj),
                                           np.asanyarray(nib.load(single / f"{name}{suffix}").dataobj), name + suffix)
-            assert (batch / f"{name}{suffix}").read_bytes() == (single / f"{name}{suffix}").read_bytes(), name + suffix
+            assert_same_file(batch / f"{name}{suffix}", single / f"{name}{suffix}", name + suffix)
         sidecars = [json.loads((folder / f"{name}.json").read_text()) for folder in (batch, single)]
         for sidecar in sidecars:
             assert sidecar.pop("seconds").keys() >= {"read", "peaks_total", "write", "total"}

@@ -15,6 +15,7 @@ import pytest
 
 from gpu.fod import dwi_phantom, shell_scheme
 from service.cli import main
+from tests.file_contents import assert_same_file, file_content
 from tests.worker.io.test_mif import mif_without_our_command
 from tests.worker.jobs.fod_phantom import AFFINE, write_exact_responses, write_fsl
 from worker.batch import fixels_items, fod_items
@@ -76,8 +77,8 @@ def fod_files(name: str, dwi: Path) -> list[str]:
 
 
 def comparable(path: Path) -> bytes:
-    """The file's bytes; an MRtrix image's without the command line that wrote it."""
-    return mif_without_our_command(path.read_bytes()) if path.name.endswith(".mif") else path.read_bytes()
+    """The file's bytes (a ``.gz`` inflated); an MRtrix image's without the command line that wrote it."""
+    return mif_without_our_command(file_content(path)) if path.name.endswith(".mif") else file_content(path)
 
 
 def assert_same_fods(batch: Path, single: Path, dwis: dict[str, Path]) -> None:
@@ -234,7 +235,7 @@ def test_batch_fixels_equals_one_fixels_run_per_fod(cohort, tmp_path):
         assert files == sorted(f"{name}.{'nii.gz' if item.fod.name.endswith('.gz') else 'nii'}"
                                for name in ("index", "directions", "afd", "peak_amp", "disp"))
         for file in files:
-            assert (out / item.out_dir.name / file).read_bytes() == (single / item.out_dir.name / file).read_bytes()
+            assert_same_file(out / item.out_dir.name / file, single / item.out_dir.name / file)
         sidecars = [json.loads((folder / f"{item.out_dir.name}.json").read_text()) for folder in (out, single)]
         for sidecar in sidecars:
             assert sidecar.pop("seconds").keys() == {"read", "segment", "write", "total"}

@@ -15,6 +15,7 @@ import pytest
 from bids import BIDSLayout
 
 from gpu.peaks.phantom import fod_phantom
+from tests.file_contents import file_content
 from tests.worker.io.test_mif import mif_without_our_command
 from tests.worker.jobs.test_peaks import rotated_affine
 from worker.batch import BatchItem, run_batch, up_to_date
@@ -175,10 +176,11 @@ COHORT_GRID = (7, 6, 5)
 
 def published_files(folder: Path) -> dict[str, bytes]:
     """Every file below ``folder`` by relative path; the peaks sidecars without the timings,
-    MRtrix images as their header and data without the command that wrote them."""
+    MRtrix images as their header and data without the command that wrote them; a ``.gz`` by
+    what it inflates to (``tests/file_contents.py``)."""
     files = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        content = path.read_bytes()
+        content = file_content(path)
         if path.name.endswith("_desc-peaks_dwimap.json"):
             sidecar = json.loads(content)
             assert sidecar["Provenance"].pop("seconds").keys() >= {"read", "write", "total"}

@@ -15,6 +15,7 @@ from bids import BIDSLayout
 
 from gpu.fod import dwi_phantom, shell_scheme
 from service.cli import main
+from tests.file_contents import assert_same_file
 from tests.worker.jobs.fod_phantom import AFFINE, write_exact_responses, write_fsl
 from worker.bids_dwi import find_dwis, run_bids_fod
 from worker.errors import InputError
@@ -122,7 +123,7 @@ def test_derivatives_read_back_by_pybids_equal_the_single_subject_jobs(datasets,
                      responses=dict(zip(("wm", "gm", "csf"), datasets["responses"])))
     for label, output in (("WM", "wmfod"), ("GM", "gm"), ("CSF", "csf")):
         ours = found[label, "fod", "dwimap"]
-        assert Path(ours.path).read_bytes() == (tmp_path / single["outputs"][output]).read_bytes(), label
+        assert_same_file(Path(ours.path), tmp_path / single["outputs"][output], label)
         metadata = ours.get_metadata()
         assert metadata["Sources"][0] == f"bids:dwi:{dwi.relative_to(datasets[dataset]).as_posix()}"
         assert metadata["Parameters"] == FOD.model_dump()
@@ -137,7 +138,7 @@ def test_derivatives_read_back_by_pybids_equal_the_single_subject_jobs(datasets,
     assert nufo.filename == f"sub-{subject}{space}_model-msmtcsd_param-nufo_label-WM_desc-nufo_dwimap.nii.gz"
     np.testing.assert_array_equal(image(nufo.path), image(reference.path("count", ".nii.gz")))
     for desc, output in (("peaks", "peaks"), ("amplitudes", "amplitudes"), ("nufo", "count"), ("afdmax", "afd_max")):
-        assert Path(found["WM", desc, "dwimap"].path).read_bytes() == reference.path(output, ".nii.gz").read_bytes()
+        assert_same_file(Path(found["WM", desc, "dwimap"].path), reference.path(output, ".nii.gz"))
     assert nufo.get_metadata()["Sources"][0] == f"bids::{Path(wm.path).relative_to(out).as_posix()}"
     assert "Provenance" not in nufo.get_metadata()
     peaks = found["WM", "peaks", "dwimap"].get_metadata()
@@ -154,7 +155,6 @@ def test_derivatives_read_back_by_pybids_equal_the_single_subject_jobs(datasets,
     assert fixel_dirs == [f"sub-{subject}{space}_model-msmtcsd_param-fixels_label-WM_desc-fixels_dwimap"]
     run_fixels(tmp_path / single["outputs"]["wmfod"], tmp_path / "fixels", FIXELS, mask=mask)
     for file in ("index", "directions", "afd", "peak_amp", "disp"):
-        assert (Path(wm.path).parent / fixel_dirs[0] / f"{file}.nii.gz").read_bytes() == (
-            tmp_path / "fixels" / f"{file}.nii.gz").read_bytes()
+        assert_same_file(Path(wm.path).parent / fixel_dirs[0] / f"{file}.nii.gz", tmp_path / "fixels" / f"{file}.nii.gz")
     sidecar = json.loads((Path(wm.path).parent / f"{fixel_dirs[0]}.json").read_text())
     assert sidecar["Parameters"] == FIXELS.model_dump() and sidecar["Description"].startswith("MRtrix3 fixel directory")

@@ -4,9 +4,11 @@ What the caller hands over is a sequence of buffers (an image's header and its d
 whose concatenation is the file's content. Each is cut into 1 MiB blocks, views into it, not
 copies; each block is deflated by ISA-L at level 1 with the 32 KiB before it as its
 dictionary and ends on a byte boundary (``Z_SYNC_FLUSH``), so blocks compress in any order
-and on any thread, outside the interpreter lock, and the file's bytes depend on the buffers
-alone, not on the thread count (gzip mtime 0; one buffer gives the deflate stream
-``isal.igzip_threaded`` writes). The writing stage of a peaks job
+and on any thread, outside the interpreter lock, and the file inflates to the buffers
+whatever the thread count (gzip mtime 0; one buffer gives the deflate stream
+``isal.igzip_threaded`` writes). ISA-L does not promise one encoding of a block: the
+compressed bytes have been seen to differ, rarely, for the same content
+(docs/decisions/parallel-gzip.md). The writing stage of a peaks job
 writes some twenty files at once from a thread pool on a many-core host; there, every
 copy of a whole image into a ``bytes`` object (``BytesIO``, ``header + payload``, one
 ``bytes(block)`` per block) held the lock and made the other writers wait.

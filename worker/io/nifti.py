@@ -595,7 +595,7 @@ def save_nifti_atomic(image: nib.Nifti1Image, path: Path, threads: int | None = 
     reader never sees a half-written file.
 
     A .nii.gz is compressed by ISA-L at level 1 in 1 MiB blocks on ``threads`` threads
-    (:func:`worker.io.gzip_blocks.write_gzip`); its bytes depend on the image alone.
+    (:func:`worker.io.gzip_blocks.write_gzip`); it inflates to bytes that depend on the image alone.
     """
     path = Path(path)
     parts = _stored_parts(image)

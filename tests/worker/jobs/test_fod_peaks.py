@@ -5,13 +5,13 @@ with FSL gradients and from a .mif DWI with an MRtrix gradient file."""
 
 from __future__ import annotations
 
-import gzip
 import json
 
 import numpy as np
 import pytest
 
 from service.cli import main
+from tests.file_contents import file_content
 from tests.worker.jobs.fod_phantom import AFFINE, write_phantom
 from worker.io.images import write_image
 
@@ -42,9 +42,7 @@ def _files(folder):
     files = {}
     for path in sorted(folder.rglob("*")):
         if path.is_file():
-            content = path.read_bytes()
-            if path.name.endswith(".mif.gz"):
-                content = gzip.decompress(content)
+            content = file_content(path)  # a .gz inflated (tests/file_contents.py)
             files[path.relative_to(folder).as_posix()] = (_without_command(content) if ".mif" in path.name
                                                           else content)
     return files

@@ -13,6 +13,7 @@ import pytest
 
 from gpu.peaks.phantom import fod_phantom
 from gpu.peaks.search import sshopm_peaks
+from tests.file_contents import assert_same_file
 from worker.errors import InputError, JobCancelled
 from worker.input_limits import InputLimits, check_job_inputs
 from worker.job_kinds import JobContext, get_job_kind
@@ -158,7 +159,7 @@ def test_without_checksums_nothing_is_hashed_and_the_outputs_are_the_same(fod, t
     assert written[False]["input"]["sha256"] == {}
     assert written[False]["outputs"] == written[True]["outputs"]
     for name in (name for names in written[True]["outputs"].values() for name in names):
-        assert (tmp_path / "False" / name).read_bytes() == (tmp_path / "True" / name).read_bytes(), name
+        assert_same_file(tmp_path / "False" / name, tmp_path / "True" / name)
 
 
 def test_run_peaks_parameters_reach_the_engine(fod, tmp_path):
