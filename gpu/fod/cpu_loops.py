@@ -58,7 +58,8 @@ def csd_loop(signals, init, Q, QtQ, P, Pt, threshold, max_iterations, out, niter
         negative = np.empty(nk, np.int32)
         was_negative = np.zeros(nk, np.int32)
         amplitudes = np.empty(nk)
+        normal = np.empty((nf, nf))
         work = np.empty((nf, nf))
         for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
             niter[v] = csd_voxel(signals[v], init, Q, QtQ, P, Pt, threshold, max_iterations, out[v],
-                                 data, qtb, negative, was_negative, amplitudes, work)
+                                 data, qtb, negative, was_negative, amplitudes, normal, work)

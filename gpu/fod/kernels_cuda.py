@@ -565,7 +565,9 @@ def _tri(p):
 
 @cuda.jit(cache=True)
 def csd_kernel(signals, init, Q, QtQ, P, threshold, max_iterations, out, niter):
-    """:func:`gpu.fod.solver_math.csd_voxel` for voxel ``blockIdx.x``.
+    """:func:`gpu.fod.solver_math.csd_voxel` for voxel ``blockIdx.x``, its normal matrix summed
+    afresh each iteration over the negative rows (the CPU's follows the rows that change:
+    the same to rounding).
 
     signals (V, n); init, Q, QtQ, P as :class:`gpu.fod.csd_problem.CsdProblem`; out (V, N);
     niter (V,). Launch with :data:`gpu.fod.kernel_layout.THREADS` threads and

@@ -235,10 +235,16 @@ def csd_initial_terms(init, Q, data, i):
 
 @register_jitable
 def csd_voxel(signal, init, Q, QtQ, P, Pt, threshold, max_iterations, f,
-              data, qtb, negative, was_negative, amplitudes, work):
+              data, qtb, negative, was_negative, amplitudes, normal, work):
     """Tournier et al. (2007) super-resolved CSD of one voxel as ``dwi2fod csd`` iterates it
     (:mod:`gpu.fod.csd_problem`). A voxel with a non-finite signal gets f = 0; negative
     signal values count as 0.
+
+    The normal matrix QᵀQ + Σ pᵣ pᵣᵀ over the negative rows follows the negative set: a row
+    that turns negative is added, one that stops being negative taken out. After the first
+    iteration few rows change, so this costs a fraction of summing every negative row
+    afresh at each iteration, as ``dwi2fod`` does; the result differs from that sum's by
+    rounding (docs/decisions/fod-csd-normal-update.md).
 
     Parameters
     ----------
@@ -248,7 +254,7 @@ def csd_voxel(signal, init, Q, QtQ, P, Pt, threshold, max_iterations, f,
     threshold : float; max_iterations : int.
     f : (N,) output.
     data : (n,); qtb : (N,); amplitudes : (K,) float64; negative, was_negative : (K,)
-    integer; work : (N, N) — work arrays.
+    integer; normal, work : (N, N) — work arrays.
 
     Returns
     -------
@@ -268,6 +274,11 @@ def csd_voxel(signal, init, Q, QtQ, P, Pt, threshold, max_iterations, f,
         data[j] = v if v > 0.0 else 0.0
     for i in range(nf):
         f[i], qtb[i] = csd_initial_terms(init, Q, data, i)
+    for p in range(nf):
+        for q in range(p + 1):
+            normal[p, q] = QtQ[p, q]
+    for r in range(nk):
+        was_negative[r] = 0
     for it in range(max_iterations):
         same = it > 0
         matvec_columns(Pt, f, amplitudes)
@@ -278,15 +289,16 @@ def csd_voxel(signal, init, Q, QtQ, P, Pt, threshold, max_iterations, f,
             negative[r] = neg
         if same:
             return it
+        for r in range(nk):
+            change = negative[r] - was_negative[r]
+            if change != 0:
+                for p in range(nf):
+                    w = change * P[r, p]
+                    for q in range(p + 1):
+                        normal[p, q] += w * P[r, q]
         for p in range(nf):
             for q in range(p + 1):
-                work[p, q] = QtQ[p, q]
-        for r in range(nk):
-            if negative[r] != 0:
-                for p in range(nf):
-                    w = P[r, p]
-                    for q in range(p + 1):
-                        work[p, q] += w * P[r, q]
+                work[p, q] = normal[p, q]
         cholesky_lower(work, nf)
         for i in range(nf):
             f[i] = qtb[i]
