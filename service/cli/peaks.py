@@ -26,9 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     peaks.add_argument("input", type=Path, metavar="IN",
                        help="4D image of even-order SH coefficients (.nii, .nii.gz, .mif, .mif.gz, .mih)")
-    peaks.add_argument("out_prefix", type=Path, metavar="OUT_PREFIX",
+    peaks.add_argument("out_prefix", metavar="OUT_PREFIX",
                        help="folder and start of the output file names: out/sub-01 writes out/sub-01_peaks.nii.gz, "
-                       "out/sub-01_count.nii.gz, ... and out/sub-01.json (the folder is created)")
+                       "out/sub-01_count.nii.gz, ... and out/sub-01.json; a folder (ending in /, or one that exists) "
+                       "gets peaks.nii.gz, count.nii.gz, ... and peaks.json (the folder is created)")
     peaks.add_argument("--mask", type=Path, help="3D mask image on the same grid (NIfTI or MRtrix)")
     add_model_options(peaks, PeaksParams)
     peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -55,13 +56,16 @@ def _peaks(args: argparse.Namespace) -> int:
     from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, run_peaks
 
     inputs = {"fod": args.input, "mask": args.mask}
+    # as OUT_PREFIX of fibertensor fod: a folder when it ends in / or is one
+    folder = args.out_prefix.endswith("/") or Path(args.out_prefix).is_dir()
+    outputs = (PeaksOutputs.in_folder if folder else PeaksOutputs.with_prefix)(Path(args.out_prefix))
     (kind,) = JOB_KINDS  # the family's own kind: the registry would import every family
     check_inputs(kind, inputs, params, read_through=False)
     try:
         # One job has the machine to itself: the volume inflates on all its cores.
         with percent_bar("peaks", args.quiet) as progress:
-            sidecar = run_peaks(args.input, PeaksOutputs.with_prefix(args.out_prefix), params, mask=args.mask,
-                                progress=progress, inflate_threads=len(os.sched_getaffinity(0)))
+            sidecar = run_peaks(args.input, outputs, params, mask=args.mask, progress=progress,
+                                inflate_threads=len(os.sched_getaffinity(0)))
     except InputError as exc:
         raise CommandError(input_problem(exc, inputs)) from None
     except (ValueError, RuntimeError) as exc:
@@ -75,7 +79,7 @@ def _peaks(args: argparse.Namespace) -> int:
               f"{sidecar['nonfinite_voxels']} non-finite, {sidecar['starts_hit_cap']} climbs hit the iteration cap; "
               f"{s['total']:.2f} s (read {s['read']:.2f}, peaks {s['peaks_total']:.2f}, write {s['write']:.2f})")
         written = [name for names in sidecar["outputs"].values() for name in names]
-        print(f"wrote {', '.join(written)} and {args.out_prefix.name}.json in {args.out_prefix.parent}")
+        print(f"wrote {', '.join(written)} and {outputs.sidecar.name} in {outputs.folder}")
     return 0
 
 

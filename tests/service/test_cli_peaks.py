@@ -91,6 +91,25 @@ def test_peaks_command_options_and_summary(sample, tmp_path, capsys):
     assert nib.load(tmp_path / "opts_peaks.nii.gz").shape == (24, 24, 12, 6)
 
 
+@pytest.mark.parametrize("existing", [False, True])
+def test_an_out_prefix_naming_a_folder_gets_the_jobs_file_names(sample, tmp_path, capsys, existing):
+    """As for ``fibertensor fod``: OUT_PREFIX ending in ``/`` (created) or an existing folder
+    holds peaks.nii.gz, count.nii.gz, ... and peaks.json, the images those of a prefix run."""
+    folder = tmp_path / "out"
+    if existing:
+        folder.mkdir()
+    given = str(folder) if existing else f"{folder}/"
+    assert main(["peaks", str(sample / "fod.nii.gz"), given, "--backend", "cpu", "--no-qc"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"and peaks.json in {folder}")
+    assert main(["peaks", str(sample / "fod.nii.gz"), str(tmp_path / "sub"), "--backend", "cpu", "--no-qc",
+                 "--quiet"]) == 0
+    names = ("peaks", "amplitudes", "count", "afd_max", "afd_total", "afd_sum", "peak_fraction", "rgb")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{n}.nii.gz" for n in names] + ["peaks.json"])
+    for name in names:
+        np.testing.assert_array_equal(load(folder / f"{name}.nii.gz"), load(tmp_path / f"sub_{name}.nii.gz"))
+    assert json.loads((folder / "peaks.json").read_text())["outputs"]["peaks"] == ["peaks.nii.gz"]
+
+
 def test_mif_outputs_add_the_command_to_the_inputs_command_history(sample, tmp_path, mrtrix):
     from worker.provenance import generated_by
 
