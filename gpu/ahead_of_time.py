@@ -6,8 +6,8 @@ than a small job's own work. :func:`build` compiles the signatures that a set of
 functions has compiled so far in this process into one Python extension module (numba's
 ``pycc``, which needs a C compiler and the Python headers), for the same CPU model and
 features as numba's JIT, with each function's own options (its error model, ``nogil``) and
-without ``parallel`` (such a module runs a ``prange`` loop serially; :func:`run_on_threads` runs
-a row-by-row loop on host threads instead). :func:`lookup` finds the build
+without ``parallel`` (such a module runs a ``prange`` loop serially; :func:`run_on_threads` and
+:func:`map_on_threads` run a row-by-row loop on host threads instead). :func:`lookup` finds the build
 of a function for given arguments and imports it, numba-free; it finds none when the
 function's source file, numba, llvmlite, the Python version or the CPU changed since the
 build (numba's own cache is keyed on the same things), and the caller then calls numba;
@@ -42,8 +42,8 @@ import numpy as np
 
 from gpu.cuda.cache_folder import kernel_cache_dir
 
-__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "serial_build", "missing_build_tools",
-           "numba_only", "host_threads", "run_on_threads"]
+__all__ = ["build", "build_folder", "compiled", "import_numba_module", "lookup", "missing_build_tools",
+           "numba_only", "host_threads", "map_on_threads", "run_on_threads"]
 
 #: a build runs its loops serially and is not cached by numba; ``nogil`` stays, so that a
 #: build's loop can run on several host threads (:func:`run_on_threads`)
@@ -332,54 +332,32 @@ _pool: ThreadPoolExecutor | None = None
 _pool_key: tuple[int, int] | None = None
 
 
-def run_on_threads(function: Callable, args: Sequence, rows: Sequence[int], n: int) -> None:
-    """``function(*args)`` over chunks of ``n`` rows on :func:`host_threads` threads: the
-    arguments at indices ``rows`` are arrays of ``n`` rows, cut into chunks, the others are
-    passed whole. For a build of a row-by-row loop whose rows are independent (each writes
-    only its own rows of its outputs) and that releases the GIL (declared ``nogil``): every
-    row's result is the one a single call gives."""
+def map_on_threads(run_chunk: Callable[[int, int], Any], n: int) -> list:
+    """``run_chunk(lo, hi)`` for consecutive chunks [lo, hi) of ``n`` rows on
+    :func:`host_threads` threads, a few chunks a thread (so that rows of unequal cost even
+    out); its results in the chunks' order. For a build of a row-by-row loop whose rows are
+    independent and that releases the GIL (declared ``nogil``)."""
     global _pool, _pool_key
     threads = host_threads()
-    # a few chunks a thread, so that rows of unequal cost even out
     size = max(1, min(4096, -(-n // (8 * threads))))
     if threads == 1 or n <= size:
-        function(*args)
-        return
+        return [run_chunk(0, n)]
     with _lock:
         # a forked child inherits the pool but not its threads: it makes its own
         if _pool is None or _pool_key != (os.getpid(), threads):
             _pool, _pool_key = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ahead-of-time"), \
                 (os.getpid(), threads)
         pool = _pool
+    return [done.result() for done in [pool.submit(run_chunk, lo, min(n, lo + size)) for lo in range(0, n, size)]]
+
+
+def run_on_threads(function: Callable, args: Sequence, rows: Sequence[int], n: int) -> None:
+    """``function(*args)`` over chunks of ``n`` rows (:func:`map_on_threads`): the arguments at
+    indices ``rows`` are arrays of ``n`` rows, cut into chunks, the others are passed whole.
+    Where each row writes only its own rows of the outputs, every row's result is the one a
+    single call gives."""
     index = set(rows)
-
-    def chunk(lo: int) -> None:
-        function(*(a[lo:lo + size] if i in index else a for i, a in enumerate(args)))
-
-    for done in [pool.submit(chunk, lo) for lo in range(0, n, size)]:
-        done.result()
-
-
-#: voxels this process has run through each function's build (:func:`serial_build`)
-_serial_voxels: dict[str, int] = {}
-
-
-def serial_build(qualname: str, args: Sequence, voxels: int, budget: int) -> Callable | None:
-    """The build of ``qualname`` for ``args`` (:func:`lookup`) while this process's runs of it,
-    this one's ``voxels`` included, stay within ``budget`` voxels; else None, and the caller
-    runs numba's parallel loop.
-
-    ``budget`` is about the voxels one thread solves in the time numba takes to start: a
-    process rents the build until what it has spent on it would have paid for numba, then
-    buys numba (the ski-rental rule, at most twice the better choice's time in hindsight). So a
-    job that runs a loop on many small sets in turn moves to every core once they add up, and
-    one small job never loads numba. A loop whose rows are independent and whose build
-    releases the GIL needs no budget: :func:`run_on_threads` runs its build on every core.
-    """
-    with _lock:
-        spent = _serial_voxels[qualname] = _serial_voxels.get(qualname, 0) + voxels
-    # past the budget, numba is loaded for this run and the later ones
-    return lookup(qualname, args) if spent <= budget else None
+    map_on_threads(lambda lo, hi: function(*(a[lo:hi] if i in index else a for i, a in enumerate(args))), n)
 
 
 _imports = threading.Lock()

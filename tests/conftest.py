@@ -84,16 +84,6 @@ def skip_or_fail(message: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_serial_budget(monkeypatch) -> None:
-    """Each test starts as a fresh process would: no voxels yet run through the
-    ahead-of-time builds (gpu.ahead_of_time.serial_build), whatever tests ran before it in
-    this worker."""
-    from gpu import ahead_of_time
-
-    monkeypatch.setattr(ahead_of_time, "_serial_voxels", {})
-
-
 @pytest.fixture
 def small_filesystem(tmp_path_factory) -> Callable[[int], Path]:
     """``mount(mib)``: a new folder holding a tmpfs of ``mib`` MiB, a real file system that

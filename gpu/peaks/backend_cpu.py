@@ -1,11 +1,9 @@
 """CPU backend of SS-HOPM: the generated ``sshopm_cpu_m{order}`` loops (numba ``prange``).
 
-A run of at most :data:`SERIAL_MAX_VOXELS` voxels takes the loop's ahead-of-time build where
-``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`) while the process's runs of it add
-up to no more (:func:`gpu.ahead_of_time.serial_build`): the same machine code on one thread,
-without numba's start-up, which costs a fresh process more than such runs
-(docs/decisions/cpu-ahead-of-time.md). Other runs, and every run without a build, go
-through numba on every core.
+Like the fod and fixels loops, a run takes the loop's ahead-of-time build where
+``fibertensor warmup`` made one (:mod:`gpu.ahead_of_time`), on the host's threads, without
+numba's start-up (docs/decisions/cpu-ahead-of-time.md); without a build it goes through
+numba on every core. The same bytes either way.
 """
 
 from __future__ import annotations
@@ -19,11 +17,7 @@ from gpu import ahead_of_time
 from gpu.peaks.sshopm_layout import HIST_BINS, N_STATS
 from gpu.peaks.sshopm_starts import neighbor_steps
 
-__all__ = ["run_sshopm_cpu", "COMPILE_SECONDS", "SERIAL_MAX_VOXELS", "LOOP_MODULE"]
-
-#: Runs of at most this many voxels take the serial ahead-of-time build, where there is one,
-#: until the process's runs of it add up to more.
-SERIAL_MAX_VOXELS = 16384
+__all__ = ["run_sshopm_cpu", "COMPILE_SECONDS", "LOOP_MODULE"]
 
 #: The module of the generated loops ``sshopm_cpu_m{order}``.
 LOOP_MODULE = "gpu.peaks.sshopm_generated_cpu"
@@ -68,7 +62,7 @@ def run_sshopm_cpu(
         # and float64 volumes, whole or chunked (the loop works in float64, so this is exact).
         args = (np.ascontiguousarray(coeffs[:, lo:hi], np.float64), sh2t, starts, neighbors, steps, fparams, iparams,
                 directions[lo:hi], amplitudes[lo:hi], count[lo:hi], stats[lo:hi])
-        chunk_hist = _run_serially(order, args, hi - lo) if n <= SERIAL_MAX_VOXELS else None
+        chunk_hist = _run_build(order, args, hi - lo)
         hist += chunk_hist if chunk_hist is not None else _run_on_every_core(order, args, announce=lo == 0)
         if progress is not None:
             progress(hi / n)
@@ -82,17 +76,22 @@ def run_sshopm_cpu(
     }
 
 
-def _run_serially(order: int, args: tuple, voxels: int) -> np.ndarray | None:
-    """The loop of ``order`` over ``voxels`` voxels from its ahead-of-time build, on this
-    thread; its iteration histogram (HIST_BINS,), or None where no build holds it or the
-    process's serial runs have used their voxels (:func:`gpu.ahead_of_time.serial_build`)."""
-    hist = np.zeros((1, HIST_BINS), np.int64)
-    loop = ahead_of_time.serial_build(f"{LOOP_MODULE}.sshopm_cpu_m{order}", (*args, hist), voxels,
-                                      SERIAL_MAX_VOXELS)
-    if loop is None:
+def _run_build(order: int, args: tuple, voxels: int) -> np.ndarray | None:
+    """The loop of ``order`` over ``voxels`` voxels from its ahead-of-time build on the host's
+    threads (:func:`gpu.ahead_of_time.map_on_threads`), each chunk of voxels a call with its
+    coefficients' columns and a histogram row of its own; the iteration histogram
+    (HIST_BINS,), or None where no build holds the loop."""
+    build = ahead_of_time.lookup(f"{LOOP_MODULE}.sshopm_cpu_m{order}", (*args, np.zeros((1, HIST_BINS), np.int64)))
+    if build is None:
         return None
-    loop(*args, hist)
-    return hist[0]
+    coeffs, shared, outputs = args[0], args[1:7], args[7:]
+
+    def chunk(lo: int, hi: int) -> np.ndarray:
+        hist = np.zeros((1, HIST_BINS), np.int64)
+        build(np.ascontiguousarray(coeffs[:, lo:hi]), *shared, *(out[lo:hi] for out in outputs), hist)
+        return hist[0]
+
+    return np.sum(ahead_of_time.map_on_threads(chunk, voxels), axis=0)
 
 
 def _run_on_every_core(order: int, args: tuple, announce: bool) -> np.ndarray:

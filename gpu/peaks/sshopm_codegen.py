@@ -345,7 +345,8 @@ def climbs_cpu_m{order}(a, points, f, seeds, n, max_step, tol_lambda, step_tol, 
 
 
 def _cpu_loop(order: int, n_unique: int) -> str:
-    return f'''@njit(parallel=True, cache=True, error_model="numpy")
+    # nogil: the loop's ahead-of-time build runs on several host threads (gpu.ahead_of_time.map_on_threads)
+    return f'''@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def sshopm_cpu_m{order}(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order {order}, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]

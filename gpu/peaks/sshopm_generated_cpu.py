@@ -170,7 +170,7 @@ def climbs_cpu_m2(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_it
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def sshopm_cpu_m2(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 2, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -452,7 +452,7 @@ def climbs_cpu_m4(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_it
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def sshopm_cpu_m4(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 4, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -879,7 +879,7 @@ def climbs_cpu_m6(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_it
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def sshopm_cpu_m6(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 6, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -1503,7 +1503,7 @@ def climbs_cpu_m8(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_it
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def sshopm_cpu_m8(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 8, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -2376,7 +2376,7 @@ def climbs_cpu_m10(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_i
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def sshopm_cpu_m10(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 10, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]
@@ -3550,7 +3550,7 @@ def climbs_cpu_m12(a, points, f, seeds, n, max_step, tol_lambda, step_tol, max_i
             slot[j] = slot[k]
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def sshopm_cpu_m12(coeffs, sh2t, starts, neighbors, hops, fparams, iparams, out_dirs, out_amps, out_count, out_stats, iter_hist):
     """The CUDA kernels' algorithm for order 12, voxels spread over CPU threads."""
     n_chunks = iter_hist.shape[0]

@@ -34,7 +34,7 @@ def warm_up_peaks(
 ) -> dict[int, float]:
     """Compile (or load) the ``backend`` (cpu|cuda) kernels of each lmax; returns the seconds
     each lmax took, about zero where the cache was already warm. numba's CPU loops, also where
-    an ahead-of-time build (gpu.ahead_of_time) would serve these few voxels: larger runs take
+    an ahead-of-time build (gpu.ahead_of_time) exists: runs without a current build take
     numba's."""
     seconds = {}
     for lmax in lmaxes:

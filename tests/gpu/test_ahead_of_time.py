@@ -138,21 +138,30 @@ def test_a_build_from_other_sources_or_versions_is_not_used(in_kernels, tmp_path
     assert ahead_of_time.lookup("worker.qc_raster.rasterize", args) is not None
 
 
-def test_a_larger_run_takes_numbas_parallel_loop_and_gets_the_same_peaks(in_kernels, monkeypatch):
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_build_on_the_hosts_threads_gets_numbas_peaks(in_kernels, monkeypatch, threads):
+    """The build of the SS-HOPM loop runs over chunks of voxels on the host's threads (three:
+    chunks of two voxels and a last one of one), each chunk with its own columns of the
+    coefficients and its own histogram row: the peaks, per-voxel statistics and iteration
+    histogram of numba's parallel loop."""
     from gpu.peaks import backend_cpu
     from gpu.peaks.search import sshopm_peaks
 
-    sh = fod_phantom((40,), 4, seed=11, noise=0.05)["sh"]
-    serial = sshopm_peaks(sh, backend="cpu")
-    called = []
-    lookup = ahead_of_time.lookup
-    monkeypatch.setattr(ahead_of_time, "lookup", lambda *a: called.append(a[0]) or lookup(*a))
-    monkeypatch.setattr(backend_cpu, "SERIAL_MAX_VOXELS", 39)
-    parallel = sshopm_peaks(sh, backend="cpu")
-    assert called == []  # 40 voxels: not looked up
+    sh = fod_phantom((41,), 4, seed=11, noise=0.05)["sh"]
+    with ahead_of_time.numba_only():
+        numbas = sshopm_peaks(sh, backend="cpu")
+    monkeypatch.setattr(ahead_of_time, "host_threads", lambda: threads)
+    chunks = []
+    map_on_threads = ahead_of_time.map_on_threads
+    monkeypatch.setattr(ahead_of_time, "map_on_threads",
+                        lambda run, n: map_on_threads(lambda lo, hi: chunks.append((lo, hi)) or run(lo, hi), n))
+    monkeypatch.setattr(backend_cpu, "_run_on_every_core", lambda *a, **k: pytest.fail("numba's loop ran"))
+    built = sshopm_peaks(sh, backend="cpu")
+    assert sorted(chunks) == ([(0, 41)] if threads == 1 else [(lo, min(41, lo + 2)) for lo in range(0, 41, 2)])
     for name in ("directions", "amplitudes", "count"):
-        np.testing.assert_array_equal(getattr(serial, name), getattr(parallel, name))
-    assert serial.stats["iterations_per_climb"] == parallel.stats["iterations_per_climb"]
+        np.testing.assert_array_equal(getattr(built, name), getattr(numbas, name))
+    timeless = [{k: v for k, v in result.stats.items() if k != "seconds"} for result in (built, numbas)]
+    assert timeless[0] == timeless[1] and timeless[0]["iterations_total"] > 0
 
 
 def test_the_warm_up_says_what_a_build_lacks(monkeypatch, capsys, tmp_path):
@@ -222,12 +231,3 @@ def test_a_gpu_warm_up_builds_the_writers_beside_the_cpu_build(kernels, tmp_path
     shown = subprocess.run([sys.executable, "-c", _METRICS], cwd=ROOT, env=env, capture_output=True, text=True,
                            check=True, timeout=300).stdout.split("] ")
     assert shown[0] == "[0.0, 0.5, 0.699999988079071" and shown[-1].strip() == "False"
-
-
-def test_a_process_rents_a_build_until_its_voxels_would_have_paid_for_numba(monkeypatch):
-    """serial_build: the build while this process's runs of the loop add up to at most the
-    budget; past it numba, for that run and every later one, however small."""
-    monkeypatch.setattr(ahead_of_time, "lookup", lambda name, args: f"the build of {name}")
-    runs = [ahead_of_time.serial_build("m.loop", (), voxels, 1000) for voxels in (400, 600, 1, 300)]
-    assert runs == ["the build of m.loop", "the build of m.loop", None, None]
-    assert ahead_of_time.serial_build("m.other", (), 1000, 1000) == "the build of m.other"  # a budget per loop

@@ -1,7 +1,7 @@
 """The ahead-of-time builds of a peaks job's compiled CPU functions (:mod:`gpu.ahead_of_time`).
 ``fibertensor warmup --backend cpu`` builds the SS-HOPM loops this process has run and the
-writers' passes (fODF metrics, QC picture): a later job of at most
-:data:`gpu.peaks.backend_cpu.SERIAL_MAX_VOXELS` voxels runs without loading numba. A warm-up
+writers' passes (fODF metrics, QC picture): a later job of any size runs without loading
+numba, the loops on the host's threads. A warm-up
 for the GPU builds the writers' passes alone, under a name of their own (so that it leaves a
 CPU build's loops in place): a GPU job, whose kernels launch from cubins, then writes its
 outputs without loading numba either.
