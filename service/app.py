@@ -163,8 +163,9 @@ def create_app(
     app = FastAPI(
         title="fibertensor",
         version="0.1.0",
-        description="Diffusion-MRI tensor jobs on GPU workers: upload NIfTI inputs, poll jobs "
-        "in batches, download NIfTI results. Errors are application/problem+json.",
+        description="Diffusion-MRI jobs on GPU workers (responses, FODs, fiber peaks, fixels, conv, compression): "
+        "upload NIfTI or MRtrix inputs, poll jobs in batches, download the results. Errors are "
+        "application/problem+json.",
         lifespan=_lifespan,
     )
     app.state.settings = settings

@@ -79,7 +79,8 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     name and help."""
     parser = argparse.ArgumentParser(
         prog="fibertensor",
-        description="Diffusion-MRI tensor jobs on the GPU (or CPU): fiber peaks, factorized conv, FP16 compression.",
+        description="Diffusion-MRI jobs on the GPU (or CPU): response functions and FODs from DWIs, fiber peaks, "
+        "fODF metrics and fixels from FODs, factorized conv, compression.",
     )
     parser.add_argument("--version", action=_PrintVersion)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

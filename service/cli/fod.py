@@ -57,13 +57,13 @@ def _fod(args: argparse.Namespace) -> int:
         raise CommandError(f"--response takes at most 3 files (WM GM CSF), not {len(responses)}")
     inputs = {**dwi_inputs(args), **dict(zip(_TISSUES, responses))}
     check_inputs(kind_named(JOB_KINDS, "fod"), inputs, params, read_through=False)
-    prefix = output_prefix(args.out_prefix)
-    try:
-        sidecar = run_fod(args.input, prefix, params, responses=dict(zip(_TISSUES, responses)),
-                          **{k: inputs[k] for k in ("bval", "bvec", "grad", "mask")},
-                          inflate_threads=len(os.sched_getaffinity(0)))
-    except InputError as exc:
-        raise CommandError(input_problem(exc, inputs)) from None
+    with output_prefix(args.out_prefix) as prefix:
+        try:
+            sidecar = run_fod(args.input, prefix, params, responses=dict(zip(_TISSUES, responses)),
+                              **{k: inputs[k] for k in ("bval", "bvec", "grad", "mask")},
+                              inflate_threads=len(os.sched_getaffinity(0)))
+        except InputError as exc:
+            raise CommandError(input_problem(exc, inputs)) from None
     print_warnings(sidecar)
     if not args.quiet:
         print(f"{params.algorithm} FODs (lmax {sidecar['lmax']['wmfod']}) in {sidecar['voxels_fitted']} voxels, "

@@ -9,9 +9,11 @@ arguments ``fibertensor fod`` shares.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from service.cli import CommandError
 from service.cli.model_options import add_model_options, params_from_args
@@ -42,14 +44,25 @@ def dwi_inputs(args: argparse.Namespace) -> dict[str, Path | None]:
     return {"dwi": args.input, "bval": args.bval, "bvec": args.bvec, "grad": args.grad, "mask": args.mask}
 
 
-def output_prefix(text: str) -> Path:
-    """OUT_PREFIX as given, its folder made when it ends in ``/``; a missing parent folder refused."""
+@contextlib.contextmanager
+def output_prefix(text: str) -> Iterator[Path]:
+    """OUT_PREFIX as given, its folder made when it ends in ``/`` (with its missing parents),
+    and those folders removed again where the command fails and they are still empty (a failed
+    job leaves nothing behind); a missing parent folder refused."""
     prefix = Path(text)
+    made = [folder for folder in (prefix, *prefix.parents) if not folder.exists()] if text.endswith("/") else []
     if text.endswith("/"):
         prefix.mkdir(parents=True, exist_ok=True)
     elif not prefix.is_dir() and not prefix.parent.is_dir():
         raise CommandError(f"the folder of OUT_PREFIX {str(prefix)!r} does not exist; create it first")
-    return prefix
+    try:
+        yield prefix
+    except BaseException:
+        for folder in made:  # the deepest first
+            if any(folder.iterdir()):
+                break
+            folder.rmdir()
+        raise
 
 
 def print_warnings(sidecar: dict) -> None:
@@ -81,12 +94,12 @@ def _response(args: argparse.Namespace) -> int:
 
     inputs = dwi_inputs(args)
     check_inputs(RESPONSE_KIND, inputs, params, read_through=False)
-    prefix = output_prefix(args.out_prefix)
-    try:
-        sidecar = run_response(args.input, prefix, params, **{k: v for k, v in inputs.items() if k != "dwi"},
-                               inflate_threads=len(os.sched_getaffinity(0)))
-    except InputError as exc:
-        raise CommandError(input_problem(exc, inputs)) from None
+    with output_prefix(args.out_prefix) as prefix:
+        try:
+            sidecar = run_response(args.input, prefix, params, **{k: v for k, v in inputs.items() if k != "dwi"},
+                                   inflate_threads=len(os.sched_getaffinity(0)))
+        except InputError as exc:
+            raise CommandError(input_problem(exc, inputs)) from None
     print_warnings(sidecar)
     if not args.quiet:
         voxels = ", ".join(f"{count} {tissue.upper()}" for tissue, count in sidecar["voxels"].items())

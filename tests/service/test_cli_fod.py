@@ -94,6 +94,22 @@ def test_cli_needs_both_fsl_files(phantom, tmp_path, capsys):
     assert "give --bval and --bvec together" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["fod", "response"])
+def test_a_failed_run_removes_the_folder_it_made(command, phantom, tmp_path, capsys):
+    """OUT_PREFIX ending in / makes its folder (and missing parents); a run that fails after
+    the checks (here the response estimation: the phantom's eroded mask leaves no voxel)
+    removes them again, a folder that was there before stays."""
+    p = phantom["paths"]
+    args = [str(p["dwi"]), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]), "--mask", str(p["mask"]),
+            "--backend", "cpu", "--quiet"]
+    assert main([command, args[0], f"{tmp_path / 'new' / 'out'}/", *args[1:]]) == 2
+    assert "Responses cannot be estimated: no brain-mask voxel has usable signal" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "old").mkdir()
+    assert main([command, args[0], f"{tmp_path / 'old'}/", *args[1:]]) == 2
+    assert (tmp_path / "old").is_dir() and not any((tmp_path / "old").iterdir())
+
+
 def test_cli_refuses_peaks_options_as_the_peaks_command_does(phantom, tmp_path, capsys):
     p = phantom["paths"]
     assert main(["fod", str(p["dwi"]), str(tmp_path / "o"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
