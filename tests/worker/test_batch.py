@@ -1,5 +1,5 @@
 """The batch pipeline (``fibertensor batch peaks``): the files of one ``fibertensor peaks``
-run per input, byte for byte, in one process or in worker processes sharing one queue; a
+run per input, byte for byte once inflated, in one process or in worker processes sharing one queue; a
 failing input fails alone and leaves no output behind."""
 
 from __future__ import annotations

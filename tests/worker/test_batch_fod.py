@@ -1,5 +1,5 @@
 """``fibertensor batch fod`` and ``fibertensor batch fixels``: the files of one ``fibertensor
-fod`` (``fixels``) run per input, byte for byte, in one process or in a worker process per
+fod`` (``fixels``) run per input, byte for byte once inflated, in one process or in a worker process per
 GPU; gradients, masks and responses found beside each DWI; inputs refused at the door or
 failing alone."""
 
