@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -115,9 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as exc:
         print(f"fibertensor: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # a file the command could not read or write once running (a full disk, a folder
+        # removed): what and where, not a traceback
+        print(f"fibertensor: error: {_os_problem(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("fibertensor: interrupted", file=sys.stderr)
         return 130
+
+
+def _os_problem(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    fix = "; free space there or write elsewhere" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return f"{exc.strerror or exc}{where}{fix}"
 
 
 def run() -> None:

@@ -43,6 +43,7 @@ def _fixels(args: argparse.Namespace) -> int:
 
         start_cuda_context()  # while the imports and the read below run, as fibertensor peaks does
     from service.cli.input_checks import check_inputs, input_problem
+    from service.cli.output_checks import check_output_folder
     from worker.errors import InputError
     from worker.jobs.fixels import JOB_KINDS, run_fixels
 
@@ -52,6 +53,7 @@ def _fixels(args: argparse.Namespace) -> int:
     out_dir = args.out_dir
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise CommandError(f"{out_dir} exists and is not an empty folder; remove it or choose another OUT_DIR")
+    check_output_folder(out_dir.parent, "OUT_DIR")
     try:
         with percent_bar("fixels", args.quiet) as progress:
             sidecar = run_fixels(args.input, out_dir, params, mask=args.mask, progress=progress)

@@ -52,6 +52,7 @@ def _peaks(args: argparse.Namespace) -> int:
 
         start_cuda_context()  # while the imports below run
     from service.cli.input_checks import check_inputs, input_problem
+    from service.cli.output_checks import check_output_folder
     from worker.errors import InputError
     from worker.jobs.peaks import JOB_KINDS, PeaksOutputs, run_peaks
 
@@ -61,6 +62,7 @@ def _peaks(args: argparse.Namespace) -> int:
     outputs = (PeaksOutputs.in_folder if folder else PeaksOutputs.with_prefix)(Path(args.out_prefix))
     (kind,) = JOB_KINDS  # the family's own kind: the registry would import every family
     check_inputs(kind, inputs, params, read_through=False)
+    check_output_folder(outputs.folder, "OUT_PREFIX")
     try:
         # One job has the machine to itself: the volume inflates on all its cores.
         with percent_bar("peaks", args.quiet) as progress:

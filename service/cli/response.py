@@ -17,6 +17,7 @@ from typing import Iterator
 
 from service.cli import CommandError
 from service.cli.model_options import add_model_options, params_from_args
+from service.cli.output_checks import check_output_folder
 from worker.params.fod import ResponseParams
 
 __all__ = ["register", "add_dwi_arguments", "dwi_inputs", "output_prefix", "print_warnings"]
@@ -50,6 +51,7 @@ def output_prefix(text: str) -> Iterator[Path]:
     and those folders removed again where the command fails and they are still empty (a failed
     job leaves nothing behind); a missing parent folder refused."""
     prefix = Path(text)
+    check_output_folder(prefix if text.endswith("/") else prefix.parent, "OUT_PREFIX")
     made = [folder for folder in (prefix, *prefix.parents) if not folder.exists()] if text.endswith("/") else []
     if text.endswith("/"):
         prefix.mkdir(parents=True, exist_ok=True)

@@ -172,3 +172,45 @@ def test_a_submit_waits_out_429_and_503_with_retry_after_and_gives_up_on_other_r
     with pytest.raises(CommandError, match="422 Bad input: fix it"):
         client.submit("peaks", {"fod": fod}, {})
     assert waits == [2.0, 1.0]
+
+
+def _write_fod(path):
+    image = nib.Nifti1Image(FOD, np.eye(4))
+    image.set_sform(np.eye(4), code=1)
+    nib.save(image, path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["peaks", "fixels"])
+@pytest.mark.parametrize("where", ["under a file", "a pseudo file system"])
+def test_an_output_folder_that_cannot_be_written_is_refused_before_the_read(command, where, tmp_path, capsys,
+                                                                            monkeypatch):
+    """Where the outputs cannot go (a file where a folder should be, /proc), the command
+    says so at the door (exit 2), before it reads its input."""
+    from worker.io import images
+
+    fod = _write_fod(tmp_path / "fod.nii")
+    monkeypatch.setattr(images, "load_image_data", lambda *a, **k: pytest.fail("the input was read"))
+    out = tmp_path / "fod.nii" / "sub" / "out" if where == "under a file" else "/proc/fibertensor-out/out"
+    message = error_line([command, fod, out, "--backend", "cpu", "--quiet"], capsys)
+    role = "OUT_PREFIX" if command == "peaks" else "OUT_DIR"
+    if where == "under a file":
+        assert message.endswith(f"that {role} needs cannot be made: '{fod}' is a file; choose another {role}")
+    else:
+        assert message.endswith(f"cannot write in '/proc' (No such file or directory), where {role} goes; "
+                                "choose a folder you can write to")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fod.nii"]
+
+
+def test_a_full_disk_while_writing_is_an_error_that_names_the_file(small_filesystem, tmp_path, capsys):
+    """A disk that fills while the outputs are written: one line naming the file (exit 1),
+    not a traceback, and no output left (each file is written beside its name and renamed)."""
+    fod = _write_fod(tmp_path / "fod.nii")
+    disk = small_filesystem(1)
+    with open(disk / "filler", "wb") as filler:  # all but a few KiB of the 1 MiB
+        filler.write(b"\0" * (1024 * 1024 - 8192))
+    assert main(["peaks", str(fod), str(disk / "sub"), "--backend", "cpu", "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"fibertensor: error: No space left on device: {disk}/"), err
+    assert err[0].endswith("; free space there or write elsewhere")
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]

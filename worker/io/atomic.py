@@ -29,6 +29,11 @@ def atomic_path(path: Path) -> Iterator[Path]:
     try:
         yield temporary
         os.replace(temporary, path)
+    except OSError as exc:
+        if exc.errno is not None and (exc.filename is None or str(exc.filename) == str(temporary)):
+            # an error names the file asked for (a full disk's write names none)
+            raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        raise
     finally:
         temporary.unlink(missing_ok=True)
 
