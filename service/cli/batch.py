@@ -122,6 +122,7 @@ def _run(args: argparse.Namespace, kind: str, model, find_items) -> int:
     """Run the batch of ``kind``: its parameters from the options, its items from
     ``find_items(params)``, the pipeline's processes from ``--gpus`` and
     ``--processes-per-gpu``; a progress bar, a summary, and the failures listed."""
+    from service.cli.output_checks import check_output_folder
     from worker.batch import default_processes, run_batch
     from worker.errors import InputError
 
@@ -139,6 +140,7 @@ def _run(args: argparse.Namespace, kind: str, model, find_items) -> int:
     # checked as the service checks, by each reader from the header: a bad FIBERTENSOR_*
     # setting stops the batch here, once
     limits = input_limits()
+    check_output_folder(args.out_dir, "--out-dir")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     resume = getattr(args, "resume", False)
 

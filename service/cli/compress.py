@@ -7,10 +7,12 @@ Both call the functions the ``compress``/``decompress`` jobs run
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from service.cli import CommandError
 from service.cli.input_checks import check_inputs, input_problem
 from service.cli.model_options import add_model_options, params_from_args
+from service.cli.output_checks import check_output_folder
 from worker.errors import InputError
 from worker.job_kinds import kind_named
 from worker.params.compress import CompressParams, DecompressParams
@@ -53,6 +55,7 @@ def _compress(args: argparse.Namespace) -> int:
         raise CommandError(f"output must end in .npz, got {args.output}")
     inputs = {"volume": args.input, **{k: getattr(args, k) for k in ("bval", "bvec") if getattr(args, k)}}
     check_inputs(kind_named(JOB_KINDS, "compress"), inputs, params, read_through=False)
+    check_output_folder(Path(args.output).parent, "output")
     try:
         report = compress_file(args.input, args.output, params, bval=args.bval, bvec=args.bvec)
     except InputError as exc:
@@ -88,6 +91,7 @@ def _decompress(args: argparse.Namespace) -> int:
     if not (args.output.endswith(".nii") or args.output.endswith(".nii.gz")):
         raise CommandError(f"output must end in .nii or .nii.gz, got {args.output}")
     check_inputs(kind_named(JOB_KINDS, "decompress"), {"archive": args.input}, DecompressParams())
+    check_output_folder(Path(args.output).parent, "output")
     try:
         report = decompress_file(args.input, args.output)
     except (InputError, FileNotFoundError) as exc:

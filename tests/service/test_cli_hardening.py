@@ -202,6 +202,15 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_the_read(comm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fod.nii"]
 
 
+@pytest.mark.parametrize("command, role", [("batch", "--out-dir"), ("compress", "output")])
+def test_batch_and_compress_check_their_output_folder_too(command, role, tmp_path, capsys):
+    fod = _write_fod(tmp_path / "fod.nii")
+    argv = (["batch", "peaks", fod, "--out-dir", "/proc/fibertensor-out", "--backend", "cpu"] if command == "batch"
+            else ["compress", fod, "/proc/fibertensor-out/fod.npz", "--tol", "0.01"])
+    assert error_line(argv, capsys).endswith(f"cannot write in '/proc' (No such file or directory), where {role} "
+                                            "goes; choose a folder you can write to")
+
+
 def test_a_full_disk_while_writing_is_an_error_that_names_the_file(small_filesystem, tmp_path, capsys):
     """A disk that fills while the outputs are written: one line naming the file (exit 1),
     not a traceback, and no output left (each file is written beside its name and renamed)."""
