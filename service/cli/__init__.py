@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as exc:
         print(f"fibertensor: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return 141  # its output piped into a reader that stopped (``| head``): quietly, as on SIGPIPE
     except OSError as exc:
         # a file the command could not read or write once running (a full disk, a folder
         # removed): what and where, not a traceback

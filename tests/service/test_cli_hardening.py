@@ -223,3 +223,16 @@ def test_a_full_disk_while_writing_is_an_error_that_names_the_file(small_filesys
     assert len(err) == 1 and err[0].startswith(f"fibertensor: error: No space left on device: {disk}/"), err
     assert err[0].endswith("; free space there or write elsewhere")
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_a_closed_pipe_ends_a_command_quietly(tmp_path, capsys, monkeypatch):
+    """Output piped into a reader that stopped (``| head``): exit 141, as a SIGPIPE would, and
+    no error line."""
+    from service.cli import peaks
+
+    def pipe_closed(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(peaks, "_peaks", pipe_closed)
+    assert main(["peaks", str(tmp_path / "fod.nii"), str(tmp_path / "out")]) == 141
+    assert capsys.readouterr().err == ""
