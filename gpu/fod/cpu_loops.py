@@ -56,7 +56,7 @@ def csd_loop(signals, init, Q, QtQ, P, Pt, threshold, max_iterations, out, niter
         data = np.empty(n)
         qtb = np.empty(nf)
         negative = np.empty(nk, np.int32)
-        was_negative = np.zeros(nk, np.int32)
+        was_negative = np.empty(nk, np.int32)  # reset by csd_voxel
         amplitudes = np.empty(nk)
         normal = np.empty((nf, nf))
         work = np.empty((nf, nf))
