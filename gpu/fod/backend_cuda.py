@@ -86,8 +86,10 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     kernels = _kernels("MSMT-CSD")
     api = kernels.api
     B = problem.B
+    Bt = np.zeros((n, kernel_layout.padded_rows(m)))
+    Bt[:, :m] = B.T
     rows = max(1, min(chunk_voxels, signals.shape[0]))
-    constants = (api.to_device(problem.project), api.to_device(B), api.to_device(np.ascontiguousarray(B.T)),
+    constants = (api.to_device(problem.project), api.to_device(B), api.to_device(Bt),
                  api.to_device(B @ B.T), api.to_device(np.ascontiguousarray(problem.L)),
                  problem.constraint_norm_lambda, problem.max_iterations, k_max,
                  api.device_array((rows, m), np.float64), api.device_array((rows, n), np.float64))

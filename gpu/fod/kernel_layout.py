@@ -5,7 +5,8 @@ numba."""
 
 from __future__ import annotations
 
-__all__ = ["THREADS", "REDO", "MAX_SHARED_BYTES", "msmt_shared_bytes", "csd_shared_bytes"]
+__all__ = ["THREADS", "REDO", "MAX_SHARED_BYTES", "ROWS_A_THREAD", "padded_rows", "msmt_shared_bytes",
+           "csd_shared_bytes"]
 
 #: Threads of a block: one warp, one voxel.
 THREADS = 32
@@ -13,6 +14,15 @@ THREADS = 32
 REDO = -2
 #: Dynamic shared memory a block may take without opting in to more.
 MAX_SHARED_BYTES = 48 * 1024
+#: MSMT-CSD constraint rows a thread evaluates in one pass over the unknowns.
+ROWS_A_THREAD = 10
+
+
+def padded_rows(m: int) -> int:
+    """Columns of the MSMT-CSD kernel's Bᵀ for M constraint rows: whole passes of
+    ``ROWS_A_THREAD`` rows a thread (the columns past M are zero)."""
+    per_pass = ROWS_A_THREAD * THREADS
+    return -(-m // per_pass) * per_pass
 
 
 def _packed_size(k: int) -> int:

@@ -10,8 +10,9 @@ triangular solves take two columns between barriers: every thread forms the seco
 column's value itself, with the operations (and so the rounding) the row's owner would
 apply over two steps, so a solve of k columns waits at ⌈k/2⌉ barriers, not k, with the
 same bytes (the kernel is bound by instruction latency along these chains of steps). A
-minimum over threads is written to shared memory and scanned in thread order by every
-thread, so each voxel's result is the same bytes on every run and any launch shape.
+minimum over threads is written to shared memory and reduced there by a tree whose order
+of comparisons is fixed (no atomics), so each voxel's result is the same bytes on every
+run and any launch shape.
 
 Only ``cuda.syncthreads`` and its predicate forms synchronise the threads (warp shuffles
 and ``syncwarp`` have no counterpart in numba's CUDA simulator, where the tests run these
@@ -32,13 +33,11 @@ import math
 
 from numba import cuda, float64, int32, int64, uint64
 
-from gpu.fod.kernel_layout import REDO, THREADS
+from gpu.fod.kernel_layout import REDO, ROWS_A_THREAD, THREADS
 from gpu.fod.solver_math import csd_initial_terms
 
 __all__ = ["msmt_kernel", "csd_kernel"]
 
-# constraint rows a thread evaluates together (see _constraint_values)
-_ROWS = 10
 
 
 # Indices are uint64: numba makes a signed index a wraparound test and a signed range loop a
@@ -265,28 +264,14 @@ def _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, p, t, off0, off1):
 
 
 @cuda.jit(device=True)
-def _row(r, j, m):
-    """Row r + 32 j, clamped to the last row (its value is then discarded)."""
-    q = r + uint64(j) * _T
-    return q if q < m else m - _1
-
-
-@cuda.jit(device=True)
 def _constraint_values(Bt, x, n, r, m):
-    """(B x)[r + 32 j] for j < _ROWS, each a sum over the unknowns in order (the CPU's); rows
-    past m answer +inf. The rows go together so that their loads from Bᵀ, which come from
-    L2 (beside the blocks' shared memory, L1 is too small for Bᵀ), overlap instead of
-    waiting one after another: a thread's rows of a 302-row problem in one pass."""
-    r0 = _row(r, 0, m)
-    r1 = _row(r, 1, m)
-    r2 = _row(r, 2, m)
-    r3 = _row(r, 3, m)
-    r4 = _row(r, 4, m)
-    r5 = _row(r, 5, m)
-    r6 = _row(r, 6, m)
-    r7 = _row(r, 7, m)
-    r8 = _row(r, 8, m)
-    r9 = _row(r, 9, m)
+    """(B x)[r + 32 j] for j < ROWS_A_THREAD, each a sum over the unknowns in order (the
+    CPU's); rows past m answer +inf. The rows go together so that their loads from Bᵀ, which
+    come from L2 (beside the blocks' shared memory, L1 is too small for Bᵀ), overlap instead
+    of waiting one after another: a thread's rows of a 302-row problem in one pass. Bᵀ has
+    zero columns up to a whole number of passes (:func:`gpu.fod.kernel_layout.padded_rows`),
+    so a thread's rows lie at fixed distances from its first and their loads share one
+    address an unknown."""
     a0 = 0.0
     a1 = 0.0
     a2 = 0.0
@@ -300,16 +285,16 @@ def _constraint_values(Bt, x, n, r, m):
     i = _0
     while i < n:
         xi = x[i]
-        a0 += Bt[i, r0] * xi
-        a1 += Bt[i, r1] * xi
-        a2 += Bt[i, r2] * xi
-        a3 += Bt[i, r3] * xi
-        a4 += Bt[i, r4] * xi
-        a5 += Bt[i, r5] * xi
-        a6 += Bt[i, r6] * xi
-        a7 += Bt[i, r7] * xi
-        a8 += Bt[i, r8] * xi
-        a9 += Bt[i, r9] * xi
+        a0 += Bt[i, r] * xi
+        a1 += Bt[i, r + _T] * xi
+        a2 += Bt[i, r + _2 * _T] * xi
+        a3 += Bt[i, r + _3 * _T] * xi
+        a4 += Bt[i, r + uint64(4) * _T] * xi
+        a5 += Bt[i, r + uint64(5) * _T] * xi
+        a6 += Bt[i, r + uint64(6) * _T] * xi
+        a7 += Bt[i, r + uint64(7) * _T] * xi
+        a8 += Bt[i, r + uint64(8) * _T] * xi
+        a9 += Bt[i, r + uint64(9) * _T] * xi
         i += _1
     return (_valid(a0, r, 0, m), _valid(a1, r, 1, m), _valid(a2, r, 2, m), _valid(a3, r, 3, m),
             _valid(a4, r, 4, m), _valid(a5, r, 5, m), _valid(a6, r, 6, m), _valid(a7, r, 7, m),
@@ -332,7 +317,7 @@ def _keep_row(c_u, v, r, j, m, c):
 
 @cuda.jit(device=True)
 def _keep_rows(c_u, v, r, m, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9):
-    """c_u[v, r + 32 j] = cj for the rows j < _ROWS before m."""
+    """c_u[v, r + 32 j] = cj for the rows j < ROWS_A_THREAD before m."""
     _keep_row(c_u, v, r, 0, m, c0)
     _keep_row(c_u, v, r, 1, m, c1)
     _keep_row(c_u, v, r, 2, m, c2)
@@ -355,11 +340,33 @@ def _lower(cr, r, best, best_row):
     return best, best_row
 
 
+@cuda.jit(device=True)
+def _lowest(value, key, t):
+    """The least (value, key) of the block's 32 pairs, by value and then key, a negative key
+    winning outright: a tree of five steps in shared memory, then every thread reads the
+    root. The order is total over the pairs the kernel forms (keys name distinct rows, or
+    are negative), so the result is what a scan in thread order finds, on any launch."""
+    h = _T >> _1
+    while h > _0:
+        if t < h:
+            a = value[t]
+            ka = key[t]
+            b = value[t + h]
+            kb = key[t + h]
+            if ka >= 0 and (kb < 0 or b < a or (b == a and kb < ka)):
+                value[t] = b
+                key[t] = kb
+        cuda.syncthreads()
+        h >>= _1
+    return value[_0], key[_0]
+
+
 @cuda.jit(cache=True)
 def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, c_u, y_u, out, niter):
     """:func:`gpu.fod.solver_math.icls_voxel` for voxel ``blockIdx.x``.
 
-    signals (V, n_volumes); project (N, n_volumes); B (M, N) and Bt = Bᵀ; G = B Bᵀ (M, M);
+    signals (V, n_volumes); project (N, n_volumes); B (M, N); Bt (N, ≥ M) = Bᵀ with zero
+    columns after the M-th (:func:`gpu.fod.kernel_layout.padded_rows`); G = B Bᵀ (M, M);
     L (N, N); c_u (≥ V, M) and y_u (≥ V, N) scratch; out (V, N); niter (V,): as the CPU
     solver's, or :data:`gpu.fod.kernel_layout.REDO`. Launch with
     :data:`gpu.fod.kernel_layout.THREADS` threads and
@@ -452,20 +459,14 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
             best, best_row = _lower(c7, int64(r + uint64(7) * _T), best, best_row)
             best, best_row = _lower(c8, int64(r + uint64(8) * _T), best, best_row)
             best, best_row = _lower(c9, int64(r + uint64(9) * _T), best, best_row)
-            r += uint64(_ROWS * THREADS)
+            r += uint64(ROWS_A_THREAD * THREADS)
         red_c[t] = best
         red_row[t] = best_row
         cuda.syncthreads()
-        lowest = math.inf
-        worst = int64(m)
-        for q in range(THREADS):
-            cq = red_c[q]
-            rq = int64(red_row[q])
-            if rq < 0:
-                redo = True
-            elif cq < lowest or (cq == lowest and rq < worst):
-                lowest = cq
-                worst = rq
+        lowest, worst = _lowest(red_c, red_row, t)
+        worst = int64(worst)
+        if worst < 0:
+            redo = True
         if redo or not lowest < 0.0:
             break
         found = 0
@@ -503,17 +504,9 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
             red_s[t] = s_min
             red_srow[t] = (s_row << 6) | int64(s_pos)
             cuda.syncthreads()
-            s_min = math.inf
-            s_row = int64(m)
-            s_pos = _0
-            for q in range(THREADS):
-                sq = red_s[q]
-                packed = int64(red_srow[q])
-                rq = packed >> 6
-                if sq < s_min or (sq == s_min and rq < s_row):
-                    s_min = sq
-                    s_row = rq
-                    s_pos = uint64(packed & 63)
+            # by row, then position: the packed key orders as its row (the position fills the low bits)
+            s_min, packed = _lowest(red_s, red_srow, t)
+            s_pos = uint64(int64(packed) & 63)
             if s_min == math.inf:
                 i = t
                 while i < n:
