@@ -63,62 +63,72 @@ def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
     ``rdiag``; z is scratch. Column-oriented: thread t keeps rows t and t + 32 (packed from
     off0 and off1) up to date, two columns between barriers (:func:`_append_row` says how;
     l[j + 1] and z[q − 1] keep no partial update of their own: the backward pass writes l
-    afresh and z is scratch)."""
+    afresh and z is scratch). The values every thread forms, thread 0 writes."""
     t1 = t + _T
+    lead = t == _0
+    own0 = t < k
+    own1 = t1 < k
     j = _0
+    offj1 = _off(_1)  # row j + 1's start, moved on as j grows
     while j + _1 < k:
         # columns j and j + 1: every thread forms w_{j+1} as row j + 1's owner did in two steps
         j1 = j + _1
         wj = l[j] * rdiag[j]
         u = l[j1]
-        u -= low[_off(j1) + j] * wj
+        u -= low[offj1 + j] * wj
         wj1 = u * rdiag[j1]
-        if j == t or j == t1:
+        if lead:
             z[j] = wj
-        if j1 == t or j1 == t1:
             z[j1] = wj1
-        if j1 < t and t < k:
-            l[t] -= low[off0 + j] * wj
-            l[t] -= low[off0 + j1] * wj1
-        if j1 < t1 and t1 < k:
-            l[t1] -= low[off1 + j] * wj
-            l[t1] -= low[off1 + j1] * wj1
+        if own0 and j1 < t:
+            a = l[t]
+            a -= low[off0 + j] * wj
+            a -= low[off0 + j1] * wj1
+            l[t] = a
+        if own1 and j1 < t1:
+            a = l[t1]
+            a -= low[off1 + j] * wj
+            a -= low[off1 + j1] * wj1
+            l[t1] = a
         cuda.syncthreads()
+        offj1 += j1 + j1 + uint64(5)  # _off(j1 + 2) − _off(j1)
         j += _2
     if j < k:
         # the last column: no row below it
-        wj = l[j] * rdiag[j]
-        if j == t or j == t1:
-            z[j] = wj
+        if lead:
+            z[j] = l[j] * rdiag[j]
         cuda.syncthreads()
     q = k
+    base = _off(q - _1) if q > _0 else _0  # row q − 1's start, moved back as q falls
     while q > _1:
         q -= _1
         # columns q and q − 1: every thread forms x_{q−1} as row q − 1's owner did in two steps
         q1 = q - _1
+        base1 = base - q - _1  # _off(q1) = _off(q) − (q + 1)
         xq = z[q] * rdiag[q]
-        base = _off(q)
         u = z[q1]
         u -= low[base + q1] * xq
         xq1 = u * rdiag[q1]
-        if q == t or q == t1:
+        if lead:
             l[q] = xq
-        if q1 == t or q1 == t1:
             l[q1] = xq1
-        base1 = _off(q1)
         if t < q1:
-            z[t] -= low[base + t] * xq
-            z[t] -= low[base1 + t] * xq1
+            a = z[t]
+            a -= low[base + t] * xq
+            a -= low[base1 + t] * xq1
+            z[t] = a
         if t1 < q1:
-            z[t1] -= low[base + t1] * xq
-            z[t1] -= low[base1 + t1] * xq1
+            a = z[t1]
+            a -= low[base + t1] * xq
+            a -= low[base1 + t1] * xq1
+            z[t1] = a
         cuda.syncthreads()
+        base = base1 - q  # _off(q1 − 1) = _off(q1) − q
         q = q1
     if q > _0:
         # the first column: no row above it
-        xq = z[_0] * rdiag[_0]
-        if t == _0:
-            l[_0] = xq
+        if lead:
+            l[_0] = z[_0] * rdiag[_0]
         cuda.syncthreads()
 
 
@@ -128,10 +138,13 @@ def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, 
     r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`); r's
     c_u (``cu_row``) goes beside it in ``cua``."""
     t1 = t + _T
+    lead = t == _0
+    own0 = t < k
+    own1 = t1 < k
     base = _off(k)
-    if t < k:
+    if own0:
         z[t] = G[uint64(rows[t]), r]
-    if t1 < k:
+    if own1:
         z[t1] = G[uint64(rows[t1]), r]
     cuda.syncthreads()
     # two columns between barriers: every thread forms w_{j+1} itself, with the operations
@@ -139,30 +152,35 @@ def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, 
     # reading it; the rows below the pair take column j and then column j + 1. z[j + 1]
     # itself is left without column j's update: nothing reads it after its column.
     j = _0
+    offj1 = _off(_1)  # row j + 1's start, moved on as j grows
     while j + _1 < k:
         j1 = j + _1
         wj = z[j] * rdiag[j]
         u = z[j1]
-        u -= low[_off(j1) + j] * wj
+        u -= low[offj1 + j] * wj
         wj1 = u * rdiag[j1]
-        if j == t or j == t1:
+        if lead:
             low[base + j] = wj
-        if j1 == t or j1 == t1:
             low[base + j1] = wj1
-        if j1 < t and t < k:
-            z[t] -= low[off0 + j] * wj
-            z[t] -= low[off0 + j1] * wj1
-        if j1 < t1 and t1 < k:
-            z[t1] -= low[off1 + j] * wj
-            z[t1] -= low[off1 + j1] * wj1
+        if own0 and j1 < t:
+            a = z[t]
+            a -= low[off0 + j] * wj
+            a -= low[off0 + j1] * wj1
+            z[t] = a
+        if own1 and j1 < t1:
+            a = z[t1]
+            a -= low[off1 + j] * wj
+            a -= low[off1 + j1] * wj1
+            z[t1] = a
         cuda.syncthreads()
+        offj1 += j1 + j1 + uint64(5)  # _off(j1 + 2) − _off(j1)
         j += _2
     if j < k:
         # the last column: no row below it
-        if j == t or j == t1:
+        if lead:
             low[base + j] = z[j] * rdiag[j]
         cuda.syncthreads()
-    if t == _0:
+    if lead:
         ss = 0.0
         j = _0
         while j < k:
@@ -221,13 +239,14 @@ def _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, p, t, off0, off1):
         l[t1] = cua[t1 + _1]
     # thread t moves columns t and t + 32 of every row: no entry another thread reads
     i = p
+    dst = _off(p)
     while i < last:
-        dst = _off(i)
-        src = dst + i + _2
+        src = dst + i + _2  # _off(i + 1)
         if t < i + _2:
             low[dst + t] = low[src + t]
         if t1 < i + _2:
             low[dst + t1] = low[src + t1]
+        dst = src
         i += _1
     cuda.syncthreads()
     if p <= t and t < last:
