@@ -58,12 +58,14 @@ def _off(i):
 
 
 @cuda.jit(device=True)
-def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
-    """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low`` with its diagonal's reciprocals in
-    ``rdiag``; z is scratch. Column-oriented: thread t keeps rows t and t + 32 (packed from
-    off0 and off1) up to date, two columns between barriers (:func:`_append_row` says how;
-    l[j + 1] and z[q − 1] keep no partial update of their own: the backward pass writes l
-    afresh and z is scratch). The values every thread forms, thread 0 writes."""
+def _forward_pairs(low, rdiag, k, rhs, out, base, t, off0, off1):
+    """Forward substitution with the packed factor L (diagonal's reciprocals in ``rdiag``):
+    w = L⁻¹ rhs[:k] into out[base:base + k], thread 0 writing. Column-oriented: thread t
+    keeps rows t and t + 32 of ``rhs`` (packed from off0 and off1) up to date, two columns
+    between barriers: every thread forms w_{j+1} itself, with the operations (and so the
+    rounding) of row j + 1's owner updating it by column j and then reading it; the rows
+    below the pair take column j and then column j + 1. rhs[j + 1] itself is left without
+    column j's update: nothing reads it after its column."""
     t1 = t + _T
     lead = t == _0
     own0 = t < k
@@ -71,33 +73,44 @@ def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
     j = _0
     offj1 = _off(_1)  # row j + 1's start, moved on as j grows
     while j + _1 < k:
-        # columns j and j + 1: every thread forms w_{j+1} as row j + 1's owner did in two steps
         j1 = j + _1
-        wj = l[j] * rdiag[j]
-        u = l[j1]
+        wj = rhs[j] * rdiag[j]
+        u = rhs[j1]
         u -= low[offj1 + j] * wj
         wj1 = u * rdiag[j1]
         if lead:
-            z[j] = wj
-            z[j1] = wj1
+            out[base + j] = wj
+            out[base + j1] = wj1
         if own0 and j1 < t:
-            a = l[t]
+            a = rhs[t]
             a -= low[off0 + j] * wj
             a -= low[off0 + j1] * wj1
-            l[t] = a
+            rhs[t] = a
         if own1 and j1 < t1:
-            a = l[t1]
+            a = rhs[t1]
             a -= low[off1 + j] * wj
             a -= low[off1 + j1] * wj1
-            l[t1] = a
+            rhs[t1] = a
         cuda.syncthreads()
         offj1 += j1 + j1 + uint64(5)  # _off(j1 + 2) − _off(j1)
         j += _2
     if j < k:
         # the last column: no row below it
         if lead:
-            z[j] = l[j] * rdiag[j]
+            out[base + j] = rhs[j] * rdiag[j]
         cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
+    """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low`` with its diagonal's reciprocals in
+    ``rdiag``; z is scratch. The forward half by :func:`_forward_pairs` into z, the backward
+    half the same way by rows t and t + 32 of z (z[q − 1] keeps no partial update of its
+    own: z is scratch, and l is written afresh). The values every thread forms, thread 0
+    writes."""
+    t1 = t + _T
+    lead = t == _0
+    _forward_pairs(low, rdiag, k, l, z, _0, t, off0, off1)
     q = k
     base = _off(q - _1) if q > _0 else _0  # row q − 1's start, moved back as q falls
     while q > _1:
@@ -123,7 +136,7 @@ def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
             a -= low[base1 + t1] * xq1
             z[t1] = a
         cuda.syncthreads()
-        base = base1 - q  # _off(q1 − 1) = _off(q1) − q
+        base = base1 - q if q1 > _0 else _0  # _off(q1 − 1) = _off(q1) − q (none before row 0)
         q = q1
     if q > _0:
         # the first column: no row above it
@@ -135,52 +148,17 @@ def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
 @cuda.jit(device=True)
 def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, t, off0, off1):
     """Extend the packed factor of the active rows' Gram matrix (G[rows, rows] + λ I) by row
-    r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`); r's
-    c_u (``cu_row``) goes beside it in ``cua``."""
+    r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`) by
+    :func:`_forward_pairs` into row k; r's c_u (``cu_row``) goes beside it in ``cua``."""
     t1 = t + _T
-    lead = t == _0
-    own0 = t < k
-    own1 = t1 < k
     base = _off(k)
-    if own0:
+    if t < k:
         z[t] = G[uint64(rows[t]), r]
-    if own1:
+    if t1 < k:
         z[t1] = G[uint64(rows[t1]), r]
     cuda.syncthreads()
-    # two columns between barriers: every thread forms w_{j+1} itself, with the operations
-    # (and so the rounding) of row j + 1's owner updating z[j + 1] by column j and then
-    # reading it; the rows below the pair take column j and then column j + 1. z[j + 1]
-    # itself is left without column j's update: nothing reads it after its column.
-    j = _0
-    offj1 = _off(_1)  # row j + 1's start, moved on as j grows
-    while j + _1 < k:
-        j1 = j + _1
-        wj = z[j] * rdiag[j]
-        u = z[j1]
-        u -= low[offj1 + j] * wj
-        wj1 = u * rdiag[j1]
-        if lead:
-            low[base + j] = wj
-            low[base + j1] = wj1
-        if own0 and j1 < t:
-            a = z[t]
-            a -= low[off0 + j] * wj
-            a -= low[off0 + j1] * wj1
-            z[t] = a
-        if own1 and j1 < t1:
-            a = z[t1]
-            a -= low[off1 + j] * wj
-            a -= low[off1 + j1] * wj1
-            z[t1] = a
-        cuda.syncthreads()
-        offj1 += j1 + j1 + uint64(5)  # _off(j1 + 2) − _off(j1)
-        j += _2
-    if j < k:
-        # the last column: no row below it
-        if lead:
-            low[base + j] = z[j] * rdiag[j]
-        cuda.syncthreads()
-    if lead:
+    _forward_pairs(low, rdiag, k, z, low, base, t, off0, off1)
+    if t == _0:
         ss = 0.0
         j = _0
         while j < k:
