@@ -125,30 +125,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # code and Pillow's text, as the warm-up below leaves them
     for made in ("cpu", "qc"):
         shutil.rmtree(KERNEL_CACHE / made, ignore_errors=True)
-    # `fibertensor warmup` of every CPU kernel the tests load, spread over one process per core
-    # (numba compiles on one thread): on a cold cache the workers would otherwise compile them
-    # inside tests, one at a time, the other workers waiting on the cache's lock. The tests run
-    # the SS-HOPM CPU loops of lmax 2 to 8 only: those of 10 and 12 would cost a cold run half a
-    # minute of CPU for nothing.
-    cores = os.cpu_count() or 1
-    work = [("fixels", None), ("fod", None), ("conv", None), *(("peaks", lmax) for lmax in (2, 4, 6, 8))]
-    warmups = []
-    for share in (work[i::cores] for i in range(cores)):
-        if not share:
-            continue
-        families = list(dict.fromkeys(family for family, _ in share))
-        lmaxes = [str(lmax) for _, lmax in share if lmax is not None]
-        # no ahead-of-time build: the jobs of the tests run numba's code (tests/gpu/test_ahead_of_time.py
-        # builds its own and compares the two)
-        command = [sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--quiet", "--no-ahead-of-time",
-                   "--family", *families]
-        warmups.append(subprocess.Popen([*command, *(["--lmax", *lmaxes] if lmaxes else [])],
-                                        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True))
-    for warmup in warmups:
-        output, _ = warmup.communicate()
-        if warmup.returncode != 0:
-            raise pytest.UsageError(f"`fibertensor warmup` failed before any test ran:\n{output}")
+    # `fibertensor warmup` of every CPU kernel the tests load, in one process per core (its
+    # default; numba compiles on one thread): on a cold cache the workers would otherwise
+    # compile them inside tests, one at a time, the other workers waiting on the cache's lock.
+    # The tests run the SS-HOPM CPU loops of lmax 2 to 8 only: those of 10 and 12 would cost a
+    # cold run half a minute of CPU for nothing. No ahead-of-time build: the jobs of the tests
+    # run numba's code (tests/gpu/test_ahead_of_time.py builds its own and compares the two).
+    done = subprocess.run([sys.executable, "-m", "service", "warmup", "--backend", "cpu", "--quiet",
+                           "--no-ahead-of-time", "--family", "fixels", "fod", "conv", "peaks", "--lmax", "2", "4", "6",
+                           "8"], cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    if done.returncode != 0:
+        raise pytest.UsageError(f"`fibertensor warmup` failed before any test ran:\n{done.stdout}")
 
 
 @pytest.hookimpl(trylast=True)

@@ -11,7 +11,6 @@ quick check (docs/decisions/kernel-warmup.md).
 from __future__ import annotations
 
 import argparse
-import warnings
 
 from service.cli import CommandError
 
@@ -39,61 +38,133 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "numba and Pillow: with the cpu backend a small job's functions (peaks, the CSD and MSMT-CSD "
                         "fits, FMLS segmentation), with cuda the peaks output writers' and the FMLS loop the GPU "
                         "hands voxels back to (the build needs a C compiler and the Python headers; default on)")
+    warmup.add_argument("--processes", type=int, metavar="N",
+                        help="compile in N processes at once, each taking whole families or shares of one (peaks: "
+                        "an lmax each; conv on cuda: a share of its kernels); default one a core, at most 8 with "
+                        "cuda (each holds a CUDA context and its GPU memory); 1: all in this process, one after "
+                        "another")
     warmup.add_argument("--quiet", action="store_true", help="print nothing")
     warmup.set_defaults(func=_warmup)
 
 
+#: compiling processes at most with the CUDA backend: each holds a context and its GPU memory
+_CUDA_PROCESSES = 8
+
+
 def _warmup(args: argparse.Namespace) -> int:
+    import os
+
     from gpu.cuda.backend import resolve_backend
-    from gpu.cuda.compile_notice import compiling_on_purpose
 
     try:
         backend = resolve_backend(args.backend)
     except RuntimeError as exc:
         raise CommandError(str(exc)) from None
+    if args.processes is not None and args.processes < 1:
+        raise CommandError(f"--processes must be at least 1, got {args.processes}")
+    cores = len(os.sched_getaffinity(0))
+    processes = args.processes or (min(cores, _CUDA_PROCESSES) if backend == "cuda" else cores)
+    families = FAMILIES if "all" in args.family else tuple(dict.fromkeys(args.family))
+    units = _units(families, backend, tuple(args.lmax or ()), args.ahead_of_time, processes)
 
     def log(message: str) -> None:
         if not args.quiet:
             print(message, flush=True)
 
-    families = FAMILIES if "all" in args.family else tuple(dict.fromkeys(args.family))
+    if processes == 1 or len(units) == 1:
+        for name, options in units:
+            _run_unit(backend, name, options, log)
+        return 0
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, wait
+
+    # spawned, not forked: each process starts its own numba and CUDA; their lines print in
+    # the units' order, as one process would print them
+    with ProcessPoolExecutor(min(processes, len(units)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {index: pool.submit(_run_unit, backend, name, options)
+                   for index, (name, options) in enumerate(units) if name != "peaks writers"}
+        for index, (name, options) in enumerate(units):
+            if name == "peaks writers":
+                # its build takes the loops the peaks units compiled, from numba's cache
+                wait([futures[i] for i, (other, _) in enumerate(units) if other == "peaks"])
+                futures[index] = pool.submit(_run_unit, backend, name, options)
+        for index in range(len(units)):
+            for line in futures[index].result():
+                log(line)
+    return 0
+
+
+def _units(families: tuple[str, ...], backend: str, lmaxes: tuple[int, ...], ahead_of_time: bool,
+           processes: int) -> list[tuple[str, dict]]:
+    """The warm-up's independent pieces, in the order their lines print: one per peaks lmax,
+    the peaks writers, each other family, and conv's CUDA kernels in ``processes`` shares."""
+    from gpu.sh_basis import SUPPORTED_LMAX
+
+    units: list[tuple[str, dict]] = []
+    for family in families:
+        if family == "peaks":
+            lmaxes = lmaxes or SUPPORTED_LMAX
+            units += [("peaks", {"lmax": lmax}) for lmax in lmaxes]
+            units.append(("peaks writers", {"ahead_of_time": ahead_of_time, "lmaxes": lmaxes}))
+        elif family == "conv" and backend == "cuda":
+            units += [("conv", {"part": part, "parts": processes}) for part in range(processes)]
+        else:
+            units.append((family, {"ahead_of_time": ahead_of_time}))
+    return units
+
+
+def _run_unit(backend: str, name: str, options: dict, log=None) -> list[str]:
+    """Warm up one piece of :func:`_units`; its lines go to ``log``, or are returned (from a
+    process of the pool)."""
+    import warnings
+
+    from gpu.cuda.compile_notice import compiling_on_purpose
+
+    lines: list[str] = []
+    say = lines.append if log is None else log
     with compiling_on_purpose(), warnings.catch_warnings():
         # the warm-up's few voxels make small grids on purpose: numba's advice is not for the user
         warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU under-utilization")
-        for family in families:
-            if family == "peaks":
-                from gpu.peaks.warmup import warm_up_peaks
+        if name == "peaks":
+            from gpu.peaks.warmup import warm_up_peaks
 
-                warm_up_peaks(backend, **({"lmaxes": tuple(args.lmax)} if args.lmax else {}), log=log)
-                from worker.jobs.peaks import warm_up_pam5_writer, warm_up_writers
+            warm_up_peaks(backend, lmaxes=(options["lmax"],), log=say)
+        elif name == "peaks writers":
+            from worker.jobs.peaks import warm_up_pam5_writer, warm_up_writers
 
-                log(f"peaks writers: QC picture rasterizer, fODF metrics (cpu): {warm_up_writers():.1f} s")
-                pam5 = warm_up_pam5_writer()
-                log("peaks .pam5 writer: skipped, DIPY is not installed" if pam5 is None
-                    else f"peaks .pam5 writer (cpu): {pam5:.1f} s")
-                if args.ahead_of_time:
-                    _build_peaks_ahead_of_time(log, loops=backend == "cpu")
-            elif family == "fod":
-                from gpu.fod.warmup import warm_up_fod
+            say(f"peaks writers: QC picture rasterizer, fODF metrics (cpu): {warm_up_writers():.1f} s")
+            pam5 = warm_up_pam5_writer()
+            say("peaks .pam5 writer: skipped, DIPY is not installed" if pam5 is None
+                else f"peaks .pam5 writer (cpu): {pam5:.1f} s")
+            if options["ahead_of_time"]:
+                if backend == "cpu":
+                    # the build takes the loops this process has loaded: those of the peaks
+                    # units, which may have run in other processes (numba's cache has them)
+                    from gpu.peaks.warmup import warm_up_peaks
 
-                warm_up_fod(backend, log=log)
-                if args.ahead_of_time and backend == "cpu":
-                    _build_fod_ahead_of_time(log)
-            elif family == "fixels":
-                from gpu.fixels.warmup import warm_up_fixels
+                    warm_up_peaks(backend, lmaxes=options["lmaxes"])
+                _build_peaks_ahead_of_time(say, loops=backend == "cpu")
+        elif name == "fod":
+            from gpu.fod.warmup import warm_up_fod
 
-                warm_up_fixels(backend, log=log)
-                if args.ahead_of_time:
-                    _build_fixels_ahead_of_time(log)
-            elif family == "conv":
-                from gpu.conv.warmup import warm_up_conv
+            warm_up_fod(backend, log=say)
+            if options["ahead_of_time"] and backend == "cpu":
+                _build_fod_ahead_of_time(say)
+        elif name == "fixels":
+            from gpu.fixels.warmup import warm_up_fixels
 
-                warm_up_conv(backend, log=log)
-            else:
-                from gpu.compress.warmup import warm_up_compress
+            warm_up_fixels(backend, log=say)
+            if options["ahead_of_time"]:
+                _build_fixels_ahead_of_time(say)
+        elif name == "conv":
+            from gpu.conv.warmup import warm_up_conv
 
-                warm_up_compress(backend, log=log)
-    return 0
+            warm_up_conv(backend, log=say, **{k: v for k, v in options.items() if k in ("part", "parts")})
+        else:
+            from gpu.compress.warmup import warm_up_compress
+
+            warm_up_compress(backend, log=say)
+    return lines
 
 
 def _build_peaks_ahead_of_time(log, loops: bool = True) -> None:

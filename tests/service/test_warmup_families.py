@@ -46,3 +46,34 @@ def test_warmup_caches_the_compress_loops(capsys):
     cache = Path(os.environ["NUMBA_CACHE_DIR"])
     for loop in ("chunked_rans._encode_chunks", "chunked_rans._decode_chunks", "step_error._block_sums"):
         assert list(cache.rglob(f"{loop}-*.nbi")), loop
+
+
+def test_warmup_pieces_spread_peaks_by_lmax_and_the_cuda_conv_kernels_by_share():
+    """The pieces processes take at once: a peaks lmax each, the peaks writers (whose build
+    waits for them), each family, and conv's CUDA kernels in as many shares as processes."""
+    from service.cli.warmup import _units
+
+    units = _units(("peaks", "conv", "fod"), "cuda", (4, 8), True, 3)
+    assert [name for name, _ in units] == ["peaks", "peaks", "peaks writers", "conv", "conv", "conv", "fod"]
+    assert [options["lmax"] for name, options in units if name == "peaks"] == [4, 8]
+    assert [(options["part"], options["parts"]) for name, options in units if name == "conv"] == [(0, 3), (1, 3),
+                                                                                                  (2, 3)]
+    assert _units(("conv",), "cpu", (), False, 3) == [("conv", {"ahead_of_time": False})]
+
+
+def test_warmup_in_one_process_prints_what_several_print(capsys):
+    """``--processes 1`` runs every piece here, one after another; the default spreads them
+    over processes: the same lines either way, in the same order (times aside)."""
+    import re
+
+    lines = []
+    for processes in ("1", "2"):
+        assert main(["warmup", "--backend", "cpu", "--family", "fod", "compress", "--no-ahead-of-time",
+                     "--processes", processes]) == 0
+        lines.append([re.sub(r"[0-9.]+ s$", "", line) for line in capsys.readouterr().out.splitlines()])
+    assert lines[0] == lines[1] == ["fod: CSD and MSMT-CSD (cpu): ", "compress: chunked rANS and step-error loops (cpu): "]
+
+
+def test_warmup_refuses_fewer_than_one_process(capsys):
+    assert main(["warmup", "--backend", "cpu", "--family", "fod", "--processes", "0"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--processes must be at least 1, got 0")
