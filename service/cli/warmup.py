@@ -88,9 +88,14 @@ def _warmup(args: argparse.Namespace) -> int:
                 # its build takes the loops the peaks units compiled, from numba's cache
                 wait([futures[i] for i, (other, _) in enumerate(units) if other == "peaks"])
                 futures[index] = pool.submit(_run_unit, backend, name, options)
-        for index in range(len(units)):
-            for line in futures[index].result():
-                log(line)
+        try:
+            for index in range(len(units)):
+                for line in futures[index].result():
+                    log(line)
+        except BaseException:
+            # a piece failed (or Ctrl-C): the pieces not started yet are dropped, not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return 0
 
 
