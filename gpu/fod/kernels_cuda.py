@@ -38,8 +38,6 @@ from gpu.fod.solver_math import csd_initial_terms
 
 __all__ = ["msmt_kernel", "csd_kernel"]
 
-
-
 # Indices are uint64: numba makes a signed index a wraparound test and a signed range loop a
 # count with sign fix-ups, which were most of these kernels' instructions; unsigned, they are
 # plain address arithmetic (docs/decisions/fod-warp-per-voxel.md).
