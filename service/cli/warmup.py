@@ -4,8 +4,9 @@ Each generated kernel compiles on its first use, for seconds to a minute (the SS
 kernels: one set per lmax); the worker image runs this at build time
 (docker/Dockerfile.worker) so that no job waits for it. numba keys its cache on the CPU
 model (``NUMBA_CPU_NAME``) or the GPU's compute capability, and on ``NUMBA_CACHE_DIR``:
-warm up where, and with the settings with which, the jobs run. A warm cache makes this a
-quick check (docs/decisions/kernel-warmup.md).
+warm up where, and with the settings with which, the jobs run. numba compiles on one
+thread, so the independent pieces run in spawned processes, one a core. A warm cache makes
+this a quick check (docs/decisions/kernel-warmup.md).
 """
 
 from __future__ import annotations
