@@ -206,7 +206,7 @@ def up_to_date(item: BatchItem, params: PeaksParams) -> bool:
 
 #: Worker processes per GPU a fod batch needs at most: its fit is GPU work, and more
 #: processes only queue for the GPU, each holding a DWI (docs/decisions/processes-per-gpu.md).
-FOD_PROCESSES_PER_GPU = 4
+FOD_PROCESSES_PER_GPU = 6
 
 
 def default_processes(devices: int = 1, kind: str = "peaks") -> int:

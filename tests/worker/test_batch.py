@@ -310,7 +310,7 @@ def test_worker_processes_get_their_share_of_cores_as_blas_threads_unless_the_us
 
 @pytest.mark.parametrize("cores, devices, kind, expected", [
     (32, 1, "peaks", 24), (32, 2, "peaks", 12), (32, 1, "fixels", 24),
-    (32, 1, "fod", 4), (32, 2, "fod", 4), (4, 1, "fod", 3), (2, 2, "fod", 1), (1, 1, "peaks", 1)])
+    (32, 1, "fod", 6), (32, 2, "fod", 6), (16, 1, "fod", 6), (16, 2, "fod", 6), (4, 1, "fod", 3), (2, 2, "fod", 1), (1, 1, "peaks", 1)])
 def test_default_processes_per_gpu_by_kind(monkeypatch, cores, devices, kind, expected):
     """Three per four cores among the GPUs, at least one; a fod batch, whose fit waits on the GPU,
     no more than FOD_PROCESSES_PER_GPU a GPU."""
