@@ -87,7 +87,7 @@ def _add_pipeline_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes-per-gpu", type=int, metavar="N",
                         help="worker processes per GPU (or in all, without --gpus), each with its own reader and "
                         "writer threads, all taking inputs from one queue; one process alone cannot use more than "
-                        "about five cores (default: three per four cores, for fod at most 4 per GPU; 1 without --gpus runs in this "
+                        "about five cores (default: three per four cores, for fod at most 6 per GPU; 1 without --gpus runs in this "
                         "process)")
     parser.add_argument("--readers", type=int, metavar="N", help="reader threads per process (default: from the cores)")
     parser.add_argument("--writers", type=int, metavar="N", help="writer threads per process (default: from the cores)")

@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="worker processes (per GPU with --gpus), all taking FODs from one queue, each reading the "
                       "next FODs while one is computed and writing the previous ones, as fibertensor batch peaks "
                       "does; one process alone cannot use more than about five cores (default: three per four cores, from "
-                      "DWIs at most 4 per GPU; 1 without --gpus runs in this process)")
+                      "DWIs at most 6 per GPU; 1 without --gpus runs in this process)")
     bids.add_argument("--gpus", metavar="all|0,1",
                       help="the GPUs to run on, each with --processes worker processes: 'all' or "
                       "CUDA_VISIBLE_DEVICES values (default: the backend's device)")

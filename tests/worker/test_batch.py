@@ -318,3 +318,16 @@ def test_default_processes_per_gpu_by_kind(monkeypatch, cores, devices, kind, ex
 
     monkeypatch.setattr(batch.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert batch.default_processes(devices, kind) == expected
+
+
+def test_the_help_states_the_fod_processes_limit():
+    """The command line's help gives the limit the batch applies (the CLI does not import the
+    batch module to build its help: it is slow to import)."""
+    from service.cli import build_parser
+    from worker.batch import FOD_PROCESSES_PER_GPU
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for command in (commands["batch"]._subparsers._group_actions[0].choices["fod"], commands["bids"]):
+        text = " ".join(command.format_help().split())
+        assert f"at most {FOD_PROCESSES_PER_GPU} per GPU" in text
