@@ -112,8 +112,9 @@ def _units(families: tuple[str, ...], backend: str, lmaxes: tuple[int, ...], ahe
             lmaxes = lmaxes or SUPPORTED_LMAX
             units += [("peaks", {"lmax": lmax}) for lmax in lmaxes]
             units.append(("peaks writers", {"ahead_of_time": ahead_of_time, "lmaxes": lmaxes}))
-        elif family == "conv" and backend == "cuda":
-            units += [("conv", {"part": part, "parts": processes}) for part in range(processes)]
+        elif family == "conv":
+            parts = processes if backend == "cuda" else 1
+            units += [("conv", {"part": part, "parts": parts}) for part in range(parts)]
         else:
             units.append((family, {"ahead_of_time": ahead_of_time}))
     return units
@@ -165,7 +166,7 @@ def _run_unit(backend: str, name: str, options: dict, log=None) -> list[str]:
         elif name == "conv":
             from gpu.conv.warmup import warm_up_conv
 
-            warm_up_conv(backend, log=say, **{k: v for k, v in options.items() if k in ("part", "parts")})
+            warm_up_conv(backend, log=say, **options)
         else:
             from gpu.compress.warmup import warm_up_compress
 

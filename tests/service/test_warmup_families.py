@@ -58,7 +58,7 @@ def test_warmup_pieces_spread_peaks_by_lmax_and_the_cuda_conv_kernels_by_share()
     assert [options["lmax"] for name, options in units if name == "peaks"] == [4, 8]
     assert [(options["part"], options["parts"]) for name, options in units if name == "conv"] == [(0, 3), (1, 3),
                                                                                                   (2, 3)]
-    assert _units(("conv",), "cpu", (), False, 3) == [("conv", {"ahead_of_time": False})]
+    assert _units(("conv",), "cpu", (), False, 3) == [("conv", {"part": 0, "parts": 1})]  # the CPU loops: one piece
 
 
 def test_warmup_in_one_process_prints_what_several_print(capsys):
