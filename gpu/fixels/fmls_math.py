@@ -29,9 +29,9 @@ import math
 from numba import uint64
 from numba.extending import register_jitable
 
-__all__ = ["sample_amplitudes", "sweep_blocked", "grow_lobes", "refine_lobe", "write_fixels", "segment_voxel",
-           "sh_peak", "nearest_direction_from", "LOBE_OVERFLOW", "ANGLE_TOLERANCE", "MAX_DIR_CHANGE",
-           "NEWTON_ITERATIONS"]
+__all__ = ["sample_amplitudes", "sweep_blocked", "grow_lobes", "refine_lobe", "refine_start", "refine_end",
+           "write_fixels", "segment_voxel", "sh_peak", "sh_peak_steps", "nearest_direction_from", "LOBE_OVERFLOW",
+           "ANGLE_TOLERANCE", "MAX_DIR_CHANGE", "NEWTON_ITERATIONS"]
 
 # MRtrix3's Math::SH::get_peak: stop once a step is below 1e-4 rad, steps capped at 0.2 rad,
 # at most 50 iterations.
@@ -193,14 +193,12 @@ def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, factors, al):
 
 
 @register_jitable
-def sh_peak(sh, lmax, x, y, z, legendre, step, factors, al):
-    """Local maximum of the SH series ``sh`` from unit (x, y, z): Newton steps along the
-    gradient in spherical coordinates (MRtrix3's ``Math::SH::get_peak``; ``factors`` as
-    :func:`_sh_derivatives`), each
-    |f'/f''| capped at MAX_DIR_CHANGE, until a step is under ANGLE_TOLERANCE. Returns
-    (amplitude, x, y, z), amplitude taken before the last step; all NaN when it does not
-    converge in NEWTON_ITERATIONS."""
-    for _ in range(NEWTON_ITERATIONS):
+def sh_peak_steps(sh, lmax, x, y, z, steps, legendre, step, factors, al):
+    """Up to ``steps`` of :func:`sh_peak`'s iterations from unit (x, y, z): (1, amplitude, x,
+    y, z) once a step is under ANGLE_TOLERANCE, else (0, nan, x, y, z) where they leave off,
+    so that more steps from (x, y, z) continue exactly as if never stopped (the iteration's
+    state is the direction alone)."""
+    for _ in range(steps):
         az = math.atan2(y, x)
         el = math.atan2(math.hypot(x, y), z)
         amplitude, d_el, d_az, d2_el2, d2_el_az, d2_az2 = _sh_derivatives(sh, lmax, el, az, legendre, step, factors, al)
@@ -226,8 +224,22 @@ def sh_peak(sh, lmax, x, y, z, legendre, step, factors, al):
         y /= norm
         z /= norm
         if dt < ANGLE_TOLERANCE:
-            return amplitude, x, y, z
-    return math.nan, math.nan, math.nan, math.nan
+            return 1, amplitude, x, y, z
+    return 0, math.nan, x, y, z
+
+
+@register_jitable
+def sh_peak(sh, lmax, x, y, z, legendre, step, factors, al):
+    """Local maximum of the SH series ``sh`` from unit (x, y, z): Newton steps along the
+    gradient in spherical coordinates (MRtrix3's ``Math::SH::get_peak``; ``factors`` as
+    :func:`_sh_derivatives`), each
+    |f'/f''| capped at MAX_DIR_CHANGE, until a step is under ANGLE_TOLERANCE. Returns
+    (amplitude, x, y, z), amplitude taken before the last step; all NaN when it does not
+    converge in NEWTON_ITERATIONS."""
+    done, amplitude, x, y, z = sh_peak_steps(sh, lmax, x, y, z, NEWTON_ITERATIONS, legendre, step, factors, al)
+    if done == 0:
+        return math.nan, math.nan, math.nan, math.nan
+    return amplitude, x, y, z
 
 
 @register_jitable
@@ -349,6 +361,41 @@ def grow_lobes(amp, order, n_positive, unit, neighbours, weights, merge_ratio, l
 
 
 @register_jitable
+def refine_start(lobe, integral_threshold, unit, integral, head, seed, peak_dir):
+    """The first of :func:`refine_lobe`'s steps: the seed direction d0 of ``lobe``'s first peak,
+    which ``peak_dir[lobe]`` takes, or −1 where the lobe is not refined."""
+    p = head[lobe]
+    if p < 0 or integral[lobe] < integral_threshold:
+        return -1
+    d0 = seed[p]
+    for c in range(3):
+        peak_dir[lobe, c] = unit[d0, c]
+    return d0
+
+
+@register_jitable
+def refine_end(lobe, d0, value, x, y, z, unit, neighbours, label, peak_value, head, seed, next_peak, peak_dir):
+    """The last of :func:`refine_lobe`'s steps: the peak (value, x, y, z) that
+    :func:`sh_peak` reached from seed direction d0 is kept if it is still nearest its own
+    starting peak and its nearest sampling direction is in the lobe."""
+    if not (math.isfinite(value) and math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+        return
+    # the first of the lobe's (unrefined) peaks must stay the nearest
+    best_dot = abs(x * unit[d0, 0] + y * unit[d0, 1] + z * unit[d0, 2])
+    q = next_peak[head[lobe]]
+    while q >= 0:
+        d = seed[q]
+        if abs(x * unit[d, 0] + y * unit[d, 1] + z * unit[d, 2]) > best_dot:
+            return
+        q = next_peak[q]
+    if best_dot > 0.0 and label[nearest_direction_from(unit, neighbours, d0, x, y, z)] == lobe:
+        peak_dir[lobe, 0] = x
+        peak_dir[lobe, 1] = y
+        peak_dir[lobe, 2] = z
+        peak_value[lobe] = value
+
+
+@register_jitable
 def refine_lobe(lobe, sh, lmax, unit, neighbours, legendre, step, factors, integral_threshold, label, al,
                 peak_value, integral, head, seed, next_peak, peak_dir):
     """Newton refinement of the first peak of a lobe of :func:`grow_lobes` (skipped for a
@@ -362,28 +409,11 @@ def refine_lobe(lobe, sh, lmax, unit, neighbours, legendre, step, factors, integ
     ``legendre``, ``step``, ``factors``: the Newton step's tables; ``al`` scratch as in
     :func:`sh_peak`; the other arrays as :func:`grow_lobes` left them.
     """
-    p = head[lobe]
-    if p < 0 or integral[lobe] < integral_threshold:
+    d0 = refine_start(lobe, integral_threshold, unit, integral, head, seed, peak_dir)
+    if d0 < 0:
         return
-    d0 = seed[p]
-    for c in range(3):
-        peak_dir[lobe, c] = unit[d0, c]
     value, x, y, z = sh_peak(sh, lmax, unit[d0, 0], unit[d0, 1], unit[d0, 2], legendre, step, factors, al)
-    if not (math.isfinite(value) and math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
-        return
-    # the first of the lobe's (unrefined) peaks must stay the nearest
-    best_dot = abs(x * unit[d0, 0] + y * unit[d0, 1] + z * unit[d0, 2])
-    q = next_peak[p]
-    while q >= 0:
-        d = seed[q]
-        if abs(x * unit[d, 0] + y * unit[d, 1] + z * unit[d, 2]) > best_dot:
-            return
-        q = next_peak[q]
-    if best_dot > 0.0 and label[nearest_direction_from(unit, neighbours, d0, x, y, z)] == lobe:
-        peak_dir[lobe, 0] = x
-        peak_dir[lobe, 1] = y
-        peak_dir[lobe, 2] = z
-        peak_value[lobe] = value
+    refine_end(lobe, d0, value, x, y, z, unit, neighbours, label, peak_value, head, seed, next_peak, peak_dir)
 
 
 @register_jitable

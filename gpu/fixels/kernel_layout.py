@@ -4,7 +4,7 @@ so that a launch from cached cubins (:mod:`gpu.fixels.backend_cuda`) needs no nu
 
 from __future__ import annotations
 
-__all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK"]
+__all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK", "FIRST_NEWTON_STEPS"]
 
 #: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 64: the sweep
 #: numbers its provisional lobes from 64, and a lane sums two lobes).
@@ -17,3 +17,6 @@ WARP = 32
 N_DIRS = 1281
 #: Threads a block of the lobe and voxel kernels.
 SPLIT_BLOCK = 128
+#: Newton steps a lobe takes in the first refinement pass; the lobes still climbing go on in a
+#: second pass, packed, so that a warp no longer waits the full step cap for its slowest lane.
+FIRST_NEWTON_STEPS = 15

@@ -33,9 +33,9 @@ from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS
-from gpu.fixels.kernel_layout import MAX_LOBES, N_DIRS, VOXELS, WARP
+from gpu.fixels.kernel_layout import FIRST_NEWTON_STEPS, MAX_LOBES, N_DIRS, VOXELS, WARP
 
-__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_write_cuda", "widen_rows_cuda"]
+__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_refine_more_cuda", "fmls_write_cuda", "widen_rows_cuda"]
 
 _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
@@ -525,9 +525,12 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
 
 @cuda.jit(**_REFINE_OPTIONS)
 def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, integral_threshold, work, n_work,
-                     label, peak_value, integral, head, seed, next_peak, peak_dir):
+                     more, n_more, label, peak_value, integral, head, seed, next_peak, peak_dir):
     """:func:`gpu.fixels.fmls_math.refine_lobe` of lobe work[i] (as :func:`fmls_grow_cuda`
-    wrote it) on thread i, for i < n_work[0]: a thread a lobe of any voxel."""
+    wrote it) on thread i, for i < n_work[0]: a thread a lobe of any voxel, for its first
+    FIRST_NEWTON_STEPS Newton steps. A lobe still climbing then leaves its direction in
+    peak_dir and joins ``more`` (n_more[0] counts them) for :func:`fmls_refine_more_cuda`, so
+    that a warp waits for its slowest lane's first steps only."""
     i = uint64(cuda.grid(1))
     if i >= uint64(n_work[0]):
         return
@@ -536,9 +539,47 @@ def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, in
     v = item // uint64(MAX_LOBES)
     # signed, as refine_lobe compares it with labels (below MAX_LOBES: no wraparound test)
     lobe = int64(item % uint64(MAX_LOBES))
+    d0 = fm.refine_start(lobe, integral_threshold, unit, integral[v], head[v], seed[v], peak_dir[v])
+    if d0 < 0:
+        return
     al = cuda.local.array(_MAX_LEGENDRE, float64)
-    fm.refine_lobe(lobe, coeffs[v], lmax, unit, neighbours, legendre, step, factors, integral_threshold, label[v],
-                   al[:legendre.shape[1]], peak_value[v], integral[v], head[v], seed[v], next_peak[v], peak_dir[v])
+    done, value, x, y, z = fm.sh_peak_steps(coeffs[v], lmax, unit[d0, 0], unit[d0, 1], unit[d0, 2],
+                                            FIRST_NEWTON_STEPS, legendre, step, factors, al[:legendre.shape[1]])
+    if done:
+        fm.refine_end(lobe, d0, value, x, y, z, unit, neighbours, label[v], peak_value[v], head[v], seed[v],
+                      next_peak[v], peak_dir[v])
+        return
+    peak_dir[v, lobe, 0] = x
+    peak_dir[v, lobe, 1] = y
+    peak_dir[v, lobe, 2] = z
+    more[uint64(cuda.atomic.add(n_more, 0, 1))] = work[i]
+
+
+@cuda.jit(**_REFINE_OPTIONS)
+def fmls_refine_more_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, more, n_more, label, peak_value,
+                          head, seed, next_peak, peak_dir):
+    """The Newton steps after the first FIRST_NEWTON_STEPS of lobe more[i] on thread i, for
+    i < n_more[0], from the direction :func:`fmls_refine_cuda` left in peak_dir (which gets
+    the seed direction back, as refine_lobe leaves it for a peak not kept); then the rest of
+    :func:`gpu.fixels.fmls_math.refine_lobe`. The same steps as one uninterrupted climb."""
+    i = uint64(cuda.grid(1))
+    if i >= uint64(n_more[0]):
+        return
+    item = uint64(more[i])
+    v = item // uint64(MAX_LOBES)
+    lobe = int64(item % uint64(MAX_LOBES))
+    d0 = seed[v, head[v, lobe]]
+    x = peak_dir[v, lobe, 0]
+    y = peak_dir[v, lobe, 1]
+    z = peak_dir[v, lobe, 2]
+    for c in range(3):
+        peak_dir[v, lobe, c] = unit[d0, c]
+    al = cuda.local.array(_MAX_LEGENDRE, float64)
+    done, value, x, y, z = fm.sh_peak_steps(coeffs[v], lmax, x, y, z, fm.NEWTON_ITERATIONS - FIRST_NEWTON_STEPS,
+                                            legendre, step, factors, al[:legendre.shape[1]])
+    if done:
+        fm.refine_end(lobe, d0, value, x, y, z, unit, neighbours, label[v], peak_value[v], head[v], seed[v],
+                      next_peak[v], peak_dir[v])
 
 
 @cuda.jit(cache=True)
