@@ -2,8 +2,12 @@
 
 :func:`fmls_grow_cuda`, a warp per voxel, VOXELS voxels a block: the block samples its voxels'
 FODs on the 1281 directions together (each row of the SH → amplitude matrix read once for all
-of them); each warp gathers its voxel's positive samples and sorts them (a bitonic sort on the
-indices, largest amplitude first, equal amplitudes by index: the sweep's order), then runs the
+of them), keeping them in float64 in global memory and as a float32 shadow in shared memory,
+which decides every comparison of two amplitudes unless the two tie in float32 (then the
+float64 values decide: rounding keeps order, so the comparisons are float64's); each warp
+gathers its voxel's positive samples and sorts them (a bitonic sort of the indices on the
+shadow, then an insertion sort of the runs tied in it: largest amplitude first, equal
+amplitudes by index, the sweep's order), then runs the
 sweep of :func:`gpu.fixels.fmls_math.grow_lobes` 32 samples at a time (:func:`_sweep`): a lane
 takes a sample once every neighbour earlier in the sweep has its label, so a chunk resolves in
 as many rounds as its longest chain of neighbours; seeds are numbered in sweep order when the
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from numba import config, cuda, float64, int8, int16, int32, int64, uint64
+from numba import config, cuda, float32, float64, int8, int16, int32, int64, uint64
 from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
@@ -59,20 +63,44 @@ _DIRS = uint64(N_DIRS)
 _P = uint64(_PROVISIONAL)
 
 
-@register_jitable
-def _sweeps_first(amp, a, b):
+@cuda.jit(device=True)
+def _sweeps_first(shadow, samples, a, b):
     """Does sample a come before sample b in the sweep: larger amplitude, or equal and lower
-    index."""
-    return amp[a] > amp[b] or (amp[a] == amp[b] and a < b)
+    index. Decided on the float32 ``shadow`` of the float64 ``samples`` where the two differ
+    there (rounding to float32 keeps order, so a difference is the float64 values' too), on
+    ``samples`` where they tie."""
+    if shadow[a] != shadow[b]:
+        return shadow[a] > shadow[b]
+    return samples[a] > samples[b] or (samples[a] == samples[b] and a < b)
 
 
 @cuda.jit(device=True)
-def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
+def _before_top(shadow, samples, d, top):
+    """Is sample d a non-positive one whose magnitude comes before the largest positive
+    sample ``top`` in MRtrix3's sweep by |amplitude| (then the voxel has no lobe); shadow and
+    samples as :func:`_sweeps_first` (rounding to float32 is odd-symmetric: −f(a) = f(−a))."""
+    if shadow[d] > 0.0:
+        return False
+    if -shadow[d] != shadow[top]:
+        return -shadow[d] > shadow[top]
+    a = samples[d]
+    return a <= 0.0 and (-a > samples[top] or (-a == samples[top] and d < top))
+
+
+@cuda.jit(device=True)
+def _positive(shadow, samples, d):
+    """Is sample d positive (its float32 shadow is 0 only where |float64| is below float32's range)."""
+    return shadow[d] > 0.0 or (shadow[d] == 0.0 and samples[d] > 0.0)
+
+
+@cuda.jit(device=True)
+def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, sh, shadows, order, label,
                 peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
-    declares them; the lobes' integrals and mean sums go to g_integral and g_mean, as
-    :func:`fmls_grow_cuda` says): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether
-    voxel w has lobes (state[w, 0] = 1) and how many (state[w, 2])."""
+    declares them; the lobes' integrals and mean sums go to g_integral and g_mean, and the
+    samples to ``samples``, as :func:`fmls_grow_cuda` says): counts[v] is 0, or
+    LOBE_OVERFLOW; state[w] says whether voxel w has lobes (state[w, 0] = 1) and how many
+    (state[w, 2])."""
     t = uint64(cuda.threadIdx.x)
     threads = uint64(cuda.blockDim.x)
     w = t // _W
@@ -81,6 +109,9 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     v = first + w
     n_voxels = uint64(coeffs.shape[0])
     n_coeffs = uint64(coeffs.shape[1])
+    # the warp's rows, once (a voxel past the last reads none of its row)
+    shadow = shadows[w]
+    row = samples[min(v, n_voxels - _1)]
     if lane == _0:
         ok = v < n_voxels
         if ok:
@@ -128,7 +159,9 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
                 total[u] += m * sh[u, c]
             c += _1
         for u in range(VOXELS):
-            amp[u, d] = total[u]
+            shadows[u, d] = float32(total[u])
+            if first + uint64(u) < n_voxels:
+                samples[first + uint64(u), d] = total[u]
         d += threads
     cuda.syncthreads()
 
@@ -136,7 +169,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     if state[w, 0] == 1:
         d = lane
         while d < _DIRS:
-            if amp[w, d] > 0.0:
+            if _positive(shadow, row, d):
                 order[w, uint64(cuda.atomic.add(state, (w, _1), 1))] = d
             d += _W
     cuda.syncthreads()
@@ -147,9 +180,10 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     size = _1
     while size < largest:
         size *= _2
-    # bitonic sort of order[w, :n] in the form whose compare-exchanges all put the earlier
-    # sample first: padded to a power of two with samples after every other, the padding never
-    # moves, so it is neither stored nor compared. The same steps in every warp.
+    # bitonic sort of order[w, :n] by the float32 shadow (then index), in the form whose
+    # compare-exchanges all put the earlier sample first: padded to a power of two with samples
+    # after every other, the padding never moves, so it is neither stored nor compared. The
+    # same steps in every warp.
     n = uint64(state[w, 1])
     block = _2
     while block <= size:
@@ -164,13 +198,32 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
                 if hi < n:
                     a = uint64(order[w, lo])
                     b = uint64(order[w, hi])
-                    if _sweeps_first(amp[w], b, a):
+                    if shadow[b] > shadow[a] or (shadow[b] == shadow[a] and b < a):
                         order[w, lo] = b
                         order[w, hi] = a
                 i += _W
             cuda.syncthreads()
             stride //= _2
         block *= _2
+    # samples tied in float32 lie together, by index: such runs (rare) go into the sweep's
+    # order, float64 amplitude first, by an insertion sort that the rest leaves in place
+    tied = False
+    k = lane + _1
+    while k < n:
+        tied = tied or shadow[uint64(order[w, k - _1])] == shadow[uint64(order[w, k])]
+        k += _W
+    if cuda.syncthreads_or(1 if tied else 0):
+        if lane == _0:
+            k = _1
+            while k < n:
+                d = order[w, k]
+                j = k
+                while j > _0 and _sweeps_first(shadow, row, uint64(d), uint64(order[w, j - _1])):
+                    order[w, j] = order[w, j - _1]
+                    j -= _1
+                order[w, j] = d
+                k += _1
+        cuda.syncthreads()
 
     # MRtrix3 sweeps by |amplitude|: a negative sample before the first positive one finds no lobe
     if state[w, 0] == 1:
@@ -180,18 +233,17 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
             top = uint64(order[w, 0])
             d = lane
             while d < _DIRS:
-                a = amp[w, d]
-                if a <= 0.0 and (-a > amp[w, top] or (-a == amp[w, top] and d < top)):
+                if _before_top(shadow, row, d, top):
                     state[w, 0] = 0
                 d += _W
     cuda.syncthreads()
 
-    _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
-           seed, next_peak, state, lanes)
+    _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head,
+           tail, seed, next_peak, state, lanes, sh)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
-        n_lobes = fm.grow_lobes(amp[w], order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
+        n_lobes = fm.grow_lobes(row, order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
                                 adjacent, peak_value[w], g_mean[v], g_integral[v], head[w], tail[w], seed[w],
                                 next_peak[w])
         state[w, 2] = n_lobes
@@ -202,17 +254,22 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 
 @cuda.jit(device=True)
-def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head, tail,
-           seed, next_peak, state, lanes):
+def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head,
+           tail, seed, next_peak, state, lanes, staged):
     """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
     would merge, and then nothing else is written (the caller redoes the voxel sequentially).
-    The lobes' integrals and mean sums go straight to g_integral[v] and g_mean[v]."""
+    Amplitudes are compared on ``shadows`` (float32) and ``samples`` (float64) as
+    :func:`_sweeps_first` says; the values kept come from ``samples``. The lobes' integrals and
+    mean sums go straight to g_integral[v] and g_mean[v]; ``staged`` is the block's
+    coefficient array, free once the samples are taken (:func:`_lobe_sums`)."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
+    shadow = shadows[w]
+    row = samples[min(v, uint64(samples.shape[0]) - _1)]
     # read here, not as a module constant: the tests shrink MAX_LOBES in the simulator
     max_lobes = uint64(MAX_LOBES)
     d = lane
@@ -234,7 +291,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
         k = chunk * _W + lane
         active = state[w, 0] == 1 and not merging and n_lobes <= max_lobes and k < uint64(state[w, 1])
         d = uint64(order[w, k]) if active else _0
-        value = amp[w, d]
+        value = row[d] if active else 0.0
         resolved = not active
         merge = False
         is_seed = False
@@ -250,7 +307,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                     if nb < 0:
                         continue
                     other = uint64(nb)
-                    if amp[w, other] > value or (amp[w, other] == value and other < d):
+                    if _sweeps_first(shadow, row, other, d):
                         lobe = int32(label[w, other])
                         if lobe == -1:
                             wait = True
@@ -267,7 +324,7 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
                         label[w, d] = lo
                     else:
                         if hi >= _PROVISIONAL:
-                            top = amp[w, uint64(order[w, chunk * _W + uint64(hi - _PROVISIONAL)])]
+                            top = row[uint64(order[w, chunk * _W + uint64(hi - _PROVISIONAL)])]
                         else:
                             top = peak_value[w, uint64(hi)]
                         merge = value / top > merge_ratio
@@ -310,14 +367,14 @@ def _sweep(amp, order, unit, neighbours, weights, merge_ratio, label, peak_value
     if lane == _0 and state[w, 0] == 1 and not merging and not ok:
         state[w, 2] = fm.LOBE_OVERFLOW
 
-    _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lanes, uint64(state[w, 1]) if ok else _0,
-               chunks)
+    _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, lanes, staged,
+               uint64(state[w, 1]) if ok else _0, chunks)
     if ok and lane == _0:
         state[w, 2] = n_lobes
 
 
 @cuda.jit(device=True)
-def _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lanes, n, chunks):
+def _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, lanes, staged, n, chunks):
     """Each lobe's integral and mean sum of warp w's voxel, from its n sorted samples order[w, :n]
     (0: none), into g_integral[v] and g_mean[v]: as grow_lobes adds them, the samples the
     lobe took in sweep order, then the pending ones assigned to it, in sweep order (their
@@ -325,13 +382,16 @@ def _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lane
     publishing its sample's group and direction in lanes[w, parity of the chunk] (a chunk's
     writes cannot reach the last one's reads) and adding those of its lobes; the pending
     samples are queued at the front of order[w] (read already) and added after. No list of
-    each lobe's samples is kept: it would take 2.5 KB more shared memory a voxel. ``chunks``
-    is as many as the block's largest n needs (every warp meets the same barriers);
-    state[w, 4] receives the number of pending samples."""
+    each lobe's samples is kept: it would take 2.5 KB more shared memory a voxel. Beside its
+    word a lane stages its sample's value from ``samples`` in staged[w, 32·parity + lane], so
+    that the sums read shared memory, not global. ``chunks`` is as many as the block's largest
+    n needs (every warp meets the same barriers); state[w, 4] receives the number of pending
+    samples."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
+    row = samples[min(v, uint64(samples.shape[0]) - _1)]
     # the lane's two lobes, signed as the groups they are compared with
     mine = int64(lane)
     other = int64(lane + _W)
@@ -345,10 +405,11 @@ def _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lane
         d = _0
         # the sample's group above its direction, −1 past the samples
         entry = -1
+        parity = chunk % _2
         if k < n:
             d = uint64(order[w, k])
             entry = (_group(int32(label[w, d])) << 16) | int64(d)
-        parity = chunk % _2
+            staged[w, parity * _W + lane] = row[d]
         lanes[w, parity, lane] = entry
         cuda.syncthreads()
         taken_mine = _0
@@ -376,13 +437,15 @@ def _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lane
             j = uint64(cuda.ffs(taken_mine)) - _1
             taken_mine &= taken_mine - _1
             d = uint64(lanes[w, parity, j] & 0xFFFF)
-            mx, my, mz, m_total = _lobe_add(d, amp[w, d], weights[d], unit, m_seeded, mx, my, mz, m_total)
+            mx, my, mz, m_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, m_seeded, mx, my, mz,
+                                            m_total)
             m_seeded = True
         while taken_other != _0:
             j = uint64(cuda.ffs(taken_other)) - _1
             taken_other &= taken_other - _1
             d = uint64(lanes[w, parity, j] & 0xFFFF)
-            ox, oy, oz, o_total = _lobe_add(d, amp[w, d], weights[d], unit, o_seeded, ox, oy, oz, o_total)
+            ox, oy, oz, o_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, o_seeded, ox, oy, oz,
+                                            o_total)
             o_seeded = True
         chunk += _1
     # the queues' lengths, for as many chunks of them in every warp; the barrier also puts
@@ -397,10 +460,11 @@ def _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lane
     while chunk < queue_chunks:
         k = chunk * _W + lane
         entry = -1
+        parity = chunk % _2
         if k < pending:
             d = uint64(order[w, k])
             entry = (_group(int32(label[w, d])) << 16) | int64(d)
-        parity = chunk % _2
+            staged[w, parity * _W + lane] = row[d]
         lanes[w, parity, lane] = entry
         cuda.syncthreads()
         queued_mine = _0
@@ -417,13 +481,13 @@ def _lobe_sums(amp, order, unit, weights, label, g_integral, g_mean, state, lane
             j = uint64(cuda.ffs(queued_mine)) - _1
             queued_mine &= queued_mine - _1
             d = uint64(lanes[w, parity, j] & 0xFFFF)
-            mx, my, mz, m_total = _lobe_add(d, amp[w, d], weights[d], unit, True, mx, my, mz, m_total)
+            mx, my, mz, m_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, True, mx, my, mz, m_total)
             label[w, d] = mine
         while queued_other != _0:
             j = uint64(cuda.ffs(queued_other)) - _1
             queued_other &= queued_other - _1
             d = uint64(lanes[w, parity, j] & 0xFFFF)
-            ox, oy, oz, o_total = _lobe_add(d, amp[w, d], weights[d], unit, True, ox, oy, oz, o_total)
+            ox, oy, oz, o_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, True, ox, oy, oz, o_total)
             label[w, d] = other
         chunk += _1
     if m_seeded:
@@ -470,9 +534,10 @@ def _group(lobe):
 
 @cuda.jit(cache=True)
 def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, lobes, work, n_work, g_label,
-                   g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
+                   samples, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
     """The lobes of voxels VOXELS·blockIdx.x + warp, launched with VOXELS·32 threads a block: lobes[v]
-    receives their number (0: none, counts[v] then final), the g_ arrays (V, MAX_LOBES[, 3])
+    receives their number (0: none, counts[v] then final), samples (V, D) float64 each voxel's
+    FOD on the directions, the g_ arrays (V, MAX_LOBES[, 3])
     and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
     work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order). The
     integrals and mean sums are summed into g_integral and g_mean directly, not staged in
@@ -482,7 +547,10 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
-    amp = cuda.shared.array((VOXELS, N_DIRS), float64)
+    # the samples' float32 shadow: the sort and the sweep compare amplitudes there, reading the
+    # float64 samples (global, (V, D)) only where two tie and for the values the sums add,
+    # which leaves 5 KB less shared memory a voxel and more blocks an SM
+    shadows = cuda.shared.array((VOXELS, N_DIRS), float32)
     order = cuda.shared.array((VOXELS, N_DIRS), int16)
     label = cuda.shared.array((VOXELS, N_DIRS), int8)
     peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
@@ -494,8 +562,8 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     # a word from each lane to the others: in the sweep, whether its sample seeded a lobe [0]
     # and the lobe's number [1]; in the sums, its sample's group and direction, by chunk parity
     lanes = cuda.shared.array((VOXELS, 2, WARP), int32)
-    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, sh, amp, order, label,
-                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes)
+    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, sh, shadows, order,
+                label, peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes)
     if v >= uint64(coeffs.shape[0]):
         return
     # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])

@@ -125,3 +125,67 @@ def test_kernels_match_cpu_bytes(options, monkeypatch):
         n = expected[v]
         for ours, theirs in zip(split[1:], cpu[1:]):
             assert ours[v, :n].tobytes() == theirs[v, :n].astype(np.float32).tobytes()
+
+
+def test_amplitudes_compare_as_float64_through_their_float32_shadow():
+    # the grow kernel compares samples on a float32 shadow and reads the float64 samples only
+    # where two tie there: values that tie in float32 but not in float64, equal ones, signed
+    # zeros and magnitudes below float32's range, against the float64 rules
+    from numba import cuda, uint64
+
+    rng = np.random.default_rng(0)
+    base = rng.uniform(-1.0, 1.0, 24)
+    samples = np.concatenate([base, base + 3 * np.spacing(base), base[:6],
+                              [1e-50, -1e-50, 0.0, -0.0, 5e-46, -5e-46, 1e-30, -1e-30]])
+    shadow = samples.astype(np.float32)
+    assert (shadow[:24] == shadow[24:48]).all() and (samples[:24] != samples[24:48]).all()
+    n = samples.size
+    first = np.zeros((n, n), np.int8)
+    before_top = np.zeros((n, n), np.int8)
+    positive = np.zeros(n, np.int8)
+
+    @cuda.jit
+    def probe(shadow, samples, first, before_top, positive):
+        for a in range(shadow.shape[0]):
+            positive[a] = kernels_cuda._positive(shadow, samples, uint64(a))
+            for b in range(shadow.shape[0]):
+                first[a, b] = kernels_cuda._sweeps_first(shadow, samples, uint64(a), uint64(b))
+                before_top[a, b] = kernels_cuda._before_top(shadow, samples, uint64(a), uint64(b))
+
+    probe[1, 1](shadow, samples, first, before_top, positive)
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    x, y = samples[a], samples[b]
+    np.testing.assert_array_equal(first, (x > y) | ((x == y) & (a < b)))
+    np.testing.assert_array_equal(positive, samples > 0)
+    # the largest positive sample is the one _before_top is asked about
+    tops = samples > 0
+    expected = (x <= 0) & ((-x > y) | ((-x == y) & (a < b)))
+    np.testing.assert_array_equal(before_top[:, tops], expected[:, tops])
+
+
+class _CoarseShadow:
+    """float32 as the grow kernel's shadow, rounded to 6 bits of mantissa (monotonic and
+    odd-symmetric, as rounding to float32 is), so that many samples tie in the shadow."""
+
+    dtype = np.dtype(np.float32)
+
+    def __call__(self, value):
+        mantissa, exponent = np.frexp(value)
+        return np.float32(np.ldexp(np.round(mantissa * 64) / 64, exponent))
+
+
+@pytest.mark.parametrize("options", [FmlsOptions(), FmlsOptions(lobe_merge_ratio=0.3)])
+def test_samples_tied_in_the_shadow_take_the_float64_order(options, monkeypatch):
+    # in the simulator the shadow is made coarse: the sort's runs of ties, the sweep's
+    # comparisons and the check of the negative samples then lean on the float64 samples, and
+    # the fixels must still be the CPU backend's
+    fod = fod_phantom((4, 1, 1), 8, relative_noise=0.1, seed=4)["sh"]
+    if simulator_active():
+        coarse = _CoarseShadow()
+        monkeypatch.setattr(kernels_cuda, "float32", coarse)
+        amplitudes = fod.reshape(4, -1) @ fmls_tables(8).sh_to_amp.T
+        ordered = -np.sort(-amplitudes[amplitudes > 0])
+        shadow = np.array([coarse(a) for a in ordered])
+        assert ((shadow[1:] == shadow[:-1]) & (ordered[1:] != ordered[:-1])).sum() > 100
+    assert_same_fixels(segment_fods(fod, options=options, backend="cuda"),
+                       segment_fods(fod, options=options, backend="cpu"))
