@@ -591,6 +591,15 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
         d += _W
 
 
+@cuda.jit(device=True)
+def _listed_lobe(items, i):
+    """The voxel and lobe of item i of a lobe list (voxel·MAX_LOBES + lobe; MAX_LOBES a power
+    of two: a shift and a mask), the lobe signed, as refine_lobe compares it with labels
+    (below MAX_LOBES: no wraparound test)."""
+    item = uint64(items[i])
+    return item // uint64(MAX_LOBES), int64(item % uint64(MAX_LOBES))
+
+
 @cuda.jit(**_REFINE_OPTIONS)
 def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, integral_threshold, work, n_work,
                      more, n_more, label, peak_value, integral, head, seed, next_peak, peak_dir):
@@ -602,11 +611,7 @@ def fmls_refine_cuda(coeffs, lmax, unit, neighbours, legendre, step, factors, in
     i = uint64(cuda.grid(1))
     if i >= uint64(n_work[0]):
         return
-    # MAX_LOBES a power of two: a shift and a mask
-    item = uint64(work[i])
-    v = item // uint64(MAX_LOBES)
-    # signed, as refine_lobe compares it with labels (below MAX_LOBES: no wraparound test)
-    lobe = int64(item % uint64(MAX_LOBES))
+    v, lobe = _listed_lobe(work, i)
     d0 = fm.refine_start(lobe, integral_threshold, unit, integral[v], head[v], seed[v], peak_dir[v])
     if d0 < 0:
         return
@@ -633,9 +638,7 @@ def fmls_refine_more_cuda(coeffs, lmax, unit, neighbours, legendre, step, factor
     i = uint64(cuda.grid(1))
     if i >= uint64(n_more[0]):
         return
-    item = uint64(more[i])
-    v = item // uint64(MAX_LOBES)
-    lobe = int64(item % uint64(MAX_LOBES))
+    v, lobe = _listed_lobe(more, i)
     d0 = seed[v, head[v, lobe]]
     x = peak_dir[v, lobe, 0]
     y = peak_dir[v, lobe, 1]
