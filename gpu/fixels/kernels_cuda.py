@@ -95,10 +95,11 @@ def _positive(shadow, samples, d):
 
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, sh, shadows, order, label,
-                peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes):
+                peak_value, g_integral, g_mean, head, seed, next_peak, state, lanes):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
-    declares them; the lobes' integrals and mean sums go to g_integral and g_mean, and the
-    samples to ``samples``, as :func:`fmls_grow_cuda` says): counts[v] is 0, or
+    declares them; the lobes' integrals and mean sums go to g_integral and g_mean, the
+    samples to ``samples``, and peak_value, head, seed and next_peak are the global (V,
+    MAX_LOBES) arrays, as :func:`fmls_grow_cuda` says): counts[v] is 0, or
     LOBE_OVERFLOW; state[w] says whether voxel w has lobes (state[w, 0] = 1) and how many
     (state[w, 2])."""
     t = uint64(cuda.threadIdx.x)
@@ -239,13 +240,15 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     cuda.syncthreads()
 
     _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head,
-           tail, seed, next_peak, state, lanes, sh)
+           seed, next_peak, state, lanes, sh)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
+        tail = cuda.local.array(MAX_LOBES, int16)
+        # room for MAX_LOBES lobes (the global rows' length; the tests shrink MAX_LOBES)
         n_lobes = fm.grow_lobes(row, order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
-                                adjacent, peak_value[w], g_mean[v], g_integral[v], head[w], tail[w], seed[w],
-                                next_peak[w])
+                                adjacent, peak_value[v, :MAX_LOBES], g_mean[v], g_integral[v], head[v], tail, seed[v],
+                                next_peak[v])
         state[w, 2] = n_lobes
     if lane == _0 and state[w, 0] == 1 and state[w, 2] < 0:
         counts[v] = fm.LOBE_OVERFLOW
@@ -255,7 +258,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 @cuda.jit(device=True)
 def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head,
-           tail, seed, next_peak, state, lanes, staged):
+           seed, next_peak, state, lanes, staged):
     """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
@@ -326,7 +329,7 @@ def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, labe
                         if hi >= _PROVISIONAL:
                             top = row[uint64(order[w, chunk * _W + uint64(hi - _PROVISIONAL)])]
                         else:
-                            top = peak_value[w, uint64(hi)]
+                            top = peak_value[v, uint64(hi)]
                         merge = value / top > merge_ratio
                         label[w, d] = -2 - lo
             if cuda.syncthreads_and(1 if resolved else 0):
@@ -356,10 +359,10 @@ def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, labe
                     label[w, d] = -2 - lanes[w, 1, uint64(-2 - lobe - _PROVISIONAL)]
                 if is_seed and n_lobes + rank < max_lobes:
                     new = n_lobes + rank
-                    peak_value[w, new] = value
-                    seed[w, new] = d
-                    head[w, new] = new
-                    next_peak[w, new] = -1
+                    peak_value[v, new] = value
+                    seed[v, new] = d
+                    head[v, new] = new
+                    next_peak[v, new] = -1
             n_lobes += seeds
             cuda.syncthreads()
         chunk += _1
@@ -540,8 +543,9 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     FOD on the directions, the g_ arrays (V, MAX_LOBES[, 3])
     and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
     work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order). The
-    integrals and mean sums are summed into g_integral and g_mean directly, not staged in
-    shared memory: a voxel whose sequential sweep overflows may leave some there."""
+    lobes (peak values, integrals, mean sums, heads, seeds, next peaks) are written to the g_
+    arrays directly, not staged in shared memory: a voxel whose sequential sweep overflows
+    may leave some there."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
@@ -553,17 +557,12 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     shadows = cuda.shared.array((VOXELS, N_DIRS), float32)
     order = cuda.shared.array((VOXELS, N_DIRS), int16)
     label = cuda.shared.array((VOXELS, N_DIRS), int8)
-    peak_value = cuda.shared.array((VOXELS, MAX_LOBES), float64)
-    head = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    tail = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    seed = cuda.shared.array((VOXELS, MAX_LOBES), int16)
-    next_peak = cuda.shared.array((VOXELS, MAX_LOBES), int16)
     state = cuda.shared.array((VOXELS, 5), int32)
     # a word from each lane to the others: in the sweep, whether its sample seeded a lobe [0]
     # and the lobe's number [1]; in the sums, its sample's group and direction, by chunk parity
     lanes = cuda.shared.array((VOXELS, 2, WARP), int32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, sh, shadows, order,
-                label, peak_value, g_integral, g_mean, head, tail, seed, next_peak, state, lanes)
+                label, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak, state, lanes)
     if v >= uint64(coeffs.shape[0]):
         return
     # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])
@@ -578,13 +577,6 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
                 lobe += _1
     if n == _0:
         return
-    lobe = lane
-    while lobe < n:
-        g_peak_value[v, lobe] = peak_value[w, lobe]
-        g_head[v, lobe] = head[w, lobe]
-        g_seed[v, lobe] = seed[w, lobe]
-        g_next_peak[v, lobe] = next_peak[w, lobe]
-        lobe += _W
     d = lane
     while d < _DIRS:
         g_label[v, d] = label[w, d]
