@@ -6,10 +6,11 @@ from __future__ import annotations
 
 __all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK", "FIRST_NEWTON_STEPS"]
 
-#: Lobe scratch in shared memory; a voxel seeding more is redone on the CPU (≤ 64: the sweep
-#: numbers its provisional lobes from 64, and a lane sums two lobes).
+#: Lobes a voxel has room for in the lobe scratch; a voxel seeding more is redone on the CPU
+#: (≤ 64: the sweep numbers its provisional lobes from 64, and a lane sums two lobes).
 MAX_LOBES = 64
-#: Voxels of a block, a warp each: two fit the 48 KB of static shared memory a block may have.
+#: Voxels of a block, a warp each: two take 19,944 B of shared memory, 11 blocks (22 warps) an
+#: SM of sm_90; three would take 29,913 B, 7 blocks (21 warps).
 VOXELS = 2
 #: Threads of a warp: a voxel's in the lobe-growing kernel.
 WARP = 32
