@@ -9,8 +9,8 @@ __all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK", "FIRST_NEWTON
 #: Lobes a voxel has room for in the lobe scratch; a voxel seeding more is redone on the CPU
 #: (≤ 64: the sweep numbers its provisional lobes from 64, and a lane sums two lobes).
 MAX_LOBES = 64
-#: Voxels of a block, a warp each: two take 19,944 B of shared memory, 11 blocks (22 warps) an
-#: SM of sm_90; three would take 29,913 B, 7 blocks (21 warps).
+#: Voxels of a block, a warp each: two take 12,288 B of shared memory, room for 17 blocks an SM
+#: of sm_90, of which the grow kernel's 72 registers a thread leave 14 (28 warps).
 VOXELS = 2
 #: Threads of a warp: a voxel's in the lobe-growing kernel.
 WARP = 32

@@ -2,26 +2,28 @@
 
 :func:`fmls_grow_cuda`, a warp per voxel, VOXELS voxels a block: the block samples its voxels'
 FODs on the 1281 directions together (each row of the SH → amplitude matrix read once for all
-of them), keeping them in float64 in global memory and as a float32 shadow in shared memory,
-which decides every comparison of two amplitudes unless the two tie in float32 (then the
-float64 values decide: rounding keeps order, so the comparisons are float64's); each warp
-gathers its voxel's positive samples and sorts them (a bitonic sort of the indices on the
-shadow, then an insertion sort of the runs tied in it: largest amplitude first, equal
-amplitudes by index, the sweep's order), then runs the
-sweep of :func:`gpu.fixels.fmls_math.grow_lobes` 32 samples at a time (:func:`_sweep`): a lane
-takes a sample once every neighbour earlier in the sweep has its label, so a chunk resolves in
-as many rounds as its longest chain of neighbours; seeds are numbered in sweep order when the
-chunk is done. Each lobe's integral and mean then add its samples in the sweep's order, as the
-sequential sweep adds them, so the sums are the CPU backend's to the bit: the sorted samples
-go 32 at a time again, and each lane adds those of its lobes (:func:`_lobe_sums`). A
-voxel where two lobes would merge (``lobe_merge_ratio`` < 1) runs the sequential sweep on one
-lane instead. The kernel writes the lobes to global memory with a work list of them.
-:func:`fmls_refine_cuda`, a thread per lobe of any voxel (full warps), runs the Newton peak
-search (:func:`gpu.fixels.fmls_math.refine_lobe`); :func:`fmls_write_cuda`, a thread per
-voxel, writes the fixels. Every floating-point reduction is sequential within a thread, so
-the output does not depend on scheduling (the work list's order does, each lobe's result
-does not). A voxel that seeds more than MAX_LOBES lobes answers LOBE_OVERFLOW and is redone
-on the CPU.
+of them), keeping them in float64 in global memory; each warp gathers its voxel's positive
+samples as 32-bit sort keys (:func:`_sort_key`: the amplitude in fixed point, relative to the
+voxel's largest, above the direction) and sorts them: a bitonic sort of the keys, then an
+insertion sort of the runs whose fixed-point amplitudes tie, by the float64 amplitudes
+(largest amplitude first, equal amplitudes by index: the sweep's order). A word a direction
+then holds what the sweep reads (:func:`_order`, :func:`_rank`, :func:`_label`): the direction
+at that position of the sorted samples, and the direction's own position and label, so that
+one shared-memory read tells whether a neighbour comes earlier in the sweep and which lobe
+took it. The sweep of :func:`gpu.fixels.fmls_math.grow_lobes` goes 32 samples at a time
+(:func:`_sweep`): a lane takes a sample once every neighbour earlier in the sweep has its
+label, so a chunk resolves in as many rounds as its longest chain of neighbours; seeds are
+numbered in sweep order when the chunk is done. Each lobe's integral and mean then add its
+samples in the sweep's order, as the sequential sweep adds them, so the sums are the CPU
+backend's to the bit: the sorted samples go 32 at a time again, and each lane adds those of
+its lobes (:func:`_lobe_sums`). A voxel where two lobes would merge (``lobe_merge_ratio`` < 1)
+runs the sequential sweep on one lane instead. The kernel writes the lobes to global memory
+with a work list of them. :func:`fmls_refine_cuda`, a thread per lobe of any voxel (full
+warps), runs the Newton peak search (:func:`gpu.fixels.fmls_math.refine_lobe`);
+:func:`fmls_write_cuda`, a thread per voxel, writes the fixels. Every floating-point
+reduction is sequential within a thread, so the output does not depend on scheduling (the
+work list's order does, each lobe's result does not). A voxel that seeds more than MAX_LOBES
+lobes answers LOBE_OVERFLOW and is redone on the CPU.
 
 Only ``cuda.syncthreads`` and its predicate forms synchronise the lanes (numba's CUDA
 simulator, where the tests run these kernels, has no warp shuffles or votes); every loop
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from numba import config, cuda, float32, float64, int8, int16, int32, int64, uint64
+from numba import config, cuda, float64, int16, int32, int64, uint32, uint64
 from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
@@ -46,8 +48,14 @@ _MAX_LEGENDRE = 49  # (12/2 + 1)²
 # a register cap on the Newton kernel: more threads in flight outweigh its spills
 # (docs/decisions/fixels-fmls-phases.md); the simulator takes no such option
 _REFINE_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
+# and on the grow kernel, whose shared memory leaves room for 17 blocks an SM (72: 14)
+_GROW_REGISTERS = 72
+_GROW_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": _GROW_REGISTERS}
 # a lobe seeded in the sweep's current 32 samples, numbered after the sweep's lobes by lane
 _PROVISIONAL = 64
+#: Fixed-point levels of a sort key's amplitude (21 bits, above the direction's 11); the
+#: tests lower them in the simulator, so that many keys tie
+_KEY_LEVELS = 1 << 21
 # Indices, loop counters and offsets are uint64, never mixed with a signed int (numba types
 # uint64 with int64 as float64): numba makes a signed index a wraparound test, a signed range
 # loop a count with sign fix-ups and a signed // or % a floor division with sign fix-ups;
@@ -61,47 +69,114 @@ _4 = uint64(4)
 _W = uint64(WARP)
 _DIRS = uint64(N_DIRS)
 _P = uint64(_PROVISIONAL)
+# The grow kernel's word a direction (uint32): bits 0–10 the direction at this position of the
+# sorted positive samples, 11–21 this direction's position as _TOP_RANK − position (0: not
+# positive, never reached by the sweep, so "earlier in the sweep" is "larger"), 22–29 its
+# label + _LABEL_BIAS (the sweep's labels lie in −97…95).
+_FIELD = uint64(0x7FF)
+_RANK_SHIFT = uint64(11)
+_TOP_RANK = uint64(0x7FF)
+_LABEL_SHIFT = uint64(22)
+_LABEL_BIAS = 128
+_NO_LABEL = uint64((_LABEL_BIAS - 1) << 22)
+_KEEP_BUT_LABEL = uint64(0xFFFFFFFF ^ (0xFF << 22))
 
 
 @cuda.jit(device=True)
-def _sweeps_first(shadow, samples, a, b):
-    """Does sample a come before sample b in the sweep: larger amplitude, or equal and lower
-    index. Decided on the float32 ``shadow`` of the float64 ``samples`` where the two differ
-    there (rounding to float32 keeps order, so a difference is the float64 values' too), on
-    ``samples`` where they tie."""
-    if shadow[a] != shadow[b]:
-        return shadow[a] > shadow[b]
-    return samples[a] > samples[b] or (samples[a] == samples[b] and a < b)
+def _sort_key(value, scale, levels, d):
+    """The key of positive sample d of amplitude ``value``: its fixed-point amplitude q =
+    ⌊value · scale⌋ (below ``levels``; scale = levels ÷ the voxel's largest amplitude) as
+    levels − 1 − q above the direction, so that the keys ascend as the sweep goes (larger
+    amplitude first, equal ones by index) wherever the q differ. q is monotonic in value, so
+    the keys' order is the sweep's but within runs of equal q."""
+    q = min(uint64(value * scale), levels - _1)
+    return ((levels - _1 - q) << _RANK_SHIFT) | d
 
 
 @cuda.jit(device=True)
-def _before_top(shadow, samples, d, top):
-    """Is sample d a non-positive one whose magnitude comes before the largest positive
-    sample ``top`` in MRtrix3's sweep by |amplitude| (then the voxel has no lobe); shadow and
-    samples as :func:`_sweeps_first` (rounding to float32 is odd-symmetric: −f(a) = f(−a))."""
-    if shadow[d] > 0.0:
-        return False
-    if -shadow[d] != shadow[top]:
-        return -shadow[d] > shadow[top]
-    a = samples[d]
-    return a <= 0.0 and (-a > samples[top] or (-a == samples[top] and d < top))
+def _order(word):
+    """The direction at a word's position of the sorted samples (also a sort key's direction)."""
+    return uint64(word) & _FIELD
 
 
 @cuda.jit(device=True)
-def _positive(shadow, samples, d):
-    """Is sample d positive (its float32 shadow is 0 only where |float64| is below float32's range)."""
-    return shadow[d] > 0.0 or (shadow[d] == 0.0 and samples[d] > 0.0)
+def _rank(word):
+    """_TOP_RANK − the position of a word's direction in the sweep; 0 if it is not positive."""
+    return (uint64(word) >> _RANK_SHIFT) & _FIELD
 
 
 @cuda.jit(device=True)
-def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, sh, shadows, order, label,
-                peak_value, g_integral, g_mean, head, seed, next_peak, state, lanes):
+def _label(word):
+    """The label of a word's direction (signed, as :func:`gpu.fixels.fmls_math.grow_lobes`'s)."""
+    return int64((uint64(word) >> _LABEL_SHIFT) & uint64(0xFF)) - _LABEL_BIAS
+
+
+@cuda.jit(device=True)
+def _set_label(words, d, lobe):
+    """Direction d of ``words`` labelled ``lobe`` (int64), its other fields kept."""
+    words[d] = (uint64(words[d]) & _KEEP_BUT_LABEL) | (uint64(lobe + _LABEL_BIAS) << _LABEL_SHIFT)
+
+
+@cuda.jit(device=True)
+def _set_order(words, k, d):
+    """Direction d at position k of ``words``' sorted samples, the other fields kept."""
+    words[k] = (uint64(words[k]) & ~_FIELD) | d
+
+
+@cuda.jit(device=True)
+def _sweeps_first(row, a, b):
+    """Does sample a come before sample b in the sweep (float64 amplitudes ``row``): larger
+    amplitude, or equal and lower index."""
+    return row[a] > row[b] or (row[a] == row[b] and a < b)
+
+
+@cuda.jit(device=True)
+def _sort_tied_runs(keys, n, row, lane):
+    """Each run of the bitonically sorted ``keys[:n]`` whose fixed-point amplitudes tie (in it
+    by direction) put into the sweep's order by the float64 amplitudes ``row``: an insertion
+    sort a run, on the lane whose stride holds its first position (runs are short; their
+    keys' amplitudes, which the lanes compare, never change)."""
+    k = lane
+    while k + _1 < n:
+        level = uint64(keys[k]) >> _RANK_SHIFT
+        if uint64(keys[k + _1]) >> _RANK_SHIFT == level and (k == _0 or uint64(keys[k - _1]) >> _RANK_SHIFT != level):
+            j = k + _1
+            while j < n and uint64(keys[j]) >> _RANK_SHIFT == level:
+                key = keys[j]
+                i = j
+                while i > k and _sweeps_first(row, _order(key), _order(keys[i - _1])):
+                    keys[i] = keys[i - _1]
+                    i -= _1
+                keys[i] = key
+                j += _1
+        k += _W
+
+
+@cuda.jit(device=True)
+def _negative_first(row, top, deepest, first, lane):
+    """MRtrix3 sweeps by |amplitude|, so a voxel whose sweep would reach a non-positive sample
+    before its largest positive one, ``top`` at direction ``first``, has no lobe: is that so
+    (``deepest``: the largest magnitude of its non-positive samples ``row``)? Where the two
+    magnitudes are equal the lower direction comes first; the lane looks at its stride."""
+    if deepest != top:
+        return deepest > top
+    d = lane
+    while d < first:
+        if row[d] == -top:
+            return True
+        d += _W
+    return False
+
+
+@cuda.jit(device=True)
+def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, g_label, sh, extremes,
+                words, peak_value, g_integral, g_mean, head, seed, next_peak, state, lanes):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them; the lobes' integrals and mean sums go to g_integral and g_mean, the
     samples to ``samples``, and peak_value, head, seed and next_peak are the global (V,
-    MAX_LOBES) arrays, as :func:`fmls_grow_cuda` says): counts[v] is 0, or
-    LOBE_OVERFLOW; state[w] says whether voxel w has lobes (state[w, 0] = 1) and how many
-    (state[w, 2])."""
+    MAX_LOBES) arrays, as :func:`fmls_grow_cuda` says; a voxel whose lobes merge gets its
+    labels in g_label here): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w
+    has lobes (state[w, 0] = 1) and how many (state[w, 2]), state[w, 3] whether they merged."""
     t = uint64(cuda.threadIdx.x)
     threads = uint64(cuda.blockDim.x)
     w = t // _W
@@ -110,8 +185,10 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     v = first + w
     n_voxels = uint64(coeffs.shape[0])
     n_coeffs = uint64(coeffs.shape[1])
+    # read here, not as a module constant: the tests lower it in the simulator
+    levels = uint64(_KEY_LEVELS)
     # the warp's rows, once (a voxel past the last reads none of its row)
-    shadow = shadows[w]
+    keys = words[w]
     row = samples[min(v, n_voxels - _1)]
     if lane == _0:
         ok = v < n_voxels
@@ -124,6 +201,8 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
         state[w, 0] = 1 if ok else 0
         state[w, 1] = 0
         state[w, 2] = 0
+        extremes[w, 0] = 0.0
+        extremes[w, 1] = 0.0
         if v < n_voxels:
             counts[v] = 0
     i = t
@@ -136,8 +215,15 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
     # sampling, each matrix row read once for the block's voxels, summed in coefficient order;
     # four of the matrix's entries are loaded before they are used, so that their reads
-    # (from L2: the matrix outgrows L1 beside the shared arrays) overlap
+    # (from L2: the matrix outgrows L1 beside the shared arrays) overlap. Each voxel's largest
+    # sample and largest non-positive magnitude are kept (a NaN enters neither: such a voxel
+    # has no lobes).
     total = cuda.local.array(VOXELS, float64)
+    largest = cuda.local.array(VOXELS, float64)
+    deepest = cuda.local.array(VOXELS, float64)
+    for u in range(VOXELS):
+        largest[u] = 0.0
+        deepest[u] = 0.0
     d = t
     while d < _DIRS:
         for u in range(VOXELS):
@@ -160,31 +246,39 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
                 total[u] += m * sh[u, c]
             c += _1
         for u in range(VOXELS):
-            shadows[u, d] = float32(total[u])
             if first + uint64(u) < n_voxels:
                 samples[first + uint64(u), d] = total[u]
+            if total[u] > largest[u]:
+                largest[u] = total[u]
+            if -total[u] > deepest[u]:
+                deepest[u] = -total[u]
         d += threads
+    for u in range(VOXELS):
+        cuda.atomic.max(extremes, (u, 0), largest[u])
+        cuda.atomic.max(extremes, (u, 1), deepest[u])
     cuda.syncthreads()
 
-    # the positive samples, gathered in any order (the sort fixes it)
-    if state[w, 0] == 1:
+    # the positive samples as sort keys, gathered in any order (the sort fixes it)
+    top = extremes[w, 0]
+    if state[w, 0] == 1 and top > 0.0:
+        scale = float64(levels) / top
         d = lane
         while d < _DIRS:
-            if _positive(shadow, row, d):
-                order[w, uint64(cuda.atomic.add(state, (w, _1), 1))] = d
+            value = row[d]
+            if value > 0.0:
+                keys[uint64(cuda.atomic.add(state, (w, _1), 1))] = _sort_key(value, scale, levels, d)
             d += _W
     cuda.syncthreads()
-    largest = _1
+    largest_n = _1
     for u in range(VOXELS):
-        if uint64(state[u, 1]) > largest:
-            largest = uint64(state[u, 1])
+        if uint64(state[u, 1]) > largest_n:
+            largest_n = uint64(state[u, 1])
     size = _1
-    while size < largest:
+    while size < largest_n:
         size *= _2
-    # bitonic sort of order[w, :n] by the float32 shadow (then index), in the form whose
-    # compare-exchanges all put the earlier sample first: padded to a power of two with samples
-    # after every other, the padding never moves, so it is neither stored nor compared. The
-    # same steps in every warp.
+    # bitonic sort of keys[:n], in the form whose compare-exchanges all put the smaller key
+    # first: padded to a power of two with keys above every other, the padding never moves,
+    # so it is neither stored nor compared. The same steps in every warp.
     n = uint64(state[w, 1])
     block = _2
     while block <= size:
@@ -197,57 +291,48 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
                 hi = lo + stride if stride < block // _2 else \
                     lo - (lo & (block - _1)) + block - _1 - (lo & (block - _1))
                 if hi < n:
-                    a = uint64(order[w, lo])
-                    b = uint64(order[w, hi])
-                    if shadow[b] > shadow[a] or (shadow[b] == shadow[a] and b < a):
-                        order[w, lo] = b
-                        order[w, hi] = a
+                    a = keys[lo]
+                    b = keys[hi]
+                    if b < a:
+                        keys[lo] = b
+                        keys[hi] = a
                 i += _W
             cuda.syncthreads()
             stride //= _2
         block *= _2
-    # samples tied in float32 lie together, by index: such runs (rare) go into the sweep's
-    # order, float64 amplitude first, by an insertion sort that the rest leaves in place
-    tied = False
-    k = lane + _1
-    while k < n:
-        tied = tied or shadow[uint64(order[w, k - _1])] == shadow[uint64(order[w, k])]
-        k += _W
-    if cuda.syncthreads_or(1 if tied else 0):
-        if lane == _0:
-            k = _1
-            while k < n:
-                d = order[w, k]
-                j = k
-                while j > _0 and _sweeps_first(shadow, row, uint64(d), uint64(order[w, j - _1])):
-                    order[w, j] = order[w, j - _1]
-                    j -= _1
-                order[w, j] = d
-                k += _1
-        cuda.syncthreads()
-
-    # MRtrix3 sweeps by |amplitude|: a negative sample before the first positive one finds no lobe
-    if state[w, 0] == 1:
-        if state[w, 1] == 0:
-            state[w, 0] = 0
-        else:
-            top = uint64(order[w, 0])
-            d = lane
-            while d < _DIRS:
-                if _before_top(shadow, row, d, top):
-                    state[w, 0] = 0
-                d += _W
+    _sort_tied_runs(keys, n, row, lane)
     cuda.syncthreads()
 
-    _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head,
-           seed, next_peak, state, lanes, sh)
+    if state[w, 0] == 1 and (n == _0 or _negative_first(row, top, extremes[w, 1], _order(keys[0]), lane)):
+        state[w, 0] = 0
+    cuda.syncthreads()
+    # the words the sweep reads: the direction at each position, each direction's position
+    # and its label (none yet)
+    k = lane
+    while k < _DIRS:
+        keys[k] = (_order(keys[k]) if k < n else _0) | _NO_LABEL
+        k += _W
+    cuda.syncthreads()
+    k = lane
+    while k < n:
+        cuda.atomic.or_(words, (w, _order(keys[k])), (_TOP_RANK - k) << _RANK_SHIFT)
+        k += _W
+    cuda.syncthreads()
+
+    _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g_integral, g_mean, head, seed,
+           next_peak, state, lanes, sh)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
-        # a merge: the sweep again from the start, sequentially, as the CPU runs it
+        # a merge: the sweep again from the start, sequentially, as the CPU runs it, on the
+        # sorted directions (the words cut to them) with the labels in g_label
+        k = _0
+        while k < n:
+            keys[k] = _order(keys[k])
+            k += _1
         adjacent = cuda.local.array(MAX_NEIGHBOURS, int32)
         tail = cuda.local.array(MAX_LOBES, int16)
         # room for MAX_LOBES lobes (the global rows' length; the tests shrink MAX_LOBES)
-        n_lobes = fm.grow_lobes(row, order[w], state[w, 1], unit, neighbours, weights, merge_ratio, label[w],
-                                adjacent, peak_value[v, :MAX_LOBES], g_mean[v], g_integral[v], head[v], tail, seed[v],
+        n_lobes = fm.grow_lobes(row, keys, state[w, 1], unit, neighbours, weights, merge_ratio, g_label[v], adjacent,
+                                peak_value[v, :MAX_LOBES], g_mean[v], g_integral[v], head[v], tail, seed[v],
                                 next_peak[v])
         state[w, 2] = n_lobes
     if lane == _0 and state[w, 0] == 1 and state[w, 2] < 0:
@@ -257,28 +342,23 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 
 @cuda.jit(device=True)
-def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, label, peak_value, g_integral, g_mean, head,
-           seed, next_peak, state, lanes, staged):
+def _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g_integral, g_mean, head, seed,
+           next_peak, state, lanes, staged):
     """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
     would merge, and then nothing else is written (the caller redoes the voxel sequentially).
-    Amplitudes are compared on ``shadows`` (float32) and ``samples`` (float64) as
-    :func:`_sweeps_first` says; the values kept come from ``samples``. The lobes' integrals and
-    mean sums go straight to g_integral[v] and g_mean[v]; ``staged`` is the block's
-    coefficient array, free once the samples are taken (:func:`_lobe_sums`)."""
+    ``words`` as :func:`_grow_block` leaves them; the values kept come from ``samples``. The
+    lobes' integrals and mean sums go straight to g_integral[v] and g_mean[v]; ``staged`` is
+    the block's coefficient array, free once the samples are taken (:func:`_lobe_sums`)."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
-    shadow = shadows[w]
+    word = words[w]
     row = samples[min(v, uint64(samples.shape[0]) - _1)]
     # read here, not as a module constant: the tests shrink MAX_LOBES in the simulator
     max_lobes = uint64(MAX_LOBES)
-    d = lane
-    while d < _DIRS:
-        label[w, d] = -1
-        d += _W
     if lane == _0:
         state[w, 2] = 0
         state[w, 3] = 0
@@ -293,8 +373,9 @@ def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, labe
     while chunk < chunks:
         k = chunk * _W + lane
         active = state[w, 0] == 1 and not merging and n_lobes <= max_lobes and k < uint64(state[w, 1])
-        d = uint64(order[w, k]) if active else _0
+        d = _order(word[k]) if active else _0
         value = row[d] if active else 0.0
+        place = _TOP_RANK - k
         resolved = not active
         merge = False
         is_seed = False
@@ -309,9 +390,9 @@ def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, labe
                     nb = neighbours[d, j]
                     if nb < 0:
                         continue
-                    other = uint64(nb)
-                    if _sweeps_first(shadow, row, other, d):
-                        lobe = int32(label[w, other])
+                    other = word[uint64(nb)]
+                    if _rank(other) > place:
+                        lobe = _label(other)
                         if lobe == -1:
                             wait = True
                         elif lobe >= 0:
@@ -320,18 +401,18 @@ def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, labe
                 if not wait:
                     resolved = True
                     if hi < 0:
-                        label[w, d] = _P + lane
+                        _set_label(word, d, int64(_P + lane))
                         lanes[w, 0, lane] = 1
                         is_seed = True
                     elif lo == hi:
-                        label[w, d] = lo
+                        _set_label(word, d, lo)
                     else:
                         if hi >= _PROVISIONAL:
-                            top = row[uint64(order[w, chunk * _W + uint64(hi - _PROVISIONAL)])]
+                            top = row[_order(word[chunk * _W + uint64(hi - _PROVISIONAL)])]
                         else:
                             top = peak_value[v, uint64(hi)]
                         merge = value / top > merge_ratio
-                        label[w, d] = -2 - lo
+                        _set_label(word, d, -2 - lo)
             if cuda.syncthreads_and(1 if resolved else 0):
                 break
         if merge:
@@ -352,11 +433,11 @@ def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, labe
             lanes[w, 1, lane] = n_lobes + rank
             cuda.syncthreads()
             if active:
-                lobe = int32(label[w, d])
+                lobe = _label(word[d])
                 if lobe >= _PROVISIONAL:
-                    label[w, d] = lanes[w, 1, uint64(lobe - _PROVISIONAL)]
+                    _set_label(word, d, int64(lanes[w, 1, uint64(lobe - _PROVISIONAL)]))
                 elif -2 - lobe >= _PROVISIONAL:
-                    label[w, d] = -2 - lanes[w, 1, uint64(-2 - lobe - _PROVISIONAL)]
+                    _set_label(word, d, -2 - int64(lanes[w, 1, uint64(-2 - lobe - _PROVISIONAL)]))
                 if is_seed and n_lobes + rank < max_lobes:
                     new = n_lobes + rank
                     peak_value[v, new] = value
@@ -370,30 +451,31 @@ def _sweep(samples, shadows, order, unit, neighbours, weights, merge_ratio, labe
     if lane == _0 and state[w, 0] == 1 and not merging and not ok:
         state[w, 2] = fm.LOBE_OVERFLOW
 
-    _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, lanes, staged,
+    _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, staged,
                uint64(state[w, 1]) if ok else _0, chunks)
     if ok and lane == _0:
         state[w, 2] = n_lobes
 
 
 @cuda.jit(device=True)
-def _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, lanes, staged, n, chunks):
-    """Each lobe's integral and mean sum of warp w's voxel, from its n sorted samples order[w, :n]
-    (0: none), into g_integral[v] and g_mean[v]: as grow_lobes adds them, the samples the
-    lobe took in sweep order, then the pending ones assigned to it, in sweep order (their
-    labels then set). Lane l sums lobes l and l + 32. The samples go 32 at a time, each lane
-    publishing its sample's group and direction in lanes[w, parity of the chunk] (a chunk's
-    writes cannot reach the last one's reads) and adding those of its lobes; the pending
-    samples are queued at the front of order[w] (read already) and added after. No list of
-    each lobe's samples is kept: it would take 2.5 KB more shared memory a voxel. Beside its
-    word a lane stages its sample's value from ``samples`` in staged[w, 32·parity + lane], so
-    that the sums read shared memory, not global. ``chunks`` is as many as the block's largest
-    n needs (every warp meets the same barriers); state[w, 4] receives the number of pending
-    samples."""
+def _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, staged, n, chunks):
+    """Each lobe's integral and mean sum of warp w's voxel, from its n sorted samples (0: none;
+    ``words`` as :func:`_grow_block` leaves them), into g_integral[v] and g_mean[v]: as
+    grow_lobes adds them, the samples the lobe took in sweep order, then the pending ones
+    assigned to it, in sweep order (their labels then set). Lane l sums lobes l and l + 32.
+    The samples go 32 at a time, each lane publishing its sample's group and direction in
+    lanes[w, parity of the chunk] (a chunk's writes cannot reach the last one's reads) and
+    adding those of its lobes; the pending samples are queued at the front of the sorted
+    directions (read already) and added after. No list of each lobe's samples is kept: it
+    would take 2.5 KB more shared memory a voxel. Beside its word a lane stages its sample's
+    value from ``samples`` in staged[w, 32·parity + lane], so that the sums read shared
+    memory, not global. ``chunks`` is as many as the block's largest n needs (every warp meets
+    the same barriers); state[w, 4] receives the number of pending samples."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
+    word = words[w]
     row = samples[min(v, uint64(samples.shape[0]) - _1)]
     # the lane's two lobes, signed as the groups they are compared with
     mine = int64(lane)
@@ -410,8 +492,8 @@ def _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, 
         entry = -1
         parity = chunk % _2
         if k < n:
-            d = uint64(order[w, k])
-            entry = (_group(int32(label[w, d])) << 16) | int64(d)
+            d = _order(word[k])
+            entry = (_group(_label(word[d])) << 16) | int64(d)
             staged[w, parity * _W + lane] = row[d]
         lanes[w, parity, lane] = entry
         cuda.syncthreads()
@@ -433,7 +515,7 @@ def _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, 
             j += _1
         # the queue's writes stay below this chunk's end, which every lane read before the barrier
         if entry >> 16 >= _PROVISIONAL:
-            order[w, pending + before] = d
+            _set_order(word, pending + before, d)
         pending += queued
         # a lobe's samples of the chunk, in sweep order (lowest bit first)
         while taken_mine != _0:
@@ -465,8 +547,8 @@ def _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, 
         entry = -1
         parity = chunk % _2
         if k < pending:
-            d = uint64(order[w, k])
-            entry = (_group(int32(label[w, d])) << 16) | int64(d)
+            d = _order(word[k])
+            entry = (_group(_label(word[d])) << 16) | int64(d)
             staged[w, parity * _W + lane] = row[d]
         lanes[w, parity, lane] = entry
         cuda.syncthreads()
@@ -485,13 +567,13 @@ def _lobe_sums(samples, order, unit, weights, label, g_integral, g_mean, state, 
             queued_mine &= queued_mine - _1
             d = uint64(lanes[w, parity, j] & 0xFFFF)
             mx, my, mz, m_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, True, mx, my, mz, m_total)
-            label[w, d] = mine
+            _set_label(word, d, mine)
         while queued_other != _0:
             j = uint64(cuda.ffs(queued_other)) - _1
             queued_other &= queued_other - _1
             d = uint64(lanes[w, parity, j] & 0xFFFF)
             ox, oy, oz, o_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, True, ox, oy, oz, o_total)
-            label[w, d] = other
+            _set_label(word, d, other)
         chunk += _1
     if m_seeded:
         g_mean[v, lane, 0] = mx
@@ -535,7 +617,9 @@ def _group(lobe):
     return lobe if lobe >= 0 else _PROVISIONAL - 2 - lobe
 
 
-@cuda.jit(cache=True)
+
+
+@cuda.jit(**_GROW_OPTIONS)
 def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, lobes, work, n_work, g_label,
                    samples, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
     """The lobes of voxels VOXELS·blockIdx.x + warp, launched with VOXELS·32 threads a block: lobes[v]
@@ -551,18 +635,19 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
-    # the samples' float32 shadow: the sort and the sweep compare amplitudes there, reading the
-    # float64 samples (global, (V, D)) only where two tie and for the values the sums add,
-    # which leaves 5 KB less shared memory a voxel and more blocks an SM
-    shadows = cuda.shared.array((VOXELS, N_DIRS), float32)
-    order = cuda.shared.array((VOXELS, N_DIRS), int16)
-    label = cuda.shared.array((VOXELS, N_DIRS), int8)
+    # each voxel's largest sample and largest non-positive magnitude
+    extremes = cuda.shared.array((VOXELS, 2), float64)
+    # a word a direction (the module's _FIELD etc. say what it holds): first the sort keys,
+    # then what the sweep reads; the float64 samples stay in global memory (V, D), read for
+    # the values the sums add and where two keys tie, which leaves 3.8 KB less a voxel and
+    # more blocks an SM
+    words = cuda.shared.array((VOXELS, N_DIRS), uint32)
     state = cuda.shared.array((VOXELS, 5), int32)
     # a word from each lane to the others: in the sweep, whether its sample seeded a lobe [0]
     # and the lobe's number [1]; in the sums, its sample's group and direction, by chunk parity
     lanes = cuda.shared.array((VOXELS, 2, WARP), int32)
-    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, sh, shadows, order,
-                label, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak, state, lanes)
+    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, g_label, sh, extremes,
+                words, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak, state, lanes)
     if v >= uint64(coeffs.shape[0]):
         return
     # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])
@@ -575,11 +660,12 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
             while lobe < n:
                 work[first + lobe] = v * uint64(MAX_LOBES) + lobe
                 lobe += _1
-    if n == _0:
+    # a voxel whose lobes merged has its labels there already
+    if n == _0 or state[w, 3] != 0:
         return
     d = lane
     while d < _DIRS:
-        g_label[v, d] = label[w, d]
+        g_label[v, d] = _label(words[w, d])
         d += _W
 
 

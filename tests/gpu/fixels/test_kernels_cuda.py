@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import cuda, int64, uint64
 
 from gpu.cuda.simulator import simulator_active
 from gpu.fixels import backend_cuda, kernels_cuda, segment
@@ -127,65 +128,103 @@ def test_kernels_match_cpu_bytes(options, monkeypatch):
             assert ours[v, :n].tobytes() == theirs[v, :n].astype(np.float32).tobytes()
 
 
-def test_amplitudes_compare_as_float64_through_their_float32_shadow():
-    # the grow kernel compares samples on a float32 shadow and reads the float64 samples only
-    # where two tie there: values that tie in float32 but not in float64, equal ones, signed
-    # zeros and magnitudes below float32's range, against the float64 rules
-    from numba import cuda, uint64
+def _sweep_order(row):
+    """The positive samples' directions in the sweep's order: larger amplitude first, equal by index."""
+    positive = np.flatnonzero(row > 0)
+    return positive[np.lexsort((positive, -row[positive]))]
 
+
+@pytest.mark.parametrize("levels", [1 << 21, 1 << 6])
+def test_sort_keys_then_tied_runs_give_the_sweeps_order(levels):
+    # keys sorted as the bitonic sort leaves them, then the runs tied in fixed point put in
+    # order by the float64 amplitudes: values that tie at any level but differ in float64,
+    # equal ones, magnitudes far below the largest, and non-positive samples left out
     rng = np.random.default_rng(0)
-    base = rng.uniform(-1.0, 1.0, 24)
-    samples = np.concatenate([base, base + 3 * np.spacing(base), base[:6],
-                              [1e-50, -1e-50, 0.0, -0.0, 5e-46, -5e-46, 1e-30, -1e-30]])
-    shadow = samples.astype(np.float32)
-    assert (shadow[:24] == shadow[24:48]).all() and (samples[:24] != samples[24:48]).all()
-    n = samples.size
-    first = np.zeros((n, n), np.int8)
-    before_top = np.zeros((n, n), np.int8)
-    positive = np.zeros(n, np.int8)
+    base = rng.uniform(-1.0, 1.0, 300)
+    row = np.concatenate([base, base + 3 * np.spacing(base), base[:40], [1e-300, 5e-320, 0.0, -0.0, -1e-300]])
+    rng.shuffle(row)
+    scale = levels / row.max()
+    keys = np.zeros(row.size, np.uint32)
 
     @cuda.jit
-    def probe(shadow, samples, first, before_top, positive):
-        for a in range(shadow.shape[0]):
-            positive[a] = kernels_cuda._positive(shadow, samples, uint64(a))
-            for b in range(shadow.shape[0]):
-                first[a, b] = kernels_cuda._sweeps_first(shadow, samples, uint64(a), uint64(b))
-                before_top[a, b] = kernels_cuda._before_top(shadow, samples, uint64(a), uint64(b))
+    def make_keys(row, scale, levels, keys):
+        i = cuda.grid(1)
+        if i < row.shape[0] and row[i] > 0.0:
+            keys[i] = kernels_cuda._sort_key(row[i], scale, uint64(levels), uint64(i))
 
-    probe[1, 1](shadow, samples, first, before_top, positive)
-    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    x, y = samples[a], samples[b]
-    np.testing.assert_array_equal(first, (x > y) | ((x == y) & (a < b)))
-    np.testing.assert_array_equal(positive, samples > 0)
-    # the largest positive sample is the one _before_top is asked about
-    tops = samples > 0
-    expected = (x <= 0) & ((-x > y) | ((-x == y) & (a < b)))
-    np.testing.assert_array_equal(before_top[:, tops], expected[:, tops])
+    @cuda.jit
+    def sort_tied_runs(keys, n, row):
+        kernels_cuda._sort_tied_runs(keys, uint64(n), row, uint64(cuda.threadIdx.x))
+
+    make_keys[(row.size + 127) // 128, 128](row, scale, levels, keys)
+    keys = np.sort(keys[row > 0])
+    levels_of = keys >> 11
+    assert (np.diff(levels_of.astype(np.int64)) == 0).sum() > (100 if levels < 1 << 21 else 40)
+    sort_tied_runs[1, 32](keys, keys.size, row)
+    np.testing.assert_array_equal(keys & 0x7FF, _sweep_order(row))
+    # the fixed-point amplitudes still ascend as the sweep goes
+    assert (np.diff((keys >> 11).astype(np.int64)) >= 0).all()
 
 
-class _CoarseShadow:
-    """float32 as the grow kernel's shadow, rounded to 6 bits of mantissa (monotonic and
-    odd-symmetric, as rounding to float32 is), so that many samples tie in the shadow."""
+def test_a_words_fields_are_set_and_read_apart():
+    # the grow kernel's word a direction: the direction at a position, the direction's rank
+    # and its label (−97…95 in the sweep), each set without touching the others
+    rng = np.random.default_rng(1)
+    n = 1281
+    order = rng.permutation(n)
+    rank = rng.integers(0, 2048, n)
+    labels = rng.integers(-97, 96, n)
+    words = ((rank << 11) | rng.integers(0, 2048, n) | (127 << 22)).astype(np.uint32)
+    out = np.zeros((n, 3), np.int64)
 
-    dtype = np.dtype(np.float32)
+    @cuda.jit
+    def probe(words, order, labels, out):
+        i = cuda.grid(1)
+        if i < words.shape[0]:
+            kernels_cuda._set_label(words, uint64(i), int64(labels[i]))
+            kernels_cuda._set_order(words, uint64(i), uint64(order[i]))
+            out[i, 0] = kernels_cuda._order(words[i])
+            out[i, 1] = kernels_cuda._rank(words[i])
+            out[i, 2] = kernels_cuda._label(words[i])
 
-    def __call__(self, value):
-        mantissa, exponent = np.frexp(value)
-        return np.float32(np.ldexp(np.round(mantissa * 64) / 64, exponent))
+    probe[(n + 127) // 128, 128](words, order, labels, out)
+    np.testing.assert_array_equal(out, np.stack([order, rank, labels], axis=1))
+
+
+def test_a_negative_sample_swept_first_leaves_the_voxel_without_lobes():
+    # MRtrix3 sweeps by |amplitude|: the voxel has no lobe when a non-positive sample's
+    # magnitude exceeds the largest positive one, or equals it at a lower direction
+    top = 0.75
+    row = np.linspace(-0.5, 0.5, 100)
+    row[60] = top
+    cases = {"below": (row, False), "above": (np.where(np.arange(100) == 7, -0.8, row), True)}
+    for where in (10, 90):
+        tied = row.copy()
+        tied[where] = -top
+        cases[f"tied at {where}"] = (tied, where < 60)
+    out = np.zeros(32, np.int8)
+
+    @cuda.jit
+    def probe(row, top, deepest, out):
+        out[cuda.threadIdx.x] = kernels_cuda._negative_first(row, top, deepest, uint64(60), uint64(cuda.threadIdx.x))
+
+    for name, (values, expected) in cases.items():
+        probe[1, 32](values, top, max(0.0, -values.min()), out)
+        assert out.any() == expected, name
 
 
 @pytest.mark.parametrize("options", [FmlsOptions(), FmlsOptions(lobe_merge_ratio=0.3)])
-def test_samples_tied_in_the_shadow_take_the_float64_order(options, monkeypatch):
-    # in the simulator the shadow is made coarse: the sort's runs of ties, the sweep's
-    # comparisons and the check of the negative samples then lean on the float64 samples, and
-    # the fixels must still be the CPU backend's
+def test_samples_tied_in_the_sort_keys_take_the_float64_order(options, monkeypatch):
+    # in the simulator the keys' fixed point is made coarse (64 levels): the sort's runs of
+    # ties lean on the float64 samples, and the fixels must still be the CPU backend's
     fod = fod_phantom((4, 1, 1), 8, relative_noise=0.1, seed=4)["sh"]
     if simulator_active():
-        coarse = _CoarseShadow()
-        monkeypatch.setattr(kernels_cuda, "float32", coarse)
-        amplitudes = fod.reshape(4, -1) @ fmls_tables(8).sh_to_amp.T
-        ordered = -np.sort(-amplitudes[amplitudes > 0])
-        shadow = np.array([coarse(a) for a in ordered])
-        assert ((shadow[1:] == shadow[:-1]) & (ordered[1:] != ordered[:-1])).sum() > 100
+        monkeypatch.setattr(kernels_cuda, "_KEY_LEVELS", 64)
+        tied = 0
+        for amplitudes in fod.reshape(4, -1) @ fmls_tables(8).sh_to_amp.T:
+            ordered = -np.sort(-amplitudes[amplitudes > 0])
+            fixed = np.minimum(np.floor(ordered * (64 / ordered[0])), 63)
+            tied += ((fixed[1:] == fixed[:-1]) & (ordered[1:] != ordered[:-1])).sum()
+        assert tied > 1000
     assert_same_fixels(segment_fods(fod, options=options, backend="cuda"),
                        segment_fods(fod, options=options, backend="cpu"))
