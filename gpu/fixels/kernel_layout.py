@@ -9,9 +9,10 @@ __all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK", "FIRST_NEWTON
 #: Lobes a voxel has room for in the lobe scratch; a voxel seeding more is redone on the CPU
 #: (≤ 64: the sweep numbers its provisional lobes from 64, and a lane sums two lobes).
 MAX_LOBES = 64
-#: Voxels of a block, a warp each: two take 12,288 B of shared memory, room for 17 blocks an SM
-#: of sm_90, of which the grow kernel's 72 registers a thread leave 14 (28 warps).
-VOXELS = 2
+#: Voxels of a block, a warp each: four take 24,576 B of shared memory, room for 9 blocks an SM
+#: of sm_90, of which the grow kernel's 72 registers a thread leave 7 (28 warps, as many as
+#: with two a block, which read each row of the sampling matrix for half as many voxels).
+VOXELS = 4
 #: Threads of a warp: a voxel's in the lobe-growing kernel.
 WARP = 32
 #: The directions FMLS samples each FOD on (gpu.fixels.directions_1281).
