@@ -9,9 +9,9 @@ __all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK", "FIRST_NEWTON
 #: Lobes a voxel has room for in the lobe scratch; a voxel seeding more is redone on the CPU
 #: (≤ 64: the sweep numbers its provisional lobes from 64, and a lane sums two lobes).
 MAX_LOBES = 64
-#: Voxels of a block, a warp each: four take 24,576 B of shared memory, room for 9 blocks an SM
-#: of sm_90, of which the grow kernel's 72 registers a thread leave 7 (28 warps, as many as
-#: with two a block, which read each row of the sampling matrix for half as many voxels).
+#: Voxels of a block, a warp each: four take 27,696 B of shared memory, room for 8 blocks (32
+#: warps) an SM of sm_90, as the grow kernel's 64 registers a thread; each row of the sampling
+#: matrix is read once for the four.
 VOXELS = 4
 #: Threads of a warp: a voxel's in the lobe-growing kernel.
 WARP = 32

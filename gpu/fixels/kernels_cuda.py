@@ -35,7 +35,6 @@ from __future__ import annotations
 import math
 
 from numba import config, cuda, float64, int16, int32, int64, uint32, uint64
-from numba.extending import register_jitable
 
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS
@@ -48,8 +47,8 @@ _MAX_LEGENDRE = 49  # (12/2 + 1)²
 # a register cap on the Newton kernel: more threads in flight outweigh its spills
 # (docs/decisions/fixels-fmls-phases.md); the simulator takes no such option
 _REFINE_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
-# and on the grow kernel, whose shared memory leaves room for 17 blocks an SM (72: 14)
-_GROW_REGISTERS = 72
+# and on the grow kernel: 64 registers a thread leave 8 blocks an SM, as many as its shared memory
+_GROW_REGISTERS = 64
 _GROW_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": _GROW_REGISTERS}
 # a lobe seeded in the sweep's current 32 samples, numbered after the sweep's lobes by lane
 _PROVISIONAL = 64
@@ -69,6 +68,8 @@ _4 = uint64(4)
 _W = uint64(WARP)
 _DIRS = uint64(N_DIRS)
 _P = uint64(_PROVISIONAL)
+# the sums' groups of samples: lobes 0…63, then the pending samples
+_GROUPS = _PROVISIONAL + 1
 # The grow kernel's word a direction (uint32): bits 0–10 the direction at this position of the
 # sorted positive samples, 11–21 this direction's position as _TOP_RANK − position (0: not
 # positive, never reached by the sweep, so "earlier in the sweep" is "larger"), 22–29 its
@@ -170,7 +171,7 @@ def _negative_first(row, top, deepest, first, lane):
 
 @cuda.jit(device=True)
 def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, g_label, sh, extremes,
-                words, peak_value, g_integral, g_mean, head, seed, next_peak, state, lanes):
+                words, peak_value, g_integral, g_mean, head, seed, next_peak, state, lanes, members):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them; the lobes' integrals and mean sums go to g_integral and g_mean, the
     samples to ``samples``, and peak_value, head, seed and next_peak are the global (V,
@@ -320,7 +321,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     cuda.syncthreads()
 
     _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g_integral, g_mean, head, seed,
-           next_peak, state, lanes, sh)
+           next_peak, state, lanes, members, sh)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it, on the
         # sorted directions (the words cut to them) with the labels in g_label
@@ -343,7 +344,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
 
 @cuda.jit(device=True)
 def _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g_integral, g_mean, head, seed,
-           next_peak, state, lanes, staged):
+           next_peak, state, lanes, members, staged):
     """:func:`gpu.fixels.fmls_math.grow_lobes` of each warp's voxel, its lanes taking the sorted
     positive samples 32 at a time (the module docstring says how); state[w, 2] receives the
     lobe count (LOBE_OVERFLOW when more than MAX_LOBES), state[w, 3] is set when two lobes
@@ -451,87 +452,91 @@ def _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g
     if lane == _0 and state[w, 0] == 1 and not merging and not ok:
         state[w, 2] = fm.LOBE_OVERFLOW
 
-    _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, staged,
+    _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, members, staged,
                uint64(state[w, 1]) if ok else _0, chunks)
     if ok and lane == _0:
         state[w, 2] = n_lobes
 
 
 @cuda.jit(device=True)
-def _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, staged, n, chunks):
+def _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, members, staged, n, chunks):
     """Each lobe's integral and mean sum of warp w's voxel, from its n sorted samples (0: none;
     ``words`` as :func:`_grow_block` leaves them), into g_integral[v] and g_mean[v]: as
     grow_lobes adds them, the samples the lobe took in sweep order, then the pending ones
     assigned to it, in sweep order (their labels then set). Lane l sums lobes l and l + 32.
-    The samples go 32 at a time, each lane publishing its sample's group and direction in
-    lanes[w, parity of the chunk] (a chunk's writes cannot reach the last one's reads) and
-    adding those of its lobes; the pending samples are queued at the front of the sorted
-    directions (read already) and added after. No list of each lobe's samples is kept: it
-    would take 2.5 KB more shared memory a voxel. Beside its word a lane stages its sample's
-    value from ``samples`` in staged[w, 32·parity + lane], so that the sums read shared
-    memory, not global. ``chunks`` is as many as the block's largest n needs (every warp meets
-    the same barriers); state[w, 4] receives the number of pending samples."""
+    The samples go 32 at a time: each lane publishes its sample's direction in lanes[w,
+    parity of the chunk] (a chunk's writes cannot reach the last one's reads) and sets its
+    bit in members[w, b, its group] (b: the chunk's of three buffers, one being cleared, one
+    written and read, one still read; group L a sample lobe L took, _PROVISIONAL a pending
+    one in the first pass, L one pending for lobe L in the second), then adds those of its
+    lobes in lane order; the pending samples are queued at the front of the sorted directions
+    (read already) and added after. No list of each lobe's samples is kept: it would take 2.5
+    KB more shared memory a voxel. Beside its direction a lane stages its sample's value from
+    ``samples`` in staged[w, 32·parity + lane], so that the sums read shared memory, not
+    global. ``chunks`` is as many as the block's largest n needs (every warp meets the same
+    barriers); state[w, 4] receives the number of pending samples."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     word = words[w]
     row = samples[min(v, uint64(samples.shape[0]) - _1)]
-    # the lane's two lobes, signed as the groups they are compared with
-    mine = int64(lane)
-    other = int64(lane + _W)
+    # the lane's two lobes
+    mine = lane
+    other = lane + _W
+    below = (_1 << lane) - _1
     # each lobe's mean sum, integral, and whether its seed (its first sample) is in
     mx, my, mz, m_total, m_seeded = 0.0, 0.0, 0.0, 0.0, False
     ox, oy, oz, o_total, o_seeded = 0.0, 0.0, 0.0, 0.0, False
+    g = lane
+    while g <= _P:
+        members[w, 0, g] = 0
+        g += _W
+    buffer = _0
+    cuda.syncthreads()
     pending = _0
     chunk = _0
     while chunk < chunks:
         k = chunk * _W + lane
-        d = _0
-        # the sample's group above its direction, −1 past the samples
-        entry = -1
         parity = chunk % _2
+        after = buffer + _1 if buffer < _2 else _0
+        # the next chunk's buffer, last read two chunks ago, before the last barrier
+        g = lane
+        while g <= _P:
+            members[w, after, g] = 0
+            g += _W
+        d = _0
+        lobe = int64(-1)
         if k < n:
             d = _order(word[k])
-            entry = (_group(_label(word[d])) << 16) | int64(d)
+            lobe = _label(word[d])
+            lanes[w, parity, lane] = d
             staged[w, parity * _W + lane] = row[d]
-        lanes[w, parity, lane] = entry
+            cuda.atomic.or_(members, (w, buffer, uint64(lobe) if lobe >= 0 else _P), uint32(_1 << lane))
         cuda.syncthreads()
-        taken_mine = _0
-        taken_other = _0
-        queued = _0
-        before = _0
-        j = _0
-        while j < _W:
-            group = lanes[w, parity, j] >> 16
-            if group == mine:
-                taken_mine |= _1 << j
-            elif group == other:
-                taken_other |= _1 << j
-            elif group >= _PROVISIONAL:
-                queued += _1
-                if j < lane:
-                    before += _1
-            j += _1
+        taken_mine = uint64(members[w, buffer, mine])
+        taken_other = uint64(members[w, buffer, other])
+        queued = uint64(members[w, buffer, _P])
         # the queue's writes stay below this chunk's end, which every lane read before the barrier
-        if entry >> 16 >= _PROVISIONAL:
-            _set_order(word, pending + before, d)
-        pending += queued
+        if k < n and lobe < 0:
+            _set_order(word, pending + uint64(cuda.popc(queued & below)), d)
+        pending += uint64(cuda.popc(queued))
         # a lobe's samples of the chunk, in sweep order (lowest bit first)
         while taken_mine != _0:
             j = uint64(cuda.ffs(taken_mine)) - _1
             taken_mine &= taken_mine - _1
-            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            d = uint64(lanes[w, parity, j])
             mx, my, mz, m_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, m_seeded, mx, my, mz,
                                             m_total)
             m_seeded = True
         while taken_other != _0:
             j = uint64(cuda.ffs(taken_other)) - _1
             taken_other &= taken_other - _1
-            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            d = uint64(lanes[w, parity, j])
             ox, oy, oz, o_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, o_seeded, ox, oy, oz,
                                             o_total)
             o_seeded = True
+        buffer = after
         chunk += _1
     # the queues' lengths, for as many chunks of them in every warp; the barrier also puts
     # the queue's last writes before its reads
@@ -544,36 +549,33 @@ def _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, 
     chunk = _0
     while chunk < queue_chunks:
         k = chunk * _W + lane
-        entry = -1
         parity = chunk % _2
+        after = buffer + _1 if buffer < _2 else _0
+        g = lane
+        while g <= _P:
+            members[w, after, g] = 0
+            g += _W
         if k < pending:
             d = _order(word[k])
-            entry = (_group(_label(word[d])) << 16) | int64(d)
+            lanes[w, parity, lane] = d
             staged[w, parity * _W + lane] = row[d]
-        lanes[w, parity, lane] = entry
+            cuda.atomic.or_(members, (w, buffer, uint64(-2 - _label(word[d]))), uint32(_1 << lane))
         cuda.syncthreads()
-        queued_mine = _0
-        queued_other = _0
-        j = _0
-        while j < _W:
-            group = lanes[w, parity, j] >> 16
-            if group == _PROVISIONAL + mine:
-                queued_mine |= _1 << j
-            elif group == _PROVISIONAL + other:
-                queued_other |= _1 << j
-            j += _1
+        queued_mine = uint64(members[w, buffer, mine])
+        queued_other = uint64(members[w, buffer, other])
         while queued_mine != _0:
             j = uint64(cuda.ffs(queued_mine)) - _1
             queued_mine &= queued_mine - _1
-            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            d = uint64(lanes[w, parity, j])
             mx, my, mz, m_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, True, mx, my, mz, m_total)
-            _set_label(word, d, mine)
+            _set_label(word, d, int64(mine))
         while queued_other != _0:
             j = uint64(cuda.ffs(queued_other)) - _1
             queued_other &= queued_other - _1
-            d = uint64(lanes[w, parity, j] & 0xFFFF)
+            d = uint64(lanes[w, parity, j])
             ox, oy, oz, o_total = _lobe_add(d, staged[w, parity * _W + j], weights[d], unit, True, ox, oy, oz, o_total)
-            _set_label(word, d, other)
+            _set_label(word, d, int64(other))
+        buffer = after
         chunk += _1
     if m_seeded:
         g_mean[v, lane, 0] = mx
@@ -610,15 +612,6 @@ def _lobe_add(d, value, weight, unit, seeded, mx, my, mz, total):
     return mx, my, mz, total + abs(value * weight)
 
 
-@register_jitable
-def _group(lobe):
-    """The group of a sample labelled ``lobe`` by the sweep: L if lobe L took it,
-    _PROVISIONAL + L if it is pending, assigned to lobe L after the sweep."""
-    return lobe if lobe >= 0 else _PROVISIONAL - 2 - lobe
-
-
-
-
 @cuda.jit(**_GROW_OPTIONS)
 def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, lobes, work, n_work, g_label,
                    samples, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
@@ -644,10 +637,12 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     words = cuda.shared.array((VOXELS, N_DIRS), uint32)
     state = cuda.shared.array((VOXELS, 5), int32)
     # a word from each lane to the others: in the sweep, whether its sample seeded a lobe [0]
-    # and the lobe's number [1]; in the sums, its sample's group and direction, by chunk parity
+    # and the lobe's number [1]; in the sums, its sample's direction, by chunk parity
     lanes = cuda.shared.array((VOXELS, 2, WARP), int32)
+    # in the sums, the lanes whose samples each lobe takes (and the pending ones), by chunk
+    members = cuda.shared.array((VOXELS, 3, _GROUPS), uint32)
     _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, g_label, sh, extremes,
-                words, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak, state, lanes)
+                words, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak, state, lanes, members)
     if v >= uint64(coeffs.shape[0]):
         return
     # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])
