@@ -13,12 +13,20 @@ survive, and every process that later loads the first signature from the cache r
 machine code of the second. For an array typed contiguous there and strided here (the peaks
 QC picture's colour pass on a flipped slice) that code reads the wrong voxels, and past the
 array's end, whatever memory held: pictures that differ from run to run in one process.
+
+numba also judges an entry fresh by the function's own source file alone, so an edit of a
+module the function calls (the FMLS math under the fixels CPU loop, a branch switched in a
+checkout) left the old machine code running: here a function of this package is stamped with
+all of the package's sources as well.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
+import hashlib
 import itertools
+from pathlib import Path
 
 from numba.core import caching, sigutils
 
@@ -53,5 +61,32 @@ def _checked_load_overload(self, sig, target_context):
     return None
 
 
+#: The package whose functions' entries are stamped with all its sources.
+_SOURCES = Path(__file__).resolve().parent
+
+
+@functools.cache
+def _sources_stamp(root: Path) -> str:
+    """sha256 of the relative path and bytes of every Python source under ``root`` (once a process)."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+_file_stamp = caching._SourceFileBackedLocatorMixin.get_source_stamp
+
+
+def _package_stamp(self):
+    """numba's stamp of a cached function's source file, with :func:`_sources_stamp` beside
+    it for a function of this package: an index saved under other sources is stale."""
+    stamp = _file_stamp(self)
+    if Path(self._py_file).resolve().is_relative_to(_SOURCES):
+        return stamp, _sources_stamp(_SOURCES)
+    return stamp
+
+
 caching.IndexDataCacheFile.save = _save
 caching.FunctionCache.load_overload = _checked_load_overload
+caching._SourceFileBackedLocatorMixin.get_source_stamp = _package_stamp

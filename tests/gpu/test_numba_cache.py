@@ -71,3 +71,42 @@ def test_an_entry_whose_data_holds_another_signature_is_compiled_anew(tmp_path):
     colours, loaded = _colours(_child(tmp_path / "reader.npy", "reader", env), tmp_path / "reader.npy")
     np.testing.assert_array_equal(colours, expected)
     assert loaded == 0
+
+
+_CALLER = """
+import sys
+from pathlib import Path
+
+import gpu.numba_cache
+
+gpu.numba_cache._SOURCES = Path(sys.argv[1]).resolve()
+sys.path.insert(0, str(Path(sys.argv[1]).parent))
+from pkg.caller import through_callee
+
+print(through_callee(3.0))
+"""
+
+
+def test_an_edit_of_a_called_module_makes_the_callers_entry_stale(tmp_path):
+    """A cached function of the package calls an uncached one from another module of it; an
+    edit of the callee alone (the caller's file untouched) reaches the next process. numba
+    alone judged the caller's entry by the caller's file and ran the old callee."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "caller.py").write_text("from numba import njit\n\nfrom pkg.callee import scaled\n\n\n"
+                                       "@njit(cache=True)\ndef through_callee(x):\n    return scaled(x) + 1.0\n")
+    callee = package / "callee.py"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), "PYTHONPATH": str(ROOT)}
+
+    def run() -> float:
+        done = subprocess.run([sys.executable, "-c", _CALLER, str(package)], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return float(done.stdout.split()[-1])
+
+    callee.write_text("from numba import njit\n\n\n@njit\ndef scaled(x):\n    return 2.0 * x\n")
+    assert run() == 7.0
+    assert list((tmp_path / "numba-cache").rglob("*.nbi"))
+    callee.write_text("from numba import njit\n\n\n@njit\ndef scaled(x):\n    return 10.0 * x\n")
+    assert run() == 31.0
