@@ -124,14 +124,15 @@ def _legendre_at(legendre, step, elevation, al):
 
 
 @register_jitable
-def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, factors, al):
+def _sh_derivatives(sh, lmax, elevation, sel, caz1, saz1, legendre, step, factors, al):
     """Amplitude of SH series ``sh`` at (elevation, azimuth) and its first and second
-    derivatives in both angles (MRtrix3's ``Math::SH::derivatives``): the associated
+    derivatives in both angles (MRtrix3's ``Math::SH::derivatives``), given sin(elevation)
+    ``sel``, cos(azimuth) ``caz1`` and sin(azimuth) ``saz1`` (the caller's Newton step reuses
+    them): the associated
     Legendre derivative identities dP̄_l^m/dθ = (√((l+m)(l−m+1)) P̄_l^{m−1} −
     √((l−m)(l+m+1)) P̄_l^{m+1}) / 2 applied once and twice, their square roots read from
     ``factors`` (:attr:`gpu.fixels.fmls_tables.FmlsTables.derivative_factors`). Returns (amp,
     d_el, d_az, d2_el2, d2_el_az, d2_az2)."""
-    sel = math.sin(elevation)
     at_pole = sel < 1e-4
     _legendre_at(legendre, step, elevation, al)
     amplitude = sh[0] * al[0]
@@ -149,10 +150,16 @@ def _sh_derivatives(sh, lmax, elevation, azimuth, legendre, step, factors, al):
         d_el += v * factors[base, 1] * al[base + _1]
         d2_el2 += v * (factors[base, 3] * al[base + _2] - l * (l + _1) * al[base]) / 2.0
         l += _2
+    # cos(m·azimuth) and sin(m·azimuth) by angle addition from m = 1, where MRtrix3 calls
+    # cos and sin for each m: a few ulp apart, the same fixels (docs/decisions/fixels-fmls-phases.md),
+    # and a tenth less time in the Newton kernels, whose float64 sines and cosines are costly
+    cm = caz1
+    sm = saz1
     m = _1
     while m <= top:
-        caz = math.sqrt(2.0) * math.cos(m * azimuth)
-        saz = math.sqrt(2.0) * math.sin(m * azimuth)
+        caz = math.sqrt(2.0) * cm
+        saz = math.sqrt(2.0) * sm
+        cm, sm = cm * caz1 - sm * saz1, sm * caz1 + cm * saz1
         l = m + (m & _1)
         while l <= top:
             centre = l * (l + _1) // _2
@@ -201,7 +208,12 @@ def sh_peak_steps(sh, lmax, x, y, z, steps, legendre, step, factors, al):
     for _ in range(steps):
         az = math.atan2(y, x)
         el = math.atan2(math.hypot(x, y), z)
-        amplitude, d_el, d_az, d2_el2, d2_el_az, d2_az2 = _sh_derivatives(sh, lmax, el, az, legendre, step, factors, al)
+        caz = math.cos(az)
+        saz = math.sin(az)
+        cel = math.cos(el)
+        sel = math.sin(el)
+        amplitude, d_el, d_az, d2_el2, d2_el_az, d2_az2 = _sh_derivatives(sh, lmax, el, sel, caz, saz, legendre, step,
+                                                                          factors, al)
         u_el = math.sqrt(d_el * d_el + d_az * d_az)
         u_az = 0.0
         if u_el != 0.0:
@@ -216,9 +228,9 @@ def sh_peak_steps(sh, lmax, x, y, z, steps, legendre, step, factors, al):
             dt = MAX_DIR_CHANGE
         u_el *= dt
         u_az *= dt
-        x += u_el * math.cos(az) * math.cos(el) - u_az * math.sin(az)
-        y += u_el * math.sin(az) * math.cos(el) + u_az * math.cos(az)
-        z -= u_el * math.sin(el)
+        x += u_el * caz * cel - u_az * saz
+        y += u_el * saz * cel + u_az * caz
+        z -= u_el * sel
         norm = math.sqrt(x * x + y * y + z * z)
         x /= norm
         y /= norm
