@@ -206,12 +206,19 @@ def sh_peak_steps(sh, lmax, x, y, z, steps, legendre, step, factors, al):
     so that more steps from (x, y, z) continue exactly as if never stopped (the iteration's
     state is the direction alone)."""
     for _ in range(steps):
-        az = math.atan2(y, x)
-        el = math.atan2(math.hypot(x, y), z)
-        caz = math.cos(az)
-        saz = math.sin(az)
-        cel = math.cos(el)
-        sel = math.sin(el)
+        # MRtrix3 takes azimuth and elevation by atan2 and then their sines and cosines; these
+        # are the same to an ulp or two from the direction itself, and only the elevation
+        # itself is needed (for the Legendre table)
+        rho = math.hypot(x, y)
+        el = math.atan2(rho, z)
+        caz = 1.0
+        saz = 0.0
+        if rho > 0.0:
+            caz = x / rho
+            saz = y / rho
+        radius = math.hypot(rho, z)
+        cel = z / radius
+        sel = rho / radius
         amplitude, d_el, d_az, d2_el2, d2_el_az, d2_az2 = _sh_derivatives(sh, lmax, el, sel, caz, saz, legendre, step,
                                                                           factors, al)
         u_el = math.sqrt(d_el * d_el + d_az * d_az)
