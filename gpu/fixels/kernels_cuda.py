@@ -381,6 +381,11 @@ def _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g
         merge = False
         is_seed = False
         lanes[w, 0, lane] = 0
+        # the neighbours earlier in the sweep (−1 for the others), once a chunk: registers
+        earlier = cuda.local.array(MAX_NEIGHBOURS, int32)
+        for j in range(MAX_NEIGHBOURS):
+            nb = neighbours[d, j] if active else -1
+            earlier[j] = nb if nb >= 0 and _rank(word[uint64(max(nb, 0))]) > place else -1
         # rounds until every lane's earlier neighbours are resolved (a lane waits on lower lanes only)
         while True:
             if not resolved:
@@ -388,17 +393,14 @@ def _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g
                 lo = _PROVISIONAL + WARP
                 hi = -1
                 for j in range(MAX_NEIGHBOURS):
-                    nb = neighbours[d, j]
-                    if nb < 0:
+                    if earlier[j] < 0:
                         continue
-                    other = word[uint64(nb)]
-                    if _rank(other) > place:
-                        lobe = _label(other)
-                        if lobe == -1:
-                            wait = True
-                        elif lobe >= 0:
-                            lo = min(lo, lobe)
-                            hi = max(hi, lobe)
+                    lobe = _label(word[uint64(earlier[j])])
+                    if lobe == -1:
+                        wait = True
+                    elif lobe >= 0:
+                        lo = min(lo, lobe)
+                        hi = max(hi, lobe)
                 if not wait:
                     resolved = True
                     if hi < 0:
