@@ -20,7 +20,7 @@ import numpy as np
 
 from gpu.cuda.family_kernels import KernelFamily
 from gpu.fixels.fmls_tables import FmlsTables, fmls_tables
-from gpu.fixels.kernel_layout import MAX_LOBES, N_DIRS, SPLIT_BLOCK, VOXELS, WARP
+from gpu.fixels.kernel_layout import MAX_LOBES, N_DIRS, SAMPLE_VOXELS, SPLIT_BLOCK, VOXELS, WARP
 
 __all__ = ["KERNELS", "fmls_kernels", "segment_voxels_cuda", "start_segment_cuda", "launch_fmls", "lobe_scratch",
            "device_tables", "FmlsWorkspace"]
@@ -55,13 +55,14 @@ def device_tables(api, lmax: int) -> tuple:
 def lobe_scratch(api, n_voxels: int) -> tuple:
     """Device arrays the split kernels pass lobes through, for ``n_voxels`` voxels of up to
     MAX_LOBES lobes: lobe counts, work list and its length, the list of lobes still climbing
-    after the first Newton steps and its length, labels, the samples (float64), then the
-    lobes' peak values, integrals, mean sums, heads, seeds, next peaks and refined directions."""
+    after the first Newton steps and its length, labels, the samples (float64) and each
+    voxel's largest and most negative, then the lobes' peak values, integrals, mean sums,
+    heads, seeds, next peaks and refined directions."""
     n, lobes = n_voxels, MAX_LOBES
     return (api.device_array(n, np.int32), api.device_array(n * lobes, np.int32), api.device_array(1, np.int32),
             api.device_array(n * lobes, np.int32), api.device_array(1, np.int32),
             api.device_array((n, N_DIRS), np.int8), api.device_array((n, N_DIRS), np.float64),
-            api.device_array((n, lobes), np.float64),
+            api.device_array((n, 2), np.float64), api.device_array((n, lobes), np.float64),
             api.device_array((n, lobes), np.float64), api.device_array((n, lobes, 3), np.float64),
             api.device_array((n, lobes), np.int16), api.device_array((n, lobes), np.int16),
             api.device_array((n, lobes), np.int16), api.device_array((n, lobes, 3), np.float64))
@@ -76,14 +77,16 @@ def launch_fmls(kernels, d_coeffs, tables: FmlsTables, integral_threshold: float
     n = d_coeffs.shape[0]
     d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(kernels.api, tables.lmax)
     grid = (n + VOXELS - 1) // VOXELS
-    lobes, work, n_work, more, n_more, label, samples, peak_value, integral, mean, head, seed, next_peak, peak_dir = \
-        scratch
+    lobes, work, n_work, more, n_more, label, samples, extremes, peak_value, integral, mean, head, seed, next_peak, \
+        peak_dir = scratch
     # the work lists' lengths, which the grow and first Newton kernels count up atomically
     n_work.copy_to_device(np.zeros(1, np.int32), stream=stream)
     n_more.copy_to_device(np.zeros(1, np.int32), stream=stream)
+    kernels["fmls_sample_cuda"][(n + SAMPLE_VOXELS - 1) // SAMPLE_VOXELS, SAMPLE_VOXELS * WARP // 4, stream](
+        d_coeffs, d_amp_from_sh, samples, extremes)
     kernels["fmls_grow_cuda"][grid, VOXELS * WARP, stream](
-        d_coeffs, d_unit, d_neighbours, d_weights, d_amp_from_sh, float(merge_ratio), d_counts, lobes, work, n_work,
-        label, samples, peak_value, integral, mean, head, seed, next_peak)
+        d_coeffs, d_unit, d_neighbours, d_weights, float(merge_ratio), d_counts, lobes, work, n_work, label, samples,
+        extremes, peak_value, integral, mean, head, seed, next_peak)
     # as many threads as lobes could be; those past n_work[0] (n_more[0]) return at once
     lobe_grid = (work.shape[0] + SPLIT_BLOCK - 1) // SPLIT_BLOCK
     kernels["fmls_refine_cuda"][lobe_grid, SPLIT_BLOCK, stream](

@@ -4,15 +4,17 @@ so that a launch from cached cubins (:mod:`gpu.fixels.backend_cuda`) needs no nu
 
 from __future__ import annotations
 
-__all__ = ["MAX_LOBES", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK", "FIRST_NEWTON_STEPS"]
+__all__ = ["MAX_LOBES", "SAMPLE_VOXELS", "VOXELS", "WARP", "N_DIRS", "SPLIT_BLOCK", "FIRST_NEWTON_STEPS"]
 
 #: Lobes a voxel has room for in the lobe scratch; a voxel seeding more is redone on the CPU
 #: (≤ 64: the sweep numbers its provisional lobes from 64, and a lane sums two lobes).
 MAX_LOBES = 64
-#: Voxels of a block, a warp each: four take 27,696 B of shared memory, room for 8 blocks (32
-#: warps) an SM of sm_90, as the grow kernel's 64 registers a thread; each row of the sampling
-#: matrix is read once for the four.
-VOXELS = 4
+#: Voxels of a block of the grow kernel, a warp each: two take 13,384 B of shared memory, room
+#: for 16 blocks (32 warps) an SM of sm_90, as its 64 registers a thread; the fewer a block,
+#: the less its warps wait for one another at its barriers.
+VOXELS = 2
+#: Voxels a block of the sampling kernel, four a warp.
+SAMPLE_VOXELS = 16
 #: Threads of a warp: a voxel's in the lobe-growing kernel.
 WARP = 32
 #: The directions FMLS samples each FOD on (gpu.fixels.directions_1281).

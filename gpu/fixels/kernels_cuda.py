@@ -1,8 +1,9 @@
-"""CUDA backend of FMLS segmentation, as three kernels (docs/decisions/fixels-fmls-phases.md).
+"""CUDA backend of FMLS segmentation, as four kernels (docs/decisions/fixels-fmls-phases.md).
 
-:func:`fmls_grow_cuda`, a warp per voxel, VOXELS voxels a block: the block samples its voxels'
-FODs on the 1281 directions together (each row of the SH → amplitude matrix read once for all
-of them), keeping them in float64 in global memory; each warp gathers its voxel's positive
+:func:`fmls_sample_cuda` samples the FODs on the 1281 directions in float64, into global memory,
+with each voxel's largest sample (each entry of the SH → amplitude matrix it loads serves four
+voxels, each coefficient four directions). :func:`fmls_grow_cuda`, a warp per voxel, VOXELS
+voxels a block: each warp gathers its voxel's positive
 samples as 32-bit sort keys (:func:`_sort_key`: the amplitude in fixed point, relative to the
 voxel's largest, above the direction) and sorts them: a bitonic sort of the keys, then an
 insertion sort of the runs whose fixed-point amplitudes tie, by the float64 amplitudes
@@ -38,16 +39,16 @@ from numba import config, cuda, float64, int16, int32, int64, uint32, uint64
 
 from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS
-from gpu.fixels.kernel_layout import FIRST_NEWTON_STEPS, MAX_LOBES, N_DIRS, VOXELS, WARP
+from gpu.fixels.kernel_layout import FIRST_NEWTON_STEPS, MAX_LOBES, N_DIRS, SAMPLE_VOXELS, VOXELS, WARP
 
-__all__ = ["fmls_grow_cuda", "fmls_refine_cuda", "fmls_refine_more_cuda", "fmls_write_cuda", "widen_rows_cuda"]
+__all__ = ["fmls_sample_cuda", "fmls_grow_cuda", "fmls_refine_cuda", "fmls_refine_more_cuda", "fmls_write_cuda", "widen_rows_cuda"]
 
 _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
 # a register cap on the Newton kernel: more threads in flight outweigh its spills
 # (docs/decisions/fixels-fmls-phases.md); the simulator takes no such option
 _REFINE_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
-# and on the grow kernel: 64 registers a thread leave 8 blocks an SM, as many as its shared memory
+# and on the grow kernel: 64 registers a thread leave 16 blocks an SM, as many as its shared memory
 _GROW_REGISTERS = 64
 _GROW_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": _GROW_REGISTERS}
 # a lobe seeded in the sweep's current 32 samples, numbered after the sweep's lobes by lane
@@ -70,6 +71,8 @@ _DIRS = uint64(N_DIRS)
 _P = uint64(_PROVISIONAL)
 # the sums' groups of samples: lobes 0…63, then the pending samples
 _GROUPS = _PROVISIONAL + 1
+# the sums' staged samples of a voxel: a warp's, by chunk parity
+_TWO_WARPS = 2 * WARP
 # The grow kernel's word a direction (uint32): bits 0–10 the direction at this position of the
 # sorted positive samples, 11–21 this direction's position as _TOP_RANK − position (0: not
 # positive, never reached by the sweep, so "earlier in the sweep" is "larger"), 22–29 its
@@ -170,20 +173,18 @@ def _negative_first(row, top, deepest, first, lane):
 
 
 @cuda.jit(device=True)
-def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, g_label, sh, extremes,
+def _grow_block(coeffs, unit, neighbours, weights, merge_ratio, counts, samples, extremes, g_label, staged,
                 words, peak_value, g_integral, g_mean, head, seed, next_peak, state, lanes, members):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
-    declares them; the lobes' integrals and mean sums go to g_integral and g_mean, the
-    samples to ``samples``, and peak_value, head, seed and next_peak are the global (V,
+    declares them; ``samples`` and ``extremes`` as :func:`fmls_sample_cuda` wrote them; the
+    lobes' integrals and mean sums go to g_integral and g_mean, and peak_value, head, seed and next_peak are the global (V,
     MAX_LOBES) arrays, as :func:`fmls_grow_cuda` says; a voxel whose lobes merge gets its
     labels in g_label here): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w
     has lobes (state[w, 0] = 1) and how many (state[w, 2]), state[w, 3] whether they merged."""
     t = uint64(cuda.threadIdx.x)
-    threads = uint64(cuda.blockDim.x)
     w = t // _W
     lane = t % _W
-    first = uint64(cuda.blockIdx.x) * uint64(VOXELS)
-    v = first + w
+    v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
     n_voxels = uint64(coeffs.shape[0])
     n_coeffs = uint64(coeffs.shape[1])
     # read here, not as a module constant: the tests lower it in the simulator
@@ -202,65 +203,12 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
         state[w, 0] = 1 if ok else 0
         state[w, 1] = 0
         state[w, 2] = 0
-        extremes[w, 0] = 0.0
-        extremes[w, 1] = 0.0
         if v < n_voxels:
             counts[v] = 0
-    i = t
-    while i < uint64(VOXELS) * n_coeffs:
-        u = i // n_coeffs
-        c = i % n_coeffs
-        sh[u, c] = coeffs[first + u, c] if first + u < n_voxels else 0.0
-        i += threads
-    cuda.syncthreads()
-
-    # sampling, each matrix row read once for the block's voxels, summed in coefficient order;
-    # four of the matrix's entries are loaded before they are used, so that their reads
-    # (from L2: the matrix outgrows L1 beside the shared arrays) overlap. Each voxel's largest
-    # sample and largest non-positive magnitude are kept (a NaN enters neither: such a voxel
-    # has no lobes).
-    total = cuda.local.array(VOXELS, float64)
-    largest = cuda.local.array(VOXELS, float64)
-    deepest = cuda.local.array(VOXELS, float64)
-    for u in range(VOXELS):
-        largest[u] = 0.0
-        deepest[u] = 0.0
-    d = t
-    while d < _DIRS:
-        for u in range(VOXELS):
-            total[u] = 0.0
-        c = _0
-        while c + _4 <= n_coeffs:
-            m0 = amp_from_sh[c, d]
-            m1 = amp_from_sh[c + _1, d]
-            m2 = amp_from_sh[c + _2, d]
-            m3 = amp_from_sh[c + _3, d]
-            for u in range(VOXELS):
-                total[u] += m0 * sh[u, c]
-                total[u] += m1 * sh[u, c + _1]
-                total[u] += m2 * sh[u, c + _2]
-                total[u] += m3 * sh[u, c + _3]
-            c += _4
-        while c < n_coeffs:
-            m = amp_from_sh[c, d]
-            for u in range(VOXELS):
-                total[u] += m * sh[u, c]
-            c += _1
-        for u in range(VOXELS):
-            if first + uint64(u) < n_voxels:
-                samples[first + uint64(u), d] = total[u]
-            if total[u] > largest[u]:
-                largest[u] = total[u]
-            if -total[u] > deepest[u]:
-                deepest[u] = -total[u]
-        d += threads
-    for u in range(VOXELS):
-        cuda.atomic.max(extremes, (u, 0), largest[u])
-        cuda.atomic.max(extremes, (u, 1), deepest[u])
     cuda.syncthreads()
 
     # the positive samples as sort keys, gathered in any order (the sort fixes it)
-    top = extremes[w, 0]
+    top = extremes[min(v, n_voxels - _1), 0]
     if state[w, 0] == 1 and top > 0.0:
         scale = float64(levels) / top
         d = lane
@@ -304,7 +252,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     _sort_tied_runs(keys, n, row, lane)
     cuda.syncthreads()
 
-    if state[w, 0] == 1 and (n == _0 or _negative_first(row, top, extremes[w, 1], _order(keys[0]), lane)):
+    if state[w, 0] == 1 and (n == _0 or _negative_first(row, top, extremes[v, 1], _order(keys[0]), lane)):
         state[w, 0] = 0
     cuda.syncthreads()
     # the words the sweep reads: the direction at each position, each direction's position
@@ -321,7 +269,7 @@ def _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, cou
     cuda.syncthreads()
 
     _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g_integral, g_mean, head, seed,
-           next_peak, state, lanes, members, sh)
+           next_peak, state, lanes, members, staged)
     if lane == _0 and state[w, 0] == 1 and state[w, 3] != 0:
         # a merge: the sweep again from the start, sequentially, as the CPU runs it, on the
         # sorted directions (the words cut to them) with the labels in g_label
@@ -614,24 +562,98 @@ def _lobe_add(d, value, weight, unit, seeded, mx, my, mz, total):
     return mx, my, mz, total + abs(value * weight)
 
 
+@cuda.jit(cache=True)
+def fmls_sample_cuda(coeffs, amp_from_sh, samples, extremes):
+    """samples[v, d] = Σ_c amp_from_sh[c, d] · coeffs[v, c], added in coefficient order as the
+    CPU backend adds them, and extremes[v] = (the largest sample, the largest magnitude of a
+    non-positive one; 0 where none, and a NaN enters neither: such a voxel has no lobes), for
+    SAMPLE_VOXELS voxels a block of SAMPLE_VOXELS·8 threads: a warp takes four of them, a lane
+    four directions 32 apart of each 128, so that each of the matrix's entries it loads serves
+    four voxels and each coefficient four directions (a register tile; the matrix's reads,
+    from L2, go to SAMPLE_VOXELS voxels at once)."""
+    t = uint64(cuda.threadIdx.x)
+    w = t // _W
+    lane = t % _W
+    first = uint64(cuda.blockIdx.x) * uint64(SAMPLE_VOXELS)
+    n_voxels = uint64(coeffs.shape[0])
+    n_coeffs = uint64(coeffs.shape[1])
+    sh = cuda.shared.array((SAMPLE_VOXELS, _MAX_COEFFS), float64)
+    block_extremes = cuda.shared.array((SAMPLE_VOXELS, 2), float64)
+    i = t
+    while i < uint64(SAMPLE_VOXELS) * n_coeffs:
+        u = i // n_coeffs
+        c = i % n_coeffs
+        sh[u, c] = coeffs[first + u, c] if first + u < n_voxels else 0.0
+        i += uint64(cuda.blockDim.x)
+    if t < uint64(SAMPLE_VOXELS):
+        block_extremes[t, 0] = 0.0
+        block_extremes[t, 1] = 0.0
+    cuda.syncthreads()
+    mine = w * _4
+    total = cuda.local.array((4, 4), float64)
+    largest = cuda.local.array(4, float64)
+    deepest = cuda.local.array(4, float64)
+    m = cuda.local.array((4, 4), float64)
+    for u in range(4):
+        largest[u] = 0.0
+        deepest[u] = 0.0
+    tile = _0
+    while tile < _DIRS:
+        for u in range(4):
+            for k in range(4):
+                total[u, k] = 0.0
+        # four coefficients' entries loaded before they are used, so that sixteen reads (from
+        # L2: the matrix outgrows L1) are in flight at once
+        c = _0
+        while c < n_coeffs:
+            for e in range(4):
+                for k in range(4):
+                    d = tile + lane + _W * uint64(k)
+                    m[e, k] = amp_from_sh[c + uint64(e), d] if d < _DIRS and c + uint64(e) < n_coeffs else 0.0
+            for e in range(4):
+                if c + uint64(e) < n_coeffs:
+                    for u in range(4):
+                        value = sh[mine + uint64(u), c + uint64(e)]
+                        for k in range(4):
+                            total[u, k] += m[e, k] * value
+            c += _4
+        for u in range(4):
+            v = first + mine + uint64(u)
+            for k in range(4):
+                d = tile + lane + _W * uint64(k)
+                if d < _DIRS and v < n_voxels:
+                    samples[v, d] = total[u, k]
+                    if total[u, k] > largest[u]:
+                        largest[u] = total[u, k]
+                    if -total[u, k] > deepest[u]:
+                        deepest[u] = -total[u, k]
+        tile += _4 * _W
+    for u in range(4):
+        cuda.atomic.max(block_extremes, (mine + uint64(u), 0), largest[u])
+        cuda.atomic.max(block_extremes, (mine + uint64(u), 1), deepest[u])
+    cuda.syncthreads()
+    if t < uint64(SAMPLE_VOXELS) and first + t < n_voxels:
+        extremes[first + t, 0] = block_extremes[t, 0]
+        extremes[first + t, 1] = block_extremes[t, 1]
+
+
 @cuda.jit(**_GROW_OPTIONS)
-def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, lobes, work, n_work, g_label,
-                   samples, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
-    """The lobes of voxels VOXELS·blockIdx.x + warp, launched with VOXELS·32 threads a block: lobes[v]
-    receives their number (0: none, counts[v] then final), samples (V, D) float64 each voxel's
-    FOD on the directions, the g_ arrays (V, MAX_LOBES[, 3])
-    and g_label (V, D) what :func:`fmls_refine_cuda` and :func:`fmls_write_cuda` read, and
-    work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe (voxels in any order). The
-    lobes (peak values, integrals, mean sums, heads, seeds, next peaks) are written to the g_
-    arrays directly, not staged in shared memory: a voxel whose sequential sweep overflows
-    may leave some there."""
+def fmls_grow_cuda(coeffs, unit, neighbours, weights, merge_ratio, counts, lobes, work, n_work, g_label, samples,
+                   extremes, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak):
+    """The lobes of voxels VOXELS·blockIdx.x + warp, launched with VOXELS·32 threads a block,
+    from their samples (V, D) and extremes (V, 2) as :func:`fmls_sample_cuda` wrote them:
+    lobes[v] receives their number (0: none, counts[v] then final), the g_ arrays (V,
+    MAX_LOBES[, 3]) and g_label (V, D) what :func:`fmls_refine_cuda` and
+    :func:`fmls_write_cuda` read, and work[n_work[0]…] voxel·MAX_LOBES + lobe for each lobe
+    (voxels in any order). The lobes (peak values, integrals, mean sums, heads, seeds, next
+    peaks) are written to the g_ arrays directly, not staged in shared memory: a voxel whose
+    sequential sweep overflows may leave some there."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
     v = uint64(cuda.blockIdx.x) * uint64(VOXELS) + w
-    sh = cuda.shared.array((VOXELS, _MAX_COEFFS), float64)
-    # each voxel's largest sample and largest non-positive magnitude
-    extremes = cuda.shared.array((VOXELS, 2), float64)
+    # the sums' samples, 32 a lane by chunk parity (:func:`_lobe_sums`)
+    staged = cuda.shared.array((VOXELS, _TWO_WARPS), float64)
     # a word a direction (the module's _FIELD etc. say what it holds): first the sort keys,
     # then what the sweep reads; the float64 samples stay in global memory (V, D), read for
     # the values the sums add and where two keys tie, which leaves 3.8 KB less a voxel and
@@ -643,8 +665,8 @@ def fmls_grow_cuda(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, 
     lanes = cuda.shared.array((VOXELS, 2, WARP), int32)
     # in the sums, the lanes whose samples each lobe takes (and the pending ones), by chunk
     members = cuda.shared.array((VOXELS, 3, _GROUPS), uint32)
-    _grow_block(coeffs, unit, neighbours, weights, amp_from_sh, merge_ratio, counts, samples, g_label, sh, extremes,
-                words, g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak, state, lanes, members)
+    _grow_block(coeffs, unit, neighbours, weights, merge_ratio, counts, samples, extremes, g_label, staged, words,
+                g_peak_value, g_integral, g_mean, g_head, g_seed, g_next_peak, state, lanes, members)
     if v >= uint64(coeffs.shape[0]):
         return
     # a voxel with lobes has a count ≥ 0 (an overflow cleared its state[w, 0])
