@@ -67,11 +67,12 @@ _SOURCES = Path(__file__).resolve().parent
 
 @functools.cache
 def _sources_stamp(root: Path) -> str:
-    """sha256 of the relative path and bytes of every Python source under ``root`` (once a process)."""
+    """sha256 of the relative path, modification time and size of every Python source under
+    ``root`` (once a process; as numba stamps a file, without reading it)."""
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
+        stat = path.stat()
+        digest.update(f"{path.relative_to(root)}:{stat.st_mtime_ns}:{stat.st_size};".encode())
     return digest.hexdigest()
 
 

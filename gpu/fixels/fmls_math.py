@@ -128,11 +128,10 @@ def _sh_derivatives(sh, lmax, elevation, sel, caz1, saz1, legendre, step, factor
     """Amplitude of SH series ``sh`` at (elevation, azimuth) and its first and second
     derivatives in both angles (MRtrix3's ``Math::SH::derivatives``), given sin(elevation)
     ``sel``, cos(azimuth) ``caz1`` and sin(azimuth) ``saz1`` (the caller's Newton step reuses
-    them): the associated
-    Legendre derivative identities dP̄_l^m/dθ = (√((l+m)(l−m+1)) P̄_l^{m−1} −
-    √((l−m)(l+m+1)) P̄_l^{m+1}) / 2 applied once and twice, their square roots read from
-    ``factors`` (:attr:`gpu.fixels.fmls_tables.FmlsTables.derivative_factors`). Returns (amp,
-    d_el, d_az, d2_el2, d2_el_az, d2_az2)."""
+    them): the associated Legendre derivative identities dP̄_l^m/dθ = (√((l+m)(l−m+1))
+    P̄_l^{m−1} − √((l−m)(l+m+1)) P̄_l^{m+1}) / 2 applied once and twice, their square roots
+    read from ``factors`` (:attr:`gpu.fixels.fmls_tables.FmlsTables.derivative_factors`).
+    Returns (amp, d_el, d_az, d2_el2, d2_el_az, d2_az2)."""
     at_pole = sel < 1e-4
     _legendre_at(legendre, step, elevation, al)
     amplitude = sh[0] * al[0]
@@ -151,8 +150,8 @@ def _sh_derivatives(sh, lmax, elevation, sel, caz1, saz1, legendre, step, factor
         d2_el2 += v * (factors[base, 3] * al[base + _2] - l * (l + _1) * al[base]) / 2.0
         l += _2
     # cos(m·azimuth) and sin(m·azimuth) by angle addition from m = 1, where MRtrix3 calls
-    # cos and sin for each m: a few ulp apart, the same fixels (docs/decisions/fixels-fmls-phases.md),
-    # and a tenth less time in the Newton kernels, whose float64 sines and cosines are costly
+    # cos and sin for each m: a few ulp apart, the same fixels, and float64 sines and cosines
+    # are costly on the device (docs/decisions/fixels-fmls-phases.md)
     cm = caz1
     sm = saz1
     m = _1
