@@ -409,6 +409,26 @@ def _sweep(samples, words, unit, neighbours, weights, merge_ratio, peak_value, g
 
 
 @cuda.jit(device=True)
+def _cleared(members, w, lane, buffer):
+    """Buffer ``buffer`` of warp w's member words cleared by the warp's lanes; returns it."""
+    g = lane
+    while g <= _P:
+        members[w, buffer, g] = 0
+        g += _W
+    return buffer
+
+
+@cuda.jit(device=True)
+def _publish(members, lanes, staged, w, lane, parity, buffer, d, value, group):
+    """The lane's sample (direction d, amplitude ``value``) published to the warp for a chunk
+    of the sums: its direction and value by lane and chunk parity, its bit in its group's
+    member word of ``buffer``."""
+    lanes[w, parity, lane] = d
+    staged[w, parity * _W + lane] = value
+    cuda.atomic.or_(members, (w, buffer, group), uint32(_1 << lane))
+
+
+@cuda.jit(device=True)
 def _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, members, staged, n, chunks):
     """Each lobe's integral and mean sum of warp w's voxel, from its n sorted samples (0: none;
     ``words`` as :func:`_grow_block` leaves them), into g_integral[v] and g_mean[v]: as
@@ -438,31 +458,21 @@ def _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, 
     # each lobe's mean sum, integral, and whether its seed (its first sample) is in
     mx, my, mz, m_total, m_seeded = 0.0, 0.0, 0.0, 0.0, False
     ox, oy, oz, o_total, o_seeded = 0.0, 0.0, 0.0, 0.0, False
-    g = lane
-    while g <= _P:
-        members[w, 0, g] = 0
-        g += _W
-    buffer = _0
+    buffer = _cleared(members, w, lane, _0)
     cuda.syncthreads()
     pending = _0
     chunk = _0
     while chunk < chunks:
         k = chunk * _W + lane
         parity = chunk % _2
-        after = buffer + _1 if buffer < _2 else _0
         # the next chunk's buffer, last read two chunks ago, before the last barrier
-        g = lane
-        while g <= _P:
-            members[w, after, g] = 0
-            g += _W
+        after = _cleared(members, w, lane, buffer + _1 if buffer < _2 else _0)
         d = _0
         lobe = int64(-1)
         if k < n:
             d = _order(word[k])
             lobe = _label(word[d])
-            lanes[w, parity, lane] = d
-            staged[w, parity * _W + lane] = row[d]
-            cuda.atomic.or_(members, (w, buffer, uint64(lobe) if lobe >= 0 else _P), uint32(_1 << lane))
+            _publish(members, lanes, staged, w, lane, parity, buffer, d, row[d], uint64(lobe) if lobe >= 0 else _P)
         cuda.syncthreads()
         taken_mine = uint64(members[w, buffer, mine])
         taken_other = uint64(members[w, buffer, other])
@@ -500,16 +510,10 @@ def _lobe_sums(samples, words, unit, weights, g_integral, g_mean, state, lanes, 
     while chunk < queue_chunks:
         k = chunk * _W + lane
         parity = chunk % _2
-        after = buffer + _1 if buffer < _2 else _0
-        g = lane
-        while g <= _P:
-            members[w, after, g] = 0
-            g += _W
+        after = _cleared(members, w, lane, buffer + _1 if buffer < _2 else _0)
         if k < pending:
             d = _order(word[k])
-            lanes[w, parity, lane] = d
-            staged[w, parity * _W + lane] = row[d]
-            cuda.atomic.or_(members, (w, buffer, uint64(-2 - _label(word[d]))), uint32(_1 << lane))
+            _publish(members, lanes, staged, w, lane, parity, buffer, d, row[d], uint64(-2 - _label(word[d])))
         cuda.syncthreads()
         queued_mine = uint64(members[w, buffer, mine])
         queued_other = uint64(members[w, buffer, other])
