@@ -211,6 +211,10 @@ def _grow_block(coeffs, unit, neighbours, weights, merge_ratio, counts, samples,
     top = extremes[min(v, n_voxels - _1), 0]
     if state[w, 0] == 1 and top > 0.0:
         scale = float64(levels) / top
+        # below ~1e-302 the largest sample would make it infinite (and its products' conversion
+        # to integers undefined): then every key ties, and the float64 order decides
+        if not math.isfinite(scale):
+            scale = 0.0
         d = lane
         while d < _DIRS:
             value = row[d]
