@@ -3,9 +3,9 @@
 :func:`fmls_sample_cuda` samples the FODs on the 1281 directions in float64, into global memory,
 with each voxel's largest sample (each entry of the SH → amplitude matrix it loads serves four
 voxels, each coefficient four directions). :func:`fmls_grow_cuda`, a warp per voxel, VOXELS
-voxels a block: each warp gathers its voxel's positive
-samples as 32-bit sort keys (:func:`_sort_key`: the amplitude in fixed point, relative to the
-voxel's largest, above the direction) and sorts them: a bitonic sort of the keys, then an
+voxels a block: each warp gathers its voxel's positive samples as 32-bit sort keys
+(:func:`_sort_key`: the amplitude in fixed point, relative to the voxel's largest, above the
+direction) and sorts them: a bitonic sort of the keys, then an
 insertion sort of the runs whose fixed-point amplitudes tie, by the float64 amplitudes
 (largest amplitude first, equal amplitudes by index: the sweep's order). A word a direction
 then holds what the sweep reads (:func:`_order`, :func:`_rank`, :func:`_label`): the direction
@@ -41,7 +41,8 @@ from gpu.fixels import fmls_math as fm
 from gpu.fixels.fmls_tables import MAX_NEIGHBOURS
 from gpu.fixels.kernel_layout import FIRST_NEWTON_STEPS, MAX_LOBES, N_DIRS, SAMPLE_VOXELS, VOXELS, WARP
 
-__all__ = ["fmls_sample_cuda", "fmls_grow_cuda", "fmls_refine_cuda", "fmls_refine_more_cuda", "fmls_write_cuda", "widen_rows_cuda"]
+__all__ = ["fmls_sample_cuda", "fmls_grow_cuda", "fmls_refine_cuda", "fmls_refine_more_cuda", "fmls_write_cuda",
+           "widen_rows_cuda"]
 
 _MAX_COEFFS = 91  # lmax 12
 _MAX_LEGENDRE = 49  # (12/2 + 1)²
@@ -177,10 +178,11 @@ def _grow_block(coeffs, unit, neighbours, weights, merge_ratio, counts, samples,
                 words, peak_value, g_integral, g_mean, head, seed, next_peak, state, lanes, members):
     """Everything up to the lobes of the block's voxels (shared arrays as :func:`fmls_grow_cuda`
     declares them; ``samples`` and ``extremes`` as :func:`fmls_sample_cuda` wrote them; the
-    lobes' integrals and mean sums go to g_integral and g_mean, and peak_value, head, seed and next_peak are the global (V,
-    MAX_LOBES) arrays, as :func:`fmls_grow_cuda` says; a voxel whose lobes merge gets its
-    labels in g_label here): counts[v] is 0, or LOBE_OVERFLOW; state[w] says whether voxel w
-    has lobes (state[w, 0] = 1) and how many (state[w, 2]), state[w, 3] whether they merged."""
+    lobes' integrals and mean sums go to g_integral and g_mean, and peak_value, head, seed and
+    next_peak are the global (V, MAX_LOBES) arrays, as :func:`fmls_grow_cuda` says; a voxel
+    whose lobes merge gets its labels in g_label here): counts[v] is 0, or LOBE_OVERFLOW;
+    state[w] says whether voxel w has lobes (state[w, 0] = 1) and how many (state[w, 2]),
+    state[w, 3] whether they merged."""
     t = uint64(cuda.threadIdx.x)
     w = t // _W
     lane = t % _W
