@@ -26,7 +26,7 @@ def assert_same_fixels(cuda, cpu):
 
 @pytest.mark.parametrize("options", [FmlsOptions(), FmlsOptions(lobe_merge_ratio=0.3, dirpeak=True, peak_value=0.0)])
 def test_cuda_matches_cpu(options):
-    # five voxels: a block of four and a block of one
+    # five voxels: two blocks of two and a block of one
     fod = fod_phantom((5, 1, 1), 8, relative_noise=0.05, seed=1)["sh"]
     fod[1, 0, 0, 0] = -1.0  # no fixel: the l = 0 term is not positive
     fod[3, 0, 0, 4] = np.nan  # no fixel: a coefficient is not finite
