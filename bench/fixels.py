@@ -74,7 +74,7 @@ def agreement(ours: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> dic
 
 
 def kernel_seconds(sh: np.ndarray, repeats: int) -> float:
-    """GPU seconds of one launch of the FMLS kernels (grow, refine a thread a lobe, write) on
+    """GPU seconds of one launch of the FMLS kernels (sample, grow, refine a thread a lobe, write) on
     every voxel of ``sh`` (..., n_coeffs) with the default options, inputs and outputs already
     on the device."""
     from gpu.fixels.backend_cuda import fmls_kernels, launch_fmls, lobe_scratch

@@ -71,9 +71,10 @@ def lobe_scratch(api, n_voxels: int) -> tuple:
 def launch_fmls(kernels, d_coeffs, tables: FmlsTables, integral_threshold: float, peak_threshold: float,
                 merge_ratio: float, maxnum: int, dir_from_peak: bool, d_counts, d_dir, d_afd, d_peak, scratch: tuple,
                 stream=0) -> None:
-    """The three kernels of ``kernels`` (:func:`fmls_kernels`) on its device arrays, queued on
-    ``stream``: ``d_coeffs`` (V, n_coeffs) float64 in, the others out, shaped as
-    :func:`segment_voxels_cuda` returns them; ``scratch`` a :func:`lobe_scratch` of V voxels."""
+    """The FMLS kernels of ``kernels`` (:func:`fmls_kernels`: sample, grow, refine, write) on
+    its device arrays, queued on ``stream``: ``d_coeffs`` (V, n_coeffs) float64 in, the others
+    out, shaped as :func:`segment_voxels_cuda` returns them; ``scratch`` a :func:`lobe_scratch`
+    of V voxels."""
     n = d_coeffs.shape[0]
     d_unit, d_neighbours, d_weights, d_amp_from_sh, d_legendre, d_factors = device_tables(kernels.api, tables.lmax)
     grid = (n + VOXELS - 1) // VOXELS

@@ -50,8 +50,7 @@ _MAX_LEGENDRE = 49  # (12/2 + 1)²
 # (docs/decisions/fixels-fmls-phases.md); the simulator takes no such option
 _REFINE_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
 # and on the grow kernel: 64 registers a thread leave 16 blocks an SM, as many as its shared memory
-_GROW_REGISTERS = 64
-_GROW_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": _GROW_REGISTERS}
+_GROW_OPTIONS = {"cache": True} if config.ENABLE_CUDASIM else {"cache": True, "max_registers": 64}
 # a lobe seeded in the sweep's current 32 samples, numbered after the sweep's lobes by lane
 _PROVISIONAL = 64
 #: Fixed-point levels of a sort key's amplitude (21 bits, above the direction's 11); the
@@ -65,7 +64,6 @@ _KEY_LEVELS = 1 << 21
 _0 = uint64(0)
 _1 = uint64(1)
 _2 = uint64(2)
-_3 = uint64(3)
 _4 = uint64(4)
 _W = uint64(WARP)
 _DIRS = uint64(N_DIRS)
