@@ -294,7 +294,9 @@ def _run(ops, x, mats, prec: Precision, scaling: str, how: str, recover: bool, m
     if nonfinite_in:
         raise ValueError(f"the input tensor has {nonfinite_in} non-finite values (NaN or inf); clean them first")
     norm_x = math.sqrt(sumsq)
-    norm_u = tuple(float(np.linalg.norm(u)) for u in mats)
+    # not np.linalg.norm: its BLAS dot wakes OpenBLAS's threads, whose spinning afterwards
+    # takes the cores an encode's copies and coders need (docs/decisions/compress-blas-threads.md)
+    norm_u = tuple(math.sqrt(float(np.square(u).sum())) for u in mats)
     thetas = [step_theta(i, prec) for i in shape]
     wider_input = [np.dtype(x.dtype).itemsize] + [u.dtype.itemsize for u in mats]
     u_in = prec.u_store if max(wider_input) > np.dtype(storage).itemsize else 0.0
