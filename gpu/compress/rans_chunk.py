@@ -10,7 +10,22 @@ from numba.extending import register_jitable
 
 from gpu.compress.rans_parameters import PROB_BITS, PROB_SCALE, RENORM_SHIFT, STATE_LOWER, WORD_BITS, WORD_MASK
 
-__all__ = ["encode_chunk", "decode_chunk"]
+__all__ = ["encode_chunk", "decode_chunk", "state_divmod"]
+
+
+@register_jitable
+def state_divmod(x, f):  # pragma: no cover - compiled
+    """``(x // f, x % f)`` for a state ``0 ≤ x < 2^32`` and a frequency ``1 ≤ f ≤ 2^15``, by
+    a float64 product with ``1/f``: a 64-bit integer division is a long instruction sequence
+    on the GPU, and each symbol's state waits for the last one's. The product is within
+    2^-20 of ``x / f``, whose fraction is 0 or at least 2^-15, so its floor is the quotient or,
+    where ``x`` is a multiple of ``f``, one less, which the remainder's check puts right."""
+    q = np.int64(np.float64(x) * (1.0 / np.float64(f)))
+    r = x - q * f
+    if r >= f:
+        q += 1
+        r -= f
+    return q, r
 
 
 @register_jitable
@@ -37,7 +52,8 @@ def encode_chunk(codes, lo, hi, radius, freq, start, regions, end):  # pragma: n
             pos -= 1
             regions[pos] = x & WORD_MASK
             x >>= WORD_BITS
-        x = ((x // f) << PROB_BITS) + x % f + np.int64(start[s])
+        q, r = state_divmod(x, f)
+        x = (q << PROB_BITS) + r + np.int64(start[s])
     regions[pos - 1] = x >> WORD_BITS
     regions[pos - 2] = x & WORD_MASK
     return end - (pos - 2), count

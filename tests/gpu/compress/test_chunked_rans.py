@@ -327,3 +327,42 @@ def test_the_clipped_histogram_counts_every_code_once(n):
     codes = heavy_tailed(n, 4)
     expected = np.bincount(np.clip(codes, -MAX_RADIUS - 1, MAX_RADIUS + 1) + MAX_RADIUS + 1, minlength=SPAN)
     np.testing.assert_array_equal(clipped_histogram(codes), expected)
+
+
+def test_state_divmod_is_the_integer_quotient_and_remainder():
+    """Every frequency, with states at and next to its multiples up to 2^32 (where the float
+    product falls just below a whole quotient) and random ones."""
+    from numba import njit
+
+    from gpu.compress.rans_chunk import state_divmod
+
+    @njit(cache=False)
+    def divmods(x, f):
+        q = np.empty_like(x)
+        r = np.empty_like(x)
+        for i in range(x.shape[0]):
+            q[i], r[i] = state_divmod(x[i], f[i])
+        return q, r
+
+    rng = np.random.default_rng(3)
+    f = np.repeat(np.arange(1, 2**PROB_BITS + 1, dtype=np.int64), 8)
+    top = (2**32 - 1) // f * f  # the largest multiple below 2^32
+    x = np.stack([top, top - 1, top - f, top - f + 1, f, f - 1, rng.integers(2**16, 2**32, f.size),
+                  rng.integers(0, 2**32 // f, f.size) * f], axis=1)[np.arange(f.size), np.tile(np.arange(8), f.size // 8)]
+    q, r = divmods(x.astype(np.int64), f)
+    np.testing.assert_array_equal(q, x // f)
+    np.testing.assert_array_equal(r, x % f)
+
+
+def test_streams_keep_their_bytes():
+    """Version-3 streams written by the coder as released: the same bytes from this one (the
+    archives' format, and readers elsewhere, depend on them)."""
+    import hashlib
+
+    rng = np.random.default_rng(5)
+    cases = [np.rint(rng.normal(0, s, 300_000)).astype(np.int32) for s in (0.3, 3.0, 40.0, 900.0)]
+    cases.append(np.rint(rng.standard_t(1.5, 200_000) * 4).clip(-(2**31), 2**31 - 1).astype(np.int32))
+    digest = hashlib.sha256()
+    for codes in cases:
+        digest.update(encode_integers(codes, "cpu"))
+    assert digest.hexdigest() == "a71aa9ce74b9f9c96573e0946fa34bd2bb2972aaf9088eabd8768586f214942e"
