@@ -36,8 +36,8 @@ import numpy as np
 
 from gpu.compress import chunked_rans, entropy_coding
 from gpu.compress.hosvd import array_module, mode_products, namespace_of, recover_core, st_hosvd, to_host
-from gpu.compress.quantize import dequantize, quantize
-from gpu.compress.step_error import step_error
+from gpu.compress.quantize import dequantize, quantize, quantize_histogram
+from gpu.compress.step_error import step_error, step_errors
 
 __all__ = ["ErrorTarget", "EncodedTensor", "encode_tensor", "decode_tensor", "error_metrics", "cast_output",
            "TARGET_MODES", "CODERS"]
@@ -140,10 +140,27 @@ def _entropy_bytes(codes) -> float:
         return 0.0
     if codes.size < DEVICE_CODES:
         codes = to_host(codes)
-    hist = chunked_rans.clipped_histogram(codes, _where(codes))
+    return _histogram_bytes(chunked_rans.clipped_histogram(codes, _where(codes)), codes.size)
+
+
+def _histogram_bytes(hist: np.ndarray, n: int) -> float:
+    """:func:`_entropy_bytes` of ``n`` codes from their clipped histogram."""
+    if n == 0:
+        return 0.0
     inner = hist[1:-1]
-    bits = -(inner * np.log2(np.maximum(inner, 1) / codes.size)).sum() + int(hist[0] + hist[-1]) * math.log2(codes.size)
+    bits = -(inner * np.log2(np.maximum(inner, 1) / n)).sum() + int(hist[0] + hist[-1]) * math.log2(n)
     return float(bits / 8) + 16
+
+
+def _quantized_bytes(values, step: float, reference=None, keep_codes: bool = True):
+    """The codes of ``values`` (None unless ``keep_codes``) and their :func:`_entropy_bytes`,
+    counted in the quantiser's pass where the values are on the device."""
+    where = _where(values)
+    if where == "cpu":
+        codes = quantize(values, step, reference)
+        return codes, _entropy_bytes(codes)
+    codes, hist = quantize_histogram(values, step, reference, backend=where, keep_codes=keep_codes)
+    return codes, _histogram_bytes(hist, values.size)
 
 
 def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:
@@ -282,12 +299,16 @@ def _where(a) -> str:
 def _largest_step(x, prediction, budget: float, start: float) -> float | None:
     """The largest residual step whose quantisation error ``‖R − Δq‖_F ≤ budget`` (R = x −
     prediction, no output cast), None when ``‖R‖_F`` already is (no residual needed)."""
-    xp = namespace_of(x)
-    if float(xp.linalg.norm(x - prediction)) <= budget:
+    where = _where(x)
+    # ‖R‖_F and the error at the search's first step (start, through log and exp) in one
+    # pass: a pass a call costs a launch and a wait for its copy back
+    first_step = math.exp(math.log(start))
+    (norm, _), (first_error, _) = step_errors(x, prediction, [0.0, first_step], np.float64, where)
+    if norm <= budget:
         return None
 
     def error(step):
-        return step_error(x, prediction, step, np.float64, _where(x))[0]
+        return first_error if step == first_step else step_error(x, prediction, step, np.float64, where)[0]
 
     return _largest_fitting_step(error, budget, start, 1.002, start * 2.0**-40, start * 1e6)
 
@@ -332,10 +353,10 @@ def _candidate_size(xs, core, factors: _SampledFactors, ranks, core_step, factor
     where = _where(xs)
     sub = xp.ascontiguousarray(core[tuple(slice(0, r) for r in ranks)])
     try:
-        codes = xp.asarray(quantize(sub, core_step, backend=where))
+        codes, core_bytes = _quantized_bytes(sub, core_step)
     except ValueError:
         return math.inf, res_step
-    size = _entropy_bytes(codes) + sum(factors.nbytes(n, r, factor_step) for n, r in enumerate(ranks))
+    size = core_bytes + sum(factors.nbytes(n, r, factor_step) for n, r in enumerate(ranks))
     if size > bar:
         return size, res_step
     qc = xp.asarray(dequantize(codes, core_step, backend=where))
@@ -345,10 +366,10 @@ def _candidate_size(xs, core, factors: _SampledFactors, ranks, core_step, factor
         if res_step is None:
             return size, None
     try:
-        codes = xp.asarray(quantize(xs, res_step, xhat, backend=where))
+        residual_bytes = _quantized_bytes(xs, res_step, xhat, keep_codes=False)[1]
     except ValueError:
         return math.inf, res_step
-    return size + _entropy_bytes(codes) * scale, res_step
+    return size + residual_bytes * scale, res_step
 
 
 def encode_tensor(

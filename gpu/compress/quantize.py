@@ -21,7 +21,7 @@ from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.backend import resolve_backend
 from gpu.cuda.compile_notice import notice_compile
 
-__all__ = ["quantize", "dequantize", "decoded_value"]
+__all__ = ["quantize", "quantize_histogram", "dequantize", "decoded_value"]
 
 _BLOCK = 8192
 #: arrays of fewer entries are quantised on one thread (a few blocks: not worth waking the team)
@@ -75,10 +75,33 @@ def quantize(values, step: float, reference=None, backend: str = "cpu"):
         largest = float(args[-1].max())
         largest = largest if largest / step >= 2**31 - 1 else None
         codes = codes.reshape(shape)
+    _refuse_overflow(step, largest)
+    return codes
+
+
+def quantize_histogram(values, step: float, reference=None, backend: str = "cpu", keep_codes: bool = True):
+    """:func:`quantize`'s codes (None unless ``keep_codes``) and their histogram clipped to
+    ±(MAX_RADIUS + 1) (:func:`gpu.compress.chunked_rans.clipped_histogram`, (SPAN,) int64).
+    On the CUDA backend (device arrays) in one pass and one copy back: the encoder's search
+    prices its choices by such histograms, a wait for the device each."""
+    if not step > 0:
+        raise ValueError(f"quantisation step must be positive, got {step}")
+    if resolve_backend(backend) == "cuda":
+        from gpu.compress.quantize_cuda import quantize_histogram_cuda
+
+        codes, hist, largest = quantize_histogram_cuda(values, step, reference, keep_codes)
+        _refuse_overflow(step, largest)
+        return codes, hist
+    from gpu.compress.chunked_rans import clipped_histogram
+
+    codes = quantize(values, step, reference)
+    return (codes if keep_codes else None), clipped_histogram(codes)
+
+
+def _refuse_overflow(step: float, largest: float | None) -> None:
     if largest is not None:
         raise ValueError(f"quantisation step {step:g} is too fine for 32-bit codes of values up to "
                          f"{largest:g}; the error target is too tight for this volume")
-    return codes
 
 
 def dequantize(codes, step: float, reference=None, backend: str = "cpu"):

@@ -1,5 +1,5 @@
 """The error a residual step leaves, in one pass over the volume without storing the decoded
-values: for each entry ``y = cast(p + Δ·⌊(x − p)/Δ + ½⌋)`` (:func:`gpu.compress.quantize.decoded_value`:
+values (for up to ``MAX_STEPS`` steps at once): for each entry ``y = cast(p + Δ·⌊(x − p)/Δ + ½⌋)`` (:func:`gpu.compress.quantize.decoded_value`:
 the volume the decoder returns with predictor ``p``, the Tucker reconstruction, and step ``Δ``),
 the sums the encoder's step searches compare with their budget: ``Σ (y − x)²`` and
 ``max |y − x|``.
@@ -21,9 +21,11 @@ from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.compile_notice import notice_compile
 from gpu.cuda.backend import resolve_backend
 
-__all__ = ["step_error", "cast_kind", "BLOCK"]
+__all__ = ["step_error", "step_errors", "cast_kind", "BLOCK", "MAX_STEPS"]
 
 BLOCK = 8192
+#: steps one pass measures: a search's round costs one pass and one copy back
+MAX_STEPS = 16
 
 
 def cast_kind(dtype) -> tuple[int, float, float]:
@@ -36,15 +38,17 @@ def cast_kind(dtype) -> tuple[int, float, float]:
 
 
 @njit(parallel=True, cache=True)
-def _block_sums(x, p, step, inv_step, cast, lo, hi, sums, maxima):  # pragma: no cover - compiled
+def _block_sums(x, p, steps, inv_steps, cast, lo, hi, sums, maxima):  # pragma: no cover - compiled
     n = x.shape[0]
+    k_steps = steps.shape[0]
     for b in prange(sums.shape[0]):
-        total = 0.0
-        largest = 0.0
+        total = np.zeros(k_steps)
+        largest = np.zeros(k_steps)
         for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
-            d = decoded_value(x[i], p[i], step, inv_step, cast, lo, hi) - x[i]
-            total += d * d
-            largest = max(largest, abs(d))
+            for k in range(k_steps):
+                d = decoded_value(x[i], p[i], steps[k], inv_steps[k], cast, lo, hi) - x[i]
+                total[k] += d * d
+                largest[k] = max(largest[k], abs(d))
         sums[b] = total
         maxima[b] = largest
 
@@ -61,19 +65,28 @@ def step_error(x, prediction, step: float, output_dtype, backend: str = "cpu") -
     output_dtype : the decoder's output type (its cast is part of the error)
     backend : ``cpu``, ``cuda`` or ``auto``
     """
+    return step_errors(x, prediction, [step], output_dtype, backend)[0]
+
+
+def step_errors(x, prediction, steps, output_dtype, backend: str = "cpu") -> list[tuple[float, float]]:
+    """:func:`step_error` of each of ``steps`` (at most :data:`MAX_STEPS`), in one pass: the
+    same numbers as one call a step."""
+    if not 1 <= len(steps) <= MAX_STEPS:
+        raise ValueError(f"one pass measures 1 to {MAX_STEPS} steps, got {len(steps)}")
     cast, lo, hi = cast_kind(output_dtype)
-    inv_step = 1.0 / step if step else 0.0  # 0: q = ⌊½⌋ = 0 for every entry
+    steps = np.asarray(steps, dtype=np.float64)
+    inv_steps = np.divide(1.0, steps, out=np.zeros_like(steps), where=steps != 0)  # 0: q = ⌊½⌋ = 0 for every entry
     n = math.prod(x.shape)
     blocks = max(1, -(-n // BLOCK))
     if resolve_backend(backend) == "cuda":
         from gpu.compress.step_error_cuda import block_sums_cuda
 
-        sums, maxima = block_sums_cuda(x, prediction, float(step), inv_step, cast, lo, hi, blocks, BLOCK)
+        sums, maxima = block_sums_cuda(x, prediction, steps, inv_steps, cast, lo, hi, blocks, BLOCK)
     else:
         args = (np.ascontiguousarray(x, dtype=np.float64).reshape(-1),
-                np.ascontiguousarray(prediction, dtype=np.float64).reshape(-1), float(step), inv_step, cast, lo, hi,
-                np.empty(blocks, np.float64), np.empty(blocks, np.float64))
+                np.ascontiguousarray(prediction, dtype=np.float64).reshape(-1), steps, inv_steps, cast, lo, hi,
+                np.empty((blocks, len(steps)), np.float64), np.empty((blocks, len(steps)), np.float64))
         notice_compile(_block_sums, args, "the compression CPU loops", None)
         run_parallel_loop(_block_sums, *args)
         sums, maxima = args[-2:]
-    return math.sqrt(math.fsum(sums)), float(maxima.max())
+    return [(math.sqrt(math.fsum(sums[:, k])), float(maxima[:, k].max())) for k in range(len(steps))]

@@ -1,7 +1,7 @@
 """numba.cuda kernel of :mod:`gpu.compress.step_error`: a block of threads per ``block``
 entries, each thread's strided share summed in order, then the block's by a tree in shared
-memory; one partial sum and maximum per block, copied back together. Launched from its cubin
-on a GPU (:mod:`gpu.compress.cuda_kernels`)."""
+memory, a step at a time; per block and step one partial sum and maximum, copied back
+together. Launched from its cubin on a GPU (:mod:`gpu.compress.cuda_kernels`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from numba import cuda, float64
 
 from gpu.compress.cuda_kernels import compress_kernels, launch_view
 from gpu.compress.quantize import decoded_value
+from gpu.compress.step_error import MAX_STEPS
 
 __all__ = ["block_sums_kernel", "block_sums_cuda"]
 
@@ -17,33 +18,40 @@ _THREADS = 256
 
 
 @cuda.jit(cache=True)
-def block_sums_kernel(x, p, step, inv_step, cast, lo, hi, block, out):
+def block_sums_kernel(x, p, steps, inv_steps, cast, lo, hi, block, out):
     total = cuda.shared.array(_THREADS, float64)
     largest = cuda.shared.array(_THREADS, float64)
+    s = cuda.local.array(MAX_STEPS, float64)
+    m = cuda.local.array(MAX_STEPS, float64)
+    k_steps = steps.shape[0]
     t = cuda.threadIdx.x
     b = cuda.blockIdx.x
-    s = 0.0
-    m = 0.0
+    for k in range(k_steps):
+        s[k] = 0.0
+        m[k] = 0.0
     end = min(x.shape[0], (b + 1) * block)
     i = b * block + t
     while i < end:
-        d = decoded_value(x[i], p[i], step, inv_step, cast, lo, hi) - x[i]
-        s += d * d
-        m = max(m, abs(d))
+        for k in range(k_steps):
+            d = decoded_value(x[i], p[i], steps[k], inv_steps[k], cast, lo, hi) - x[i]
+            s[k] += d * d
+            m[k] = max(m[k], abs(d))
         i += _THREADS
-    total[t] = s
-    largest[t] = m
-    cuda.syncthreads()
-    half = _THREADS // 2
-    while half > 0:
-        if t < half:
-            total[t] += total[t + half]
-            largest[t] = max(largest[t], largest[t + half])
+    for k in range(k_steps):
+        total[t] = s[k]
+        largest[t] = m[k]
         cuda.syncthreads()
-        half //= 2
-    if t == 0:
-        out[b] = total[0]
-        out[cuda.gridDim.x + b] = largest[0]
+        half = _THREADS // 2
+        while half > 0:
+            if t < half:
+                total[t] += total[t + half]
+                largest[t] = max(largest[t], largest[t + half])
+            cuda.syncthreads()
+            half //= 2
+        if t == 0:
+            out[(2 * k) * cuda.gridDim.x + b] = total[0]
+            out[(2 * k + 1) * cuda.gridDim.x + b] = largest[0]
+        cuda.syncthreads()
 
 
 def _flat(api, a):
@@ -52,11 +60,15 @@ def _flat(api, a):
     return launch_view(a, flat=True)
 
 
-def block_sums_cuda(x, p, step, inv_step, cast, lo, hi, blocks: int, block: int):
-    """Per-block sums of squared errors and maxima (host arrays) of the device arrays."""
+def block_sums_cuda(x, p, steps: np.ndarray, inv_steps: np.ndarray, cast, lo, hi, blocks: int, block: int):
+    """Per-block sums of squared errors and maxima, (blocks, len(steps)) host arrays, of the
+    device arrays, for each step."""
     kernels = compress_kernels()
-    out = kernels.api.device_array(2 * blocks, np.float64)
-    kernels["block_sums_kernel"][blocks, _THREADS](_flat(kernels.api, x), _flat(kernels.api, p), step, inv_step, cast,
-                                                   lo, hi, block, out)
-    host = out.copy_to_host()
-    return host[:blocks], host[blocks:]
+    api = kernels.api
+    k_steps = len(steps)
+    d_steps = api.to_device(np.concatenate([steps, inv_steps]))
+    out = api.device_array(2 * k_steps * blocks, np.float64)
+    kernels["block_sums_kernel"][blocks, _THREADS](_flat(api, x), _flat(api, p), d_steps[:k_steps], d_steps[k_steps:],
+                                                   cast, lo, hi, block, out)
+    host = out.copy_to_host().reshape(k_steps, 2, blocks)
+    return host[:, 0].T, host[:, 1].T

@@ -45,3 +45,33 @@ def test_a_step_too_fine_for_32_bit_codes_is_refused_on_both_backends(backend):
     assert quantize(x, 0.01, backend=backend).tolist() == [[100, -300_000_000], [200, 50]]
     with pytest.raises(ValueError, match=r"too fine for 32-bit codes of values up to 3e\+06"):
         quantize(x, 1e-3, backend=backend)
+
+
+@pytest.mark.parametrize("with_reference", [False, True])
+@pytest.mark.parametrize("keep_codes", [False, True])
+def test_codes_counted_in_the_quantisers_pass_are_the_coders_histogram(with_reference, keep_codes):
+    """quantize_histogram on the device (CUDA kernel; the simulator in CI) gives the CPU's
+    codes and the rANS coder's clipped histogram of them, heavy tails clipped included."""
+    from numba import cuda
+
+    from gpu.compress.chunked_rans import MAX_RADIUS, clipped_histogram
+    from gpu.compress.quantize import quantize_histogram
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_t(1.5, (5, 7, 11)) * 40
+    x[0, 0, :3] = [5e5, -5e5, 0.5]
+    ref = rng.normal(0, 3, x.shape) if with_reference else None
+    step = 0.9
+    codes = quantize(x, step, ref)
+    assert np.abs(codes).max() > MAX_RADIUS  # some codes beyond the clipped bins
+    device_ref = None if ref is None else cuda.to_device(ref)
+    gpu_codes, hist = quantize_histogram(cuda.to_device(x), step, device_ref, backend="cuda", keep_codes=keep_codes)
+    np.testing.assert_array_equal(hist, clipped_histogram(codes))
+    if keep_codes:
+        np.testing.assert_array_equal(gpu_codes.copy_to_host(), codes)
+    else:
+        assert gpu_codes is None
+    cpu_codes, cpu_hist = quantize_histogram(x, step, ref, keep_codes=keep_codes)
+    np.testing.assert_array_equal(cpu_hist, hist)
+    with pytest.raises(ValueError, match="too fine for 32-bit codes"):
+        quantize_histogram(cuda.to_device(x), 1e-6, device_ref, backend="cuda")

@@ -42,3 +42,25 @@ def test_integer_cast_rounds_half_to_even_and_clips():
     y = np.array([0.0, 2.0, 2.0, 0.0, 255.0, 0.0])  # np.rint, then clipped to uint8
     assert norm == pytest.approx(float(np.linalg.norm(y - x)), rel=1e-15)
     assert largest == float(np.abs(y - x).max())
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_steps_in_one_pass_are_the_steps_one_at_a_time(backend):
+    """step_errors measures several steps in one pass: for each, the numbers step_error
+    gives alone, bit for bit (the same order of sums), and the reference's."""
+    from gpu.compress.step_error import MAX_STEPS, step_errors
+
+    rng = np.random.default_rng(5)
+    n = 2 * BLOCK + 77 if backend == "cpu" else 900
+    x = rng.normal(100, 40, n)
+    p = x + rng.normal(0, 3, n)
+    steps = [0.0, 0.37, 1.0, 2.5, 9.0, 100.0]
+    together = step_errors(x, p, steps, np.float32, backend)
+    assert together == [step_error(x, p, s, np.float32, backend) for s in steps]
+    for (norm, largest), s in zip(together[1:], steps[1:]):
+        ref_norm, ref_max = reference(x, p, s, np.float32)
+        assert norm == pytest.approx(ref_norm, rel=1e-12)
+        assert largest == ref_max
+    assert len(step_errors(x, p, np.geomspace(0.1, 10, MAX_STEPS), np.float64, backend)) == MAX_STEPS
+    with pytest.raises(ValueError, match="1 to 16 steps"):
+        step_errors(x, p, np.ones(MAX_STEPS + 1), np.float64, backend)
