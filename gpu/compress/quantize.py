@@ -24,7 +24,8 @@ from gpu.cuda.compile_notice import notice_compile
 __all__ = ["quantize", "quantize_histogram", "dequantize", "decoded_value"]
 
 _BLOCK = 8192
-#: arrays of fewer entries are quantised on one thread (a few blocks: not worth waking the team)
+#: arrays of fewer entries are quantised by numpy in the caller's thread (a few blocks: not
+#: worth the parallel loop's hand-off)
 _ONE_THREAD = 8 * _BLOCK
 
 
@@ -67,14 +68,21 @@ def quantize(values, step: float, reference=None, backend: str = "cpu"):
         shape = np.shape(values)
         flat = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
         ref = flat if reference is None else np.ascontiguousarray(reference, dtype=np.float64).reshape(-1)
-        codes = np.empty(flat.size, np.int32)
         # floor(v/step + ½) with the reciprocal, as the kernel computes it, so both backends agree on ties
-        args = (flat, ref, reference is not None, 1.0 / step, codes, np.zeros(max(1, -(-flat.size // _BLOCK))))
-        notice_compile(_quantize_blocks, args, "the compression CPU loops", None)
-        run_parallel_loop(_quantize_blocks, *args, threads=1 if flat.size < _ONE_THREAD else None)
-        largest = float(args[-1].max())
+        if flat.size < _ONE_THREAD:
+            # by numpy in this thread, the same operations: the hand-off to the parallel-loop
+            # thread cost more than the pass (the encoder's search quantises every factor so)
+            v = flat - ref if reference is not None else flat
+            largest = float(np.abs(v).max(initial=0.0))
+            codes = np.floor(v * (1.0 / step) + 0.5).astype(np.int32) if largest / step < 2**31 - 1 else None
+        else:
+            codes = np.empty(flat.size, np.int32)
+            args = (flat, ref, reference is not None, 1.0 / step, codes, np.zeros(max(1, -(-flat.size // _BLOCK))))
+            notice_compile(_quantize_blocks, args, "the compression CPU loops", None)
+            run_parallel_loop(_quantize_blocks, *args)
+            largest = float(args[-1].max())
         largest = largest if largest / step >= 2**31 - 1 else None
-        codes = codes.reshape(shape)
+        codes = codes.reshape(shape) if largest is None else None
     _refuse_overflow(step, largest)
     return codes
 

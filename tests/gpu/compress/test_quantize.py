@@ -75,3 +75,21 @@ def test_codes_counted_in_the_quantisers_pass_are_the_coders_histogram(with_refe
     np.testing.assert_array_equal(cpu_hist, hist)
     with pytest.raises(ValueError, match="too fine for 32-bit codes"):
         quantize_histogram(cuda.to_device(x), 1e-6, device_ref, backend="cuda")
+
+
+def test_short_arrays_quantised_by_numpy_are_the_loops_codes():
+    """Arrays below the parallel loop's size are quantised by numpy in the caller's thread:
+    the loop's codes for the same entries (a prefix of a long array's), ties included."""
+    from gpu.compress.quantize import _ONE_THREAD
+
+    rng = np.random.default_rng(12)
+    step = 0.3
+    x = rng.normal(0, 50, _ONE_THREAD + 5)
+    x[:400] = (np.arange(400) - 200 + 0.5) * step  # values on the half steps
+    ref = rng.normal(0, 2, x.size)
+    for reference in (None, ref):
+        long = quantize(x, step, reference)
+        short = quantize(x[:5000], step, None if reference is None else reference[:5000])
+        np.testing.assert_array_equal(short, long[:5000])
+    with pytest.raises(ValueError, match="too fine for 32-bit codes"):
+        quantize(x[:10], 1e-9)
