@@ -496,14 +496,17 @@ def encode_tensor(
         core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
     core_codes = quantize(kept, core_step, backend=_where(kept))
     xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, xp)
-    if (kind == "l2" and sample_step is not None
-            and step_error(x64, xhat, 0.0, output_dtype, _where(x64))[0] <= AIM * budget):
-        # the volume needs none after all: coarsen the core until its error nears the target
-        core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
-        core_codes = quantize(kept, core_step, backend=_where(kept))
-        xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, xp)
+    unstepped = None  # the decoded volume's errors without a residual, for this reconstruction
+    if kind == "l2" and sample_step is not None:
+        unstepped = step_error(x64, xhat, 0.0, output_dtype, _where(x64))
+        if unstepped[0] <= AIM * budget:
+            # the volume needs none after all: coarsen the core until its error nears the target
+            core_step = _coarsest_core_step(x64, kept, core_step, factor_codes, factor_step, budget, output_dtype)
+            core_codes = quantize(kept, core_step, backend=_where(kept))
+            xhat = _reconstruct(core_codes, core_step, factor_codes, factor_step, xp)
+            unstepped = None
     residual_step, residual_codes, (error, max_error) = _code_residual(x64, xhat, kind, budget, unit, target,
-                                                                       output_dtype, backend)
+                                                                       output_dtype, backend, unstepped)
     times["residual"] = time.perf_counter() - start
     progress(0.85)
     start = time.perf_counter()
@@ -565,13 +568,23 @@ def _coarsest_core_step(x64, core, core_step, factor_codes, factor_step, budget,
     return _largest_fitting_step(error, AIM * budget, core_step, 1.003, core_step, 2**30 * core_step) or core_step
 
 
-def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend):
+def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend, unstepped=None):
     """The residual step (None: no residual), its codes, and the decoded volume's
-    ``(‖Y − X‖_F, max |Y − X|)``, computed where ``x64`` and ``xhat`` are (host or device)."""
+    ``(‖Y − X‖_F, max |Y − X|)``, computed where ``x64`` and ``xhat`` are (host or device);
+    ``unstepped``: those errors without a residual, where the caller measured them."""
     xp = namespace_of(x64)
+    # each step's errors measured once (a pass over the volume each): the step found was
+    # measured by the search, and the errors without a residual may have been by the caller
+    known = {} if unstepped is None else {0.0: unstepped}
+
+    def measure(*steps):
+        new = [step for step in steps if step not in known]
+        if new:
+            known.update(zip(new, step_errors(x64, xhat, new, output_dtype, _where(x64))))
 
     def errors(step):  # (Frobenius, max) of the decoded volume, without forming it
-        return step_error(x64, xhat, step, output_dtype, _where(x64))
+        measure(step)
+        return known[step]
 
     def coded(step):
         return xp.asarray(quantize(x64, step, xhat, backend=backend))
@@ -584,6 +597,8 @@ def _code_residual(x64, xhat, kind, budget, unit, target, output_dtype, backend)
                 return step, coded(step), measured
             step *= 0.97
         raise RuntimeError(f"could not meet abs target {target.value:g}")
+    if 0.0 not in known:
+        measure(0.0, math.exp(math.log(unit)))  # with the search's first step, in the same pass
     measured = errors(0.0)
     if measured[0] <= budget:
         return None, None, measured

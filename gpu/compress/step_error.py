@@ -1,5 +1,5 @@
 """The error a residual step leaves, in one pass over the volume without storing the decoded
-values (for up to ``MAX_STEPS`` steps at once): for each entry ``y = cast(p + Δ·⌊(x − p)/Δ + ½⌋)`` (:func:`gpu.compress.quantize.decoded_value`:
+values (for several steps at once): for each entry ``y = cast(p + Δ·⌊(x − p)/Δ + ½⌋)`` (:func:`gpu.compress.quantize.decoded_value`:
 the volume the decoder returns with predictor ``p``, the Tucker reconstruction, and step ``Δ``),
 the sums the encoder's step searches compare with their budget: ``Σ (y − x)²`` and
 ``max |y − x|``.
@@ -21,11 +21,9 @@ from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.compile_notice import notice_compile
 from gpu.cuda.backend import resolve_backend
 
-__all__ = ["step_error", "step_errors", "cast_kind", "BLOCK", "MAX_STEPS"]
+__all__ = ["step_error", "step_errors", "cast_kind", "BLOCK"]
 
 BLOCK = 8192
-#: steps one pass measures: a search's round costs one pass and one copy back
-MAX_STEPS = 16
 
 
 def cast_kind(dtype) -> tuple[int, float, float]:
@@ -40,17 +38,16 @@ def cast_kind(dtype) -> tuple[int, float, float]:
 @njit(parallel=True, cache=True)
 def _block_sums(x, p, steps, inv_steps, cast, lo, hi, sums, maxima):  # pragma: no cover - compiled
     n = x.shape[0]
-    k_steps = steps.shape[0]
     for b in prange(sums.shape[0]):
-        total = np.zeros(k_steps)
-        largest = np.zeros(k_steps)
-        for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
-            for k in range(k_steps):
+        for k in range(steps.shape[0]):  # a step at a time: its block's entries again, from cache
+            total = 0.0
+            largest = 0.0
+            for i in range(b * BLOCK, min(n, (b + 1) * BLOCK)):
                 d = decoded_value(x[i], p[i], steps[k], inv_steps[k], cast, lo, hi) - x[i]
-                total[k] += d * d
-                largest[k] = max(largest[k], abs(d))
-        sums[b] = total
-        maxima[b] = largest
+                total += d * d
+                largest = max(largest, abs(d))
+            sums[b, k] = total
+            maxima[b, k] = largest
 
 
 def step_error(x, prediction, step: float, output_dtype, backend: str = "cpu") -> tuple[float, float]:
@@ -69,10 +66,10 @@ def step_error(x, prediction, step: float, output_dtype, backend: str = "cpu") -
 
 
 def step_errors(x, prediction, steps, output_dtype, backend: str = "cpu") -> list[tuple[float, float]]:
-    """:func:`step_error` of each of ``steps`` (at most :data:`MAX_STEPS`), in one pass: the
-    same numbers as one call a step."""
-    if not 1 <= len(steps) <= MAX_STEPS:
-        raise ValueError(f"one pass measures 1 to {MAX_STEPS} steps, got {len(steps)}")
+    """:func:`step_error` of each of ``steps`` in one launch and one copy back (a wait for
+    the device where the search needs several): the same numbers as one call a step."""
+    if not len(steps):
+        raise ValueError("step_errors measures one step or more")
     cast, lo, hi = cast_kind(output_dtype)
     steps = np.asarray(steps, dtype=np.float64)
     inv_steps = np.divide(1.0, steps, out=np.zeros_like(steps), where=steps != 0)  # 0: q = ⌊½⌋ = 0 for every entry

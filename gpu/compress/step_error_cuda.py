@@ -10,7 +10,6 @@ from numba import cuda, float64
 
 from gpu.compress.cuda_kernels import compress_kernels, launch_view
 from gpu.compress.quantize import decoded_value
-from gpu.compress.step_error import MAX_STEPS
 
 __all__ = ["block_sums_kernel", "block_sums_cuda"]
 
@@ -21,25 +20,20 @@ _THREADS = 256
 def block_sums_kernel(x, p, steps, inv_steps, cast, lo, hi, block, out):
     total = cuda.shared.array(_THREADS, float64)
     largest = cuda.shared.array(_THREADS, float64)
-    s = cuda.local.array(MAX_STEPS, float64)
-    m = cuda.local.array(MAX_STEPS, float64)
-    k_steps = steps.shape[0]
     t = cuda.threadIdx.x
     b = cuda.blockIdx.x
-    for k in range(k_steps):
-        s[k] = 0.0
-        m[k] = 0.0
     end = min(x.shape[0], (b + 1) * block)
-    i = b * block + t
-    while i < end:
-        for k in range(k_steps):
+    for k in range(steps.shape[0]):  # a step at a time: its block's entries again, from cache
+        s = 0.0
+        m = 0.0
+        i = b * block + t
+        while i < end:
             d = decoded_value(x[i], p[i], steps[k], inv_steps[k], cast, lo, hi) - x[i]
-            s[k] += d * d
-            m[k] = max(m[k], abs(d))
-        i += _THREADS
-    for k in range(k_steps):
-        total[t] = s[k]
-        largest[t] = m[k]
+            s += d * d
+            m = max(m, abs(d))
+            i += _THREADS
+        total[t] = s
+        largest[t] = m
         cuda.syncthreads()
         half = _THREADS // 2
         while half > 0:

@@ -46,9 +46,9 @@ def test_integer_cast_rounds_half_to_even_and_clips():
 
 @pytest.mark.parametrize("backend", ["cpu", "cuda"])
 def test_steps_in_one_pass_are_the_steps_one_at_a_time(backend):
-    """step_errors measures several steps in one pass: for each, the numbers step_error
+    """step_errors measures several steps in one launch: for each, the numbers step_error
     gives alone, bit for bit (the same order of sums), and the reference's."""
-    from gpu.compress.step_error import MAX_STEPS, step_errors
+    from gpu.compress.step_error import step_errors
 
     rng = np.random.default_rng(5)
     n = 2 * BLOCK + 77 if backend == "cpu" else 900
@@ -61,6 +61,5 @@ def test_steps_in_one_pass_are_the_steps_one_at_a_time(backend):
         ref_norm, ref_max = reference(x, p, s, np.float32)
         assert norm == pytest.approx(ref_norm, rel=1e-12)
         assert largest == ref_max
-    assert len(step_errors(x, p, np.geomspace(0.1, 10, MAX_STEPS), np.float64, backend)) == MAX_STEPS
-    with pytest.raises(ValueError, match="1 to 16 steps"):
-        step_errors(x, p, np.ones(MAX_STEPS + 1), np.float64, backend)
+    with pytest.raises(ValueError, match="one step or more"):
+        step_errors(x, p, [], np.float64, backend)
