@@ -1,7 +1,8 @@
 """numba.cuda kernels of :mod:`gpu.compress.chunked_rans`, and the launch sequences of a call.
 
 ``clipped_histogram_kernel``: the histogram of the codes clipped to ±(MAX_RADIUS + 1), a
-block's in shared memory, then added to the grid's. ``encode_chunks_kernel`` and
+block's in shared memory, then added to the grid's; ``quantize_histogram_kernel``: the
+quantiser's codes counted so in its own pass. ``encode_chunks_kernel`` and
 ``decode_chunks_kernel``: one thread per chunk, the arithmetic of the CPU loops in int64 (the
 state stays below 2^32, its products below 2^48), so both write the same words. The encoder
 writes a chunk's words at the end of the chunk's own region of ``chunk + 2`` words (a symbol
@@ -25,6 +26,8 @@ buffers (:class:`gpu.cuda.device_arrays.DeviceArray`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import cuda
 
@@ -34,7 +37,7 @@ from gpu.compress.rans_parameters import MAX_RADIUS, PROB_SCALE, SPAN
 from gpu.cuda import device_arrays
 from gpu.cuda.simulator import simulator_active
 
-__all__ = ["clipped_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel", "move_escapes_kernel",
+__all__ = ["clipped_histogram_kernel", "quantize_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel", "move_escapes_kernel",
            "lut_kernel", "decode_chunks_kernel", "fill_kernel", "is_device_array",
            "device_codes", "device_output", "clipped_histogram_cuda", "encode_chunks_cuda", "decode_chunks_cuda",
            "fill_cuda"]
@@ -52,20 +55,59 @@ _ALIGN = 8  # bytes: the parts of a packed buffer start where an int64 may
 _ESCAPE_TOTAL, _FIRST_FAILED = 0, 1
 
 
-@cuda.jit(cache=True)
-def clipped_histogram_kernel(codes, hist):
-    local = cuda.shared.array(SPAN, np.uint32)
-    tid = cuda.threadIdx.x
+@cuda.jit(device=True)
+def clear_bins(local, tid):
+    """A block's shared histogram (SPAN bins) zeroed by its threads together."""
     for b in range(tid, SPAN, cuda.blockDim.x):
         local[b] = 0
     cuda.syncthreads()
-    for i in range(cuda.grid(1), codes.shape[0], cuda.gridsize(1)):
-        code = min(max(np.int64(codes[i]), -MAX_RADIUS - 1), MAX_RADIUS + 1)
-        cuda.atomic.add(local, code + MAX_RADIUS + 1, 1)
+
+
+@cuda.jit(device=True)
+def count_code(local, code):
+    """One code counted in its clipped bin of the block's shared histogram."""
+    cuda.atomic.add(local, min(max(np.int64(code), -MAX_RADIUS - 1), MAX_RADIUS + 1) + MAX_RADIUS + 1, 1)
+
+
+@cuda.jit(device=True)
+def add_bins(local, hist, tid):
+    """The block's shared histogram added to the grid's (its non-zero bins), once every
+    thread of the block has counted."""
     cuda.syncthreads()
     for b in range(tid, SPAN, cuda.blockDim.x):
         if local[b]:
             cuda.atomic.add(hist, b, local[b])
+
+
+@cuda.jit(cache=True)
+def clipped_histogram_kernel(codes, hist):
+    local = cuda.shared.array(SPAN, np.uint32)
+    tid = cuda.threadIdx.x
+    clear_bins(local, tid)
+    for i in range(cuda.grid(1), codes.shape[0], cuda.gridsize(1)):
+        count_code(local, codes[i])
+    add_bins(local, hist, tid)
+
+
+@cuda.jit(cache=True)
+def quantize_histogram_kernel(x, ref, use_ref, inv_step, codes, keep, counts):
+    """The quantiser's codes (as ``quantize_cuda.quantize_kernel``, kept where ``keep``) counted as
+    ``clipped_histogram_kernel`` counts them: ``counts[:SPAN]``, and ``counts[SPAN]`` set where a code
+    would not fit in 32 bits."""
+    local = cuda.shared.array(SPAN, np.uint32)
+    tid = cuda.threadIdx.x
+    clear_bins(local, tid)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = x[i] - ref[i] if use_ref else x[i]
+        u = v * inv_step
+        if abs(u) >= 2147483647.0:
+            counts[SPAN] = 1
+            u = 0.0
+        code = np.int32(math.floor(u + 0.5))
+        if keep:
+            codes[i] = code
+        count_code(local, code)
+    add_bins(local, counts, tid)
 
 
 @cuda.jit(cache=True)

@@ -24,10 +24,9 @@ _MODULES = {
     "block_sums_kernel": "step_error_cuda",
     "quantize_kernel": "quantize_cuda",
     "dequantize_kernel": "quantize_cuda",
-    "quantize_histogram_kernel": "quantize_cuda",
-    **{name: "chunked_rans_cuda" for name in ("clipped_histogram_kernel", "encode_chunks_kernel",
-                                              "compact_words_kernel", "move_escapes_kernel", "lut_kernel",
-                                              "decode_chunks_kernel", "fill_kernel")},
+    **{name: "chunked_rans_cuda" for name in ("clipped_histogram_kernel", "quantize_histogram_kernel",
+                                              "encode_chunks_kernel", "compact_words_kernel", "move_escapes_kernel",
+                                              "lut_kernel", "decode_chunks_kernel", "fill_kernel")},
 }
 
 

@@ -2,9 +2,9 @@
 
 ``quantize_kernel``: ``codes[i] = ⌊(x[i] − ref[i]) / step + ½⌋`` as int32 (the residual of the
 Tucker reconstruction, or the core with no reference), flagging a code that would not fit; ``dequantize_kernel``:
-``out[i] = ref[i] + step · codes[i]`` in float64; ``quantize_histogram_kernel``: the codes
-(where kept) and their histogram clipped to ±(MAX_RADIUS + 1), as ``clipped_histogram_kernel``
-counts them, in one pass whose one copy back holds the counts and the overflow flag. Arrays are flat views; host arrays are
+``out[i] = ref[i] + step · codes[i]`` in float64. :func:`quantize_histogram_cuda` launches
+``chunked_rans_cuda.quantize_histogram_kernel``: the codes and their clipped histogram in one
+pass, whose one copy back holds the counts and the overflow flag. Arrays are flat views; host arrays are
 copied to the device and the results copied back, device arrays (numba or CuPy) stay there.
 Launched from their cubins on a GPU (:mod:`gpu.compress.cuda_kernels`).
 """
@@ -17,10 +17,9 @@ import numpy as np
 from numba import cuda
 
 from gpu.compress.cuda_kernels import compress_kernels, launch_view
-from gpu.compress.rans_parameters import MAX_RADIUS, SPAN
+from gpu.compress.rans_parameters import SPAN
 
-__all__ = ["quantize_kernel", "dequantize_kernel", "quantize_histogram_kernel", "quantize_cuda", "dequantize_cuda",
-           "quantize_histogram_cuda"]
+__all__ = ["quantize_kernel", "dequantize_kernel", "quantize_cuda", "dequantize_cuda", "quantize_histogram_cuda"]
 
 _BLOCK = 256
 _MAX_BLOCKS = 4096
@@ -38,30 +37,6 @@ def quantize_kernel(x, ref, use_ref, inv_step, codes, overflow):
             overflow[0] = 1
             u = 0.0
         codes[i] = np.int32(math.floor(u + 0.5))
-
-
-@cuda.jit(cache=True)
-def quantize_histogram_kernel(x, ref, use_ref, inv_step, codes, keep, counts):
-    """``counts[:SPAN]`` the clipped histogram, ``counts[SPAN]`` set where a code would not fit."""
-    local = cuda.shared.array(SPAN, np.uint32)
-    tid = cuda.threadIdx.x
-    for b in range(tid, SPAN, cuda.blockDim.x):
-        local[b] = 0
-    cuda.syncthreads()
-    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        v = x[i] - ref[i] if use_ref else x[i]
-        u = v * inv_step
-        if abs(u) >= 2147483647.0:
-            counts[SPAN] = 1
-            u = 0.0
-        code = np.int32(math.floor(u + 0.5))
-        if keep:
-            codes[i] = code
-        cuda.atomic.add(local, min(max(np.int64(code), -MAX_RADIUS - 1), MAX_RADIUS + 1) + MAX_RADIUS + 1, 1)
-    cuda.syncthreads()
-    for b in range(tid, SPAN, cuda.blockDim.x):
-        if local[b]:
-            cuda.atomic.add(counts, b, local[b])
 
 
 @cuda.jit(cache=True)
