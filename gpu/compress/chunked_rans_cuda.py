@@ -37,8 +37,8 @@ from gpu.compress.rans_parameters import MAX_RADIUS, PROB_SCALE, SPAN
 from gpu.cuda import device_arrays
 from gpu.cuda.simulator import simulator_active
 
-__all__ = ["clipped_histogram_kernel", "quantize_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel", "move_escapes_kernel",
-           "lut_kernel", "decode_chunks_kernel", "fill_kernel", "is_device_array",
+__all__ = ["clipped_histogram_kernel", "quantize_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel",
+           "move_escapes_kernel", "lut_kernel", "decode_chunks_kernel", "fill_kernel", "is_device_array",
            "device_codes", "device_output", "clipped_histogram_cuda", "encode_chunks_cuda", "decode_chunks_cuda",
            "fill_cuda"]
 

@@ -4,8 +4,9 @@
 Tucker reconstruction, or the core with no reference), flagging a code that would not fit; ``dequantize_kernel``:
 ``out[i] = ref[i] + step · codes[i]`` in float64. :func:`quantize_histogram_cuda` launches
 ``chunked_rans_cuda.quantize_histogram_kernel``: the codes and their clipped histogram in one
-pass, whose one copy back holds the counts and the overflow flag. Arrays are flat views; host arrays are
-copied to the device and the results copied back, device arrays (numba or CuPy) stay there.
+pass, whose one copy back holds the counts and the overflow flag. Arrays are flat views; host
+arrays are copied to the device and the results copied back, device arrays (numba or CuPy)
+stay there.
 Launched from their cubins on a GPU (:mod:`gpu.compress.cuda_kernels`).
 """
 

@@ -1,8 +1,9 @@
 """The error a residual step leaves, in one pass over the volume without storing the decoded
-values (for several steps at once): for each entry ``y = cast(p + Δ·⌊(x − p)/Δ + ½⌋)`` (:func:`gpu.compress.quantize.decoded_value`:
-the volume the decoder returns with predictor ``p``, the Tucker reconstruction, and step ``Δ``),
-the sums the encoder's step searches compare with their budget: ``Σ (y − x)²`` and
-``max |y − x|``.
+values: for each entry ``y = cast(p + Δ·⌊(x − p)/Δ + ½⌋)``
+(:func:`gpu.compress.quantize.decoded_value`: the volume the decoder returns with predictor
+``p``, the Tucker reconstruction, and step ``Δ``), the sums the encoder's step searches compare
+with their budget: ``Σ (y − x)²`` and ``max |y − x|``. Several steps can be measured in one
+launch and one copy back (:func:`step_errors`), each block going over its entries once a step.
 
 Sums are per block of ``BLOCK`` entries, then over the blocks on the host (``math.fsum``), so
 a result does not depend on the thread count; within a block the CPU adds in order and the

@@ -347,8 +347,9 @@ def test_state_divmod_is_the_integer_quotient_and_remainder():
     rng = np.random.default_rng(3)
     f = np.repeat(np.arange(1, 2**PROB_BITS + 1, dtype=np.int64), 8)
     top = (2**32 - 1) // f * f  # the largest multiple below 2^32
-    x = np.stack([top, top - 1, top - f, top - f + 1, f, f - 1, rng.integers(2**16, 2**32, f.size),
-                  rng.integers(0, 2**32 // f, f.size) * f], axis=1)[np.arange(f.size), np.tile(np.arange(8), f.size // 8)]
+    kinds = np.stack([top, top - 1, top - f, top - f + 1, f, f - 1, rng.integers(2**16, 2**32, f.size),
+                      rng.integers(0, 2**32 // f, f.size) * f], axis=1)
+    x = kinds[np.arange(f.size), np.tile(np.arange(8), f.size // 8)]  # each frequency with each kind of state
     q, r = divmods(x.astype(np.int64), f)
     np.testing.assert_array_equal(q, x // f)
     np.testing.assert_array_equal(r, x % f)
