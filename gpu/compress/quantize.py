@@ -21,12 +21,12 @@ from gpu.cpu_parallel import run_parallel_loop
 from gpu.cuda.backend import resolve_backend
 from gpu.cuda.compile_notice import notice_compile
 
-__all__ = ["quantize", "quantize_histogram", "dequantize", "decoded_value"]
+__all__ = ["quantize", "quantize_histogram", "dequantize", "decoded_value", "LOOP_ENTRIES"]
 
 _BLOCK = 8192
-#: arrays of fewer entries are quantised by numpy in the caller's thread (a few blocks: not
-#: worth the parallel loop's hand-off)
-_ONE_THREAD = 8 * _BLOCK
+#: arrays of this many entries or more are quantised by the parallel loop; fewer, by numpy in
+#: the caller's thread (a few blocks: not worth the loop's hand-off)
+LOOP_ENTRIES = 8 * _BLOCK
 
 
 @njit(parallel=True, cache=True)
@@ -69,7 +69,7 @@ def quantize(values, step: float, reference=None, backend: str = "cpu"):
         flat = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
         ref = flat if reference is None else np.ascontiguousarray(reference, dtype=np.float64).reshape(-1)
         # floor(v/step + ½) with the reciprocal, as the kernel computes it, so both backends agree on ties
-        if flat.size < _ONE_THREAD:
+        if flat.size < LOOP_ENTRIES:
             # by numpy in this thread, the same operations: the hand-off to the parallel-loop
             # thread cost more than the pass (the encoder's search quantises every factor so)
             v = flat - ref if reference is not None else flat

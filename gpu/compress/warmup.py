@@ -1,7 +1,7 @@
 """Compile the compression loops a backend uses into numba's on-disk cache, through
 :func:`gpu.compress.error_bounded.encode_tensor` and :func:`decode_tensor` on a small
 DWI-like volume: chunked rANS (:mod:`gpu.compress.chunked_rans`), the step-error pass
-(:mod:`gpu.compress.step_error`) and, on a GPU, their kernels and the quantisation kernels,
+(:mod:`gpu.compress.step_error`), the quantiser's loop (:mod:`gpu.compress.quantize`) and, on a GPU, their kernels and the quantisation kernels,
 whose cubins are saved then too (:mod:`gpu.compress.cuda_kernels`).
 The FP16 TTMc's fused kernel links CUDA C++, which numba cannot cache: a process still
 compiles that one on its first GPU encode."""
@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from gpu.compress.error_bounded import ErrorTarget, decode_tensor, encode_tensor
+from gpu.compress.quantize import LOOP_ENTRIES, quantize
 
 __all__ = ["warm_up_compress"]
 
@@ -32,6 +33,9 @@ def warm_up_compress(backend: str = "cpu", log: Callable[[str], None] = lambda m
         for x, target in ((volume.astype(np.float32), ErrorTarget("tol", 0.005)),
                           (np.rint(volume).astype(np.int16), ErrorTarget("abs", 4.0))):
             decode_tensor(encode_tensor(x, target, output_dtype=x.dtype, backend=backends), x.dtype, backend=backends)
+    # the quantiser's parallel loop takes arrays of LOOP_ENTRIES or more; the volume above is smaller
+    quantize(np.zeros(LOOP_ENTRIES), 1.0)
+    quantize(np.zeros(LOOP_ENTRIES), 1.0, np.zeros(LOOP_ENTRIES))
     seconds = time.perf_counter() - started
-    log(f"compress: chunked rANS and step-error loops ({backend}): {seconds:.1f} s")
+    log(f"compress: chunked rANS, step-error and quantiser loops ({backend}): {seconds:.1f} s")
     return seconds

@@ -40,11 +40,12 @@ def test_cuda_warmup_also_loads_the_cpu_loops_the_cuda_backends_hand_voxels_to(m
 
 
 def test_warmup_caches_the_compress_loops(capsys):
-    """``--family compress``: the chunked rANS and step-error loops go into numba's cache."""
+    """``--family compress``: the chunked rANS, step-error and quantiser loops go into numba's cache."""
     assert main(["warmup", "--backend", "cpu", "--family", "compress"]) == 0
-    assert "compress: chunked rANS and step-error loops (cpu)" in capsys.readouterr().out
+    assert "compress: chunked rANS, step-error and quantiser loops (cpu)" in capsys.readouterr().out
     cache = Path(os.environ["NUMBA_CACHE_DIR"])
-    for loop in ("chunked_rans._encode_chunks", "chunked_rans._decode_chunks", "step_error._block_sums"):
+    for loop in ("chunked_rans._encode_chunks", "chunked_rans._decode_chunks", "step_error._block_sums",
+                 "quantize._quantize_blocks"):
         assert list(cache.rglob(f"{loop}-*.nbi")), loop
 
 
@@ -71,7 +72,8 @@ def test_warmup_in_one_process_prints_what_several_print(capsys):
         assert main(["warmup", "--backend", "cpu", "--family", "fod", "compress", "--no-ahead-of-time",
                      "--processes", processes]) == 0
         lines.append([re.sub(r"[0-9.]+ s$", "", line) for line in capsys.readouterr().out.splitlines()])
-    assert lines[0] == lines[1] == ["fod: CSD and MSMT-CSD (cpu): ", "compress: chunked rANS and step-error loops (cpu): "]
+    assert lines[0] == lines[1] == ["fod: CSD and MSMT-CSD (cpu): ",
+                                    "compress: chunked rANS, step-error and quantiser loops (cpu): "]
 
 
 def test_warmup_refuses_fewer_than_one_process(capsys):

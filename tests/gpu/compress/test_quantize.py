@@ -80,11 +80,11 @@ def test_codes_counted_in_the_quantisers_pass_are_the_coders_histogram(with_refe
 def test_short_arrays_quantised_by_numpy_are_the_loops_codes():
     """Arrays below the parallel loop's size are quantised by numpy in the caller's thread:
     the loop's codes for the same entries (a prefix of a long array's), ties included."""
-    from gpu.compress.quantize import _ONE_THREAD
+    from gpu.compress.quantize import LOOP_ENTRIES
 
     rng = np.random.default_rng(12)
     step = 0.3
-    x = rng.normal(0, 50, _ONE_THREAD + 5)
+    x = rng.normal(0, 50, LOOP_ENTRIES + 5)
     x[:400] = (np.arange(400) - 200 + 0.5) * step  # values on the half steps
     ref = rng.normal(0, 2, x.size)
     for reference in (None, ref):
