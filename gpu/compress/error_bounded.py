@@ -345,31 +345,32 @@ class _SampledFactors:
 def _candidate_size(xs, core, factors: _SampledFactors, ranks, core_step, factor_step, target_kind, budget_s,
                     res_step, scale, bar: float = math.inf):
     """Estimated bytes of one (ranks, core step, factor step) choice, measured on the sample
-    grid (``xs`` and ``core`` on the host or both on the device), with the residual step it
-    takes; infinite where a code would not fit in 32 bits (the coder refuses those). Where
-    the core's and factors' bytes alone exceed ``bar`` (the best estimate so far) the
-    residual is not priced: the choice cannot win, and that sum, a lower bound, is returned."""
+    grid (``xs`` and ``core`` on the host or both on the device), the residual step it takes,
+    and whether it was priced in full; infinite where a code would not fit in 32 bits (the
+    coder refuses those). Where the core's and factors' bytes alone exceed ``bar`` (the best
+    estimate so far) the residual is not priced: the choice cannot win, and that sum, a lower
+    bound, is returned."""
     xp = namespace_of(xs)
     where = _where(xs)
     sub = xp.ascontiguousarray(core[tuple(slice(0, r) for r in ranks)])
     try:
         codes, core_bytes = _quantized_bytes(sub, core_step)
     except ValueError:
-        return math.inf, res_step
+        return math.inf, res_step, True
     size = core_bytes + sum(factors.nbytes(n, r, factor_step) for n, r in enumerate(ranks))
     if size > bar:
-        return size, res_step
+        return size, res_step, False
     qc = xp.asarray(dequantize(codes, core_step, backend=where))
     xhat = xp.ascontiguousarray(mode_products(qc, [factors.sampled(n, r, factor_step) for n, r in enumerate(ranks)]))
     if target_kind == "l2":
         res_step = _largest_step(xs, xhat, budget_s, res_step)
         if res_step is None:
-            return size, None
+            return size, None, True
     try:
         residual_bytes = _quantized_bytes(xs, res_step, xhat, keep_codes=False)[1]
     except ValueError:
-        return math.inf, res_step
-    return size + residual_bytes * scale, res_step
+        return math.inf, res_step, True
+    return size + residual_bytes * scale, res_step, True
 
 
 def encode_tensor(
@@ -462,29 +463,41 @@ def encode_tensor(
         core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
         if (sub, core_step, f_step) not in priced:
             # a choice priced only in part was above the bar then, so is above it now
-            bar = min((size for size, _ in priced.values()), default=math.inf)
+            bar = min((size for size, *_ in priced.values()), default=math.inf)
             priced[sub, core_step, f_step] = _candidate_size(xs, core, sampled_factors, sub, core_step, f_step, kind,
                                                              budget_s, unit, scale, bar)
-        return (*priced[sub, core_step, f_step], sub, core_step)
+        size, res_step, in_full = priced[sub, core_step, f_step]
+        return size, res_step, sub, core_step, in_full
+
+    # truncations left unpriced (finer than one whose core and factors alone exceeded the
+    # best estimate), with that lower bound of their bytes
+    unpriced = {}
 
     def size_of(t_index, c_step, f_step=FACTOR_STEPS[0]):
         key = (t_index, c_step, f_step)
+        if key in unpriced:
+            return unpriced[key]
         if key not in choices:
             choices[key] = price(t_index, c_step, f_step)
         return choices[key][0]
 
     t_indices = [0] if ranks else list(range(len(tolerances)))
     # the coarsest truncations priced first: their small cores set a bar that finer ones'
-    # cores alone often exceed; the choices (and their ties) then go in their usual order
+    # cores alone often exceed; the choices (and their ties) then go in their usual order.
+    # Once one's core and factors alone exceed the bar, the finer ones' do too (a larger
+    # core quantised more finely, more factor columns: more bytes), so they go unpriced
     for t in reversed(t_indices):
-        price(t, 1.0)
+        size, _, _, _, in_full = price(t, 1.0)
+        if not in_full:
+            unpriced.update({(finer, 1.0, FACTOR_STEPS[0]): size for finer in range(t)})
+            break
     best_t = min(t_indices, key=lambda t: size_of(t, 1.0))
     best_c = min(_CORE_STEPS, key=lambda c: size_of(best_t, c))
     best_f = min(FACTOR_STEPS, key=lambda f: size_of(best_t, best_c, f))
     for t in (best_t - 1, best_t + 1):
         if t in t_indices:
             size_of(t, best_c, best_f)
-    (_, _, factor_step), (estimate, sample_step, sub, core_step) = min(choices.items(), key=lambda item: item[1][0])
+    (_, _, factor_step), (estimate, sample_step, sub, core_step, _) = min(choices.items(), key=lambda item: item[1][0])
     times["search"] = time.perf_counter() - start
     progress(0.7)
 
