@@ -454,13 +454,16 @@ def encode_tensor(
     # truncations below the decomposition's keep the same ranks: priced once
     priced = {}
 
-    def price(t_index, c_step, f_step=FACTOR_STEPS[0]) -> tuple:
+    def sub_and_step(t_index, c_step) -> tuple:
         if ranks:
             sub = tuple(max_ranks)
         else:
             threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
             sub = _sub_ranks(energies, threshold, max_ranks)
-        core_step = c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
+        return sub, c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
+
+    def price(t_index, c_step, f_step=FACTOR_STEPS[0]) -> tuple:
+        sub, core_step = sub_and_step(t_index, c_step)
         if (sub, core_step, f_step) not in priced:
             # a choice priced only in part was above the bar then, so is above it now
             bar = min((size for size, *_ in priced.values()), default=math.inf)
@@ -469,8 +472,8 @@ def encode_tensor(
         size, res_step, in_full = priced[sub, core_step, f_step]
         return size, res_step, sub, core_step, in_full
 
-    # truncations left unpriced (finer than one whose core and factors alone exceeded the
-    # best estimate), with that lower bound of their bytes
+    # choices left unpriced (finer than one whose core and factors alone exceeded the best
+    # estimate), with that lower bound of their bytes
     unpriced = {}
 
     def size_of(t_index, c_step, f_step=FACTOR_STEPS[0]):
@@ -481,17 +484,24 @@ def encode_tensor(
             choices[key] = price(t_index, c_step, f_step)
         return choices[key][0]
 
+    def price_coarsest_first(keys) -> None:
+        """Price the choices ``keys`` ((t, c, f), coarsest first) until one's core and factors
+        alone exceed the bar; the finer ones' would too (a larger core, or the same quantised
+        more finely: more bytes), so those not priced yet go unpriced, with that lower bound."""
+        for k, key in enumerate(keys):
+            size, _, _, _, in_full = price(*key)
+            if not in_full:
+                unpriced.update({finer: size for finer in keys[k + 1:]
+                                 if (*sub_and_step(*finer[:2]), finer[2]) not in priced})
+                return
+
     t_indices = [0] if ranks else list(range(len(tolerances)))
-    # the coarsest truncations priced first: their small cores set a bar that finer ones'
-    # cores alone often exceed; the choices (and their ties) then go in their usual order.
-    # Once one's core and factors alone exceed the bar, the finer ones' do too (a larger
-    # core quantised more finely, more factor columns: more bytes), so they go unpriced
-    for t in reversed(t_indices):
-        size, _, _, _, in_full = price(t, 1.0)
-        if not in_full:
-            unpriced.update({(finer, 1.0, FACTOR_STEPS[0]): size for finer in range(t)})
-            break
+    # the coarsest truncations, then core steps, priced first: their small cores set a bar
+    # that finer ones' cores alone often exceed; the choices (and their ties) then go in
+    # their usual order
+    price_coarsest_first([(t, 1.0, FACTOR_STEPS[0]) for t in reversed(t_indices)])
     best_t = min(t_indices, key=lambda t: size_of(t, 1.0))
+    price_coarsest_first([(best_t, c, FACTOR_STEPS[0]) for c in sorted(_CORE_STEPS, reverse=True)])
     best_c = min(_CORE_STEPS, key=lambda c: size_of(best_t, c))
     best_f = min(FACTOR_STEPS, key=lambda f: size_of(best_t, best_c, f))
     for t in (best_t - 1, best_t + 1):
