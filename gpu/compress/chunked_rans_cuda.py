@@ -39,8 +39,8 @@ from gpu.cuda.simulator import simulator_active
 
 __all__ = ["clipped_histogram_kernel", "quantize_histogram_kernel", "encode_chunks_kernel", "compact_words_kernel",
            "move_escapes_kernel", "lut_kernel", "decode_chunks_kernel", "fill_kernel", "is_device_array",
-           "device_codes", "device_output", "clipped_histogram_cuda", "encode_chunks_cuda", "decode_chunks_cuda",
-           "fill_cuda"]
+           "device_codes", "device_output", "clipped_histogram_cuda", "quantize_histogram_cuda", "encode_chunks_cuda",
+           "decode_chunks_cuda", "fill_cuda"]
 
 _BLOCK = 256
 _HISTOGRAM_BLOCKS = 256  # each block adds its non-zero bins to the grid's: few blocks, long strides
@@ -333,6 +333,20 @@ def clipped_histogram_cuda(codes) -> np.ndarray:
         grid = _grid(codes.shape[0], _BLOCK, _HISTOGRAM_BLOCKS)
         compress_kernels()["clipped_histogram_kernel"][grid, _BLOCK](codes, hist)
     return hist.copy_to_host().astype(np.int64)
+
+
+def quantize_histogram_cuda(values, step: float, reference=None, keep_codes: bool = True):
+    """The quantiser's codes of the device arrays ``values − reference`` (None unless
+    ``keep_codes``; a device array), their histogram as :func:`clipped_histogram_cuda` gives
+    it, and whether a code would not fit in 32 bits, with one copy back."""
+    x = launch_view(values, flat=True)
+    ref = launch_view(reference, flat=True) if reference is not None else x
+    codes = _device_empty(x.shape[0] if keep_codes else 1, np.int32)
+    counts = _device_zeros(SPAN + 1, np.uint32)
+    compress_kernels()["quantize_histogram_kernel"][_grid(x.shape[0], _BLOCK, _HISTOGRAM_BLOCKS), _BLOCK](
+        x, ref, reference is not None, 1.0 / step, codes, keep_codes, counts)
+    host = counts.copy_to_host()
+    return (codes.reshape(values.shape) if keep_codes else None), host[:SPAN].astype(np.int64), bool(host[SPAN])
 
 
 def encode_chunks_cuda(codes, radius: int, freq: np.ndarray, start: np.ndarray, chunk: int):

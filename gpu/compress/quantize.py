@@ -74,7 +74,7 @@ def quantize(values, step: float, reference=None, backend: str = "cpu"):
             # thread cost more than the pass (the encoder's search quantises every factor so)
             v = flat - ref if reference is not None else flat
             largest = float(np.abs(v).max(initial=0.0))
-            codes = np.floor(v * (1.0 / step) + 0.5).astype(np.int32) if largest / step < 2**31 - 1 else None
+            codes = np.floor(v * (1.0 / step) + 0.5)  # made int32 below, where they fit
         else:
             codes = np.empty(flat.size, np.int32)
             args = (flat, ref, reference is not None, 1.0 / step, codes, np.zeros(max(1, -(-flat.size // _BLOCK))))
@@ -82,8 +82,10 @@ def quantize(values, step: float, reference=None, backend: str = "cpu"):
             run_parallel_loop(_quantize_blocks, *args)
             largest = float(args[-1].max())
         largest = largest if largest / step >= 2**31 - 1 else None
-        codes = codes.reshape(shape) if largest is None else None
-    _refuse_overflow(step, largest)
+        codes = codes.astype(np.int32, copy=False).reshape(shape) if largest is None else None
+    if largest is not None:
+        raise ValueError(f"quantisation step {step:g} is too fine for 32-bit codes of values up to "
+                         f"{largest:g}; the error target is too tight for this volume")
     return codes
 
 
@@ -95,21 +97,16 @@ def quantize_histogram(values, step: float, reference=None, backend: str = "cpu"
     if not step > 0:
         raise ValueError(f"quantisation step must be positive, got {step}")
     if resolve_backend(backend) == "cuda":
-        from gpu.compress.quantize_cuda import quantize_histogram_cuda
+        from gpu.compress.chunked_rans_cuda import quantize_histogram_cuda
 
-        codes, hist, largest = quantize_histogram_cuda(values, step, reference, keep_codes)
-        _refuse_overflow(step, largest)
+        codes, hist, overflowed = quantize_histogram_cuda(values, step, reference, keep_codes)
+        if overflowed:  # quantize's own pass measures the largest value its message names
+            quantize(values, step, reference, backend)
         return codes, hist
     from gpu.compress.chunked_rans import clipped_histogram
 
     codes = quantize(values, step, reference)
     return (codes if keep_codes else None), clipped_histogram(codes)
-
-
-def _refuse_overflow(step: float, largest: float | None) -> None:
-    if largest is not None:
-        raise ValueError(f"quantisation step {step:g} is too fine for 32-bit codes of values up to "
-                         f"{largest:g}; the error target is too tight for this volume")
 
 
 def dequantize(codes, step: float, reference=None, backend: str = "cpu"):

@@ -2,11 +2,8 @@
 
 ``quantize_kernel``: ``codes[i] = ⌊(x[i] − ref[i]) / step + ½⌋`` as int32 (the residual of the
 Tucker reconstruction, or the core with no reference), flagging a code that would not fit; ``dequantize_kernel``:
-``out[i] = ref[i] + step · codes[i]`` in float64. :func:`quantize_histogram_cuda` launches
-``chunked_rans_cuda.quantize_histogram_kernel``: the codes and their clipped histogram in one
-pass, whose one copy back holds the counts and the overflow flag. Arrays are flat views; host
-arrays are copied to the device and the results copied back, device arrays (numba or CuPy)
-stay there.
+``out[i] = ref[i] + step · codes[i]`` in float64. Arrays are flat views; host arrays are
+copied to the device and the results copied back, device arrays (numba or CuPy) stay there.
 Launched from their cubins on a GPU (:mod:`gpu.compress.cuda_kernels`).
 """
 
@@ -18,13 +15,11 @@ import numpy as np
 from numba import cuda
 
 from gpu.compress.cuda_kernels import compress_kernels, launch_view
-from gpu.compress.rans_parameters import SPAN
 
-__all__ = ["quantize_kernel", "dequantize_kernel", "quantize_cuda", "dequantize_cuda", "quantize_histogram_cuda"]
+__all__ = ["quantize_kernel", "dequantize_kernel", "quantize_cuda", "dequantize_cuda"]
 
 _BLOCK = 256
 _MAX_BLOCKS = 4096
-_HISTOGRAM_BLOCKS = 256  # as chunked_rans_cuda's: each block adds its non-zero bins to the grid's
 
 
 @cuda.jit(cache=True)
@@ -76,26 +71,6 @@ def quantize_cuda(values, step: float, reference=None):
         v = x.copy_to_host() - (ref.copy_to_host() if reference is not None else 0.0)
         largest = float(np.abs(v).max())
     return (codes.copy_to_host().reshape(shape) if on_host else codes.reshape(shape)), largest
-
-
-def quantize_histogram_cuda(values, step: float, reference=None, keep_codes: bool = True):
-    """:func:`quantize_cuda`'s codes (None unless ``keep_codes``; a device array), their
-    clipped histogram (SPAN,) int64 and the largest ``|values − reference|`` where a code
-    would not fit (else None), with one copy back. The values are device arrays."""
-    kernels = compress_kernels()
-    api = kernels.api
-    x = launch_view(values, flat=True)
-    ref = launch_view(reference, flat=True) if reference is not None else x
-    codes = api.device_array(x.shape[0] if keep_codes else 1, np.int32)
-    counts = kernels.full(SPAN + 1, np.uint32, 0)
-    kernels["quantize_histogram_kernel"][min(_HISTOGRAM_BLOCKS, _grid(x.shape[0])), _BLOCK](
-        x, ref, reference is not None, 1.0 / step, codes, keep_codes, counts)
-    host = counts.copy_to_host()
-    largest = None
-    if host[SPAN]:  # the error path: its message names the largest value
-        v = x.copy_to_host() - (ref.copy_to_host() if reference is not None else 0.0)
-        largest = float(np.abs(v).max())
-    return (codes.reshape(values.shape) if keep_codes else None), host[:SPAN].astype(np.int64), largest
 
 
 def dequantize_cuda(codes, step: float, reference=None):

@@ -34,8 +34,7 @@ def warm_up_compress(backend: str = "cpu", log: Callable[[str], None] = lambda m
                           (np.rint(volume).astype(np.int16), ErrorTarget("abs", 4.0))):
             decode_tensor(encode_tensor(x, target, output_dtype=x.dtype, backend=backends), x.dtype, backend=backends)
     # the quantiser's parallel loop takes arrays of LOOP_ENTRIES or more; the volume above is smaller
-    quantize(np.zeros(LOOP_ENTRIES), 1.0)
-    quantize(np.zeros(LOOP_ENTRIES), 1.0, np.zeros(LOOP_ENTRIES))
+    quantize(np.zeros(LOOP_ENTRIES), 1.0)  # with or without a reference: the same argument types
     seconds = time.perf_counter() - started
     log(f"compress: chunked rANS, step-error and quantiser loops ({backend}): {seconds:.1f} s")
     return seconds
