@@ -148,7 +148,8 @@ def _histogram_bytes(hist: np.ndarray, n: int) -> float:
     if n == 0:
         return 0.0
     inner = hist[1:-1]
-    bits = -(inner * np.log2(np.maximum(inner, 1) / n)).sum() + int(hist[0] + hist[-1]) * math.log2(n)
+    inner = inner[inner > 0]  # most of the bins are empty: their logs cost most of a call
+    bits = -(inner * np.log2(inner / n)).sum() + int(hist[0] + hist[-1]) * math.log2(n)
     return float(bits / 8) + 16
 
 
@@ -179,29 +180,27 @@ def _abs_allowance(target: float, dtype: np.dtype, max_abs: float) -> float:
     return allowance
 
 
-def _mode_energies(core) -> list[np.ndarray]:
-    """Per mode, the energy (sum of squares) of each slice of the core (on the host)."""
+def _mode_tails(core) -> list[np.ndarray]:
+    """Per mode, the energy (sum of squares) the core loses when cut to each rank 0…I_n
+    (its slices from that rank on; on the host)."""
     xp = namespace_of(core)
     squares = xp.ascontiguousarray(core * core)
-    energies = []
+    tails = []
     for n, size in enumerate(core.shape):
         # sums over the modes before n, then after it, as two matrix-vector products: a sum
         # over several axes at once leaves most of a GPU idle when few sums remain
         before, after = math.prod(core.shape[:n]), math.prod(core.shape[n + 1:])
         rows = squares.reshape(before, size * after)
         rows = rows[0] if before == 1 else xp.ones(before) @ rows  # (numpy's product with one row is slow)
-        energies.append(to_host(rows if after == 1 else rows.reshape(size, after) @ xp.ones(after)))
-    return energies
+        energy = to_host(rows if after == 1 else rows.reshape(size, after) @ xp.ones(after))
+        tails.append(np.concatenate([np.cumsum(energy[::-1])[::-1], [0.0]]))
+    return tails
 
 
-def _sub_ranks(energies: list[np.ndarray], threshold: float, cap: tuple[int, ...]) -> tuple[int, ...]:
+def _sub_ranks(tails: list[np.ndarray], threshold: float, cap: tuple[int, ...]) -> tuple[int, ...]:
     """Per mode, the fewest leading slices of the core whose discarded energy ≤ threshold
-    (``energies``: :func:`_mode_energies` of the core)."""
-    ranks = []
-    for energy, limit in zip(energies, cap):
-        tail = np.concatenate([np.cumsum(energy[::-1])[::-1], [0.0]])
-        ranks.append(int(min(limit, max(1, np.argmax(tail <= threshold)))))
-    return tuple(ranks)
+    (``tails``: :func:`_mode_tails` of the core)."""
+    return tuple(int(min(limit, max(1, np.argmax(tail <= threshold)))) for tail, limit in zip(tails, cap))
 
 
 def _sample_grid(shape, rng) -> list[np.ndarray]:
@@ -323,6 +322,7 @@ class _SampledFactors:
         self._factors, self._grid, self._xp = [to_host(u) for u in factors], grid, xp
         self._codes: dict = {}
         self._bytes: dict = {}
+        self._rows: dict = {}
         self._sampled: dict = {}
 
     def _codes_at(self, n: int, step: float) -> np.ndarray:
@@ -337,8 +337,9 @@ class _SampledFactors:
 
     def sampled(self, n: int, rank: int, step: float):
         if (n, rank, step) not in self._sampled:
-            rows = self._codes_at(n, step)[self._grid[n], :rank]
-            self._sampled[n, rank, step] = self._xp.asarray(dequantize(rows, step))
+            if (n, step) not in self._rows:  # sent once a (mode, step): an upload waits, a copy there does not
+                self._rows[n, step] = self._xp.asarray(dequantize(self._codes_at(n, step)[self._grid[n]], step))
+            self._sampled[n, rank, step] = self._xp.ascontiguousarray(self._rows[n, step][:, :rank])
         return self._sampled[n, rank, step]
 
 
@@ -449,7 +450,7 @@ def encode_tensor(
     scale = n / xs.size
     budget_s = None if budget is None else AIM * budget / math.sqrt(scale)
     sampled_factors = _SampledFactors(factors, grid, xp)
-    energies = _mode_energies(core)
+    tails = _mode_tails(core)
     choices = {}
     # truncations below the decomposition's keep the same ranks: priced once
     priced = {}
@@ -459,7 +460,7 @@ def encode_tensor(
             sub = tuple(max_ranks)
         else:
             threshold = tolerances[t_index] ** 2 * norm_x**2 / len(max_ranks)
-            sub = _sub_ranks(energies, threshold, max_ranks)
+            sub = _sub_ranks(tails, threshold, max_ranks)
         return sub, c_step * unit * math.sqrt(n / math.prod(sub)) / math.sqrt(12)
 
     def price(t_index, c_step, f_step=FACTOR_STEPS[0]) -> tuple:

@@ -186,7 +186,7 @@ def device_array(shape, dtype) -> DeviceArray:
     """Uninitialised C-ordered device memory."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(n) for n in shape)
     dtype = np.dtype(dtype)
-    allocation = _Allocation(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+    allocation = _Allocation(math.prod(shape) * dtype.itemsize)
     return DeviceArray(allocation, allocation.ptr.value, shape, _c_strides(shape, dtype), dtype)
 
 
