@@ -40,7 +40,7 @@ from gpu.compress.bound import Precision
 from gpu.compress.backend_cpu import mode_view
 from gpu.compress.scaled_ttm import fused_shape_ok, padded_factor, scaled_ttm_launch
 
-__all__ = ["CudaTTMcOps", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel", "scale_scan_kernel"]
+__all__ = ["CudaTTMcOps", "mode_product_launch", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel", "scale_scan_kernel"]
 
 _BLOCK = 256
 _GROUP = 32  # rows whose maxima are reduced together (one pair of barriers per group)
@@ -423,6 +423,28 @@ def _cublas_mode_product(cp, x, u, y, p, i, q, j, precision: Precision):
     return launch
 
 
+def mode_product_launch(cp, x, u, mode: int, precision: Precision):
+    """``X ×_mode U`` (U is J × I_mode) in ``precision``'s storage type: the new C-ordered
+    CuPy array and the launch that fills it, one cublasGemmStridedBatchedEx
+    (:func:`_cublas_mode_product`), or CuPy's matmul where that call is unusable."""
+    shape = tuple(int(s) for s in x.shape)
+    p, i, q = mode_view(shape, mode)
+    j = int(u.shape[0])
+    xc, uc = cp.ascontiguousarray(cp.asarray(x)), cp.ascontiguousarray(cp.asarray(u))
+    y = cp.empty(shape[:mode] + (j,) + shape[mode + 1:], dtype=precision.storage)
+    if _direct_cublas[0]:
+        try:
+            return y, _cublas_mode_product(cp, xc, uc, y, p, i, q, j, precision)
+        except Exception as exc:  # bindings missing or disagreeing: CuPy's matmul then
+            warnings.warn(f"direct cuBLAS GEMM unusable ({exc}); using cupy.matmul", RuntimeWarning)
+            _direct_cublas[0] = False
+    if q == 1:
+        a, b, out = xc.reshape(p, i), uc.T, y.reshape(p, j)
+    else:
+        a, b, out = uc, xc.reshape(p, i, q), y.reshape(p, j, q)
+    return y, lambda: cp.matmul(a, b, out=out)
+
+
 def _overflow_limit(dtype) -> float:
     """The smallest magnitude that rounds to infinity in ``dtype`` (inf for float64)."""
     info = np.finfo(dtype)
@@ -723,26 +745,9 @@ class CudaTTMcOps:
         j = int(u.shape[0])
         out_shape = shape[:mode] + (j,) + shape[mode + 1 :]
         if self.gemm == "cublas":
-            cp = self._cupy
-            xc, uc = cp.ascontiguousarray(cp.asarray(x)), cp.ascontiguousarray(cp.asarray(u))
-            y = cp.empty(out_shape, dtype=precision.storage)
-            launch = None
-            if _direct_cublas[0]:
-                try:
-                    launch = _cublas_mode_product(cp, xc, uc, y, p, i, q, j, precision)
-                except Exception as exc:  # bindings missing or disagreeing: CuPy's matmul then
-                    warnings.warn(f"direct cuBLAS GEMM unusable ({exc}); using cupy.matmul", RuntimeWarning)
-                    _direct_cublas[0] = False
-            if launch is None:
+            y, launch = mode_product_launch(self._cupy, x, u, mode, precision)
+            if not _direct_cublas[0]:
                 self.gemm = "cupy-matmul"
-                if q == 1:
-                    a, b, out = xc.reshape(p, i), uc.T, y.reshape(p, j)
-                else:
-                    a, b, out = uc, xc.reshape(p, i, q), y.reshape(p, j, q)
-
-                def launch():
-                    cp.matmul(a, b, out=out)
-
             self._run(launch)
             return y
         y = self.empty(out_shape, precision.storage)
