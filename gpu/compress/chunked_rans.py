@@ -338,14 +338,23 @@ def encode_integers(codes, backend: str = "cpu", *, chunk: int | None = None) ->
 
 
 def encode_streams(streams: Iterable[tuple[object, str]]) -> list[bytes]:
-    """:func:`encode_integers` of each ``(codes, backend)`` in turn, the same bytes, each
-    stream's side streams compressed on host threads while the next streams are coded (zstd
-    releases the interpreter; an encoder's side streams at level 9 took longer than its
-    device coding)."""
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="rans-side-streams") as pool:
-        parts = [_coded_parts(codes, backend, None, lambda array: pool.submit(_zstd, array))
-                 for codes, backend in streams]
-        return [_joined(*part) for part in parts]
+    """:func:`encode_integers` of each ``(codes, backend)``, the same bytes: the streams coded
+    on the GPU in turn in this thread, those coded on the host in turn on another (a short
+    stream's host coding is mostly hand-offs and small numpy calls, which then run while
+    this thread waits for the device), and each stream's side streams compressed on host
+    threads while the next streams are coded (zstd releases the interpreter; an encoder's
+    side streams at level 9 took longer than its device coding)."""
+    streams = list(streams)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="rans-side-streams") as pool, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="rans-host-streams") as host:
+        def coded(codes, backend):
+            return _coded_parts(codes, backend, None, lambda array: pool.submit(_zstd, array))
+
+        on_host = {k: host.submit(coded, codes, backend) for k, (codes, backend) in enumerate(streams)
+                   if resolve_backend(backend) != "cuda"}
+        parts = {k: coded(codes, backend) for k, (codes, backend) in enumerate(streams) if k not in on_host}
+        parts.update({k: future.result() for k, future in on_host.items()})
+        return [_joined(*parts[k]) for k in range(len(streams))]
 
 
 def _coded_parts(codes, backend: str, chunk: int | None, compress) -> tuple:

@@ -6,7 +6,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 
-from gpu.compress.hosvd import recover_core, select_rank, st_hosvd, tucker_reconstruct
+from gpu.compress.hosvd import mode_products, recover_core, select_rank, st_hosvd, tucker_reconstruct
+from gpu.cuda.device import cuda_available
 
 
 def smooth_field(shape=(34, 30, 26)):
@@ -110,3 +111,36 @@ def test_the_recovered_core_is_the_exact_power_of_two_scaling(dtype, reach):
     exponents = [rng.integers(-reach, reach + 1, n) for n in shape]
     total = sum(-e.reshape([n if m == k else 1 for m in range(4)]) for k, (e, n) in enumerate(zip(exponents, shape)))
     np.testing.assert_array_equal(recover_core(core, exponents), np.ldexp(core.astype(np.float64), total))
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError:
+        return None
+    return cupy
+
+
+@pytest.mark.skipif(_cupy() is None or not cuda_available(), reason="device mode products take CuPy arrays: a CUDA GPU with CuPy only")
+@pytest.mark.parametrize("transposed", [False, True])
+def test_device_mode_products_equal_numpy(transposed):
+    """On the device each float64 mode product is one strided-batched cuBLAS GEMM: the same
+    numbers as numpy's (to the summation order), the last mode (one GEMM) and factors given
+    as transposed views (ST-HOSVD's ``Uᵀ``) included."""
+    from gpu.compress.hosvd import _mode_product_t
+
+    cp = _cupy()
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((5, 4, 3, 6))
+    factors = [rng.standard_normal((n + 3, r)) for n, r in enumerate(g.shape)]
+    if transposed:
+        y, expected = cp.asarray(g), g
+        for n, u in enumerate(factors):
+            # Y ×_n Wᵀ with W = uᵀ stored C-ordered: the product takes W's transposed view
+            y = _mode_product_t(cp, y, cp.asarray(np.ascontiguousarray(u.T)), n)
+            expected = np.moveaxis(np.tensordot(u, expected, axes=([1], [n])), 0, n)
+    else:
+        y = mode_products(cp.asarray(g), [cp.asarray(u) for u in factors])
+        expected = mode_products(g, factors)
+    assert isinstance(y, cp.ndarray) and y.flags.c_contiguous
+    np.testing.assert_allclose(cp.asnumpy(y), expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
