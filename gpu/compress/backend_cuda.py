@@ -40,7 +40,8 @@ from gpu.compress.bound import Precision
 from gpu.compress.backend_cpu import mode_view
 from gpu.compress.scaled_ttm import fused_shape_ok, padded_factor, scaled_ttm_launch
 
-__all__ = ["CudaTTMcOps", "mode_product_launch", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel", "scale_scan_kernel"]
+__all__ = ["CudaTTMcOps", "mode_product_launch", "strided_gemm_kernel", "stats_kernel", "kron_scale_kernel",
+           "scale_scan_kernel"]
 
 _BLOCK = 256
 _GROUP = 32  # rows whose maxima are reduced together (one pair of barriers per group)

@@ -121,7 +121,8 @@ def _cupy():
     return cupy
 
 
-@pytest.mark.skipif(_cupy() is None or not cuda_available(), reason="device mode products take CuPy arrays: a CUDA GPU with CuPy only")
+@pytest.mark.skipif(_cupy() is None or not cuda_available(),
+                    reason="device mode products take CuPy arrays: a CUDA GPU with CuPy only")
 @pytest.mark.parametrize("transposed", [False, True])
 def test_device_mode_products_equal_numpy(transposed):
     """On the device each float64 mode product is one strided-batched cuBLAS GEMM: the same
