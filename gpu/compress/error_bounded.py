@@ -156,11 +156,7 @@ def _histogram_bytes(hist: np.ndarray, n: int) -> float:
 def _quantized_bytes(values, step: float, reference=None, keep_codes: bool = True):
     """The codes of ``values`` (None unless ``keep_codes``) and their :func:`_entropy_bytes`,
     counted in the quantiser's pass where the values are on the device."""
-    where = _where(values)
-    if where == "cpu":
-        codes = quantize(values, step, reference)
-        return codes, _entropy_bytes(codes)
-    codes, hist = quantize_histogram(values, step, reference, backend=where, keep_codes=keep_codes)
+    codes, hist = quantize_histogram(values, step, reference, backend=_where(values), keep_codes=keep_codes)
     return codes, _histogram_bytes(hist, values.size)
 
 
