@@ -76,8 +76,8 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     """:func:`gpu.fod.backend_cpu.msmt_csd_cpu` on the GPU: the same arrays in and out.
 
     ``k_max`` caps the active set a voxel holds on the GPU (beyond it the CPU solves the
-    voxel), at most 64 (a thread keeps two rows of the factor); ``chunk_voxels`` voxels go
-    to the GPU at a time.
+    voxel), at most 64 (a thread keeps two rows and two columns of the factor's inverse);
+    ``chunk_voxels`` voxels go to the GPU at a time.
     """
     signals = np.ascontiguousarray(signals, np.float64)
     n, m = problem.H.shape[1], problem.B.shape[0]
@@ -86,13 +86,16 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     kernels = _kernels("MSMT-CSD")
     api = kernels.api
     B = problem.B
-    Bt = np.zeros((n, kernel_layout.padded_rows(m)))
+    mp = kernel_layout.padded_rows(m)
+    Bt = np.zeros((n, mp))
     Bt[:, :m] = B.T
+    G = np.zeros((m, mp))
+    G[:, :m] = B @ B.T
     rows = max(1, min(chunk_voxels, signals.shape[0]))
     constants = (api.to_device(problem.project), api.to_device(B), api.to_device(Bt),
-                 api.to_device(B @ B.T), api.to_device(np.ascontiguousarray(problem.L)),
+                 api.to_device(G), api.to_device(np.ascontiguousarray(problem.L)),
                  problem.constraint_norm_lambda, problem.max_iterations, k_max,
-                 api.device_array((rows, m), np.float64), api.device_array((rows, n), np.float64))
+                 api.device_array((rows, mp), np.float64), api.device_array((rows, n), np.float64))
     x, niter = _solve_in_chunks(kernels, "msmt_kernel", shared, signals, n, constants, chunk_voxels)
     redo = np.flatnonzero(niter == kernel_layout.REDO)
     if redo.size:

@@ -19,8 +19,8 @@ ROWS_A_THREAD = 10
 
 
 def padded_rows(m: int) -> int:
-    """Columns of the MSMT-CSD kernel's Bᵀ for M constraint rows: whole passes of
-    ``ROWS_A_THREAD`` rows a thread (the columns past M are zero)."""
+    """Columns of the MSMT-CSD kernel's Bᵀ and G = B Bᵀ for M constraint rows: whole passes
+    of ``ROWS_A_THREAD`` rows a thread (the columns past M are zero)."""
     per_pass = ROWS_A_THREAD * THREADS
     return -(-m // per_pass) * per_pass
 
@@ -32,7 +32,7 @@ def _packed_size(k: int) -> int:
 def msmt_shared_bytes(n: int, k_max: int) -> int:
     """Shared memory of :func:`gpu.fod.kernels_cuda.msmt_kernel` for N unknowns and ``k_max``
     active rows."""
-    doubles = n + 4 * k_max + max(k_max, THREADS) + _packed_size(k_max) + 4
+    doubles = n + 3 * k_max + 2 * max(k_max, THREADS) + _packed_size(k_max)
     ints = k_max + max(k_max, THREADS)
     return 8 * doubles + 4 * ints
 

@@ -1,30 +1,27 @@
 """CUDA kernels of CSD and MSMT-CSD: one voxel per block of one warp (32 threads), float64,
 its work in shared memory.
 
-The steps and the order of every sum follow the CPU solvers of :mod:`gpu.fod.solver_math`
-(MRtrix3's), except that MSMT-CSD's triangular solves multiply by the diagonal's reciprocals
-where the CPU divides (results equal to rounding): the threads share the work of each step. Sums over constraint rows, matrix
-products and the columns of a triangular solve split over the threads; the sequential
-parts (the solve's steps, a Givens rotation after another) are separated by barriers. The
-triangular solves take two columns between barriers: every thread forms the second
-column's value itself, with the operations (and so the rounding) the row's owner would
-apply over two steps, so a solve of k columns waits at ⌈k/2⌉ barriers, not k, with the
-same bytes (the kernel is bound by instruction latency along these chains of steps). A
-minimum over threads is written to shared memory and reduced there by a tree whose order
-of comparisons is fixed (no atomics), so each voxel's result is the same bytes on every
-run and any launch shape.
+The steps follow the CPU solvers of :mod:`gpu.fod.solver_math` (MRtrix3's); the threads
+share the work of each step. A minimum over threads is written to shared memory and reduced
+there by a tree whose order of comparisons is fixed (no atomics), so each voxel's result is
+the same bytes on every run and any launch shape.
 
 Only ``cuda.syncthreads`` and its predicate forms synchronise the threads (warp shuffles
 and ``syncwarp`` have no counterpart in numba's CUDA simulator, where the tests run these
 kernels); with one warp per block they cost what a warp barrier does. Every loop bound
 and branch around a barrier is computed alike by all threads of the block.
 
-MSMT-CSD (:func:`msmt_kernel`) works with G = B Bᵀ, computed once per problem: a
-constraint joining the active set reads its Gram entries from G (one forward solve), and
-the factor of the active rows' Gram matrix lives in shared memory, packed, for at most
-``k_max`` rows. A voxel whose active set would grow beyond that, or whose signal or
-constraint values are not finite, answers :data:`gpu.fod.kernel_layout.REDO`, and the CPU
-backend solves it.
+MSMT-CSD (:func:`msmt_kernel`) takes the CPU's active-set steps with another
+representation of them: where the CPU keeps the Cholesky factor L of the active rows' Gram
+matrix and solves with it, the kernel keeps L⁻¹ (packed, in shared memory, for at most
+``k_max`` rows), u = L⁻¹ c_u[rows] and the multipliers l = −L⁻ᵀu, and updates all three
+as a row joins (a product with L⁻¹) or leaves (Givens rotations that each thread applies to
+its own columns): no triangular solve, whose column steps each wait at a barrier. Between
+iterations the constraint values are c_u + G[:, rows] l, G = B Bᵀ computed once per problem.
+Results equal the CPU's to rounding (relative L2 of a few 1e-9) and take its iterations
+(docs/decisions/fod-warp-per-voxel.md). A voxel whose active set would grow beyond
+``k_max``, or whose signal or constraint values are not finite, answers
+:data:`gpu.fod.kernel_layout.REDO`, and the CPU backend solves it.
 """
 
 from __future__ import annotations
@@ -50,211 +47,235 @@ _T = uint64(THREADS)
 
 @cuda.jit(device=True)
 def _off(i):
-    """Start of row i of a packed factor whose row i holds columns 0…i + 1 (the entry right
-    of the diagonal is room for a row moved up by one)."""
+    """Start of row i of the packed inverse factor, whose row i holds columns 0…i + 1 (the
+    entry right of the diagonal is zero, room for the rotations of a row that leaves)."""
     return (i * (i + _3)) >> _1
 
 
 @cuda.jit(device=True)
-def _forward_pairs(low, rdiag, k, rhs, out, base, t, off0, off1):
-    """Forward substitution with the packed factor L (diagonal's reciprocals in ``rdiag``):
-    w = L⁻¹ rhs[:k] into out[base:base + k], thread 0 writing. Column-oriented: thread t
-    keeps rows t and t + 32 of ``rhs`` (packed from off0 and off1) up to date, two columns
-    between barriers: every thread forms w_{j+1} itself, with the operations (and so the
-    rounding) of row j + 1's owner updating it by column j and then reading it; the rows
-    below the pair take column j and then column j + 1. rhs[j + 1] itself is left without
-    column j's update: nothing reads it after its column."""
+def _row_sums(li, vec, k, out, t, off0, off1):
+    """out[i] = Σ_{j ≤ i} M[i, j] vec[j] for i < k, M = L⁻¹ packed in ``li``: thread t rows t
+    and t + 32, one pass over j for both."""
     t1 = t + _T
-    lead = t == _0
-    own0 = t < k
-    own1 = t1 < k
+    s0 = 0.0
+    s1 = 0.0
     j = _0
-    offj1 = _off(_1)  # row j + 1's start, moved on as j grows
-    while j + _1 < k:
-        j1 = j + _1
-        wj = rhs[j] * rdiag[j]
-        u = rhs[j1]
-        u -= low[offj1 + j] * wj
-        wj1 = u * rdiag[j1]
-        if lead:
-            out[base + j] = wj
-            out[base + j1] = wj1
-        if own0 and j1 < t:
-            a = rhs[t]
-            a -= low[off0 + j] * wj
-            a -= low[off0 + j1] * wj1
-            rhs[t] = a
-        if own1 and j1 < t1:
-            a = rhs[t1]
-            a -= low[off1 + j] * wj
-            a -= low[off1 + j1] * wj1
-            rhs[t1] = a
-        cuda.syncthreads()
-        offj1 += j1 + j1 + uint64(5)  # _off(j1 + 2) − _off(j1)
-        j += _2
-    if j < k:
-        # the last column: no row below it
-        if lead:
-            out[base + j] = rhs[j] * rdiag[j]
-        cuda.syncthreads()
-
-
-@cuda.jit(device=True)
-def _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1):
-    """l[:k] ← (L Lᵀ)⁻¹ l[:k], L packed in ``low`` with its diagonal's reciprocals in
-    ``rdiag``; z is scratch. The forward half by :func:`_forward_pairs` into z, the backward
-    half the same way by rows t and t + 32 of z (z[q − 1] keeps no partial update of its
-    own: z is scratch, and l is written afresh). The values every thread forms, thread 0
-    writes."""
-    t1 = t + _T
-    lead = t == _0
-    _forward_pairs(low, rdiag, k, l, z, _0, t, off0, off1)
-    q = k
-    base = _off(q - _1) if q > _0 else _0  # row q − 1's start, moved back as q falls
-    while q > _1:
-        q -= _1
-        # columns q and q − 1: every thread forms x_{q−1} as row q − 1's owner did in two steps
-        q1 = q - _1
-        base1 = base - q - _1  # _off(q1) = _off(q) − (q + 1)
-        xq = z[q] * rdiag[q]
-        u = z[q1]
-        u -= low[base + q1] * xq
-        xq1 = u * rdiag[q1]
-        if lead:
-            l[q] = xq
-            l[q1] = xq1
-        if t < q1:
-            a = z[t]
-            a -= low[base + t] * xq
-            a -= low[base1 + t] * xq1
-            z[t] = a
-        if t1 < q1:
-            a = z[t1]
-            a -= low[base + t1] * xq
-            a -= low[base1 + t1] * xq1
-            z[t1] = a
-        cuda.syncthreads()
-        base = base1 - q if q1 > _0 else _0  # _off(q1 − 1) = _off(q1) − q (none before row 0)
-        q = q1
-    if q > _0:
-        # the first column: no row above it
-        if lead:
-            l[_0] = z[_0] * rdiag[_0]
-        cuda.syncthreads()
-
-
-@cuda.jit(device=True)
-def _append_row(G, rows, lp, cua, cu_row, low, rdiag, z, k, r, lambda_min_norm, t, off0, off1):
-    """Extend the packed factor of the active rows' Gram matrix (G[rows, rows] + λ I) by row
-    r: a forward solve against G[rows, r] (:func:`gpu.fod.solver_math._append_row`) by
-    :func:`_forward_pairs` into row k; r's c_u (``cu_row``) goes beside it in ``cua``."""
-    t1 = t + _T
-    base = _off(k)
+    while j < k:
+        vj = vec[j]
+        if j <= t and t < k:
+            s0 += li[off0 + j] * vj
+        if j <= t1 and t1 < k:
+            s1 += li[off1 + j] * vj
+        j += _1
     if t < k:
-        z[t] = G[uint64(rows[t]), r]
+        out[t] = s0
     if t1 < k:
-        z[t1] = G[uint64(rows[t1]), r]
+        out[t1] = s1
+
+
+@cuda.jit(device=True)
+def _column_sums(li, vec, k, out, base, scale, t):
+    """out[base + j] = scale · Σ_{j ≤ i < k} M[i, j] vec[i] for j < k, M = L⁻¹ packed in
+    ``li``: thread t columns t and t + 32, whose entries of a row lie side by side."""
+    t1 = t + _T
+    s0 = 0.0
+    s1 = 0.0
+    i = _0
+    oi = _0  # _off(i), moved on by addition
+    while i < k:
+        vi = vec[i]
+        if t <= i:
+            s0 += li[oi + t] * vi
+        if t1 <= i:
+            s1 += li[oi + t1] * vi
+        oi += i + _2
+        i += _1
+    if t < k:
+        out[base + t] = scale * s0
+    if t1 < k:
+        out[base + t1] = scale * s1
+
+
+@cuda.jit(device=True)
+def _append_row(G, rows, lp, cua, u, li, gk, w, l, k, r, cu_row, lambda_min_norm, t, off0, off1):
+    """Row r joins the active set at position k. With L L ᵀ = G[rows, rows] + λ I (the CPU's
+    factor, :func:`gpu.fod.solver_math._append_row`), L gains the row (wᵀ, ρ), w = L⁻¹ g,
+    g = G[rows, r], ρ² = G[r, r] + λ − wᵀw; so L⁻¹ gains the row q = (−wᵀL⁻¹/ρ, 1/ρ) — a
+    product with L⁻¹, not a triangular solve —, u = L⁻¹ c_u[rows] the entry u_k = (c_u[r] −
+    wᵀu)/ρ, and the multipliers l = −L⁻ᵀu, which were ``lp``, become lp − u_k q (the new
+    row's own −u_k/ρ). ``l`` may be ``w``'s array."""
+    t1 = t + _T
+    if t < k:
+        gk[t] = G[uint64(rows[t]), r]
+    if t1 < k:
+        gk[t1] = G[uint64(rows[t1]), r]
     cuda.syncthreads()
-    _forward_pairs(low, rdiag, k, z, low, base, t, off0, off1)
+    _row_sums(li, gk, k, w, t, off0, off1)
+    cuda.syncthreads()
+    # every thread forms the pivot and u's new entry (the same operations, so the same
+    # values): L⁻¹'s new row times c_u[rows] is (c_u[r] − wᵀu)/ρ
+    ss = 0.0
+    wu = 0.0
+    j = _0
+    while j < k:
+        wj = w[j]
+        ss += wj * wj
+        wu += wj * u[j]
+        j += _1
+    d = lambda_min_norm + G[r, r]
+    d -= ss
+    # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
+    if not d > lambda_min_norm:
+        d = lambda_min_norm
+    if not d > 1e-300:
+        d = 1e-300
+    rrho = 1.0 / math.sqrt(d)
+    base = _off(k)
+    _column_sums(li, w, k, li, base, -rrho, t)
+    uk = (cu_row - wu) * rrho
     if t == _0:
-        ss = 0.0
-        j = _0
-        while j < k:
-            ss += low[base + j] * low[base + j]
-            j += _1
-        d = lambda_min_norm + G[r, r]
-        d -= ss
-        # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
-        if not d > lambda_min_norm:
-            d = lambda_min_norm
-        if not d > 1e-300:
-            d = 1e-300
-        d = math.sqrt(d)
-        low[base + k] = d
-        rdiag[k] = 1.0 / d
+        li[base + k] = rrho
+        li[base + k + _1] = 0.0
         rows[k] = r
-        lp[k] = 0.0
         cua[k] = cu_row
+        u[k] = uk
+    cuda.syncthreads()
+    if t < k:
+        l[t] = lp[t] - uk * li[base + t]
+    if t1 < k:
+        l[t1] = lp[t1] - uk * li[base + t1]
+    if t == _0:
+        l[k] = -uk * rrho
+        lp[k] = 0.0
     cuda.syncthreads()
 
 
 @cuda.jit(device=True)
-def _rotate_row(low, ab, j, off, i, last, h, cs, sn, parity):
-    """Rotation i (columns i and i + 1, cosine cs, sine sn, new diagonal h) on row j of the
-    packed factor (starting at off), for j < last."""
-    if j == i:
-        low[off + i] = h
-    elif i < j and j < last:
-        u = low[off + i]
-        v = low[off + i + _1]
-        low[off + i] = cs * u + sn * v
-        nv = cs * v - sn * u
-        low[off + i + _1] = nv
-        if j == i + _1:
-            # the next rotation's pair, apart from the entries read now
-            ab[_2 * (_1 - parity)] = nv
-            ab[_2 * (_1 - parity) + _1] = low[off + i + _2]
-
-
-@cuda.jit(device=True)
-def _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, p, t, off0, off1):
-    """Drop position p of k from the packed factor, ``rows``, ``lp`` and ``cua``: Givens
-    rotations of neighbouring columns (:func:`gpu.fod.solver_math._remove_row`). ``l`` is
-    scratch here (the next solve writes it afresh)."""
-    # z and tmp are also the reductions' buffers, which slower threads may still be reading
-    cuda.syncthreads()
+def _remove_row(rows, lp, cua, u, l, li, vcol, cs, sn, tmp, k, p, t, off0, off1):
+    """Position p of k leaves the active set. Deleting row p of L leaves one entry above the
+    diagonal in each later row, which Givens rotations of neighbouring columns clear (Golub &
+    Van Loan, Matrix Computations, Sec. 6.5.4; the CPU's :func:`gpu.fod.solver_math._remove_row`);
+    the same rotations, applied to the rows of L⁻¹, leave L⁻¹ of the new factor in its first
+    k − 1 rows once column p is deleted. They are the rotations that sweep column p of L⁻¹
+    (v, nonzero from row p on) into its last row: rotation i (rows i, i + 1) has
+    cos = v_{i+1}/a_{i+1}, sin = −a_i/a_{i+1}, a_p = v_p, a_i = ‖v_{p…i}‖, so each is known
+    from a sum of squares, and a thread rotates its own columns (t and t + 32) through all
+    of them without waiting for the others. u, a vector of L⁻¹'s rows, turns with them, and
+    the multipliers l = −L⁻ᵀu become, without position p, l + ū r̄: r̄ the row the rotations
+    leave last (dropped), ū u's entry there. ``cs`` may be ``l``'s array."""
     t1 = t + _T
     last = k - _1
+    l0 = l[t] if t < k else 0.0
+    l1 = l[t1] if t1 < k else 0.0
+    # slower threads may still be reading the reductions' buffers (cs is one)
+    cuda.syncthreads()
+    if p <= t and t < k:
+        vcol[t] = li[off0 + p]
+    if p <= t1 and t1 < k:
+        vcol[t1] = li[off1 + p]
+    cuda.syncthreads()
+    if t == _0:
+        # the squares' running sums, in order
+        a = 0.0
+        i = p
+        while i < k:
+            a += vcol[i] * vcol[i]
+            cs[i] = a
+            i += _1
+    cuda.syncthreads()
+    # rotation i's cosine and sine into sn[i], cs[i] (read before written: one thread an i)
+    s_i = 0.0
+    s_n = 0.0
+    i = p + t
+    if i < last:
+        ai = vcol[p] if i == p else math.sqrt(cs[i])
+        rn = 1.0 / math.sqrt(cs[i + _1])
+        s_i = vcol[i + _1] * rn
+        s_n = -ai * rn
+    i1 = p + t1
+    s_i1 = 0.0
+    s_n1 = 0.0
+    if i1 < last:
+        rn = 1.0 / math.sqrt(cs[i1 + _1])
+        s_i1 = vcol[i1 + _1] * rn
+        s_n1 = -math.sqrt(cs[i1]) * rn
+    cuda.syncthreads()
+    if i < last:
+        cs[i] = s_i
+        sn[i] = s_n
+    if i1 < last:
+        cs[i1] = s_i1
+        sn[i1] = s_n1
+    cuda.syncthreads()
+    # the sweep: column j takes part from rotation max(p, j − 1) on (row j − 1's entry right
+    # of the diagonal is zero); the last row's values are dropped
+    j0 = t
+    j1 = t1
+    start0 = p if j0 <= p else j0 - _1
+    start1 = p if j1 <= p else j1 - _1
+    c0 = li[_off(start0) + j0] if j0 < k else 0.0
+    c1 = li[_off(start1) + j1] if j1 < k else 0.0
+    cu_ = u[p]
+    lead = t == _0
+    i = p
+    oi = _off(p)
+    while i < last:
+        oi1 = oi + i + _2  # _off(i + 1)
+        c = cs[i]
+        s = sn[i]
+        if j0 < k and start0 <= i:
+            nx = li[oi1 + j0]
+            li[oi + j0] = c * c0 + s * nx
+            c0 = c * nx - s * c0
+        if j1 < k and start1 <= i:
+            nx = li[oi1 + j1]
+            li[oi + j1] = c * c1 + s * nx
+            c1 = c * nx - s * c1
+        if lead:
+            nx = u[i + _1]
+            u[i] = c * cu_ + s * nx
+            cu_ = c * nx - s * cu_
+        oi = oi1
+        i += _1
+    if lead:
+        u[last] = cu_  # u's dropped entry, for every thread's multipliers below
+    # rows, lp and cua lose position p
     if p <= t and t < last:
         tmp[t] = rows[t + _1]
-        z[t] = lp[t + _1]
-        l[t] = cua[t + _1]
     if p <= t1 and t1 < last:
         tmp[t1] = rows[t1 + _1]
-        z[t1] = lp[t1 + _1]
-        l[t1] = cua[t1 + _1]
-    # thread t moves columns t and t + 32 of every row: no entry another thread reads
-    i = p
-    dst = _off(p)
-    while i < last:
-        src = dst + i + _2  # _off(i + 1)
-        if t < i + _2:
-            low[dst + t] = low[src + t]
-        if t1 < i + _2:
-            low[dst + t1] = low[src + t1]
-        dst = src
-        i += _1
+    lp0 = lp[t + _1] if p <= t and t < last else 0.0
+    lp1 = lp[t1 + _1] if p <= t1 and t1 < last else 0.0
+    cu0 = cua[t + _1] if p <= t and t < last else 0.0
+    cu1 = cua[t1 + _1] if p <= t1 and t1 < last else 0.0
     cuda.syncthreads()
     if p <= t and t < last:
         rows[t] = tmp[t]
-        lp[t] = z[t]
-        cua[t] = l[t]
+        lp[t] = lp0
+        cua[t] = cu0
     if p <= t1 and t1 < last:
         rows[t1] = tmp[t1]
-        lp[t1] = z[t1]
-        cua[t1] = l[t1]
-    if t == _0:
-        ab[0] = low[_off(p) + p]
-        ab[1] = low[_off(p) + p + _1]
-    cuda.syncthreads()
-    parity = _0
-    i = p
-    while i < last:
-        a = ab[_2 * parity]
-        b = ab[_2 * parity + _1]
-        h = math.hypot(a, b)
-        cs = a / h
-        sn = b / h
-        _rotate_row(low, ab, t, off0, i, last, h, cs, sn, parity)
-        _rotate_row(low, ab, t1, off1, i, last, h, cs, sn, parity)
-        parity = _1 - parity
-        cuda.syncthreads()
-        i += _1
-    # the rotations changed the diagonal from position p on
+        lp[t1] = lp1
+        cua[t1] = cu1
+    u_last = u[last]
+    if t < k and t != p:
+        l[t - _1 if t > p else t] = l0 + u_last * c0
+    if t1 < k and t1 != p:
+        l[t1 - _1 if t1 > p else t1] = l1 + u_last * c1
+    # column p leaves rows p … k − 2 (a thread its rows t and t + 32); each keeps a zero
+    # right of its new diagonal
     if p <= t and t < last:
-        rdiag[t] = 1.0 / low[off0 + t]
+        q = p
+        while q <= t:
+            li[off0 + q] = li[off0 + q + _1]
+            q += _1
+        li[off0 + t + _1] = 0.0
     if p <= t1 and t1 < last:
-        rdiag[t1] = 1.0 / low[off1 + t1]
+        q = p
+        while q <= t1:
+            li[off1 + q] = li[off1 + q + _1]
+            q += _1
+        li[off1 + t1 + _1] = 0.0
     cuda.syncthreads()
 
 
@@ -291,6 +312,40 @@ def _constraint_values(Bt, x, n, r, m):
         a8 += Bt[i, r + uint64(8) * _T] * xi
         a9 += Bt[i, r + uint64(9) * _T] * xi
         i += _1
+    return (_valid(a0, r, 0, m), _valid(a1, r, 1, m), _valid(a2, r, 2, m), _valid(a3, r, 3, m),
+            _valid(a4, r, 4, m), _valid(a5, r, 5, m), _valid(a6, r, 6, m), _valid(a7, r, 7, m),
+            _valid(a8, r, 8, m), _valid(a9, r, 9, m))
+
+
+@cuda.jit(device=True)
+def _gram_constraint_values(G, c_u, v, rows, l, k, r, m):
+    """(B x)[r + 32 j] for j < ROWS_A_THREAD with x = y_u + B_aᵀ l: c_u + G[:, rows] l, a
+    column of G an active row (G and c_u padded like Bᵀ); rows past m answer +inf."""
+    a0 = c_u[v, r]
+    a1 = c_u[v, r + _T]
+    a2 = c_u[v, r + _2 * _T]
+    a3 = c_u[v, r + _3 * _T]
+    a4 = c_u[v, r + uint64(4) * _T]
+    a5 = c_u[v, r + uint64(5) * _T]
+    a6 = c_u[v, r + uint64(6) * _T]
+    a7 = c_u[v, r + uint64(7) * _T]
+    a8 = c_u[v, r + uint64(8) * _T]
+    a9 = c_u[v, r + uint64(9) * _T]
+    p = _0
+    while p < k:
+        lq = l[p]
+        rr = uint64(rows[p])
+        a0 += G[rr, r] * lq
+        a1 += G[rr, r + _T] * lq
+        a2 += G[rr, r + _2 * _T] * lq
+        a3 += G[rr, r + _3 * _T] * lq
+        a4 += G[rr, r + uint64(4) * _T] * lq
+        a5 += G[rr, r + uint64(5) * _T] * lq
+        a6 += G[rr, r + uint64(6) * _T] * lq
+        a7 += G[rr, r + uint64(7) * _T] * lq
+        a8 += G[rr, r + uint64(8) * _T] * lq
+        a9 += G[rr, r + uint64(9) * _T] * lq
+        p += _1
     return (_valid(a0, r, 0, m), _valid(a1, r, 1, m), _valid(a2, r, 2, m), _valid(a3, r, 3, m),
             _valid(a4, r, 4, m), _valid(a5, r, 5, m), _valid(a6, r, 6, m), _valid(a7, r, 7, m),
             _valid(a8, r, 8, m), _valid(a9, r, 9, m))
@@ -360,14 +415,15 @@ def _lowest(value, key, t):
 def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, k_max, c_u, y_u, out, niter):
     """:func:`gpu.fod.solver_math.icls_voxel` for voxel ``blockIdx.x``.
 
-    signals (V, n_volumes); project (N, n_volumes); B (M, N); Bt (N, ≥ M) = Bᵀ with zero
-    columns after the M-th (:func:`gpu.fod.kernel_layout.padded_rows`); G = B Bᵀ (M, M);
-    L (N, N); c_u (≥ V, M) and y_u (≥ V, N) scratch; out (V, N); niter (V,): as the CPU
+    signals (V, n_volumes); project (N, n_volumes); B (M, N); Bt (N, Mp) = Bᵀ and G (M, Mp)
+    = B Bᵀ with zero columns after the M-th, Mp = :func:`gpu.fod.kernel_layout.padded_rows`;
+    L (N, N); c_u (≥ V, Mp) and y_u (≥ V, N) scratch; out (V, N); niter (V,): as the CPU
     solver's, or :data:`gpu.fod.kernel_layout.REDO`. Launch with
     :data:`gpu.fod.kernel_layout.THREADS` threads and
     :func:`gpu.fod.kernel_layout.msmt_shared_bytes` of dynamic shared memory. y_u and B y_u go
-    to global memory (each thread reads only its own entries of y_u; B y_u only as a row
-    joins), so that shared memory holds more voxels an SM (their latency is what hides each voxel's sequential steps).
+    to global memory (each thread reads only its own entries of y_u; B y_u as a row joins
+    and in the constraint values), so that shared memory holds more voxels an SM (their
+    latency is what hides each voxel's sequential steps).
     """
     v = uint64(cuda.blockIdx.x)
     t = uint64(cuda.threadIdx.x)
@@ -377,25 +433,28 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
     sh = cuda.shared.array(0, float64)
     x = sh[0:n]
     o = n
-    l = sh[o:o + k_max]
-    lp = sh[o + k_max:o + 2 * k_max]
-    rdiag = sh[o + 2 * k_max:o + 3 * k_max]
-    cua = sh[o + 3 * k_max:o + 4 * k_max]
-    o += 4 * k_max
-    # z, the solves' scratch, is also the reductions' buffer: they never overlap (barriers between)
-    z = sh[o:o + max(k_max, THREADS)]
-    red_c = z
-    red_s = z
-    o += max(k_max, THREADS)
-    low = sh[o:o + (k_max * (k_max + 3)) // 2]
-    o += (k_max * (k_max + 3)) // 2
-    ab = sh[o:o + 4]
-    o = 2 * (o + 4)
+    lp = sh[o:o + k_max]
+    cua = sh[o + k_max:o + 2 * k_max]
+    u = sh[o + 2 * k_max:o + 3 * k_max]
+    o += 3 * k_max
+    # two scratch vectors, each several things at steps a barrier apart: ``work`` holds w as a
+    # row joins, the multipliers l, and the rotations' sums and cosines as a row leaves;
+    # ``aux`` holds G[rows, r] as a row joins, the reductions, and L⁻¹'s column p and the
+    # rotations' sines as a row leaves
+    scratch = max(k_max, THREADS)
+    work = sh[o:o + scratch]
+    l = work
+    aux = sh[o + scratch:o + 2 * scratch]
+    red_c = aux
+    red_s = aux
+    o += 2 * scratch
+    li = sh[o:o + (k_max * (k_max + 3)) // 2]
+    o = 2 * (o + (k_max * (k_max + 3)) // 2)
     ish = cuda.shared.array(0, int32)
     rows = ish[o:o + k_max]
     # tmp, _remove_row's scratch, is also the reductions' row buffer; the leaving row's
     # reduction packs its position into the low 6 bits (k_max ≤ 64)
-    tmp = ish[o + k_max:o + k_max + max(k_max, THREADS)]
+    tmp = ish[o + k_max:o + k_max + scratch]
     red_row = tmp
     red_srow = tmp
     n = uint64(n)
@@ -439,10 +498,12 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         best_row = int64(m)
         r = t
         while r < m:
-            c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _constraint_values(Bt, x, n, r, m)
             if first:
                 # x = y_u: these are c_u, kept for the rows that join later
+                c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _constraint_values(Bt, x, n, r, m)
                 _keep_rows(c_u, v, r, m, c0, c1, c2, c3, c4, c5, c6, c7, c8, c9)
+            else:
+                c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = _gram_constraint_values(G, c_u, v, rows, l, k, r, m)
             # rows ascending, so ties go to the lowest
             best, best_row = _lower(c0, int64(r + uint64(0) * _T), best, best_row)
             best, best_row = _lower(c1, int64(r + uint64(1) * _T), best, best_row)
@@ -472,16 +533,11 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
             if k == k_max:
                 redo = True
                 break
-            _append_row(G, rows, lp, cua, c_u[v, uint64(worst)], low, rdiag, z, k, uint64(worst), lambda_min_norm, t,
-                        off0, off1)
+            _append_row(G, rows, lp, cua, u, li, aux, work, l, k, uint64(worst), c_u[v, uint64(worst)],
+                        lambda_min_norm, t, off0, off1)
             k += _1
+        # l holds the multipliers of the active rows (updated as a row joins or leaves)
         while True:
-            if t < k:
-                l[t] = -cua[t]
-            if t1 < k:
-                l[t1] = -cua[t1]
-            cuda.syncthreads()
-            _cholesky_solve_packed(low, rdiag, k, l, z, t, off0, off1)
             # the row whose multiplier reaches zero first leaves (ties: the lowest row)
             s_min = math.inf
             s_row = int64(m)
@@ -503,19 +559,11 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
             s_min, packed = _lowest(red_s, red_srow, t)
             s_pos = uint64(int64(packed) & 63)
             if s_min == math.inf:
-                i = t
-                while i < n:
-                    s = y_u[v, i]
-                    p = _0
-                    while p < k:
-                        s += B[uint64(rows[p]), i] * l[p]
-                        p += _1
-                    x[i] = s
-                    i += _T
+                # the next c's reduction reuses this one's buffers, which slower threads may still read
                 cuda.syncthreads()
                 break
             changed = True
-            _remove_row(rows, lp, cua, low, rdiag, z, l, tmp, ab, k, s_pos, t, off0, off1)
+            _remove_row(rows, lp, cua, u, l, li, aux, work, aux, tmp, k, s_pos, t, off0, off1)
             k -= _1
         if t < k:
             lp[t] = l[t]
@@ -529,6 +577,23 @@ def msmt_kernel(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, 
         if t == _0:
             niter[v] = REDO
         return
+    # x = y_u + B_aᵀ l: unknowns t and t + 32 in one pass over the active rows
+    s0 = y_u[v, t] if t < n else 0.0
+    s1 = y_u[v, t1] if t1 < n else 0.0
+    p = _0
+    while p < k:
+        rr = uint64(rows[p])
+        lq = l[p]
+        if t < n:
+            s0 += B[rr, t] * lq
+        if t1 < n:
+            s1 += B[rr, t1] * lq
+        p += _1
+    if t < n:
+        x[t] = s0
+    if t1 < n:
+        x[t1] = s1
+    cuda.syncthreads()
     # x ← L⁻ᵀ x
     i = n
     while i > _0:
