@@ -318,37 +318,44 @@ def _constraint_values(Bt, x, n, r, m):
 
 
 @cuda.jit(device=True)
+def _ten_rows(G, q, r):
+    """G[q, r + 32 j] for j < ROWS_A_THREAD."""
+    return (G[q, r], G[q, r + _T], G[q, r + _2 * _T], G[q, r + _3 * _T], G[q, r + uint64(4) * _T],
+            G[q, r + uint64(5) * _T], G[q, r + uint64(6) * _T], G[q, r + uint64(7) * _T],
+            G[q, r + uint64(8) * _T], G[q, r + uint64(9) * _T])
+
+
+@cuda.jit(device=True)
+def _add_scaled(a, g, s):
+    """a + s g, entry by entry, for two tuples of ROWS_A_THREAD values."""
+    return (a[0] + g[0] * s, a[1] + g[1] * s, a[2] + g[2] * s, a[3] + g[3] * s, a[4] + g[4] * s,
+            a[5] + g[5] * s, a[6] + g[6] * s, a[7] + g[7] * s, a[8] + g[8] * s, a[9] + g[9] * s)
+
+
+@cuda.jit(device=True)
 def _gram_constraint_values(G, c_u, v, rows, l, k, r, m):
     """(B x)[r + 32 j] for j < ROWS_A_THREAD with x = y_u + B_aᵀ l: c_u + G[:, rows] l, a
-    column of G an active row (G and c_u padded like Bᵀ); rows past m answer +inf."""
-    a0 = c_u[v, r]
-    a1 = c_u[v, r + _T]
-    a2 = c_u[v, r + _2 * _T]
-    a3 = c_u[v, r + _3 * _T]
-    a4 = c_u[v, r + uint64(4) * _T]
-    a5 = c_u[v, r + uint64(5) * _T]
-    a6 = c_u[v, r + uint64(6) * _T]
-    a7 = c_u[v, r + uint64(7) * _T]
-    a8 = c_u[v, r + uint64(8) * _T]
-    a9 = c_u[v, r + uint64(9) * _T]
+    column of G an active row, summed in the rows' order (G and c_u padded like Bᵀ); rows past
+    m answer +inf. Four active rows a step, so that forty loads from G (in L2) are in flight
+    at once (docs/decisions/fod-warp-per-voxel.md)."""
+    a = _ten_rows(c_u, v, r)
     p = _0
+    while p + _3 < k:
+        g0 = _ten_rows(G, uint64(rows[p]), r)
+        g1 = _ten_rows(G, uint64(rows[p + _1]), r)
+        g2 = _ten_rows(G, uint64(rows[p + _2]), r)
+        g3 = _ten_rows(G, uint64(rows[p + _3]), r)
+        a = _add_scaled(a, g0, l[p])
+        a = _add_scaled(a, g1, l[p + _1])
+        a = _add_scaled(a, g2, l[p + _2])
+        a = _add_scaled(a, g3, l[p + _3])
+        p += uint64(4)
     while p < k:
-        lq = l[p]
-        rr = uint64(rows[p])
-        a0 += G[rr, r] * lq
-        a1 += G[rr, r + _T] * lq
-        a2 += G[rr, r + _2 * _T] * lq
-        a3 += G[rr, r + _3 * _T] * lq
-        a4 += G[rr, r + uint64(4) * _T] * lq
-        a5 += G[rr, r + uint64(5) * _T] * lq
-        a6 += G[rr, r + uint64(6) * _T] * lq
-        a7 += G[rr, r + uint64(7) * _T] * lq
-        a8 += G[rr, r + uint64(8) * _T] * lq
-        a9 += G[rr, r + uint64(9) * _T] * lq
+        a = _add_scaled(a, _ten_rows(G, uint64(rows[p]), r), l[p])
         p += _1
-    return (_valid(a0, r, 0, m), _valid(a1, r, 1, m), _valid(a2, r, 2, m), _valid(a3, r, 3, m),
-            _valid(a4, r, 4, m), _valid(a5, r, 5, m), _valid(a6, r, 6, m), _valid(a7, r, 7, m),
-            _valid(a8, r, 8, m), _valid(a9, r, 9, m))
+    return (_valid(a[0], r, 0, m), _valid(a[1], r, 1, m), _valid(a[2], r, 2, m), _valid(a[3], r, 3, m),
+            _valid(a[4], r, 4, m), _valid(a[5], r, 5, m), _valid(a[6], r, 6, m), _valid(a[7], r, 7, m),
+            _valid(a[8], r, 8, m), _valid(a[9], r, 9, m))
 
 
 @cuda.jit(device=True)
