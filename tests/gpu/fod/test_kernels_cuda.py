@@ -1,13 +1,17 @@
 """The CUDA kernels (numba's simulator) against the CPU backend, voxel by voxel: the same
-iteration counts and, per voxel, a relative L2 difference of at most 1e-10 (the threads
-sum some terms in another order); voxels the kernel leaves to the CPU."""
+iteration counts and, per voxel, a relative L2 difference of at most 1e-10 (the kernel
+keeps the inverse of the CPU's factor and sums some terms in another order); voxels the
+kernel leaves to the CPU; the MSMT-CSD kernel's inverse factor against the Gram matrix."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import cuda, float64, int32, uint64
+from scipy.optimize import nnls
 
 from gpu.fod import backend_cpu, backend_cuda, kernel_layout
+from gpu.fod import kernels_cuda as kc
 from gpu.fod.csd_problem import csd_problem
 from gpu.fod.kernel_layout import REDO
 from gpu.fod.msmt_problem import msmt_problem
@@ -49,13 +53,18 @@ def test_cuda_msmt_matches_cpu(tiny):
 
 
 def test_cuda_icls_with_removals_matches_cpu_and_nnls():
-    """Non-negative least squares (A = I): constraints join and leave the active set."""
-    rng = np.random.default_rng(0)
+    """Non-negative least squares (A = I) with correlated columns: constraints join and leave
+    the active set (a row joins each iteration but the last, so the rows that left are the
+    iterations less one less those active at the end)."""
+    rng = np.random.default_rng(2)
     H = rng.standard_normal((40, 12))
+    H[:, 6:] = H[:, :6] + 0.3 * rng.standard_normal((40, 6))
     signals = rng.standard_normal((4, 40)) * 3 + H @ rng.uniform(-1, 1, 12)
     problem = nonnegative_problem(H)
     cpu = backend_cpu.msmt_csd_cpu(problem, signals)
-    assert (cpu[1] > 2).all()
+    active = (np.abs(cpu[0]) < 1e-12).sum(axis=1)
+    assert (cpu[1] - 1 - active).tolist() == [0, 1, 0, 2]
+    np.testing.assert_allclose(cpu[0], [nnls(H, s)[0] for s in signals], atol=1e-10)
     _assert_matches_cpu(backend_cuda.msmt_csd_cuda(problem, signals), cpu)
 
 
@@ -103,3 +112,68 @@ def test_cuda_problem_beyond_shared_memory_is_refused(tiny, monkeypatch):
     monkeypatch.setattr(kernel_layout, "MAX_SHARED_BYTES", needed - 8)
     with pytest.raises(ValueError, match="shared memory .* use the CPU backend"):
         backend_cuda.msmt_csd_cuda(problem, signals)
+
+
+_JOINS = 6
+_PACKED = _JOINS * (_JOINS + 3) // 2
+
+
+@cuda.jit
+def _inverse_factor_kernel(G, c_u, order, p, lam, li_out, u_out, l_out, rows_out):
+    """The rows of ``order`` join the MSMT-CSD kernel's inverse factor one by one, then
+    position p leaves; writes L⁻¹ (full), u, the multipliers and the rows."""
+    t = uint64(cuda.threadIdx.x)
+    li = cuda.shared.array(_PACKED, float64)
+    lp = cuda.shared.array(_JOINS, float64)
+    cua = cuda.shared.array(_JOINS, float64)
+    u = cuda.shared.array(_JOINS, float64)
+    work = cuda.shared.array(32, float64)
+    aux = cuda.shared.array(64, float64)
+    rows = cuda.shared.array(_JOINS, int32)
+    tmp = cuda.shared.array(32, int32)
+    off0 = kc._off(t)
+    off1 = kc._off(t + uint64(32))
+    k = uint64(0)
+    while k < uint64(order.shape[0]):
+        r = uint64(order[k])
+        kc._append_row(G, rows, lp, cua, u, li, aux, work, work, k, r, c_u[r], lam, t, off0, off1)
+        k += uint64(1)
+        if t < k:
+            lp[t] = work[t]
+        cuda.syncthreads()
+    kc._remove_row(rows, lp, cua, u, work, li, aux, work, aux, tmp, k, uint64(p), t, off0, off1)
+    k -= uint64(1)
+    if t < k:
+        u_out[t] = u[t]
+        l_out[t] = work[t]
+        rows_out[t] = rows[t]
+        i = uint64(0)
+        while i <= t:
+            li_out[t, i] = li[off0 + i]
+            i += uint64(1)
+
+
+@pytest.mark.parametrize("p", range(_JOINS))
+def test_inverse_factor_after_a_row_leaves_matches_the_gram_matrix(p):
+    """Rows joining and one leaving at any position (the last too, which the phantoms rarely
+    take): L⁻¹ is the inverse of a Cholesky factor of the remaining rows' G + λI (up to the
+    signs of its rows), u = L⁻¹ c_u and the multipliers −(G + λI)⁻¹ c_u."""
+    rng = np.random.default_rng(p)
+    B = rng.standard_normal((10, 7))
+    B /= np.linalg.norm(B, axis=1, keepdims=True)
+    mp = kernel_layout.padded_rows(10)
+    G = np.zeros((10, mp))
+    G[:, :10] = B @ B.T
+    c_u = rng.standard_normal(10)
+    order = np.array([3, 7, 1, 9, 5, 0], np.int32)
+    lam = 1e-10
+    k = _JOINS - 1
+    li, u, l, rows = np.zeros((k, k)), np.zeros(k), np.zeros(k), np.zeros(k, np.int32)
+    _inverse_factor_kernel[1, 32](G, c_u, order, p, lam, li, u, l, rows)
+    kept = np.delete(order, p)
+    np.testing.assert_array_equal(rows, kept)
+    gram = G[np.ix_(kept, kept)] + lam * np.eye(k)
+    np.testing.assert_allclose(li.T @ li, np.linalg.inv(gram), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(li @ gram @ li.T, np.eye(k), atol=1e-10)
+    np.testing.assert_allclose(u, li @ c_u[kept], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(l, -np.linalg.solve(gram, c_u[kept]), rtol=1e-9, atol=1e-10)
