@@ -57,7 +57,8 @@ def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray,
     niter : ndarray, shape (n_voxels,), int32
     """
     return _run("MSMT-CSD", "msmt_loop", signals, problem.H.shape[1], *_contiguous(problem.project, problem.B,
-                problem.B.T, problem.L), float(problem.constraint_norm_lambda), int(problem.max_iterations))
+                problem.B.T, problem.B @ problem.B.T, problem.L), float(problem.constraint_norm_lambda),
+                int(problem.max_iterations))
 
 
 def csd_cpu(problem: CsdProblem, signals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

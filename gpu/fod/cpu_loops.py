@@ -22,7 +22,7 @@ _BATCH = 32
 # nogil (both loops): their ahead-of-time builds run on several host threads
 # (gpu.ahead_of_time.run_on_threads)
 @njit(parallel=True, cache=True, nogil=True)
-def msmt_loop(signals, project, B, Bt, L, lambda_min_norm, max_iterations, out, niter):
+def msmt_loop(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, out, niter):
     """Solve each voxel's MSMT-CSD problem (:func:`gpu.fod.solver_math.icls_voxel`) into
     ``out`` (n_voxels, N) and its iterations into ``niter`` (n_voxels,)."""
     n_vox = signals.shape[0]
@@ -33,14 +33,16 @@ def msmt_loop(signals, project, B, Bt, L, lambda_min_norm, max_iterations, out, 
         y_u = np.empty(n)
         c_u = np.empty(m)
         c = np.empty(m)
-        lam_prev = np.empty(m)
         l = np.empty(m)
+        lp = np.empty(m)
+        u = np.empty(m)
+        w = np.empty(2 * m)
         active = np.empty(m, np.int32)
         rows = np.empty(m, np.int32)
-        low = np.empty((m, m))
+        li = np.empty((m, m + 2))
         for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
-            niter[v] = icls_voxel(signals[v], project, B, Bt, L, lambda_min_norm, max_iterations, out[v],
-                                  y_u, c_u, c, lam_prev, active, rows, l, low)
+            niter[v] = icls_voxel(signals[v], project, B, Bt, G, L, lambda_min_norm, max_iterations, out[v],
+                                  y_u, c_u, c, l, lp, u, w, active, rows, li)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -11,16 +11,16 @@ and ``syncwarp`` have no counterpart in numba's CUDA simulator, where the tests 
 kernels); with one warp per block they cost what a warp barrier does. Every loop bound
 and branch around a barrier is computed alike by all threads of the block.
 
-MSMT-CSD (:func:`msmt_kernel`) takes the CPU's active-set steps with another
-representation of them: where the CPU keeps the Cholesky factor L of the active rows' Gram
-matrix and solves with it, the kernel keeps L⁻¹ (packed, in shared memory, for at most
-``k_max`` rows), u = L⁻¹ c_u[rows] and the multipliers l = −L⁻ᵀu, and updates all three
-as a row joins (a product with L⁻¹) or leaves (Givens rotations that each thread applies to
-its own columns): no triangular solve, whose column steps each wait at a barrier. Between
-iterations the constraint values are c_u + G[:, rows] l, G = B Bᵀ computed once per problem.
-Results equal the CPU's to rounding (relative L2 of a few 1e-9) and take its iterations
-(docs/decisions/fod-warp-per-voxel.md). A voxel whose active set would grow beyond
-``k_max``, or whose signal or constraint values are not finite, answers
+MSMT-CSD (:func:`msmt_kernel`) takes the CPU solver's steps in its representation
+(:func:`gpu.fod.solver_math.icls_voxel`): the inverse L⁻¹ of the Cholesky factor of the
+active rows' Gram matrix (packed, in shared memory, for at most ``k_max`` rows),
+u = L⁻¹ c_u[rows] and the multipliers l = −L⁻ᵀu, updated as a row joins (products with
+L⁻¹) or leaves (Givens rotations that each thread applies to its own columns): no
+triangular solve, whose column steps would each wait at a barrier. Between iterations the
+constraint values are c_u + G[:, rows] l, G = B Bᵀ computed once per problem. Results equal
+the CPU's to rounding (the GPU contracts multiply-adds; relative L2 of a few 1e-9) and take
+its iterations (docs/decisions/fod-warp-per-voxel.md). A voxel whose active set would grow
+beyond ``k_max``, or whose signal or constraint values are not finite, answers
 :data:`gpu.fod.kernel_layout.REDO`, and the CPU backend solves it.
 """
 
@@ -98,12 +98,10 @@ def _column_sums(li, vec, k, out, base, scale, t):
 
 @cuda.jit(device=True)
 def _append_row(G, rows, lp, cua, u, li, gk, w, l, k, r, cu_row, lambda_min_norm, t, off0, off1):
-    """Row r joins the active set at position k. With L L ᵀ = G[rows, rows] + λ I (the CPU's
-    factor, :func:`gpu.fod.solver_math._append_row`), L gains the row (wᵀ, ρ), w = L⁻¹ g,
-    g = G[rows, r], ρ² = G[r, r] + λ − wᵀw; so L⁻¹ gains the row q = (−wᵀL⁻¹/ρ, 1/ρ) — a
-    product with L⁻¹, not a triangular solve —, u = L⁻¹ c_u[rows] the entry u_k = (c_u[r] −
-    wᵀu)/ρ, and the multipliers l = −L⁻ᵀu, which were ``lp``, become lp − u_k q (the new
-    row's own −u_k/ρ). ``l`` may be ``w``'s array."""
+    """Row r joins the active set at position k: :func:`gpu.fod.solver_math._append_row` with
+    threads (w = L⁻¹ G[rows, r] by rows t and t + 32, L⁻¹'s new row by columns t and t + 32,
+    wᵀw and wᵀu by every thread, the same sums in the same order). ``l`` may be ``w``'s
+    array."""
     t1 = t + _T
     if t < k:
         gk[t] = G[uint64(rows[t]), r]
@@ -152,17 +150,11 @@ def _append_row(G, rows, lp, cua, u, li, gk, w, l, k, r, cu_row, lambda_min_norm
 
 @cuda.jit(device=True)
 def _remove_row(rows, lp, cua, u, l, li, vcol, cs, sn, tmp, k, p, t, off0, off1):
-    """Position p of k leaves the active set. Deleting row p of L leaves one entry above the
-    diagonal in each later row, which Givens rotations of neighbouring columns clear (Golub &
-    Van Loan, Matrix Computations, Sec. 6.5.4; the CPU's :func:`gpu.fod.solver_math._remove_row`);
-    the same rotations, applied to the rows of L⁻¹, leave L⁻¹ of the new factor in its first
-    k − 1 rows once column p is deleted. They are the rotations that sweep column p of L⁻¹
-    (v, nonzero from row p on) into its last row: rotation i (rows i, i + 1) has
-    cos = v_{i+1}/a_{i+1}, sin = −a_i/a_{i+1}, a_p = v_p, a_i = ‖v_{p…i}‖, so each is known
-    from a sum of squares, and a thread rotates its own columns (t and t + 32) through all
-    of them without waiting for the others. u, a vector of L⁻¹'s rows, turns with them, and
-    the multipliers l = −L⁻ᵀu become, without position p, l + ū r̄: r̄ the row the rotations
-    leave last (dropped), ū u's entry there. ``cs`` may be ``l``'s array."""
+    """Position p of k leaves the active set: :func:`gpu.fod.solver_math._remove_row` with
+    threads. The rotations' cosines and sines follow from running sums of squares of L⁻¹'s
+    column p (thread 0 sums, each thread forms its rotations' pair), and each thread turns
+    its own two columns (t and t + 32) through all of them without waiting for the others;
+    thread 0 turns u. ``cs`` may be ``l``'s array."""
     t1 = t + _T
     last = k - _1
     l0 = l[t] if t < k else 0.0

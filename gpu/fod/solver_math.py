@@ -74,77 +74,121 @@ def matvec_columns(at, x, out):
 
 
 @register_jitable
-def _append_row(B, rows, k, r, lambda_min_norm, low):
-    """Extend the Cholesky factor low[:k, :k] of the active rows' Gram matrix
-    (B_a B_aᵀ + λ I, rows in the order of ``rows``) by row r of B: one forward solve."""
-    n = B.shape[1]
-    ss = 0.0
-    for j in range(k):
+def _append_row(G, rows, k, r, c_u_r, lambda_min_norm, li, u, w, l, lp):
+    """Row r joins the active set at position k. With L Lᵀ = G[rows, rows] + λ I (G = B Bᵀ),
+    L would gain the row (wᵀ, ρ), w = L⁻¹ G[rows, r], ρ² = G[r, r] + λ − wᵀw (one forward
+    solve); L⁻¹, kept in li[:k, :k] instead, gains the row q = (−wᵀL⁻¹/ρ, 1/ρ), u = L⁻¹
+    c_u[rows] the entry u_k = (c_u[r] − wᵀu)/ρ, and the multipliers l = −L⁻ᵀu, which were
+    lp[:k], become lp − u_k q (the new row's own −u_k/ρ): products, no triangular solve."""
+    for i in range(k):
         t = 0.0
-        for i in range(n):
-            t += B[rows[j], i] * B[r, i]
-        for q in range(j):
-            t -= low[j, q] * low[k, q]
-        t /= low[j, j]
-        low[k, j] = t
-        ss += t * t
-    d = lambda_min_norm
-    for i in range(n):
-        d += B[r, i] * B[r, i]
+        for j in range(i + 1):
+            t += li[i, j] * G[rows[j], r]
+        w[i] = t
+    ss = 0.0
+    wu = 0.0
+    for j in range(k):
+        ss += w[j] * w[j]
+        wu += w[j] * u[j]
+    d = lambda_min_norm + G[r, r]
     d -= ss
     # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
-    low[k, k] = math.sqrt(max(max(d, lambda_min_norm), 1e-300))
+    if not d > lambda_min_norm:
+        d = lambda_min_norm
+    if not d > 1e-300:
+        d = 1e-300
+    rrho = 1.0 / math.sqrt(d)
+    # −wᵀL⁻¹/ρ, each entry a sum over the rows in order
+    for j in range(k + 2):
+        li[k, j] = 0.0
+    for i in range(k):
+        wi = w[i]
+        for j in range(i + 1):
+            li[k, j] += li[i, j] * wi
+    for j in range(k):
+        li[k, j] = -rrho * li[k, j]
+    li[k, k] = rrho
+    uk = (c_u_r - wu) * rrho
+    u[k] = uk
+    for j in range(k):
+        l[j] = lp[j] - uk * li[k, j]
+    l[k] = -uk * rrho
+    lp[k] = 0.0
     rows[k] = r
 
 
 @register_jitable
-def _remove_row(rows, k, p, low):
-    """Drop position p from the factor low[:k, :k] and from ``rows``: deleting row p leaves
-    one entry above the diagonal in each later row, which Givens rotations of neighbouring
-    columns clear (Golub & Van Loan, Matrix Computations, Sec. 6.5.4)."""
+def _remove_row(rows, k, p, li, u, l, lp, v):
+    """Position p of k leaves the active set. Deleting row p of L leaves one entry above the
+    diagonal in each later row, which Givens rotations of neighbouring columns clear (Golub &
+    Van Loan, Matrix Computations, Sec. 6.5.4); the same rotations, applied to the rows of
+    L⁻¹, leave L⁻¹ of the new factor in its first k − 1 rows once column p is deleted. They
+    are the rotations that sweep column p of L⁻¹ (v, nonzero from row p on) into its last
+    row: rotation i (rows i, i + 1) has cos = v_{i+1}/a_{i+1}, sin = −a_i/a_{i+1}, a_p = v_p,
+    a_i = ‖v_{p…i}‖. u, a vector of L⁻¹'s rows, turns with them, and the multipliers become,
+    without position p, l + ū r̄: r̄ the row the rotations leave last (dropped), ū u's entry
+    there. li has a zero right of each row's diagonal (room for the rotations)."""
+    for i in range(p, k):
+        v[i] = li[i, p]
+    # the squares' running sums, then each rotation's cosine and sine from them
+    a = 0.0
+    for i in range(p, k):
+        a += v[i] * v[i]
+        v[k + i] = a
     for i in range(p, k - 1):
-        rows[i] = rows[i + 1]
+        ai = v[p] if i == p else math.sqrt(v[k + i])
+        rn = 1.0 / math.sqrt(v[k + i + 1])
+        cs = v[i + 1] * rn
+        sn = -ai * rn
         for j in range(i + 2):
-            low[i, j] = low[i + 1, j]
-    for i in range(p, k - 1):
-        a = low[i, i]
-        b = low[i, i + 1]
-        h = math.hypot(a, b)
-        cs = a / h
-        sn = b / h
-        for j in range(i, k - 1):
-            u = low[j, i]
-            v = low[j, i + 1] if j > i else b
-            low[j, i] = cs * u + sn * v
-            if j > i:
-                low[j, i + 1] = cs * v - sn * u
-        low[i, i] = h
+            lo = li[i, j]
+            hi = li[i + 1, j]
+            li[i, j] = cs * lo + sn * hi
+            li[i + 1, j] = cs * hi - sn * lo
+        lo = u[i]
+        hi = u[i + 1]
+        u[i] = cs * lo + sn * hi
+        u[i + 1] = cs * hi - sn * lo
+    last = k - 1
+    u_last = u[last]
+    for j in range(k):
+        if j != p:
+            l[j - 1 if j > p else j] = l[j] + u_last * li[last, j]
+    for i in range(p, last):
+        rows[i] = rows[i + 1]
+        lp[i] = lp[i + 1]
+        for q in range(p, i + 1):
+            li[i, q] = li[i, q + 1]
+        li[i, i + 1] = 0.0
 
 
 @register_jitable
-def icls_voxel(b, project, B, Bt, L, lambda_min_norm, max_iterations, x,
-               y_u, c_u, c, lam_prev, active, rows, l, low):
+def icls_voxel(b, project, B, Bt, G, L, lambda_min_norm, max_iterations, x,
+               y_u, c_u, c, l, lp, u, v, active, rows, li):
     """Minimise ‖H x − b‖ subject to A x ≥ 0 for one voxel by MRtrix3's dual active-set method
     (``Math::ICLS::Solver``, ``core/math/constrained_least_squares.h``), in the preconditioned
     frame of :class:`gpu.fod.msmt_problem.MsmtProblem`.
 
     From y = y_u, the most violated constraint (lowest c = B y) joins the active set; the
-    multipliers of the active rows solve (B_a B_aᵀ + λ I) l = −B_a y_u (Cholesky). While
-    some are negative, the row whose multiplier reaches zero first on the way from the
-    previous feasible ones leaves (ties: the lowest row); then y = y_u + B_aᵀ l. This
-    repeats until no constraint is violated, the active set stops changing, or after
-    ``max_iterations``. Finally x = L⁻ᵀ y. The active set goes through the same steps as
-    MRtrix3's, which factors the Gram matrix afresh at each; here its Cholesky factor is
-    updated as a row joins or leaves.
+    multipliers of the active rows solve (B_a B_aᵀ + λ I) l = −B_a y_u. While some are
+    negative, the row whose multiplier reaches zero first on the way from the previous
+    feasible ones leaves (ties: the lowest row); then y = y_u + B_aᵀ l. This repeats until
+    no constraint is violated, the active set stops changing, or after ``max_iterations``.
+    Finally x = L⁻ᵀ y. The active set goes through the same steps as MRtrix3's, which factors
+    the Gram matrix afresh at each; here the inverse of its Cholesky factor, u = L⁻¹ c_u[rows]
+    and the multipliers l = −L⁻ᵀu are updated as a row joins or leaves (:func:`_append_row`,
+    :func:`_remove_row`), and c = B y is c_u + G[:, rows] l (the CUDA kernel's math, the same
+    steps; docs/decisions/fod-warp-per-voxel.md).
 
     Parameters
     ----------
     b : (n_volumes,) the signal.
-    project : (N, n_volumes); B : (M, N), Bt = Bᵀ (contiguous); L : (N, N) — from the problem.
+    project : (N, n_volumes); B : (M, N), Bt = Bᵀ (contiguous); G = B Bᵀ (M, M); L : (N, N)
+    — from the problem.
     lambda_min_norm : float; max_iterations : int.
     x : (N,) output.
-    y_u : (N,); c_u, c, lam_prev, l : (M,) float64; active, rows : (M,) integer;
-    low : (M, M) — work arrays.
+    y_u : (N,); c_u, c, l, lp, u : (M,), v : (2 M,) float64; active, rows : (M,) integer;
+    li : (M, M + 2) — work arrays.
 
     Returns
     -------
@@ -155,11 +199,8 @@ def icls_voxel(b, project, B, Bt, L, lambda_min_norm, max_iterations, x,
     m = B.shape[0]
     matvec(project, b, y_u)
     matvec_columns(Bt, y_u, c_u)
-    for i in range(n):
-        x[i] = y_u[i]
     for r in range(m):
         c[r] = c_u[r]
-        lam_prev[r] = 0.0
         active[r] = 0
     k = 0
     niter = 0
@@ -174,43 +215,50 @@ def icls_voxel(b, project, B, Bt, L, lambda_min_norm, max_iterations, x,
             break
         changed = active[worst] == 0
         if changed:
-            _append_row(B, rows, k, worst, lambda_min_norm, low)
+            _append_row(G, rows, k, worst, c_u[worst], lambda_min_norm, li, u, v, l, lp)
             k += 1
             active[worst] = 1
-        while True:
+        else:
             for p in range(k):
-                l[p] = -c_u[rows[p]]
-            cholesky_solve(low, k, l)
+                l[p] = lp[p]
+        while True:
             s_min = math.inf
             s_row = m
             s_pos = 0
             for p in range(k):
                 r = rows[p]
                 if l[p] < 0.0:
-                    s = lam_prev[r] / (lam_prev[r] - l[p])
+                    s = lp[p] / (lp[p] - l[p])
                     if s < s_min or (s == s_min and r < s_row):
                         s_min = s
                         s_row = r
                         s_pos = p
             if s_min == math.inf:
-                for i in range(n):
-                    t = y_u[i]
-                    for p in range(k):
-                        t += B[rows[p], i] * l[p]
-                    x[i] = t
                 break
             changed = True
             active[s_row] = 0
-            _remove_row(rows, k, s_pos, low)
+            _remove_row(rows, k, s_pos, li, u, l, lp, v)
             k -= 1
-        for r in range(m):
-            lam_prev[r] = 0.0
         for p in range(k):
-            lam_prev[rows[p]] = l[p]
+            lp[p] = l[p]
         niter += 1
         if not changed or niter > max_iterations:
             break
-        matvec_columns(Bt, x, c)
+        # c = c_u + G[:, rows] l, a row of G (symmetric) an active row, each c[r] in the rows' order
+        for r in range(m):
+            c[r] = c_u[r]
+        for p in range(k):
+            lq = l[p]
+            gp = G[rows[p]]
+            for r in range(m):
+                c[r] += gp[r] * lq
+    for i in range(n):
+        x[i] = y_u[i]
+    for p in range(k):
+        lq = l[p]
+        bp = B[rows[p]]
+        for i in range(n):
+            x[i] += bp[i] * lq
     for i in range(n - 1, -1, -1):
         t = x[i]
         for k in range(i + 1, n):

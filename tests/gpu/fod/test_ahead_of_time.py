@@ -113,13 +113,13 @@ def test_the_build_on_threads_and_numbas_parallel_loops_give_the_same_bytes(in_k
 
 def test_a_build_serves_only_the_argument_types_it_was_made_for(in_kernels, problems):
     (msmt, signals), _ = problems
-    args = [np.ascontiguousarray(signals, np.float64), msmt.project, msmt.B, np.ascontiguousarray(msmt.B.T), msmt.L,
-            float(msmt.constraint_norm_lambda), int(msmt.max_iterations), np.empty((60, msmt.H.shape[1])),
-            np.empty(60, np.int32)]
+    args = [np.ascontiguousarray(signals, np.float64), msmt.project, msmt.B, np.ascontiguousarray(msmt.B.T),
+            msmt.B @ msmt.B.T, msmt.L, float(msmt.constraint_norm_lambda), int(msmt.max_iterations),
+            np.empty((60, msmt.H.shape[1])), np.empty(60, np.int32)]
     loop = "gpu.fod.cpu_loops.msmt_loop"
     assert ahead_of_time.lookup(loop, args) is not None
-    for i, wrong in ((0, signals.astype(np.float32)), (1, np.asfortranarray(msmt.project)), (5, np.float32(0.5)),
-                     (8, np.empty(60, np.int64))):
+    for i, wrong in ((0, signals.astype(np.float32)), (1, np.asfortranarray(msmt.project)), (6, np.float32(0.5)),
+                     (9, np.empty(60, np.int64))):
         assert ahead_of_time.lookup(loop, [*args[:i], wrong, *args[i + 1:]]) is None, i
 
 
