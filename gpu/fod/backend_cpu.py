@@ -9,7 +9,7 @@ import numpy as np
 
 from gpu import ahead_of_time
 from gpu.fod.csd_problem import CsdProblem
-from gpu.fod.msmt_problem import MsmtProblem
+from gpu.fod.msmt_problem import MsmtProblem, constraint_gram
 
 __all__ = ["msmt_csd_cpu", "csd_cpu", "LOOP_MODULE"]
 
@@ -57,7 +57,7 @@ def msmt_csd_cpu(problem: MsmtProblem, signals: np.ndarray) -> tuple[np.ndarray,
     niter : ndarray, shape (n_voxels,), int32
     """
     return _run("MSMT-CSD", "msmt_loop", signals, problem.H.shape[1], *_contiguous(problem.project, problem.B,
-                problem.B.T, problem.B @ problem.B.T, problem.L), float(problem.constraint_norm_lambda),
+                problem.B.T, constraint_gram(problem.B), problem.L), float(problem.constraint_norm_lambda),
                 int(problem.max_iterations))
 
 

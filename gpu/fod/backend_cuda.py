@@ -19,7 +19,7 @@ import numpy as np
 from gpu.cuda.family_kernels import KernelFamily
 from gpu.fod import kernel_layout
 from gpu.fod.csd_problem import CsdProblem
-from gpu.fod.msmt_problem import MsmtProblem
+from gpu.fod.msmt_problem import MsmtProblem, constraint_gram
 
 __all__ = ["msmt_csd_cuda", "csd_cuda", "K_MAX", "CHUNK_VOXELS", "KERNELS"]
 
@@ -90,7 +90,7 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     Bt = np.zeros((n, mp))
     Bt[:, :m] = B.T
     G = np.zeros((m, mp))
-    G[:, :m] = B @ B.T
+    G[:, :m] = constraint_gram(B)
     rows = max(1, min(chunk_voxels, signals.shape[0]))
     constants = (api.to_device(problem.project), api.to_device(B), api.to_device(Bt),
                  api.to_device(G), api.to_device(np.ascontiguousarray(problem.L)),

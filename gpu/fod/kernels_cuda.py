@@ -31,7 +31,7 @@ import math
 from numba import cuda, float64, int32, int64, uint64
 
 from gpu.fod.kernel_layout import REDO, ROWS_A_THREAD, THREADS
-from gpu.fod.solver_math import csd_initial_terms
+from gpu.fod.solver_math import csd_initial_terms, inverse_pivot
 
 __all__ = ["msmt_kernel", "csd_kernel"]
 
@@ -120,14 +120,7 @@ def _append_row(G, rows, lp, cua, u, li, gk, w, l, k, r, cu_row, lambda_min_norm
         ss += wj * wj
         wu += wj * u[j]
         j += _1
-    d = lambda_min_norm + G[r, r]
-    d -= ss
-    # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
-    if not d > lambda_min_norm:
-        d = lambda_min_norm
-    if not d > 1e-300:
-        d = 1e-300
-    rrho = 1.0 / math.sqrt(d)
+    rrho = inverse_pivot(G[r, r], ss, lambda_min_norm)
     base = _off(k)
     _column_sums(li, w, k, li, base, -rrho, t)
     uk = (cu_row - wu) * rrho

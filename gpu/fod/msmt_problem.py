@@ -25,7 +25,8 @@ from gpu.fod.response import convolution_matrix, response_lmax, sh_matrix, trim_
 from gpu.fod.shells import dw_shells
 from gpu.sh_basis import n_coeffs
 
-__all__ = ["DEFAULT_LMAX", "DEFAULT_NORM_LAMBDA", "DEFAULT_NEG_LAMBDA", "MsmtProblem", "msmt_problem"]
+__all__ = ["DEFAULT_LMAX", "DEFAULT_NORM_LAMBDA", "DEFAULT_NEG_LAMBDA", "MsmtProblem", "msmt_problem",
+           "constraint_gram"]
 
 DEFAULT_LMAX = 8
 DEFAULT_NORM_LAMBDA = 1e-10
@@ -135,3 +136,11 @@ def msmt_problem(bvals: np.ndarray, bvecs: np.ndarray, responses: Sequence[np.nd
     B = Bt.T / np.linalg.norm(Bt, axis=0)[:, None]
     return MsmtProblem(lmax, H, A, np.ascontiguousarray(project), np.ascontiguousarray(B), L,
                        float(neg_lambda), 10 * H.shape[1])
+
+
+def constraint_gram(B: np.ndarray) -> np.ndarray:
+    """G = B Bᵀ, shape (M, M): the constraint rows' inner products, which the solvers read as a
+    row joins the active set and in the constraint values c = c_u + G[:, rows] l. Summed by
+    numpy's own loops, not BLAS, whose product depends on its thread count (one thread and two
+    give other bytes), so that a FOD's bytes do not depend on the process that fits it."""
+    return np.einsum("ik,jk->ij", B, B)

@@ -11,7 +11,8 @@ import math
 
 from numba.extending import register_jitable
 
-__all__ = ["cholesky_lower", "cholesky_solve", "matvec", "icls_voxel", "csd_initial_terms", "csd_voxel"]
+__all__ = ["cholesky_lower", "cholesky_solve", "matvec", "inverse_pivot", "icls_voxel", "csd_initial_terms",
+           "csd_voxel"]
 
 
 @register_jitable
@@ -74,6 +75,31 @@ def matvec_columns(at, x, out):
 
 
 @register_jitable
+def inverse_pivot(g_rr, ss, lambda_min_norm):
+    """1/ρ for the row joining the active rows' factor: ρ² = G[r, r] + λ − wᵀw (ss = wᵀw),
+    which is ≥ λ in exact arithmetic and is held there against rounding."""
+    d = lambda_min_norm + g_rr
+    d -= ss
+    if not d > lambda_min_norm:
+        d = lambda_min_norm
+    if not d > 1e-300:
+        d = 1e-300
+    return 1.0 / math.sqrt(d)
+
+
+@register_jitable
+def _add_rows(base, M, rows, l, k, out):
+    """out = base + Σ_{p<k} l[p] M[rows[p]], each entry a sum over p in order."""
+    for i in range(out.shape[0]):
+        out[i] = base[i]
+    for p in range(k):
+        lq = l[p]
+        mp = M[rows[p]]
+        for i in range(out.shape[0]):
+            out[i] += mp[i] * lq
+
+
+@register_jitable
 def _append_row(G, rows, k, r, c_u_r, lambda_min_norm, li, u, w, l, lp):
     """Row r joins the active set at position k. With L Lᵀ = G[rows, rows] + λ I (G = B Bᵀ),
     L would gain the row (wᵀ, ρ), w = L⁻¹ G[rows, r], ρ² = G[r, r] + λ − wᵀw (one forward
@@ -90,14 +116,7 @@ def _append_row(G, rows, k, r, c_u_r, lambda_min_norm, li, u, w, l, lp):
     for j in range(k):
         ss += w[j] * w[j]
         wu += w[j] * u[j]
-    d = lambda_min_norm + G[r, r]
-    d -= ss
-    # the pivot is ≥ λ in exact arithmetic; rounding must not leave it ≤ 0
-    if not d > lambda_min_norm:
-        d = lambda_min_norm
-    if not d > 1e-300:
-        d = 1e-300
-    rrho = 1.0 / math.sqrt(d)
+    rrho = inverse_pivot(G[r, r], ss, lambda_min_norm)
     # −wᵀL⁻¹/ρ, each entry a sum over the rows in order
     for j in range(k + 2):
         li[k, j] = 0.0
@@ -244,21 +263,9 @@ def icls_voxel(b, project, B, Bt, G, L, lambda_min_norm, max_iterations, x,
         niter += 1
         if not changed or niter > max_iterations:
             break
-        # c = c_u + G[:, rows] l, a row of G (symmetric) an active row, each c[r] in the rows' order
-        for r in range(m):
-            c[r] = c_u[r]
-        for p in range(k):
-            lq = l[p]
-            gp = G[rows[p]]
-            for r in range(m):
-                c[r] += gp[r] * lq
-    for i in range(n):
-        x[i] = y_u[i]
-    for p in range(k):
-        lq = l[p]
-        bp = B[rows[p]]
-        for i in range(n):
-            x[i] += bp[i] * lq
+        # c = c_u + G[:, rows] l (G symmetric: a row of G an active row)
+        _add_rows(c_u, G, rows, l, k, c)
+    _add_rows(y_u, B, rows, l, k, x)
     for i in range(n - 1, -1, -1):
         t = x[i]
         for k in range(i + 1, n):

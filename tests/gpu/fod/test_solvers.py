@@ -3,6 +3,10 @@ least-squares solution); the CUDA kernels against them: test_kernels_cuda.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 from scipy.optimize import nnls
 
@@ -78,3 +82,16 @@ def test_csd_without_iterations_is_the_filtered_linear_deconvolution():
     expected = np.zeros_like(f)
     expected[:, : problem.init.shape[0]] = signals @ problem.init.T
     np.testing.assert_allclose(f, expected, rtol=1e-12)
+
+
+def test_constraint_gram_is_the_same_bytes_whatever_blas_threads():
+    """G = B Bᵀ enters every MSMT-CSD iteration: its bytes must not depend on the process
+    (batch workers run numpy's BLAS on fewer threads, and a BLAS product's rounding follows
+    its thread count)."""
+    code = ("import hashlib, numpy as np; from gpu.fod.msmt_problem import constraint_gram; "
+            "B = np.random.default_rng(0).standard_normal((302, 47)); "
+            "G = constraint_gram(B); assert np.allclose(G, B @ B.T, rtol=0, atol=1e-12); "
+            "print(hashlib.sha256(G.tobytes()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "OPENBLAS_NUM_THREADS": threads},
+                              capture_output=True, text=True, check=True).stdout for threads in ("1", "2", "4")}
+    assert len(digests) == 1
