@@ -36,13 +36,13 @@ def msmt_loop(signals, project, B, Bt, G, L, lambda_min_norm, max_iterations, ou
         l = np.empty(m)
         lp = np.empty(m)
         u = np.empty(m)
-        w = np.empty(2 * m)
+        scratch = np.empty(2 * m)  # L⁻¹'s leaving column and its sums, or w as a row joins
         active = np.empty(m, np.int32)
         rows = np.empty(m, np.int32)
         li = np.empty((m, m + 2))
         for v in range(batch * _BATCH, min(n_vox, (batch + 1) * _BATCH)):
             niter[v] = icls_voxel(signals[v], project, B, Bt, G, L, lambda_min_norm, max_iterations, out[v],
-                                  y_u, c_u, c, l, lp, u, w, active, rows, li)
+                                  y_u, c_u, c, l, lp, u, scratch, active, rows, li)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -152,7 +152,7 @@ def _remove_row(rows, lp, cua, u, l, li, vcol, cs, sn, tmp, k, p, t, off0, off1)
     last = k - _1
     l0 = l[t] if t < k else 0.0
     l1 = l[t1] if t1 < k else 0.0
-    # slower threads may still be reading the reductions' buffers (cs is one)
+    # slower threads may still be reading the leaving row's reduction, in vcol's array
     cuda.syncthreads()
     if p <= t and t < k:
         vcol[t] = li[off0 + p]
