@@ -142,9 +142,10 @@ def run_local(items: list, params, gpus: list[str] | None, processes: int, smi_l
     """``items`` (one job kind's, with its ``params``) through ``worker.batch.run_batch`` on
     ``gpus`` with ``processes`` worker processes each: the run's wall, rates, CPU, memory,
     stage means and GPU utilization (see the module docstring)."""
-    # a warm-up subject in this process compiles or loads the kernels (spawned workers load
-    # them from numba's cache, inside the measured run, as a real batch does)
-    run_batch(items[:1], params)
+    # a warm-up subject compiles or loads the kernels (the measured run's workers load them from
+    # the caches, as a real batch's do), in a worker process of its own where there are GPUs:
+    # this process stays without a CUDA context, as the batch's caller does
+    run_batch(items[:1], params, devices=gpus[:1] if gpus else None)
     done_times: list[float] = []
     before = _own_and_reaped_cpu()
     with gpu_utilization.GpuSampler(smi_log) as sampler, TreeMonitor([os.getpid()]) as monitor:
