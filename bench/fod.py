@@ -476,7 +476,6 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
             utilization, per_gpu = gpu_utilization.describe_utilization(result["gpu_utilization"], devices)
             rows.append({"run": f"{len(devices)} GPU(s) ({gpus}), {processes} process(es) each",
                          "wall_s": result["wall"], "per_s": result["rates"][0] / 3600,
-                         "steady_per_s": result["rates"][1] / 3600,
                          "gpu_util": utilization, "per_gpu": per_gpu,
                          "cores": result["cpu"] / result["wall"], **result["stages"]})
             rows[-1]["speedup"] = rows[-1]["per_s"] / rows[0]["per_s"]
@@ -487,10 +486,10 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
         f"{'×'.join(map(str, shape))} × {bvals.size} volumes ({int(mask.sum())} mask voxels), .nii.gz, backend "
         f"{params.backend}", rows,
         [Column("run", "run"), Column("wall_s", "wall s", ".1f"), Column("per_s", "subjects/s", ".2f"),
-         Column("speedup", "÷ first run", ".2f"), Column("steady_per_s", "steady subjects/s", ".2f"),
+         Column("speedup", "÷ first run", ".2f"),
          Column("gpu_util", "GPU util"), Column("per_gpu", "per GPU"), Column("cores", "cores", ".1f"),
          Column("read", "read s", ".2f"), Column("compute", "fit s", ".2f"), Column("write", "write s", ".2f")],
-        note="subjects/s: over the whole run; steady: from the 10th percentile subject's end to the last's; GPU util: nvidia-smi's utilization.gpu from the 10th percentile "
+        note="subjects/s: over the whole run; GPU util: nvidia-smi's utilization.gpu from the 10th percentile "
              "subject's end to the last's; read/fit/write: mean seconds per subject of each stage (write includes the "
              "peaks with --peaks)")
 
