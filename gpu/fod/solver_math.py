@@ -105,12 +105,42 @@ def _append_row(G, rows, k, r, c_u_r, lambda_min_norm, li, u, w, l, lp):
     L would gain the row (wᵀ, ρ), w = L⁻¹ G[rows, r], ρ² = G[r, r] + λ − wᵀw (one forward
     solve); L⁻¹, kept in li[:k, :k] instead, gains the row q = (−wᵀL⁻¹/ρ, 1/ρ), u = L⁻¹
     c_u[rows] the entry u_k = (c_u[r] − wᵀu)/ρ, and the multipliers l = −L⁻ᵀu, which were
-    lp[:k], become lp − u_k q (the new row's own −u_k/ρ): products, no triangular solve."""
-    for i in range(k):
+    lp[:k], become lp − u_k q (the new row's own −u_k/ρ): products, no triangular solve.
+    ``w`` holds 2k entries (G[rows, r] in its second half)."""
+    g = w[k:]
+    for j in range(k):
+        g[j] = G[rows[j], r]
+    # w = L⁻¹ g four rows at a time: each row's sum in order, as one row alone would take it,
+    # with four independent chains of additions in flight instead of one
+    i = 0
+    while i + 3 < k:
+        t0 = 0.0
+        t1 = 0.0
+        t2 = 0.0
+        t3 = 0.0
+        for j in range(i + 1):
+            gj = g[j]
+            t0 += li[i, j] * gj
+            t1 += li[i + 1, j] * gj
+            t2 += li[i + 2, j] * gj
+            t3 += li[i + 3, j] * gj
+        t1 += li[i + 1, i + 1] * g[i + 1]
+        t2 += li[i + 2, i + 1] * g[i + 1]
+        t2 += li[i + 2, i + 2] * g[i + 2]
+        t3 += li[i + 3, i + 1] * g[i + 1]
+        t3 += li[i + 3, i + 2] * g[i + 2]
+        t3 += li[i + 3, i + 3] * g[i + 3]
+        w[i] = t0
+        w[i + 1] = t1
+        w[i + 2] = t2
+        w[i + 3] = t3
+        i += 4
+    while i < k:
         t = 0.0
         for j in range(i + 1):
-            t += li[i, j] * G[rows[j], r]
+            t += li[i, j] * g[j]
         w[i] = t
+        i += 1
     ss = 0.0
     wu = 0.0
     for j in range(k):
@@ -182,6 +212,34 @@ def _remove_row(rows, k, p, li, u, l, lp, v):
 
 
 @register_jitable
+def _lowest_row(c, m):
+    """(c[r], r), r the first row of the lowest of c[:m], as a scan in order finds it (NaN
+    at row 0 answers (NaN, 0), a later NaN is passed over): four scans, of the rows r ≡ 0, 1,
+    2, 3 mod 4 (four chains of comparisons in flight instead of one), merged by value, then
+    row."""
+    l0, w0 = c[0], 0
+    l1, w1, l2, w2, l3, w3 = math.inf, m, math.inf, m, math.inf, m
+    r = 0
+    while r < m:
+        if r > 0 and c[r] < l0:
+            l0, w0 = c[r], r
+        if r + 1 < m and c[r + 1] < l1:
+            l1, w1 = c[r + 1], r + 1
+        if r + 2 < m and c[r + 2] < l2:
+            l2, w2 = c[r + 2], r + 2
+        if r + 3 < m and c[r + 3] < l3:
+            l3, w3 = c[r + 3], r + 3
+        r += 4
+    if l1 < l0 or (l1 == l0 and w1 < w0):
+        l0, w0 = l1, w1
+    if l2 < l0 or (l2 == l0 and w2 < w0):
+        l0, w0 = l2, w2
+    if l3 < l0 or (l3 == l0 and w3 < w0):
+        l0, w0 = l3, w3
+    return l0, w0
+
+
+@register_jitable
 def icls_voxel(b, project, B, Bt, G, L, lambda_min_norm, max_iterations, x,
                y_u, c_u, c, l, lp, u, v, active, rows, li):
     """Minimise ‖H x − b‖ subject to A x ≥ 0 for one voxel by MRtrix3's dual active-set method
@@ -224,12 +282,7 @@ def icls_voxel(b, project, B, Bt, G, L, lambda_min_norm, max_iterations, x,
     k = 0
     niter = 0
     while True:
-        worst = 0
-        lowest = c[0]
-        for r in range(1, m):
-            if c[r] < lowest:
-                lowest = c[r]
-                worst = r
+        lowest, worst = _lowest_row(c, m)
         if not lowest < 0.0:
             break
         changed = active[worst] == 0

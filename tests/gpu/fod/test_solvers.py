@@ -95,3 +95,33 @@ def test_constraint_gram_is_the_same_bytes_whatever_blas_threads():
     digests = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "OPENBLAS_NUM_THREADS": threads},
                               capture_output=True, text=True, check=True).stdout for threads in ("1", "2", "4")}
     assert len(digests) == 1
+
+
+def test_most_violated_row_is_the_first_lowest_as_a_scan_finds_it():
+    """The four interleaved scans of ``_lowest_row`` answer what one scan in order does,
+    ties (−0 against 0 too), infinities and NaN included, for every length up to 40."""
+    import math
+
+    from numba import njit
+
+    from gpu.fod.solver_math import _lowest_row
+
+    lowest_row = njit(lambda c, m: _lowest_row(c, m))
+
+    def scan(c, m):
+        lowest, worst = c[0], 0
+        for r in range(1, m):
+            if c[r] < lowest:
+                lowest, worst = c[r], r
+        return lowest, worst
+
+    rng = np.random.default_rng(5)
+    for m in range(1, 41):
+        for _ in range(60):
+            c = rng.integers(-3, 3, m).astype(float)
+            for value, chance in ((np.nan, 0.3), (np.inf, 0.2), (-np.inf, 0.05), (-0.0, 0.2)):
+                if rng.random() < chance:
+                    c[rng.integers(0, m)] = value
+            ours, theirs = lowest_row(c, m), scan(c, m)
+            assert ours[1] == theirs[1], (c, ours, theirs)
+            assert ours[0] == theirs[0] or (math.isnan(ours[0]) and math.isnan(theirs[0]))
