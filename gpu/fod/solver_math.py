@@ -89,14 +89,27 @@ def inverse_pivot(g_rr, ss, lambda_min_norm):
 
 @register_jitable
 def _add_rows(base, M, rows, l, k, out):
-    """out = base + Σ_{p<k} l[p] M[rows[p]], each entry a sum over p in order."""
-    for i in range(out.shape[0]):
+    """out = base + Σ_{p<k} l[p] M[rows[p]], each entry a sum over p in order: four rows a
+    pass over ``out``, so that each entry is loaded and stored once for four of its terms."""
+    n = out.shape[0]
+    for i in range(n):
         out[i] = base[i]
-    for p in range(k):
+    p = 0
+    while p + 3 < k:
+        l0, l1, l2, l3 = l[p], l[p + 1], l[p + 2], l[p + 3]
+        m0, m1, m2, m3 = M[rows[p]], M[rows[p + 1]], M[rows[p + 2]], M[rows[p + 3]]
+        for i in range(n):
+            t = out[i] + m0[i] * l0
+            t += m1[i] * l1
+            t += m2[i] * l2
+            out[i] = t + m3[i] * l3
+        p += 4
+    while p < k:
         lq = l[p]
         mp = M[rows[p]]
-        for i in range(out.shape[0]):
+        for i in range(n):
             out[i] += mp[i] * lq
+        p += 1
 
 
 @register_jitable
