@@ -4,7 +4,7 @@ the current one, write the previous ones, at once.
 In each process, reader threads check each input's header (as the service does, without
 inflating it) and inflate the volume (ISA-L releases the GIL) into a bounded queue, the main
 thread runs the engine on one volume at a time, and writer threads compress and write the
-results of the ones before; at most ``2·readers + 1`` volumes and ``writers`` results are
+results of the ones before; at most ``readers + 1`` volumes and ``writers`` results are
 held, so memory stays flat however long the batch. Each input's files are those the kind's
 job function (:func:`worker.jobs.peaks.run_peaks`, :func:`worker.jobs.fod.run_fod`,
 :func:`worker.jobs.fixels.run_fixels`) writes for it alone, through the same steps
@@ -242,28 +242,33 @@ def _pipeline(take: Callable[[threading.Event], object | None], stages, readers:
     until each of the ``readers`` threads has had its None; ``report`` (thread-safe) gets
     every item's :class:`ItemReport`. Interrupted, it stops reading, lets started writes
     finish, and re-raises."""
-    ready: queue.Queue = queue.Queue(maxsize=readers)
+    ready: queue.Queue = queue.Queue()
+    # Inputs taken and not yet computing: a reader claims one before it takes an input, so
+    # that it does not hold a read volume while the queue is full (nor an input another
+    # process's GPU could be running).
+    claims = threading.Semaphore(readers)
     writing = threading.Semaphore(writers)
     stopping = threading.Event()
 
-    def hand_over(entry) -> None:
-        # Once stopping, nobody may take it: give up rather than block.
-        while True:
-            try:
-                return ready.put(entry, timeout=0.2)
-            except queue.Full:
-                if stopping.is_set():
-                    return
+    def claim() -> bool:
+        while not stopping.is_set():
+            if claims.acquire(timeout=0.2):
+                return True
+        return False
 
     def read_ahead() -> None:
         try:
-            while not stopping.is_set() and (item := take(stopping)) is not None:
+            while claim():
+                item = take(stopping)
+                if item is None:
+                    claims.release()
+                    return
                 try:
-                    hand_over((item, stages.read(item), None))
+                    ready.put((item, stages.read(item), None))
                 except Exception as exc:
-                    hand_over((item, None, _describe(exc)))
+                    ready.put((item, None, _describe(exc)))
         finally:
-            hand_over(None)
+            ready.put(None)
 
     def write(item, loaded, result, compute_seconds: float) -> None:
         try:
@@ -284,6 +289,7 @@ def _pipeline(take: Callable[[threading.Event], object | None], stages, readers:
                 if entry is None:
                     running -= 1
                     continue
+                claims.release()
                 item, loaded, error = entry
                 if error:
                     report(ItemReport(item.input, False, worker, error))

@@ -243,6 +243,45 @@ def test_an_interrupted_batch_stops_reading_and_finishes_started_writes(cohort, 
     assert sorted(p.name for p in out.iterdir()) == sorted(f"sub-01{suffix}" for suffix in OUTPUT_FILES)
 
 
+@pytest.mark.parametrize("readers", [1, 2, 3])
+def test_a_process_holds_at_most_one_volume_a_reader_besides_the_one_computing(readers):
+    """Reads far faster than the engine (the GPU-bound case): a reader claims an input only
+    where the pipeline has room, so readers + 1 volumes are in memory at most, every input
+    is computed once."""
+    import threading
+    from types import SimpleNamespace
+
+    from worker.batch import _pipeline
+    from worker.batch_jobs import BatchStages
+
+    inputs = iter(range(12))
+    lock = threading.Lock()
+    held, most, computed, reports = [0], [0], [], []
+
+    def take(stopping):
+        with lock:
+            number = next(inputs, None)
+        return None if number is None else SimpleNamespace(input=Path(f"sub-{number:02d}"), number=number)
+
+    def read(item):
+        with lock:
+            held[0] += 1
+            most[0] = max(most[0], held[0])
+        return item.number
+
+    def compute(number):
+        time.sleep(0.02)
+        with lock:
+            held[0] -= 1
+        computed.append(number)
+        return number
+
+    _pipeline(take, BatchStages(read, compute, lambda item, loaded, result, seconds: {}), readers, 1,
+              reports.append, "test")
+    assert most[0] == readers + 1
+    assert sorted(computed) == list(range(12)) and len(reports) == 12 and all(r.ok for r in reports)
+
+
 def test_ctrl_c_stops_worker_processes_and_leaves_whole_outputs_only(tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) during a batch in two
     worker processes: exit status 130, no further input is started, and every input has all
