@@ -2,8 +2,8 @@
 the current one, write the previous ones, at once.
 
 In each process, reader threads check each input's header (as the service does, without
-inflating it) and inflate the volume (ISA-L releases the GIL) into a bounded queue, the main
-thread runs the engine on one volume at a time, and writer threads compress and write the
+inflating it) and inflate the volume (ISA-L releases the GIL) for the main thread, which
+runs the engine on one volume at a time, and writer threads compress and write the
 results of the ones before; at most ``readers + 1`` volumes and ``writers`` results are
 held, so memory stays flat however long the batch. Each input's files are those the kind's
 job function (:func:`worker.jobs.peaks.run_peaks`, :func:`worker.jobs.fod.run_fod`,
@@ -243,9 +243,10 @@ def _pipeline(take: Callable[[threading.Event], object | None], stages, readers:
     every item's :class:`ItemReport`. Interrupted, it stops reading, lets started writes
     finish, and re-raises."""
     ready: queue.Queue = queue.Queue()
-    # Inputs taken and not yet computing: a reader claims one before it takes an input, so
-    # that it does not hold a read volume while the queue is full (nor an input another
-    # process's GPU could be running).
+    # A place for each volume read or waiting: a reader claims one before it takes an input
+    # and the computing thread gives it back as it takes the volume, so that no reader holds
+    # a volume the engine is not ready for, and an input not yet claimed stays in the shared
+    # queue for whichever process frees first.
     claims = threading.Semaphore(readers)
     writing = threading.Semaphore(writers)
     stopping = threading.Event()
