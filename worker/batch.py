@@ -236,12 +236,18 @@ def _describe(exc: BaseException) -> str:
 
 
 def _pipeline(take: Callable[[threading.Event], object | None], stages, readers: int, writers: int,
-              report: Callable[[ItemReport], None], worker: str) -> None:
+              report: Callable[[ItemReport], None], worker: str, cores: int = 1) -> None:
     """Process items from ``take(stopping)`` (thread-safe; None when there are no more, or
     soon after ``stopping`` is set) through ``stages`` (:class:`worker.batch_jobs.BatchStages`)
     until each of the ``readers`` threads has had its None; ``report`` (thread-safe) gets
     every item's :class:`ItemReport`. Interrupted, it stops reading, lets started writes
-    finish, and re-raises."""
+    finish, and re-raises.
+
+    ``cores``: this pipeline's share of the machine. Each reader inflates its first input on
+    its part of them (``cores // readers`` threads), later ones on one thread: at the start
+    nothing is computed or written yet, the engine waits for those reads, and the cores are
+    otherwise idle; after it, the other stages keep them busy and one thread a read costs the
+    fewest CPU seconds (docs/decisions/parallel-gzip.md)."""
     ready: queue.Queue = queue.Queue()
     # A place for each volume read or waiting: a reader claims one before it takes an input
     # and the computing thread gives it back as it takes the volume, so that no reader holds
@@ -258,6 +264,7 @@ def _pipeline(take: Callable[[threading.Event], object | None], stages, readers:
         return False
 
     def read_ahead() -> None:
+        threads = max(1, cores // readers)
         try:
             while claim():
                 item = take(stopping)
@@ -265,9 +272,10 @@ def _pipeline(take: Callable[[threading.Event], object | None], stages, readers:
                     claims.release()
                     return
                 try:
-                    ready.put((item, stages.read(item), None))
+                    ready.put((item, stages.read(item, threads), None))
                 except Exception as exc:
                     ready.put((item, None, _describe(exc)))
+                threads = 1
         finally:
             ready.put(None)
 
@@ -395,7 +403,7 @@ def _worker_process(slot: _WorkerSlot, tasks, reports, kind: str, params: dict, 
 
     try:
         stages = batch_stages(kind, get_job_kind(kind).params_model(**params), limits)
-        _pipeline(take, stages, readers, writers, reports.put, slot.name)
+        _pipeline(take, stages, readers, writers, reports.put, slot.name, slot.numba_threads)
     except KeyboardInterrupt:
         pass  # the parent reports the inputs left undone
 
@@ -480,7 +488,8 @@ def run_batch(
             with lock:
                 return next(pending, None)
 
-        _pipeline(take, batch_stages(kind, params, limits), readers, writers, collect, "local")
+        _pipeline(take, batch_stages(kind, params, limits), readers, writers, collect, "local",
+                  len(os.sched_getaffinity(0)))
     elif todo:
         _run_processes(todo, kind, params, slots, readers, writers, limits, collect)
     for item in items:

@@ -85,7 +85,8 @@ class FixelsItem(_FodImageItem):
 
 @dataclass(frozen=True)
 class BatchStages:
-    """One kind's stages. ``read(item)``: header checks, then the read; ``compute(loaded)``:
+    """One kind's stages. ``read(item, inflate_threads)``: header checks, then the read (a large
+    ``.nii.gz`` inflated on that many threads); ``compute(loaded)``:
     the engine, on the pipeline's one computing thread; ``write(item, loaded, result,
     compute_seconds)``: every output, the sidecar last, none left behind on failure; returns
     the seconds of ``read``, ``compute``, ``kernel`` (GPU kernels, where reported) and ``write``."""
@@ -98,9 +99,9 @@ class BatchStages:
 def _peaks_stages(params) -> BatchStages:
     from worker.jobs.peaks import compute_peaks, plan_peaks, read_peaks_inputs, write_peaks_outputs
 
-    def read(item: BatchItem):
+    def read(item: BatchItem, inflate_threads: int):
         plan = plan_peaks(item.fod, item.mask, params)
-        return plan, read_peaks_inputs(plan)
+        return plan, read_peaks_inputs(plan, inflate_threads=inflate_threads)
 
     def write(item: BatchItem, loaded, result, compute_seconds: float) -> dict[str, float]:
         plan, inputs = loaded
@@ -121,7 +122,10 @@ def _fod_stages(params) -> BatchStages:
         return {"read": seconds["read"], "compute": compute_seconds,
                 "write": seconds["write"] + seconds.get("peaks", 0.0)}
 
-    return BatchStages(lambda item: read_fod_inputs(item, params), fit_fods, write)
+    def read(item: FodItem, inflate_threads: int):
+        return read_fod_inputs(item, params, inflate_threads=inflate_threads)
+
+    return BatchStages(read, fit_fods, write)
 
 
 def _fixels_stages(params) -> BatchStages:
@@ -142,7 +146,10 @@ def _fixels_stages(params) -> BatchStages:
             raise
         return {"read": sidecar["seconds"]["read"], "compute": compute_seconds, "write": sidecar["seconds"]["write"]}
 
-    return BatchStages(lambda item: read_fixels_inputs(item.fod, item.mask), compute, write)
+    def read(item: FixelsItem, inflate_threads: int):
+        return read_fixels_inputs(item.fod, item.mask, inflate_threads=inflate_threads)
+
+    return BatchStages(read, compute, write)
 
 
 _STAGES = {"peaks": _peaks_stages, "fod": _fod_stages, "fixels": _fixels_stages}
@@ -160,8 +167,8 @@ def batch_stages(kind: str, params: BaseModel, limits: "InputLimits | None" = No
 
     job_kind = get_job_kind(kind)
 
-    def read(item):
+    def read(item, inflate_threads: int):
         check_job_inputs(job_kind, item.files, params, limits, read_through=False)
-        return stages.read(item)
+        return stages.read(item, inflate_threads)
 
     return BatchStages(read, stages.compute, stages.write)

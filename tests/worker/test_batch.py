@@ -263,7 +263,7 @@ def test_a_process_holds_at_most_one_volume_a_reader_besides_the_one_computing(r
             number = next(inputs, None)
         return None if number is None else SimpleNamespace(input=Path(f"sub-{number:02d}"), number=number)
 
-    def read(item):
+    def read(item, inflate_threads):
         with lock:
             held[0] += 1
             most[0] = max(most[0], held[0])
@@ -280,6 +280,36 @@ def test_a_process_holds_at_most_one_volume_a_reader_besides_the_one_computing(r
               reports.append, "test")
     assert most[0] == readers + 1
     assert sorted(computed) == list(range(12)) and len(reports) == 12 and all(r.ok for r in reports)
+
+
+@pytest.mark.parametrize("readers, cores, first", [(1, 8, 8), (3, 8, 2), (4, 2, 1)])
+def test_each_reader_inflates_its_first_input_on_its_part_of_the_cores(readers, cores, first):
+    """At the start the engine waits for the first reads and the cores are idle: each reader
+    takes cores // readers inflate threads for its first input, one for every later one."""
+    import threading
+    from types import SimpleNamespace
+
+    from worker.batch import _pipeline
+    from worker.batch_jobs import BatchStages
+
+    inputs = iter(range(12))
+    lock = threading.Lock()
+    threads_by_reader: dict[str, list[int]] = {}
+
+    def take(stopping):
+        with lock:
+            number = next(inputs, None)
+        return None if number is None else SimpleNamespace(input=Path(f"sub-{number:02d}"), number=number)
+
+    def read(item, inflate_threads):
+        with lock:
+            threads_by_reader.setdefault(threading.current_thread().name, []).append(inflate_threads)
+        return item.number
+
+    _pipeline(take, BatchStages(read, lambda number: number, lambda item, loaded, result, seconds: {}), readers, 1,
+              lambda report: None, "test", cores)
+    assert sum(map(len, threads_by_reader.values())) == 12
+    assert all(threads[0] == first and set(threads[1:]) <= {1} for threads in threads_by_reader.values())
 
 
 def test_ctrl_c_stops_worker_processes_and_leaves_whole_outputs_only(tmp_path):

@@ -88,15 +88,15 @@ class FixelsRead:
 
 
 def read_fixels_inputs(fod: Path, mask: Path | None = None,
-                       uploaded: dict[str, UploadedInput] | None = None) -> FixelsRead:
+                       uploaded: dict[str, UploadedInput] | None = None, *, inflate_threads: int = 1) -> FixelsRead:
     """Check the inputs from their headers (:func:`check_fixels_inputs`) and read them;
     ``uploaded``: the inputs' names and sha256 as uploaded, by slot, where the service stored
-    them in another form."""
+    them in another form; ``inflate_threads``: threads that inflate a large ``.nii.gz``."""
     from worker.io.images import load_job_images
 
     started = time.perf_counter()
     info, mask_info = check_fixels_inputs(fod, mask)
-    arrays, names, sha256 = load_job_images({"fod": info, "mask": mask_info}, uploaded)
+    arrays, names, sha256 = load_job_images({"fod": info, "mask": mask_info}, uploaded, threads=inflate_threads)
     mask_array = None if mask_info is None else arrays["mask"].reshape(info.shape[:3]) != 0
     if mask_array is not None and not mask_array.any():
         raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
