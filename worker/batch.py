@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -406,6 +407,15 @@ def _worker_process(slot: _WorkerSlot, tasks, reports, kind: str, params: dict, 
         _pipeline(take, stages, readers, writers, reports.put, slot.name, slot.numba_threads)
     except KeyboardInterrupt:
         pass  # the parent reports the inputs left undone
+    # Every output is written and closed, every report queued: the reports' pipe flushed, the
+    # process leaves without the interpreter's teardown (its GPU context, page-locked buffers
+    # and modules), which the system does at exit, while the batch's caller waits for it
+    # (docs/decisions/batch-worker-exit.md).
+    reports.close()
+    reports.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _count_gpus() -> int:
