@@ -7,6 +7,7 @@ without the service.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -56,7 +57,8 @@ def _fixels(args: argparse.Namespace) -> int:
     check_output_folder(out_dir.parent, "OUT_DIR")
     try:
         with percent_bar("fixels", args.quiet) as progress:
-            sidecar = run_fixels(args.input, out_dir, params, mask=args.mask, progress=progress)
+            sidecar = run_fixels(args.input, out_dir, params, mask=args.mask, progress=progress,
+                                 inflate_threads=len(os.sched_getaffinity(0)))
     except InputError as exc:
         raise CommandError(input_problem(exc, inputs)) from None
     except (ValueError, RuntimeError) as exc:

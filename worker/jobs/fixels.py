@@ -167,16 +167,18 @@ def write_fixels_outputs(read: FixelsRead, fixels: "FixelSet", backend: str, out
 
 def run_fixels(fod: Path, out_dir: Path, params: FixelsParams = FixelsParams(), mask: Path | None = None,
                progress: Callable[[float], None] | None = None, *, archive: bool = False,
-               uploaded: dict[str, UploadedInput] | None = None) -> dict:
+               uploaded: dict[str, UploadedInput] | None = None, inflate_threads: int = 1) -> dict:
     """Segment the FOD image ``fod`` and write its fixel directory ``out_dir`` (or, with
     ``archive``, ``out_dir`` as one tar holding the directory) and the sidecar
     ``out_dir.json`` (``.tar`` swapped for ``.json``); returns the sidecar content.
     ``progress(fraction)`` is called between chunks of voxels; an exception it raises
     (cancellation) stops the run before any output. ``uploaded``: the inputs' names and
-    sha256 as uploaded, by slot, where the service stored them in another form. The three
+    sha256 as uploaded, by slot, where the service stored them in another form;
+    ``inflate_threads``: threads that inflate a large ``.nii.gz`` FOD (one job alone on a
+    machine; a service worker keeps one). The three
     stages (:func:`read_fixels_inputs`, :func:`segment_fixels`, :func:`write_fixels_outputs`)
     are what a batch overlaps across inputs."""
-    read = read_fixels_inputs(fod, mask, uploaded)
+    read = read_fixels_inputs(fod, mask, uploaded, inflate_threads=inflate_threads)
     started = time.perf_counter()
     fixels, backend = segment_fixels(read, params, progress)
     return write_fixels_outputs(read, fixels, backend, out_dir, params, archive=archive,

@@ -60,6 +60,23 @@ def test_nifti_input_gives_nifti_directory(tmp_path):
     assert ours.min() > 0
 
 
+def test_a_fod_inflated_on_several_threads_segments_as_on_one(tmp_path, monkeypatch):
+    """``fibertensor fixels`` inflates a large .nii.gz on every core: the same fixels and
+    the same input checksum as a read on one thread."""
+    from worker.io import nifti
+
+    fod = fod_phantom((6, 5, 3), 8)["sh"]
+    write_image(tmp_path / "fod.nii.gz", fod, np.diag([2.0, 2.0, 2.0, 1.0]))
+    params = FixelsParams(maxnum=2, backend="cpu")
+    one = run_fixels(tmp_path / "fod.nii.gz", tmp_path / "one", params)
+    monkeypatch.setattr(nifti, "_PARALLEL_INFLATE_BYTES", 0)  # the small test file goes to rapidgzip too
+    several = run_fixels(tmp_path / "fod.nii.gz", tmp_path / "several", params, inflate_threads=3)
+    assert several["input"] == one["input"] and several["fixels"] == one["fixels"] > 0
+    for name in ("afd.nii.gz", "directions.nii.gz", "index.nii.gz"):
+        np.testing.assert_array_equal(load_image_data(read_image_header(tmp_path / "several" / name, name)),
+                                      load_image_data(read_image_header(tmp_path / "one" / name, name)))
+
+
 def test_job_writes_tar_and_sidecar(tmp_path):
     fod = fod_phantom((4, 4, 2), 8)["sh"]
     write_image(tmp_path / "fod.mif", fod, np.eye(4))
