@@ -243,25 +243,35 @@ def test_an_interrupted_batch_stops_reading_and_finishes_started_writes(cohort, 
     assert sorted(p.name for p in out.iterdir()) == sorted(f"sub-01{suffix}" for suffix in OUTPUT_FILES)
 
 
+def _numbered_inputs(count: int):
+    """``take(stopping)`` for ``worker.batch._pipeline``: inputs numbered 0 … count − 1, then None."""
+    import threading
+    from types import SimpleNamespace
+
+    inputs = iter(range(count))
+    lock = threading.Lock()
+
+    def take(stopping):
+        with lock:
+            number = next(inputs, None)
+        return None if number is None else SimpleNamespace(input=Path(f"sub-{number:02d}"), number=number)
+
+    return take
+
+
 @pytest.mark.parametrize("readers", [1, 2, 3])
 def test_a_process_holds_at_most_one_volume_a_reader_besides_the_one_computing(readers):
     """Reads far faster than the engine (the GPU-bound case): a reader claims an input only
     where the pipeline has room, so readers + 1 volumes are in memory at most, every input
     is computed once."""
     import threading
-    from types import SimpleNamespace
 
     from worker.batch import _pipeline
     from worker.batch_jobs import BatchStages
 
-    inputs = iter(range(12))
+    take = _numbered_inputs(12)
     lock = threading.Lock()
     held, most, computed, reports = [0], [0], [], []
-
-    def take(stopping):
-        with lock:
-            number = next(inputs, None)
-        return None if number is None else SimpleNamespace(input=Path(f"sub-{number:02d}"), number=number)
 
     def read(item, inflate_threads):
         with lock:
@@ -287,19 +297,13 @@ def test_each_reader_inflates_its_first_input_on_its_part_of_the_cores(readers, 
     """At the start the engine waits for the first reads and the cores are idle: each reader
     takes cores // readers inflate threads for its first input, one for every later one."""
     import threading
-    from types import SimpleNamespace
 
     from worker.batch import _pipeline
     from worker.batch_jobs import BatchStages
 
-    inputs = iter(range(12))
+    take = _numbered_inputs(12)
     lock = threading.Lock()
     threads_by_reader: dict[str, list[int]] = {}
-
-    def take(stopping):
-        with lock:
-            number = next(inputs, None)
-        return None if number is None else SimpleNamespace(input=Path(f"sub-{number:02d}"), number=number)
 
     def read(item, inflate_threads):
         with lock:
