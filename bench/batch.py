@@ -23,7 +23,8 @@ GPU's busy share twice: from our kernel timings (kernel seconds ÷ wall ÷ GPUs;
 when several job processes share a GPU, as one's kernel events may enclose another's
 kernels) and as the GPU counts it (``nvidia-smi``'s ``utilization.gpu`` every 0.2 s, the mean
 over the steady part of the GPUs the run used, each GPU's in the log and the raw samples in
-the work folder; "n/a" without ``nvidia-smi``: :mod:`bench.gpu_utilization`), CPU cores used
+the work folder, beside a local run's timeline of its subjects; "n/a" without ``nvidia-smi``:
+:mod:`bench.gpu_utilization`), CPU cores used
 (CPU seconds of every process of the run ÷ wall; for the service also CPU seconds per
 subject of the API, the workers, Redis and this client), peak host RSS (all processes of the
 run, sampled every 0.2 s) with its curve, and mean seconds per subject of each stage
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import os
 import resource
@@ -141,17 +143,27 @@ def _own_and_reaped_cpu() -> float:
 def run_local(items: list, params, gpus: list[str] | None, processes: int, smi_log: Path) -> dict:
     """``items`` (one job kind's, with its ``params``) through ``worker.batch.run_batch`` on
     ``gpus`` with ``processes`` worker processes each: the run's wall, rates, CPU, memory,
-    stage means and GPU utilization (see the module docstring)."""
+    stage means and GPU utilization (see the module docstring). Beside ``smi_log`` (the
+    nvidia-smi samples), ``<its name>.timeline.json``: each subject's end, worker and stage
+    seconds, with the run's start and end, for reading a run subject by subject."""
     # a warm-up subject compiles or loads the kernels (the measured run's workers load them from
     # the caches, as a real batch's do), in a worker process of its own where there are GPUs:
     # this process stays without a CUDA context, as the batch's caller does
     run_batch(items[:1], params, devices=gpus[:1] if gpus else None)
     done_times: list[float] = []
+    timeline: list[dict] = []
+
+    def record(item_report) -> None:
+        done_times.append(time.time())
+        timeline.append({"done": done_times[-1], "worker": item_report.worker, "input": item_report.input.name,
+                         "seconds": item_report.seconds})
+
     before = _own_and_reaped_cpu()
     with gpu_utilization.GpuSampler(smi_log) as sampler, TreeMonitor([os.getpid()]) as monitor:
         started = time.time()
-        reports = run_batch(items, params, devices=gpus, processes=processes,
-                            report=lambda r: done_times.append(time.time()))
+        reports = run_batch(items, params, devices=gpus, processes=processes, report=record)
+    smi_log.with_name(f"{smi_log.stem}.timeline.json").write_text(
+        json.dumps({"started": started, "ended": time.time(), "subjects": timeline}))
     # the worker processes have exited and been joined: their CPU is in RUSAGE_CHILDREN
     cpu = _own_and_reaped_cpu() - before
     failed = [r for r in reports if not r.ok]
