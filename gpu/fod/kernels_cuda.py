@@ -321,8 +321,9 @@ def _add_scaled(a, g, s):
 def _gram_constraint_values(G, c_u, v, rows, l, k, r, m):
     """(B x)[r + 32 j] for j < ROWS_A_THREAD with x = y_u + B_aᵀ l: c_u + G[:, rows] l, a
     column of G an active row, summed in the rows' order (G and c_u padded like Bᵀ); rows past
-    m answer +inf. Four active rows a step, so that forty loads from G (in L2) are in flight
-    at once (docs/decisions/fod-warp-per-voxel.md)."""
+    m answer +inf. Four active rows a step: their loads from G (in L2) are issued together,
+    the compiler keeping some ten to eighteen ahead of the first multiply-add
+    (docs/decisions/fod-warp-per-voxel.md)."""
     a = _ten_rows(c_u, v, r)
     p = _0
     while p + _3 < k:
