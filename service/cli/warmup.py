@@ -155,8 +155,8 @@ def _run_unit(backend: str, name: str, options: dict, log=None) -> list[str]:
             from gpu.fod.warmup import warm_up_fod
 
             warm_up_fod(backend, log=say)
-            if options["ahead_of_time"] and backend == "cpu":
-                _build_fod_ahead_of_time(say)
+            if options["ahead_of_time"]:
+                _build_fod_ahead_of_time(say, fallback=backend != "cpu")
         elif name == "fixels":
             from gpu.fixels.warmup import warm_up_fixels
 
@@ -197,20 +197,23 @@ def _build_peaks_ahead_of_time(log, loops: bool = True) -> None:
     log(f"{what}{' (cpu)' if loops else ''}: {time.perf_counter() - started:.1f} s, {path}")
 
 
-def _build_fod_ahead_of_time(log) -> None:
-    """The ahead-of-time build of the CSD and MSMT-CSD CPU loops (a small CPU fit's)."""
+def _build_fod_ahead_of_time(log, fallback: bool = False) -> None:
+    """The ahead-of-time build of the CSD and MSMT-CSD CPU loops (a small CPU fit's); with
+    ``fallback``, of the MSMT-CSD loop alone (the voxels a GPU fit hands back to the CPU)."""
     import time
 
     from gpu.ahead_of_time import missing_build_tools
     from gpu.fod.ahead_of_time import build_fod_ahead_of_time
 
+    what = "fod CPU fallback's ahead-of-time build" if fallback else "fod ahead-of-time build"
     missing = missing_build_tools()
     if missing is not None:
-        log(f"fod ahead-of-time build: skipped, {missing} (small CPU fits then load numba, about a second)")
+        fits = "GPU fits handing voxels to the CPU" if fallback else "small CPU fits"
+        log(f"{what}: skipped, {missing} ({fits} then load numba, about a second)")
         return
     started = time.perf_counter()
-    path = build_fod_ahead_of_time()
-    log(f"fod ahead-of-time build (cpu): {time.perf_counter() - started:.1f} s, {path}")
+    path = build_fod_ahead_of_time(fallback)
+    log(f"{what}{'' if fallback else ' (cpu)'}: {time.perf_counter() - started:.1f} s, {path}")
 
 
 def _build_fixels_ahead_of_time(log) -> None:

@@ -71,6 +71,53 @@ def test_a_small_job_runs_the_build_without_numba_and_writes_the_same_bytes(kern
             assert_same_file(ours, numbas)
 
 
+_GPU_WARM_UP = """
+from gpu.fod import warmup as fod_warmup
+from service.cli import main
+cpu_warm_up = fod_warmup.warm_up_fod
+# the simulator's kernels would take minutes: the CPU loops (the build's input) are loaded as a GPU warm-up loads them
+fod_warmup.warm_up_fod = lambda backend, log: cpu_warm_up("cpu", log)
+main(["warmup", "--backend", "cuda", "--family", "fod"])
+"""
+
+_FALLBACK = """
+import json, sys
+import numpy as np
+from gpu.fod import backend_cpu
+from gpu.fod.msmt_problem import msmt_problem
+from gpu.fod.phantom import dwi_phantom, shell_scheme, tissue_responses
+bvals, bvecs = shell_scheme(2, ((1000, 30), (2000, 45)), seed=1)
+signals = dwi_phantom((6, 5, 2), bvals, bvecs, snr=30.0, seed=4)["dwi"].reshape(-1, bvals.size)
+x, niter = backend_cpu.msmt_csd_cpu(msmt_problem(bvals, bvecs, tissue_responses([0.0, 1000.0, 2000.0])), signals)
+print(x.tobytes().hex(), niter.tolist())
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] in ("numba", "llvmlite"))))
+"""
+
+
+def test_a_gpu_warm_up_builds_the_cpu_fallback_beside_the_cpu_build(kernels, tmp_path):
+    """The CUDA backend solves on the CPU the MSMT-CSD voxels its kernel hands back; a GPU job's
+    kernels launch from cubins, so without a build that first hand-back loaded numba (seconds
+    in each of a batch's GPU workers). ``fibertensor warmup --backend cuda`` builds the
+    MSMT-CSD loop alone, under a name of its own: a CPU build's CSD loop stays, and the
+    hand-back runs without numba and writes numba's bytes."""
+    folder = tmp_path / "kernels"
+    shutil.copytree(kernels, folder)
+    done = run_with_kernels(_GPU_WARM_UP, kernels=folder)
+    assert "fod CPU fallback's ahead-of-time build: " in done.stdout, done.stdout
+    manifests = {path.stem: json.loads(path.read_text())["functions"] for path in (folder / "cpu").glob("*.json")}
+    assert sorted(manifests["fod_fallback"]) == ["gpu.fod.cpu_loops.msmt_loop"]
+    assert sorted(manifests["fod"]) == ["gpu.fod.cpu_loops.csd_loop", "gpu.fod.cpu_loops.msmt_loop"]
+
+    alone = tmp_path / "fallback-only"
+    (alone / "cpu").mkdir(parents=True)
+    for path in (folder / "cpu").glob("fod_fallback*"):
+        shutil.copy(path, alone / "cpu")
+    built = run_with_kernels(_FALLBACK, kernels=alone).stdout.splitlines()
+    jit = run_with_kernels(_FALLBACK, kernels=tmp_path / "no-build").stdout.splitlines()
+    assert json.loads(built[-1]) == [] and "numba" in json.loads(jit[-1])
+    assert built[0] == jit[0]
+
+
 @pytest.fixture(scope="module")
 def problems():
     bvals, bvecs = shell_scheme(2, ((1000, 30), (2000, 45)), seed=1)
@@ -151,3 +198,6 @@ def test_the_warm_up_says_what_the_build_lacks(monkeypatch, capsys):
     warmup._build_fod_ahead_of_time(print)
     assert capsys.readouterr().out == ("fod ahead-of-time build: skipped, no C compiler (cc): install gcc "
                                        "(small CPU fits then load numba, about a second)\n")
+    warmup._build_fod_ahead_of_time(print, fallback=True)
+    assert capsys.readouterr().out == ("fod CPU fallback's ahead-of-time build: skipped, no C compiler (cc): install "
+                                       "gcc (GPU fits handing voxels to the CPU then load numba, about a second)\n")
