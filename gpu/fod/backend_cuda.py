@@ -53,7 +53,8 @@ def _solve_in_chunks(kernels, name: str, shared: int, signals: np.ndarray, n_out
                      chunk_voxels: int) -> tuple[np.ndarray, np.ndarray]:
     api, kernel = kernels.api, kernels[name]
     n_vox = signals.shape[0]
-    out = np.zeros((n_vox, n_out))
+    # every row is a chunk's result; page-locked, so that the copies back are DMA
+    out = api.pinned_array((n_vox, n_out), np.float64)
     niter = np.zeros(n_vox, np.int32)
     for start in range(0, n_vox, chunk_voxels):
         stop = min(n_vox, start + chunk_voxels)
@@ -71,15 +72,22 @@ def _kernels(what: str):
     return KERNELS.kernels(lambda: (f"the {what} CUDA kernel", None))
 
 
+def _signals(signals: np.ndarray) -> np.ndarray:
+    """The signals as the kernels read them: float32 kept (they widen each value exactly),
+    anything else as float64; C-contiguous."""
+    return np.ascontiguousarray(signals, np.float32 if signals.dtype == np.float32 else np.float64)
+
+
 def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
                   chunk_voxels: int = CHUNK_VOXELS) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`gpu.fod.backend_cpu.msmt_csd_cpu` on the GPU: the same arrays in and out.
+    """:func:`gpu.fod.backend_cpu.msmt_csd_cpu` on the GPU: the same arrays in and out
+    (float32 signals too, the same results as their float64 values').
 
     ``k_max`` caps the active set a voxel holds on the GPU (beyond it the CPU solves the
     voxel), at most 64 (a thread keeps two rows and two columns of the factor's inverse);
     ``chunk_voxels`` voxels go to the GPU at a time.
     """
-    signals = np.ascontiguousarray(signals, np.float64)
+    signals = _signals(signals)
     n, m = problem.H.shape[1], problem.B.shape[0]
     k_max = max(1, min(int(k_max), m, 2 * kernel_layout.THREADS))
     shared = _shared_bytes(kernel_layout.msmt_shared_bytes(n, k_max), "MSMT-CSD")
@@ -101,15 +109,15 @@ def msmt_csd_cuda(problem: MsmtProblem, signals: np.ndarray, k_max: int = K_MAX,
     if redo.size:
         from gpu.fod.backend_cpu import msmt_csd_cpu
 
-        x[redo], niter[redo] = msmt_csd_cpu(problem, signals[redo])
+        x[redo], niter[redo] = msmt_csd_cpu(problem, signals[redo].astype(np.float64))
     return x, niter
 
 
 def csd_cuda(problem: CsdProblem, signals: np.ndarray,
              chunk_voxels: int = CHUNK_VOXELS) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`gpu.fod.backend_cpu.csd_cpu` on the GPU: the same arrays in and out;
-    ``chunk_voxels`` voxels go to the GPU at a time."""
-    signals = np.ascontiguousarray(signals, np.float64)
+    """:func:`gpu.fod.backend_cpu.csd_cpu` on the GPU: the same arrays in and out (float32
+    signals too); ``chunk_voxels`` voxels go to the GPU at a time."""
+    signals = _signals(signals)
     n, nf, nk = problem.Q.shape[0], problem.Q.shape[1], problem.P.shape[0]
     shared = _shared_bytes(kernel_layout.csd_shared_bytes(n, nf, nk), "CSD")
     kernels = _kernels("CSD")

@@ -14,11 +14,15 @@ from gpu.fod.msmt_problem import DEFAULT_NEG_LAMBDA, DEFAULT_NORM_LAMBDA, msmt_p
 __all__ = ["msmt_csd", "csd"]
 
 
-def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, str]:
-    """Flat indices of the voxels to fit, their signals (n, n_volumes) float64, and the order
-    of the indices: "F" (x fastest) for a DWI stored a volume at a time, as NIfTI stores it,
-    whose volumes are then read each along its run (not copied whole into voxel-major order,
-    as a C-order view would); "C" otherwise."""
+def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None, backend: str = "cpu"
+            ) -> tuple[np.ndarray, np.ndarray, str]:
+    """Flat indices of the voxels to fit, their signals (n, n_volumes), and the order of the
+    indices: "F" (x fastest) for a DWI stored a volume at a time, as NIfTI stores it, whose
+    volumes are then read each along its run (not copied whole into voxel-major order, as a
+    C-order view would); "C" otherwise. The signals are float64, or for the CUDA backend
+    float32 where that holds the DWI's values exactly (float32 or narrower): the kernels widen
+    them as they read, and the copy to the GPU is half as large; and for it in page-locked
+    memory, which the driver copies by DMA (docs/decisions/pinned-host-transfers.md)."""
     dwi = np.asarray(dwi)
     if dwi.ndim < 1 or dwi.shape[-1] != n_volumes:
         raise ValueError(f"the DWI's last axis has {dwi.shape[-1] if dwi.ndim else 0} volumes but the gradient "
@@ -33,7 +37,13 @@ def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None) -> tuple[n
         if mask.shape != dwi.shape[:-1]:
             raise ValueError(f"the mask has shape {mask.shape} but the DWI's voxels {dwi.shape[:-1]}")
         index = np.flatnonzero(mask.reshape(-1, order=order))
-    signals = np.empty((index.size, n_volumes), np.float64)
+    dtype, empty = np.float64, np.empty
+    if backend == "cuda":
+        from gpu.cuda.host_memory import pinned_empty as empty
+
+        if np.result_type(dwi.dtype, np.float32) == np.float32:
+            dtype = np.float32
+    signals = empty((index.size, n_volumes), dtype)
     if order == "F":
         signals[...] = np.take(dwi.reshape(-1, n_volumes, order="F").T, index, axis=1).T
     else:
@@ -55,7 +65,7 @@ def _image(values: np.ndarray, index: np.ndarray, shape: tuple[int, ...], order:
 
 
 def _solve(kind: str, problem, signals: np.ndarray, backend: str):
-    if resolve_backend(backend) == "cuda":
+    if backend == "cuda":
         from gpu.fod import backend_cuda
 
         return getattr(backend_cuda, f"{kind}_cuda")(problem, signals)
@@ -94,7 +104,8 @@ def msmt_csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, responses: S
         Each tissue's SH coefficients (MRtrix3 basis), as ``dwi2fod`` writes them.
     """
     problem = msmt_problem(bvals, bvecs, responses, lmax, norm_lambda, neg_lambda)
-    index, signals, order = _voxels(dwi, problem.H.shape[0], mask)
+    backend = resolve_backend(backend)
+    index, signals, order = _voxels(dwi, problem.H.shape[0], mask, backend)
     x, _ = _solve("msmt_csd", problem, signals, backend)
     shape = np.asarray(dwi).shape[:-1]
     ends = np.cumsum(problem.n_coeffs)
@@ -129,6 +140,7 @@ def csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, response: np.ndar
     ndarray, shape (..., (lmax + 1)(lmax + 2) / 2) float32
     """
     problem = csd_problem(bvals, bvecs, response, lmax, neg_lambda, norm_lambda, threshold, niter)
-    index, signals, order = _voxels(dwi, np.asarray(bvals).size, mask)
+    backend = resolve_backend(backend)
+    index, signals, order = _voxels(dwi, np.asarray(bvals).size, mask, backend)
     f, _ = _solve("csd", problem, signals[:, problem.volumes], backend)
     return _image(f, index, np.asarray(dwi).shape[:-1], order)

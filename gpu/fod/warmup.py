@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+import numpy as np
+
 from gpu.ahead_of_time import numba_only
 from gpu.fod.deconvolution import csd, msmt_csd
 from gpu.fod.phantom import dwi_phantom, shell_scheme, tissue_responses
@@ -27,12 +29,16 @@ def warm_up_fod(backend: str = "cpu", log: Callable[[str], None] = lambda messag
     MSMT-CSD loop too: the CUDA backend solves there the voxels its kernel hands back."""
     bvals, bvecs = shell_scheme(2, ((1000, 30), (2000, 30)))
     dwi = dwi_phantom((3, 1, 1), bvals, bvecs, snr=None)["dwi"]
+    # the CUDA kernels are compiled for the signals' type: float32, as jobs read every DWI,
+    # and float64, as a caller of gpu.fod may hand one (the CPU loops take float64 always)
+    dwis = (dwi.astype(np.float32), dwi) if backend == "cuda" else (dwi,)
     wm, gm, csf = tissue_responses([0.0, 1000.0, 2000.0])
     started = time.perf_counter()
     with numba_only():
-        for msmt_backend in (backend, "cpu") if backend == "cuda" else (backend,):
-            msmt_csd(dwi, bvals, bvecs, [wm, gm, csf], backend=msmt_backend)
-        csd(dwi, bvals, bvecs, wm[-1], backend=backend)
+        for signals in dwis:
+            for msmt_backend in (backend, "cpu") if backend == "cuda" else (backend,):
+                msmt_csd(signals, bvals, bvecs, [wm, gm, csf], backend=msmt_backend)
+            csd(signals, bvals, bvecs, wm[-1], backend=backend)
     seconds = time.perf_counter() - started
     log(f"fod: CSD and MSMT-CSD ({backend}): {seconds:.1f} s")
     return seconds

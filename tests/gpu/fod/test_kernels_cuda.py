@@ -52,6 +52,34 @@ def test_cuda_msmt_matches_cpu(tiny):
                         backend_cpu.msmt_csd_cpu(problem, signals[::-1].copy()))
 
 
+def test_cuda_kernels_read_float32_signals_as_their_float64_values(tiny):
+    """A DWI read as float32 goes to the GPU as float32 (half the copy): the kernels widen each
+    value exactly, so the results are those of the same values in float64, bit for bit."""
+    bvals, bvecs, signals = tiny
+    narrow = signals.astype(np.float32)
+    problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
+    wide = backend_cuda.msmt_csd_cuda(problem, narrow.astype(np.float64))
+    for ours, theirs in zip(backend_cuda.msmt_csd_cuda(problem, narrow), wide):
+        np.testing.assert_array_equal(ours, theirs)
+    csd = csd_problem(bvals, bvecs, WM[-1], lmax=2)
+    wide = backend_cuda.csd_cuda(csd, narrow[:, csd.volumes].astype(np.float64))
+    for ours, theirs in zip(backend_cuda.csd_cuda(csd, narrow[:, csd.volumes]), wide):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("stored, backend, sent", [(np.float32, "cuda", np.float32), (np.int16, "cuda", np.float32),
+                                                   (np.float64, "cuda", np.float64), (np.float32, "cpu", np.float64)])
+def test_signals_go_to_the_gpu_as_float32_only_where_that_holds_the_dwi_exactly(stored, backend, sent):
+    from gpu.fod.deconvolution import _voxels
+
+    dwi = (np.arange(2 * 3 * 2 * 5).reshape(2, 3, 2, 5) * 7 + 1).astype(stored)
+    mask = np.zeros((2, 3, 2), bool)
+    mask[1, 2, 0] = mask[0, 1, 1] = True
+    index, signals, order = _voxels(np.asfortranarray(dwi), 5, mask, backend)
+    assert signals.dtype == sent and order == "F"
+    np.testing.assert_array_equal(signals, dwi.reshape(-1, 5, order="F")[index])
+
+
 def test_cuda_icls_with_removals_matches_cpu_and_nnls():
     """Non-negative least squares (A = I) with correlated columns: constraints join and leave
     the active set (a row joins each iteration but the last, so the rows that left are the
