@@ -351,19 +351,6 @@ def _worker_slots(devices: Sequence[str] | None, processes: int) -> list[_Worker
     return slots
 
 
-def _open_gpu() -> None:
-    """Create this process's CUDA context ahead of its first kernel. A GPU that fails here
-    is left for that kernel's call to report, with the input it was running."""
-    from gpu.cuda.device import cuda_available
-    from gpu.cuda.driver import CudaDriverError, driver
-
-    if cuda_available():
-        try:
-            driver.ensure_context()
-        except CudaDriverError:
-            pass
-
-
 def _worker_process(slot: _WorkerSlot, tasks, reports, kind: str, params: dict, readers: int, writers: int,
                     limits: "InputLimits | None") -> None:
     """A spawned process's life: run the pipeline on ``slot``'s GPU until its readers have
@@ -388,8 +375,11 @@ def _worker_process(slot: _WorkerSlot, tasks, reports, kind: str, params: dict, 
     signal.signal(signal.SIGTERM, interrupt)
     if slot.device is not None:
         # Each worker creates its own context on its GPU, which takes a while (longer where
-        # several processes create theirs at once): beside the first reads, not after them.
-        threading.Thread(target=_open_gpu, name="batch-open-gpu", daemon=True).start()
+        # several processes create theirs at once): beside the first reads, not after them (a
+        # GPU that fails here is left for the first kernel's call to report, with its input).
+        from gpu.cuda.device import start_cuda_context
+
+        start_cuda_context()
 
     def take(stopping: threading.Event):
         # a bounded wait, so that a stopping reader never blocks on the shared queue
