@@ -17,15 +17,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpu.cpu_blocks import run_in_blocks
 from gpu.fod.amp2response import amp2response
 from gpu.fod.masks import erode_6_connected
 from gpu.fod.response_sfwm import sfwm_peak_fraction
 from gpu.fod.response_tensor import tensor_fa_and_direction
 from gpu.fod.response_tournier import LobePeaks
-from gpu.fod.shells import BZERO_THRESHOLD, dw_shells
+from gpu.fod.shells import BZERO_THRESHOLD, Shell, dw_shells
+from gpu.fod.voxel_rows import masked_rows
 
 __all__ = ["DhollanderResponse", "dhollander_response"]
 
+# planes of the first axis a block of the shells' means
+_MEAN_BLOCK_ROWS = 4
 # MAD → standard deviation of a normal distribution; WM SDM outliers lie beyond 2 of them
 _MAD_TO_SD = 1.4826
 _OUTLIER_SDS = 2.0
@@ -114,6 +118,21 @@ def _extreme(values: np.ndarray, region: np.ndarray, count: int, top: bool, what
     return region & (image <= data[count - 1])
 
 
+def _shell_means(dwi: np.ndarray, shells: list[Shell]) -> list[np.ndarray]:
+    """Each shell's mean signal of every voxel, negative values taken as 0: float32 (X, Y, Z)
+    arrays, in blocks of the first axis on every core (numpy's passes release the interpreter
+    lock; each voxel's mean is the same whatever the blocks)."""
+    means = [np.empty(dwi.shape[:3], np.float32) for _ in shells]
+    run_in_blocks(_shell_means_block, (dwi, *means), (shells,), block_rows=_MEAN_BLOCK_ROWS)
+    return means
+
+
+def _shell_means_block(dwi: np.ndarray, *means_and_shells) -> None:
+    *means, shells = means_and_shells
+    for mean, shell in zip(means, shells):
+        mean[...] = np.mean(np.maximum(dwi[..., shell.volumes], 0), axis=3, dtype=np.float64)
+
+
 def _median(values: np.ndarray) -> np.float32:
     return np.float32(np.median(values))
 
@@ -161,8 +180,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
     eroded = _erode(mask, erode) if erode > 0 else mask
     # signal decay metric: log(mean b0 / mean shell), averaged over shells weighted by volume count
     with np.errstate(divide="ignore", invalid="ignore"):
-        means = [np.mean(np.maximum(dwi[..., s.volumes], 0), axis=3, dtype=np.float64).astype(np.float32)
-                 for s in shells]
+        means = _shell_means(dwi, shells)
         errors = np.zeros(mask.shape, dtype=bool)
         for m in means:
             errors |= np.where(np.isfinite(m), m, 0) <= 0
@@ -178,7 +196,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
 
     fa_map = np.zeros(mask.shape, dtype=np.float32)
     vectors = np.zeros(mask.shape + (3,))
-    fa_map[safe], vectors[safe] = tensor_fa_and_direction(dwi[safe], scheme)
+    fa_map[safe], vectors[safe] = tensor_fa_and_direction(masked_rows(dwi, safe), scheme)
 
     # crude segmentation
     crude_wm = safe & (fa_map > fa)
@@ -213,7 +231,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
     gm_voxels = _extreme(gm_distance, refined_gm, int(round(refined_gm.sum() * gm / 100.0)), False, "GM")
 
     def response(voxels: np.ndarray, isotropic: bool) -> tuple[np.ndarray, np.ndarray]:
-        return amp2response(dwi[voxels], vectors[voxels], scheme, isotropic=isotropic)
+        return amp2response(masked_rows(dwi, voxels), vectors[voxels], scheme, isotropic=isotropic)
 
     csf_rf, bvalues = response(csf_voxels, True)
     gm_rf, _ = response(gm_voxels, True)
@@ -227,7 +245,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
     candidates = refined_wm
     for lmax, count in ((2, 2 * wm_count), (6, wm_count)):
         fraction = np.zeros(mask.shape, dtype=np.float32)
-        fraction[candidates] = sfwm_peak_fraction(dwi[candidates], scheme, generic, csf_rf, lmax, lobe_peaks,
+        fraction[candidates] = sfwm_peak_fraction(masked_rows(dwi, candidates), scheme, generic, csf_rf, lmax, lobe_peaks,
                                                   backend)
         candidates = _extreme(fraction, candidates, count, True, "WM")
     wm_voxels = candidates

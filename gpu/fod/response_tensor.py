@@ -53,7 +53,8 @@ def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.
 def _fit_block(signal: np.ndarray, fa: np.ndarray, direction: np.ndarray, design: np.ndarray) -> None:
     """:func:`tensor_fa_and_direction` of a block of voxels, into its rows of ``fa`` and
     ``direction``."""
-    signal = np.asarray(signal, dtype=np.float64)
+    # C order whatever the caller's layout, so that the products below are the same bytes
+    signal = np.ascontiguousarray(signal, dtype=np.float64)
     # dwi2tensor floors the signal at 1e-6 of the voxel's largest value before the log
     floor = 1e-6 * signal.max(axis=1, keepdims=True)
     signal = np.where(signal < floor, floor, signal)
