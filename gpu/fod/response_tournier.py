@@ -25,6 +25,7 @@ from gpu.fod.amp2response import amp2response
 from gpu.fod.deconvolution import csd
 from gpu.fod.masks import dilate_6_connected
 from gpu.fod.shells import dw_shells
+from gpu.fod.voxel_rows import masked_rows
 
 __all__ = ["TOURNIER_DEFAULTS", "LobePeaks", "TournierResponse", "tournier_response"]
 
@@ -110,7 +111,7 @@ def tournier_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, lob
     response, response_lmax = _INITIAL_RESPONSE, [_INITIAL_LMAX]
     tested, previous = mask, None
     for iteration in range(max_iters):
-        fods = csd(signal[tested], shell_scheme[:, 3], shell_scheme[:, :3], response, backend=backend)
+        fods = csd(masked_rows(signal, tested), shell_scheme[:, 3], shell_scheme[:, :3], response, backend=backend)
         first, second, direction = lobe_peaks(fods)
         with np.errstate(divide="ignore", invalid="ignore"):
             scores = np.sqrt(first) * (1.0 - second / first) ** 2
