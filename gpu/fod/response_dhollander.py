@@ -245,8 +245,8 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
     candidates = refined_wm
     for lmax, count in ((2, 2 * wm_count), (6, wm_count)):
         fraction = np.zeros(mask.shape, dtype=np.float32)
-        fraction[candidates] = sfwm_peak_fraction(masked_rows(dwi, candidates), scheme, generic, csf_rf, lmax, lobe_peaks,
-                                                  backend)
+        fraction[candidates] = sfwm_peak_fraction(masked_rows(dwi, candidates), scheme, generic, csf_rf, lmax,
+                                                  lobe_peaks, backend)
         candidates = _extreme(fraction, candidates, count, True, "WM")
     wm_voxels = candidates
     wm_rf, _ = response(wm_voxels, False)
