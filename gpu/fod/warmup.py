@@ -36,9 +36,10 @@ def warm_up_fod(backend: str = "cpu", log: Callable[[str], None] = lambda messag
     started = time.perf_counter()
     with numba_only():
         for signals in dwis:
-            for msmt_backend in (backend, "cpu") if backend == "cuda" else (backend,):
-                msmt_csd(signals, bvals, bvecs, [wm, gm, csf], backend=msmt_backend)
+            msmt_csd(signals, bvals, bvecs, [wm, gm, csf], backend=backend)
             csd(signals, bvals, bvecs, wm[-1], backend=backend)
+        if backend == "cuda":
+            msmt_csd(dwi, bvals, bvecs, [wm, gm, csf], backend="cpu")
     seconds = time.perf_counter() - started
     log(f"fod: CSD and MSMT-CSD ({backend}): {seconds:.1f} s")
     return seconds
