@@ -10,6 +10,7 @@ import numpy as np
 from gpu.cuda.backend import resolve_backend
 from gpu.fod.csd_problem import CSD_DEFAULTS, csd_problem
 from gpu.fod.msmt_problem import DEFAULT_NEG_LAMBDA, DEFAULT_NORM_LAMBDA, msmt_problem
+from gpu.fod.voxel_rows import rows_by_volume
 
 __all__ = ["msmt_csd", "csd"]
 
@@ -45,7 +46,7 @@ def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None, backend: s
             dtype = np.float32
     signals = empty((index.size, n_volumes), dtype)
     if order == "F":
-        signals[...] = np.take(dwi.reshape(-1, n_volumes, order="F").T, index, axis=1).T
+        signals[...] = rows_by_volume(dwi, index)
     else:
         signals[...] = dwi.reshape(-1, n_volumes)[index]
     return index, signals, order

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["masked_rows"]
+__all__ = ["masked_rows", "rows_by_volume"]
 
 
 def masked_rows(volume: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -28,5 +28,10 @@ def masked_rows(volume: np.ndarray, mask: np.ndarray) -> np.ndarray:
         raise ValueError(f"the mask has shape {mask.shape} but the volume's voxels {volume.shape[:-1]}")
     if volume.ndim < 2 or not volume.flags.f_contiguous or volume.flags.c_contiguous:
         return volume[mask]
-    index = np.ravel_multi_index(np.nonzero(mask), mask.shape, order="F")
+    return rows_by_volume(volume, np.ravel_multi_index(np.nonzero(mask), mask.shape, order="F"))
+
+
+def rows_by_volume(volume: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """The rows of the voxels ``index`` (flat, x fastest) of ``volume`` (..., n) laid out a
+    volume at a time (F order), each volume's values gathered along its run: (V, n), F order."""
     return np.take(volume.reshape(-1, volume.shape[-1], order="F").T, index, axis=1).T

@@ -4,7 +4,7 @@ layout), the same rows in the same order as numpy's boolean indexing."""
 import numpy as np
 import pytest
 
-from gpu.fod.voxel_rows import masked_rows
+from gpu.fod.voxel_rows import masked_rows, rows_by_volume
 
 
 @pytest.mark.parametrize("order", ["F", "C"])
@@ -26,3 +26,11 @@ def test_an_empty_mask_gives_no_rows_and_a_wrong_mask_says_so():
     assert masked_rows(volume, np.zeros((3, 3, 2), bool)).shape == (0, 4)
     with pytest.raises(ValueError, match=r"the mask has shape \(3, 3\) but the volume's voxels \(3, 3, 2\)"):
         masked_rows(volume, np.ones((3, 3), bool))
+
+
+def test_rows_by_volume_are_the_rows_of_flat_indices_in_x_fastest_order():
+    volume = np.asfortranarray(np.arange(5 * 4 * 3 * 6, dtype=np.float32).reshape(5, 4, 3, 6))
+    index = np.array([0, 7, 59, 31])
+    expected = volume.reshape(-1, 6, order="F")[index]
+    rows = rows_by_volume(volume, index)
+    assert rows.flags.f_contiguous and np.array_equal(rows, expected)
