@@ -20,14 +20,15 @@ __all__ = ["FodPlan", "plan_fod", "fod_memory_bytes"]
 @dataclass(frozen=True)
 class FodPlan:
     """A fod job's checked inputs: the DWI's ``dwi`` plan, the ``responses`` read (by tissue,
-    none when they are to be estimated), the ``lmax`` per tissue, ``warnings``, and the most
-    host memory the peaks step holds (``peaks_bytes``, 0 without peaks)."""
+    none when they are to be estimated), the ``lmax`` per tissue, ``warnings``, the most
+    host memory the peaks step holds (``peaks_bytes``, 0 without peaks), the ``algorithm``."""
 
     dwi: DwiPlan
     responses: dict[str, np.ndarray]
     lmax: tuple[int, ...]
     warnings: tuple[str, ...]
     peaks_bytes: int = 0
+    algorithm: str = "msmt_csd"
 
 
 def _data_lmax(plan: DwiPlan) -> int:
@@ -109,7 +110,8 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
                              "(6 coefficients); acquire more directions")
     others = [min(params.lmax, response_lmax(trim_response(arrays[t]))) if t in arrays else 0
               for t in TISSUES[1:] if params.algorithm == "msmt_csd" and (t in arrays or not arrays)]
-    return FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params))
+    return FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params),
+                   params.algorithm)
 
 
 def _peaks_bytes(plan: DwiPlan, lmax: int, params: FodParams) -> int:
@@ -132,18 +134,20 @@ def _peaks_bytes(plan: DwiPlan, lmax: int, params: FodParams) -> int:
 
 
 def fod_memory_bytes(plan: FodPlan) -> int:
-    """Most host memory :func:`worker.jobs.fod.run_fod` holds, in bytes, from the headers: the
-    DWI as float32 and the signals of the voxels fitted (2·N·V·4), the outputs (N·C·4 with C
-    coefficients in all), the solver's float64 work per voxel (8·(V + 4C)) and its matrices
-    32 MiB; when responses are estimated, the estimation's
-    (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger; with peaks, the peaks
-    step's on top."""
+    """Most host memory :func:`worker.jobs.fod.run_fod` holds, in bytes, from the headers,
+    each voxel counted as masked: the DWI as float32 (N·V·4 for N voxels and V volumes), the
+    fitted voxels' signals as float32 and float64 (N·V·12), the solution in float64 and the
+    outputs in float32 (N·C·12 with C coefficients in all), the solver's matrices 32 MiB;
+    where responses are estimated first (dhollander for msmt_csd, tournier for csd), the
+    estimation's (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger; with
+    peaks, the peaks step's on top (docs/decisions/fod-memory-estimates.md)."""
     from gpu.sh_basis import n_coeffs
     from worker.jobs.fod_response import response_memory_bytes
 
     n = int(np.prod(plan.dwi.info.shape[:3]))
     volumes = plan.dwi.info.shape[3]
     coeffs = sum(n_coeffs(l) for l in plan.lmax)
-    fit = 2 * n * volumes * 4 + n * coeffs * 4 + n * 8 * (volumes + 4 * coeffs) + (32 << 20)
-    fit = fit if plan.responses else max(fit, response_memory_bytes(plan.dwi) + n * coeffs * 4)
+    fit = n * volumes * 4 + n * volumes * 12 + n * coeffs * 12 + (32 << 20)
+    if not plan.responses:
+        fit = max(fit, response_memory_bytes(plan.dwi, "tournier" if plan.algorithm == "csd" else "dhollander"))
     return fit + plan.peaks_bytes

@@ -166,14 +166,16 @@ def gradient_source(bval: Path | None, grad: Path | None) -> str:
     return "fsl" if bval is not None else "grad" if grad is not None else "dw_scheme"
 
 
-def response_memory_bytes(plan) -> int:
+def response_memory_bytes(plan, algorithm: str = "dhollander") -> int:
     """Most host memory :func:`run_response` holds, in bytes, from the headers: with N voxels
-    and V volumes, dhollander's per-voxel work (the DWI, its shell means, the tensor fit and
-    the single-fibre WM selection's SH fits) holds up to about 40 float32 copies of the
-    signal (40·N·V·4), and the engine's tables 32 MiB; tournier's CSD and FOD lobes of the
-    voxels under test hold less."""
+    and V volumes, the DWI as float32 (N·V·4) and what ``algorithm`` works on beside it, each
+    voxel of a full mask counted: dhollander's masked signals, tensor fit and single-fibre
+    fits up to seven times the DWI again, tournier's CSD of every voxel on its first pass
+    (float64 signals and FODs) up to five times; and the engine's tables, 32 MiB
+    (docs/decisions/fod-memory-estimates.md)."""
     n = int(np.prod(plan.info.shape[:3]))
-    return 40 * n * plan.info.shape[3] * 4 + (32 << 20)
+    copies = 6 if algorithm == "tournier" else 8
+    return copies * n * plan.info.shape[3] * 4 + (32 << 20)
 
 
 def _dwi_inputs(inputs: dict[str, Path]) -> dict[str, Path | None]:
@@ -185,7 +187,7 @@ def _validate(inputs: dict[str, Path], params: ResponseParams):
 
 
 def _memory(inputs: dict[str, Path], params: ResponseParams, plan=None) -> int:
-    return response_memory_bytes(plan or _validate(inputs, params))
+    return response_memory_bytes(plan or _validate(inputs, params), params.algorithm)
 
 
 def _run(ctx: JobContext) -> list[Path]:
