@@ -103,7 +103,8 @@ def _warmup(args: argparse.Namespace) -> int:
 def _units(families: tuple[str, ...], backend: str, lmaxes: tuple[int, ...], ahead_of_time: bool,
            processes: int) -> list[tuple[str, dict]]:
     """The warm-up's independent pieces, in the order their lines print: one per peaks lmax,
-    the peaks writers, each other family, and conv's CUDA kernels in ``processes`` shares."""
+    the peaks writers, each other family, and conv's CUDA kernels in ``processes`` shares;
+    fod brings fixels along."""
     from gpu.sh_basis import SUPPORTED_LMAX
 
     units: list[tuple[str, dict]] = []
@@ -117,6 +118,9 @@ def _units(families: tuple[str, ...], backend: str, lmaxes: tuple[int, ...], ahe
             units += [("conv", {"part": part, "parts": parts}) for part in range(parts)]
         else:
             units.append((family, {"ahead_of_time": ahead_of_time}))
+    if "fod" in families and "fixels" not in families:
+        # a fod job without responses estimates them, with fod2fixel's lobes: the fixels' kernels
+        units.append(("fixels", {"ahead_of_time": ahead_of_time}))
     return units
 
 

@@ -51,15 +51,18 @@ def test_warmup_caches_the_compress_loops(capsys):
 
 def test_warmup_pieces_spread_peaks_by_lmax_and_the_cuda_conv_kernels_by_share():
     """The pieces processes take at once: a peaks lmax each, the peaks writers (whose build
-    waits for them), each family, and conv's CUDA kernels in as many shares as processes."""
+    waits for them), each family, and conv's CUDA kernels in as many shares as processes;
+    fod brings fixels (a fod job without responses estimates them with fod2fixel's lobes)."""
     from service.cli.warmup import _units
 
     units = _units(("peaks", "conv", "fod"), "cuda", (4, 8), True, 3)
-    assert [name for name, _ in units] == ["peaks", "peaks", "peaks writers", "conv", "conv", "conv", "fod"]
+    assert [name for name, _ in units] == ["peaks", "peaks", "peaks writers", "conv", "conv", "conv", "fod",
+                                        "fixels"]
     assert [options["lmax"] for name, options in units if name == "peaks"] == [4, 8]
     assert [(options["part"], options["parts"]) for name, options in units if name == "conv"] == [(0, 3), (1, 3),
                                                                                                   (2, 3)]
     assert _units(("conv",), "cpu", (), False, 3) == [("conv", {"part": 0, "parts": 1})]  # the CPU loops: one piece
+    assert [name for name, _ in _units(("fixels", "fod"), "cpu", (), False, 1)] == ["fixels", "fod"]
 
 
 def test_warmup_in_one_process_prints_what_several_print(capsys):
@@ -72,8 +75,10 @@ def test_warmup_in_one_process_prints_what_several_print(capsys):
         assert main(["warmup", "--backend", "cpu", "--family", "fod", "compress", "--no-ahead-of-time",
                      "--processes", processes]) == 0
         lines.append([re.sub(r"[0-9.]+ s$", "", line) for line in capsys.readouterr().out.splitlines()])
-    assert lines[0] == lines[1] == ["fod: CSD and MSMT-CSD (cpu): ",
-                                    "compress: chunked rANS, step-error and quantiser loops (cpu): "]
+    assert lines[0] == lines[1]
+    assert lines[0][0] == "fod: CSD and MSMT-CSD (cpu): "
+    assert lines[0][1] == "compress: chunked rANS, step-error and quantiser loops (cpu): "
+    assert lines[0][2].startswith("fixels: ")
 
 
 def test_warmup_refuses_fewer_than_one_process(capsys):
