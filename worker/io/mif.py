@@ -43,8 +43,8 @@ from worker.io.nifti import read_gzip_into
 from worker.io.voxel_grid import grid_problem
 from worker.provenance import hash_to_end, read_and_hash_into
 
-__all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "write_mif", "recording_command",
-           "command_history_entry", "mrtrix_size"]
+__all__ = ["MIF_SUFFIXES", "MifInfo", "read_mif_header", "load_mif_data", "mif_array_view", "mif_scaled", "write_mif",
+           "recording_command", "command_history_entry", "mrtrix_size"]
 
 
 # What reading a damaged or cut gzip stream raises (zlib/gzip errors, ISA-L's own).
@@ -413,18 +413,32 @@ def load_mif_data(info: MifInfo, dtype=np.float32, *, digest: "hashlib._Hash | N
     stored = np.empty(info.data_bytes, np.uint8) if bits else empty(count, info.dtype)
     _read_into(info, stored, digest)
     # MRtrix3 packs bits most significant first (core/raw.h, BITMASK 0x80 >> i%8).
-    flat = np.unpackbits(stored, count=count).view(bool) if bits else stored
-    # Disk order: axes by rank, fastest first; then the array's axes out of it.
+    array = mif_array_view(np.unpackbits(stored, count=count).view(bool) if bits else stored, info)
+    if dtype is None:
+        return _as_type(array, array.dtype.newbyteorder("="))
+    return mif_scaled(array, info, dtype, own=True)
+
+
+def mif_array_view(flat: np.ndarray, info: MifInfo) -> np.ndarray:
+    """The stored values ``flat`` (in disk order) viewed in array order (see :class:`MifInfo`):
+    axes by rank, fastest first, then the array's axes out of them; no copy."""
     by_rank = sorted(range(len(info.dims)), key=lambda a: abs(info.layout[a]))
     array = flat.reshape([info.dims[a] for a in by_rank], order="F").transpose([by_rank.index(a) for a in info.axes])
     for i, a in enumerate(info.axes[3:], start=3):
         if info.layout[a] < 0:
             array = np.flip(array, i)
-    if dtype is None:
-        return _as_type(array, array.dtype.newbyteorder("="))
+    return array
+
+
+def mif_scaled(array: np.ndarray, info: MifInfo, dtype, *, own: bool = False) -> np.ndarray:
+    """Values ``offset + scale × stored`` (the header's ``scaling``) of ``array``, a view in
+    array order, as ``dtype``: the view itself where nothing converts; scaled in place where
+    the buffer is the caller's (``own``) and has that type already, else in a copy."""
     if info.scaling is None or info.scaling == (0.0, 1.0):
         return _as_type(array, np.dtype(dtype))
-    values = _as_type(array, np.result_type(dtype, np.float32))  # scaled in place: the buffer is this read's
+    values = _as_type(array, np.result_type(dtype, np.float32))
+    if values is array and not own:
+        values = array.copy()
     values *= info.scaling[1]
     values += info.scaling[0]
     return values.astype(dtype, copy=False)

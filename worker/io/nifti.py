@@ -37,7 +37,7 @@ from worker.provenance import hash_to_end, read_and_hash_into
 __all__ = [
     "NiftiInfo", "read_nifti_header", "check_stored_size", "inflate_checked", "read_gzip_into", "INFLATER_BYTES",
     "load_memory_bytes",
-    "load_nifti_data",
+    "load_nifti_data", "scaled_values",
     "save_nifti_atomic", "derived_image", "NIFTI_SUFFIXES",
 ]
 
@@ -422,7 +422,7 @@ def _read_stored(stream, empty: Callable[..., np.ndarray] = np.empty) -> tuple[n
     return header, stored.view(dtype).reshape(shape, order="F")
 
 
-def _scaled(stored: np.ndarray, header: nib.Nifti1Header, dtype: np.dtype) -> np.ndarray:
+def scaled_values(stored: np.ndarray, header: nib.Nifti1Header, dtype: np.dtype) -> np.ndarray:
     """``stored`` scaled by the header's slope and intercept, as nibabel's array proxy does
     (``ArrayProxy.__array__``): the same casts in the same order, so the same bits; no copy
     when there is nothing to scale or convert."""
@@ -548,7 +548,7 @@ def load_nifti_data(info: NiftiInfo, dtype=np.float32, *, threads: int = 1,
         if dtype is None:
             data = stored.astype(stored.dtype.newbyteorder("="), copy=False)
         else:
-            data = _scaled(stored, header, np.dtype(np.float32)).astype(dtype, copy=False)
+            data = scaled_values(stored, header, np.dtype(np.float32)).astype(dtype, copy=False)
     except MemoryError:
         raise InputError(
             "Out of memory",

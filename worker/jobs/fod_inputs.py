@@ -16,7 +16,8 @@ import numpy as np
 from worker.errors import InputError
 from worker.job_kinds import InputSlot
 
-__all__ = ["DwiPlan", "DwiData", "DWI_SLOTS", "check_dwi_inputs", "read_dwi", "output_path", "image_suffix"]
+__all__ = ["DwiPlan", "DwiData", "DWI_SLOTS", "check_dwi_inputs", "read_dwi", "map_dwi", "output_path",
+           "image_suffix"]
 
 _IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 
@@ -51,7 +52,8 @@ class DwiPlan:
 
 @dataclass(frozen=True)
 class DwiData:
-    """A DWI read: ``dwi`` (X, Y, Z, n) float32, 0 in ``unusable`` voxels; ``mask`` (X, Y, Z)
+    """A DWI read: ``dwi`` (X, Y, Z, n) float32, 0 in ``unusable`` voxels (or, from
+    :func:`map_dwi`, a :class:`worker.io.mapped_images.MappedImage`); ``mask`` (X, Y, Z)
     bool, the voxels to use; ``unusable`` the count of masked voxels left out for NaN,
     infinite or negative signal; ``names`` and ``sha256`` of the files read, by slot and by name."""
 
@@ -140,6 +142,45 @@ def read_dwi(plan: DwiPlan, uploaded: dict | None = None, *, inflate_threads: in
         raise InputError("No usable voxel", "every masked voxel has NaN, infinite or negative signal; check the DWI "
                          "(its scaling, or the preprocessing that wrote it)")
     return DwiData(dwi, mask, unusable, names, sha256)
+
+
+def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: int = 1) -> DwiData:
+    """:func:`read_dwi` for a DWI too large to hold: its data memory-mapped
+    (:func:`worker.io.mapped_images.map_image`; a compressed file inflated into ``scratch``
+    first), the mask read, and the unusable voxels found ``planes`` planes of the last
+    spatial axis at a time; ``dwi`` of the result is the :class:`MappedImage`, whose slabs
+    hold what :func:`read_dwi` gives (its unusable voxels are left out of the mask, not
+    zeroed)."""
+    from worker.io.images import load_job_images
+    from worker.io.mapped_images import map_image
+
+    uploaded = dict(uploaded or {})
+    mapped = map_image(plan.info, scratch, "dwi")
+    if "dwi" in uploaded:
+        names, sha256 = {"dwi": uploaded["dwi"].name}, {uploaded["dwi"].name: uploaded["dwi"].sha256}
+    else:
+        names, sha256 = {"dwi": plan.info.path.name}, dict(mapped.sha256)
+    shape = tuple(plan.info.shape[:3])
+    if plan.mask is None:
+        mask = np.ones(shape, bool)
+    else:
+        arrays, mask_names, mask_sha256 = load_job_images({"mask": plan.mask}, uploaded)
+        mask = arrays["mask"].reshape(shape) != 0
+        names.update(mask_names)
+        sha256.update(mask_sha256)
+    if not mask.any():
+        raise InputError("Empty mask", "the mask selects no voxel; pass a mask with non-zero voxels, or none")
+    bad = np.zeros(shape, bool)
+    for start in range(0, shape[2], planes):
+        slab = mapped.slab(start, start + planes)
+        with np.errstate(invalid="ignore"):
+            bad[:, :, start:start + planes] = ~(np.isfinite(slab).all(axis=3) & (slab >= 0).all(axis=3))
+    unusable = int((bad & mask).sum())
+    mask &= ~bad
+    if not mask.any():
+        raise InputError("No usable voxel", "every masked voxel has NaN, infinite or negative signal; check the DWI "
+                         "(its scaling, or the preprocessing that wrote it)")
+    return DwiData(mapped, mask, unusable, names, sha256)
 
 
 def image_suffix(name: str) -> str:

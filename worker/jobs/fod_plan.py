@@ -1,10 +1,11 @@
 """A fod job's plan: its inputs checked from their headers and text files alone
-(:func:`plan_fod`), the lmax per tissue, and the most host memory the job holds
-(:func:`fod_memory_bytes`), before any data is read."""
+(:func:`plan_fod`), the lmax per tissue, whether the DWI is fitted a slab at a time from a
+memory map (a volume too large to hold: :data:`FIT_IN_MEMORY_BYTES`), and the most host
+memory the job holds (:func:`fod_memory_bytes`), before any data is read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -14,14 +15,22 @@ from worker.jobs.fod_inputs import DwiPlan, check_dwi_inputs
 from worker.jobs.fod_response import TISSUES
 from worker.params.fod import FodParams
 
-__all__ = ["FodPlan", "plan_fod", "fod_memory_bytes"]
+__all__ = ["FodPlan", "plan_fod", "fod_memory_bytes", "FIT_IN_MEMORY_BYTES", "SLAB_VOXELS"]
+
+#: A fit whose whole-volume estimate (:func:`fod_memory_bytes`) is above this runs a slab of
+#: the DWI's last spatial axis at a time from a memory map of its file (given responses: the
+#: estimation needs the whole brain), each slab about :data:`SLAB_VOXELS` voxels.
+FIT_IN_MEMORY_BYTES = 2 << 30
+SLAB_VOXELS = 1 << 17
 
 
 @dataclass(frozen=True)
 class FodPlan:
     """A fod job's checked inputs: the DWI's ``dwi`` plan, the ``responses`` read (by tissue,
     none when they are to be estimated), the ``lmax`` per tissue, ``warnings``, the most
-    host memory the peaks step holds (``peaks_bytes``, 0 without peaks), the ``algorithm``."""
+    host memory the peaks step holds (``peaks_bytes``, 0 without peaks), the ``algorithm``,
+    and ``slab_planes``: planes of the last spatial axis fitted at a time from a memory map of
+    the DWI (0: the DWI is read whole)."""
 
     dwi: DwiPlan
     responses: dict[str, np.ndarray]
@@ -29,6 +38,7 @@ class FodPlan:
     warnings: tuple[str, ...]
     peaks_bytes: int = 0
     algorithm: str = "msmt_csd"
+    slab_planes: int = 0
 
 
 def _data_lmax(plan: DwiPlan) -> int:
@@ -110,8 +120,12 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
                              "(6 coefficients); acquire more directions")
     others = [min(params.lmax, response_lmax(trim_response(arrays[t]))) if t in arrays else 0
               for t in TISSUES[1:] if params.algorithm == "msmt_csd" and (t in arrays or not arrays)]
-    return FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params),
-                   params.algorithm)
+    fod = FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params),
+                  params.algorithm)
+    if arrays and fod_memory_bytes(fod) - fod.peaks_bytes > FIT_IN_MEMORY_BYTES:
+        plane = int(np.prod(plan.info.shape[:2]))
+        fod = replace(fod, slab_planes=max(1, SLAB_VOXELS // plane))
+    return fod
 
 
 def _peaks_bytes(plan: DwiPlan, lmax: int, params: FodParams) -> int:
@@ -140,13 +154,21 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     outputs in float32 (N·C·12 with C coefficients in all), the solver's matrices 32 MiB;
     where responses are estimated first (dhollander for msmt_csd, tournier for csd), the
     estimation's (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger; with
-    peaks, the peaks step's on top (docs/decisions/fod-memory-estimates.md)."""
+    peaks, the peaks step's on top (docs/decisions/fod-memory-estimates.md). Fitted a slab at
+    a time, N is a slab's voxels, the stored values of a slab (up to 8 bytes each) count too,
+    and the outputs are in files the kernel writes back: the mask and the unusable voxels
+    (2·N bytes of the whole grid) stay."""
     from gpu.sh_basis import n_coeffs
     from worker.jobs.fod_response import response_memory_bytes
 
-    n = int(np.prod(plan.dwi.info.shape[:3]))
-    volumes = plan.dwi.info.shape[3]
+    shape = plan.dwi.info.shape
+    volumes = shape[3]
     coeffs = sum(n_coeffs(l) for l in plan.lmax)
+    if plan.slab_planes:
+        n = int(np.prod(shape[:2])) * min(plan.slab_planes, shape[2])
+        return (2 * int(np.prod(shape[:3])) + n * volumes * 24 + n * coeffs * 12 + (32 << 20)
+                + plan.peaks_bytes)
+    n = int(np.prod(shape[:3]))
     fit = n * volumes * 4 + n * volumes * 12 + n * coeffs * 12 + (32 << 20)
     if not plan.responses:
         fit = max(fit, response_memory_bytes(plan.dwi, "tournier" if plan.algorithm == "csd" else "dhollander"))

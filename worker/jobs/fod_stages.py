@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from worker.errors import InputError
-from worker.jobs.fod_inputs import DwiData, image_suffix, output_path, read_dwi
+from worker.jobs.fod_inputs import DwiData, image_suffix, map_dwi, output_path, read_dwi
 from worker.jobs.fod_plan import FodPlan, plan_fod
 from worker.jobs.fod_response import TISSUES, EstimatedResponses, estimate_responses, gradient_source
 from worker.params.fod import FodParams, ResponseParams
@@ -93,7 +93,10 @@ def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict
     started = time.perf_counter()
     plan = plan_fod(job.dwi, params, bval=job.bval, bvec=job.bvec, grad=job.grad, mask=job.mask,
                     responses=job.response_files)
-    data = read_dwi(plan.dwi, uploaded, inflate_threads=inflate_threads)
+    if plan.slab_planes:
+        data = map_dwi(plan.dwi, job.sidecar.parent, uploaded, plan.slab_planes)
+    else:
+        data = read_dwi(plan.dwi, uploaded, inflate_threads=inflate_threads)
     return FodRead(job, params, plan, data, dict(uploaded or {}), time.perf_counter() - started)
 
 
@@ -122,16 +125,44 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
         check_cancelled()
     backend = resolve_backend(params.backend)
     bvals, bvecs = plan.scheme[:, 3], plan.scheme[:, :3]
-    try:
-        if params.algorithm == "csd":
-            volumes = [csd(data.dwi, bvals, bvecs, responses["wm"], read.plan.lmax[0], data.mask, backend=backend)]
-        else:
-            volumes = msmt_csd(data.dwi, bvals, bvecs, list(responses.values()), list(read.plan.lmax), data.mask,
-                               backend=backend)
-    except ValueError as exc:
-        raise InputError("FODs cannot be fitted", str(exc)) from None
-    volumes[0] = convert_sh_basis(volumes[0], "mrtrix", params.basis)
+
+    def fit(dwi: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
+        try:
+            if params.algorithm == "csd":
+                volumes = [csd(dwi, bvals, bvecs, responses["wm"], read.plan.lmax[0], mask, backend=backend)]
+            else:
+                volumes = msmt_csd(dwi, bvals, bvecs, list(responses.values()), list(read.plan.lmax), mask,
+                                   backend=backend)
+        except ValueError as exc:
+            raise InputError("FODs cannot be fitted", str(exc)) from None
+        return [convert_sh_basis(volumes[0], "mrtrix", params.basis), *volumes[1:]]
+
+    if read.plan.slab_planes:
+        volumes = _fit_in_slabs(fit, read, check_cancelled)
+    else:
+        volumes = fit(data.dwi, data.mask)
     return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started)
+
+
+def _fit_in_slabs(fit: Callable[[np.ndarray, np.ndarray], list[np.ndarray]], read: FodRead,
+                  check_cancelled: Callable[[], None]) -> list[np.ndarray]:
+    """``fit`` of a mapped DWI (:func:`worker.jobs.fod_inputs.map_dwi`) ``read.plan.slab_planes``
+    planes of its last spatial axis at a time, into outputs backed by unnamed files beside the
+    job's (:func:`worker.io.mapped_images.scratch_array`): every voxel's FOD is fitted alone,
+    so these are the bytes of the whole-volume fit."""
+    from gpu.sh_basis import n_coeffs
+    from worker.io.mapped_images import scratch_array
+
+    data, planes = read.data, read.plan.slab_planes
+    shape = data.mask.shape
+    volumes = [scratch_array((*shape, n_coeffs(lmax)), read.job.sidecar.parent) for lmax in read.plan.lmax]
+    for start in range(0, shape[2], planes):
+        mask = data.mask[:, :, start:start + planes]
+        if mask.any():
+            check_cancelled()
+            for volume, part in zip(volumes, fit(data.dwi.slab(start, start + planes), mask)):
+                volume[:, :, start:start + planes] = part
+    return volumes
 
 
 def _peaks_outputs(prefix: Path) -> "PeaksOutputs":
@@ -179,8 +210,9 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
         paths.update({f"{tissue}_response": output_path(job.prefix, f"{tissue}.txt")
                       for tissue in fit.estimated.responses})
     # a NIfTI is written a volume at a time whatever the array's order (the fit's follows the
-    # DWI's); a .mif takes its layout from the array's, kept voxel-major as before
-    as_written = np.asarray if suffix.startswith(".nii") else np.ascontiguousarray
+    # DWI's); a .mif takes its layout from the array's, kept voxel-major as before, except for
+    # the file-backed outputs of a fit in slabs (a voxel-major copy would be held whole)
+    as_written = np.asarray if suffix.startswith(".nii") or plan.slab_planes else np.ascontiguousarray
     volumes = {name: as_written(volume, dtype=np.float32) for name, volume in zip(names, fit.volumes)}
     peaks = None
     try:
