@@ -60,17 +60,18 @@ def _map(path: Path, offset: int, size: int) -> np.ndarray:
     return np.frombuffer(mapped, np.uint8, size, offset - start)
 
 
-def _unpacked(info: NiftiInfo | MifInfo, scratch: Path, role: str) -> tuple[Path, dict[str, str], bool]:
-    """The file holding ``info``'s data uncompressed, the sha256 of the files read, and whether
-    that file is a scratch copy to unlink once mapped."""
+def _unpacked(info: NiftiInfo | MifInfo, scratch: Path, role: str, hashed: bool) -> tuple[Path, dict[str, str], bool]:
+    """The file holding ``info``'s data uncompressed, the sha256 of the files read (with
+    ``hashed``; an uncompressed file is read once more for it), and whether that file is a
+    scratch copy to unlink once mapped."""
     if isinstance(info, MifInfo):
         path, offset, compressed = info.data_path, info.data_offset, info.compressed
-        header = {} if info.data_path == info.path else {info.path.name: file_sha256(info.path)}
+        header = {} if info.data_path == info.path or not hashed else {info.path.name: file_sha256(info.path)}
     else:
         path, offset, compressed, header = info.path, info.offset, info.path.name.endswith(".gz"), {}
     if not compressed:
         check_stored_size(path, offset, info.data_bytes, role)
-        return path, {**header, path.name: file_sha256(path)}, False
+        return path, {**header, path.name: file_sha256(path)} if hashed else {}, False
     handle, target = tempfile.mkstemp(prefix=".inflated-", suffix=".mif" if isinstance(info, MifInfo) else ".nii",
                                       dir=scratch)
     os.close(handle)
@@ -87,14 +88,15 @@ def _nifti_header(path: Path) -> nib.Nifti1Header:
         return (nib.Nifti2Header if nifti2 else nib.Nifti1Header).from_fileobj(handle, check=True)
 
 
-def map_image(info: NiftiInfo | MifInfo, scratch: Path, role: str = "image") -> MappedImage:
+def map_image(info: NiftiInfo | MifInfo, scratch: Path, role: str = "image", *, hashed: bool = True) -> MappedImage:
     """Map the data of the checked header ``info`` (:func:`worker.io.images.read_image_header`);
     a compressed file is inflated into ``scratch`` (a folder on the outputs' disk) first.
+    ``hashed=False``: no sha256 (a caller that knows the upload's), no read for it.
     Raises :class:`InputError` for a truncated or damaged file, as the whole-image read does."""
     if isinstance(info, MifInfo) and info.datatype.lower() == "bit":
         raise InputError("Unsupported data type", f"{role}: a bit-packed image cannot be read a slab at a time; "
                          "convert it with mrconvert -datatype float32")
-    path, sha256, scratch_copy = _unpacked(info, scratch, role)
+    path, sha256, scratch_copy = _unpacked(info, scratch, role, hashed)
     try:
         if isinstance(info, MifInfo):
             return MappedImage(info, mif_array_view(_map(path, info.data_offset, info.data_bytes).view(info.dtype), info),

@@ -155,7 +155,7 @@ def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: 
     from worker.io.mapped_images import map_image
 
     uploaded = dict(uploaded or {})
-    mapped = map_image(plan.info, scratch, "dwi")
+    mapped = map_image(plan.info, scratch, "dwi", hashed="dwi" not in uploaded)
     if "dwi" in uploaded:
         names, sha256 = {"dwi": uploaded["dwi"].name}, {uploaded["dwi"].name: uploaded["dwi"].sha256}
     else:

@@ -108,3 +108,20 @@ def test_a_slab_fit_holds_a_slab_not_the_dwi(tmp_path, monkeypatch):
     assert sidecar["voxels_fitted"] == 40
     assert peak < dwi_bytes / 3 and peak <= fod_memory_bytes(plan)
     assert json.loads((tmp_path / "sub_fod.json").read_text())["outputs"]["wmfod"] == "sub_wmfod.nii.gz"
+
+
+def test_a_slab_fit_of_an_upload_names_the_upload_and_skips_hashing_the_stored_file(dwi_files, tmp_path,
+                                                                                     monkeypatch):
+    """The service stores a ``.nii.gz`` upload inflated: the sidecar names the upload and its
+    checksum, as the whole read's does, and the stored ``.nii`` is not read again to hash it."""
+    import worker.io.mapped_images as mapped_images
+    from worker.job_kinds import UploadedInput
+
+    folder, files, bval, bvec, exact = dwi_files
+    _slabs_of_two_planes(monkeypatch)
+    monkeypatch.setattr(mapped_images, "file_sha256", lambda path: pytest.fail(f"{path} hashed"))
+    upload = UploadedInput(name="sub-01_dwi.nii.gz", sha256="ab" * 32)
+    sidecar = run_fod(files["dwi.nii"], tmp_path / "sub", FodParams(backend="cpu", lmax=6), bval=bval, bvec=bvec,
+                      responses=exact, uploaded={"dwi": upload})
+    assert sidecar["input"]["dwi"] == "sub-01_dwi.nii.gz"
+    assert sidecar["input"]["sha256"] == {"sub-01_dwi.nii.gz": "ab" * 32}
