@@ -144,10 +144,11 @@ def read_dwi(plan: DwiPlan, uploaded: dict | None = None, *, inflate_threads: in
     return DwiData(dwi, mask, unusable, names, sha256)
 
 
-def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: int = 1) -> DwiData:
+def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: int = 1, *,
+            inflate_threads: int = 1) -> DwiData:
     """:func:`read_dwi` for a DWI too large to hold: its data memory-mapped
     (:func:`worker.io.mapped_images.map_image`; a compressed file inflated into ``scratch``
-    first), the mask read, and the unusable voxels found ``planes`` planes of the last
+    first, on ``inflate_threads`` threads), the mask read, and the unusable voxels found ``planes`` planes of the last
     spatial axis at a time; ``dwi`` of the result is the :class:`MappedImage`, whose slabs
     hold what :func:`read_dwi` gives (its unusable voxels are left out of the mask, not
     zeroed)."""
@@ -155,7 +156,7 @@ def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: 
     from worker.io.mapped_images import map_image
 
     uploaded = dict(uploaded or {})
-    mapped = map_image(plan.info, scratch, "dwi", hashed="dwi" not in uploaded)
+    mapped = map_image(plan.info, scratch, "dwi", hashed="dwi" not in uploaded, threads=inflate_threads)
     if "dwi" in uploaded:
         names, sha256 = {"dwi": uploaded["dwi"].name}, {uploaded["dwi"].name: uploaded["dwi"].sha256}
     else:

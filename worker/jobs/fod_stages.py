@@ -94,7 +94,7 @@ def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict
     plan = plan_fod(job.dwi, params, bval=job.bval, bvec=job.bvec, grad=job.grad, mask=job.mask,
                     responses=job.response_files)
     if plan.slab_planes:
-        data = map_dwi(plan.dwi, job.sidecar.parent, uploaded, plan.slab_planes)
+        data = map_dwi(plan.dwi, job.sidecar.parent, uploaded, plan.slab_planes, inflate_threads=inflate_threads)
     else:
         data = read_dwi(plan.dwi, uploaded, inflate_threads=inflate_threads)
     return FodRead(job, params, plan, data, dict(uploaded or {}), time.perf_counter() - started)
@@ -155,7 +155,7 @@ def _fit_in_slabs(fit: Callable[[np.ndarray, np.ndarray], list[np.ndarray]], rea
 
     data, planes = read.data, read.plan.slab_planes
     shape = data.mask.shape
-    volumes = [scratch_array((*shape, n_coeffs(lmax)), read.job.sidecar.parent) for lmax in read.plan.lmax]
+    volumes = [scratch_array((*shape, n_coeffs(lmax)), scratch=read.job.sidecar.parent) for lmax in read.plan.lmax]
     for start in range(0, shape[2], planes):
         mask = data.mask[:, :, start:start + planes]
         if mask.any():

@@ -75,11 +75,11 @@ def test_slabs_give_the_whole_volume_fit_bytes(dwi_files, name, algorithm, tmp_p
 
 
 def test_a_slab_fit_holds_a_slab_not_the_dwi(tmp_path, monkeypatch):
-    """Peak numpy allocations of a fit in slabs of a 13 MB DWI (64,000 voxels, 52 volumes; a
+    """Peak numpy allocations of a fit in slabs of a 69 MB DWI (331,776 voxels, 52 volumes; a
     thin line of brain so the fit itself is short) stay below a third of the DWI's float32
-    bytes and within the job's declared memory, which is below the DWI's bytes too; the
-    whole-volume read holds the DWI."""
-    shape = (40, 40, 40)
+    bytes (the inflater's buffers, some 16 MB, whatever the size) and within the job's
+    declared memory, which is below the DWI's bytes too."""
+    shape = (72, 72, 64)
     bvals, dirs = shell_scheme(2, ((1000, 20), (2000, 30)))
     dwi = dwi_phantom(shape, bvals, dirs, snr=30.0)["dwi"]
     dwi_bytes = dwi.size * 4
@@ -105,7 +105,7 @@ def test_a_slab_fit_holds_a_slab_not_the_dwi(tmp_path, monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert sidecar["voxels_fitted"] == 40
+    assert sidecar["voxels_fitted"] == shape[2]
     assert peak < dwi_bytes / 3 and peak <= fod_memory_bytes(plan)
     assert json.loads((tmp_path / "sub_fod.json").read_text())["outputs"]["wmfod"] == "sub_wmfod.nii.gz"
 
