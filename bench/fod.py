@@ -7,6 +7,7 @@ on one multi-shell phantom, in one run.
                          [--check-voxels N] [--csd]
     python3 -m bench.fod --cohort N [--distinct D] [--gpus 0 0,1] [--processes-per-gpu P] [--peaks]
                          [--shape X Y Z] [--b0 N] [--shells B:N ...]
+    python3 -m bench.fod --slabs [--shape X Y Z] [--b0 N] [--shells B:N ...] [--backends cpu cuda] [--repeats N]
     python3 -m bench.fod --responses [--shape X Y Z] [--b0 N] [--shells B:N ...] [--backends cpu cuda]
 
 The phantom (``gpu.fod.phantom``): white matter of 1–3 crossing fibres, grey matter and
@@ -43,6 +44,15 @@ process, where it is on PATH), on the phantom as a ``.nii.gz`` with its ``.bval`
 and mask, file to file: seconds (ours also the estimation alone, the read apart) and each
 shell's l = 0 term of the WM response against ``dwi2response``'s (relative difference, the
 largest over the shells).
+
+``--slabs`` times the fit of a DWI too large to hold (docs/decisions/fod-slabs.md): the
+phantom as one ``.nii.gz`` subject with its ``.bval``, ``.bvec``, mask and the phantom's
+responses through ``fibertensor fod`` as a whole process on the last of ``--backends`` (cuda where
+a GPU is usable), in slabs from a
+memory map (forced, whatever the size) and whole (the threshold and the job memory limit
+raised), alternating, ``--repeats`` rounds after one untimed run of each: wall seconds, the
+job's read and fit seconds, the process's peak resident size (the slab run's includes the
+mapped files' pages), and whether the WM FOD files are the same bytes.
 
 Agreement: per voxel of the mask and per tissue, ‖ours − dwi2fod‖ / ‖dwi2fod, all tissues
 of the voxel‖ (a tissue the constraint holds at zero is then no error).
@@ -127,6 +137,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peaks", action="store_true", help="--cohort: each WM FOD's peaks too (batch fod --peaks)")
     parser.add_argument("--responses", action="store_true",
                         help="time response estimation (ours on each backend, dwi2response where on PATH) instead")
+    parser.add_argument("--slabs", action="store_true",
+                        help="time a fresh fod in slabs from a memory map against the whole-volume fit instead")
     parser.add_argument("--dipy-voxels", type=int, default=1000,
                         help="DIPY's multi-shell CSD (and with --csd its CSD) on a central crop of about this many "
                              "mask voxels, beside ours on the same voxels (0: no DIPY; its MSMT needs cvxpy)")
@@ -542,6 +554,68 @@ def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[i
                  note="ours best of --repeats after a warm-up; estimation s: the job's own timing without the read")
 
 
+# Runs `fibertensor` with the slab threshold (worker.jobs.fod_plan.FIT_IN_MEMORY_BYTES) set.
+_WITH_SLAB_THRESHOLD = ("import sys, worker.jobs.fod_plan as plan; plan.FIT_IN_MEMORY_BYTES = int(sys.argv[1]); "
+                        "from service.cli import run; sys.argv = ['fibertensor', *sys.argv[2:]]; run()")
+
+
+def _peak_rss_run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak resident GB) of one child process."""
+    import subprocess
+
+    started = time.perf_counter()
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"the fod run exited with {child.returncode}: {' '.join(command[3:])}")
+    return time.perf_counter() - started, usage.ru_maxrss / 2**20
+
+
+def slab_fit(args: argparse.Namespace, report: Report, shape: tuple[int, int, int], bvals: np.ndarray,
+             bvecs: np.ndarray, mask: np.ndarray, responses: list[np.ndarray], backend: str) -> None:
+    """``--slabs``: the module docstring's rows."""
+    import json
+
+    from worker.provenance import file_sha256
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.workdir or Path(tmp)
+        [dwi] = write_dwi_cohort(folder / "dwi", 1, 1, {"shape": shape, "bvals": bvals, "bvecs": bvecs,
+                                                       "snr": args.snr}, mask)
+        shells = [0.0, *sorted(set(bvals[bvals > 0]))]
+        group = [folder / f"group_{tissue}.txt" for tissue in TISSUES]
+        for path, response in zip(group, responses):
+            write_response(path, response, shells)
+        stem = str(dwi).removesuffix(".nii.gz")
+        modes = {"slabs": (0, {}), "whole": (1 << 62, {"FIBERTENSOR_MAX_JOB_MEMORY_BYTES": str(1 << 40)})}
+        rows, digests = [], {}
+        for round_ in range(args.repeats + 1):
+            for mode, (threshold, variables) in modes.items():
+                out = folder / mode
+                shutil.rmtree(out, ignore_errors=True)
+                out.mkdir()
+                command = [sys.executable, "-c", _WITH_SLAB_THRESHOLD, str(threshold), "fod", str(dwi),
+                           str(out / "sub"), "--bval", f"{stem}.bval", "--bvec", f"{stem}.bvec", "--mask",
+                           f"{stem}_mask.nii.gz", "--response", *map(str, group), "--backend", backend, "--quiet"]
+                wall, rss = _peak_rss_run(command, child_environment(**variables))
+                seconds = json.loads((out / "sub_fod.json").read_text())["seconds"]
+                digests[mode] = file_sha256(out / "sub_wmfod.nii.gz")
+                if round_:
+                    rows.append({"mode": mode, "round": round_, "wall": wall, "read": seconds["read"],
+                                 "fit": seconds["fit"], "rss": rss})
+        same = digests["slabs"] == digests["whole"]
+        for row in rows:
+            row["same"] = "yes" if same else "NO"
+    report.table(f"A fresh fibertensor fod ({backend}) in slabs from a memory map and whole, {shape[0]}×{shape[1]}×"
+                 f"{shape[2]}, {bvals.size} volumes, {int(mask.sum())} mask voxels, .nii.gz", rows,
+                 [Column("mode", "fit"), Column("round", "round", "d"), Column("wall", "wall s", ".2f"),
+                  Column("read", "read s", ".2f"), Column("fit", "fit s", ".2f"), Column("rss", "peak RSS GB", ".2f"),
+                  Column("same", "same WM FOD bytes")],
+                 note="slabs forced (threshold 0); whole with the threshold and FIBERTENSOR_MAX_JOB_MEMORY_BYTES "
+                      "raised; peak RSS of the slab run includes the mapped files' pages")
+
+
 def run(args: argparse.Namespace, report: Report) -> None:
     backends = [b for b in args.backends if b == "cpu" or cuda_available()]
     if backends != args.backends:
@@ -558,6 +632,9 @@ def run(args: argparse.Namespace, report: Report) -> None:
         return
     if args.responses:
         response_estimation(args, report, shape, bvals, bvecs, mask, backends)
+        return
+    if args.slabs:
+        slab_fit(args, report, shape, bvals, bvecs, mask, responses, backends[-1])
         return
     started = time.perf_counter()
     phantom = dwi_phantom(shape, bvals, bvecs, snr=args.snr, seed=args.seed)
