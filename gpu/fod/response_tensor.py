@@ -40,37 +40,83 @@ def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.
     fa : (V,) float64 array
     direction : (V, 3) float64 array
         Unit eigenvector of the eigenvalue largest in magnitude (as tensor2metric), in the
-        scheme's frame.
+        scheme's frame; FA 0 where the weighted normal matrix is not positive definite.
     """
     design = _design(np.asarray(scheme, dtype=np.float64))
     signal = np.asarray(signal)
     fa, direction = np.empty(len(signal)), np.empty((len(signal), 3))
-    # voxels are independent: blocks of them on every core (numpy's passes release the lock)
-    run_in_blocks(_fit_block, (signal, fa, direction), (design,), block_rows=_BLOCK)
+    # voxels are independent: blocks of them on every core (every pass below releases the
+    # interpreter lock; numpy's batched solve does not)
+    run_in_blocks(_fit_block, (signal, fa, direction), (design, _products(design)), block_rows=_BLOCK)
     return fa, direction
 
 
-def _fit_block(signal: np.ndarray, fa: np.ndarray, direction: np.ndarray, design: np.ndarray) -> None:
+def _products(design: np.ndarray) -> np.ndarray:
+    """(n, k(k + 1)/2): each volume's products b_i b_j of the design's columns, i ≥ j, row by
+    row (the lower triangle of b bᵀ)."""
+    rows, columns = np.tril_indices(design.shape[1])
+    return design[:, rows] * design[:, columns]
+
+
+def _cholesky_solve(normal: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """x of normal · x = rhs for every voxel, by Cholesky (as ``dwi2tensor``'s Eigen LLT).
+
+    Parameters
+    ----------
+    normal : (k(k + 1)/2, V) array
+        Each voxel's symmetric positive definite matrix, its lower triangle row by row.
+    rhs : (k, V) array
+
+    Returns
+    -------
+    (k, V) array; NaN where a matrix is not positive definite.
+    """
+    k = rhs.shape[0]
+    lower = [[None] * k for _ in range(k)]
+    entry = 0
+    for i in range(k):
+        for j in range(i + 1):
+            value = normal[entry].copy()
+            for m in range(j):
+                value -= lower[i][m] * lower[j][m]
+            lower[i][j] = np.sqrt(value) if i == j else value / lower[j][j]
+            entry += 1
+    forward = []
+    for i in range(k):
+        value = rhs[i].copy()
+        for m in range(i):
+            value -= lower[i][m] * forward[m]
+        forward.append(value / lower[i][i])
+    x = [None] * k
+    for i in reversed(range(k)):
+        value = forward[i]
+        for m in range(i + 1, k):
+            value = value - lower[m][i] * x[m]
+        x[i] = value / lower[i][i]
+    return np.array(x)
+
+
+def _fit_block(signal: np.ndarray, fa: np.ndarray, direction: np.ndarray, design: np.ndarray,
+               products: np.ndarray) -> None:
     """:func:`tensor_fa_and_direction` of a block of voxels, into its rows of ``fa`` and
-    ``direction``."""
-    # C order whatever the caller's layout, so that the products below are the same bytes
-    signal = np.ascontiguousarray(signal, dtype=np.float64)
+    ``direction``. Voxels along the last axis of every array below, so that each pass over a
+    matrix entry is one contiguous run."""
+    # volume-major whatever the caller's layout, so that the products below are the same bytes
+    signal = np.array(np.asarray(signal, dtype=np.float64).T, order="C")
     # dwi2tensor floors the signal at 1e-6 of the voxel's largest value before the log
-    floor = 1e-6 * signal.max(axis=1, keepdims=True)
+    floor = 1e-6 * signal.max(axis=0)
     signal = np.where(signal < floor, floor, signal)
-    log_signal = np.log(signal)
     weights = signal
-    k = design.shape[1]
-    # (W B)ᵀ (W B) = Σ_n w_n² b_n b_nᵀ for every voxel at once: one matrix product with the
-    # volumes' outer products b_n b_nᵀ, not W B formed voxel by voxel
-    outer = (design[:, :, None] * design[:, None, :]).reshape(len(design), k * k)
-    for _ in range(_ITERATIONS + 1):
-        squared = weights * weights
-        normal = (squared @ outer).reshape(-1, k, k)
-        rhs = (squared * log_signal) @ design  # (W B)ᵀ W log S
-        params = np.linalg.solve(normal, rhs[:, :, None])[:, :, 0]
-        weights = np.exp(params @ design.T)
-    xx, yy, zz, xy, xz, yz = params[:, :6].T
+    with np.errstate(invalid="ignore", divide="ignore"):  # a voxel of zeros: FA 0 below
+        log_signal = np.log(signal)
+        for _ in range(_ITERATIONS + 1):
+            squared = weights * weights
+            # (W B)ᵀ (W B) = Σ_n w_n² b_n b_nᵀ for every voxel at once: one matrix product with
+            # the volumes' outer products, not W B formed voxel by voxel
+            params = _cholesky_solve(products.T @ squared, design.T @ (squared * log_signal))
+            weights = np.exp(design @ params)
+    params = np.where(np.isfinite(params).all(axis=0), params, 0.0)
+    xx, yy, zz, xy, xz, yz = params[:6]
     tensors = np.stack([np.stack([xx, xy, xz], -1), np.stack([xy, yy, yz], -1), np.stack([xz, yz, zz], -1)], -2)
     values, vectors = np.linalg.eigh(tensors)
     numerator = (xx - yy) ** 2 + (yy - zz) ** 2 + (zz - xx) ** 2 + 6 * (xy ** 2 + xz ** 2 + yz ** 2)

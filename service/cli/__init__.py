@@ -44,11 +44,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-# Commands whose work runs in compiled loops, not in numpy's BLAS: one BLAS thread, unless the
-# user chose. OpenBLAS starts a spinning thread per core as numpy loads, which on a 16-core
-# host cost a small job a seventh of its wall time (docs/decisions/blas-threads.md; a batch
-# gives its worker processes their share of the cores: worker.batch).
-ONE_BLAS_THREAD = ("peaks",)
+# Commands whose work runs in compiled loops, kernels, or numpy passes on the process's own
+# threads, not in numpy's BLAS: one BLAS thread, unless the user chose. OpenBLAS starts a
+# spinning thread per core as numpy loads, which on a 16-core host cost a small job a seventh
+# of its wall time, and its threaded products called from every core at once queue for one
+# another (docs/decisions/blas-threads.md; a batch gives its worker processes their share of
+# the cores: worker.batch).
+ONE_BLAS_THREAD = ("peaks", "fod", "response", "fixels")
 # Commands that serve until stopped, where an installed pydantic plugin (observability) may be
 # wanted. Every other command is one run, and pydantic's search of every installed
 # distribution's entry points for plugins, on its first model, cost a small peaks job a tenth

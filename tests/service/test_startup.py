@@ -90,19 +90,21 @@ def test_create_app_imports_no_numba_or_scipy_extensions(tmp_path):
 SERVICE_ONLY = ("fastapi", "starlette", "uvicorn", "celery", "kombu", "redis", "pydantic_settings", "asyncio")
 
 
-def test_a_peaks_command_runs_numpys_blas_on_one_thread_unless_told_otherwise():
-    """OpenBLAS reads OPENBLAS_NUM_THREADS as numpy loads: the peaks command sets it before,
-    where the user has not; other commands leave it (a batch sets its worker processes')."""
+def test_one_run_voxel_commands_run_numpys_blas_on_one_thread_unless_told_otherwise():
+    """OpenBLAS reads OPENBLAS_NUM_THREADS as numpy loads: the peaks, fod, response and fixels
+    commands set it before, where the user has not; other commands leave it (a batch sets its
+    worker processes')."""
     probe = ("import os\ntry:\n    from service.cli import main; main({!r})\nexcept SystemExit:\n    pass\n"
              "print(os.environ.get('OPENBLAS_NUM_THREADS'))")
     environ = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
     seen = []
     for args, extra in ((["peaks", "--help"], {}), (["batch", "peaks", "--help"], {}), (["compress", "--help"], {}),
-                        (["batch", "fod", "--help"], {}), (["peaks", "--help"], {"OPENBLAS_NUM_THREADS": "3"})):
+                        (["batch", "fod", "--help"], {}), (["fod", "--help"], {}), (["response", "--help"], {}),
+                        (["peaks", "--help"], {"OPENBLAS_NUM_THREADS": "3"})):
         done = subprocess.run([sys.executable, "-c", probe.format(args)], cwd=ROOT, capture_output=True, text=True,
                               check=True, env={**environ, **extra, "PYTHONPATH": str(ROOT)})
         seen.append(done.stdout.split()[-1])
-    assert seen == ["1", "None", "None", "None", "3"]
+    assert seen == ["1", "None", "None", "None", "1", "1", "3"]
 
 
 def test_one_run_commands_skip_pydantics_plugin_search_unless_told_otherwise():

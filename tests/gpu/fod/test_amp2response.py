@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -62,6 +66,30 @@ def test_tensor_fa_and_direction_match_mrtrix(small_64d_case):
     np.testing.assert_allclose(fa, case.image("fa.mif").ravel(), atol=1e-6)
     theirs = case.image("vec.mif").reshape(-1, 3)
     np.testing.assert_allclose(np.abs(np.sum(direction * theirs, axis=1)), 1.0, atol=1e-6)
+
+
+def test_tensor_fit_is_the_same_bytes_whatever_blas_threads():
+    """The CLI runs numpy's BLAS on one thread and a service worker on every core: the fit's
+    products must not round differently (the FA thresholds pick the response voxels)."""
+    code = ("import hashlib, numpy as np; from gpu.fod.phantom import dwi_phantom, shell_scheme; "
+            "from gpu.fod.response_tensor import tensor_fa_and_direction; "
+            "bvals, bvecs = shell_scheme(2, ((1000, 20), (2000, 20))); "
+            "dwi = dwi_phantom((12, 12, 60), bvals, bvecs, seed=3)['dwi'].reshape(-1, 42); "
+            "fa, v = tensor_fa_and_direction(dwi, np.column_stack([bvecs, bvals])); "
+            "print(hashlib.sha256(fa.tobytes() + v.tobytes()).hexdigest())")
+    digests = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "OPENBLAS_NUM_THREADS": threads},
+                              capture_output=True, text=True, check=True).stdout for threads in ("1", "2", "4")}
+    assert len(digests) == 1
+
+
+def test_tensor_fit_of_a_degenerate_voxel_is_zero_fa():
+    """A voxel whose weighted normal matrix is singular (every volume zero) gets FA 0, not an
+    error or NaN: its neighbours' fits stand."""
+    bvals, bvecs = (np.r_[0, np.full(12, 1000.0)], np.r_[[[0, 0, 0]], np.eye(3).repeat(4, axis=0)])
+    signal = np.ones((3, 13))
+    signal[1] = 0
+    fa, direction = tensor_fa_and_direction(signal, np.column_stack([bvecs, bvals]))
+    assert fa[1] == 0 and np.isfinite(direction).all()
 
 
 def test_shells_match_mrinfo(small_64d_case):
