@@ -46,7 +46,7 @@ def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.
     signal = np.asarray(signal)
     fa, direction = np.empty(len(signal)), np.empty((len(signal), 3))
     # voxels are independent: blocks of them on every core (every pass below releases the
-    # interpreter lock; numpy's batched solve does not)
+    # interpreter lock; numpy's batched solve does not: docs/decisions/response-tensor-fit.md)
     run_in_blocks(_fit_block, (signal, fa, direction), (design, _products(design)), block_rows=_BLOCK)
     return fa, direction
 
@@ -111,10 +111,13 @@ def _fit_block(signal: np.ndarray, fa: np.ndarray, direction: np.ndarray, design
         log_signal = np.log(signal)
         for _ in range(_ITERATIONS + 1):
             squared = weights * weights
-            # (W B)ᵀ (W B) = Σ_n w_n² b_n b_nᵀ for every voxel at once: one matrix product with
-            # the volumes' outer products, not W B formed voxel by voxel
-            params = _cholesky_solve(products.T @ squared, design.T @ (squared * log_signal))
-            weights = np.exp(design @ params)
+            # (W B)ᵀ (W B) = Σ_n w_n² b_n b_nᵀ for every voxel at once: one product with the
+            # volumes' outer products, not W B formed voxel by voxel. numpy's own loops, not
+            # BLAS: a BLAS with a thread per core, called from every core at once, took twice
+            # as long, and its rounding may follow its thread count
+            params = _cholesky_solve(np.einsum("ne,nv->ev", products, squared),
+                                     np.einsum("nk,nv->kv", design, squared * log_signal))
+            weights = np.exp(np.einsum("nk,kv->nv", design, params))
     params = np.where(np.isfinite(params).all(axis=0), params, 0.0)
     xx, yy, zz, xy, xz, yz = params[:6]
     tensors = np.stack([np.stack([xx, xy, xz], -1), np.stack([xy, yy, yz], -1), np.stack([xz, yz, zz], -1)], -2)
