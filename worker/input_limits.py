@@ -148,13 +148,15 @@ def check_job_inputs(kind: JobKind, files: Mapping[str, Path], params: BaseModel
     needed = job_memory_bytes(kind, files, params, headers, validated)
     limit = limits.max_job_memory_bytes
     if needed > limit:
+        advice = kind.memory_advice(params, validated, limit) if kind.memory_advice is not None else None
         raise InputTooLarge(
             "Job too large for memory",
             f"this {kind.name} job needs about {needed / 2**30:.1f} GiB of memory "
             f"({needed} bytes), more than this server's limit of "
-            f"{limit / 2**30:.1f} GiB (FIBERTENSOR_MAX_JOB_MEMORY_BYTES); crop the volume "
-            "(e.g. to the brain mask's bounding box: mrgrid … crop -mask), split it into slabs, "
-            "or ask the operator to raise the limit",
+            f"{limit / 2**30:.1f} GiB (FIBERTENSOR_MAX_JOB_MEMORY_BYTES); "
+            + (advice or "crop the volume (e.g. to the brain mask's bounding box: mrgrid … crop -mask), split it "
+               "into slabs")
+            + ", or ask the operator to raise the limit",
         )
     inflated: dict[str, InflatedInput] = {}
     try:

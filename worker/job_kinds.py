@@ -87,7 +87,9 @@ class JobKind:
     writes result files into ``ctx.out_dir`` (through a temporary name and a rename) and
     returns their paths, sidecar included. ``memory_bytes(inputs, params, validated)``, with
     ``validated`` what ``validate`` returned for them, is the most memory the run holds at
-    once; a job above the service's limit is refused before it is queued.
+    once; a job above the service's limit is refused before it is queued, with
+    ``memory_advice(params, validated, limit)``'s way round it where the kind has one (else: crop the
+    volume, or ask for a higher limit).
     """
 
     name: str
@@ -98,6 +100,7 @@ class JobKind:
     run: Callable[[JobContext], list[Path]]
     result_names: tuple[str, ...] = field(default=())
     memory_bytes: Callable[[dict[str, Path], BaseModel, object], int] | None = None
+    memory_advice: Callable[[BaseModel, object, int], str | None] | None = None
 
 
 def job_kinds() -> dict[str, JobKind]:

@@ -120,6 +120,41 @@ def test_cli_refuses_peaks_options_as_the_peaks_command_does(phantom, tmp_path, 
     assert not list(tmp_path.glob("o*"))
 
 
+def test_a_job_too_large_for_memory_is_told_its_way_round(phantom, tmp_path, capsys, monkeypatch):
+    """Above the memory limit, a fod job without responses is told to estimate them apart (the
+    estimation holds the whole DWI; a fit from given responses runs in slabs), a response job
+    to estimate on the DWI before upsampling, and a fod job whose peaks step tips it over to
+    run peaks apart; each refused from its headers, leaving nothing."""
+    from dataclasses import replace
+
+    from worker.jobs.fod import fod_memory_bytes, plan_fod
+    from worker.params.fod import FodParams
+
+    p = phantom["paths"]
+    gradients = ["--bval", str(p["bval"]), "--bvec", str(p["bvec"])]
+    plan = plan_fod(p["dwi"], FodParams(peaks=True), bval=p["bval"], bvec=p["bvec"],
+                    responses={t: p[t] for t in ("wm", "gm", "csf")})
+    limit = max(fod_memory_bytes(replace(plan, peaks_bytes=0)), plan.peaks_bytes)
+    assert limit < fod_memory_bytes(plan)
+    monkeypatch.setenv("FIBERTENSOR_MAX_JOB_MEMORY_BYTES", str(limit))
+    out = tmp_path / "out"
+    out.mkdir()
+    for argv, advice in (
+            (["fod", str(p["dwi"]), f"{out}/a", *gradients],
+             "; estimate the responses first, with a response job on this DWI before it was upsampled or on a crop "
+             "of it (responses need no more), and give them: from given responses a DWI too large to hold is fitted "
+             "a slab at a time, or ask the operator to raise the limit"),
+            (["response", str(p["dwi"]), f"{out}/b", *gradients],
+             "; estimate the responses on this DWI before it was upsampled, or on a crop of it to the brain"),
+            (["fod", str(p["dwi"]), f"{out}/c", *gradients, "--peaks", "--response", str(p["wm"]), str(p["gm"]),
+              str(p["csf"])],
+             "; leave out peaks and run a peaks job on the written WM FOD, or ask the operator")):
+        assert main(argv) == 2
+        error = capsys.readouterr().err
+        assert "Job too large for memory" in error and advice in error, error
+    assert not any(out.iterdir())
+
+
 def _form(paths, **slots):
     return {slot: (path.name, path.read_bytes()) for slot, path in {**paths, **slots}.items()}
 

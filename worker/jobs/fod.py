@@ -16,6 +16,7 @@ across inputs (:mod:`worker.jobs.fod_stages`) in a row, after the header checks 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -69,6 +70,18 @@ def _memory(inputs: dict[str, Path], params: FodParams, plan: FodPlan | None = N
     return fod_memory_bytes(plan or _validate(inputs, params))
 
 
+def _memory_advice(params: FodParams, plan: FodPlan, limit: int) -> str | None:
+    """Response estimation needs the whole brain in memory; a fit from given responses reads a
+    DWI too large to hold a slab at a time. The peaks step holds the whole grid's FOD."""
+    if not plan.responses:
+        return ("estimate the responses first, with a response job on this DWI before it was upsampled or on "
+                "a crop of it (responses need no more), and give them: from given responses a DWI too large "
+                "to hold is fitted a slab at a time")
+    if plan.peaks_bytes and fod_memory_bytes(replace(plan, peaks_bytes=0)) <= limit and plan.peaks_bytes <= limit:
+        return "leave out peaks and run a peaks job on the written WM FOD"
+    return None
+
+
 def _run(ctx: JobContext) -> list[Path]:
     sidecar = run_fod(ctx.inputs["dwi"], ctx.out_dir, ctx.params, **_fod_inputs(ctx.inputs), uploaded=ctx.uploaded,
                       fixel_archive=True, check_cancelled=ctx.check_cancelled)
@@ -91,6 +104,7 @@ JOB_KINDS = [
         inputs=DWI_SLOTS + _RESPONSE_SLOTS,
         validate=_validate,
         memory_bytes=_memory,
+        memory_advice=_memory_advice,
         run=_run,
         result_names=("wmfod.nii.gz", "gm.nii.gz", "csf.nii.gz", "fod.json"),
     ),

@@ -190,6 +190,11 @@ def _memory(inputs: dict[str, Path], params: ResponseParams, plan=None) -> int:
     return response_memory_bytes(plan or _validate(inputs, params), params.algorithm)
 
 
+def _memory_advice(params: ResponseParams, plan, limit: int) -> str:
+    return ("estimate the responses on this DWI before it was upsampled, or on a crop of it to the brain "
+            "(mrgrid … crop -mask): they need no more")
+
+
 def _run(ctx: JobContext) -> list[Path]:
     ctx.check_cancelled()
     sidecar = run_response(ctx.inputs["dwi"], ctx.out_dir, ctx.params, **_dwi_inputs(ctx.inputs),
@@ -207,6 +212,7 @@ RESPONSE_KIND = JobKind(
     inputs=DWI_SLOTS,
     validate=_validate,
     memory_bytes=_memory,
+    memory_advice=_memory_advice,
     run=_run,
     result_names=("wm.txt", "gm.txt", "csf.txt", "voxels.nii.gz", "response.json"),
 )
