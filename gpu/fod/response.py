@@ -13,11 +13,15 @@ R_l being the rotational harmonics. The signal of volume v of shell s is then
 
 from __future__ import annotations
 
+import math
+from typing import Sequence
+
 import numpy as np
 
 from gpu.sh_basis import n_coeffs, real_sh_matrix, sh_degrees_orders
 
-__all__ = ["sh_matrix", "trim_response", "response_lmax", "rotational_harmonics", "convolution_matrix"]
+__all__ = ["sh_matrix", "trim_response", "response_lmax", "rotational_harmonics", "convolution_matrix",
+           "mean_response"]
 
 
 def sh_matrix(directions: np.ndarray, lmax: int) -> np.ndarray:
@@ -60,6 +64,38 @@ def response_lmax(response: np.ndarray) -> int:
     """The SH degree of a trimmed response: 2 (n_l − 1), 0 for an empty one."""
     n = response.shape[-1]
     return 2 * (n - 1) if n else 0
+
+
+def mean_response(responses: Sequence[np.ndarray]) -> np.ndarray:
+    """The group's response, as MRtrix3's ``responsemean`` (its default, not ``-legacy``):
+    each response scaled by the geometric mean over shells of (the group's mean l = 0 term ÷
+    its own), then averaged, so that subjects whose signal is globally brighter or darker
+    shape the group's response without weighting it.
+
+    Parameters
+    ----------
+    responses : sequence of (n_shells, n_l) arrays
+        The subjects' responses, each the same shape, every l = 0 term positive.
+
+    Returns
+    -------
+    (n_shells, n_l) float64 array
+    """
+    matrices = [np.atleast_2d(np.asarray(r, np.float64)) for r in responses]
+    if not matrices or matrices[0].ndim != 2 or any(m.shape != matrices[0].shape for m in matrices):
+        raise ValueError("responses of one shape, (n_shells, n_l), are needed")
+    stack = np.asarray(matrices)
+    lzero = stack[:, :, 0]
+    if not (np.isfinite(stack).all() and (lzero > 0).all()):
+        raise ValueError("every response needs finite coefficients and a positive l = 0 term on every shell")
+    # responsemean's operations, term by term in the subjects' order: the same bytes
+    mean_lzero = [sum(float(subject[row]) for subject in lzero) / len(stack) for row in range(stack.shape[1])]
+    total = np.zeros(stack.shape[1:])
+    for subject, own in zip(stack, lzero):
+        logs = [math.log(mean / value) for mean, value in zip(mean_lzero, own.tolist())]
+        multiplier = math.exp(sum(logs) / stack.shape[1])
+        total = total + multiplier * subject
+    return total / len(stack)
 
 
 def rotational_harmonics(zonal: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """``fibertensor bids BIDS_DIR OUTPUT_DIR participant``: peaks of a BIDS-derivatives
 dataset of FODs (:mod:`worker.bids`), here or on a service (``--server``), or FODs, peaks
-and fixels of a dataset's DWIs (:mod:`worker.bids_dwi`), as a BIDS App."""
+and fixels of a dataset's DWIs (:mod:`worker.bids_dwi`), as a BIDS App; ``group``: the
+participants' mean responses (:mod:`worker.bids_group`)."""
 
 from __future__ import annotations
 
@@ -37,11 +38,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(fibertensor batch fod; responses estimated per DWI), written as ..._model-msmtcsd_param-fod_label-WM_"
         "desc-fod_dwimap (GM, CSF) and ..._model-msmtcsd_label-WM_response.txt (GM, CSF), with the peaks of each "
         "WM FOD from the FOD in memory (fibertensor batch fod --peaks), then, with --fixels, its fixel directory "
-        "..._param-fixels_label-WM_desc-fixels_dwimap.",
+        "..._param-fixels_label-WM_desc-fixels_dwimap. The group level averages the responses the participant "
+        "level estimated, as MRtrix3's responsemean, into OUTPUT_DIR/model-msmtcsd_label-WM_desc-groupmean_response.txt "
+        "(GM, CSF): give them to a second participant run with --response, as fixel-based analysis does.",
     )
     bids.add_argument("bids_dir", type=Path, metavar="BIDS_DIR", help="the dataset holding the FODs")
     bids.add_argument("output_dir", type=Path, metavar="OUTPUT_DIR", help="where the derivatives dataset is written")
-    bids.add_argument("analysis_level", choices=["participant"], help="participant: one job per subject and session")
+    bids.add_argument("analysis_level", choices=["participant", "group"],
+                      help="participant: one job per subject and session; group: the mean of the responses the "
+                      "participant level estimated")
     bids.add_argument("--participant-label", nargs="+", metavar="LABEL",
                       help="only these participants (01 or sub-01; default: all)")
     bids.add_argument("--session-label", nargs="+", metavar="LABEL", help="only these sessions (default: all)")
@@ -89,6 +94,8 @@ def _bids(args: argparse.Namespace) -> int:
         raise CommandError("--processes must be at least 1")
     log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr))
     try:
+        if args.analysis_level == "group":
+            return _group(args)
         if args.source == "dwi" or (args.source == "auto" and not _has_fods(args)):
             return _from_dwis(args, params, log)
         if (args.fixels or args.response or option_values(FodParams, args, "fod_")
@@ -109,6 +116,23 @@ def _bids(args: argparse.Namespace) -> int:
     except InputError as exc:
         raise CommandError(exc.detail) from None
     return _summary(args, results, "FODs")
+
+
+def _group(args: argparse.Namespace) -> int:
+    """The group level: the participants' responses averaged (:func:`worker.bids_group.group_responses`)."""
+    from worker.bids_group import group_responses
+
+    given = [f"--{name.replace('_', '-')}" for name in ("response", "fixels", "server", "gpus", "processes")
+             if getattr(args, name)]
+    if (given or args.source != "auto" or option_values(PeaksParams, args) or option_values(FodParams, args, "fod_")
+            or option_values(FixelsParams, args, "fixels_")):
+        raise CommandError("the group level averages the participants' responses and takes --participant-label and "
+                           "--session-label alone; give the other options to the participant level")
+    written = group_responses(args.output_dir, args.participant_label, args.session_label)
+    if not args.quiet:
+        for path, count in written.items():
+            print(f"{path}: the mean of {count} responses")
+    return 0
 
 
 def _summary(args: argparse.Namespace, results: dict, inputs: str) -> int:

@@ -53,9 +53,11 @@ def test_errors_say_what_to_fix(tmp_path, capsys):
     assert "no FOD image of participants 07" in line and "looked for" in line and "_desc-wmfod_" in line
     line = cli_error(["bids", root, tmp_path / "out", "participant", "--metrics", "fa"], capsys)
     assert line.startswith("fibertensor: error: --metrics value 1:")
+    line = cli_error(["bids", root, tmp_path / "out", "group"], capsys)
+    assert line.endswith("is no folder; give the OUTPUT_DIR of a participant run from DWIs")
     with pytest.raises(SystemExit):
-        main(["bids", str(root), str(tmp_path / "out"), "group"])
-    assert "invalid choice: 'group'" in capsys.readouterr().err
+        main(["bids", str(root), str(tmp_path / "out"), "dataset"])
+    assert "invalid choice: 'dataset'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
