@@ -6,6 +6,7 @@ on one multi-shell phantom, in one run.
     python3 -m bench.fod --solver-only [--shape X Y Z] [--b0 N] [--shells B:N ...] [--repeats N]
                          [--check-voxels N] [--csd]
     python3 -m bench.fod --cohort N [--distinct D] [--gpus 0 0,1] [--processes-per-gpu P] [--peaks]
+                         [--estimate-responses]
                          [--shape X Y Z] [--b0 N] [--shells B:N ...]
     python3 -m bench.fod --slabs [--shape X Y Z] [--b0 N] [--shells B:N ...] [--backends cpu cuda] [--repeats N]
     python3 -m bench.fod --responses [--shape X Y Z] [--b0 N] [--shells B:N ...] [--backends cpu cuda]
@@ -31,8 +32,9 @@ per-voxel relative L2); no dwi2fod, no files.
 ``--cohort N`` runs the cohort batch instead: N subjects (``--distinct`` phantoms of their own
 noise seeds, the other subjects links to them), each a ``.nii.gz`` DWI with its ``.bval``,
 ``.bvec`` and ellipsoid mask beside it as ``fibertensor batch fod`` finds them, all given the
-phantom's responses as group responses, through ``worker.batch.run_batch`` (what ``fibertensor
-batch fod [--peaks] --gpus G`` runs) once per ``--gpus`` value: subjects per second over the
+phantom's responses as group responses (with ``--estimate-responses`` each subject's estimated,
+as ``fibertensor bids --from dwi`` does by default), through ``worker.batch.run_batch`` (what
+``fibertensor batch fod [--peaks] --gpus G`` runs) once per ``--gpus`` value: subjects per second over the
 whole run, each run against the first, the GPUs' busy share, the host's cores and the mean
 seconds per subject of reading, fitting and writing. (Not the steady rate of
 :mod:`bench.batch`: the fit is GPU work, its processes share the GPU and finish together.)
@@ -135,6 +137,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes-per-gpu", type=int,
                         help="--cohort: worker processes per GPU (default: fibertensor batch fod's)")
     parser.add_argument("--peaks", action="store_true", help="--cohort: each WM FOD's peaks too (batch fod --peaks)")
+    parser.add_argument("--estimate-responses", action="store_true",
+                        help="--cohort: each subject's responses estimated (dhollander), as fibertensor bids --from dwi "
+                             "does by default, instead of the group responses given")
     parser.add_argument("--responses", action="store_true",
                         help="time response estimation (ours on each backend, dwi2response where on PATH) instead")
     parser.add_argument("--slabs", action="store_true",
@@ -483,8 +488,8 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
             processes = args.processes_per_gpu or default_processes(len(devices), "fod")
             out = folder / f"out-{gpus}"
             out.mkdir(parents=True, exist_ok=True)
-            result = run_local(fod_items(inputs, out, group), params, devices, processes,
-                               folder / f"nvidia-smi-{gpus}.csv")
+            items = fod_items(inputs, out, () if args.estimate_responses else group)
+            result = run_local(items, params, devices, processes, folder / f"nvidia-smi-{gpus}.csv")
             utilization, per_gpu = gpu_utilization.describe_utilization(result["gpu_utilization"], devices)
             rows.append({"run": f"{len(devices)} GPU(s) ({gpus}), {processes} process(es) each",
                          "wall_s": result["wall"], "per_s": result["rates"][0] / 3600,
@@ -494,7 +499,8 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
             Report.progress(f"{rows[-1]['run']}: {result['wall']:.1f} s")
             shutil.rmtree(out, ignore_errors=True)
     report.table(
-        f"Cohort batch, DWI to FODs{' and peaks' if args.peaks else ''}: {args.cohort} subjects "
+        f"Cohort batch, DWI to {'responses, ' if args.estimate_responses else ''}FODs"
+        f"{' and peaks' if args.peaks else ''}: {args.cohort} subjects "
         f"{'×'.join(map(str, shape))} × {bvals.size} volumes ({int(mask.sum())} mask voxels), .nii.gz, backend "
         f"{params.backend}", rows,
         [Column("run", "run"), Column("wall_s", "wall s", ".1f"), Column("per_s", "subjects/s", ".2f"),
