@@ -1,6 +1,7 @@
 """CUDA backend of CSD and MSMT-CSD: the kernels of :mod:`gpu.fod.kernels_cuda` (one voxel
 per warp, float64, the CPU solvers' steps) over the voxels in chunks, so that device memory
-stays bounded whatever the image. Voxels a kernel leaves to the CPU (an active set beyond
+stays bounded whatever the image; and of response estimation's tensor fit
+(:mod:`gpu.fod.tensor_kernel_cuda`). Voxels a kernel leaves to the CPU (an active set beyond
 its cap, non-finite values) are solved by :mod:`gpu.fod.backend_cpu`: every voxel's result
 is the CPU solver's math.
 
@@ -21,7 +22,7 @@ from gpu.fod import kernel_layout
 from gpu.fod.csd_problem import CsdProblem
 from gpu.fod.msmt_problem import MsmtProblem, constraint_gram
 
-__all__ = ["msmt_csd_cuda", "csd_cuda", "K_MAX", "CHUNK_VOXELS", "KERNELS"]
+__all__ = ["msmt_csd_cuda", "csd_cuda", "tensor_fit_cuda", "K_MAX", "CHUNK_VOXELS", "KERNELS"]
 
 #: Active constraints an MSMT-CSD voxel may hold on the GPU; one needing more is solved on
 #: the CPU. Chosen from the active-set sizes measured (docs/decisions/fod-warp-per-voxel.md).
@@ -33,12 +34,16 @@ CHUNK_VOXELS = 1 << 16
 
 def _dispatcher(name: str):
     """numba's dispatcher of kernel ``name`` (imports numba and compiles or loads it)."""
+    if name == "tensor_kernel":
+        from gpu.fod import tensor_kernel_cuda
+
+        return tensor_kernel_cuda.tensor_kernel
     from gpu.fod import kernels_cuda
 
     return getattr(kernels_cuda, name)
 
 
-#: The CSD and MSMT-CSD kernels, their cubins keyed by this package's sources.
+#: The CSD, MSMT-CSD and tensor fit kernels, their cubins keyed by this package's sources.
 KERNELS = KernelFamily(Path(__file__).parent.glob("*.py"), _dispatcher)
 
 
@@ -125,3 +130,28 @@ def csd_cuda(problem: CsdProblem, signals: np.ndarray,
     constants = (api.to_device(problem.init), api.to_device(problem.Q), api.to_device(np.ascontiguousarray(problem.QtQ)),
                  api.to_device(problem.P), problem.threshold, problem.max_iterations)
     return _solve_in_chunks(kernels, "csd_kernel", shared, signals, nf, constants, chunk_voxels)
+
+
+#: Voxels per tensor fit launch (a thread each), so that device memory stays bounded.
+TENSOR_CHUNK_VOXELS = 1 << 18
+_TENSOR_THREADS = 128
+
+
+def tensor_fit_cuda(signals: np.ndarray, design: np.ndarray, products: np.ndarray,
+                    iterations: int) -> np.ndarray:
+    """The tensor fit's parameters (V, 7) of ``signals`` (V, n) on the GPU
+    (:mod:`gpu.fod.tensor_kernel_cuda`): the CPU's :func:`gpu.fod.response_tensor._fit_block`
+    to rounding, NaN where it gives non-finite ones."""
+    signals = _signals(signals)
+    kernels = KERNELS.kernels(lambda: ("the tensor fit CUDA kernel", None))
+    api, kernel = kernels.api, kernels["tensor_kernel"]
+    constants = (api.to_device(np.ascontiguousarray(design, np.float64)),
+                 api.to_device(np.ascontiguousarray(products, np.float64)), int(iterations))
+    params = api.pinned_array((signals.shape[0], design.shape[1]), np.float64)
+    for start in range(0, signals.shape[0], TENSOR_CHUNK_VOXELS):
+        stop = min(signals.shape[0], start + TENSOR_CHUNK_VOXELS)
+        d_params = api.device_array((stop - start, design.shape[1]), np.float64)
+        blocks = (stop - start + _TENSOR_THREADS - 1) // _TENSOR_THREADS
+        kernel[blocks, _TENSOR_THREADS](api.to_device(signals[start:stop]), *constants, d_params)
+        d_params.copy_to_host(params[start:stop])
+    return params

@@ -160,7 +160,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
     sfwm, gm, csf : float
         Percentages of refined WM, GM and CSF selected (``-sfwm``, ``-gm``, ``-csf``).
     backend : {"cpu", "cuda", "auto"}
-        Where the single-fibre WM step's CSD runs.
+        Where the tensor fit and the single-fibre WM step's CSD run.
 
     Returns
     -------
@@ -196,7 +196,7 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
 
     fa_map = np.zeros(mask.shape, dtype=np.float32)
     vectors = np.zeros(mask.shape + (3,))
-    fa_map[safe], vectors[safe] = tensor_fa_and_direction(masked_rows(dwi, safe), scheme)
+    fa_map[safe], vectors[safe] = tensor_fa_and_direction(masked_rows(dwi, safe), scheme, backend)
 
     # crude segmentation
     crude_wm = safe & (fa_map > fa)

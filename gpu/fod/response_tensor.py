@@ -25,7 +25,8 @@ def _design(scheme: np.ndarray) -> np.ndarray:
                             np.ones(len(b))])
 
 
-def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray,
+                            backend: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """FA and principal eigenvector of each voxel's tensor.
 
     Parameters
@@ -34,6 +35,9 @@ def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.
         DWI signal of V voxels.
     scheme : (n, 4) array
         MRtrix gradient scheme (directions in scanner space).
+    backend : {"cpu", "cuda", "auto"}
+        Where the fit runs (:mod:`gpu.fod.tensor_kernel_cuda` on a GPU); the FA and
+        eigenvectors of its parameters on the host's cores either way.
 
     Returns
     -------
@@ -42,12 +46,21 @@ def tensor_fa_and_direction(signal: np.ndarray, scheme: np.ndarray) -> tuple[np.
         Unit eigenvector of the eigenvalue largest in magnitude (as tensor2metric), in the
         scheme's frame; FA 0 where the weighted normal matrix is not positive definite.
     """
+    from gpu.cuda.backend import resolve_backend
+
     design = _design(np.asarray(scheme, dtype=np.float64))
+    products = _products(design)
     signal = np.asarray(signal)
     fa, direction = np.empty(len(signal)), np.empty((len(signal), 3))
     # voxels are independent: blocks of them on every core (every pass below releases the
     # interpreter lock; numpy's batched solve does not: docs/decisions/response-tensor-fit.md)
-    run_in_blocks(_fit_block, (signal, fa, direction), (design, _products(design)), block_rows=_BLOCK)
+    if resolve_backend(backend) == "cuda":
+        from gpu.fod.backend_cuda import tensor_fit_cuda
+
+        params = tensor_fit_cuda(signal, design, products, _ITERATIONS)
+        run_in_blocks(_metrics_block, (params, fa, direction), block_rows=_BLOCK)
+    else:
+        run_in_blocks(_fit_block, (signal, fa, direction), (design, products), block_rows=_BLOCK)
     return fa, direction
 
 
@@ -118,8 +131,14 @@ def _fit_block(signal: np.ndarray, fa: np.ndarray, direction: np.ndarray, design
             params = _cholesky_solve(np.einsum("ne,nv->ev", products, squared),
                                      np.einsum("nk,nv->kv", design, squared * log_signal))
             weights = np.exp(np.einsum("nk,kv->nv", design, params))
-    params = np.where(np.isfinite(params).all(axis=0), params, 0.0)
-    xx, yy, zz, xy, xz, yz = params[:6]
+    _metrics_block(params.T, fa, direction)
+
+
+def _metrics_block(params: np.ndarray, fa: np.ndarray, direction: np.ndarray) -> None:
+    """FA and principal eigenvector (``fa`` (B,), ``direction`` (B, 3)) of a block of fitted
+    parameters ``params`` (B, 7); FA 0 where they are not finite."""
+    params = np.where(np.isfinite(params).all(axis=1, keepdims=True), params, 0.0)
+    xx, yy, zz, xy, xz, yz = params[:, :6].T
     tensors = np.stack([np.stack([xx, xy, xz], -1), np.stack([xy, yy, yz], -1), np.stack([xz, yz, zz], -1)], -2)
     values, vectors = np.linalg.eigh(tensors)
     numerator = (xx - yy) ** 2 + (yy - zz) ** 2 + (zz - xx) ** 2 + 6 * (xy ** 2 + xz ** 2 + yz ** 2)

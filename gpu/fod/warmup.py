@@ -1,4 +1,5 @@
-"""Compile the CSD and MSMT-CSD kernels a backend uses into numba's on-disk cache.
+"""Compile the CSD and MSMT-CSD kernels a backend uses (and on a GPU, response estimation's
+tensor fit) into numba's on-disk cache.
 
 The warm-up goes through :func:`gpu.fod.msmt_csd` and :func:`gpu.fod.csd` themselves on a
 few phantom voxels, so the kernels see the argument types of a real run; the solvers'
@@ -19,6 +20,7 @@ import numpy as np
 from gpu.ahead_of_time import numba_only
 from gpu.fod.deconvolution import csd, msmt_csd
 from gpu.fod.phantom import dwi_phantom, shell_scheme, tissue_responses
+from gpu.fod.response_tensor import tensor_fa_and_direction
 
 __all__ = ["warm_up_fod"]
 
@@ -26,7 +28,8 @@ __all__ = ["warm_up_fod"]
 def warm_up_fod(backend: str = "cpu", log: Callable[[str], None] = lambda message: None) -> float:
     """Compile (or load) the ``backend`` (cpu|cuda) CSD and MSMT-CSD kernels; returns the
     seconds it took, about zero where the cache was already warm. For cuda, the CPU
-    MSMT-CSD loop too: the CUDA backend solves there the voxels its kernel hands back."""
+    MSMT-CSD loop too (the CUDA backend solves there the voxels its kernel hands back), and
+    the tensor fit's kernel."""
     bvals, bvecs = shell_scheme(2, ((1000, 30), (2000, 30)))
     dwi = dwi_phantom((3, 1, 1), bvals, bvecs, snr=None)["dwi"]
     # the CUDA kernels are compiled for the signals' type: float32, as jobs read every DWI,
@@ -40,6 +43,8 @@ def warm_up_fod(backend: str = "cpu", log: Callable[[str], None] = lambda messag
             csd(signals, bvals, bvecs, wm[-1], backend=backend)
         if backend == "cuda":
             msmt_csd(dwi, bvals, bvecs, [wm, gm, csf], backend="cpu")
+            # response estimation's tensor fit, on the float32 signals a job reads
+            tensor_fa_and_direction(dwis[0].reshape(-1, bvals.size), np.column_stack([bvecs, bvals]), backend)
     seconds = time.perf_counter() - started
     log(f"fod: CSD and MSMT-CSD ({backend}): {seconds:.1f} s")
     return seconds
