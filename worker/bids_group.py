@@ -34,11 +34,6 @@ _RESPONSE = re.compile(r"^sub-(?P<sub>[a-zA-Z0-9]+)(?:_ses-(?P<ses>[a-zA-Z0-9]+)
 _TISSUES = ("WM", "GM", "CSF")
 
 
-def _group_name(model: str, tissue: str) -> str:
-    """The group response's file name for a model (``msmtcsd``, ``csd``) and tissue label."""
-    return f"model-{model}_label-{tissue}_desc-groupmean_response.txt"
-
-
 def _participant_responses(output_dir: Path, participants: set[str] | None,
                            sessions: set[str] | None) -> dict[tuple[str, str], list[Path]]:
     """The participant level's response files by (model, tissue), in sorted path order."""
@@ -68,7 +63,7 @@ def group_responses(output_dir: Path, participant_labels: Iterable[str] | None =
         raise InputError("No participant responses", f"no sub-*/[ses-*/]dwi/*_model-*_label-*_response.txt in "
                          f"{str(output_dir)!r}: run the participant level from DWIs without --response first "
                          "(it estimates each DWI's responses), then the group level")
-    written = {}
+    means = []
     for (model, tissue), paths in sorted(found.items(), key=lambda item: (item[0][0], _TISSUES.index(item[0][1]))):
         responses, shells = [], []
         for path in paths:
@@ -83,10 +78,13 @@ def group_responses(output_dir: Path, participant_labels: Iterable[str] | None =
             shells.append(bvalues)
         bvalues = _common_shells(paths, shells)
         try:
-            mean = mean_response(responses)
+            means.append((model, tissue, paths, mean_response(responses), bvalues))
         except ValueError as exc:
             raise InputError("Responses cannot be averaged", f"{model} {tissue}: {exc}") from None
-        target = Path(output_dir) / _group_name(model, tissue)
+    # written once every tissue's inputs agree: a refused group level leaves no file
+    written = {}
+    for model, tissue, paths, mean, bvalues in means:
+        target = Path(output_dir) / f"model-{model}_label-{tissue}_desc-groupmean_response.txt"
         write_response(target, mean, bvalues)
         write_json_atomic(target.with_suffix(".json"), {
             "Description": f"{tissue} response function of the group: the mean of {len(paths)} participants' "

@@ -79,17 +79,25 @@ def test_group_level_of_selected_participants(tmp_path, capsys):
                      "with the same shells"),
     ("options", "the group level averages the participants' responses and takes --participant-label and "
                 "--session-label alone"),
+    ("a CSF response without signal", "msmtcsd CSF: every response needs finite coefficients and a positive l = 0 "
+                                      "term on every shell"),
 ])
 def test_group_level_errors_say_what_to_fix(tmp_path, capsys, case, message):
     out = tmp_path / "derivatives"
     out.mkdir()
-    if case != "empty":
+    if case == "a CSF response without signal":
+        write_participant_responses(out)
+        path = out / "sub-01/dwi/sub-01_model-msmtcsd_label-CSF_response.txt"
+        response, shells = read_response(path)
+        response[2, 0] = 0.0
+        write_response(path, response, shells)
+    elif case != "empty":
         write_participant_responses(out, PARTICIPANTS + (("sub-03/dwi", "sub-03", (0.0, 1000.0, 3000.0)),))
     options = ["--fixels"] if case == "options" else []
     assert main(["bids", str(tmp_path / "raw"), str(out), "group", *options]) == 2
     error = capsys.readouterr().err
     assert message in error, error
-    assert not list(out.glob("*groupmean*"))
+    assert not list(out.glob("*groupmean*"))  # not even the tissues before the one refused
     if case == "empty":
         assert "run the participant level from DWIs without --response first" in error
 
