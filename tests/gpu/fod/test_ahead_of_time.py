@@ -72,12 +72,15 @@ def test_a_small_job_runs_the_build_without_numba_and_writes_the_same_bytes(kern
 
 
 _GPU_WARM_UP = """
+from gpu.fixels import warmup as fixels_warmup
 from gpu.fod import warmup as fod_warmup
 from service.cli import main
-cpu_warm_up = fod_warmup.warm_up_fod
-# the simulator's kernels would take minutes: the CPU loops (the build's input) are loaded as a GPU warm-up loads them
-fod_warmup.warm_up_fod = lambda backend, log: cpu_warm_up("cpu", log)
-main(["warmup", "--backend", "cuda", "--family", "fod"])
+cpu_warm_ups = fod_warmup.warm_up_fod, fixels_warmup.warm_up_fixels
+# the simulator's kernels would take minutes: the CPU loops (the builds' input) are loaded as a GPU warm-up loads
+# them, in this process (--processes 1: spawned processes would not see these stand-ins); --family fod brings fixels
+fod_warmup.warm_up_fod = lambda backend, log: cpu_warm_ups[0]("cpu", log)
+fixels_warmup.warm_up_fixels = lambda backend, log: cpu_warm_ups[1]("cpu", log)
+main(["warmup", "--backend", "cuda", "--family", "fod", "--processes", "1"])
 """
 
 _FALLBACK = """
