@@ -139,10 +139,51 @@ def _metrics_block(params: np.ndarray, fa: np.ndarray, direction: np.ndarray) ->
     parameters ``params`` (B, 7); FA 0 where they are not finite."""
     params = np.where(np.isfinite(params).all(axis=1, keepdims=True), params, 0.0)
     xx, yy, zz, xy, xz, yz = params[:, :6].T
-    tensors = np.stack([np.stack([xx, xy, xz], -1), np.stack([xy, yy, yz], -1), np.stack([xz, yz, zz], -1)], -2)
-    values, vectors = np.linalg.eigh(tensors)
     numerator = (xx - yy) ** 2 + (yy - zz) ** 2 + (zz - xx) ** 2 + 6 * (xy ** 2 + xz ** 2 + yz ** 2)
     denominator = xx ** 2 + yy ** 2 + zz ** 2 + 2 * (xy ** 2 + xz ** 2 + yz ** 2)
     with np.errstate(invalid="ignore", divide="ignore"):
         fa[:] = np.where(denominator > 0, np.sqrt(0.5 * numerator / denominator), 0.0)
-    direction[:] = np.take_along_axis(vectors, np.argmax(np.abs(values), axis=1)[:, None, None], axis=2)[:, :, 0]
+    direction[:] = _principal_eigenvector(xx, yy, zz, xy, xz, yz)
+
+
+def _principal_eigenvector(xx, yy, zz, xy, xz, yz) -> np.ndarray:
+    """Unit eigenvector (V, 3) of the eigenvalue largest in magnitude of each symmetric 3×3
+    matrix A = [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]] (arrays (V,)).
+
+    Elementwise passes rather than a LAPACK call a matrix (numpy's batched ``eigh``: 1.4 µs a
+    voxel, and slower still on every core at once: docs/decisions/response-tensor-fit.md).
+    The extreme eigenvalues in closed form (Smith 1961, Commun. ACM 4:168:
+    λ = q + 2p cos(φ + 2πk/3), cos 3φ = det((A − qI)/p)/2); λ's eigenvector is orthogonal to
+    every row of A − λI, so it is the longest cross product of two rows (a column of the
+    adjugate). That product is as long as the gap to the nearest other eigenvalue times
+    ‖A − λI‖; where the gap is under 1e-3 of ‖A − λI‖ the closed form's λ loses digits the
+    direction needs, and those voxels (a repeated eigenvalue, A = λI, a zero tensor) take
+    ``eigh``.
+    """
+    q = (xx + yy + zz) / 3
+    p = np.sqrt(((xx - q) ** 2 + (yy - q) ** 2 + (zz - q) ** 2 + 2 * (xy * xy + xz * xz + yz * yz)) / 6)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a, b, c = (xx - q) / p, (yy - q) / p, (zz - q) / p
+        d, e, f = xy / p, xz / p, yz / p
+        phi = np.arccos(np.clip(0.5 * (a * (b * c - f * f) - d * (d * c - f * e) + e * (d * f - b * e)), -1, 1)) / 3
+    largest = q + 2 * p * np.cos(phi)
+    smallest = q + 2 * p * np.cos(phi + 2 * np.pi / 3)
+    value = np.where(np.abs(largest) >= np.abs(smallest), largest, smallest)
+    m00, m11, m22 = xx - value, yy - value, zz - value
+    crosses = np.array([[xy * yz - xz * m11, xz * xy - m00 * yz, m00 * m11 - xy * xy],
+                        [xy * m22 - xz * yz, xz * xz - m00 * m22, m00 * yz - xy * xz],
+                        [m11 * m22 - yz * yz, yz * xz - xy * m22, xy * yz - m11 * xz]])
+    lengths = np.einsum("cjv,cjv->cv", crosses, crosses)
+    best = np.argmax(lengths, axis=0)
+    voxels = np.arange(len(best))
+    vector = crosses[best, :, voxels]
+    row_length = np.maximum.reduce([m00 * m00 + xy * xy + xz * xz, xy * xy + m11 * m11 + yz * yz,
+                                    xz * xz + yz * yz + m22 * m22])
+    # squared lengths: the product under 1e-3 of the largest row's squared length, squared
+    with np.errstate(invalid="ignore"):
+        close = ~(lengths[best, voxels] >= 1e-6 * row_length * row_length)
+    if close.any():
+        tensors = np.stack([np.stack([xx, xy, xz], -1), np.stack([xy, yy, yz], -1), np.stack([xz, yz, zz], -1)], -2)
+        values, vectors = np.linalg.eigh(tensors[close])
+        vector[close] = np.take_along_axis(vectors, np.argmax(np.abs(values), axis=1)[:, None, None], axis=2)[:, :, 0]
+    return vector / np.linalg.norm(vector, axis=1, keepdims=True)
