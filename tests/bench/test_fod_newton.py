@@ -1,0 +1,22 @@
+"""The interior-point Newton systems' kernel (bench/fod_newton.py) in the CUDA simulator
+against float64 LAPACK."""
+
+import numpy as np
+
+from bench.fod_newton import newton_matrices, packed_products, solve_newton_systems
+from gpu.fod.msmt_problem import msmt_problem
+from gpu.fod.phantom import shell_scheme, tissue_responses
+
+
+def test_newton_kernel_solves_the_msmt_newton_systems_as_lapack():
+    bvals, bvecs = shell_scheme(3, ((1000, 30), (2000, 30)))
+    B = msmt_problem(bvals, bvecs, tissue_responses([0, 1000, 2000]), lmax=(8, 0, 0)).B  # N = 47: rows past the first 32 too
+    rng = np.random.default_rng(1)
+    d = 10.0 ** rng.uniform(-4, 4, (3, B.shape[0]))
+    packed = newton_matrices(d, packed_products(B))
+    rhs = rng.standard_normal((3, 2, B.shape[1]))
+    out = np.empty_like(rhs)
+    solve_newton_systems(packed, rhs, out)
+    for v in range(3):
+        full = np.eye(B.shape[1]) + B.T @ (d[v][:, None] * B)
+        np.testing.assert_allclose(out[v], np.linalg.solve(full, rhs[v].T).T, rtol=1e-9, atol=1e-12)
