@@ -232,7 +232,8 @@ def solve_newton_systems(packed, rhs, out, places=None) -> None:
     """:func:`newton_kernel` over every system (device or host arrays)."""
     n = rhs.shape[2]
     shared = 8 * (packed.shape[1] + 5 * (n + 3))
-    newton_kernel[packed.shape[0], 32, 0, shared](packed, rhs, out, places if places is not None else triangle_places(n))
+    places = triangle_places(n) if places is None else places
+    newton_kernel[packed.shape[0], 32, 0, shared](packed, rhs, out, places)
 
 
 def _unpack(packed: np.ndarray, n: int, xp):
@@ -281,7 +282,8 @@ def run(args: argparse.Namespace, report: Report) -> None:
     solves_s, _ = gpu_time(lambda: [_peer_solve(lower, rhs[:, k]) for k in range(2)], args.repeats)
     peer = factor_s + solves_s
     rows.append({"step": "cuSOLVER potrfBatched (cupy.linalg.cholesky)", "ms": factor_s * 1e3})
-    rows.append({"step": "two solves with that factor (CuPy's batched triangular solves, cuBLAS)", "ms": solves_s * 1e3})
+    rows.append({"step": "two solves with that factor (CuPy's batched triangular solves, cuBLAS)",
+                 "ms": solves_s * 1e3})
     places = cupy.asarray(triangle_places(n))
     factor_only_s, _ = gpu_time(lambda: solve_newton_systems(packed, rhs[:, :0], out, places), args.repeats)
     rows.append({"step": "newton_kernel: the factor alone", "ms": factor_only_s * 1e3,

@@ -10,7 +10,8 @@ from gpu.fod.phantom import shell_scheme, tissue_responses
 
 def test_newton_kernel_solves_the_msmt_newton_systems_as_lapack():
     bvals, bvecs = shell_scheme(3, ((1000, 30), (2000, 30)))
-    B = msmt_problem(bvals, bvecs, tissue_responses([0, 1000, 2000]), lmax=(8, 0, 0)).B  # N = 47: rows past the first 32 too
+    # N = 47: rows past a warp's first 32 too
+    B = msmt_problem(bvals, bvecs, tissue_responses([0, 1000, 2000]), lmax=(8, 0, 0)).B
     rng = np.random.default_rng(1)
     d = 10.0 ** rng.uniform(-4, 4, (3, B.shape[0]))
     packed = newton_matrices(d, packed_products(B))
