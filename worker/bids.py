@@ -53,7 +53,7 @@ BIDS_VERSION = "1.10.0"
 _INPUT_LINK = "fods"
 _IMAGE_EXTENSIONS = (".nii.gz", ".nii", ".mif.gz", ".mif")
 _NAME = re.compile(r"^sub-(?P<sub>[A-Za-z0-9]+)(?P<entities>(?:_[A-Za-z]+-[A-Za-z0-9]+)*)_(?P<suffix>[A-Za-z0-9]+)"
-                   r"(?P<ext>\.nii\.gz|\.nii|\.mif\.gz|\.mif)$")
+                   r"(?P<ext>(?:\.[A-Za-z0-9]+)+)$")
 _LOOKED_FOR = ("sub-<label>[_ses-<label>]_..._param-fod_dwimap (BEP016, also with label-WM) and "
                "sub-<label>[_ses-<label>]_..._desc-wmfod_<suffix> (QSIRecon, MRtrix3), as "
                f"{', '.join(_IMAGE_EXTENSIONS)}")
@@ -112,11 +112,12 @@ class FodInput:
         return Path(*parts[start:])
 
 
-def parse_name(path: Path) -> tuple[tuple[tuple[str, str], ...], str, str] | None:
-    """A BIDS file name's entities (in order, ``sub`` first), suffix and image extension;
-    None for another name."""
+def parse_name(path: Path, extensions: Sequence[str] = _IMAGE_EXTENSIONS,
+               ) -> tuple[tuple[tuple[str, str], ...], str, str] | None:
+    """A BIDS file name's entities (in order, ``sub`` first), suffix and extension, one of
+    ``extensions`` (an image's by default); None for another name."""
     match = _NAME.match(path.name)
-    if match is None:
+    if match is None or match["ext"] not in extensions:
         return None
     pairs = tuple(tuple(item.split("-", 1)) for item in match["entities"].split("_") if item)
     return (("sub", match["sub"]), *pairs), match["suffix"], match["ext"]

@@ -12,7 +12,6 @@ Outputs, at the dataset's root, one per model and tissue:
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
@@ -21,7 +20,7 @@ import numpy as np
 
 from gpu.fod.response import mean_response
 from gpu.fod.shells import SHELL_EPSILON
-from worker.bids import dataset_uri, without_prefix
+from worker.bids import dataset_uri, parse_name, without_prefix
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
 from worker.io.response_files import read_response, write_response
@@ -29,8 +28,6 @@ from worker.provenance import generated_by
 
 __all__ = ["group_responses"]
 
-_RESPONSE = re.compile(r"^sub-(?P<sub>[a-zA-Z0-9]+)(?:_ses-(?P<ses>[a-zA-Z0-9]+))?(?:_[a-zA-Z]+-[a-zA-Z0-9]+)*?"
-                       r"_model-(?P<model>[a-zA-Z0-9]+)_label-(?P<tissue>WM|GM|CSF)_response\.txt$")
 _TISSUES = ("WM", "GM", "CSF")
 
 
@@ -39,12 +36,17 @@ def _participant_responses(output_dir: Path, participants: set[str] | None,
     """The participant level's response files by (model, tissue), in sorted path order."""
     found = defaultdict(list)
     for path in sorted(Path(output_dir).glob("sub-*/**/dwi/*_response.txt")):
-        match = _RESPONSE.match(path.name)
-        if match is None or (participants is not None and match["sub"] not in participants):
+        parsed = parse_name(path, (".txt",))
+        if parsed is None:
             continue
-        if sessions is not None and match["ses"] not in sessions:
+        entities = dict(parsed[0])
+        if "model" not in entities or entities.get("label") not in _TISSUES:
             continue
-        found[(match["model"], match["tissue"])].append(path)
+        if participants is not None and entities["sub"] not in participants:
+            continue
+        if sessions is not None and entities.get("ses") not in sessions:
+            continue
+        found[(entities["model"], entities["label"])].append(path)
     return found
 
 
