@@ -78,7 +78,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.harness import Column, Report, bench_parser, child_environment, gpu_time, ratio, time_host
+from bench.harness import Column, Report, child_environment, gpu_time, ratio, run_benchmark, time_host
 from bench.peaks.processes import child_seconds
 from gpu.cuda.device import cuda_available
 from gpu.fod import csd, dwi_phantom, msmt_csd, shell_scheme, tissue_responses
@@ -676,10 +676,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args = parser.parse_args()
-    run(args, Report(args.json))
+    run_benchmark(__doc__, add_arguments, run)
 
 
 if __name__ == "__main__":

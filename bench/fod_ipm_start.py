@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from bench.harness import Column, Report, bench_parser
+from bench.harness import Column, Report, run_benchmark
 
 __all__ = ["dual_active_set", "interior_point", "start_rows"]
 
@@ -218,10 +218,7 @@ def run(args: argparse.Namespace, report: Report) -> None:
 
 
 def main() -> None:
-    parser = bench_parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args = parser.parse_args()
-    run(args, Report(args.json))
+    run_benchmark(__doc__, add_arguments, run)
 
 
 if __name__ == "__main__":

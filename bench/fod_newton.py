@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import cuda, float64, uint64
 
-from bench.harness import Column, Report, bench_parser, gpu_time, ratio
+from bench.harness import Column, Report, gpu_time, ratio, run_benchmark
 
 __all__ = ["newton_kernel", "triangle_places", "packed_products", "newton_matrices", "solve_newton_systems"]
 
@@ -314,10 +314,7 @@ def _peer_solve(lower, b):
 
 
 def main() -> None:
-    parser = bench_parser(__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    args = parser.parse_args()
-    run(args, Report(args.json))
+    run_benchmark(__doc__, add_arguments, run)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from time import perf_counter, process_time
 from typing import Any, Callable, Iterable, Sequence
 
 __all__ = ["REPO", "Timing", "time_host", "gpu_time", "ratio", "Column", "table_lines", "run_header", "Report",
-           "bench_parser", "add_json_option", "run_sections", "child_environment"]
+           "bench_parser", "add_json_option", "run_benchmark", "run_sections", "child_environment"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -284,6 +284,16 @@ def bench_parser(description: str, **kwargs) -> argparse.ArgumentParser:
 def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, metavar="PATH",
                         help="also write the run's header and every table row to PATH as JSON lines")
+
+
+def run_benchmark(doc: str, add_arguments: Callable[[argparse.ArgumentParser], None],
+                  run: Callable[[argparse.Namespace, Report], None], argv: Sequence[str] | None = None) -> None:
+    """A benchmark of one section: its options (``add_arguments``), described by the first
+    paragraph of its docstring ``doc`` (the rest shown as written), then ``run(args, report)``."""
+    parser = bench_parser(doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    run(args, Report(args.json))
 
 
 def run_sections(prog: str, description: str, package: str, sections: dict[str, tuple[str, str]],

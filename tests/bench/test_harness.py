@@ -201,3 +201,23 @@ def test_every_benchmark_answers_help_from_the_repository_root(command):
 def test_no_benchmark_edits_sys_path():
     edits = [str(path.relative_to(REPO)) for path in (REPO / "bench").rglob("*.py") if "sys.path" in path.read_text()]
     assert edits == []
+
+
+def test_run_benchmark_parses_the_options_and_writes_the_runs_json(tmp_path, capsys):
+    """A one-section benchmark's main: its docstring's first paragraph as the description, its
+    options, then its run with a report whose rows go to ``--json``."""
+    seen = {}
+
+    def add_arguments(parser):
+        parser.add_argument("--voxels", type=int, default=3)
+
+    def run(args, report):
+        seen["voxels"] = args.voxels
+        report.table("t", [{"a": 1.5}], [Column("a", "a", ".1f")])
+
+    harness.run_benchmark("What it times.\n\n    python3 -m bench.x", add_arguments, run,
+                          ["--voxels", "7", "--json", str(tmp_path / "run.jsonl")])
+    assert seen == {"voxels": 7}
+    lines = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert "header" in lines[0] and lines[1] == {"table": "t", "a": 1.5}
+    assert "1.5" in capsys.readouterr().out
