@@ -289,7 +289,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 def run_benchmark(doc: str, add_arguments: Callable[[argparse.ArgumentParser], None],
                   run: Callable[[argparse.Namespace, Report], None], argv: Sequence[str] | None = None) -> None:
     """A benchmark of one section: its options (``add_arguments``), described by the first
-    paragraph of its docstring ``doc`` (the rest shown as written), then ``run(args, report)``."""
+    paragraph of its docstring ``doc``, then ``run(args, report)``."""
     parser = bench_parser(doc.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args = parser.parse_args(argv)

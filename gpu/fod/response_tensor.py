@@ -150,8 +150,8 @@ def _principal_eigenvector(xx, yy, zz, xy, xz, yz) -> np.ndarray:
     """Unit eigenvector (V, 3) of the eigenvalue largest in magnitude of each symmetric 3×3
     matrix A = [[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]] (arrays (V,)).
 
-    Elementwise passes rather than a LAPACK call a matrix (numpy's batched ``eigh``: 1.4 µs a
-    voxel, and slower still on every core at once: docs/decisions/response-tensor-fit.md).
+    Elementwise passes rather than numpy's batched ``eigh``, a LAPACK call a matrix, which
+    also slowed each other down from every core at once (docs/decisions/response-tensor-fit.md).
     The extreme eigenvalues in closed form (Smith 1961, Commun. ACM 4:168:
     λ = q + 2p cos(φ + 2πk/3), cos 3φ = det((A − qI)/p)/2); λ's eigenvector is orthogonal to
     every row of A − λI, so it is the longest cross product of two rows (a column of the
