@@ -96,7 +96,7 @@ def dual_active_set(c_u: np.ndarray, G: np.ndarray, lam: float, start: list[int]
     return rows, l, iterations
 
 
-def interior_point(B: np.ndarray, y_u: np.ndarray, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+def interior_point(B: np.ndarray, y_u, iterations: int, newton=None, xp=np, mark=None):
     """Slacks and multipliers (s, z), each (V, M), after ``iterations`` Mehrotra
     predictor–corrector steps on min ½‖y − y_u‖² s.t. B y ≥ 0 for every voxel at once (each
     voxel scaled by ‖y_u‖; start y = y_u, s = max(B y_u, 0) + 1, z = 1; one step length for
@@ -104,42 +104,75 @@ def interior_point(B: np.ndarray, y_u: np.ndarray, iterations: int) -> tuple[np.
 
     Each step solves (I + Bᵀ D B) Δy = −r_d + Bᵀ(S⁻¹ r_c − D r_p), D = Z S⁻¹, twice (the
     predictor's r_c = −s∘z, the corrector's σμ − s∘z − Δs_aff∘Δz_aff, σ = (μ_aff / μ)³).
+
+    Parameters
+    ----------
+    B : (M, N) array
+    y_u : (V, N) array of ``xp``
+    iterations : int
+    newton : callable, optional
+        ``newton(d)`` for d (V, M) returns ``solve(rhs)``, (V, N) → (V, N), with the voxels'
+        matrices I + Bᵀ diag(d) B; default: numpy's dense solves.
+    xp : module
+        The arrays' module (numpy, or CuPy: bench/fod_ipm_gpu.py).
+    mark : callable, optional
+        ``mark(kind)`` as each kind of step begins (``None`` at the end), for timing.
     """
-    n = B.shape[1]
-    products = np.einsum("mi,mj->mij", B, B).reshape(B.shape[0], n * n)
-    target = y_u / np.linalg.norm(y_u, axis=1, keepdims=True)
+    mark = mark or (lambda kind: None)
+    newton = newton or _dense_newton(B)
+    b = xp.asarray(B)
+    target = y_u / xp.linalg.norm(y_u, axis=1, keepdims=True)
     y = target.copy()
-    s = np.maximum(target @ B.T, 0) + 1
-    z = np.ones_like(s)
+    s = xp.maximum(target @ b.T, 0) + 1
+    z = xp.ones_like(s)
 
     def longest(ds, dz):
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.minimum(np.where(ds < 0, -s / ds, np.inf).min(axis=1),
-                              np.where(dz < 0, -z / dz, np.inf).min(axis=1))
+            return xp.minimum(xp.where(ds < 0, -s / ds, xp.inf).min(axis=1),
+                              xp.where(dz < 0, -z / dz, xp.inf).min(axis=1))
 
     for _ in range(iterations):
-        dual_residual = y - target - z @ B
-        primal_residual = y @ B.T - s
+        mark("products with B")
+        dual_residual = y - target - z @ b
+        primal_residual = y @ b.T - s
+        mark("elementwise and reductions")
         d = z / s
-        newton = np.eye(n) + (d @ products).reshape(-1, n, n)
+        solve = newton(d)
 
         def direction(complementarity):
-            rhs = -dual_residual + (complementarity / s - d * primal_residual) @ B
-            dy = np.linalg.solve(newton, rhs[..., None])[..., 0]
-            ds = dy @ B.T + primal_residual
+            mark("elementwise and reductions")
+            w = complementarity / s - d * primal_residual
+            mark("products with B")
+            rhs = -dual_residual + w @ b
+            dy = solve(rhs)
+            mark("products with B")
+            ds = dy @ b.T + primal_residual
+            mark("elementwise and reductions")
             return dy, ds, complementarity / s - d * ds
 
         mu = (s * z).mean(axis=1)
         dy, ds, dz = direction(-s * z)
-        step = np.minimum(1.0, longest(ds, dz))[:, None]
+        step = xp.minimum(1.0, longest(ds, dz))[:, None]
         mu_affine = ((s + step * ds) * (z + step * dz)).mean(axis=1)
         sigma = (mu_affine / mu) ** 3
         dy, ds, dz = direction((sigma * mu)[:, None] - s * z - ds * dz)
-        step = np.minimum(1.0, 0.99 * longest(ds, dz))[:, None]
+        step = xp.minimum(1.0, 0.99 * longest(ds, dz))[:, None]
         y += step * dy
         s += step * ds
         z += step * dz
+    mark(None)
     return s, z
+
+
+def _dense_newton(B: np.ndarray):
+    """:func:`interior_point`'s Newton systems by numpy: the dense matrices, LAPACK's solves."""
+    n = B.shape[1]
+    products = np.einsum("mi,mj->mij", B, B).reshape(B.shape[0], n * n)
+
+    def newton(d):
+        matrices = np.eye(n) + (d @ products).reshape(-1, n, n)
+        return lambda rhs: np.linalg.solve(matrices, rhs[..., None])[..., 0]
+    return newton
 
 
 def start_rows(s: np.ndarray, z: np.ndarray, most: int, ratio: float = 1e4) -> list[int]:

@@ -26,7 +26,7 @@ from numba import cuda, float64, uint64
 
 from bench.harness import Column, Report, gpu_time, ratio, run_benchmark
 
-__all__ = ["newton_kernel", "triangle_places", "packed_products", "newton_matrices", "solve_newton_systems"]
+__all__ = ["newton_kernel", "factor_kernel", "solve_kernel", "shared_bytes", "triangle_places", "packed_products", "newton_matrices", "solve_newton_systems"]
 
 _0 = uint64(0)
 _1 = uint64(1)
@@ -99,32 +99,15 @@ def _solve(a, rdiag, y, z, out, v, k, n, t):
         cuda.syncthreads()
 
 
-@cuda.jit
-def newton_kernel(packed, rhs, out, places):
-    """Solve system ``blockIdx.x``: packed (V, n(n + 1)/2) symmetric positive definite
-    matrices, lower triangles row by row; rhs and out (V, R, n). One warp a system, the
-    matrix in shared memory, factored right-looking four columns a step: every thread factors
-    the 4 × 4 diagonal block, each then its rows' four entries below it (rows t, t + 32 of
-    the step), and the trailing triangle's entries, dealt to the threads in packed order,
-    take the four columns' rank-4 update at once. Then each right-hand side's forward and back
-    substitution, four rows a step. ``places`` is :func:`triangle_places` of n. Launch with
-    32 threads and 8 (n(n + 1)/2 + 5 (n + 3)) bytes of dynamic shared memory."""
-    v = uint64(cuda.blockIdx.x)
-    t = uint64(cuda.threadIdx.x)
-    n = uint64(rhs.shape[2])
-    size = uint64(packed.shape[1])
+@cuda.jit(device=True)
+def _factor(a, rdiag, cols, places, n, t):
+    """The packed matrix ``a`` (n × n, in shared memory) replaced by its Cholesky factor L,
+    the reciprocals of L's diagonal into ``rdiag`` (n + 3, unit past n); ``cols`` (4 (n + 3))
+    holds a step's four columns. Right-looking, four columns a step: every thread factors the
+    4 × 4 diagonal block alike, each then its rows' four entries below it (rows t, t + 32 of
+    the step), and the trailing triangle's entries, dealt to the threads in packed order
+    (``places``: :func:`triangle_places`), take the four columns' rank-4 update at once."""
     n4 = n + uint64(3)
-    sh = cuda.shared.array(0, float64)
-    a = sh[0:size]
-    rdiag = sh[size:size + n4]
-    cols = sh[size + n4:size + 5 * n4]
-    y = cols[0:n4]  # the solves' vectors reuse the factor's columns
-    z = cols[n4:2 * n4]
-    e = t
-    while e < size:
-        a[e] = packed[v, e]
-        e += _T
-    cuda.syncthreads()
     b = _0
     while b < n:
         # the diagonal block, by every thread alike
@@ -196,6 +179,84 @@ def newton_kernel(packed, rhs, out, places):
                 f += _T
         cuda.syncthreads()
         b += uint64(4)
+
+
+@cuda.jit
+def newton_kernel(packed, rhs, out, places):
+    """Solve system ``blockIdx.x``: packed (V, n(n + 1)/2) symmetric positive definite
+    matrices, lower triangles row by row; rhs and out (V, R, n). One warp a system, the
+    matrix in shared memory, factored by :func:`_factor`, then each right-hand side's forward
+    and back substitution, four rows a step. ``places`` is :func:`triangle_places` of n.
+    Launch with 32 threads and :func:`shared_bytes` of dynamic shared memory."""
+    v = uint64(cuda.blockIdx.x)
+    t = uint64(cuda.threadIdx.x)
+    n = uint64(rhs.shape[2])
+    a, rdiag, cols, y, z = _shared(uint64(packed.shape[1]), n)
+    _load(packed, v, a, t)
+    _factor(a, rdiag, cols, places, n, t)
+    _solve_each(a, rdiag, y, z, rhs, out, v, n, t)
+
+
+@cuda.jit
+def factor_kernel(packed, rdiags, places):
+    """:func:`newton_kernel`'s factor of system ``blockIdx.x``, written over ``packed`` (V,
+    n(n + 1)/2), its diagonal's reciprocals into ``rdiags`` (V, n + 3): for right-hand
+    sides that come later (:func:`solve_kernel`)."""
+    v = uint64(cuda.blockIdx.x)
+    t = uint64(cuda.threadIdx.x)
+    n = uint64(rdiags.shape[1] - 3)
+    size = uint64(packed.shape[1])
+    a, rdiag, cols, y, z = _shared(size, n)
+    _load(packed, v, a, t)
+    _factor(a, rdiag, cols, places, n, t)
+    e = t
+    while e < size:
+        packed[v, e] = a[e]
+        e += _T
+    e = t
+    while e < n + uint64(3):
+        rdiags[v, e] = rdiag[e]
+        e += _T
+
+
+@cuda.jit
+def solve_kernel(factors, rdiags, rhs, out):
+    """Each right-hand side rhs[v] (R, n) of system v = ``blockIdx.x`` solved with the factor
+    :func:`factor_kernel` wrote, into out[v]."""
+    v = uint64(cuda.blockIdx.x)
+    t = uint64(cuda.threadIdx.x)
+    n = uint64(rhs.shape[2])
+    a, rdiag, cols, y, z = _shared(uint64(factors.shape[1]), n)
+    _load(factors, v, a, t)
+    e = t
+    while e < n + uint64(3):
+        rdiag[e] = rdiags[v, e]
+        e += _T
+    cuda.syncthreads()
+    _solve_each(a, rdiag, y, z, rhs, out, v, n, t)
+
+
+@cuda.jit(device=True)
+def _shared(size, n):
+    """The block's shared memory: the packed matrix, the diagonal's reciprocals, a factor
+    step's four columns, which the solves' two vectors reuse."""
+    n4 = n + uint64(3)
+    sh = cuda.shared.array(0, float64)
+    cols = sh[size + n4:size + 5 * n4]
+    return sh[0:size], sh[size:size + n4], cols, cols[0:n4], cols[n4:2 * n4]
+
+
+@cuda.jit(device=True)
+def _load(packed, v, a, t):
+    e = t
+    while e < uint64(packed.shape[1]):
+        a[e] = packed[v, e]
+        e += _T
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _solve_each(a, rdiag, y, z, rhs, out, v, n, t):
     k = _0
     while k < uint64(rhs.shape[1]):
         i = t
@@ -205,6 +266,11 @@ def newton_kernel(packed, rhs, out, places):
         cuda.syncthreads()
         _solve(a, rdiag, y, z, out, v, k, n, t)
         k += _1
+
+
+def shared_bytes(n: int) -> int:
+    """Dynamic shared memory of the kernels for systems of n unknowns."""
+    return 8 * (n * (n + 1) // 2 + 5 * (n + 3))
 
 
 def triangle_places(n: int) -> np.ndarray:
@@ -231,9 +297,8 @@ def newton_matrices(d, products, xp=np):
 def solve_newton_systems(packed, rhs, out, places=None) -> None:
     """:func:`newton_kernel` over every system (device or host arrays)."""
     n = rhs.shape[2]
-    shared = 8 * (packed.shape[1] + 5 * (n + 3))
     places = triangle_places(n) if places is None else places
-    newton_kernel[packed.shape[0], 32, 0, shared](packed, rhs, out, places)
+    newton_kernel[packed.shape[0], 32, 0, shared_bytes(n)](packed, rhs, out, places)
 
 
 def _unpack(packed: np.ndarray, n: int, xp):
