@@ -141,17 +141,19 @@ def tensor_fit_cuda(signals: np.ndarray, design: np.ndarray, products: np.ndarra
                     iterations: int) -> np.ndarray:
     """The tensor fit's parameters (V, 7) of ``signals`` (V, n) on the GPU
     (:mod:`gpu.fod.tensor_kernel_cuda`): the CPU's :func:`gpu.fod.response_tensor._fit_block`
-    to rounding, NaN where it gives non-finite ones."""
-    signals = _signals(signals)
+    to rounding, NaN where it gives non-finite ones. The kernel reads a volume at a time:
+    ``signals`` laid out so (F order, as a NIfTI's masked rows) goes to the GPU uncopied."""
+    volumes = _signals(np.asarray(signals).T)
     kernels = KERNELS.kernels(lambda: ("the tensor fit CUDA kernel", None))
     api, kernel = kernels.api, kernels["tensor_kernel"]
     constants = (api.to_device(np.ascontiguousarray(design, np.float64)),
                  api.to_device(np.ascontiguousarray(products, np.float64)), int(iterations))
-    params = api.pinned_array((signals.shape[0], design.shape[1]), np.float64)
-    for start in range(0, signals.shape[0], TENSOR_CHUNK_VOXELS):
-        stop = min(signals.shape[0], start + TENSOR_CHUNK_VOXELS)
+    n_voxels = volumes.shape[1]
+    params = api.pinned_array((n_voxels, design.shape[1]), np.float64)
+    for start in range(0, n_voxels, TENSOR_CHUNK_VOXELS):
+        stop = min(n_voxels, start + TENSOR_CHUNK_VOXELS)
         d_params = api.device_array((stop - start, design.shape[1]), np.float64)
         blocks = (stop - start + _TENSOR_THREADS - 1) // _TENSOR_THREADS
-        kernel[blocks, _TENSOR_THREADS](api.to_device(signals[start:stop]), *constants, d_params)
+        kernel[blocks, _TENSOR_THREADS](api.to_device(_signals(volumes[:, start:stop])), *constants, d_params)
         d_params.copy_to_host(params[start:stop])
     return params

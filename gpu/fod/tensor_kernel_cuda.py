@@ -3,7 +3,9 @@ float64, the steps of :func:`gpu.fod.response_tensor.tensor_params` (``dwi2tenso
 iteratively reweighted linear least squares, its 7 × 7 normal equations solved by Cholesky).
 
 The voxel's signals are read once per iteration (log and weights recomputed from them, not
-kept: a thread's registers hold the normal matrix, its factor and the parameters alone).
+kept: a thread's registers hold the normal matrix, its factor and the parameters alone),
+from the signals laid out a volume at a time, so that a warp's reads are coalesced and a DWI
+gathered a volume at a time (:func:`gpu.fod.voxel_rows.masked_rows`) goes to the GPU uncopied.
 Results equal the CPU's to rounding (the GPU contracts multiply-adds, and sums each volume
 in turn where numpy's loops may pair them). A voxel whose matrix is not positive definite, or
 that holds no positive signal, gets NaN parameters, as the CPU's passes give it.
@@ -57,23 +59,23 @@ def _cholesky_solve(normal, rhs, lower, x):
 
 
 @cuda.jit(cache=True)
-def tensor_kernel(signals, design, products, iterations, params):
-    """params[v] = the tensor fit of signals[v] (n,), ``iterations`` reweightings.
+def tensor_kernel(volumes, design, products, iterations, params):
+    """params[v] = the tensor fit of volumes[:, v] (n,), ``iterations`` reweightings.
 
-    signals : (V, n) float32 or float64; design : (n, 7) float64; products : (n, 28) float64,
+    volumes : (n, V) float32 or float64; design : (n, 7) float64; products : (n, 28) float64,
     each volume's products of design columns (lower triangle by rows); params : (V, 7) float64.
     """
     v = cuda.grid(1)
-    if v >= signals.shape[0]:
+    if v >= volumes.shape[1]:
         return
-    n = signals.shape[1]
+    n = volumes.shape[0]
     normal = cuda.local.array(_PACKED, float64)
     lower = cuda.local.array(_PACKED, float64)
     rhs = cuda.local.array(_K, float64)
     x = cuda.local.array(_K, float64)
-    peak = float64(signals[v, 0])
+    peak = float64(volumes[0, v])
     for i in range(1, n):
-        peak = max(peak, float64(signals[v, i]))
+        peak = max(peak, float64(volumes[i, v]))
     # dwi2tensor floors the signal at 1e-6 of the voxel's largest value before the log
     floor = 1e-6 * peak
     solved = floor > 0.0
@@ -84,7 +86,7 @@ def tensor_kernel(signals, design, products, iterations, params):
         for k in range(_K):
             rhs[k] = 0.0
         for i in range(n):
-            s = max(float64(signals[v, i]), floor)
+            s = max(float64(volumes[i, v]), floor)
             if it == 0:
                 w = s
             else:

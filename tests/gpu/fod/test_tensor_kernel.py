@@ -39,3 +39,16 @@ def test_a_voxel_without_signal_gets_nan_parameters(case):
     assert np.isnan(params[-1]).all() and np.isfinite(params[:-1]).all()
     # log S0 of each voxel near the log of its mean b=0 signal
     np.testing.assert_allclose(params[:-1, 6], np.log(signals[:-1, :2].mean(axis=1)), atol=0.2)
+
+
+def test_the_layout_and_chunks_of_the_signals_change_no_byte(case, monkeypatch):
+    """Rows gathered a volume at a time (F order, as a NIfTI's masked rows) go to the kernel
+    uncopied; voxel-major rows and launches of a few voxels give the same parameters."""
+    from gpu.fod import backend_cuda
+
+    signals, scheme = case
+    design = _design(scheme)
+    whole = tensor_fit_cuda(np.ascontiguousarray(signals), design, _products(design), 2)
+    np.testing.assert_array_equal(tensor_fit_cuda(np.asfortranarray(signals), design, _products(design), 2), whole)
+    monkeypatch.setattr(backend_cuda, "TENSOR_CHUNK_VOXELS", 5)
+    np.testing.assert_array_equal(tensor_fit_cuda(np.asfortranarray(signals), design, _products(design), 2), whole)
