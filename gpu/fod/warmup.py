@@ -43,8 +43,11 @@ def warm_up_fod(backend: str = "cpu", log: Callable[[str], None] = lambda messag
             csd(signals, bvals, bvecs, wm[-1], backend=backend)
         if backend == "cuda":
             msmt_csd(dwi, bvals, bvecs, [wm, gm, csf], backend="cpu")
-            # response estimation's tensor fit, on the float32 signals a job reads
-            tensor_fa_and_direction(dwis[0].reshape(-1, bvals.size), np.column_stack([bvecs, bvals]), backend)
+            # response estimation's tensor fit, on the float32 signals a job reads: rows
+            # gathered a volume at a time (a NIfTI's) and voxel-major (a volume-fastest .mif's)
+            rows = dwis[0].reshape(-1, bvals.size)
+            for layout in (rows, np.asfortranarray(rows)):
+                tensor_fa_and_direction(layout, np.column_stack([bvecs, bvals]), backend)
     seconds = time.perf_counter() - started
     log(f"fod: CSD and MSMT-CSD ({backend}): {seconds:.1f} s")
     return seconds

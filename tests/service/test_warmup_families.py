@@ -24,7 +24,8 @@ def test_cuda_warmup_also_loads_the_cpu_loops_the_cuda_backends_hand_voxels_to(m
     """A CUDA batch solves on the CPU the MSMT-CSD voxels whose active set outgrows the
     kernel's, and segments there the voxels with more fixels than the first pass holds: a
     CUDA warm-up compiles those loops too, so no job of a warmed worker compiles them; and
-    response estimation's tensor fit kernel, for the float32 signals jobs read."""
+    response estimation's tensor fit kernel, for the float32 signals jobs read, gathered a
+    volume at a time (a NIfTI's) and voxel-major (a volume-fastest .mif's)."""
     from gpu.fixels import warmup as fixels_warmup
     from gpu.fod import warmup as fod_warmup
 
@@ -33,11 +34,13 @@ def test_cuda_warmup_also_loads_the_cpu_loops_the_cuda_backends_hand_voxels_to(m
     monkeypatch.setattr(fod_warmup, "csd", lambda *a, backend: calls.append(("csd", backend)))
     monkeypatch.setattr(fixels_warmup, "segment_fods", lambda sh, backend: calls.append(("fmls", backend)))
     monkeypatch.setattr(fod_warmup, "tensor_fa_and_direction",
-                        lambda signals, scheme, backend: calls.append(("tensor fit", backend, signals.dtype)))
+                        lambda signals, scheme, backend: calls.append(("tensor fit", backend, signals.dtype,
+                                                                                   signals.flags.f_contiguous)))
     fod_warmup.warm_up_fod("cuda")
     fixels_warmup.warm_up_fixels("cuda")
     assert sorted(set(calls)) == [("csd", "cuda"), ("fmls", "cpu"), ("fmls", "cuda"), ("msmt_csd", "cpu"),
-                                  ("msmt_csd", "cuda"), ("tensor fit", "cuda", np.float32)]
+                                  ("msmt_csd", "cuda"), ("tensor fit", "cuda", np.float32, False),
+                                  ("tensor fit", "cuda", np.float32, True)]
     calls.clear()
     fod_warmup.warm_up_fod("cpu")
     fixels_warmup.warm_up_fixels("cpu")
