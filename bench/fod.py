@@ -40,7 +40,7 @@ seconds per subject of reading, fitting and writing. (Not the steady rate of
 :mod:`bench.batch`: the fit is GPU work, its processes share the GPU and finish together.)
 
 ``--responses`` times response estimation instead: ``fibertensor response`` (dhollander and
-tournier, :func:`worker.jobs.fod_response.run_response` in this process, best of
+tournier, :func:`worker.jobs.fod.response.run_response` in this process, best of
 ``--repeats`` after a warm-up call) on each backend, and MRtrix3's ``dwi2response`` (a whole
 process, where it is on PATH), on the phantom as a ``.nii.gz`` with its ``.bval``, ``.bvec``
 and mask, file to file: seconds (ours also the estimation alone, the read apart) and each
@@ -515,7 +515,7 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
 def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[int, int, int], bvals: np.ndarray,
                         bvecs: np.ndarray, mask: np.ndarray, backends: list[str]) -> None:
     """``--responses``: the module docstring's response estimation rows."""
-    from worker.jobs.fod_response import run_response
+    from worker.jobs.fod.response import run_response
     from worker.params.fod import ResponseParams
 
     peer = shutil.which("dwi2response")
@@ -560,8 +560,8 @@ def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[i
                  note="ours best of --repeats after a warm-up; estimation s: the job's own timing without the read")
 
 
-# Runs `fibertensor` with the slab threshold (worker.jobs.fod_plan.FIT_IN_MEMORY_BYTES) set.
-_WITH_SLAB_THRESHOLD = ("import sys, worker.jobs.fod_plan as plan; plan.FIT_IN_MEMORY_BYTES = int(sys.argv[1]); "
+# Runs `fibertensor` with the slab threshold (worker.jobs.fod.plan.FIT_IN_MEMORY_BYTES) set.
+_WITH_SLAB_THRESHOLD = ("import sys, worker.jobs.fod.plan as plan; plan.FIT_IN_MEMORY_BYTES = int(sys.argv[1]); "
                         "from service.cli import run; sys.argv = ['fibertensor', *sys.argv[2:]]; run()")
 
 

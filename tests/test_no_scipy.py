@@ -39,8 +39,10 @@ import gpu.fixels, gpu.fod
 for package in (gpu.fod, gpu.fixels):
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{module.name}")
-for job in ("fod", "fod_response", "fod_stages", "fixels"):
-    importlib.import_module(f"worker.jobs.{job}")
+import worker.jobs.fod
+for module in pkgutil.iter_modules(worker.jobs.fod.__path__):
+    importlib.import_module(f"worker.jobs.fod.{module.name}")
+importlib.import_module("worker.jobs.fixels")
 from service.cli import main
 from tests.test_no_scipy import response_numerics
 from worker.jobs.peaks.outputs import warm_up_pam5_writer

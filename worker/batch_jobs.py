@@ -5,7 +5,7 @@ for it alone.
 
 * ``peaks``: :class:`BatchItem`, the steps of :func:`worker.jobs.peaks.run_peaks`;
 * ``fod``: :class:`FodItem`, those of :func:`worker.jobs.fod.run_fod`
-  (:mod:`worker.jobs.fod_stages`; with ``peaks``, the peaks of each WM FOD in memory in
+  (:mod:`worker.jobs.fod.stages`; with ``peaks``, the peaks of each WM FOD in memory in
   the write stage);
 * ``fixels``: :class:`FixelsItem`, those of :func:`worker.jobs.fixels.run_fixels`.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar
 
 from pydantic import BaseModel
 
-from worker.jobs.fod_stages import FodJob
+from worker.jobs.fod.stages import FodJob
 from worker.jobs.peaks import PeaksOutputs
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _peaks_stages(params) -> BatchStages:
 
 
 def _fod_stages(params) -> BatchStages:
-    from worker.jobs.fod_stages import fit_fods, read_fod_inputs, write_fod_outputs
+    from worker.jobs.fod.stages import fit_fods, read_fod_inputs, write_fod_outputs
 
     def write(item: FodItem, read, fit, compute_seconds: float) -> dict[str, float]:
         # with peaks, the peaks job's steps of the WM FOD in memory are part of this stage

@@ -1,7 +1,7 @@
 """``fibertensor response``: a DWI → response functions, as MRtrix3's ``dwi2response
 dhollander`` (WM, GM, CSF) or ``dwi2response tournier`` (single-fibre WM).
 
-Calls the function the ``response`` job runs (:func:`worker.jobs.fod_response.run_response`),
+Calls the function the ``response`` job runs (:func:`worker.jobs.fod.response.run_response`),
 locally, without the service. :func:`add_dwi_arguments` and :func:`dwi_inputs` are the DWI
 arguments ``fibertensor fod`` shares.
 """
@@ -92,7 +92,7 @@ def _response(args: argparse.Namespace) -> int:
     params = params_from_args(ResponseParams, args)
     from service.cli.input_checks import check_inputs, input_problem
     from worker.errors import InputError
-    from worker.jobs.fod_response import RESPONSE_KIND, run_response
+    from worker.jobs.fod.response import RESPONSE_KIND, run_response
 
     inputs = dwi_inputs(args)
     check_inputs(RESPONSE_KIND, inputs, params, read_through=False)

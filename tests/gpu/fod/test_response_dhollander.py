@@ -7,7 +7,7 @@ import pytest
 
 from gpu.fod.response_dhollander import dhollander_response
 from worker.io.response_files import read_response
-from worker.jobs.fod_response import fixel_lobe_peaks
+from worker.jobs.fod.response import fixel_lobe_peaks
 
 
 def _dice(a: np.ndarray, b: np.ndarray) -> float:

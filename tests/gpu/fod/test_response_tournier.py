@@ -11,7 +11,7 @@ import pytest
 from gpu.fod.response_tournier import tournier_response
 from tests.gpu.fod.response_phantom import three_tissue_phantom
 from worker.io.response_files import read_response
-from worker.jobs.fod_response import fixel_lobe_peaks
+from worker.jobs.fod.response import fixel_lobe_peaks
 
 DATA = Path(__file__).parent / "data"
 

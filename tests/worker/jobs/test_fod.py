@@ -290,8 +290,8 @@ def test_memory_estimates_cover_the_runs_and_no_more_than_three_times(tmp_path):
 
     from gpu.fod import dwi_phantom, shell_scheme
     from worker.jobs.fod import fod_memory_bytes, plan_fod
-    from worker.jobs.fod_inputs import check_dwi_inputs
-    from worker.jobs.fod_response import response_memory_bytes, run_response
+    from worker.jobs.fod.inputs import check_dwi_inputs
+    from worker.jobs.fod.response import response_memory_bytes, run_response
 
     bvals, dirs = shell_scheme()
     dwi = write_image(tmp_path / "dwi.nii", dwi_phantom((40, 40, 12), bvals, dirs, snr=50.0)["dwi"], np.eye(4))

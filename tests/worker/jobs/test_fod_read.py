@@ -9,7 +9,7 @@ import numpy as np
 from tests.worker.jobs.fod_phantom import AFFINE, write_phantom
 from worker.io import nifti
 from worker.io.images import write_image
-from worker.jobs.fod_inputs import check_dwi_inputs, read_dwi
+from worker.jobs.fod.inputs import check_dwi_inputs, read_dwi
 
 
 def test_a_dwi_inflated_on_several_threads_reads_as_on_one(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-import worker.jobs.fod_plan as fod_plan
+import worker.jobs.fod.plan as fod_plan
 from gpu.fod import dwi_phantom, shell_scheme
 from tests.worker.jobs.fod_phantom import AFFINE, write_exact_responses, write_fsl
 from worker.io.images import load_image_data, read_image_header, write_image

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from worker.errors import InputError
-from worker.jobs.fod_inputs import DwiPlan, check_dwi_inputs
-from worker.jobs.fod_response import TISSUES
+from worker.jobs.fod.inputs import DwiPlan, check_dwi_inputs
+from worker.jobs.fod.response import TISSUES
 from worker.params.fod import FodParams
 
 __all__ = ["FodPlan", "plan_fod", "fod_memory_bytes", "FIT_IN_MEMORY_BYTES", "SLAB_VOXELS"]
@@ -78,7 +78,7 @@ def _check_response(name: str, path: Path, plan: DwiPlan, algorithm: str) -> tup
 def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = None, bvec: Path | None = None,
              grad: Path | None = None, mask: Path | None = None,
              responses: dict[str, Path] | None = None) -> FodPlan:
-    """Header-only checks of a fod job (:func:`worker.jobs.fod_inputs.check_dwi_inputs`, the
+    """Header-only checks of a fod job (:func:`worker.jobs.fod.inputs.check_dwi_inputs`, the
     response files against the data's shells) and the lmax per tissue: the one asked for,
     lowered with a warning where the response's degree or (msmt_csd) the number of
     diffusion-weighted volumes is below it. csd may exceed the data's degree (super-resolution,
@@ -153,13 +153,13 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     fitted voxels' signals as float32 and float64 (N·V·12), the solution in float64 and the
     outputs in float32 (N·C·12 with C coefficients in all), the solver's matrices 32 MiB;
     where responses are estimated first (dhollander for msmt_csd, tournier for csd), the
-    estimation's (:func:`worker.jobs.fod_response.response_memory_bytes`) if larger; with
+    estimation's (:func:`worker.jobs.fod.response.response_memory_bytes`) if larger; with
     peaks, the peaks step's on top (docs/decisions/fod-memory-estimates.md). Fitted a slab at
     a time, N is a slab's voxels, the stored values of a slab (up to 8 bytes each) count too,
     and the outputs are in files the kernel writes back: the mask and the unusable voxels
     (2·N bytes of the whole grid) stay."""
     from gpu.sh_basis import n_coeffs
-    from worker.jobs.fod_response import response_memory_bytes
+    from worker.jobs.fod.response import response_memory_bytes
 
     shape = plan.dwi.info.shape
     volumes = shape[3]

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from worker.errors import InputError
-from worker.jobs.fod_inputs import DwiData, image_suffix, map_dwi, output_path, read_dwi
-from worker.jobs.fod_plan import FodPlan, plan_fod
-from worker.jobs.fod_response import TISSUES, EstimatedResponses, estimate_responses, gradient_source
+from worker.jobs.fod.inputs import DwiData, image_suffix, map_dwi, output_path, read_dwi
+from worker.jobs.fod.plan import FodPlan, plan_fod
+from worker.jobs.fod.response import TISSUES, EstimatedResponses, estimate_responses, gradient_source
 from worker.params.fod import FodParams, ResponseParams
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class FodJob:
     """One fod job's inputs: the DWI, its gradients (FSL ``bval``/``bvec``, an MRtrix ``grad``
     file, or none for a ``.mif``'s ``dw_scheme``), a mask, response files WM, GM, CSF in this
     order (None for one not given; none at all: estimated with ``response_params``), and the
-    output prefix (:func:`worker.jobs.fod_inputs.output_path`)."""
+    output prefix (:func:`worker.jobs.fod.inputs.output_path`)."""
 
     dwi: Path
     prefix: Path
@@ -62,7 +62,7 @@ class FodJob:
 
 @dataclass(frozen=True)
 class FodRead:
-    """A job's checked plan (:func:`worker.jobs.fod_plan.plan_fod`), its DWI read, and the
+    """A job's checked plan (:func:`worker.jobs.fod.plan.plan_fod`), its DWI read, and the
     inputs ``uploaded`` in another form than they are stored in, by slot."""
 
     job: FodJob
@@ -87,9 +87,9 @@ class FodFit:
 
 def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict | None = None, *,
                     inflate_threads: int = 1) -> FodRead:
-    """Check ``job``'s inputs from their headers (:func:`worker.jobs.fod_plan.plan_fod`; raises
+    """Check ``job``'s inputs from their headers (:func:`worker.jobs.fod.plan.plan_fod`; raises
     :class:`InputError` saying what to fix) and read the DWI and mask; ``uploaded`` and
-    ``inflate_threads``: as :func:`worker.jobs.fod_inputs.read_dwi` takes them."""
+    ``inflate_threads``: as :func:`worker.jobs.fod.inputs.read_dwi` takes them."""
     started = time.perf_counter()
     plan = plan_fod(job.dwi, params, bval=job.bval, bvec=job.bvec, grad=job.grad, mask=job.mask,
                     responses=job.response_files)
@@ -146,7 +146,7 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
 
 def _fit_in_slabs(fit: Callable[[np.ndarray, np.ndarray], list[np.ndarray]], read: FodRead,
                   check_cancelled: Callable[[], None]) -> list[np.ndarray]:
-    """``fit`` of a mapped DWI (:func:`worker.jobs.fod_inputs.map_dwi`) ``read.plan.slab_planes``
+    """``fit`` of a mapped DWI (:func:`worker.jobs.fod.inputs.map_dwi`) ``read.plan.slab_planes``
     planes of its last spatial axis at a time, into outputs backed by unnamed files beside the
     job's (:func:`worker.io.mapped_images.scratch_array`): every voxel's FOD is fitted alone,
     so these are the bytes of the whole-volume fit."""

@@ -20,7 +20,7 @@ import numpy as np
 from worker.errors import InputError
 from worker.io.atomic import write_json_atomic
 from worker.job_kinds import JobContext, JobKind
-from worker.jobs.fod_inputs import DWI_SLOTS, check_dwi_inputs, image_suffix, output_path, read_dwi
+from worker.jobs.fod.inputs import DWI_SLOTS, check_dwi_inputs, image_suffix, output_path, read_dwi
 from worker.params.fod import ResponseParams
 
 __all__ = ["TISSUES", "EstimatedResponses", "fixel_lobe_peaks", "estimate_responses", "gradient_source",
@@ -101,7 +101,7 @@ def _tournier(data, plan, params: ResponseParams) -> EstimatedResponses:
 
 
 def estimate_responses(data, plan, params: ResponseParams) -> EstimatedResponses:
-    """Responses of read DWI ``data`` (:class:`worker.jobs.fod_inputs.DwiData`) by
+    """Responses of read DWI ``data`` (:class:`worker.jobs.fod.inputs.DwiData`) by
     ``params.algorithm``; :class:`InputError` when the data cannot give them."""
     estimate = _tournier if params.algorithm == "tournier" else _dhollander
     try:

@@ -1,18 +1,6 @@
-"""The ``fod`` job kind: a DWI → fibre orientation distributions by constrained spherical
-deconvolution, as MRtrix3's ``dwi2fod`` (:func:`gpu.fod.msmt_csd`, :func:`gpu.fod.csd`).
-
-``msmt_csd`` writes ``wmfod``, ``gm`` and ``csf`` (with WM, GM and CSF responses; ``wmfod``
-alone with a WM response alone), ``csd`` writes ``wmfod``, in the DWI's image format, with a
-JSON sidecar. Without response files they are estimated first (:mod:`worker.jobs.fod_response`)
-and written too: for ``msmt_csd`` as ``dwi2response dhollander`` does, for ``csd`` as
-``dwi2response tournier``. With ``peaks``, the WM FOD's peaks follow, from the FOD in
-memory: the outputs ``fibertensor peaks`` writes of the written FOD
-(:func:`worker.jobs.peaks.run_peaks_of_sh`), named ``peaks``, ``amplitudes``, …,
-``peaks.json`` after the same prefix. The job is the stages the batch pipeline overlaps
-across inputs (:mod:`worker.jobs.fod_stages`) in a row, after the header checks of
-:mod:`worker.jobs.fod_plan`; a failure leaves none of its files behind. Also registers the
-``response`` job kind.
-"""
+"""The ``fod`` job kind: :func:`run_fod`, the plan's checks, then the stages of
+:mod:`worker.jobs.fod.stages` in a row; and the registry entries of the ``fod`` and
+``response`` job kinds (:data:`JOB_KINDS`)."""
 
 from __future__ import annotations
 
@@ -21,13 +9,13 @@ from pathlib import Path
 from typing import Callable
 
 from worker.job_kinds import InputSlot, JobContext, JobKind
-from worker.jobs.fod_inputs import DWI_SLOTS
-from worker.jobs.fod_plan import FodPlan, fod_memory_bytes, plan_fod
-from worker.jobs.fod_response import RESPONSE_KIND, TISSUES
-from worker.jobs.fod_stages import FodJob, fit_fods, read_fod_inputs, write_fod_outputs
+from worker.jobs.fod.inputs import DWI_SLOTS
+from worker.jobs.fod.plan import FodPlan, fod_memory_bytes, plan_fod
+from worker.jobs.fod.response import RESPONSE_KIND, TISSUES
+from worker.jobs.fod.stages import FodJob, fit_fods, read_fod_inputs, write_fod_outputs
 from worker.params.fod import FodParams, ResponseParams
 
-__all__ = ["FodPlan", "plan_fod", "run_fod", "fod_memory_bytes", "JOB_KINDS"]
+__all__ = ["run_fod", "JOB_KINDS"]
 
 
 def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: Path | None = None,
@@ -37,13 +25,13 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
             check_cancelled: Callable[[], None] = lambda: None, inflate_threads: int = 1) -> dict:
     """Fit FODs to ``dwi`` and write ``<prefix>_wmfod.<ext>`` (and ``_gm``, ``_csf`` for
     msmt_csd; ``_wm.txt``, ``_gm.txt``, ``_csf.txt`` where responses were estimated) and
-    ``<prefix>_fod.json`` (:func:`worker.jobs.fod_inputs.output_path`: plain names inside a
+    ``<prefix>_fod.json`` (:func:`worker.jobs.fod.inputs.output_path`: plain names inside a
     folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``);
     without them, they are estimated with ``response_params``, its algorithm dhollander for
     msmt_csd and tournier for csd, on the fod job's backend. With ``params.peaks``, the peaks
     outputs follow (the fixel directory as one ``.tar`` with ``fixel_archive``, as the peaks
     job's). ``inflate_threads``: threads that inflate a large ``.nii.gz`` DWI (one job alone on
-    a machine: its cores). The stages of :mod:`worker.jobs.fod_stages` in a row; a failure
+    a machine: its cores). The stages of :mod:`worker.jobs.fod.stages` in a row; a failure
     leaves none of the files behind. Returns the sidecar content."""
     given = responses or {}
     job = FodJob(dwi, prefix, bval, bvec, grad, mask, tuple(given.get(tissue) for tissue in TISSUES),
