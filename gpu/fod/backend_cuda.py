@@ -144,7 +144,7 @@ def tensor_fit_cuda(signals: np.ndarray, design: np.ndarray, products: np.ndarra
     to rounding, NaN where it gives non-finite ones. The kernel reads the signals a volume at
     a time: rows laid out so (F order, as a NIfTI's masked rows) go to the GPU as their
     transpose, voxel-major rows as they are, read through a transposed view on the device; the
-    host transposes neither (a transpose of a whole brain's rows costs the host 0.04-0.4 s)."""
+    host transposes neither (docs/decisions/response-tensor-fit.md)."""
     signals = np.asarray(signals)
     by_volume = signals.flags.f_contiguous and not signals.flags.c_contiguous
     kernels = KERNELS.kernels(lambda: ("the tensor fit CUDA kernel", None))
