@@ -129,9 +129,10 @@ _STAGES = ("upload", "queued", "read", "compute", "kernel", "write", "job", "dow
 
 
 def _stage_means(seconds: list[dict]) -> dict[str, float]:
-    """Mean seconds per subject of each stage a run reports (NaN for the stages it has not)."""
-    return {stage: float(np.mean([s[stage] for s in seconds])) if stage in seconds[0] else float("nan")
-            for stage in _STAGES}
+    """Mean seconds per subject of each stage a run reports (NaN for those of :data:`_STAGES`
+    it has not)."""
+    return {**dict.fromkeys(_STAGES, float("nan")),
+            **{stage: float(np.mean([s[stage] for s in seconds])) for stage in seconds[0]}}
 
 
 def _own_and_reaped_cpu() -> float:

@@ -506,10 +506,12 @@ def cohort(args: argparse.Namespace, report: Report, shape: tuple[int, int, int]
         [Column("run", "run"), Column("wall_s", "wall s", ".1f"), Column("per_s", "subjects/s", ".2f"),
          Column("speedup", "÷ first run", ".2f"),
          Column("gpu_util", "GPU util"), Column("per_gpu", "per GPU"), Column("cores", "cores", ".1f"),
-         Column("read", "read s", ".2f"), Column("compute", "fit s", ".2f"), Column("write", "write s", ".2f")],
+         Column("read", "read s", ".2f"), Column("compute", "fit s", ".2f")]
+        + ([Column("estimate", "of it estimating s", ".2f")] if args.estimate_responses else [])
+        + [Column("write", "write s", ".2f")],
         note="subjects/s: over the whole run; GPU util: nvidia-smi's utilization.gpu from the 10th percentile "
-             "subject's end to the last's; read/fit/write: mean seconds per subject of each stage (write includes the "
-             "peaks with --peaks)")
+             "subject's end to the last's; read/fit/write: mean seconds per subject of each stage (fit includes the "
+             "responses' estimation with --estimate-responses, write the peaks with --peaks)")
 
 
 def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[int, int, int], bvals: np.ndarray,

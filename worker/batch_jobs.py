@@ -89,7 +89,8 @@ class BatchStages:
     ``.nii.gz`` inflated on that many threads); ``compute(loaded)``:
     the engine, on the pipeline's one computing thread; ``write(item, loaded, result,
     compute_seconds)``: every output, the sidecar last, none left behind on failure; returns
-    the seconds of ``read``, ``compute``, ``kernel`` (GPU kernels, where reported) and ``write``."""
+    the seconds of ``read``, ``compute``, ``kernel`` (GPU kernels, where reported), ``estimate``
+    (fod: the part of ``compute`` that estimated the responses) and ``write``."""
 
     read: Callable[[object], object]
     compute: Callable[[object], object]
@@ -119,7 +120,7 @@ def _fod_stages(params) -> BatchStages:
     def write(item: FodItem, read, fit, compute_seconds: float) -> dict[str, float]:
         # with peaks, the peaks job's steps of the WM FOD in memory are part of this stage
         seconds = write_fod_outputs(read, fit)["seconds"]
-        return {"read": seconds["read"], "compute": compute_seconds,
+        return {"read": seconds["read"], "compute": compute_seconds, "estimate": fit.estimate_seconds,
                 "write": seconds["write"] + seconds.get("peaks", 0.0)}
 
     def read(item: FodItem, inflate_threads: int):

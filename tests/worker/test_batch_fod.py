@@ -130,6 +130,18 @@ def test_batch_fod_on_two_gpus(cohort, tmp_path):
     assert_same_fods(out, cohort["single"], dwis)
 
 
+def test_batch_fod_reports_its_stages(cohort, tmp_path):
+    """A fod item's report times its stages; ``estimate``, the part of ``compute`` that
+    estimated responses, is 0 where the group's were given."""
+    from worker.batch import run_batch
+    from worker.params.fod import FodParams
+
+    [item] = fod_items([cohort["dwis"]["sub-02"]], tmp_path, tuple(cohort["group"].values()))
+    [report] = run_batch([item], FodParams(backend="cpu", lmax=4), readers=1, writers=1)
+    assert report.ok and list(report.seconds) == ["read", "compute", "estimate", "write"]
+    assert report.seconds["estimate"] == 0 and report.seconds["compute"] > 0 and report.seconds["read"] > 0
+
+
 def test_missing_gradients_are_refused_at_the_door(cohort, tmp_path, capsys):
     folder = tmp_path / "in"
     folder.mkdir()

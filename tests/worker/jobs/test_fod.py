@@ -201,6 +201,13 @@ def test_fod_estimates_missing_responses(phantom, mrtrix_responses, tmp_path):
                  "--mask", str(p["mask"]), "--response", *(str(tmp_path / f"alone_{t}.txt") for t in
                                                             ("wm", "gm", "csf")), "--backend", "cpu", "--quiet"]) == 0
     np.testing.assert_array_equal(image(tmp_path / "est_wmfod.nii"), image(tmp_path / "given_wmfod.nii"))
+    # the sidecar times the estimation apart from the fit; a job given its responses has none
+    seconds = sidecar["seconds"]
+    assert list(seconds) == ["read", "responses", "fit", "write", "total"]
+    assert seconds["responses"] > 0 and seconds["fit"] > 0
+    assert seconds["total"] >= seconds["read"] + seconds["responses"] + seconds["fit"] + seconds["write"]
+    given = json.loads((tmp_path / "given_fod.json").read_text())["seconds"]
+    assert list(given) == ["read", "fit", "write", "total"]
 
 
 def test_response_tournier_matches_dwi2response(tmp_path):

@@ -76,13 +76,15 @@ class FodRead:
 @dataclass(frozen=True)
 class FodFit:
     """The fitted volumes (WM FOD in the basis asked for, then GM and CSF for msmt_csd), the
-    responses used by tissue, the estimate (None where responses were given), the backend."""
+    responses used by tissue, the estimate (None where responses were given), the backend;
+    the stage's seconds, of which ``estimate_seconds`` estimating the responses."""
 
     volumes: list[np.ndarray]
     responses: dict[str, np.ndarray]
     estimated: EstimatedResponses | None
     backend: str
     seconds: float
+    estimate_seconds: float = 0.0
 
 
 def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict | None = None, *,
@@ -112,7 +114,7 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
     started = time.perf_counter()
     params, plan, data = read.params, read.plan.dwi, read.data
     check_cancelled()
-    responses, estimated = dict(read.plan.responses), None
+    responses, estimated, estimate_seconds = dict(read.plan.responses), None, 0.0
     if not responses:
         algorithm = "tournier" if params.algorithm == "csd" else "dhollander"
         try:
@@ -122,6 +124,7 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
             raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response "
                              f"--algorithm {algorithm} (and its options) and pass them with --response") from None
         responses = dict(estimated.responses)
+        estimate_seconds = time.perf_counter() - started
         check_cancelled()
     backend = resolve_backend(params.backend)
     bvals, bvecs = plan.scheme[:, 3], plan.scheme[:, :3]
@@ -141,7 +144,7 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
         volumes = _fit_in_slabs(fit, read, check_cancelled)
     else:
         volumes = fit(data.dwi, data.mask)
-    return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started)
+    return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started, estimate_seconds)
 
 
 def _fit_in_slabs(fit: Callable[[np.ndarray, np.ndarray], list[np.ndarray]], read: FodRead,
@@ -247,7 +250,9 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
             "backend": fit.backend,
             "warnings": warnings,
             "versions": package_versions("nibabel", "numba", "scipy"),
-            "seconds": {"read": read.seconds, "fit": fit.seconds, "write": written - started,
+            "seconds": {"read": read.seconds,
+                        **({"responses": fit.estimate_seconds} if fit.estimated is not None else {}),
+                        "fit": fit.seconds - fit.estimate_seconds, "write": written - started,
                         **({"peaks": peaks["seconds"]["total"]} if peaks else {}),
                         "total": read.seconds + fit.seconds + time.perf_counter() - started},
         }
