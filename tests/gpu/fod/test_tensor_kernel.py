@@ -51,4 +51,5 @@ def test_the_layout_and_chunks_of_the_signals_change_no_byte(case, monkeypatch):
     whole = tensor_fit_cuda(np.ascontiguousarray(signals), design, _products(design), 2)
     np.testing.assert_array_equal(tensor_fit_cuda(np.asfortranarray(signals), design, _products(design), 2), whole)
     monkeypatch.setattr(backend_cuda, "TENSOR_CHUNK_VOXELS", 5)
-    np.testing.assert_array_equal(tensor_fit_cuda(np.asfortranarray(signals), design, _products(design), 2), whole)
+    for layout in (np.ascontiguousarray, np.asfortranarray):
+        np.testing.assert_array_equal(tensor_fit_cuda(layout(signals), design, _products(design), 2), whole)
