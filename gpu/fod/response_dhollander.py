@@ -152,7 +152,8 @@ def dhollander_response(dwi: np.ndarray, scheme: np.ndarray, mask: np.ndarray, l
         Brain mask.
     lobe_peaks : LobePeaks
         FOD lobes as ``fod2fixel`` segments them (:data:`gpu.fod.response_tournier.LobePeaks`),
-        the first's peak for the single-fibre WM ranking.
+        the first's peak for the single-fibre WM ranking at lmax 6 (at lmax 2 the largest peak
+        is in closed form: :func:`gpu.fod.response_sfwm.lmax2_peak`).
     erode : int
         Erosion passes of the brain mask (``-erode``, default 3).
     fa : float

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.cpu_blocks import run_in_blocks
+from gpu.fod.symmetric3 import extreme_eigenvalues
 
 __all__ = ["tensor_fa_and_direction"]
 
@@ -152,22 +153,14 @@ def _principal_eigenvector(xx, yy, zz, xy, xz, yz) -> np.ndarray:
 
     Elementwise passes rather than numpy's batched ``eigh``, a LAPACK call a matrix, which
     also slowed each other down from every core at once (docs/decisions/response-tensor-fit.md).
-    The extreme eigenvalues in closed form (Smith 1961, Commun. ACM 4:168:
-    λ = q + 2p cos(φ + 2πk/3), cos 3φ = det((A − qI)/p)/2); λ's eigenvector is orthogonal to
-    every row of A − λI, so it is the longest cross product of two rows (a column of the
-    adjugate). That product is as long as the gap to the nearest other eigenvalue times
+    The extreme eigenvalues in closed form (:func:`gpu.fod.symmetric3.extreme_eigenvalues`);
+    λ's eigenvector is orthogonal to every row of A − λI, so it is the longest cross product
+    of two rows (a column of the adjugate). That product is as long as the gap to the nearest other eigenvalue times
     ‖A − λI‖; where the gap is under 1e-3 of ‖A − λI‖ the closed form's λ loses digits the
     direction needs, and those voxels (a repeated eigenvalue, A = λI, a zero tensor) take
     ``eigh``.
     """
-    q = (xx + yy + zz) / 3
-    p = np.sqrt(((xx - q) ** 2 + (yy - q) ** 2 + (zz - q) ** 2 + 2 * (xy * xy + xz * xz + yz * yz)) / 6)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        a, b, c = (xx - q) / p, (yy - q) / p, (zz - q) / p
-        d, e, f = xy / p, xz / p, yz / p
-        phi = np.arccos(np.clip(0.5 * (a * (b * c - f * f) - d * (d * c - f * e) + e * (d * f - b * e)), -1, 1)) / 3
-    largest = q + 2 * p * np.cos(phi)
-    smallest = q + 2 * p * np.cos(phi + 2 * np.pi / 3)
+    largest, smallest = extreme_eigenvalues(xx, yy, zz, xy, xz, yz)
     value = np.where(np.abs(largest) >= np.abs(smallest), largest, smallest)
     m00, m11, m22 = xx - value, yy - value, zz - value
     crosses = np.array([[xy * yz - xz * m11, xz * xy - m00 * yz, m00 * m11 - xy * xy],
