@@ -80,7 +80,8 @@ def lmax2_peak(sh: np.ndarray) -> np.ndarray:
     monomials = np.column_stack([x * x, y * y, z * z, 2 * x * y, 2 * x * z, 2 * y * z])
     # Q's entries (xx, yy, zz, xy, xz, yz) from the coefficients: Y(u) c = monomials(u) q
     to_quadratic = np.linalg.solve(monomials, real_sh_matrix(2, directions))
-    entries = np.asarray(sh, dtype=np.float64) @ to_quadratic.T
+    # einsum's own loops, not BLAS: the bytes never depend on the BLAS or its threads
+    entries = np.einsum("vc,qc->vq", np.asarray(sh, dtype=np.float64), to_quadratic)
     largest, _ = extreme_eigenvalues(*entries.T)
     # p = 0 (Q = qI, an isotropic FOD) leaves NaN: its amplitude is q everywhere
     largest = np.where(np.isnan(largest), entries[:, :3].sum(axis=1) / 3, largest)

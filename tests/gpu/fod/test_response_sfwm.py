@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+
+import nibabel as nib
 import numpy as np
 
 from gpu.fod.response_sfwm import lmax2_peak
 from gpu.sh_basis import real_sh_matrix
+from tests.conftest import require_system_package
 
 
 def _coefficients(amplitude, directions: np.ndarray) -> np.ndarray:
@@ -46,3 +50,18 @@ def test_isotropic_negative_and_non_finite_fods():
     sh[2] = [-3.0, 0, 0, 0.5, 0, 0]  # negative everywhere though anisotropic
     sh[3, 2] = np.nan
     np.testing.assert_allclose(lmax2_peak(sh), [2.0 / np.sqrt(4 * np.pi), 0, 0, 0], rtol=1e-6)
+
+
+def test_equals_sh2peaks_largest_peak(tmp_path):
+    """``dwi2response dhollander`` ranks by ``sh2peaks -num 1``'s amplitude: ours to float32
+    rounding, among them FODs whose lobes FMLS (``fod2fixel``) leaves out."""
+    require_system_package("requires_mrtrix")
+    rng = np.random.default_rng(1)
+    sh = rng.standard_normal((500, 6))
+    sh[:, 0] = np.abs(sh[:, 0]) + rng.uniform(0, 4, 500)
+    sh = sh.astype(np.float32)
+    nib.save(nib.Nifti1Image(sh.reshape(500, 1, 1, 6), np.eye(4)), tmp_path / "fod.nii")
+    subprocess.run(["sh2peaks", "-quiet", "-num", "1", str(tmp_path / "fod.nii"), str(tmp_path / "peaks.nii")],
+                   check=True, capture_output=True)
+    theirs = np.linalg.norm(np.asarray(nib.load(tmp_path / "peaks.nii").dataobj, np.float64).reshape(500, 3), axis=1)
+    np.testing.assert_allclose(lmax2_peak(sh), theirs, rtol=2e-6)
