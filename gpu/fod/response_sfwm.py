@@ -5,7 +5,8 @@ largest WM FOD peak as a fraction of the voxel's total (WM + CSF) l=0 coefficien
 twice the wanted number at lmax 2, then the best of those at lmax 6 (``dhollander.py`` of
 MRtrix3 3.0, its built-in single-fibre WM step, which takes the peak from ``sh2peaks -num 1``).
 At lmax 2 the FOD on the unit sphere is a quadratic form uᵀQu, so its largest peak is Q's
-largest eigenvalue, in closed form; at lmax 6, the first lobe's peak.
+largest eigenvalue, in closed form; at lmax 6, the first lobe's peak
+(docs/decisions/response-sfwm-peak.md).
 """
 
 from __future__ import annotations
