@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fixels": ("service.cli.fixels", "fixels of an SH FOD volume as MRtrix3 fod2fixel (FMLS; AFD, peak amplitude, dispersion)"),
     "response": ("service.cli.response", "response functions of a DWI as MRtrix3 dwi2response (dhollander or tournier)"),
     "fod": ("service.cli.fod", "FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd or csd)"),
-    "sample": ("service.cli.peaks", "write a small FOD phantom with known fibers"),
+    "sample": ("service.cli.sample", "write a small phantom with known truth: an FOD volume, or a multi-shell DWI (--dwi)"),
     "serve": ("service.cli.server", "run the REST API and a worker on this machine"),
     "worker": ("service.cli.server", "run a job worker (one per GPU)"),
     "submit": ("service.cli.client", "submit jobs to a fibertensor service"),

@@ -1,4 +1,4 @@
-"""``fibertensor peaks`` and ``fibertensor sample``."""
+"""``fibertensor peaks``."""
 
 from __future__ import annotations
 
@@ -34,15 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_options(peaks, PeaksParams)
     peaks.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     peaks.set_defaults(func=_peaks)
-
-    sample = subparsers.add_parser("sample", help="write a small FOD phantom with known fibers",
-                                   description="Write OUTDIR/fod.nii.gz, mask.nii.gz and the ground truth.")
-    sample.add_argument("outdir", type=Path, metavar="OUTDIR")
-    sample.add_argument("--shape", type=int, nargs=3, default=[24, 24, 12], metavar=("X", "Y", "Z"))
-    sample.add_argument("--lmax", type=int, default=8, choices=[2, 4, 6, 8, 10, 12])
-    sample.add_argument("--noise", type=float, default=0.02)
-    sample.add_argument("--seed", type=int, default=0)
-    sample.set_defaults(func=_sample)
 
 
 def _peaks(args: argparse.Namespace) -> int:
@@ -84,11 +75,3 @@ def _peaks(args: argparse.Namespace) -> int:
         print(f"wrote {', '.join(written)} and {outputs.sidecar.name} in {outputs.folder}")
     return 0
 
-
-def _sample(args: argparse.Namespace) -> int:
-    from worker.sample import write_sample
-
-    paths = write_sample(args.outdir, tuple(args.shape), args.lmax, args.noise, args.seed)
-    print(f"wrote {', '.join(str(p) for p in paths.values())}")
-    print(f"next: fibertensor peaks {paths['fod']} {args.outdir / 'out'}")
-    return 0

@@ -18,8 +18,9 @@ import numpy as np
 
 from gpu.fod.shells import BZERO_THRESHOLD
 from worker.errors import InputError
+from worker.io.atomic import write_bytes_atomic
 
-__all__ = ["read_fsl_gradients", "read_mrtrix_gradients", "scheme_from_header", "read_gradients"]
+__all__ = ["read_fsl_gradients", "write_fsl_gradients", "read_mrtrix_gradients", "scheme_from_header", "read_gradients"]
 
 _log = logging.getLogger(__name__)
 
@@ -128,12 +129,44 @@ def read_fsl_gradients(bvecs: Path, bvals: Path, affine: np.ndarray,
     # FSL's bvecs live in a left-handed voxel frame: x flips when the affine is right-handed.
     if np.linalg.det(linear) > 0:
         vecs[0] = -vecs[0]
-    # MRtrix3 rotates with the orthogonal part (polar decomposition) of the voxel-size-free
-    # affine, so a slightly non-orthogonal header leaves unit vectors unit.
-    u, _, vt = np.linalg.svd(linear / np.linalg.norm(linear, axis=0))
-    rotation = u @ vt
-    scheme[:, :3] = (rotation @ vecs).T
+    scheme[:, :3] = (_rotation(linear) @ vecs).T
     return _normalised(scheme, f"the bvecs file {bvecs.name!r}")
+
+
+def _rotation(linear: np.ndarray) -> np.ndarray:
+    """MRtrix3 rotates with the orthogonal part (polar decomposition) of the voxel-size-free
+    affine, so a slightly non-orthogonal header leaves unit vectors unit."""
+    u, _, vt = np.linalg.svd(linear / np.linalg.norm(linear, axis=0))
+    return u @ vt
+
+
+def write_fsl_gradients(bvecs: Path, bvals: Path, scheme: np.ndarray, affine: np.ndarray) -> tuple[Path, Path]:
+    """Write ``scheme`` as the FSL pair that :func:`read_fsl_gradients` (and MRtrix3's
+    ``-fslgrad``) read back as it for an image with ``affine``.
+
+    Parameters
+    ----------
+    bvecs, bvals : Path
+        The files to write (each whole or not at all).
+    scheme : (n, 4) array
+        ``x y z b`` rows, directions in scanner space.
+    affine : (4, 4) array
+        The image's voxel → scanner affine.
+
+    Returns
+    -------
+    (bvecs, bvals)
+    """
+    scheme = np.asarray(scheme, dtype=np.float64)
+    linear = np.asarray(affine, dtype=np.float64)[:3, :3]
+    vecs = _rotation(linear).T @ scheme[:, :3].T
+    if np.linalg.det(linear) > 0:
+        vecs[0] = -vecs[0]
+    vecs[vecs == 0] = 0.0  # no "-0" in the file
+    rows = "\n".join(" ".join(f"{v:.10f}" for v in row) for row in vecs)
+    write_bytes_atomic(Path(bvecs), (rows + "\n").encode())
+    write_bytes_atomic(Path(bvals), (" ".join(f"{b:g}" for b in scheme[:, 3]) + "\n").encode())
+    return Path(bvecs), Path(bvals)
 
 
 def _scheme_rows(table: np.ndarray, source: str, n_volumes: int | None) -> np.ndarray:

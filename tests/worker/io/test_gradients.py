@@ -11,7 +11,8 @@ from dipy.data import get_fnames
 
 from gpu.fod.gradient_scheme import normalise_scheme
 from worker.errors import InputError
-from worker.io.gradients import read_fsl_gradients, read_gradients, read_mrtrix_gradients, scheme_from_header
+from worker.io.gradients import (read_fsl_gradients, read_gradients, read_mrtrix_gradients, scheme_from_header,
+                                 write_fsl_gradients)
 from worker.io.images import read_image_header
 from worker.io.mif import write_mif
 
@@ -151,3 +152,26 @@ def test_errors_name_the_fix(tmp_path):
     np.savetxt(nan_dwi, vecs)
     with pytest.raises(InputError, match=r"non-finite directions for diffusion-weighted volumes \[3\]"):
         read_gradients(info, bvecs=nan_dwi, bvals=bvals)
+
+
+@pytest.mark.parametrize("handedness", ["right", "left", "oblique"])
+def test_written_fsl_pairs_read_back_as_the_scheme(mrtrix, tmp_path, handedness):
+    """write_fsl_gradients, read by MRtrix3 (-fslgrad) and by us: the scheme given, for a
+    right-handed (x flipped in the file), a left-handed and a rotated affine."""
+    rng = np.random.default_rng(3)
+    directions = rng.standard_normal((12, 3))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    scheme = np.column_stack([directions, rng.choice([1000.0, 2000.0], 12)])
+    scheme[:2] = 0.0
+    affine = np.diag([2.0, 2.5, 3.0, 1.0])
+    if handedness == "left":
+        affine[0, 0] = -2.0
+    elif handedness == "oblique":
+        turn = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+        affine[:3, :3] = turn @ affine[:3, :3]
+    image = tmp_path / "dwi.nii"
+    nib.save(nib.Nifti1Image(np.zeros((2, 2, 2, 12), np.float32), affine), image)
+    bvecs, bvals = write_fsl_gradients(tmp_path / "dwi.bvec", tmp_path / "dwi.bval", scheme, affine)
+    np.testing.assert_allclose(read_fsl_gradients(bvecs, bvals, affine, 12), scheme, atol=1e-9)
+    theirs = _mrtrix_scheme(mrtrix, tmp_path, image, "-fslgrad", bvecs, bvals)
+    np.testing.assert_allclose(theirs, scheme, atol=1e-6)
