@@ -30,8 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sample.add_argument("--dwi", action="store_true",
                         help="a DWI (b = 0 ×5, 1000 ×30, 2000 ×60; WM of 1-3 crossing fibres, GM and CSF in partial "
                         "volume, Rician noise) instead of an FOD")
-    sample.add_argument("--shape", type=_at_least(8), nargs=3, default=[24, 24, 12], metavar=("X", "Y", "Z"),
-                        help="grid in voxels of 2 mm (each at least 8; default: 24 24 12)")
+    sample.add_argument("--shape", type=_at_least(1), nargs=3, default=[24, 24, 12], metavar=("X", "Y", "Z"),
+                        help="grid in voxels of 2 mm (default: 24 24 12)")
     sample.add_argument("--lmax", type=int, default=8, choices=[2, 4, 6, 8, 10, 12],
                         help="FOD: SH degree (default: 8)")
     sample.add_argument("--noise", type=_at_least(0.0, float), default=0.02,

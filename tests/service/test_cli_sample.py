@@ -76,3 +76,14 @@ def test_fod_with_its_responses_finds_its_fibres(sample, tmp_path):
     assert np.median(angles) < 2.5 and angles.max() < 8.0
     csf = load(out / "csf.nii.gz")[..., 0] * np.sqrt(4 * np.pi)
     assert np.median(np.abs(csf - fractions[..., 2])[mask]) < 0.03
+
+
+@pytest.mark.parametrize("option, value, message", [("--snr", "0", "argument --snr: must be at least 1, not 0"),
+                                                    ("--shape", "0", "argument --shape: must be at least 1, not 0"),
+                                                    ("--noise", "x", "argument --noise: 'x' is not a number")])
+def test_out_of_range_options_are_refused(tmp_path, capsys, option, value, message):
+    values = [value] * (3 if option == "--shape" else 1)
+    with pytest.raises(SystemExit) as exit_:
+        main(["sample", "--dwi", str(tmp_path / "s"), option, *values])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
