@@ -155,10 +155,10 @@ def _principal_eigenvector(xx, yy, zz, xy, xz, yz) -> np.ndarray:
     also slowed each other down from every core at once (docs/decisions/response-tensor-fit.md).
     The extreme eigenvalues in closed form (:func:`gpu.fod.symmetric3.extreme_eigenvalues`);
     λ's eigenvector is orthogonal to every row of A − λI, so it is the longest cross product
-    of two rows (a column of the adjugate). That product is as long as the gap to the nearest other eigenvalue times
-    ‖A − λI‖; where the gap is under 1e-3 of ‖A − λI‖ the closed form's λ loses digits the
-    direction needs, and those voxels (a repeated eigenvalue, A = λI, a zero tensor) take
-    ``eigh``.
+    of two rows (a column of the adjugate). That product is as long as the gap to the nearest
+    other eigenvalue times ‖A − λI‖; where the gap is under 1e-3 of ‖A − λI‖ the closed form's
+    λ loses digits the direction needs, and those voxels (a repeated eigenvalue, A = λI, a zero
+    tensor) take ``eigh``.
     """
     largest, smallest = extreme_eigenvalues(xx, yy, zz, xy, xz, yz)
     value = np.where(np.abs(largest) >= np.abs(smallest), largest, smallest)
