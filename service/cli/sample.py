@@ -43,8 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _sample(args: argparse.Namespace) -> int:
+    from service.cli.output_checks import check_output_folder
     from worker.sample import write_dwi_sample, write_sample
 
+    check_output_folder(args.outdir, "OUTDIR")
     shape = tuple(args.shape)
     if args.dwi:
         paths = write_dwi_sample(args.outdir, shape, args.snr, args.seed)

@@ -87,3 +87,10 @@ def test_out_of_range_options_are_refused(tmp_path, capsys, option, value, messa
         main(["sample", "--dwi", str(tmp_path / "s"), option, *values])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_file_as_outdir_is_refused(tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    assert main(["sample", "--dwi", str(tmp_path / "taken")]) == 2
+    assert "is a file; choose another OUTDIR" in capsys.readouterr().err
+    assert (tmp_path / "taken").read_text() == ""
