@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 
 from gpu.fod.response_dhollander import dhollander_response
+from tests.gpu.fod.response_phantom import three_tissue_phantom
 from worker.io.response_files import read_response
 from worker.jobs.fod.response import fixel_lobe_peaks
 
@@ -46,3 +49,17 @@ def test_a_white_matter_only_mask_is_refused(small_64d_case):
     case = small_64d_case
     with pytest.raises(ValueError, match="no crude GM voxel"):
         dhollander_response(case.dwi, case.scheme, case.mask, fixel_lobe_peaks)
+
+
+def test_the_cuda_backend_picks_the_cpu_backends_voxels_and_responses():
+    """Every GPU step of the estimation (tensor fit, the single-fibre WM step's MSMT-CSD and
+    FMLS lobes at lmax 6), in the simulator, on a phantom small enough for it (10³ voxels, one erosion)."""
+    dwi, scheme = three_tissue_phantom(10)
+    mask = np.ones(dwi.shape[:3], bool)
+    cpu = dhollander_response(dwi, scheme, mask, fixel_lobe_peaks, erode=1)
+    cuda = dhollander_response(dwi, scheme, mask, partial(fixel_lobe_peaks, backend="cuda"), erode=1, backend="cuda")
+    np.testing.assert_array_equal(cuda.voxels, cpu.voxels)
+    assert cpu.voxels[..., 2].sum() >= 1
+    for tissue in ("wm", "gm", "csf"):
+        np.testing.assert_allclose(getattr(cuda, tissue), getattr(cpu, tissue), rtol=1e-12,
+                                   atol=1e-12 * np.abs(getattr(cpu, tissue)).max())
