@@ -44,8 +44,8 @@ tournier, :func:`worker.jobs.fod.response.run_response` in this process, best of
 ``--repeats`` after a warm-up call) on each backend, and MRtrix3's ``dwi2response`` (a whole
 process, where it is on PATH), on the phantom as a ``.nii.gz`` with its ``.bval``, ``.bvec``
 and mask, file to file: seconds (ours also the estimation alone, the read apart) and each
-shell's l = 0 term of the WM response against ``dwi2response``'s (relative difference, the
-largest over the shells).
+shell's l = 0 term of the WM response against ``dwi2response``'s and against the first
+backend's (relative difference, the largest over the shells).
 
 ``--slabs`` times the fit of a DWI too large to hold (docs/decisions/fod-slabs.md): the
 phantom as one ``.nii.gz`` subject with its ``.bval``, ``.bvec``, mask and the phantom's
@@ -529,7 +529,7 @@ def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[i
         inputs = {"bval": dwi.with_suffix("").with_suffix(".bval"), "bvec": dwi.with_suffix("").with_suffix(".bvec"),
                   "mask": Path(str(dwi).replace(".nii.gz", "_mask.nii.gz"))}
         for algorithm in ("dhollander", "tournier"):
-            theirs, peer_seconds = None, None
+            theirs, peer_seconds, first = None, None, None
             if peer is not None:
                 prefix = folder / f"theirs_{algorithm}"
                 outputs = [f"{prefix}_{t}.txt" for t in (TISSUES if algorithm == "dhollander" else ("wm",))]
@@ -553,12 +553,17 @@ def response_estimation(args: argparse.Namespace, report: Report, shape: tuple[i
                        "cpu_s": min(timing.cpu), "ratio": ratio(peer_seconds, timing.best_wall)}
                 if theirs is not None:
                     row["l0_rel"] = float(np.max(np.abs(ours[:, 0] - theirs[:, 0]) / np.abs(theirs[:, 0])))
+                if first is None:
+                    first = ours
+                else:
+                    row["l0_backends"] = float(np.max(np.abs(ours[:, 0] - first[:, 0]) / np.abs(first[:, 0])))
                 rows.append(row)
     report.table(f"Response estimation, {shape[0]}×{shape[1]}×{shape[2]} phantom, {int(mask.sum())} mask voxels, "
                  f"{bvals.size} volumes; file to file", rows,
                  [Column("algorithm", "algorithm"), Column("side", "side"), Column("seconds", "wall s", ".2f"),
                   Column("estimate_s", "estimation s", ".2f"), Column("cpu_s", "CPU s", ".2f"),
-                  Column("ratio", "dwi2response ÷ ours", ".2f"), Column("l0_rel", "WM l=0 vs dwi2response", ".2e")],
+                  Column("ratio", "dwi2response ÷ ours", ".2f"), Column("l0_rel", "WM l=0 vs dwi2response", ".2e"),
+                  Column("l0_backends", f"WM l=0 vs {backends[0]}", ".2e")],
                  note="ours best of --repeats after a warm-up; estimation s: the job's own timing without the read")
 
 
