@@ -69,6 +69,10 @@ def _fod(args: argparse.Namespace) -> int:
         print(f"{params.algorithm} FODs (lmax {sidecar['lmax']['wmfod']}) in {sidecar['voxels_fitted']} voxels, "
               f"backend {sidecar['backend']}, {sidecar['seconds']['total']:.2f} s; wrote "
               f"{', '.join(sidecar['outputs'].values())}")
+        if "estimated_responses" in sidecar:
+            voxels = ", ".join(f"{count} {tissue.upper()}" for tissue, count in
+                               sidecar["estimated_responses"]["voxels"].items())
+            print(f"responses estimated from {voxels} voxels, {sidecar['seconds']['responses']:.2f} s")
         if "peaks" in sidecar:
             written = [name for names in sidecar["peaks"]["outputs"].values() for name in names]
             print(f"peaks of the WM FOD, {sidecar['seconds']['peaks']:.2f} s; wrote {', '.join(written)} and "

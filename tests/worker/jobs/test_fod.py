@@ -17,7 +17,7 @@ from service.cli import main
 from tests.worker.jobs.fod_phantom import AFFINE, SHAPE, write_fsl, write_phantom
 from worker.io.images import load_image_data, read_image_header, write_image
 from worker.io.response_files import read_response
-from worker.jobs.fod import run_fod
+from worker.jobs.fod import run_fod, run_response
 from worker.params.fod import FodParams, ResponseParams
 
 pytestmark = pytest.mark.requires_mrtrix
@@ -206,8 +206,11 @@ def test_fod_estimates_missing_responses(phantom, mrtrix_responses, tmp_path):
     assert list(seconds) == ["read", "responses", "fit", "write", "total"]
     assert seconds["responses"] > 0 and seconds["fit"] > 0
     assert seconds["total"] >= seconds["read"] + seconds["responses"] + seconds["fit"] + seconds["write"]
-    given = json.loads((tmp_path / "given_fod.json").read_text())["seconds"]
-    assert list(given) == ["read", "fit", "write", "total"]
+    given = json.loads((tmp_path / "given_fod.json").read_text())
+    assert list(given["seconds"]) == ["read", "fit", "write", "total"]
+    # the voxels the responses came from, as the response job's sidecar counts them; none given
+    alone = json.loads((tmp_path / "alone_response.json").read_text())
+    assert sidecar["estimated_responses"] == {"voxels": alone["voxels"]} and "estimated_responses" not in given
 
 
 def test_response_tournier_matches_dwi2response(tmp_path):
@@ -248,6 +251,8 @@ def test_csd_estimates_its_response_by_tournier(phantom, tmp_path):
                  str(p["bvec"]), "--mask", str(p["mask"]), "--algorithm", "tournier", "--quiet"]) == 0
     assert (tmp_path / "est_wm.txt").read_text() == (tmp_path / "alone_wm.txt").read_text()
     assert read_response(tmp_path / "est_wm.txt")[0].shape == (1, 6)
+    alone = json.loads((tmp_path / "alone_response.json").read_text())
+    assert sidecar["estimated_responses"] == {key: alone[key] for key in ("voxels", "iterations", "converged")}
     subprocess.run(["dwi2fod", "csd", "-quiet", "-nthreads", "1", "-fslgrad", str(p["bvec"]), str(p["bval"]),
                     str(p["dwi"]), str(tmp_path / "est_wm.txt"), str(tmp_path / "theirs.nii"), "-mask",
                     str(p["mask"])], check=True)
@@ -322,3 +327,17 @@ def test_memory_estimates_cover_the_runs_and_no_more_than_three_times(tmp_path):
             response_memory_bytes(check_dwi_inputs(dwi, bval=bval, bvec=bvec), algorithm))
     for algorithm, peak in peaks.items():
         assert peak <= estimates[algorithm] <= 3 * peak, algorithm
+
+
+def test_fod_warns_as_the_response_job_about_its_estimate(phantom, tmp_path):
+    """An estimate without a mask, or whose single-fibre voxels still changed at max_iters,
+    qualifies the fod job's results as it does the response job's."""
+    p = phantom["paths"]
+    params = ResponseParams(max_iters=2, number=20, iter_voxels=40)
+    sidecar = run_fod(p["dwi"], tmp_path / "est", FodParams(algorithm="csd", backend="cpu"), bval=p["bval"],
+                      bvec=p["bvec"], response_params=params)
+    alone = run_response(p["dwi"], tmp_path / "alone", params.model_copy(update={"algorithm": "tournier"}),
+                         bval=p["bval"], bvec=p["bvec"])
+    assert alone["converged"] is False and sidecar["estimated_responses"]["converged"] is False
+    estimate_warnings = [w for w in alone["warnings"] if w.startswith(("no mask given", "the single-fibre voxels"))]
+    assert len(estimate_warnings) == 2 and all(w in sidecar["warnings"] for w in estimate_warnings)

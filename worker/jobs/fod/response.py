@@ -23,8 +23,8 @@ from worker.job_kinds import JobContext, JobKind
 from worker.jobs.fod.inputs import DWI_SLOTS, check_dwi_inputs, image_suffix, output_path, read_dwi
 from worker.params.fod import ResponseParams
 
-__all__ = ["TISSUES", "EstimatedResponses", "fixel_lobe_peaks", "estimate_responses", "gradient_source",
-           "run_response", "response_memory_bytes", "RESPONSE_KIND"]
+__all__ = ["TISSUES", "EstimatedResponses", "fixel_lobe_peaks", "estimate_responses", "estimation_warnings",
+           "gradient_source", "run_response", "response_memory_bytes", "RESPONSE_KIND"]
 
 TISSUES = ("wm", "gm", "csf")
 
@@ -110,6 +110,19 @@ def estimate_responses(data, plan, params: ResponseParams) -> EstimatedResponses
         raise InputError("Responses cannot be estimated", f"{exc}") from None
 
 
+def estimation_warnings(result: EstimatedResponses, params: ResponseParams, masked: bool) -> list[str]:
+    """What qualifies ``result``, estimated with ``params`` from a DWI with a mask (``masked``)
+    or without: the response and fod jobs' sidecars list the same."""
+    warnings = []
+    if not masked:
+        warnings.append("no mask given: voxels were chosen from the whole image (dwi2response makes a brain mask "
+                        "with dwi2mask); pass a brain mask for responses of brain tissue only")
+    if result.details.get("converged") is False:
+        warnings.append(f"the single-fibre voxels still changed after {params.max_iters} iterations (max_iters); "
+                        "the response is that of the last")
+    return warnings
+
+
 def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParams(), *, bval: Path | None = None,
                  bvec: Path | None = None, grad: Path | None = None, mask: Path | None = None,
                  uploaded: dict | None = None, inflate_threads: int = 1) -> dict:
@@ -134,13 +147,7 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
     for tissue, response in result.responses.items():
         write_response(paths[tissue], response, result.bvalues)
     write_image(paths["voxels"], result.voxels.astype(np.uint8), plan.info.affine)
-    warnings = data.warnings()
-    if plan.mask is None:
-        warnings.append("no mask given: voxels were chosen from the whole image (dwi2response makes a brain mask "
-                        "with dwi2mask); pass a brain mask for responses of brain tissue only")
-    if result.details.get("converged") is False:
-        warnings.append(f"the single-fibre voxels still changed after {params.max_iters} iterations (max_iters); "
-                        "the response is that of the last")
+    warnings = [*data.warnings(), *estimation_warnings(result, params, masked=plan.mask is not None)]
     sidecar = {
         "job": "response",
         "generated_by": generated_by(),

@@ -19,7 +19,8 @@ import numpy as np
 from worker.errors import InputError
 from worker.jobs.fod.inputs import DwiData, image_suffix, map_dwi, output_path, read_dwi
 from worker.jobs.fod.plan import FodPlan, plan_fod
-from worker.jobs.fod.response import TISSUES, EstimatedResponses, estimate_responses, gradient_source
+from worker.jobs.fod.response import (TISSUES, EstimatedResponses, estimate_responses, estimation_warnings,
+                                      gradient_source)
 from worker.params.fod import FodParams, ResponseParams
 
 if TYPE_CHECKING:
@@ -226,6 +227,8 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
             write_image(paths[name], volume, plan.dwi.info.affine)
         written = time.perf_counter()
         warnings = [*plan.warnings, *data.warnings()]
+        if fit.estimated is not None:
+            warnings += estimation_warnings(fit.estimated, job.response_params, masked=plan.dwi.mask is not None)
         if params.peaks:
             peaks = _peaks_of_wm_fod(read, paths["wmfod"], volumes["wmfod"], fixel_archive, check_cancelled)
             warnings += peaks["warnings"]
@@ -240,6 +243,8 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
             "method": ("dwi2fod csd (Tournier et al. 2007, NeuroImage 35:1459)" if params.algorithm == "csd" else
                        "dwi2fod msmt_csd (Jeurissen et al. 2014, NeuroImage 103:411, Eq. 3)")
                       + (f" with responses by {fit.estimated.method}" if fit.estimated is not None else ""),
+            **({"estimated_responses": {"voxels": fit.estimated.counts, **fit.estimated.details}}
+               if fit.estimated is not None else {}),
             "shells": [round(float(b), 1) for b in plan.dwi.shell_bvalues],
             "lmax": dict(zip(names, plan.lmax)),
             "sh_basis": params.basis,
