@@ -560,13 +560,20 @@
       listState.filters = { label, status: $("filter-status").value };
       listState.cursors = [null];
       listState.page = 0;
+      // no paging until this listing's first page (and its cursor) has come
+      $("older").disabled = true;
+      $("newer").disabled = true;
       const zip = $("batch-zip");
       zip.hidden = !label;
       if (label) zip.replaceWith(downloadLink(`/v1/jobs/results.zip?${new URLSearchParams({ label })}`,
         `${label}.zip`, `Download batch “${label}” (zip)`, { id: "batch-zip", class: "button" }));
       refreshJobs();
     });
-    $("older").addEventListener("click", () => { listState.page += 1; refreshJobs(); });
+    $("older").addEventListener("click", () => {
+      if (!listState.cursors[listState.page + 1]) return; // this page's listing has not come yet
+      listState.page += 1;
+      refreshJobs();
+    });
     $("newer").addEventListener("click", () => { listState.page = Math.max(0, listState.page - 1); refreshJobs(); });
   }
 
