@@ -437,10 +437,12 @@ def _write_cohort_phantom(path: Path, seed: int, phantom_args: dict) -> Path:
 def write_dwi_cohort(folder: Path, subjects: int, distinct: int, phantom_args: dict, mask: np.ndarray) -> list[Path]:
     """``subjects`` DWIs ``sub-NNN.nii.gz`` in ``folder``, ``distinct`` of them phantoms
     (:func:`gpu.fod.dwi_phantom` with ``phantom_args``, seeds 1000 + i, one process each),
-    the others links to them; each with its ``.bval``, ``.bvec`` and ``_mask.nii.gz`` beside it."""
+    the others links to them; each with its ``.bval``, ``.bvec`` (the phantom's directions as
+    ``-fslgrad`` reads them for the image's affine) and ``_mask.nii.gz`` beside it."""
     import nibabel
     from concurrent.futures import ProcessPoolExecutor
 
+    from worker.io.gradients import write_fsl_gradients
     from worker.io.nifti import save_nifti_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -454,8 +456,8 @@ def write_dwi_cohort(folder: Path, subjects: int, distinct: int, phantom_args: d
             link = Path(f"{name}.nii.gz")
             link.unlink(missing_ok=True)
             link.symlink_to(f"{written[index % len(written)].name}.nii.gz")
-        np.savetxt(f"{name}.bval", phantom_args["bvals"][None], fmt="%g")
-        np.savetxt(f"{name}.bvec", phantom_args["bvecs"].T, fmt="%.8f")
+        write_fsl_gradients(Path(f"{name}.bvec"), Path(f"{name}.bval"),
+                            np.column_stack([phantom_args["bvecs"], phantom_args["bvals"]]), _COHORT_AFFINE)
         save_nifti_atomic(nibabel.Nifti1Image(mask.astype(np.uint8), _COHORT_AFFINE), Path(f"{name}_mask.nii.gz"))
     return [Path(f"{name}.nii.gz") for name in names]
 
