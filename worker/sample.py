@@ -72,7 +72,7 @@ def write_sample(folder: Path, shape: tuple[int, int, int] = (24, 24, 12), lmax:
         "lmax": lmax, "basis": "mrtrix", "shape": list(shape), "noise": noise, "seed": seed})
 
 
-def write_dwi_sample(folder: Path, shape: tuple[int, int, int] = (24, 24, 12), snr: float = 20.0,
+def write_dwi_sample(folder: Path, shape: tuple[int, int, int] = (40, 40, 20), snr: float = 20.0,
                      seed: int = 0) -> dict[str, Path]:
     """Write a multi-shell DWI (:func:`gpu.fod.dwi_phantom`: WM of 1–3 crossing fibres, GM and
     CSF in partial volume, Rician noise) as ``dwi.nii.gz`` with FSL ``dwi.bval``/``dwi.bvec``

@@ -94,3 +94,9 @@ def test_a_file_as_outdir_is_refused(tmp_path, capsys):
     assert main(["sample", "--dwi", str(tmp_path / "taken")]) == 2
     assert "is a file; choose another OUTDIR" in capsys.readouterr().err
     assert (tmp_path / "taken").read_text() == ""
+
+
+def test_the_dwi_sample_defaults_to_a_larger_grid(tmp_path):
+    """40 × 40 × 20: dhollander's single-fibre WM (0.5 % of the WM) about ten voxels, not one."""
+    assert main(["sample", "--dwi", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "sample.json").read_text())["shape"] == [40, 40, 20]
