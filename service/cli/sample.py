@@ -48,13 +48,13 @@ def _sample(args: argparse.Namespace) -> int:
     from worker.sample import write_dwi_sample, write_sample
 
     check_output_folder(args.outdir, "OUTDIR")
-    shape = tuple(args.shape or ((40, 40, 20) if args.dwi else (24, 24, 12)))
+    shape = {"shape": tuple(args.shape)} if args.shape else {}  # else each writer's own default
     if args.dwi:
-        paths = write_dwi_sample(args.outdir, shape, args.snr, args.seed)
+        paths = write_dwi_sample(args.outdir, snr=args.snr, seed=args.seed, **shape)
         step = (f"fibertensor fod {paths['dwi']} {args.outdir / 'out'}/ --bval {paths['bval']} --bvec {paths['bvec']} "
                 f"--mask {paths['mask']} --peaks")
     else:
-        paths = write_sample(args.outdir, shape, args.lmax, args.noise, args.seed)
+        paths = write_sample(args.outdir, lmax=args.lmax, noise=args.noise, seed=args.seed, **shape)
         step = f"fibertensor peaks {paths['fod']} {args.outdir / 'out'}"
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     print(f"next: {step}")
