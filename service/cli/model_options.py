@@ -61,10 +61,14 @@ def _range_text(constraints: list[Any]) -> str:
             if isinstance(constraint, kind):
                 words.append(f"{word} {getattr(constraint, attr):g}")
         if isinstance(constraint, annotated_types.MinLen) and constraint.min_length:
-            words.append(f"at least {constraint.min_length} values")
+            words.append(f"at least {_values(constraint.min_length)}")
         if isinstance(constraint, annotated_types.MaxLen):
-            words.append(f"at most {constraint.max_length} values")
+            words.append(f"at most {_values(constraint.max_length)}")
     return ", ".join(words)
+
+
+def _values(count: int) -> str:
+    return f"{count} value" if count == 1 else f"{count} values"
 
 
 def _list_note(info: FieldInfo) -> str:

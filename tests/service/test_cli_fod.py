@@ -170,6 +170,19 @@ async def test_api_refuses_bad_input(client, store, phantom, tmp_path):
     response = await client.post("/v1/jobs/fod", files=_form({s: p[s] for s in ("dwi", "bval", "bvec")}, **other))
     assert response.status_code == 422 and response.json()["title"] == "Response does not match the data's shells"
     assert "b = 0, 1000, 2000 but the DWI has shells b = 0, 1000, 2000, 3000" in response.json()["detail"]
+    assert "or fit the shells it is for alone (shells 0,1000,2000)" in response.json()["detail"]
+    # which the form's shells field does
+    files = _form({s: p[s] for s in ("dwi", "bval", "bvec")}, **other)
+    response = await client.post("/v1/jobs/fod", files=files, data={"shells": "0,1000,2000", "backend": "cpu"})
+    assert response.status_code == 202, response.text
+    run_queued(store)
+    job = (await client.get(f"/v1/jobs/{response.json()['id']}")).json()
+    assert job["status"] == "succeeded", job["error"]
+    sidecar = (await client.get(next(r["url"] for r in job["results"] if r["name"] == "fod.json"))).json()
+    assert sidecar["shells"] == [0.0, 1000.0, 2000.0] and sidecar["parameters"]["shells"] == [0.0, 1000.0, 2000.0]
+    response = await client.post("/v1/jobs/fod", files=files, data={"shells": "0,1500"})
+    assert response.status_code == 422 and response.json()["title"] == "Shell not found"
+    assert "lies between shells" in response.json()["detail"]
 
 
 @pytest.mark.anyio

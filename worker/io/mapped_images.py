@@ -36,16 +36,19 @@ __all__ = ["MappedImage", "map_image", "scratch_array"]
 class MappedImage:
     """A mapped image: ``info`` its header, ``stored`` its stored values in array order (a
     view of the map, unscaled), ``sha256`` of its files by name (of a ``.gz`` as stored),
-    ``nifti_header`` the NIfTI file's own header (its slope and intercept; None for MRtrix)."""
+    ``nifti_header`` the NIfTI file's own header (its slope and intercept; None for MRtrix),
+    ``volumes`` the volumes of a 4-D image its slabs hold (None: all)."""
 
     info: NiftiInfo | MifInfo
     stored: np.ndarray
     sha256: dict[str, str]
     nifti_header: nib.Nifti1Header | None = None
+    volumes: np.ndarray | None = None
 
     def slab(self, start: int, stop: int) -> np.ndarray:
-        """The float32 values of ``[:, :, start:stop]``, x fastest (Fortran order)."""
-        stored = np.asfortranarray(self.stored[:, :, start:stop])
+        """The float32 values of ``[:, :, start:stop]`` (of ``volumes``), x fastest (Fortran order)."""
+        part = self.stored[:, :, start:stop]
+        stored = np.asfortranarray(part if self.volumes is None else part[..., self.volumes])
         if isinstance(self.info, MifInfo):
             return mif_scaled(stored, self.info, np.float32)
         return scaled_values(stored, self.nifti_header, np.float32)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, create_model, model_validator
 from pydantic.fields import FieldInfo
@@ -20,6 +20,15 @@ __all__ = ["ResponseParams", "FodParams", "peaks_option_name"]
 _PEAKS_SHARED = ("basis", "backend", "checksums")
 
 
+#: ``-shells`` of ``dwi2fod`` and ``dwi2response``, which both jobs take.
+_Shells = Annotated[
+    Annotated[list[Annotated[float, Field(ge=0.0, le=1e5)]], Field(min_length=1, max_length=32)] | None,
+    Field(description="b-values (s/mm²) of the shells to use, as dwi2fod and dwi2response -shells: each takes the "
+          "shell it lies in, or the nearest; b = 0 listed too, but for csd and tournier the one b > 0 shell alone; "
+          "the other volumes are left out. Default: every shell (csd and tournier: the highest)",
+          examples=[[0, 1000, 2000]])]
+
+
 class ResponseParams(JobParams):
     """``dwi2response dhollander`` and ``tournier`` settings
     (:func:`gpu.fod.response_dhollander.dhollander_response`,
@@ -31,6 +40,7 @@ class ResponseParams(JobParams):
         "selection, Tournier et al. 2013)")
     lmax: int = Field(10, ge=2, le=10, multiple_of=2, description="harmonic degree of the WM response on each "
                       "b > 0 shell (dwi2response -lmax); GM and CSF are isotropic (degree 0)")
+    shells: _Shells = None
     erode: int = Field(3, ge=0, le=10, description="erosion passes of the brain mask before selecting voxels "
                        "(dwi2response dhollander -erode)")
     fa: float = Field(0.2, gt=0.0, lt=1.0, description="FA threshold between crude WM and GM/CSF "
@@ -72,6 +82,7 @@ class _FodOptions(JobParams):
         "csd: single-shell WM FOD from the highest shell and one WM response (Tournier et al. 2007)")
     lmax: int = Field(8, ge=2, le=12, multiple_of=2, description="harmonic degree of the WM FOD (dwi2fod -lmax); "
                       "lowered, with a warning, where the data or the response cannot support it")
+    shells: _Shells = None
     basis: Literal["mrtrix", "dipy"] = Field(
         "mrtrix", description="SH basis of the written FOD: mrtrix (MRtrix3's, what dwi2fod writes) or dipy "
         "(DIPY's descoteaux07 legacy basis, the m ↔ −m swap of MRtrix3's)")

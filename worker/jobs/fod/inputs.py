@@ -8,7 +8,7 @@ an MRtrix gradient file or FSL bvecs/bvals when given, else a ``.mif``'s ``dw_sc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +35,16 @@ DWI_SLOTS = (
 @dataclass(frozen=True)
 class DwiPlan:
     """A DWI's checked headers: ``info`` (4-D), ``scheme`` ((n, 4) ``x y z b`` rows, scanner
-    space), ``shells`` (:func:`gpu.fod.shells.dw_shells`, b=0 first), ``mask`` (or None)."""
+    space), ``shells`` (:func:`gpu.fod.shells.dw_shells`, b=0 first), ``mask`` (or None);
+    with shells chosen (``--shells``), ``volumes`` the series' volumes they hold (``scheme``
+    and ``shells`` are theirs) and ``notes`` what the choice warns of."""
 
     info: object
     scheme: np.ndarray
     shells: list
     mask: object | None
+    volumes: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def shell_bvalues(self) -> np.ndarray:
@@ -62,19 +66,26 @@ class DwiData:
     unusable: int
     names: dict[str, str]
     sha256: dict[str, str]
+    notes: tuple[str, ...] = ()
 
     def warnings(self) -> list[str]:
+        """The plan's notes (:class:`DwiPlan`) and the unusable voxels' count."""
         if not self.unusable:
-            return []
-        return [f"{self.unusable} voxels have NaN, infinite or negative signal in some volume; they are left out "
-                "(0 in the outputs)"]
+            return list(self.notes)
+        return [*self.notes, f"{self.unusable} voxels have NaN, infinite or negative signal in some volume; they "
+                "are left out (0 in the outputs)"]
 
 
 def check_dwi_inputs(dwi: Path, *, bval: Path | None = None, bvec: Path | None = None, grad: Path | None = None,
-                     mask: Path | None = None) -> DwiPlan:
+                     mask: Path | None = None, shells: list[float] | None = None,
+                     single_shell: bool = False) -> DwiPlan:
     """Header-only checks of a DWI, its gradients and mask; raises :class:`InputError`
     saying what to fix: a 3-D image, a gradient table whose rows are not the volumes, no
-    b=0 volume, no b > 0 shell, volumes whose b-value is in no shell, a mask off the grid."""
+    b=0 volume, no b > 0 shell, volumes whose b-value is in no shell, a mask off the grid.
+    ``shells``: the b-values of the shells to use (``-shells`` of ``dwi2fod`` and
+    ``dwi2response``, :func:`gpu.fod.shells.select_shells`), the other volumes left out: b = 0
+    and b > 0 shells, or for a fit of one shell (``single_shell``: csd, tournier) that shell
+    alone, as those commands take it (the b=0 volumes stay beside it, unused by the fit)."""
     from gpu.fod.shells import BZERO_THRESHOLD, MIN_LINKAGE, SHELL_EPSILON, dw_shells
     from worker.io.gradients import read_gradients
     from worker.io.images import read_image_header
@@ -86,9 +97,15 @@ def check_dwi_inputs(dwi: Path, *, bval: Path | None = None, bvec: Path | None =
                          "per gradient direction), not a single volume")
     scheme = read_gradients(info, bvecs=bvec, bvals=bval, grad=grad)
     try:
-        shells = dw_shells(scheme[:, 3])
+        found = dw_shells(scheme[:, 3])
     except ValueError as exc:
         raise InputError("No b-value shells", f"{exc}; check the b-values (bval or grad file)") from None
+    volumes, notes = None, ()
+    if shells is not None:
+        volumes, notes = _chosen_volumes(found, scheme[:, 3], shells, single_shell)
+        scheme = scheme[volumes]
+        found = dw_shells(scheme[:, 3])
+    shells = found
     if not shells[0].is_bzero:
         raise InputError("No b=0 volume", f"the DWI has no b=0 volume (b ≤ {BZERO_THRESHOLD:g} s/mm²; the smallest "
                          f"b-value is {scheme[:, 3].min():g}); responses and FODs need b=0 volumes: give a series "
@@ -114,7 +131,41 @@ def check_dwi_inputs(dwi: Path, *, bval: Path | None = None, bvec: Path | None =
             raise InputError("Mask grid mismatch", f"the mask {mask_info.path.name!r} (shape {tuple(mask_info.shape)})"
                              f" is not on the DWI grid (shape {tuple(info.shape[:3])}); resample it onto the DWI grid "
                              "(e.g. mrgrid … regrid -template)")
-    return DwiPlan(info, scheme, shells, mask_info)
+    return DwiPlan(info, scheme, shells, mask_info, volumes, notes)
+
+
+def _chosen_volumes(shells: list, bvals: np.ndarray, wanted: list[float],
+                    single_shell: bool) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The volumes of the shells ``wanted`` names (:func:`gpu.fod.shells.select_shells`), in
+    the series' order, and the choice's warnings: b=0 and a b > 0 shell must be among them,
+    or for ``single_shell`` one b > 0 shell alone (the data's b=0 volumes then added)."""
+    from gpu.fod.shells import select_shells
+
+    found = ", ".join(f"{s.mean_b:g}" for s in shells)
+    try:
+        chosen, notes = select_shells(shells, bvals, list(wanted))
+    except ValueError as exc:
+        raise InputError("Shell not found", f"{exc} (shells: the DWI has b = {found})") from None
+    if single_shell:
+        weighted = [s.mean_b for s in chosen if not s.is_bzero]
+        if len(weighted) != len(chosen) or len(weighted) != 1:
+            raise InputError("Not one shell chosen",
+                             f"a single-shell fit (csd, tournier) takes one b > 0 shell, listed alone (as dwi2fod csd "
+                             f"-shells 3000), but shells {_listed(wanted)} choose b = "
+                             f"{', '.join(f'{s.mean_b:g}' for s in chosen)}; list one of b = {found} but 0")
+        chosen = [*(s for s in shells if s.is_bzero), *chosen]
+    if not any(s.is_bzero for s in chosen):
+        raise InputError("No b=0 volume chosen", f"shells {_listed(wanted)} leave out the b=0 volumes, which responses"
+                         f" and FODs need; list 0 among them (the DWI has b = {found})")
+    if all(s.is_bzero for s in chosen):
+        raise InputError("No diffusion-weighted shell chosen", f"shells {_listed(wanted)} hold b=0 volumes alone; "
+                         f"add a b > 0 shell (the DWI has b = {found})")
+    return np.sort(np.concatenate([s.volumes for s in chosen])), tuple(notes)
+
+
+def _listed(values: list[float]) -> str:
+    return ",".join(f"{b:g}" for b in values)
+
 
 
 def read_dwi(plan: DwiPlan, uploaded: dict | None = None, *, inflate_threads: int = 1) -> DwiData:
@@ -128,6 +179,9 @@ def read_dwi(plan: DwiPlan, uploaded: dict | None = None, *, inflate_threads: in
     arrays, names, sha256 = load_job_images({"dwi": plan.info, "mask": plan.mask}, uploaded,
                                             threads=inflate_threads)
     dwi = arrays["dwi"]
+    if plan.volumes is not None:
+        kept = dwi[:, :, :, plan.volumes]
+        dwi = np.asfortranarray(kept) if dwi.flags.f_contiguous else kept
     shape = tuple(plan.info.shape[:3])
     mask = np.ones(shape, bool) if plan.mask is None else arrays["mask"].reshape(shape) != 0
     if not mask.any():
@@ -141,7 +195,7 @@ def read_dwi(plan: DwiPlan, uploaded: dict | None = None, *, inflate_threads: in
     if not mask.any():
         raise InputError("No usable voxel", "every masked voxel has NaN, infinite or negative signal; check the DWI "
                          "(its scaling, or the preprocessing that wrote it)")
-    return DwiData(dwi, mask, unusable, names, sha256)
+    return DwiData(dwi, mask, unusable, names, sha256, plan.notes)
 
 
 def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: int = 1, *,
@@ -157,6 +211,8 @@ def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: 
 
     uploaded = dict(uploaded or {})
     mapped = map_image(plan.info, scratch, "dwi", hashed="dwi" not in uploaded, threads=inflate_threads)
+    if plan.volumes is not None:
+        mapped = replace(mapped, volumes=plan.volumes)
     if "dwi" in uploaded:
         names, sha256 = {"dwi": uploaded["dwi"].name}, {uploaded["dwi"].name: uploaded["dwi"].sha256}
     else:
@@ -181,7 +237,7 @@ def map_dwi(plan: DwiPlan, scratch: Path, uploaded: dict | None = None, planes: 
     if not mask.any():
         raise InputError("No usable voxel", "every masked voxel has NaN, infinite or negative signal; check the DWI "
                          "(its scaling, or the preprocessing that wrote it)")
-    return DwiData(mapped, mask, unusable, names, sha256)
+    return DwiData(mapped, mask, unusable, names, sha256, plan.notes)
 
 
 def image_suffix(name: str) -> str:

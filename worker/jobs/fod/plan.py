@@ -68,10 +68,13 @@ def _check_response(name: str, path: Path, plan: DwiPlan, algorithm: str) -> tup
     if response.shape[0] != len(plan.shells) or (
             bvalues is not None and np.abs(bvalues - data_b).max() > SHELL_EPSILON):
         theirs = (", ".join(f"{b:.0f}" for b in bvalues) if bvalues is not None else f"{response.shape[0]} shells")
+        subset = ""
+        if bvalues is not None and all(np.abs(data_b - b).min() <= SHELL_EPSILON for b in bvalues):
+            subset = f", or fit the shells it is for alone (shells {','.join(f'{b:.0f}' for b in bvalues)})"
         raise InputError("Response does not match the data's shells",
                          f"the {name} response {path.name!r} is for b = {theirs} but the DWI has shells b = "
                          f"{plan.shells_text()}; pass responses estimated from this DWI (fibertensor response), or "
-                         "none to estimate them")
+                         f"none to estimate them{subset}")
     return response, []
 
 
@@ -85,7 +88,8 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
     as ``dwi2fod csd``)."""
     from gpu.fod.response import response_lmax, trim_response
 
-    plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask)
+    plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask, shells=params.shells,
+                            single_shell=params.algorithm == "csd")
     given = {tissue: Path(path) for tissue, path in (responses or {}).items() if path is not None}
     if given and "wm" not in given:
         raise InputError("No WM response", "responses are given without the WM one; pass WM [GM CSF] in this order")

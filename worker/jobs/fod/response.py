@@ -136,7 +136,7 @@ def run_response(dwi: Path, prefix: Path, params: ResponseParams = ResponseParam
     from worker.provenance import generated_by, package_versions
 
     started = time.perf_counter()
-    plan = check_dwi_inputs(dwi, bval=bval, bvec=bvec, grad=grad, mask=mask)
+    plan = _checked_plan(dwi, params, bval=bval, bvec=bvec, grad=grad, mask=mask)
     data = read_dwi(plan, uploaded, inflate_threads=inflate_threads)
     read = time.perf_counter()
     result = estimate_responses(data, plan, params)
@@ -189,8 +189,14 @@ def _dwi_inputs(inputs: dict[str, Path]) -> dict[str, Path | None]:
     return {slot: inputs.get(slot) for slot in ("bval", "bvec", "grad", "mask")}
 
 
+def _checked_plan(dwi: Path, params: ResponseParams, **gradients_and_mask: Path | None):
+    """:func:`check_dwi_inputs` with the job's shells (tournier's: one b > 0 shell)."""
+    return check_dwi_inputs(dwi, **gradients_and_mask, shells=params.shells,
+                            single_shell=params.algorithm == "tournier")
+
+
 def _validate(inputs: dict[str, Path], params: ResponseParams):
-    return check_dwi_inputs(inputs["dwi"], **_dwi_inputs(inputs))
+    return _checked_plan(inputs["dwi"], params, **_dwi_inputs(inputs))
 
 
 def _memory(inputs: dict[str, Path], params: ResponseParams, plan=None) -> int:
