@@ -20,6 +20,7 @@ import numpy as np
 from gpu.cpu_blocks import run_in_blocks
 from gpu.fod.amp2response import amp2response
 from gpu.fod.masks import erode_6_connected
+from gpu.fod.optimal_threshold import optimal_threshold
 from gpu.fod.response_sfwm import sfwm_peak_fraction
 from gpu.fod.response_tensor import tensor_fa_and_direction
 from gpu.fod.response_tournier import LobePeaks
@@ -59,49 +60,9 @@ def _erode(mask: np.ndarray, passes: int) -> np.ndarray:
     return mask
 
 
-def _optimal_threshold(values: np.ndarray) -> float:
-    """``mrthreshold``'s automatic threshold (Ridgway et al. 2009, NeuroImage 47:S98): the one whose
-    binary mask correlates best with the values, by MRtrix3's golden-section search in float32."""
-    values = values[np.isfinite(values)].astype(np.float64)
-    count = values.size
-    mean = values.sum() / count
-    stdev = np.sqrt((np.sum(values ** 2) - values.sum() * mean) / count)
-    ordered = np.sort(values)
-    above_sums = np.concatenate([np.cumsum(ordered[::-1])[::-1], [0.0]])
-
-    def cost(threshold: np.float32) -> np.float32:
-        first = np.searchsorted(ordered, float(threshold), side="right")
-        n_above = count - first
-        covariance = above_sums[first] / count - (n_above / count) * mean
-        mask_stdev = np.sqrt((n_above - n_above * n_above / count) / count)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.float32(-covariance / (stdev * mask_stdev))
-
-    f32 = np.float32
-    low, high = f32(ordered[0]), f32(ordered[-1])
-    x0, init, x3 = low + f32(0.001) * (high - low), f32(0.5) * (low + high), high - f32(0.001) * (high - low)
-    g1 = f32(0.61803399)
-    g2 = f32(1) - g1
-    if abs(x3 - init) > abs(init - x0):
-        x1, x2 = init, init + g2 * (x3 - init)
-    else:
-        x2, x1 = init, init - g2 * (init - x0)
-    f1, f2 = cost(x1), cost(x2)
-    while f32(0.01) * (abs(x1) + abs(x2)) < abs(x3 - x0):
-        if f2 < f1:
-            x0, x1 = x1, x2
-            x2 = g1 * x1 + g2 * x3
-            f1, f2 = f2, cost(x2)
-        else:
-            x3, x2 = x2, x1
-            x1 = g1 * x2 + g2 * x0
-            f2, f1 = f1, cost(x1)
-    return float(x1 if f1 < f2 else x2)
-
-
 def _auto_select(values: np.ndarray, region: np.ndarray, below: bool = False) -> np.ndarray:
     """``mrthreshold -mask region`` (``-invert``: ``below``) on ``values`` inside ``region``."""
-    threshold = np.float32(_optimal_threshold(values[region]))
+    threshold = np.float32(optimal_threshold(values[region]))
     chosen = values < threshold if below else values >= threshold
     return region & chosen
 

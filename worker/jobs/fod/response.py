@@ -11,7 +11,7 @@ image format, beside a JSON sidecar. Nothing is written before all is computed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -69,8 +69,6 @@ def fixel_lobe_peaks(fods: np.ndarray, backend: str = "cpu") -> tuple[np.ndarray
 def _dhollander(data, plan, params: ResponseParams) -> EstimatedResponses:
     """dhollander, with the WM response fitted again at ``params.lmax`` where it is below
     dwi2response's 10."""
-    from dataclasses import replace
-
     from gpu.fod.amp2response import amp2response
     from gpu.fod.response_dhollander import dhollander_response
     from gpu.fod.response_tensor import tensor_fa_and_direction
@@ -102,12 +100,22 @@ def _tournier(data, plan, params: ResponseParams) -> EstimatedResponses:
 
 def estimate_responses(data, plan, params: ResponseParams) -> EstimatedResponses:
     """Responses of read DWI ``data`` (:class:`worker.jobs.fod.inputs.DwiData`) by
-    ``params.algorithm``; :class:`InputError` when the data cannot give them."""
+    ``params.algorithm``; :class:`InputError` when the data cannot give them. Without a mask
+    the voxels are chosen within a brain mask made from the DWI, as ``dwi2response`` makes it
+    with ``dwi2mask`` (:func:`gpu.fod.brain_mask.dwi_brain_mask`); its voxel count goes to
+    the details (``brain_mask_voxels``)."""
+    from gpu.fod.brain_mask import dwi_brain_mask
+
     estimate = _tournier if params.algorithm == "tournier" else _dhollander
+    made = {}
+    if plan.mask is None:
+        data = replace(data, mask=data.mask & dwi_brain_mask(data.dwi, plan.scheme[:, 3]))
+        made = {"brain_mask_voxels": int(data.mask.sum())}
     try:
-        return estimate(data, plan, params)
+        result = estimate(data, plan, params)
     except ValueError as exc:
         raise InputError("Responses cannot be estimated", f"{exc}") from None
+    return replace(result, details={**result.details, **made})
 
 
 def estimation_warnings(result: EstimatedResponses, params: ResponseParams, masked: bool) -> list[str]:
@@ -115,8 +123,9 @@ def estimation_warnings(result: EstimatedResponses, params: ResponseParams, mask
     or without: the response and fod jobs' sidecars list the same."""
     warnings = []
     if not masked:
-        warnings.append("no mask given: voxels were chosen from the whole image (dwi2response makes a brain mask "
-                        "with dwi2mask); pass a brain mask for responses of brain tissue only")
+        warnings.append(f"no mask given: voxels were chosen within a brain mask made from the DWI as dwi2mask makes "
+                        f"it ({result.details.get('brain_mask_voxels', 0)} voxels), as dwi2response does; pass a "
+                        "brain mask to choose them within your own")
     if result.details.get("converged") is False:
         warnings.append(f"the single-fibre voxels still changed after {params.max_iters} iterations (max_iters); "
                         "the response is that of the last")
