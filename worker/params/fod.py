@@ -1,6 +1,6 @@
-"""Parameters of the ``response`` and ``fod`` job kinds (``fibertensor response``,
-``fibertensor fod``, ``POST /v1/jobs/response``, ``POST /v1/jobs/fod``), named after MRtrix3
-``dwi2response`` and ``dwi2fod``'s options. The fod job's peaks options are the peaks job's
+"""Parameters of the ``mask``, ``response`` and ``fod`` job kinds (``fibertensor mask``,
+``fibertensor response``, ``fibertensor fod``, ``POST /v1/jobs/<kind>``), named after MRtrix3
+``dwi2mask``, ``dwi2response`` and ``dwi2fod``'s options. The fod job's peaks options are the peaks job's
 (:class:`worker.params.peaks.PeaksParams`), each named ``peaks_<name>`` and declared there once."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic.fields import FieldInfo
 from worker.params.base import Backend, FieldRuleError, JobParams, error_fields
 from worker.params.peaks import PeaksParams
 
-__all__ = ["ResponseParams", "FodParams", "peaks_option_name"]
+__all__ = ["MaskParams", "ResponseParams", "FodParams", "peaks_option_name"]
 
 #: The peaks options a fod job takes from its own: the FOD's SH basis and the backend; the
 #: peaks sidecar always records the FOD's checksum.
@@ -27,6 +27,11 @@ _Shells = Annotated[
           "shell it lies in, or the nearest; b = 0 listed too, but for csd and tournier the one b > 0 shell alone; "
           "the other volumes are left out. Default: every shell (csd and tournier: the highest)",
           examples=[[0, 1000, 2000]])]
+
+
+class MaskParams(JobParams):
+    """No options, as ``dwi2mask`` (3.0) has none: every shell, b=0 too, makes the mask
+    (:func:`gpu.fod.brain_mask.dwi_brain_mask`)."""
 
 
 class ResponseParams(JobParams):

@@ -28,20 +28,10 @@ def _dwi2mask(dwi, bval, bvec, out):
 
 @pytest.fixture(scope="module")
 def head_in_noise(tmp_path_factory):
-    """The DWI sample (24×24×12) with noise alone outside its ellipsoid and a dark block inside."""
-    from worker.sample import write_dwi_sample
+    from tests.worker.jobs.fod_phantom import write_head_in_noise
 
-    folder = tmp_path_factory.mktemp("head")
-    paths = write_dwi_sample(folder / "sample", shape=(24, 24, 12))
-    info = read_image_header(paths["dwi"], "dwi")
-    dwi = load_image_data(info).astype(np.float32)
-    inside = _image(paths["mask"]) > 0
-    rng = np.random.default_rng(3)
-    sigma = dwi[inside][:, 0].mean() / 20
-    dwi[~inside] = np.abs(rng.normal(0, sigma, ((~inside).sum(), dwi.shape[3])))
-    dwi[10:14, 10:14, 5:7] *= 0.1
-    path = write_image(folder / "head.nii", dwi, info.affine)
-    return path, paths["bval"], paths["bvec"], inside
+    head = write_head_in_noise(tmp_path_factory.mktemp("head"))
+    return head["dwi"], head["bval"], head["bvec"], head["inside"]
 
 
 def test_mask_of_a_head_in_noise_is_dwi2mask_s(head_in_noise, tmp_path):

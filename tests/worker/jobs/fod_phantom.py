@@ -46,3 +46,22 @@ def write_exact_responses(folder: Path, shell_bvalues, stem: str = "") -> dict[s
         paths[tissue] = folder / f"{stem}{tissue}.txt"
         write_response(paths[tissue], response, np.asarray(shell_bvalues))
     return paths
+
+
+def write_head_in_noise(folder: Path) -> dict:
+    """The DWI sample (:func:`worker.sample.write_dwi_sample`, 24×24×12) with noise alone outside
+    its ellipsoid and a dark block inside (``head.nii``, with the sample's FSL files): a brain
+    mask's case. Returns the paths (``dwi``, ``bval``, ``bvec``) and ``inside``, the ellipsoid."""
+    from worker.io.images import load_image_data, read_image_header
+    from worker.sample import write_dwi_sample
+
+    paths = write_dwi_sample(folder / "sample", shape=(24, 24, 12))
+    info = read_image_header(paths["dwi"], "dwi")
+    dwi = load_image_data(info).astype(np.float32)
+    inside = load_image_data(read_image_header(paths["mask"], "mask")) > 0
+    rng = np.random.default_rng(3)
+    sigma = dwi[inside][:, 0].mean() / 20
+    dwi[~inside] = np.abs(rng.normal(0, sigma, ((~inside).sum(), dwi.shape[3])))
+    dwi[10:14, 10:14, 5:7] *= 0.1
+    return {"dwi": write_image(folder / "head.nii", dwi, info.affine), "bval": paths["bval"], "bvec": paths["bvec"],
+            "inside": inside}

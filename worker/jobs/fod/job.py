@@ -11,6 +11,7 @@ from typing import Callable
 from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.jobs.fod.inputs import DWI_SLOTS
 from worker.jobs.fod.plan import FodPlan, fod_memory_bytes, plan_fod
+from worker.jobs.fod.mask import MASK_KIND
 from worker.jobs.fod.response import RESPONSE_KIND, TISSUES
 from worker.jobs.fod.stages import FodJob, fit_fods, read_fod_inputs, write_fod_outputs
 from worker.params.fod import FodParams, ResponseParams
@@ -82,6 +83,7 @@ def _run(ctx: JobContext) -> list[Path]:
 
 
 JOB_KINDS = [
+    MASK_KIND,
     RESPONSE_KIND,
     JobKind(
         name="fod",
