@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mask": ("service.cli.mask", "brain mask of a DWI as MRtrix3 dwi2mask"),
     "response": ("service.cli.response", "response functions of a DWI as MRtrix3 dwi2response (dhollander or tournier)"),
     "fod": ("service.cli.fod", "FODs of a DWI by constrained spherical deconvolution as MRtrix3 dwi2fod (msmt_csd or csd)"),
+    "mtnormalise": ("service.cli.mtnormalise",
+                    "intensity normalisation of a multi-tissue fit's WM FOD, GM and CSF as MRtrix3 mtnormalise"),
     "sample": ("service.cli.sample", "write a small phantom with known truth: an FOD volume, or a multi-shell DWI (--dwi)"),
     "serve": ("service.cli.server", "run the REST API and a worker on this machine"),
     "worker": ("service.cli.server", "run a job worker (one per GPU)"),
@@ -51,7 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # of its wall time, and its threaded products called from every core at once queue for one
 # another (docs/decisions/blas-threads.md; a batch gives its worker processes their share of
 # the cores: worker.batch).
-ONE_BLAS_THREAD = ("peaks", "fod", "response", "mask", "fixels")
+ONE_BLAS_THREAD = ("peaks", "fod", "response", "mask", "mtnormalise", "fixels")
 # Commands that serve until stopped, where an installed pydantic plugin (observability) may be
 # wanted. Every other command is one run, and pydantic's search of every installed
 # distribution's entry points for plugins, on its first model, cost a small peaks job a tenth

@@ -1,6 +1,6 @@
-"""Parameters of the ``mask``, ``response`` and ``fod`` job kinds (``fibertensor mask``,
-``fibertensor response``, ``fibertensor fod``, ``POST /v1/jobs/<kind>``), named after MRtrix3
-``dwi2mask``, ``dwi2response`` and ``dwi2fod``'s options. The fod job's peaks options are the peaks job's
+"""Parameters of the ``mask``, ``response``, ``fod`` and ``mtnormalise`` job kinds
+(``fibertensor <kind>``, ``POST /v1/jobs/<kind>``), named after MRtrix3 ``dwi2mask``,
+``dwi2response``, ``dwi2fod`` and ``mtnormalise``'s options. The fod job's peaks options are the peaks job's
 (:class:`worker.params.peaks.PeaksParams`), each named ``peaks_<name>`` and declared there once."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic.fields import FieldInfo
 from worker.params.base import Backend, FieldRuleError, JobParams, error_fields
 from worker.params.peaks import PeaksParams
 
-__all__ = ["MaskParams", "ResponseParams", "FodParams", "peaks_option_name"]
+__all__ = ["MaskParams", "MtNormaliseParams", "ResponseParams", "FodParams", "peaks_option_name"]
 
 #: The peaks options a fod job takes from its own: the FOD's SH basis and the backend; the
 #: peaks sidecar always records the FOD's checksum.
@@ -32,6 +32,22 @@ _Shells = Annotated[
 class MaskParams(JobParams):
     """No options, as ``dwi2mask`` (3.0) has none: every shell, b=0 too, makes the mask
     (:func:`gpu.fod.brain_mask.dwi_brain_mask`)."""
+
+
+class MtNormaliseParams(JobParams):
+    """``mtnormalise`` settings (:func:`gpu.fod.mtnormalise.mtnormalise`)."""
+
+    order: int = Field(3, ge=0, le=3, description="order of the polynomial of scanner coordinates whose exponential "
+                       "is the normalisation field (mtnormalise -order); 0: one factor for the whole image")
+    niter: int = Field(15, ge=1, le=1000, description="passes of the main loop, each fitting the field once "
+                       "(mtnormalise -niter, its first entry)")
+    balance_niter: int = Field(7, ge=1, le=1000, description="most updates of the balance factors and outliers a "
+                               "pass, while the outliers change (mtnormalise -niter, its second entry)")
+    reference: float = Field(0.28209479177, gt=0.0, le=1e6, description="value the balanced sum of the tissues' "
+                             "l = 0 terms is normalised to (mtnormalise -reference; the default is the SH DC term of "
+                             "a unit angular integral)")
+    balanced: bool = Field(False, description="also scale each output by its tissue's balance factor (mtnormalise "
+                           "-balanced; this changes what AFD means: use it only knowing why)")
 
 
 class ResponseParams(JobParams):

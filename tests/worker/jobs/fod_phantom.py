@@ -65,3 +65,30 @@ def write_head_in_noise(folder: Path) -> dict:
     dwi[10:14, 10:14, 5:7] *= 0.1
     return {"dwi": write_image(folder / "head.nii", dwi, info.affine), "bval": paths["bval"], "bvec": paths["bvec"],
             "inside": inside}
+
+
+def write_biased_compartments(folder: Path) -> dict[str, Path]:
+    """A multi-tissue fit of :func:`write_head_in_noise` (its exact responses, within its brain
+    mask) with a smooth multiplicative bias on every compartment: ``wmfod.nii``, ``gm.nii``,
+    ``csf.nii`` and ``mask.nii`` in ``folder``, what ``mtnormalise`` is for."""
+    from gpu.fod import msmt_csd
+    from gpu.fod.brain_mask import dwi_brain_mask
+    from worker.io.gradients import read_gradients
+    from worker.io.images import load_image_data, read_image_header
+    from worker.io.response_files import read_response
+
+    head = write_head_in_noise(folder)
+    info = read_image_header(head["dwi"], "dwi")
+    dwi = load_image_data(info)
+    scheme = read_gradients(info, bvecs=head["bvec"], bvals=head["bval"])
+    mask = dwi_brain_mask(dwi, scheme[:, 3])
+    responses = [read_response(folder / "sample" / f"truth_{t}.txt")[0] for t in ("wm", "gm", "csf")]
+    wm, gm, csf = msmt_csd(dwi, scheme[:, 3], scheme[:, :3], responses, [8, 0, 0], mask=mask, backend="cpu")
+    x, y, z = np.indices(mask.shape)
+    bias = (1 + 0.2 * np.sin(x / 7.0) + 0.1 * z / mask.shape[2]).astype(np.float32)
+    paths = {"mask": write_image(folder / "mask.nii", mask.astype(np.uint8), info.affine)}
+    for name, image in (("wmfod", wm), ("gm", gm), ("csf", csf)):
+        image = np.asarray(image, np.float32)
+        paths[name] = write_image(folder / f"{name}.nii", image * (bias[..., None] if image.ndim == 4 else bias),
+                                  info.affine)
+    return paths

@@ -30,7 +30,7 @@ def test_schemas_and_registry_import_no_engine():
     out = subprocess.run([sys.executable, "-c", _LIGHT], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out)
     assert loaded["kinds"] == ["peaks", "compress", "decompress", "cp-conv", "tucker-conv", "fixels", "mask",
-                               "response", "fod"]
+                               "response", "fod", "mtnormalise"]
     heavy = [m for m in loaded["modules"] if m.split(".")[0] in ("numba", "llvmlite", "scipy", "nibabel", "torch")]
     assert heavy == []
     assert [m for m in loaded["modules"] if m.split(".")[0] == "gpu"] == [

@@ -12,6 +12,7 @@ from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.jobs.fod.inputs import DWI_SLOTS
 from worker.jobs.fod.plan import FodPlan, fod_memory_bytes, plan_fod
 from worker.jobs.fod.mask import MASK_KIND
+from worker.jobs.fod.normalise import MTNORMALISE_KIND
 from worker.jobs.fod.response import RESPONSE_KIND, TISSUES
 from worker.jobs.fod.stages import FodJob, fit_fods, read_fod_inputs, write_fod_outputs
 from worker.params.fod import FodParams, ResponseParams
@@ -98,4 +99,5 @@ JOB_KINDS = [
         run=_run,
         result_names=("wmfod.nii.gz", "gm.nii.gz", "csf.nii.gz", "fod.json"),
     ),
+    MTNORMALISE_KIND,
 ]
