@@ -6,11 +6,20 @@ mask with (:mod:`gpu.fod.brain_mask`)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 __all__ = ["erode_6_connected", "dilate_6_connected", "median_3x3x3", "largest_6_connected", "fill_holes"]
+
+
+def _face_neighbours(padded: np.ndarray) -> Iterator[np.ndarray]:
+    """The 6 face neighbours of each voxel of a volume padded by one voxel on every side, as
+    views the shape of the volume."""
+    centre = (slice(1, -1),) * 3
+    for axis in range(3):
+        for shift in (slice(None, -2), slice(2, None)):
+            yield padded[centre[:axis] + (shift,) + centre[axis + 1:]]
 
 
 def _passes(mask: np.ndarray, iterations: int, combine: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
@@ -20,14 +29,10 @@ def _passes(mask: np.ndarray, iterations: int, combine: Callable[[np.ndarray, np
         raise ValueError(f"the mask must be 3D, not of shape {mask.shape}")
     if iterations < 1:
         raise ValueError(f"the number of iterations must be at least 1, not {iterations}")
-    centre = (slice(1, -1),) * 3
     for _ in range(iterations):
-        padded = np.pad(mask, 1, constant_values=False)
         out = mask.copy()
-        for axis in range(3):
-            for shift in (slice(None, -2), slice(2, None)):
-                neighbour = centre[:axis] + (shift,) + centre[axis + 1:]
-                out = combine(out, padded[neighbour])
+        for neighbour in _face_neighbours(np.pad(mask, 1, constant_values=False)):
+            out = combine(out, neighbour)
         mask = out
     return mask
 
@@ -109,14 +114,11 @@ def _components_6(mask: np.ndarray) -> np.ndarray:
     outside = n
     labels = np.where(mask.ravel(), np.arange(n), outside)
     table = np.append(labels, outside)
-    centre = (slice(1, -1),) * 3
     while True:
         grid = table[:n].reshape(mask.shape)
-        padded = np.pad(grid, 1, constant_values=outside)
         least = grid.copy()
-        for axis in range(3):
-            for shift in (slice(None, -2), slice(2, None)):
-                np.minimum(least, padded[centre[:axis] + (shift,) + centre[axis + 1:]], out=least)
+        for neighbour in _face_neighbours(np.pad(grid, 1, constant_values=outside)):
+            np.minimum(least, neighbour, out=least)
         least = np.where(mask, least, outside).ravel()
         while True:
             jumped = table[least]

@@ -23,8 +23,9 @@ from worker.params.fod import ResponseParams
 __all__ = ["register", "add_dwi_arguments", "dwi_inputs", "output_prefix", "print_warnings"]
 
 
-def add_dwi_arguments(parser: argparse.ArgumentParser) -> None:
-    """DWI OUT_PREFIX and the gradient and mask options, as dwi2fod and dwi2response name them."""
+def add_dwi_arguments(parser: argparse.ArgumentParser, *, mask: bool = True) -> None:
+    """DWI OUT_PREFIX and the gradient options (and ``mask``: the mask option), as dwi2fod and
+    dwi2response name them."""
     parser.add_argument("input", type=Path, metavar="DWI", help="4D diffusion-weighted series (.nii, .nii.gz, "
                         ".mif, .mif.gz); a .mif may carry its gradients (dw_scheme)")
     parser.add_argument("out_prefix", metavar="OUT_PREFIX", help="outputs are OUT_PREFIX_<name> (plain "
@@ -32,17 +33,19 @@ def add_dwi_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bval", type=Path, help="FSL b-values file (with --bvec), as -fslgrad")
     parser.add_argument("--bvec", type=Path, help="FSL b-vectors file (with --bval), as -fslgrad")
     parser.add_argument("--grad", type=Path, help="MRtrix gradient table (x y z b rows), as -grad")
-    parser.add_argument("--mask", type=Path, help="3D mask image on the DWI grid (NIfTI or MRtrix)")
+    if mask:
+        parser.add_argument("--mask", type=Path, help="3D mask image on the DWI grid (NIfTI or MRtrix)")
 
 
 def dwi_inputs(args: argparse.Namespace) -> dict[str, Path | None]:
-    """The DWI's input files by job slot."""
+    """The DWI's input files by job slot (the mask's where the command takes one)."""
     if (args.bval is None) != (args.bvec is None):
         raise CommandError("give --bval and --bvec together (FSL gradients), or --grad, or neither for a .mif "
                            "with a dw_scheme")
     if args.grad is not None and args.bval is not None:
         raise CommandError("give either --grad or --bval/--bvec, not both")
-    return {"dwi": args.input, "bval": args.bval, "bvec": args.bvec, "grad": args.grad, "mask": args.mask}
+    inputs = {"dwi": args.input, "bval": args.bval, "bvec": args.bvec, "grad": args.grad}
+    return {**inputs, "mask": args.mask} if hasattr(args, "mask") else inputs
 
 
 @contextlib.contextmanager
