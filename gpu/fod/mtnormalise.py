@@ -55,12 +55,15 @@ def _positions(index: np.ndarray, affine: np.ndarray) -> np.ndarray:
     return index @ affine[:3, :3].T + affine[:3, 3]
 
 
-def _order_statistic(values: np.ndarray, rank: int) -> float:
-    """The value of rank ``rank`` with NaN ordered first (``mtnormalise``'s nth_element)."""
+def _order_statistics(values: np.ndarray, ranks: tuple[int, ...]) -> list[float]:
+    """The values of ranks ``ranks`` with NaN ordered first (``mtnormalise``'s nth_element), from
+    one partition."""
     nan = np.isnan(values)
-    if rank < nan.sum():
-        return float("nan")
-    return float(np.partition(values[~nan], rank - nan.sum())[rank - nan.sum()])
+    count = int(nan.sum())
+    finite = values[~nan] if count else values
+    wanted = sorted({rank - count for rank in ranks if rank >= count})
+    ordered = np.partition(finite, wanted) if wanted else finite
+    return [float("nan") if rank < count else float(ordered[rank - count]) for rank in ranks]
 
 
 def _outliers(data, field, balance, weights, spread: float) -> tuple[np.ndarray, int]:
@@ -69,8 +72,7 @@ def _outliers(data, field, balance, weights, spread: float) -> tuple[np.ndarray,
     with np.errstate(divide="ignore", invalid="ignore"):
         summed_log = np.log((data @ balance) / field)
     size = field.size
-    lower = _order_statistic(summed_log, int(np.round(size * 0.25)))
-    upper = _order_statistic(summed_log, int(np.round(size * 0.75)))
+    lower, upper = _order_statistics(summed_log, (int(np.round(size * 0.25)), int(np.round(size * 0.75))))
     low, high = lower - spread * (upper - lower), upper + spread * (upper - lower)
     with np.errstate(invalid="ignore"):
         kept = (np.isfinite(summed_log) & (summed_log >= low) & (summed_log <= high)).astype(np.float64)
@@ -78,7 +80,8 @@ def _outliers(data, field, balance, weights, spread: float) -> tuple[np.ndarray,
 
 
 def _balance(data, field, weights) -> np.ndarray:
-    scaled = (data / field[:, None]) * (weights[:, None] != 0)
+    scaled = data / field[:, None]
+    scaled[weights == 0] = 0.0
     normal = scaled.T @ scaled
     factors = np.linalg.solve(np.linalg.cholesky(normal).T,
                               np.linalg.solve(np.linalg.cholesky(normal), scaled.sum(axis=0)))
