@@ -82,9 +82,8 @@ def _outliers(data, field, balance, weights, spread: float) -> tuple[np.ndarray,
 def _balance(data, field, weights) -> np.ndarray:
     scaled = data / field[:, None]
     scaled[weights == 0] = 0.0
-    normal = scaled.T @ scaled
-    factors = np.linalg.solve(np.linalg.cholesky(normal).T,
-                              np.linalg.solve(np.linalg.cholesky(normal), scaled.sum(axis=0)))
+    lower = np.linalg.cholesky(scaled.T @ scaled)
+    factors = np.linalg.solve(lower.T, np.linalg.solve(lower, scaled.sum(axis=0)))
     if not np.all(np.isfinite(factors)) or np.any(factors <= 0):
         raise ValueError(f"a non-positive tissue balance factor was computed ({factors}); check the mask covers "
                          "brain tissue and the compartments are a multi-tissue fit's")
@@ -140,7 +139,7 @@ def mtnormalise(compartments: list[np.ndarray], mask: np.ndarray, affine: np.nda
     coefficients = np.zeros(basis.shape[1])
     weights, _ = _outliers(data, field, balance, weights, 3.0)
     for _ in range(iterations):
-        for step in range(1, balance_iterations + 1):
+        for _ in range(balance_iterations):
             if data.shape[1] > 1:
                 balance = _balance(data, field, weights)
             weights, changed = _outliers(data, field, balance, weights, 1.5)
