@@ -54,3 +54,27 @@ def test_the_field_removes_the_bias():
     ours = mtnormalise([wm, csf], np.ones(shape, bool), np.diag([2.0, 2.0, 2.0, 1.0]))
     np.testing.assert_allclose((wm + csf) / ours.field, 0.28209479177, rtol=1e-4)
     np.testing.assert_allclose(ours.balance, 1.0, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["normal", "ties", "nan", "infinite", "strided", "tiny"])
+def test_quartiles_are_the_sorted_values(case):
+    """The bracketed selection gives the values a sort gives (NaN first), also where the strided
+    sample misses the values it brackets and every value is partitioned."""
+    from gpu.fod.mtnormalise import _order_statistics
+
+    rng = np.random.default_rng(len(case))
+    values = rng.normal(size=50_000)
+    if case == "ties":
+        values = np.round(values, 1)
+    elif case == "nan":
+        values[rng.random(values.size) < 0.3] = np.nan
+    elif case == "infinite":
+        values[rng.random(values.size) < 0.2] = np.inf
+    elif case == "strided":
+        # every 12th value (the sample's stride at this size) is the one a sample sees
+        values = np.where(np.arange(values.size) % 12 == 0, 0.0, np.arange(values.size) % 7 + 1.0)
+    elif case == "tiny":
+        values = values[:3]
+    ranks = (int(np.round(values.size * 0.25)), int(np.round(values.size * 0.75)))
+    ordered = np.concatenate([values[np.isnan(values)], np.sort(values[~np.isnan(values)])])
+    np.testing.assert_array_equal(_order_statistics(values, ranks), ordered[list(ranks)])

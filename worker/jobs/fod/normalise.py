@@ -75,8 +75,9 @@ def run_mtnormalise(prefix: Path, params: MtNormaliseParams = MtNormaliseParams(
     fitted = time.perf_counter()
     paths = {}
     for role, factor in zip(tissues, result.balance):
-        scale = float(factor) if params.balanced else 1.0
-        out = (scale * images[role].astype(np.float64) / result.field[..., None]).astype(np.float32)
+        # one float32 division a value: the divisor, field ÷ balance, formed in float64
+        divisor = (result.field / (float(factor) if params.balanced else 1.0)).astype(np.float32)
+        out = images[role] / divisor[..., None]
         if len(infos[role].shape) == 3:
             out = out[..., 0]
         paths[role] = write_image(output_path(prefix, f"{role}{image_suffix(names[role])}"), out,
