@@ -88,7 +88,7 @@ def _order_statistics(values: np.ndarray, ranks: tuple[int, int]) -> list[float]
 class _Fit:
     """The masked voxels' compartments and field terms, with the two least squares' normal
     matrices kept for the current weights: a change of weights moves them by the changed
-    voxels' terms alone, not a product over every voxel."""
+    voxels' terms alone, not a product over every voxel (docs/decisions/mtnormalise-changed-voxels.md)."""
 
     def __init__(self, data: np.ndarray, terms: np.ndarray, weights: np.ndarray):
         self.data, self.terms, self.weights = data, terms, weights
