@@ -176,7 +176,8 @@ def _publish_fods(dwi: DwiInput, bids_dir: Path, work: Path, params: FodParams, 
     target.mkdir(parents=True, exist_ok=True)
     sources = [dataset_uri(bids_dir, path, DWI_LINK) for path in (dwi.path, dwi.bval, dwi.bvec, dwi.mask) if path]
     provenance = {key: sidecar[key] for key in ("generated_by", "input", "backend", "lmax", "shells", "warnings",
-                                                "versions", "seconds", "voxels_fitted")}
+                                                "versions", "seconds", "voxels_fitted", "mtnormalise")
+                  if key in sidecar}
     published = []
     for output, file in sidecar["outputs"].items():
         tissue = {"wmfod": "wm", "gm": "gm", "csf": "csf"}.get(output, output.removesuffix("_response"))

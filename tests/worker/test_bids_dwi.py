@@ -158,3 +158,24 @@ def test_derivatives_read_back_by_pybids_equal_the_single_subject_jobs(datasets,
         assert_same_file(Path(wm.path).parent / fixel_dirs[0] / f"{file}.nii.gz", tmp_path / "fixels" / f"{file}.nii.gz")
     sidecar = json.loads((Path(wm.path).parent / f"{fixel_dirs[0]}.json").read_text())
     assert sidecar["Parameters"] == FIXELS.model_dump() and sidecar["Description"].startswith("MRtrix3 fixel directory")
+
+
+def test_normalised_fods_are_the_single_subject_job_s(datasets, tmp_path):
+    """``--mtnormalise``: each DWI's compartments normalised within its brain mask, as the fod job
+    normalises them, and the balance factors in the WM FOD's provenance."""
+    fod = FOD.model_copy(update={"mtnormalise": True})
+    out = tmp_path / "out"
+    run_bids_fod(datasets["qsiprep"], out, fod, PEAKS, None, responses=datasets["responses"])
+    dwi = datasets["dwis"]["03"]
+    single = run_fod(dwi, tmp_path / "single", fod, bval=dwi.with_name(dwi.name.replace(".nii.gz", ".bval")),
+                     bvec=dwi.with_name(dwi.name.replace(".nii.gz", ".bvec")),
+                     mask=dwi.with_name("sub-03_space-T1w_desc-brain_mask.nii.gz"),
+                     responses=dict(zip(("wm", "gm", "csf"), datasets["responses"])))
+    layout = BIDSLayout(out, is_derivative=True)
+    for label, output in (("WM", "wmfod"), ("GM", "gm"), ("CSF", "csf")):
+        (found,) = layout.get(subject="03", label=label, desc="fod", suffix="dwimap", extension=".nii.gz")
+        assert_same_file(Path(found.path), tmp_path / single["outputs"][output], label)
+        assert found.get_metadata()["Parameters"]["mtnormalise"] is True
+        if label == "WM":
+            assert found.get_metadata()["Provenance"]["mtnormalise"] == single["mtnormalise"]
+    assert single["mtnormalise"]["voxels"]["mask"] == 12 * 5 * 4  # the brain mask: y = 0 left out

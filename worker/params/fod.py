@@ -107,6 +107,10 @@ class _FodOptions(JobParams):
     basis: Literal["mrtrix", "dipy"] = Field(
         "mrtrix", description="SH basis of the written FOD: mrtrix (MRtrix3's, what dwi2fod writes) or dipy "
         "(DIPY's descoteaux07 legacy basis, the m ↔ −m swap of MRtrix3's)")
+    mtnormalise: bool = Field(
+        False, description="normalise the fitted compartments' intensities as mtnormalise does with its defaults "
+        "(fibertensor mtnormalise) within the mask, or without one the brain mask dwi2mask would make, before "
+        "they are written and their peaks found: what fixel-based analysis compares across subjects")
 
 
 _FodWithPeaksOptions = create_model(

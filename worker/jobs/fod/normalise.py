@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,7 +17,10 @@ from worker.job_kinds import InputSlot, JobContext, JobKind
 from worker.jobs.fod.inputs import image_suffix, output_path
 from worker.params.fod import MtNormaliseParams
 
-__all__ = ["run_mtnormalise", "MTNORMALISE_KIND"]
+if TYPE_CHECKING:
+    from gpu.fod.mtnormalise import MtNormalisation
+
+__all__ = ["run_mtnormalise", "normalisation_field", "divisor", "ONE_COMPARTMENT", "MTNORMALISE_KIND"]
 
 _IMAGE_SUFFIXES = (".nii", ".nii.gz", ".mif", ".mif.gz")
 #: The compartments, in mtnormalise's order of a 3-tissue fit; GM and CSF optional.
@@ -28,6 +32,34 @@ SLOTS = (
     InputSlot("csf", False, _IMAGE_SUFFIXES, "CSF compartment (one volume)"),
     InputSlot("mask", True, _IMAGE_SUFFIXES, "brain mask on the compartments' grid (fibertensor mask, dwi2mask)"),
 )
+
+
+#: The warning for a normalisation of one compartment.
+ONE_COMPARTMENT = ("one compartment alone: a multi-tissue fit's compartments (WM FOD, GM, CSF) normalise together far "
+                   "better")
+
+
+def normalisation_field(compartments: list[np.ndarray], mask: np.ndarray, affine: np.ndarray,
+                        params: MtNormaliseParams = MtNormaliseParams()) -> "MtNormalisation":
+    """:func:`gpu.fod.mtnormalise.mtnormalise` of the compartments (WM FOD (X, Y, Z, C) and GM,
+    CSF, (X, Y, Z) or (X, Y, Z, 1)) within ``mask`` with ``params``; :class:`InputError` when
+    the compartments cannot be balanced."""
+    from gpu.fod.mtnormalise import mtnormalise
+
+    try:
+        return mtnormalise([c.reshape(mask.shape + (-1,))[..., 0] for c in compartments], mask, affine,
+                           order=params.order, iterations=params.niter, balance_iterations=params.balance_niter,
+                           reference=params.reference)
+    except ValueError as exc:
+        raise InputError("Cannot normalise", str(exc)) from None
+
+
+def divisor(result: "MtNormalisation", tissue: int, params: MtNormaliseParams = MtNormaliseParams()) -> np.ndarray:
+    """What compartment ``tissue`` (its index) is divided by, (X, Y, Z) float32: the field, over
+    the tissue's balance factor with ``params.balanced``, formed in float64, so that each value
+    takes one float32 division."""
+    factor = float(result.balance[tissue]) if params.balanced else 1.0
+    return (result.field.astype(np.float64) / factor).astype(np.float32)
 
 
 def _check(images: dict[str, Path]) -> dict:
@@ -52,7 +84,6 @@ def run_mtnormalise(prefix: Path, params: MtNormaliseParams = MtNormaliseParams(
                     gm: Path | None = None, csf: Path | None = None, uploaded: dict | None = None) -> dict:
     """Normalise the compartments and write ``<prefix>_wmfod.<ext>`` (``_gm``, ``_csf``) and
     ``_mtnormalise.json`` (:func:`output_path`); returns the sidecar content."""
-    from gpu.fod.mtnormalise import mtnormalise
     from worker.io.images import load_job_images, write_image
     from worker.provenance import generated_by, package_versions
 
@@ -66,26 +97,18 @@ def run_mtnormalise(prefix: Path, params: MtNormaliseParams = MtNormaliseParams(
     tissues = [role for role in COMPARTMENTS if role in infos]
     images = {role: arrays[role].reshape(shape + (-1,)) for role in tissues}
     read = time.perf_counter()
-    try:
-        result = mtnormalise([images[role][..., 0] for role in tissues], brain, infos["wmfod"].affine,
-                             order=params.order, iterations=params.niter, balance_iterations=params.balance_niter,
-                             reference=params.reference)
-    except ValueError as exc:
-        raise InputError("Cannot normalise", str(exc)) from None
+    result = normalisation_field([images[role] for role in tissues], brain, infos["wmfod"].affine, params)
     fitted = time.perf_counter()
     paths = {}
-    for role, factor in zip(tissues, result.balance):
-        # one float32 division a value: the divisor, field ÷ balance, formed in float64
-        divisor = (result.field / (float(factor) if params.balanced else 1.0)).astype(np.float32)
-        out = images[role] / divisor[..., None]
+    for index, (role, factor) in enumerate(zip(tissues, result.balance)):
+        out = images[role] / divisor(result, index, params)[..., None]
         if len(infos[role].shape) == 3:
             out = out[..., 0]
         paths[role] = write_image(output_path(prefix, f"{role}{image_suffix(names[role])}"), out,
                                   infos[role].affine, keyval={"lognorm_scale": str(result.lognorm_scale),
                                                               **({"lognorm_balance": str(factor)}
                                                                  if params.balanced else {})})
-    warnings = [] if len(tissues) > 1 else ["one compartment alone: a multi-tissue fit's compartments (WM FOD, GM, "
-                                             "CSF) normalise together far better"]
+    warnings = [] if len(tissues) > 1 else [ONE_COMPARTMENT]
     sidecar = {
         "job": "mtnormalise",
         "generated_by": generated_by(),

@@ -29,8 +29,9 @@ class FodPlan:
     """A fod job's checked inputs: the DWI's ``dwi`` plan, the ``responses`` read (by tissue,
     none when they are to be estimated), the ``lmax`` per tissue, ``warnings``, the most
     host memory the peaks step holds (``peaks_bytes``, 0 without peaks), the ``algorithm``,
-    and ``slab_planes``: planes of the last spatial axis fitted at a time from a memory map of
-    the DWI (0: the DWI is read whole)."""
+    ``slab_planes``: planes of the last spatial axis fitted at a time from a memory map of
+    the DWI (0: the DWI is read whole), and whether the compartments are normalised
+    (``normalise``, :mod:`worker.jobs.fod.normalise`)."""
 
     dwi: DwiPlan
     responses: dict[str, np.ndarray]
@@ -39,6 +40,7 @@ class FodPlan:
     peaks_bytes: int = 0
     algorithm: str = "msmt_csd"
     slab_planes: int = 0
+    normalise: bool = False
 
 
 def _data_lmax(plan: DwiPlan) -> int:
@@ -124,11 +126,19 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
                              "(6 coefficients); acquire more directions")
     others = [min(params.lmax, response_lmax(trim_response(arrays[t]))) if t in arrays else 0
               for t in TISSUES[1:] if params.algorithm == "msmt_csd" and (t in arrays or not arrays)]
+    if params.mtnormalise and params.algorithm == "csd":
+        from worker.jobs.fod.normalise import ONE_COMPARTMENT
+
+        warnings.append(f"mtnormalise of {ONE_COMPARTMENT}")
     fod = FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params),
-                  params.algorithm)
+                  params.algorithm, normalise=params.mtnormalise)
     if arrays and fod_memory_bytes(fod) - fod.peaks_bytes > FIT_IN_MEMORY_BYTES:
         plane = int(np.prod(plan.info.shape[:2]))
         fod = replace(fod, slab_planes=max(1, SLAB_VOXELS // plane))
+        if params.mtnormalise and plan.mask is None:
+            raise InputError("No mask to normalise within", "the DWI is too large to hold, so it is fitted a slab at "
+                             "a time and no brain mask can be made from it for --mtnormalise; pass --mask (fibertensor "
+                             "mask makes one, from the DWI before it was upsampled)")
     return fod
 
 
@@ -161,7 +171,9 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     peaks, the peaks step's on top (docs/decisions/fod-memory-estimates.md). Fitted a slab at
     a time, N is a slab's voxels, the stored values of a slab (up to 8 bytes each) count too,
     and the outputs are in files the kernel writes back: the mask and the unusable voxels
-    (2·N bytes of the whole grid) stay."""
+    (2·N bytes of the whole grid) stay. Normalised, the field's tables (30 doubles a voxel of
+    the grid, each counted as masked) and the field (float32 and float64) come on top of the
+    fit's."""
     from gpu.sh_basis import n_coeffs
     from worker.jobs.fod.response import response_memory_bytes
 
@@ -171,9 +183,13 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     if plan.slab_planes:
         n = int(np.prod(shape[:2])) * min(plan.slab_planes, shape[2])
         return (2 * int(np.prod(shape[:3])) + n * volumes * 24 + n * coeffs * 12 + (32 << 20)
-                + plan.peaks_bytes)
+                + _normalise_bytes(plan) + plan.peaks_bytes)
     n = int(np.prod(shape[:3]))
     fit = n * volumes * 4 + n * volumes * 12 + n * coeffs * 12 + (32 << 20)
     if not plan.responses:
         fit = max(fit, response_memory_bytes(plan.dwi, "tournier" if plan.algorithm == "csd" else "dhollander"))
-    return fit + plan.peaks_bytes
+    return fit + _normalise_bytes(plan) + plan.peaks_bytes
+
+
+def _normalise_bytes(plan: FodPlan) -> int:
+    return 252 * int(np.prod(plan.dwi.info.shape[:3])) if plan.normalise else 0

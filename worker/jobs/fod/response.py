@@ -98,18 +98,21 @@ def _tournier(data, plan, params: ResponseParams) -> EstimatedResponses:
                               {"iterations": result.iterations, "converged": result.converged})
 
 
-def estimate_responses(data, plan, params: ResponseParams) -> EstimatedResponses:
+def estimate_responses(data, plan, params: ResponseParams, brain: np.ndarray | None = None) -> EstimatedResponses:
     """Responses of read DWI ``data`` (:class:`worker.jobs.fod.inputs.DwiData`) by
     ``params.algorithm``; :class:`InputError` when the data cannot give them. Without a mask
     the voxels are chosen within a brain mask made from the DWI, as ``dwi2response`` makes it
-    with ``dwi2mask`` (:func:`gpu.fod.brain_mask.dwi_brain_mask`); its voxel count goes to
-    the details (``brain_mask_voxels``)."""
+    with ``dwi2mask`` (:func:`gpu.fod.brain_mask.dwi_brain_mask`; ``brain``, that mask within
+    the usable voxels, where the caller made it already); its voxel count goes to the details
+    (``brain_mask_voxels``)."""
     from gpu.fod.brain_mask import dwi_brain_mask
 
     estimate = _tournier if params.algorithm == "tournier" else _dhollander
     made = {}
     if plan.mask is None:
-        data = replace(data, mask=data.mask & dwi_brain_mask(data.dwi, plan.scheme[:, 3]))
+        if brain is None:
+            brain = data.mask & dwi_brain_mask(data.dwi, plan.scheme[:, 3])
+        data = replace(data, mask=brain)
         made = {"brain_mask_voxels": int(data.mask.sum())}
     try:
         result = estimate(data, plan, params)

@@ -78,7 +78,8 @@ class FodRead:
 class FodFit:
     """The fitted volumes (WM FOD in the basis asked for, then GM and CSF for msmt_csd), the
     responses used by tissue, the estimate (None where responses were given), the backend;
-    the stage's seconds, of which ``estimate_seconds`` estimating the responses."""
+    the stage's seconds, of which ``estimate_seconds`` estimating the responses; with
+    ``mtnormalise``, the volumes are normalised and ``normalisation`` says how (None without)."""
 
     volumes: list[np.ndarray]
     responses: dict[str, np.ndarray]
@@ -86,6 +87,7 @@ class FodFit:
     backend: str
     seconds: float
     estimate_seconds: float = 0.0
+    normalisation: dict | None = None
 
 
 def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict | None = None, *,
@@ -116,11 +118,17 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
     params, plan, data = read.params, read.plan.dwi, read.data
     check_cancelled()
     responses, estimated, estimate_seconds = dict(read.plan.responses), None, 0.0
+    # the brain mask dwi2mask would make, where a step needs one and none was given
+    brain = None
+    if plan.mask is None and (params.mtnormalise or not responses):
+        from gpu.fod.brain_mask import dwi_brain_mask
+
+        brain = data.mask & dwi_brain_mask(data.dwi, plan.scheme[:, 3])
     if not responses:
         algorithm = "tournier" if params.algorithm == "csd" else "dhollander"
         try:
             estimated = estimate_responses(data, plan, read.job.response_params.model_copy(
-                update={"algorithm": algorithm, "backend": params.backend}))
+                update={"algorithm": algorithm, "backend": params.backend}), brain=brain)
         except InputError as exc:
             raise InputError(exc.title, f"{exc.detail}. Estimate the responses with fibertensor response "
                              f"--algorithm {algorithm} (and its options) and pass them with --response") from None
@@ -145,7 +153,26 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
         volumes = _fit_in_slabs(fit, read, check_cancelled)
     else:
         volumes = fit(data.dwi, data.mask)
-    return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started, estimate_seconds)
+    normalisation = None
+    if params.mtnormalise:
+        check_cancelled()
+        normalisation = _normalise(volumes, data.mask if brain is None else brain, plan.info.affine)
+        normalisation["mask"] = "the mask given" if brain is None else "the brain mask dwi2mask would make"
+    return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started, estimate_seconds,
+                  normalisation)
+
+
+def _normalise(volumes: list[np.ndarray], mask: np.ndarray, affine: np.ndarray) -> dict:
+    """Divide the fitted volumes in place by ``mtnormalise``'s field within ``mask`` (its
+    defaults, :mod:`worker.jobs.fod.normalise`); returns what the sidecar records of it."""
+    from worker.jobs.fod.normalise import divisor, normalisation_field
+
+    result = normalisation_field(volumes, mask, affine)
+    for index, volume in enumerate(volumes):
+        np.divide(volume, divisor(result, index).reshape(mask.shape + (1,) * (volume.ndim - 3)), out=volume)
+    return {"balance_factors": dict(zip(TISSUES, map(float, result.balance))),
+            "lognorm_scale": result.lognorm_scale,
+            "voxels": {"mask": int(mask.sum()), "kept": int(result.kept.sum())}}
 
 
 def _fit_in_slabs(fit: Callable[[np.ndarray, np.ndarray], list[np.ndarray]], read: FodRead,
@@ -223,8 +250,9 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
         if fit.estimated is not None:
             for tissue, response in fit.estimated.responses.items():
                 write_response(paths[f"{tissue}_response"], response, fit.estimated.bvalues)
+        keyval = {"lognorm_scale": str(fit.normalisation["lognorm_scale"])} if fit.normalisation else None
         for name, volume in volumes.items():
-            write_image(paths[name], volume, plan.dwi.info.affine)
+            write_image(paths[name], volume, plan.dwi.info.affine, keyval=keyval)
         written = time.perf_counter()
         warnings = [*plan.warnings, *data.warnings()]
         if fit.estimated is not None:
@@ -242,13 +270,16 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
             "parameters": params.model_dump(),
             "method": ("dwi2fod csd (Tournier et al. 2007, NeuroImage 35:1459)" if params.algorithm == "csd" else
                        "dwi2fod msmt_csd (Jeurissen et al. 2014, NeuroImage 103:411, Eq. 3)")
-                      + (f" with responses by {fit.estimated.method}" if fit.estimated is not None else ""),
+                      + (f" with responses by {fit.estimated.method}" if fit.estimated is not None else "")
+                      + (", normalised as mtnormalise (Raffelt et al. 2017; Dhollander et al. 2021)"
+                         if fit.normalisation else ""),
             **({"estimated_responses": {"voxels": fit.estimated.counts, **fit.estimated.details}}
                if fit.estimated is not None else {}),
             "shells": [round(float(b), 1) for b in plan.dwi.shell_bvalues],
             "lmax": dict(zip(names, plan.lmax)),
             "sh_basis": params.basis,
             "voxels_fitted": int(data.mask.sum()),
+            **({"mtnormalise": fit.normalisation} if fit.normalisation else {}),
             "outputs": {name: path.name for name, path in paths.items()},
             **({"peaks": {"sidecar": _peaks_outputs(job.prefix).sidecar.name, "outputs": peaks["outputs"]}}
                if peaks else {}),
