@@ -73,6 +73,12 @@ def _fod(args: argparse.Namespace) -> int:
             voxels = ", ".join(f"{count} {tissue.upper()}" for tissue, count in
                                sidecar["estimated_responses"]["voxels"].items())
             print(f"responses estimated from {voxels} voxels, {sidecar['seconds']['responses']:.2f} s")
+        if "mtnormalise" in sidecar:
+            normalised = sidecar["mtnormalise"]
+            factors = ", ".join(f"{tissue.upper()} {factor:.4g}" for tissue, factor in
+                                normalised["balance_factors"].items())
+            print(f"normalised as mtnormalise within {normalised['mask']} ({normalised['voxels']['kept']} of "
+                  f"{normalised['voxels']['mask']} voxels kept; balance factors {factors})")
         if "peaks" in sidecar:
             written = [name for names in sidecar["peaks"]["outputs"].values() for name in names]
             print(f"peaks of the WM FOD, {sidecar['seconds']['peaks']:.2f} s; wrote {', '.join(written)} and "

@@ -35,10 +35,10 @@ def head(tmp_path_factory):
             "responses": [str(sample / f"truth_{tissue}.txt") for tissue in COMPARTMENTS]}
 
 
-def _fod(head, prefix, *options, responses=True):
+def _fod(head, prefix, *options, responses=True, quiet=True):
     return main(["fod", str(head["dwi"]), str(prefix), "--bval", str(head["bval"]), "--bvec", str(head["bvec"]),
-                 *(["--response", *head["responses"]] if responses else []), "--backend", "cpu", "--quiet",
-                 *options])
+                 *(["--response", *head["responses"]] if responses else []), "--backend", "cpu",
+                 *(["--quiet"] if quiet else []), *options])
 
 
 def _theirs(folder, plain, tissues, mask):
@@ -72,13 +72,16 @@ def test_fod_writes_mtnormalise_s_compartments(head, tmp_path, masked):
     assert sidecar["lognorm_scale"] == pytest.approx(their_scale, rel=1e-5)
 
 
-def test_estimated_responses_and_peaks_come_from_one_brain_mask(head, tmp_path):
+def test_estimated_responses_and_peaks_come_from_one_brain_mask(head, tmp_path, capsys):
     """Estimating the responses and normalising without a mask: both within dwi2mask's mask,
     and the peaks are those of the normalised WM FOD as written."""
-    assert _fod(head, tmp_path / "norm", "--mtnormalise", "--peaks", responses=False) == 0
+    assert _fod(head, tmp_path / "norm", "--mtnormalise", "--peaks", responses=False, quiet=False) == 0
     sidecar = json.loads((tmp_path / "norm_fod.json").read_text())
     brain = sidecar["estimated_responses"]["brain_mask_voxels"]
-    assert sidecar["mtnormalise"]["voxels"]["mask"] == brain
+    normalised = sidecar["mtnormalise"]
+    assert normalised["voxels"]["mask"] == brain
+    assert (f"normalised as mtnormalise within the brain mask dwi2mask would make ({normalised['voxels']['kept']} of "
+            f"{brain} voxels kept; balance factors WM ") in capsys.readouterr().out
     assert main(["peaks", str(tmp_path / "norm_wmfod.nii"), str(tmp_path / "again"), "--backend", "cpu",
                  "--quiet"]) == 0
     np.testing.assert_array_equal(image(tmp_path / "norm_peaks.nii.gz"), image(tmp_path / "again_peaks.nii.gz"))
