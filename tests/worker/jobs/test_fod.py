@@ -310,20 +310,21 @@ def test_memory_estimates_cover_the_runs_and_no_more_than_three_times(tmp_path):
     bval, bvec = write_fsl(tmp_path, bvals, dirs)
     run_response(dwi, tmp_path / "warm", ResponseParams(erode=0, sfwm=20, gm=20, csf=20), bval=bval, bvec=bvec)
     peaks, estimates = {}, {}
-    for algorithm in ("dhollander", "tournier", "msmt_csd"):
+    for algorithm in ("dhollander", "tournier", "msmt_csd", "msmt_csd normalised"):
         responses = {t: tmp_path / f"dhollander_{t}.txt" for t in ("wm", "gm", "csf")}
+        params = FodParams(backend="cpu", mtnormalise=algorithm.endswith("normalised"))
         tracemalloc.start()
         try:
-            if algorithm == "msmt_csd":
-                run_fod(dwi, tmp_path / "f", FodParams(backend="cpu"), bval=bval, bvec=bvec, responses=responses)
+            if algorithm.startswith("msmt_csd"):
+                run_fod(dwi, tmp_path / "f", params, bval=bval, bvec=bvec, responses=responses)
             else:
                 run_response(dwi, tmp_path / algorithm, ResponseParams(algorithm=algorithm), bval=bval, bvec=bvec)
             peaks[algorithm] = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
         estimates[algorithm] = (
-            fod_memory_bytes(plan_fod(dwi, FodParams(), bval=bval, bvec=bvec, responses=responses))
-            if algorithm == "msmt_csd" else
+            fod_memory_bytes(plan_fod(dwi, params, bval=bval, bvec=bvec, responses=responses))
+            if algorithm.startswith("msmt_csd") else
             response_memory_bytes(check_dwi_inputs(dwi, bval=bval, bvec=bvec), algorithm))
     for algorithm, peak in peaks.items():
         assert peak <= estimates[algorithm] <= 3 * peak, algorithm
