@@ -259,3 +259,32 @@ async def test_api_fod_job_writes_the_peaks_job_outputs(client, store, phantom, 
         assert served == file_content(tmp_path / f"cli_{name}.nii.gz"), name
     sidecar = (await client.get(results["peaks.json"])).json()
     assert sidecar["parameters"]["npeaks"] == 2 and sidecar["input"]["fod"] == "wmfod.nii"
+
+
+@pytest.mark.anyio
+async def test_api_normalises_as_the_cli_and_refuses_a_slab_fit_without_a_mask(client, store, phantom, tmp_path,
+                                                                               monkeypatch):
+    import worker.jobs.fod.plan as fod_plan
+
+    p = phantom["paths"]
+    slots = ("dwi", "bval", "bvec", "mask", "wm", "gm", "csf")
+    data = {"backend": "cpu", "mtnormalise": "true"}
+    response = await client.post("/v1/jobs/fod", files=_form({s: p[s] for s in slots}), data=data)
+    assert response.status_code == 202, response.text
+    run_queued(store)
+    job = (await client.get(f"/v1/jobs/{response.json()['id']}")).json()
+    assert job["status"] == "succeeded", job["error"]
+    results = {r["name"]: r["url"] for r in job["results"]}
+    (tmp_path / "api_wmfod.nii").write_bytes((await client.get(results["wmfod.nii"])).content)
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "cli"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
+                 "--mask", str(p["mask"]), "--response", str(p["wm"]), str(p["gm"]), str(p["csf"]),
+                 "--backend", "cpu", "--mtnormalise", "--quiet"]) == 0
+    api, cli = (load_image_data(read_image_header(tmp_path / f"{name}_wmfod.nii", "fod")) for name in ("api", "cli"))
+    np.testing.assert_array_equal(api, cli)
+    assert "balance_factors" in (await client.get(results["fod.json"])).json()["mtnormalise"]
+
+    monkeypatch.setattr(fod_plan, "FIT_IN_MEMORY_BYTES", 0)
+    no_mask = _form({s: p[s] for s in slots if s != "mask"})
+    response = await client.post("/v1/jobs/fod", files=no_mask, data=data)
+    assert response.status_code == 422 and response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["title"] == "No mask to normalise within" and "give a brain mask" in response.json()["detail"]

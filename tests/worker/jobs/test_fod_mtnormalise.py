@@ -123,5 +123,5 @@ def test_slabs_normalise_as_the_whole_volume(head, tmp_path, monkeypatch, capsys
     capsys.readouterr()
     assert _fod(head, tmp_path / "nomask", "--mtnormalise") == 2
     err = capsys.readouterr().err
-    assert "No mask to normalise within" in err and "pass --mask" in err
+    assert "No mask to normalise within" in err and "give a brain mask" in err
     assert not list(tmp_path.glob("nomask*"))

@@ -137,8 +137,8 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
         fod = replace(fod, slab_planes=max(1, SLAB_VOXELS // plane))
         if params.mtnormalise and plan.mask is None:
             raise InputError("No mask to normalise within", "the DWI is too large to hold, so it is fitted a slab at "
-                             "a time and no brain mask can be made from it for --mtnormalise; pass --mask (fibertensor "
-                             "mask makes one, from the DWI before it was upsampled)")
+                             "a time and no brain mask can be made from it to normalise within; give a brain mask "
+                             "(fibertensor mask makes one, from the DWI before it was upsampled)")
     return fod
 
 
