@@ -44,6 +44,7 @@ from pydantic import BaseModel
 from worker.batch_jobs import BatchItem, FixelsItem, FodItem, batch_stages
 from worker.errors import InputError
 from worker.io.image_names import IMAGE_SUFFIXES
+from worker.jobs.fod.response import TISSUES, listed_responses
 from worker.jobs.peaks import IMAGE_OUTPUTS, PeaksOutputs
 from worker.params.fod import ResponseParams
 from worker.params.peaks import PeaksParams
@@ -55,7 +56,6 @@ __all__ = ["BatchItem", "FodItem", "FixelsItem", "ItemReport", "batch_items", "f
            "up_to_date", "default_processes", "default_threads", "visible_gpus", "run_batch"]
 
 _FORMATS = f"{', '.join(IMAGE_SUFFIXES[:-1])} or {IMAGE_SUFFIXES[-1]}"
-_TISSUES = ("wm", "gm", "csf")
 
 
 def _endings(*names: str) -> tuple[str, ...]:
@@ -153,12 +153,14 @@ def fod_items(inputs: Iterable[Path], out_dir: Path, responses: Sequence[Path] =
     """The fod items of a batch of DWIs, found as :func:`batch_items` finds images, each with
     its gradients beside it: FSL ``<name>.bval`` and ``<name>.bvec`` (as dcm2niix writes
     them), else an MRtrix ``<name>.b``, else a ``.mif``'s ``dw_scheme``. Responses:
-    ``responses`` (WM [GM CSF]) for every DWI (a group response), else each DWI's own
-    ``<name>_wm.txt`` [``_gm.txt``, ``_csf.txt``] beside it (the names ``fibertensor response
-    DWI <name>`` writes; WM alone for csd), else estimated with ``response_params``. Outputs:
+    ``responses`` (WM [GM CSF], or WM CSF: :func:`worker.jobs.fod.response.listed_responses`)
+    for every DWI (a group response), else each DWI's own ``<name>_wm.txt`` [``_gm.txt``]
+    [``_csf.txt``] beside it (the names ``fibertensor response DWI <name>`` writes; WM alone
+    for csd), else estimated with ``response_params``. Outputs:
     those of ``fibertensor fod DWI out_dir/<name>``. :class:`InputError`, before anything
     runs, as :func:`batch_items` and for a NIfTI DWI without gradients (naming the files it
     looked for)."""
+    listed = listed_responses(responses)
     items, missing = [], []
     for name, (dwi, mask) in _named_inputs(inputs, "_wmfod", _NOT_DWIS).items():
         bval, bvec = _beside(dwi, name, (".bval", ".bvals")), _beside(dwi, name, (".bvec", ".bvecs"))
@@ -170,9 +172,9 @@ def fod_items(inputs: Iterable[Path], out_dir: Path, responses: Sequence[Path] =
             missing.append(f"{str(dwi)!r} has {(bval or bvec).name} but no {name}{'.bvec' if bvec is None else '.bval'} "
                            "beside it")
             continue
-        own = responses or tuple(found for tissue in _TISSUES[: 1 if algorithm == "csd" else 3]
-                                 if (found := _beside(dwi, f"{name}_{tissue}", (".txt",))) is not None)
-        items.append(FodItem(dwi, Path(out_dir) / name, bval, bvec, grad, mask, tuple(own), response_params))
+        beside = tuple(_beside(dwi, f"{name}_{tissue}", (".txt",)) for tissue in TISSUES[: 1 if algorithm == "csd" else 3])
+        own = listed if listed else beside if any(beside) else ()
+        items.append(FodItem(dwi, Path(out_dir) / name, bval, bvec, grad, mask, own, response_params))
     if missing:
         raise InputError(
             "Missing gradients",

@@ -213,7 +213,7 @@ def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams
                  log: Callable[[str], None] = lambda message: None, limits: "InputLimits | None" = None, *,
                  responses: Sequence[Path] = (), response_params: ResponseParams = ResponseParams(),
                  devices: Sequence[str] | None = None, processes: int = 1) -> dict[Path, list[Path] | str]:
-    """FODs of every selected DWI (with ``responses``, WM [GM CSF], for every DWI, else
+    """FODs of every selected DWI (with ``responses``, WM [GM CSF] or WM CSF, for every DWI, else
     responses estimated per DWI with ``response_params``) and the peaks and metrics of each
     WM FOD with ``peaks_params`` (from the FOD in memory, in the same job: the files
     ``fibertensor peaks`` writes of the published FOD, byte for byte), then, with
@@ -222,7 +222,9 @@ def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams
     finishes. Returns each DWI's published files, or the error that stopped it
     (``fixels: ...`` after its FODs and peaks were published)."""
     from worker.batch import FixelsItem, FodItem
+    from worker.jobs.fod.response import listed_responses
 
+    listed = listed_responses(responses)
     if fixels_params is not None and "fixel" in peaks_params.format:
         raise InputError("Fixels asked twice", "the peaks format fixel and the fixels job write the same fixel "
                          "directory; give one of them")
@@ -245,7 +247,7 @@ def run_bids_fod(bids_dir: Path, output_dir: Path, params: FodParams = FodParams
         for folder in work.values():
             folder.mkdir(parents=True)
         fods = {dwi.path: FodItem(dwi.path, work[dwi.path], dwi.bval, dwi.bvec, mask=dwi.mask,
-                                  responses=tuple(responses), response_params=response_params) for dwi in dwis}
+                                  responses=listed, response_params=response_params) for dwi in dwis}
 
         def sources(wm: FodInput) -> list[str]:
             return [dataset_uri(output_dir, wm.path, ""),

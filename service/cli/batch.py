@@ -56,8 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fod.add_argument("inputs", type=Path, nargs="+", metavar="DWI",
                      help="4D diffusion-weighted series (.nii, .nii.gz, .mif, .mif.gz), or a folder of them")
     fod.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
-                     help="response files WM [GM CSF] for every DWI (e.g. group averages, as fixel-based analysis "
-                     "uses; csd takes WM alone); default: each DWI's own beside it, else estimated per DWI as "
+                     help="response files WM [GM CSF], or WM CSF for a two-tissue fit, for every DWI (e.g. group "
+                     "averages, as fixel-based analysis uses; csd takes WM alone); default: each DWI's own beside it, else estimated per DWI as "
                      "dwi2response dhollander for msmt_csd and tournier for csd")
     _add_pipeline_options(fod)
     add_model_options(fod, FodParams)
@@ -103,8 +103,6 @@ def _batch_fod(args: argparse.Namespace) -> int:
     from worker.batch import fod_items
 
     responses = tuple(args.response or ())
-    if len(responses) > 3:
-        raise CommandError(f"--response takes at most 3 files (WM GM CSF), not {len(responses)}")
     missing = [str(path) for path in responses if not path.is_file()]
     if missing:
         raise CommandError(f"--response: {', '.join(missing)} does not exist; check the path")

@@ -58,8 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_options(bids.add_argument_group("FOD options (from DWIs)"), FodParams, "fod_",
                       skip={"basis", "backend", *(name for name in FodParams.model_fields if name.startswith("peaks"))})
     bids.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
-                      help="from DWIs: response files WM [GM CSF] for every DWI (e.g. group averages, as fixel-based "
-                      "analysis uses); default: estimated per DWI, as dwi2response dhollander for msmt_csd and "
+                      help="from DWIs: response files WM [GM CSF], or WM CSF for a two-tissue fit, for every DWI "
+                      "(e.g. group averages, as fixel-based analysis uses); default: estimated per DWI, as dwi2response dhollander for msmt_csd and "
                       "tournier for csd")
     bids.add_argument("--fixels", action="store_true", help="from DWIs: also write each WM FOD's fixel directory "
                       "(fibertensor fixels)")

@@ -18,8 +18,6 @@ from worker.params.fod import FodParams
 
 __all__ = ["register"]
 
-_TISSUES = ("wm", "gm", "csf")
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     fod = subparsers.add_parser(
@@ -34,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_dwi_arguments(fod)
     fod.add_argument("--response", type=Path, nargs="+", metavar="RESPONSE",
-                     help="response files WM [GM CSF] (MRtrix3 format, e.g. from fibertensor response); csd takes "
-                     "WM alone")
+                     help="response files WM [GM CSF] (MRtrix3 format, e.g. from fibertensor response), or WM CSF "
+                     "for a two-tissue msmt_csd fit (single-shell data); csd takes WM alone")
     add_model_options(fod, FodParams)
     fod.add_argument("--quiet", action="store_true", help="no summary")
     fod.set_defaults(func=_fod)
@@ -52,14 +50,18 @@ def _fod(args: argparse.Namespace) -> int:
     from worker.job_kinds import kind_named
     from worker.jobs.fod import JOB_KINDS, run_fod
 
-    responses = list(args.response or [])
-    if len(responses) > len(_TISSUES):
-        raise CommandError(f"--response takes at most 3 files (WM GM CSF), not {len(responses)}")
-    inputs = {**dwi_inputs(args), **dict(zip(_TISSUES, responses))}
+    from worker.jobs.fod.response import TISSUES, listed_responses
+
+    try:
+        listed = listed_responses(list(args.response or []))
+    except InputError as exc:
+        raise CommandError(f"--response: {exc.detail}") from None
+    responses = {tissue: path for tissue, path in zip(TISSUES, listed) if path is not None}
+    inputs = {**dwi_inputs(args), **responses}
     check_inputs(kind_named(JOB_KINDS, "fod"), inputs, params, read_through=False)
     with output_prefix(args.out_prefix) as prefix:
         try:
-            sidecar = run_fod(args.input, prefix, params, responses=dict(zip(_TISSUES, responses)),
+            sidecar = run_fod(args.input, prefix, params, responses=responses,
                               **{k: inputs[k] for k in ("bval", "bvec", "grad", "mask")},
                               inflate_threads=len(os.sched_getaffinity(0)))
         except InputError as exc:

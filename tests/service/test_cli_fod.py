@@ -288,3 +288,28 @@ async def test_api_normalises_as_the_cli_and_refuses_a_slab_fit_without_a_mask(c
     response = await client.post("/v1/jobs/fod", files=no_mask, data=data)
     assert response.status_code == 422 and response.headers["content-type"].startswith("application/problem+json")
     assert response.json()["title"] == "No mask to normalise within" and "give a brain mask" in response.json()["detail"]
+
+
+@pytest.mark.anyio
+async def test_api_fits_wm_and_csf_as_the_cli_and_refuses_wm_and_gm(client, store, phantom, tmp_path):
+    p = phantom["paths"]
+
+    def form(*slots):
+        return _form({slot: p[slot] for slot in ("dwi", "bval", "bvec", "mask", *slots)})
+
+    response = await client.post("/v1/jobs/fod", files=form("wm", "gm"))
+    assert response.status_code == 422 and response.json()["title"] == "Incomplete responses"
+    assert "pass the CSF response too" in response.json()["detail"]
+    response = await client.post("/v1/jobs/fod", files=form("wm", "csf"), data={"backend": "cpu"})
+    assert response.status_code == 202, response.text
+    run_queued(store)
+    job = (await client.get(f"/v1/jobs/{response.json()['id']}")).json()
+    assert job["status"] == "succeeded", job["error"]
+    results = {r["name"]: r["url"] for r in job["results"]}
+    assert sorted(results) == ["csf.nii", "fod.json", "wmfod.nii"]
+    (tmp_path / "api_csf.nii").write_bytes((await client.get(results["csf.nii"])).content)
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "cli"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
+                 "--mask", str(p["mask"]), "--response", str(p["wm"]), str(p["csf"]), "--backend", "cpu",
+                 "--quiet"]) == 0
+    api, cli = (load_image_data(read_image_header(tmp_path / f"{name}_csf.nii", "csf")) for name in ("api", "cli"))
+    np.testing.assert_array_equal(api, cli)

@@ -40,12 +40,14 @@ def tiny():
     return bvals, bvecs, np.vstack([signals, broken])
 
 
-def test_cuda_msmt_matches_cpu(tiny):
+@pytest.mark.parametrize("tissues", [(WM, GM, CSF), (WM, CSF)], ids=["three tissues", "WM and CSF"])
+def test_cuda_msmt_matches_cpu(tiny, tissues):
     bvals, bvecs, signals = tiny
-    problem = msmt_problem(bvals, bvecs, [WM, GM, CSF], lmax=[2, 0, 0])
+    problem = msmt_problem(bvals, bvecs, list(tissues), lmax=[2] + [0] * (len(tissues) - 1))
     cpu = backend_cpu.msmt_csd_cpu(problem, signals)
     ours = backend_cuda.msmt_csd_cuda(problem, signals)
-    assert (cpu[1][:2] > 5).all() and np.isnan(cpu[0][2]).all()
+    # WM and CSF leave one voxel's unconstrained solution feasible (no iteration): the other works
+    assert (cpu[1][:2] > 5).sum() >= len(tissues) - 1 and np.isnan(cpu[0][2]).all()
     _assert_matches_cpu(ours, cpu)
     # chunks of two voxels share one scratch for B y_u: the second chunk's voxel must not see the first's
     _assert_matches_cpu(backend_cuda.msmt_csd_cuda(problem, signals[::-1].copy(), chunk_voxels=2),

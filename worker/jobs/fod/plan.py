@@ -98,9 +98,9 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
     if params.algorithm == "csd" and len(given) > 1:
         raise InputError("Too many responses for csd", "csd takes the WM response alone; drop GM and CSF, or use "
                          "msmt_csd")
-    if params.algorithm == "msmt_csd" and len(given) == 2:
-        raise InputError("Incomplete responses", "msmt_csd takes the WM response alone or WM, GM and CSF; pass "
-                         "the CSF response too")
+    if params.algorithm == "msmt_csd" and set(given) == {"wm", "gm"}:
+        raise InputError("Incomplete responses", "msmt_csd takes the WM response alone, WM and CSF (a two-tissue fit, "
+                         "for single-shell data) or WM, GM and CSF; pass the CSF response too")
     warnings, arrays = [], {}
     for tissue in (t for t in TISSUES if t in given):
         arrays[tissue], notes = _check_response(tissue, given[tissue], plan, params.algorithm)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -23,10 +24,22 @@ from worker.job_kinds import JobContext, JobKind
 from worker.jobs.fod.inputs import DWI_SLOTS, check_dwi_inputs, image_suffix, output_path, read_dwi
 from worker.params.fod import ResponseParams
 
-__all__ = ["TISSUES", "EstimatedResponses", "fixel_lobe_peaks", "estimate_responses", "estimation_warnings",
+__all__ = ["TISSUES", "listed_responses", "EstimatedResponses", "fixel_lobe_peaks", "estimate_responses", "estimation_warnings",
            "gradient_source", "run_response", "response_memory_bytes", "RESPONSE_KIND"]
 
 TISSUES = ("wm", "gm", "csf")
+
+
+def listed_responses(files: Sequence[Path]) -> tuple[Path | None, ...]:
+    """Response files as a user lists them, WM [GM CSF] or WM CSF (a two-tissue fit, as
+    ``dwi2fod msmt_csd`` fits any of its tissues: single-shell data determine two), placed by
+    :data:`TISSUES`, None where not given; :class:`InputError` for more than three."""
+    if len(files) > len(TISSUES):
+        raise InputError("Too many responses", f"{len(files)} response files were given; give WM [GM CSF], or WM "
+                         "CSF for a two-tissue fit")
+    tissues = ("wm", "csf") if len(files) == 2 else TISSUES[:len(files)]
+    by_tissue = dict(zip(tissues, files))
+    return tuple(by_tissue.get(tissue) for tissue in TISSUES) if files else ()
 
 _METHODS = {
     "dhollander": "dwi2response dhollander (Dhollander et al. 2016, ISMRM Workshop on Breaking the Barriers of "

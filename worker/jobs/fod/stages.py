@@ -156,15 +156,16 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
     normalisation = None
     if params.mtnormalise:
         check_cancelled()
-        normalisation = _normalise(volumes, data.mask if brain is None else brain, plan.info.affine)
+        normalisation = _normalise(volumes, list(responses), data.mask if brain is None else brain, plan.info.affine)
         normalisation["mask"] = "the mask given" if brain is None else "the brain mask dwi2mask would make"
     return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started, estimate_seconds,
                   normalisation)
 
 
-def _normalise(volumes: list[np.ndarray], mask: np.ndarray, affine: np.ndarray) -> dict:
-    """Divide the fitted volumes in place by ``mtnormalise``'s field within ``mask`` (its
-    defaults, :mod:`worker.jobs.fod.normalise`); returns what the sidecar records of it."""
+def _normalise(volumes: list[np.ndarray], tissues: list[str], mask: np.ndarray, affine: np.ndarray) -> dict:
+    """Divide the fitted volumes (of ``tissues``) in place by ``mtnormalise``'s field within
+    ``mask`` (its defaults, :mod:`worker.jobs.fod.normalise`); returns what the sidecar records
+    of it."""
     from worker.jobs.fod.normalise import divisor, normalisation_field
 
     result = normalisation_field(volumes, mask, affine)
@@ -173,7 +174,7 @@ def _normalise(volumes: list[np.ndarray], mask: np.ndarray, affine: np.ndarray) 
         # strided, ten times slower
         by_volume = np.asarray(divisor(result, index), order="F" if np.isfortran(volume) else "C")
         np.divide(volume, by_volume.reshape(mask.shape + (1,) * (volume.ndim - 3)), out=volume)
-    return {"balance_factors": dict(zip(TISSUES, map(float, result.balance))),
+    return {"balance_factors": dict(zip(tissues, map(float, result.balance))),
             "lognorm_scale": result.lognorm_scale,
             "voxels": {"mask": int(mask.sum()), "kept": int(result.kept.sum())}}
 
