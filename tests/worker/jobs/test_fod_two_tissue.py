@@ -49,6 +49,20 @@ def test_wm_and_csf_fit_is_dwi2fod_s(single_shell, tmp_path):
     sidecar = json.loads((tmp_path / "ours_fod.json").read_text())
     assert sidecar["lmax"] == {"wmfod": 8, "csf": 0}
     assert sidecar["input"]["responses"] == {"wm": "wm.txt", "csf": "csf.txt"}
+    assert sidecar["warnings"] == []
+
+
+def test_a_three_tissue_fit_of_single_shell_data_is_told_of_the_two_tissue_one(single_shell):
+    from worker.jobs.fod.plan import plan_fod
+    from worker.params.fod import FodParams
+
+    p = single_shell
+    gradients = {"bval": p["bval"], "bvec": p["bvec"]}
+    three = {tissue: p[tissue] for tissue in ("wm", "gm", "csf")}
+    for responses in (three, None):
+        (warning,) = plan_fod(p["dwi"], FodParams(), responses=responses, **gradients).warnings
+        assert "GM and CSF trade off" in warning and "WM CSF" in warning
+    assert plan_fod(p["dwi"], FodParams(), responses={"wm": p["wm"]}, **gradients).warnings == ()
 
 
 def test_normalised_two_tissue_fit_names_its_factors(single_shell, tmp_path):

@@ -126,6 +126,10 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
                              "(6 coefficients); acquire more directions")
     others = [min(params.lmax, response_lmax(trim_response(arrays[t]))) if t in arrays else 0
               for t in TISSUES[1:] if params.algorithm == "msmt_csd" and (t in arrays or not arrays)]
+    weighted_shells = sum(not shell.is_bzero for shell in plan.shells)
+    if params.algorithm == "msmt_csd" and weighted_shells == 1 and (not given or len(given) == 3):
+        warnings.append("one b > 0 shell and b = 0 determine two compartments: GM and CSF trade off in a three-tissue "
+                        "fit; for single-shell data fit WM and CSF (two response files, WM CSF)")
     if params.mtnormalise and params.algorithm == "csd":
         from worker.jobs.fod.normalise import ONE_COMPARTMENT
 
