@@ -52,6 +52,10 @@ _DESCRIPTIONS = {
            "basis",
     "response": "{tissue} response function by dwi2response dhollander, in MRtrix3's response format: one row per "
                 "shell (b-values in the header line), zonal SH coefficients l = 0, 2, ...",
+    "predicted": "signal the compartments fitted by {method} (dwi2fod {algorithm}) predict, as dwi2fod "
+                 "-predicted_signal writes it: one volume per volume of the source DWI, whose b-values and directions "
+                 "(.bval, .bvec beside it) it has; 0 outside the mask and in volumes the fit left out. The source "
+                 "DWI minus it is the fit's residual",
 }
 
 
@@ -140,12 +144,15 @@ def find_dwis(bids_dir: Path, participant_labels: Iterable[str] | None = None,
     return dwis
 
 
-def fod_name(dwi: DwiInput, params: FodParams, tissue: str, what: str, extension: str) -> str:
+def fod_name(dwi: DwiInput, params: FodParams, tissue: str | None, what: str, extension: str) -> str:
     """The name of a fod output of ``dwi``: its entities but ``desc-``, then
     ``model-<msmtcsd|csd>``, for ``what="fod"`` ``param-fod_label-<tissue>_desc-fod_dwimap``,
-    for ``what="response"`` ``label-<tissue>_response``."""
+    for ``what="response"`` ``label-<tissue>_response``, for ``what="predicted"`` (the signal
+    the fit predicts, no tissue) ``desc-predicted_dwi``."""
     parts = [f"{key}-{value}" for key, value in dwi.entities if key != "desc"]
     parts.append(f"model-{params.algorithm.replace('_', '')}")
+    if what == "predicted":
+        return "_".join([*parts, "desc-predicted_dwi"]) + extension
     label = f"label-{_TISSUE_LABELS[tissue]}"
     parts += [f"param-fod_{label}_desc-fod_dwimap"] if what == "fod" else [f"{label}_response"]
     return "_".join(parts) + extension
@@ -180,15 +187,22 @@ def _publish_fods(dwi: DwiInput, bids_dir: Path, work: Path, params: FodParams, 
                   if key in sidecar}
     published = []
     for output, file in sidecar["outputs"].items():
-        tissue = {"wmfod": "wm", "gm": "gm", "csf": "csf"}.get(output, output.removesuffix("_response"))
-        what = "response" if output.endswith("_response") else "fod"
+        tissue = {"wmfod": "wm", "gm": "gm", "csf": "csf", "predicted_signal": None}.get(
+            output, output.removesuffix("_response"))
+        what = ("response" if output.endswith("_response") else "predicted" if output == "predicted_signal"
+                else "fod")
         extension = ".txt" if what == "response" else next(e for e in (".nii.gz", ".nii", ".mif.gz", ".mif")
                                                              if file.endswith(e))
         destination = target / fod_name(dwi, params, tissue, what, extension)
         os.replace(work / file, destination)
+        if what == "predicted":
+            # a DWI of its own: BIDS wants its gradients beside it
+            stem = destination.name.removesuffix(extension)
+            for gradients, suffix in ((dwi.bval, ".bval"), (dwi.bvec, ".bvec")):
+                published.append(Path(shutil.copyfile(gradients, destination.with_name(stem + suffix))))
         description = {"Description": _DESCRIPTIONS[what].format(
-            tissue=_TISSUE_LABELS[tissue], method=sidecar["method"], algorithm=params.algorithm, basis=params.basis),
-            "Sources": sources, "Parameters": params.model_dump()}
+            tissue=_TISSUE_LABELS.get(tissue), method=sidecar["method"], algorithm=params.algorithm,
+            basis=params.basis), "Sources": sources, "Parameters": params.model_dump()}
         if output == "wmfod":
             description["Provenance"] = provenance
         write_json_atomic(destination.with_name(destination.name.removesuffix(extension) + ".json"), description)

@@ -1,5 +1,6 @@
 """FODs from diffusion-weighted images: ``dwi2fod csd`` (Tournier et al. 2007) and
-``dwi2fod msmt_csd`` (Jeurissen et al. 2014) of MRtrix3, on the CPU or a CUDA GPU."""
+``dwi2fod msmt_csd`` (Jeurissen et al. 2014) of MRtrix3, on the CPU or a CUDA GPU; and the
+signal fitted FODs predict (``dwi2fod msmt_csd -predicted_signal``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from gpu.fod.csd_problem import CSD_DEFAULTS, csd_problem
 from gpu.fod.msmt_problem import DEFAULT_NEG_LAMBDA, DEFAULT_NORM_LAMBDA, msmt_problem
 from gpu.fod.voxel_rows import rows_by_volume
 
-__all__ = ["msmt_csd", "csd"]
+__all__ = ["msmt_csd", "csd", "msmt_predicted_signal", "csd_predicted_signal", "prediction_bytes"]
+
+#: Voxels whose prediction a thread forms at a time: rows of this many in float64, one block a
+#: core at once, bound the memory (:func:`prediction_bytes`).
+PREDICT_BLOCK_VOXELS = 2048
 
 
 def _voxels(dwi: np.ndarray, n_volumes: int, mask: np.ndarray | None, backend: str = "cpu"
@@ -145,3 +150,88 @@ def csd(dwi: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, response: np.ndar
     index, signals, order = _voxels(dwi, np.asarray(bvals).size, mask, backend)
     f, _ = _solve("csd", problem, signals[:, problem.volumes], backend)
     return _image(f, index, np.asarray(dwi).shape[:-1], order)
+
+
+def msmt_predicted_signal(fods: Sequence[np.ndarray], bvals: np.ndarray, bvecs: np.ndarray,
+                          responses: Sequence[np.ndarray], lmax: Sequence[int] | None = None,
+                          mask: np.ndarray | None = None) -> np.ndarray:
+    """The signal that MSMT-CSD compartments predict, H x (Jeurissen et al. 2014, Eq. 3):
+    ``dwi2fod msmt_csd -predicted_signal``, whose difference from the DWI is the fit's
+    residual.
+
+    Parameters
+    ----------
+    fods : sequence of ndarray, each (..., (lmax_t + 1)(lmax_t + 2) / 2)
+        Each tissue's SH coefficients (MRtrix3 basis), as :func:`msmt_csd` returns them.
+    bvals, bvecs, responses, lmax :
+        As :func:`msmt_csd` was given them.
+    mask : ndarray of bool, shape (...), optional
+        Voxels to predict; the others are 0.
+
+    Returns
+    -------
+    ndarray, shape (..., n_volumes) float32
+        Laid out as ``fods[0]`` (a volume at a time where it is).
+    """
+    problem = msmt_problem(bvals, bvecs, responses, lmax)
+    if tuple(f.shape[-1] for f in fods) != problem.n_coeffs:
+        raise ValueError(f"the FODs have {[f.shape[-1] for f in fods]} coefficients but the tissues' lmax "
+                         f"{list(problem.lmax)} take {list(problem.n_coeffs)}")
+    return _predict(fods, problem.H, np.arange(problem.H.shape[0]), problem.H.shape[0], mask)
+
+
+def csd_predicted_signal(fod: np.ndarray, bvals: np.ndarray, bvecs: np.ndarray, response: np.ndarray,
+                         lmax: int | None = None, mask: np.ndarray | None = None) -> np.ndarray:
+    """The signal a CSD FOD predicts in the volumes it was fitted to (the highest shell),
+    Q f (Tournier et al. 2007, Eq. 3); 0 in the other volumes.
+
+    Parameters
+    ----------
+    fod : ndarray, shape (..., (lmax + 1)(lmax + 2) / 2)
+        SH coefficients (MRtrix3 basis), as :func:`csd` returns them.
+    bvals, bvecs, response, lmax :
+        As :func:`csd` was given them.
+    mask : ndarray of bool, shape (...), optional
+        Voxels to predict; the others are 0.
+
+    Returns
+    -------
+    ndarray, shape (..., n_volumes) float32
+    """
+    problem = csd_problem(bvals, bvecs, response, lmax)
+    if fod.shape[-1] != problem.Q.shape[1]:
+        raise ValueError(f"the FOD has {fod.shape[-1]} coefficients but lmax {problem.lmax} takes "
+                         f"{problem.Q.shape[1]}")
+    return _predict([fod], problem.Q, problem.volumes, np.asarray(bvals).size, mask)
+
+
+def prediction_bytes(n_voxels: int, n_coeffs: int, n_volumes: int, threads: int) -> int:
+    """Most memory :func:`msmt_predicted_signal` and :func:`csd_predicted_signal` hold, in bytes,
+    for ``n_voxels`` voxels (each counted as masked), ``n_coeffs`` coefficients in all and
+    ``n_volumes`` volumes on ``threads`` threads: the image and the masked voxels' values in
+    float32, and a block of rows a thread in float32 and float64 with its products."""
+    return n_voxels * n_volumes * 8 + threads * PREDICT_BLOCK_VOXELS * (n_coeffs * 12 + n_volumes * 8)
+
+
+def _predict(fods: Sequence[np.ndarray], forward: np.ndarray, volumes: np.ndarray, n_volumes: int,
+             mask: np.ndarray | None) -> np.ndarray:
+    """``forward`` (len(volumes), N) times each voxel's coefficients, the tissues' side by
+    side, into ``volumes`` of an (..., n_volumes) float32 image laid out as ``fods[0]``: a
+    block of voxels a thread (:func:`gpu.cpu_blocks.run_in_blocks`), each summed in float64 by
+    numpy's own loops, not BLAS, whose sums depend on its thread count."""
+    from gpu.cpu_blocks import run_in_blocks
+
+    shape = fods[0].shape[:-1]
+    order = "F" if fods[0].ndim > 1 and fods[0].flags.f_contiguous and not fods[0].flags.c_contiguous else "C"
+    index = (np.arange(int(np.prod(shape))) if mask is None
+             else np.flatnonzero(np.asarray(mask).reshape(-1, order=order)))
+    values = np.zeros((index.size, n_volumes), np.float32)
+    run_in_blocks(_predict_block, (index, values), (fods, forward, volumes, order), PREDICT_BLOCK_VOXELS)
+    return _image(values, index, shape, order)
+
+
+def _predict_block(index: np.ndarray, values: np.ndarray, fods: Sequence[np.ndarray], forward: np.ndarray,
+                   volumes: np.ndarray, order: str) -> None:
+    rows = np.concatenate([rows_by_volume(f, index) if order == "F" else f.reshape(-1, f.shape[-1])[index]
+                           for f in fods], axis=1)
+    values[:, volumes] = np.einsum("vn,kn->vk", rows.astype(np.float64), forward)

@@ -313,3 +313,25 @@ async def test_api_fits_wm_and_csf_as_the_cli_and_refuses_wm_and_gm(client, stor
                  "--quiet"]) == 0
     api, cli = (load_image_data(read_image_header(tmp_path / f"{name}_csf.nii", "csf")) for name in ("api", "cli"))
     np.testing.assert_array_equal(api, cli)
+
+
+@pytest.mark.anyio
+async def test_api_writes_the_predicted_signal_as_the_cli(client, store, phantom, tmp_path):
+    p = phantom["paths"]
+    slots = ("dwi", "bval", "bvec", "mask", "wm", "gm", "csf")
+    response = await client.post("/v1/jobs/fod", files=_form({s: p[s] for s in slots}),
+                                 data={"backend": "cpu", "predicted_signal": "true"})
+    assert response.status_code == 202, response.text
+    run_queued(store)
+    job = (await client.get(f"/v1/jobs/{response.json()['id']}")).json()
+    assert job["status"] == "succeeded", job["error"]
+    results = {r["name"]: r["url"] for r in job["results"]}
+    assert sorted(results) == ["csf.nii", "fod.json", "gm.nii", "predicted_signal.nii", "wmfod.nii"]
+    (tmp_path / "api_predicted_signal.nii").write_bytes((await client.get(results["predicted_signal.nii"])).content)
+    assert main(["fod", str(p["dwi"]), str(tmp_path / "cli"), "--bval", str(p["bval"]), "--bvec", str(p["bvec"]),
+                 "--mask", str(p["mask"]), "--response", str(p["wm"]), str(p["gm"]), str(p["csf"]),
+                 "--backend", "cpu", "--predicted-signal", "--quiet"]) == 0
+    api, cli = (load_image_data(read_image_header(tmp_path / f"{name}_predicted_signal.nii", "image"))
+                for name in ("api", "cli"))
+    assert api.shape == load_image_data(read_image_header(p["dwi"], "dwi")).shape
+    np.testing.assert_array_equal(api, cli)

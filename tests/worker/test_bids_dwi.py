@@ -179,3 +179,22 @@ def test_normalised_fods_are_the_single_subject_job_s(datasets, tmp_path):
         if label == "WM":
             assert found.get_metadata()["Provenance"]["mtnormalise"] == single["mtnormalise"]
     assert single["mtnormalise"]["voxels"]["mask"] == 12 * 5 * 4  # the brain mask: y = 0 left out
+
+
+def test_the_predicted_signal_is_a_dwi_of_its_own(datasets, tmp_path):
+    """``--fod-predicted-signal``: the fod job's prediction as ``..._model-msmtcsd_desc-predicted_dwi``
+    with the source's gradients beside it, which pybids pairs with it as a DWI's."""
+    fod = FOD.model_copy(update={"predicted_signal": True})
+    out = tmp_path / "out"
+    run_bids_fod(datasets["raw"], out, fod, PEAKS, None, participant_labels=["01"], responses=datasets["responses"])
+    dwi = datasets["dwis"]["01"]
+    bval, bvec = (dwi.with_name(dwi.name.replace(".nii.gz", suffix)) for suffix in (".bval", ".bvec"))
+    single = run_fod(dwi, tmp_path / "single", fod, bval=bval, bvec=bvec,
+                     responses=dict(zip(("wm", "gm", "csf"), datasets["responses"])))
+    layout = BIDSLayout(out, is_derivative=True)
+    (found,) = layout.get(subject="01", desc="predicted", suffix="dwi", extension=".nii.gz")
+    assert Path(found.path).name == "sub-01_model-msmtcsd_desc-predicted_dwi.nii.gz"
+    assert_same_file(Path(found.path), tmp_path / single["outputs"]["predicted_signal"], "predicted")
+    assert Path(layout.get_bval(found.path)).read_bytes() == bval.read_bytes()
+    assert Path(layout.get_bvec(found.path)).read_bytes() == bvec.read_bytes()
+    assert "dwi2fod -predicted_signal" in found.get_metadata()["Description"]

@@ -111,6 +111,10 @@ class _FodOptions(JobParams):
         False, description="normalise the fitted compartments' intensities as mtnormalise does with its defaults "
         "(fibertensor mtnormalise) within the mask, or without one the brain mask dwi2mask would make, before "
         "they are written and their peaks found: what fixel-based analysis compares across subjects")
+    predicted_signal: bool = Field(
+        False, description="also write the signal the fitted compartments predict, <prefix>_predicted_signal, one "
+        "volume per DWI volume (0 outside the mask and in volumes the fit leaves out), as dwi2fod msmt_csd "
+        "-predicted_signal; the DWI minus it is the fit's residual. From the fit itself, before any mtnormalise")
 
 
 _FodWithPeaksOptions = create_model(

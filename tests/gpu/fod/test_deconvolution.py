@@ -60,3 +60,38 @@ def test_mask_selects_voxels_and_shapes_follow_lmax(data):
 def test_unknown_backend_is_refused(data):
     with pytest.raises(ValueError, match="backend must be auto, cpu or cuda"):
         msmt_csd(*data, backend="gpu")
+
+
+def test_the_predicted_signal_is_the_forward_model_of_the_fit(data):
+    """H x in float64 for every tissue side by side (Jeurissen et al. 2014, Eq. 3); 0 outside
+    the mask; a volume-at-a-time layout is kept."""
+    from gpu.fod import msmt_predicted_signal
+    from gpu.fod.msmt_problem import msmt_problem
+
+    dwi, bvals, bvecs, responses = data
+    mask = np.array([[[True], [False]], [[True], [True]]])
+    fods = msmt_csd(dwi, bvals, bvecs, responses, mask=mask)
+    predicted = msmt_predicted_signal(fods, bvals, bvecs, responses, mask=mask)
+    x = np.concatenate([f.astype(np.float64) for f in fods], axis=-1)
+    expected = x @ msmt_problem(bvals, bvecs, responses).H.T
+    assert predicted.dtype == np.float32 and not predicted[~mask].any()
+    np.testing.assert_allclose(predicted[mask], expected[mask], rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+    by_volume = msmt_predicted_signal([np.asfortranarray(f) for f in fods], bvals, bvecs, responses, mask=mask)
+    assert by_volume.flags.f_contiguous and by_volume.tobytes("F") == predicted.tobytes("F")
+    with pytest.raises(ValueError, match="coefficients but the tissues' lmax"):
+        msmt_predicted_signal([fods[0][..., :28], *fods[1:]], bvals, bvecs, responses)
+
+
+def test_the_prediction_s_blocks_of_voxels_are_one_product(data):
+    """Voxels in several blocks, on the pool's threads: the float64 product of every voxel."""
+    from gpu.fod import msmt_predicted_signal
+    from gpu.fod.deconvolution import PREDICT_BLOCK_VOXELS
+    from gpu.fod.msmt_problem import msmt_problem
+
+    _, bvals, bvecs, responses = data
+    rng = np.random.default_rng(0)
+    shape = (PREDICT_BLOCK_VOXELS // 16 + 3, 8, 5)  # 2.5 blocks
+    fods = [rng.standard_normal((*shape, n)).astype(np.float32) for n in (45, 1, 1)]
+    predicted = msmt_predicted_signal(fods, bvals, bvecs, responses)
+    expected = np.concatenate(fods, axis=-1).astype(np.float64) @ msmt_problem(bvals, bvecs, responses).H.T
+    np.testing.assert_allclose(predicted, expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())

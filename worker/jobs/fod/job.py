@@ -26,7 +26,8 @@ def run_fod(dwi: Path, prefix: Path, params: FodParams = FodParams(), *, bval: P
             response_params: ResponseParams = ResponseParams(), fixel_archive: bool = False,
             check_cancelled: Callable[[], None] = lambda: None, inflate_threads: int = 1) -> dict:
     """Fit FODs to ``dwi`` and write ``<prefix>_wmfod.<ext>`` (and ``_gm``, ``_csf`` for
-    msmt_csd; ``_wm.txt``, ``_gm.txt``, ``_csf.txt`` where responses were estimated) and
+    msmt_csd; ``_wm.txt``, ``_gm.txt``, ``_csf.txt`` where responses were estimated;
+    ``_predicted_signal.<ext>`` with ``params.predicted_signal``) and
     ``<prefix>_fod.json`` (:func:`worker.jobs.fod.inputs.output_path`: plain names inside a
     folder prefix). ``responses``: response files by tissue (``wm``, ``gm``, ``csf``);
     without them, they are estimated with ``response_params``, its algorithm dhollander for

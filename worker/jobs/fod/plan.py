@@ -30,8 +30,9 @@ class FodPlan:
     none when they are to be estimated), the ``lmax`` per tissue, ``warnings``, the most
     host memory the peaks step holds (``peaks_bytes``, 0 without peaks), the ``algorithm``,
     ``slab_planes``: planes of the last spatial axis fitted at a time from a memory map of
-    the DWI (0: the DWI is read whole), and whether the compartments are normalised
-    (``normalise``, :mod:`worker.jobs.fod.normalise`)."""
+    the DWI (0: the DWI is read whole), whether the compartments are normalised
+    (``normalise``, :mod:`worker.jobs.fod.normalise`) and whether the signal they predict is
+    written (``predict``)."""
 
     dwi: DwiPlan
     responses: dict[str, np.ndarray]
@@ -41,6 +42,7 @@ class FodPlan:
     algorithm: str = "msmt_csd"
     slab_planes: int = 0
     normalise: bool = False
+    predict: bool = False
 
 
 def _data_lmax(plan: DwiPlan) -> int:
@@ -135,7 +137,7 @@ def plan_fod(dwi: Path, params: FodParams = FodParams(), *, bval: Path | None = 
 
         warnings.append(f"mtnormalise of {ONE_COMPARTMENT}")
     fod = FodPlan(plan, arrays, (wm_lmax, *others), tuple(warnings), _peaks_bytes(plan, wm_lmax, params),
-                  params.algorithm, normalise=params.mtnormalise)
+                  params.algorithm, normalise=params.mtnormalise, predict=params.predicted_signal)
     if arrays and fod_memory_bytes(fod) - fod.peaks_bytes > FIT_IN_MEMORY_BYTES:
         plane = int(np.prod(plan.info.shape[:2]))
         fod = replace(fod, slab_planes=max(1, SLAB_VOXELS // plane))
@@ -177,7 +179,9 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     and the outputs are in files the kernel writes back: the mask and the unusable voxels
     (2·N bytes of the whole grid) stay. Normalised, the field's tables and the field come on
     top of the fit's: 400 bytes a voxel of the grid, each counted as masked (measured: 392 a
-    masked voxel)."""
+    masked voxel). With the predicted signal, its image and its masked voxels' values in float32
+    (N·V·8, V the DWI's volumes) and a block of rows a core
+    (:func:`gpu.fod.deconvolution.prediction_bytes`)."""
     from gpu.sh_basis import n_coeffs
     from worker.jobs.fod.response import response_memory_bytes
 
@@ -187,12 +191,24 @@ def fod_memory_bytes(plan: FodPlan) -> int:
     if plan.slab_planes:
         n = int(np.prod(shape[:2])) * min(plan.slab_planes, shape[2])
         return (2 * int(np.prod(shape[:3])) + n * volumes * 24 + n * coeffs * 12 + (32 << 20)
-                + _normalise_bytes(plan) + plan.peaks_bytes)
+                + _predict_bytes(plan, n) + _normalise_bytes(plan) + plan.peaks_bytes)
     n = int(np.prod(shape[:3]))
-    fit = n * volumes * 4 + n * volumes * 12 + n * coeffs * 12 + (32 << 20)
+    fit = n * volumes * 4 + n * volumes * 12 + n * coeffs * 12 + (32 << 20) + _predict_bytes(plan, n)
     if not plan.responses:
         fit = max(fit, response_memory_bytes(plan.dwi, "tournier" if plan.algorithm == "csd" else "dhollander"))
     return fit + _normalise_bytes(plan) + plan.peaks_bytes
+
+
+def _predict_bytes(plan: FodPlan, n: int) -> int:
+    import os
+
+    from gpu.fod.deconvolution import prediction_bytes
+    from gpu.sh_basis import n_coeffs
+
+    if not plan.predict:
+        return 0
+    return prediction_bytes(n, sum(n_coeffs(l) for l in plan.lmax), plan.dwi.info.shape[3],
+                            len(os.sched_getaffinity(0)))
 
 
 def _normalise_bytes(plan: FodPlan) -> int:

@@ -79,7 +79,9 @@ class FodFit:
     """The fitted volumes (WM FOD in the basis asked for, then GM and CSF for msmt_csd), the
     responses used by tissue, the estimate (None where responses were given), the backend;
     the stage's seconds, of which ``estimate_seconds`` estimating the responses; with
-    ``mtnormalise``, the volumes are normalised and ``normalisation`` says how (None without)."""
+    ``mtnormalise``, the volumes are normalised and ``normalisation`` says how (None without);
+    with ``predicted_signal``, ``predicted`` the signal the fit predicts, one volume per DWI
+    volume (None without)."""
 
     volumes: list[np.ndarray]
     responses: dict[str, np.ndarray]
@@ -88,6 +90,7 @@ class FodFit:
     seconds: float
     estimate_seconds: float = 0.0
     normalisation: dict | None = None
+    predicted: np.ndarray | None = None
 
 
 def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict | None = None, *,
@@ -108,11 +111,13 @@ def read_fod_inputs(job: FodJob, params: FodParams = FodParams(), uploaded: dict
 def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) -> FodFit:
     """Estimate the responses when none were given (``read.job.response_params`` with the
     algorithm ``dwi2fod`` pairs with: dhollander for msmt_csd, tournier for csd), then fit the
-    FODs (:func:`gpu.fod.msmt_csd` or :func:`gpu.fod.csd`), both on ``read.params.backend``.
-    ``check_cancelled`` raises to stop the job; it is called before each of the two."""
+    FODs (:func:`gpu.fod.msmt_csd` or :func:`gpu.fod.csd`), both on ``read.params.backend``,
+    and with ``predicted_signal`` the signal they predict (:func:`gpu.fod.msmt_predicted_signal`,
+    :func:`gpu.fod.csd_predicted_signal`). ``check_cancelled`` raises to stop the job; it is
+    called before each of the two."""
     from gpu.cuda.backend import resolve_backend
-    from gpu.fod import csd, msmt_csd
-    from gpu.sh_basis import convert_sh_basis
+    from gpu.fod import csd, csd_predicted_signal, msmt_csd, msmt_predicted_signal
+    from gpu.sh_basis import convert_sh_basis, n_coeffs
 
     started = time.perf_counter()
     params, plan, data = read.params, read.plan.dwi, read.data
@@ -138,28 +143,48 @@ def fit_fods(read: FodRead, check_cancelled: Callable[[], None] = lambda: None) 
     backend = resolve_backend(params.backend)
     bvals, bvecs = plan.scheme[:, 3], plan.scheme[:, :3]
 
+    lmax, all_volumes = list(read.plan.lmax), plan.info.shape[3]
+
     def fit(dwi: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
         try:
             if params.algorithm == "csd":
-                volumes = [csd(dwi, bvals, bvecs, responses["wm"], read.plan.lmax[0], mask, backend=backend)]
+                volumes = [csd(dwi, bvals, bvecs, responses["wm"], lmax[0], mask, backend=backend)]
+                if params.predicted_signal:
+                    volumes.append(csd_predicted_signal(volumes[0], bvals, bvecs, responses["wm"], lmax[0], mask))
             else:
-                volumes = msmt_csd(dwi, bvals, bvecs, list(responses.values()), list(read.plan.lmax), mask,
-                                   backend=backend)
+                volumes = msmt_csd(dwi, bvals, bvecs, list(responses.values()), lmax, mask, backend=backend)
+                if params.predicted_signal:
+                    volumes.append(msmt_predicted_signal(volumes, bvals, bvecs, list(responses.values()), lmax,
+                                                         mask))
         except ValueError as exc:
             raise InputError("FODs cannot be fitted", str(exc)) from None
+        if params.predicted_signal and plan.volumes is not None:
+            volumes[-1] = _every_volume(volumes[-1], plan.volumes, all_volumes)
         return [convert_sh_basis(volumes[0], "mrtrix", params.basis), *volumes[1:]]
 
+    widths = [n_coeffs(degree) for degree in lmax] + ([all_volumes] if params.predicted_signal else [])
     if read.plan.slab_planes:
-        volumes = _fit_in_slabs(fit, read, check_cancelled)
+        volumes = _fit_in_slabs(fit, read, widths, check_cancelled)
     else:
         volumes = fit(data.dwi, data.mask)
+    predicted = volumes.pop() if params.predicted_signal else None
     normalisation = None
     if params.mtnormalise:
         check_cancelled()
         normalisation = _normalise(volumes, list(responses), data.mask if brain is None else brain, plan.info.affine)
         normalisation["mask"] = "the mask given" if brain is None else "the brain mask dwi2mask would make"
     return FodFit(volumes, responses, estimated, backend, time.perf_counter() - started, estimate_seconds,
-                  normalisation)
+                  normalisation, predicted)
+
+
+def _every_volume(predicted: np.ndarray, volumes: np.ndarray, count: int) -> np.ndarray:
+    """The signal predicted in the chosen ``volumes`` (``--shells``) as ``count`` volumes, 0 in
+    those the fit left out, as ``dwi2fod -shells -predicted_signal`` writes it; laid out as
+    ``predicted``."""
+    every = np.zeros((*predicted.shape[:-1], count), np.float32,
+                     order="F" if np.isfortran(predicted) else "C")
+    every[..., volumes] = predicted
+    return every
 
 
 def _normalise(volumes: list[np.ndarray], tissues: list[str], mask: np.ndarray, affine: np.ndarray) -> dict:
@@ -179,18 +204,17 @@ def _normalise(volumes: list[np.ndarray], tissues: list[str], mask: np.ndarray, 
             "voxels": {"mask": int(mask.sum()), "kept": int(result.kept.sum())}}
 
 
-def _fit_in_slabs(fit: Callable[[np.ndarray, np.ndarray], list[np.ndarray]], read: FodRead,
+def _fit_in_slabs(fit: Callable[[np.ndarray, np.ndarray], list[np.ndarray]], read: FodRead, widths: list[int],
                   check_cancelled: Callable[[], None]) -> list[np.ndarray]:
     """``fit`` of a mapped DWI (:func:`worker.jobs.fod.inputs.map_dwi`) ``read.plan.slab_planes``
-    planes of its last spatial axis at a time, into outputs backed by unnamed files beside the
-    job's (:func:`worker.io.mapped_images.scratch_array`): every voxel's FOD is fitted alone,
-    so these are the bytes of the whole-volume fit."""
-    from gpu.sh_basis import n_coeffs
+    planes of its last spatial axis at a time, into outputs of ``widths`` values a voxel backed
+    by unnamed files beside the job's (:func:`worker.io.mapped_images.scratch_array`): every
+    voxel's FOD is fitted alone, so these are the bytes of the whole-volume fit."""
     from worker.io.mapped_images import scratch_array
 
     data, planes = read.data, read.plan.slab_planes
     shape = data.mask.shape
-    volumes = [scratch_array((*shape, n_coeffs(lmax)), scratch=read.job.sidecar.parent) for lmax in read.plan.lmax]
+    volumes = [scratch_array((*shape, width), scratch=read.job.sidecar.parent) for width in widths]
     for start in range(0, shape[2], planes):
         mask = data.mask[:, :, start:start + planes]
         if mask.any():
@@ -226,13 +250,14 @@ def _peaks_of_wm_fod(read: FodRead, wmfod: Path, sh: np.ndarray, fixel_archive: 
 def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False,
                       check_cancelled: Callable[[], None] = lambda: None) -> dict:
     """Write the estimated responses, the FOD images (``wmfod``, ``gm``, ``csf`` in the DWI's
-    format), with ``read.params.peaks`` the peaks job's outputs of the WM FOD (the fixel
+    format), the predicted signal where there is one (``predicted_signal``, on the DWI's
+    header), with ``read.params.peaks`` the peaks job's outputs of the WM FOD (the fixel
     directory as one ``.tar`` with ``fixel_archive``) and, last, the sidecar
     ``<prefix>_fod.json``; returns the sidecar content. Each file appears whole or not at
     all (:mod:`worker.io.atomic`), and a failure, cancellation (``check_cancelled``) included,
     removes every file the job had written, as the peaks job's writer does."""
     from worker.io.atomic import write_json_atomic
-    from worker.io.images import write_image
+    from worker.io.images import save_image, write_image
     from worker.io.response_files import write_response
     from worker.provenance import generated_by, package_versions
 
@@ -241,6 +266,8 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
     suffix = image_suffix(data.names["dwi"])
     names = ("wmfod", *list(fit.responses)[1:])
     paths = {name: output_path(job.prefix, f"{name}{suffix}") for name in names}
+    if fit.predicted is not None:
+        paths["predicted_signal"] = output_path(job.prefix, f"predicted_signal{suffix}")
     if fit.estimated is not None:
         paths.update({f"{tissue}_response": output_path(job.prefix, f"{tissue}.txt")
                       for tissue in fit.estimated.responses})
@@ -257,6 +284,9 @@ def write_fod_outputs(read: FodRead, fit: FodFit, *, fixel_archive: bool = False
         keyval = {"lognorm_scale": str(fit.normalisation["lognorm_scale"])} if fit.normalisation else None
         for name, volume in volumes.items():
             write_image(paths[name], volume, plan.dwi.info.affine, keyval=keyval)
+        if fit.predicted is not None:
+            # on the DWI's header: a .mif keeps its dw_scheme, so the prediction reads as the DWI does
+            save_image(plan.dwi.info, as_written(fit.predicted, dtype=np.float32), paths["predicted_signal"])
         written = time.perf_counter()
         warnings = [*plan.warnings, *data.warnings()]
         if fit.estimated is not None:
