@@ -41,11 +41,12 @@ def require_dipy() -> None:
     try:
         for module in ("dipy.data", "h5py"):
             importlib.import_module(module)
-    except ImportError:
+    except ImportError as error:
+        # a DIPY whose own dependency is missing fails here too: name the module
         raise InputError(
             "DIPY not installed",
-            ".pam5 output needs DIPY (its spheres, and h5py), which is not installed here; install it "
-            "with pip install 'fibertensor[dipy]' (or choose another output format)",
+            f".pam5 output needs DIPY (its spheres, and h5py), which cannot be imported here ({error}); "
+            "install it with pip install 'fibertensor[dipy]' (or choose another output format)",
         ) from None
 
 

@@ -15,7 +15,7 @@ from dipy.io.peaks import load_pam, save_pam
 
 from tests.worker.io.grids import oblique_affine
 from worker.errors import InputError
-from worker.io.pam5 import nearest_vertex, write_pam5
+from worker.io.pam5 import nearest_vertex, require_dipy, write_pam5
 
 GRID, K = (4, 3, 2), 3
 
@@ -158,3 +158,23 @@ def test_rotated_directions_are_the_float64_product_and_index_dipys_closest_vert
     sphere = get_sphere(name="repulsion724")
     closest = [sphere.find_closest(d) for d in pam.peak_dirs.reshape(-1, 3).astype(np.float64)]
     np.testing.assert_array_equal(pam.peak_indices, np.where(present, np.reshape(closest, present.shape), -1))
+
+
+def test_a_dipy_that_cannot_import_names_the_missing_module(monkeypatch):
+    """DIPY installed without one of its own dependencies is refused with that module's name,
+    not only "not installed"."""
+    import importlib
+
+    real_import = importlib.import_module
+
+    def import_module(name, *args):
+        if name == "dipy.data":
+            raise ModuleNotFoundError("No module named 'tqdm'")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    with pytest.raises(InputError) as raised:
+        require_dipy()
+    assert raised.value.title == "DIPY not installed"
+    assert "No module named 'tqdm'" in raised.value.detail
+    assert "pip install 'fibertensor[dipy]'" in raised.value.detail
